@@ -1,0 +1,403 @@
+"""A small declarative schema language for Kafka messages, and its compiler.
+
+Each API is written once, covering every version, in the style of Kafka's own JSON message
+definitions::
+
+    Message(versions="0-4", flexible="3+", fields=[
+        F("error_code", "int16"),
+        F("api_keys", [F("api_key", "int16"), F("min_version", "int16"),
+                       F("max_version", "int16")]),
+        F("throttle_time_ms", "int32", "1+"),
+        F("finalized_features_epoch", "int64", "3+", tag=1, default=-1),
+    ])
+
+A field's type is a primitive name (``int8 int16 int32 int64 uint16 uint32 float64 bool
+uuid string bytes records``), ``"[T]"`` for an array of a primitive, a list of fields for an
+array of structs, or ``Struct([...])`` for a single nested struct. ``versions`` says in which
+versions the field exists, ``nullable`` in which it may be null, ``tag`` (with ``tagged``,
+default: every flexible version) makes it a tagged field. In flexible versions strings, bytes
+and arrays use their compact forms and every struct ends with a tagged-field section.
+
+Messages are plain dicts keyed by field name. Decoding fills the fields a version lacks with
+their defaults, so one dict shape serves every version; encoding skips them. Decoders and
+encoders are compiled once per (message, version) and cached.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field as dc_field
+from typing import Any, Callable
+
+from . import primitives as p
+from .errors import ProtocolError
+
+UNKNOWN_TAGS = "_unknown_tagged_fields"
+_MISSING = object()
+
+
+# ---- version ranges -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Versions:
+    """An inclusive range of versions; ``hi`` None means open-ended ("3+")."""
+    lo: int
+    hi: int | None
+
+    @classmethod
+    def parse(cls, spec: "str | Versions | None") -> "Versions":
+        if isinstance(spec, Versions):
+            return spec
+        if spec is None or spec == "none":
+            return cls(1, 0)  # empty
+        spec = spec.strip()
+        if spec.endswith("+"):
+            return cls(int(spec[:-1]), None)
+        if "-" in spec:
+            lo, hi = spec.split("-")
+            return cls(int(lo), int(hi))
+        return cls(int(spec), int(spec))
+
+    def __contains__(self, version: int) -> bool:
+        return version >= self.lo and (self.hi is None or version <= self.hi)
+
+    def __iter__(self):
+        if self.hi is None:
+            raise ValueError("cannot iterate an open-ended version range")
+        return iter(range(self.lo, self.hi + 1))
+
+
+# ---- the declarative part -----------------------------------------------------------------
+
+@dataclass
+class Struct:
+    fields: list["F"]
+
+
+@dataclass
+class F:
+    """One field of a message or struct."""
+    name: str
+    type: Any
+    versions: str | Versions = "0+"
+    nullable: str | Versions | None = None
+    tag: int | None = None
+    tagged: str | Versions | None = None
+    default: Any = _MISSING
+    about: str = ""
+
+    def __post_init__(self) -> None:
+        self.versions = Versions.parse(self.versions)
+        self.nullable = Versions.parse(self.nullable)
+        self.tagged = Versions.parse(self.tagged) if self.tagged is not None else None
+
+    def is_tagged(self, version: int, flexible: bool) -> bool:
+        if self.tag is None or not flexible:
+            return False
+        return self.tagged is None or version in self.tagged
+
+    def default_value(self):
+        if self.default is not _MISSING:
+            return self.default
+        nullable_somewhere = self.nullable.hi is None or self.nullable.lo <= self.nullable.hi
+        return None if nullable_somewhere else _type_default(self.type)
+
+
+def _type_default(t):
+    if isinstance(t, list) or (isinstance(t, str) and t.startswith("[")):
+        return []
+    if isinstance(t, Struct):
+        return None
+    return {"bool": False, "uuid": p.ZERO_UUID, "string": "", "bytes": b"", "records": None,
+            "float64": 0.0}.get(t, 0)
+
+
+@dataclass
+class Message:
+    """A request or response body: its version range, flexible versions and fields."""
+    versions: str | Versions
+    fields: list[F]
+    flexible: str | Versions | None = None
+    _compiled: dict = dc_field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self.versions = Versions.parse(self.versions)
+        self.flexible = Versions.parse(self.flexible)
+
+    def is_flexible(self, version: int) -> bool:
+        return version in self.flexible
+
+    def _codec(self, version: int):
+        codec = self._compiled.get(version)
+        if codec is None:
+            if version not in self.versions:
+                raise ValueError(f"version {version} outside {self.versions}")
+            codec = _compile_struct(self.fields, version, self.is_flexible(version))
+            self._compiled[version] = codec
+        return codec
+
+    def encode(self, version: int, value: dict, out: bytearray | None = None) -> bytearray:
+        out = bytearray() if out is None else out
+        self._codec(version)[1](out, value)
+        return out
+
+    def decode(self, version: int, buf, pos: int = 0, *, exact: bool = True):
+        """Decode a body; returns ``(dict, end_pos)``. ``exact`` rejects trailing bytes."""
+        try:
+            value, end = self._codec(version)[0](buf, pos)
+        except ProtocolError:
+            raise
+        except (IndexError, ValueError, OverflowError) as e:  # defensive: never leak these
+            raise ProtocolError(f"malformed message: {e}") from e
+        if exact and end != len(buf):
+            raise ProtocolError(f"{len(buf) - end} unexpected trailing bytes after the message")
+        return value, end
+
+    def describe(self, version: int) -> list[tuple]:
+        """The non-tagged field tree of a version, with the guide's type names:
+        ``[(name, TYPE, children_or_None), ...]``. Used by the drift test."""
+        return _describe(self.fields, version, self.is_flexible(version))
+
+
+@dataclass
+class Api:
+    key: int
+    name: str
+    request: Message
+    response: Message
+
+    @property
+    def versions(self) -> Versions:
+        return self.request.versions
+
+    def request_header_version(self, version: int) -> int:
+        return 2 if self.request.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.key == 18:  # ApiVersions responses always use header v0 (KIP-511)
+            return 0
+        return 1 if self.response.is_flexible(version) else 0
+
+
+# ---- the compiler -------------------------------------------------------------------------
+
+_FIXED = {
+    "int8": (p.read_int8, p.write_int8, "INT8"),
+    "int16": (p.read_int16, p.write_int16, "INT16"),
+    "int32": (p.read_int32, p.write_int32, "INT32"),
+    "int64": (p.read_int64, p.write_int64, "INT64"),
+    "uint16": (p.read_uint16, p.write_uint16, "UINT16"),
+    "uint32": (p.read_uint32, p.write_uint32, "UINT32"),
+    "float64": (p.read_float64, p.write_float64, "FLOAT64"),
+    "bool": (p.read_boolean, p.write_boolean, "BOOLEAN"),
+    "uuid": (p.read_uuid, p.write_uuid, "UUID"),
+}
+
+
+def _guide_name(t: str, compact: bool, nullable: bool) -> str:
+    base = {"string": "STRING", "bytes": "BYTES", "records": "RECORDS"}[t]
+    if t == "records":
+        return ("COMPACT_" if compact else "") + "RECORDS"
+    return ("COMPACT_" if compact else "") + ("NULLABLE_" if nullable else "") + base
+
+
+def _primitive_codec(t: str, compact: bool, nullable: bool):
+    if t in _FIXED:
+        return _FIXED[t][0], _FIXED[t][1]
+    if t == "string":
+        rd = p.read_compact_string if compact else p.read_string
+        wr = p.write_compact_string if compact else p.write_string
+
+        def read_str(buf, pos):
+            return rd(buf, pos, nullable)
+
+        def write_str(out, v):
+            if v is None and not nullable:
+                raise ValueError("null value for a non-nullable string")
+            wr(out, v)
+        return read_str, write_str
+    if t in ("bytes", "records"):
+        rd = p.read_compact_bytes if compact else p.read_bytes
+        wr = p.write_compact_bytes if compact else p.write_bytes
+        copy = t == "bytes"
+        nullable = nullable or t == "records"
+
+        def read_b(buf, pos):
+            v, pos = rd(buf, pos, nullable)
+            return (bytes(v) if copy and v is not None else v), pos
+
+        def write_b(out, v):
+            if v is None and not nullable:
+                raise ValueError("null value for non-nullable bytes")
+            wr(out, v)
+        return read_b, write_b
+    raise TypeError(f"unknown primitive type {t!r}")
+
+
+def _field_codec(f: F, version: int, flexible: bool):
+    """Reader and writer for one field's value (not its tag framing)."""
+    t = f.type
+    nullable = version in f.nullable
+    if isinstance(t, Struct):
+        rd, wr = _compile_struct(t.fields, version, flexible)
+        if not nullable:
+            return rd, wr
+
+        def read_opt(buf, pos):  # nullable structs carry a leading int8: -1 null, 1 present
+            marker, pos = p.read_int8(buf, pos)
+            if marker < 0:
+                return None, pos
+            return rd(buf, pos)
+
+        def write_opt(out, v):
+            if v is None:
+                out.append(0xFF)
+            else:
+                out.append(1)
+                wr(out, v)
+        return read_opt, write_opt
+    if isinstance(t, list) or (isinstance(t, str) and t.startswith("[")):
+        if isinstance(t, list):
+            erd, ewr = _compile_struct(t, version, flexible)
+        else:
+            erd, ewr = _primitive_codec(t[1:-1], flexible, False)
+        return _array_codec(erd, ewr, flexible, nullable)
+    return _primitive_codec(t, flexible, nullable)
+
+
+def _array_codec(erd, ewr, compact: bool, nullable: bool):
+    read_count = p.read_array_count
+    write_count = p.write_array_count
+
+    def read_array(buf, pos):
+        n, pos = read_count(buf, pos, compact, nullable)
+        if n is None:
+            return None, pos
+        items = []
+        append = items.append
+        for _ in range(n):
+            item, pos = erd(buf, pos)
+            append(item)
+        return items, pos
+
+    def write_array(out, items):
+        if items is None:
+            if not nullable:
+                raise ValueError("null value for a non-nullable array")
+            write_count(out, None, compact)
+            return
+        write_count(out, len(items), compact)
+        for item in items:
+            ewr(out, item)
+    return read_array, write_array
+
+
+def _compile_struct(fields: list[F], version: int, flexible: bool):
+    plain: list[tuple[str, Callable, Callable, Any]] = []
+    tagged: dict[int, tuple[str, Callable, Callable, Any]] = {}
+    absent: list[tuple[str, Any]] = []
+    for f in fields:
+        if version not in f.versions:
+            absent.append((f.name, f.default_value()))
+            continue
+        rd, wr = _field_codec(f, version, flexible)
+        entry = (f.name, rd, wr, f.default_value())
+        if f.is_tagged(version, flexible):
+            tagged[f.tag] = entry
+            absent.append((f.name, f.default_value()))  # a tagged field may be left out
+        else:
+            plain.append(entry)
+    plain_read = [(name, rd) for name, rd, _, _ in plain]
+    plain_write = [(name, wr, default) for name, _, wr, default in plain]
+    tags_in_order = sorted(tagged.items())
+
+    def decode(buf, pos):
+        d = {}
+        for name, default in absent:
+            d[name] = list(default) if type(default) is list else default
+        for name, rd in plain_read:
+            d[name], pos = rd(buf, pos)
+        if flexible:
+            pos = _read_tagged_section(buf, pos, tagged, d)
+        return d, pos
+
+    def encode(out, d):
+        get = d.get
+        for name, wr, default in plain_write:
+            v = get(name, _MISSING)
+            wr(out, default if v is _MISSING else v)
+        if flexible:
+            _write_tagged_section(out, d, tags_in_order)
+
+    return decode, encode
+
+
+def _read_tagged_section(buf, pos, tagged, d):
+    count, pos = p.read_unsigned_varint(buf, pos)
+    if count > len(buf) - pos:
+        raise ProtocolError(f"tagged field count {count} exceeds the bytes left")
+    last = -1
+    for _ in range(count):
+        tag, pos = p.read_unsigned_varint(buf, pos)
+        size, pos = p.read_unsigned_varint(buf, pos)
+        if tag <= last:
+            raise ProtocolError(f"tagged fields out of order: tag {tag} after {last}")
+        last = tag
+        if size > len(buf) - pos:
+            raise ProtocolError(f"tagged field {tag} size {size} exceeds the bytes left")
+        end = pos + size
+        entry = tagged.get(tag)
+        if entry is None:
+            d.setdefault(UNKNOWN_TAGS, {})[tag] = bytes(buf[pos:end])
+        else:
+            value, used = entry[1](buf[pos:end] if isinstance(buf, memoryview)
+                                   else memoryview(buf)[pos:end], 0)
+            if used != size:
+                raise ProtocolError(f"tagged field {tag} ({entry[0]}) has {size - used} "
+                                    "unread bytes")
+            d[entry[0]] = value
+        pos = end
+    return pos
+
+
+def _write_tagged_section(out, d, tags_in_order):
+    items = []
+    for tag, (name, _, wr, default) in tags_in_order:
+        v = d.get(name, default)
+        if v is None or v == default:
+            continue
+        body = bytearray()
+        wr(body, v)
+        items.append((tag, body))
+    unknown = d.get(UNKNOWN_TAGS)
+    if unknown:
+        items.extend((tag, raw) for tag, raw in unknown.items() if tag not in dict(items))
+        items.sort(key=lambda item: item[0])
+    p.write_unsigned_varint(out, len(items))
+    for tag, body in items:
+        p.write_unsigned_varint(out, tag)
+        p.write_unsigned_varint(out, len(body))
+        out += body
+
+
+def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple]:
+    rows = []
+    for f in fields:
+        if version not in f.versions or f.is_tagged(version, flexible):
+            continue
+        nullable = version in f.nullable
+        t = f.type
+        if isinstance(t, list):
+            kind = ("COMPACT_" if flexible else "") + ("NULLABLE_" if nullable else "") + "ARRAY"
+            rows.append((f.name, kind, _describe(t, version, flexible)))
+        elif isinstance(t, Struct):
+            rows.append((f.name, "STRUCT", _describe(t.fields, version, flexible)))
+        elif t.startswith("["):
+            kind = ("COMPACT_" if flexible else "") + ("NULLABLE_" if nullable else "") + "ARRAY"
+            inner = t[1:-1]
+            rows.append((f.name, kind, _FIXED[inner][2] if inner in _FIXED
+                         else _guide_name(inner, flexible, False)))
+        elif t in _FIXED:
+            rows.append((f.name, _FIXED[t][2], None))
+        else:
+            rows.append((f.name, _guide_name(t, flexible, nullable), None))
+    return rows
