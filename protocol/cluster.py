@@ -1,0 +1,497 @@
+"""A small cluster client: bootstrap, cached metadata, requests routed to leaders, retries.
+
+``KafkaClient`` keeps one ``BrokerConnection`` per broker. Partition-level requests
+(ListOffsets, Fetch, Produce, DeleteRecords) are grouped per leader and pipelined: one
+request per broker is sent, then all are awaited. Retriable errors (NOT_LEADER_OR_FOLLOWER,
+LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, a broken connection, ...)
+refresh the metadata and retry with backoff until the deadline; other errors surface at
+once, naming the topic and partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+from .config import ClientConfig, parse_host_port
+from .connection import BrokerConnection
+from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
+                     PyKafkaError, UnknownTopicOrPartition)
+from .primitives import ZERO_UUID
+
+log = logging.getLogger("pykafka.protocol.cluster")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+READ_UNCOMMITTED = 0
+READ_COMMITTED = 1
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass
+class PartitionInfo:
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int = -1
+    replicas: list[int] = field(default_factory=list)
+    isr: list[int] = field(default_factory=list)
+    error_code: int = 0
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    partitions: dict[int, PartitionInfo]
+    error_code: int = 0
+    is_internal: bool = False
+
+
+@dataclass
+class ClusterMetadata:
+    brokers: dict[int, tuple[str, int]]
+    controller_id: int
+    cluster_id: str | None
+    topics: dict[str, TopicInfo]
+    fetched_at: float = field(default_factory=time.monotonic)
+
+
+def _is_retriable(exc: BaseException) -> bool:
+    if isinstance(exc, BrokerError):
+        return exc.retriable or exc.name in ("NOT_CONTROLLER", "UNKNOWN_LEADER_EPOCH",
+                                              "FENCED_LEADER_EPOCH")
+    return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
+
+
+class KafkaClient:
+    """Talks to a Kafka cluster. Not thread-safe; create one per thread or task."""
+
+    def __init__(self, config: ClientConfig | None = None, **settings):
+        self.config = config or ClientConfig(**settings)
+        if not self.config.bootstrap_servers:
+            raise PyKafkaError("kafka.bootstrap.servers: no bootstrap servers given")
+        self._bootstrap = [parse_host_port(s) for s in self.config.bootstrap_servers]
+        self._connections: dict[int, BrokerConnection] = {}
+        self._bootstrap_conn: BrokerConnection | None = None
+        self._metadata: ClusterMetadata | None = None
+
+    def close(self) -> None:
+        for conn in list(self._connections.values()):
+            conn.close()
+        self._connections.clear()
+        if self._bootstrap_conn is not None:
+            self._bootstrap_conn.close()
+            self._bootstrap_conn = None
+
+    def __enter__(self) -> "KafkaClient":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- connections ----------------------------------------------------------------------
+
+    def _any_connection(self) -> BrokerConnection:
+        for conn in self._connections.values():
+            if conn.connected:
+                return conn
+        if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
+            return self._bootstrap_conn
+        errors = []
+        known = list(self._metadata.brokers.items()) if self._metadata else []
+        candidates = [(None, hp) for hp in self._bootstrap] + [(n, hp) for n, hp in known]
+        for node_id, (host, port) in candidates:
+            conn = BrokerConnection(host, port, self.config, node_id)
+            try:
+                conn.connect()
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                errors.append(str(e))
+                continue
+            if node_id is None:
+                self._bootstrap_conn = conn
+            else:
+                self._connections[node_id] = conn
+            return conn
+        raise KafkaConnectionError(
+            "could not connect to any of the bootstrap servers "
+            f"{','.join(self.config.bootstrap_servers)}: {'; '.join(errors)}")
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is not None and conn.connected:
+            return conn
+        meta = self.metadata()
+        if node_id not in meta.brokers:
+            meta = self.refresh_metadata()
+            if node_id not in meta.brokers:
+                raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
+        host, port = meta.brokers[node_id]
+        conn = BrokerConnection(host, port, self.config, node_id)
+        conn.connect()
+        self._connections[node_id] = conn
+        return conn
+
+    # ---- metadata -------------------------------------------------------------------------
+
+    def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache."""
+        from .schemas import METADATA
+        conn = self._any_connection()
+        version = conn.version_for(METADATA)
+        wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID}
+                                               for t in topics]
+        if wanted is None and version == 0:
+            wanted = []  # v0 spells "all topics" as an empty list
+        body = {"topics": wanted, "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False}
+        try:
+            response = conn.request(METADATA, body, version)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            conn.close()
+            raise
+        brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
+        parsed: dict[str, TopicInfo] = {}
+        for t in response["topics"]:
+            name = t["name"]
+            if name is None:
+                continue
+            parts = {p["partition_index"]: PartitionInfo(
+                name, p["partition_index"], p["leader_id"], p.get("leader_epoch", -1),
+                list(p.get("replica_nodes") or []), list(p.get("isr_nodes") or []),
+                p["error_code"]) for p in t["partitions"]}
+            parsed[name] = TopicInfo(name, t.get("topic_id") or ZERO_UUID, parts,
+                                     t["error_code"], t.get("is_internal", False))
+        old = self._metadata
+        merged = dict(old.topics) if old is not None and topics is not None else {}
+        for name, info in parsed.items():
+            if info.error_code == UnknownTopicOrPartition.code:
+                merged.pop(name, None)
+            else:
+                merged[name] = info
+        self._metadata = ClusterMetadata(brokers, response.get("controller_id", -1),
+                                         response.get("cluster_id"), merged)
+        for node_id in [n for n in self._connections if n not in brokers]:
+            self._connections.pop(node_id).close()
+        return self._metadata
+
+    def metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+        """Cached metadata, refreshed when stale or when a wanted topic is missing."""
+        meta = self._metadata
+        stale = (meta is None or
+                 time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000)
+        if topics is not None:
+            topics = list(topics)
+            if not stale and all(t in meta.topics for t in topics):
+                return meta
+            return self.refresh_metadata(topics)
+        return self.refresh_metadata(None) if stale else meta
+
+    def topic(self, name: str) -> TopicInfo:
+        info = self.metadata([name]).topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartition(f"topic {name!r} does not exist", topic=name)
+        if info.error_code:
+            raise BrokerError.for_code(info.error_code, topic=name)
+        return info
+
+    def partitions_for(self, topic: str) -> list[int]:
+        return sorted(self.topic(topic).partitions)
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        info = self.topic(topic)
+        part = info.partitions.get(partition)
+        if part is None:
+            raise UnknownTopicOrPartition(
+                f"topic {topic!r} has no partition {partition}", topic=topic,
+                partition=partition)
+        if part.leader < 0:
+            raise BrokerError.for_code(5, topic=topic, partition=partition)
+        return part.leader
+
+    # ---- retries --------------------------------------------------------------------------
+
+    def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
+        """Run ``attempt`` until it succeeds, a non-retriable error, or the deadline."""
+        timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        backoff = self.config.retry_backoff_ms / 1000
+        while True:
+            try:
+                return attempt()
+            except PyKafkaError as e:
+                if not _is_retriable(e):
+                    raise
+                if time.monotonic() + backoff > deadline:
+                    raise KafkaTimeoutError(
+                        f"{what} did not succeed within {timeout_ms} ms; last error: {e}") from e
+                log.debug("%s: retrying after %s", what, e)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                try:
+                    self.refresh_metadata()
+                except (KafkaConnectionError, KafkaTimeoutError):
+                    pass
+
+    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+        tps = list(tps)
+        self.metadata({t for t, _ in tps})
+        groups: dict[int, list[TopicPartition]] = {}
+        for tp in tps:
+            groups.setdefault(self.leader_for(*tp), []).append(tp)
+        return groups
+
+    def _scatter(self, api, groups: dict[int, list[TopicPartition]],
+                 build: Callable[[BrokerConnection, int, list[TopicPartition]], dict],
+                 version_cap: Callable[[list[TopicPartition]], int | None] | None = None):
+        """Send one request per leader, then gather; returns ``[(node, tps, response)]``.
+        A broken connection fails only that leader's group (raised after the others)."""
+        sent = []
+        for node, tps in groups.items():
+            conn = self.connection(node)
+            cap = version_cap(tps) if version_cap else None
+            version = conn.version_for(api, cap)
+            sent.append((node, tps, conn, version, conn.send(api, build(conn, version, tps),
+                                                            version)))
+        results, failure = [], None
+        for node, tps, conn, version, cid in sent:
+            try:
+                results.append((node, tps, conn.receive(cid), version))
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                failure = failure or e
+        if failure is not None:
+            raise failure
+        return results
+
+    # ---- ListOffsets ----------------------------------------------------------------------
+
+    def list_offsets(self, timestamps: dict[TopicPartition, int],
+                     isolation_level: int = READ_UNCOMMITTED,
+                     timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int]]:
+        """Offsets for ``{(topic, partition): timestamp}`` where the timestamp is a time in
+        ms, EARLIEST_TIMESTAMP (-2) or LATEST_TIMESTAMP (-1). Returns
+        ``{(topic, partition): (offset, timestamp)}``; offset -1 when no record is at or
+        after the timestamp."""
+        from .schemas import LIST_OFFSETS
+        pending = dict(timestamps)
+        done: dict[TopicPartition, tuple[int, int]] = {}
+
+        def build(conn, version, tps):
+            topics: dict[str, list] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({
+                    "partition_index": p, "current_leader_epoch": -1,
+                    "timestamp": pending[(t, p)], "max_num_offsets": 1})
+            return {"replica_id": -1, "isolation_level": isolation_level,
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+        def attempt():
+            if not pending:
+                return done
+            first_error = None
+            for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending),
+                                                   build):
+                for t in response["topics"]:
+                    for p in t["partitions"]:
+                        tp = (t["name"], p["partition_index"])
+                        if tp not in pending:
+                            continue
+                        if p["error_code"]:
+                            err = BrokerError.for_code(p["error_code"], topic=tp[0],
+                                                       partition=tp[1])
+                            if not _is_retriable(err):
+                                raise err
+                            first_error = first_error or err
+                            continue
+                        offset = p.get("offset", -1)
+                        if offset == -1 and p.get("old_style_offsets"):
+                            offset = p["old_style_offsets"][0]
+                        done[tp] = (offset, p.get("timestamp", -1))
+                        del pending[tp]
+            if pending:
+                raise first_error or BrokerError.for_code(
+                    7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending))
+            return done
+
+        return self.retrying("ListOffsets", attempt, timeout_ms)
+
+    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: o for tp, (o, _) in
+                self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()}
+
+    def latest_offsets(self, tps: Iterable[TopicPartition],
+                       isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
+        return {tp: o for tp, (o, _) in
+                self.list_offsets({tp: LATEST_TIMESTAMP for tp in tps},
+                                  isolation_level).items()}
+
+    # ---- Fetch and Produce (records as bytes; record batches live in protocol.records) ----
+
+    def fetch(self, offsets: dict[TopicPartition, int], *, max_wait_ms: int = 500,
+              min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
+              partition_max_bytes: int = 1024 * 1024,
+              isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, dict]:
+        """One Fetch round to the leaders of ``offsets``. Returns the raw partition
+        responses (``error_code``, ``high_watermark``, ``last_stable_offset``,
+        ``log_start_offset``, ``aborted_transactions``, ``records`` as bytes). Errors stay in
+        ``error_code``: the caller decides (OFFSET_OUT_OF_RANGE is its business)."""
+        from .schemas import FETCH
+        meta = self.metadata({t for t, _ in offsets})
+        ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
+        names_by_id = {v: k for k, v in ids.items()}
+
+        def cap(tps):  # Fetch v13+ names topics by id; stay below it when an id is unknown
+            return 12 if any(ids.get(t, ZERO_UUID) == ZERO_UUID for t, _ in tps) else None
+
+        def build(conn, version, tps):
+            topics: dict[str, list] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({
+                    "partition": p, "current_leader_epoch": -1, "fetch_offset": offsets[(t, p)],
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": partition_max_bytes})
+            return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+                    "max_bytes": max_bytes, "isolation_level": isolation_level,
+                    "session_id": 0, "session_epoch": -1,
+                    "topics": [{"topic": t, "topic_id": ids.get(t, ZERO_UUID), "partitions": ps}
+                               for t, ps in topics.items()],
+                    "forgotten_topics_data": [], "rack_id": ""}
+
+        out: dict[TopicPartition, dict] = {}
+        for _, _, response, version in self._scatter(FETCH, self._by_leader(offsets), build,
+                                                      cap):
+            if response.get("error_code"):
+                raise BrokerError.for_code(response["error_code"], "Fetch failed")
+            for t in response["responses"]:
+                name = t.get("topic") or names_by_id.get(t.get("topic_id"))
+                for p in t["partitions"]:
+                    out[(name, p["partition_index"])] = p
+        return out
+
+    def produce(self, topic: str, partition: int, records: bytes, *, acks: int = -1,
+                timeout_ms: int = 30_000, transactional_id: str | None = None) -> dict:
+        """Send one record batch to a partition's leader; returns the partition response
+        (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``."""
+        from .schemas import PRODUCE
+        info = self.topic(topic)
+        conn = self.connection(self.leader_for(topic, partition))
+        # Produce v13+ names topics by id; stay below it when the id is unknown.
+        version = conn.version_for(PRODUCE, 12 if info.topic_id == ZERO_UUID else None)
+        body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
+                "topic_data": [{"name": topic, "topic_id": info.topic_id, "partition_data": [
+                    {"index": partition, "records": records}]}]}
+        if acks == 0:
+            conn.send(PRODUCE, body, version, expect_response=False)
+            return {"index": partition, "error_code": 0, "base_offset": -1}
+        response = conn.request(PRODUCE, body, version)
+        return response["responses"][0]["partition_responses"][0]
+
+    # ---- admin ----------------------------------------------------------------------------
+
+    def _controller(self) -> BrokerConnection:
+        meta = self.metadata()
+        if meta.controller_id in meta.brokers:
+            return self.connection(meta.controller_id)
+        return self._any_connection()
+
+    def create_topics(self, topics: dict[str, int], replication_factor: int = 1, *,
+                      configs: dict[str, str] | None = None, exist_ok: bool = False,
+                      timeout_ms: int = 30_000) -> None:
+        """Create ``{name: partitions}``; waits until metadata shows every partition led."""
+        from .schemas import CREATE_TOPICS
+        body = {"topics": [{"name": name, "num_partitions": n,
+                            "replication_factor": replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v}
+                                        for k, v in (configs or {}).items()]}
+                           for name, n in topics.items()],
+                "timeout_ms": timeout_ms, "validate_only": False}
+
+        def attempt():
+            response = self._controller().request(CREATE_TOPICS, body)
+            for t in response["topics"]:
+                code = t["error_code"]
+                if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
+                    continue
+                if code:
+                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+
+        self.retrying("CreateTopics", attempt, timeout_ms)
+        self.wait_for_topics(topics, timeout_ms)
+
+    def wait_for_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> None:
+        names = list(topics)
+
+        def attempt():
+            meta = self.refresh_metadata(names)
+            for name in names:
+                info = meta.topics.get(name)
+                if info is None:
+                    raise BrokerError.for_code(3, "not yet in metadata", topic=name)
+                for part in info.partitions.values():
+                    if part.leader < 0:
+                        raise BrokerError.for_code(5, topic=name, partition=part.partition)
+
+        self.retrying("waiting for topics", attempt, timeout_ms)
+
+    def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
+                      timeout_ms: int = 30_000) -> None:
+        from .schemas import DELETE_TOPICS
+        names = list(names)
+        body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
+                "topic_names": names, "timeout_ms": timeout_ms}
+
+        def attempt():
+            response = self._controller().request(DELETE_TOPICS, body)
+            for t in response["responses"]:
+                code = t["error_code"]
+                if code == 3 and missing_ok:
+                    continue
+                if code:
+                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+
+        self.retrying("DeleteTopics", attempt, timeout_ms)
+        if self._metadata is not None:
+            for n in names:
+                self._metadata.topics.pop(n, None)
+
+    def delete_records(self, offsets: dict[TopicPartition, int],
+                       timeout_ms: int = 30_000) -> dict[TopicPartition, int]:
+        """Delete records before ``{(topic, partition): offset}`` (-1: the high watermark).
+        Returns the new low watermarks."""
+        from .schemas import DELETE_RECORDS
+        pending = dict(offsets)
+        done: dict[TopicPartition, int] = {}
+
+        def build(conn, version, tps):
+            topics: dict[str, list] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p, "offset": pending[(t, p)]})
+            return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout_ms": timeout_ms}
+
+        def attempt():
+            for _, _, response, _ in self._scatter(DELETE_RECORDS, self._by_leader(pending),
+                                                   build):
+                for t in response["topics"]:
+                    for p in t["partitions"]:
+                        tp = (t["name"], p["partition_index"])
+                        if p["error_code"]:
+                            raise BrokerError.for_code(p["error_code"], topic=tp[0],
+                                                       partition=tp[1])
+                        done[tp] = p["low_watermark"]
+                        pending.pop(tp, None)
+            return done
+
+        return self.retrying("DeleteRecords", attempt, timeout_ms)
+
+
+__all__ = ["KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo", "EARLIEST_TIMESTAMP",
+           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_COMMITTED", "READ_UNCOMMITTED",
+           "ProtocolError"]

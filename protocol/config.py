@@ -1,0 +1,89 @@
+"""Client settings shared by every connection: security, timeouts, identity.
+
+``ClientConfig`` is small and picklable, so the Spark driver can hand it to executors.
+The SASL password is kept out of ``repr`` and ``str``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import ConfigError
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class Secret(str):
+    """A string whose repr never shows its value."""
+
+    def __repr__(self) -> str:
+        return "'******'"
+
+    __str__ = __repr__
+
+    def reveal(self) -> str:
+        return str.__str__(self)
+
+    def __reduce__(self):
+        return (Secret, (str.__str__(self),))
+
+
+@dataclass
+class ClientConfig:
+    bootstrap_servers: list[str] = field(default_factory=list)
+    client_id: str = "pyspark-pykafka"
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str = "PLAIN"
+    sasl_username: str | None = None
+    sasl_password: Secret | None = field(default=None, repr=False)
+    ssl_cafile: str | None = None
+    ssl_certfile: str | None = None
+    ssl_keyfile: str | None = None
+    ssl_key_password: Secret | None = field(default=None, repr=False)
+    ssl_check_hostname: bool = True
+    ssl_verify: bool = True
+    request_timeout_ms: int = 30_000
+    connect_timeout_ms: int = 10_000
+    retry_backoff_ms: int = 100
+    max_response_size: int = 128 * 1024 * 1024
+    metadata_max_age_ms: int = 300_000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.bootstrap_servers, str):
+            self.bootstrap_servers = [s.strip() for s in self.bootstrap_servers.split(",")
+                                      if s.strip()]
+        self.security_protocol = self.security_protocol.upper()
+        if self.security_protocol not in SECURITY_PROTOCOLS:
+            raise ConfigError(f"kafka.security.protocol: unknown value "
+                              f"{self.security_protocol!r}; use one of {SECURITY_PROTOCOLS}")
+        self.sasl_mechanism = self.sasl_mechanism.upper()
+        if self.uses_sasl and self.sasl_mechanism not in SASL_MECHANISMS:
+            raise ConfigError(f"kafka.sasl.mechanism: unsupported {self.sasl_mechanism!r}; "
+                              f"use one of {SASL_MECHANISMS}")
+        if self.sasl_password is not None and not isinstance(self.sasl_password, Secret):
+            self.sasl_password = Secret(self.sasl_password)
+        if self.ssl_key_password is not None and not isinstance(self.ssl_key_password, Secret):
+            self.ssl_key_password = Secret(self.ssl_key_password)
+        for name in ("request_timeout_ms", "connect_timeout_ms", "max_response_size"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+def parse_host_port(server: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' -> (host, port), with an error naming the bad entry."""
+    text = server.strip()
+    if "://" in text:
+        text = text.split("://", 1)[1]
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(f"kafka.bootstrap.servers: {server!r} is not host:port")
+    return host.strip("[]"), int(port)

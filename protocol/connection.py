@@ -1,0 +1,244 @@
+"""One TCP (optionally TLS) connection to one broker: the only module that touches sockets.
+
+On connect it negotiates API versions through ApiVersions and, for SASL listeners,
+authenticates (PLAIN, SCRAM-SHA-256/512). ``request()`` sends and waits; ``send()`` and
+``receive()`` let several requests be in flight at once (answered in order). Every wait is
+bounded by the request timeout; any protocol error or timeout closes the connection, so a
+broken peer can never leave a half-read stream behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+from .config import ClientConfig
+from .errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
+                     ProtocolError, UnsupportedVersionError, BrokerError)
+from .framing import ClientFraming
+from .schema import Api
+
+log = logging.getLogger("pykafka.protocol.connection")
+
+CLIENT_SOFTWARE_NAME = "pyspark-pykafka"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+_RECV_SIZE = 256 * 1024
+
+
+class BrokerConnection:
+    """A connection to ``host:port``. Not thread-safe: one user at a time."""
+
+    def __init__(self, host: str, port: int, config: ClientConfig, node_id: int | None = None):
+        self.host, self.port, self.node_id = host, port, node_id
+        self.config = config
+        self._sock: socket.socket | None = None
+        self._framing = ClientFraming(config.client_id, config.max_response_size)
+        self._ready: dict[int, dict] = {}
+        self.api_versions: dict[int, tuple[int, int]] = {}
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port}, node={self.node_id})"
+
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def connect(self) -> "BrokerConnection":
+        if self._sock is not None:
+            return self
+        timeout = self.config.connect_timeout_ms / 1000
+        try:
+            sock = socket.create_connection((self.host, self.port), timeout=timeout)
+        except OSError as e:
+            raise KafkaConnectionError(
+                f"cannot connect to broker {self.host}:{self.port}: {e}") from e
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            if self.config.uses_tls:
+                sock = self._wrap_tls(sock)
+            sock.settimeout(self.config.request_timeout_ms / 1000)
+            self._sock = sock
+            self._negotiate_versions()
+            if self.config.uses_sasl:
+                self._authenticate()
+        except BaseException:
+            self.close()
+            try:
+                sock.close()
+            except OSError:
+                pass
+            raise
+        return self
+
+    def _wrap_tls(self, sock: socket.socket) -> socket.socket:
+        import ssl
+        from .tls import build_ssl_context
+        c = self.config
+        context = build_ssl_context(
+            cafile=c.ssl_cafile, certfile=c.ssl_certfile, keyfile=c.ssl_keyfile,
+            key_password=c.ssl_key_password.reveal() if c.ssl_key_password else None,
+            check_hostname=c.ssl_check_hostname, verify=c.ssl_verify)
+        try:
+            return context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLError as e:
+            raise AuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+        except OSError as e:
+            raise KafkaConnectionError(
+                f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+
+    def close(self) -> None:
+        sock, self._sock = self._sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self._framing = ClientFraming(self.config.client_id, self.config.max_response_size)
+        self._ready.clear()
+
+    def __enter__(self) -> "BrokerConnection":
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- versions -------------------------------------------------------------------------
+
+    def _negotiate_versions(self) -> None:
+        from .schemas import API_VERSIONS
+        version = min(3, API_VERSIONS.request.versions.hi or 3)
+        body = {"client_software_name": CLIENT_SOFTWARE_NAME,
+                "client_software_version": CLIENT_SOFTWARE_VERSION}
+        response = self._roundtrip(API_VERSIONS, version, body)
+        if response["error_code"] == 35 and response["api_keys"]:
+            # The broker told us its range for ApiVersions: retry within it.
+            theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}
+            version = min(version, theirs.get(18, 0))
+            response = self._roundtrip(API_VERSIONS, version, body)
+        if response["error_code"]:
+            raise BrokerError.for_code(response["error_code"], "ApiVersions failed")
+        self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"])
+                             for k in response["api_keys"]}
+
+    def version_for(self, api: Api, max_version: int | None = None) -> int:
+        """The highest version of ``api`` both sides speak."""
+        ours = api.request.versions
+        theirs = self.api_versions.get(api.key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"broker {self.host}:{self.port} does not support {api.name} (key {api.key})")
+        hi = min(ours.hi, theirs[1]) if ours.hi is not None else theirs[1]
+        if max_version is not None:
+            hi = min(hi, max_version)
+        lo = max(ours.lo, theirs[0])
+        if hi < lo:
+            raise UnsupportedVersionError(
+                f"{api.name}: broker {self.host}:{self.port} speaks versions "
+                f"{theirs[0]}-{theirs[1]}, this client {ours.lo}-{ours.hi}")
+        return hi
+
+    # ---- SASL -----------------------------------------------------------------------------
+
+    def _authenticate(self) -> None:
+        from .sasl import mechanism_for
+        from .schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
+        c = self.config
+        if c.sasl_username is None or c.sasl_password is None:
+            raise AuthenticationError(
+                f"SASL {c.sasl_mechanism}: kafka.sasl.username and kafka.sasl.password "
+                "(or kafka.sasl.jaas.config) are required")
+        handshake = self._roundtrip(SASL_HANDSHAKE, self.version_for(SASL_HANDSHAKE),
+                                    {"mechanism": c.sasl_mechanism})
+        if handshake["error_code"]:
+            raise AuthenticationError(
+                f"broker {self.host}:{self.port} refused SASL mechanism {c.sasl_mechanism}; "
+                f"it offers {handshake.get('mechanisms')}")
+        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
+        version = self.version_for(SASL_AUTHENTICATE)
+
+        def step(token: bytes) -> bytes:
+            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
+            if r["error_code"]:
+                raise AuthenticationError(
+                    f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
+                    f"failed at {self.host}:{self.port}: {r.get('error_message') or ''}".rstrip())
+            return bytes(r.get("auth_bytes") or b"")
+
+        if c.sasl_mechanism == "PLAIN":
+            step(mech.initial_response())
+        else:
+            server_first = step(mech.client_first())
+            server_final = step(mech.client_final(server_first))
+            mech.verify_server_final(server_final)
+        log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
+
+    # ---- requests -------------------------------------------------------------------------
+
+    def send(self, api: Api, body: dict, version: int | None = None,
+             expect_response: bool = True) -> int:
+        """Send a request without waiting; returns its correlation id for ``receive``."""
+        if self._sock is None:
+            self.connect()
+        if version is None:
+            version = self.version_for(api)
+        correlation_id, frame = self._framing.request(api, version, body, expect_response)
+        try:
+            self._sock.sendall(frame)
+        except socket.timeout as e:
+            self.close()
+            raise KafkaTimeoutError(f"sending {api.name} to {self.host}:{self.port} "
+                                    f"timed out") from e
+        except OSError as e:
+            self.close()
+            raise KafkaConnectionError(
+                f"connection to {self.host}:{self.port} broke while sending {api.name}: {e}"
+            ) from e
+        return correlation_id
+
+    def receive(self, correlation_id: int, timeout_ms: int | None = None) -> dict:
+        """Wait for the response to ``correlation_id`` (earlier ones are kept for later)."""
+        timeout = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms)
+        deadline = time.monotonic() + timeout / 1000
+        while correlation_id not in self._ready:
+            if self._sock is None:
+                raise KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} is closed")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.close()
+                raise KafkaTimeoutError(
+                    f"no response from {self.host}:{self.port} within {timeout} ms")
+            try:
+                self._sock.settimeout(remaining)
+                data = self._sock.recv(max(_RECV_SIZE, min(self._framing.bytes_wanted(),
+                                                           16 * 1024 * 1024)))
+            except socket.timeout as e:
+                self.close()
+                raise KafkaTimeoutError(
+                    f"no response from {self.host}:{self.port} within {timeout} ms") from e
+            except OSError as e:
+                self.close()
+                raise KafkaConnectionError(
+                    f"connection to {self.host}:{self.port} broke: {e}") from e
+            if not data:
+                self.close()
+                raise KafkaConnectionError(
+                    f"broker {self.host}:{self.port} closed the connection")
+            try:
+                for cid, response in self._framing.receive_data(data):
+                    self._ready[cid] = response
+            except ProtocolError:
+                self.close()
+                raise
+        return self._ready.pop(correlation_id)
+
+    def request(self, api: Api, body: dict, version: int | None = None,
+                timeout_ms: int | None = None) -> dict:
+        return self.receive(self.send(api, body, version), timeout_ms)
+
+    def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
+        return self.receive(self.send(api, body, version))
