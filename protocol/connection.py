@@ -109,7 +109,7 @@ class BrokerConnection:
     # ---- versions -------------------------------------------------------------------------
 
     def _negotiate_versions(self) -> None:
-        from .schemas import API_VERSIONS
+        from .schemas.api_versions import API_VERSIONS
         version = min(3, API_VERSIONS.request.versions.hi or 3)
         body = {"client_software_name": CLIENT_SOFTWARE_NAME,
                 "client_software_version": CLIENT_SOFTWARE_VERSION}
