@@ -56,7 +56,7 @@ def _no_key_password() -> NoReturn:
     """Password callback used when none was given: OpenSSL would otherwise prompt on the
     terminal for an encrypted key and block the executor."""
     raise ConfigError(f"{_PREFIX}keyfile: the private key is encrypted; "
-                      f"set {_PREFIX}key_password")
+                      f"set {_PREFIX}key.password")
 
 
 def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None = None,
@@ -85,7 +85,7 @@ def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None
             if value is not None:
                 raise ConfigError(f"{_PREFIX}{option} is set without {_PREFIX}certfile")
     if key_password is not None and not isinstance(key_password, (str, bytes, bytearray)):
-        raise ConfigError(f"{_PREFIX}key_password must be str or bytes, "
+        raise ConfigError(f"{_PREFIX}key.password must be str or bytes, "
                           f"not {type(key_password).__name__}")
 
     ca_path = _readable_path("cafile", cafile) if cafile is not None else None
@@ -105,13 +105,13 @@ def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None
             raise ConfigError(
                 f"{_PREFIX}certfile/{_PREFIX}keyfile: cannot load the client certificate "
                 f"{cert_path!r} with the key {key_path or cert_path!r} ({_reason(exc)}); "
-                f"check that both are PEM, that they match, and {_PREFIX}key_password"
+                f"check that both are PEM, that they match, and {_PREFIX}key.password"
             ) from None
         except ConfigError:
             raise  # from _no_key_password (ConfigError is also a ValueError)
         except ValueError:
             # OpenSSL limits the password length; say so without quoting it.
-            raise ConfigError(f"{_PREFIX}key_password is too long") from None
+            raise ConfigError(f"{_PREFIX}key.password is too long") from None
 
     if not verify:
         context.check_hostname = False
