@@ -154,7 +154,9 @@ class Message:
 
     def describe(self, version: int) -> list[tuple]:
         """The non-tagged field tree of a version, with the guide's type names:
-        ``[(name, TYPE, children_or_None), ...]``. Used by the drift test."""
+        ``[(name, TYPE, children_or_None), ...]``; an array is ``ARRAY`` / ``COMPACT_ARRAY``
+        (nullable or not: the guide cannot tell) with its element fields, or its element TYPE
+        for an array of a primitive. Used by the drift test."""
         return _describe(self.fields, version, self.is_flexible(version))
 
 
@@ -386,13 +388,15 @@ def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple]:
             continue
         nullable = version in f.nullable
         t = f.type
+        # The guide's BNF cannot show whether an array may be null, so an array is ARRAY or
+        # COMPACT_ARRAY whatever its nullability (which the round-trip tests cover instead).
+        array = "COMPACT_ARRAY" if flexible else "ARRAY"
         if isinstance(t, list):
-            kind = ("COMPACT_" if flexible else "") + ("NULLABLE_" if nullable else "") + "ARRAY"
-            rows.append((f.name, kind, _describe(t, version, flexible)))
+            rows.append((f.name, array, _describe(t, version, flexible)))
         elif isinstance(t, Struct):
             rows.append((f.name, "STRUCT", _describe(t.fields, version, flexible)))
         elif t.startswith("["):
-            kind = ("COMPACT_" if flexible else "") + ("NULLABLE_" if nullable else "") + "ARRAY"
+            kind = array
             inner = t[1:-1]
             rows.append((f.name, kind, _FIXED[inner][2] if inner in _FIXED
                          else _guide_name(inner, flexible, False)))
