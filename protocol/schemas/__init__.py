@@ -1,0 +1,42 @@
+"""The registry of every API schema the client speaks.
+
+``ALL_APIS`` lists them by key; ``BY_KEY`` maps an API key to its ``Api`` and ``BY_NAME`` the
+guide's API name ("Fetch", "ListOffsets"...) to it. Each is also importable by its constant
+name: ``from protocol.schemas import FETCH``.
+"""
+from ..schema import Api
+from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
+from .api_versions import API_VERSIONS
+from .create_topics import CREATE_TOPICS
+from .delete_records import DELETE_RECORDS
+from .delete_topics import DELETE_TOPICS
+from .end_txn import END_TXN
+from .fetch import FETCH
+from .find_coordinator import FIND_COORDINATOR
+from .init_producer_id import INIT_PRODUCER_ID
+from .list_offsets import LIST_OFFSETS
+from .metadata import METADATA
+from .offset_commit import OFFSET_COMMIT
+from .offset_fetch import OFFSET_FETCH
+from .produce import PRODUCE
+from .sasl_authenticate import SASL_AUTHENTICATE
+from .sasl_handshake import SASL_HANDSHAKE
+
+ALL_APIS: list[Api] = sorted([
+    PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
+    SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS,
+    INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, END_TXN, SASL_AUTHENTICATE,
+], key=lambda api: api.key)
+
+BY_KEY: dict[int, Api] = {api.key: api for api in ALL_APIS}
+BY_NAME: dict[str, Api] = {api.name: api for api in ALL_APIS}
+
+assert len(BY_KEY) == len(ALL_APIS) and len(BY_NAME) == len(ALL_APIS), "duplicate API"
+
+__all__ = [
+    "ALL_APIS", "BY_KEY", "BY_NAME",
+    "ADD_PARTITIONS_TO_TXN", "API_VERSIONS", "CREATE_TOPICS", "DELETE_RECORDS",
+    "DELETE_TOPICS", "END_TXN", "FETCH", "FIND_COORDINATOR", "INIT_PRODUCER_ID",
+    "LIST_OFFSETS", "METADATA", "OFFSET_COMMIT", "OFFSET_FETCH", "PRODUCE",
+    "SASL_AUTHENTICATE", "SASL_HANDSHAKE",
+]
