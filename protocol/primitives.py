@@ -140,7 +140,10 @@ def write_varlong(out: bytearray, value: int) -> None:
 
 # ---- strings and bytes --------------------------------------------------------------------
 # Classic forms carry an int16 (strings) or int32 (bytes) length, -1 for null; compact forms
-# an unsigned varint of length + 1, 0 for null.
+# an unsigned varint of length + 1, 0 for null. A string is at most 0x7FFF bytes in either form
+# (Kafka rejects longer compact strings too).
+
+MAX_STRING_BYTES = 0x7FFF
 
 def _slice(buf, pos: int, length: int, what: str):
     if length > len(buf) - pos:
@@ -171,7 +174,7 @@ def write_string(out: bytearray, value: str | None) -> None:
         out += _INT16.pack(-1)
         return
     data = value.encode("utf-8")
-    if len(data) > 0x7FFF:
+    if len(data) > MAX_STRING_BYTES:
         raise ValueError(f"string too long for int16 length: {len(data)} bytes")
     out += _INT16.pack(len(data))
     out += data
@@ -183,6 +186,8 @@ def read_compact_string(buf, pos: int, nullable: bool = False):
         if nullable:
             return None, pos
         raise ProtocolError("null compact string where a value is required")
+    if n - 1 > MAX_STRING_BYTES:
+        raise ProtocolError(f"compact string length {n - 1} exceeds {MAX_STRING_BYTES}")
     raw, pos = _slice(buf, pos, n - 1, "compact string")
     return _decode_utf8(raw, "compact string"), pos
 
@@ -192,6 +197,8 @@ def write_compact_string(out: bytearray, value: str | None) -> None:
         out.append(0)
         return
     data = value.encode("utf-8")
+    if len(data) > MAX_STRING_BYTES:
+        raise ValueError(f"string too long: {len(data)} bytes, at most {MAX_STRING_BYTES}")
     write_unsigned_varint(out, len(data) + 1)
     out += data
 
