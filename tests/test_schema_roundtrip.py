@@ -1,0 +1,377 @@
+"""Every API, every version, request and response: encode -> decode round trips of fully
+populated messages, strict framing, truncation, hostile bytes, tagged fields, golden vectors."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from protocol.errors import ProtocolError
+from protocol.schema import UNKNOWN_TAGS, F, Message, Struct
+from protocol.schemas import (ALL_APIS, API_VERSIONS, CREATE_TOPICS, FETCH, METADATA,
+                              PRODUCE, SASL_AUTHENTICATE)
+
+KINDS = ("request", "response")
+JUNK = object()  # what we put in fields a version lacks: the encoder must never look at it
+
+
+# ---- a generator that fills every field of a version with a non-default value -------------
+
+_RANGES = {"int8": (-128, 127), "int16": (-(1 << 15), (1 << 15) - 1),
+           "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
+           "uint16": (0, (1 << 16) - 1), "uint32": (0, (1 << 32) - 1)}
+_BASES = {"int8": 11, "int16": 1100, "int32": 110000, "int64": 11 << 40, "uint16": 1200,
+          "uint32": 3 << 30}
+
+
+class Filler:
+    """Distinct non-default values, so that two swapped fields cannot compare equal."""
+
+    def __init__(self, nulls: bool = False):
+        self.n = 0
+        self.nulls = nulls  # fill every field that may be null in this version with None
+
+    def scalar(self, t: str, default):
+        self.n += 1
+        n = self.n
+        if t in _RANGES:
+            lo, hi = _RANGES[t]
+            v = _BASES[t] + n * 7
+            while v == default or not lo <= v <= hi:
+                v = lo + (v + 1 - lo) % (hi - lo + 1)
+            return v
+        v = {"bool": lambda: not default,
+             "float64": lambda: n + 0.25,
+             "uuid": lambda: uuid.UUID(int=(n << 64) | (0xC0FFEE + n)),
+             "string": lambda: f"v{n}-\u00e9\u4e2d",
+             "bytes": lambda: bytes([n % 256, 0, 255]) * 2,
+             "records": lambda: b"\x00batch" + bytes([n % 256])}[t]()
+        assert v != default
+        return v
+
+    def field(self, f: F, version: int, flexible: bool):
+        """(value to encode, value expected back) for a field present in ``version``."""
+        tagged = f.is_tagged(version, flexible)
+        if self.nulls and version in f.nullable:
+            return None, (f.default_value() if tagged else None)
+        t = f.type
+        if isinstance(t, list):
+            pairs = [self.struct(t, version, flexible) for _ in range(2)]
+            return [a for a, _ in pairs], [b for _, b in pairs]
+        if isinstance(t, Struct):
+            return self.struct(t.fields, version, flexible)
+        if t.startswith("["):
+            items = [self.scalar(t[1:-1], None) for _ in range(2)]
+            return items, list(items)
+        v = self.scalar(t, f.default_value())
+        return v, v
+
+    def struct(self, fields: list[F], version: int, flexible: bool):
+        value, expected = {}, {}
+        for f in fields:
+            if version in f.versions:
+                value[f.name], expected[f.name] = self.field(f, version, flexible)
+            else:
+                value[f.name], expected[f.name] = JUNK, f.default_value()
+        return value, expected
+
+    def message(self, msg: Message, version: int):
+        return self.struct(msg.fields, version, msg.is_flexible(version))
+
+
+def _cases(kinds=KINDS):
+    for api in ALL_APIS:
+        for kind in kinds:
+            for v in getattr(api, kind).versions:
+                yield pytest.param(getattr(api, kind), v, id=f"{api.name}-{kind}-v{v}")
+
+
+CASES = list(_cases())
+
+
+_ENCODED: dict[tuple[int, int, bool], bytes] = {}
+
+
+def _encoded(msg: Message, version: int, nulls: bool = False) -> bytes:
+    key = (id(msg), version, nulls)  # Message is a dataclass, so not hashable
+    if key not in _ENCODED:
+        value, _ = Filler(nulls).message(msg, version)
+        _ENCODED[key] = bytes(msg.encode(version, value))
+    return _ENCODED[key]
+
+
+# ---- round trips --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("msg,version", CASES)
+@pytest.mark.parametrize("nulls", [False, True], ids=["values", "nulls"])
+def test_round_trip(msg, version, nulls):
+    value, expected = Filler(nulls).message(msg, version)
+    data = bytes(msg.encode(version, value))
+    decoded, end = msg.decode(version, data)
+    assert end == len(data)
+    assert decoded == expected
+    assert bytes(msg.encode(version, decoded)) == data  # stable: decode -> encode is identity
+    assert msg.decode(version, memoryview(data))[0] == expected
+    assert msg.decode(version, b"\xAB\xCD" + data, 2)[0] == expected
+
+
+def test_the_filler_reaches_tagged_fields_and_nested_arrays():
+    value, expected = Filler().message(FETCH.response, 16)
+    assert value["node_endpoints"][1]["rack"] is not None
+    part = value["responses"][1]["partitions"][1]
+    assert part["diverging_epoch"]["epoch"] != -1 and part["snapshot_id"]["end_offset"] != -1
+    assert part["aborted_transactions"][1]["first_offset"] > 0
+    assert part["records"] and value["responses"][1]["topic"] is JUNK  # not in v16
+    assert expected["responses"][1]["topic"] == ""
+    decoded, _ = FETCH.response.decode(16, bytes(FETCH.response.encode(16, value)))
+    assert decoded["responses"][1]["partitions"][1]["current_leader"] == part["current_leader"]
+
+
+@pytest.mark.parametrize("msg,version", CASES)
+def test_a_trailing_byte_is_rejected(msg, version):
+    data = _encoded(msg, version)
+    with pytest.raises(ProtocolError):
+        msg.decode(version, data + b"\x00")
+    with pytest.raises(ProtocolError):
+        msg.decode(version, data + b"\x00", exact=True)
+    assert msg.decode(version, data + b"\x00", exact=False)[1] == len(data)
+
+
+@pytest.mark.parametrize("msg,version", CASES)
+def test_every_truncation_is_a_protocol_error(msg, version):
+    for nulls in (False, True):
+        data = _encoded(msg, version, nulls)
+        for cut in range(len(data)):
+            with pytest.raises(ProtocolError):
+                msg.decode(version, data[:cut], exact=False)
+
+
+# ---- hostile bytes ------------------------------------------------------------------------
+
+def _decode_or_protocol_error(msg, version, data):
+    try:
+        msg.decode(version, data)
+    except ProtocolError:
+        pass
+
+
+@pytest.mark.parametrize("api", ALL_APIS, ids=lambda a: a.name)
+@settings(max_examples=100, deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_random_bytes_give_only_protocol_errors(api, data):
+    msg = api.response
+    version = data.draw(st.sampled_from(list(msg.versions)), label="version")
+    raw = data.draw(st.binary(max_size=300), label="bytes")
+    _decode_or_protocol_error(msg, version, raw)
+
+
+@pytest.mark.parametrize("api", ALL_APIS, ids=lambda a: a.name)
+@pytest.mark.parametrize("kind", KINDS)
+@settings(max_examples=60, deadline=500, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_corrupted_encodings_give_only_protocol_errors(api, kind, data):
+    """Random bytes rarely get past the first array count; damaged real messages do."""
+    msg = getattr(api, kind)
+    version = data.draw(st.sampled_from(list(msg.versions)), label="version")
+    raw = bytearray(_encoded(msg, version, data.draw(st.booleans(), label="nulls")))
+    for _ in range(data.draw(st.integers(1, 4), label="edits")):
+        if not raw:
+            break
+        i = data.draw(st.integers(0, len(raw) - 1), label="at")
+        action = data.draw(st.sampled_from(["set", "insert", "delete"]), label="edit")
+        if action == "set":
+            raw[i] = data.draw(st.integers(0, 255), label="byte")
+        elif action == "insert":
+            raw[i:i] = data.draw(st.binary(min_size=1, max_size=5), label="inserted")
+        else:
+            del raw[i:i + data.draw(st.integers(1, 5), label="deleted")]
+    _decode_or_protocol_error(msg, version, bytes(raw))
+
+
+# ---- tagged fields ------------------------------------------------------------------------
+
+def test_unknown_tagged_fields_survive_decode_and_encode():
+    msg, v = FETCH.response, 16
+    value, _ = Filler().message(msg, v)
+    value[UNKNOWN_TAGS] = {7: b"top-level", 3: b""}
+    value["responses"][1]["partitions"][0][UNKNOWN_TAGS] = {9: b"\x01\x02"}
+    data = bytes(msg.encode(v, value))
+    decoded, _ = msg.decode(v, data)
+    assert decoded[UNKNOWN_TAGS] == {3: b"", 7: b"top-level"}
+    assert decoded["responses"][1]["partitions"][0][UNKNOWN_TAGS] == {9: b"\x01\x02"}
+    assert UNKNOWN_TAGS not in decoded["responses"][0]
+    assert bytes(msg.encode(v, decoded)) == data
+
+
+def test_unknown_tagged_fields_from_the_wire_are_kept_byte_for_byte():
+    data = b"".join([
+        b"\x03ab",          # auth_bytes: compact bytes, length 2 + 1
+        b"\x02",            # two tagged fields
+        b"\x01\x02xy",      # tag 1, 2 bytes
+        b"\x05\x00",        # tag 5, empty
+    ])
+    decoded, end = SASL_AUTHENTICATE.request.decode(2, data)
+    assert end == len(data)
+    assert decoded == {"auth_bytes": b"ab", UNKNOWN_TAGS: {1: b"xy", 5: b""}}
+    assert bytes(SASL_AUTHENTICATE.request.encode(2, decoded)) == data
+
+
+@pytest.mark.parametrize("tags", [
+    b"\x02" b"\x05\x00" b"\x01\x02xy",  # tag 5 then tag 1: out of order
+    b"\x02" b"\x01\x00" b"\x01\x00",    # tag 1 twice
+])
+def test_tagged_fields_out_of_order_or_repeated_are_rejected(tags):
+    with pytest.raises(ProtocolError, match="order"):
+        SASL_AUTHENTICATE.request.decode(2, b"\x03ab" + tags)
+
+
+@pytest.mark.parametrize("tags", [
+    b"\x01" b"\x00\x03" b"\x00\x05\x00",  # a known int16 tag carrying 3 bytes
+    b"\x01" b"\x00\x01" b"\x00",          # ... or 1 byte
+    b"\x01" b"\x00\x09" b"\x00\x05",      # a size beyond the bytes left
+    b"\x05" b"\x00\x00",                  # more tagged fields announced than there are
+])
+def test_malformed_tagged_fields_are_rejected(tags):
+    body = b"".join([
+        b"\x00\x00\x00\x00",  # throttle_time_ms
+        b"\x02",              # topics: one
+        b"\x02t",             # name "t"
+        b"\x00\x00",          # error_code
+        b"\x00",              # error_message: null
+        b"\xff\xff\xff\xff",  # num_partitions -1
+        b"\xff\xff",          # replication_factor -1
+        b"\x00",              # configs: null
+    ])
+    ok, _ = CREATE_TOPICS.response.decode(5, body + b"\x01\x00\x02\x00\x05" + b"\x00")
+    assert ok["topics"][0]["topic_config_error_code"] == 5
+    with pytest.raises(ProtocolError):
+        CREATE_TOPICS.response.decode(5, body + tags + b"\x00")
+
+
+def test_tagged_fields_are_written_in_tag_order_and_defaults_left_out():
+    msg = FETCH.response
+    part = {"partition_index": 0, "error_code": 0, "high_watermark": 0, "records": None,
+            "snapshot_id": {"end_offset": 1, "epoch": 2},
+            "diverging_epoch": {"epoch": 3, "end_offset": 4}}
+    data = bytes(msg.encode(12, {"responses": [{"topic": "t", "partitions": [part]}]}))
+    decoded, _ = msg.decode(12, data)
+    p0 = decoded["responses"][0]["partitions"][0]
+    assert p0["snapshot_id"] == {"end_offset": 1, "epoch": 2}
+    assert p0["diverging_epoch"] == {"epoch": 3, "end_offset": 4}
+    assert p0["current_leader"] is None
+    assert data.index(b"\x02\x00\x0d") < data.index(b"\x02\x0d")  # tag 0 first, then tag 2
+
+
+# ---- golden vectors, written by hand from the guide ---------------------------------------
+
+def test_golden_api_versions_request_v3():
+    golden = b"".join([
+        b"\x08pykafka",   # client_software_name: compact string, length 7 + 1
+        b"\x060.1.0",     # client_software_version: compact string, length 5 + 1
+        b"\x00",          # tagged fields: none
+    ])
+    value = {"client_software_name": "pykafka", "client_software_version": "0.1.0"}
+    assert bytes(API_VERSIONS.request.encode(3, value)) == golden
+    assert API_VERSIONS.request.decode(3, golden)[0] == value
+    assert bytes(API_VERSIONS.request.encode(2, value)) == b""  # v0-2 have no fields
+
+
+def test_golden_metadata_request_v12():
+    topic_id = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
+    golden = b"".join([
+        b"\x02",                                # topics: compact array, 1 + 1
+        bytes.fromhex("00112233445566778899aabbccddeeff"),  # topics[0].topic_id
+        b"\x07events",                          # topics[0].name: compact nullable, 6 + 1
+        b"\x00",                                # topics[0] tagged fields: none
+        b"\x01",                                # allow_auto_topic_creation: true
+        b"\x00",                                # include_topic_authorized_operations: false
+        b"\x00",                                # tagged fields: none
+    ])
+    value = {"topics": [{"topic_id": topic_id, "name": "events"}],
+             "allow_auto_topic_creation": True, "include_topic_authorized_operations": False}
+    assert bytes(METADATA.request.encode(12, value)) == golden
+    decoded, _ = METADATA.request.decode(12, golden)
+    assert decoded["topics"] == value["topics"]
+    assert decoded["include_cluster_authorized_operations"] is False  # not in v12: default
+    every_topic = b"\x00" b"\x01" b"\x00" b"\x00"  # topics null, auto-create, no ops, no tags
+    assert bytes(METADATA.request.encode(12, {"topics": None})) == every_topic
+    assert METADATA.request.decode(12, every_topic)[0]["topics"] is None
+
+
+def test_golden_metadata_request_v0_and_v4():
+    v0 = b"".join([
+        b"\x00\x00\x00\x01",  # topics: int32 count 1
+        b"\x00\x06events",    # topics[0].name: int16 length 6
+    ])
+    assert bytes(METADATA.request.encode(0, {"topics": [{"name": "events"}]})) == v0
+    v4 = b"".join([
+        b"\xff\xff\xff\xff",  # topics: null (every topic)
+        b"\x00",              # allow_auto_topic_creation: false
+    ])
+    value = {"topics": None, "allow_auto_topic_creation": False}
+    assert bytes(METADATA.request.encode(4, value)) == v4
+
+
+def test_golden_produce_request_v3():
+    golden = b"".join([
+        b"\xff\xff",          # transactional_id: null
+        b"\xff\xff",          # acks: -1
+        b"\x00\x00\x75\x30",  # timeout_ms: 30000
+        b"\x00\x00\x00\x01",  # topic_data: 1 topic
+        b"\x00\x01t",         # name "t"
+        b"\x00\x00\x00\x01",  # partition_data: 1 partition
+        b"\x00\x00\x00\x02",  # index 2
+        b"\x00\x00\x00\x03abc",  # records: int32 length 3
+    ])
+    value = {"topic_data": [{"name": "t", "partition_data": [{"index": 2, "records": b"abc"}]}]}
+    assert bytes(PRODUCE.request.encode(3, value)) == golden
+    decoded, _ = PRODUCE.request.decode(3, golden)
+    assert decoded["acks"] == -1 and decoded["transactional_id"] is None
+    assert bytes(decoded["topic_data"][0]["partition_data"][0]["records"]) == b"abc"
+
+
+def test_golden_fetch_response_v12_with_a_tagged_struct():
+    golden = b"".join([
+        b"\x00\x00\x00\x00",                  # throttle_time_ms
+        b"\x00\x00",                          # error_code
+        b"\x00\x00\x00\x07",                  # session_id 7
+        b"\x02",                              # responses: 1
+        b"\x02t",                             # topic "t"
+        b"\x02",                              # partitions: 1
+        b"\x00\x00\x00\x00",                  # partition_index 0
+        b"\x00\x00",                          # error_code
+        b"\x00\x00\x00\x00\x00\x00\x00\x0a",  # high_watermark 10
+        b"\x00\x00\x00\x00\x00\x00\x00\x0a",  # last_stable_offset 10
+        b"\x00\x00\x00\x00\x00\x00\x00\x00",  # log_start_offset 0
+        b"\x00",                              # aborted_transactions: null
+        b"\xff\xff\xff\xff",                  # preferred_read_replica -1
+        b"\x00",                              # records: null
+        b"\x01",                              # partition tagged fields: one
+        b"\x00\x0d",                          # tag 0 (diverging_epoch), 13 bytes
+        b"\x00\x00\x00\x05",                  # diverging_epoch.epoch 5
+        b"\x00\x00\x00\x00\x00\x00\x00\x08",  # diverging_epoch.end_offset 8
+        b"\x00",                              # diverging_epoch tagged fields: none
+        b"\x00",                              # topic tagged fields: none
+        b"\x00",                              # tagged fields: none
+    ])
+    decoded, _ = FETCH.response.decode(12, golden)
+    part = decoded["responses"][0]["partitions"][0]
+    assert part["diverging_epoch"] == {"epoch": 5, "end_offset": 8}
+    assert part["high_watermark"] == 10 and part["log_start_offset"] == 0
+    assert part["current_leader"] is None and part["snapshot_id"] is None
+    assert part["aborted_transactions"] is None and part["records"] is None
+    assert decoded["node_endpoints"] == []  # a v16+ field: its default
+    assert bytes(FETCH.response.encode(12, decoded)) == golden
+
+
+def test_fetch_request_defaults_are_kafkas():
+    value = {"topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 5}]}]}
+    decoded, _ = FETCH.request.decode(12, bytes(FETCH.request.encode(12, value)))
+    assert decoded["replica_id"] == -1 and decoded["session_epoch"] == -1
+    assert decoded["max_bytes"] == 0x7FFFFFFF and decoded["cluster_id"] is None
+    part = decoded["topics"][0]["partitions"][0]
+    assert part["current_leader_epoch"] == -1
+    assert part["last_fetched_epoch"] == -1
+    assert part["log_start_offset"] == -1
+    assert part["high_watermark"] == (1 << 63) - 1  # not in v12: its default
