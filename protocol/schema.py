@@ -302,7 +302,10 @@ def _compile_struct(fields: list[F], version: int, flexible: bool):
             absent.append((f.name, f.default_value()))
             continue
         rd, wr = _field_codec(f, version, flexible)
-        entry = (f.name, rd, wr, f.default_value())
+        default = f.default_value()
+        if default is None and version not in f.nullable and not isinstance(f.type, Struct):
+            default = _type_default(f.type)  # null default only where null can be written
+        entry = (f.name, rd, wr, default)
         if f.is_tagged(version, flexible):
             tagged[f.tag] = entry
             absent.append((f.name, f.default_value()))  # a tagged field may be left out
