@@ -1,0 +1,482 @@
+"""Driver-side planning for the reader: which partitions, which offsets, which splits.
+
+Everything here is plain Python over plain data, with no Spark in sight:
+
+- the value types the options parse into: ``Subscription`` (subscribe, subscribePattern or
+  assign) and the offset specs ``EarliestOffsets``, ``LatestOffsets``, ``SpecificOffsets``,
+  ``SpecificTimestamps`` and ``GlobalTimestamp`` (Spark's ``KafkaOffsetRangeLimit`` family);
+- ``partitions_from_metadata`` / ``discover_partitions``: the topic-partitions a
+  subscription names, given cluster metadata;
+- ``resolve_offsets``: a spec turned into concrete ``{(topic, partition): offset}`` through
+  the client's ``list_offsets`` answers (a pure function of those answers);
+- ``build_ranges``: start and end offsets paired into ``OffsetRange``s, checked as Spark
+  checks them;
+- ``plan_ranges``: ranges split for ``maxRecordsPerPartition`` and ``minPartitions`` exactly
+  as Spark's ``KafkaOffsetRangeCalculator`` splits them;
+- ``plan_batch``: the four steps above, in order, for a batch read.
+
+Errors that come from the options not fitting the cluster (a partition that does not exist,
+no offset at a timestamp, a start after its end) are ``PlanningError``, a ``ConfigError``:
+they name the option involved and are raised on the driver before any task runs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol, Sequence, Union
+
+from protocol.errors import BrokerError, ConfigError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from protocol.cluster import ClusterMetadata
+
+    from .options import ReaderOptions
+
+__all__ = [
+    "EARLIEST", "LATEST", "TopicPartition", "OffsetRange", "PlanningError", "Subscription",
+    "EarliestOffsets", "LatestOffsets", "SpecificOffsets", "SpecificTimestamps",
+    "GlobalTimestamp", "OffsetSpec", "format_tp", "partitions_from_metadata",
+    "fetch_metadata", "discover_partitions", "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
+]
+
+#: In offset JSON, -2 stands for the earliest offset and -1 for the latest (as in Spark).
+EARLIEST = -2
+LATEST = -1
+
+TopicPartition = tuple[str, int]
+
+
+class PlanningError(ConfigError):
+    """The options do not fit the cluster: the message names the option and the partition."""
+
+
+def format_tp(tp: TopicPartition) -> str:
+    """``topic-partition``, the way Kafka's ``TopicPartition.toString`` writes it."""
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _format_tps(tps: Iterable[TopicPartition]) -> str:
+    return "{" + ", ".join(format_tp(tp) for tp in sorted(tps)) + "}"
+
+
+# ---- ranges -----------------------------------------------------------------------------
+
+class OffsetRange(NamedTuple):
+    """Offsets ``[start, end)`` of one topic-partition: one Spark input partition.
+
+    ``preferred_host`` is a locality hint (the partition leader's host), or ``None``.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    preferred_host: str | None = None
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        """The number of offsets in the range (an estimate of records: compaction and
+        transaction markers make the real count smaller)."""
+        return self.end - self.start
+
+
+# ---- subscription -----------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """Which topics to read: exactly one of the three Spark strategies.
+
+    - ``kind == "subscribe"``: ``topics``, a fixed list;
+    - ``kind == "subscribePattern"``: ``pattern``, a Python regular expression selecting
+      every non-internal topic in which it finds a match (``re.search``, as Spark's default
+      offset reader uses ``findFirstIn``; anchor it with ``^...$`` for whole names);
+    - ``kind == "assign"``: ``partitions``, fixed topic-partitions.
+    """
+
+    kind: str
+    topics: tuple[str, ...] = ()
+    pattern: str | None = None
+    partitions: tuple[TopicPartition, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("subscribe", "subscribePattern", "assign"):
+            raise ConfigError(f"unknown subscription kind {self.kind!r}")
+
+    @property
+    def regex(self) -> re.Pattern[str]:
+        """The compiled ``pattern`` (``re`` keeps its own cache of compiled patterns)."""
+        if self.pattern is None:
+            raise ConfigError(f"a {self.kind!r} subscription has no pattern")
+        return re.compile(self.pattern)
+
+    def describe(self) -> str:
+        if self.kind == "subscribe":
+            return f"Subscribe[{', '.join(self.topics)}]"
+        if self.kind == "subscribePattern":
+            return f"SubscribePattern[{self.pattern}]"
+        return f"Assign[{', '.join(format_tp(tp) for tp in self.partitions)}]"
+
+
+# ---- offset specs -----------------------------------------------------------------------
+# Each spec remembers the option it came from, so that errors found while resolving it can
+# name that option.
+
+@dataclass(frozen=True, slots=True)
+class EarliestOffsets:
+    """Bind to the earliest offset of every partition."""
+
+    option: str = "startingOffsets"
+
+
+@dataclass(frozen=True, slots=True)
+class LatestOffsets:
+    """Bind to the latest offset (the high watermark, or the last stable offset under
+    read_committed) of every partition."""
+
+    option: str = "endingOffsets"
+
+
+@dataclass(frozen=True, slots=True)
+class SpecificOffsets:
+    """Explicit offsets per partition; -2 means earliest and -1 latest."""
+
+    offsets: tuple[tuple[TopicPartition, int], ...]
+    option: str = "startingOffsets"
+
+    @property
+    def as_dict(self) -> dict[TopicPartition, int]:
+        return dict(self.offsets)
+
+
+@dataclass(frozen=True, slots=True)
+class SpecificTimestamps:
+    """A timestamp (ms) per partition: bind to the earliest offset whose timestamp is at or
+    after it. ``strategy`` says what a starting spec does when no such offset exists:
+    ``"error"`` fails, ``"latest"`` binds to the latest offset. An ending spec always
+    binds to the latest offset then, as Spark does."""
+
+    timestamps: tuple[tuple[TopicPartition, int], ...]
+    strategy: str = "error"
+    option: str = "startingOffsetsByTimestamp"
+
+    @property
+    def as_dict(self) -> dict[TopicPartition, int]:
+        return dict(self.timestamps)
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalTimestamp:
+    """One timestamp (ms) for every partition; otherwise as ``SpecificTimestamps``."""
+
+    timestamp: int
+    strategy: str = "error"
+    option: str = "startingTimestamp"
+
+
+OffsetSpec = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, SpecificTimestamps,
+                   GlobalTimestamp]
+
+
+class _ListsOffsets(Protocol):
+    def list_offsets(self, timestamps: dict[TopicPartition, int],
+                     isolation_level: int = 0) -> dict[TopicPartition, tuple[int, int]]: ...
+
+
+# ---- topic resolution -------------------------------------------------------------------
+
+def partitions_from_metadata(subscription: Subscription,
+                             metadata: "ClusterMetadata") -> list[TopicPartition]:
+    """The topic-partitions ``subscription`` selects in ``metadata``, sorted.
+
+    A subscribed or assigned topic missing from the cluster, and an assigned partition the
+    topic does not have, are ``PlanningError``s naming them. A topic the broker answered
+    with an error (authorization, for instance) raises that ``BrokerError``. Internal topics
+    (``__consumer_offsets``, ...) never match a pattern; naming one explicitly still reads it.
+    """
+    topics = metadata.topics
+    if subscription.kind == "subscribePattern":
+        regex = subscription.regex
+        names = [name for name, info in topics.items()
+                 if not info.is_internal and regex.search(name)]
+    else:
+        wanted = (subscription.topics if subscription.kind == "subscribe"
+                  else tuple(dict.fromkeys(t for t, _ in subscription.partitions)))
+        missing = [t for t in wanted if t not in topics]
+        if missing:
+            raise PlanningError(
+                f"{subscription.kind}: topic(s) {', '.join(repr(t) for t in missing)} "
+                f"do not exist in the cluster")
+        names = list(wanted)
+
+    found: list[TopicPartition] = []
+    for name in names:
+        info = topics[name]
+        if info.error_code:
+            raise BrokerError.for_code(info.error_code, topic=name)
+        found.extend((name, p) for p in info.partitions)
+
+    if subscription.kind == "assign":
+        existing = set(found)
+        unknown = [tp for tp in subscription.partitions if tp not in existing]
+        if unknown:
+            raise PlanningError(
+                f"assign: partition(s) {_format_tps(unknown)} do not exist "
+                f"(the topics have partitions {_format_tps(existing)})")
+        found = list(dict.fromkeys(subscription.partitions))
+    return sorted(set(found))
+
+
+def fetch_metadata(subscription: Subscription, client) -> "ClusterMetadata":
+    """Fresh metadata for ``subscription``: only the named topics for subscribe/assign,
+    every topic for a pattern. ``client`` is a ``KafkaClient`` (``refresh_metadata``)."""
+    if subscription.kind == "subscribePattern":
+        return client.refresh_metadata(None)
+    topics = (list(subscription.topics) if subscription.kind == "subscribe"
+              else sorted({t for t, _ in subscription.partitions}))
+    return client.refresh_metadata(topics)
+
+
+def discover_partitions(subscription: Subscription, client) -> list[TopicPartition]:
+    """``partitions_from_metadata`` on fresh metadata from ``client``."""
+    return partitions_from_metadata(subscription, fetch_metadata(subscription, client))
+
+
+def leader_hosts(metadata: "ClusterMetadata",
+                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+    """The host of each partition's leader, where ``metadata`` knows it."""
+    hosts = {}
+    for topic, partition in partitions:
+        info = metadata.topics.get(topic)
+        part = info.partitions.get(partition) if info else None
+        broker = metadata.brokers.get(part.leader) if part else None
+        if broker:
+            hosts[(topic, partition)] = broker[0]
+    return hosts
+
+
+# ---- offset resolution ------------------------------------------------------------------
+
+def _check_same_partitions(option: str, what: str, specified: set[TopicPartition],
+                           assigned: set[TopicPartition]) -> None:
+    """Spark's KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED and
+    KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED, naming the option and the difference."""
+    if specified == assigned:
+        return
+    extra, missing = specified - assigned, assigned - specified
+    details = []
+    if extra:
+        details.append(f"not assigned: {_format_tps(extra)}")
+    if missing:
+        details.append(f"not specified: {_format_tps(missing)}")
+    if "timestamp" in what:
+        hint = ("Maybe topic partitions are created or deleted while the query is running, "
+                "or you didn't specify all the partitions.")
+    else:
+        hint = ("Maybe topic partitions are created or deleted while the query is running. "
+                "Use -1 for latest, -2 for earliest.")
+    raise PlanningError(
+        f"{option}: Partitions specified for Kafka {what} don't match what are assigned. "
+        f"{hint} Specified: {_format_tps(specified)} Assigned: {_format_tps(assigned)} "
+        f"({'; '.join(details)})")
+
+
+def _list(client: _ListsOffsets, request: dict[TopicPartition, int], isolation_level: int,
+          option: str) -> dict[TopicPartition, int]:
+    if not request:
+        return {}
+    answers = client.list_offsets(request, isolation_level)
+    missing = [tp for tp in request if tp not in answers]
+    if missing:
+        raise PlanningError(f"{option}: the cluster returned no offset for "
+                            f"{_format_tps(missing)}")
+    return {tp: answers[tp][0] for tp in request}
+
+
+def _bind_sentinels(client: _ListsOffsets, offsets: Mapping[TopicPartition, int],
+                    isolation_level: int, option: str) -> dict[TopicPartition, int]:
+    """Replace -2/-1 with the earliest/latest offsets, in one ListOffsets round."""
+    sentinels = {tp: o for tp, o in offsets.items() if o in (EARLIEST, LATEST)}
+    bound = _list(client, sentinels, isolation_level, option)
+    return {tp: bound.get(tp, o) for tp, o in offsets.items()}
+
+
+def resolve_offsets(spec: OffsetSpec, partitions: Iterable[TopicPartition],
+                    client: _ListsOffsets, *, is_starting: bool = True,
+                    isolation_level: int = 0) -> dict[TopicPartition, int]:
+    """Concrete offsets ``{(topic, partition): offset}`` for ``spec`` over ``partitions``.
+
+    ``client`` needs only ``list_offsets({tp: timestamp_or_-2_-1}, isolation_level)``
+    answering ``{tp: (offset, timestamp)}`` with offset -1 when no record is at or after a
+    timestamp. ``isolation_level`` (0 read_uncommitted, 1 read_committed) decides what
+    "latest" means. Explicit offsets are taken as given: whether they still exist is the
+    reader's business (``failOnDataLoss``).
+
+    Errors (``PlanningError``, naming ``spec.option``):
+    - explicit offsets or per-partition timestamps that do not name exactly ``partitions``;
+    - a starting timestamp with no offset at or after it, under the ``error`` strategy.
+    """
+    assigned = set(partitions)
+    tps = sorted(assigned)
+    if isinstance(spec, EarliestOffsets):
+        return _list(client, {tp: EARLIEST for tp in tps}, isolation_level, spec.option)
+    if isinstance(spec, LatestOffsets):
+        return _list(client, {tp: LATEST for tp in tps}, isolation_level, spec.option)
+    if isinstance(spec, SpecificOffsets):
+        offsets = spec.as_dict
+        _check_same_partitions(spec.option, "start offsets" if is_starting
+                               else "end offsets", set(offsets), assigned)
+        return _bind_sentinels(client, offsets, isolation_level, spec.option)
+    if isinstance(spec, SpecificTimestamps):
+        timestamps = spec.as_dict
+        _check_same_partitions(spec.option, "timestamp based " +
+                               ("start" if is_starting else "end") + " offsets",
+                               set(timestamps), assigned)
+    elif isinstance(spec, GlobalTimestamp):
+        timestamps = {tp: spec.timestamp for tp in tps}
+    else:
+        raise TypeError(f"not an offset spec: {spec!r}")
+
+    found = _list(client, timestamps, isolation_level, spec.option)
+    offsets = {}
+    for tp in sorted(found):
+        offset = found[tp]
+        if offset < 0:  # no record at or after the timestamp
+            if is_starting and spec.strategy == "error":
+                raise PlanningError(
+                    f"{spec.option}: No offset matched from request of topic-partition "
+                    f"{format_tp(tp)} and timestamp {timestamps[tp]}. Set "
+                    f"startingOffsetsByTimestampStrategy to 'latest' to start such "
+                    f"partitions at their latest offset instead.")
+            offset = LATEST
+        offsets[tp] = offset
+    return _bind_sentinels(client, offsets, isolation_level, spec.option)
+
+
+# ---- ranges -----------------------------------------------------------------------------
+
+def build_ranges(starting: Mapping[TopicPartition, int], ending: Mapping[TopicPartition, int],
+                 hosts: Mapping[TopicPartition, str] | None = None) -> list[OffsetRange]:
+    """Pair resolved start and end offsets into ranges sorted by topic and partition.
+
+    Both sides must cover the same partitions, and no start may be after its end (Spark's
+    ``RESOLVED_START_OFFSET_GREATER_THAN_END_OFFSET``); either is a ``PlanningError``.
+    """
+    if set(starting) != set(ending):
+        raise PlanningError(
+            f"different topic partitions for starting offsets topics"
+            f"[{','.join(format_tp(tp) for tp in sorted(starting))}] and ending offsets "
+            f"topics[{','.join(format_tp(tp) for tp in sorted(ending))}]")
+    ranges = []
+    for tp in sorted(starting):
+        start, end = starting[tp], ending[tp]
+        if start > end:
+            raise PlanningError(
+                f"startingOffsets/endingOffsets: The resolved start offset {start} is "
+                f"greater than the resolved end offset {end} for topic {tp[0]} partition "
+                f"{tp[1]}. There may be multiple reasons: 1. Start offset is set to too big "
+                f"a value that after resolution, end offset is smaller than it (a start "
+                f"timestamp with an end offset, a start offset with an end timestamp, or a "
+                f"start offset with the end at latest). 2. The Kafka topic partition is "
+                f"broken.")
+        ranges.append(OffsetRange(tp[0], tp[1], start, end,
+                                  hosts.get(tp) if hosts else None))
+    return ranges
+
+
+def _divide(parts: int, rng: OffsetRange) -> list[OffsetRange]:
+    """``rng`` cut into ``parts`` contiguous pieces; the last absorbs the rounding."""
+    pieces, remaining, start = [], rng.size, rng.start
+    for part in range(parts):
+        this = remaining // (parts - part)
+        remaining -= this
+        end = min(start + this, rng.end)
+        pieces.append(OffsetRange(rng.topic, rng.partition, start, end, None))
+        start = end
+    return pieces
+
+
+def _java_round(value: float) -> int:
+    """``Math.round`` of the JVM: halves go up (Python's ``round`` goes to even)."""
+    return math.floor(value + 0.5)
+
+
+def _part_count(size: int, total: int, min_parts: int) -> int:
+    return max(_java_round(size / total * min_parts), 1)
+
+
+def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None,
+                max_records_per_partition: int | None = None) -> list[OffsetRange]:
+    """Split ranges into Spark input partitions as Spark's ``KafkaOffsetRangeCalculator``.
+
+    Empty (and inverted) ranges are dropped. With neither option, or when there are already
+    at least ``min_partitions`` ranges and no ``max_records_per_partition``, the ranges are
+    returned as they are (``preferred_host`` kept). Otherwise:
+
+    1. ``max_records_per_partition`` cuts each range into ``ceil(size / max)`` parts;
+    2. if ``min_partitions`` still exceeds the number of ranges, ranges are cut in
+       proportion to their share of all offsets: a range whose share rounds to at most one
+       part stays whole, and the rest share ``min_partitions`` minus the whole ranges.
+
+    Parts of a range are contiguous and cover it exactly; split parts carry no
+    ``preferred_host``. The order of the input is kept.
+    """
+    for name, value in (("minPartitions", min_partitions),
+                        ("maxRecordsPerPartition", max_records_per_partition)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value <= 0):
+            raise ConfigError(f"{name} must be positive")
+    offset_ranges = [r for r in ranges if r.size > 0]
+
+    if max_records_per_partition is None and (min_partitions is None or
+                                              len(offset_ranges) >= min_partitions):
+        return offset_ranges
+
+    if max_records_per_partition is not None:
+        offset_ranges = [piece for r in offset_ranges
+                         for piece in _divide(-(-r.size // max_records_per_partition), r)
+                         if piece.size > 0]
+
+    if min_partitions is None or min_partitions <= len(offset_ranges):
+        return offset_ranges
+
+    total = sum(r.size for r in offset_ranges)
+    # Spark decides "stays whole" per range but remembers it per topic-partition; after a
+    # maxRecordsPerPartition cut, every piece of such a partition then stays whole.
+    unsplit = [r for r in offset_ranges if _part_count(r.size, total, min_partitions) == 1]
+    unsplit_tps = {r.topic_partition for r in unsplit}
+    split_total = total - sum(r.size for r in unsplit)
+    split_min_parts = max(min_partitions - len(unsplit), 1)
+
+    result = []
+    for r in offset_ranges:
+        parts = (1 if r.topic_partition in unsplit_tps
+                 else _part_count(r.size, split_total, split_min_parts))
+        result.extend(piece for piece in _divide(parts, r) if piece.size > 0)
+    return result
+
+
+# ---- all together -----------------------------------------------------------------------
+
+def plan_batch(options: "ReaderOptions", client) -> list[OffsetRange]:
+    """The input partitions of a batch read: discover the partitions, resolve both ends,
+    pair them, split them. ``client`` is a ``protocol.cluster.KafkaClient`` (or anything
+    with ``refresh_metadata`` and ``list_offsets``)."""
+    if options.for_streaming or options.ending_offsets is None:
+        raise ConfigError("plan_batch needs options parsed for a batch query")
+    metadata = fetch_metadata(options.subscription, client)
+    partitions = partitions_from_metadata(options.subscription, metadata)
+    if not partitions:
+        return []
+    level = options.isolation_level_code
+    starting = resolve_offsets(options.starting_offsets, partitions, client,
+                               is_starting=True, isolation_level=level)
+    ending = resolve_offsets(options.ending_offsets, partitions, client,
+                             is_starting=False, isolation_level=level)
+    return plan_ranges(build_ranges(starting, ending, leader_hosts(metadata, partitions)),
+                       options.min_partitions, options.max_records_per_partition)
