@@ -114,8 +114,8 @@ class BrokerConnection:
         body = {"client_software_name": CLIENT_SOFTWARE_NAME,
                 "client_software_version": CLIENT_SOFTWARE_VERSION}
         response = self._roundtrip(API_VERSIONS, version, body)
-        if response["error_code"] == 35 and response["api_keys"]:
-            # The broker told us its range for ApiVersions: retry within it.
+        if response["error_code"] == 35 and version > 0:
+            # Retry within the range the broker named for ApiVersions (0 if it named none).
             theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}
             version = min(version, theirs.get(18, 0))
             response = self._roundtrip(API_VERSIONS, version, body)

@@ -39,8 +39,6 @@ HOSTILE = {
     "wrong correlation id": lambda req: frame(
         struct.pack(">i", correlation_id(req) + 7) + b"\x00\x00\x01\x00\x00\x00\x00\x00"),
     "truncated body": lambda req: frame(header(req) + b"\x00"),
-    "trailing garbage": lambda req: frame(
-        header(req) + b"\x00\x00\x01\x00\x00\x00\x00\x00" + b"junk"),
 }
 
 
@@ -87,6 +85,13 @@ def test_silent_peer_times_out_within_the_request_timeout():
             conn.connect()
         assert time.monotonic() - started < 1.3
         assert not conn.connected
+
+
+def test_trailing_bytes_after_a_response_are_tolerated_as_kafka_clients_do():
+    with FakeBroker([lambda req: frame(api_versions_ok(req)[4:] + b"junk")]) as fake:
+        conn = BrokerConnection("127.0.0.1", fake.port, config()).connect()
+        assert conn.api_versions[3] == (0, 12)
+        conn.close()
 
 
 def test_valid_negotiation_records_the_broker_ranges():
