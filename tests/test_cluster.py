@@ -1,0 +1,171 @@
+"""The cluster client against real brokers over TCP: Tansu and librdkafka's mock cluster.
+
+confluent-kafka (librdkafka) writes, our client reads; kafka-python's record parser is the
+referee for the bytes we fetch.
+"""
+
+import time
+
+import confluent_kafka
+import pytest
+from kafka.record import MemoryRecords
+
+from protocol.cluster import KafkaClient
+from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
+                             TopicAlreadyExists, TopicAuthorizationFailed)
+from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
+
+LIST_OFFSETS_KEY = 2
+
+
+@pytest.fixture(params=["tansu", "mock_cluster"])
+def broker(request):
+    return request.getfixturevalue(request.param)
+
+
+def make_topic(broker, client: KafkaClient, name: str, partitions: int) -> None:
+    if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics API
+        broker.create_topic(name, partitions, min(3, partitions and 3))
+        client.wait_for_topics([name])
+    else:
+        client.create_topics({name: partitions})
+
+
+def produce(bootstrap: str, topic: str, messages) -> None:
+    """One batch per message (so Tansu's 'latest' answer is exact)."""
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 0,
+                                  "batch.num.messages": 1, "enable.idempotence": False})
+    for partition, key, value, headers in messages:
+        p.produce(topic, key=key, value=value, partition=partition, headers=headers)
+        p.flush(10)
+    assert p.flush(10) == 0
+
+
+def test_version_negotiation_picks_versions_both_sides_speak(broker):
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        client.refresh_metadata()
+        conn = next(iter(client._connections.values()), None) or client._bootstrap_conn
+        for api in (FETCH, PRODUCE, METADATA, LIST_OFFSETS):
+            lo, hi = conn.api_versions[api.key]
+            chosen = conn.version_for(api)
+            assert lo <= chosen <= hi and chosen in api.request.versions
+            assert chosen == min(hi, api.request.versions.hi)
+
+
+def test_topic_create_describe_delete(tansu, topic_name):
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic_name: 3})
+        info = client.topic(topic_name)
+        assert sorted(info.partitions) == [0, 1, 2]
+        assert all(p.leader >= 0 for p in info.partitions.values())
+        assert info.topic_id.int != 0
+        with pytest.raises(TopicAlreadyExists, match=topic_name):
+            client.create_topics({topic_name: 3})
+        client.create_topics({topic_name: 3}, exist_ok=True)
+        client.delete_topics([topic_name])
+        assert topic_name not in client.refresh_metadata().topics
+
+
+def test_list_offsets_earliest_and_latest(broker, topic_name):
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        make_topic(broker, client, topic_name, 2)
+        produce(broker.bootstrap, topic_name,
+                [(i % 2, b"k%d" % i, b"v%d" % i, None) for i in range(7)])
+        tps = [(topic_name, 0), (topic_name, 1)]
+        assert client.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
+        assert client.latest_offsets(tps) == {tps[0]: 4, tps[1]: 3}
+
+
+def test_fetched_batches_are_the_records_librdkafka_wrote(broker, topic_name):
+    messages = [(0, b"key-%d" % i if i % 3 else None, b"value-%d" % i * (i + 1),
+                 [("h", b"x%d" % i), ("n", None)] if i % 2 else None) for i in range(20)]
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        make_topic(broker, client, topic_name, 1)
+        produce(broker.bootstrap, topic_name, messages)
+        seen, offset = [], 0
+        while offset < 20:  # some brokers answer one batch per Fetch
+            part = client.fetch({(topic_name, 0): offset}, max_wait_ms=100)[(topic_name, 0)]
+            assert part["error_code"] == 0 and part["high_watermark"] == 20
+            records = MemoryRecords(bytes(part["records"]))
+            while (batch := records.next_batch()) is not None:
+                assert batch.validate_crc()
+                for record in batch:
+                    seen.append((record.offset, record.key, record.value,
+                                 list(record.headers) or None))
+            offset = seen[-1][0] + 1
+        assert seen == [(i, k, v, [(hk, hv) for hk, hv in h] if h else None)
+                        for i, (_, k, v, h) in enumerate(messages)]
+
+
+def test_requests_pipelined_on_one_connection_are_answered_in_order(tansu, topic_name):
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic_name: 1})
+        conn = client.connection(client.leader_for(topic_name, 0))
+        body = {"topics": [{"name": topic_name}], "allow_auto_topic_creation": False}
+        ids = [conn.send(METADATA, body) for _ in range(5)]
+        assert len(set(ids)) == 5
+        for cid in reversed(ids):  # asking for the last first keeps the earlier ones
+            response = conn.receive(cid)
+            assert [t["name"] for t in response["topics"]] == [topic_name]
+
+
+def test_leader_move_in_the_middle_of_a_sequence(mock_cluster, topic_name):
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        make_topic(mock_cluster, client, topic_name, 1)
+        produce(mock_cluster.bootstrap, topic_name, [(0, None, b"a", None)] * 3)
+        tp = (topic_name, 0)
+        assert client.latest_offsets([tp]) == {tp: 3}
+        old_leader = client.leader_for(*tp)
+        new_leader = 1 + old_leader % 3
+        mock_cluster.partition_set_leader(topic_name, 0, new_leader)
+        # The cached metadata still names the old leader: the next request meets
+        # NOT_LEADER_OR_FOLLOWER, refreshes metadata and follows the leader.
+        assert client.latest_offsets([tp]) == {tp: 3}
+        assert client.leader_for(*tp) == new_leader
+        assert client.earliest_offsets([tp]) == {tp: 0}
+
+
+def test_injected_retriable_errors_are_survived(mock_cluster, topic_name):
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, retry_backoff_ms=10) as client:
+        make_topic(mock_cluster, client, topic_name, 1)
+        produce(mock_cluster.bootstrap, topic_name, [(0, None, b"a", None)] * 2)
+        tp = (topic_name, 0)
+        # NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE, REQUEST_TIMED_OUT,
+        # FENCED_LEADER_EPOCH, then a real answer.
+        mock_cluster.push_request_errors(LIST_OFFSETS_KEY, [6, 5, 7, 74])
+        assert client.latest_offsets([tp]) == {tp: 2}
+
+
+def test_non_retriable_error_surfaces_at_once_naming_the_partition(mock_cluster, topic_name):
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        make_topic(mock_cluster, client, topic_name, 1)
+        mock_cluster.push_request_errors(LIST_OFFSETS_KEY, [29])  # TOPIC_AUTHORIZATION_FAILED
+        started = time.monotonic()
+        with pytest.raises(TopicAuthorizationFailed, match=topic_name):
+            client.latest_offsets([(topic_name, 0)])
+        assert time.monotonic() - started < 1
+
+
+def test_retries_stop_at_the_deadline(mock_cluster, topic_name):
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, retry_backoff_ms=20) as client:
+        make_topic(mock_cluster, client, topic_name, 1)
+        mock_cluster.push_request_errors(LIST_OFFSETS_KEY, [6] * 500)
+        started = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="NOT_LEADER_OR_FOLLOWER"):
+            client.list_offsets({(topic_name, 0): -1}, timeout_ms=700)
+        assert time.monotonic() - started < 2.5
+        mock_cluster.clear_request_errors(LIST_OFFSETS_KEY)
+
+
+def test_unreachable_bootstrap_fails_fast_naming_the_servers():
+    started = time.monotonic()
+    with pytest.raises(KafkaConnectionError, match="127.0.0.1:1,127.0.0.1:2"):
+        KafkaClient(bootstrap_servers="127.0.0.1:1,127.0.0.1:2",
+                    connect_timeout_ms=500).refresh_metadata()
+    assert time.monotonic() - started < 2
+
+
+def test_unknown_topic_is_a_typed_error(tansu):
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        with pytest.raises(BrokerError, match="no-such-topic"):
+            client.partitions_for("no-such-topic")
