@@ -251,8 +251,11 @@ class KafkaClient:
     def _scatter(self, api, groups: dict[int, list[TopicPartition]],
                  build: Callable[[BrokerConnection, int, list[TopicPartition]], dict],
                  version_cap: Callable[[list[TopicPartition]], int | None] | None = None):
-        """Send one request per leader, then gather; returns ``[(node, tps, response)]``.
-        A broken connection fails only that leader's group (raised after the others)."""
+        """Send one request per leader, then gather; returns ``[(node, tps, response,
+        version)]``."""
+        return _gather(self._send_all(api, groups, build, version_cap))
+
+    def _send_all(self, api, groups, build, version_cap=None) -> list:
         sent = []
         for node, tps in groups.items():
             conn = self.connection(node)
@@ -260,15 +263,7 @@ class KafkaClient:
             version = conn.version_for(api, cap)
             sent.append((node, tps, conn, version, conn.send(api, build(conn, version, tps),
                                                             version)))
-        results, failure = [], None
-        for node, tps, conn, version, cid in sent:
-            try:
-                results.append((node, tps, conn.receive(cid), version))
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                failure = failure or e
-        if failure is not None:
-            raise failure
-        return results
+        return sent
 
     # ---- ListOffsets ----------------------------------------------------------------------
 
@@ -334,14 +329,19 @@ class KafkaClient:
 
     # ---- Fetch and Produce (records as bytes; record batches live in protocol.records) ----
 
-    def fetch(self, offsets: dict[TopicPartition, int], *, max_wait_ms: int = 500,
-              min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
-              partition_max_bytes: int = 1024 * 1024,
-              isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, dict]:
+    def fetch(self, offsets: dict[TopicPartition, int], **settings) -> dict[TopicPartition, dict]:
         """One Fetch round to the leaders of ``offsets``. Returns the raw partition
         responses (``error_code``, ``high_watermark``, ``last_stable_offset``,
         ``log_start_offset``, ``aborted_transactions``, ``records`` as bytes). Errors stay in
         ``error_code``: the caller decides (OFFSET_OUT_OF_RANGE is its business)."""
+        return self.start_fetch(offsets, **settings).result()
+
+    def start_fetch(self, offsets: dict[TopicPartition, int], *, max_wait_ms: int = 500,
+                    min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
+                    partition_max_bytes: int = 1024 * 1024,
+                    isolation_level: int = READ_UNCOMMITTED) -> "PendingFetch":
+        """Send the Fetch requests and return at once; ``.result()`` waits for them. This
+        lets a reader keep the next Fetch in flight while it decodes the previous one."""
         from .schemas import FETCH
         meta = self.metadata({t for t, _ in offsets})
         ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
@@ -364,16 +364,8 @@ class KafkaClient:
                                for t, ps in topics.items()],
                     "forgotten_topics_data": [], "rack_id": ""}
 
-        out: dict[TopicPartition, dict] = {}
-        for _, _, response, version in self._scatter(FETCH, self._by_leader(offsets), build,
-                                                      cap):
-            if response.get("error_code"):
-                raise BrokerError.for_code(response["error_code"], "Fetch failed")
-            for t in response["responses"]:
-                name = t.get("topic") or names_by_id.get(t.get("topic_id"))
-                for p in t["partitions"]:
-                    out[(name, p["partition_index"])] = p
-        return out
+        sent = self._send_all(FETCH, self._by_leader(offsets), build, cap)
+        return PendingFetch(sent, names_by_id, max_wait_ms)
 
     def produce(self, topic: str, partition: int, records: bytes, *, acks: int = -1,
                 timeout_ms: int = 30_000, transactional_id: str | None = None) -> dict:
@@ -492,6 +484,45 @@ class KafkaClient:
         return self.retrying("DeleteRecords", attempt, timeout_ms)
 
 
-__all__ = ["KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo", "EARLIEST_TIMESTAMP",
+def _gather(sent: list) -> list:
+    """Wait for every request ``_send_all`` sent; a broken connection fails only its own
+    group, raised after the others are read so no response is left on a socket."""
+    results, failure = [], None
+    for node, tps, conn, version, cid, *timeout in sent:
+        try:
+            results.append((node, tps, conn.receive(cid, *timeout), version))
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return results
+
+
+class PendingFetch:
+    """Fetch requests in flight; ``result()`` gathers them into partition responses."""
+
+    def __init__(self, sent: list, names_by_id: dict, max_wait_ms: int):
+        self._sent, self._names_by_id = sent, names_by_id
+        self._max_wait_ms = max_wait_ms
+
+    def result(self) -> dict[TopicPartition, dict]:
+        out: dict[TopicPartition, dict] = {}
+        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms) for s in self._sent]
+        for _, _, response, _ in _gather(sent):
+            if response.get("error_code"):
+                raise BrokerError.for_code(response["error_code"], "Fetch failed")
+            for t in response["responses"]:
+                name = t.get("topic") or self._names_by_id.get(t.get("topic_id"))
+                for p in t["partitions"]:
+                    out[(name, p["partition_index"])] = p
+        return out
+
+    def cancel(self) -> None:
+        """Abandon the requests: close their connections (the responses would desync)."""
+        for _, _, conn, *_ in self._sent:
+            conn.close()
+
+
+__all__ = ["PendingFetch","KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo", "EARLIEST_TIMESTAMP",
            "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_COMMITTED", "READ_UNCOMMITTED",
            "ProtocolError"]
