@@ -1,0 +1,48 @@
+"""Shared fixtures: real Kafka-protocol brokers from :mod:`kafka_testbed`.
+
+Fixtures are lazy: a broker starts only when a test asks for it, once per
+session. A broker that cannot start is an error (the test fails with the
+broker log), never a skip.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import uuid
+
+import pytest
+
+_topic_seq = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def tansu():
+    """A running :class:`kafka_testbed.TansuBroker` (plaintext, memory storage)."""
+    from kafka_testbed import TansuBroker
+
+    broker = TansuBroker()
+    broker.start()  # TansuStartError (with log tail) fails the requesting tests
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def mock_cluster():
+    """A :class:`kafka_testbed.MockCluster` with 3 brokers (ids 1, 2, 3)."""
+    from kafka_testbed import MockCluster
+
+    cluster = MockCluster(brokers=3)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def topic_name(request) -> str:
+    """A topic name unique to this test (and to this process, for xdist/parallel runs)."""
+    base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60].strip("-")
+    return f"t-{base}-{os.getpid()}-{next(_topic_seq)}-{uuid.uuid4().hex[:6]}"

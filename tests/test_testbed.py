@@ -1,0 +1,312 @@
+"""The test brokers in :mod:`kafka_testbed` really speak Kafka over TCP.
+
+confluent-kafka (librdkafka) is the independent client here.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+confluent_kafka = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from kafka_testbed import MockCluster, TansuBroker  # noqa: E402
+
+N = 100
+PRODUCE = 0  # Kafka API keys
+METADATA = 3
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+# -- helpers -------------------------------------------------------------------
+
+
+def produce(conf: dict, topic: str, n: int = N, partitions: int = 2, start: int = 0) -> None:
+    """Produce ``n`` keyed records with headers, record i to partition i % partitions."""
+    errors: list = []
+    p = Producer({**conf, "linger.ms": 5, "message.timeout.ms": 15000})
+    for i in range(start, start + n):
+        p.produce(
+            topic,
+            value=f"value-{i}".encode(),
+            key=f"key-{i}".encode(),
+            partition=i % partitions,
+            headers=[("idx", str(i).encode()), ("h2", b"\x00\xff")],
+            on_delivery=lambda err, msg: err and errors.append(err),
+        )
+    assert p.flush(15) == 0, "undelivered messages"
+    assert errors == []
+
+
+def consume(conf: dict, topic: str, n: int, partitions: int = 2, timeout: float = 15.0) -> list:
+    c = Consumer({**conf, "group.id": "kafka-testbed-reader", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        got = []
+        deadline = time.monotonic() + timeout
+        while len(got) < n and time.monotonic() < deadline:
+            for m in c.consume(num_messages=n, timeout=0.2):
+                assert m.error() is None, m.error()
+                got.append(m)
+        return got
+    finally:
+        c.close()
+
+
+def check_roundtrip(msgs: list, n: int = N, partitions: int = 2) -> None:
+    assert len(msgs) == n
+    by_part: dict[int, list] = {}
+    for m in msgs:
+        by_part.setdefault(m.partition(), []).append(m)
+    assert sorted(by_part) == list(range(partitions))
+    for part, ms in by_part.items():
+        assert [m.offset() for m in ms] == list(range(len(ms)))  # gap-free from 0, in order
+        for m in ms:
+            i = int(m.key().decode().split("-")[1])
+            assert i % partitions == part
+            assert m.value() == f"value-{i}".encode()
+            assert m.headers() == [("idx", str(i).encode()), ("h2", b"\x00\xff")]
+            assert m.offset() == i // partitions
+
+
+def leaders(admin: AdminClient, topic: str) -> dict[int, int]:
+    md = admin.list_topics(topic, timeout=10)
+    return {p: pm.leader for p, pm in md.topics[topic].partitions.items()}
+
+
+def wait_for_error(conf: dict, timeout: float = 10.0) -> KafkaError:
+    """Connect an AdminClient and return the first client error it reports."""
+    seen: list[KafkaError] = []
+    admin = AdminClient({**conf, "error_cb": seen.append})
+    deadline = time.monotonic() + timeout
+    while not seen and time.monotonic() < deadline:
+        admin.poll(0.1)
+    assert seen, "no client error reported"
+    return seen[0]
+
+
+# -- Tansu -----------------------------------------------------------------------
+
+
+def test_tansu_roundtrip(tansu: TansuBroker, topic_name: str) -> None:
+    conf = {"bootstrap.servers": tansu.bootstrap}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
+    produce(conf, topic_name)
+    check_roundtrip(consume(conf, topic_name, N))
+    md = admin.list_topics(timeout=10)
+    assert [b.port for b in md.brokers.values()] == [tansu.port]
+    assert md.cluster_id == tansu.cluster_id
+
+
+def test_tansu_list_offsets_quirks(tansu: TansuBroker, topic_name: str) -> None:
+    """Pins the documented quirks, so a fixed Tansu makes this fail (update the docs)."""
+    conf = {"bootstrap.servers": tansu.bootstrap}
+    admin = AdminClient(conf)  # keep a reference until the future resolves
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(10)
+    p = Producer({**conf, "linger.ms": 200})
+    for i in range(10):  # one 10-record batch at offsets 0..9
+        p.produce(topic_name, b"v", partition=0, timestamp=1_700_000_000_000 + i)
+    assert p.flush(10) == 0
+    c = Consumer({**conf, "group.id": "quirks"})
+    try:
+        tp = TopicPartition(topic_name, 0)
+        assert c.get_watermark_offsets(tp, timeout=10) == (0, 1)  # last batch base + 1
+        (res,) = c.offsets_for_times([TopicPartition(topic_name, 0, 1_700_000_000_005)], timeout=10)
+        assert res.offset == 0  # earliest, whatever the timestamp
+    finally:
+        c.close()
+
+
+def test_tansu_tls(tmp_path, topic_name: str) -> None:
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    client = ca.issue_cert("client.example")
+    ca_pem, chain, key = tmp_path / "ca.pem", tmp_path / "chain.pem", tmp_path / "key.pem"
+    cchain, ckey = tmp_path / "client.pem", tmp_path / "client-key.pem"
+    ca.cert_pem.write_to_path(str(ca_pem))
+    chain.write_bytes(b"".join(b.bytes() for b in server.cert_chain_pems))
+    server.private_key_pem.write_to_path(str(key))
+    cchain.write_bytes(b"".join(b.bytes() for b in client.cert_chain_pems))
+    client.private_key_pem.write_to_path(str(ckey))
+
+    with TansuBroker(tls=(str(chain), str(key)), tls_client_ca=str(ca_pem)) as broker:
+        assert broker.security_protocol == "SSL"
+        conf = {
+            "bootstrap.servers": broker.bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(ca_pem),
+            "ssl.certificate.location": str(cchain),
+            "ssl.key.location": str(ckey),
+        }
+        admin = AdminClient(conf)
+        admin.create_topics([NewTopic(topic_name, 2, 1)])[topic_name].result(10)
+        produce(conf, topic_name)
+        check_roundtrip(consume(conf, topic_name, N))
+        assert [b.port for b in admin.list_topics(timeout=10).brokers.values()] == [broker.port]
+
+        # No client certificate: the TLS front refuses the handshake.
+        no_cert = {k: v for k, v in conf.items() if not k.startswith("ssl.c") and k != "ssl.key.location"}
+        no_cert["ssl.ca.location"] = str(ca_pem)
+        err = wait_for_error(no_cert)
+        assert err.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN)
+
+
+def test_tansu_sasl_scram_is_negotiated_but_rejects_every_user() -> None:
+    """Documents what --authentication does in this build (see kafka_testbed.tansu)."""
+    with TansuBroker(authentication=True) as broker:
+        assert broker.security_protocol == "SASL_PLAINTEXT"
+        err = wait_for_error(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "alice",
+                "sasl.password": "secret",
+            }
+        )
+        assert err.code() == KafkaError._AUTHENTICATION
+        assert "unknown-user" in err.str()
+
+
+def test_tansu_start_failure_is_loud() -> None:
+    from kafka_testbed import TansuStartError
+
+    broker = TansuBroker(extra_args=["--no-such-flag"], startup_timeout=5)
+    with pytest.raises(TansuStartError, match="no-such-flag"):
+        broker.start()
+    broker.stop()
+
+
+# -- librdkafka mock cluster -----------------------------------------------------
+
+
+def test_mock_roundtrip(mock_cluster: MockCluster, topic_name: str) -> None:
+    assert all(hp.startswith("127.0.0.1:") for hp in mock_cluster.bootstrap.split(","))
+    assert len(mock_cluster.bootstrap.split(",")) == 3
+    mock_cluster.create_topic(topic_name, 2, 3)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    produce(conf, topic_name)
+    check_roundtrip(consume(conf, topic_name, N))
+    md = AdminClient(conf).list_topics(topic_name, timeout=10)
+    assert sorted(md.brokers) == [1, 2, 3]
+    assert all(sorted(p.replicas) == [1, 2, 3] for p in md.topics[topic_name].partitions.values())
+
+
+def test_mock_leader_move(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1, 3)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    admin = AdminClient(conf)
+    produce(conf, topic_name, n=10, partitions=1)
+    old = leaders(admin, topic_name)[0]
+    new = old % 3 + 1
+    mock_cluster.partition_set_leader(topic_name, 0, new)
+    assert leaders(admin, topic_name) == {0: new}
+    produce(conf, topic_name, n=10, partitions=1, start=10)
+    msgs = consume(conf, topic_name, 20, partitions=1)
+    assert [m.offset() for m in msgs] == list(range(20))
+    assert [m.key() for m in msgs] == [f"key-{i}".encode() for i in range(20)]
+
+
+def test_mock_injected_produce_errors_are_survived(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1, 3)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    mock_cluster.start_request_tracking()
+    try:
+        mock_cluster.push_request_errors(PRODUCE, [NOT_LEADER_OR_FOLLOWER] * 3)
+        produce({**conf, "retry.backoff.ms": 10}, topic_name, n=10, partitions=1)
+        produce_requests = [r for r in mock_cluster.get_requests() if r.api_key == PRODUCE]
+        assert len(produce_requests) >= 4  # 3 rejected + at least one accepted
+        assert any(r.api_key == METADATA for r in mock_cluster.get_requests())  # refresh after NOT_LEADER
+    finally:
+        mock_cluster.clear_request_errors(PRODUCE)
+        mock_cluster.stop_request_tracking()
+    msgs = consume(conf, topic_name, 10, partitions=1)
+    assert [m.offset() for m in msgs] == list(range(10))  # no duplicates, no gaps
+
+
+def test_mock_broker_error_rtts(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1, 3)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    leader = leaders(AdminClient(conf), topic_name)[0]
+    mock_cluster.broker_push_request_error_rtts(leader, PRODUCE, [(NOT_LEADER_OR_FOLLOWER, 50), (0, 200)])
+    assert mock_cluster.broker_error_stack_count(leader, PRODUCE) == 2
+    t0 = time.monotonic()
+    produce({**conf, "retry.backoff.ms": 10}, topic_name, n=1, partitions=1)
+    assert time.monotonic() - t0 >= 0.2
+    assert mock_cluster.broker_error_stack_count(leader, PRODUCE) == 0
+
+
+def test_mock_broker_down_and_up(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1, 3)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    leader = leaders(AdminClient(conf), topic_name)[0]
+    p = Producer({**conf, "message.timeout.ms": 30000, "reconnect.backoff.max.ms": 200})
+    p.produce(topic_name, b"before", partition=0)
+    assert p.flush(10) == 0
+    mock_cluster.broker_set_down(leader)
+    try:
+        p.produce(topic_name, b"while-down", partition=0)
+        assert p.flush(0.5) == 1  # the partition leader is unreachable
+    finally:
+        mock_cluster.broker_set_up(leader)
+    assert p.flush(15) == 0
+    msgs = consume(conf, topic_name, 2, partitions=1)
+    assert [m.value() for m in msgs] == [b"before", b"while-down"]
+
+
+def test_mock_delete_records_and_apiversion(mock_cluster: MockCluster, topic_name: str) -> None:
+    mock_cluster.create_topic(topic_name, 1, 1)
+    conf = {"bootstrap.servers": mock_cluster.bootstrap}
+    produce(conf, topic_name, n=10, partitions=1)
+    mock_cluster.partition_delete_records(topic_name, 0, 4)
+    c = Consumer({**conf, "group.id": "wm"})
+    try:
+        assert c.get_watermark_offsets(TopicPartition(topic_name, 0), timeout=10) == (4, 10)
+    finally:
+        c.close()
+    # Unknown broker ids surface as RuntimeError with librdkafka's error name.
+    with pytest.raises(RuntimeError, match="broker_set_rtt"):
+        mock_cluster.broker_set_rtt(99, 10)
+
+
+def test_mock_cluster_lifecycle() -> None:
+    with MockCluster(brokers=1) as mc:
+        assert len(mc.bootstrap.split(",")) == 1
+        mc.set_apiversion(PRODUCE, 3, 9)
+        mc.broker_set_rtt(1, 0)
+    with pytest.raises(RuntimeError, match="closed"):
+        mc.create_topic("x")
+    mc.close()  # idempotent
+
+
+# -- both, from another process (as Spark executors would connect) ------------------
+
+
+def test_other_process_can_connect(tansu: TansuBroker, mock_cluster: MockCluster) -> None:
+    code = (
+        "import json, sys\n"
+        "from confluent_kafka.admin import AdminClient\n"
+        "out = {}\n"
+        "for bs in sys.argv[1:]:\n"
+        "    md = AdminClient({'bootstrap.servers': bs}).list_topics(timeout=10)\n"
+        "    out[bs] = sorted(md.brokers)\n"
+        "print(json.dumps(out))\n"
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, tansu.bootstrap, mock_cluster.bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out[tansu.bootstrap] == [111]
+    assert out[mock_cluster.bootstrap] == [1, 2, 3]
