@@ -463,14 +463,17 @@ def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None
 
 # ---- all together -----------------------------------------------------------------------
 
-def plan_batch(options: "ReaderOptions", client) -> list[OffsetRange]:
+def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetRange]:
     """The input partitions of a batch read: discover the partitions, resolve both ends,
-    pair them, split them. ``client`` is a ``protocol.cluster.KafkaClient`` (or anything
-    with ``refresh_metadata`` and ``list_offsets``)."""
+    pair them, narrow them by pushed filters (``pushdown.Narrowing``), split them.
+    ``client`` is a ``protocol.cluster.KafkaClient`` (or anything with
+    ``refresh_metadata`` and ``list_offsets``)."""
+    from .pushdown import keeps_partition, narrow_ranges
     if options.for_streaming or options.ending_offsets is None:
         raise ConfigError("plan_batch needs options parsed for a batch query")
     metadata = fetch_metadata(options.subscription, client)
     partitions = partitions_from_metadata(options.subscription, metadata)
+    partitions = [tp for tp in partitions if keeps_partition(narrowing, *tp)]
     if not partitions:
         return []
     level = options.isolation_level_code
@@ -478,5 +481,11 @@ def plan_batch(options: "ReaderOptions", client) -> list[OffsetRange]:
                                is_starting=True, isolation_level=level)
     ending = resolve_offsets(options.ending_offsets, partitions, client,
                              is_starting=False, isolation_level=level)
-    return plan_ranges(build_ranges(starting, ending, leader_hosts(metadata, partitions)),
-                       options.min_partitions, options.max_records_per_partition)
+    ranges = build_ranges(starting, ending, leader_hosts(metadata, partitions))
+    if narrowing is not None and not narrowing.empty:
+        by_time = None
+        if narrowing.timestamp_min_ms is not None:
+            by_time = _list(client, {tp: narrowing.timestamp_min_ms for tp in partitions},
+                            level, "timestamp filter")
+        ranges = narrow_ranges(narrowing, ranges, by_time)
+    return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)

@@ -1,0 +1,71 @@
+"""``spark.read.format("pykafka")``: plan on the driver, fetch on the executors."""
+
+from __future__ import annotations
+
+import sys
+from typing import Iterator, Sequence
+
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from protocol.cluster import KafkaClient
+
+from .fetcher import read_range
+from .options import ReaderOptions
+from .planning import OffsetRange, plan_batch
+
+
+class KafkaInputPartition(InputPartition):
+    """One offset range; small and picklable."""
+
+    def __init__(self, rng: OffsetRange):
+        super().__init__(tuple(rng))
+        self.range = rng
+
+    def __repr__(self) -> str:
+        r = self.range
+        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, options: ReaderOptions):
+        self.options = options
+        self.pushed = None  # a pushdown.Narrowing, set by pushFilters
+
+    def partitions(self) -> Sequence[InputPartition]:
+        with KafkaClient(self.options.client_config) as client:
+            ranges = plan_batch(self.options, client, narrowing=self.pushed)
+        return [KafkaInputPartition(r) for r in ranges]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator:
+        yield from read_range(self.options, partition.range)
+
+
+class KafkaPushdownBatchReader(KafkaBatchReader):
+    """The batch reader with filter pushdown (``spark.sql.python.filterPushdown.enabled``).
+
+    A separate class because Spark refuses a reader that implements ``pushFilters`` while
+    that setting is off."""
+
+    def pushFilters(self, filters):
+        from .pushdown import narrowing_from_filters
+        filters = list(filters)
+        self.pushed = narrowing_from_filters(filters)
+        # Every filter is still evaluated by Spark: pushdown only narrows what is read,
+        # so the result is exactly the unpushed query's.
+        return filters
+
+
+def pushdown_enabled() -> bool:
+    """Whether Spark's planning worker has filter pushdown on. The worker reads
+    ``spark.sql.python.filterPushdown.enabled`` into a local ``enable_pushdown`` before
+    it calls ``DataSource.reader()``; Python data sources get no other view of it. When it
+    cannot be found, pushdown is off (always safe)."""
+    frame = sys._getframe(1)
+    for _ in range(6):
+        if frame is None:
+            break
+        value = frame.f_locals.get("enable_pushdown")
+        if isinstance(value, bool):
+            return value
+        frame = frame.f_back
+    return False

@@ -1,0 +1,157 @@
+"""Executor side: read one offset range of one partition as Arrow record batches.
+
+``read_range`` keeps the next Fetch in flight while it decodes the current response, stops
+exactly at the range's end, follows leader moves, and treats records that are gone
+(OFFSET_OUT_OF_RANGE, a log truncated below the range) according to ``failOnDataLoss``.
+Shared by the batch and the streaming reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import pyarrow as pa
+
+from protocol.cluster import KafkaClient, READ_COMMITTED
+from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
+                             PyKafkaError)
+from protocol.records.decode_arrow import decode_records
+
+from .planning import OffsetRange
+
+log = logging.getLogger("pykafka.source")
+
+OFFSET_OUT_OF_RANGE = 1
+
+
+class DataLossError(PyKafkaError):
+    """Records the query needs are no longer in Kafka (and failOnDataLoss is true)."""
+
+
+def data_loss_message(topic: str, partition: int, start: int, end: int, why: str) -> str:
+    return (f"Offsets [{start}, {end}) of topic {topic!r} partition {partition} are no longer "
+            f"available in Kafka ({why}): the data was deleted or aged out, or the topic was "
+            "deleted and recreated, before the query read it. Some data may have been lost. "
+            "If you do not want the query to fail in such cases, set the source option "
+            "\"failOnDataLoss\" to \"false\".")
+
+
+class _Fetcher:
+    def __init__(self, options, rng: OffsetRange, client: KafkaClient):
+        self.o, self.rng, self.client = options, rng, client
+        self.tp = (rng.topic, rng.partition)
+        self.read_committed = options.isolation_level_code == READ_COMMITTED
+        self.lost_records = 0
+
+    def start(self, offset: int):
+        o = self.o
+        return self.client.start_fetch(
+            {self.tp: offset}, max_wait_ms=o.fetch_max_wait_ms, min_bytes=o.fetch_min_bytes,
+            max_bytes=o.fetch_max_bytes, partition_max_bytes=o.max_partition_fetch_bytes,
+            isolation_level=o.isolation_level_code)
+
+    def lost(self, start: int, end: int, why: str) -> None:
+        message = data_loss_message(self.rng.topic, self.rng.partition, start, end, why)
+        if self.o.fail_on_data_loss:
+            raise DataLossError(message)
+        self.lost_records += end - start
+        log.warning("failOnDataLoss is false, skipping: %s", message)
+
+    def skip_missing(self, offset: int) -> int:
+        """After OFFSET_OUT_OF_RANGE: where to go on from ``offset`` (or raise)."""
+        earliest = self.client.earliest_offsets([self.tp])[self.tp]
+        if offset < earliest:
+            resume = min(earliest, self.rng.end)
+            self.lost(offset, resume, f"the log now starts at offset {earliest}")
+            return resume
+        latest = self.client.latest_offsets([self.tp])[self.tp]
+        self.lost(offset, self.rng.end, f"the log now ends at offset {latest}")
+        return self.rng.end
+
+
+def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` (offsets ``[start, end)``) as Spark-schema batches."""
+    if rng.end <= rng.start:
+        return
+    client = KafkaClient(options.client_config)
+    f = _Fetcher(options, rng, client)
+    offset, end = rng.start, rng.end
+    timeout_s = options.poll_timeout_ms / 1000
+    deadline = time.monotonic() + timeout_s
+    backoff = options.client_config.retry_backoff_ms / 1000
+    pending = None
+    last_error: Exception | None = None
+    try:
+        while offset < end:
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(
+                    f"Reading topic {rng.topic!r} partition {rng.partition} made no progress at "
+                    f"offset {offset} (range ends at {end}) within kafkaConsumer.pollTimeoutMs="
+                    f"{options.poll_timeout_ms} ms; last error: {last_error}")
+            try:
+                if pending is None:
+                    pending = f.start(offset)
+                response = pending.result()[f.tp]
+            except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+                pending = None
+                if isinstance(e, BrokerError) and not e.retriable:
+                    raise
+                last_error = e
+                _pause_and_refresh(client, backoff)
+                continue
+            pending = None
+            code = response["error_code"]
+            if code == OFFSET_OUT_OF_RANGE:
+                offset = f.skip_missing(offset)
+                deadline = time.monotonic() + timeout_s
+                continue
+            if code:
+                err = BrokerError.for_code(code, topic=rng.topic, partition=rng.partition)
+                if not (err.retriable or err.name in ("FENCED_LEADER_EPOCH",
+                                                       "UNKNOWN_LEADER_EPOCH")):
+                    raise err
+                last_error = err
+                _pause_and_refresh(client, backoff)
+                continue
+            batch, next_offset = decode_records(
+                response["records"], topic=rng.topic, partition=rng.partition,
+                start_offset=offset, end_offset=end, include_headers=options.include_headers,
+                read_committed=f.read_committed,
+                aborted_transactions=[(a["producer_id"], a["first_offset"])
+                                      for a in response.get("aborted_transactions") or ()])
+            if next_offset > offset:
+                if next_offset < end:
+                    pending = f.start(next_offset)  # in flight while Spark consumes this one
+                offset = next_offset
+                deadline = time.monotonic() + timeout_s
+                if batch.num_rows:
+                    yield batch
+                continue
+            # No complete batch at `offset`: is the rest of the range still to come?
+            limit = response["high_watermark"]
+            if f.read_committed and response.get("last_stable_offset", -1) >= 0:
+                limit = min(limit, response["last_stable_offset"])
+            if not f.read_committed and limit <= offset < end:
+                # The log ends before the range does: it was truncated under us.
+                f.lost(offset, end, f"the log now ends at offset {limit}")
+                break
+            last_error = None
+            time.sleep(backoff)
+        if f.lost_records:
+            log.warning("topic %r partition %d: skipped %d offsets that were no longer "
+                        "available (failOnDataLoss=false)", rng.topic, rng.partition,
+                        f.lost_records)
+    finally:
+        if pending is not None:
+            pending.cancel()
+        client.close()
+
+
+def _pause_and_refresh(client: KafkaClient, backoff: float) -> None:
+    time.sleep(backoff)
+    try:
+        client.refresh_metadata()
+    except (KafkaConnectionError, KafkaTimeoutError):
+        pass

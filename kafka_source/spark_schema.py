@@ -1,0 +1,25 @@
+"""The DataFrame schema of the Kafka source, exactly as Spark's own connector has it."""
+
+from __future__ import annotations
+
+BASE_COLUMNS = ("key binary, value binary, topic string, partition int, offset long, "
+                "timestamp timestamp, timestampType int")
+HEADERS_COLUMN = "headers array<struct<key: string, value: binary>>"
+
+
+def kafka_schema_ddl(include_headers: bool) -> str:
+    return BASE_COLUMNS + (", " + HEADERS_COLUMN if include_headers else "")
+
+
+def kafka_schema(include_headers: bool):
+    """The schema as a ``StructType``, built without a Spark session (workers have none)."""
+    from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, StringType,
+                                   StructField, StructType, TimestampType)
+    fields = [StructField("key", BinaryType()), StructField("value", BinaryType()),
+              StructField("topic", StringType()), StructField("partition", IntegerType()),
+              StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+              StructField("timestampType", IntegerType())]
+    if include_headers:
+        fields.append(StructField("headers", ArrayType(StructType([
+            StructField("key", StringType()), StructField("value", BinaryType())]))))
+    return StructType(fields)

@@ -1,0 +1,522 @@
+"""Decode the RECORDS bytes of one partition of a Fetch response straight into Arrow.
+
+``decode_records`` returns the columns of Spark's Kafka source, in its order::
+
+    key binary, value binary, topic string, partition int32, offset int64,
+    timestamp timestamp[us], timestampType int32 [, headers list<struct<key string,
+    value binary>>]
+
+How it goes:
+
+1. A Python loop over batch headers (61 bytes each): checks, CRC-32C, transaction
+   filtering, decompression. Records sections of the batches to decode are gathered.
+2. The sections are concatenated into one arena and a single list comprehension follows
+   the record length prefixes through all of them (the only per-record Python).
+3. Every field of every record is then decoded with numpy over the arena, one field at a
+   time for all records (``vectorized.decode_varints``), and checked the same way.
+4. Keys and values become Arrow arrays through one ``take`` over a binary array whose
+   offsets cut the arena at the field boundaries: C++ copies the bytes, no Python object
+   per record is ever made.
+
+Magic 0/1 message sets (old topics) go through ``legacy`` per message and are appended in
+offset order with the same schema (timestampType -1 and timestamp -1 ms for magic 0, as the
+Java consumer reports them).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError, CorruptRecordError
+from . import batch as _batch
+from . import legacy as _legacy
+from .compression import DEFAULT_MAX_DECOMPRESSED
+from .vectorized import PAD, VarintError, decode_varints, walk_records, walk_records_general
+
+# Spark's Arrow types: timestamps are UTC microseconds, list items are named "element".
+HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
+                                                       pa.field("value", pa.binary())])))
+TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
+
+_BASE_FIELDS = [
+    pa.field("key", pa.binary()),
+    pa.field("value", pa.binary()),
+    pa.field("topic", pa.string()),
+    pa.field("partition", pa.int32()),
+    pa.field("offset", pa.int64()),
+    pa.field("timestamp", TIMESTAMP_TYPE),
+    pa.field("timestampType", pa.int32()),
+]
+SCHEMA = pa.schema(_BASE_FIELDS)
+SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADERS_TYPE)])
+
+_PREFIX = struct.Struct(">qi")
+_PADDING = bytes(PAD)
+# keep each arena's offsets within int32: flush the pending batches past this many bytes
+_ARENA_LIMIT = 1 << 30
+
+
+def spark_schema(include_headers: bool = False) -> pa.Schema:
+    """The Arrow schema ``decode_records`` produces."""
+    return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
+
+
+class _Pending:
+    """Batches whose records sections wait for the vectorised pass."""
+
+    __slots__ = ("sections", "size", "base_offset", "base_timestamp", "max_timestamp",
+                 "log_append", "count", "last_delta")
+
+    def __init__(self):
+        self.sections = []
+        self.size = 0
+        self.base_offset = []
+        self.base_timestamp = []
+        self.max_timestamp = []
+        self.log_append = []
+        self.count = []
+        self.last_delta = []
+
+    def add(self, section, h: _batch.BatchHeader):
+        self.sections.append(section)
+        self.size += len(section)
+        self.base_offset.append(h.base_offset)
+        self.base_timestamp.append(h.base_timestamp)
+        self.max_timestamp.append(h.max_timestamp)
+        self.log_append.append(h.timestamp_type == _batch.LOG_APPEND_TIME)
+        self.count.append(h.record_count)
+        self.last_delta.append(h.last_offset_delta)
+
+
+def decode_records(records, *, topic: str, partition: int, start_offset: int,
+                   end_offset: int | None = None, include_headers: bool = False,
+                   read_committed: bool = False,
+                   aborted_transactions: Iterable[tuple[int, int]] | None = None,
+                   max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                   ) -> tuple[pa.RecordBatch, int]:
+    """Decode the RECORDS bytes of one partition of a Fetch response.
+
+    Returns ``(batch, next_offset)``: the records with ``start_offset <= offset <
+    end_offset`` (``end_offset`` None: no upper bound) and the offset to fetch next, which
+    moves past every complete batch consumed, including control batches, aborted batches,
+    empty batches and batches whose records were all cut off (``base_offset +
+    last_offset_delta + 1``), and is ``start_offset`` when no complete batch arrived.
+    Batches starting at or after ``end_offset`` are not consumed, and ``next_offset`` never
+    passes ``end_offset``.
+
+    ``aborted_transactions`` is the AbortedTransactions list of the response, as
+    ``(producer_id, first_offset)`` pairs; with ``read_committed`` the records of aborted
+    transactions are dropped. A truncated last batch (the broker cuts responses at the
+    size limit) is ignored; anything malformed raises ``CorruptRecordError``.
+    """
+    if not isinstance(topic, str):
+        raise ConfigError(f"topic must be a str, not {type(topic).__name__}")
+    if max_decompressed <= 0 or max_decompressed > _ARENA_LIMIT:
+        raise ConfigError(f"max_decompressed must be in 1..{_ARENA_LIMIT}")
+    if records is None:
+        buf = b""
+    elif isinstance(records, (bytes, bytearray)):
+        buf = records
+    else:
+        buf = memoryview(records).cast("B")
+    n = len(buf)
+    schema = spark_schema(include_headers)
+    ctx = (topic, partition)
+
+    aborted = sorted(((first, pid) for pid, first in (aborted_transactions or ())))
+    aborted_at = 0
+    aborted_pids: set[int] = set()
+
+    chunks: list[pa.RecordBatch] = []
+    pending = _Pending()
+    next_offset = start_offset
+    pos = 0
+    while n - pos >= _batch.LOG_OVERHEAD:
+        base_offset, length = _PREFIX.unpack_from(buf, pos)
+        if length < 5:  # cannot even reach the magic byte
+            raise CorruptRecordError(f"record batch length {length} is too small", topic=topic,
+                                     partition=partition, offset=base_offset)
+        end = pos + _batch.LOG_OVERHEAD + length
+        if end > n:
+            break  # truncated by the broker: stop quietly
+        magic = buf[pos + _batch.MAGIC_OFFSET]
+        if magic == _batch.MAGIC_V2:
+            if length < _batch.MIN_BATCH_LENGTH:
+                raise CorruptRecordError(
+                    f"record batch length {length} is smaller than its header", topic=topic,
+                    partition=partition, offset=base_offset)
+            h = _batch.parse_header(buf, pos)
+            _batch.check_header(h, topic=topic, partition=partition)
+            if end_offset is not None and h.base_offset >= end_offset:
+                break
+            skip = False
+            if read_committed and h.has_producer_id:
+                while aborted_at < len(aborted) and aborted[aborted_at][0] <= h.last_offset:
+                    aborted_pids.add(aborted[aborted_at][1])
+                    aborted_at += 1
+                if h.is_control:
+                    if _is_abort_marker(buf, pos, h, topic, partition, max_decompressed):
+                        aborted_pids.discard(h.producer_id)
+                elif h.is_transactional and h.producer_id in aborted_pids:
+                    skip = True
+            if (skip or h.is_control or h.last_offset < start_offset
+                    or h.record_count == 0):
+                # nothing to decode, but the CRC still vouches for the header
+                actual = _batch.crc32c(memoryview(buf)[pos + _batch.ATTRIBUTES_OFFSET:end])
+                if actual != h.crc:
+                    raise CorruptRecordError(
+                        f"record batch CRC mismatch: stored {h.crc:#010x}, computed "
+                        f"{actual:#010x}", topic=topic, partition=partition,
+                        offset=h.base_offset)
+            else:
+                section = _batch.records_section(buf, pos, h, topic=topic, partition=partition,
+                                                 max_decompressed=max_decompressed)
+                if pending.size + len(section) > _ARENA_LIMIT and pending.sections:
+                    chunks.append(_decode_pending(pending, ctx, start_offset, end_offset,
+                                                  include_headers, schema))
+                    pending = _Pending()
+                pending.add(section, h)
+            next_offset = max(next_offset, h.next_offset)
+        elif magic in (0, 1):
+            recs, last = _legacy.decode_entry(buf, pos, topic=topic, partition=partition,
+                                              max_decompressed=max_decompressed)
+            if end_offset is not None and recs and recs[0].offset >= end_offset:
+                break
+            if pending.sections:
+                chunks.append(_decode_pending(pending, ctx, start_offset, end_offset,
+                                              include_headers, schema))
+                pending = _Pending()
+            recs = [r for r in recs if r.offset >= start_offset
+                    and (end_offset is None or r.offset < end_offset)]
+            if recs:
+                chunks.append(_from_records(recs, topic, partition, include_headers, schema))
+            next_offset = max(next_offset, last + 1)
+        else:
+            raise CorruptRecordError(f"record batch has unknown magic {magic}", topic=topic,
+                                     partition=partition, offset=base_offset)
+        pos = end
+    if pending.sections:
+        chunks.append(_decode_pending(pending, ctx, start_offset, end_offset, include_headers,
+                                      schema))
+    if end_offset is not None:
+        next_offset = min(next_offset, max(end_offset, start_offset))
+    if not chunks:
+        return _empty(schema), next_offset
+    if len(chunks) == 1:
+        return chunks[0], next_offset
+    table = pa.Table.from_batches(chunks, schema=schema).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else _empty(schema), next_offset
+
+
+def _empty(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def _is_abort_marker(buf, pos, h, topic, partition, max_decompressed) -> bool:
+    """Whether the control batch at ``pos`` starts with an ABORT marker."""
+    if h.record_count == 0:
+        return False
+    data = _batch.records_section(buf, pos, h, topic=topic, partition=partition,
+                                  max_decompressed=max_decompressed)
+    records = _batch.parse_records(data, h, topic=topic, partition=partition)
+    ctype = _batch.control_type(records[0].key)
+    if ctype is None:
+        raise CorruptRecordError("control record key is shorter than 4 bytes", topic=topic,
+                                 partition=partition, offset=h.base_offset)
+    return ctype == _batch.ABORT
+
+
+# ---- building columns ----------------------------------------------------------------------
+
+def _topic_column(topic: str, n: int) -> pa.Array:
+    raw = topic.encode("utf-8")
+    if n * len(raw) >= 1 << 31:
+        return pa.array([topic] * n, pa.string())
+    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets),
+                                                  pa.py_buffer(raw * n)])
+
+
+def _validity(valid: np.ndarray):
+    if valid.all():
+        return None, 0
+    return pa.py_buffer(np.packbits(valid, bitorder="little")), int(valid.size - valid.sum())
+
+
+def _slices(arena: pa.Buffer, starts: list, lengths: list, types: list) -> list[pa.Array]:
+    """Binary arrays of the arena slices [start, start + max(length, 0)), null where length
+    is -1: one offsets array cuts the arena at every boundary, ``take`` gathers."""
+    k = len(starts)
+    n = starts[0].size
+    if n == 0:
+        return [pa.array([], t) for t in types]
+    cuts = np.empty((n, 2 * k), dtype=np.int32)
+    for i in range(k):
+        cuts[:, 2 * i] = starts[i]
+        cuts[:, 2 * i + 1] = starts[i] + np.maximum(lengths[i], 0)
+    cuts = cuts.reshape(-1)
+    pieces = pa.Array.from_buffers(pa.binary(), cuts.size - 1, [None, pa.py_buffer(cuts), arena])
+    out = []
+    for i in range(k):
+        idx = pa.array(np.arange(2 * i, cuts.size - 1, 2 * k, dtype=np.int32), pa.int32())
+        taken = pc.take(pieces, idx, boundscheck=False)
+        validity, nulls = _validity(lengths[i] >= 0)
+        bufs = taken.buffers()
+        out.append(pa.Array.from_buffers(types[i], n, [validity, bufs[1], bufs[2]],
+                                         null_count=nulls))
+    return out
+
+
+def _utf8_or_replace(arr: pa.Array) -> pa.Array:
+    try:
+        arr.validate(full=True)
+        return arr
+    except pa.ArrowInvalid:
+        raw = arr.cast(pa.binary()).to_pylist()
+        return pa.array([None if b is None else b.decode("utf-8", "replace") for b in raw],
+                        pa.string())
+
+
+def _assemble(keys, values, topic, partition, offsets, ts_ms, ts_type, headers, schema):
+    n = len(offsets)
+    cols = [keys, values, _topic_column(topic, n),
+            pa.array(np.full(n, partition, dtype=np.int32), pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.Array.from_buffers(TIMESTAMP_TYPE, n,
+                                  [None, pa.py_buffer(ts_ms.astype(np.int64) * 1000)]),
+            pa.array(ts_type.astype(np.int32, copy=False), pa.int32())]
+    if headers is not None:
+        cols.append(headers)
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def _from_records(recs, topic, partition, include_headers, schema) -> pa.RecordBatch:
+    """Columns from reference ``Record``s (legacy message sets: not the hot path)."""
+    headers = None
+    if include_headers:
+        headers = pa.array([[{"key": k, "value": v} for k, v in r.headers] or None
+                            for r in recs], HEADERS_TYPE)
+    return _assemble(pa.array([r.key for r in recs], pa.binary()),
+                     pa.array([r.value for r in recs], pa.binary()), topic, partition,
+                     np.array([r.offset for r in recs], dtype=np.int64),
+                     np.array([r.timestamp for r in recs], dtype=np.int64),
+                     np.array([r.timestamp_type for r in recs], dtype=np.int32), headers,
+                     schema)
+
+
+# ---- the vectorised pass -------------------------------------------------------------------
+
+class _Bad(Exception):
+    """A vectorised check failed at record ``index`` (of the arena)."""
+
+    def __init__(self, index: int, message: str):
+        super().__init__(message)
+        self.index = index
+
+
+def _decode_pending(p: _Pending, ctx, start_offset, end_offset, include_headers, schema):
+    topic, partition = ctx
+    counts = np.array(p.count, dtype=np.int64)
+    batch_of_last = np.cumsum(counts) - 1
+    try:
+        return _decode_arena(p, counts, batch_of_last, topic, partition, start_offset,
+                             end_offset, include_headers, schema)
+    except _Bad as bad:
+        # find the batch and let the reference decoder name the exact problem
+        b = int(np.searchsorted(batch_of_last, bad.index))
+        b = min(b, len(p.count) - 1)
+        h = _batch.BatchHeader(p.base_offset[b], 0, -1, 2, 0, 8 if p.log_append[b] else 0,
+                               p.last_delta[b], p.base_timestamp[b], p.max_timestamp[b],
+                               -1, -1, -1, p.count[b])
+        _batch.parse_records(p.sections[b], h, topic=topic, partition=partition)
+        raise CorruptRecordError(f"malformed record batch: {bad}", topic=topic,
+                                 partition=partition, offset=p.base_offset[b]) from None
+
+
+def _decode_arena(p: _Pending, counts, batch_of_last, topic, partition, start_offset,
+                  end_offset, include_headers, schema):
+    data = b"".join(p.sections + [_PADDING])
+    limit = len(data) - PAD
+    a = np.frombuffer(data, dtype=np.uint8)
+    total = int(counts.sum())
+    section_end = np.cumsum(np.array([len(s) for s in p.sections], dtype=np.int64))
+
+    # 1. record boundaries: the one sequential walk
+    ends_list = walk_records(data, total)
+    general = ends_list is None
+    if general:
+        ends_list, err = walk_records_general(data, total, limit)
+        if err is not None:
+            raise _Bad(len(ends_list), err)
+    ends = np.fromiter(ends_list, dtype=np.int64, count=total)
+    wrong = ends[batch_of_last] != section_end
+    if wrong.any():
+        b = int(np.flatnonzero(wrong)[0])
+        raise _Bad(int(batch_of_last[b]), "records do not fill their batch exactly")
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+
+    # 2. fields, for all records at once (in slices that keep the temporaries in cache)
+    parts = [_fields(a, starts[i:i + _CHUNK], ends[i:i + _CHUNK], general, i)
+             for i in range(0, total, _CHUNK)]
+    if len(parts) == 1:
+        ts_delta, offset_delta, key_start, key_len, value_start, value_len, plain = parts[0]
+    else:
+        ts_delta, offset_delta, key_start, key_len, value_start, value_len, plain = (
+            np.concatenate(cols) for cols in zip(*parts))
+    header_count = None
+    header_parts = None
+    if not plain.all():
+        with_headers = np.flatnonzero(~plain)
+        header_parts = _decode_headers(a, (value_start + np.maximum(value_len, 0))[with_headers],
+                                       ends[with_headers], with_headers)
+        header_count = np.zeros(total, dtype=np.int64)
+        header_count[with_headers] = header_parts[0]
+
+    def check(bad_mask, message):
+        if bad_mask.any():
+            raise _Bad(int(np.flatnonzero(bad_mask)[0]), message)
+
+    # 3. offsets and timestamps, checked per batch
+    rep = np.repeat
+    base = rep(np.array(p.base_offset, dtype=np.int64), counts)
+    last_delta = rep(np.array(p.last_delta, dtype=np.int64), counts)
+    check((offset_delta < 0) | (offset_delta > last_delta),
+          "record offset delta beyond the batch's last offset delta")
+    if total > 1:
+        first = np.zeros(total, dtype=bool)
+        first[batch_of_last[:-1] + 1] = True
+        check(np.concatenate(([False], (offset_delta[1:] <= offset_delta[:-1]) & ~first[1:])),
+              "record offset deltas are not increasing")
+    offsets = base + offset_delta
+    ts = rep(np.array(p.base_timestamp, dtype=np.int64), counts) + ts_delta
+    log_append = np.array(p.log_append, dtype=bool)
+    if log_append.any():
+        lat = rep(log_append, counts)
+        ts = np.where(lat, rep(np.array(p.max_timestamp, dtype=np.int64), counts), ts)
+        ts_type = lat.astype(np.int32)
+    else:
+        ts_type = np.zeros(total, dtype=np.int32)
+
+    # 4. cut to [start_offset, end_offset)
+    keep = offsets >= start_offset
+    if end_offset is not None:
+        keep &= offsets < end_offset
+    if not keep.all():
+        key_start, key_len = key_start[keep], key_len[keep]
+        value_start, value_len = value_start[keep], value_len[keep]
+        offsets, ts, ts_type = offsets[keep], ts[keep], ts_type[keep]
+        if header_count is not None:
+            flat_keep = np.repeat(keep, header_count)
+            header_count = header_count[keep]
+            header_parts = (None,) + tuple(x[flat_keep] for x in header_parts[1:])
+
+    # 5. Arrow
+    arena = pa.py_buffer(data)
+    keys, values = _slices(arena, [key_start, value_start], [key_len, value_len],
+                           [pa.binary(), pa.binary()])
+    headers = None
+    if include_headers:
+        headers = _headers_column(arena, len(offsets), header_count, header_parts)
+    return _assemble(keys, values, topic, partition, offsets, ts, ts_type, headers, schema)
+
+
+_CHUNK = 4096
+
+
+def _fields(a, starts, ends, general, first_index):
+    """Decode the fixed sequence of fields of the records [starts, ends) of the arena."""
+    def check(bad_mask, message):
+        if bad_mask.any():
+            raise _Bad(first_index + int(np.flatnonzero(bad_mask)[0]), message)
+
+    try:
+        if general:
+            _, q = decode_varints(a, starts, 5)
+        else:  # the fast walk only accepts length prefixes of one or two bytes
+            q = starts + 1 + (a[starts] >> 7)
+        ts_delta, pos = decode_varints(a, q + 1, 10)  # q: the attributes byte (unused)
+        offset_delta, pos = decode_varints(a, pos, 5)
+        key_len, key_start = decode_varints(a, pos, 5)
+        pos = key_start + np.maximum(key_len, 0)
+        check((key_len < -1) | (pos > ends), "record key length does not fit the record")
+        value_len, value_start = decode_varints(a, pos, 5)
+        pos = value_start + np.maximum(value_len, 0)
+        check((value_len < -1) | (pos > ends), "record value length does not fit the record")
+    except VarintError as e:
+        raise _Bad(first_index + e.index, str(e)) from None
+    # the header count is almost always a single 0 byte closing the record
+    plain = (pos == ends - 1) & (a[pos] == 0)
+    return ts_delta, offset_delta, key_start, key_len, value_start, value_len, plain
+
+
+def _decode_headers(a, pos, ends, rows):
+    """Headers of the records at ``rows`` (their header count varint at ``pos``).
+
+    Returns (count per row, then flat arrays in record order: key start, key length,
+    value start, value length)."""
+    count, pos = decode_varints(a, pos, 5)
+    if (count < 0).any() or (count * 2 > ends - pos).any():
+        bad = np.flatnonzero((count < 0) | (count * 2 > ends - pos))[0]
+        raise _Bad(int(rows[bad]), "record header count does not fit the record")
+    total = int(count.sum())
+    flat_base = np.zeros(count.size, dtype=np.int64)
+    np.cumsum(count[:-1], out=flat_base[1:])
+    key_start = np.zeros(total, dtype=np.int64)
+    key_len = np.zeros(total, dtype=np.int64)
+    value_start = np.zeros(total, dtype=np.int64)
+    value_len = np.zeros(total, dtype=np.int64)
+    active = np.arange(count.size)
+    j = 0
+    while True:
+        active = active[count[active] > j]
+        if not active.size:
+            break
+        p = pos[active]
+        e = ends[active]
+        flat = flat_base[active] + j
+        try:
+            kl, p = decode_varints(a, p, 5)
+            bad = (kl < 0) | (p + kl > e)
+            if bad.any():
+                raise _Bad(int(rows[active[np.flatnonzero(bad)[0]]]),
+                           "record header key length does not fit the record")
+            key_start[flat], key_len[flat] = p, kl
+            p = p + kl
+            vl, p = decode_varints(a, p, 5)
+            p2 = p + np.maximum(vl, 0)
+            bad = (vl < -1) | (p2 > e)
+            if bad.any():
+                raise _Bad(int(rows[active[np.flatnonzero(bad)[0]]]),
+                           "record header value length does not fit the record")
+        except VarintError as err:
+            raise _Bad(int(rows[active[err.index]]), str(err)) from None
+        value_start[flat], value_len[flat] = p, vl
+        pos[active] = p2
+        j += 1
+    done = pos != ends
+    if done.any():
+        raise _Bad(int(rows[np.flatnonzero(done)[0]]), "record fields do not end with the record")
+    return count, key_start, key_len, value_start, value_len
+
+
+def _headers_column(arena, n, header_count, parts):
+    if header_count is None or not header_count.any():
+        return pa.nulls(n, HEADERS_TYPE)
+    _, key_start, key_len, value_start, value_len = parts
+    keys, values = _slices(arena, [key_start, value_start], [key_len, value_len],
+                           [pa.string(), pa.binary()])
+    keys = _utf8_or_replace(keys)
+    entries = pa.StructArray.from_arrays([keys, values], fields=list(HEADERS_TYPE.value_type))
+    list_offsets = np.zeros(n + 1, dtype=np.int32)
+    np.cumsum(header_count, out=list_offsets[1:])
+    validity, nulls = _validity(header_count > 0)
+    return pa.Array.from_buffers(HEADERS_TYPE, n, [validity, pa.py_buffer(list_offsets)],
+                                 null_count=nulls, children=[entries])
