@@ -46,3 +46,29 @@ def topic_name(request) -> str:
     """A topic name unique to this test (and to this process, for xdist/parallel runs)."""
     base = "".join(c if c.isalnum() else "-" for c in request.node.name)[:60].strip("-")
     return f"t-{base}-{os.getpid()}-{next(_topic_seq)}-{uuid.uuid4().hex[:6]}"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One SparkSession for the whole test session (start-up costs seconds), with the
+    pykafka data source registered by hand as well as by module name."""
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from kafka_source import KafkaDataSource
+
+    session = (SparkSession.builder.master("local[2]")
+               .appName("pyspark-pykafka-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(KafkaDataSource)
+    try:
+        yield session
+    finally:
+        session.stop()
