@@ -131,14 +131,15 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "(e.g. 30s, 15m, 1h)."),
     ReaderOption("maxBytesPerTrigger", "none", _STREAM,
                  "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g)."),
-    ReaderOption("commitOffsetsToGroup", "false", _STREAM,
-                 "Commit the end offsets of each finished micro-batch to the consumer group "
-                 "kafka.group.id, for lag monitoring (they are never read back)."),
+    ReaderOption("commitOffsetsToGroup", "none", _STREAM,
+                 "A consumer group name: the end offsets of each finished micro-batch are "
+                 "committed to it (without joining it), so Kafka's tools show the query's "
+                 "lag. They are never read back: the checkpoint stays the source of truth."),
     ReaderOption("kafka.isolation.level", '"read_uncommitted"', _BOTH,
                  '"read_committed" reads only committed transactional records.'),
     ReaderOption("kafka.group.id", "none", _BOTH,
-                 "Consumer group that commitOffsetsToGroup commits to; reading never joins "
-                 "a group."),
+                 "Accepted and ignored (with a warning): reading never joins a group; use "
+                 "commitOffsetsToGroup to publish progress."),
     ReaderOption("kafka.client.id", '"pyspark-pykafka"', _BOTH,
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     ReaderOption("kafka.request.timeout.ms", "30000", _BOTH,
@@ -436,7 +437,7 @@ class ReaderOptions:
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     max_bytes_per_trigger: int | None = None
-    commit_offsets_to_group: bool = False
+    commit_offsets_to_group: str | None = None
     ignored_kafka_options: tuple[str, ...] = field(default=())
 
     @property
@@ -734,14 +735,14 @@ def parse_reader_options(options: Mapping[str, Any], *,
         if max_bytes is not None else None
     if max_bytes_per_trigger == 0:
         raise ConfigError("maxBytesPerTrigger must be positive")
-    commit = opts.boolean("commitOffsetsToGroup", False)
-    if commit and not group_id:
-        raise ConfigError("commitOffsetsToGroup needs kafka.group.id: the consumer group to "
-                          "commit the offsets to")
-    if group_id is not None and not (commit and for_streaming):
-        _warn_once("group.id", "Kafka option 'kafka.group.id' is set but only "
-                   "commitOffsetsToGroup uses it: this connector reads partitions directly "
-                   "and never joins a consumer group.")
+    commit = opts.get("commitOffsetsToGroup")
+    if commit is not None and not commit.strip():
+        raise ConfigError("commitOffsetsToGroup: give the consumer group to commit the "
+                          "query's offsets to (an empty name is not a group)")
+    if group_id is not None:
+        _warn_once("group.id", "Kafka option 'kafka.group.id' is ignored: this connector "
+                   "reads partitions directly and never joins a consumer group (use "
+                   "commitOffsetsToGroup to publish the query's progress to a group).")
     if not for_streaming:
         for name in _STREAMING_ONLY:
             if opts.has(name):
@@ -782,6 +783,6 @@ def parse_reader_options(options: Mapping[str, Any], *,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=max_trigger_delay_ms,
         max_bytes_per_trigger=max_bytes_per_trigger,
-        commit_offsets_to_group=commit and for_streaming,
+        commit_offsets_to_group=commit.strip() if commit and for_streaming else None,
         ignored_kafka_options=ignored,
     )

@@ -65,7 +65,7 @@ def test_batch_defaults():
             o.fetch_min_bytes) == (52_428_800, 1_048_576, 500, 1)
     assert o.max_offsets_per_trigger is None and o.min_offsets_per_trigger is None
     assert o.max_trigger_delay_ms == 15 * 60 * 1000
-    assert o.max_bytes_per_trigger is None and o.commit_offsets_to_group is False
+    assert o.max_bytes_per_trigger is None and o.commit_offsets_to_group is None
     c = o.client_config
     assert c.bootstrap_servers == ["broker1:9092", "broker2:9092"]
     assert o.bootstrap_servers == ["broker1:9092", "broker2:9092"]
@@ -347,11 +347,11 @@ def test_bad_scalar_values_name_the_option(option, value):
 def test_streaming_options_parse():
     o = parse({"maxOffsetsPerTrigger": "1000", "minOffsetsPerTrigger": "10",
                "maxTriggerDelay": "30s", "maxBytesPerTrigger": "512m",
-               "commitOffsetsToGroup": "true", "kafka.group.id": "lag-watch"}, streaming=True)
+               "commitOffsetsToGroup": "lag-watch"}, streaming=True)
     assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger) == (1000, 10)
     assert o.max_trigger_delay_ms == 30_000
     assert o.max_bytes_per_trigger == 512 * 2**20
-    assert o.commit_offsets_to_group is True and o.group_id == "lag-watch"
+    assert o.commit_offsets_to_group == "lag-watch"
 
 
 def test_min_offsets_above_max_offsets():
@@ -371,15 +371,15 @@ def test_min_offsets_above_max_offsets():
     ("maxBytesPerTrigger", "0"),
     ("maxBytesPerTrigger", "1.5g"),
     ("maxBytesPerTrigger", "12 parsecs"),
-    ("commitOffsetsToGroup", "maybe"),
+    ("commitOffsetsToGroup", "  "),
 ])
 def test_bad_streaming_values(option, value):
     fails({option: value}, option, streaming=True)
 
 
-def test_commit_offsets_to_group_needs_a_group_id():
-    message = fails({"commitOffsetsToGroup": "true"}, "commitOffsetsToGroup", streaming=True)
-    assert "kafka.group.id" in message
+def test_commit_offsets_to_group_needs_a_group_name():
+    message = fails({"commitOffsetsToGroup": ""}, "commitOffsetsToGroup", streaming=True)
+    assert "consumer group" in message
 
 
 def test_streaming_options_are_ignored_in_batch_with_a_warning(caplog):
@@ -387,7 +387,7 @@ def test_streaming_options_are_ignored_in_batch_with_a_warning(caplog):
     o = parse({"maxOffsetsPerTrigger": "5", "maxTriggerDelay": "1m"})
     assert "maxOffsetsPerTrigger option ignored in batch queries" in caplog.text
     assert "maxTriggerDelay option ignored in batch queries" in caplog.text
-    assert o.commit_offsets_to_group is False
+    assert o.commit_offsets_to_group is None
 
 
 def test_durations_and_sizes():
