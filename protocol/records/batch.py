@@ -1,0 +1,457 @@
+"""Record batch v2 (magic 2): header layout, CRC32C, and a reference encoder/decoder.
+
+Wire layout of one batch (all integers big-endian; varints are zigzag LEB128)::
+
+    offset size field                    covered by CRC
+    0      8    baseOffset int64          no
+    8      4    batchLength int32         no   (bytes after this field: size = 12 + batchLength)
+    12     4    partitionLeaderEpoch      no
+    16     1    magic int8 (= 2)          no
+    17     4    crc uint32 (CRC-32C)      no   (of bytes 21 .. end of batch)
+    21     2    attributes int16          yes  bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
+                                               4 transactional, 5 control, 6 delete horizon
+    23     4    lastOffsetDelta int32     yes
+    27     8    baseTimestamp int64       yes  (the delete horizon when bit 6 is set)
+    35     8    maxTimestamp int64        yes
+    43     8    producerId int64          yes
+    51     2    producerEpoch int16       yes
+    53     4    baseSequence int32        yes
+    57     4    recordCount int32         yes
+    61     -    records                   yes  (compressed as one block when codec != 0)
+
+    Record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+            keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+            headerCount varint | headers: keyLength varint | key (UTF-8) |
+                                          valueLength varint (-1 = null) | value
+
+A record's offset is baseOffset + offsetDelta and its timestamp baseTimestamp +
+timestampDelta, or maxTimestamp for every record when the batch says LogAppendTime.
+
+This module is the slow, obviously-correct path: per record, pure Python. The hot path is
+``decode_arrow``/``encode_arrow``; tests check one against the other.
+"""
+
+from __future__ import annotations
+
+import struct
+import warnings
+from typing import Iterable, NamedTuple, Sequence
+
+from ..errors import CorruptRecordError, ProtocolError
+from ..primitives import read_varint, read_varlong, write_varint, write_varlong
+from . import compression as _compression
+
+# ---- header layout -------------------------------------------------------------------------
+
+BASE_OFFSET_OFFSET = 0
+BATCH_LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
+BASE_TIMESTAMP_OFFSET = 27
+MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
+BASE_SEQUENCE_OFFSET = 53
+RECORD_COUNT_OFFSET = 57
+RECORDS_OFFSET = 61
+
+#: Size of the batch header; also the smallest possible batch.
+BATCH_HEADER_SIZE = RECORDS_OFFSET
+#: Bytes before batchLength's count starts (baseOffset + batchLength).
+LOG_OVERHEAD = 12
+#: The smallest legal batchLength (a batch without records).
+MIN_BATCH_LENGTH = BATCH_HEADER_SIZE - LOG_OVERHEAD
+#: The fewest bytes a record can take: length, attributes, timestamp delta, offset delta,
+#: key length, value length and header count, one byte each.
+MIN_RECORD_SIZE = 7
+
+COMPRESSION_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+DELETE_HORIZON_MASK = 0x40
+
+CREATE_TIME = 0
+LOG_APPEND_TIME = 1
+NO_TIMESTAMP_TYPE = -1  # magic 0 messages carry no timestamp
+
+MAGIC_V2 = 2
+
+HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
+assert HEADER_STRUCT.size == BATCH_HEADER_SIZE
+_PREFIX = struct.Struct(">qi")  # baseOffset, batchLength: the same in every message format
+_UINT32 = struct.Struct(">I")
+
+# ---- CRC-32C -------------------------------------------------------------------------------
+
+try:
+    from crc32c import crc32c as _crc32c_native
+except ImportError:  # pragma: no cover - exercised by a test that hides the package
+    _crc32c_native = None
+
+_CRC32C_TABLE: list[int] | None = None
+_warned_slow_crc = False
+
+
+def _crc32c_table() -> list[int]:
+    global _CRC32C_TABLE
+    if _CRC32C_TABLE is None:
+        table = []
+        for n in range(256):
+            c = n
+            for _ in range(8):
+                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+            table.append(c)
+        _CRC32C_TABLE = table
+    return _CRC32C_TABLE
+
+
+def crc32c_python(data, value: int = 0) -> int:
+    """CRC-32C (Castagnoli) in pure Python: slow, used only without the ``crc32c`` package."""
+    table = _crc32c_table()
+    crc = value ^ 0xFFFFFFFF
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def crc32c(data, value: int = 0) -> int:
+    """CRC-32C of ``data`` (continuing from ``value``), as record batches v2 use."""
+    if _crc32c_native is not None:
+        return _crc32c_native(data, value)
+    global _warned_slow_crc
+    if not _warned_slow_crc:
+        _warned_slow_crc = True
+        warnings.warn("the 'crc32c' package is not installed: checking record batch CRCs in "
+                      "pure Python, which is very slow (pip install crc32c)", RuntimeWarning,
+                      stacklevel=2)
+    return crc32c_python(data, value)
+
+
+# ---- header --------------------------------------------------------------------------------
+
+class BatchHeader(NamedTuple):
+    """The 61-byte header of a v2 record batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def has_delete_horizon(self) -> bool:
+        return bool(self.attributes & DELETE_HORIZON_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id >= 0
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def size(self) -> int:
+        return LOG_OVERHEAD + self.batch_length
+
+
+def parse_header(buf, pos: int = 0) -> BatchHeader:
+    """Unpack the header at ``pos``; the caller has checked that 61 bytes are there."""
+    return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
+
+
+# ---- records -------------------------------------------------------------------------------
+
+class Record(NamedTuple):
+    """One record as the reference codec sees it (absolute offset and timestamp)."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple = ()  # of (str, bytes | None)
+    timestamp_type: int = CREATE_TIME
+
+
+ABORT = 0
+COMMIT = 1
+
+
+def control_record_key(control_type: int, version: int = 0) -> bytes:
+    """The key of a control record: version int16, type int16 (0 abort, 1 commit)."""
+    return struct.pack(">hh", version, control_type)
+
+
+def control_record_value(coordinator_epoch: int = 0, version: int = 0) -> bytes:
+    """The value of a transaction marker: version int16, coordinator epoch int32."""
+    return struct.pack(">hi", version, coordinator_epoch)
+
+
+def control_type(key: bytes | None) -> int | None:
+    """The type of a control record from its key; None when the key is not one."""
+    if key is None or len(key) < 4:
+        return None
+    return struct.unpack_from(">hh", key)[1]
+
+
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value,
+                  headers: Iterable = (), attributes: int = 0) -> None:
+    """Append one record, length prefix included, to ``out``."""
+    body = bytearray()
+    body.append(attributes & 0xFF)
+    write_varlong(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    for blob in (key, value):
+        if blob is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(blob))
+            body += blob
+    headers = list(headers)
+    write_varint(body, len(headers))
+    for h_key, h_value in headers:
+        raw = h_key.encode("utf-8") if isinstance(h_key, str) else bytes(h_key)
+        write_varint(body, len(raw))
+        body += raw
+        if h_value is None:
+            write_varint(body, -1)
+        else:
+            write_varint(body, len(h_value))
+            body += h_value
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(records: Sequence, *, base_offset: int | None = None, compression=0,
+                compression_level: int | None = None, timestamp_type: int = CREATE_TIME,
+                transactional: bool = False, control: bool = False,
+                delete_horizon: bool = False, producer_id: int = -1, producer_epoch: int = -1,
+                base_sequence: int = -1, partition_leader_epoch: int = -1,
+                base_timestamp: int | None = None, max_timestamp: int | None = None,
+                last_offset_delta: int | None = None, magic: int = MAGIC_V2,
+                crc: int | None = None, record_count: int | None = None) -> bytes:
+    """Reference encoder: one v2 batch from ``Record``s (or (offset, timestamp, key, value[,
+    headers]) tuples) with absolute offsets and timestamps.
+
+    Every header field can be forced (``crc``, ``record_count``, ``magic``...) so tests can
+    build exactly the malformed batch they need.
+    """
+    recs = [r if isinstance(r, Record) else Record(*r) for r in records]
+    if base_offset is None:
+        base_offset = recs[0].offset if recs else 0
+    if base_timestamp is None:
+        base_timestamp = recs[0].timestamp if recs else -1
+    if max_timestamp is None:
+        max_timestamp = max((r.timestamp for r in recs), default=-1)
+    if last_offset_delta is None:
+        last_offset_delta = (recs[-1].offset - base_offset) if recs else 0
+    body = bytearray()
+    for r in recs:
+        encode_record(body, r.offset - base_offset, r.timestamp - base_timestamp, r.key,
+                      r.value, r.headers)
+    codec = _compression.codec_id(compression)
+    if codec:
+        body = _compression.compress(codec, bytes(body), level=compression_level)
+    attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+                  | (TRANSACTIONAL_MASK if transactional else 0)
+                  | (CONTROL_MASK if control else 0)
+                  | (DELETE_HORIZON_MASK if delete_horizon else 0))
+    out = bytearray(BATCH_HEADER_SIZE)
+    HEADER_STRUCT.pack_into(
+        out, 0, base_offset, MIN_BATCH_LENGTH + len(body), partition_leader_epoch, magic, 0,
+        attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+        producer_epoch, base_sequence, len(recs) if record_count is None else record_count)
+    out += body
+    if crc is None:
+        crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
+    _UINT32.pack_into(out, CRC_OFFSET, crc)
+    return bytes(out)
+
+
+def build_control_batch(control_type_: int, *, offset: int, producer_id: int,
+                        producer_epoch: int = 0, timestamp: int = 0,
+                        coordinator_epoch: int = 0) -> bytes:
+    """A transaction marker batch as a broker writes it (one control record)."""
+    rec = Record(offset, timestamp, control_record_key(control_type_),
+                 control_record_value(coordinator_epoch))
+    return build_batch([rec], transactional=True, control=True, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=-1)
+
+
+def check_header(h: BatchHeader, *, topic=None, partition=None) -> None:
+    """The header checks every decoder applies before touching the records."""
+    def bad(msg):
+        return CorruptRecordError(msg, topic=topic, partition=partition, offset=h.base_offset)
+    if h.magic != MAGIC_V2:
+        raise bad(f"record batch has magic {h.magic}, expected {MAGIC_V2}")
+    if h.batch_length < MIN_BATCH_LENGTH:
+        raise bad(f"record batch length {h.batch_length} is smaller than its header")
+    if h.compression not in _compression.CODECS:
+        raise bad(f"record batch uses unknown compression codec id {h.compression}")
+    if h.record_count < 0:
+        raise bad(f"record batch has a negative record count {h.record_count}")
+    if h.record_count > 0 and h.last_offset_delta < h.record_count - 1:
+        raise bad(f"record batch holds {h.record_count} records but its last offset delta is "
+                  f"{h.last_offset_delta}")
+
+
+def records_section(buf, pos: int, h: BatchHeader, *, topic=None, partition=None,
+                    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+                    verify_crc: bool = True):
+    """The (decompressed) records bytes of the complete batch at ``pos``, CRC checked."""
+    end = pos + h.size
+    view = memoryview(buf)[pos:end]
+    if verify_crc:
+        actual = crc32c(view[ATTRIBUTES_OFFSET:])
+        if actual != h.crc:
+            raise CorruptRecordError(
+                f"record batch CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
+                topic=topic, partition=partition, offset=h.base_offset)
+    data = view[RECORDS_OFFSET:]
+    if h.compression:
+        data = _compression.decompress(h.compression, data, max_size=max_decompressed,
+                                       topic=topic, partition=partition, offset=h.base_offset)
+    elif len(data) > max_decompressed:
+        raise CorruptRecordError(f"record batch of {len(data)} bytes exceeds max_decompressed",
+                                 topic=topic, partition=partition, offset=h.base_offset)
+    if h.record_count > len(data) // MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"record batch claims {h.record_count} records in {len(data)} bytes",
+            topic=topic, partition=partition, offset=h.base_offset)
+    return data
+
+
+def parse_records(data, h: BatchHeader, *, topic=None, partition=None) -> list[Record]:
+    """Decode the records of a batch one by one (the reference for the vectorised path)."""
+    out = []
+    pos = 0
+    end = len(data)
+    log_append = h.timestamp_type == LOG_APPEND_TIME
+    prev_delta = -1
+    try:
+        for _ in range(h.record_count):
+            start_pos = pos
+            length, pos = read_varint(data, pos)
+            if length < MIN_RECORD_SIZE - 1 or pos + length > end:
+                raise CorruptRecordError(
+                    f"record length {length} at byte {start_pos} does not fit the batch",
+                    topic=topic, partition=partition, offset=h.base_offset)
+            rec_end = pos + length
+            pos += 1  # attributes: unused
+            ts_delta, pos = read_varlong(data, pos)
+            offset_delta, pos = read_varint(data, pos)
+            if not prev_delta < offset_delta <= h.last_offset_delta:
+                raise CorruptRecordError(
+                    f"record offset delta {offset_delta} out of order or beyond the last "
+                    f"offset delta {h.last_offset_delta}", topic=topic, partition=partition,
+                    offset=h.base_offset)
+            prev_delta = offset_delta
+            offset = h.base_offset + offset_delta
+            blobs = []
+            for what in ("key", "value"):
+                size, pos = read_varint(data, pos)
+                if size < -1 or pos + max(size, 0) > rec_end:
+                    raise CorruptRecordError(f"record {what} length {size} does not fit",
+                                             topic=topic, partition=partition, offset=offset)
+                blobs.append(None if size < 0 else bytes(data[pos:pos + size]))
+                pos += max(size, 0)
+            count, pos = read_varint(data, pos)
+            if count < 0 or count > (rec_end - pos) // 2:
+                raise CorruptRecordError(f"record header count {count} does not fit",
+                                         topic=topic, partition=partition, offset=offset)
+            headers = []
+            for _h in range(count):
+                size, pos = read_varint(data, pos)
+                if size < 0 or pos + size > rec_end:
+                    raise CorruptRecordError(f"record header key length {size} does not fit",
+                                             topic=topic, partition=partition, offset=offset)
+                h_key = bytes(data[pos:pos + size]).decode("utf-8", "replace")
+                pos += size
+                size, pos = read_varint(data, pos)
+                if size < -1 or pos + max(size, 0) > rec_end:
+                    raise CorruptRecordError(f"record header value length {size} does not fit",
+                                             topic=topic, partition=partition, offset=offset)
+                headers.append((h_key, None if size < 0 else bytes(data[pos:pos + size])))
+                pos += max(size, 0)
+            if pos != rec_end:
+                raise CorruptRecordError(
+                    f"record fields end at byte {pos}, its length says {rec_end}",
+                    topic=topic, partition=partition, offset=offset)
+            ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
+            out.append(Record(offset, ts, blobs[0], blobs[1], tuple(headers), h.timestamp_type))
+    except ProtocolError as e:
+        if isinstance(e, CorruptRecordError):
+            raise
+        raise CorruptRecordError(f"malformed record: {e}", topic=topic, partition=partition,
+                                 offset=h.base_offset) from None
+    if pos != end:
+        raise CorruptRecordError(
+            f"record batch has {end - pos} bytes after its {h.record_count} records",
+            topic=topic, partition=partition, offset=h.base_offset)
+    return out
+
+
+def decode_batch(buf, pos: int = 0, *, topic=None, partition=None,
+                 max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+                 verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
+    """Reference decoder of the complete v2 batch at ``pos``."""
+    if len(buf) - pos < BATCH_HEADER_SIZE:
+        raise CorruptRecordError("record batch shorter than its 61-byte header", topic=topic,
+                                 partition=partition)
+    h = parse_header(buf, pos)
+    check_header(h, topic=topic, partition=partition)
+    if pos + h.size > len(buf):
+        raise CorruptRecordError(f"record batch of {h.size} bytes is truncated", topic=topic,
+                                 partition=partition, offset=h.base_offset)
+    data = records_section(buf, pos, h, topic=topic, partition=partition,
+                           max_decompressed=max_decompressed, verify_crc=verify_crc)
+    return h, parse_records(data, h, topic=topic, partition=partition)
+
+
+def iter_batches(buf):
+    """Yield ``(position, base_offset, size, magic)`` of each complete entry (v0, v1 or v2)
+    in a RECORDS blob; stops quietly at a truncated trailing entry."""
+    n = len(buf)
+    pos = 0
+    while n - pos >= LOG_OVERHEAD:
+        base_offset, length = _PREFIX.unpack_from(buf, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < 5 or end > n:  # too short to hold a magic byte, or cut by the broker
+            if length < 5 and end <= n:
+                raise CorruptRecordError(f"record batch length {length} is too small",
+                                         offset=base_offset)
+            return
+        yield pos, base_offset, LOG_OVERHEAD + length, buf[pos + MAGIC_OFFSET]
+        pos = end

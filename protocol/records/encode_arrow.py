@@ -1,0 +1,362 @@
+"""Encode Arrow columns into one record batch v2, vectorised.
+
+Every record is ``length | attributes | timestampDelta | offsetDelta | keyLength | key |
+valueLength | value | headerCount | headers``. The small fields (all varints) are computed
+for all records at once with numpy and written into one buffer of "small segments"; keys,
+values and header bytes stay in their Arrow buffers. A single ``take`` over the
+concatenation of those arrays, with the indices interleaved in wire order, then lays out
+the records section: Arrow's C++ does the copying, no Python object per record is made.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import ConfigError
+from . import batch as _batch
+from . import compression as _compression
+from .vectorized import varint_sizes, write_varints, zigzag_encode
+
+_UINT32 = struct.Struct(">I")
+
+
+# ---- inputs --------------------------------------------------------------------------------
+
+def _binary(arr, what: str, n: int | None = None) -> pa.Array:
+    """``arr`` as a pa.binary() array (zero-copy for binary and string)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    elif not isinstance(arr, pa.Array):
+        arr = pa.array(arr, pa.binary())
+    if not pa.types.is_binary(arr.type):
+        try:
+            arr = arr.cast(pa.binary())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise ConfigError(f"{what} must be binary or string, not {arr.type}") from e
+    if n is not None and len(arr) != n:
+        raise ConfigError(f"{what} has {len(arr)} rows, expected {n}")
+    return arr
+
+
+def _lengths(arr: pa.Array) -> np.ndarray:
+    """Byte length of each element, -1 for null (int64)."""
+    n = len(arr)
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=arr.offset + n + 1)
+    lengths = np.diff(offsets[arr.offset:]).astype(np.int64)
+    if arr.null_count:
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+        lengths[~valid] = -1
+    return lengths
+
+
+def _timestamps(timestamps_ms, n: int) -> np.ndarray:
+    if timestamps_ms is None:
+        return np.full(n, int(time.time() * 1000), dtype=np.int64)
+    if isinstance(timestamps_ms, (int, np.integer)) and not isinstance(timestamps_ms, bool):
+        return np.full(n, int(timestamps_ms), dtype=np.int64)
+    if isinstance(timestamps_ms, pa.ChunkedArray):
+        timestamps_ms = timestamps_ms.combine_chunks()
+    if isinstance(timestamps_ms, pa.Array):
+        arr = timestamps_ms
+        if pa.types.is_timestamp(arr.type):
+            arr = arr.cast(pa.timestamp("ms"), safe=False).cast(pa.int64())
+        elif not pa.types.is_integer(arr.type):
+            raise ConfigError(f"timestamps must be integers (ms) or timestamps, not {arr.type}")
+        if arr.null_count:
+            arr = arr.fill_null(int(time.time() * 1000))
+        ts = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    else:
+        ts = np.asarray(timestamps_ms)
+        if ts.dtype.kind not in "iu":
+            raise ConfigError(f"timestamps_ms must hold integers, not {ts.dtype}")
+        ts = ts.astype(np.int64, copy=False)
+    if ts.shape != (n,):
+        raise ConfigError(f"timestamps_ms has shape {ts.shape}, expected ({n},)")
+    return ts
+
+
+class _Headers:
+    """Flattened headers: per record count, per header key and value arrays and lengths."""
+
+    def __init__(self, headers, n: int):
+        if isinstance(headers, pa.ChunkedArray):
+            headers = headers.combine_chunks()
+        if not isinstance(headers, pa.Array):
+            raise ConfigError("headers must be a pyarrow list<struct<key, value>> array")
+        if len(headers) != n:
+            raise ConfigError(f"headers has {len(headers)} rows, expected {n}")
+        if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)) or \
+                not pa.types.is_struct(headers.type.value_type):
+            raise ConfigError(f"headers must be list<struct<key, value>>, not {headers.type}")
+        counts = pc.list_value_length(headers).fill_null(0)
+        self.count = counts.to_numpy(zero_copy_only=False).astype(np.int64)
+        flat = pc.list_flatten(headers)
+        if flat.null_count:
+            raise ConfigError("a header entry is null")
+        fields = [f.name for f in flat.type]
+        if "key" not in fields or "value" not in fields:
+            raise ConfigError("header structs need 'key' and 'value' fields")
+        self.keys = _binary(pc.struct_field(flat, "key"), "header keys")
+        if self.keys.null_count:
+            raise ConfigError("header keys cannot be null")
+        self.values = _binary(pc.struct_field(flat, "value"), "header values")
+        self.key_len = _lengths(self.keys)
+        self.value_len = _lengths(self.values)
+        self.total = len(flat)
+
+
+# ---- sizes ---------------------------------------------------------------------------------
+
+def _record_sizes(key_len, value_len, ts_delta_bound, offset_delta, hdr):
+    """Per record: (body length, sizes of the small varints) as int64 arrays."""
+    s_t = varint_sizes(zigzag_encode(ts_delta_bound))
+    s_o = varint_sizes(zigzag_encode(offset_delta))
+    s_k = varint_sizes(zigzag_encode(key_len))
+    s_v = varint_sizes(zigzag_encode(value_len))
+    n = key_len.size
+    if hdr is None:
+        s_h = np.ones(n, dtype=np.int64)
+        header_bytes = 0
+    else:
+        s_h = varint_sizes(zigzag_encode(hdr.count))
+        per = (varint_sizes(zigzag_encode(hdr.key_len)) + hdr.key_len
+               + varint_sizes(zigzag_encode(hdr.value_len)) + np.maximum(hdr.value_len, 0))
+        owner = np.repeat(np.arange(n), hdr.count)
+        header_bytes = np.bincount(owner, weights=per, minlength=n).astype(np.int64) \
+            if hdr.total else 0
+    body = (1 + s_t + s_o + s_k + np.maximum(key_len, 0) + s_v + np.maximum(value_len, 0)
+            + s_h + header_bytes)
+    return body, s_t, s_o, s_k, s_v, s_h
+
+
+# ---- encode --------------------------------------------------------------------------------
+
+def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset: int = 0,
+                 partition_leader_epoch: int = -1, producer_id: int = -1,
+                 producer_epoch: int = -1, base_sequence: int = -1,
+                 transactional: bool = False, compression="none",
+                 compression_level: int | None = None, compression_fallback: bool = True,
+                 topic: str | None = None, partition: int | None = None) -> bytes:
+    """Encode the rows of ``values`` (with ``keys``, ``headers``, ``timestamps_ms``) as the
+    bytes of one v2 record batch, offsets ``base_offset``.. in row order.
+
+    ``keys``/``values``: binary or string arrays (nulls allowed; ``keys`` None means all
+    null). ``headers``: a ``list<struct<key: string, value: binary>>`` array (Spark's
+    ``headers`` column), null or empty lists for none. ``timestamps_ms``: milliseconds, as
+    a numpy array, a pyarrow integer or timestamp array, one int for all rows, or None for
+    now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
+    written uncompressed (the codec is per batch, consumers read both).
+    """
+    values = _binary(values, "values")
+    n = len(values)
+    if n == 0:
+        raise ConfigError("cannot encode an empty record batch")
+    keys = None if keys is None else _binary(keys, "keys", n)
+    hdr = None if headers is None else _Headers(headers, n)
+    if hdr is not None and hdr.total == 0:
+        hdr = None
+    codec = _compression.codec_id(compression)
+    ts = _timestamps(timestamps_ms, n)
+
+    key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    value_len = _lengths(values)
+    ts_delta = ts - ts[0]
+    offset_delta = np.arange(n, dtype=np.int64)
+    body, s_t, s_o, s_k, s_v, s_h = _record_sizes(key_len, value_len, ts_delta, offset_delta,
+                                                  hdr)
+    if int(body.max()) >= 1 << 31:
+        raise ConfigError("a record is larger than 2 GiB")
+    s_len = varint_sizes(zigzag_encode(body))
+    head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
+
+    if hdr is None:
+        section = _layout_plain(n, keys, values, head, s_v, s_len, s_t, s_o, s_k, body,
+                                ts_delta, offset_delta, key_len, value_len)
+    else:
+        section = _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o,
+                                       s_k, body, ts_delta, offset_delta, key_len, value_len)
+
+    attributes = (_batch.TRANSACTIONAL_MASK if transactional else 0)
+    payload = section
+    if codec:
+        compressed = _compression.compress(codec, section, level=compression_level,
+                                           topic=topic, partition=partition)
+        if len(compressed) < len(section) or not compression_fallback:
+            payload = compressed
+            attributes |= codec
+    header = bytearray(_batch.BATCH_HEADER_SIZE)
+    _batch.HEADER_STRUCT.pack_into(
+        header, 0, base_offset, _batch.MIN_BATCH_LENGTH + len(payload), partition_leader_epoch,
+        _batch.MAGIC_V2, 0, attributes, n - 1, int(ts[0]), int(ts.max()), producer_id,
+        producer_epoch, base_sequence, n)
+    crc = _batch.crc32c(memoryview(header)[_batch.ATTRIBUTES_OFFSET:])
+    crc = _batch.crc32c(payload, crc)
+    _UINT32.pack_into(header, _batch.CRC_OFFSET, crc)
+    return b"".join((header, payload))
+
+
+def _gather(pool_parts: list[pa.Array], order: np.ndarray) -> memoryview:
+    """The bytes of the pool's elements in ``order``, concatenated (one C++ take)."""
+    pool = pa.concat_arrays(pool_parts)
+    laid = pc.take(pool, pa.array(order, pa.int64()), boundscheck=False)
+    offsets = np.frombuffer(laid.buffers()[1], dtype=np.int32, count=len(laid) + 1)
+    data = laid.buffers()[2]
+    if data is None:
+        return memoryview(b"")
+    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
+
+
+def _small_array(buf: np.ndarray, seg_len: np.ndarray) -> pa.Array:
+    offsets = np.zeros(seg_len.size + 1, dtype=np.int32)
+    np.cumsum(seg_len, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), seg_len.size,
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+
+
+def _write_head(small, at, s_len, s_t, s_o, s_k, body, ts_delta, offset_delta, key_len):
+    """length | attributes (0, already there) | ts delta | offset delta | key length."""
+    write_varints(small, at, zigzag_encode(body), s_len)
+    at = at + s_len + 1
+    write_varints(small, at, zigzag_encode(ts_delta), s_t)
+    at = at + s_t
+    write_varints(small, at, zigzag_encode(offset_delta), s_o)
+    write_varints(small, at + s_o, zigzag_encode(key_len), s_k)
+
+
+def _layout_plain(n, keys, values, head, s_v, s_len, s_t, s_o, s_k, body, ts_delta,
+                  offset_delta, key_len, value_len):
+    """Records without headers. Small segments, in wire order: head_0 | vlen_0 |
+    0x00 head_1 | vlen_1 | ... | vlen_{n-1} | 0x00 (the header count closes each record and
+    sits right before the next head, so the two share a segment)."""
+    seg_len = np.empty(2 * n + 1, dtype=np.int64)
+    seg_len[0:2 * n:2] = head
+    seg_len[2:2 * n:2] += 1
+    seg_len[1:2 * n:2] = s_v
+    seg_len[2 * n] = 1
+    seg_start = np.zeros(2 * n + 1, dtype=np.int64)
+    np.cumsum(seg_len[:-1], out=seg_start[1:])
+    small = np.zeros(int(seg_start[-1]) + 1, dtype=np.uint8)
+    head_at = seg_start[0:2 * n:2].copy()
+    head_at[1:] += 1  # after the previous record's header count
+    _write_head(small, head_at, s_len, s_t, s_o, s_k, body, ts_delta, offset_delta, key_len)
+    write_varints(small, seg_start[1:2 * n:2], zigzag_encode(value_len), s_v)
+    small_arr = _small_array(small, seg_len)
+    m = 2 * n + 1
+    order = np.empty(4 * n + 1, dtype=np.int64)
+    order[0:4 * n:4] = np.arange(0, 2 * n, 2)  # head (with the previous header count)
+    order[1:4 * n:4] = m + np.arange(n)  # key
+    order[2:4 * n:4] = np.arange(1, 2 * n, 2)  # value length
+    order[3:4 * n:4] = m + n + np.arange(n)  # value
+    order[4 * n] = 2 * n  # the last header count
+    key_part = pa.nulls(n, pa.binary()) if keys is None else keys
+    return _gather([small_arr, key_part, values], order)
+
+
+def _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, s_k, body,
+                         ts_delta, offset_delta, key_len, value_len):
+    """Records with headers. Small segments per record: head | vlen | hcount, then per
+    header: hkey length | hvalue length. Wire order per record: head key vlen value hcount
+    (hklen hkey hvlen hvalue)*."""
+    count = hdr.count
+    total = hdr.total
+    segs = 3 + 2 * count
+    seg_base = np.zeros(n, dtype=np.int64)
+    np.cumsum(segs[:-1], out=seg_base[1:])
+    owner = np.repeat(np.arange(n), count)
+    flat_base = np.zeros(n, dtype=np.int64)
+    np.cumsum(count[:-1], out=flat_base[1:])
+    within = np.arange(total) - flat_base[owner]  # header index inside its record
+    s_hk = varint_sizes(zigzag_encode(hdr.key_len))
+    s_hv = varint_sizes(zigzag_encode(hdr.value_len))
+    nseg = int(segs.sum())
+    seg_len = np.empty(nseg, dtype=np.int64)
+    seg_len[seg_base] = head
+    seg_len[seg_base + 1] = s_v
+    seg_len[seg_base + 2] = s_h
+    hk_seg = seg_base[owner] + 3 + 2 * within
+    seg_len[hk_seg] = s_hk
+    seg_len[hk_seg + 1] = s_hv
+    seg_start = np.zeros(nseg + 1, dtype=np.int64)
+    np.cumsum(seg_len, out=seg_start[1:])
+    small = np.zeros(int(seg_start[-1]), dtype=np.uint8)
+    _write_head(small, seg_start[seg_base], s_len, s_t, s_o, s_k, body, ts_delta,
+                offset_delta, key_len)
+    write_varints(small, seg_start[seg_base + 1], zigzag_encode(value_len), s_v)
+    write_varints(small, seg_start[seg_base + 2], zigzag_encode(count), s_h)
+    write_varints(small, seg_start[hk_seg], zigzag_encode(hdr.key_len), s_hk)
+    write_varints(small, seg_start[hk_seg + 1], zigzag_encode(hdr.value_len), s_hv)
+    small_arr = _small_array(small, seg_len)
+
+    pieces = 5 + 4 * count
+    out_base = np.zeros(n, dtype=np.int64)
+    np.cumsum(pieces[:-1], out=out_base[1:])
+    order = np.empty(int(pieces.sum()), dtype=np.int64)
+    rows = np.arange(n)
+    order[out_base] = seg_base
+    order[out_base + 1] = nseg + rows
+    order[out_base + 2] = seg_base + 1
+    order[out_base + 3] = nseg + n + rows
+    order[out_base + 4] = seg_base + 2
+    h_out = out_base[owner] + 5 + 4 * within
+    flat = np.arange(total)
+    order[h_out] = hk_seg
+    order[h_out + 1] = nseg + 2 * n + flat
+    order[h_out + 2] = hk_seg + 1
+    order[h_out + 3] = nseg + 2 * n + total + flat
+    key_part = pa.nulls(n, pa.binary()) if keys is None else keys
+    return _gather([small_arr, key_part, values, hdr.keys, hdr.values], order)
+
+
+# ---- batch sizing --------------------------------------------------------------------------
+
+def record_sizes(keys, values, *, headers=None, timestamps_ms=None) -> np.ndarray:
+    """An upper bound of the encoded size of each row inside a batch of these rows (offset
+    and timestamp deltas are taken at their largest)."""
+    values = _binary(values, "values")
+    n = len(values)
+    keys = None if keys is None else _binary(keys, "keys", n)
+    hdr = None if headers is None else _Headers(headers, n)
+    if hdr is not None and hdr.total == 0:
+        hdr = None
+    ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
+    span = int(ts.max() - ts.min()) if n else 0
+    key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    value_len = _lengths(values)
+    body, *_ = _record_sizes(key_len, value_len, np.full(n, span, dtype=np.int64),
+                             np.full(n, max(n - 1, 0), dtype=np.int64), hdr)
+    return body + varint_sizes(zigzag_encode(body))
+
+
+def split_for_batch_size(keys, values, *, max_batch_bytes: int, headers=None,
+                         timestamps_ms=None, max_records: int | None = None
+                         ) -> list[tuple[int, int]]:
+    """Row ranges ``[start, stop)`` so that each range, encoded as one batch (uncompressed,
+    or compressed with ``compression_fallback``), takes at most ``max_batch_bytes``.
+
+    A row too large to fit alone gets a range of its own (the broker will reject it with
+    MESSAGE_TOO_LARGE: that is its decision to make, not a silent drop).
+    """
+    budget = max_batch_bytes - _batch.BATCH_HEADER_SIZE
+    if budget <= 0:
+        raise ConfigError(f"max_batch_bytes must exceed {_batch.BATCH_HEADER_SIZE}")
+    if max_records is not None and max_records <= 0:
+        raise ConfigError("max_records must be positive")
+    sizes = record_sizes(keys, values, headers=headers, timestamps_ms=timestamps_ms)
+    n = sizes.size
+    cum = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=cum[1:])
+    ranges = []
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(cum, cum[start] + budget, side="right")) - 1
+        stop = max(stop, start + 1)
+        if max_records is not None:
+            stop = min(stop, start + max_records)
+        ranges.append((start, stop))
+        start = stop
+    return ranges
