@@ -1,0 +1,95 @@
+"""The executor read loop without Spark: exact ranges, leader moves, data loss, timeouts."""
+
+import time
+
+import confluent_kafka
+import pyarrow as pa
+import pytest
+
+from kafka_source.fetcher import DataLossError, read_range
+from kafka_source.options import parse_reader_options
+from kafka_source.planning import OffsetRange
+from protocol.errors import KafkaConnectionError, KafkaTimeoutError
+
+
+def options(bootstrap, **extra):
+    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "unused"}
+    base.update({k: str(v) for k, v in extra.items()})
+    return parse_reader_options(base)
+
+
+def produce(bootstrap, topic, n, partition=0, batch=100, value=lambda i: b"v%d" % i):
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                                  "batch.num.messages": batch})
+    for i in range(n):
+        p.produce(topic, key=b"k%d" % i, value=value(i), partition=partition)
+    assert p.flush(10) == 0
+
+
+def rows(batches):
+    table = pa.Table.from_batches(list(batches))
+    return list(zip(table["offset"].to_pylist(), table["value"].to_pylist()))
+
+
+def test_reads_exactly_the_range_across_batches(mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 1000, batch=37)
+    got = rows(read_range(options(mock_cluster.bootstrap),
+                          OffsetRange(topic_name, 0, 123, 877)))
+    assert got == [(i, b"v%d" % i) for i in range(123, 877)]
+
+
+def test_batches_are_bounded_by_the_fetch_size(mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 3000, batch=50, value=lambda i: b"x" * 500)
+    batches = list(read_range(
+        options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 65536}),
+        OffsetRange(topic_name, 0, 0, 3000)))
+    assert sum(b.num_rows for b in batches) == 3000
+    assert len(batches) > 10 and max(b.nbytes for b in batches) < 1_000_000
+
+
+def test_leader_move_in_the_middle_of_a_read(mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 3)
+    produce(mock_cluster.bootstrap, topic_name, 2000, batch=20)
+    it = read_range(options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 2048}),
+                    OffsetRange(topic_name, 0, 0, 2000))
+    mock_cluster.start_request_tracking()
+    batches = [next(it)]
+    for leader in (2, 3, 1):  # move the leader while the read goes on
+        mock_cluster.partition_set_leader(topic_name, 0, leader)
+        batches.append(next(it))
+    got = rows(batches + list(it))
+    fetched_from = {r.broker_id for r in mock_cluster.get_requests() if r.api_key == 1}
+    mock_cluster.stop_request_tracking()
+    assert fetched_from == {1, 2, 3}  # the reader followed the leader to every broker
+    assert [o for o, _ in got] == list(range(2000))
+
+
+def test_deleted_records_fail_the_read_naming_the_lost_range(mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 100, batch=10)
+    mock_cluster.partition_delete_records(topic_name, 0, 40)
+    with pytest.raises(DataLossError) as info:
+        list(read_range(options(mock_cluster.bootstrap), OffsetRange(topic_name, 0, 10, 100)))
+    message = str(info.value)
+    assert topic_name in message and "partition 0" in message and "[10, 40)" in message
+    assert "failOnDataLoss" in message
+
+
+def test_deleted_records_are_skipped_without_failOnDataLoss(mock_cluster, topic_name, caplog):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 100, batch=10)
+    mock_cluster.partition_delete_records(topic_name, 0, 40)
+    got = rows(read_range(options(mock_cluster.bootstrap, failOnDataLoss="false"),
+                          OffsetRange(topic_name, 0, 10, 100)))
+    assert [o for o, _ in got] == list(range(40, 100))
+    assert "skipped 30 offsets" in caplog.text
+
+
+def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
+    o = options("127.0.0.1:1", **{"kafkaConsumer.pollTimeoutMs": 1500})
+    started = time.monotonic()
+    with pytest.raises((KafkaConnectionError, KafkaTimeoutError), match="127.0.0.1:1"):
+        list(read_range(o, OffsetRange("t", 0, 0, 10)))
+    assert time.monotonic() - started < 10
