@@ -1,0 +1,329 @@
+"""The writer's options: parsed, checked and frozen on the driver, before any task starts.
+
+``parse_writer_options(options)`` takes the options as Spark hands them to a Python data
+source (a case-insensitive mapping of strings) and returns a frozen, picklable
+``WriterOptions``, or raises ``ConfigError`` naming the option. Names and defaults are
+those of Spark's Kafka sink and of Kafka's Java producer (without the ``kafka.`` prefix
+there); where Spark or Kafka has an error message for a misuse, ours says the same thing.
+
+The security options (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``) are
+parsed by the reader's code (``kafka_source.options``), so a reader and a writer given the
+same options connect the same way.
+
+Choices that differ from the Java producer, and why:
+
+- ``kafka.batch.size`` defaults to 1048576 (1 MiB), not 16384. A bulk writer holds all of
+  its task's rows at once, so batches fill immediately and waiting never trades latency
+  for size; and in Python every batch and every request costs a fixed few tens of
+  microseconds, so fewer, larger batches go much faster. 1 MiB also stays below the
+  brokers' default ``message.max.bytes`` (1048588) whatever the codec, since the size
+  counts uncompressed record bytes. A batch never exceeds ``kafka.max.request.size``.
+- ``kafka.linger.ms`` (default 5, as Kafka 4) is accepted; it does not delay anything when
+  rows are at hand. It bounds how long a partly filled batch may wait for more of the
+  task's rows: when the next Arrow batch of the input arrives more than ``linger.ms``
+  after a partition's pending rows started to gather, those rows are sent as they are.
+  At the end of the input every pending batch is sent at once.
+- ``kafka.acks`` ``0`` or ``1`` needs ``kafka.enable.idempotence=false`` explicitly
+  (Java would silently turn idempotence off when it was not set).
+- Topics are never created: a missing topic is an error after ``kafka.max.block.ms``.
+
+``WRITER_OPTIONS`` lists every option with its default and meaning;
+``writer_option_names()`` the names alone.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any, Mapping, NamedTuple
+
+from protocol.config import ClientConfig, parse_host_port
+from protocol.errors import ConfigError
+# The reader's option reader and security mapping, shared so both sides parse alike.
+from kafka_source.options import _Options, _security
+
+__all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
+           "writer_option_names", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
+
+log = logging.getLogger("pykafka.sink")
+
+ACKS_ALL = -1
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
+#: The most batches a broker remembers per idempotent producer and partition.
+MAX_IN_FLIGHT_IDEMPOTENT = 5
+_INT32_MAX = 2**31 - 1
+
+
+class WriterOption(NamedTuple):
+    """One documented writer option."""
+
+    name: str
+    default: str
+    meaning: str
+
+
+#: Every option the writer accepts, in the order the documentation lists them.
+WRITER_OPTIONS: tuple[WriterOption, ...] = (
+    WriterOption("kafka.bootstrap.servers", "(required)",
+                 "Comma-separated host:port list of brokers to bootstrap from."),
+    WriterOption("topic", "none",
+                 "Topic every row is written to; overrides the topic column when both are "
+                 "given. Without it the DataFrame needs a string column 'topic'."),
+    WriterOption("includeHeaders", "false",
+                 "Accepted for symmetry with the reader; the headers column is written "
+                 "whenever the DataFrame has one."),
+    WriterOption("kafka.acks", '"all"',
+                 '"all" (= -1): every in-sync replica has the records; "1": the leader has '
+                 'them; "0": no answer is awaited. 0 and 1 need '
+                 "kafka.enable.idempotence=false."),
+    WriterOption("kafka.enable.idempotence", "true",
+                 "Write through an idempotent producer: a producer id per task and a "
+                 "sequence number per batch, so retries never duplicate or reorder records."),
+    WriterOption("kafka.compression.type", '"none"',
+                 "none, gzip, snappy, lz4 or zstd."),
+    WriterOption("kafka.batch.size", "1048576",
+                 "Most uncompressed record bytes in one batch (one batch per partition per "
+                 "request). Larger than Java's 16384: a bulk writer has its rows at hand."),
+    WriterOption("kafka.linger.ms", "5",
+                 "How long a partly filled batch may wait for more of the task's input "
+                 "before it is sent; never delays rows already at hand."),
+    WriterOption("kafka.max.request.size", "1048576",
+                 "Most bytes of batches in one Produce request; a larger record is an error."),
+    WriterOption("kafka.max.in.flight.requests.per.connection", "5",
+                 "Requests sent to one broker before waiting for an answer; at most 5 "
+                 "with idempotence."),
+    WriterOption("kafka.delivery.timeout.ms", "120000",
+                 "Longest time from a batch's creation to its acknowledgement, retries "
+                 "included; the task fails after it. At least linger.ms + "
+                 "request.timeout.ms."),
+    WriterOption("kafka.request.timeout.ms", "30000",
+                 "Longest wait for the answer to one request."),
+    WriterOption("kafka.retries", "2147483647",
+                 "Resends of one batch before the task fails (delivery.timeout.ms bounds "
+                 "them in any case); must not be 0 with idempotence."),
+    WriterOption("kafka.retry.backoff.ms", "100",
+                 "Wait before the first resend to a partition; doubles up to 1 s."),
+    WriterOption("kafka.max.block.ms", "60000",
+                 "Longest wait for a topic to appear in the cluster metadata."),
+    WriterOption("kafka.buffer.memory", "33554432",
+                 "Encoded bytes a task holds before it starts sending and, after that, "
+                 "at most while waiting for acknowledgements. A task whose input fits is "
+                 "checked in full before anything is sent."),
+    WriterOption("kafka.client.id", '"pyspark-pykafka"',
+                 "Client id sent to the brokers (visible in their logs and quotas)."),
+    WriterOption("kafka.security.protocol", '"PLAINTEXT"',
+                 "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (as for the reader)."),
+    WriterOption("kafka.sasl.mechanism", '"PLAIN"', "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+    WriterOption("kafka.sasl.username", "none", "SASL user name."),
+    WriterOption("kafka.sasl.password", "none", "SASL password; never logged."),
+    WriterOption("kafka.sasl.jaas.config", "none",
+                 "JVM-style JAAS line holding the username and password."),
+    WriterOption("kafka.ssl.cafile", "system CAs", "PEM file of the CAs to trust."),
+    WriterOption("kafka.ssl.certfile", "none", "PEM client certificate for mutual TLS."),
+    WriterOption("kafka.ssl.keyfile", "none", "PEM private key of the client certificate."),
+    WriterOption("kafka.ssl.key.password", "none",
+                 "Password of an encrypted kafka.ssl.keyfile; never logged."),
+    WriterOption("kafka.ssl.endpoint.identification.algorithm", '"https"',
+                 '"https" checks the broker\'s host name; "" skips that check.'),
+)
+
+
+def writer_option_names() -> tuple[str, ...]:
+    """The name of every option the writer accepts, in documentation order."""
+    return tuple(o.name for o in WRITER_OPTIONS)
+
+
+_CANONICAL = {name.lower(): name for name in writer_option_names()}
+
+_REJECTED = {
+    "kafka.key.serializer": "Kafka option 'key.serializer' is not supported as keys are "
+                            "serialized with ByteArraySerializer.",
+    "kafka.value.serializer": "Kafka option 'value.serializer' is not supported as value are "
+                              "serialized with ByteArraySerializer.",
+    "kafka.transactional.id": "Kafka option 'transactional.id' is not supported: pykafka "
+                              "writes with an idempotent producer, not in transactions.",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
+}
+# Options that only matter to a reader: passing the same options to both sides is common.
+_READER_ONLY = frozenset(o.lower() for o in (
+    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
+    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
+    "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger", "kafka.group.id",
+    "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
+    "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
+    "checkpointLocation", "path"))
+
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    """Log ``message`` on ``pykafka.sink`` the first time ``key`` is seen in this process."""
+    with _warned_lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    log.warning(message, *args)
+
+
+@dataclass(frozen=True, slots=True)
+class WriterOptions:
+    """The writer's options, checked. Picklable: the driver ships it to the executors."""
+
+    client_config: ClientConfig
+    topic: str | None = None
+    include_headers: bool = False
+    acks: int = ACKS_ALL
+    enable_idempotence: bool = True
+    compression_type: str = "none"
+    batch_size: int = 1_048_576
+    linger_ms: int = 5
+    max_request_size: int = 1_048_576
+    max_in_flight: int = 5
+    delivery_timeout_ms: int = 120_000
+    request_timeout_ms: int = 30_000
+    retries: int = _INT32_MAX
+    retry_backoff_ms: int = 100
+    max_block_ms: int = 60_000
+    buffer_memory: int = 33_554_432
+    ignored_kafka_options: tuple[str, ...] = ()
+
+    @property
+    def bootstrap_servers(self) -> list[str]:
+        return list(self.client_config.bootstrap_servers)
+
+    @property
+    def batch_limit(self) -> int:
+        """The most record bytes (with the 61-byte header) in one batch."""
+        return max(1, min(self.batch_size, self.max_request_size))
+
+
+def _acks(opts: _Options) -> int:
+    text = opts.get("kafka.acks")
+    if text is None:
+        return ACKS_ALL
+    value = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(text.lower())
+    if value is None:
+        raise ConfigError(f"kafka.acks: Invalid value {text} for configuration acks: String "
+                          f"must be one of: all, -1, 0, 1")
+    return value
+
+
+def _compression(opts: _Options) -> str:
+    text = opts.get("kafka.compression.type")
+    if text is None:
+        return "none"
+    if text.lower() not in COMPRESSION_TYPES:
+        raise ConfigError(f"kafka.compression.type: Invalid value {text} for configuration "
+                          f"compression.type: String must be one of: "
+                          f"{', '.join(COMPRESSION_TYPES)}")
+    return text.lower()
+
+
+def _check_names(opts: _Options) -> tuple[str, ...]:
+    for lower, message in _REJECTED.items():
+        if opts.has(lower):
+            raise ConfigError(message)
+    ignored = []
+    for lower in sorted(opts.raw):
+        if lower in _CANONICAL or lower in _READER_ONLY:
+            continue
+        if lower.startswith("kafka."):
+            ignored.append(lower)
+            _warn_once(f"unknown:{lower}", "Kafka option '%s' is not used by pyspark-pykafka's "
+                       "writer and is ignored.", lower)
+        else:
+            close = difflib.get_close_matches(lower, list(_CANONICAL), n=1, cutoff=0.8)
+            if close:
+                _warn_once(f"unknown:{lower}", "Option '%s' is not a pykafka writer option and "
+                           "is ignored. Did you mean '%s'?", lower, _CANONICAL[close[0]])
+    return tuple(ignored)
+
+
+def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
+    """Check and parse the writer's options (see the module docstring and
+    ``WRITER_OPTIONS``). Raises ``ConfigError`` naming the option at the first problem;
+    never quotes a password."""
+    opts = _Options(options)
+    ignored = _check_names(opts)
+
+    servers_text = opts.get("kafka.bootstrap.servers")
+    servers = [s.strip() for s in (servers_text or "").split(",") if s.strip()]
+    if not servers:
+        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
+                          "Kafka producer")
+    for server in servers:
+        parse_host_port(server)  # raises a ConfigError naming kafka.bootstrap.servers
+
+    topic = opts.get("topic")
+    if topic is not None and not topic:
+        raise ConfigError("topic: the topic option is empty; give a topic name or leave the "
+                          "option out and use a 'topic' column")
+
+    idempotence = opts.boolean("kafka.enable.idempotence", True)
+    acks = _acks(opts)
+    if idempotence and acks != ACKS_ALL:
+        raise ConfigError(
+            f"kafka.acks: Must set acks to all in order to use the idempotent producer. "
+            f"Otherwise we cannot guarantee idempotence. (kafka.acks={opts.get('kafka.acks')}"
+            f" needs kafka.enable.idempotence=false.)")
+    max_in_flight = opts.integer("kafka.max.in.flight.requests.per.connection", 5,
+                                 maximum=_INT32_MAX)
+    if idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT:
+        raise ConfigError(
+            "kafka.max.in.flight.requests.per.connection: Must set "
+            "max.in.flight.requests.per.connection to at most 5 to use the idempotent "
+            f"producer (got {max_in_flight}).")
+    retries = opts.integer("kafka.retries", _INT32_MAX, minimum=0, maximum=_INT32_MAX)
+    if idempotence and retries == 0:
+        raise ConfigError("kafka.retries: Must set retries to non-zero when using the "
+                          "idempotent producer.")
+
+    request_timeout = opts.integer("kafka.request.timeout.ms", 30_000, maximum=_INT32_MAX)
+    linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=_INT32_MAX)
+    delivery_timeout = opts.integer("kafka.delivery.timeout.ms", 120_000, maximum=_INT32_MAX)
+    if delivery_timeout < linger + request_timeout:
+        raise ConfigError(
+            f"kafka.delivery.timeout.ms: delivery.timeout.ms should be equal to or larger "
+            f"than linger.ms + request.timeout.ms ({delivery_timeout} < {linger} + "
+            f"{request_timeout})")
+    batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=_INT32_MAX)
+    max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=_INT32_MAX)
+    buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
+
+    client_id = opts.get("kafka.client.id")
+    if client_id is not None and not client_id:
+        raise ConfigError("kafka.client.id must not be empty")
+    backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=_INT32_MAX)
+    client_config = ClientConfig(
+        bootstrap_servers=servers,
+        client_id=client_id or ClientConfig.client_id,
+        request_timeout_ms=request_timeout,
+        retry_backoff_ms=backoff,
+        **_security(opts))
+
+    return WriterOptions(
+        client_config=client_config,
+        topic=topic,
+        include_headers=opts.boolean("includeHeaders", False),
+        acks=acks,
+        enable_idempotence=idempotence,
+        compression_type=_compression(opts),
+        batch_size=batch_size,
+        linger_ms=linger,
+        max_request_size=max_request_size,
+        max_in_flight=max_in_flight,
+        delivery_timeout_ms=delivery_timeout,
+        request_timeout_ms=request_timeout,
+        retries=retries,
+        retry_backoff_ms=backoff,
+        max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0,
+                                  maximum=_INT32_MAX),
+        buffer_memory=buffer_memory,
+        ignored_kafka_options=ignored,
+    )
