@@ -286,8 +286,18 @@ def _utf8_or_replace(arr: pa.Array) -> pa.Array:
                         pa.string())
 
 
+# Kafka timestamps are milliseconds; Spark's are microseconds in an int64.
+_MAX_MS = ((1 << 63) - 1) // 1000
+_MIN_MS = -(1 << 63) // 1000 + 1
+
+
 def _assemble(keys, values, topic, partition, offsets, ts_ms, ts_type, headers, schema):
     n = len(offsets)
+    if n and (ts_ms.max() > _MAX_MS or ts_ms.min() < _MIN_MS):
+        bad = int(np.flatnonzero((ts_ms > _MAX_MS) | (ts_ms < _MIN_MS))[0])
+        raise CorruptRecordError(
+            f"record timestamp {int(ts_ms[bad])} ms is out of the range of a timestamp in "
+            f"microseconds", topic=topic, partition=partition, offset=int(offsets[bad]))
     cols = [keys, values, _topic_column(topic, n),
             pa.array(np.full(n, partition, dtype=np.int32), pa.int32()),
             pa.array(offsets, pa.int64()),

@@ -250,18 +250,20 @@ def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int) -> np.n
         if rounds >= 6 and k < rounds * 128 and k < count:
             # the sizes vary: follow the length prefixes one by one from here
             rest = walk_records(data, count - k, p)
-            if rest is None:
-                return None
+            if rest is None:  # a length prefix of 3+ bytes, or a malformed record
+                rest, err = walk_records_general(data, count - k, limit, p)
+                if err is not None:
+                    return None
             ends[k:] = rest
             return ends
     return ends
 
 
-def walk_records_general(data, count: int, limit: int):
+def walk_records_general(data, count: int, limit: int, start: int = 0):
     """Like ``walk_records`` but for any varint length; stops at the first record whose
     prefix is malformed or runs past ``limit``. Returns (ends, error message or None)."""
     ends = []
-    p = 0
+    p = start
     for _ in range(count):
         raw = shift = 0
         q = p

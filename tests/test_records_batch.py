@@ -1,0 +1,199 @@
+"""Record batch v2: golden bytes written by hand from the layout, the reference codec, CRC-32C."""
+
+import importlib
+import struct
+import warnings
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import CorruptRecordError
+from protocol.records import batch as B
+
+TS = 1_700_000_000_000  # 0x0000018BCFE56800
+
+# Two records: offset 16 key b"k" value b"v1"; offset 17 key null value b"vv" at TS + 5
+# with one header ("h", b"x").
+GOLDEN_V2 = bytes.fromhex(
+    "0000000000000010"  # baseOffset 16
+    "00000048"  # batchLength 72 = 49 header bytes after this field + 23 record bytes
+    "00000000"  # partitionLeaderEpoch 0
+    "02"  # magic 2
+    "411909e5"  # crc: CRC-32C of every byte from attributes to the end
+    "0000"  # attributes: no codec, CreateTime, not transactional, not control
+    "00000001"  # lastOffsetDelta 1
+    "0000018bcfe56800"  # baseTimestamp TS
+    "0000018bcfe56805"  # maxTimestamp TS + 5
+    "ffffffffffffffff"  # producerId -1
+    "ffff"  # producerEpoch -1
+    "ffffffff"  # baseSequence -1
+    "00000002"  # recordCount 2
+    "12"  # record 0: length 9 (zigzag 18)
+    "00"  # attributes
+    "00"  # timestampDelta 0
+    "00"  # offsetDelta 0
+    "02"  # keyLength 1
+    "6b"  # key "k"
+    "04"  # valueLength 2
+    "7631"  # value "v1"
+    "00"  # headerCount 0
+    "18"  # record 1: length 12 (zigzag 24)
+    "00"  # attributes
+    "0a"  # timestampDelta 5
+    "02"  # offsetDelta 1
+    "01"  # keyLength -1: null key
+    "04"  # valueLength 2
+    "7676"  # value "vv"
+    "02"  # headerCount 1
+    "02"  # header keyLength 1
+    "68"  # header key "h"
+    "02"  # header valueLength 1
+    "78"  # header value "x"
+)
+
+GOLDEN_RECORDS = [
+    B.Record(16, TS, b"k", b"v1", ()),
+    B.Record(17, TS + 5, None, b"vv", (("h", b"x"),)),
+]
+
+
+def test_header_layout_constants():
+    assert B.BATCH_HEADER_SIZE == 61 == B.HEADER_STRUCT.size
+    offsets = [B.BASE_OFFSET_OFFSET, B.BATCH_LENGTH_OFFSET, B.PARTITION_LEADER_EPOCH_OFFSET,
+               B.MAGIC_OFFSET, B.CRC_OFFSET, B.ATTRIBUTES_OFFSET, B.LAST_OFFSET_DELTA_OFFSET,
+               B.BASE_TIMESTAMP_OFFSET, B.MAX_TIMESTAMP_OFFSET, B.PRODUCER_ID_OFFSET,
+               B.PRODUCER_EPOCH_OFFSET, B.BASE_SEQUENCE_OFFSET, B.RECORD_COUNT_OFFSET,
+               B.RECORDS_OFFSET]
+    sizes = [8, 4, 4, 1, 4, 2, 4, 8, 8, 8, 2, 4, 4]
+    assert [b - a for a, b in zip(offsets, offsets[1:])] == sizes
+    assert (B.COMPRESSION_MASK, B.TIMESTAMP_TYPE_MASK, B.TRANSACTIONAL_MASK, B.CONTROL_MASK,
+            B.DELETE_HORIZON_MASK) == (0x07, 0x08, 0x10, 0x20, 0x40)
+
+
+def test_golden_crc_is_crc32c_of_attributes_to_end():
+    assert B.crc32c(GOLDEN_V2[21:]) == 0x411909E5
+    assert B.crc32c_python(GOLDEN_V2[21:]) == 0x411909E5
+
+
+def test_crc32c_known_vector():
+    assert B.crc32c(b"123456789") == 0xE3069283
+    assert B.crc32c_python(b"123456789") == 0xE3069283
+    assert B.crc32c_python(b"6789", B.crc32c_python(b"12345")) == 0xE3069283
+
+
+def test_decode_golden():
+    h, records = B.decode_batch(GOLDEN_V2)
+    assert h.base_offset == 16 and h.batch_length == 72 and h.record_count == 2
+    assert h.last_offset == 17 and h.next_offset == 18 and h.size == len(GOLDEN_V2)
+    assert h.compression == 0 and h.timestamp_type == B.CREATE_TIME
+    assert not h.is_transactional and not h.is_control and not h.has_producer_id
+    assert records == GOLDEN_RECORDS
+
+
+def test_encode_golden():
+    assert B.build_batch(GOLDEN_RECORDS, partition_leader_epoch=0) == GOLDEN_V2
+
+
+def test_attribute_bits():
+    raw = B.build_batch([B.Record(0, TS, None, b"x")], timestamp_type=B.LOG_APPEND_TIME,
+                        transactional=True, control=True, delete_horizon=True,
+                        producer_id=7, producer_epoch=1, compression="gzip")
+    h = B.parse_header(raw)
+    assert h.attributes == 0x01 | 0x08 | 0x10 | 0x20 | 0x40
+    assert h.compression == 1 and h.timestamp_type == 1 and h.is_transactional
+    assert h.is_control and h.has_delete_horizon and h.has_producer_id
+
+
+def test_log_append_time_uses_max_timestamp():
+    raw = B.build_batch([B.Record(0, TS, None, b"a"), B.Record(1, TS + 9, None, b"b")],
+                        timestamp_type=B.LOG_APPEND_TIME, max_timestamp=TS + 100)
+    _, recs = B.decode_batch(raw)
+    assert [r.timestamp for r in recs] == [TS + 100, TS + 100]
+    assert {r.timestamp_type for r in recs} == {B.LOG_APPEND_TIME}
+
+
+def test_control_record_helpers():
+    raw = B.build_control_batch(B.ABORT, offset=5, producer_id=9, coordinator_epoch=3)
+    h, recs = B.decode_batch(raw)
+    assert h.is_control and h.is_transactional and h.producer_id == 9
+    assert B.control_type(recs[0].key) == B.ABORT
+    assert recs[0].value == struct.pack(">hi", 0, 3)
+    assert B.control_type(b"\x00") is None
+
+
+def test_iter_batches_stops_at_truncation():
+    two = GOLDEN_V2 + B.build_batch([B.Record(18, TS, b"a", b"b")])
+    assert [(p, o, m) for p, o, _, m in B.iter_batches(two)] == [(0, 16, 2),
+                                                                 (len(GOLDEN_V2), 18, 2)]
+    assert len(list(B.iter_batches(two[:-1]))) == 1
+
+
+@pytest.mark.parametrize("pos, value, message", [
+    (B.MAGIC_OFFSET, b"\x03", "magic"),
+    (B.CRC_OFFSET, b"\x00\x00\x00\x00", "CRC"),
+    (B.RECORD_COUNT_OFFSET, struct.pack(">i", -1), "negative"),
+    (B.RECORD_COUNT_OFFSET, struct.pack(">i", 1000), "1000 records"),
+    (B.ATTRIBUTES_OFFSET, b"\x00\x07", "codec"),
+    (B.LAST_OFFSET_DELTA_OFFSET, struct.pack(">i", 0), "last offset delta"),
+    (B.BATCH_LENGTH_OFFSET, struct.pack(">i", 10), "length"),
+])
+def test_reference_decoder_rejects_bad_header(pos, value, message):
+    raw = bytearray(GOLDEN_V2)
+    raw[pos:pos + len(value)] = value
+    if pos not in (B.CRC_OFFSET, B.BATCH_LENGTH_OFFSET, B.MAGIC_OFFSET):
+        struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
+    with pytest.raises(CorruptRecordError, match=message):
+        B.decode_batch(bytes(raw))
+
+
+def test_fallback_crc_warns_once(monkeypatch):
+    monkeypatch.setattr(B, "_crc32c_native", None)
+    monkeypatch.setattr(B, "_warned_slow_crc", False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert B.crc32c(b"123456789") == 0xE3069283
+        assert B.crc32c(GOLDEN_V2[21:]) == 0x411909E5
+    assert len([w for w in caught if "crc32c" in str(w.message)]) == 1
+    h, recs = B.decode_batch(GOLDEN_V2)
+    assert recs == GOLDEN_RECORDS
+
+
+def test_module_imports_without_crc32c_package(monkeypatch):
+    import builtins
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name == "crc32c":
+            raise ImportError("no crc32c")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    try:
+        mod = importlib.reload(B)
+        assert mod._crc32c_native is None
+        with pytest.warns(RuntimeWarning, match="crc32c"):
+            assert mod.crc32c(b"123456789") == 0xE3069283
+    finally:
+        monkeypatch.setattr(builtins, "__import__", real_import)
+        importlib.reload(B)
+
+
+headers_st = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)),
+                      max_size=3).map(tuple)
+record_st = st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300),
+                      headers_st, st.integers(-(1 << 40), 1 << 40), st.integers(1, 3))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(record_st, min_size=1, max_size=20), st.integers(0, 1 << 50),
+       st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
+def test_reference_round_trip(rows, base_offset, codec):
+    records, offset = [], base_offset
+    for key, value, headers, ts_delta, gap in rows:
+        records.append(B.Record(offset, TS + ts_delta, key, value, headers))
+        offset += gap
+    raw = B.build_batch(records, compression=codec)
+    h, decoded = B.decode_batch(raw)
+    assert decoded == records
+    assert h.last_offset == records[-1].offset
