@@ -46,3 +46,11 @@ class KafkaDataSource(DataSource):
         from .stream_reader import KafkaStreamReader
         self._check_schema(schema)
         return KafkaStreamReader(parse_reader_options(self.options, for_streaming=True))
+
+    def writer(self, schema, overwrite: bool):
+        from kafka_sink.writer import create_writer
+        return create_writer(self.options, schema, overwrite)
+
+    def streamWriter(self, schema, overwrite: bool):
+        from kafka_sink.writer import create_stream_writer
+        return create_stream_writer(self.options, schema, overwrite)

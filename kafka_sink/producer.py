@@ -1,0 +1,635 @@
+"""The producer of one write task: pipelined Produce requests, idempotent by default.
+
+``TaskProducer`` takes encoded record batches per partition (``append``) and delivers each
+exactly once and in order per partition, or fails the task with an error naming the topic,
+the partition and the last error. It is single-threaded: progress happens in ``poll`` and
+``flush``, which the writer calls between its own work.
+
+Sending
+-------
+Each Produce request goes to one partition leader and carries at most one batch per
+partition, up to ``max.request.size`` bytes of batches; at most
+``max.in.flight.requests.per.connection`` requests wait for answers on one connection (so
+at most that many batches of one partition are in flight: the broker remembers the last
+five of an idempotent producer). Answers come back in order on a connection; the producer
+waits on whichever connections have something to read (``select``).
+
+Idempotence (the default)
+-------------------------
+One InitProducerId per task (``transactional_id`` null) gives a producer id and epoch.
+Every batch of a partition gets the next sequence number when it is appended: the first
+is 0, the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
+bytes of a batch never change while its producer id lives: a resend is the same bytes, so
+the broker recognises a batch it already has.
+
+The answer to a batch decides its fate:
+
+- no error, or DUPLICATE_SEQUENCE_NUMBER (46: the broker has it already): delivered.
+- a retriable error (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT,
+  NOT_ENOUGH_REPLICAS[_AFTER_APPEND], a broken connection, no answer in
+  ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
+  still in flight is answered, refreshes the metadata when the leader may have moved, backs
+  off (``retry.backoff.ms``, doubling up to 1 s) and resends every unacknowledged batch
+  from the oldest, in order, unchanged.
+- OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
+  partition is still unacknowledged, this is the echo of that batch's failure and is
+  handled as a retriable error. If every older batch is acknowledged, the broker has lost
+  this producer's state for the partition (a gap that no resend can fill), so, as Kafka's
+  clients do, the producer starts a new epoch: it stops sending new batches, drives every
+  batch whose fate is unknown (sent, not answered for sure, on any partition) to an answer
+  under the old producer id, then asks for a new producer id (InitProducerId) and
+  renumbers every unacknowledged batch from sequence 0 (header fields and CRC rewritten)
+  before resending them in order. (Java's client bumps the epoch of the same id; for a
+  non-transactional producer a fresh id is equivalent, and every broker grants one.)
+- INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90): the producer is fenced; the task
+  fails.
+- any other error that is not retriable (MESSAGE_TOO_LARGE, INVALID_RECORD, an
+  authorization failure, ...): the task fails.
+
+A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after it was
+appended, or after ``retries`` resends.
+
+Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
+retry rules are the same, so a resend after an unclear failure may duplicate records
+(at-least-once, as Java's producer without idempotence). With ``acks=0`` nothing is
+answered: a batch counts as delivered once written to the socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import struct
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable
+
+from protocol.cluster import KafkaClient
+from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
+                             ProtocolError, PyKafkaError, UnsupportedVersionError)
+from protocol.primitives import ZERO_UUID
+from protocol.records import batch as _batch
+
+from .options import WriterOptions
+
+__all__ = ["TaskProducer", "ProduceError", "SEQUENCE_MODULUS", "next_sequence"]
+
+log = logging.getLogger("pykafka.sink")
+
+SEQUENCE_MODULUS = 2**31
+_MAX_BACKOFF = 1.0
+#: Errors after which the broker has certainly not written the batch.
+_REJECTED = frozenset({2, 3, 5, 6, 19, 45, 59, 74})
+#: Errors after which the partition's leader may have changed.
+_REFRESH = frozenset({3, 5, 6, 13, 74, 103})
+_FENCED = frozenset({47, 90})
+_DUPLICATE = 46
+_GAP = frozenset({45, 59})
+_HEADER_IDS = struct.Struct(">qhi")  # producer id, epoch, base sequence (at offset 43)
+_UINT32 = struct.Struct(">I")
+
+
+class ProduceError(PyKafkaError):
+    """A write task could not deliver its records; names the topic and partition."""
+
+
+def next_sequence(sequence: int, count: int) -> int:
+    """The sequence after a batch of ``count`` records starting at ``sequence``."""
+    return (sequence + count) % SEQUENCE_MODULUS
+
+
+def restamp(data: bytes, producer_id: int, epoch: int, base_sequence: int) -> bytes:
+    """The batch with new producer id, epoch and base sequence, and its CRC redone."""
+    out = bytearray(data)
+    _HEADER_IDS.pack_into(out, _batch.PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
+    crc = _batch.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET:])
+    _UINT32.pack_into(out, _batch.CRC_OFFSET, crc)
+    return bytes(out)
+
+
+@dataclass(eq=False)
+class _Batch:
+    topic: str
+    partition: int
+    data: bytes
+    count: int
+    deadline: float
+    sequence: int = -1
+    sent: bool = False  # sent at least once under the current producer id
+    in_flight: bool = False
+    acked: bool = False
+    rejected: bool = False  # the last answer says the broker did not write it
+    attempts: int = 0
+    last_error: str | None = None
+
+
+@dataclass(eq=False)
+class _Partition:
+    topic: str
+    partition: int
+    queue: deque = field(default_factory=deque)  # unacknowledged batches, oldest first
+    next_index: int = 0  # the next batch of the queue to send
+    in_flight: int = 0
+    next_sequence: int = 0
+    resend: bool = False  # restart from the oldest once nothing is in flight
+    retry_at: float = 0.0
+    backoff: float = 0.0
+    leader: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"topic {self.topic!r} partition {self.partition}"
+
+
+@dataclass(eq=False)
+class _Request:
+    node: int
+    conn: object
+    cid: int
+    batches: list
+    deadline: float
+
+
+class TaskProducer:
+    """Delivers the record batches of one write task. Not thread-safe."""
+
+    def __init__(self, options: WriterOptions, client: KafkaClient | None = None):
+        self.options = options
+        self.client = client or KafkaClient(options.client_config)
+        self._own_client = client is None
+        self.idempotent = options.enable_idempotence
+        self.producer_id = -1
+        self.epoch = -1
+        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._requests: dict[int, deque] = {}
+        self._topic_ids: dict[str, object] = {}
+        self._metadata_stale = False
+        self._metadata_retry_at = 0.0
+        self._new_id_pending = False
+        self._started = False
+        self.buffered_bytes = 0
+        self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
+        self.producer_ids: list[int] = []
+        self._backoff0 = options.retry_backoff_ms / 1000
+
+    # ---- lifecycle ------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._own_client:
+            self.client.close()
+
+    def __enter__(self) -> "TaskProducer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def start(self) -> None:
+        """Allow sending (until then batches are only buffered)."""
+        self._started = True
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    # ---- metadata -------------------------------------------------------------------------
+
+    def partition_counts(self, topics) -> dict[str, int]:
+        """The number of partitions of each topic that exists, waiting up to
+        ``max.block.ms`` for the ones not yet in the metadata; missing ones are left out."""
+        topics = sorted(set(topics))
+        deadline = time.monotonic() + self.options.max_block_ms / 1000
+        backoff = self._backoff0 or 0.05
+        while True:
+            try:
+                meta = self.client.refresh_metadata(topics)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                if time.monotonic() + backoff > deadline:
+                    raise KafkaTimeoutError(
+                        f"could not fetch the metadata of topics {topics} within "
+                        f"{self.options.max_block_ms} ms (kafka.max.block.ms): {e}") from e
+                meta = None
+            if meta is not None:
+                found = {t: meta.topics[t] for t in topics if t in meta.topics
+                         and not meta.topics[t].error_code and meta.topics[t].partitions}
+                for name, info in found.items():
+                    self._topic_ids[name] = info.topic_id
+                if len(found) == len(topics) or time.monotonic() + backoff > deadline:
+                    return {t: len(info.partitions) for t, info in found.items()}
+            time.sleep(backoff)
+            backoff = min(backoff * 2, _MAX_BACKOFF)
+
+    def _refresh_leaders(self) -> None:
+        now = time.monotonic()
+        if now < self._metadata_retry_at:
+            return
+        topics = sorted({p.topic for p in self._partitions.values()})
+        try:
+            meta = self.client.refresh_metadata(topics)
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            self._metadata_retry_at = now + self._backoff0
+            log.debug("metadata refresh failed: %s", e)
+            return
+        self._metadata_stale = False
+        for p in self._partitions.values():
+            info = meta.topics.get(p.topic)
+            part = info.partitions.get(p.partition) if info is not None else None
+            p.leader = part.leader if part is not None and part.leader >= 0 else None
+            if info is not None:
+                self._topic_ids[p.topic] = info.topic_id
+        if any(p.leader is None for p in self._partitions.values() if p.queue):
+            self._metadata_stale = True
+            self._metadata_retry_at = now + self._backoff0
+
+    # ---- producer id ----------------------------------------------------------------------
+
+    def _init_producer_id(self) -> None:
+        from protocol.schemas import INIT_PRODUCER_ID
+
+        def attempt():
+            meta = self.client.metadata()
+            nodes = sorted(meta.brokers)
+            if not nodes:
+                raise KafkaConnectionError("no broker in the cluster metadata")
+            conn = self.client.connection(nodes[len(self.producer_ids) % len(nodes)])
+            try:
+                version = conn.version_for(INIT_PRODUCER_ID)
+            except UnsupportedVersionError as e:
+                raise ProduceError(
+                    f"the broker does not support idempotent producers (InitProducerId): "
+                    f"{e}; set kafka.enable.idempotence=false to write without") from e
+            response = conn.request(INIT_PRODUCER_ID, {
+                "transactional_id": None, "transaction_timeout_ms": 60_000,
+                "producer_id": -1, "producer_epoch": -1}, version)
+            if response["error_code"]:
+                raise BrokerError.for_code(response["error_code"], "InitProducerId failed")
+            return response["producer_id"], response["producer_epoch"]
+
+        try:
+            self.producer_id, self.epoch = self.client.retrying(
+                "InitProducerId", attempt, self.options.delivery_timeout_ms)
+        except BrokerError as e:
+            hint = (" (the principal needs the IdempotentWrite permission on the cluster, or "
+                    "set kafka.enable.idempotence=false)" if e.code == 31 else "")
+            raise ProduceError(f"could not get a producer id: {e}{hint}") from e
+        self.producer_ids.append(self.producer_id)
+        log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
+
+    def producer_identity(self) -> tuple[int, int]:
+        """``(producer_id, epoch)`` for new batches; fetched on first use."""
+        if self.idempotent and self.producer_id < 0:
+            self._init_producer_id()
+        return self.producer_id, self.epoch
+
+    # ---- appending ------------------------------------------------------------------------
+
+    def append(self, topic: str, partition: int, count: int,
+               build: Callable[[int, int, int], bytes]) -> None:
+        """Queue one batch of ``count`` records. ``build(producer_id, epoch,
+        base_sequence)`` returns its bytes (-1s without idempotence)."""
+        key = (topic, partition)
+        p = self._partitions.get(key)
+        if p is None:
+            p = self._partitions[key] = _Partition(topic, partition)
+            self._metadata_stale = True
+        if self.idempotent:
+            producer_id, epoch = self.producer_identity()
+            sequence = p.next_sequence
+            p.next_sequence = next_sequence(sequence, count)
+        else:
+            producer_id, epoch, sequence = -1, -1, -1
+        data = build(producer_id, epoch, sequence)
+        b = _Batch(topic, partition, data, count,
+                   time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence)
+        p.queue.append(b)
+        self.buffered_bytes += len(data)
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> bool:
+        return any(p.queue for p in self._partitions.values())
+
+    def poll(self, timeout: float = 0.0) -> None:
+        """Send what may be sent, then handle the answers that arrive within ``timeout``
+        seconds (at least those already there)."""
+        if not self._started:
+            return
+        self._check_deadlines()
+        if self._metadata_stale:
+            self._refresh_leaders()
+        if self._new_id_pending:
+            self._maybe_new_producer_id()
+        self._send_ready()
+        self._receive(timeout)
+
+    def flush(self) -> None:
+        """Start sending if not yet started and return once every batch is delivered."""
+        self.start()
+        while self.pending:
+            self.poll(0.05)
+
+    def wait_for_room(self, limit: int) -> None:
+        """Make progress until at most ``limit`` bytes are waiting for delivery."""
+        self.start()
+        while self.buffered_bytes > limit and self.pending:
+            self.poll(0.05)
+
+    def _check_deadlines(self) -> None:
+        now = time.monotonic()
+        for p in self._partitions.values():
+            if p.queue and p.queue[0].deadline < now:
+                b = p.queue[0]
+                raise ProduceError(
+                    f"Delivery to {p.name} timed out: {b.count} records not acknowledged "
+                    f"within {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms)"
+                    f" after {b.attempts} attempts; last error: {b.last_error or 'none'}")
+
+    # ---- sending --------------------------------------------------------------------------
+
+    def _sendable(self, p: _Partition, now: float) -> _Batch | None:
+        if p.resend:
+            if p.in_flight:
+                return None
+            p.resend = False
+            p.next_index = 0
+        while p.next_index < len(p.queue) and p.queue[p.next_index].acked:
+            p.next_index += 1
+        if (p.next_index >= len(p.queue) or p.in_flight >= self.options.max_in_flight
+                or now < p.retry_at or p.leader is None):
+            return None
+        b = p.queue[p.next_index]
+        if self._new_id_pending and b is not _first_uncertain(p):
+            return None  # only batches of unknown fate may go before the new id
+        if b.attempts > self.options.retries:
+            raise ProduceError(f"Writing to {p.name} failed after {b.attempts - 1} retries "
+                               f"(kafka.retries); last error: {b.last_error}")
+        return b
+
+    def _send_ready(self) -> None:
+        while True:
+            now = time.monotonic()
+            by_node: dict[int, list] = {}
+            for p in self._partitions.values():
+                if not p.queue:
+                    continue
+                b = self._sendable(p, now)
+                if b is not None:
+                    by_node.setdefault(p.leader, []).append((p, b))
+            sent_any = False
+            for node, items in by_node.items():
+                if len(self._requests.get(node, ())) >= self.options.max_in_flight:
+                    continue
+                request, size = [], 0
+                for p, b in items:
+                    if request and size + len(b.data) > self.options.max_request_size:
+                        break
+                    request.append((p, b))
+                    size += len(b.data)
+                if self._send_request(node, request):
+                    sent_any = True
+            if not sent_any:
+                return
+
+    def _send_request(self, node: int, items: list) -> bool:
+        from protocol.schemas import PRODUCE
+        topics: dict[str, list] = {}
+        for p, b in items:
+            topics.setdefault(p.topic, []).append({"index": p.partition, "records": b.data})
+        ids = {t: self._topic_ids.get(t, ZERO_UUID) for t in topics}
+        body = {"transactional_id": None, "acks": self.options.acks,
+                "timeout_ms": self.options.request_timeout_ms,
+                "topic_data": [{"name": t, "topic_id": ids[t], "partition_data": parts}
+                               for t, parts in topics.items()]}
+        acks0 = self.options.acks == 0
+        try:
+            conn = self.client.connection(node)
+            cap = 12 if any(i == ZERO_UUID for i in ids.values()) else None
+            version = conn.version_for(PRODUCE, cap)
+            cid = conn.send(PRODUCE, body, version, expect_response=not acks0)
+        except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as e:
+            self._connection_failed(node, e)
+            for p, b in items:
+                self._retry(p, b, f"sending to broker {node} failed: {e}", rejected=False,
+                            refresh=True)
+            return False
+        for p, b in items:
+            b.sent = True
+            b.attempts += 1
+            p.next_index += 1
+        if acks0:
+            for p, b in items:
+                self._acked(p, b)
+            return True
+        for p, b in items:
+            b.in_flight = True
+            p.in_flight += 1
+        deadline = time.monotonic() + self.options.request_timeout_ms / 1000
+        self._requests.setdefault(node, deque()).append(
+            _Request(node, conn, cid, [b for _, b in items], deadline))
+        return True
+
+    # ---- receiving ------------------------------------------------------------------------
+
+    def _receive(self, timeout: float) -> None:
+        waiting = {node: q for node, q in self._requests.items() if q}
+        if not waiting:
+            if timeout > 0 and self.pending:
+                now = time.monotonic()
+                retry = min((p.retry_at for p in self._partitions.values() if p.queue),
+                            default=now)
+                time.sleep(max(0.0, min(timeout, retry - now, 0.05)))
+            return
+        ready = [node for node, q in waiting.items() if _has_response(q[0].conn, q[0].cid)]
+        if not ready:
+            now = time.monotonic()
+            first_deadline = min(q[0].deadline for q in waiting.values())
+            socks = {}
+            for node, q in waiting.items():
+                sock = _socket(q[0].conn)
+                if sock is None:
+                    ready.append(node)
+                else:
+                    socks[sock] = node
+            if not ready:
+                wait = max(0.0, min(timeout, first_deadline - now))
+                try:
+                    readable, _, _ = select.select(list(socks), [], [], wait)
+                except (OSError, ValueError):
+                    readable = list(socks)
+                ready = [socks[s] for s in readable]
+            for node, q in waiting.items():  # requests past their deadline
+                if node not in ready and q[0].deadline <= time.monotonic():
+                    ready.append(node)
+        for node in ready:
+            queue = self._requests.get(node)
+            if not queue:
+                continue
+            request = queue[0]
+            remaining_ms = max(1, int((request.deadline - time.monotonic()) * 1000))
+            try:
+                response = request.conn.receive(request.cid, remaining_ms)
+            except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as e:
+                self._connection_failed(node, e)
+                continue
+            queue.popleft()
+            self._handle_response(request, response)
+
+    def _connection_failed(self, node: int, error: Exception) -> None:
+        """Every request in flight on ``node``'s connection is lost: retry its batches."""
+        queue = self._requests.pop(node, deque())
+        for request in queue:
+            try:
+                request.conn.close()
+            except Exception:  # pragma: no cover - closing never matters here
+                pass
+            for b in request.batches:
+                p = self._partitions[(b.topic, b.partition)]
+                self._landed(p, b)
+                self._retry(p, b, f"no answer from broker {node}: {error}", rejected=False,
+                            refresh=True)
+        self._metadata_stale = True
+
+    def _handle_response(self, request: _Request, response: dict) -> None:
+        by_key = {(b.topic, b.partition): b for b in request.batches}
+        names = {v: k for k, v in self._topic_ids.items()}
+        answered = set()
+        for topic in response.get("responses", ()):
+            name = topic.get("name") or names.get(topic.get("topic_id"))
+            for part in topic["partition_responses"]:
+                key = (name, part["index"])
+                b = by_key.get(key)
+                if b is None or key in answered:
+                    continue
+                answered.add(key)
+                self._handle_partition(b, part)
+        for key, b in by_key.items():
+            if key not in answered:
+                p = self._partitions[key]
+                self._landed(p, b)
+                self._retry(p, b, f"broker {request.node} did not answer for this partition",
+                            rejected=False, refresh=True)
+
+    def _landed(self, p: _Partition, b: _Batch) -> None:
+        if b.in_flight:
+            b.in_flight = False
+            p.in_flight -= 1
+
+    def _handle_partition(self, b: _Batch, part: dict) -> None:
+        p = self._partitions[(b.topic, b.partition)]
+        self._landed(p, b)
+        code = part["error_code"]
+        if code == 0 or (code == _DUPLICATE and self.idempotent):
+            self._acked(p, b)
+            return
+        error = BrokerError.for_code(code, _describe(part), topic=b.topic,
+                                     partition=b.partition)
+        if code in _FENCED:
+            raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
+                               f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
+        if code in _GAP and self.idempotent:
+            first_unacked = next(q for q in p.queue if not q.acked)
+            if first_unacked is b:
+                log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
+                            "starting over with a new producer id", p.name, error.name,
+                            b.sequence)
+                self._new_id_pending = True
+            self._retry(p, b, str(error), rejected=True, refresh=False)
+            return
+        if error.retriable or code in _REJECTED:
+            self._retry(p, b, str(error), rejected=code in _REJECTED,
+                        refresh=code in _REFRESH)
+            return
+        raise ProduceError(f"Writing to {p.name} failed: {error}")
+
+    def _acked(self, p: _Partition, b: _Batch) -> None:
+        if b.acked:
+            return
+        b.acked = True
+        b.rejected = False
+        self.buffered_bytes -= len(b.data)
+        stat = self.stats.setdefault((b.topic, b.partition), [0, 0])
+        stat[0] += b.count
+        stat[1] += len(b.data)
+        while p.queue and p.queue[0].acked:
+            p.queue.popleft()
+            p.next_index = max(0, p.next_index - 1)
+        p.backoff = 0.0
+
+    def _retry(self, p: _Partition, b: _Batch, message: str, *, rejected: bool,
+               refresh: bool) -> None:
+        b.last_error = message
+        b.rejected = rejected
+        if not p.resend:
+            p.resend = True
+            p.backoff = min(max(p.backoff * 2, self._backoff0), _MAX_BACKOFF)
+            p.retry_at = time.monotonic() + p.backoff
+        if refresh:
+            self._metadata_stale = True
+        log.debug("%s: will resend from the oldest unacknowledged batch: %s", p.name, message)
+
+    # ---- a new producer id ----------------------------------------------------------------
+
+    def _maybe_new_producer_id(self) -> None:
+        """Once no batch of unknown fate is left, take a new producer id and renumber."""
+        for p in self._partitions.values():
+            if p.in_flight or _first_uncertain(p) is not None:
+                return  # _sendable resends the batch of unknown fate first
+        old = self.producer_id
+        self._init_producer_id()
+        log.warning("new producer id %d (was %d): renumbering the unacknowledged batches",
+                    self.producer_id, old)
+        for p in self._partitions.values():
+            kept = deque(q for q in p.queue if not q.acked)
+            sequence = 0
+            for q in kept:
+                q.data = restamp(q.data, self.producer_id, self.epoch, sequence)
+                q.sequence = sequence
+                q.sent = q.rejected = False
+                sequence = next_sequence(sequence, q.count)
+            p.queue = kept
+            p.next_sequence = sequence
+            p.next_index = 0
+            p.resend = False
+        self._new_id_pending = False
+
+
+def _first_uncertain(p: _Partition) -> _Batch | None:
+    """The oldest unacknowledged batch of ``p`` when its fate is unknown: it was sent and
+    no answer said it was not written. Brokers append a producer's batches of a partition
+    in sequence order, so when the oldest unacknowledged batch was certainly not written
+    (or never sent), no younger one was either."""
+    for q in p.queue:
+        if q.acked:
+            continue
+        if q.sent and not q.rejected and not q.in_flight:
+            return q
+        return None
+    return None
+
+
+def _describe(part: dict) -> str | None:
+    details = []
+    if part.get("error_message"):
+        details.append(part["error_message"])
+    for e in part.get("record_errors") or ():
+        details.append(f"record {e.get('batch_index')}: {e.get('batch_index_error_message')}")
+    return "; ".join(details) or None
+
+
+def _has_response(conn, cid: int) -> bool:
+    """Whether ``conn`` already holds the answer to ``cid`` (read with an earlier one)."""
+    ready = getattr(conn, "_ready", None)
+    return bool(ready) and cid in ready
+
+
+def _socket(conn):
+    """The socket to wait on for ``conn``; None when closed or when TLS holds read data."""
+    sock = getattr(conn, "_sock", None)
+    if sock is None:
+        return None
+    pending = getattr(sock, "pending", None)
+    if pending is not None and pending():
+        return None
+    return sock

@@ -1,0 +1,261 @@
+"""Spark's side of the sink: ``df.write`` and ``writeStream`` through Arrow writers.
+
+``create_writer`` / ``create_stream_writer`` (called by ``KafkaDataSource.writer`` and
+``streamWriter`` on the driver) check the save mode, the options and the DataFrame's
+schema before any task starts, and the topic of the ``topic`` option exists. Each task
+then runs ``write_task`` over its Arrow batches:
+
+1. ``columns.prepare`` reads the batch; ``validation.check_rows`` checks it (null topics,
+   unknown topics, partitions out of range, records too large...). Nothing of a batch is
+   handed to the producer before its check passed, and nothing is sent before
+   ``kafka.buffer.memory`` bytes are encoded or the input ends: a task whose input fits
+   in that buffer is checked in full before its first record leaves.
+2. Every row gets its partition (``partitioner``: the partition column, else the murmur2
+   hash of the key, else sticky runs), rows are grouped by (topic, partition) with a
+   stable sort (so each partition keeps the rows in their input order), and the groups go
+   to the ``PartitionBatcher`` which encodes full batches for the ``TaskProducer``.
+3. At the end the batcher and the producer are flushed; the task succeeds only when every
+   record is acknowledged, and returns a ``KafkaCommitMessage`` with the records and
+   bytes written per topic and partition, which the driver logs in ``commit``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
+                                    WriterCommitMessage)
+
+from protocol.errors import ConfigError
+
+from .batching import PartitionBatcher, Slice
+from .columns import Rows, prepare
+from .options import WriterOptions, parse_writer_options
+from .partitioner import StickyPartitioner, murmur2, to_positive
+from .producer import TaskProducer
+from .validation import WritePlan, check_rows, check_save_mode, check_schema
+
+__all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
+           "create_writer", "create_stream_writer", "write_task", "route_rows"]
+
+log = logging.getLogger("pykafka.sink")
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """What one task wrote: ``{(topic, partition): (records, bytes)}`` (bytes of record
+    batches as sent, after compression) and the producer ids it used."""
+
+    partitions: dict = field(default_factory=dict)
+    producer_ids: tuple = ()
+
+    @property
+    def records(self) -> int:
+        return sum(r for r, _ in self.partitions.values())
+
+    @property
+    def bytes(self) -> int:
+        return sum(b for _, b in self.partitions.values())
+
+    def per_topic(self) -> dict[str, tuple[int, int]]:
+        out: dict[str, list[int]] = {}
+        for (topic, _), (records, size) in self.partitions.items():
+            entry = out.setdefault(topic, [0, 0])
+            entry[0] += records
+            entry[1] += size
+        return {t: (r, b) for t, (r, b) in out.items()}
+
+
+def totals(messages: Iterable) -> dict[str, tuple[int, int]]:
+    """Records and bytes per topic over the commit messages of a job (None skipped)."""
+    out: dict[str, list[int]] = {}
+    for message in messages:
+        if isinstance(message, KafkaCommitMessage):
+            for topic, (records, size) in message.per_topic().items():
+                entry = out.setdefault(topic, [0, 0])
+                entry[0] += records
+                entry[1] += size
+    return {t: (r, b) for t, (r, b) in sorted(out.items())}
+
+
+# ---- one task -------------------------------------------------------------------------------
+
+def route_rows(rows: Rows, counts: dict[str, int], sticky: StickyPartitioner) -> np.ndarray:
+    """The partition of every row (the rows passed ``check_rows``)."""
+    n = rows.n
+    partition = np.zeros(n, dtype=np.int32)
+    decided = np.zeros(n, dtype=bool)
+    if rows.partition is not None:
+        decided = rows.partition_valid.copy()
+        partition[decided] = rows.partition[decided]
+    hashes = key_valid = None
+    if rows.key is not None and not decided.all():
+        hashes = to_positive(murmur2(rows.key))
+        key_valid = (np.ones(n, dtype=bool) if rows.key.null_count == 0 else
+                     np.asarray(rows.key.is_valid().to_numpy(zero_copy_only=False), bool))
+    single = len(rows.topics) == 1
+    for code, topic in enumerate(rows.topics):
+        count = counts[topic]
+        need = ~decided if single else (~decided & (rows.topic_codes == code))
+        if hashes is not None:
+            keyed = need & key_valid
+            partition[keyed] = (hashes[keyed] % np.uint32(count)).astype(np.int32)
+            need &= ~key_valid
+        index = np.flatnonzero(need)
+        if index.size:
+            partition[index] = sticky.assign(topic, rows.sizes[index], count)
+    return partition
+
+
+def _take(arr, order):
+    return None if arr is None else (arr if order is None else arr.take(order))
+
+
+def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> None:
+    """Group the rows by (topic, partition), keeping their order, and add each group."""
+    group = (rows.topic_codes.astype(np.int64) << 32) | partition.astype(np.int64)
+    if rows.n > 1 and (group[1:] < group[:-1]).any():
+        order = np.argsort(group, kind="stable")
+        group = group[order]
+        order_arr = pa.array(order, pa.int64())
+    else:
+        order_arr = None
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if rows.n else []
+    stops = np.r_[starts[1:], rows.n] if rows.n else []
+    key = _take(rows.key, order_arr)
+    value = _take(rows.value, order_arr)
+    headers = _take(rows.headers, order_arr)
+    ts = _take(rows.timestamps_array(), order_arr)
+    sizes = rows.sizes if order_arr is None else rows.sizes[order]
+    for start, stop in zip(starts, stops):
+        start, stop = int(start), int(stop)
+        topic = rows.topics[int(group[start] >> 32)]
+        part = int(group[start] & 0xFFFFFFFF)
+        length = stop - start
+        batcher.add(topic, part, Slice(
+            None if key is None else key.slice(start, length),
+            value.slice(start, length),
+            None if headers is None else headers.slice(start, length),
+            None if ts is None else ts.slice(start, length),
+            int(sizes[start:stop].sum())))
+
+
+def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,
+               *, client=None, producer: TaskProducer | None = None) -> KafkaCommitMessage:
+    """Write one task's Arrow batches; returns what was written once all is acknowledged."""
+    producer = producer or TaskProducer(options, client)
+    batcher = PartitionBatcher(options, producer)
+    sticky = StickyPartitioner(options.batch_size)
+    counts: dict[str, int] = {}
+    try:
+        for batch in batches:
+            if isinstance(batch, pa.Table):
+                parts = batch.to_batches()
+            else:
+                parts = [batch]
+            for rb in parts:
+                if rb.num_rows == 0:
+                    continue
+                rows = prepare(rb, plan)
+                missing = [t for t in rows.topics if t not in counts]
+                if missing:
+                    counts.update(producer.partition_counts(missing))
+                check_rows(rows, counts, options.max_request_size)
+                batcher.linger_expired()
+                _hand_over(rows, route_rows(rows, counts, sticky), batcher)
+                if producer.buffered_bytes >= options.buffer_memory:
+                    producer.wait_for_room(options.buffer_memory // 2)
+                elif producer.started:
+                    producer.poll(0)
+        batcher.flush()
+        producer.flush()
+        return KafkaCommitMessage(
+            partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
+            producer_ids=tuple(producer.producer_ids))
+    finally:
+        producer.close()
+
+
+# ---- Spark's writers ------------------------------------------------------------------------
+
+def _log_totals(what: str, messages) -> None:
+    per_topic = totals(messages)
+    if not per_topic:
+        log.info("%s: no records written", what)
+    for topic, (records, size) in per_topic.items():
+        log.info("%s: %d records (%d bytes) written to topic %s", what, records, size, topic)
+
+
+class KafkaArrowWriter(DataSourceArrowWriter):
+    """``df.write.format("pykafka")``: one ``write_task`` per Spark partition."""
+
+    def __init__(self, options: WriterOptions, plan: WritePlan):
+        self.options = options
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return write_task(iterator, self.options, self.plan)
+
+    def commit(self, messages) -> None:
+        _log_totals("Kafka write committed", messages)
+
+    def abort(self, messages) -> None:
+        done = [m for m in messages if m is not None]
+        log.warning("Kafka write aborted: %d of %d tasks had finished; records they "
+                    "wrote stay in Kafka", len(done), len(messages))
+        _log_totals("Kafka write aborted", done)
+
+
+class KafkaStreamArrowWriter(DataSourceStreamArrowWriter):
+    """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
+
+    def __init__(self, options: WriterOptions, plan: WritePlan):
+        self.options = options
+        self.plan = plan
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        return write_task(iterator, self.options, self.plan)
+
+    def commit(self, messages, batchId: int) -> None:
+        _log_totals(f"Kafka micro-batch {batchId} committed", messages)
+
+    def abort(self, messages, batchId: int) -> None:
+        done = [m for m in messages if m is not None]
+        log.warning("Kafka micro-batch %d aborted: %d of %d tasks had finished; records "
+                    "they wrote stay in Kafka", batchId, len(done), len(messages))
+
+
+def _check_topic_exists(options: WriterOptions) -> None:
+    if options.topic is None:
+        return
+    producer = TaskProducer(options)
+    try:
+        counts = producer.partition_counts([options.topic])
+    finally:
+        producer.close()
+    if options.topic not in counts:
+        raise ConfigError(f"Topic {options.topic} not present in metadata after "
+                          f"{options.max_block_ms} ms (kafka.max.block.ms): it does not exist "
+                          f"(topics are not created by the writer)")
+
+
+def _prepare(options, schema) -> tuple[WriterOptions, WritePlan]:
+    parsed = parse_writer_options(options)
+    plan = check_schema(schema, parsed.topic)
+    _check_topic_exists(parsed)
+    return parsed, plan
+
+
+def create_writer(options, schema, overwrite: bool) -> KafkaArrowWriter:
+    """The batch writer, after every check that needs no data."""
+    check_save_mode(overwrite)
+    return KafkaArrowWriter(*_prepare(options, schema))
+
+
+def create_stream_writer(options, schema, overwrite: bool) -> KafkaStreamArrowWriter:
+    """The streaming writer; ``overwrite`` (complete output mode) appends as Spark does."""
+    return KafkaStreamArrowWriter(*_prepare(options, schema))

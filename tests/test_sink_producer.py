@@ -1,0 +1,518 @@
+"""The sink's write task and idempotent producer against real brokers, without Spark.
+
+Records are written by ``write_task`` from Arrow batches and read back by confluent-kafka
+(librdkafka) and by kafka-python. The raw batches are fetched back and their headers
+checked (producer id, epoch, consecutive sequences).
+
+Brokers, and what each can prove:
+
+- Tansu checks the sequences of idempotent producers like Kafka (a gap is
+  OUT_OF_ORDER_SEQUENCE_NUMBER, a resend DUPLICATE_SEQUENCE_NUMBER, a new producer id must
+  start at 0), but cannot inject errors: faults there are injected on the client side (a
+  lost answer, a dropped connection) while five requests are in flight.
+- librdkafka's mock cluster injects broker errors, moves leaders and takes brokers down,
+  but does not check the sequences of a producer without a transactional id (its log
+  append skips the check), so a later pipelined batch that succeeds after an earlier one
+  failed is appended out of order, where a real broker would reject it. Order is therefore
+  asserted on the mock with one request in flight per connection; with five, the tests
+  assert that nothing is lost or duplicated.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import confluent_kafka
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from kafka.partitioner.default import murmur2 as referee_murmur2
+from kafka_sink.options import parse_writer_options
+from kafka_sink.producer import ProduceError, TaskProducer, next_sequence, restamp
+from kafka_sink.validation import WritePlan
+from kafka_sink.writer import write_task
+from protocol.cluster import KafkaClient
+from protocol.errors import KafkaConnectionError
+from protocol.records import batch as rb
+
+HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
+                                                       pa.field("value", pa.binary())])))
+TS_TYPE = pa.timestamp("us", tz="UTC")
+
+
+# ---- helpers -------------------------------------------------------------------------------
+
+def make_topic(broker, name: str, partitions: int) -> None:
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics
+            broker.create_topic(name, partitions, 3)
+            client.wait_for_topics([name])
+        else:
+            client.create_topics({name: partitions})
+
+
+def options(broker, topic: str | None = None, **extra):
+    opts = {"kafka.bootstrap.servers": broker.bootstrap, "kafka.retry.backoff.ms": "20"}
+    if topic is not None:
+        opts["topic"] = topic
+    opts.update({k if k.startswith(("kafka.", "topic")) else f"kafka.{k}": str(v)
+                 for k, v in extra.items()})
+    return parse_writer_options(opts)
+
+
+def plan_for(batch: pa.RecordBatch, topic: str | None) -> WritePlan:
+    names = set(batch.schema.names)
+    kind = None
+    if "timestamp" in names:
+        kind = "double" if pa.types.is_floating(batch.schema.field("timestamp").type) \
+            else "timestamp"
+    return WritePlan(topic_option=topic, topic_column=topic is None and "topic" in names,
+                     key_column="key" in names, headers_column="headers" in names,
+                     partition_column="partition" in names, timestamp_kind=kind)
+
+
+def rows(n: int, start: int = 0, *, keys=True, headers=False, timestamps=False,
+         partitions=None, value_size=None) -> pa.RecordBatch:
+    """Rows numbered ``start..start+n``: key ``k<i>``, value ``v<i>`` (or padded)."""
+    idx = range(start, start + n)
+    cols, names = [], []
+    if keys:
+        cols.append(pa.array([b"k%08d" % i for i in idx], pa.binary()))
+        names.append("key")
+    if value_size:
+        cols.append(pa.array([(b"v%08d" % i).ljust(value_size, b"-") for i in idx]))
+    else:
+        cols.append(pa.array([b"v%08d" % i for i in idx], pa.binary()))
+    names.append("value")
+    if headers:
+        cols.append(pa.array([[{"key": "h", "value": b"%d" % i}, {"key": "n", "value": None}]
+                              if i % 3 else [] for i in idx], HEADERS_TYPE))
+        names.append("headers")
+    if timestamps:
+        cols.append(pa.array([1_700_000_000_000_000 + i * 1000 + 999 for i in idx], TS_TYPE))
+        names.append("timestamp")
+    if partitions is not None:
+        cols.append(pa.array([partitions(i) for i in idx], pa.int32()))
+        names.append("partition")
+    return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+def batches(total: int, size: int, **kw) -> list[pa.RecordBatch]:
+    return [rows(min(size, total - s), s, **kw) for s in range(0, total, size)]
+
+
+def write(broker, topic, data, **extra):
+    data = list(data)
+    opts = options(broker, topic, **extra)
+    return write_task(iter(data), opts, plan_for(data[0], topic))
+
+
+def consume(bootstrap: str, topic: str, partitions: int, expected: int,
+            timeout: float = 30) -> dict[int, list]:
+    """Every record from offset 0, per partition, with confluent-kafka."""
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
+        "enable.auto.commit": False, "enable.partition.eof": False})
+    try:
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0)
+                         for p in range(partitions)])
+        out: dict[int, list] = {p: [] for p in range(partitions)}
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < expected and time.monotonic() < deadline:
+            for m in consumer.consume(10_000, 0.5):
+                if m.error():
+                    raise AssertionError(str(m.error()))
+                out[m.partition()].append(
+                    (m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
+                got += 1
+        # a little longer, to catch duplicates beyond the expected count
+        for m in consumer.consume(10_000, 0.3):
+            if not m.error():
+                out[m.partition()].append(
+                    (m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
+        return out
+    finally:
+        consumer.close()
+
+
+def consume_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int,
+                         timeout: float = 30) -> dict[int, list]:
+    from kafka import KafkaConsumer, TopicPartition
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                             group_id=None, consumer_timeout_ms=1000)
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        out: dict[int, list] = {p: [] for p in range(partitions)}
+        got = 0
+        deadline = time.monotonic() + timeout
+        while got < expected and time.monotonic() < deadline:
+            for tp, messages in consumer.poll(timeout_ms=500).items():
+                for m in messages:
+                    out[tp.partition].append((m.key, m.value, list(m.headers or []),
+                                              m.timestamp))
+                    got += 1
+        return out
+    finally:
+        consumer.close()
+
+
+def assert_exactly_once_in_order(got: dict[int, list], total: int, *, ordered=True) -> None:
+    seen = [int(v[1:9]) for recs in got.values() for _, v, _, _ in recs]
+    assert len(seen) == total, f"{len(seen)} records read, {total} written"
+    assert sorted(seen) == list(range(total)), "records lost or duplicated"
+    if ordered:
+        for p, recs in got.items():
+            idx = [int(v[1:9]) for _, v, _, _ in recs]
+            assert idx == sorted(idx), f"partition {p} out of order"
+
+
+def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
+    """The v2 batch headers of a partition, fetched with our client."""
+    headers = []
+    offset = 0
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        for _ in range(1000):
+            part = client.fetch({(topic, partition): offset}, max_wait_ms=100)[(topic, partition)]
+            data = part["records"] or b""
+            found = False
+            for pos, base, size, magic in rb.iter_batches(data):
+                h = rb.parse_header(data, pos)
+                if h.base_offset < offset:
+                    continue
+                headers.append(h)
+                offset = h.next_offset
+                found = True
+            if not found:
+                break
+    return headers
+
+
+# ---- round trips on Tansu ------------------------------------------------------------------
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_round_trip_every_codec_read_by_both_clients(tansu, topic_name, codec):
+    make_topic(tansu, topic_name, 3)
+    total = 3000
+    data = batches(total, 700, headers=True, timestamps=True)
+    message = write(tansu, topic_name, data, **{"compression.type": codec})
+    assert message.records == total and message.bytes > 0
+    assert sum(r for r, _ in message.partitions.values()) == total
+
+    expected = {}
+    for i in range(total):
+        key = b"k%08d" % i
+        part = (referee_murmur2(key) & 0x7FFFFFFF) % 3
+        hdrs = [("h", b"%d" % i), ("n", None)] if i % 3 else []
+        expected.setdefault(part, []).append(
+            (key, b"v%08d" % i, hdrs, 1_700_000_000_000 + i))  # micros truncated to ms
+    got = consume(tansu.bootstrap, topic_name, 3, total)
+    assert {p: v for p, v in got.items() if v} == expected
+    from kafka import codec as kafka_python_codecs
+    if codec == "snappy" and not kafka_python_codecs.has_snappy():
+        return  # kafka-python reads snappy only with python-snappy, not installed here
+    got_kp = consume_kafka_python(tansu.bootstrap, topic_name, 3, total)
+    assert {p: v for p, v in got_kp.items() if v} == expected
+
+
+def test_batches_carry_a_producer_id_and_consecutive_sequences(tansu, topic_name):
+    make_topic(tansu, topic_name, 2)
+    total = 6000
+    message = write(tansu, topic_name, batches(total, 1000, keys=False,
+                                               partitions=lambda i: i % 2),
+                    **{"batch.size": 8000})
+    assert len(message.producer_ids) == 1
+    pid = message.producer_ids[0]
+    for partition in range(2):
+        headers = raw_batches(tansu.bootstrap, topic_name, partition)
+        assert len(headers) > 3  # batch.size split the rows
+        assert sum(h.record_count for h in headers) == total // 2
+        sequence = 0
+        for h in headers:
+            assert (h.producer_id, h.producer_epoch) == (pid, 0)
+            assert h.base_sequence == sequence
+            assert h.batch_length + 12 <= 8000
+            sequence = next_sequence(sequence, h.record_count)
+
+
+def test_partition_column_then_key_then_sticky(tansu, topic_name):
+    make_topic(tansu, topic_name, 4)
+    n = 400
+    keys = [None if i % 4 == 0 else b"key-%d" % i for i in range(n)]
+    parts = [2 if i % 5 == 0 else None for i in range(n)]
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(keys, pa.binary()), pa.array([b"v%08d" % i for i in range(n)]),
+         pa.array(parts, pa.int32())], names=["key", "value", "partition"])
+    write(tansu, topic_name, [batch])
+    got = consume(tansu.bootstrap, topic_name, 4, n)
+    where = {int(v[1:9]): p for p, recs in got.items() for _, v, _, _ in recs}
+    assert len(where) == n
+    unkeyed = set()
+    for i in range(n):
+        if parts[i] is not None:
+            assert where[i] == 2
+        elif keys[i] is not None:
+            assert where[i] == (referee_murmur2(keys[i]) & 0x7FFFFFFF) % 4
+        else:
+            unkeyed.add(where[i])
+    assert len(unkeyed) == 1  # a small run of unkeyed rows sticks to one partition
+
+
+def test_topic_column_spreads_rows_over_topics_in_order(tansu, topic_name):
+    a, b = topic_name + "-a", topic_name + "-b"
+    make_topic(tansu, a, 1)
+    make_topic(tansu, b, 1)
+    n = 1000
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([a if i % 3 else b for i in range(n)]),
+         pa.array([b"v%08d" % i for i in range(n)])], names=["topic", "value"])
+    message = write(tansu, None, [batch, batch.slice(0, 10)])
+    assert message.per_topic() == {a: (672, message.per_topic()[a][1]),
+                                   b: (338, message.per_topic()[b][1])}
+    got_a = [int(v[1:9]) for _, v, _, _ in consume(tansu.bootstrap, a, 1, 672)[0]]
+    assert got_a == [i for i in range(n) if i % 3] + [i for i in range(10) if i % 3]
+
+
+def test_string_key_and_value_and_double_timestamps(tansu, topic_name):
+    make_topic(tansu, topic_name, 1)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(["é-key", None]), pa.array(["välue", None]),
+         pa.array([1_700_000_000.1239, None], pa.float64())],
+        names=["key", "value", "timestamp"])
+    before = int(time.time() * 1000)
+    write(tansu, topic_name, [batch])
+    got = consume(tansu.bootstrap, topic_name, 1, 2)[0]
+    assert got[0][:3] == ("é-key".encode(), "välue".encode(), [])
+    assert got[0][3] == 1_700_000_000_123
+    assert got[1][0] is None and got[1][1] is None and got[1][3] >= before
+
+
+def test_lost_answers_and_broken_connections_are_resent_once(tansu, topic_name, monkeypatch):
+    """Five requests in flight; the answers of some are lost (the broker wrote them) and
+    the connection is dropped: the resends are recognised as duplicates by Tansu."""
+    make_topic(tansu, topic_name, 2)
+    from protocol.connection import BrokerConnection
+    real_receive = BrokerConnection.receive
+    calls = {"n": 0}
+
+    def flaky_receive(self, cid, timeout_ms=None):
+        response = real_receive(self, cid, timeout_ms)
+        calls["n"] += 1
+        if calls["n"] in (3, 9, 10, 17) and "responses" in response:
+            self.close()  # the broker wrote the batches; we never hear it
+            raise KafkaConnectionError("injected: connection lost after the answer")
+        return response
+
+    monkeypatch.setattr(BrokerConnection, "receive", flaky_receive)
+    total = 20_000
+    message = write(tansu, topic_name, batches(total, 2000), **{"batch.size": 4000,
+                                                                "buffer.memory": 50_000})
+    monkeypatch.setattr(BrokerConnection, "receive", real_receive)
+    assert calls["n"] > 17
+    assert message.records == total
+    assert_exactly_once_in_order(consume(tansu.bootstrap, topic_name, 2, total), total)
+
+
+def test_a_request_lost_before_the_broker_saw_it(tansu, topic_name, monkeypatch):
+    """A Produce request vanishes while later ones reach the broker: Tansu answers the later
+    ones OUT_OF_ORDER_SEQUENCE_NUMBER, and the producer resends all in order."""
+    make_topic(tansu, topic_name, 1)
+    from protocol.connection import BrokerConnection
+    real_send = BrokerConnection.send
+    state = {"n": 0, "dropped": None}
+
+    def lossy_send(self, api, body, version=None, expect_response=True):
+        if api.key == 0:
+            state["n"] += 1
+            if state["n"] == 4:
+                # pretend the frame went out: a correlation id the broker never answers
+                cid, _ = self._framing.request(api, version, body, expect_response)
+                state["dropped"] = cid
+                return cid
+        return real_send(self, api, body, version, expect_response)
+
+    monkeypatch.setattr(BrokerConnection, "send", lossy_send)
+    total = 20_000
+    message = write(tansu, topic_name, batches(total, 2000), **{
+        "batch.size": 4000, "buffer.memory": 50_000, "request.timeout.ms": 1500,
+        "delivery.timeout.ms": 30000})
+    monkeypatch.setattr(BrokerConnection, "send", real_send)
+    assert state["dropped"] is not None
+    assert message.records == total
+    assert_exactly_once_in_order(consume(tansu.bootstrap, topic_name, 1, total), total)
+
+
+def test_acks_one_and_zero_without_idempotence(tansu, topic_name):
+    make_topic(tansu, topic_name, 1)
+    write(tansu, topic_name, batches(500, 250), acks=1, **{"enable.idempotence": "false"})
+    write(tansu, topic_name, batches(500, 250, keys=False)[::1], acks=0,
+          **{"enable.idempotence": "false"})
+    got = consume(tansu.bootstrap, topic_name, 1, 1000)[0]
+    assert len(got) == 1000
+    for h in raw_batches(tansu.bootstrap, topic_name, 0):
+        assert h.producer_id == -1 and h.base_sequence == -1
+
+
+# ---- faults on the mock cluster -------------------------------------------------------------
+
+@pytest.mark.parametrize("in_flight", [1, 5])
+@pytest.mark.parametrize("errors", [[6, 6, 6], [7, 7], [20, 20, 20], [6, 7, 20, 19, 7]])
+def test_injected_produce_errors(mock_cluster, topic_name, errors, in_flight):
+    make_topic(mock_cluster, topic_name, 3)
+    mock_cluster.push_request_errors(0, errors)
+    total = 12_000
+    message = write(mock_cluster, topic_name, batches(total, 3000), **{
+        "batch.size": 6000, "buffer.memory": 40_000,
+        "max.in.flight.requests.per.connection": in_flight})
+    mock_cluster.clear_request_errors(0)
+    assert message.records == total
+    got = consume(mock_cluster.bootstrap, topic_name, 3, total)
+    assert_exactly_once_in_order(got, total, ordered=in_flight == 1)
+
+
+def _leader_of(broker, topic, partition):
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        return client.refresh_metadata([topic]).topics[topic].partitions[partition].leader
+
+
+def test_leader_moves_mid_write(mock_cluster, topic_name):
+    make_topic(mock_cluster, topic_name, 2)
+    total = 30_000
+    data = batches(total, 1000)
+
+    def stream():
+        for i, batch in enumerate(data):
+            if i in (8, 20):
+                for p in range(2):
+                    leader = _leader_of(mock_cluster, topic_name, p)
+                    mock_cluster.partition_set_leader(topic_name, p, leader % 3 + 1)
+            yield batch
+
+    opts = options(mock_cluster, topic_name, **{
+        "batch.size": 8000, "buffer.memory": 30_000,
+        "max.in.flight.requests.per.connection": 1})
+    message = write_task(stream(), opts, plan_for(data[0], topic_name))
+    assert message.records == total
+    got = consume(mock_cluster.bootstrap, topic_name, 2, total)
+    assert_exactly_once_in_order(got, total)
+
+
+def test_broker_down_and_up_mid_write(mock_cluster, topic_name):
+    make_topic(mock_cluster, topic_name, 3)
+    total = 30_000
+    data = batches(total, 1000)
+    down = _leader_of(mock_cluster, topic_name, 0)
+    timers = []
+
+    def stream():
+        for i, batch in enumerate(data):
+            if i == 10:
+                mock_cluster.broker_set_down(down)
+                timer = threading.Timer(1.0, mock_cluster.broker_set_up, (down,))
+                timer.start()
+                timers.append(timer)
+            yield batch
+
+    opts = options(mock_cluster, topic_name, **{
+        "batch.size": 8000, "buffer.memory": 30_000,
+        "max.in.flight.requests.per.connection": 1})
+    try:
+        message = write_task(stream(), opts, plan_for(data[0], topic_name))
+    finally:
+        for timer in timers:
+            timer.join()
+        mock_cluster.broker_set_up(down)
+    assert message.records == total
+    got = consume(mock_cluster.bootstrap, topic_name, 3, total)
+    assert_exactly_once_in_order(got, total)
+
+
+@pytest.mark.parametrize("code", [59, 45])
+def test_lost_producer_state_starts_a_new_producer_id(mock_cluster, topic_name, code):
+    make_topic(mock_cluster, topic_name, 1)
+    mock_cluster.push_request_errors(0, [code])
+    total = 5000
+    message = write(mock_cluster, topic_name, batches(total, 1000), **{
+        "batch.size": 4000, "max.in.flight.requests.per.connection": 1})
+    assert len(message.producer_ids) == 2
+    got = consume(mock_cluster.bootstrap, topic_name, 1, total)
+    assert_exactly_once_in_order(got, total)
+    headers = raw_batches(mock_cluster.bootstrap, topic_name, 0)
+    new_id = [h for h in headers if h.producer_id == message.producer_ids[1]]
+    assert new_id and new_id[0].base_sequence == 0
+
+
+@pytest.mark.parametrize("code,words", [(90, "fenced"), (47, "fenced"),
+                                        (10, "MESSAGE_TOO_LARGE"),
+                                        (29, "TOPIC_AUTHORIZATION_FAILED")])
+def test_fatal_errors_fail_the_task_naming_the_partition(mock_cluster, topic_name, code,
+                                                         words):
+    make_topic(mock_cluster, topic_name, 1)
+    mock_cluster.push_request_errors(0, [code])
+    try:
+        with pytest.raises(ProduceError) as info:
+            write(mock_cluster, topic_name, batches(100, 100))
+    finally:
+        mock_cluster.clear_request_errors(0)
+    text = str(info.value)
+    assert words in text and f"topic {topic_name!r} partition 0" in text
+
+
+def test_delivery_timeout_names_partition_and_last_error(mock_cluster, topic_name):
+    make_topic(mock_cluster, topic_name, 1)
+    mock_cluster.push_request_errors(0, [7] * 500)
+    started = time.monotonic()
+    try:
+        with pytest.raises(ProduceError) as info:
+            write(mock_cluster, topic_name, batches(100, 100), **{
+                "request.timeout.ms": 500, "linger.ms": 0, "delivery.timeout.ms": 1500})
+    finally:
+        mock_cluster.clear_request_errors(0)
+    assert time.monotonic() - started < 10
+    text = str(info.value)
+    assert f"topic {topic_name!r} partition 0 timed out" in text
+    assert "kafka.delivery.timeout.ms" in text and "REQUEST_TIMED_OUT" in text
+
+
+def test_one_init_producer_id_per_task_and_pipelined_produce(mock_cluster, topic_name):
+    make_topic(mock_cluster, topic_name, 3)
+    mock_cluster.start_request_tracking()
+    try:
+        write(mock_cluster, topic_name, batches(9000, 3000), **{"batch.size": 3000})
+        requests = mock_cluster.get_requests()
+    finally:
+        mock_cluster.stop_request_tracking()
+    assert sum(r.api_key == 22 for r in requests) == 1
+    assert sum(r.api_key == 0 for r in requests) >= 10
+
+
+# ---- small units ---------------------------------------------------------------------------
+
+def test_sequence_wraps_at_int32_max():
+    assert next_sequence(0, 5) == 5
+    assert next_sequence(2**31 - 3, 3) == 0
+    assert next_sequence(2**31 - 1, 3) == 2
+
+
+def test_restamp_rewrites_ids_and_crc():
+    data = rb.build_batch([(0, 1000, b"k", b"v"), (1, 1001, None, b"w")], producer_id=7,
+                          producer_epoch=1, base_sequence=40)
+    again = restamp(data, 99, 0, 0)
+    h = rb.parse_header(again)
+    assert (h.producer_id, h.producer_epoch, h.base_sequence) == (99, 0, 0)
+    assert h.crc == rb.crc32c(memoryview(again)[rb.ATTRIBUTES_OFFSET:])
+    assert again[rb.RECORDS_OFFSET:] == data[rb.RECORDS_OFFSET:]
+
+
+def test_producer_without_records_sends_nothing(mock_cluster, topic_name):
+    make_topic(mock_cluster, topic_name, 1)
+    opts = options(mock_cluster, topic_name)
+    with TaskProducer(opts) as producer:
+        producer.flush()
+        assert producer.producer_ids == [] and not producer.pending
+    message = write_task(iter([rows(0)]), opts, plan_for(rows(1), topic_name))
+    assert message.records == 0 and message.producer_ids == ()
