@@ -232,26 +232,40 @@ def fix_legacy_lz4_header(data) -> bytes:
     return data[:end] + bytes([hc]) + data[end + 1:]
 
 
+def _lz4_frame_decode(lz4_frame, data, max_size, topic, partition, offset) -> bytes:
+    d = lz4_frame.LZ4FrameDecompressor()
+    # ask for a bounded amount at a time: python-lz4 allocates max_length bytes up front
+    step = min(max_size + 1, max(1 << 16, 8 * len(data)))
+    parts = [d.decompress(data, max_length=step)]
+    total = len(parts[0])
+    while not d.eof and total <= max_size:
+        if d.needs_input:
+            raise _corrupt("lz4", "truncated frame", topic, partition, offset)
+        step = min(max_size + 1 - total, max(step, total))
+        more = d.decompress(b"", max_length=step)
+        parts.append(more)
+        total += len(more)
+    if total > max_size:
+        raise _bomb("lz4", max_size, topic, partition, offset)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def _lz4_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
                     offset=None, legacy_header: bool = False) -> bytes:
     lz4_frame = _import("lz4", "lz4.frame", "lz4", topic, partition)
-    attempts = [fix_legacy_lz4_header(data), data] if legacy_header else [data,
-                                                                          fix_legacy_lz4_header(data)]
-    error: Exception | None = None
-    for attempt in attempts:
+    first_error: Exception | None = None
+    for attempt in range(2):
+        # Kafka before 0.10 (magic 0) wrote a wrong header checksum: try the repaired header
+        # first for those, and second for anyone else
+        repair = legacy_header != (attempt == 1)
         try:
-            d = lz4_frame.LZ4FrameDecompressor()
-            out = d.decompress(attempt, max_length=max_size + 1)
-            if len(out) > max_size:
-                raise _bomb("lz4", max_size, topic, partition, offset)
-            if not d.eof:
-                raise _corrupt("lz4", "truncated frame", topic, partition, offset)
-            return out
+            return _lz4_frame_decode(lz4_frame, fix_legacy_lz4_header(data) if repair else data,
+                                     max_size, topic, partition, offset)
         except CorruptRecordError:
             raise
         except RuntimeError as e:  # lz4.frame reports every malformed input as RuntimeError
-            error = e
-    raise _corrupt("lz4", error, topic, partition, offset)
+            first_error = first_error or e
+    raise _corrupt("lz4", first_error, topic, partition, offset)
 
 
 # ---- zstd ----------------------------------------------------------------------------------
@@ -270,6 +284,11 @@ def _zstd_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, par
         raise _corrupt("zstd", e, topic, partition, offset) from None
     if declared > max_size:  # -1 when the frame does not declare its size
         raise _bomb("zstd", max_size, topic, partition, offset)
+    if declared >= 0:  # one frame of known size: a single exact allocation
+        try:
+            return zstandard.ZstdDecompressor().decompress(data, allow_extra_data=False)
+        except zstandard.ZstdError:
+            pass  # more frames follow, or it is corrupt: the careful path below tells
     # A decompressobj returns everything a piece of input encodes, so input is fed in slices
     # small enough that one slice cannot expand far past the cap (a zstd block yields at
     # most 128 KiB from a few bytes, so a ratio of 2**15 bounds every slice), and the
