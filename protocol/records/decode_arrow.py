@@ -10,8 +10,10 @@ How it goes:
 
 1. A Python loop over batch headers (61 bytes each): checks, CRC-32C, transaction
    filtering, decompression. Records sections of the batches to decode are gathered.
-2. The sections are concatenated into one arena and a single list comprehension follows
-   the record length prefixes through all of them (the only per-record Python).
+2. The sections are concatenated into one arena (about 1 MiB at a time, to stay in cache)
+   and the record boundaries are found: runs of records of one size are recognised with
+   numpy (same length-prefix bytes, same size), the rest is followed by a single list
+   comprehension over the length prefixes (the only per-record Python).
 3. Every field of every record is then decoded with numpy over the arena, one field at a
    time for all records (``vectorized.decode_varints``), and checked the same way.
 4. Keys and values become Arrow arrays through one ``take`` over a binary array whose
@@ -36,6 +38,7 @@ import pyarrow.compute as pc
 from ..errors import ConfigError, CorruptRecordError
 from . import batch as _batch
 from . import legacy as _legacy
+from . import compression as _compression
 from .compression import DEFAULT_MAX_DECOMPRESSED
 from .vectorized import PAD, VarintError, decode_varints, find_record_ends, walk_records_general
 
@@ -86,16 +89,6 @@ class _Pending:
         self.count = []
         self.last_delta = []
 
-    def add(self, section, h: _batch.BatchHeader):
-        self.sections.append(section)
-        self.size += len(section)
-        self.base_offset.append(h.base_offset)
-        self.base_timestamp.append(h.base_timestamp)
-        self.max_timestamp.append(h.max_timestamp)
-        self.log_append.append(h.timestamp_type == _batch.LOG_APPEND_TIME)
-        self.count.append(h.record_count)
-        self.last_delta.append(h.last_offset_delta)
-
 
 def decode_records(records, *, topic: str, partition: int, start_offset: int,
                    end_offset: int | None = None, include_headers: bool = False,
@@ -140,6 +133,10 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
     pending = _Pending()
     next_offset = start_offset
     pos = 0
+    view = memoryview(buf)
+    unpack_header = _batch.HEADER_STRUCT.unpack_from
+    crc32c = _batch.crc32c
+    decompress = _compression.decompress
     while n - pos >= _batch.LOG_OVERHEAD:
         base_offset, length = _PREFIX.unpack_from(buf, pos)
         if length < 5:  # cannot even reach the magic byte
@@ -154,38 +151,62 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
                 raise CorruptRecordError(
                     f"record batch length {length} is smaller than its header", topic=topic,
                     partition=partition, offset=base_offset)
-            h = _batch.parse_header(buf, pos)
-            _batch.check_header(h, topic=topic, partition=partition)
-            if end_offset is not None and h.base_offset >= end_offset:
+            # the per-batch loop: plain tuples and locals, a BatchHeader only off the fast path
+            fields = unpack_header(buf, pos)
+            (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
+             count) = fields
+            codec = attributes & _batch.COMPRESSION_MASK
+            if codec > 4 or count < 0 or (count > 0 and last_delta < count - 1):
+                _batch.check_header(_batch.BatchHeader(*fields), topic=topic,
+                                    partition=partition)
+            if end_offset is not None and base_offset >= end_offset:
                 break
+            last_offset = base_offset + last_delta
+            control = attributes & _batch.CONTROL_MASK
             skip = False
-            if read_committed and h.has_producer_id:
-                while aborted_at < len(aborted) and aborted[aborted_at][0] <= h.last_offset:
+            if read_committed and producer_id >= 0:
+                while aborted_at < len(aborted) and aborted[aborted_at][0] <= last_offset:
                     aborted_pids.add(aborted[aborted_at][1])
                     aborted_at += 1
-                if h.is_control:
-                    if _is_abort_marker(buf, pos, h, topic, partition, max_decompressed):
-                        aborted_pids.discard(h.producer_id)
-                elif h.is_transactional and h.producer_id in aborted_pids:
+                if control:
+                    if _is_abort_marker(buf, pos, _batch.BatchHeader(*fields), topic,
+                                        partition, max_decompressed):
+                        aborted_pids.discard(producer_id)
+                elif attributes & _batch.TRANSACTIONAL_MASK and producer_id in aborted_pids:
                     skip = True
-            if (skip or h.is_control or h.last_offset < start_offset
-                    or h.record_count == 0):
-                # nothing to decode, but the CRC still vouches for the header
-                actual = _batch.crc32c(memoryview(buf)[pos + _batch.ATTRIBUTES_OFFSET:end])
-                if actual != h.crc:
+            batch_view = view[pos:end]
+            actual = crc32c(batch_view[_batch.ATTRIBUTES_OFFSET:])
+            if actual != crc:
+                raise CorruptRecordError(
+                    f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
+                    topic=topic, partition=partition, offset=base_offset)
+            if not (skip or control or last_offset < start_offset or count == 0):
+                section = batch_view[_batch.RECORDS_OFFSET:]
+                if codec:
+                    section = decompress(codec, section, max_size=max_decompressed,
+                                         topic=topic, partition=partition, offset=base_offset)
+                elif len(section) > max_decompressed:
                     raise CorruptRecordError(
-                        f"record batch CRC mismatch: stored {h.crc:#010x}, computed "
-                        f"{actual:#010x}", topic=topic, partition=partition,
-                        offset=h.base_offset)
-            else:
-                section = _batch.records_section(buf, pos, h, topic=topic, partition=partition,
-                                                 max_decompressed=max_decompressed)
+                        f"record batch of {len(section)} bytes exceeds max_decompressed",
+                        topic=topic, partition=partition, offset=base_offset)
+                if count > len(section) // _batch.MIN_RECORD_SIZE:
+                    raise CorruptRecordError(
+                        f"record batch claims {count} records in {len(section)} bytes",
+                        topic=topic, partition=partition, offset=base_offset)
                 if pending.size + len(section) > _ARENA_TARGET and pending.sections:
                     chunks.append(_decode_pending(pending, ctx, start_offset, end_offset,
                                                   include_headers, schema))
                     pending = _Pending()
-                pending.add(section, h)
-            next_offset = max(next_offset, h.next_offset)
+                pending.sections.append(section)
+                pending.size += len(section)
+                pending.base_offset.append(base_offset)
+                pending.base_timestamp.append(base_ts)
+                pending.max_timestamp.append(max_ts)
+                pending.log_append.append(attributes & _batch.TIMESTAMP_TYPE_MASK)
+                pending.count.append(count)
+                pending.last_delta.append(last_delta)
+            if last_offset >= next_offset:
+                next_offset = last_offset + 1
         elif magic in (0, 1):
             recs, last = _legacy.decode_entry(buf, pos, topic=topic, partition=partition,
                                               max_decompressed=max_decompressed)
