@@ -253,9 +253,9 @@ def test_control_record_with_short_key_is_corrupt_under_read_committed():
 
 # ---- truncation and corruption -------------------------------------------------------------
 
-def two_batches():
+def two_batches(codec="gzip"):
     b1, r1 = make_batch(range(0, 6), headers=True, seed=1)
-    b2, r2 = make_batch(range(6, 9), headers=True, seed=2, compression="gzip")
+    b2, r2 = make_batch(range(6, 9), headers=True, seed=2, compression=codec)
     return b1, r1, b2, r2
 
 
@@ -358,7 +358,8 @@ def test_uncompressed_batch_over_the_cap():
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_random_byte_flips_never_escape(data):
-    b1, r1, b2, r2 = two_batches()
+    codec = data.draw(st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
+    b1, r1, b2, r2 = two_batches(codec)
     raw = bytearray(b1 + b2)
     flips = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)),
                                min_size=1, max_size=4))

@@ -243,6 +243,8 @@ def _lz4_frame_decode(lz4_frame, data, max_size, topic, partition, offset) -> by
             raise _corrupt("lz4", "truncated frame", topic, partition, offset)
         step = min(max_size + 1 - total, max(step, total))
         more = d.decompress(b"", max_length=step)
+        if not more and not d.eof:  # no progress: never loop on it
+            raise _corrupt("lz4", "truncated frame", topic, partition, offset)
         parts.append(more)
         total += len(more)
     if total > max_size:
