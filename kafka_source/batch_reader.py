@@ -56,14 +56,17 @@ class KafkaPushdownBatchReader(KafkaBatchReader):
 
 
 def pushdown_enabled() -> bool:
-    """Whether Spark's planning worker has filter pushdown on. The worker reads
-    ``spark.sql.python.filterPushdown.enabled`` into a local ``enable_pushdown`` before
-    it calls ``DataSource.reader()``; Python data sources get no other view of it. When it
-    cannot be found, pushdown is off (always safe)."""
+    """Whether Spark calls ``DataSource.reader()`` with filter pushdown on. Python data
+    sources get no view of ``spark.sql.python.filterPushdown.enabled``, so look at the
+    caller: with pushdown on, Spark builds the reader in its pushdown worker
+    (``data_source_pushdown_filters``); otherwise its planning worker holds the setting in
+    a local ``enable_pushdown``. When neither is found, pushdown is off (always safe)."""
     frame = sys._getframe(1)
     for _ in range(6):
         if frame is None:
             break
+        if frame.f_code.co_filename.endswith("data_source_pushdown_filters.py"):
+            return True
         value = frame.f_locals.get("enable_pushdown")
         if isinstance(value, bool):
             return value

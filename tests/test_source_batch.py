@@ -1,0 +1,179 @@
+"""spark.read.format("pykafka") end to end, against real brokers.
+
+Spark sessions are slow to start, so these tests share one session and each checks much.
+"""
+
+import datetime as dt
+
+import confluent_kafka
+import pytest
+
+from protocol.cluster import KafkaClient
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def produce_all_codecs(bootstrap, topic):
+    """Every codec, headers, null keys and values; each data set ends with a one-record
+    batch per partition (so Tansu's 'latest' is exact). Returns the expected rows."""
+    expected = []
+    for codec in CODECS:
+        p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
+                                      "linger.ms": 20, "enable.idempotence": False})
+        for i in range(60):
+            key = None if i % 7 == 0 else f"{codec}-k{i}".encode()
+            value = None if i % 11 == 0 else f"{codec}-v{i}".encode() * (1 + i % 5)
+            headers = [("codec", codec.encode()), ("i", str(i).encode()), ("n", None)] \
+                if i % 2 else None
+            p.produce(topic, key=key, value=value, partition=i % 2, headers=headers,
+                      timestamp=1_700_000_000_000 + i)
+            expected.append((i % 2, key, value, headers))
+        assert p.flush(10) == 0
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for part in range(2):
+        p.produce(topic, value=b"end", partition=part)
+        p.flush(10)
+        expected.append((part, None, b"end", None))
+    return expected
+
+
+def read(spark, bootstrap, **options):
+    reader = spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def test_every_codec_with_headers_and_nulls_reads_back_record_for_record(spark, tansu,
+                                                                        topic_name):
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic_name: 2})
+    expected = produce_all_codecs(tansu.bootstrap, topic_name)
+    df = read(spark, tansu.bootstrap, subscribe=topic_name, includeHeaders="true")
+    assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
+                          "timestampType", "headers"]
+    got = df.orderBy("partition", "offset").collect()
+    assert len(got) == len(expected)
+    for part in (0, 1):
+        mine = [r for r in got if r.partition == part]
+        want = [e for e in expected if e[0] == part]
+        assert [r.offset for r in mine] == list(range(len(want)))  # no gaps, no repeats
+        # Records without headers have null headers, as in Spark's JVM connector.
+        assert [(r.key, r.value, r.headers and [(h.key, h.value) for h in r.headers])
+                for r in mine] == [(k, v, h) for _, k, v, h in want]
+    assert {r.topic for r in got} == {topic_name}
+    assert {r.timestampType for r in got} == {0}
+    first = [r for r in got if r.partition == 0][0]
+    assert first.timestamp == dt.datetime(2023, 11, 14, 22, 13, 20)  # 1_700_000_000_000 ms, UTC
+
+
+@pytest.fixture(scope="module")
+def numbered_topic(tansu):
+    """3 partitions x 200 records, values = b"p<partition>-<n>"."""
+    topic = "numbered-batch-reads"
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic: 3}, exist_ok=True)
+    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 10})
+    for part in range(3):
+        for n in range(199):
+            p.produce(topic, value=b"p%d-%d" % (part, n), partition=part)
+        p.flush(10)
+        p.produce(topic, value=b"p%d-%d" % (part, 199), partition=part)
+        p.flush(10)
+    return topic
+
+
+def test_offsets_options_select_exact_slices(spark, tansu, numbered_topic):
+    t = numbered_topic
+    df = read(spark, tansu.bootstrap, assign=f'{{"{t}":[0,2]}}',
+              startingOffsets=f'{{"{t}":{{"0":10,"2":-2}}}}',
+              endingOffsets=f'{{"{t}":{{"0":20,"2":5}}}}')
+    got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+    assert got == [(0, o) for o in range(10, 20)] + [(2, o) for o in range(0, 5)]
+
+    pattern = read(spark, tansu.bootstrap, subscribePattern="numbered-batch-.*")
+    assert pattern.count() == 600
+
+
+def test_min_partitions_and_max_records_split_the_plan(spark, tansu, numbered_topic):
+    df = read(spark, tansu.bootstrap, subscribe=numbered_topic, minPartitions="12")
+    assert df.rdd.getNumPartitions() >= 12
+    assert df.count() == 600
+    df = read(spark, tansu.bootstrap, subscribe=numbered_topic, maxRecordsPerPartition="30")
+    assert df.rdd.getNumPartitions() == 3 * 7  # ceil(200 / 30) per partition
+    assert df.select("partition", "offset").distinct().count() == 600
+
+
+def test_pushdown_narrows_the_plan_and_keeps_the_result(spark, tansu, numbered_topic):
+    query = "partition = 1 AND offset >= 150 AND offset < 170"
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
+    try:
+        unpushed = read(spark, tansu.bootstrap, subscribe=numbered_topic).where(query)
+        expected = sorted(r.value for r in unpushed.collect())
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        pushed = read(spark, tansu.bootstrap, subscribe=numbered_topic).where(query)
+        assert sorted(r.value for r in pushed.collect()) == expected
+        assert expected == [b"p1-%d" % n for n in range(150, 170)]
+        narrowed = read(spark, tansu.bootstrap, subscribe=numbered_topic,
+                        maxRecordsPerPartition="10").where(query)
+        assert narrowed.rdd.getNumPartitions() == 2  # offsets 150..169 of one partition
+    finally:
+        spark.conf.unset("spark.sql.python.filterPushdown.enabled")
+
+
+@pytest.mark.parametrize("options, message", [
+    ({}, "subscribe"),
+    ({"subscribe": "a", "assign": '{"a":[0]}'}, "subscribe"),
+    ({"subscribe": "a", "startingOffsets": "latest"}, "startingOffsets"),
+    ({"subscribe": "a", "endingOffsets": "earliest"}, "endingOffsets"),
+    ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
+    ({"assign": "{not json"}, "assign"),
+])
+def test_misuse_fails_before_any_job_naming_the_option(spark, options, message):
+    reader = spark.read.format("pykafka").option("kafka.bootstrap.servers", "127.0.0.1:1")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    with pytest.raises(Exception, match=message):
+        reader.load().count()
+
+
+def test_a_user_schema_is_refused(spark):
+    with pytest.raises(Exception, match="fixed schema"):
+        (spark.read.format("pykafka").schema("value string")
+         .option("kafka.bootstrap.servers", "127.0.0.1:1").option("subscribe", "x")
+         .load().count())
+
+
+def test_read_committed_drops_aborted_transactions(spark, mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap,
+                                  "transactional.id": f"tx-{topic_name}"})
+    p.init_transactions(10)
+    for outcome, n in (("commit", 10), ("abort", 5), ("commit", 7)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic_name, value=f"{outcome}-{i}".encode(), partition=0)
+        p.flush(10)
+        (p.commit_transaction if outcome == "commit" else p.abort_transaction)(10)
+    committed = read(spark, mock_cluster.bootstrap, subscribe=topic_name,
+                     **{"kafka.isolation.level": "read_committed"})
+    values = [r.value for r in committed.orderBy("offset").collect()]
+    assert values == [b"commit-%d" % i for i in range(10)] + [b"commit-%d" % i for i in range(7)]
+    everything = read(spark, mock_cluster.bootstrap, subscribe=topic_name)
+    assert everything.count() == 22  # aborted records stay visible to read_uncommitted
+
+
+def test_fail_on_data_loss_after_delete_records(spark, mock_cluster, topic_name):
+    mock_cluster.create_topic(topic_name, 1, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap,
+                                  "batch.num.messages": 10})
+    for i in range(50):
+        p.produce(topic_name, value=b"%d" % i, partition=0)
+    p.flush(10)
+    mock_cluster.partition_delete_records(topic_name, 0, 20)
+    start = f'{{"{topic_name}":{{"0":0}}}}'
+    with pytest.raises(Exception, match=rf"\[0, 20\) of topic '{topic_name}' partition 0"):
+        read(spark, mock_cluster.bootstrap, subscribe=topic_name, startingOffsets=start).count()
+    rows = read(spark, mock_cluster.bootstrap, subscribe=topic_name, startingOffsets=start,
+                failOnDataLoss="false").select("offset").collect()
+    assert sorted(r.offset for r in rows) == list(range(20, 50))
