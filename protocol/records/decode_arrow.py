@@ -471,7 +471,12 @@ def _fields(a, starts, ends, first_index):
             raise _Bad(first_index + int(np.flatnonzero(bad_mask)[0]), message)
 
     try:
-        _, q = decode_varints(a, starts, 5)  # the length prefix, known from the walk
+        # the length prefix (its value is known from the walk): one or two bytes almost always
+        b0 = a[starts]
+        if (b0 >= 0x80).any() and (a[starts[b0 >= 0x80] + 1] >= 0x80).any():
+            _, q = decode_varints(a, starts, 5)
+        else:
+            q = starts + 1 + (b0 >> 7)
         ts_delta, pos = decode_varints(a, q + 1, 10)  # q: the attributes byte (unused)
         offset_delta, pos = decode_varints(a, pos, 5)
         key_len, key_start = decode_varints(a, pos, 5)
