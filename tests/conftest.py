@@ -63,6 +63,7 @@ def spark():
     session = (SparkSession.builder.master("local[2]")
                .appName("pyspark-pykafka-tests")
                .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())
