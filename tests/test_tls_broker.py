@@ -1,0 +1,81 @@
+"""Our client over TLS to a real broker (Tansu behind a TLS front, certificates made by
+trustme in the test): verification on by default, a wrong hostname or an unknown CA fails
+before any Kafka request is sent, mutual TLS with a client certificate."""
+
+import time
+
+import pytest
+import trustme
+
+from kafka_testbed import TansuBroker
+from protocol.cluster import KafkaClient
+from protocol.errors import AuthenticationError
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pki")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(d / "ca.pem"))
+    server = ca.issue_cert("localhost", "127.0.0.1")
+    server.private_key_pem.write_to_path(str(d / "server.key"))
+    server.cert_chain_pems[0].write_to_path(str(d / "server.pem"))
+    for extra in server.cert_chain_pems[1:]:
+        with open(d / "server.pem", "ab") as f:
+            f.write(extra.bytes())
+    client = ca.issue_cert("pykafka-client")
+    client.private_key_pem.write_to_path(str(d / "client.key"))
+    client.cert_chain_pems[0].write_to_path(str(d / "client.pem"))
+    other = trustme.CA()
+    other.cert_pem.write_to_path(str(d / "other-ca.pem"))
+    wrong_name = ca.issue_cert("not-this-host.invalid")
+    wrong_name.private_key_pem.write_to_path(str(d / "wrong.key"))
+    wrong_name.cert_chain_pems[0].write_to_path(str(d / "wrong.pem"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def tls_broker(pki):
+    with TansuBroker(tls=(str(pki / "server.pem"), str(pki / "server.key")),
+                     tls_client_ca=str(pki / "ca.pem")) as broker:
+        yield broker
+
+
+def client_for(broker, pki, **overrides):
+    settings = dict(bootstrap_servers=broker.bootstrap, security_protocol="SSL",
+                    ssl_cafile=str(pki / "ca.pem"), ssl_certfile=str(pki / "client.pem"),
+                    ssl_keyfile=str(pki / "client.key"), connect_timeout_ms=3000,
+                    request_timeout_ms=3000)
+    settings.update(overrides)
+    return KafkaClient(**settings)
+
+
+def test_mutual_tls_round_trip(tls_broker, pki, topic_name):
+    with client_for(tls_broker, pki) as client:
+        client.create_topics({topic_name: 2})
+        assert client.partitions_for(topic_name) == [0, 1]
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 0}
+
+
+def test_unknown_ca_fails_before_any_request(tls_broker, pki):
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match="certificate verify failed"):
+        client_for(tls_broker, pki, ssl_cafile=str(pki / "other-ca.pem")).refresh_metadata()
+    assert time.monotonic() - started < 5
+
+
+def test_wrong_hostname_fails_unless_hostname_checks_are_off(pki):
+    with TansuBroker(tls=(str(pki / "wrong.pem"), str(pki / "wrong.key"))) as broker:
+        with pytest.raises(AuthenticationError, match="hostname|IP address mismatch"):
+            client_for(broker, pki).refresh_metadata()
+        # kafka.ssl.endpoint.identification.algorithm="" keeps the CA check, skips the name
+        with client_for(broker, pki, ssl_check_hostname=False) as client:
+            assert client.refresh_metadata().brokers
+
+
+def test_plaintext_client_to_a_tls_listener_fails_quickly(tls_broker):
+    started = time.monotonic()
+    with pytest.raises(Exception):
+        KafkaClient(bootstrap_servers=tls_broker.bootstrap, connect_timeout_ms=2000,
+                    request_timeout_ms=2000).refresh_metadata()
+    assert time.monotonic() - started < 6
