@@ -7,7 +7,10 @@ that each fit in one batch of at most ``min(batch.size, max.request.size)`` byte
 (``split_for_batch_size``) and every full range is encoded
 (``protocol.records.encode_arrow.encode_batch``, with the producer id, epoch and sequence
 the producer hands out) and appended to the producer. The rest waits for more rows, for
-``linger.ms``, or for ``flush``. Row order within a partition is kept throughout.
+``flush`` at the end of the input, or until it has waited ``linger.ms`` for input: linger
+time is counted only while the task waits for its next input batch, never while it works,
+so a fast input fills whole batches and a trickling one (a slow upstream stage) sends
+what it has. Row order within a partition is kept throughout.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ class Slice:
 class _Pending:
     slices: list = field(default_factory=list)
     size: int = 0
-    since: float = 0.0
+    since: float = 0.0  # the batcher's idle clock when the first pending row came
 
 
 def _concat(parts: list, n_rows: list[int], arrow_type) -> pa.Array | None:
@@ -63,25 +66,29 @@ class PartitionBatcher:
         self.producer = producer
         self.limit = options.batch_limit
         self._pending: dict[tuple[str, int], _Pending] = {}
+        # Seconds spent waiting for the task's input so far: linger.ms is measured on this
+        # clock, so rows never wait on a timer while the input keeps coming.
+        self.idle = 0.0
 
     def add(self, topic: str, partition: int, rows: Slice) -> None:
         key = (topic, partition)
         pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[key] = _Pending(since=time.monotonic())
+            pending = self._pending[key] = _Pending(since=self.idle)
         elif not pending.slices:
-            pending.since = time.monotonic()
+            pending.since = self.idle
         pending.slices.append(rows)
         pending.size += rows.size
         if pending.size >= self.limit:
             self._encode(key, pending, keep_tail=True)
 
-    def linger_expired(self) -> None:
-        """Send the partly filled batches that have waited longer than ``linger.ms``."""
-        now = time.monotonic()
+    def input_waited(self, seconds: float) -> None:
+        """The task waited ``seconds`` for its next input batch: encode the partly filled
+        batches that have now waited longer than ``linger.ms`` for input."""
+        self.idle += seconds
         limit = self.options.linger_ms / 1000
         for key, pending in self._pending.items():
-            if pending.slices and now - pending.since >= limit:
+            if pending.slices and self.idle - pending.since >= limit:
                 self._encode(key, pending, keep_tail=False)
 
     def flush(self) -> None:

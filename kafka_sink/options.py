@@ -18,11 +18,11 @@ Choices that differ from the Java producer, and why:
   microseconds, so fewer, larger batches go much faster. 1 MiB also stays below the
   brokers' default ``message.max.bytes`` (1048588) whatever the codec, since the size
   counts uncompressed record bytes. A batch never exceeds ``kafka.max.request.size``.
-- ``kafka.linger.ms`` (default 5, as Kafka 4) is accepted; it does not delay anything when
-  rows are at hand. It bounds how long a partly filled batch may wait for more of the
-  task's rows: when the next Arrow batch of the input arrives more than ``linger.ms``
-  after a partition's pending rows started to gather, those rows are sent as they are.
-  At the end of the input every pending batch is sent at once.
+- ``kafka.linger.ms`` (default 5, as Kafka 4) is accepted; it never delays rows at hand.
+  It bounds how long a partly filled batch may wait for more of the task's input: the
+  time is counted only while the task waits for its next Arrow batch (a slow upstream
+  stage), and once a partition's pending rows have waited ``linger.ms`` that way they are
+  encoded as they are. At the end of the input every pending batch goes at once.
 - ``kafka.acks`` ``0`` or ``1`` needs ``kafka.enable.idempotence=false`` explicitly
   (Java would silently turn idempotence off when it was not set).
 - Topics are never created: a missing topic is an error after ``kafka.max.block.ms``.
@@ -88,7 +88,8 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "request). Larger than Java's 16384: a bulk writer has its rows at hand."),
     WriterOption("kafka.linger.ms", "5",
                  "How long a partly filled batch may wait for more of the task's input "
-                 "before it is sent; never delays rows already at hand."),
+                 "(counted only while the task waits for input) before it is sent; never "
+                 "delays rows already at hand."),
     WriterOption("kafka.max.request.size", "1048576",
                  "Most bytes of batches in one Produce request; a larger record is an error."),
     WriterOption("kafka.max.in.flight.requests.per.connection", "5",

@@ -22,6 +22,7 @@ then runs ``write_task`` over its Arrow batches:
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
@@ -151,12 +152,15 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
     batcher = PartitionBatcher(options, producer)
     sticky = StickyPartitioner(options.batch_size)
     counts: dict[str, int] = {}
+    iterator = iter(batches)
     try:
-        for batch in batches:
-            if isinstance(batch, pa.Table):
-                parts = batch.to_batches()
-            else:
-                parts = [batch]
+        while True:
+            waited = time.monotonic()
+            batch = next(iterator, None)
+            if batch is None:
+                break
+            batcher.input_waited(time.monotonic() - waited)
+            parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
             for rb in parts:
                 if rb.num_rows == 0:
                     continue
@@ -165,7 +169,6 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
                 if missing:
                     counts.update(producer.partition_counts(missing))
                 check_rows(rows, counts, options.max_request_size)
-                batcher.linger_expired()
                 _hand_over(rows, route_rows(rows, counts, sticky), batcher)
                 if producer.buffered_bytes >= options.buffer_memory:
                     producer.wait_for_room(options.buffer_memory // 2)
