@@ -47,7 +47,8 @@ The answer to a batch decides its fate:
   authorization failure, ...): the task fails.
 
 A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after it was
-appended, or after ``retries`` resends.
+appended (or after sending started, for a batch held back until then), or after
+``retries`` resends.
 
 Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
 retry rules are the same, so a resend after an unclear failure may duplicate records
@@ -186,8 +187,15 @@ class TaskProducer:
         self.close()
 
     def start(self) -> None:
-        """Allow sending (until then batches are only buffered)."""
+        """Allow sending (until then batches are only buffered). The delivery timeout of a
+        batch buffered before this starts now: holding it back was our choice."""
+        if self._started:
+            return
         self._started = True
+        deadline = time.monotonic() + self.options.delivery_timeout_ms / 1000
+        for p in self._partitions.values():
+            for b in p.queue:
+                b.deadline = deadline
 
     @property
     def started(self) -> bool:

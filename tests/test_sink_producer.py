@@ -516,3 +516,20 @@ def test_producer_without_records_sends_nothing(mock_cluster, topic_name):
         assert producer.producer_ids == [] and not producer.pending
     message = write_task(iter([rows(0)]), opts, plan_for(rows(1), topic_name))
     assert message.records == 0 and message.producer_ids == ()
+
+
+def test_delivery_timeout_starts_when_sending_starts(mock_cluster, topic_name):
+    """Batches held back while a task checks its input do not age meanwhile."""
+    make_topic(mock_cluster, topic_name, 1)
+    opts = options(mock_cluster, topic_name, **{"request.timeout.ms": 300, "linger.ms": 0,
+                                                "delivery.timeout.ms": 400,
+                                                "batch.size": 200})
+    slow = iter([rows(10), rows(10, 10)])
+
+    def stream():
+        yield next(slow)
+        time.sleep(0.6)  # longer than delivery.timeout.ms, before anything is sent
+        yield next(slow)
+
+    message = write_task(stream(), opts, plan_for(rows(1), topic_name))
+    assert message.records == 20
