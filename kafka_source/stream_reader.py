@@ -84,6 +84,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_batch_at = time.monotonic()
         self._latest: dict[TopicPartition, int] | None = None
         self._bytes_per_offset: dict[TopicPartition, tuple[float, int]] = {}
+        self._committed: dict | None = None  # last offsets committed to the group
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -124,6 +125,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict, limit=None) -> dict:
+        # Spark hands a batch's end to commit() only when it plans the next batch, so the
+        # last batch of a run (Trigger.AvailableNow, a stopped query) would never reach the
+        # group. ``start`` is the end of the last batch Spark finished: publish it here.
+        self.commit(start)
         begin = from_json(start)
         latest = dict(self._target) if self._target is not None else self._latest_offsets()
         self._latest = latest
@@ -221,11 +226,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict) -> None:
         group = self.options.commit_offsets_to_group
-        if not group:
+        if not group or not end or end == self._committed:
             return
         offsets = from_json(end)
         try:
             self.client.commit_offsets(group, offsets)
+            self._committed = end
         except PyKafkaError as e:  # lag reporting must never stop the query
             log.warning("could not commit offsets to consumer group %r: %s", group, e)
 
