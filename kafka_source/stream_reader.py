@@ -85,6 +85,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._latest: dict[TopicPartition, int] | None = None
         self._bytes_per_offset: dict[TopicPartition, tuple[float, int]] = {}
         self._committed: dict | None = None  # last offsets committed to the group
+        self._initial: dict | None = None  # a fresh query's start, resolved once
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -105,13 +106,22 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.latest_offsets(partitions, self.options.isolation_level_code)
 
     def initialOffset(self) -> dict:
-        partitions = discover_partitions(self.options.subscription, self.client)
-        start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
-                                is_starting=True,
-                                isolation_level=self.options.isolation_level_code)
-        return to_json(start)
+        if self._initial is None:
+            partitions = discover_partitions(self.options.subscription, self.client)
+            start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
+                                    is_starting=True,
+                                    isolation_level=self.options.isolation_level_code)
+            self._initial = to_json(start)
+        return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
+        # Spark calls this before initialOffset(). Bind a fresh query's start first, as
+        # Spark's Kafka source does: taken the other way round, "latest" resolved after the
+        # target lands beyond it while a producer writes, and the batch looks like lost data.
+        try:
+            self.initialOffset()
+        except PyKafkaError:
+            pass  # a restarted query never asks for it; a fresh one gets the error there
         self._target = self._latest_offsets()
 
     def getDefaultReadLimit(self):
