@@ -45,7 +45,7 @@ from protocol.errors import ConfigError
 from kafka_source.options import _Options, _security
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
-           "writer_option_names", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
+           "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -134,6 +134,14 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
 def writer_option_names() -> tuple[str, ...]:
     """The name of every option the writer accepts, in documentation order."""
     return tuple(o.name for o in WRITER_OPTIONS)
+
+
+def options_table_markdown() -> str:
+    """``WRITER_OPTIONS`` as a Markdown table (option, default, meaning)."""
+    rows = ["| Option | Default | Meaning |", "| --- | --- | --- |"]
+    for o in WRITER_OPTIONS:
+        rows.append(f"| `{o.name}` | {o.default} | {o.meaning.replace('|', '&#124;')} |")
+    return "\n".join(rows)
 
 
 _CANONICAL = {name.lower(): name for name in writer_option_names()}

@@ -54,6 +54,8 @@ def test_option_list_is_exported():
         assert name in names
     assert len(names) == len(set(names)) == len(WRITER_OPTIONS)
     assert all(o.meaning for o in WRITER_OPTIONS)
+    table = sink_options.options_table_markdown().splitlines()
+    assert len(table) == len(names) + 2 and "`kafka.acks`" in table[5]
 
 
 @pytest.mark.parametrize("acks,value", [("all", -1), ("-1", -1), ("1", 1), ("0", 0)])
