@@ -1,0 +1,701 @@
+"""``spark.readStream.format("pykafka")``: streaming reads.
+
+Spark queries run against Tansu unless the behaviour needs librdkafka's mock cluster
+(records deleted under a query). Each query is bounded (``Trigger.AvailableNow``, or a
+processing-time query stopped once its rows arrived) and writes to a parquet sink read back
+through the sink's own log, so "exactly once" is what a reader of the sink sees.
+confluent-kafka produces the data and reads the committed group offsets.
+
+Tansu answers ListOffsets "latest" with the last batch's base offset + 1, so every data set
+produced here ends with a one-record batch per partition (see ``produce``).
+
+No broker here answers ListOffsets by timestamp correctly (Tansu answers the earliest
+offset, the mock cluster does not implement it), so ``startingTimestamp`` and
+``startingOffsetsByTimestamp`` are tested without Spark against ``tests.fake_kafka``, a
+scripted broker. ``rate_limit``, the offset JSON and ``latestOffset``'s admission control
+are tested without Spark too, on a stub client.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as CKTopicPartition
+from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
+                                              ReadMinRows)
+
+from kafka_source.options import parse_reader_options
+from kafka_source.planning import PlanningError
+from kafka_source.stream_reader import KafkaStreamReader, from_json, rate_limit, to_json
+from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
+from protocol.primitives import ZERO_UUID
+
+from .fake_kafka import FakeKafka
+
+QUERY_TIMEOUT_S = 120
+SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, value STRING"
+
+
+# ---- helpers ----------------------------------------------------------------------------
+
+def create_topic(broker, name: str, partitions: int) -> None:
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics
+            broker.create_topic(name, partitions, 1)
+            client.wait_for_topics([name])
+        else:
+            client.create_topics({name: partitions})
+
+
+def produce(bootstrap: str, topic: str, values: dict[int, list[str]], *,
+            value_bytes: int = 0) -> None:
+    """Produce ``values[partition]`` in order (each value padded with '.' to
+    ``value_bytes``). All but the last record of each partition go in ordinary
+    multi-record batches; the last goes alone in a batch of its own, so that Tansu's
+    ListOffsets "latest" is the true end of the log."""
+    errors: list = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
+                  "enable.idempotence": False, "max.in.flight": 1,
+                  "message.timeout.ms": 20000})
+
+    def send(partition: int, value: str) -> None:
+        p.produce(topic, value=value.ljust(value_bytes, ".").encode(), partition=partition,
+                  on_delivery=lambda err, msg: err and errors.append(err))
+
+    for partition, vals in values.items():
+        for v in vals[:-1]:
+            send(partition, v)
+    assert p.flush(30) == 0
+    for partition, vals in values.items():
+        if vals:
+            send(partition, vals[-1])
+    assert p.flush(30) == 0
+    assert errors == []
+
+
+def values_for(tag: str, partitions, per_partition, start: int = 0) -> dict[int, list[str]]:
+    """``{partition: ["tag-p<partition>-<i>", ...]}``; ``per_partition`` is a count or a
+    list of counts."""
+    counts = (per_partition if isinstance(per_partition, (list, tuple))
+              else [per_partition] * partitions)
+    return {p: [f"{tag}-p{p}-{i}" for i in range(start, start + n)]
+            for p, n in enumerate(counts)}
+
+
+def merge(*parts: dict[int, list[str]]) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for part in parts:
+        for p, vals in part.items():
+            out.setdefault(p, []).extend(vals)
+    return out
+
+
+def expected_rows(topic: str, values: dict[int, list[str]], first_offset: int = 0,
+                  value_bytes: int = 0) -> list[tuple]:
+    return sorted((topic, p, first_offset + o, v.ljust(value_bytes, "."))
+                  for p, vals in values.items() for o, v in enumerate(vals))
+
+
+def stream(spark, options: dict[str, str]):
+    reader = spark.readStream.format("pykafka")
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load().selectExpr("topic", "partition", "offset",
+                                    "CAST(value AS STRING) AS value")
+
+
+def start_query(spark, options: dict[str, str], sink: str, checkpoint: str,
+                available_now: bool = True):
+    writer = (stream(spark, options).writeStream.format("parquet")
+              .option("path", sink).option("checkpointLocation", checkpoint))
+    if available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime="200 milliseconds")
+    return writer.start()
+
+
+def run_available_now(spark, options: dict[str, str], sink: str, checkpoint: str,
+                      timeout: float = QUERY_TIMEOUT_S) -> list:
+    """Run one ``Trigger.AvailableNow`` query into a parquet sink until it ends; returns
+    the progress reports of its batches that read something."""
+    query = start_query(spark, options, sink, checkpoint)
+    try:
+        assert query.awaitTermination(timeout), f"query still running after {timeout}s"
+        return [p for p in query.recentProgress if p.numInputRows > 0]
+    finally:
+        query.stop()
+
+
+def read_sink(spark, sink: str) -> list[tuple[str, int, int, str]]:
+    """The rows (topic, partition, offset, value) the sink's log has committed, sorted."""
+    rows = spark.read.schema(SINK_SCHEMA).parquet(sink).collect()
+    return sorted((r.topic, r.partition, r.offset, r.value) for r in rows)
+
+
+def _offsets(raw) -> dict[tuple[str, int], int]:
+    offsets = (json.loads(raw) if isinstance(raw, str) else raw) or {}  # "null": none yet
+    return {(t, int(p)): o for t, parts in offsets.items() for p, o in parts.items()}
+
+
+def start_offsets(progress) -> dict[tuple[str, int], int]:
+    return _offsets(progress.sources[0].startOffset)
+
+
+def end_offsets(progress) -> dict[tuple[str, int], int]:
+    return _offsets(progress.sources[0].endOffset)
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """The group's committed offsets as confluent-kafka reads them."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                  "enable.auto.commit": False})
+    try:
+        tps = c.committed([CKTopicPartition(topic, p) for p in range(partitions)], timeout=20)
+        return {tp.partition: tp.offset for tp in tps}
+    finally:
+        c.close()
+
+
+class BackgroundProducer:
+    """Produces one-record batches alternately to each partition until stopped."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int):
+        self.bootstrap, self.topic, self.partitions = bootstrap, topic, partitions
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
+        while not self._stop.is_set():
+            p.produce(self.topic, value=f"live-{self.sent}".encode(),
+                      partition=self.sent % self.partitions)
+            p.flush(10)
+            self.sent += 1
+            time.sleep(0.05)
+        p.flush(10)
+
+    def __enter__(self) -> "BackgroundProducer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def check_contiguous_once(rows: list[tuple]) -> dict[int, tuple[int, int]]:
+    """Each partition's offsets in ``rows`` are distinct and gap-free; returns
+    ``{partition: (first, last + 1)}``."""
+    by_part: dict[int, list[int]] = {}
+    for _, partition, offset, _ in rows:
+        by_part.setdefault(partition, []).append(offset)
+    spans = {}
+    for partition, offsets in by_part.items():
+        offsets.sort()
+        assert offsets == list(range(offsets[0], offsets[0] + len(offsets))), partition
+        spans[partition] = (offsets[0], offsets[-1] + 1)
+    return spans
+
+
+# ---- a query stopped and restarted on its checkpoint -------------------------------------
+
+@pytest.fixture(scope="module")
+def restarted_query(spark, tansu, tmp_path_factory):
+    """Two AvailableNow runs of one query (one checkpoint, one parquet sink, with
+    ``maxOffsetsPerTrigger=25`` and ``commitOffsetsToGroup``), with records produced
+    before each. Partition 0 gets 40 then 10 records, partition 1 gets 10 then 10."""
+    tmp = tmp_path_factory.mktemp("restarted")
+    topic = f"t-restarted-{tmp.name}"
+    group = f"g-{topic}"
+    create_topic(tansu, topic, 2)
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic,
+               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "25",
+               "commitOffsetsToGroup": group}
+    sink, ck = str(tmp / "sink"), str(tmp / "ck")
+    runs = []
+    produced: dict[int, list[str]] = {}
+    for tag, counts in (("a", [40, 10]), ("b", [10, 10])):
+        values = values_for(tag, 2, counts, start=len(produced.get(0, [])))
+        produce(tansu.bootstrap, topic, values)
+        produced = merge(produced, values)
+        progress = run_available_now(spark, options, sink, ck)
+        runs.append({"progress": progress, "sink": read_sink(spark, sink),
+                     "expected": expected_rows(topic, produced),
+                     "committed": committed(tansu.bootstrap, group, topic, 2)})
+    return topic, runs
+
+
+@pytest.mark.spark
+def test_file_sink_sees_every_record_once_across_a_restart(restarted_query):
+    """After each run the sink holds every (partition, offset) produced so far exactly
+    once, with its value; the second run starts where the first ended."""
+    topic, (first, second) = restarted_query
+    assert first["sink"] == first["expected"]
+    assert second["sink"] == second["expected"]
+    assert end_offsets(first["progress"][-1]) == {(topic, 0): 40, (topic, 1): 10}
+    assert start_offsets(second["progress"][0]) == {(topic, 0): 40, (topic, 1): 10}
+    assert end_offsets(second["progress"][-1]) == {(topic, 0): 50, (topic, 1): 20}
+
+
+@pytest.mark.spark
+def test_max_offsets_per_trigger_bounds_each_batch_split_by_backlog(restarted_query):
+    """maxOffsetsPerTrigger=25 over a 40 + 10 backlog: two batches of 25, each taking from
+    both partitions in proportion to their backlog (4:1); then one batch of 20."""
+    topic, (first, second) = restarted_query
+    assert [p.numInputRows for p in first["progress"]] == [25, 25]
+    for p in first["progress"]:
+        start, end = start_offsets(p), end_offsets(p)  # no start: the first batch
+        taken = {tp: end[tp] - start.get(tp, 0) for tp in end}
+        assert sum(taken.values()) == p.numInputRows <= 25
+        assert taken[(topic, 0)] == 4 * taken[(topic, 1)] > 0
+    assert [p.numInputRows for p in second["progress"]] == [20]
+
+
+@pytest.mark.spark
+def test_committed_group_offsets_are_the_query_end_offsets(restarted_query):
+    """commitOffsetsToGroup: after each run confluent-kafka's ``committed()`` shows the
+    end offsets of the run's last batch (not the batch before it)."""
+    topic, runs = restarted_query
+    for run in runs:
+        end = end_offsets(run["progress"][-1])
+        assert run["committed"] == {p: o for (_, p), o in end.items()}
+    assert runs[-1]["committed"] == {0: 50, 1: 20}
+
+
+# ---- Trigger.AvailableNow ---------------------------------------------------------------
+
+@pytest.mark.spark
+def test_available_now_drains_what_is_there_and_stops(spark, tansu, topic_name, tmp_path):
+    """The query reads everything present when it starts, in several batches, and stops
+    although a producer keeps writing during the whole run."""
+    create_topic(tansu, topic_name, 2)
+    values = values_for("a", 2, 30)
+    produce(tansu.bootstrap, topic_name, values)
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "40"}
+    with BackgroundProducer(tansu.bootstrap, topic_name, 2) as live:
+        progress = run_available_now(spark, options, str(tmp_path / "sink"),
+                                     str(tmp_path / "ck"))
+        sent_during_run = live.sent
+    assert sent_during_run > 0
+    assert len(progress) >= 2
+    rows = read_sink(spark, str(tmp_path / "sink"))
+    spans = check_contiguous_once(rows)
+    assert {p: first for p, (first, _) in spans.items()} == {0: 0, 1: 0}
+    assert set(expected_rows(topic_name, values)) <= set(rows)
+    assert len(rows) < 60 + sent_during_run  # it did not chase the live producer
+    assert {p: end for p, (_, end) in spans.items()} == {
+        p: o for (_, p), o in end_offsets(progress[-1]).items()}
+
+
+# ---- startingOffsets on a fresh query ---------------------------------------------------
+
+@pytest.mark.spark
+def test_starting_offsets_json_with_an_offset_and_earliest(spark, tansu, topic_name,
+                                                           tmp_path):
+    create_topic(tansu, topic_name, 2)
+    values = values_for("a", 2, 10)
+    produce(tansu.bootstrap, topic_name, values)
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+               "startingOffsets": json.dumps({topic_name: {"0": 6, "1": -2}})}
+    run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
+    expected = [r for r in expected_rows(topic_name, values) if r[1] == 1 or r[2] >= 6]
+    assert read_sink(spark, str(tmp_path / "sink")) == expected
+
+
+@pytest.mark.spark
+def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
+        spark, tansu, topic_name, tmp_path):
+    """A running query started at "latest" reads the records produced after it started and
+    none of those before."""
+    create_topic(tansu, topic_name, 2)
+    produce(tansu.bootstrap, topic_name, values_for("old", 2, 10))
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+               "startingOffsets": "latest"}
+    sink = str(tmp_path / "sink")
+    query = start_query(spark, options, sink, str(tmp_path / "ck"), available_now=False)
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while query.lastProgress is None:  # its first trigger has bound the start
+            assert time.monotonic() < deadline and query.isActive, query.exception()
+            time.sleep(0.2)
+        new = values_for("new", 2, 5, start=10)
+        produce(tansu.bootstrap, topic_name, new)
+        expected = expected_rows(topic_name, new, first_offset=10)
+        while (rows := read_sink(spark, sink)) != expected:
+            assert len(rows) <= len(expected), rows
+            assert time.monotonic() < deadline and query.isActive, query.exception()
+            time.sleep(0.5)
+    finally:
+        query.stop()
+
+
+@pytest.mark.spark
+def test_available_now_from_latest_while_a_producer_writes(spark, tansu, topic_name,
+                                                           tmp_path):
+    """Regression: Spark asks for the AvailableNow target before the initial offsets, so a
+    "latest" start bound afterwards landed beyond the target while a producer wrote, and the
+    query failed with a made-up data loss ("offsets went back")."""
+    create_topic(tansu, topic_name, 2)
+    produce(tansu.bootstrap, topic_name, values_for("old", 2, 10))
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+               "startingOffsets": "latest"}
+    with BackgroundProducer(tansu.bootstrap, topic_name, 2):
+        time.sleep(0.3)
+        run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
+    rows = read_sink(spark, str(tmp_path / "sink"))
+    check_contiguous_once(rows)
+    assert all(offset >= 10 for _, _, offset, _ in rows)
+
+
+# ---- subscribePattern picks up a new topic ----------------------------------------------
+
+@pytest.mark.spark
+def test_subscribe_pattern_reads_a_topic_created_mid_stream_from_earliest(
+        spark, tansu, topic_name, tmp_path):
+    first, later = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(tansu, first, 2)
+    a1 = values_for("a1", 2, 8)
+    produce(tansu.bootstrap, first, a1)
+    options = {"kafka.bootstrap.servers": tansu.bootstrap,
+               "subscribePattern": f"^{re.escape(topic_name)}-",
+               "startingOffsets": "earliest"}
+    sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
+    run_available_now(spark, options, sink, ck)
+    assert read_sink(spark, sink) == expected_rows(first, a1)
+
+    create_topic(tansu, later, 3)
+    b = values_for("b", 3, 6)
+    produce(tansu.bootstrap, later, b)
+    a2 = values_for("a2", 2, 4, start=8)
+    produce(tansu.bootstrap, first, a2)
+    progress = run_available_now(spark, options, sink, ck)
+    assert start_offsets(progress[0]) == {(first, 0): 8, (first, 1): 8}
+    assert read_sink(spark, sink) == sorted(
+        expected_rows(first, merge(a1, a2)) + expected_rows(later, b))
+
+
+# ---- records deleted under a query (mock cluster) ---------------------------------------
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_records_deleted_between_runs(spark, mock_cluster, topic_name, tmp_path,
+                                      fail_on_data_loss):
+    """Run, produce more, delete partition 0 below offset 30 (the next start is 20), run
+    again: failOnDataLoss=true fails naming topic, partition and the lost range;
+    false skips them, and the sink holds exactly the surviving records, once."""
+    create_topic(mock_cluster, topic_name, 2)
+    first = values_for("a", 2, 20)
+    produce(mock_cluster.bootstrap, topic_name, first)
+    options = {"kafka.bootstrap.servers": mock_cluster.bootstrap, "subscribe": topic_name,
+               "startingOffsets": "earliest",
+               "failOnDataLoss": str(fail_on_data_loss).lower()}
+    sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
+    run_available_now(spark, options, sink, ck)
+    assert read_sink(spark, sink) == expected_rows(topic_name, first)
+
+    second = values_for("b", 2, 20, start=20)
+    produce(mock_cluster.bootstrap, topic_name, second)
+    mock_cluster.partition_delete_records(topic_name, 0, 30)
+    if fail_on_data_loss:
+        with pytest.raises(Exception) as failure:
+            run_available_now(spark, options, sink, ck)
+        message = str(failure.value)
+        assert f"[20, 30) of topic {topic_name!r} partition 0" in message, message
+        assert "failOnDataLoss" in message
+        assert read_sink(spark, sink) == expected_rows(topic_name, first)
+    else:
+        run_available_now(spark, options, sink, ck)
+        survivors = merge(first, second)
+        expected = [r for r in expected_rows(topic_name, survivors)
+                    if not (r[1] == 0 and 20 <= r[2] < 30)]
+        assert read_sink(spark, sink) == expected
+
+
+# ---- maxBytesPerTrigger -----------------------------------------------------------------
+
+@pytest.mark.spark
+def test_max_bytes_per_trigger_bounds_batches_roughly(spark, tansu, topic_name, tmp_path):
+    """200 records of ~100-byte values with maxBytesPerTrigger=10k: several batches of
+    about a hundred records, none near the whole backlog."""
+    create_topic(tansu, topic_name, 1)
+    values = values_for("v", 1, 200)
+    produce(tansu.bootstrap, topic_name, values, value_bytes=100)
+    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+               "startingOffsets": "earliest", "maxBytesPerTrigger": "10k"}
+    sink = str(tmp_path / "sink")
+    progress = run_available_now(spark, options, sink, str(tmp_path / "ck"))
+    sizes = [p.numInputRows for p in progress]
+    assert sum(sizes) == 200 and len(sizes) >= 2, sizes
+    assert all(0 < n <= 130 for n in sizes), sizes
+    assert max(sizes) >= 50, sizes
+    assert read_sink(spark, sink) == expected_rows(topic_name, values, value_bytes=100)
+
+
+# ---- startingTimestamp / startingOffsetsByTimestamp against a scripted broker ------------
+
+TS_LOGS = {"ts": {0: [(10, 1000), (11, 2000), (12, 3000)],
+                  1: [(4, 1500), (5, 2500), (6, 2600)]}}
+
+
+def _reader(bootstrap: str, **options: str) -> KafkaStreamReader:
+    return KafkaStreamReader(parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": "ts", **options},
+        for_streaming=True))
+
+
+def _timestamps_asked(fake: FakeKafka) -> list[dict]:
+    return [{(t["name"], p["partition_index"]): p["timestamp"]
+             for t in body["topics"] for p in t["partitions"]}
+            for api, _, body in fake.requests if api == "ListOffsets"]
+
+
+@pytest.mark.parametrize("options, expected", [
+    ({"startingTimestamp": "2000"}, {"0": 11, "1": 5}),
+    ({"startingTimestamp": "1000"}, {"0": 10, "1": 4}),
+    ({"startingTimestamp": "2550"}, {"0": 12, "1": 6}),
+    ({"startingOffsetsByTimestamp": json.dumps({"ts": {"0": 2500, "1": 1000}})},
+     {"0": 12, "1": 4}),
+    # the timestamp option wins over startingOffsets
+    ({"startingTimestamp": "2000", "startingOffsets": "earliest"}, {"0": 11, "1": 5}),
+])
+def test_initial_offset_by_timestamp(options, expected):
+    """A scripted fake broker (``tests.fake_kafka``), because no broker here answers
+    ListOffsets by timestamp: each partition starts at its first record whose timestamp is
+    at or after the one asked for."""
+    with FakeKafka(TS_LOGS) as fake:
+        reader = _reader(fake.bootstrap, **options)
+        try:
+            assert reader.initialOffset() == {"ts": expected}
+        finally:
+            reader.stop()
+        assert any(all(ts >= 0 for ts in asked.values()) and len(asked) == 2
+                   for asked in _timestamps_asked(fake))
+
+
+def test_initial_offset_by_timestamp_strategy_error_names_the_partition():
+    """Scripted fake broker (no broker here answers ListOffsets by timestamp): partition 1
+    has no record at or after 2700, so the default strategy fails naming it."""
+    with FakeKafka(TS_LOGS) as fake:
+        reader = _reader(fake.bootstrap, startingTimestamp="2700")
+        try:
+            with pytest.raises(PlanningError) as e:
+                reader.initialOffset()
+        finally:
+            reader.stop()
+    message = str(e.value)
+    assert "ts-1" in message and "2700" in message and "startingTimestamp" in message
+    assert "ts-0" not in message
+
+
+@pytest.mark.parametrize("options", [
+    {"startingTimestamp": "2700"},
+    {"startingOffsetsByTimestamp": json.dumps({"ts": {"0": 2700, "1": 2700}})},
+])
+def test_initial_offset_by_timestamp_strategy_latest_falls_back_to_latest(options):
+    """Scripted fake broker (no broker here answers ListOffsets by timestamp): with
+    strategy "latest" a partition with nothing at or after the timestamp starts at its
+    latest offset (7, its high watermark); the others still go by timestamp."""
+    with FakeKafka(TS_LOGS) as fake:
+        reader = _reader(fake.bootstrap, startingOffsetsByTimestampStrategy="latest",
+                         **options)
+        try:
+            assert reader.initialOffset() == {"ts": {"0": 12, "1": 7}}
+        finally:
+            reader.stop()
+        asked = _timestamps_asked(fake)
+    assert {("ts", 0): 2700, ("ts", 1): 2700} in asked
+    assert {("ts", 1): -1} in asked
+
+
+# ---- rate_limit, offset JSON --------------------------------------------------------------
+
+A0, A1, B0 = ("a", 0), ("a", 1), ("b", 0)
+
+
+def test_rate_limit_splits_the_budget_by_backlog():
+    begin = {A0: 0, A1: 100, B0: 5}
+    end = {A0: 300, A1: 200, B0: 105}  # backlogs 300, 100, 100
+    assert rate_limit(begin, end, 50) == {A0: 30, A1: 110, B0: 15}
+    assert rate_limit(begin, end, 500) == end  # everything fits
+    assert rate_limit(begin, end, 10_000) == end
+
+
+def test_rate_limit_never_starves_a_small_partition():
+    begin = {A0: 0, A1: 0}
+    end = {A0: 10_000, A1: 3}
+    out = rate_limit(begin, end, 100)
+    assert out[A1] == 1  # a share below one offset rounds up
+    assert out[A0] == 99  # 100 * 10000 / 10003, floored
+
+
+def test_rate_limit_leaves_idle_and_new_partitions_alone():
+    begin = {A0: 50, A1: 7}
+    end = {A0: 50, A1: 107, B0: 40}  # A0 idle; B0 unknown to begin (no backlog counted)
+    assert rate_limit(begin, end, 10) == {A0: 50, A1: 17, B0: 40}
+    assert rate_limit({}, {}, 10) == {}
+
+
+def test_rate_limit_with_byte_weights():
+    """Weights are bytes per offset: a 10k budget over 100-byte and 1000-byte records with
+    equal byte backlogs gives 50 and 5 offsets."""
+    begin = {A0: 0, A1: 0}
+    end = {A0: 1000, A1: 100}
+    assert rate_limit(begin, end, 10_000, {A0: 100.0, A1: 1000.0}) == {A0: 50, A1: 5}
+
+
+def test_offsets_json_round_trip():
+    offsets = {B0: 9, A1: 2**40, A0: 0, ("a", 10): 5}
+    j = to_json(offsets)
+    assert j == {"a": {"0": 0, "1": 2**40, "10": 5}, "b": {"0": 9}}
+    assert json.loads(json.dumps(j)) == j
+    assert from_json(j) == offsets
+    assert from_json(json.loads('{"a": {"3": 4}}')) == {("a", 3): 4}
+    assert from_json(None) == {} and from_json({}) == {} and to_json({}) == {}
+
+
+# ---- latestOffset's admission control, on a stub client -----------------------------------
+
+class StubClient:
+    """What the stream reader's driver side asks of a ``KafkaClient``."""
+
+    def __init__(self, latest: dict, earliest: dict | None = None):
+        self.latest = dict(latest)
+        self.earliest = dict(earliest or {})
+        self.commits: list[tuple[str, dict]] = []
+
+    def refresh_metadata(self, topics=None) -> ClusterMetadata:
+        parts: dict[str, dict] = {}
+        for t, p in self.latest:
+            parts.setdefault(t, {})[p] = PartitionInfo(t, p, leader=1)
+        return ClusterMetadata({1: ("127.0.0.1", 9)}, 1, "stub",
+                               {t: TopicInfo(t, ZERO_UUID, ps) for t, ps in parts.items()})
+
+    def latest_offsets(self, tps, isolation_level=0) -> dict:
+        return {tp: self.latest[tp] for tp in tps}
+
+    def earliest_offsets(self, tps) -> dict:
+        return {tp: self.earliest.get(tp, 0) for tp in tps}
+
+    def list_offsets(self, timestamps, isolation_level=0) -> dict:
+        return {tp: ((self.earliest.get(tp, 0) if ts == -2 else self.latest[tp]), -1)
+                for tp, ts in timestamps.items()}
+
+    def commit_offsets(self, group, offsets) -> None:
+        self.commits.append((group, dict(offsets)))
+
+    def close(self) -> None:
+        pass
+
+
+def stub_reader(client: StubClient, **options: str) -> KafkaStreamReader:
+    reader = KafkaStreamReader(parse_reader_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribePattern": ".*", **options},
+        for_streaming=True))
+    reader._client = client
+    return reader
+
+
+def test_default_read_limit_follows_the_options():
+    client = StubClient({A0: 0})
+    assert stub_reader(client).getDefaultReadLimit() == ReadAllAvailable()
+    assert stub_reader(client, maxOffsetsPerTrigger="7").getDefaultReadLimit() == \
+        ReadMaxRows(7)
+    assert stub_reader(client, minOffsetsPerTrigger="7").getDefaultReadLimit() == \
+        ReadMinRows(7)
+    assert stub_reader(client, maxBytesPerTrigger="1k").getDefaultReadLimit() == \
+        ReadMaxBytes(1024)
+
+
+def test_min_offsets_holds_the_batch_back_until_enough_or_the_delay():
+    client = StubClient({A0: 30, A1: 20})
+    reader = stub_reader(client, minOffsetsPerTrigger="100", maxTriggerDelay="10s")
+    start = {"a": {"0": 0, "1": 0}}
+    limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset(start, limit) == start  # 50 waiting < 100
+    assert reader.latestOffset(start, limit) == start
+    reader._last_batch_at -= 11  # maxTriggerDelay has passed since the last batch
+    assert reader.latestOffset(start, limit) == {"a": {"0": 30, "1": 20}}
+    # the delay counts again from that batch
+    client.latest = {A0: 40, A1: 20}
+    held = {"a": {"0": 30, "1": 20}}
+    assert reader.latestOffset(held, limit) == held
+    client.latest = {A0: 130, A1: 20}  # 100 waiting: no need to wait
+    assert reader.latestOffset(held, limit) == {"a": {"0": 130, "1": 20}}
+    # ReadAllAvailable (Spark's choice for some triggers) admits everything
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 130, "1": 20}}
+
+
+def test_min_and_max_offsets_together():
+    client = StubClient({A0: 30, A1: 30})
+    reader = stub_reader(client, minOffsetsPerTrigger="15", maxOffsetsPerTrigger="20",
+                         maxTriggerDelay="1h")
+    limit = reader.getDefaultReadLimit()
+    assert limit == ReadMaxRows(20)
+    start = {"a": {"0": 0, "1": 0}}
+    assert reader.latestOffset(start, limit) == {"a": {"0": 10, "1": 10}}
+    client.latest = {A0: 15, A1: 19}  # 14 waiting after that batch, below 15
+    begin = {"a": {"0": 10, "1": 10}}
+    assert reader.latestOffset(begin, limit) == begin
+
+
+def test_available_now_ignores_min_offsets_and_stops_at_the_target():
+    client = StubClient({A0: 5, A1: 5})
+    reader = stub_reader(client, minOffsetsPerTrigger="6", maxOffsetsPerTrigger="6",
+                         startingOffsets="earliest")
+    reader.prepareForTriggerAvailableNow()
+    client.latest = {A0: 500, A1: 500}  # written after the start: not for this run
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 0, "1": 0}}
+    limit = reader.getDefaultReadLimit()
+    first = reader.latestOffset(start, limit)
+    assert first == {"a": {"0": 3, "1": 3}}
+    second = reader.latestOffset(first, limit)  # 4 left, below the minimum: read anyway
+    assert second == {"a": {"0": 5, "1": 5}}
+    assert reader.latestOffset(second, limit) == second
+
+
+def test_available_now_start_bound_before_the_target():
+    """Spark calls prepareForTriggerAvailableNow before initialOffset: a "latest" start
+    must still not land beyond the target while a producer writes."""
+    client = StubClient({A0: 5})
+    reader = stub_reader(client, startingOffsets="latest")
+    reader.prepareForTriggerAvailableNow()
+    client.latest = {A0: 9}
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 5}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+
+
+def test_new_partitions_are_read_from_their_earliest_offset():
+    client = StubClient({A0: 10, A1: 10, B0: 108}, earliest={B0: 100})
+    reader = stub_reader(client, maxOffsetsPerTrigger="12")
+    start = {"a": {"0": 4, "1": 10}}  # B0 is new: backlogs A0 6, B0 8 share 12
+    assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {
+        "a": {"0": 9, "1": 10}, "b": {"0": 106}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {
+        "a": {"0": 10, "1": 10}, "b": {"0": 108}}
+
+
+def test_latest_offset_publishes_the_finished_batch_to_the_group():
+    """Spark passes a batch's end to commit() only when it plans the next batch; the end of
+    the last finished batch reaches the group when Spark next asks for latestOffset, and
+    each offset set is committed once."""
+    client = StubClient({A0: 10})
+    reader = stub_reader(client, commitOffsetsToGroup="watchers")
+    reader.latestOffset({"a": {"0": 4}}, ReadAllAvailable())
+    reader.commit({"a": {"0": 4}})
+    reader.latestOffset({"a": {"0": 4}}, ReadAllAvailable())
+    reader.latestOffset({"a": {"0": 10}}, ReadAllAvailable())
+    assert client.commits == [("watchers", {A0: 4}), ("watchers", {A0: 10})]
+    # without the option nothing is committed
+    quiet = StubClient({A0: 10})
+    stub_reader(quiet).latestOffset({"a": {"0": 4}}, ReadAllAvailable())
+    assert quiet.commits == []
