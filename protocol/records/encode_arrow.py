@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 from ..errors import ConfigError
 from . import batch as _batch
 from . import compression as _compression
-from .vectorized import varint_sizes, write_small_varints, write_varints, zigzag_encode
+from .vectorized import (VARINT_HIGH_BYTE, VARINT_LOW_BYTE, varint_sizes, write_varints,
+                         zigzag_encode)
 
 _UINT32 = struct.Struct(">I")
 
@@ -231,48 +232,58 @@ def _layout_plain(n, keys, values, ts_delta, key_len, value_len):
     batch of a few thousand records makes call overhead count).
 
     The small bytes of record i, in wire order, are its length, attributes (0), timestamp
-    delta, offset delta, key length, value length and header count (0): one row of a
-    (n, 7) table of sizes whose running sum places every one of them. Between key and value
-    sits the value length; between value and the next key the header count and the next
-    record's head: so the small bytes form 2n + 1 segments, interleaved with keys and values
-    by one ``take``."""
-    fields = np.empty((n, 4), dtype=np.int64)  # ts delta, offset delta, key len, value len
-    fields[:, 0] = ts_delta
-    fields[:, 1] = np.arange(n)
-    fields[:, 2] = key_len
-    fields[:, 3] = value_len
+    delta, offset delta, key length, value length and header count (0). Between key and
+    value sits the value length; between value and the next key the header count and the
+    next record's head: so the small bytes form 2n + 1 segments, interleaved with keys and
+    values by one ``take``."""
+    fields = np.empty((4, n), dtype=np.int64)  # ts delta, offset delta, key len, value len
+    fields[0] = ts_delta
+    fields[1] = np.arange(n)
+    fields[2] = key_len
+    fields[3] = value_len
     u = zigzag_encode(fields)
-    sizes = np.ones((n, 7), dtype=np.int64)
-    sizes[:, 2:6] = varint_sizes(u)
-    body = sizes[:, 1:].sum(axis=1) + np.maximum(key_len, 0) + np.maximum(value_len, 0)
+    small_values = int(u.max()) < 1 << 14
+    sizes = 1 + (u >= 0x80) if small_values else varint_sizes(u)
+    varint_bytes = sizes.sum(axis=0) + 2  # with the attributes and the header count
+    body = varint_bytes + np.maximum(key_len, 0) + np.maximum(value_len, 0)
     if int(body.max()) >= 1 << 31:
         raise ConfigError("a record is larger than 2 GiB")
     u_len = zigzag_encode(body)
-    sizes[:, 0] = varint_sizes(u_len)
-    pos = np.zeros(7 * n, dtype=np.int64)
-    np.cumsum(sizes.reshape(-1)[:-1], out=pos[1:])
-    pos = pos.reshape(n, 7)
-    total = int(pos[-1, 6]) + 1
-    small = np.zeros(total, dtype=np.uint8)  # attributes and header counts stay 0
-    values_u = np.empty((n, 5), dtype=np.uint64)
-    values_u[:, 0] = u_len
-    values_u[:, 1:] = u
-    where = pos[:, [0, 2, 3, 4, 5]]
-    field_sizes = sizes[:, [0, 2, 3, 4, 5]]
-    if not write_small_varints(small, where.reshape(-1), values_u.reshape(-1),
-                               field_sizes.reshape(-1)):
-        for j in range(5):
-            write_varints(small, where[:, j], values_u[:, j], field_sizes[:, j])
+    s_len = varint_sizes(u_len)
+    per_record = varint_bytes + s_len  # small bytes per record
+    start = np.zeros(n, dtype=np.int64)
+    np.cumsum(per_record[:-1], out=start[1:])
+    total = int(start[-1] + per_record[-1])
+    where = np.empty((6, n), dtype=np.int64)  # length, ts, offset, key len, value len, count
+    where[0] = start
+    where[1] = start + s_len + 1  # after the attributes byte
+    np.cumsum(sizes, axis=0, out=where[2:])
+    where[2:] += where[1]
+    small = np.zeros(total + 1, dtype=np.uint8)  # attributes and header counts stay 0
+    if small_values and int(u_len.max()) < 1 << 14:
+        # every varint has one or two bytes: write all second bytes (0 for one-byte ones, the
+        # next field's first byte then overwrites it), then all first bytes
+        idx = np.empty((5, n), dtype=np.intp)
+        idx[0] = u_len
+        idx[1:] = u
+        small[where[:5] + 1] = VARINT_HIGH_BYTE[idx]
+        small[where[:5]] = VARINT_LOW_BYTE[idx]
+        small[where[5]] = 0
+    else:
+        write_varints(small, where[0], u_len, s_len)
+        for j in range(4):
+            write_varints(small, where[j + 1], u[j], sizes[j])
     offsets = np.empty(2 * n + 2, dtype=np.int32)
     offsets[0] = 0
-    offsets[1:-1] = pos[:, 5:7].reshape(-1)
+    offsets[1:-1:2] = where[4]  # value length
+    offsets[2:-1:2] = where[5]  # header count, then the next record's head
     offsets[-1] = total
     small_arr = pa.Array.from_buffers(pa.binary(), 2 * n + 1,
                                       [None, pa.py_buffer(offsets), pa.py_buffer(small)])
     m = 2 * n + 1
     order = np.empty((n, 4), dtype=np.int64)
     order[:, 0] = np.arange(0, 2 * n, 2)  # header count of the previous record + head
-    order[:, 1] = m + np.arange(n)  # key
+    order[:, 1] = np.arange(m, m + n)  # key
     order[:, 2] = order[:, 0] + 1  # value length
     order[:, 3] = order[:, 1] + n  # value
     order = np.append(order.reshape(-1), 2 * n)  # the last header count

@@ -108,27 +108,10 @@ def decode_varints(a: np.ndarray, pos: np.ndarray, max_bytes: int = 5):
     return values, pos + size
 
 
-# for every value below 2**14 (one or two bytes): its first and second encoded byte
-_ENC_LOW = ((np.arange(1 << 14) & 0x7F) | np.where(np.arange(1 << 14) >= 0x80, 0x80, 0)
-            ).astype(np.uint8)
-_ENC_HIGH = (np.arange(1 << 14) >> 7).astype(np.uint8)
-
-
-def write_small_varints(out: np.ndarray, pos: np.ndarray, u: np.ndarray,
-                        size: np.ndarray) -> bool:
-    """Like ``write_varints`` for values that all fit two bytes (below 2**14): two table
-    lookups and two scatters for any number of fields. Returns False (writing nothing)
-    when a value is larger."""
-    if u.size == 0:
-        return True
-    if int(u.max()) >= 1 << 14:
-        return False
-    idx = u.astype(np.intp)
-    out[pos] = _ENC_LOW[idx]
-    two = np.flatnonzero(size == 2)
-    if two.size:
-        out[pos[two] + 1] = _ENC_HIGH[idx[two]]
-    return True
+# for every value below 2**14 (a varint of one or two bytes): its first and second byte
+VARINT_LOW_BYTE = ((np.arange(1 << 14) & 0x7F)
+                   | np.where(np.arange(1 << 14) >= 0x80, 0x80, 0)).astype(np.uint8)
+VARINT_HIGH_BYTE = (np.arange(1 << 14) >> 7).astype(np.uint8)
 
 
 def varint_sizes(u: np.ndarray) -> np.ndarray:
