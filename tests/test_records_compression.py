@@ -1,6 +1,5 @@
 """Compression registry: round trips, both snappy framings, caps, missing libraries."""
 
-import builtins
 import struct
 import time
 
@@ -109,14 +108,15 @@ def test_garbage_and_truncation_are_corrupt(codec):
     (C.SNAPPY, "cramjam", "cramjam"), (C.LZ4, "lz4.frame", "lz4"),
     (C.ZSTD, "zstandard", "zstandard")])
 def test_missing_library_names_codec_partition_and_package(monkeypatch, codec, module, pip):
-    real_import = builtins.__import__
+    real_import = C.importlib.import_module
 
     def fake_import(name, *args, **kwargs):
         if name == module:
             raise ImportError(f"No module named {name!r}")
         return real_import(name, *args, **kwargs)
 
-    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(C, "_MODULES", {})
+    monkeypatch.setattr(C.importlib, "import_module", fake_import)
     for call in (lambda: C.decompress(codec, b"x", topic="orders", partition=4),
                  lambda: C.compress(codec, b"x", topic="orders", partition=4)):
         with pytest.raises(MissingCodecError) as info:

@@ -20,6 +20,7 @@ compression writes the xerial framing, which every consumer reads.
 
 from __future__ import annotations
 
+import importlib
 import struct
 import zlib
 from typing import Callable, NamedTuple
@@ -52,13 +53,21 @@ def _where(topic, partition) -> str:
         f", partition {partition})" if partition is not None else ")")
 
 
+_MODULES: dict[str, object] = {}
+
+
 def _import(codec: str, module: str, pip: str, topic, partition):
+    found = _MODULES.get(module)
+    if found is not None:
+        return found
     try:
-        return __import__(module, fromlist=["_"])
+        found = importlib.import_module(module)
     except ImportError as e:
         raise MissingCodecError(
             f"{codec} compression needs the {pip!r} package, which is not installed: "
             f"pip install {pip}{_where(topic, partition)}") from e
+    _MODULES[module] = found
+    return found
 
 
 def _bomb(codec: str, max_size: int, topic, partition, offset):
