@@ -257,7 +257,7 @@ def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int) -> np.n
             p += j * size
             run = min(run * 4, 1 << 16) if j == m else max(64, run // 2)
         rounds += 1
-        if rounds >= 2 and k < rounds * 128 and k < count:
+        if k < count and (k < 16 or (rounds >= 2 and k < rounds * 128)):
             break  # the sizes vary
     if k == count:
         return ends
