@@ -5,7 +5,6 @@ import os
 import random
 import struct
 
-import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +16,7 @@ from protocol.records import decode_arrow as D
 from protocol.records import decode_records, spark_schema
 
 from .test_records_batch import GOLDEN_V2, TS
-from .test_records_legacy import GOLDEN_V0, GOLDEN_V1, message, wrapper
+from .test_records_legacy import GOLDEN_V0, GOLDEN_V1, wrapper
 
 TOPIC, PART = "events", 3
 

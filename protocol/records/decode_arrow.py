@@ -28,7 +28,6 @@ Java consumer reports them).
 from __future__ import annotations
 
 import struct
-import time
 from typing import Iterable
 
 import numpy as np
@@ -95,6 +94,7 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
                    read_committed: bool = False,
                    aborted_transactions: Iterable[tuple[int, int]] | None = None,
                    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+                   verify_crc: bool = True,
                    ) -> tuple[pa.RecordBatch, int]:
     """Decode the RECORDS bytes of one partition of a Fetch response.
 
@@ -105,6 +105,10 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
     last_offset_delta + 1``), and is ``start_offset`` when no complete batch arrived.
     Batches starting at or after ``end_offset`` are not consumed, and ``next_offset`` never
     passes ``end_offset``.
+
+    ``verify_crc`` False skips the CRC-32C check (Kafka's ``check.crcs``); only for
+    brokers that write batches without one, such as librdkafka's mock cluster's
+    transaction markers.
 
     ``aborted_transactions`` is the AbortedTransactions list of the response, as
     ``(producer_id, first_offset)`` pairs; with ``read_committed`` the records of aborted
@@ -170,12 +174,12 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
                     aborted_at += 1
                 if control:
                     if _is_abort_marker(buf, pos, _batch.BatchHeader(*fields), topic,
-                                        partition, max_decompressed):
+                                        partition, max_decompressed, verify_crc):
                         aborted_pids.discard(producer_id)
                 elif attributes & _batch.TRANSACTIONAL_MASK and producer_id in aborted_pids:
                     skip = True
             batch_view = view[pos:end]
-            actual = crc32c(batch_view[_batch.ATTRIBUTES_OFFSET:])
+            actual = crc32c(batch_view[_batch.ATTRIBUTES_OFFSET:]) if verify_crc else crc
             if actual != crc:
                 raise CorruptRecordError(
                     f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
@@ -242,12 +246,13 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def _is_abort_marker(buf, pos, h, topic, partition, max_decompressed) -> bool:
+def _is_abort_marker(buf, pos, h, topic, partition, max_decompressed,
+                     verify_crc: bool = True) -> bool:
     """Whether the control batch at ``pos`` starts with an ABORT marker."""
     if h.record_count == 0:
         return False
     data = _batch.records_section(buf, pos, h, topic=topic, partition=partition,
-                                  max_decompressed=max_decompressed)
+                                  max_decompressed=max_decompressed, verify_crc=verify_crc)
     records = _batch.parse_records(data, h, topic=topic, partition=partition)
     ctype = _batch.control_type(records[0].key)
     if ctype is None:
