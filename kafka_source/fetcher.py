@@ -118,7 +118,7 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             batch, next_offset = decode_records(
                 response["records"], topic=rng.topic, partition=rng.partition,
                 start_offset=offset, end_offset=end, include_headers=options.include_headers,
-                read_committed=f.read_committed,
+                read_committed=f.read_committed, verify_crc=options.check_crcs,
                 aborted_transactions=[(a["producer_id"], a["first_offset"])
                                       for a in response.get("aborted_transactions") or ()])
             if next_offset > offset:

@@ -152,6 +152,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Longest (ms) a broker waits for kafka.fetch.min.bytes before answering."),
     ReaderOption("kafka.fetch.min.bytes", "1", _BOTH,
                  "Bytes a broker waits to accumulate before answering a fetch."),
+    ReaderOption("kafka.check.crcs", "true", _BOTH,
+                 "Verify the CRC-32C of every record batch read (Kafka's check.crcs)."),
     ReaderOption("kafka.security.protocol", '"PLAINTEXT"', _BOTH,
                  "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     ReaderOption("kafka.sasl.mechanism", '"PLAIN"', _BOTH,
@@ -433,6 +435,7 @@ class ReaderOptions:
     max_partition_fetch_bytes: int = 1_048_576
     fetch_max_wait_ms: int = 500
     fetch_min_bytes: int = 1
+    check_crcs: bool = True
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
@@ -777,6 +780,7 @@ def parse_reader_options(options: Mapping[str, Any], *,
                                                maximum=_INT32_MAX),
         fetch_max_wait_ms=opts.integer("kafka.fetch.max.wait.ms", 500, minimum=0,
                                        maximum=_INT32_MAX),
+        check_crcs=opts.boolean("kafka.check.crcs", True),
         fetch_min_bytes=opts.integer("kafka.fetch.min.bytes", 1, minimum=0,
                                      maximum=_INT32_MAX),
         max_offsets_per_trigger=max_offsets,

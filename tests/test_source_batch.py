@@ -144,25 +144,6 @@ def test_a_user_schema_is_refused(spark):
          .load().count())
 
 
-def test_read_committed_drops_aborted_transactions(spark, mock_cluster, topic_name):
-    mock_cluster.create_topic(topic_name, 1, 1)
-    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap,
-                                  "transactional.id": f"tx-{topic_name}"})
-    p.init_transactions(10)
-    for outcome, n in (("commit", 10), ("abort", 5), ("commit", 7)):
-        p.begin_transaction()
-        for i in range(n):
-            p.produce(topic_name, value=f"{outcome}-{i}".encode(), partition=0)
-        p.flush(10)
-        (p.commit_transaction if outcome == "commit" else p.abort_transaction)(10)
-    committed = read(spark, mock_cluster.bootstrap, subscribe=topic_name,
-                     **{"kafka.isolation.level": "read_committed"})
-    values = [r.value for r in committed.orderBy("offset").collect()]
-    assert values == [b"commit-%d" % i for i in range(10)] + [b"commit-%d" % i for i in range(7)]
-    everything = read(spark, mock_cluster.bootstrap, subscribe=topic_name)
-    assert everything.count() == 22  # aborted records stay visible to read_uncommitted
-
-
 def test_fail_on_data_loss_after_delete_records(spark, mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 1, 1)
     p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap,
