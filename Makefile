@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo install clean
+.PHONY: test demo install clean dist
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +21,17 @@ test: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
+
+# A wheel (pip install dist/*.whl) and a zip for spark-submit --py-files, both in dist/.
+dist: $(STAMP)
+	$(PY) -m pip wheel -q --no-deps -w dist .
+	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
+
+# Side-by-side performance against confluent-kafka and kafka-python (tests/bench/run.py,
+# ~10 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md.
+.PHONY: bench
+bench: $(STAMP)
+	$(PY) tests/bench/run.py $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache

@@ -1,0 +1,93 @@
+"""Build ``dist/pyspark_pykafka-<version>.zip`` for ``spark-submit --py-files``.
+
+    python scripts/build_pyfiles_zip.py [--out-dir dist]
+
+The zip holds the library and nothing else: ``pyspark_pykafka.py`` (Spark's automatic
+registration hook) and the packages ``protocol``, ``kafka_source`` and ``kafka_sink``, as
+source files at the root of the archive, so Python's zip importer finds them once the zip
+is on ``sys.path`` (which is what ``--py-files`` does, on the driver and every executor).
+Tests, the embedded test brokers (``kafka_testbed``) and byte-code caches are left out.
+
+The archive is reproducible: entries are sorted and carry a fixed timestamp, so the same
+sources always give the same bytes. The version is read from ``pyproject.toml``.
+The third-party dependencies (pyarrow, numpy, crc32c, lz4, zstandard, cramjam) are not
+in the zip: they have compiled parts and must be installed on every node.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import zipfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODULES = ("pyspark_pykafka.py",)
+PACKAGES = ("protocol", "kafka_source", "kafka_sink")
+# 1980-01-01, the earliest time a zip entry can carry: same input, same archive.
+_FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+def project_version(root: str = ROOT) -> str:
+    """``[project] version`` of ``pyproject.toml``."""
+    path = os.path.join(root, "pyproject.toml")
+    try:
+        import tomllib  # Python 3.11+
+    except ImportError:  # Python 3.10: the one line we need, without a TOML parser
+        with open(path, encoding="utf-8") as f:
+            match = re.search(r'(?m)^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', f.read())
+        if not match:
+            raise SystemExit(f"no [project] version in {path}")
+        return match.group(1)
+    with open(path, "rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
+def library_files(root: str = ROOT) -> list[str]:
+    """The paths (relative to ``root``, with ``/``) of every file that goes in the zip."""
+    files = [m for m in MODULES if os.path.isfile(os.path.join(root, m))]
+    for package in PACKAGES:
+        if not os.path.isfile(os.path.join(root, package, "__init__.py")):
+            raise SystemExit(f"{package}/__init__.py is missing: not a package checkout?")
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, package)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            if "__init__.py" not in filenames:  # not a package: nothing importable
+                dirnames[:] = []
+                continue
+            for name in filenames:
+                if name.endswith(".py"):
+                    rel = os.path.relpath(os.path.join(dirpath, name), root)
+                    files.append(rel.replace(os.sep, "/"))
+    return sorted(files)
+
+
+def build(out_dir: str, root: str = ROOT) -> str:
+    """Write the zip into ``out_dir`` and return its path."""
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"pyspark_pykafka-{project_version(root)}.zip")
+    tmp = path + ".tmp"
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for rel in library_files(root):
+            info = zipfile.ZipInfo(rel, date_time=_FIXED_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            with open(os.path.join(root, rel), "rb") as f:
+                zf.writestr(info, f.read())
+    os.replace(tmp, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-dir", default=os.path.join(ROOT, "dist"))
+    args = parser.parse_args(argv)
+    path = build(args.out_dir)
+    with zipfile.ZipFile(path) as zf:
+        count = len(zf.namelist())
+    print(f"{os.path.relpath(path)}: {count} files", file=sys.stderr)
+    print(path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""Shipping with ``spark-submit --py-files``: a real submit on a two-executor cluster.
+
+``spark-submit --master "local-cluster[2,1,1024]"`` starts a standalone master, one worker
+and two executor JVMs on this machine, each executor with its own Python workers. The job
+and every Python process of the run use ``.venv-pyfiles/bin/python``: a virtualenv (built
+here once, then reused) that holds pyspark and the connector's runtime dependencies but
+*not* the connector, so ``kafka_source`` and friends can only come from the zip that
+``--py-files`` ships (``PYTHONPATH`` is cleared and the job runs from a temporary
+directory, so the checkout is never on ``sys.path``).
+
+The job writes a topic of a Tansu broker with the sink and reads it back with a batch read.
+
+What this found about Spark's automatic registration (``format("pykafka")`` without
+``spark.dataSource.register``): Spark looks data sources up once per driver JVM, in a
+Python worker it starts from the JVM (``pyspark.sql.worker.lookup_data_sources``, which
+scans ``pkgutil.iter_modules()`` for ``pyspark_*`` modules). That worker's ``sys.path`` is
+pyspark's own path plus the ``PYTHONPATH`` the *JVM* was started with; the ``--py-files``
+are not on it (the lookup passes no Python includes). So with ``--py-files`` alone the
+lookup does not see ``pyspark_pykafka`` and ``format("pykafka")`` fails with
+``DATA_SOURCE_NOT_FOUND`` until the job registers ``KafkaDataSource``. Putting the zip on
+``PYTHONPATH`` in the environment of ``spark-submit`` as well makes the lookup find it (the
+zip importer serves ``iter_modules``), which is what the run here does, and checks.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+
+from protocol.cluster import KafkaClient
+
+pytestmark = pytest.mark.spark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PYFILES_VENV = os.path.join(ROOT, ".venv-pyfiles")
+RUNTIME_DEPENDENCIES = ("pyarrow>=15", "numpy>=1.26", "crc32c>=2.3", "lz4>=4.0",
+                        "zstandard>=0.22", "cramjam>=2.8")
+PARTITIONS = 3
+ROWS = 3000  # a multiple of PARTITIONS
+
+JOB = textwrap.dedent('''
+    """Submitted by tests/test_ship.py: write a topic with the sink, read it back."""
+    import json
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    bootstrap, topic, rows, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    spark = SparkSession.builder.appName("pykafka-ship-test").getOrCreate()
+    report = {"master": spark.sparkContext.master}
+
+    # Automatic registration first: the lookup happens once, at the first data source call.
+    try:
+        (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+         .option("subscribe", topic).load().schema)
+        report["auto_registered"] = True
+    except Exception as exc:
+        report["auto_registered"] = False
+        report["auto_error"] = str(exc).splitlines()[0]
+
+    # Explicit registration, with the class imported from the --py-files zip.
+    from kafka_source import KafkaDataSource
+    import pyspark_pykafka
+    spark.dataSource.register(KafkaDataSource)
+    report["driver_imports"] = [pyspark_pykafka.__file__, sys.modules["kafka_source"].__file__]
+
+    df = spark.range(0, rows, 1, 4).selectExpr(
+        "format_string('k%05d', id) AS key",
+        "format_string('v%05d', id) AS value",
+        f"cast(id % {partitions} AS int) AS partition")
+    (df.write.format("pykafka").mode("append")
+       .option("kafka.bootstrap.servers", bootstrap).option("topic", topic)
+       .option("kafka.compression.type", "zstd")
+       .save())
+
+    # Exact end offsets: this broker's ListOffsets "latest" is unreliable (kafka_testbed.tansu).
+    ends = json.dumps({topic: {str(p): rows // partitions for p in range(partitions)}})
+    back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("endingOffsets", ends).load())
+    report["rows"] = [list(r) for r in back.selectExpr(
+        "cast(key AS string)", "cast(value AS string)", "partition", "offset").collect()]
+
+    def where(_):
+        import kafka_sink
+        yield os.getppid(), kafka_sink.__file__, sys.executable
+    probes = spark.sparkContext.parallelize(range(8), 8).mapPartitions(where).collect()
+    report["executor_imports"] = sorted({file for _, file, _ in probes})
+    report["executor_pythons"] = sorted({exe for _, _, exe in probes})
+    report["executors"] = spark.sparkContext._jsc.sc().getExecutorIds().size()
+    print("REPORT " + json.dumps(report), flush=True)
+    spark.stop()
+''')
+
+
+def _project_version() -> str:
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        from build_pyfiles_zip import project_version
+    finally:
+        sys.path.pop(0)
+    return project_version()
+
+
+def _pyspark_version() -> str:
+    import pyspark
+    return pyspark.__version__
+
+
+def pyfiles_python() -> str:
+    """``.venv-pyfiles/bin/python``: pyspark and the runtime dependencies, not the connector.
+
+    Built on first use (about half a minute with pip's cache), rebuilt when the list of
+    requirements changes; a lock keeps two test processes from building it at once."""
+    requirements = [f"pyspark=={_pyspark_version()}", *RUNTIME_DEPENDENCIES]
+    python = os.path.join(PYFILES_VENV, "bin", "python")
+    stamp = os.path.join(PYFILES_VENV, ".requirements")
+    wanted = "\n".join(requirements)
+    os.makedirs(os.path.dirname(PYFILES_VENV), exist_ok=True)
+    with open(PYFILES_VENV + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(stamp) as f:
+                if f.read() == wanted and os.path.exists(python):
+                    return python
+        except FileNotFoundError:
+            pass
+        subprocess.run([sys.executable, "-m", "venv", "--clear", PYFILES_VENV], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        *requirements], check=True)
+        with open(stamp, "w") as f:
+            f.write(wanted)
+    return python
+
+
+def clean_env(python: str, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYTHONHOME")
+           and not k.startswith(("PYSPARK_", "PYTEST_"))}
+    env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python,
+               PATH=os.path.dirname(python) + os.pathsep + env.get("PATH", ""),
+               SPARK_LOCAL_IP="127.0.0.1", **extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def pyfiles_zip(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
+                                                        "build_pyfiles_zip.py"),
+                           "--out-dir", str(out)], check=True, capture_output=True, text=True)
+    return done.stdout.strip()
+
+
+def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
+    with zipfile.ZipFile(pyfiles_zip) as zf:
+        names = zf.namelist()
+    assert os.path.basename(pyfiles_zip) == f"pyspark_pykafka-{_project_version()}.zip"
+    assert "pyspark_pykafka.py" in names
+    for package in ("protocol", "protocol/records", "protocol/schemas", "kafka_source",
+                    "kafka_sink"):
+        assert f"{package}/__init__.py" in names
+    tops = {name.split("/")[0] for name in names}
+    assert tops == {"pyspark_pykafka.py", "protocol", "kafka_source", "kafka_sink"}
+    assert all(name.endswith(".py") and "__pycache__" not in name for name in names)
+
+
+def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path):
+    """What ``pyspark.sql.worker.lookup_data_sources`` does, in an interpreter whose only
+    way to the connector is the zip on ``PYTHONPATH``: the zip importer lists
+    ``pyspark_pykafka`` and its ``DefaultSource`` is the pykafka source."""
+    python = pyfiles_python()
+    lookup = textwrap.dedent("""
+        from importlib import import_module
+        from pkgutil import iter_modules
+        found = {}
+        for info in iter_modules():
+            if info.name.startswith("pyspark_"):
+                module = import_module(info.name)
+                found[info.name] = (module.DefaultSource.name(), module.__file__)
+        print(found)
+    """)
+    done = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
+                          text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == repr({"pyspark_pykafka": (
+        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka.py"))})
+
+
+@pytest.mark.timeout(900)  # the first run also builds .venv-pyfiles; JVMs start slowly
+def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfiles_zip,
+                                                         tmp_path):
+    python = pyfiles_python()
+    # The interpreter of the run cannot import the connector by itself.
+    probe = subprocess.run([python, "-c", "import kafka_source"], cwd=tmp_path,
+                           env=clean_env(python), capture_output=True, text=True)
+    assert probe.returncode != 0 and "No module named 'kafka_source'" in probe.stderr
+
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic_name: PARTITIONS})
+    job = tmp_path / "job.py"
+    job.write_text(JOB)
+    command = [os.path.join(os.path.dirname(python), "spark-submit"),
+               "--master", "local-cluster[2,1,1024]",
+               "--conf", "spark.ui.enabled=false",
+               "--conf", "spark.ui.showConsoleProgress=false",
+               "--conf", "spark.sql.shuffle.partitions=2",
+               "--py-files", pyfiles_zip,
+               str(job), tansu.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
+    # PYTHONPATH holds the zip (and nothing of the checkout) for Spark's registration lookup.
+    done = subprocess.run(command, cwd=tmp_path, env=clean_env(python, PYTHONPATH=pyfiles_zip),
+                          capture_output=True, text=True, timeout=600)
+    reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    assert done.returncode == 0 and reports, (done.stdout[-3000:], done.stderr[-6000:])
+    report = json.loads(reports[-1][len("REPORT "):])
+
+    assert report["master"] == "local-cluster[2,1,1024]"
+    assert report["executors"] == 2
+    assert report["auto_registered"] is True, report.get("auto_error")
+    zip_name = os.path.basename(pyfiles_zip)
+    for path in report["driver_imports"] + report["executor_imports"]:
+        assert f"{zip_name}{os.sep}" in path, path  # imported from the shipped zip
+    assert report["executor_pythons"] == [python]
+
+    rows = report["rows"]
+    assert len(rows) == ROWS
+    by_id = {int(key[1:]): (key, value, partition, offset)
+             for key, value, partition, offset in rows}
+    assert sorted(by_id) == list(range(ROWS))
+    for i, (key, value, partition, offset) in by_id.items():
+        assert (key, value, partition) == (f"k{i:05d}", f"v{i:05d}", i % PARTITIONS)
+    for p in range(PARTITIONS):
+        offsets = sorted(offset for _, _, partition, offset in rows if partition == p)
+        assert offsets == list(range(ROWS // PARTITIONS))
