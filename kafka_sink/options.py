@@ -42,7 +42,7 @@ from typing import Any, Mapping, NamedTuple
 from protocol.config import ClientConfig, parse_host_port
 from protocol.errors import ConfigError
 # The reader's option reader and security mapping, shared so both sides parse alike.
-from kafka_source.options import _Options, _security
+from kafka_source.options import OptionMap, security_settings
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
@@ -212,7 +212,7 @@ class WriterOptions:
         return max(1, min(self.batch_size, self.max_request_size))
 
 
-def _acks(opts: _Options) -> int:
+def _acks(opts: OptionMap) -> int:
     text = opts.get("kafka.acks")
     if text is None:
         return ACKS_ALL
@@ -223,7 +223,7 @@ def _acks(opts: _Options) -> int:
     return value
 
 
-def _compression(opts: _Options) -> str:
+def _compression(opts: OptionMap) -> str:
     text = opts.get("kafka.compression.type")
     if text is None:
         return "none"
@@ -234,7 +234,7 @@ def _compression(opts: _Options) -> str:
     return text.lower()
 
 
-def _check_names(opts: _Options) -> tuple[str, ...]:
+def _check_names(opts: OptionMap) -> tuple[str, ...]:
     for lower, message in _REJECTED.items():
         if opts.has(lower):
             raise ConfigError(message)
@@ -258,7 +258,7 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     """Check and parse the writer's options (see the module docstring and
     ``WRITER_OPTIONS``). Raises ``ConfigError`` naming the option at the first problem;
     never quotes a password."""
-    opts = _Options(options)
+    opts = OptionMap(options)
     ignored = _check_names(opts)
 
     servers_text = opts.get("kafka.bootstrap.servers")
@@ -314,7 +314,7 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         client_id=client_id or ClientConfig.client_id,
         request_timeout_ms=request_timeout,
         retry_backoff_ms=backoff,
-        **_security(opts))
+        **security_settings(opts))
 
     return WriterOptions(
         client_config=client_config,

@@ -449,13 +449,13 @@ class TaskProducer:
                             default=now)
                 time.sleep(max(0.0, min(timeout, retry - now, 0.05)))
             return
-        ready = [node for node, q in waiting.items() if _has_response(q[0].conn, q[0].cid)]
+        ready = [node for node, q in waiting.items() if q[0].conn.has_response(q[0].cid)]
         if not ready:
             now = time.monotonic()
             first_deadline = min(q[0].deadline for q in waiting.values())
             socks = {}
             for node, q in waiting.items():
-                sock = _socket(q[0].conn)
+                sock = q[0].conn.wait_handle()
                 if sock is None:
                     ready.append(node)
                 else:
@@ -624,20 +624,3 @@ def _describe(part: dict) -> str | None:
     for e in part.get("record_errors") or ():
         details.append(f"record {e.get('batch_index')}: {e.get('batch_index_error_message')}")
     return "; ".join(details) or None
-
-
-def _has_response(conn, cid: int) -> bool:
-    """Whether ``conn`` already holds the answer to ``cid`` (read with an earlier one)."""
-    ready = getattr(conn, "_ready", None)
-    return bool(ready) and cid in ready
-
-
-def _socket(conn):
-    """The socket to wait on for ``conn``; None when closed or when TLS holds read data."""
-    sock = getattr(conn, "_sock", None)
-    if sock is None:
-        return None
-    pending = getattr(sock, "pending", None)
-    if pending is not None and pending():
-        return None
-    return sock

@@ -360,7 +360,7 @@ def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
 
 # ---- the options, read one at a time ----------------------------------------------------
 
-class _Options:
+class OptionMap:
     """The raw options by lower-case name, with typed getters that name the option."""
 
     def __init__(self, options: Mapping[str, Any]):
@@ -455,7 +455,7 @@ class ReaderOptions:
 
 # ---- parsing ----------------------------------------------------------------------------
 
-def _offset_spec(opts: _Options, *, starting: bool, for_streaming: bool,
+def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
                  strategy: str) -> OffsetSpec:
     """Spark's ``getKafkaOffsetRangeLimit``: the first of the timestamp, timestamp-JSON and
     offsets options that is set, else the default; with the batch-only checks."""
@@ -538,7 +538,7 @@ def _check_start_before_end(start: OffsetSpec, end: OffsetSpec) -> None:
                 f"{tp[1]}.")
 
 
-def _subscription(opts: _Options) -> Subscription:
+def _subscription(opts: OptionMap) -> Subscription:
     given = [name for name in _STRATEGIES if opts.has(name)]
     if not given:
         raise ConfigError("One of the following options must be specified for Kafka source: "
@@ -568,7 +568,7 @@ def _subscription(opts: _Options) -> Subscription:
     return Subscription("assign", partitions=_parse_assign(value))
 
 
-def _check_kafka_options(opts: _Options) -> tuple[str, ...]:
+def _check_kafka_options(opts: OptionMap) -> tuple[str, ...]:
     """Reject what Spark rejects; warn (once) about every ``kafka.*`` option we ignore."""
     for lower, message in _REJECTED_KAFKA_OPTIONS.items():
         if opts.has(lower):
@@ -587,7 +587,7 @@ def _check_kafka_options(opts: _Options) -> tuple[str, ...]:
     return tuple(ignored)
 
 
-def _security(opts: _Options) -> dict[str, Any]:
+def security_settings(opts: OptionMap) -> dict[str, Any]:
     """The ``ClientConfig`` arguments for TLS and SASL."""
     protocol = (opts.get("kafka.security.protocol") or "PLAINTEXT").upper()
     if protocol not in SECURITY_PROTOCOLS:
@@ -632,7 +632,7 @@ def _security(opts: _Options) -> dict[str, Any]:
     return settings
 
 
-def _sasl_credentials(opts: _Options, protocol: str) -> dict[str, Any]:
+def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
     mechanism = opts.get("kafka.sasl.mechanism")
     if mechanism is not None:
         mechanism = mechanism.upper()
@@ -666,7 +666,7 @@ def _sasl_credentials(opts: _Options, protocol: str) -> dict[str, Any]:
     return {"sasl_mechanism": mechanism, "sasl_username": username, "sasl_password": password}
 
 
-def _client_config(opts: _Options) -> ClientConfig:
+def _client_config(opts: OptionMap) -> ClientConfig:
     servers_text = opts.get("kafka.bootstrap.servers")
     servers = [s.strip() for s in servers_text.split(",") if s.strip()]
     if not servers:
@@ -677,7 +677,7 @@ def _client_config(opts: _Options) -> ClientConfig:
     client_id = opts.get("kafka.client.id")
     if client_id is not None and not client_id:
         raise ConfigError("kafka.client.id must not be empty")
-    settings = _security(opts)
+    settings = security_settings(opts)
     return ClientConfig(
         bootstrap_servers=servers,
         client_id=client_id or ClientConfig.client_id,
@@ -693,7 +693,7 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     Raises ``ConfigError`` naming the option at the first problem; never quotes a password.
     """
-    opts = _Options(options)
+    opts = OptionMap(options)
 
     # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
     if for_streaming:

@@ -236,6 +236,22 @@ class BrokerConnection:
                 raise
         return self._ready.pop(correlation_id)
 
+    def has_response(self, correlation_id: int) -> bool:
+        """Whether the response to ``correlation_id`` was already read (with another)."""
+        return correlation_id in self._ready
+
+    def wait_handle(self) -> socket.socket | None:
+        """The socket to ``select()`` on while waiting for responses from several brokers;
+        None when the connection is closed or TLS already holds decrypted bytes (then
+        ``receive`` will not block on the socket)."""
+        sock = self._sock
+        if sock is None:
+            return None
+        pending = getattr(sock, "pending", None)
+        if pending is not None and pending():
+            return None
+        return sock
+
     def request(self, api: Api, body: dict, version: int | None = None,
                 timeout_ms: int | None = None) -> dict:
         return self.receive(self.send(api, body, version), timeout_ms)
