@@ -5,8 +5,9 @@
 
 1. the protocol client: create a topic, produce record batches encoded from Arrow,
    list offsets, fetch and decode them back into Arrow;
-2. spark.read.format("pykafka"): the same topic as a DataFrame;
-3. spark.readStream.format("pykafka"): the topic as a stream, drained with AvailableNow.
+2. df.write.format("pykafka"): sample orders written by Spark with the idempotent producer;
+3. spark.read.format("pykafka"): the orders read back as a DataFrame and aggregated;
+4. spark.readStream.format("pykafka"): the orders as a stream, drained with AvailableNow.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ from protocol.cluster import KafkaClient  # noqa: E402
 from protocol.records import decode_records, encode_batch  # noqa: E402
 
 TOPIC = "pykafka-demo"
+ORDERS = "pykafka-demo-orders"
+ORDER_COUNT = 10_000
 PARTITIONS = 3
 RECORDS_PER_PARTITION = 2_000
 
@@ -45,14 +48,19 @@ def step(text: str) -> None:
     print(f"\n== {text}")
 
 
-def protocol_demo(bootstrap: str, cluster) -> None:
+def create_topics(bootstrap: str, cluster) -> None:
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        for topic in (TOPIC, ORDERS):
+            if cluster is not None:  # the mock cluster has no CreateTopics API
+                cluster.create_topic(topic, PARTITIONS, 3)
+            else:
+                client.create_topics({topic: PARTITIONS}, exist_ok=True)
+        client.wait_for_topics([TOPIC, ORDERS])
+
+
+def protocol_demo(bootstrap: str) -> None:
     step("protocol client")
     with KafkaClient(bootstrap_servers=bootstrap) as client:
-        if cluster is not None:  # the mock cluster has no CreateTopics API
-            cluster.create_topic(TOPIC, PARTITIONS, 3)
-            client.wait_for_topics([TOPIC])
-        else:
-            client.create_topics({TOPIC: PARTITIONS}, exist_ok=True)
         meta = client.topic(TOPIC)
         print(f"topic {TOPIC!r}: {len(meta.partitions)} partitions, leaders "
               f"{ {p: info.leader for p, info in sorted(meta.partitions.items())} }")
@@ -100,9 +108,20 @@ def spark_demo(bootstrap: str) -> None:
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)  # automatic once installed; explicit here
     try:
+        step('df.write.format("pykafka")')
+        orders = spark.range(ORDER_COUNT).select(
+            F.concat(F.lit("customer-"), (F.col("id") % 50).cast("string")).alias("key"),
+            F.to_json(F.struct(F.col("id").alias("order"),
+                               (F.col("id") % 97).alias("amount"))).alias("value"))
+        started = time.perf_counter()
+        (orders.write.format("pykafka").mode("append")
+         .option("kafka.bootstrap.servers", bootstrap).option("topic", ORDERS).save())
+        print(f"wrote {ORDER_COUNT} orders to {ORDERS!r} in {time.perf_counter() - started:.1f}s "
+              "(keyed by customer: Java's partitioner places them)")
+
         step('spark.read.format("pykafka")')
         df = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", TOPIC).load())
+              .option("subscribe", ORDERS).load())
         parsed = df.select(F.col("partition"), F.get_json_object(
             F.col("value").cast("string"), "$.amount").cast("int").alias("amount"))
         for row in parsed.groupBy("partition").agg(F.count("*").alias("records"),
@@ -114,7 +133,7 @@ def spark_demo(bootstrap: str) -> None:
         step('spark.readStream.format("pykafka") with Trigger.AvailableNow')
         with tempfile.TemporaryDirectory() as tmp:
             query = (spark.readStream.format("pykafka")
-                     .option("kafka.bootstrap.servers", bootstrap).option("subscribe", TOPIC)
+                     .option("kafka.bootstrap.servers", bootstrap).option("subscribe", ORDERS)
                      .option("startingOffsets", "earliest")
                      .option("maxOffsetsPerTrigger", "2500").load()
                      .writeStream.format("parquet").option("path", f"{tmp}/out")
@@ -139,7 +158,8 @@ def main() -> None:
     with broker(args.bootstrap_servers) as (bootstrap, cluster):
         print(f"broker: {bootstrap}" + (" (embedded librdkafka mock cluster)"
                                         if cluster is not None else ""))
-        protocol_demo(bootstrap, cluster)
+        create_topics(bootstrap, cluster)
+        protocol_demo(bootstrap)
         if not args.no_spark:
             spark_demo(bootstrap)
     print("\ndone.")
