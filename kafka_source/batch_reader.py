@@ -10,6 +10,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from protocol.cluster import KafkaClient
 
 from .fetcher import read_range
+from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .planning import OffsetRange, plan_batch
 
@@ -32,8 +33,11 @@ class KafkaBatchReader(DataSourceReader):
         self.pushed = None  # a pushdown.Narrowing, set by pushFilters
 
     def partitions(self) -> Sequence[InputPartition]:
-        with KafkaClient(self.options.client_config) as client:
-            ranges = plan_batch(self.options, client, narrowing=self.pushed)
+        o = self.options
+        with KafkaClient(o.client_config) as client:
+            offsets = OffsetReader(client, o.fetch_offset_num_retries,
+                                   o.fetch_offset_retry_interval_ms)
+            ranges = plan_batch(o, offsets, narrowing=self.pushed)
         return [KafkaInputPartition(r) for r in ranges]
 
     def read(self, partition: KafkaInputPartition) -> Iterator:

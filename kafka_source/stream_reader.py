@@ -30,6 +30,7 @@ from protocol.errors import PyKafkaError
 
 from .batch_reader import KafkaInputPartition
 from .fetcher import DataLossError, read_range
+from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .planning import (OffsetRange, discover_partitions, format_tp, plan_ranges,
                        resolve_offsets)
@@ -79,7 +80,7 @@ def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
         self.options = options
-        self._client: KafkaClient | None = None
+        self._client: OffsetReader | None = None
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
         self._last_batch_at = time.monotonic()
         self._latest: dict[TopicPartition, int] | None = None
@@ -94,9 +95,13 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return state
 
     @property
-    def client(self) -> KafkaClient:
+    def client(self) -> OffsetReader:
+        """The driver's client; offset lookups retried per fetchOffset.* options."""
         if self._client is None:
-            self._client = KafkaClient(self.options.client_config)
+            o = self.options
+            self._client = OffsetReader(KafkaClient(o.client_config),
+                                        o.fetch_offset_num_retries,
+                                        o.fetch_offset_retry_interval_ms)
         return self._client
 
     # ---- offsets ----------------------------------------------------------------------

@@ -93,3 +93,25 @@ def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
     with pytest.raises((KafkaConnectionError, KafkaTimeoutError), match="127.0.0.1:1"):
         list(read_range(o, OffsetRange("t", 0, 0, 10)))
     assert time.monotonic() - started < 10
+
+
+def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
+    """fetchOffset.numRetries / retryIntervalMs: the driver's offset lookups are retried
+    that many times, that far apart, around the client's own retries."""
+    from kafka_source.offset_reader import OffsetReader
+    from protocol.cluster import KafkaClient
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 5)
+    tp = (topic_name, 0)
+    # Each attempt is bounded by a 300 ms request deadline, so a long run of
+    # NOT_LEADER_OR_FOLLOWER answers exhausts one attempt; the next attempt succeeds.
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, request_timeout_ms=300,
+                     retry_backoff_ms=50) as client:
+        mock_cluster.push_request_errors(2, [6] * 6)
+        started = time.monotonic()
+        assert OffsetReader(client, 3, 200).latest_offsets([tp]) == {tp: 5}
+        assert time.monotonic() - started >= 0.2  # at least one retry interval
+        mock_cluster.push_request_errors(2, [6] * 200)
+        with pytest.raises(KafkaTimeoutError):
+            OffsetReader(client, 1, 50).latest_offsets([tp])
+        mock_cluster.clear_request_errors(2)
