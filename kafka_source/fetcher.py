@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from protocol.cluster import KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             PyKafkaError)
+                             ProtocolError, PyKafkaError)
 from protocol.records.decode_arrow import decode_records
 
 from .planning import OffsetRange
@@ -93,7 +93,7 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
             try:
                 if pending is None:
                     pending = f.start(offset)
-                response = pending.result()[f.tp]
+                response = pending.result().get(f.tp)
             except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
                 pending = None
                 if isinstance(e, BrokerError) and not e.retriable:
@@ -102,6 +102,13 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                 _pause_and_refresh(client, backoff)
                 continue
             pending = None
+            if response is None:
+                # The broker left the partition out (Tansu does when it does not wait), or
+                # the answer was garbled into another partition's: ask again.
+                last_error = ProtocolError(f"the Fetch response had no answer for topic "
+                                           f"{rng.topic!r} partition {rng.partition}")
+                time.sleep(backoff)
+                continue
             code = response["error_code"]
             if code == OFFSET_OUT_OF_RANGE:
                 offset = f.skip_missing(offset)
