@@ -300,6 +300,12 @@ class TansuBroker:
         Explicit path of the ``tansu`` executable.
     extra_args:
         More ``tansu broker`` arguments.
+    advertised_port:
+        Advertise ``127.0.0.1:advertised_port`` in Metadata instead of the broker's own
+        port, for a proxy in front of it (e.g. a fault-injecting one): ``port`` and
+        ``bootstrap`` then name the advertised port, ``backend_port`` Tansu's listener,
+        which the proxy forwards to (a ``port`` given is then that listener's).
+        Not with ``tls``.
     """
 
     def __init__(
@@ -314,9 +320,12 @@ class TansuBroker:
         silent: bool = True,
         binary: str | None = None,
         extra_args: Sequence[str] = (),
+        advertised_port: int | None = None,
     ) -> None:
         if tls_client_ca and not tls:
             raise ValueError("tls_client_ca needs tls")
+        if advertised_port is not None and tls:
+            raise ValueError("advertised_port cannot be combined with tls")
         self.host = "127.0.0.1"
         self._requested_port = port
         self.tls = tls
@@ -327,6 +336,7 @@ class TansuBroker:
         self.silent = silent
         self.binary = binary
         self.extra_args = list(extra_args)
+        self.advertised_port = advertised_port
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_file = None
         self._logdir: tempfile.TemporaryDirectory[str] | None = None
@@ -404,6 +414,9 @@ class TansuBroker:
             listen_sock.listen(64)
             self.port = listen_sock.getsockname()[1]
             self.backend_port = _free_port(self.host)
+        elif self.advertised_port is not None:
+            self.backend_port = self._requested_port or _free_port(self.host)
+            self.port = self.advertised_port
         else:
             self.port = self.backend_port = self._requested_port or _free_port(self.host)
 
