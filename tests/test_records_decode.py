@@ -297,6 +297,24 @@ def test_corrupt_header_fields(field, pos, value, match):
     assert info.value.topic == TOPIC and info.value.partition == PART
 
 
+def test_verify_crc_false_skips_only_the_crc():
+    v2 = bytearray(GOLDEN_V2)
+    v2[B.CRC_OFFSET:B.CRC_OFFSET + 4] = b"\x00\x00\x00\x00"
+    legacy = bytearray(GOLDEN_V0)
+    legacy[12:16] = b"\x00\x00\x00\x00"
+    marker = bytearray(B.build_control_batch(B.ABORT, offset=18, producer_id=1))
+    marker[B.CRC_OFFSET] ^= 0xFF
+    data = bytes(legacy) + bytes(v2) + bytes(marker)
+    for kw in ({}, {"read_committed": True}):
+        with pytest.raises(CorruptRecordError, match="CRC"):
+            decode(data, **kw)
+        batch, nxt = decode(data, verify_crc=False, **kw)
+        assert batch.column("offset").to_pylist() == [8, 16, 17] and nxt == 19
+    v2[B.RECORD_COUNT_OFFSET + 3] = 9  # the other checks stay
+    with pytest.raises(CorruptRecordError, match="9 records"):
+        decode(bytes(v2), verify_crc=False)
+
+
 def _resign(raw: bytearray) -> bytes:
     struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
     return bytes(raw)

@@ -106,9 +106,9 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
     Batches starting at or after ``end_offset`` are not consumed, and ``next_offset`` never
     passes ``end_offset``.
 
-    ``verify_crc`` False skips the CRC-32C check (Kafka's ``check.crcs``); only for
-    brokers that write batches without one, such as librdkafka's mock cluster's
-    transaction markers.
+    ``verify_crc`` False skips the CRC checks (Kafka's ``check.crcs``; CRC-32C of batches,
+    CRC-32 of legacy messages), only for brokers that write batches without one, such as
+    librdkafka's mock cluster's transaction markers. Every other check stays.
 
     ``aborted_transactions`` is the AbortedTransactions list of the response, as
     ``(producer_id, first_offset)`` pairs; with ``read_committed`` the records of aborted
@@ -213,7 +213,8 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
                 next_offset = last_offset + 1
         elif magic in (0, 1):
             recs, last = _legacy.decode_entry(buf, pos, topic=topic, partition=partition,
-                                              max_decompressed=max_decompressed)
+                                              max_decompressed=max_decompressed,
+                                              verify_crc=verify_crc)
             if end_offset is not None and recs and recs[0].offset >= end_offset:
                 break
             if pending.sections:
