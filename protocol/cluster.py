@@ -143,20 +143,32 @@ class KafkaClient:
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
         """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache."""
         from .schemas import METADATA
-        conn = self._any_connection()
-        version = conn.version_for(METADATA)
-        wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID}
-                                               for t in topics]
-        if wanted is None and version == 0:
-            wanted = []  # v0 spells "all topics" as an empty list
-        body = {"topics": wanted, "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False}
-        try:
-            response = conn.request(METADATA, body, version)
-        except (KafkaConnectionError, KafkaTimeoutError):
-            conn.close()
-            raise
+        topics = None if topics is None else list(topics)
+        while True:
+            # A connection opened earlier may have been closed by its broker since (a
+            # broker going down): that is found out only by using it. Then ask another
+            # broker, or a fresh connection, rather than failing the refresh.
+            reused = {id(c) for c in (*self._connections.values(), self._bootstrap_conn)
+                      if c is not None and c.connected}
+            conn = self._any_connection()
+            version = conn.version_for(METADATA)
+            wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID}
+                                                   for t in topics]
+            if wanted is None and version == 0:
+                wanted = []  # v0 spells "all topics" as an empty list
+            body = {"topics": wanted, "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False}
+            try:
+                response = conn.request(METADATA, body, version)
+                break
+            except KafkaConnectionError:
+                conn.close()
+                if id(conn) not in reused:
+                    raise
+            except KafkaTimeoutError:
+                conn.close()
+                raise
         brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         parsed: dict[str, TopicInfo] = {}
         for t in response["topics"]:
