@@ -1,0 +1,137 @@
+"""Figures of the fault, fuzz and timeout tests, and the page they make: tests/RELIABILITY.md.
+
+The tests call ``record(name, ...)`` with what they measured (faults injected, records
+checked, lost, duplicated, seconds); the figures go to a JSON file in the temp directory
+(``$PYKAFKA_RELIABILITY_JSON`` to choose another), one entry per test, the last run's
+winning. ``python tests/reliability_report.py`` renders that file as ``tests/RELIABILITY.md``
+(``make soak`` and ``make fuzz`` do it after their runs; ``make test`` only records).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import platform
+import sys
+import tempfile
+
+DEFAULT_JSON = os.path.join(tempfile.gettempdir(), "pyspark-pykafka-reliability.json")
+DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RELIABILITY.md")
+
+#: Sections of the page, in order, and the tests' name prefixes that belong to them.
+SECTIONS = [
+    ("faults", "Faults injected into real brokers"),
+    ("hostile", "Hostile brokers"),
+    ("timeouts", "Timeouts against a peer that stops answering"),
+    ("fuzz", "Fuzzing the decoders"),
+    ("security", "Secrets"),
+]
+COLUMNS = ["faults", "records", "lost", "duplicated", "seconds"]
+
+
+def json_path() -> str:
+    return os.environ.get("PYKAFKA_RELIABILITY_JSON") or DEFAULT_JSON
+
+
+def soak() -> bool:
+    """Whether this is a soak run (``PYKAFKA_SOAK=1``, ``make soak``): full-size counts."""
+    return os.environ.get("PYKAFKA_SOAK", "") not in ("", "0")
+
+
+def load(path: str | None = None) -> dict:
+    try:
+        with open(path or json_path()) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def record(name: str, *, section: str, what: str, faults: int | None = None,
+           records: int | None = None, lost: int | None = None,
+           duplicated: int | None = None, seconds: float | None = None, **details) -> None:
+    """Store one test's figures (replacing the previous run's)."""
+    path = json_path()
+    entries = load(path)
+    entries[name] = {
+        "section": section, "what": what, "faults": faults, "records": records,
+        "lost": lost, "duplicated": duplicated,
+        "seconds": None if seconds is None else round(seconds, 2),
+        "details": details, "soak": soak(),
+        "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump(entries, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _cell(value) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def render(entries: dict) -> str:
+    lines = [
+        "# Reliability figures",
+        "",
+        "Written by `tests/reliability_report.py` from the figures the last run of the "
+        "reliability tests recorded (`make soak` runs them at full size and renders this "
+        "page; `make fuzz` adds the long fuzzing runs). Every test asserts its own "
+        "expectations; this page only reports what was measured. *faults*: faults "
+        "injected (cut connections, dropped answers, broker errors, flipped bytes, hostile "
+        "answers, fuzz inputs); *records*: records (or inputs) checked; *lost* / "
+        "*duplicated*: records missing or seen twice at the end; *seconds*: the test's "
+        "wall time.",
+        "",
+        f"Machine: {platform.system()} {platform.machine()}, {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}.",
+        "",
+    ]
+    known = {key for key, _ in SECTIONS}
+    for key, title in SECTIONS + [("other", "Other")]:
+        rows = sorted((n, e) for n, e in entries.items()
+                      if e.get("section") == key or (key == "other"
+                                                     and e.get("section") not in known))
+        if not rows:
+            continue
+        lines += [f"## {title}", "",
+                  "| test | what | " + " | ".join(COLUMNS) + " | run |",
+                  "|---|---|" + "---:|" * len(COLUMNS) + "---|"]
+        for name, e in rows:
+            run = ("soak" if e.get("soak") else "default") + f", {e.get('at', '?')}"
+            lines.append(f"| `{name}` | {e.get('what', '')} | "
+                         + " | ".join(_cell(e.get(c)) for c in COLUMNS) + f" | {run} |")
+        details = [(n, e["details"]) for n, e in rows if e.get("details")]
+        if details:
+            lines.append("")
+            for name, d in details:
+                text = ", ".join(f"{k}={_cell(v)}" for k, v in sorted(d.items()))
+                lines.append(f"- `{name}`: {text}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", default=json_path(), help="figures recorded by the tests")
+    parser.add_argument("--out", default=DEFAULT_OUT, help="the page to write")
+    args = parser.parse_args(argv)
+    entries = load(args.json)
+    if not entries:
+        print(f"no figures in {args.json}: run the reliability tests first", file=sys.stderr)
+        return 1
+    with open(args.out, "w") as f:
+        f.write(render(entries))
+    print(f"wrote {args.out} ({len(entries)} tests)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,514 @@
+"""Faults injected into real brokers, measured: connections cut under a big read, broker
+errors and lost answers under a big write, a broker down under a streaming query, flipped
+bytes in Fetch responses.
+
+Brokers:
+
+- Tansu behind ``tests.fault_proxy.FaultProxy`` (Tansu advertises the proxy's port, so
+  every connection goes through it): cut connections, dropped answers, flipped bytes.
+  Tansu checks the sequences of idempotent producers, so a resend after a lost answer is
+  proven to be recognised, not appended again.
+- librdkafka's mock cluster (a private one, so the errors pushed here never reach other
+  tests): broker error codes on Produce and a broker taken down and up (Tansu here keeps
+  its log in memory, so it cannot be restarted with its data).
+
+Counts: the default sizes keep ``make test`` quick; ``PYKAFKA_SOAK=1`` (``make soak``) runs
+the full ones (1 M records read, 100 k written with 1,000 faults per broker kind). Each
+test records its figures with ``tests.reliability_report.record``.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+
+import confluent_kafka
+import pyarrow as pa
+import pytest
+
+from kafka_sink.writer import write_task
+from kafka_source.fetcher import read_range
+from kafka_source.options import parse_reader_options
+from kafka_source.planning import OffsetRange
+from kafka_testbed import MockCluster, TansuBroker
+from protocol.cluster import KafkaClient
+from protocol.errors import CorruptRecordError, PyKafkaError
+
+from .fault_proxy import FaultProxy
+from .reliability_report import record, soak
+from .test_sink_producer import batches, consume, options as writer_options, plan_for
+
+SOAK = soak()
+READ_RECORDS = 1_000_000 if SOAK else 200_000
+SPARK_READ_RECORDS = READ_RECORDS if SOAK else 100_000
+WRITE_RECORDS = 100_000 if SOAK else 20_000
+WRITE_FAULTS = 1_000 if SOAK else 200
+CUT_EVERY_MS = 200
+
+
+# ---- brokers -------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def proxied():
+    """``(proxy, tansu)``: a Tansu broker reachable only through a fault proxy."""
+    proxy = FaultProxy()
+    broker = TansuBroker(advertised_port=proxy.port)
+    broker.start()
+    proxy.set_target("127.0.0.1", broker.backend_port)
+    try:
+        yield proxy, broker
+    finally:
+        proxy.close()
+        broker.stop()
+
+
+@pytest.fixture
+def proxy(proxied):
+    p, _ = proxied
+    p.reset()
+    yield p
+    p.reset()
+
+
+@pytest.fixture(scope="module")
+def private_mock():
+    with MockCluster(brokers=3) as cluster:
+        yield cluster
+
+
+def reader_options(bootstrap: str, **extra):
+    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "unused"}
+    base.update({k: str(v) for k, v in extra.items()})
+    return parse_reader_options(base)
+
+
+def produce_numbered(bootstrap: str, topic: str, total: int, partitions: int) -> None:
+    """Records ``i`` (key ``k<i>``, a value of varying length, a header on every 7th) to
+    partition ``i % partitions``, in order."""
+    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
+                                  "batch.num.messages": 10_000, "enable.idempotence": True})
+    for i in range(total):
+        value = b"v%09d-" % i + b"x" * (i % 37)
+        headers = [("h", b"%d" % i)] if i % 7 == 0 else None
+        while True:
+            try:
+                p.produce(topic, key=b"k%d" % i, value=value, partition=i % partitions,
+                          headers=headers)
+                break
+            except BufferError:
+                p.poll(0.05)
+    assert p.flush(60) == 0
+
+
+def read_partitions(opts, topic: str, ends: dict[int, int]) -> dict[int, pa.Table]:
+    """Read every partition ``[0, end)`` with ``read_range``, one thread per partition
+    (as Spark's tasks would), each in the order read_range yields."""
+    out: dict[int, pa.Table] = {}
+    errors: list = []
+
+    def one(part: int) -> None:
+        try:
+            out[part] = pa.Table.from_batches(
+                list(read_range(opts, OffsetRange(topic, part, 0, ends[part]))))
+        except BaseException as e:  # re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=one, args=(p,)) for p in ends]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    if errors:
+        raise errors[0]
+    return out
+
+
+def lost_and_duplicated(expected: list, got: list) -> tuple[int, int]:
+    return len(set(expected) - set(got)), len(got) - len(set(got))
+
+
+# ---- 1. a big read while the connection is cut every few hundred ms -----------------------
+
+@pytest.fixture(scope="module")
+def big_topic(proxied):
+    proxy, broker = proxied
+    proxy.reset()
+    topic = f"t-faults-big-{random.randrange(1 << 30)}"
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        client.create_topics({topic: 2})
+    produce_numbered(broker.bootstrap, topic, READ_RECORDS, 2)
+    return topic, {0: (READ_RECORDS + 1) // 2, 1: READ_RECORDS // 2}
+
+
+def test_read_1m_records_with_connections_cut_every_200ms_equals_the_fault_free_read(
+        proxied, proxy, big_topic):
+    """1 M records (200 k by default) of 2 partitions read with ``read_range`` through a
+    proxy cutting every connection every 200 ms (mid-response: the client gets half a
+    frame), plus 20 connections cut after a random number of bytes: the rows, their order
+    and every column are exactly those of the same read without faults."""
+    topic, ends = big_topic
+    opts = reader_options(proxy.address, includeHeaders="true",
+                          **{"kafka.max.partition.fetch.bytes": 262_144,
+                             "kafkaConsumer.pollTimeoutMs": 30_000})
+    reference = read_partitions(opts, topic, ends)
+    assert {p: t.num_rows for p, t in reference.items()} == ends
+
+    rng = random.Random(7)
+    for _ in range(20):
+        proxy.cut_after_bytes(rng.randrange(10, 600_000))
+    threads_before = set(threading.enumerate())
+    started = time.monotonic()
+    proxy.cut_every(CUT_EVERY_MS)
+    got = read_partitions(opts, topic, ends)
+    proxy.cut_every(None)
+    seconds = time.monotonic() - started
+    cuts = proxy.stats["cuts"]
+
+    lost = duplicated = 0
+    for part, table in reference.items():
+        expected = table["offset"].to_pylist()
+        offsets = got[part]["offset"].to_pylist()
+        assert offsets == expected, f"partition {part}: offsets differ"
+        a, b = lost_and_duplicated(expected, offsets)
+        lost, duplicated = lost + a, duplicated + b
+        assert got[part].equals(table), f"partition {part}: rows differ"
+    record("faults/read_range_cut_connections", section="faults",
+           what=f"read_range of {READ_RECORDS:,} records through a proxy cutting every "
+                f"connection every {CUT_EVERY_MS} ms",
+           faults=cuts, records=READ_RECORDS, lost=lost, duplicated=duplicated,
+           seconds=seconds, connections=proxy.stats["connections"])
+    assert cuts >= 3, "the read was too quick to be cut: the test proves nothing"
+    leftover = [t for t in set(threading.enumerate()) - threads_before
+                if t.is_alive() and not t.name.startswith("fault-proxy")]
+    assert not leftover, f"threads outlived the read: {leftover}"
+
+
+@pytest.mark.spark
+def test_spark_read_with_connections_cut_equals_the_fault_free_read(spark, proxied, proxy,
+                                                                     big_topic):
+    """The same topic (its first 100 k records by default) through
+    ``spark.read.format("pykafka")`` (driver and executors through the cutting proxy),
+    in 4 tasks: per partition the count, distinct offsets, first and last
+    offset and a hash of every (offset, key, value, headers) equal the fault-free read's."""
+    from pyspark.sql import functions as F
+    topic, ends = big_topic
+    ends = {p: min(e, SPARK_READ_RECORDS // 2) for p, e in ends.items()}
+    ending = json.dumps({topic: {str(p): e for p, e in ends.items()}})
+
+    def summary():
+        df = (spark.read.format("pykafka")
+              .option("kafka.bootstrap.servers", proxy.address)
+              .option("subscribe", topic).option("startingOffsets", "earliest")
+              .option("endingOffsets", ending).option("includeHeaders", "true")
+              .option("minPartitions", "4")
+              .option("kafka.max.partition.fetch.bytes", "262144").load())
+        h = F.pmod(F.xxhash64("offset", "key", "value", F.to_json("headers")), F.lit(1 << 31))
+        return sorted(tuple(r) for r in df.groupBy("partition").agg(
+            F.count("*"), F.countDistinct("offset"), F.min("offset"), F.max("offset"),
+            F.sum(h)).collect())
+
+    reference = summary()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in reference] == [
+        (p, e, e, 0, e - 1) for p, e in sorted(ends.items())]
+    started = time.monotonic()
+    proxy.cut_every(CUT_EVERY_MS)
+    got = summary()
+    proxy.cut_every(None)
+    seconds = time.monotonic() - started
+    record("faults/spark_read_cut_connections", section="faults",
+           what=f"spark.read of {sum(ends.values()):,} records through a proxy cutting every "
+                f"connection every {CUT_EVERY_MS} ms",
+           faults=proxy.stats["cuts"], records=sum(r[1] for r in got),
+           lost=sum(e for e in ends.values()) - sum(r[2] for r in got),
+           duplicated=sum(r[1] - r[2] for r in got), seconds=seconds)
+    assert got == reference
+
+
+# ---- 2. a big write with broker errors and lost answers -----------------------------------
+
+def _check_written(bootstrap: str, topic: str, partitions: int, total: int):
+    got = consume(bootstrap, topic, partitions, total, timeout=120)
+    seen = [int(v[1:9]) for recs in got.values() for _, v, _, _ in recs]
+    lost, duplicated = lost_and_duplicated(list(range(total)), seen)
+    out_of_order = [p for p, recs in got.items()
+                    if [int(v[1:9]) for _, v, _, _ in recs]
+                    != sorted(int(v[1:9]) for _, v, _, _ in recs)]
+    return lost, duplicated, out_of_order
+
+
+def test_write_with_produce_errors_from_the_mock_cluster(private_mock, topic_name):
+    """100 k records (20 k by default) written by one task while 1,000 Produce requests
+    (200) are answered NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT or
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND, spread over the write (one pushed to a broker before
+    each input batch): every record exactly once, in order per partition, read back by
+    confluent-kafka. One request in flight per connection: the mock does not check
+    producer sequences, so with more a later batch could land before a failed earlier one
+    where a real broker would refuse it (see test_sink_producer)."""
+    mock = private_mock
+    mock.create_topic(topic_name, 3, 3)
+    for part in range(3):
+        mock.partition_set_leader(topic_name, part, part + 1)
+    with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
+        client.wait_for_topics([topic_name])
+    codes = [6, 7, 20]
+    data = batches(WRITE_RECORDS, WRITE_RECORDS // WRITE_FAULTS)
+    pushed = 0
+
+    def stream():
+        nonlocal pushed
+        for i, batch in enumerate(data):
+            mock.broker_push_request_error_rtts(i % 3 + 1, 0, [(codes[i % 3], 0)])
+            pushed += 1
+            yield batch
+
+    opts = writer_options(mock, topic_name, **{
+        "batch.size": 4000, "buffer.memory": 20_000, "retry.backoff.ms": 5,
+        "max.in.flight.requests.per.connection": 1})
+    started = time.monotonic()
+    message = write_task(stream(), opts, plan_for(data[0], topic_name))
+    seconds = time.monotonic() - started
+    left = sum(mock.broker_error_stack_count(b, 0) for b in (1, 2, 3))
+    injected = pushed - left
+    lost, duplicated, out_of_order = _check_written(mock.bootstrap, topic_name, 3,
+                                                    WRITE_RECORDS)
+    record("faults/write_mock_produce_errors", section="faults",
+           what=f"write_task of {WRITE_RECORDS:,} records, Produce answered "
+                "NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT / "
+                "NOT_ENOUGH_REPLICAS_AFTER_APPEND (mock cluster)",
+           faults=injected, records=WRITE_RECORDS, lost=lost, duplicated=duplicated,
+           seconds=seconds, out_of_order_partitions=len(out_of_order))
+    assert message.records == WRITE_RECORDS
+    assert (lost, duplicated, out_of_order) == (0, 0, [])
+    assert injected >= WRITE_FAULTS * 0.9, f"only {injected} of {pushed} errors were used"
+
+
+def test_write_with_answers_lost_and_connections_dropped(proxied, proxy, topic_name):
+    """100 k records (20 k by default) written by one task to Tansu with five requests in
+    flight, while 1,000 (200) Produce requests (every other one until then) reach the
+    broker but their answer is replaced by a cut connection (losing the answers of every request in flight on it):
+    every record exactly once, in order per partition: Tansu recognises every resent
+    batch by its producer id and sequence."""
+    _, broker = proxied
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        client.create_topics({topic_name: 3})
+    data = batches(WRITE_RECORDS, 1000)
+    proxy.drop_after_request(0, WRITE_FAULTS, every=3)
+    opts = writer_options(broker, topic_name, **{
+        "batch.size": 250, "buffer.memory": 20_000, "retry.backoff.ms": 5,
+        "max.in.flight.requests.per.connection": 5})
+    started = time.monotonic()
+    message = write_task(iter(data), opts, plan_for(data[0], topic_name))
+    seconds = time.monotonic() - started
+    injected = proxy.stats["dropped_responses"]
+    proxy.reset()
+    lost, duplicated, out_of_order = _check_written(broker.bootstrap, topic_name, 3,
+                                                    WRITE_RECORDS)
+    record("faults/write_tansu_lost_answers", section="faults",
+           what=f"write_task of {WRITE_RECORDS:,} records, 5 in flight, Produce answers "
+                "replaced by a cut connection (Tansu checks sequences)",
+           faults=injected, records=WRITE_RECORDS, lost=lost, duplicated=duplicated,
+           seconds=seconds, producer_ids=len(message.producer_ids),
+           out_of_order_partitions=len(out_of_order))
+    assert message.records == WRITE_RECORDS
+    assert (lost, duplicated, out_of_order) == (0, 0, [])
+    assert injected == WRITE_FAULTS, f"only {injected} answers were dropped"
+
+
+# ---- 3. a streaming query while its broker goes down and comes back ----------------------
+
+@pytest.mark.spark
+def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic_name,
+                                                      tmp_path):
+    """A processing-time query on 2 partitions, each led by a different broker, while a
+    producer writes: the leader of partition 0 is taken down for 4 s (connections closed,
+    new ones refused), then brought back. The foreachBatch sink is idempotent (rows keyed
+    by (partition, offset), a replayed batch id overwrites itself): at the end it holds
+    every offset of the log once, none seen in two batches."""
+    mock = private_mock
+    mock.create_topic(topic_name, 2, 1)
+    mock.partition_set_leader(topic_name, 0, 1)
+    mock.partition_set_leader(topic_name, 1, 2)
+    with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
+        client.wait_for_topics([topic_name])
+
+    seen: dict[tuple[int, int], int] = {}
+    across_batches: list = []
+    replays = {"batches": 0}
+    batch_ids: set = set()
+    lock = threading.Lock()
+
+    def sink(df, batch_id):
+        rows = df.select("partition", "offset").collect()
+        with lock:
+            if batch_id in batch_ids:
+                replays["batches"] += 1
+            batch_ids.add(batch_id)
+            for r in rows:
+                key = (r.partition, r.offset)
+                if seen.get(key, batch_id) != batch_id:
+                    across_batches.append(key)
+                seen[key] = batch_id
+
+    stop = threading.Event()
+    produced = {"n": 0}
+
+    def producer():
+        p = confluent_kafka.Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 5,
+                                      "message.timeout.ms": 60_000})
+        while not stop.is_set():
+            for part in (0, 1):
+                p.produce(topic_name, value=b"live-%d" % produced["n"], partition=part)
+                produced["n"] += 1
+            p.poll(0)
+            time.sleep(0.01)
+        assert p.flush(60) == 0
+
+    query = (spark.readStream.format("pykafka")
+             .option("kafka.bootstrap.servers", mock.bootstrap)
+             .option("subscribe", topic_name).option("startingOffsets", "earliest")
+             .load().writeStream.foreachBatch(sink)
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .trigger(processingTime="250 milliseconds").start())
+    worker = threading.Thread(target=producer)
+    worker.start()
+    started = time.monotonic()
+    outage = recovered = 0.0
+    try:
+        _wait_for(lambda: len(seen) > 200, 60, "the query read nothing")
+        mock.broker_set_down(1)
+        down_at = time.monotonic()
+        time.sleep(4)
+        mock.broker_set_up(1)
+        up_at = time.monotonic()
+        outage = up_at - down_at
+        time.sleep(2)
+        stop.set()
+        worker.join(90)
+        with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
+            ends = client.latest_offsets([(topic_name, 0), (topic_name, 1)])
+        expected = {(p, o) for (_, p), end in ends.items() for o in range(end)}
+        _wait_for(lambda: expected <= set(seen), 90,
+                  lambda: f"the query did not catch up: {len(expected - set(seen))} missing",
+                  query)
+        assert query.exception() is None
+        recovered = time.monotonic() - up_at
+    finally:
+        stop.set()
+        worker.join(90)
+        query.stop()
+    seconds = time.monotonic() - started
+    lost = len(expected - set(seen))
+    record("faults/streaming_broker_down_up", section="faults",
+           what="streaming query (foreachBatch, idempotent sink) while a partition "
+                "leader is down for 4 s (mock cluster)",
+           faults=1, records=len(expected), lost=lost, duplicated=len(across_batches),
+           seconds=seconds, outage_s=round(outage, 1),
+           caught_up_s_after_the_outage=round(recovered, 1), batches=len(batch_ids),
+           replayed_batches=replays["batches"])
+    assert lost == 0 and across_batches == []
+    assert set(seen) == expected  # nothing beyond the log either
+
+
+def _wait_for(condition, timeout: float, message, query=None) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if query is not None and query.exception() is not None:
+            raise AssertionError(f"the query failed: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise AssertionError(message() if callable(message) else message)
+        time.sleep(0.1)
+
+
+# ---- 4. flipped bytes ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def small_topic(proxied):
+    proxy, broker = proxied
+    proxy.reset()
+    topic = f"t-faults-small-{random.randrange(1 << 30)}"
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        client.create_topics({topic: 1})
+    produce_numbered(broker.bootstrap, topic, 3000, 1)
+    return topic, 3000
+
+
+@pytest.mark.parametrize("record_byte", [0, 3, 17, 100, 1000])
+def test_a_flipped_byte_in_record_data_is_a_crc_error_naming_the_batch(proxy, small_topic,
+                                                                       record_byte):
+    """A bit flipped inside the records of the first batch of a Fetch response (past the
+    CRC'd batch header): CorruptRecordError naming the topic, the partition and the
+    batch's offset; no row of that response is returned."""
+    topic, total = small_topic
+    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 10_000})
+    proxy.flip_byte(1, in_records=True, record_byte=record_byte)
+    rows = []
+    with pytest.raises(CorruptRecordError) as info:
+        for batch in read_range(opts, OffsetRange(topic, 0, 0, total)):
+            rows.append(batch)
+    flipped = proxy.flipped[-1]
+    text = str(info.value)
+    assert "CRC" in text and f"topic {topic!r}" in text and "partition 0" in text
+    assert info.value.offset == flipped["base_offset"] == 0
+    assert rows == []
+
+
+def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, small_topic):
+    """One bit flipped at a random position of a Fetch response (anywhere after the size
+    prefix: header, error codes, watermarks, record batch headers and records; half of
+    them in the first 160 bytes), 150 times:
+    each read either fails with one of the client's typed errors, or returns exactly the
+    rows of the fault-free read. Never other rows."""
+    topic, total = small_topic
+    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 5_000,
+                                            "kafka.request.timeout.ms": 2_000,
+                                            "kafka.max.partition.fetch.bytes": 16_384})
+    end = 600
+    reference = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))))
+    rng = random.Random(11)
+    outcomes = {"error": 0, "same rows": 0}
+    errors: dict[str, int] = {}
+    started = time.monotonic()
+    cases = 150
+    for _ in range(cases):
+        # half in the first 160 bytes (response header, partition header, the first
+        # batch header), half anywhere
+        position = rng.randrange(0, 160) if rng.random() < 0.5 else rng.randrange(0, 16_500)
+        proxy.flip_byte(1, position=position, xor=1 << rng.randrange(8))
+        try:
+            got = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))),
+                                        schema=reference.schema)
+        except PyKafkaError as e:
+            outcomes["error"] += 1
+            errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
+            continue
+        assert got.equals(reference), f"wrong rows after {proxy.flipped[-1]}"
+        outcomes["same rows"] += 1
+    seconds = time.monotonic() - started
+    record("faults/fetch_response_bit_flips", section="faults",
+           what="one bit flipped at a random position of a Fetch response, then read_range",
+           faults=proxy.stats["flips"], records=cases * end, lost=0, duplicated=0,
+           seconds=seconds, errors=outcomes["error"], same_rows=outcomes["same rows"],
+           **{f"error_{k}": v for k, v in sorted(errors.items())})
+    assert proxy.stats["flips"] == cases
+
+
+def test_metadata_refresh_goes_elsewhere_when_its_connection_died(private_mock, topic_name):
+    """The client's open connection to broker 1 is closed by the broker going down: the
+    next metadata refresh asks another broker instead of failing (before the fix, a
+    streaming query's latestOffset failed here on the first trigger of the outage)."""
+    mock = private_mock
+    mock.create_topic(topic_name, 1, 1)
+    with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
+        client.refresh_metadata([topic_name])
+        client.connection(1)  # open, and first in line for the next refresh
+        client._connections = {1: client._connections[1], **client._connections}
+        mock.broker_set_down(1)
+        try:
+            started = time.monotonic()
+            meta = client.refresh_metadata([topic_name])
+            assert topic_name in meta.topics
+            assert time.monotonic() - started < 2
+        finally:
+            mock.broker_set_up(1)
