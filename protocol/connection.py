@@ -163,9 +163,12 @@ class BrokerConnection:
         def step(token: bytes) -> bytes:
             r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
             if r["error_code"]:
+                # The broker's text is quoted, but never the password: PLAIN hands it to
+                # the broker, which could send it back.
+                text = _redact(r.get("error_message") or "", c.sasl_password.reveal())
                 raise AuthenticationError(
                     f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
-                    f"failed at {self.host}:{self.port}: {r.get('error_message') or ''}".rstrip())
+                    f"failed at {self.host}:{self.port}: {text}".rstrip())
             return bytes(r.get("auth_bytes") or b"")
 
         if c.sasl_mechanism == "PLAIN":
@@ -258,3 +261,13 @@ class BrokerConnection:
 
     def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
         return self.receive(self.send(api, body, version))
+
+
+def _redact(text: str, secret: str) -> str:
+    """``text`` with ``secret`` replaced by ``******``, also in its escaped forms (as a
+    Python str or bytes repr would show it)."""
+    if not secret:
+        return text
+    for form in {secret, repr(secret)[1:-1], repr(secret.encode("utf-8"))[2:-1]}:
+        text = text.replace(form, "******")
+    return text
