@@ -1,0 +1,101 @@
+"""README.md says what the code does: its option tables list exactly the options the reader
+and the writer accept, its commands exist, its file names carry the project's version,
+and docker-compose.yml serves the address it tells users to use."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from kafka_sink.options import writer_option_names
+from kafka_source.options import reader_option_names
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def read(name: str) -> str:
+    with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+        return f.read()
+
+
+README = read("README.md")
+
+
+def table_options(marker: str) -> list[str]:
+    """The first-column option names of the table between the ``marker`` comments."""
+    match = re.search(rf"<!-- BEGIN {marker}\b[^>]*-->\n(.*?)<!-- END {marker} -->",
+                      README, re.S)
+    assert match, f"README.md has no {marker} block"
+    names = []
+    for line in match.group(1).splitlines():
+        cell = re.match(r"\|\s*`([^`]+)`\s*\|", line)
+        if cell:
+            names.append(cell.group(1))
+    return names
+
+
+@pytest.mark.parametrize("marker, names", [
+    ("reader-options", reader_option_names),
+    ("writer-options", writer_option_names),
+])
+def test_option_tables_list_exactly_the_accepted_options(marker, names):
+    listed = table_options(marker)
+    assert len(listed) == len(set(listed)), "an option is listed twice"
+    assert listed == list(names())
+
+
+def test_option_tables_are_the_generated_ones():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
+                                                        "render_option_tables.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def makefile_targets() -> set[str]:
+    return set(re.findall(r"^([A-Za-z][\w.-]*)\s*:(?!=)", read("Makefile"), re.M))
+
+
+def test_quick_start_commands_are_makefile_targets():
+    quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"^make (\w+)", quick_start, re.M)
+    assert {"demo", "test"} <= set(commands)
+    assert set(commands) <= makefile_targets()
+
+
+def test_every_make_command_in_the_readme_exists():
+    mentioned = set(re.findall(r"\bmake (\w+)", README))
+    assert mentioned and mentioned <= makefile_targets(), mentioned - makefile_targets()
+
+
+def test_file_names_carry_the_project_version():
+    version = re.search(r'(?m)^version = "([^"]+)"', read("pyproject.toml")).group(1)
+    named = re.findall(r"pyspark_pykafka-(\d[\w.]*?)(?:-py3|\.zip)", README)
+    assert named and set(named) == {version}
+
+
+def test_every_example_is_in_the_readme():
+    examples = sorted(name for name in os.listdir(os.path.join(ROOT, "examples"))
+                      if name.endswith(".py") and not name.startswith("_")
+                      and name != "demo.py")  # `make demo`
+    assert examples
+    for name in examples:
+        assert f"(examples/{name})" in README, name
+
+
+def test_docker_compose_serves_localhost_9092_as_the_readme_says():
+    import yaml
+
+    compose = yaml.safe_load(read("docker-compose.yml"))
+    (name, kafka), = compose["services"].items()
+    assert kafka["image"].startswith("apache/kafka:")
+    assert "9092:9092" in [str(p) for p in kafka["ports"]]
+    env = kafka["environment"]
+    assert env["KAFKA_ADVERTISED_LISTENERS"] == "PLAINTEXT://localhost:9092"
+    assert "broker" in env["KAFKA_PROCESS_ROLES"] and "controller" in env["KAFKA_PROCESS_ROLES"]
+    assert "PLAINTEXT://:9092" in env["KAFKA_LISTENERS"].split(",")
+    assert "docker compose up -d" in README
+    assert "make demo BOOTSTRAP=localhost:9092" in README
