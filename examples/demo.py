@@ -104,6 +104,7 @@ def spark_demo(bootstrap: str) -> None:
     spark = (SparkSession.builder.master("local[2]").appName("pykafka-demo")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
+             .config("spark.python.authenticate.socketTimeout", "120s")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)  # automatic once installed; explicit here

@@ -64,6 +64,8 @@ def spark():
                .appName("pyspark-pykafka-tests")
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
+               # Python workers start slowly on a loaded 2-core machine (15 s by default)
+               .config("spark.python.authenticate.socketTimeout", "120s")
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .getOrCreate())
