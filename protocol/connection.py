@@ -175,9 +175,18 @@ class BrokerConnection:
             step(mech.initial_response())
         else:
             server_first = step(mech.client_first())
-            server_final = step(mech.client_final(server_first))
-            mech.verify_server_final(server_final)
+            server_final = step(self._sasl_verdict(mech.client_final, server_first))
+            self._sasl_verdict(mech.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
+
+    def _sasl_verdict(self, call, message: bytes):
+        """A SCRAM step on the server's message; its refusal names the user and broker."""
+        try:
+            return call(message)
+        except (AuthenticationError, ProtocolError) as e:
+            c = self.config
+            raise type(e)(f"SASL {c.sasl_mechanism} authentication of user "
+                          f"{c.sasl_username!r} at {self.host}:{self.port} failed: {e}") from e
 
     # ---- requests -------------------------------------------------------------------------
 
