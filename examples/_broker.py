@@ -75,6 +75,8 @@ def spark_session(app_name: str):
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.session.timeZone", "UTC")
+             # Python workers can be slow to start on a busy laptop (15 s by default)
+             .config("spark.python.authenticate.socketTimeout", "120s")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     # Automatic once the package is installed (pyspark_pykafka.DefaultSource); registering

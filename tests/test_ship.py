@@ -212,6 +212,7 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfi
                "--conf", "spark.ui.enabled=false",
                "--conf", "spark.ui.showConsoleProgress=false",
                "--conf", "spark.sql.shuffle.partitions=2",
+               "--conf", "spark.python.authenticate.socketTimeout=120s",  # slow machines
                "--py-files", pyfiles_zip,
                str(job), tansu.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
     # PYTHONPATH holds the zip (and nothing of the checkout) for Spark's registration lookup.
