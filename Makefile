@@ -34,4 +34,4 @@ bench: $(STAMP)
 	$(PY) tests/bench/run.py $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-pyfiles build dist *.egg-info .pytest_cache
