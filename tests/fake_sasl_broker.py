@@ -1,0 +1,276 @@
+"""A scripted SASL broker: ApiVersions, SaslHandshake and SaslAuthenticate, then Metadata.
+
+No broker here can authenticate a SCRAM user (Tansu stores no credentials, librdkafka's
+mock cluster has no SASL), so this fake is the other end of the SASL tests: it computes
+the real server side of RFC 5802 (SCRAM-SHA-256/512: StoredKey and ServerKey from the
+user's password, the client proof checked against StoredKey, ServerSignature sent back)
+and of RFC 4616 (PLAIN). Like a Kafka broker it serves nothing but ApiVersions,
+SaslHandshake and SaslAuthenticate before authentication (anything else closes the
+connection). After it, Metadata lists ``topics`` (name -> partition count, led by this
+node), ListOffsets answers 0 (earliest) or ``log_end``, and a Fetch closes the
+connection: enough for a Spark query to plan and run tasks that fail.
+
+Hooks make it hostile: ``server_first`` and ``server_final`` rewrite the SCRAM messages it
+sends (a nonce that does not extend the client's, an iteration count out of bounds, a bad
+signature...), ``reply`` replaces the whole answer to a request with raw bytes (frame
+sizes, counts and lengths near 2**31), ``auth_error`` fails SaslAuthenticate with a
+message of its choice (or made from the client's token). Every request is recorded (``requests``: API keys), and
+``closed_by_client`` is set when the client hangs up.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import socket
+import struct
+import threading
+from typing import Callable
+
+from protocol import primitives as p
+from protocol.schemas import (API_VERSIONS, BY_KEY, FETCH, LIST_OFFSETS, METADATA,
+                              SASL_AUTHENTICATE, SASL_HANDSHAKE)
+
+NODE_ID = 1
+_HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
+
+
+class FakeSaslBroker:
+    def __init__(self, users: dict[str, str], *,
+                 mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+                 iterations: int = 4096, salt: bytes = b"fake-broker-salt",
+                 server_first: Callable[[str, str], str] | None = None,
+                 server_final: Callable[[str], str] | None = None,
+                 reply: Callable[[int, int, bytes], bytes | None] | None = None,
+                 auth_error: str | Callable[[bytes], str] | None = None,
+                 topics: dict[str, int] | None = None, log_end: int = 10) -> None:
+        self.users, self.mechanisms = users, mechanisms
+        self.iterations, self.salt = iterations, salt
+        self.server_first_hook, self.server_final_hook = server_first, server_final
+        self.reply_hook, self.auth_error = reply, auth_error
+        self.topics, self.log_end = topics or {}, log_end
+        self.requests: list[int] = []
+        self.received: list[bytes] = []  # every SaslAuthenticate token, as sent
+        self.authenticated = threading.Event()
+        self.closed_by_client = threading.Event()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self._server.settimeout(0.1)
+        self.port = self._server.getsockname()[1]
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._accepter = threading.Thread(target=self._accept, daemon=True,
+                                          name="fake-sasl-accept")
+        self._accepter.start()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self._stop.set()
+        self._accepter.join(5)
+        self._server.close()
+        for t in self._threads:
+            t.join(5)
+
+    def __enter__(self) -> "FakeSaslBroker":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ---- serving ------------------------------------------------------------------------
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except (socket.timeout, OSError):
+                continue
+            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
+                                 name="fake-sasl-conn")
+            self._threads.append(t)
+            t.start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        state = _Session()
+        conn.settimeout(0.1)
+        with conn:
+            while not self._stop.is_set():
+                frame = _read_frame(conn, self._stop)
+                if frame is None:
+                    if not self._stop.is_set():
+                        self.closed_by_client.set()
+                    return
+                reply = self._answer(frame, state)
+                if reply is None:
+                    return
+                try:
+                    conn.sendall(reply)
+                except OSError:
+                    return
+
+    def _answer(self, frame: bytes, s: "_Session") -> bytes | None:
+        api_key, pos = p.read_int16(frame, 0)
+        version, pos = p.read_int16(frame, pos)
+        correlation_id, pos = p.read_int32(frame, pos)
+        _, pos = p.read_string(frame, pos)
+        self.requests.append(api_key)
+        if self.reply_hook is not None:
+            raw = self.reply_hook(api_key, correlation_id, frame)
+            if raw is not None:
+                return raw
+        api = BY_KEY.get(api_key)
+        allowed = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
+        if api is None or (not s.authenticated and api not in allowed):
+            return None  # as Kafka: nothing but SASL before authentication
+        if api.request_header_version(version) >= 2:
+            count, pos = p.read_unsigned_varint(frame, pos)
+            for _ in range(count):
+                _, pos = p.read_unsigned_varint(frame, pos)
+                size, pos = p.read_unsigned_varint(frame, pos)
+                pos += size
+        body, _ = api.request.decode(version, frame, pos)
+        if api is API_VERSIONS:
+            answer = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+                {"api_key": a.key, "min_version": a.request.versions.lo,
+                 "max_version": min(a.request.versions.hi, hi)}
+                for a, hi in ((API_VERSIONS, 3), (SASL_HANDSHAKE, 1),
+                              (SASL_AUTHENTICATE, 2), (METADATA, 12), (LIST_OFFSETS, 7),
+                              (FETCH, 12))]}
+        elif api is SASL_HANDSHAKE:
+            s.mechanism = body["mechanism"]
+            ok = s.mechanism in self.mechanisms
+            answer = {"error_code": 0 if ok else 33, "mechanisms": list(self.mechanisms)}
+        elif api is SASL_AUTHENTICATE:
+            token = bytes(body["auth_bytes"])
+            self.received.append(token)
+            answer = self._authenticate(s, token)
+        elif api is METADATA:
+            answer = {"throttle_time_ms": 0, "brokers": [
+                {"node_id": NODE_ID, "host": "127.0.0.1", "port": self.port, "rack": None}],
+                "cluster_id": "fake-sasl", "controller_id": NODE_ID, "error_code": 0,
+                "topics": [{"error_code": 0, "name": name, "is_internal": False,
+                            "partitions": [{"error_code": 0, "partition_index": i,
+                                            "leader_id": NODE_ID, "leader_epoch": 0,
+                                            "replica_nodes": [NODE_ID],
+                                            "isr_nodes": [NODE_ID], "offline_replicas": []}
+                                           for i in range(count)]}
+                           for name, count in sorted(self.topics.items())]}
+        elif api is LIST_OFFSETS:
+            answer = {"throttle_time_ms": 0, "topics": [
+                {"name": t["name"], "partitions": [
+                    {"partition_index": q["partition_index"], "error_code": 0, "timestamp": -1,
+                     "offset": 0 if q["timestamp"] == -2 else self.log_end, "leader_epoch": 0}
+                    for q in t["partitions"]]} for t in body["topics"]]}
+        else:
+            return None  # Fetch (or anything else): the connection is closed
+        return _response(api, version, correlation_id, answer)
+
+    def _authenticate(self, s: "_Session", token: bytes) -> dict:
+        def fail(message: str) -> dict:
+            return {"error_code": 58, "error_message": message, "auth_bytes": b"",
+                    "session_lifetime_ms": 0}
+
+        def ok(data: bytes) -> dict:
+            return {"error_code": 0, "error_message": None, "auth_bytes": data,
+                    "session_lifetime_ms": 0}
+
+        if self.auth_error is not None:
+            return fail(self.auth_error(token) if callable(self.auth_error)
+                        else self.auth_error)
+        if s.mechanism == "PLAIN":
+            parts = token.split(b"\0")
+            if len(parts) == 3 and self.users.get(parts[1].decode()) == parts[2].decode():
+                s.authenticated = True
+                self.authenticated.set()
+                return ok(b"")
+            return fail("Authentication failed: Invalid username or password")
+        hash_name = _HASHES[s.mechanism]
+        if s.scram is None:  # client-first
+            text = token.decode()
+            if not text.startswith("n,,"):
+                return fail("bad gs2 header")
+            s.client_first_bare = text[3:]
+            attrs = dict(a.split("=", 1) for a in s.client_first_bare.split(","))
+            user = attrs["n"].replace("=2C", ",").replace("=3D", "=")
+            s.user, client_nonce = user, attrs["r"]
+            s.nonce = client_nonce + "Fk3-server-part"
+            message = (f"r={s.nonce},s={base64.b64encode(self.salt).decode()},"
+                       f"i={self.iterations}")
+            if self.server_first_hook is not None:
+                message = self.server_first_hook(message, client_nonce)
+            s.server_first = message
+            s.scram = "first-sent"
+            return ok(message.encode())
+        # client-final
+        text = token.decode()
+        without_proof, _, proof_attr = text.rpartition(",")
+        password = self.users.get(s.user)
+        if password is None:
+            final = "e=unknown-user"
+        else:
+            salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), self.salt,
+                                         self.iterations)
+            client_key = hmac.new(salted, b"Client Key", hash_name).digest()
+            stored_key = hashlib.new(hash_name, client_key).digest()
+            server_key = hmac.new(salted, b"Server Key", hash_name).digest()
+            auth = f"{s.client_first_bare},{s.server_first},{without_proof}".encode()
+            signature = hmac.new(stored_key, auth, hash_name).digest()
+            proof = base64.b64decode(proof_attr[2:])
+            recovered = bytes(a ^ b for a, b in zip(proof, signature))
+            if (without_proof != f"c=biws,r={s.nonce}"
+                    or hashlib.new(hash_name, recovered).digest() != stored_key):
+                final = "e=invalid-proof"
+            else:
+                s.authenticated = True
+                self.authenticated.set()
+                final = "v=" + base64.b64encode(
+                    hmac.new(server_key, auth, hash_name).digest()).decode()
+        if self.server_final_hook is not None:
+            final = self.server_final_hook(final)
+        # Kafka sends a failed exchange's e= inside the payload with error_code 0 too
+        return ok(final.encode())
+
+
+class _Session:
+    def __init__(self) -> None:
+        self.mechanism: str | None = None
+        self.authenticated = False
+        self.scram: str | None = None
+        self.user = self.nonce = self.client_first_bare = self.server_first = ""
+
+
+def _response(api, version: int, correlation_id: int, body: dict) -> bytes:
+    out = bytearray(b"\0\0\0\0")
+    p.write_int32(out, correlation_id)
+    if api.response_header_version(version) >= 1:
+        out.append(0)
+    api.response.encode(version, body, out)
+    struct.pack_into(">i", out, 0, len(out) - 4)
+    return bytes(out)
+
+
+def _read_frame(conn: socket.socket, stop: threading.Event) -> bytes | None:
+    head = _read_exact(conn, 4, stop)
+    if head is None:
+        return None
+    return _read_exact(conn, struct.unpack(">i", head)[0], stop)
+
+
+def _read_exact(conn: socket.socket, n: int, stop: threading.Event) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        try:
+            chunk = conn.recv(n - len(buf))
+        except socket.timeout:
+            if stop.is_set():
+                return None
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        buf += chunk
+    return buf

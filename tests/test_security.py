@@ -1,0 +1,187 @@
+"""SASL end to end, and the password kept out of everything a user or an operator sees.
+
+End to end here means the real client (``KafkaClient`` / ``BrokerConnection`` built from
+the source's and the sink's options) against ``tests.fake_sasl_broker``, which computes
+the real server side of SCRAM (RFC 5802/7677) and PLAIN: no broker available here
+authenticates a SCRAM user (Tansu keeps no credentials, librdkafka's mock cluster has no
+SASL; see ``kafka_testbed.tansu``), so this scripted server is the other end.
+
+Passwords never appear in: exception messages and their chains, reprs of the option and
+client objects, the DEBUG log, ``df.explain("extended")``, Spark's driver and executor
+output, the exceptions of failed batch reads, writes and streaming queries, and the Spark
+event log (checked in a subprocess with a SparkSession of its own, since the event log
+must be enabled before the session starts).
+
+What was found about Spark 4.3: neither plan strings (``explain``: ``BatchScan pykafka[...]
+(Python)``) nor any event of the event log (SQL execution start with the physical plan
+description, jobs, tasks, streaming progress) show a Python data source's options, so
+``spark.redaction.regex`` (default ``(?i)secret|password|token|access[.]?key``, applied to
+Spark's and Hadoop's configuration in the environment event) and
+``spark.sql.redaction.options.regex`` (applied to the options JVM sources print) have
+nothing to redact. What does reach the event log and the driver's exceptions is the
+connector's own error text, Python tracebacks included: that is why no error of ours may
+hold a password. The password does travel, by design, inside the pickled reader and
+writer that Spark sends to its Python workers (``ClientConfig`` keeps it as a ``Secret``
+that pickles with its value, so executors can authenticate).
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import pickle
+import subprocess
+import sys
+import time
+
+import pytest
+
+from kafka_sink.options import parse_writer_options
+from kafka_source.options import parse_reader_options
+from protocol.cluster import KafkaClient
+from protocol.connection import BrokerConnection
+from protocol.errors import AuthenticationError
+
+from .fake_sasl_broker import FakeSaslBroker
+from .reliability_report import record
+from .test_sasl import assert_no_secret
+
+USER = "alice"
+PASSWORD = "Corr3ct-h0rse-\u00e9-password"
+WRONG = "Wr0ng-batt3ry-staple-password"
+
+
+def reader_config(bootstrap: str, mechanism: str, password: str = PASSWORD, **extra):
+    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "t",
+               "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
+               "kafka.sasl.username": USER, "kafka.sasl.password": password,
+               "kafka.request.timeout.ms": "3000"}
+    options.update(extra)
+    return parse_reader_options(options).client_config
+
+
+# ---- end to end ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+def test_authenticates_and_reads_metadata(mechanism, caplog):
+    """The right password: authenticated (the server checked our proof, we checked its
+    signature), then Metadata answered on the same connection. No token but PLAIN's
+    carries the password; the DEBUG log never does."""
+    caplog.set_level(logging.DEBUG)
+    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 3}) as fake:
+        with KafkaClient(reader_config(fake.bootstrap, mechanism)) as client:
+            assert client.partitions_for("t") == [0, 1, 2]
+        assert fake.authenticated.is_set()
+        assert fake.requests[:2] == [18, 17]
+        carrying = [t for t in fake.received if PASSWORD.encode() in t]
+        assert len(carrying) == (1 if mechanism == "PLAIN" else 0)
+    assert PASSWORD not in caplog.text
+
+
+def test_jaas_config_and_the_sink_options_authenticate_too():
+    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+            f'username="{USER}" password="{PASSWORD}";')
+    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 1}) as fake:
+        reader = parse_reader_options({
+            "kafka.bootstrap.servers": fake.bootstrap, "subscribe": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": jaas}).client_config
+        writer = parse_writer_options({
+            "kafka.bootstrap.servers": fake.bootstrap, "topic": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD}).client_config
+        for config in (reader, writer):
+            with KafkaClient(config) as client:
+                assert client.partitions_for("t") == [0]
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
+def test_wrong_password_is_refused_without_naming_either_password(mechanism, caplog):
+    caplog.set_level(logging.DEBUG)
+    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 1}) as fake:
+        started = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
+            KafkaClient(reader_config(fake.bootstrap, mechanism, WRONG)).refresh_metadata()
+        assert time.monotonic() - started < 2
+        assert fake.closed_by_client.wait(2)
+        assert 3 not in fake.requests  # no Metadata on an unauthenticated connection
+    assert USER in str(info.value)
+    assert_no_secret(info.value, secrets=[PASSWORD, WRONG])
+    assert PASSWORD not in caplog.text and WRONG not in caplog.text
+
+
+def test_reprs_and_messages_never_hold_a_password():
+    reader = parse_reader_options({
+        "kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD,
+        "kafka.ssl.certfile": "/c.pem", "kafka.ssl.keyfile": "/k.pem",
+        "kafka.ssl.key.password": WRONG})
+    writer = parse_writer_options({
+        "kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD})
+    config = reader.client_config
+    objects = [reader, writer, config, writer.client_config, config.sasl_password,
+               config.ssl_key_password, KafkaClient(config),
+               BrokerConnection("127.0.0.1", 1, config)]
+    for obj in objects:
+        for text in (repr(obj), str(obj), f"{obj}", format(obj, "")):
+            assert PASSWORD not in text and WRONG not in text, text
+    # the executors need it: the pickled options carry the password, and give it back
+    assert pickle.loads(pickle.dumps(config)).sasl_password.reveal() == PASSWORD
+
+
+# ---- Spark: explain, errors, logs, event log ------------------------------------------------
+
+@pytest.mark.spark
+def test_spark_never_shows_the_password(tmp_path):
+    """In a subprocess with its own SparkSession and ``spark.eventLog.enabled``: explain,
+    a failing batch read (tasks fail on the executors), a read refused at planning (wrong
+    password, and through kafka.sasl.jaas.config), a failing write and a failing
+    streaming query, all with the password in their options. Neither password is in the
+    subprocess's stdout (explain, the exceptions), its stderr (Spark's log at INFO and
+    pykafka's at DEBUG, executor output included) or any event log file."""
+    event_dir = tmp_path / "events"
+    event_dir.mkdir()
+    started = time.monotonic()
+    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 2}) as fake:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+             os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run(
+            [sys.executable, os.path.join(os.path.dirname(__file__), "secret_leak_check.py"),
+             fake.bootstrap, USER, PASSWORD, WRONG, str(event_dir)],
+            capture_output=True, text=True, timeout=420, env=env)
+    out, err = proc.stdout, proc.stderr
+    assert proc.returncode == 0, err[-3000:]
+    cases = [line for line in out.splitlines() if line.startswith("== ") and "(" in line]
+    assert len(cases) == 5, out[-3000:]
+    assert all(" no error" not in c for c in cases), cases  # every case failed, as meant
+    assert "BatchScan pykafka" in out  # explain ran
+    assert "AuthenticationError" in out and "KafkaTimeoutError" in out
+
+    events = []
+    for path in glob.glob(str(event_dir / "**" / "*"), recursive=True):
+        if os.path.isdir(path):
+            continue
+        with open(path, "rb") as f:
+            raw = f.read()
+        if path.endswith(".zstd"):  # Spark 4 compresses event logs with zstd by default
+            import zstandard
+            raw = zstandard.ZstdDecompressor().stream_reader(raw,
+                                                               read_across_frames=True).read()
+        events.append(raw.decode("utf-8", "replace"))
+    event_log = "\n".join(events)
+    assert "SparkListenerSQLExecutionStart" in event_log
+    assert "AuthenticationError" in event_log  # our errors do reach it
+    leaks = {where: [pw for pw in (PASSWORD, WRONG) if pw in text]
+             for where, text in (("stdout", out), ("stderr", err), ("event log", event_log))}
+    record("security/spark_password_nowhere", section="security",
+           what="a SASL password in the options of failing reads, writes and a streaming "
+                "query: explain, errors, logs, event log",
+           faults=len(cases), seconds=time.monotonic() - started,
+           leaks=sum(len(v) for v in leaks.values()),
+           event_log_kb=len(event_log) // 1024, stderr_kb=len(err) // 1024)
+    assert leaks == {"stdout": [], "stderr": [], "event log": []}
