@@ -1,0 +1,283 @@
+"""The benchmark cases that need no Spark: the wire limit, the decoders, one-process reads
+and the confluent-kafka producer loop. Each returns the seconds it took (and checks the
+record count, so a fast wrong answer cannot pass for a fast right one)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pyarrow as pa
+
+# Fetch sizes of the reader's defaults (kafka.max.partition.fetch.bytes, fetch.max.bytes):
+# the wire limit is measured with what the reader asks for.
+PARTITION_MAX_BYTES = 1024 * 1024
+FETCH_MAX_BYTES = 50 * 1024 * 1024
+
+
+def _scan(records) -> tuple[int, int | None]:
+    """Complete batch bytes in ``records`` and the offset after its last complete batch."""
+    view = memoryview(records)
+    size_total = len(records)
+    pos, last = 0, None
+    while pos + 61 <= size_total:
+        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
+        if pos + size > size_total:
+            break
+        last = (int.from_bytes(view[pos:pos + 8], "big")
+                + int.from_bytes(view[pos + 23:pos + 27], "big") + 1)
+        pos += size
+    return pos, last
+
+
+def _fetch_partition(client, topic: str, partition: int, start: int, end: int,
+                     keep: list | None = None) -> tuple[int, int]:
+    """Fetch ``[start, end)`` of one partition, the next Fetch sent as soon as a response
+    is in (pipelined as the reader does). Returns (batch bytes, fetch responses)."""
+    tp = (topic, partition)
+    offset, total, responses = start, 0, 0
+    pending = client.start_fetch({tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES,
+                                 max_bytes=FETCH_MAX_BYTES)
+    while pending is not None:
+        response = pending.result()[tp]
+        if response["error_code"]:
+            raise RuntimeError(f"fetch {topic}-{partition} at {offset}: {response}")
+        records = response["records"] or b""
+        used, after = _scan(records)
+        pending = None
+        if after is not None and after > offset:
+            if keep is not None:
+                keep.append((partition, offset, records))
+            offset = after
+        if offset < end:
+            pending = client.start_fetch({tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES,
+                                         max_bytes=FETCH_MAX_BYTES)
+        total += used
+        responses += 1
+    return total, responses
+
+
+def wire_task(bootstrap: str, topic: str, partition: int, end: int) -> tuple[int, int]:
+    """One partition's raw bytes, no decoding (runs in a pool process)."""
+    from protocol.cluster import KafkaClient
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        return _fetch_partition(client, topic, partition, 0, end)
+
+
+def warm_task(_=None) -> int:
+    """Start a pool process and import the client (kept out of the timed runs)."""
+    import protocol.cluster  # noqa: F401
+    time.sleep(0.2)
+    return os.getpid()
+
+
+def wire(pool, bootstrap: str, ds) -> float:
+    """The topic's bytes over ``pool``'s processes (as many as Spark's cores), one task
+    per partition like Spark's reader."""
+    start = time.perf_counter()
+    futures = [pool.submit(wire_task, bootstrap, ds.topic, p, end) for p, end in ds.ends.items()]
+    total = sum(f.result()[0] for f in futures)
+    elapsed = time.perf_counter() - start
+    if total != ds.wire_bytes:
+        raise RuntimeError(f"wire: fetched {total} bytes of {ds.topic}, {ds.wire_bytes} stored")
+    return elapsed
+
+
+def fetch_responses(bootstrap: str, ds) -> list:
+    """The Fetch responses' RECORDS bytes of the whole topic: the decoders' input."""
+    from protocol.cluster import KafkaClient
+    keep: list = []
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        for p, end in ds.ends.items():
+            _fetch_partition(client, ds.topic, p, 0, end, keep)
+    return keep
+
+
+def decode_ours(ds, responses, include_headers: bool = True) -> float:
+    from protocol.records import decode_records
+    topic = ds.topic
+    start = time.perf_counter()
+    rows = 0
+    for partition, offset, records in responses:
+        batch, _ = decode_records(records, topic=topic, partition=partition,
+                                  start_offset=offset, include_headers=include_headers)
+        rows += batch.num_rows
+    elapsed = time.perf_counter() - start
+    if rows != ds.records:
+        raise RuntimeError(f"decode: {rows} rows, {ds.records} expected")
+    return elapsed
+
+
+_HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
+                                    pa.field("value", pa.binary())]))
+_TS_TYPE = pa.timestamp("ms", tz="UTC")
+
+
+def kafka_python_sample(responses, ds, max_records: int) -> tuple[list, int]:
+    """The first responses holding about ``max_records`` records (kafka-python is slow)."""
+    sample, rows = [], 0
+    per_partition = max_records // len(ds.ends) + 1
+    counts: dict = {}
+    for partition, offset, records in responses:
+        if counts.get(partition, 0) >= per_partition:
+            continue
+        _, after = _scan(records)
+        counts[partition] = counts.get(partition, 0) + after - offset
+        sample.append((partition, offset, records))
+        rows += after - offset
+    return sample, rows
+
+
+def decode_kafka_python(ds, sample, sample_rows: int) -> float:
+    """kafka-python's parser over the same Fetch bytes: MemoryRecords -> record objects ->
+    Python lists -> Arrow arrays, one RecordBatch per Fetch response."""
+    from kafka.record import MemoryRecords
+    topic = ds.topic
+    start = time.perf_counter()
+    rows = 0
+    for partition, _, records in sample:
+        keys, values, offsets, stamps, headers = [], [], [], [], []
+        memory = MemoryRecords(records)
+        while memory.has_next():
+            batch = memory.next_batch()
+            for r in batch:
+                keys.append(r.key)
+                values.append(r.value)
+                offsets.append(r.offset)
+                stamps.append(r.timestamp)
+                headers.append([{"key": k, "value": v} for k, v in r.headers])
+        n = len(offsets)
+        out = pa.RecordBatch.from_arrays(
+            [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+             pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
+             pa.array(offsets, pa.int64()), pa.array(stamps, _TS_TYPE),
+             pa.array(headers, _HEADERS_TYPE)],
+            names=["key", "value", "topic", "partition", "offset", "timestamp", "headers"])
+        rows += out.num_rows
+    elapsed = time.perf_counter() - start
+    if rows != sample_rows:
+        raise RuntimeError(f"kafka-python: {rows} rows, {sample_rows} expected")
+    return elapsed
+
+
+def confluent_to_arrow(bootstrap: str, ds, chunk: int = 10_000) -> float:
+    """A confluent-kafka Consumer reading the topic (assigned partitions, from offset 0) into
+    Python lists, turned into an Arrow RecordBatch every ``chunk`` records."""
+    import confluent_kafka
+    consumer = confluent_kafka.Consumer({
+        "bootstrap.servers": bootstrap, "group.id": "bench-confluent",
+        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    try:
+        start = time.perf_counter()
+        consumer.assign([confluent_kafka.TopicPartition(ds.topic, p, 0) for p in ds.ends])
+        remaining = set(ds.ends)
+        ends = ds.ends
+        rows = 0
+        while remaining:
+            messages = consumer.consume(chunk, 1.0)
+            keys, values, partitions, offsets, stamps, headers = [], [], [], [], [], []
+            for m in messages:
+                if m.error():
+                    raise RuntimeError(f"confluent-kafka: {m.error()}")
+                p, o = m.partition(), m.offset()
+                keys.append(m.key())
+                values.append(m.value())
+                partitions.append(p)
+                offsets.append(o)
+                stamps.append(m.timestamp()[1])
+                headers.append([{"key": k, "value": v} for k, v in m.headers() or ()])
+                if o + 1 >= ends[p]:
+                    remaining.discard(p)
+            if not offsets:
+                continue
+            n = len(offsets)
+            out = pa.RecordBatch.from_arrays(
+                [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+                 pa.array([ds.topic] * n, pa.string()), pa.array(partitions, pa.int32()),
+                 pa.array(offsets, pa.int64()), pa.array(stamps, _TS_TYPE),
+                 pa.array(headers, _HEADERS_TYPE)],
+                names=["key", "value", "topic", "partition", "offset", "timestamp", "headers"])
+            rows += out.num_rows
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    if rows != ds.records:
+        raise RuntimeError(f"confluent-kafka: {rows} rows, {ds.records} expected")
+    return elapsed
+
+
+def read_one_process(bootstrap: str, ds) -> float:
+    """pykafka's executor code (``read_range``: pipelined Fetch + decode) over every
+    partition in turn, in this process: the like-for-like of the confluent-kafka loop."""
+    from kafka_source.fetcher import read_range
+    from kafka_source.options import parse_reader_options
+    from kafka_source.planning import OffsetRange
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
+                                    "subscribe": ds.topic, "includeHeaders": "true"})
+    start = time.perf_counter()
+    rows = 0
+    for p, end in ds.ends.items():
+        for batch in read_range(options, OffsetRange(ds.topic, p, 0, end)):
+            rows += batch.num_rows
+    elapsed = time.perf_counter() - start
+    if rows != ds.records:
+        raise RuntimeError(f"read_range: {rows} rows, {ds.records} expected")
+    return elapsed
+
+
+def confluent_rows(table: pa.Table):
+    """Python lists of the rows a producer loop sends (built before the clock starts)."""
+    keys = table.column("key").to_pylist()
+    values = table.column("value").to_pylist()
+    headers = [[(h["key"], h["value"]) for h in hs] for hs in table.column("headers").to_pylist()]
+    return keys, values, headers
+
+
+def confluent_produce(bootstrap: str, topic: str, rows, codec: str) -> float:
+    """A confluent-kafka Producer loop (idempotent, acks=all, like the sink's defaults)."""
+    import confluent_kafka
+    keys, values, headers = rows
+    producer = confluent_kafka.Producer({
+        "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+        "linger.ms": 5, "compression.type": codec,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
+    produce, poll = producer.produce, producer.poll
+    start = time.perf_counter()
+    for key, value, hs in zip(keys, values, headers):
+        while True:
+            try:
+                produce(topic, value, key, headers=hs)
+                break
+            except BufferError:
+                poll(0.01)
+        poll(0)
+    remaining = producer.flush(300)
+    elapsed = time.perf_counter() - start
+    if remaining:
+        raise RuntimeError(f"confluent-kafka left {remaining} records undelivered")
+    return elapsed
+
+
+def count_records(bootstrap: str, topic: str) -> int:
+    """Records in ``topic``, counted from the batch headers of a full Fetch (Tansu's
+    ListOffsets "latest" is unreliable; its Fetch high watermark is right)."""
+    from protocol.cluster import KafkaClient
+    total = 0
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        for p in client.partitions_for(topic):
+            tp, offset = (topic, p), 0
+            while True:
+                response = client.fetch({tp: offset}, partition_max_bytes=16 << 20)[tp]
+                records = response["records"] or b""
+                view, pos = memoryview(records), 0
+                _, after = _scan(records)
+                while after is not None and pos + 61 <= len(records):
+                    size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
+                    if pos + size > len(records):
+                        break
+                    total += int.from_bytes(view[pos + 57:pos + 61], "big")
+                    pos += size
+                if after is None or after >= response["high_watermark"]:
+                    break
+                offset = after
+    return total

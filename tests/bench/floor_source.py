@@ -1,0 +1,95 @@
+"""Spark's own cost of a Python data source, with no Kafka: the floor under the Spark rows.
+
+Format ``benchfloor``:
+
+- read: every input partition yields ready-made Arrow batches with the pykafka schema
+  (headers included) until it has produced ``rows`` rows -- what Spark spends taking Arrow
+  batches from Python workers and turning them into rows, with nothing to fetch or decode;
+- write: the task consumes the Arrow batches Spark hands it and drops them -- what Spark
+  spends turning rows into Arrow batches for Python workers, with nothing to encode or send.
+
+Shipped to the workers with ``SparkContext.addPyFile`` (pytest does not collect it).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
+                                    InputPartition, WriterCommitMessage)
+
+FORMAT = "benchfloor"
+BATCH_ROWS = 10_000
+
+
+def _batch(first: int, n: int, value_size: int, partition: int) -> pa.RecordBatch:
+    import numpy as np
+    from bench_data import columns
+
+    from protocol.records import SCHEMA_WITH_HEADERS
+    keys, values, headers, ts = columns(first, n, value_size)
+    return pa.RecordBatch.from_arrays(
+        [keys, values, pa.array(["bench-floor"] * n, pa.string()),
+         pa.array(np.full(n, partition, dtype=np.int32)),
+         pa.array(np.arange(first, first + n, dtype=np.int64)),
+         pa.array(ts * 1000, pa.timestamp("us", tz="UTC")),
+         pa.array(np.zeros(n, dtype=np.int32)),
+         headers.cast(SCHEMA_WITH_HEADERS.field("headers").type)],
+        schema=SCHEMA_WITH_HEADERS)
+
+
+class _Partition(InputPartition):
+    def __init__(self, index: int, rows: int, value_size: int):
+        super().__init__(index)
+        self.index, self.rows, self.value_size = index, rows, value_size
+
+
+class _Reader(DataSourceReader):
+    def __init__(self, partitions: int, rows: int, value_size: int):
+        self.n, self.rows, self.value_size = partitions, rows, value_size
+
+    def partitions(self):
+        per = self.rows // self.n
+        return [_Partition(i, per + (1 if i < self.rows % self.n else 0), self.value_size)
+                for i in range(self.n)]
+
+    def read(self, partition: _Partition):
+        batch = _batch(0, min(BATCH_ROWS, partition.rows), partition.value_size,
+                       partition.index)
+        left = partition.rows
+        while left > 0:
+            yield batch if left >= batch.num_rows else batch.slice(0, left)
+            left -= batch.num_rows
+
+
+class _Commit(WriterCommitMessage):
+    def __init__(self, rows: int):
+        self.rows = rows
+
+
+class _Writer(DataSourceArrowWriter):
+    def write(self, iterator):
+        return _Commit(sum(b.num_rows for b in iterator))
+
+    def commit(self, messages):
+        pass
+
+    def abort(self, messages):
+        pass
+
+
+class FloorDataSource(DataSource):
+    @classmethod
+    def name(cls):
+        return FORMAT
+
+    def schema(self):
+        from kafka_source.spark_schema import kafka_schema_ddl
+        return kafka_schema_ddl(True)
+
+    def reader(self, schema):
+        o = self.options
+        return _Reader(int(o.get("partitions", 4)), int(o["rows"]),
+                       int(o.get("valueSize", 100)))
+
+    def writer(self, schema, overwrite):
+        return _Writer()

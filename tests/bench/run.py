@@ -1,0 +1,563 @@
+"""``make bench``: pyspark-pykafka side by side with the Python clients users would pick
+instead (confluent-kafka, kafka-python), on data sets produced once to a Tansu broker.
+
+    .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
+        [--only wire,decode,read,stream,write,memory] [--sail-source PATH/kafka.py]
+        [--output tests/bench/results.md | --no-output]
+
+Cases (every case runs once per round; rounds interleave the contenders so a busy machine
+slows them alike; the table shows medians, the spread (max - min) / median and ratios
+taken within each round):
+
+1. wire limit: the topic's record bytes fetched with no decoding, pipelined, with the
+   reader's fetch sizes, over ``--cores`` processes (one task per partition, as Spark
+   runs them) -- the ceiling for the read figures;
+2. decode, one core, the same Fetch bytes in memory: pykafka's Fetch-bytes -> Arrow decoder;
+   kafka-python's ``MemoryRecords`` -> Python values -> Arrow (on a sample, it is slow);
+   and confluent-kafka consuming the topic -> Python lists -> Arrow (it cannot be handed
+   bytes, so its figure includes the fetching, done by librdkafka's own threads);
+3. read end to end: ``spark.read.format("pykafka")`` into the ``noop`` sink on
+   ``local[cores]``; pykafka's task code alone in one process; confluent-kafka -> Arrow in
+   one process; lakehq/sail's confluent-kafka based Python data source when its file is
+   given (it is not in a pysail release yet);
+4. streaming: ``readStream`` with Trigger.AvailableNow into ``noop``;
+5. write: ``df.write.format("pykafka")`` of a cached DataFrame and a confluent-kafka
+   Producer loop over the same rows (idempotent, acks=all, both);
+6. memory: peak RSS of Spark's Python workers during reads of two sizes.
+
+Nothing here is a test: no figure is asserted. pytest does not collect these files
+(no ``test_*.py`` names).
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import datetime
+import multiprocessing
+import os
+import platform
+import statistics
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+for path in (ROOT, HERE):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+import pyarrow as pa  # noqa: E402
+
+import cases  # noqa: E402
+from bench_data import DataSet, produce  # noqa: E402
+
+SECTIONS = ("wire", "decode", "read", "stream", "write", "memory")
+
+# Goals the issue set (reported, never asserted).
+GOAL_DECODE_VS_CONFLUENT = 5.0
+GOAL_READ_VS_WIRE = 0.5
+GOAL_WRITE_VS_CONFLUENT = 3.0
+GOAL_MEMORY_GROWTH = 1.25  # peak worker RSS at the larger read / at the smaller one
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Results:
+    """Seconds per (case, data set), one entry per round."""
+
+    def __init__(self):
+        self.seconds: dict[tuple[str, str], list[float]] = {}
+        self.records: dict[tuple[str, str], int] = {}
+        self.cpu: dict[tuple[str, str], list[dict]] = {}
+
+    def add(self, case: str, ds: DataSet, seconds: float, records: int | None = None) -> None:
+        self.seconds.setdefault((case, ds.name), []).append(seconds)
+        self.records[(case, ds.name)] = ds.records if records is None else records
+
+    def has(self, case: str, ds: DataSet) -> bool:
+        return (case, ds.name) in self.seconds
+
+    def rates(self, case: str, ds: DataSet) -> list[float]:
+        n = self.records[(case, ds.name)]
+        return [n / s for s in self.seconds[(case, ds.name)]]
+
+    def median(self, case: str, ds: DataSet) -> float:
+        return statistics.median(self.rates(case, ds))
+
+    def spread(self, case: str, ds: DataSet) -> float:
+        r = self.rates(case, ds)
+        return (max(r) - min(r)) / statistics.median(r)
+
+    def ratio(self, case: str, other: str, ds: DataSet) -> float | None:
+        """Median over rounds of case's rate / other's rate in the same round."""
+        if not (self.has(case, ds) and self.has(other, ds)):
+            return None
+        a, b = self.rates(case, ds), self.rates(other, ds)
+        return statistics.median(x / y for x, y in zip(a, b))
+
+
+def timed_round(results: Results, case: str, ds: DataSet, fn, records: int | None = None,
+                cpu: bool = False):
+    if cpu:
+        from spark_cases import cpu_seconds, cpu_snapshot
+        before = cpu_snapshot()
+    seconds = fn()
+    if cpu:
+        results.cpu.setdefault((case, ds.name), []).append(cpu_seconds(before, cpu_snapshot()))
+    results.add(case, ds, seconds, records)
+    n = ds.records if records is None else records
+    log(f"  {case:<38} {ds.name:<10} {seconds:7.2f} s  {n / seconds:12,.0f} records/s")
+
+
+# ---- the run ------------------------------------------------------------------------------
+
+def data_sets(scale: float, partitions: int) -> list[DataSet]:
+    def n(records: int) -> int:
+        return max(partitions * 2, int(records * scale))
+    return [DataSet("100B", n(2_000_000), 100, "none", partitions),
+            DataSet("100B-lz4", n(1_000_000), 100, "lz4", partitions),
+            DataSet("100B-zstd", n(1_000_000), 100, "zstd", partitions),
+            DataSet("1KB", n(250_000), 1000, "none", partitions)]
+
+
+def machine() -> dict:
+    model = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    import confluent_kafka
+    import kafka
+    import pyspark
+    info = {"cores": os.cpu_count(), "cpu": model,
+            "python": platform.python_version(), "spark": pyspark.__version__,
+            "pyarrow": pa.__version__,
+            "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
+                               f"{confluent_kafka.libversion()[0]})",
+            "kafka-python": kafka.__version__}
+    try:
+        info["load"] = "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--scale", type=float, default=1.0,
+                        help="multiply every data set's record count")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--cores", type=int, default=2, help="Spark local[N], wire processes")
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--only", default=",".join(SECTIONS),
+                        help="comma-separated sections: " + ",".join(SECTIONS))
+    parser.add_argument("--sail-source", default=os.environ.get("SAIL_KAFKA_SOURCE"),
+                        help="lakehq/sail's python/pysail/spark/datasource/kafka.py, to add "
+                             "its Spark data source as a read peer")
+    parser.add_argument("--kafka-python-records", type=int, default=150_000,
+                        help="records in kafka-python's sample (per data set)")
+    parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
+    parser.add_argument("--no-output", action="store_true")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(","))
+    unknown = only - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    if args.sail_source is None:
+        try:
+            import pysail.spark.datasource.kafka as sail_kafka  # noqa: F401
+            args.sail_source = sail_kafka.__file__
+        except ImportError:
+            pass
+
+    pa.set_cpu_count(1)  # "one core" for the decoders in this process
+    pa.set_io_thread_count(1)
+    started = time.monotonic()
+    info = machine()
+    log("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
+
+    from kafka_testbed import TansuBroker
+    broker = TansuBroker()
+    broker.start()
+    bootstrap = broker.bootstrap
+    results = Results()
+    memory: list[tuple[str, int, float, float, float]] = []
+    sets = data_sets(args.scale, args.partitions)
+    notes: list[str] = []
+    spark = None
+    pool = concurrent.futures.ProcessPoolExecutor(
+        args.cores, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        for ds in sets:
+            ds.topic = f"bench-{ds.name.lower()}"
+            t = time.perf_counter()
+            produce(bootstrap, ds)
+            log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
+        list(pool.map(cases.warm_task, range(args.cores * 2)))
+
+        need_spark = only & {"read", "stream", "write", "memory"}
+        if need_spark:
+            from spark_cases import start_spark
+            spark = start_spark(args.cores, args.sail_source)
+            log(f"Spark {spark.version} local[{args.cores}] started")
+
+        if "memory" in only:
+            # first, so no earlier read has grown the reused workers
+            memory = run_memory(spark, bootstrap, sets)
+
+        for ds in sets:
+            run_reads(results, spark, pool, bootstrap, ds, only, args, sets[0])
+
+        if "stream" in only:
+            run_stream(results, spark, bootstrap, sets[0], args.rounds)
+        if "write" in only:
+            run_write(results, spark, bootstrap, sets[0], args.rounds)
+    finally:
+        pool.shutdown()
+        if spark is not None:
+            spark.stop()
+        broker.stop()
+
+    elapsed = time.monotonic() - started
+    report = render(results, memory, sets, info, args, elapsed, notes)
+    print()
+    print(report)
+    if not args.no_output:
+        with open(args.output, "w") as f:
+            f.write(report)
+        log(f"written to {os.path.relpath(args.output)}")
+    return 0
+
+
+def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: set, args,
+              first: DataSet):
+    responses = sample = None
+    if "decode" in only:
+        responses = cases.fetch_responses(bootstrap, ds)
+        sample, sample_rows = cases.kafka_python_sample(responses, ds, args.kafka_python_records)
+    if spark is not None and "read" in only:
+        # warm the workers on this topic (and check the count once)
+        rows = spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap) \
+            .option("subscribe", ds.topic).load().count()
+        if rows != ds.records:
+            raise RuntimeError(f"spark count {rows}, {ds.records} expected")
+    log(f"{ds.name}: {args.rounds} rounds")
+    for _ in range(args.rounds):
+        if "wire" in only:
+            timed_round(results, "wire", ds, lambda: cases.wire(pool, bootstrap, ds))
+        if "decode" in only:
+            timed_round(results, "decode:pykafka", ds, lambda: cases.decode_ours(ds, responses))
+            timed_round(results, "decode:kafka-python", ds,
+                        lambda: cases.decode_kafka_python(ds, sample, sample_rows), sample_rows)
+            timed_round(results, "decode:confluent", ds,
+                        lambda: cases.confluent_to_arrow(bootstrap, ds))
+        if "read" in only:
+            timed_round(results, "read:pykafka-task", ds,
+                        lambda: cases.read_one_process(bootstrap, ds))
+            timed_round(results, "read:spark-pykafka", ds,
+                        lambda: spark_read(spark, bootstrap, ds), cpu=True)
+            if args.sail_source:
+                timed_round(results, "read:spark-sail", ds,
+                            lambda: spark_read(spark, bootstrap, ds, "sailkafka"), cpu=True)
+            timed_round(results, "read:spark-floor", ds,
+                        lambda: spark_floor_read(spark, ds), cpu=True)
+            if ds is first:
+                timed_round(results, "read:spark-pykafka-noheaders", ds,
+                            lambda: spark_read(spark, bootstrap, ds,
+                                               extra={"includeHeaders": "false"}), cpu=True)
+                timed_round(results, "read:spark-pykafka-tiny", ds,
+                            lambda: spark_read_tiny(spark, bootstrap, ds), len(ds.ends))
+    del responses, sample
+
+
+def spark_read_tiny(spark, bootstrap, ds):
+    """One record per partition: the fixed cost of a query."""
+    import json
+
+    from spark_cases import read_noop
+    ending = json.dumps({ds.topic: {str(p): 1 for p in ds.ends}})
+    return read_noop(spark, bootstrap, ds, extra={"endingOffsets": ending})
+
+
+def spark_read(spark, bootstrap, ds, fmt="pykafka", extra=None):
+    from spark_cases import read_noop
+    return read_noop(spark, bootstrap, ds, fmt, extra)
+
+
+def spark_floor_read(spark, ds):
+    from spark_cases import floor_read
+    return floor_read(spark, ds)
+
+
+def run_stream(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int):
+    from spark_cases import stream_noop
+    log(f"streaming {ds.name}: {rounds} rounds")
+    for _ in range(rounds):
+        timed_round(results, "stream:spark-pykafka", ds, lambda: stream_noop(spark, bootstrap, ds),
+                    cpu=True)
+
+
+def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int):
+    from spark_cases import cached_rows, floor_write, new_topic, write_pykafka
+    df = cached_rows(spark, bootstrap, ds)
+    table = pa.Table.from_batches(
+        cases_read_table(bootstrap, ds).to_batches()).select(["key", "value", "headers"])
+    rows = cases.confluent_rows(table)
+    del table
+    # warm the writer (workers, imports) with a small write
+    write_pykafka(df.limit(1000), bootstrap, new_topic(bootstrap, ds.partitions), "none")
+    floor_write(df.limit(1000))
+    log(f"write floor {ds.name}: {rounds} rounds")
+    for _ in range(rounds):
+        timed_round(results, "write:spark-floor", ds, lambda: floor_write(df), cpu=True)
+    for codec in ("none", "lz4"):
+        log(f"write {ds.name} rows, {codec}: {rounds} rounds")
+        checked = False
+        for _ in range(rounds):
+            for case, fn in ((f"write:spark-pykafka:{codec}",
+                              lambda topic: write_pykafka(df, bootstrap, topic, codec)),
+                             (f"write:confluent:{codec}",
+                              lambda topic: cases.confluent_produce(bootstrap, topic, rows,
+                                                                    codec))):
+                topic = new_topic(bootstrap, ds.partitions)
+                timed_round(results, case, ds, lambda: fn(topic), cpu=True)
+                if not checked:
+                    n = cases.count_records(bootstrap, topic)
+                    if n != ds.records:
+                        raise RuntimeError(f"{case}: {n} records written, {ds.records} sent")
+            checked = True
+    df.unpersist()
+
+
+def cases_read_table(bootstrap: str, ds: DataSet) -> pa.Table:
+    """The data set as one Arrow table, read with pykafka's task code."""
+    from kafka_source.fetcher import read_range
+    from kafka_source.options import parse_reader_options
+    from kafka_source.planning import OffsetRange
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
+                                    "subscribe": ds.topic, "includeHeaders": "true"})
+    batches = [b for p, end in ds.ends.items()
+               for b in read_range(options, OffsetRange(ds.topic, p, 0, end))]
+    return pa.Table.from_batches(batches)
+
+
+def run_memory(spark, bootstrap: str, sets: list[DataSet]):
+    from spark_cases import read_memory
+    out = []
+    small = sets[0]
+    read_memory(spark, bootstrap, small, 4 * len(small.ends))  # start the workers
+    for ds, records in ((small, small.records // 4), (small, small.records),
+                        (sets[-1], sets[-1].records)):
+        seconds, peak, total = read_memory(spark, bootstrap, ds, records)
+        log(f"  memory: {ds.name} {records:,} records in {seconds:.1f} s: peak worker "
+            f"{peak:.0f} MB, all workers {total:.0f} MB")
+        out.append((ds.name, records, seconds, peak, total))
+    return out
+
+
+# ---- the report ---------------------------------------------------------------------------
+
+LABELS = {
+    "wire": "wire limit: Fetch, no decoding ({cores} processes)",
+    "decode:pykafka": "decode: pykafka Fetch bytes -> Arrow",
+    "decode:kafka-python": "decode: kafka-python MemoryRecords -> Arrow (sample)",
+    "decode:confluent": "decode: confluent-kafka consume -> Arrow",
+    "read:spark-pykafka": "read: spark.read pykafka -> noop, local[{cores}]",
+    "read:pykafka-task": "read: pykafka task code, one process",
+    "read:confluent": "read: confluent-kafka -> Arrow, one process",
+    "read:spark-sail": "read: spark.read sail kafka source -> noop",
+    "read:spark-floor": "read floor: Spark + Python source of ready Arrow batches, no Kafka",
+    "read:spark-pykafka-noheaders": "read: spark.read pykafka, no headers column",
+    "write:spark-floor": "write floor: Spark -> Python tasks that drop the batches",
+    "stream:spark-pykafka": "stream: readStream pykafka AvailableNow -> noop",
+    "write:spark-pykafka:none": "write: df.write pykafka, none, local[{cores}]",
+    "write:spark-pykafka:lz4": "write: df.write pykafka, lz4, local[{cores}]",
+    "write:confluent:none": "write: confluent-kafka Producer loop, none",
+    "write:confluent:lz4": "write: confluent-kafka Producer loop, lz4",
+}
+OURS = {"decode:pykafka", "read:spark-pykafka", "read:pykafka-task", "stream:spark-pykafka",
+        "read:spark-pykafka-noheaders",
+        "write:spark-pykafka:none", "write:spark-pykafka:lz4"}
+
+
+def _fmt_rate(x: float) -> str:
+    return f"{x / 1e6:.2f} M" if x >= 1e6 else f"{x / 1e3:.0f} k"
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "" if x is None else f"{x:.2f}x"
+
+
+def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
+    cores = args.cores
+    lines = [
+        "# pyspark-pykafka benchmark",
+        "",
+        f"Run {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} with `make bench` "
+        f"(`tests/bench/run.py --scale {args.scale} --rounds {args.rounds}`), "
+        f"{elapsed / 60:.1f} min.",
+        "",
+        "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + ".",
+        "Broker: Tansu (in-memory storage) on the same machine, plaintext loopback.",
+        "",
+        "Data sets (one topic each, produced once, every record with a 10-byte key and one "
+        "16-byte header):",
+        "",
+    ]
+    lines += [f"- {ds.describe()}" for ds in sets]
+    lines += [
+        "",
+        "Records/s and MB/s are medians over the rounds; spread is (max - min) / median; "
+        "MB/s counts payload bytes (key + value + header), whatever the compression. "
+        "\"x best peer\" and \"of wire\" are medians of ratios taken within each round "
+        "(both contenders under the same load). Every read builds the same columns, "
+        "headers included.",
+        "",
+        "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+
+    def row(case: str, ds: DataSet, label: str, peers: list[str]):
+        if not results.has(case, ds):
+            return
+        rate = results.median(case, ds)
+        best = None
+        if case in OURS:
+            candidates = [p for p in peers if results.has(p, ds)]
+            if candidates:
+                top = max(candidates, key=lambda p: results.median(p, ds))
+                best = results.ratio(case, top, ds)
+        wire = results.ratio(case, "wire", ds) if case != "wire" else None
+        lines.append(f"| {label} | {ds.name} | {_fmt_rate(rate)} | "
+                     f"{results.spread(case, ds) * 100:.0f}% | "
+                     f"{rate * ds.record_bytes / 1e6:,.0f} | {_fmt_ratio(best)} | "
+                     f"{'' if wire is None else f'{wire * 100:.0f}%'} |")
+
+    decode_peers = ["decode:kafka-python", "decode:confluent"]
+    read_peers = ["decode:confluent", "read:spark-sail"]
+    for ds in sets:
+        row("wire", ds, LABELS["wire"].format(cores=cores), [])
+        row("decode:pykafka", ds, LABELS["decode:pykafka"], decode_peers)
+        row("decode:kafka-python", ds, LABELS["decode:kafka-python"], [])
+        row("decode:confluent", ds, LABELS["decode:confluent"], [])
+        row("read:spark-pykafka", ds, LABELS["read:spark-pykafka"].format(cores=cores),
+            read_peers)
+        row("read:pykafka-task", ds, LABELS["read:pykafka-task"], ["decode:confluent"])
+        row("decode:confluent", ds, LABELS["read:confluent"], [])
+        row("read:spark-sail", ds, LABELS["read:spark-sail"], [])
+        row("read:spark-pykafka-noheaders", ds, LABELS["read:spark-pykafka-noheaders"],
+            read_peers)
+        row("read:spark-floor", ds, LABELS["read:spark-floor"], [])
+    ds0 = sets[0]
+    row("stream:spark-pykafka", ds0, LABELS["stream:spark-pykafka"], read_peers)
+    row("write:spark-floor", ds0, LABELS["write:spark-floor"], [])
+    for codec in ("none", "lz4"):
+        row(f"write:spark-pykafka:{codec}", ds0,
+            LABELS[f"write:spark-pykafka:{codec}"].format(cores=cores),
+            [f"write:confluent:{codec}"])
+        row(f"write:confluent:{codec}", ds0, LABELS[f"write:confluent:{codec}"], [])
+    lines.append("")
+    lines.append("The confluent-kafka read row is the decode row's run (one process, "
+                 "consume -> Arrow): it is both the decode peer and the one-process read "
+                 "peer. kafka-python decodes a sample of about "
+                 f"{args.kafka_python_records:,} records per data set.")
+    tiny = ("read:spark-pykafka-tiny", sets[0].name)
+    if tiny in results.seconds:
+        lines.append(f"A spark.read of {len(sets[0].ends)} records (one per partition) into "
+                     f"noop takes {statistics.median(results.seconds[tiny]):.2f} s (median): "
+                     "the fixed cost of a query (Python planning workers, offsets, task "
+                     "launch), included in every Spark figure above.")
+    if not args.sail_source:
+        lines.append("lakehq/sail's Kafka data source was not run: the latest pysail "
+                     "release has none (it is in an unmerged pull request); pass "
+                     "`--sail-source` (or `SAIL_KAFKA_SOURCE=`) with its `kafka.py` to add it.")
+    if memory:
+        lines += ["", "Memory: peak RSS of Spark's Python workers while reading into noop "
+                      "(sampled every 50 ms; workers are reused, so a later read starts from "
+                      "what an earlier one left):", "",
+                  "| Data | Records read | Seconds | Peak one worker MB | Peak all workers MB |",
+                  "|---|---:|---:|---:|---:|"]
+        for name, records, seconds, peak, total in memory:
+            lines.append(f"| {name} | {records:,} | {seconds:.1f} | {peak:.0f} | {total:.0f} |")
+    if results.cpu:
+        lines += ["", "Where the CPU goes: CPU seconds per million records by process "
+                      "(medians over the rounds; 2 cores give 2 CPU seconds per second):", "",
+                  "| Case | Data | Wall s | Spark JVM | Python workers | Broker | Driver |",
+                  "|---|---|---:|---:|---:|---:|---:|"]
+        for (case, name), samples in results.cpu.items():
+            ds = next(d for d in sets if d.name == name)
+            per_m = 1e6 / results.records[(case, name)]
+
+            def med(kind):
+                return statistics.median(c.get(kind, 0.0) for c in samples) * per_m
+            wall = statistics.median(results.seconds[(case, name)]) * per_m
+            label = LABELS.get(case) or case
+            lines.append(f"| {label.format(cores=cores)} | {ds.name} | {wall:.2f} | "
+                         f"{med('jvm'):.2f} | {med('python workers'):.2f} | "
+                         f"{med('broker'):.2f} | {med('driver'):.2f} |")
+    lines += ["", "Goals (from the issue; reported, not asserted):", ""]
+    lines += goals(results, memory, sets)
+    lines += notes
+    lines.append("")
+    return "\n".join(lines)
+
+
+def goals(results: Results, memory, sets) -> list[str]:
+    out = []
+    ds0 = sets[0]
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**not met**"
+
+    def per_set(case, other, goal):
+        parts, oks = [], []
+        for ds in sets:
+            r = results.ratio(case, other, ds)
+            if r is not None:
+                parts.append(f"{ds.name} {r:.1f}x")
+                oks.append(r >= goal)
+        return parts, oks
+
+    parts, oks = per_set("decode:pykafka", "decode:confluent", GOAL_DECODE_VS_CONFLUENT)
+    if parts:
+        out.append(f"- decode >= {GOAL_DECODE_VS_CONFLUENT:.0f}x confluent-kafka -> Arrow: "
+                   f"{verdict(all(oks))} ({', '.join(parts)})")
+    parts, oks = per_set("read:spark-pykafka", "wire", GOAL_READ_VS_WIRE)
+    if parts:
+        out.append(f"- Spark end-to-end read >= {GOAL_READ_VS_WIRE:.1f}x the wire limit: "
+                   f"{verdict(all(oks))} ({', '.join(parts)})")
+    parts, _ = per_set("read:spark-pykafka", "read:spark-floor", 0)
+    if parts:
+        out.append("  - for scale, the same read against Spark's own floor (a Python source of "
+                   "ready-made Arrow batches, no Kafka): " + ", ".join(parts))
+    parts, oks = [], []
+    for codec in ("none", "lz4"):
+        r = results.ratio(f"write:spark-pykafka:{codec}", f"write:confluent:{codec}", ds0)
+        if r is not None:
+            parts.append(f"{codec} {r:.1f}x")
+            oks.append(r >= GOAL_WRITE_VS_CONFLUENT)
+    if parts:
+        out.append(f"- write >= {GOAL_WRITE_VS_CONFLUENT:.0f}x the confluent-kafka Producer "
+                   f"loop: {verdict(all(oks))} ({', '.join(parts)})")
+        floor = results.ratio("write:spark-floor", "write:confluent:none", ds0)
+        if floor is not None:
+            out.append(f"  - for scale, Spark alone handing the rows to Python tasks that drop "
+                       f"them (write floor) runs at {floor:.1f}x the confluent-kafka loop")
+    if len(memory) >= 2:
+        small, large = memory[0], memory[1]
+        growth = large[3] / small[3] if small[3] else float("inf")
+        out.append(f"- worker memory flat as the read grows ({small[1]:,} -> {large[1]:,} "
+                   f"records): {verdict(growth <= GOAL_MEMORY_GROWTH)} (peak one worker "
+                   f"{small[3]:.0f} -> {large[3]:.0f} MB, x{growth:.2f})")
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
