@@ -8,6 +8,7 @@ Shared by the batch and the streaming reader.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Iterator
@@ -75,14 +76,25 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Spark-schema batches."""
     if rng.end <= rng.start:
         return
-    client = KafkaClient(options.client_config)
+    # A private copy of the client settings whose timeouts shrink to what is left of
+    # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
+    base = options.client_config
+    config = dataclasses.replace(base)
+    client = KafkaClient(config)
     f = _Fetcher(options, rng, client)
     offset, end = rng.start, rng.end
     timeout_s = options.poll_timeout_ms / 1000
     deadline = time.monotonic() + timeout_s
-    backoff = options.client_config.retry_backoff_ms / 1000
+    backoff = base.retry_backoff_ms / 1000
     pending = None
     last_error: Exception | None = None
+
+    def time_left_ms() -> int:
+        left = max(1, int((deadline - time.monotonic()) * 1000))
+        config.request_timeout_ms = min(base.request_timeout_ms, left)
+        config.connect_timeout_ms = min(base.connect_timeout_ms, left)
+        return left
+
     try:
         while offset < end:
             if time.monotonic() > deadline:
@@ -90,16 +102,18 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                     f"Reading topic {rng.topic!r} partition {rng.partition} made no progress at "
                     f"offset {offset} (range ends at {end}) within kafkaConsumer.pollTimeoutMs="
                     f"{options.poll_timeout_ms} ms; last error: {last_error}")
+            left_ms = time_left_ms()
             try:
                 if pending is None:
                     pending = f.start(offset)
-                response = pending.result().get(f.tp)
+                wait_ms = min(base.request_timeout_ms + options.fetch_max_wait_ms, left_ms)
+                response = pending.result(wait_ms).get(f.tp)
             except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
                 pending = None
                 if isinstance(e, BrokerError) and not e.retriable:
                     raise
                 last_error = e
-                _pause_and_refresh(client, backoff)
+                _pause_and_refresh(client, min(backoff, left_ms / 1000), time_left_ms)
                 continue
             pending = None
             if response is None:
@@ -120,7 +134,7 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                                                        "UNKNOWN_LEADER_EPOCH")):
                     raise err
                 last_error = err
-                _pause_and_refresh(client, backoff)
+                _pause_and_refresh(client, min(backoff, left_ms / 1000), time_left_ms)
                 continue
             batch, next_offset = decode_records(
                 response["records"], topic=rng.topic, partition=rng.partition,
@@ -130,11 +144,15 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
                                       for a in response.get("aborted_transactions") or ()])
             if next_offset > offset:
                 if next_offset < end:
-                    pending = f.start(next_offset)  # in flight while Spark consumes this one
+                    try:  # in flight while Spark consumes this batch
+                        pending = f.start(next_offset)
+                    except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+                        last_error = e  # sent again at the top of the loop
                 offset = next_offset
-                deadline = time.monotonic() + timeout_s
                 if batch.num_rows:
                     yield batch
+                # The time Spark spent on the batch is not the broker's.
+                deadline = time.monotonic() + timeout_s
                 continue
             # No complete batch at `offset`: is the rest of the range still to come?
             limit = response["high_watermark"]
@@ -156,8 +174,9 @@ def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
         client.close()
 
 
-def _pause_and_refresh(client: KafkaClient, backoff: float) -> None:
+def _pause_and_refresh(client: KafkaClient, backoff: float, time_left_ms) -> None:
     time.sleep(backoff)
+    time_left_ms()  # the refresh may wait only for what is left of the poll timeout
     try:
         client.refresh_metadata()
     except (KafkaConnectionError, KafkaTimeoutError):

@@ -591,9 +591,12 @@ class PendingFetch:
         self._sent, self._names_by_id = sent, names_by_id
         self._max_wait_ms = max_wait_ms
 
-    def result(self) -> dict[TopicPartition, dict]:
+    def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
+        """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
+        the Fetch's max wait) for each."""
         out: dict[TopicPartition, dict] = {}
-        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms) for s in self._sent]
+        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms
+                 if timeout_ms is None else timeout_ms) for s in self._sent]
         for _, _, response, _ in _gather(sent):
             if response.get("error_code"):
                 raise BrokerError.for_code(response["error_code"], "Fetch failed")
