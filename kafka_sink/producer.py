@@ -238,6 +238,9 @@ class TaskProducer:
         except (KafkaConnectionError, KafkaTimeoutError) as e:
             self._metadata_retry_at = now + self._backoff0
             log.debug("metadata refresh failed: %s", e)
+            for p in self._partitions.values():  # what a batch that never left waits for
+                if p.leader is None and p.queue and p.queue[0].last_error is None:
+                    p.queue[0].last_error = f"no leader known: metadata refresh failed: {e}"
             return
         self._metadata_stale = False
         for p in self._partitions.values():
