@@ -12,6 +12,10 @@ Brokers:
   tests): broker error codes on Produce and a broker taken down and up (Tansu here keeps
   its log in memory, so it cannot be restarted with its data).
 
+Tansu answers a Fetch with up to the request's ``max_bytes`` of a partition, ignoring the
+partition's own limit, so the tests set ``kafka.fetch.max.bytes`` with
+``kafka.max.partition.fetch.bytes`` to get responses of the size they want.
+
 Counts: the default sizes keep ``make test`` quick; ``PYKAFKA_SOAK=1`` (``make soak``) runs
 the full ones (1 M records read, 100 k written with 1,000 faults per broker kind). Each
 test records its figures with ``tests.reliability_report.record``.
@@ -84,11 +88,12 @@ def reader_options(bootstrap: str, **extra):
     return parse_reader_options(base)
 
 
-def produce_numbered(bootstrap: str, topic: str, total: int, partitions: int) -> None:
+def produce_numbered(bootstrap: str, topic: str, total: int, partitions: int,
+                     batch: int = 10_000) -> None:
     """Records ``i`` (key ``k<i>``, a value of varying length, a header on every 7th) to
-    partition ``i % partitions``, in order."""
+    partition ``i % partitions``, in order, in record batches of at most ``batch``."""
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                  "batch.num.messages": 10_000, "enable.idempotence": True})
+                                  "batch.num.messages": batch, "enable.idempotence": True})
     for i in range(total):
         value = b"v%09d-" % i + b"x" * (i % 37)
         headers = [("h", b"%d" % i)] if i % 7 == 0 else None
@@ -151,6 +156,7 @@ def test_read_1m_records_with_connections_cut_every_200ms_equals_the_fault_free_
     topic, ends = big_topic
     opts = reader_options(proxy.address, includeHeaders="true",
                           **{"kafka.max.partition.fetch.bytes": 262_144,
+                             "kafka.fetch.max.bytes": 262_144,
                              "kafkaConsumer.pollTimeoutMs": 30_000})
     reference = read_partitions(opts, topic, ends)
     assert {p: t.num_rows for p, t in reference.items()} == ends
@@ -203,7 +209,8 @@ def test_spark_read_with_connections_cut_equals_the_fault_free_read(spark, proxi
               .option("subscribe", topic).option("startingOffsets", "earliest")
               .option("endingOffsets", ending).option("includeHeaders", "true")
               .option("minPartitions", "4")
-              .option("kafka.max.partition.fetch.bytes", "262144").load())
+              .option("kafka.max.partition.fetch.bytes", "262144")
+              .option("kafka.fetch.max.bytes", "262144").load())
         h = F.pmod(F.xxhash64("offset", "key", "value", F.to_json("headers")), F.lit(1 << 31))
         return sorted(tuple(r) for r in df.groupBy("partition").agg(
             F.count("*"), F.countDistinct("offset"), F.min("offset"), F.max("offset"),
@@ -463,7 +470,8 @@ def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, 
     topic, total = small_topic
     opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 5_000,
                                             "kafka.request.timeout.ms": 2_000,
-                                            "kafka.max.partition.fetch.bytes": 16_384})
+                                            "kafka.max.partition.fetch.bytes": 16_384,
+                                            "kafka.fetch.max.bytes": 16_384})
     end = 600
     reference = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))))
     rng = random.Random(11)
