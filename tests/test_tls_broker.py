@@ -79,3 +79,30 @@ def test_plaintext_client_to_a_tls_listener_fails_quickly(tls_broker):
         KafkaClient(bootstrap_servers=tls_broker.bootstrap, connect_timeout_ms=2000,
                     request_timeout_ms=2000).refresh_metadata()
     assert time.monotonic() - started < 6
+
+
+def test_verification_is_on_by_default(tls_broker, pki):
+    """With no CA file the system's trust store is used, and it does not hold the test CA:
+    refused. The options' defaults keep both checks on."""
+    from kafka_sink.options import parse_writer_options
+    from kafka_source.options import parse_reader_options
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError, match="certificate verify failed"):
+        client_for(tls_broker, pki, ssl_cafile=None).refresh_metadata()
+    assert time.monotonic() - started < 5
+    for config in (
+            parse_reader_options({"kafka.bootstrap.servers": tls_broker.bootstrap,
+                                  "subscribe": "t", "kafka.security.protocol": "SSL"})
+            .client_config,
+            parse_writer_options({"kafka.bootstrap.servers": tls_broker.bootstrap,
+                                  "topic": "t", "kafka.security.protocol": "SSL"})
+            .client_config):
+        assert config.ssl_verify and config.ssl_check_hostname
+
+
+def test_mutual_tls_without_a_client_certificate_is_refused(tls_broker, pki):
+    from protocol.errors import KafkaConnectionError
+    started = time.monotonic()
+    with pytest.raises((AuthenticationError, KafkaConnectionError)):
+        client_for(tls_broker, pki, ssl_certfile=None, ssl_keyfile=None).refresh_metadata()
+    assert time.monotonic() - started < 6
