@@ -33,5 +33,26 @@ dist: $(STAMP)
 bench: $(STAMP)
 	$(PY) tests/bench/run.py $(BENCH_ARGS)
 
+# Reliability, measured (tests/RELIABILITY.md): `make soak` runs the fault, hostile-broker,
+# timeout, fuzz and secret tests at full size (1 M records read through cut connections,
+# 100 k written under 1,000 faults per broker kind) and renders the page from their
+# figures; `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (if
+# it installs; else the hypothesis fuzzers with 50 times their examples) and renders it.
+RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
+	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py
+FUZZ_SECONDS ?= 120
+.PHONY: soak fuzz reliability-report
+soak: $(STAMP)
+	PYKAFKA_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+	$(PY) tests/reliability_report.py
+
+fuzz: $(STAMP)
+	-$(PY) -m pip install -q atheris || echo "atheris did not install: running the hypothesis fuzzers instead"
+	$(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
+	$(PY) tests/reliability_report.py
+
+reliability-report:
+	$(PY) tests/reliability_report.py
+
 clean:
 	rm -rf $(VENV) .venv-pyfiles build dist *.egg-info .pytest_cache

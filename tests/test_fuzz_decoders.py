@@ -18,8 +18,8 @@ response schema, ``test_records_decode`` flips bytes of record batches and
   ``AuthenticationError``) may escape.
 
 The targets and mutations live in ``tests/fuzz/targets.py``, shared with ``make fuzz``
-(atheris). ``PYKAFKA_FUZZ_EXAMPLES`` multiplies the example counts (``make fuzz`` without
-atheris runs these with a large one).
+(atheris). ``PYKAFKA_FUZZ_EXAMPLES`` multiplies the example counts (5 under ``PYKAFKA_SOAK=1``;
+``make fuzz`` without atheris runs these with 50).
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .fuzz.targets import MUTATIONS, TARGETS, check_bounded, mutate
-from .reliability_report import record
+from .reliability_report import record, soak
 
-SCALE = max(1, int(os.environ.get("PYKAFKA_FUZZ_EXAMPLES", "1")))
+SCALE = max(1, int(os.environ.get("PYKAFKA_FUZZ_EXAMPLES", "5" if soak() else "1")))
 EXAMPLES = {"frames": 200, "responses": 400, "records": 300, "compressed": 200,
             "scram": 80}
 _SEEDS = {name: target.seeds() for name, target in TARGETS.items()}
