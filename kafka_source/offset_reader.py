@@ -35,21 +35,33 @@ class OffsetReader:
         return getattr(self._client, name)
 
     def list_offsets(self, timestamps, isolation_level: int = READ_UNCOMMITTED):
+        return self._retry("fetching offsets",
+                           lambda: self._client.list_offsets(timestamps, isolation_level))
+
+    def refresh_metadata(self, topics=None):
+        """The partition discovery of planning and of every micro-batch, retried like the
+        offset lookups (as Spark's reader retries its whole lookup): a connection broken
+        once must not fail the query."""
+        return self._retry("fetching metadata", lambda: self._client.refresh_metadata(topics),
+                           refresh=False)
+
+    def _retry(self, what: str, call, refresh: bool = True):
         attempt = 0
         while True:
             try:
-                return self._client.list_offsets(timestamps, isolation_level)
+                return call()
             except PyKafkaError as e:
                 attempt += 1
                 if not _retriable(e) or attempt > self.num_retries:
                     raise
-                log.warning("fetching offsets failed (attempt %d of %d), retrying in %d ms: %s",
+                log.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
                             attempt, self.num_retries + 1, self.retry_interval_ms, e)
                 time.sleep(self.retry_interval_ms / 1000)
-                try:
-                    self._client.refresh_metadata()
-                except PyKafkaError:
-                    pass
+                if refresh:
+                    try:
+                        self._client.refresh_metadata()
+                    except PyKafkaError:
+                        pass
 
     def earliest_offsets(self, tps):
         return {tp: o for tp, (o, _) in
