@@ -41,18 +41,23 @@ bench: $(STAMP)
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
 	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py
 FUZZ_SECONDS ?= 120
+# The figures of these runs go to a file of their own (a concurrent `make test` records
+# its smaller runs in the default one); soak starts it afresh, fuzz adds to it.
+RELIABILITY_JSON ?= $(or $(TMPDIR),/tmp)/pyspark-pykafka-reliability-soak.json
 .PHONY: soak fuzz reliability-report
 soak: $(STAMP)
-	PYKAFKA_SOAK=1 $(PY) -m pytest -q -p no:cacheprovider $(RELIABILITY_TESTS) $(PYTEST_ARGS)
-	$(PY) tests/reliability_report.py
+	rm -f $(RELIABILITY_JSON)
+	PYKAFKA_SOAK=1 PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) \
+		$(PY) -m pytest -q -p no:cacheprovider $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 fuzz: $(STAMP)
 	-$(PY) -m pip install -q atheris || echo "atheris did not install: running the hypothesis fuzzers instead"
-	$(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
-	$(PY) tests/reliability_report.py
+	PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) $(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
+	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 reliability-report:
-	$(PY) tests/reliability_report.py
+	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
 	rm -rf $(VENV) .venv-pyfiles build dist *.egg-info .pytest_cache

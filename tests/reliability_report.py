@@ -3,8 +3,9 @@
 The tests call ``record(name, ...)`` with what they measured (faults injected, records
 checked, lost, duplicated, seconds); the figures go to a JSON file in the temp directory
 (``$PYKAFKA_RELIABILITY_JSON`` to choose another), one entry per test, the last run's
-winning. ``python tests/reliability_report.py`` renders that file as ``tests/RELIABILITY.md``
-(``make soak`` and ``make fuzz`` do it after their runs; ``make test`` only records).
+winning. ``python tests/reliability_report.py [--json FILE]`` renders that file as
+``tests/RELIABILITY.md``. ``make soak`` and ``make fuzz`` record into a file of their own
+and render it after their runs; ``make test`` only records, into the default file.
 """
 
 from __future__ import annotations

@@ -100,7 +100,8 @@ def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
         record(f"fuzz-atheris/{name}", section="fuzz",
                what=f"{TARGETS[name].what} (atheris, coverage-guided, {seconds} s)",
                faults=stats.get("inputs"), seconds=elapsed,
-               max_ms=round(stats.get("max_ms", 0.0), 1),
+               max_cpu_ms=round(stats.get("max_ms", 0.0), 1),
+               max_wall_ms=round(stats.get("max_wall_ms", 0.0), 1),
                max_peak_kb=stats.get("max_peak_kb"), decoded=stats.get("decoded", 0),
                crashes=len(crashes), corpus=len(os.listdir(corpus)), **errors)
     return 1 if failures else 0
