@@ -503,7 +503,10 @@ def _decode_headers(a, pos, ends, rows):
 
     Returns (count per row, then flat arrays in record order: key start, key length,
     value start, value length)."""
-    count, pos = decode_varints(a, pos, 5)
+    try:
+        count, pos = decode_varints(a, pos, 5)
+    except VarintError as err:
+        raise _Bad(int(rows[err.index]), str(err)) from None
     if (count < 0).any() or (count * 2 > ends - pos).any():
         bad = np.flatnonzero((count < 0) | (count * 2 > ends - pos))[0]
         raise _Bad(int(rows[bad]), "record header count does not fit the record")
