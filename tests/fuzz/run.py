@@ -4,7 +4,8 @@ With atheris installed (``pip install atheris``; ``make fuzz`` tries), each targ
 ``tests/fuzz/targets.py`` runs coverage-guided for ``--seconds`` in its own process,
 starting from the targets' seeds, with the protocol package instrumented. Each input goes
 through ``check_bounded``: an exception other than the typed ones, more than a second or
-more than 8 MB allocated is a crash; libFuzzer writes the input to ``--artifacts``.
+more than 8 MB allocated is a crash; libFuzzer writes the input under
+``--workdir``/artifacts (the corpus, kept between runs, under ``--workdir``/corpus).
 Without atheris, the hypothesis fuzzers of ``tests/test_fuzz_decoders.py`` run with
 ``PYKAFKA_FUZZ_EXAMPLES`` (``--scale``) times their example counts.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -79,6 +81,7 @@ def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
     for name in names:
         corpus = os.path.join(workdir, "corpus", name)
         artifacts = os.path.join(workdir, "artifacts", name)
+        shutil.rmtree(artifacts, ignore_errors=True)  # crashes of this run only
         os.makedirs(artifacts, exist_ok=True)
         stats_path = os.path.join(workdir, f"{name}.json")
         print(f"== {name}: {seconds} s of atheris (corpus {corpus})", flush=True)
@@ -99,6 +102,7 @@ def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
         errors = {k: v for k, v in stats.items() if k.startswith("error_")}
         record(f"fuzz-atheris/{name}", section="fuzz",
                what=f"{TARGETS[name].what} (atheris, coverage-guided, {seconds} s)",
+               mode="make fuzz",
                faults=stats.get("inputs"), seconds=elapsed,
                max_cpu_ms=round(stats.get("max_ms", 0.0), 1),
                max_wall_ms=round(stats.get("max_wall_ms", 0.0), 1),
