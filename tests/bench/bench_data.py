@@ -51,6 +51,14 @@ class DataSet:
     def payload_mb(self) -> float:
         return self.records * self.record_bytes / 1e6
 
+    def head(self, records: int) -> "DataSet":
+        """The first ``records`` of this data set (rounded down to whole partitions' worth),
+        the same number from each partition."""
+        per = max(1, min(records, self.records) // self.partitions)
+        return DataSet(self.name, per * self.partitions, self.value_size, self.codec,
+                       self.partitions, self.topic, self.per_batch, 0,
+                       {p: min(end, per) for p, end in self.ends.items()})
+
     def describe(self) -> str:
         ratio = self.records * self.record_bytes / self.wire_bytes if self.wire_bytes else 0
         return (f"{self.name}: {self.records:,} records, {KEY_SIZE}-byte keys, "

@@ -166,7 +166,9 @@ def confluent_to_arrow(bootstrap: str, ds, chunk: int = 10_000) -> float:
     import confluent_kafka
     consumer = confluent_kafka.Consumer({
         "bootstrap.servers": bootstrap, "group.id": "bench-confluent",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+        "enable.auto.commit": False, "auto.offset.reset": "earliest",
+        # librdkafka otherwise pauses prefetching for 1 s whenever its queue is full
+        "fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000})
     try:
         start = time.perf_counter()
         consumer.assign([confluent_kafka.TopicPartition(ds.topic, p, 0) for p in ds.ends])
@@ -176,16 +178,18 @@ def confluent_to_arrow(bootstrap: str, ds, chunk: int = 10_000) -> float:
         while remaining:
             messages = consumer.consume(chunk, 1.0)
             keys, values, partitions, offsets, stamps, headers = [], [], [], [], [], []
+            add_key, add_value, add_partition = keys.append, values.append, partitions.append
+            add_offset, add_stamp, add_headers = offsets.append, stamps.append, headers.append
             for m in messages:
                 if m.error():
                     raise RuntimeError(f"confluent-kafka: {m.error()}")
                 p, o = m.partition(), m.offset()
-                keys.append(m.key())
-                values.append(m.value())
-                partitions.append(p)
-                offsets.append(o)
-                stamps.append(m.timestamp()[1])
-                headers.append([{"key": k, "value": v} for k, v in m.headers() or ()])
+                add_key(m.key())
+                add_value(m.value())
+                add_partition(p)
+                add_offset(o)
+                add_stamp(m.timestamp()[1])
+                add_headers([{"key": k, "value": v} for k, v in m.headers() or ()])
                 if o + 1 >= ends[p]:
                     remaining.discard(p)
             if not offsets:

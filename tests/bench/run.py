@@ -118,9 +118,9 @@ def data_sets(scale: float, partitions: int) -> list[DataSet]:
     def n(records: int) -> int:
         return max(partitions * 2, int(records * scale))
     return [DataSet("100B", n(2_000_000), 100, "none", partitions),
-            DataSet("100B-lz4", n(1_000_000), 100, "lz4", partitions),
-            DataSet("100B-zstd", n(1_000_000), 100, "zstd", partitions),
-            DataSet("1KB", n(250_000), 1000, "none", partitions)]
+            DataSet("100B-lz4", n(500_000), 100, "lz4", partitions),
+            DataSet("100B-zstd", n(500_000), 100, "zstd", partitions),
+            DataSet("1KB", n(125_000), 1000, "none", partitions)]
 
 
 def machine() -> dict:
@@ -142,10 +142,7 @@ def machine() -> dict:
             "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
                                f"{confluent_kafka.libversion()[0]})",
             "kafka-python": kafka.__version__}
-    try:
-        info["load"] = "%.2f %.2f %.2f" % os.getloadavg()
-    except OSError:
-        pass
+    info["load at start"] = "%.2f %.2f %.2f" % os.getloadavg()
     return info
 
 
@@ -161,8 +158,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sail-source", default=os.environ.get("SAIL_KAFKA_SOURCE"),
                         help="lakehq/sail's python/pysail/spark/datasource/kafka.py, to add "
                              "its Spark data source as a read peer")
-    parser.add_argument("--kafka-python-records", type=int, default=150_000,
+    parser.add_argument("--kafka-python-records", type=int, default=100_000,
                         help="records in kafka-python's sample (per data set)")
+    parser.add_argument("--write-records", type=int, default=1_000_000,
+                        help="rows written by the write cases (the first ones of 100B)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
     parser.add_argument("--no-output", action="store_true")
     args = parser.parse_args(argv)
@@ -218,7 +217,8 @@ def main(argv=None) -> int:
         if "stream" in only:
             run_stream(results, spark, bootstrap, sets[0], args.rounds)
         if "write" in only:
-            run_write(results, spark, bootstrap, sets[0], args.rounds)
+            run_write(results, spark, bootstrap,
+                      sets[0].head(int(args.write_records * args.scale)), args.rounds)
     finally:
         pool.shutdown()
         if spark is not None:
@@ -226,6 +226,7 @@ def main(argv=None) -> int:
         broker.stop()
 
     elapsed = time.monotonic() - started
+    info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
     report = render(results, memory, sets, info, args, elapsed, notes)
     print()
     print(report)
@@ -248,6 +249,9 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             .option("subscribe", ds.topic).load().count()
         if rows != ds.records:
             raise RuntimeError(f"spark count {rows}, {ds.records} expected")
+        if ds is first:  # the JIT: a full read of each Spark path before the clock runs
+            spark_read(spark, bootstrap, ds)
+            spark_floor_read(spark, ds)
     log(f"{ds.name}: {args.rounds} rounds")
     for _ in range(args.rounds):
         if "wire" in only:
@@ -463,6 +467,12 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
             LABELS[f"write:spark-pykafka:{codec}"].format(cores=cores),
             [f"write:confluent:{codec}"])
         row(f"write:confluent:{codec}", ds0, LABELS[f"write:confluent:{codec}"], [])
+    if results.has("write:spark-floor", ds0):
+        lines.append("")
+        lines.append(f"Writes send the first {results.records[('write:spark-floor', ds0.name)]:,} "
+                     f"rows of {ds0.name} (key, value, header) to a new topic of "
+                     f"{ds0.partitions} partitions, idempotent with acks=all, from a DataFrame "
+                     "cached beforehand (Spark) or Python lists built beforehand (confluent-kafka).")
     lines.append("")
     lines.append("The confluent-kafka read row is the decode row's run (one process, "
                  "consume -> Arrow): it is both the decode peer and the one-process read "
@@ -516,9 +526,9 @@ def goals(results: Results, memory, sets) -> list[str]:
     def verdict(ok: bool) -> str:
         return "**met**" if ok else "**not met**"
 
-    def per_set(case, other, goal):
+    def per_set(case, other, goal, only=None):
         parts, oks = [], []
-        for ds in sets:
+        for ds in (only or sets):
             r = results.ratio(case, other, ds)
             if r is not None:
                 parts.append(f"{ds.name} {r:.1f}x")
@@ -529,10 +539,15 @@ def goals(results: Results, memory, sets) -> list[str]:
     if parts:
         out.append(f"- decode >= {GOAL_DECODE_VS_CONFLUENT:.0f}x confluent-kafka -> Arrow: "
                    f"{verdict(all(oks))} ({', '.join(parts)})")
-    parts, oks = per_set("read:spark-pykafka", "wire", GOAL_READ_VS_WIRE)
+    plain = [ds for ds in sets if ds.codec == "none"]
+    packed = [ds for ds in sets if ds.codec != "none"]
+    parts, oks = per_set("read:spark-pykafka", "wire", GOAL_READ_VS_WIRE, plain)
     if parts:
-        out.append(f"- Spark end-to-end read >= {GOAL_READ_VS_WIRE:.1f}x the wire limit: "
-                   f"{verdict(all(oks))} ({', '.join(parts)})")
+        extra, _ = per_set("read:spark-pykafka", "wire", 0, packed)
+        out.append(f"- Spark end-to-end read >= {GOAL_READ_VS_WIRE:.1f}x the wire limit "
+                   f"(uncompressed data): {verdict(all(oks))} ({', '.join(parts)}; compressed, "
+                   f"where the wire limit moves compressed bytes and decompresses nothing: "
+                   f"{', '.join(extra)})")
     parts, _ = per_set("read:spark-pykafka", "read:spark-floor", 0)
     if parts:
         out.append("  - for scale, the same read against Spark's own floor (a Python source of "

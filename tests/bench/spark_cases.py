@@ -132,9 +132,12 @@ def floor_write(df) -> float:
 
 
 def cached_rows(spark, bootstrap: str, ds):
-    """The data set's key/value/headers as a DataFrame cached in memory (and as Arrow for
-    the producer loop)."""
-    df = _reader(spark, "pykafka", bootstrap, ds.topic).select("key", "value", "headers")
+    """The data set's key/value/headers (offsets below ``ds.ends``) as a DataFrame cached
+    in memory."""
+    import json
+    ending = json.dumps({ds.topic: {str(p): end for p, end in ds.ends.items()}})
+    df = _reader(spark, "pykafka", bootstrap, ds.topic, {"endingOffsets": ending})
+    df = df.select("key", "value", "headers")
     df = df.cache()
     rows = df.count()
     if rows != ds.records:
