@@ -23,7 +23,6 @@ log = logging.getLogger("pykafka.protocol.connection")
 
 CLIENT_SOFTWARE_NAME = "pyspark-pykafka"
 CLIENT_SOFTWARE_VERSION = "0.1.0"
-_RECV_SIZE = 256 * 1024
 
 
 class BrokerConnection:
@@ -226,8 +225,7 @@ class BrokerConnection:
                     f"no response from {self.host}:{self.port} within {timeout} ms")
             try:
                 self._sock.settimeout(remaining)
-                data = self._sock.recv(max(_RECV_SIZE, min(self._framing.bytes_wanted(),
-                                                           16 * 1024 * 1024)))
+                received = self._sock.recv_into(self._framing.receive_buffer())
             except socket.timeout as e:
                 self.close()
                 raise KafkaTimeoutError(
@@ -236,12 +234,12 @@ class BrokerConnection:
                 self.close()
                 raise KafkaConnectionError(
                     f"connection to {self.host}:{self.port} broke: {e}") from e
-            if not data:
+            if not received:
                 self.close()
                 raise KafkaConnectionError(
                     f"broker {self.host}:{self.port} closed the connection")
             try:
-                for cid, response in self._framing.receive_data(data):
+                for cid, response in self._framing.received(received):
                     self._ready[cid] = response
             except ProtocolError:
                 self.close()

@@ -2,7 +2,8 @@
 
 ``ClientFraming`` is the protocol state machine of one connection, without a socket:
 ``request()`` turns a message into bytes to send and remembers what it expects back;
-``receive_data()`` takes whatever bytes arrived and returns the responses that are now
+``receive_data()`` takes whatever bytes arrived (or ``receive_buffer()`` lends the room to
+receive them into and ``received()`` counts them) and returns the responses that are now
 complete, decoded, in the order they were sent (Kafka answers in order on one connection,
 so several requests may be in flight: pipelining). Anything out of order or malformed
 raises ``ProtocolError`` and the connection must be closed.
@@ -13,6 +14,8 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import primitives as p
 from .errors import ProtocolError
@@ -57,46 +60,111 @@ def decode_response_header(api: Api, version: int, frame) -> tuple[int, int]:
     return correlation_id, pos
 
 
+def _uninitialised(size: int) -> memoryview:
+    """A writable buffer of ``size`` bytes that are not zeroed first (numpy's empty: the
+    pages are touched once, by the receive that fills them)."""
+    return memoryview(np.empty(size, dtype=np.uint8)).cast("B")
+
+
 class FrameBuffer:
-    """Cuts a byte stream into size-prefixed frames, checking each size before buffering."""
+    """Cuts a byte stream into size-prefixed frames, checking each size before buffering.
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_RESPONSE_SIZE):
+    Bytes arrive either with ``feed(data)`` or, without a copy, by writing into
+    ``receive_buffer()`` (``socket.recv_into``) and reporting the count with ``received(n)``.
+    Small frames are cut from one reusable scratch buffer; a frame larger than
+    ``direct_size`` gets a buffer of its own, exactly its size, that the rest of it is
+    received straight into: a Fetch response of many megabytes is copied once, by the
+    kernel, instead of once per step of growing and cutting a byte string.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+                 scratch_size: int = 256 * 1024, direct_size: int = 64 * 1024):
+        if direct_size + 4 > scratch_size:
+            raise ValueError("direct_size must leave room for a frame in the scratch buffer")
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._need: int | None = None
+        self.direct_size = direct_size
+        self._scratch = bytearray(scratch_size)
+        self._start = 0  # unconsumed bytes are self._scratch[_start:_end]
+        self._end = 0
+        self._frame: memoryview | None = None  # a large frame being received in place
+        self._filled = 0
 
-    def feed(self, data: bytes) -> list[memoryview]:
-        self._buf += data
+    def feed(self, data) -> list[memoryview]:
+        """Take bytes already received; returns the frames now complete."""
+        frames: list[memoryview] = []
+        view = memoryview(data).cast("B")
+        while view.nbytes:
+            target = self.receive_buffer()
+            n = min(target.nbytes, view.nbytes)
+            target[:n] = view[:n]
+            view = view[n:]
+            frames += self.received(n)
+        return frames
+
+    def receive_buffer(self) -> memoryview:
+        """Writable room for the next received bytes (never empty)."""
+        if self._frame is not None:
+            return self._frame[self._filled:]
+        buf = self._scratch
+        if self._start and len(buf) - self._end < self.direct_size + 4:
+            kept = self._end - self._start
+            buf[:kept] = buf[self._start:self._end]
+            self._start, self._end = 0, kept
+        return memoryview(buf)[self._end:]
+
+    def received(self, n: int) -> list[memoryview]:
+        """``n`` bytes were written into the last ``receive_buffer()``: the frames now
+        complete, each a memoryview of its own bytes."""
+        if self._frame is not None:
+            self._filled += n
+            if self._filled < len(self._frame):
+                return []
+            frame, self._frame = self._frame, None
+            return [frame]
+        self._end += n
+        return self._cut()
+
+    def _cut(self) -> list[memoryview]:
         frames = []
-        while True:
-            if self._need is None:
-                if len(self._buf) < 4:
-                    break
-                size = _SIZE.unpack_from(self._buf, 0)[0]
-                if size < 0:
-                    raise ProtocolError(f"negative frame size {size}")
-                if size > self.max_frame_size:
-                    raise ProtocolError(
-                        f"frame size {size} exceeds the maximum response size "
-                        f"{self.max_frame_size}")
-                self._need = size
-            if len(self._buf) < 4 + self._need:
+        buf, start, end = self._scratch, self._start, self._end
+        while end - start >= 4:
+            size = _SIZE.unpack_from(buf, start)[0]
+            if size < 0:
+                raise ProtocolError(f"negative frame size {size}")
+            if size > self.max_frame_size:
+                raise ProtocolError(
+                    f"frame size {size} exceeds the maximum response size "
+                    f"{self.max_frame_size}")
+            have = end - start - 4
+            if have >= size:
+                frames.append(memoryview(bytes(memoryview(buf)[start + 4:start + 4 + size])))
+                start += 4 + size
+            elif size > self.direct_size:
+                frame = _uninitialised(size)
+                frame[:have] = memoryview(buf)[start + 4:end]
+                self._frame, self._filled = frame, have
+                start = end = 0
                 break
-            frame = bytes(self._buf[4:4 + self._need])
-            del self._buf[:4 + self._need]
-            self._need = None
-            frames.append(memoryview(frame))
+            else:
+                break
+        if start == end:
+            start = end = 0
+        self._start, self._end = start, end
         return frames
 
     def bytes_wanted(self) -> int:
         """How many more bytes complete the current frame (at least 1)."""
-        if self._need is None:
-            return max(1, 4 - len(self._buf))
-        return max(1, 4 + self._need - len(self._buf))
+        if self._frame is not None:
+            return len(self._frame) - self._filled
+        have = self._end - self._start
+        if have < 4:
+            return 4 - have
+        size = _SIZE.unpack_from(self._scratch, self._start)[0]
+        return max(1, 4 + size - have)
 
     @property
     def pending(self) -> bool:
-        return bool(self._buf)
+        return self._frame is not None or self._end > self._start
 
 
 @dataclass
@@ -134,8 +202,19 @@ class ClientFraming:
 
     def receive_data(self, data: bytes) -> list[tuple[int, dict]]:
         """Feed received bytes; returns ``[(correlation_id, response_body), ...]``."""
+        return self._responses(self._frames.feed(data))
+
+    def receive_buffer(self) -> memoryview:
+        """Where to receive the next bytes (``sock.recv_into``), then call ``received``."""
+        return self._frames.receive_buffer()
+
+    def received(self, n: int) -> list[tuple[int, dict]]:
+        """``n`` bytes arrived in ``receive_buffer()``: the responses now complete."""
+        return self._responses(self._frames.received(n))
+
+    def _responses(self, frames) -> list[tuple[int, dict]]:
         out = []
-        for frame in self._frames.feed(data):
+        for frame in frames:
             if not self._in_flight:
                 raise ProtocolError("received a response with no request in flight")
             expected = self._in_flight.popleft()

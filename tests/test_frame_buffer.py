@@ -1,0 +1,80 @@
+"""FrameBuffer: frames cut from a byte stream however it arrives, by ``feed`` or received in
+place (``receive_buffer`` + ``received``, what the connection does with ``recv_into``)."""
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from protocol.errors import ProtocolError
+from protocol.framing import FrameBuffer
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def receive(buffer: FrameBuffer, data: bytes, step: int) -> list[bytes]:
+    """Deliver ``data`` the way a socket does: at most ``step`` bytes per receive, into the
+    room the buffer lends."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        room = buffer.receive_buffer()
+        assert room.nbytes > 0
+        n = min(step, room.nbytes, len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        pos += n
+        out += [bytes(f) for f in buffer.received(n)]
+    return out
+
+
+payloads = st.lists(st.one_of(st.binary(max_size=300),
+                              st.integers(0, 300_000).map(lambda n: bytes([n % 251]) * n)),
+                    max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(payloads, st.integers(1, 400_000), st.booleans())
+def test_frames_come_out_whole_and_in_order_however_the_bytes_arrive(items, step, by_feed):
+    buffer = FrameBuffer(max_frame_size=1 << 20, scratch_size=4096, direct_size=1024)
+    stream = b"".join(frame(p) for p in items)
+    if by_feed:
+        got = []
+        for i in range(0, len(stream), step):
+            got += [bytes(f) for f in buffer.feed(stream[i:i + step])]
+    else:
+        got = receive(buffer, stream, step)
+    assert got == items
+    assert not buffer.pending
+
+
+def test_a_large_frame_is_received_into_its_own_buffer_of_its_size():
+    buffer = FrameBuffer(scratch_size=4096, direct_size=1024)
+    payload = bytes(range(256)) * 40  # 10,240 bytes: larger than the scratch buffer
+    data = frame(payload) + frame(b"next")
+    assert receive(buffer, data[:100], 100) == []
+    room = buffer.receive_buffer()
+    assert room.nbytes == len(payload) - 96  # exactly the rest of the frame, no more
+    assert buffer.bytes_wanted() == room.nbytes
+    assert receive(buffer, data[100:], 1 << 20) == [payload, b"next"]
+
+
+def test_many_small_frames_arrive_in_one_receive():
+    buffer = FrameBuffer(scratch_size=4096, direct_size=1024)
+    items = [b"a" * i for i in range(40)]
+    assert receive(buffer, b"".join(frame(p) for p in items), 4096) == items
+
+
+def test_a_frame_over_the_limit_is_refused_before_anything_is_allocated():
+    buffer = FrameBuffer(max_frame_size=1000, scratch_size=4096, direct_size=1024)
+    with pytest.raises(ProtocolError, match="exceeds the maximum response size 1000"):
+        receive(buffer, struct.pack(">i", 1001), 4)
+    with pytest.raises(ProtocolError, match="negative frame size"):
+        FrameBuffer().feed(struct.pack(">i", -5))
+
+
+def test_the_scratch_buffer_must_hold_a_frame_below_the_direct_size():
+    with pytest.raises(ValueError):
+        FrameBuffer(scratch_size=1024, direct_size=1024)
