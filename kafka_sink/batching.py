@@ -37,6 +37,7 @@ class Slice:
     headers: pa.Array | None
     timestamp_ms: pa.Array | None  # int64 with nulls ("now")
     size: int  # the sum of the rows' size bounds
+    base_sizes: np.ndarray  # each row's record_base_sizes: batch sizing needs no recount
 
 
 @dataclass
@@ -108,8 +109,10 @@ class PartitionBatcher:
         ts = _concat([s.timestamp_ms for s in slices], counts, pa.int64())
         if ts is not None and ts.null_count:
             ts = ts.fill_null(int(time.time() * 1000))
+        base_sizes = (slices[0].base_sizes if len(slices) == 1 else
+                      np.concatenate([s.base_sizes for s in slices]))
         ranges = split_for_batch_size(keys, value, max_batch_bytes=self.limit,
-                                      headers=headers, timestamps_ms=ts)
+                                      timestamps_ms=ts, base_sizes=base_sizes)
         if keep_tail and len(ranges) > 1:
             tail_start = ranges[-1][0]  # the last range is not full: wait for more rows
             ranges = ranges[:-1]
@@ -136,7 +139,8 @@ class PartitionBatcher:
             tail = Slice(None if keys is None else keys.slice(tail_start),
                          value.slice(tail_start),
                          None if headers is None else headers.slice(tail_start),
-                         None if ts is None else ts.slice(tail_start), 0)
+                         None if ts is None else ts.slice(tail_start), 0,
+                         base_sizes[tail_start:])
             tail.size = int(np.ceil(pending.size * n / max(len(value), 1)))
             pending.slices = [tail]
             pending.size = tail.size

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol.errors import ConfigError
-from protocol.records.encode_arrow import record_sizes
+from protocol.records.encode_arrow import record_base_sizes, sizes_in_batch
 
 from .validation import HEADERS, KEY, PARTITION, TIMESTAMP, TOPIC, VALUE, WritePlan
 
@@ -58,6 +58,7 @@ class Rows:
     timestamp_ms: np.ndarray | None  # int64 (0 where null)
     timestamp_valid: np.ndarray | None  # bool
     sizes: np.ndarray  # int64: an upper bound of each record's size inside a batch
+    base_sizes: np.ndarray  # int64: the part of each size no batch changes (the batcher's)
 
     def topic_of(self, i: int) -> str | None:
         code = int(self.topic_codes[i])
@@ -164,18 +165,21 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
                 value=value, headers=headers, null_header_keys=max(null_keys, 0),
                 null_header_entries=null_entries, partition=partition,
                 partition_valid=partition_valid, timestamp_ms=timestamp_ms,
-                timestamp_valid=timestamp_valid, sizes=np.zeros(n, dtype=np.int64))
+                timestamp_valid=timestamp_valid, sizes=np.zeros(n, dtype=np.int64),
+                base_sizes=np.zeros(n, dtype=np.int64))
     if n and not (null_keys or null_entries):
-        rows.sizes = record_sizes(key, value, headers=headers,
-                                  timestamps_ms=_sizing_timestamps(rows))
+        rows.base_sizes = record_base_sizes(key, value, headers=headers)
+        rows.sizes = sizes_in_batch(rows.base_sizes, _timestamp_span(rows), n)
     return rows
 
 
-def _sizing_timestamps(rows: Rows):
+def _timestamp_span(rows: Rows) -> int:
+    """The span of the rows' timestamps, in ms, for sizing their deltas."""
     if rows.timestamp_ms is None:
         return 0
     if rows.timestamp_valid.all():
-        return rows.timestamp_ms
+        return int(rows.timestamp_ms.max() - rows.timestamp_ms.min())
     # a null timestamp becomes "now": size the deltas as if it were the largest
-    return np.where(rows.timestamp_valid, rows.timestamp_ms,
-                    max(int(rows.timestamp_ms.max()), int(np.int64(2**41))))
+    filled = np.where(rows.timestamp_valid, rows.timestamp_ms,
+                      max(int(rows.timestamp_ms.max()), 2**41))
+    return int(filled.max() - filled.min())

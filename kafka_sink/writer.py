@@ -132,6 +132,7 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
     headers = _take(rows.headers, order_arr)
     ts = _take(rows.timestamps_array(), order_arr)
     sizes = rows.sizes if order_arr is None else rows.sizes[order]
+    base_sizes = rows.base_sizes if order_arr is None else rows.base_sizes[order]
     for start, stop in zip(starts, stops):
         start, stop = int(start), int(stop)
         topic = rows.topics[int(group[start] >> 32)]
@@ -142,7 +143,7 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
             value.slice(start, length),
             None if headers is None else headers.slice(start, length),
             None if ts is None else ts.slice(start, length),
-            int(sizes[start:stop].sum())))
+            int(sizes[start:stop].sum()), base_sizes[start:stop]))
 
 
 def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,

@@ -348,29 +348,50 @@ def _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, 
 
 # ---- batch sizing --------------------------------------------------------------------------
 
-def record_sizes(keys, values, *, headers=None, timestamps_ms=None) -> np.ndarray:
-    """An upper bound of the encoded size of each row inside a batch of these rows (offset
-    and timestamp deltas are taken at their largest)."""
+def record_base_sizes(keys, values, *, headers=None) -> np.ndarray:
+    """Each row's encoded size without its timestamp and offset deltas and its length
+    prefix: what does not depend on the batch the row ends up in (``sizes_in_batch`` adds
+    the rest). Computed once per row, kept while rows wait to be batched."""
     values = _binary(values, "values")
     n = len(values)
     keys = None if keys is None else _binary(keys, "keys", n)
     hdr = None if headers is None else _Headers(headers, n)
     if hdr is not None and hdr.total == 0:
         hdr = None
-    ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
-    span = int(ts.max() - ts.min()) if n else 0
     key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
-    value_len = _lengths(values)
-    body, *_ = _record_sizes(key_len, value_len, np.full(n, span, dtype=np.int64),
-                             np.full(n, max(n - 1, 0), dtype=np.int64), hdr)
+    zero = np.zeros(n, dtype=np.int64)
+    body, s_t, s_o, *_ = _record_sizes(key_len, _lengths(values), zero, zero, hdr)
+    return body - s_t - s_o
+
+
+def sizes_in_batch(base_sizes: np.ndarray, ts_span: int, n: int) -> np.ndarray:
+    """An upper bound of each record's encoded size (length prefix included) in a batch of
+    ``n`` records whose timestamps span ``ts_span`` ms, from ``record_base_sizes``."""
+    deltas = varint_sizes(zigzag_encode(np.array([ts_span, max(n - 1, 0)], dtype=np.int64)))
+    body = base_sizes + int(deltas.sum())
     return body + varint_sizes(zigzag_encode(body))
 
 
+def _span(ts: np.ndarray) -> int:
+    return int(ts.max() - ts.min()) if ts.size else 0
+
+
+def record_sizes(keys, values, *, headers=None, timestamps_ms=None) -> np.ndarray:
+    """An upper bound of the encoded size of each row inside a batch of these rows (offset
+    and timestamp deltas are taken at their largest)."""
+    base = record_base_sizes(keys, values, headers=headers)
+    n = base.size
+    ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
+    return sizes_in_batch(base, _span(ts), n)
+
+
 def split_for_batch_size(keys, values, *, max_batch_bytes: int, headers=None,
-                         timestamps_ms=None, max_records: int | None = None
-                         ) -> list[tuple[int, int]]:
+                         timestamps_ms=None, max_records: int | None = None,
+                         base_sizes: np.ndarray | None = None) -> list[tuple[int, int]]:
     """Row ranges ``[start, stop)`` so that each range, encoded as one batch (uncompressed,
     or compressed with ``compression_fallback``), takes at most ``max_batch_bytes``.
+    ``base_sizes``: the rows' ``record_base_sizes`` when already known (then keys, values
+    and headers are not looked at again).
 
     A row too large to fit alone gets a range of its own (the broker will reject it with
     MESSAGE_TOO_LARGE: that is its decision to make, not a silent drop).
@@ -380,7 +401,12 @@ def split_for_batch_size(keys, values, *, max_batch_bytes: int, headers=None,
         raise ConfigError(f"max_batch_bytes must exceed {_batch.BATCH_HEADER_SIZE}")
     if max_records is not None and max_records <= 0:
         raise ConfigError("max_records must be positive")
-    sizes = record_sizes(keys, values, headers=headers, timestamps_ms=timestamps_ms)
+    if base_sizes is None:
+        sizes = record_sizes(keys, values, headers=headers, timestamps_ms=timestamps_ms)
+    else:
+        n = base_sizes.size
+        ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
+        sizes = sizes_in_batch(base_sizes, _span(ts), n)
     n = sizes.size
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=cum[1:])
