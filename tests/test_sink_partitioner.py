@@ -55,6 +55,14 @@ def test_matches_referee_property(keys):
     assert murmur2(pa.array(keys, pa.binary())).tolist() == [referee(k) for k in keys]
 
 
+@given(st.integers(0, 23), st.integers(1, 50), st.integers(0, 5))
+def test_fixed_width_keys_match_referee(width, n, skip):
+    """Keys of one width, end to end, take the table path; a slice starts mid-buffer."""
+    keys = [bytes((i * 7 + j) % 256 for j in range(width)) for i in range(n + skip)]
+    got = murmur2(pa.array(keys, pa.binary()).slice(skip))
+    assert got.tolist() == [referee(k) for k in keys[skip:]]
+
+
 def test_string_sliced_large_and_null_keys():
     words = ["", "a", "héllo", "kafka-key-123", "x" * 33]
     expected = [referee(w.encode()) for w in words]
