@@ -28,10 +28,12 @@ dist: $(STAMP)
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
 # Side-by-side performance against confluent-kafka and kafka-python (tests/bench/run.py,
-# ~10 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md.
+# ~10 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md
+# and quotes it in README.md (scripts/render_bench_summary.py).
 .PHONY: bench
 bench: $(STAMP)
 	$(PY) tests/bench/run.py $(BENCH_ARGS)
+	$(PY) scripts/render_bench_summary.py
 
 # Reliability, measured (tests/RELIABILITY.md): `make soak` runs the fault, hostile-broker,
 # timeout, fuzz and secret tests at full size (1 M records read through cut connections,

@@ -55,6 +55,32 @@ def test_option_tables_are_the_generated_ones():
     assert done.returncode == 0, done.stderr
 
 
+def test_performance_section_quotes_the_bench_results():
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
+                                                        "render_bench_summary.py"), "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_bench_summary_takes_the_main_data_set_rows_and_the_goals():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        from render_bench_summary import summary
+    finally:
+        sys.path.pop(0)
+    results = "\n".join([
+        "Run 2026-01-01 with `make bench`.", "", "Machine: cores 2.", "",
+        "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
+        "|---|---|---:|---:|---:|---:|---:|",
+        "| wire | 100B | 2 M | 1% | 1 |  |  |", "| wire | 1KB | 1 M | 1% | 1 |  |  |", "",
+        "Goals (from the issue; reported, not asserted):", "", "- decode: **met**",
+        "  - for scale", "", "after"])
+    text = summary(results)
+    assert "| wire | 100B |" in text and "1KB" not in text
+    assert "- decode: **met**\n  - for scale\n" in text and "after" not in text
+    assert text.startswith("Run 2026-01-01 with `make bench`. Machine: cores 2.")
+
+
 def makefile_targets() -> set[str]:
     return set(re.findall(r"^([A-Za-z][\w.-]*)\s*:(?!=)", read("Makefile"), re.M))
 
