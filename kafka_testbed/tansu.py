@@ -61,6 +61,9 @@ Protocol quirks of this Tansu build (memory storage)
 * DeleteRecords is unimplemented: the request handler panics
   ("not yet implemented") and the connection is dropped without a response;
   the broker keeps running.
+* Fetch honours the request's MaxBytes (``kafka.fetch.max.bytes``) but not a
+  partition's PartitionMaxBytes (``kafka.max.partition.fetch.bytes``): one
+  partition's answer can be as large as the whole response allows.
 * One node (id 111) leads every partition and is the only replica;
   replication factor is ignored.
 * A Metadata request that allows auto creation (librdkafka producers send
