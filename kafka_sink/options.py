@@ -42,7 +42,7 @@ from typing import Any, Mapping, NamedTuple
 from protocol.config import ClientConfig, parse_host_port
 from protocol.errors import ConfigError
 # The reader's option reader and security mapping, shared so both sides parse alike.
-from kafka_source.options import OptionMap, security_settings
+from kafka_source.options import SECURITY_OPTIONS, OptionMap, security_settings
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
@@ -114,20 +114,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "checked in full before anything is sent."),
     WriterOption("kafka.client.id", '"pyspark-pykafka"',
                  "Client id sent to the brokers (visible in their logs and quotas)."),
-    WriterOption("kafka.security.protocol", '"PLAINTEXT"',
-                 "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (as for the reader)."),
-    WriterOption("kafka.sasl.mechanism", '"PLAIN"', "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
-    WriterOption("kafka.sasl.username", "none", "SASL user name."),
-    WriterOption("kafka.sasl.password", "none", "SASL password; never logged."),
-    WriterOption("kafka.sasl.jaas.config", "none",
-                 "JVM-style JAAS line holding the username and password."),
-    WriterOption("kafka.ssl.cafile", "system CAs", "PEM file of the CAs to trust."),
-    WriterOption("kafka.ssl.certfile", "none", "PEM client certificate for mutual TLS."),
-    WriterOption("kafka.ssl.keyfile", "none", "PEM private key of the client certificate."),
-    WriterOption("kafka.ssl.key.password", "none",
-                 "Password of an encrypted kafka.ssl.keyfile; never logged."),
-    WriterOption("kafka.ssl.endpoint.identification.algorithm", '"https"',
-                 '"https" checks the broker\'s host name; "" skips that check.'),
+    *(WriterOption(*option) for option in SECURITY_OPTIONS),
 )
 
 

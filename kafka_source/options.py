@@ -68,6 +68,34 @@ class ReaderOption(NamedTuple):
 
 _BOTH, _BATCH, _STREAM = "batch and streaming", "batch", "streaming"
 
+#: The connection security options, the same for the reader and the writer (both parse
+#: them with ``security_settings``): (name, default, meaning).
+SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("kafka.security.protocol", '"PLAINTEXT"',
+     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    ("kafka.sasl.mechanism", '"PLAIN"',
+     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+    ("kafka.sasl.username", "none",
+     "SASL user name (or give kafka.sasl.jaas.config)."),
+    ("kafka.sasl.password", "none",
+     "SASL password; never logged."),
+    ("kafka.sasl.jaas.config", "none",
+     "JVM-style JAAS line holding the username and password, e.g. "
+     'org.apache.kafka.common.security.plain.PlainLoginModule required '
+     'username="u" password="p";'),
+    ("kafka.ssl.cafile", "system CAs",
+     "PEM file of the certificate authorities to trust."),
+    ("kafka.ssl.certfile", "none",
+     "PEM client certificate for mutual TLS."),
+    ("kafka.ssl.keyfile", "none",
+     "PEM private key of the client certificate."),
+    ("kafka.ssl.key.password", "none",
+     "Password of an encrypted kafka.ssl.keyfile; never logged."),
+    ("kafka.ssl.endpoint.identification.algorithm", '"https"',
+     '"https" checks the broker\'s host name against its certificate; an empty '
+     "string skips that check (the chain is still verified)."),
+)
+
 #: Every option the reader accepts, in the order the documentation lists them.
 READER_OPTIONS: tuple[ReaderOption, ...] = (
     ReaderOption("kafka.bootstrap.servers", "(required)", _BOTH,
@@ -154,29 +182,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Bytes a broker waits to accumulate before answering a fetch."),
     ReaderOption("kafka.check.crcs", "true", _BOTH,
                  "Verify the CRC-32C of every record batch read (Kafka's check.crcs)."),
-    ReaderOption("kafka.security.protocol", '"PLAINTEXT"', _BOTH,
-                 "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
-    ReaderOption("kafka.sasl.mechanism", '"PLAIN"', _BOTH,
-                 "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
-    ReaderOption("kafka.sasl.username", "none", _BOTH,
-                 "SASL user name (or give kafka.sasl.jaas.config)."),
-    ReaderOption("kafka.sasl.password", "none", _BOTH,
-                 "SASL password; never logged."),
-    ReaderOption("kafka.sasl.jaas.config", "none", _BOTH,
-                 "JVM-style JAAS line holding the username and password, e.g. "
-                 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                 'username="u" password="p";'),
-    ReaderOption("kafka.ssl.cafile", "system CAs", _BOTH,
-                 "PEM file of the certificate authorities to trust."),
-    ReaderOption("kafka.ssl.certfile", "none", _BOTH,
-                 "PEM client certificate for mutual TLS."),
-    ReaderOption("kafka.ssl.keyfile", "none", _BOTH,
-                 "PEM private key of the client certificate."),
-    ReaderOption("kafka.ssl.key.password", "none", _BOTH,
-                 "Password of an encrypted kafka.ssl.keyfile; never logged."),
-    ReaderOption("kafka.ssl.endpoint.identification.algorithm", '"https"', _BOTH,
-                 '"https" checks the broker\'s host name against its certificate; an empty '
-                 "string skips that check (the chain is still verified)."),
+    *(ReaderOption(name, default, _BOTH, meaning)
+      for name, default, meaning in SECURITY_OPTIONS),
 )
 
 
