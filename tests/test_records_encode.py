@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from protocol.errors import ConfigError
 from protocol.records import batch as B
 from protocol.records import decode_records
-from protocol.records.encode_arrow import encode_batch, record_sizes, split_for_batch_size
+from protocol.records.encode_arrow import (encode_batch, record_base_sizes, record_sizes,
+                                          split_for_batch_size)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS = 1_700_000_000_000
@@ -149,6 +150,10 @@ def test_split_for_batch_size(value_sizes, max_bytes, with_headers):
     ts = TS + np.arange(len(value_sizes), dtype=np.int64) * 1000
     ranges = split_for_batch_size(keys, values, headers=hdrs, timestamps_ms=ts,
                                   max_batch_bytes=max_bytes)
+    # the sink's path: sizes kept from when the rows were read give the same cut
+    assert split_for_batch_size(None, None, timestamps_ms=ts, max_batch_bytes=max_bytes,
+                                base_sizes=record_base_sizes(keys, values,
+                                                             headers=hdrs)) == ranges
     assert ranges[0][0] == 0 and ranges[-1][1] == len(value_sizes)
     assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
     bounds = record_sizes(keys, values, headers=hdrs, timestamps_ms=ts)
