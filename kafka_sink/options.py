@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import difflib
 import logging
-import threading
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
 from protocol.config import ClientConfig, parse_host_port
 from protocol.errors import ConfigError
 # The reader's option reader and security mapping, shared so both sides parse alike.
-from kafka_source.options import SECURITY_OPTIONS, OptionMap, security_settings
+from kafka_source.options import SECURITY_OPTIONS, OptionMap, security_settings, warn_once
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
@@ -154,17 +153,8 @@ _READER_ONLY = frozenset(o.lower() for o in (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
     "checkpointLocation", "path"))
 
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
 def _warn_once(key: str, message: str, *args: Any) -> None:
-    """Log ``message`` on ``pykafka.sink`` the first time ``key`` is seen in this process."""
-    with _warned_lock:
-        if key in _warned:
-            return
-        _warned.add(key)
-    log.warning(message, *args)
+    warn_once(log, key, message, *args)
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,13 +237,18 @@ _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
 
-def _warn_once(key: str, message: str, *args: Any) -> None:
-    """Log ``message`` on ``pykafka.source`` the first time ``key`` is seen in this process."""
+def warn_once(logger: logging.Logger, key: str, message: str, *args: Any) -> None:
+    """Log ``message`` on ``logger`` the first time ``key`` is seen for it in this process
+    (the reader and the writer share this; options are parsed again for every query)."""
     with _warned_lock:
-        if key in _warned:
+        if f"{logger.name}:{key}" in _warned:
             return
-        _warned.add(key)
-    log.warning(message, *args)
+        _warned.add(f"{logger.name}:{key}")
+    logger.warning(message, *args)
+
+
+def _warn_once(key: str, message: str, *args: Any) -> None:
+    warn_once(log, key, message, *args)
 
 
 # ---- value parsers ----------------------------------------------------------------------
