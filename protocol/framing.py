@@ -152,16 +152,6 @@ class FrameBuffer:
         self._start, self._end = start, end
         return frames
 
-    def bytes_wanted(self) -> int:
-        """How many more bytes complete the current frame (at least 1)."""
-        if self._frame is not None:
-            return len(self._frame) - self._filled
-        have = self._end - self._start
-        if have < 4:
-            return 4 - have
-        size = _SIZE.unpack_from(self._scratch, self._start)[0]
-        return max(1, 4 + size - have)
-
     @property
     def pending(self) -> bool:
         return self._frame is not None or self._end > self._start
@@ -196,9 +186,6 @@ class ClientFraming:
     @property
     def in_flight(self) -> int:
         return len(self._in_flight)
-
-    def bytes_wanted(self) -> int:
-        return self._frames.bytes_wanted()
 
     def receive_data(self, data: bytes) -> list[tuple[int, dict]]:
         """Feed received bytes; returns ``[(correlation_id, response_body), ...]``."""

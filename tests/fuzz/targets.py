@@ -110,8 +110,7 @@ def run_frames(data: bytes) -> None:
         pos += step
         frames.feed(piece)
         framing.receive_data(piece)
-        frames.bytes_wanted()
-        framing.bytes_wanted()
+        assert frames.receive_buffer().nbytes and framing.receive_buffer().nbytes
 
 
 _EMPTY_REQUEST = {
