@@ -6,8 +6,9 @@ source (a case-insensitive mapping of strings) and returns a frozen, picklable
 those of Spark's Kafka sink and of Kafka's Java producer (without the ``kafka.`` prefix
 there); where Spark or Kafka has an error message for a misuse, ours says the same thing.
 
-The security options (``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``) are
-parsed by the reader's code (``kafka_source.options``), so a reader and a writer given the
+The connection options (``kafka.bootstrap.servers``, ``kafka.client.id``,
+``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``) are parsed by
+``kafka_common.connection_options``, as the reader's are, so a reader and a writer given the
 same options connect the same way.
 
 Choices that differ from the Java producer, and why:
@@ -33,18 +34,18 @@ Choices that differ from the Java producer, and why:
 
 from __future__ import annotations
 
-import difflib
 import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
-from protocol.config import ClientConfig, parse_host_port
+from kafka_common.connection_options import SECURITY_OPTIONS, client_config
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from protocol.config import ClientConfig
 from protocol.errors import ConfigError
-# The reader's option reader and security mapping, shared so both sides parse alike.
-from kafka_source.options import SECURITY_OPTIONS, OptionMap, security_settings, warn_once
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
-           "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES", "MAX_IN_FLIGHT_IDEMPOTENT"]
+           "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
+           "MAX_IN_FLIGHT_IDEMPOTENT"]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -52,7 +53,6 @@ ACKS_ALL = -1
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 #: The most batches a broker remembers per idempotent producer and partition.
 MAX_IN_FLIGHT_IDEMPOTENT = 5
-_INT32_MAX = 2**31 - 1
 
 
 class WriterOption(NamedTuple):
@@ -142,7 +142,7 @@ _REJECTED = {
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
 # Options that only matter to a reader: passing the same options to both sides is common.
-_READER_ONLY = frozenset(o.lower() for o in (
+_READER_ONLY = (
     "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
     "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
     "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
@@ -151,7 +151,8 @@ _READER_ONLY = frozenset(o.lower() for o in (
     "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
-    "checkpointLocation", "path"))
+    "checkpointLocation", "path")
+
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
     warn_once(log, key, message, *args)
@@ -173,7 +174,7 @@ class WriterOptions:
     max_in_flight: int = 5
     delivery_timeout_ms: int = 120_000
     request_timeout_ms: int = 30_000
-    retries: int = _INT32_MAX
+    retries: int = INT32_MAX
     retry_backoff_ms: int = 100
     max_block_ms: int = 60_000
     buffer_memory: int = 33_554_432
@@ -211,40 +212,15 @@ def _compression(opts: OptionMap) -> str:
     return text.lower()
 
 
-def _check_names(opts: OptionMap) -> tuple[str, ...]:
-    for lower, message in _REJECTED.items():
-        if opts.has(lower):
-            raise ConfigError(message)
-    ignored = []
-    for lower in sorted(opts.raw):
-        if lower in _CANONICAL or lower in _READER_ONLY:
-            continue
-        if lower.startswith("kafka."):
-            ignored.append(lower)
-            _warn_once(f"unknown:{lower}", "Kafka option '%s' is not used by pyspark-pykafka's "
-                       "writer and is ignored.", lower)
-        else:
-            close = difflib.get_close_matches(lower, list(_CANONICAL), n=1, cutoff=0.8)
-            if close:
-                _warn_once(f"unknown:{lower}", "Option '%s' is not a pykafka writer option and "
-                           "is ignored. Did you mean '%s'?", lower, _CANONICAL[close[0]])
-    return tuple(ignored)
-
-
 def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     """Check and parse the writer's options (see the module docstring and
     ``WRITER_OPTIONS``). Raises ``ConfigError`` naming the option at the first problem;
     never quotes a password."""
-    opts = OptionMap(options)
-    ignored = _check_names(opts)
-
-    servers_text = opts.get("kafka.bootstrap.servers")
-    servers = [s.strip() for s in (servers_text or "").split(",") if s.strip()]
-    if not servers:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          "Kafka producer")
-    for server in servers:
-        parse_host_port(server)  # raises a ConfigError naming kafka.bootstrap.servers
+    opts = OptionMap(options, _CANONICAL)
+    ignored = check_names(opts, _CANONICAL, _REJECTED, log=log, side="writer",
+                          quiet=_READER_ONLY, warn_unknown=False)
+    backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=INT32_MAX)
+    connection = client_config(opts, role="producer", log=log, retry_backoff_ms=backoff)
 
     topic = opts.get("topic")
     if topic is not None and not topic:
@@ -259,42 +235,31 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
             f"Otherwise we cannot guarantee idempotence. (kafka.acks={opts.get('kafka.acks')}"
             f" needs kafka.enable.idempotence=false.)")
     max_in_flight = opts.integer("kafka.max.in.flight.requests.per.connection", 5,
-                                 maximum=_INT32_MAX)
+                                 maximum=INT32_MAX)
     if idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT:
         raise ConfigError(
             "kafka.max.in.flight.requests.per.connection: Must set "
             "max.in.flight.requests.per.connection to at most 5 to use the idempotent "
             f"producer (got {max_in_flight}).")
-    retries = opts.integer("kafka.retries", _INT32_MAX, minimum=0, maximum=_INT32_MAX)
+    retries = opts.integer("kafka.retries", INT32_MAX, minimum=0, maximum=INT32_MAX)
     if idempotence and retries == 0:
         raise ConfigError("kafka.retries: Must set retries to non-zero when using the "
                           "idempotent producer.")
 
-    request_timeout = opts.integer("kafka.request.timeout.ms", 30_000, maximum=_INT32_MAX)
-    linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=_INT32_MAX)
-    delivery_timeout = opts.integer("kafka.delivery.timeout.ms", 120_000, maximum=_INT32_MAX)
+    request_timeout = connection.request_timeout_ms
+    linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=INT32_MAX)
+    delivery_timeout = opts.integer("kafka.delivery.timeout.ms", 120_000, maximum=INT32_MAX)
     if delivery_timeout < linger + request_timeout:
         raise ConfigError(
             f"kafka.delivery.timeout.ms: delivery.timeout.ms should be equal to or larger "
             f"than linger.ms + request.timeout.ms ({delivery_timeout} < {linger} + "
             f"{request_timeout})")
-    batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=_INT32_MAX)
-    max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=_INT32_MAX)
+    batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=INT32_MAX)
+    max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=INT32_MAX)
     buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
 
-    client_id = opts.get("kafka.client.id")
-    if client_id is not None and not client_id:
-        raise ConfigError("kafka.client.id must not be empty")
-    backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=_INT32_MAX)
-    client_config = ClientConfig(
-        bootstrap_servers=servers,
-        client_id=client_id or ClientConfig.client_id,
-        request_timeout_ms=request_timeout,
-        retry_backoff_ms=backoff,
-        **security_settings(opts))
-
     return WriterOptions(
-        client_config=client_config,
+        client_config=connection,
         topic=topic,
         include_headers=opts.boolean("includeHeaders", False),
         acks=acks,
@@ -309,7 +274,7 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         retries=retries,
         retry_backoff_ms=backoff,
         max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0,
-                                  maximum=_INT32_MAX),
+                                  maximum=INT32_MAX),
         buffer_memory=buffer_memory,
         ignored_kafka_options=ignored,
     )

@@ -12,7 +12,8 @@ from protocol.cluster import KafkaClient
 from .fetcher import read_range
 from .offset_reader import OffsetReader
 from .options import ReaderOptions
-from .planning import OffsetRange, plan_batch
+from .offset_specs import OffsetRange
+from .planning import plan_batch
 
 
 class KafkaInputPartition(InputPartition):

@@ -20,7 +20,7 @@ from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutErro
                              ProtocolError, PyKafkaError)
 from protocol.records.decode_arrow import decode_records
 
-from .planning import OffsetRange
+from .offset_specs import OffsetRange
 
 log = logging.getLogger("pykafka.source")
 

@@ -22,9 +22,9 @@ syntax is the same, but Java-only constructs such as ``\\p{Alpha}`` are not acce
 topic is selected when the pattern matches anywhere in its name, as with Spark's default
 offset reader; write ``^name.*$`` to match whole names.
 
-The SASL password (``kafka.sasl.password``, or the one inside ``kafka.sasl.jaas.config``)
-and ``kafka.ssl.key.password`` are kept in ``protocol.config.Secret`` and never appear in a
-repr, a str, a log line or an error message.
+The connection options (bootstrap servers, client id, TLS, SASL) are read by
+``kafka_common.connection_options``, as the writer's are; the offset and partition JSON of
+``startingOffsets``, ``assign`` and the like by ``offset_json``.
 
 ``READER_OPTIONS`` lists every option with its default, the queries it applies to and its
 meaning (``options_table_markdown()`` renders it); ``reader_option_names()`` lists the
@@ -33,21 +33,20 @@ names alone.
 
 from __future__ import annotations
 
-import difflib
-import json
 import logging
 import re
-import threading
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
-from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, parse_host_port
+from kafka_common.connection_options import SECURITY_OPTIONS, client_config
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from protocol.config import ClientConfig
 from protocol.errors import ConfigError
-from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
 
-from .planning import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                       OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription,
-                       TopicPartition, format_tp)
+from .offset_json import parse_assign, parse_offsets_json, parse_timestamps_json
+from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                           OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription,
+                           format_tp)
 
 __all__ = [
     "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
@@ -67,34 +66,6 @@ class ReaderOption(NamedTuple):
 
 
 _BOTH, _BATCH, _STREAM = "batch and streaming", "batch", "streaming"
-
-#: The connection security options, the same for the reader and the writer (both parse
-#: them with ``security_settings``): (name, default, meaning).
-SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("kafka.security.protocol", '"PLAINTEXT"',
-     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
-    ("kafka.sasl.mechanism", '"PLAIN"',
-     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
-    ("kafka.sasl.username", "none",
-     "SASL user name (or give kafka.sasl.jaas.config)."),
-    ("kafka.sasl.password", "none",
-     "SASL password; never logged."),
-    ("kafka.sasl.jaas.config", "none",
-     "JVM-style JAAS line holding the username and password, e.g. "
-     'org.apache.kafka.common.security.plain.PlainLoginModule required '
-     'username="u" password="p";'),
-    ("kafka.ssl.cafile", "system CAs",
-     "PEM file of the certificate authorities to trust."),
-    ("kafka.ssl.certfile", "none",
-     "PEM client certificate for mutual TLS."),
-    ("kafka.ssl.keyfile", "none",
-     "PEM private key of the client certificate."),
-    ("kafka.ssl.key.password", "none",
-     "Password of an encrypted kafka.ssl.keyfile; never logged."),
-    ("kafka.ssl.endpoint.identification.algorithm", '"https"',
-     '"https" checks the broker\'s host name against its certificate; an empty '
-     "string skips that check (the chain is still verified)."),
-)
 
 #: Every option the reader accepts, in the order the documentation lists them.
 READER_OPTIONS: tuple[ReaderOption, ...] = (
@@ -203,13 +174,9 @@ def options_table_markdown() -> str:
 
 _CANONICAL = {name.lower(): name for name in reader_option_names()}
 _STRATEGIES = ("subscribe", "subscribePattern", "assign")
-_SECRET_OPTIONS = frozenset({"kafka.sasl.password", "kafka.ssl.key.password",
-                             "kafka.sasl.jaas.config"})
 _STREAMING_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
                    "maxBytesPerTrigger", "commitOffsetsToGroup")
 _DEFAULT_MAX_TRIGGER_DELAY = "15m"
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 _AUTO_OFFSET_RESET_MESSAGE = (
     "Kafka option 'auto.offset.reset' is not supported. Instead set the source option "
@@ -232,20 +199,6 @@ _REJECTED_KAFKA_OPTIONS = {
     "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
-
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def warn_once(logger: logging.Logger, key: str, message: str, *args: Any) -> None:
-    """Log ``message`` on ``logger`` the first time ``key`` is seen for it in this process
-    (the reader and the writer share this; options are parsed again for every query)."""
-    with _warned_lock:
-        if f"{logger.name}:{key}" in _warned:
-            return
-        _warned.add(f"{logger.name}:{key}")
-    logger.warning(message, *args)
-
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
     warn_once(log, key, message, *args)
@@ -281,146 +234,6 @@ def parse_bytes(text: str, option: str = "maxBytesPerTrigger") -> int:
             f"(b), kibibytes (k), mebibytes (m), gibibytes (g), tebibytes (t), or pebibytes "
             f"(p). E.g. 50b, 100k, or 250m.")
     return int(match.group(1)) * _BYTE_UNITS[match.group(2) or "b"]
-
-
-def _json_object(option: str, text: str, example: str) -> dict:
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{option}: Expected e.g. {example}, got {text}")
-    return value
-
-
-def _int_value(value: object) -> int | None:
-    """A JSON integer (not a bool, not a float), else None."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _partition_number(option: str, topic: str, key: object, text: str, example: str) -> int:
-    number = None
-    if isinstance(key, str) and re.fullmatch(r"[0-9]+", key.strip()):
-        number = int(key)
-    elif _int_value(key) is not None:
-        number = key
-    if number is None or not 0 <= number <= _INT32_MAX:
-        raise ConfigError(f"{option}: partition {key!r} of topic {topic!r} is not a "
-                          f"partition number. Expected e.g. {example}, got {text}")
-    return number
-
-
-def _parse_partition_values(option: str, text: str, example: str,
-                            what: str) -> tuple[tuple[TopicPartition, int], ...]:
-    """``{"topic": {"0": value, ...}, ...}`` into sorted ``((topic, p), value)`` pairs."""
-    data = _json_object(option, text, example)
-    pairs: dict[TopicPartition, int] = {}
-    for topic, parts in data.items():
-        if not isinstance(parts, dict):
-            raise ConfigError(f"{option}: Expected e.g. {example}, got {text}")
-        for key, value in parts.items():
-            partition = _partition_number(option, topic, key, text, example)
-            number = _int_value(value)
-            if number is None:
-                raise ConfigError(f"{option}: the {what} of {topic}-{partition} must be an "
-                                  f"integer, got {value!r}. Expected e.g. {example}")
-            pairs[(topic, partition)] = number
-    return tuple(sorted(pairs.items()))
-
-
-_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
-_TIMESTAMPS_EXAMPLE = '{"topicA": {"0": 123456789, "1": 123456789}, ' \
-                      '"topicB": {"0": 123456789, "1": 123456789}}'
-_ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
-
-
-def _parse_offsets_json(option: str, text: str) -> SpecificOffsets:
-    offsets = _parse_partition_values(option, text, _OFFSETS_EXAMPLE, "offset")
-    for tp, offset in offsets:
-        if offset < EARLIEST:
-            raise ConfigError(f"{option}: offset {offset} for {format_tp(tp)} is not valid; "
-                              f"use an offset >= 0, -2 for earliest or -1 for latest")
-    return SpecificOffsets(offsets, option)
-
-
-def _parse_timestamps_json(option: str, text: str, strategy: str) -> SpecificTimestamps:
-    timestamps = _parse_partition_values(option, text, _TIMESTAMPS_EXAMPLE, "timestamp")
-    for tp, ts in timestamps:
-        if ts < 0:
-            raise ConfigError(f"{option}: timestamp {ts} for {format_tp(tp)} is not valid; "
-                              f"use milliseconds since the epoch (>= 0)")
-    return SpecificTimestamps(timestamps, strategy, option)
-
-
-def _parse_assign(text: str) -> tuple[TopicPartition, ...]:
-    if not text.strip().startswith("{"):
-        raise ConfigError("No topicpartitions to assign as specified value for option "
-                          f"'assign' is '{text}'")
-    data = _json_object("assign", text, _ASSIGN_EXAMPLE)
-    found: dict[TopicPartition, None] = {}
-    for topic, parts in data.items():
-        if not isinstance(parts, list):
-            raise ConfigError(f"assign: Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
-        for part in parts:
-            found[(topic, _partition_number("assign", topic, part, text,
-                                            _ASSIGN_EXAMPLE))] = None
-    if not found:
-        raise ConfigError("No topicpartitions to assign as specified value for option "
-                          f"'assign' is '{text}'")
-    return tuple(sorted(found))
-
-
-# ---- the options, read one at a time ----------------------------------------------------
-
-class OptionMap:
-    """The raw options by lower-case name, with typed getters that name the option."""
-
-    def __init__(self, options: Mapping[str, Any]):
-        self.raw: dict[str, str] = {}
-        spelled: dict[str, str] = {}
-        for key, value in dict(options).items():
-            if not isinstance(key, str):
-                raise ConfigError(f"option names must be strings, not {type(key).__name__}")
-            lower = key.lower()
-            if lower in spelled:
-                raise ConfigError(f"option {_CANONICAL.get(lower, key)!r} is given twice "
-                                  f"(as {spelled[lower]!r} and {key!r})")
-            spelled[lower] = key
-            if value is None:
-                continue
-            self.raw[lower] = value if isinstance(value, str) else str(value)
-
-    def has(self, name: str) -> bool:
-        return name.lower() in self.raw
-
-    def get(self, name: str, default: str | None = None) -> str | None:
-        value = self.raw.get(name.lower())
-        if value is None:
-            return default
-        return value if name in _SECRET_OPTIONS else value.strip()
-
-    def boolean(self, name: str, default: bool) -> bool:
-        value = self.get(name)
-        if value is None:
-            return default
-        if value.lower() not in ("true", "false"):
-            raise ConfigError(f"{name} must be true or false, got {value!r}")
-        return value.lower() == "true"
-
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
-                maximum: int = _INT64_MAX) -> int | None:
-        value = self.get(name)
-        if value is None:
-            return default
-        if not re.fullmatch(r"[+-]?[0-9]+", value):
-            raise ConfigError(f"{name}: expected an integer, got {value!r}")
-        number = int(value)
-        if number < minimum:
-            raise ConfigError(f"{name} must be positive" if minimum == 1 else
-                              f"{name} must be at least {minimum}, got {number}")
-        if number > maximum:
-            raise ConfigError(f"{name} must be at most {maximum}, got {number}")
-        return number
 
 
 # ---- the result -------------------------------------------------------------------------
@@ -491,7 +304,7 @@ def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
                               f"milliseconds since the epoch (>= 0)")
         return GlobalTimestamp(timestamp, strategy, ts_option)
     if chosen == by_ts_option:
-        return _parse_timestamps_json(by_ts_option, opts.get(by_ts_option), strategy)
+        return parse_timestamps_json(by_ts_option, opts.get(by_ts_option), strategy)
 
     text = opts.get(offsets_option)
     if text is None:
@@ -509,7 +322,7 @@ def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
             raise ConfigError("endingOffsets: ending offset can't be earliest for batch "
                               "queries on Kafka")
         return EarliestOffsets(offsets_option)
-    spec = _parse_offsets_json(offsets_option, text)
+    spec = parse_offsets_json(offsets_option, text)
     if not for_streaming:
         for tp, offset in spec.offsets:
             if starting and offset == LATEST:
@@ -577,125 +390,7 @@ def _subscription(opts: OptionMap) -> Subscription:
             raise ConfigError(f"subscribePattern: {value!r} is not a valid Python regular "
                               f"expression ({exc})") from None
         return Subscription("subscribePattern", pattern=value)
-    return Subscription("assign", partitions=_parse_assign(value))
-
-
-def _check_kafka_options(opts: OptionMap) -> tuple[str, ...]:
-    """Reject what Spark rejects; warn (once) about every ``kafka.*`` option we ignore."""
-    for lower, message in _REJECTED_KAFKA_OPTIONS.items():
-        if opts.has(lower):
-            raise ConfigError(message)
-    ignored = []
-    for lower in sorted(opts.raw):
-        if lower.startswith("kafka.") and lower not in _CANONICAL:
-            ignored.append(lower)
-            _warn_once(f"unknown:{lower}", "Kafka option '%s' is not used by pyspark-pykafka "
-                       "and is ignored.", lower)
-        elif not lower.startswith("kafka.") and lower not in _CANONICAL:
-            close = difflib.get_close_matches(lower, list(_CANONICAL), n=1, cutoff=0.8)
-            hint = f" Did you mean '{_CANONICAL[close[0]]}'?" if close else ""
-            _warn_once(f"unknown:{lower}", "Option '%s' is not a pykafka source option and is "
-                       "ignored.%s", lower, hint)
-    return tuple(ignored)
-
-
-def security_settings(opts: OptionMap) -> dict[str, Any]:
-    """The ``ClientConfig`` arguments for TLS and SASL."""
-    protocol = (opts.get("kafka.security.protocol") or "PLAINTEXT").upper()
-    if protocol not in SECURITY_PROTOCOLS:
-        raise ConfigError(f"kafka.security.protocol: unknown value {protocol!r}; use one of "
-                          f"{', '.join(SECURITY_PROTOCOLS)}")
-    uses_sasl = protocol.startswith("SASL_")
-    uses_tls = protocol in ("SSL", "SASL_SSL")
-    settings: dict[str, Any] = {"security_protocol": protocol}
-
-    sasl_options = [o for o in ("kafka.sasl.mechanism", "kafka.sasl.username",
-                                "kafka.sasl.password", "kafka.sasl.jaas.config") if opts.has(o)]
-    ssl_options = [o for o in ("kafka.ssl.cafile", "kafka.ssl.certfile", "kafka.ssl.keyfile",
-                               "kafka.ssl.key.password",
-                               "kafka.ssl.endpoint.identification.algorithm") if opts.has(o)]
-    if sasl_options and not uses_sasl:
-        _warn_once(f"sasl-unused:{protocol}", "Options %s are ignored because "
-                   "kafka.security.protocol is %s (use SASL_PLAINTEXT or SASL_SSL).",
-                   ", ".join(sasl_options), protocol)
-    if ssl_options and not uses_tls:
-        _warn_once(f"ssl-unused:{protocol}", "Options %s are ignored because "
-                   "kafka.security.protocol is %s (use SSL or SASL_SSL).",
-                   ", ".join(ssl_options), protocol)
-
-    if uses_tls:
-        algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm", "https")
-        if algorithm.lower() not in ("https", ""):
-            raise ConfigError(f"kafka.ssl.endpoint.identification.algorithm: unsupported "
-                              f"value {algorithm!r}; use 'https' or '' (no host name check)")
-        settings.update(
-            ssl_cafile=opts.get("kafka.ssl.cafile") or None,
-            ssl_certfile=opts.get("kafka.ssl.certfile") or None,
-            ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
-            ssl_key_password=opts.get("kafka.ssl.key.password"),
-            ssl_check_hostname=algorithm.lower() == "https")
-        if settings["ssl_certfile"] is None:
-            for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
-                if opts.has(option):
-                    raise ConfigError(f"{option} is set without kafka.ssl.certfile")
-
-    if uses_sasl:
-        settings.update(_sasl_credentials(opts, protocol))
-    return settings
-
-
-def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
-    mechanism = opts.get("kafka.sasl.mechanism")
-    if mechanism is not None:
-        mechanism = mechanism.upper()
-        if mechanism not in SASL_MECHANISMS:
-            raise ConfigError(f"kafka.sasl.mechanism: unsupported {mechanism!r}; use one of "
-                              f"{', '.join(SASL_MECHANISMS)}")
-    jaas = opts.get("kafka.sasl.jaas.config")
-    username = opts.get("kafka.sasl.username")
-    password = opts.get("kafka.sasl.password")
-    if jaas is not None:
-        if username is not None or password is not None:
-            raise ConfigError("kafka.sasl.jaas.config: give either kafka.sasl.jaas.config or "
-                              "kafka.sasl.username and kafka.sasl.password, not both")
-        username, password, module = parse_jaas_config(jaas)
-        if mechanism is None:
-            if module == SCRAM_LOGIN_MODULE:
-                raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
-                                  "SCRAM-SHA-512 with the ScramLoginModule of "
-                                  "kafka.sasl.jaas.config")
-            mechanism = "PLAIN"
-        expected = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
-        if module != expected:
-            raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not "
-                              f"fit kafka.sasl.mechanism {mechanism}; use {expected}")
-    else:
-        mechanism = mechanism or "PLAIN"
-        if not username or not password:
-            raise ConfigError(f"kafka.security.protocol {protocol} needs credentials: set "
-                              f"kafka.sasl.jaas.config, or kafka.sasl.username and "
-                              f"kafka.sasl.password")
-    return {"sasl_mechanism": mechanism, "sasl_username": username, "sasl_password": password}
-
-
-def _client_config(opts: OptionMap) -> ClientConfig:
-    servers_text = opts.get("kafka.bootstrap.servers")
-    servers = [s.strip() for s in servers_text.split(",") if s.strip()]
-    if not servers:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          "Kafka consumer")
-    for server in servers:
-        parse_host_port(server)  # raises a ConfigError naming kafka.bootstrap.servers
-    client_id = opts.get("kafka.client.id")
-    if client_id is not None and not client_id:
-        raise ConfigError("kafka.client.id must not be empty")
-    settings = security_settings(opts)
-    return ClientConfig(
-        bootstrap_servers=servers,
-        client_id=client_id or ClientConfig.client_id,
-        request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000,
-                                        maximum=_INT32_MAX),
-        **settings)
+    return Subscription("assign", partitions=parse_assign(value))
 
 
 def parse_reader_options(options: Mapping[str, Any], *,
@@ -705,7 +400,7 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     Raises ``ConfigError`` naming the option at the first problem; never quotes a password.
     """
-    opts = OptionMap(options)
+    opts = OptionMap(options, _CANONICAL)
 
     # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
     if for_streaming:
@@ -727,10 +422,10 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     # General rules, in Spark's order (validateGeneralOptions).
     subscription = _subscription(opts)
-    min_partitions = opts.integer("minPartitions", maximum=_INT32_MAX)
+    min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
     max_records = opts.integer("maxRecordsPerPartition")
     group_id = opts.get("kafka.group.id")
-    ignored = _check_kafka_options(opts)
+    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=log, side="source")
     if opts.get("kafka.bootstrap.servers") is None:
         raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
                           "Kafka consumer")
@@ -771,7 +466,7 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     return ReaderOptions(
         subscription=subscription,
-        client_config=_client_config(opts),
+        client_config=client_config(opts, role="consumer", log=log),
         starting_offsets=starting,
         ending_offsets=ending,
         for_streaming=for_streaming,
@@ -781,20 +476,20 @@ def parse_reader_options(options: Mapping[str, Any], *,
         include_headers=opts.boolean("includeHeaders", False),
         poll_timeout_ms=opts.integer("kafkaConsumer.pollTimeoutMs", 120_000),
         fetch_offset_num_retries=opts.integer("fetchOffset.numRetries", 3,
-                                              maximum=_INT32_MAX),
+                                              maximum=INT32_MAX),
         fetch_offset_retry_interval_ms=opts.integer("fetchOffset.retryIntervalMs", 1000,
                                                     minimum=0),
         isolation_level=isolation,
         group_id=group_id,
         fetch_max_bytes=opts.integer("kafka.fetch.max.bytes", 52_428_800,
-                                     maximum=_INT32_MAX),
+                                     maximum=INT32_MAX),
         max_partition_fetch_bytes=opts.integer("kafka.max.partition.fetch.bytes", 1_048_576,
-                                               maximum=_INT32_MAX),
+                                               maximum=INT32_MAX),
         fetch_max_wait_ms=opts.integer("kafka.fetch.max.wait.ms", 500, minimum=0,
-                                       maximum=_INT32_MAX),
+                                       maximum=INT32_MAX),
         check_crcs=opts.boolean("kafka.check.crcs", True),
         fetch_min_bytes=opts.integer("kafka.fetch.min.bytes", 1, minimum=0,
-                                     maximum=_INT32_MAX),
+                                     maximum=INT32_MAX),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=max_trigger_delay_ms,

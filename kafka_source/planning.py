@@ -1,10 +1,9 @@
 """Driver-side planning for the reader: which partitions, which offsets, which splits.
 
-Everything here is plain Python over plain data, with no Spark in sight:
+Everything here is plain Python over plain data, with no Spark in sight (the value
+types it works on, ``Subscription``, the offset specs and ``OffsetRange``, live in
+``offset_specs``):
 
-- the value types the options parse into: ``Subscription`` (subscribe, subscribePattern or
-  assign) and the offset specs ``EarliestOffsets``, ``LatestOffsets``, ``SpecificOffsets``,
-  ``SpecificTimestamps`` and ``GlobalTimestamp`` (Spark's ``KafkaOffsetRangeLimit`` family);
 - ``partitions_from_metadata`` / ``discover_partitions``: the topic-partitions a
   subscription names, given cluster metadata;
 - ``resolve_offsets``: a spec turned into concrete ``{(topic, partition): offset}`` through
@@ -23,11 +22,14 @@ they name the option involved and are raised on the driver before any task runs.
 from __future__ import annotations
 
 import math
-import re
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
 from protocol.errors import BrokerError, ConfigError
+
+from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                           OffsetRange, OffsetSpec, SpecificOffsets, SpecificTimestamps,
+                           Subscription, TopicPartition, format_tp)
+from .pushdown import keeps_partition, narrow_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from protocol.cluster import ClusterMetadata
@@ -35,152 +37,17 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .options import ReaderOptions
 
 __all__ = [
-    "EARLIEST", "LATEST", "TopicPartition", "OffsetRange", "PlanningError", "Subscription",
-    "EarliestOffsets", "LatestOffsets", "SpecificOffsets", "SpecificTimestamps",
-    "GlobalTimestamp", "OffsetSpec", "format_tp", "partitions_from_metadata",
-    "fetch_metadata", "discover_partitions", "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
+    "PlanningError", "partitions_from_metadata", "fetch_metadata", "discover_partitions",
+    "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
 ]
-
-#: In offset JSON, -2 stands for the earliest offset and -1 for the latest (as in Spark).
-EARLIEST = -2
-LATEST = -1
-
-TopicPartition = tuple[str, int]
 
 
 class PlanningError(ConfigError):
     """The options do not fit the cluster: the message names the option and the partition."""
 
 
-def format_tp(tp: TopicPartition) -> str:
-    """``topic-partition``, the way Kafka's ``TopicPartition.toString`` writes it."""
-    return f"{tp[0]}-{tp[1]}"
-
-
 def _format_tps(tps: Iterable[TopicPartition]) -> str:
     return "{" + ", ".join(format_tp(tp) for tp in sorted(tps)) + "}"
-
-
-# ---- ranges -----------------------------------------------------------------------------
-
-class OffsetRange(NamedTuple):
-    """Offsets ``[start, end)`` of one topic-partition: one Spark input partition.
-
-    ``preferred_host`` is a locality hint (the partition leader's host), or ``None``.
-    """
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-    preferred_host: str | None = None
-
-    @property
-    def topic_partition(self) -> TopicPartition:
-        return (self.topic, self.partition)
-
-    @property
-    def size(self) -> int:
-        """The number of offsets in the range (an estimate of records: compaction and
-        transaction markers make the real count smaller)."""
-        return self.end - self.start
-
-
-# ---- subscription -----------------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Subscription:
-    """Which topics to read: exactly one of the three Spark strategies.
-
-    - ``kind == "subscribe"``: ``topics``, a fixed list;
-    - ``kind == "subscribePattern"``: ``pattern``, a Python regular expression selecting
-      every non-internal topic in which it finds a match (``re.search``, as Spark's default
-      offset reader uses ``findFirstIn``; anchor it with ``^...$`` for whole names);
-    - ``kind == "assign"``: ``partitions``, fixed topic-partitions.
-    """
-
-    kind: str
-    topics: tuple[str, ...] = ()
-    pattern: str | None = None
-    partitions: tuple[TopicPartition, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.kind not in ("subscribe", "subscribePattern", "assign"):
-            raise ConfigError(f"unknown subscription kind {self.kind!r}")
-
-    @property
-    def regex(self) -> re.Pattern[str]:
-        """The compiled ``pattern`` (``re`` keeps its own cache of compiled patterns)."""
-        if self.pattern is None:
-            raise ConfigError(f"a {self.kind!r} subscription has no pattern")
-        return re.compile(self.pattern)
-
-    def describe(self) -> str:
-        if self.kind == "subscribe":
-            return f"Subscribe[{', '.join(self.topics)}]"
-        if self.kind == "subscribePattern":
-            return f"SubscribePattern[{self.pattern}]"
-        return f"Assign[{', '.join(format_tp(tp) for tp in self.partitions)}]"
-
-
-# ---- offset specs -----------------------------------------------------------------------
-# Each spec remembers the option it came from, so that errors found while resolving it can
-# name that option.
-
-@dataclass(frozen=True, slots=True)
-class EarliestOffsets:
-    """Bind to the earliest offset of every partition."""
-
-    option: str = "startingOffsets"
-
-
-@dataclass(frozen=True, slots=True)
-class LatestOffsets:
-    """Bind to the latest offset (the high watermark, or the last stable offset under
-    read_committed) of every partition."""
-
-    option: str = "endingOffsets"
-
-
-@dataclass(frozen=True, slots=True)
-class SpecificOffsets:
-    """Explicit offsets per partition; -2 means earliest and -1 latest."""
-
-    offsets: tuple[tuple[TopicPartition, int], ...]
-    option: str = "startingOffsets"
-
-    @property
-    def as_dict(self) -> dict[TopicPartition, int]:
-        return dict(self.offsets)
-
-
-@dataclass(frozen=True, slots=True)
-class SpecificTimestamps:
-    """A timestamp (ms) per partition: bind to the earliest offset whose timestamp is at or
-    after it. ``strategy`` says what a starting spec does when no such offset exists:
-    ``"error"`` fails, ``"latest"`` binds to the latest offset. An ending spec always
-    binds to the latest offset then, as Spark does."""
-
-    timestamps: tuple[tuple[TopicPartition, int], ...]
-    strategy: str = "error"
-    option: str = "startingOffsetsByTimestamp"
-
-    @property
-    def as_dict(self) -> dict[TopicPartition, int]:
-        return dict(self.timestamps)
-
-
-@dataclass(frozen=True, slots=True)
-class GlobalTimestamp:
-    """One timestamp (ms) for every partition; otherwise as ``SpecificTimestamps``."""
-
-    timestamp: int
-    strategy: str = "error"
-    option: str = "startingTimestamp"
-
-
-OffsetSpec = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, SpecificTimestamps,
-                   GlobalTimestamp]
 
 
 class _ListsOffsets(Protocol):
@@ -468,7 +335,6 @@ def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetR
     pair them, narrow them by pushed filters (``pushdown.Narrowing``), split them.
     ``client`` is a ``protocol.cluster.KafkaClient`` (or anything with
     ``refresh_metadata`` and ``list_offsets``)."""
-    from .pushdown import keeps_partition, narrow_ranges
     if options.for_streaming or options.ending_offsets is None:
         raise ConfigError("plan_batch needs options parsed for a batch query")
     metadata = fetch_metadata(options.subscription, client)

@@ -19,7 +19,7 @@ import datetime as _dt
 import math
 from dataclasses import dataclass, field
 
-from .planning import OffsetRange
+from .offset_specs import OffsetRange
 
 
 @dataclass

@@ -31,13 +31,12 @@ from protocol.errors import PyKafkaError
 from .batch_reader import KafkaInputPartition
 from .fetcher import DataLossError, read_range
 from .offset_reader import OffsetReader
+from .offset_specs import OffsetRange, TopicPartition, format_tp
 from .options import ReaderOptions
-from .planning import (OffsetRange, discover_partitions, format_tp, plan_ranges,
-                       resolve_offsets)
+from .planning import discover_partitions, plan_ranges, resolve_offsets
 
 log = logging.getLogger("pykafka.source")
 
-TopicPartition = tuple[str, int]
 _BYTES_SAMPLE = 64 * 1024
 _DEFAULT_BYTES_PER_OFFSET = 1024
 

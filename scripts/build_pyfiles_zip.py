@@ -3,9 +3,9 @@
     python scripts/build_pyfiles_zip.py [--out-dir dist]
 
 The zip holds the library and nothing else: ``pyspark_pykafka.py`` (Spark's automatic
-registration hook) and the packages ``protocol``, ``kafka_source`` and ``kafka_sink``, as
-source files at the root of the archive, so Python's zip importer finds them once the zip
-is on ``sys.path`` (which is what ``--py-files`` does, on the driver and every executor).
+registration hook) and the packages ``protocol``, ``kafka_common``, ``kafka_source`` and
+``kafka_sink``, as source files at the root of the archive, so Python's zip importer finds
+them once the zip is on ``sys.path`` (which is what ``--py-files`` does, on the driver and every executor).
 Tests, the embedded test brokers (``kafka_testbed``) and byte-code caches are left out.
 
 The archive is reproducible: entries are sorted and carry a fixed timestamp, so the same
@@ -24,7 +24,7 @@ import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODULES = ("pyspark_pykafka.py",)
-PACKAGES = ("protocol", "kafka_source", "kafka_sink")
+PACKAGES = ("protocol", "kafka_common", "kafka_source", "kafka_sink")
 # 1980-01-01, the earliest time a zip entry can carry: same input, same archive.
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 

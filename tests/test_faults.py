@@ -35,7 +35,7 @@ import pytest
 from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import OffsetRange
+from kafka_source.offset_specs import OffsetRange
 from kafka_testbed import MockCluster, TansuBroker
 from protocol.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError

@@ -164,11 +164,12 @@ def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
         names = zf.namelist()
     assert os.path.basename(pyfiles_zip) == f"pyspark_pykafka-{_project_version()}.zip"
     assert "pyspark_pykafka.py" in names
-    for package in ("protocol", "protocol/records", "protocol/schemas", "kafka_source",
-                    "kafka_sink"):
+    for package in ("protocol", "protocol/records", "protocol/schemas", "kafka_common",
+                    "kafka_source", "kafka_sink"):
         assert f"{package}/__init__.py" in names
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka.py", "protocol", "kafka_source", "kafka_sink"}
+    assert tops == {"pyspark_pykafka.py", "protocol", "kafka_common", "kafka_source",
+                    "kafka_sink"}
     assert all(name.endswith(".py") and "__pycache__" not in name for name in names)
 
 

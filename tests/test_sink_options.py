@@ -8,7 +8,7 @@ import pickle
 import pytest
 
 from kafka_sink import options as sink_options
-from kafka_source import options as source_options
+from kafka_common import option_map
 from kafka_sink.options import (WRITER_OPTIONS, parse_writer_options, writer_option_names)
 from protocol.errors import ConfigError
 
@@ -151,7 +151,7 @@ def test_security_options_are_shared_with_the_reader():
 
 
 def test_unknown_kafka_options_warn_once(caplog, monkeypatch):
-    monkeypatch.setattr(source_options, "_warned", set())
+    monkeypatch.setattr(option_map, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
         o = parse(**{"kafka.partitioner.class": "x", "kafka.foo.bar": "1"})
         parse(**{"kafka.partitioner.class": "x"})
@@ -162,7 +162,7 @@ def test_unknown_kafka_options_warn_once(caplog, monkeypatch):
 
 
 def test_reader_options_pass_silently_and_typos_get_a_hint(caplog, monkeypatch):
-    monkeypatch.setattr(source_options, "_warned", set())
+    monkeypatch.setattr(option_map, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
         parse(**{"subscribe": "t", "startingOffsets": "earliest", "checkpointLocation": "/x",
                  "kafka.group.id": "g", "topik": "x"})

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_source.fetcher import DataLossError, read_range
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import OffsetRange
+from kafka_source.offset_specs import OffsetRange
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
 
 

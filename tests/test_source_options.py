@@ -9,9 +9,9 @@ import pytest
 from kafka_source.options import (READER_OPTIONS, ReaderOptions, options_table_markdown,
                                   parse_bytes, parse_duration_ms, parse_reader_options,
                                   reader_option_names)
-from kafka_source import options as options_module
-from kafka_source.planning import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                                   SpecificOffsets, SpecificTimestamps, Subscription)
+from kafka_common import option_map
+from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                                       SpecificOffsets, SpecificTimestamps, Subscription)
 from protocol.config import Secret
 from protocol.errors import ConfigError
 
@@ -26,9 +26,9 @@ SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required 
 @pytest.fixture(autouse=True)
 def fresh_warnings():
     """Warnings are logged once per process; forget them between tests."""
-    options_module._warned.clear()
+    option_map._warned.clear()
     yield
-    options_module._warned.clear()
+    option_map._warned.clear()
 
 
 def parse(extra=None, *, streaming=False, base=BASE, drop=()):

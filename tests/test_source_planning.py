@@ -8,11 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                                   OffsetRange, PlanningError, SpecificOffsets,
-                                   SpecificTimestamps, Subscription, build_ranges,
-                                   discover_partitions, partitions_from_metadata, plan_batch,
-                                   plan_ranges, resolve_offsets)
+from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                                       OffsetRange, SpecificOffsets, SpecificTimestamps,
+                                       Subscription)
+from kafka_source.planning import (PlanningError, build_ranges, discover_partitions,
+                                   partitions_from_metadata, plan_batch, plan_ranges,
+                                   resolve_offsets)
 from protocol.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.errors import BrokerError, ConfigError
 

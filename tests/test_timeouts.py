@@ -27,7 +27,7 @@ import pytest
 from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
-from kafka_source.planning import OffsetRange
+from kafka_source.offset_specs import OffsetRange
 from protocol.cluster import KafkaClient
 from protocol.config import ClientConfig
 from protocol.connection import BrokerConnection

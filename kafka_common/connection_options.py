@@ -1,0 +1,155 @@
+"""How to reach the brokers: the connection options the reader and the writer share.
+
+``SECURITY_OPTIONS`` documents the TLS and SASL options once, for both option tables.
+``client_config(opts, role=..., log=...)`` checks ``kafka.bootstrap.servers``,
+``kafka.client.id``, ``kafka.request.timeout.ms`` and the security options and builds the
+``protocol.config.ClientConfig`` both sides connect with, so a reader and a writer given
+the same options connect the same way. The SASL password (``kafka.sasl.password``, or the
+one inside ``kafka.sasl.jaas.config``) and ``kafka.ssl.key.password`` end up in
+``protocol.config.Secret`` and never appear in a repr, a log line or an error message.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, parse_host_port
+from protocol.errors import ConfigError
+from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+
+from .option_map import INT32_MAX, OptionMap, warn_once
+
+__all__ = ["SECURITY_OPTIONS", "security_settings", "client_config"]
+
+#: The connection security options, the same for the reader and the writer:
+#: (name, default, meaning).
+SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("kafka.security.protocol", '"PLAINTEXT"',
+     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    ("kafka.sasl.mechanism", '"PLAIN"',
+     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+    ("kafka.sasl.username", "none",
+     "SASL user name (or give kafka.sasl.jaas.config)."),
+    ("kafka.sasl.password", "none",
+     "SASL password; never logged."),
+    ("kafka.sasl.jaas.config", "none",
+     "JVM-style JAAS line holding the username and password, e.g. "
+     'org.apache.kafka.common.security.plain.PlainLoginModule required '
+     'username="u" password="p";'),
+    ("kafka.ssl.cafile", "system CAs",
+     "PEM file of the certificate authorities to trust."),
+    ("kafka.ssl.certfile", "none",
+     "PEM client certificate for mutual TLS."),
+    ("kafka.ssl.keyfile", "none",
+     "PEM private key of the client certificate."),
+    ("kafka.ssl.key.password", "none",
+     "Password of an encrypted kafka.ssl.keyfile; never logged."),
+    ("kafka.ssl.endpoint.identification.algorithm", '"https"',
+     '"https" checks the broker\'s host name against its certificate; an empty '
+     "string skips that check (the chain is still verified)."),
+)
+
+
+def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
+    """The ``ClientConfig`` arguments for TLS and SASL; warnings about options that the
+    security protocol leaves unused go to ``log`` (once)."""
+    protocol = (opts.get("kafka.security.protocol") or "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ConfigError(f"kafka.security.protocol: unknown value {protocol!r}; use one of "
+                          f"{', '.join(SECURITY_PROTOCOLS)}")
+    uses_sasl = protocol.startswith("SASL_")
+    uses_tls = protocol in ("SSL", "SASL_SSL")
+    settings: dict[str, Any] = {"security_protocol": protocol}
+
+    sasl_options = [o for o in ("kafka.sasl.mechanism", "kafka.sasl.username",
+                                "kafka.sasl.password", "kafka.sasl.jaas.config") if opts.has(o)]
+    ssl_options = [o for o in ("kafka.ssl.cafile", "kafka.ssl.certfile", "kafka.ssl.keyfile",
+                               "kafka.ssl.key.password",
+                               "kafka.ssl.endpoint.identification.algorithm") if opts.has(o)]
+    if sasl_options and not uses_sasl:
+        warn_once(log, f"sasl-unused:{protocol}", "Options %s are ignored because "
+                   "kafka.security.protocol is %s (use SASL_PLAINTEXT or SASL_SSL).",
+                   ", ".join(sasl_options), protocol)
+    if ssl_options and not uses_tls:
+        warn_once(log, f"ssl-unused:{protocol}", "Options %s are ignored because "
+                   "kafka.security.protocol is %s (use SSL or SASL_SSL).",
+                   ", ".join(ssl_options), protocol)
+
+    if uses_tls:
+        algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm", "https")
+        if algorithm.lower() not in ("https", ""):
+            raise ConfigError(f"kafka.ssl.endpoint.identification.algorithm: unsupported "
+                              f"value {algorithm!r}; use 'https' or '' (no host name check)")
+        settings.update(
+            ssl_cafile=opts.get("kafka.ssl.cafile") or None,
+            ssl_certfile=opts.get("kafka.ssl.certfile") or None,
+            ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
+            ssl_key_password=opts.get("kafka.ssl.key.password"),
+            ssl_check_hostname=algorithm.lower() == "https")
+        if settings["ssl_certfile"] is None:
+            for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
+                if opts.has(option):
+                    raise ConfigError(f"{option} is set without kafka.ssl.certfile")
+
+    if uses_sasl:
+        settings.update(_sasl_credentials(opts, protocol))
+    return settings
+
+
+def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
+    mechanism = opts.get("kafka.sasl.mechanism")
+    if mechanism is not None:
+        mechanism = mechanism.upper()
+        if mechanism not in SASL_MECHANISMS:
+            raise ConfigError(f"kafka.sasl.mechanism: unsupported {mechanism!r}; use one of "
+                              f"{', '.join(SASL_MECHANISMS)}")
+    jaas = opts.get("kafka.sasl.jaas.config")
+    username = opts.get("kafka.sasl.username")
+    password = opts.get("kafka.sasl.password")
+    if jaas is not None:
+        if username is not None or password is not None:
+            raise ConfigError("kafka.sasl.jaas.config: give either kafka.sasl.jaas.config or "
+                              "kafka.sasl.username and kafka.sasl.password, not both")
+        username, password, module = parse_jaas_config(jaas)
+        if mechanism is None:
+            if module == SCRAM_LOGIN_MODULE:
+                raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
+                                  "SCRAM-SHA-512 with the ScramLoginModule of "
+                                  "kafka.sasl.jaas.config")
+            mechanism = "PLAIN"
+        expected = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
+        if module != expected:
+            raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not "
+                              f"fit kafka.sasl.mechanism {mechanism}; use {expected}")
+    else:
+        mechanism = mechanism or "PLAIN"
+        if not username or not password:
+            raise ConfigError(f"kafka.security.protocol {protocol} needs credentials: set "
+                              f"kafka.sasl.jaas.config, or kafka.sasl.username and "
+                              f"kafka.sasl.password")
+    return {"sasl_mechanism": mechanism, "sasl_username": username, "sasl_password": password}
+
+
+def client_config(opts: OptionMap, *, role: str, log: logging.Logger,
+                  **settings: Any) -> ClientConfig:
+    """The ``ClientConfig`` of the bootstrap servers, client id, request timeout and
+    security options; ``role`` ("consumer" or "producer") words the error of missing
+    servers as Spark's does, ``settings`` adds the side's own ``ClientConfig`` fields."""
+    servers_text = opts.get("kafka.bootstrap.servers")
+    servers = [s.strip() for s in (servers_text or "").split(",") if s.strip()]
+    if not servers:
+        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
+                          f"Kafka {role}")
+    for server in servers:
+        parse_host_port(server)  # raises a ConfigError naming kafka.bootstrap.servers
+    client_id = opts.get("kafka.client.id")
+    if client_id is not None and not client_id:
+        raise ConfigError("kafka.client.id must not be empty")
+    return ClientConfig(
+        bootstrap_servers=servers,
+        client_id=client_id or ClientConfig.client_id,
+        request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000,
+                                        maximum=INT32_MAX),
+        **settings,
+        **security_settings(opts, log))

@@ -1,0 +1,107 @@
+"""The offset, timestamp and partition JSON of the reader's options.
+
+``startingOffsets``/``endingOffsets`` (``{"topicA":{"0":23,"1":-1}}``),
+``startingOffsetsByTimestamp``/``endingOffsetsByTimestamp`` (a timestamp per partition) and
+``assign`` (``{"topicA":[0,1]}``), parsed into sorted tuples of the ``offset_specs`` types.
+Errors name the option and show an example, as Spark's ``JsonUtils`` does.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from kafka_common.option_map import INT32_MAX
+from protocol.errors import ConfigError
+
+from .offset_specs import (EARLIEST, SpecificOffsets, SpecificTimestamps, TopicPartition,
+                           format_tp)
+
+__all__ = ["parse_offsets_json", "parse_timestamps_json", "parse_assign"]
+
+
+def _json_object(option: str, text: str, example: str) -> dict:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{option}: Expected e.g. {example}, got {text}")
+    return value
+
+
+def _int_value(value: object) -> int | None:
+    """A JSON integer (not a bool, not a float), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _partition_number(option: str, topic: str, key: object, text: str, example: str) -> int:
+    number = None
+    if isinstance(key, str) and re.fullmatch(r"[0-9]+", key.strip()):
+        number = int(key)
+    elif _int_value(key) is not None:
+        number = key
+    if number is None or not 0 <= number <= INT32_MAX:
+        raise ConfigError(f"{option}: partition {key!r} of topic {topic!r} is not a "
+                          f"partition number. Expected e.g. {example}, got {text}")
+    return number
+
+
+def _parse_partition_values(option: str, text: str, example: str,
+                            what: str) -> tuple[tuple[TopicPartition, int], ...]:
+    """``{"topic": {"0": value, ...}, ...}`` into sorted ``((topic, p), value)`` pairs."""
+    data = _json_object(option, text, example)
+    pairs: dict[TopicPartition, int] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise ConfigError(f"{option}: Expected e.g. {example}, got {text}")
+        for key, value in parts.items():
+            partition = _partition_number(option, topic, key, text, example)
+            number = _int_value(value)
+            if number is None:
+                raise ConfigError(f"{option}: the {what} of {topic}-{partition} must be an "
+                                  f"integer, got {value!r}. Expected e.g. {example}")
+            pairs[(topic, partition)] = number
+    return tuple(sorted(pairs.items()))
+
+
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_TIMESTAMPS_EXAMPLE = '{"topicA": {"0": 123456789, "1": 123456789}, ' \
+                      '"topicB": {"0": 123456789, "1": 123456789}}'
+_ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
+
+
+def parse_offsets_json(option: str, text: str) -> SpecificOffsets:
+    offsets = _parse_partition_values(option, text, _OFFSETS_EXAMPLE, "offset")
+    for tp, offset in offsets:
+        if offset < EARLIEST:
+            raise ConfigError(f"{option}: offset {offset} for {format_tp(tp)} is not valid; "
+                              f"use an offset >= 0, -2 for earliest or -1 for latest")
+    return SpecificOffsets(offsets, option)
+
+
+def parse_timestamps_json(option: str, text: str, strategy: str) -> SpecificTimestamps:
+    timestamps = _parse_partition_values(option, text, _TIMESTAMPS_EXAMPLE, "timestamp")
+    for tp, ts in timestamps:
+        if ts < 0:
+            raise ConfigError(f"{option}: timestamp {ts} for {format_tp(tp)} is not valid; "
+                              f"use milliseconds since the epoch (>= 0)")
+    return SpecificTimestamps(timestamps, strategy, option)
+
+
+def parse_assign(text: str) -> tuple[TopicPartition, ...]:
+    if not text.strip().startswith("{"):
+        raise ConfigError("No topicpartitions to assign as specified value for option "
+                          f"'assign' is '{text}'")
+    data = _json_object("assign", text, _ASSIGN_EXAMPLE)
+    found: dict[TopicPartition, None] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, list):
+            raise ConfigError(f"assign: Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
+        for part in parts:
+            found[(topic, _partition_number("assign", topic, part, text,
+                                            _ASSIGN_EXAMPLE))] = None
+    if not found:
+        raise ConfigError("No topicpartitions to assign as specified value for option "
+                          f"'assign' is '{text}'")
+    return tuple(sorted(found))
