@@ -60,96 +60,25 @@ from __future__ import annotations
 
 import logging
 import select
-import struct
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.cluster import KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             ProtocolError, PyKafkaError, UnsupportedVersionError)
+                             ProtocolError, UnsupportedVersionError)
 from protocol.primitives import ZERO_UUID
-from protocol.records import batch as _batch
 
+from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
+                          Partition, ProduceError, Request, describe, first_uncertain,
+                          next_sequence, restamp)
 from .options import WriterOptions
 
 __all__ = ["TaskProducer", "ProduceError", "SEQUENCE_MODULUS", "next_sequence"]
 
 log = logging.getLogger("pykafka.sink")
 
-SEQUENCE_MODULUS = 2**31
 _MAX_BACKOFF = 1.0
-#: Errors after which the broker has certainly not written the batch.
-_REJECTED = frozenset({2, 3, 5, 6, 19, 45, 59, 74})
-#: Errors after which the partition's leader may have changed.
-_REFRESH = frozenset({3, 5, 6, 13, 74, 103})
-_FENCED = frozenset({47, 90})
-_DUPLICATE = 46
-_GAP = frozenset({45, 59})
-_HEADER_IDS = struct.Struct(">qhi")  # producer id, epoch, base sequence (at offset 43)
-_UINT32 = struct.Struct(">I")
-
-
-class ProduceError(PyKafkaError):
-    """A write task could not deliver its records; names the topic and partition."""
-
-
-def next_sequence(sequence: int, count: int) -> int:
-    """The sequence after a batch of ``count`` records starting at ``sequence``."""
-    return (sequence + count) % SEQUENCE_MODULUS
-
-
-def restamp(data: bytes, producer_id: int, epoch: int, base_sequence: int) -> bytes:
-    """The batch with new producer id, epoch and base sequence, and its CRC redone."""
-    out = bytearray(data)
-    _HEADER_IDS.pack_into(out, _batch.PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
-    crc = _batch.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET:])
-    _UINT32.pack_into(out, _batch.CRC_OFFSET, crc)
-    return bytes(out)
-
-
-@dataclass(eq=False)
-class _Batch:
-    topic: str
-    partition: int
-    data: bytes
-    count: int
-    deadline: float
-    sequence: int = -1
-    sent: bool = False  # sent at least once under the current producer id
-    in_flight: bool = False
-    acked: bool = False
-    rejected: bool = False  # the last answer says the broker did not write it
-    attempts: int = 0
-    last_error: str | None = None
-
-
-@dataclass(eq=False)
-class _Partition:
-    topic: str
-    partition: int
-    queue: deque = field(default_factory=deque)  # unacknowledged batches, oldest first
-    next_index: int = 0  # the next batch of the queue to send
-    in_flight: int = 0
-    next_sequence: int = 0
-    resend: bool = False  # restart from the oldest once nothing is in flight
-    retry_at: float = 0.0
-    backoff: float = 0.0
-    leader: int | None = None
-
-    @property
-    def name(self) -> str:
-        return f"topic {self.topic!r} partition {self.partition}"
-
-
-@dataclass(eq=False)
-class _Request:
-    node: int
-    conn: object
-    cid: int
-    batches: list
-    deadline: float
 
 
 class TaskProducer:
@@ -162,7 +91,7 @@ class TaskProducer:
         self.idempotent = options.enable_idempotence
         self.producer_id = -1
         self.epoch = -1
-        self._partitions: dict[tuple[str, int], _Partition] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
         self._requests: dict[int, deque] = {}
         self._topic_ids: dict[str, object] = {}
         self._metadata_stale = False
@@ -302,7 +231,7 @@ class TaskProducer:
         key = (topic, partition)
         p = self._partitions.get(key)
         if p is None:
-            p = self._partitions[key] = _Partition(topic, partition)
+            p = self._partitions[key] = Partition(topic, partition)
             self._metadata_stale = True
         if self.idempotent:
             producer_id, epoch = self.producer_identity()
@@ -311,7 +240,7 @@ class TaskProducer:
         else:
             producer_id, epoch, sequence = -1, -1, -1
         data = build(producer_id, epoch, sequence)
-        b = _Batch(topic, partition, data, count,
+        b = Batch(topic, partition, data, count,
                    time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence)
         p.queue.append(b)
         self.buffered_bytes += len(data)
@@ -359,7 +288,7 @@ class TaskProducer:
 
     # ---- sending --------------------------------------------------------------------------
 
-    def _sendable(self, p: _Partition, now: float) -> _Batch | None:
+    def _sendable(self, p: Partition, now: float) -> Batch | None:
         if p.resend:
             if p.in_flight:
                 return None
@@ -371,7 +300,7 @@ class TaskProducer:
                 or now < p.retry_at or p.leader is None):
             return None
         b = p.queue[p.next_index]
-        if self._new_id_pending and b is not _first_uncertain(p):
+        if self._new_id_pending and b is not first_uncertain(p):
             return None  # only batches of unknown fate may go before the new id
         if b.attempts > self.options.retries:
             raise ProduceError(f"Writing to {p.name} failed after {b.attempts - 1} retries "
@@ -438,7 +367,7 @@ class TaskProducer:
             p.in_flight += 1
         deadline = time.monotonic() + self.options.request_timeout_ms / 1000
         self._requests.setdefault(node, deque()).append(
-            _Request(node, conn, cid, [b for _, b in items], deadline))
+            Request(node, conn, cid, [b for _, b in items], deadline))
         return True
 
     # ---- receiving ------------------------------------------------------------------------
@@ -502,7 +431,7 @@ class TaskProducer:
                             refresh=True)
         self._metadata_stale = True
 
-    def _handle_response(self, request: _Request, response: dict) -> None:
+    def _handle_response(self, request: Request, response: dict) -> None:
         by_key = {(b.topic, b.partition): b for b in request.batches}
         names = {v: k for k, v in self._topic_ids.items()}
         answered = set()
@@ -522,24 +451,24 @@ class TaskProducer:
                 self._retry(p, b, f"broker {request.node} did not answer for this partition",
                             rejected=False, refresh=True)
 
-    def _landed(self, p: _Partition, b: _Batch) -> None:
+    def _landed(self, p: Partition, b: Batch) -> None:
         if b.in_flight:
             b.in_flight = False
             p.in_flight -= 1
 
-    def _handle_partition(self, b: _Batch, part: dict) -> None:
+    def _handle_partition(self, b: Batch, part: dict) -> None:
         p = self._partitions[(b.topic, b.partition)]
         self._landed(p, b)
         code = part["error_code"]
-        if code == 0 or (code == _DUPLICATE and self.idempotent):
+        if code == 0 or (code == DUPLICATE and self.idempotent):
             self._acked(p, b)
             return
-        error = BrokerError.for_code(code, _describe(part), topic=b.topic,
+        error = BrokerError.for_code(code, describe(part), topic=b.topic,
                                      partition=b.partition)
-        if code in _FENCED:
+        if code in FENCED:
             raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
                                f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
-        if code in _GAP and self.idempotent:
+        if code in GAP and self.idempotent:
             first_unacked = next(q for q in p.queue if not q.acked)
             if first_unacked is b:
                 log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
@@ -548,13 +477,13 @@ class TaskProducer:
                 self._new_id_pending = True
             self._retry(p, b, str(error), rejected=True, refresh=False)
             return
-        if error.retriable or code in _REJECTED:
-            self._retry(p, b, str(error), rejected=code in _REJECTED,
-                        refresh=code in _REFRESH)
+        if error.retriable or code in REJECTED:
+            self._retry(p, b, str(error), rejected=code in REJECTED,
+                        refresh=code in REFRESH)
             return
         raise ProduceError(f"Writing to {p.name} failed: {error}")
 
-    def _acked(self, p: _Partition, b: _Batch) -> None:
+    def _acked(self, p: Partition, b: Batch) -> None:
         if b.acked:
             return
         b.acked = True
@@ -568,7 +497,7 @@ class TaskProducer:
             p.next_index = max(0, p.next_index - 1)
         p.backoff = 0.0
 
-    def _retry(self, p: _Partition, b: _Batch, message: str, *, rejected: bool,
+    def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
                refresh: bool) -> None:
         b.last_error = message
         b.rejected = rejected
@@ -585,7 +514,7 @@ class TaskProducer:
     def _maybe_new_producer_id(self) -> None:
         """Once no batch of unknown fate is left, take a new producer id and renumber."""
         for p in self._partitions.values():
-            if p.in_flight or _first_uncertain(p) is not None:
+            if p.in_flight or first_uncertain(p) is not None:
                 return  # _sendable resends the batch of unknown fate first
         old = self.producer_id
         self._init_producer_id()
@@ -604,26 +533,3 @@ class TaskProducer:
             p.next_index = 0
             p.resend = False
         self._new_id_pending = False
-
-
-def _first_uncertain(p: _Partition) -> _Batch | None:
-    """The oldest unacknowledged batch of ``p`` when its fate is unknown: it was sent and
-    no answer said it was not written. Brokers append a producer's batches of a partition
-    in sequence order, so when the oldest unacknowledged batch was certainly not written
-    (or never sent), no younger one was either."""
-    for q in p.queue:
-        if q.acked:
-            continue
-        if q.sent and not q.rejected and not q.in_flight:
-            return q
-        return None
-    return None
-
-
-def _describe(part: dict) -> str | None:
-    details = []
-    if part.get("error_message"):
-        details.append(part["error_message"])
-    for e in part.get("record_errors") or ():
-        details.append(f"record {e.get('batch_index')}: {e.get('batch_index_error_message')}")
-    return "; ".join(details) or None

@@ -30,7 +30,8 @@ import pytest
 
 from kafka.partitioner.default import murmur2 as referee_murmur2
 from kafka_sink.options import parse_writer_options
-from kafka_sink.producer import ProduceError, TaskProducer, next_sequence, restamp
+from kafka_sink.batch_state import next_sequence, restamp
+from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import write_task
 from protocol.cluster import KafkaClient
