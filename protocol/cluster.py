@@ -5,7 +5,9 @@
 request per broker is sent, then all are awaited. Retriable errors (NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, a broken connection, ...)
 refresh the metadata and retry with backoff until the deadline; other errors surface at
-once, naming the topic and partition.
+once, naming the topic and partition. Group offsets and coordinator lookups
+(``group_offsets``) and topic administration (``admin``) are mixed into the client from
+modules of their own.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from .admin import AdminRequests
 from .config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
 from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
                      PyKafkaError, UnknownTopicOrPartition)
+from .group_offsets import GroupOffsets
 from .primitives import ZERO_UUID
 
 log = logging.getLogger("pykafka.protocol.cluster")
@@ -70,8 +74,12 @@ def _is_retriable(exc: BaseException) -> bool:
     return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
 
 
-class KafkaClient:
-    """Talks to a Kafka cluster. Not thread-safe; create one per thread or task."""
+class KafkaClient(GroupOffsets, AdminRequests):
+    """Talks to a Kafka cluster. Not thread-safe; create one per thread or task.
+
+    The routing core lives here; group offsets and coordinators come from
+    ``group_offsets.GroupOffsets``, topic administration from ``admin.AdminRequests``.
+    """
 
     def __init__(self, config: ClientConfig | None = None, **settings):
         self.config = config or ClientConfig(**settings)
@@ -397,178 +405,6 @@ class KafkaClient:
         response = conn.request(PRODUCE, body, version)
         return response["responses"][0]["partition_responses"][0]
 
-    # ---- consumer-group offsets (no group membership) -------------------------------------
-
-    def coordinator(self, group: str) -> BrokerConnection:
-        """The connection to ``group``'s coordinator (FindCoordinator, key type 0)."""
-        from .schemas import FIND_COORDINATOR
-
-        def attempt():
-            conn = self._any_connection()
-            version = conn.version_for(FIND_COORDINATOR)
-            response = conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0,
-                                                       "coordinator_keys": [group]}, version)
-            found = response["coordinators"][0] if response.get("coordinators") else response
-            if found["error_code"]:
-                raise BrokerError.for_code(found["error_code"], found.get("error_message")
-                                           or f"no coordinator for group {group!r}")
-            node_id, host, port = found["node_id"], found["host"], found["port"]
-            conn = self._connections.get(node_id)
-            if conn is None or not conn.connected:
-                conn = BrokerConnection(host, port, self.config, node_id).connect()
-                self._connections[node_id] = conn
-            return conn
-
-        return self.retrying(f"FindCoordinator for group {group!r}", attempt)
-
-    def commit_offsets(self, group: str, offsets: dict[TopicPartition, int],
-                       metadata: str | None = None) -> None:
-        """Commit ``offsets`` to ``group`` without joining it (generation -1, no member id),
-        as admin tools do; Kafka accepts this for groups with no active members."""
-        from .schemas import OFFSET_COMMIT
-        topics: dict[str, list] = {}
-        for (t, p), offset in sorted(offsets.items()):
-            topics.setdefault(t, []).append({
-                "partition_index": p, "committed_offset": offset,
-                "committed_leader_epoch": -1, "committed_metadata": metadata})
-        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-
-        def attempt():
-            response = self.coordinator(group).request(OFFSET_COMMIT, body)
-            for t in response["topics"]:
-                for p in t["partitions"]:
-                    if p["error_code"]:
-                        raise BrokerError.for_code(
-                            p["error_code"], f"committing offsets for group {group!r}",
-                            topic=t["name"], partition=p["partition_index"])
-
-        self.retrying(f"OffsetCommit for group {group!r}", attempt)
-
-    def committed_offsets(self, group: str,
-                          tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offsets ``group`` has committed for ``tps`` (-1 where none)."""
-        from .schemas import OFFSET_FETCH
-        topics: dict[str, list] = {}
-        for t, p in tps:
-            topics.setdefault(t, []).append(p)
-        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
-        body = {"group_id": group, "topics": wanted, "require_stable": False,
-                "groups": [{"group_id": group, "topics": wanted}]}
-
-        def attempt():
-            response = self.coordinator(group).request(OFFSET_FETCH, body)
-            groups = response.get("groups") or [response]
-            out = {}
-            for g in groups:
-                if g.get("error_code"):
-                    raise BrokerError.for_code(g["error_code"], f"group {group!r}")
-                for t in g["topics"]:
-                    for p in t["partitions"]:
-                        out[(t["name"], p["partition_index"])] = p["committed_offset"]
-            return out
-
-        return self.retrying(f"OffsetFetch for group {group!r}", attempt)
-
-    # ---- admin ----------------------------------------------------------------------------
-
-    def _controller(self) -> BrokerConnection:
-        meta = self.metadata()
-        if meta.controller_id in meta.brokers:
-            return self.connection(meta.controller_id)
-        return self._any_connection()
-
-    def create_topics(self, topics: dict[str, int], replication_factor: int = 1, *,
-                      configs: dict[str, str] | None = None, exist_ok: bool = False,
-                      timeout_ms: int = 30_000) -> None:
-        """Create ``{name: partitions}``; waits until metadata shows every partition led."""
-        from .schemas import CREATE_TOPICS
-        body = {"topics": [{"name": name, "num_partitions": n,
-                            "replication_factor": replication_factor, "assignments": [],
-                            "configs": [{"name": k, "value": v}
-                                        for k, v in (configs or {}).items()]}
-                           for name, n in topics.items()],
-                "timeout_ms": timeout_ms, "validate_only": False}
-
-        def attempt():
-            response = self._controller().request(CREATE_TOPICS, body)
-            for t in response["topics"]:
-                code = t["error_code"]
-                if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
-                    continue
-                if code:
-                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
-
-        self.retrying("CreateTopics", attempt, timeout_ms)
-        self.wait_for_topics(topics, timeout_ms)
-
-    def wait_for_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> None:
-        names = list(topics)
-
-        def attempt():
-            meta = self.refresh_metadata(names)
-            for name in names:
-                info = meta.topics.get(name)
-                if info is None:
-                    raise BrokerError.for_code(3, "not yet in metadata", topic=name)
-                for part in info.partitions.values():
-                    if part.leader < 0:
-                        raise BrokerError.for_code(5, topic=name, partition=part.partition)
-
-        self.retrying("waiting for topics", attempt, timeout_ms)
-
-    def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
-                      timeout_ms: int = 30_000) -> None:
-        from .schemas import DELETE_TOPICS
-        names = list(names)
-        body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
-                "topic_names": names, "timeout_ms": timeout_ms}
-
-        def attempt():
-            response = self._controller().request(DELETE_TOPICS, body)
-            for t in response["responses"]:
-                code = t["error_code"]
-                if code == 3 and missing_ok:
-                    continue
-                if code:
-                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
-
-        self.retrying("DeleteTopics", attempt, timeout_ms)
-        if self._metadata is not None:
-            for n in names:
-                self._metadata.topics.pop(n, None)
-
-    def delete_records(self, offsets: dict[TopicPartition, int],
-                       timeout_ms: int = 30_000) -> dict[TopicPartition, int]:
-        """Delete records before ``{(topic, partition): offset}`` (-1: the high watermark).
-        Returns the new low watermarks."""
-        from .schemas import DELETE_RECORDS
-        pending = dict(offsets)
-        done: dict[TopicPartition, int] = {}
-
-        def build(conn, version, tps):
-            topics: dict[str, list] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append({"partition_index": p, "offset": pending[(t, p)]})
-            return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                    "timeout_ms": timeout_ms}
-
-        def attempt():
-            for _, _, response, _ in self._scatter(DELETE_RECORDS, self._by_leader(pending),
-                                                   build):
-                for t in response["topics"]:
-                    for p in t["partitions"]:
-                        tp = (t["name"], p["partition_index"])
-                        if p["error_code"]:
-                            raise BrokerError.for_code(p["error_code"], topic=tp[0],
-                                                       partition=tp[1])
-                        done[tp] = p["low_watermark"]
-                        pending.pop(tp, None)
-            return done
-
-        return self.retrying("DeleteRecords", attempt, timeout_ms)
-
 
 def _gather(sent: list) -> list:
     """Wait for every request ``_send_all`` sent; a broken connection fails only its own
@@ -612,6 +448,6 @@ class PendingFetch:
             conn.close()
 
 
-__all__ = ["PendingFetch","KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo", "EARLIEST_TIMESTAMP",
-           "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_COMMITTED", "READ_UNCOMMITTED",
-           "ProtocolError"]
+__all__ = ["PendingFetch", "KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo",
+           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_COMMITTED",
+           "READ_UNCOMMITTED", "ProtocolError"]

@@ -1,0 +1,119 @@
+"""Cluster administration: create and delete topics, delete records.
+
+``AdminRequests`` is a part of ``KafkaClient`` (a mixin built on its connections, metadata
+and ``retrying``): ``create_topics`` (then waits until every partition has a leader),
+``wait_for_topics``, ``delete_topics`` and ``delete_records``. The connector itself never
+creates or deletes anything; tests, examples and the benchmark do.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .connection import BrokerConnection
+from .errors import BrokerError
+from .primitives import ZERO_UUID
+
+__all__ = ["AdminRequests"]
+
+TopicPartition = tuple[str, int]
+
+
+class AdminRequests:
+    """Topic and record administration; mixed into ``KafkaClient``."""
+
+    def _controller(self) -> BrokerConnection:
+        meta = self.metadata()
+        if meta.controller_id in meta.brokers:
+            return self.connection(meta.controller_id)
+        return self._any_connection()
+
+    def create_topics(self, topics: dict[str, int], replication_factor: int = 1, *,
+                      configs: dict[str, str] | None = None, exist_ok: bool = False,
+                      timeout_ms: int = 30_000) -> None:
+        """Create ``{name: partitions}``; waits until metadata shows every partition led."""
+        from .schemas import CREATE_TOPICS
+        body = {"topics": [{"name": name, "num_partitions": n,
+                            "replication_factor": replication_factor, "assignments": [],
+                            "configs": [{"name": k, "value": v}
+                                        for k, v in (configs or {}).items()]}
+                           for name, n in topics.items()],
+                "timeout_ms": timeout_ms, "validate_only": False}
+
+        def attempt():
+            response = self._controller().request(CREATE_TOPICS, body)
+            for t in response["topics"]:
+                code = t["error_code"]
+                if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
+                    continue
+                if code:
+                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+
+        self.retrying("CreateTopics", attempt, timeout_ms)
+        self.wait_for_topics(topics, timeout_ms)
+
+    def wait_for_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> None:
+        names = list(topics)
+
+        def attempt():
+            meta = self.refresh_metadata(names)
+            for name in names:
+                info = meta.topics.get(name)
+                if info is None:
+                    raise BrokerError.for_code(3, "not yet in metadata", topic=name)
+                for part in info.partitions.values():
+                    if part.leader < 0:
+                        raise BrokerError.for_code(5, topic=name, partition=part.partition)
+
+        self.retrying("waiting for topics", attempt, timeout_ms)
+
+    def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
+                      timeout_ms: int = 30_000) -> None:
+        from .schemas import DELETE_TOPICS
+        names = list(names)
+        body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
+                "topic_names": names, "timeout_ms": timeout_ms}
+
+        def attempt():
+            response = self._controller().request(DELETE_TOPICS, body)
+            for t in response["responses"]:
+                code = t["error_code"]
+                if code == 3 and missing_ok:
+                    continue
+                if code:
+                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+
+        self.retrying("DeleteTopics", attempt, timeout_ms)
+        if self._metadata is not None:
+            for n in names:
+                self._metadata.topics.pop(n, None)
+
+    def delete_records(self, offsets: dict[TopicPartition, int],
+                       timeout_ms: int = 30_000) -> dict[TopicPartition, int]:
+        """Delete records before ``{(topic, partition): offset}`` (-1: the high watermark).
+        Returns the new low watermarks."""
+        from .schemas import DELETE_RECORDS
+        pending = dict(offsets)
+        done: dict[TopicPartition, int] = {}
+
+        def build(conn, version, tps):
+            topics: dict[str, list] = {}
+            for t, p in tps:
+                topics.setdefault(t, []).append({"partition_index": p, "offset": pending[(t, p)]})
+            return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                    "timeout_ms": timeout_ms}
+
+        def attempt():
+            for _, _, response, _ in self._scatter(DELETE_RECORDS, self._by_leader(pending),
+                                                   build):
+                for t in response["topics"]:
+                    for p in t["partitions"]:
+                        tp = (t["name"], p["partition_index"])
+                        if p["error_code"]:
+                            raise BrokerError.for_code(p["error_code"], topic=tp[0],
+                                                       partition=tp[1])
+                        done[tp] = p["low_watermark"]
+                        pending.pop(tp, None)
+            return done
+
+        return self.retrying("DeleteRecords", attempt, timeout_ms)

@@ -1,0 +1,100 @@
+"""Consumer-group offsets without group membership, and finding coordinators.
+
+``GroupOffsets`` is a part of ``KafkaClient`` (a mixin built on its connections and
+``retrying``): ``coordinator`` finds the coordinator of a group or of a transactional id
+(FindCoordinator), ``commit_offsets`` commits offsets to a group as admin tools do
+(generation -1, no member id) and ``committed_offsets`` reads them back (OffsetFetch).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .connection import BrokerConnection
+from .errors import BrokerError
+
+__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY"]
+
+TopicPartition = tuple[str, int]
+
+#: FindCoordinator key types.
+GROUP_KEY = 0
+TRANSACTION_KEY = 1
+
+
+class GroupOffsets:
+    """Coordinator lookups and group offsets; mixed into ``KafkaClient``."""
+
+    def coordinator(self, key: str, key_type: int = GROUP_KEY) -> BrokerConnection:
+        """The connection to the coordinator of ``key``: a consumer group's (``GROUP_KEY``)
+        or a transactional id's (``TRANSACTION_KEY``), found with FindCoordinator."""
+        from .schemas import FIND_COORDINATOR
+        what = "group" if key_type == GROUP_KEY else "transactional id"
+
+        def attempt():
+            conn = self._any_connection()
+            version = conn.version_for(FIND_COORDINATOR)
+            response = conn.request(FIND_COORDINATOR, {"key": key, "key_type": key_type,
+                                                       "coordinator_keys": [key]}, version)
+            found = response["coordinators"][0] if response.get("coordinators") else response
+            if found["error_code"]:
+                raise BrokerError.for_code(found["error_code"], found.get("error_message")
+                                           or f"no coordinator for {what} {key!r}")
+            node_id, host, port = found["node_id"], found["host"], found["port"]
+            conn = self._connections.get(node_id)
+            if conn is None or not conn.connected:
+                conn = BrokerConnection(host, port, self.config, node_id).connect()
+                self._connections[node_id] = conn
+            return conn
+
+        return self.retrying(f"FindCoordinator for {what} {key!r}", attempt)
+
+    def commit_offsets(self, group: str, offsets: dict[TopicPartition, int],
+                       metadata: str | None = None) -> None:
+        """Commit ``offsets`` to ``group`` without joining it (generation -1, no member id),
+        as admin tools do; Kafka accepts this for groups with no active members."""
+        from .schemas import OFFSET_COMMIT
+        topics: dict[str, list] = {}
+        for (t, p), offset in sorted(offsets.items()):
+            topics.setdefault(t, []).append({
+                "partition_index": p, "committed_offset": offset,
+                "committed_leader_epoch": -1, "committed_metadata": metadata})
+        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+                "group_instance_id": None, "retention_time_ms": -1,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+        def attempt():
+            response = self.coordinator(group).request(OFFSET_COMMIT, body)
+            for t in response["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"]:
+                        raise BrokerError.for_code(
+                            p["error_code"], f"committing offsets for group {group!r}",
+                            topic=t["name"], partition=p["partition_index"])
+
+        self.retrying(f"OffsetCommit for group {group!r}", attempt)
+
+    def committed_offsets(self, group: str,
+                          tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The offsets ``group`` has committed for ``tps`` (-1 where none)."""
+        from .schemas import OFFSET_FETCH
+        topics: dict[str, list] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+        body = {"group_id": group, "topics": wanted, "require_stable": False,
+                "groups": [{"group_id": group, "topics": wanted}]}
+
+        def attempt():
+            response = self.coordinator(group).request(OFFSET_FETCH, body)
+            groups = response.get("groups") or [response]
+            out = {}
+            for g in groups:
+                if g.get("error_code"):
+                    raise BrokerError.for_code(g["error_code"], f"group {group!r}")
+                for t in g["topics"]:
+                    for p in t["partitions"]:
+                        out[(t["name"], p["partition_index"])] = p["committed_offset"]
+            return out
+
+        return self.retrying(f"OffsetFetch for group {group!r}", attempt)
