@@ -1,0 +1,107 @@
+"""The library's import graph has layers: each module imports only downward.
+
+Checked on the source (every ``import``, also those inside functions): no two library
+modules import each other, directly or through others, and the packages keep their order
+``protocol`` < ``kafka_common`` < ``kafka_sink`` / ``kafka_source``, with the sink and the
+source independent of each other (the data source hands writes to the sink by name only in
+``kafka_source.datasource``, the one module that joins the two).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+from tests.test_logging import ROOT, library_sources
+
+# The packages each package may import (besides itself).
+ALLOWED = {
+    "protocol": set(),
+    "kafka_common": {"protocol"},
+    "kafka_sink": {"protocol", "kafka_common"},
+    "kafka_source": {"protocol", "kafka_common"},
+    "pyspark_pykafka": {"kafka_source"},
+}
+# The one module allowed to reach across: Spark asks the data source for its writers.
+BRIDGES = {("kafka_source.datasource", "kafka_sink")}
+
+
+def _module_name(path: str) -> str:
+    rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+
+
+def _imports(path: str, module: str) -> set[str]:
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    is_package = path.endswith("__init__.py")
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module
+            found.add(target)
+            # ``from . import x`` / ``from .pkg import mod``: x may itself be a module.
+            found.update(f"{target}.{alias.name}" for alias in node.names)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    paths = {_module_name(p): p for p in library_sources()}
+    graph = {}
+    for module, path in paths.items():
+        graph[module] = {m for m in _imports(path, module) if m in paths and m != module}
+    return graph
+
+
+def test_packages_import_only_the_layers_below_them():
+    offenders = []
+    for module, targets in _graph().items():
+        package = module.split(".")[0]
+        for target in targets:
+            other = target.split(".")[0]
+            if other == package or other in ALLOWED[package]:
+                continue
+            if (module, other) in BRIDGES:
+                continue
+            offenders.append(f"{module} imports {target}")
+    assert not offenders, offenders
+
+
+def test_no_import_cycles_between_library_modules():
+    graph = _graph()
+    # A package's __init__ re-exports its modules; an edge into a package from inside it
+    # is not a layering question, so leave package-to-own-module edges out.
+    edges = {m: {t for t in ts if not (m == t.split(".")[0] or t == m.rsplit(".", 1)[0])}
+             for m, ts in graph.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                cycles.append(stack[stack.index(nxt):] + [nxt])
+            elif nxt not in state:
+                visit(nxt, stack)
+        stack.pop()
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+    assert not cycles, cycles
+
+
+def test_the_reader_s_value_types_import_no_other_reader_module():
+    graph = _graph()
+    assert not {t for t in graph["kafka_source.offset_specs"] if t.startswith("kafka_source")}
+    assert "kafka_source.planning" not in graph["kafka_source.options"]
+    assert "kafka_source.planning" not in graph["kafka_source.pushdown"]
