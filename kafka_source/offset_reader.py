@@ -2,25 +2,37 @@
 ``fetchOffset.retryIntervalMs`` say.
 
 Each attempt is a ``KafkaClient`` call, which already follows leaders and retries retriable
-errors within the request timeout; this layer retries the whole lookup a few more times
-(a broker restarting, a controller moving) before the query gives up.
+errors within the request timeout; this layer retries the whole lookup, as Spark's
+``KafkaOffsetReaderAdmin.withRetries`` does:
+
+- ``fetchOffset.numRetries`` counts *attempts*, as in Spark (the default 3 makes three
+  calls, not four); a value below 1 still makes one;
+- every failure of the broker or of the connection is retried (Spark retries any
+  non-fatal exception), not only the errors Kafka calls retriable; errors that come from
+  the options themselves (``ConfigError``) fail at once, since another attempt cannot change
+  them;
+- ``latest_offsets(..., known=...)`` also retries an answer in which a partition's latest
+  offset is below one the query already knows (SPARK-26267: a broker that lost its
+  leadership may answer with a stale end), and gives the last answer back when the attempts
+  run out, for the caller to report as data loss.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from typing import Mapping
 
 from protocol.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
-from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             PyKafkaError)
+from protocol.errors import ConfigError, PyKafkaError
+
+from .offset_specs import format_tp
 
 log = logging.getLogger("pykafka.source")
 
 
 def _retriable(e: PyKafkaError) -> bool:
-    return isinstance(e, (KafkaConnectionError, KafkaTimeoutError)) or (
-        isinstance(e, BrokerError) and e.retriable)
+    return not isinstance(e, ConfigError)
 
 
 class OffsetReader:
@@ -30,6 +42,11 @@ class OffsetReader:
         self._client = client
         self.num_retries = num_retries
         self.retry_interval_ms = retry_interval_ms
+
+    @property
+    def attempts(self) -> int:
+        """How many times a lookup is tried: ``fetchOffset.numRetries``, at least once."""
+        return max(1, self.num_retries)
 
     def __getattr__(self, name):
         return getattr(self._client, name)
@@ -45,6 +62,9 @@ class OffsetReader:
         return self._retry("fetching metadata", lambda: self._client.refresh_metadata(topics),
                            refresh=False)
 
+    def _sleep(self) -> None:
+        time.sleep(self.retry_interval_ms / 1000)
+
     def _retry(self, what: str, call, refresh: bool = True):
         attempt = 0
         while True:
@@ -52,11 +72,11 @@ class OffsetReader:
                 return call()
             except PyKafkaError as e:
                 attempt += 1
-                if not _retriable(e) or attempt > self.num_retries:
+                if not _retriable(e) or attempt >= self.attempts:
                     raise
                 log.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
-                            attempt, self.num_retries + 1, self.retry_interval_ms, e)
-                time.sleep(self.retry_interval_ms / 1000)
+                            attempt, self.attempts, self.retry_interval_ms, e)
+                self._sleep()
                 if refresh:
                     try:
                         self._client.refresh_metadata()
@@ -67,6 +87,31 @@ class OffsetReader:
         return {tp: o for tp, (o, _) in
                 self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()}
 
-    def latest_offsets(self, tps, isolation_level: int = READ_UNCOMMITTED):
-        return {tp: o for tp, (o, _) in
-                self.list_offsets({tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
+    def latest_offsets(self, tps, isolation_level: int = READ_UNCOMMITTED,
+                       known: Mapping | None = None):
+        """The latest offset of each of ``tps``. With ``known`` (offsets the query has
+        already seen), an answer below a known offset is asked again, up to
+        ``fetchOffset.numRetries`` attempts ``fetchOffset.retryIntervalMs`` apart; the last
+        answer is returned either way."""
+        tps = list(tps)
+        attempt = 0
+        while True:
+            latest = {tp: o for tp, (o, _) in self.list_offsets(
+                {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
+            attempt += 1
+            if not known:
+                return latest
+            behind = [(tp, known[tp], o) for tp, o in sorted(latest.items())
+                      if tp in known and known[tp] > o]
+            if not behind:
+                return latest
+            described = ", ".join(f"{format_tp(tp)} {k} -> {o}" for tp, k, o in behind)
+            if attempt >= self.attempts:
+                log.warning("latest offsets below offsets already seen after %d attempts "
+                            "(partition, previous offset -> fetched offset): %s",
+                            attempt, described)
+                return latest
+            log.warning("latest offsets below offsets already seen (partition, previous "
+                        "offset -> fetched offset): %s; asking again in %d ms (attempt %d of "
+                        "%d)", described, self.retry_interval_ms, attempt, self.attempts)
+            self._sleep()

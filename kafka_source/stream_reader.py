@@ -4,6 +4,16 @@ Offsets are JSON-friendly dicts ``{topic: {"partition": offset}}`` (Spark's own 
 source writes the same shape into checkpoints). Spark restarts a query from its
 checkpoint; ``initialOffset`` is only for a fresh query.
 
+The start of a fresh query goes into the checkpoint before anything is read. Spark's JVM
+source writes it to a file of its own under the checkpoint (``sources/0/0``); a Python
+source is not told where the checkpoint is, so this one keeps it where Spark keeps every
+other offset, in the offset log: the first ``latestOffset`` of a fresh query answers with
+the start itself, so batch 0 is empty and its logged end *is* the start. Spark re-runs an
+unfinished batch 0 after a restart and asks ``initialOffset`` again for its start; by then
+it has passed the logged end to ``partitions(end, end)`` (``setLatestSeenOffset``), and
+that is the answer. Resolving ``startingOffsets`` again (``latest`` has moved on) would
+skip or re-read records.
+
 Admission control (``latestOffset(start, limit)``):
 - ``maxOffsetsPerTrigger`` splits its budget across partitions in proportion to their
   backlog, as the JVM connector does;
@@ -11,7 +21,9 @@ Admission control (``latestOffset(start, limit)``):
   ``maxTriggerDelay`` has passed since the last one;
 - ``maxBytesPerTrigger`` (ours) does the same as ``maxOffsetsPerTrigger`` in bytes,
   estimated per partition from the size of its recent record batches;
-- ``Trigger.AvailableNow`` reads up to the offsets seen when the query started.
+- ``Trigger.AvailableNow`` reads up to the offsets seen when the query started, and checks
+  every batch's end against them and against the partitions' latest offsets, as Spark's
+  ``verifyEndOffsetForTriggerAvailableNow`` does.
 """
 
 from __future__ import annotations
@@ -56,10 +68,31 @@ def from_json(offsets: dict | None) -> dict[TopicPartition, int]:
 def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
                budget: float, weight: dict[TopicPartition, float] | None = None
                ) -> dict[TopicPartition, int]:
-    """Cut ``end`` so the total (weighted) backlog read is about ``budget``, each partition
-    getting a share proportional to its backlog; a share below one offset rounds up, as
-    Spark's KafkaMicroBatchStream.rateLimit does."""
-    weight = weight or {}
+    """Cut ``end`` so the total backlog read is about ``budget``, each partition getting a
+    share proportional to its backlog.
+
+    Without ``weight`` this is Spark's ``KafkaMicroBatchStream.rateLimit`` to the offset:
+    each share is ``budget * (backlog / total)`` in floating point, floored (or rounded up
+    when below one offset, so no partition starves), even when the whole backlog fits (the
+    rounding can then leave one record for the next batch, as in Spark). With ``weight``
+    (bytes per offset, for ``maxBytesPerTrigger``) the backlogs are weighted and the whole
+    backlog is taken when it fits."""
+    if weight is None:
+        sizes = {tp: e - begin[tp] for tp, e in end.items()
+                 if tp in begin and e - begin[tp] > 0}
+        total = float(sum(sizes.values()))
+        if total < 1:
+            return dict(end)
+        out = {}
+        for tp, e in end.items():
+            size = sizes.get(tp)
+            if size is None:
+                out[tp] = e
+                continue
+            prorate = budget * (size / total)
+            allowed = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
+            out[tp] = min(e, begin[tp] + allowed)
+        return out
     sizes = {tp: max(0, e - begin.get(tp, e)) * weight.get(tp, 1.0) for tp, e in end.items()}
     total = sum(sizes.values())
     if total <= budget or total == 0:
@@ -76,16 +109,25 @@ def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
     return out
 
 
+class AvailableNowEndError(PyKafkaError):
+    """A Trigger.AvailableNow batch would end beyond what the run set out to read (Spark's
+    ``verifyEndOffsetForTriggerAvailableNow``)."""
+
+
 class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
         self.options = options
         self._client: OffsetReader | None = None
+        self._available_now = False
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
-        self._last_batch_at = time.monotonic()
+        self._last_batch_at: float | None = None  # minOffsetsPerTrigger: none yet
         self._latest: dict[TopicPartition, int] | None = None
         self._bytes_per_offset: dict[TopicPartition, tuple[float, int]] = {}
         self._committed: dict | None = None  # last offsets committed to the group
         self._initial: dict | None = None  # a fresh query's start, resolved once
+        self._restored: dict | None = None  # the offset log's last end, from Spark
+        self._planned_or_asked = False  # any latestOffset or partitions call yet
+        self._start_unlogged = False  # initialOffset answered; batch 0 not planned yet
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -105,28 +147,31 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ---- offsets ----------------------------------------------------------------------
 
-    def _latest_offsets(self) -> dict[TopicPartition, int]:
+    def _latest_offsets(self, known: dict[TopicPartition, int] | None = None
+                        ) -> dict[TopicPartition, int]:
         partitions = discover_partitions(self.options.subscription, self.client)
-        return self.client.latest_offsets(partitions, self.options.isolation_level_code)
+        return self.client.latest_offsets(partitions, self.options.isolation_level_code,
+                                          known=known)
 
     def initialOffset(self) -> dict:
+        if self._restored is not None:
+            # A restart re-running batch 0: its logged end is its start (see the module
+            # docstring), and startingOffsets must not be resolved again.
+            return self._restored
         if self._initial is None:
             partitions = discover_partitions(self.options.subscription, self.client)
             start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
                                     is_starting=True,
                                     isolation_level=self.options.isolation_level_code)
             self._initial = to_json(start)
+            log.info("initial offsets: %s", self._initial)
+        self._start_unlogged = not self._planned_or_asked
         return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
-        # Spark calls this before initialOffset(). Bind a fresh query's start first, as
-        # Spark's Kafka source does: taken the other way round, "latest" resolved after the
-        # target lands beyond it while a producer writes, and the batch looks like lost data.
-        try:
-            self.initialOffset()
-        except PyKafkaError:
-            pass  # a restarted query never asks for it; a fresh one gets the error there
-        self._target = self._latest_offsets()
+        # As Spark's source: the offsets to read up to are fetched by the first
+        # latestOffset, once the start is bound (Spark calls this before initialOffset).
+        self._available_now = True
 
     def getDefaultReadLimit(self):
         o = self.options
@@ -143,30 +188,43 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # last batch of a run (Trigger.AvailableNow, a stopped query) would never reach the
         # group. ``start`` is the end of the last batch Spark finished: publish it here.
         self.commit(start)
+        self._planned_or_asked = True
         begin = from_json(start)
-        latest = dict(self._target) if self._target is not None else self._latest_offsets()
+        if self._available_now and self._target is None:
+            self._target = self._latest_offsets(known=begin)
+        if self._start_unlogged:
+            # Batch 0 of a fresh query: end it where it starts, so that the offset log
+            # holds the start before anything is read.
+            self._start_unlogged = False
+            if start == self._initial:
+                self._latest = self._target
+                return start
+        latest = dict(self._target) if self._target is not None else \
+            self._latest_offsets(known=begin)
         self._latest = latest
-        new = [tp for tp in latest if tp not in begin]
-        if new:  # partitions that appeared since: read them from their earliest offset
-            begin.update(self.client.earliest_offsets(new))
         end = dict(latest)
         if limit is not None and not isinstance(limit, ReadAllAvailable):
+            new = [tp for tp in latest if tp not in begin]
+            if new:  # partitions that appeared since: counted from their earliest offset
+                begin.update(self.client.earliest_offsets(new))
             end = self._admit(begin, end, limit)
             if end is None:
                 return start
-        result = to_json(end)
-        if result != start:
-            self._last_batch_at = time.monotonic()
-        return result
+        return to_json(end)
 
     def _admit(self, begin, end, limit):
         o = self.options
-        backlog = sum(max(0, e - begin.get(tp, e)) for tp, e in end.items())
         minimum = limit.min_rows if isinstance(limit, ReadMinRows) else o.min_offsets_per_trigger
-        if minimum is not None and self._target is None and backlog < minimum:
-            waited_ms = (time.monotonic() - self._last_batch_at) * 1000
-            if waited_ms < o.max_trigger_delay_ms:
-                return None
+        if minimum is not None and self._target is None:
+            # As Spark: the first batch of a run never waits, and the delay counts from the
+            # last batch this check let through.
+            now = time.monotonic()
+            if (self._last_batch_at is not None
+                    and (now - self._last_batch_at) * 1000 < o.max_trigger_delay_ms):
+                backlog = sum(max(0, e - begin.get(tp, e)) for tp, e in end.items())
+                if backlog < minimum:
+                    return None
+            self._last_batch_at = now
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
         if max_rows is not None:
             end = rate_limit(begin, end, max_rows)
@@ -214,17 +272,45 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                 "cases, set the source option \"failOnDataLoss\" to \"false\".")
         log.warning("failOnDataLoss is false, going on: %s", message)
 
+    def _earliest_of_new(self, new: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The earliest offsets of partitions that appeared since the batch's start; those
+        gone again already (deleted with their topic) are missing from the answer."""
+        metadata = self.client.refresh_metadata(sorted({t for t, _ in new}))
+        present = [tp for tp in new if tp[0] in metadata.topics
+                   and not metadata.topics[tp[0]].error_code
+                   and tp[1] in metadata.topics[tp[0]].partitions]
+        return self.client.earliest_offsets(present) if present else {}
+
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        if start == end and not self._planned_or_asked and self._restored is None:
+            # Spark's setLatestSeenOffset on a restart: the offset log's last end.
+            self._restored = end
+        self._planned_or_asked = True
         begin, until = from_json(start), from_json(end)
-        new = [tp for tp in until if tp not in begin]
+        if self._target is not None and start != end:
+            self._verify_available_now_end(until)
+        new = sorted(tp for tp in until if tp not in begin)
         if new:
-            begin.update(self.client.earliest_offsets(new))
+            found = self._earliest_of_new(new)
+            gone = [tp for tp in new if tp not in found]
+            if gone:
+                self._data_loss(f"Cannot find earliest offsets of partition(s) "
+                                f"{', '.join(format_tp(tp) for tp in gone)}: they may have "
+                                "been deleted, so records may have been missed.")
+            for tp, offset in sorted(found.items()):
+                if offset != 0:
+                    self._data_loss(f"Added partition {format_tp(tp)} starts from {offset} "
+                                    "instead of 0: its first records were deleted before "
+                                    "the query saw them, so records may have been missed.")
+            begin.update(found)
         for tp in begin:
             if tp not in until:
                 self._data_loss(f"Partition {format_tp(tp)} is gone: its topic was deleted "
                                 "or lost partitions, so records may have been missed.")
         ranges = []
         for tp, e in sorted(until.items()):
+            if tp not in begin:
+                continue  # appeared and went again: reported above
             b = begin[tp]
             if e < b:
                 self._data_loss(f"Partition {format_tp(tp)}'s offsets went back from {b} to "
@@ -236,6 +322,43 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ranges = plan_ranges(ranges, self.options.min_partitions,
                              self.options.max_records_per_partition)
         return [KafkaInputPartition(r) for r in ranges]
+
+    def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:
+        """Spark's ``verifyEndOffsetForTriggerAvailableNow``: a batch of a
+        Trigger.AvailableNow run ends within the offsets fetched when the run started, and
+        within the partitions' latest offsets now."""
+        target = self._target
+        hint = "The error could be transient: restart the query, and report it if it stays."
+
+        def fmt(offsets) -> str:
+            return "{" + ", ".join(f"{format_tp(tp)}: {o}" for tp, o in
+                                   sorted(offsets.items())) + "}"
+
+        def tps(keys) -> str:
+            return "{" + ", ".join(format_tp(tp) for tp in sorted(keys)) + "}"
+
+        if set(target) != set(until):
+            raise AvailableNowEndError(
+                "Kafka data source in Trigger.AvailableNow should provide the same topic "
+                f"partitions in pre-fetched offset to end offset for each microbatch. {hint} "
+                f"topic-partitions for pre-fetched offset: {tps(target)}, topic-partitions "
+                f"for end offset: {tps(until)}.")
+        if any(until[tp] > target[tp] for tp in until):
+            raise AvailableNowEndError(
+                "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
+                "or equal offset per each topic partition than pre-fetched offset. "
+                f"{hint} pre-fetched offset: {fmt(target)}, end offset: {fmt(until)}.")
+        latest = self._latest_offsets(known=until)
+        if not set(until) <= set(latest):
+            raise AvailableNowEndError(
+                "Some of partitions in Kafka topic(s) have been lost during running query "
+                f"with Trigger.AvailableNow. {hint} topic-partitions for latest offset: "
+                f"{tps(latest)}, topic-partitions for end offset: {tps(until)}")
+        if any(until[tp] > latest[tp] for tp in until):
+            raise AvailableNowEndError(
+                "Some of partitions in Kafka topic(s) report available offset which is less "
+                f"than end offset during running query with Trigger.AvailableNow. {hint} "
+                f"latest offset: {fmt(latest)}, end offset: {fmt(until)}")
 
     def read(self, partition: KafkaInputPartition) -> Iterator:
         yield from read_range(self.options, partition.range)

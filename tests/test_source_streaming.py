@@ -29,9 +29,12 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
                                               ReadMinRows)
 
+from kafka_source.fetcher import DataLossError
+from kafka_source.offset_reader import OffsetReader
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import PlanningError
-from kafka_source.stream_reader import KafkaStreamReader, from_json, rate_limit, to_json
+from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
+                                       rate_limit, to_json)
 from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
 from protocol.primitives import ZERO_UUID
 
@@ -596,10 +599,15 @@ class StubClient:
 
 
 def stub_reader(client: StubClient, **options: str) -> KafkaStreamReader:
+    """A stream reader whose driver-side lookups go to ``client`` through the real
+    ``OffsetReader`` (retries without pauses unless fetchOffset.retryIntervalMs says)."""
     reader = KafkaStreamReader(parse_reader_options(
-        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribePattern": ".*", **options},
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribePattern": ".*",
+         "fetchOffset.retryIntervalMs": "0", **options},
         for_streaming=True))
-    reader._client = client
+    o = reader.options
+    reader._client = OffsetReader(client, o.fetch_offset_num_retries,
+                                  o.fetch_offset_retry_interval_ms)
     return reader
 
 
@@ -615,22 +623,28 @@ def test_default_read_limit_follows_the_options():
 
 
 def test_min_offsets_holds_the_batch_back_until_enough_or_the_delay():
+    """As Spark: the first batch of a run never waits; later ones wait for
+    minOffsetsPerTrigger offsets or for maxTriggerDelay since the last batch let through."""
     client = StubClient({A0: 30, A1: 20})
     reader = stub_reader(client, minOffsetsPerTrigger="100", maxTriggerDelay="10s")
     start = {"a": {"0": 0, "1": 0}}
     limit = reader.getDefaultReadLimit()
-    assert reader.latestOffset(start, limit) == start  # 50 waiting < 100
-    assert reader.latestOffset(start, limit) == start
-    reader._last_batch_at -= 11  # maxTriggerDelay has passed since the last batch
-    assert reader.latestOffset(start, limit) == {"a": {"0": 30, "1": 20}}
-    # the delay counts again from that batch
+    first = reader.latestOffset(start, limit)  # 50 waiting < 100, but the run's first batch
+    assert first == {"a": {"0": 30, "1": 20}}
     client.latest = {A0: 40, A1: 20}
-    held = {"a": {"0": 30, "1": 20}}
+    assert reader.latestOffset(first, limit) == first  # 10 waiting < 100
+    assert reader.latestOffset(first, limit) == first
+    reader._last_batch_at -= 11  # maxTriggerDelay has passed since the last batch
+    assert reader.latestOffset(first, limit) == {"a": {"0": 40, "1": 20}}
+    # the delay counts again from that batch
+    held = {"a": {"0": 40, "1": 20}}
+    client.latest = {A0: 50, A1: 20}
     assert reader.latestOffset(held, limit) == held
-    client.latest = {A0: 130, A1: 20}  # 100 waiting: no need to wait
-    assert reader.latestOffset(held, limit) == {"a": {"0": 130, "1": 20}}
+    client.latest = {A0: 140, A1: 20}  # 100 waiting: no need to wait
+    assert reader.latestOffset(held, limit) == {"a": {"0": 140, "1": 20}}
     # ReadAllAvailable (Spark's choice for some triggers) admits everything
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 130, "1": 20}}
+    client.latest = {A0: 150, A1: 20}
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 150, "1": 20}}
 
 
 def test_min_and_max_offsets_together():
@@ -647,14 +661,18 @@ def test_min_and_max_offsets_together():
 
 
 def test_available_now_ignores_min_offsets_and_stops_at_the_target():
+    """Spark's order: prepareForTriggerAvailableNow, initialOffset, then latestOffset for
+    batch 0, which fixes the offsets the run reads up to (and, on a fresh query, ends
+    batch 0 at its start)."""
     client = StubClient({A0: 5, A1: 5})
     reader = stub_reader(client, minOffsetsPerTrigger="6", maxOffsetsPerTrigger="6",
                          startingOffsets="earliest")
     reader.prepareForTriggerAvailableNow()
-    client.latest = {A0: 500, A1: 500}  # written after the start: not for this run
     start = reader.initialOffset()
     assert start == {"a": {"0": 0, "1": 0}}
     limit = reader.getDefaultReadLimit()
+    assert reader.latestOffset(start, limit) == start  # batch 0
+    client.latest = {A0: 500, A1: 500}  # written after the run started: not for this run
     first = reader.latestOffset(start, limit)
     assert first == {"a": {"0": 3, "1": 3}}
     second = reader.latestOffset(first, limit)  # 4 left, below the minimum: read anyway
@@ -663,15 +681,60 @@ def test_available_now_ignores_min_offsets_and_stops_at_the_target():
 
 
 def test_available_now_start_bound_before_the_target():
-    """Spark calls prepareForTriggerAvailableNow before initialOffset: a "latest" start
-    must still not land beyond the target while a producer writes."""
+    """Spark calls prepareForTriggerAvailableNow before initialOffset: the run's end is
+    fetched after the start is bound, so a "latest" start never lands beyond it while a
+    producer writes."""
     client = StubClient({A0: 5})
     reader = stub_reader(client, startingOffsets="latest")
     reader.prepareForTriggerAvailableNow()
-    client.latest = {A0: 9}
+    client.latest = {A0: 7}
     start = reader.initialOffset()
-    assert start == {"a": {"0": 5}}
+    assert start == {"a": {"0": 7}}
+    client.latest = {A0: 9}
     assert reader.latestOffset(start, ReadAllAvailable()) == start
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 9}}
+
+
+def test_available_now_batch_end_is_checked_against_the_target_and_latest():
+    """verifyEndOffsetForTriggerAvailableNow: a batch may not end beyond the offsets the run
+    set out to read, nor beyond the partitions' latest offsets, nor name other partitions."""
+    client = StubClient({A0: 10, A1: 10})
+    reader = stub_reader(client, startingOffsets="earliest")
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    reader.latestOffset(start, ReadAllAvailable())
+    assert len(reader.partitions(start, {"a": {"0": 10, "1": 10}})) == 2
+    with pytest.raises(AvailableNowEndError, match="pre-fetched offset: {a-0: 10, a-1: 10}"):
+        reader.partitions(start, {"a": {"0": 11, "1": 10}})
+    with pytest.raises(AvailableNowEndError, match="same topic partitions"):
+        reader.partitions(start, {"a": {"0": 10}})
+    client.latest = {A0: 8, A1: 10}  # the log now ends below the batch's end
+    with pytest.raises(AvailableNowEndError, match="latest offset: {a-0: 8, a-1: 10}"):
+        reader.partitions(start, {"a": {"0": 10, "1": 10}})
+
+
+def test_fresh_query_logs_its_start_as_batch_0_and_a_restart_reuses_it():
+    """Batch 0 of a fresh query ends where it starts (Spark writes that end to the offset
+    log before anything is read). A new reader on the same checkpoint, re-running an
+    unfinished batch 0, gets the logged offsets from Spark (``setLatestSeenOffset`` calls
+    ``partitions(end, end)``) and answers initialOffset with them, although "latest" has
+    moved on; batch 1 then reads everything written since."""
+    client = StubClient({A0: 10, A1: 3})
+    reader = stub_reader(client, startingOffsets="latest")
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 10, "1": 3}}
+    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    # killed here; records arrive; a new driver restarts from the checkpoint
+    client.latest = {A0: 25, A1: 3}
+    restarted = stub_reader(client, startingOffsets="latest")
+    assert restarted.partitions(start, start) == []  # setLatestSeenOffset
+    assert restarted.initialOffset() == start
+    assert restarted.partitions(start, start) == []  # batch 0 again
+    end = restarted.latestOffset(start, ReadAllAvailable())
+    assert end == {"a": {"0": 25, "1": 3}}
+    assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [("a", 0, 10, 25)]
+    # a later latestOffset equal to the start is not mistaken for batch 0
+    assert reader.latestOffset(start, ReadAllAvailable()) == end
 
 
 def test_new_partitions_are_read_from_their_earliest_offset():
@@ -699,3 +762,97 @@ def test_latest_offset_publishes_the_finished_batch_to_the_group():
     quiet = StubClient({A0: 10})
     stub_reader(quiet).latestOffset({"a": {"0": 4}}, ReadAllAvailable())
     assert quiet.commits == []
+
+
+# ---- data loss checks and offset retries, on a stub client -------------------------------
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_added_partition_not_starting_at_zero_is_data_loss(fail_on_data_loss):
+    """As Spark: a partition that appeared since the batch's start is read from its
+    earliest offset, and an earliest offset above 0 means records went unseen."""
+    client = StubClient({A0: 10, B0: 108}, earliest={B0: 100})
+    reader = stub_reader(client, failOnDataLoss=str(fail_on_data_loss).lower())
+    start, end = {"a": {"0": 4}}, {"a": {"0": 10}, "b": {"0": 108}}
+    if fail_on_data_loss:
+        with pytest.raises(DataLossError, match="Added partition b-0 starts from 100 "
+                                                "instead of 0.*failOnDataLoss"):
+            reader.partitions(start, end)
+    else:
+        assert sorted(tuple(p.range[:4]) for p in reader.partitions(start, end)) == [
+            ("a", 0, 4, 10), ("b", 0, 100, 108)]
+
+
+def test_latest_offset_going_back_is_asked_again_before_data_loss():
+    """SPARK-26267: a latest offset below the batch's start is asked again, up to
+    fetchOffset.numRetries attempts in all; only a persistent one reaches partitions()
+    and is reported there."""
+    class Stale(StubClient):
+        def __init__(self, *args, stale_answers: int, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.stale_answers, self.asked = stale_answers, 0
+
+        def list_offsets(self, timestamps, isolation_level=0):
+            answer = super().list_offsets(timestamps, isolation_level)
+            if all(ts == -1 for ts in timestamps.values()):
+                self.asked += 1
+                if self.stale_answers > 0:
+                    self.stale_answers -= 1
+                    return {tp: (3, -1) for tp in answer}
+            return answer
+
+    start = {"a": {"0": 8}}
+    client = Stale({A0: 12}, stale_answers=2)
+    reader = stub_reader(client, **{"fetchOffset.numRetries": "3"})
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 12}}
+    assert client.asked == 3
+
+    client = Stale({A0: 12}, stale_answers=3)
+    reader = stub_reader(client, **{"fetchOffset.numRetries": "3"})
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"a": {"0": 3}} and client.asked == 3
+    with pytest.raises(DataLossError, match="a-0's offsets went back from 8 to 3"):
+        reader.partitions(start, end)
+
+
+def test_fetch_offset_num_retries_counts_attempts_and_retries_any_broker_error():
+    """As Spark's withRetries: numRetries=3 makes three calls in all, and every broker or
+    connection failure is retried (not only the ones Kafka calls retriable); an error of
+    the options fails at once."""
+    from protocol.errors import BrokerError, ConfigError, KafkaConnectionError
+
+    class Failing(StubClient):
+        def __init__(self, errors):
+            super().__init__({A0: 7})
+            self.errors, self.calls = list(errors), 0
+
+        def list_offsets(self, timestamps, isolation_level=0):
+            self.calls += 1
+            if self.errors:
+                raise self.errors.pop(0)
+            return super().list_offsets(timestamps, isolation_level)
+
+    authz = BrokerError.for_code(29, topic="a")  # TOPIC_AUTHORIZATION_FAILED
+    assert not authz.retriable
+    client = Failing([KafkaConnectionError("cut"), authz])
+    assert OffsetReader(client, 3, 0).latest_offsets([A0]) == {A0: 7}
+    assert client.calls == 3
+    client = Failing([KafkaConnectionError("cut")] * 3)
+    with pytest.raises(KafkaConnectionError):
+        OffsetReader(client, 3, 0).latest_offsets([A0])
+    assert client.calls == 3
+    client = Failing([ConfigError("bad option")])
+    with pytest.raises(ConfigError):
+        OffsetReader(client, 3, 0).latest_offsets([A0])
+    assert client.calls == 1
+    client = Failing([KafkaConnectionError("cut")])
+    with pytest.raises(KafkaConnectionError):
+        OffsetReader(client, 0, 0).latest_offsets([A0])  # below 1: still one attempt
+
+
+def test_rate_limit_prorates_like_spark_even_when_everything_fits():
+    """Spark computes each share as budget * (backlog / total) in floating point and floors
+    it, even when the whole backlog fits the budget: 22 * (15 / 22) is 14.999..., so one
+    record of the 22 waits for the next batch, exactly as in Spark."""
+    begin, end = {A0: 0, A1: 0}, {A0: 15, A1: 7}
+    assert rate_limit(begin, end, 22) == {A0: 14, A1: 7}
+    assert rate_limit(begin, end, 23) == {A0: 15, A1: 7}
