@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "PlanningError", "partitions_from_metadata", "fetch_metadata", "discover_partitions",
     "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
+    "resolve_batch",
 ]
 
 
@@ -335,13 +336,21 @@ def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetR
     pair them, narrow them by pushed filters (``pushdown.Narrowing``), split them.
     ``client`` is a ``protocol.cluster.KafkaClient`` (or anything with
     ``refresh_metadata`` and ``list_offsets``)."""
+    ranges, _ = resolve_batch(options, client, narrowing)
+    return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+
+
+def resolve_batch(options: "ReaderOptions", client, narrowing=None
+                  ) -> tuple[list[OffsetRange], dict[TopicPartition, int]]:
+    """``plan_batch`` before the split: the narrowed ranges, and the resolved end offset
+    of every partition read (also of those whose range came out empty)."""
     if options.for_streaming or options.ending_offsets is None:
         raise ConfigError("plan_batch needs options parsed for a batch query")
     metadata = fetch_metadata(options.subscription, client)
     partitions = partitions_from_metadata(options.subscription, metadata)
     partitions = [tp for tp in partitions if keeps_partition(narrowing, *tp)]
     if not partitions:
-        return []
+        return [], {}
     level = options.isolation_level_code
     starting = resolve_offsets(options.starting_offsets, partitions, client,
                                is_starting=True, isolation_level=level)
@@ -354,4 +363,4 @@ def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetR
             by_time = _list(client, {tp: narrowing.timestamp_min_ms for tp in partitions},
                             level, "timestamp filter")
         ranges = narrow_ranges(narrowing, ranges, by_time)
-    return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    return ranges, ending
