@@ -9,10 +9,12 @@ source writes it to a file of its own under the checkpoint (``sources/0/0``); a 
 source is not told where the checkpoint is, so this one keeps it where Spark keeps every
 other offset, in the offset log: the first ``latestOffset`` of a fresh query answers with
 the start itself, so batch 0 is empty and its logged end *is* the start. Spark re-runs an
-unfinished batch 0 after a restart and asks ``initialOffset`` again for its start; by then
-it has passed the logged end to ``partitions(end, end)`` (``setLatestSeenOffset``), and
-that is the answer. Resolving ``startingOffsets`` again (``latest`` has moved on) would
-skip or re-read records.
+unfinished batch 0 after a restart with ``initialOffset`` (resolved anew: ``latest`` has
+moved on) as its start and the logged end as its end, and asks for its partitions before
+any ``latestOffset``: that batch is empty by construction, so it plans nothing, and the
+next batch starts at the logged end. (Spark 4.3 tells a Python source with admission
+control nothing else about its checkpoint: ``setLatestSeenOffset`` reaches only sources
+without it.)
 
 Admission control (``latestOffset(start, limit)``):
 - ``maxOffsetsPerTrigger`` splits its budget across partitions in proportion to their
@@ -125,9 +127,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._bytes_per_offset: dict[TopicPartition, tuple[float, int]] = {}
         self._committed: dict | None = None  # last offsets committed to the group
         self._initial: dict | None = None  # a fresh query's start, resolved once
-        self._restored: dict | None = None  # the offset log's last end, from Spark
-        self._planned_or_asked = False  # any latestOffset or partitions call yet
-        self._start_unlogged = False  # initialOffset answered; batch 0 not planned yet
+        self._after_initial = False  # initialOffset answered, nothing asked since
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -154,10 +154,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                           known=known)
 
     def initialOffset(self) -> dict:
-        if self._restored is not None:
-            # A restart re-running batch 0: its logged end is its start (see the module
-            # docstring), and startingOffsets must not be resolved again.
-            return self._restored
         if self._initial is None:
             partitions = discover_partitions(self.options.subscription, self.client)
             start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
@@ -165,7 +161,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     isolation_level=self.options.isolation_level_code)
             self._initial = to_json(start)
             log.info("initial offsets: %s", self._initial)
-        self._start_unlogged = not self._planned_or_asked
+        self._after_initial = True
         return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:
@@ -188,15 +184,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # last batch of a run (Trigger.AvailableNow, a stopped query) would never reach the
         # group. ``start`` is the end of the last batch Spark finished: publish it here.
         self.commit(start)
-        self._planned_or_asked = True
         begin = from_json(start)
         if self._available_now and self._target is None:
             self._target = self._latest_offsets(known=begin)
-        if self._start_unlogged:
-            # Batch 0 of a fresh query: end it where it starts, so that the offset log
-            # holds the start before anything is read.
-            self._start_unlogged = False
+        if self._after_initial:
+            self._after_initial = False
             if start == self._initial:
+                # Batch 0 of a fresh query: end it where it starts, so that the offset log
+                # holds the start before anything is read.
                 self._latest = self._target
                 return start
         latest = dict(self._target) if self._target is not None else \
@@ -282,10 +277,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self.client.earliest_offsets(present) if present else {}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        if start == end and not self._planned_or_asked and self._restored is None:
-            # Spark's setLatestSeenOffset on a restart: the offset log's last end.
-            self._restored = end
-        self._planned_or_asked = True
+        if self._after_initial:
+            # Batch 0 (its start from initialOffset, no latestOffset since): empty by
+            # construction, whatever "latest" says now (see the module docstring).
+            self._after_initial = False
+            if start != end:
+                log.info("batch 0 again after a restart: it ends at %s, where the query "
+                         "started; nothing to read (startingOffsets now resolves to %s)",
+                         end, start)
+            return []
         begin, until = from_json(start), from_json(end)
         if self._target is not None and start != end:
             self._verify_available_now_end(until)

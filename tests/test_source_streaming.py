@@ -715,26 +715,38 @@ def test_available_now_batch_end_is_checked_against_the_target_and_latest():
 
 def test_fresh_query_logs_its_start_as_batch_0_and_a_restart_reuses_it():
     """Batch 0 of a fresh query ends where it starts (Spark writes that end to the offset
-    log before anything is read). A new reader on the same checkpoint, re-running an
-    unfinished batch 0, gets the logged offsets from Spark (``setLatestSeenOffset`` calls
-    ``partitions(end, end)``) and answers initialOffset with them, although "latest" has
-    moved on; batch 1 then reads everything written since."""
+    log before anything is read). A new reader on the same checkpoint re-running the
+    unfinished batch 0 gets initialOffset resolved anew (latest moved on) as the start and
+    the logged end as the end: it plans nothing, and the next batch reads everything
+    written since the first start. Spark's calls, in order, are replayed here."""
     client = StubClient({A0: 10, A1: 3})
     reader = stub_reader(client, startingOffsets="latest")
     start = reader.initialOffset()
     assert start == {"a": {"0": 10, "1": 3}}
-    assert reader.latestOffset(start, ReadAllAvailable()) == start
+    assert reader.latestOffset(start, ReadAllAvailable()) == start  # batch 0, logged
+    assert reader.initialOffset() == start  # runBatch asks again
+    assert reader.partitions(start, start) == []
     # killed here; records arrive; a new driver restarts from the checkpoint
     client.latest = {A0: 25, A1: 3}
     restarted = stub_reader(client, startingOffsets="latest")
-    assert restarted.partitions(start, start) == []  # setLatestSeenOffset
-    assert restarted.initialOffset() == start
-    assert restarted.partitions(start, start) == []  # batch 0 again
+    assert restarted.initialOffset() == {"a": {"0": 25, "1": 3}}
+    assert restarted.partitions({"a": {"0": 25, "1": 3}}, start) == []  # not "went back"
     end = restarted.latestOffset(start, ReadAllAvailable())
     assert end == {"a": {"0": 25, "1": 3}}
     assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [("a", 0, 10, 25)]
-    # a later latestOffset equal to the start is not mistaken for batch 0
-    assert reader.latestOffset(start, ReadAllAvailable()) == end
+
+
+def test_restart_of_batch_0_from_earliest_still_reads_everything():
+    """The re-run batch 0 of a query from "earliest" plans nothing, and the following
+    latestOffset (whose start equals the re-resolved start) is not taken for a fresh batch
+    0: the run reads the backlog."""
+    client = StubClient({A0: 10})
+    reader = stub_reader(client, startingOffsets="earliest")
+    reader.prepareForTriggerAvailableNow()
+    start = reader.initialOffset()
+    assert start == {"a": {"0": 0}}
+    assert reader.partitions(start, start) == []
+    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 10}}
 
 
 def test_new_partitions_are_read_from_their_earliest_offset():
