@@ -15,7 +15,10 @@ and responses, not just on bytes:
   connection, old and new (the client's connect still succeeds: the kernel accepts);
 - ``flip_byte(api_key, position=None, in_records=False)``: flip one byte of the next
   response of ``api_key``, at ``position`` in the frame or, with ``in_records``, inside the
-  record data of the first record batch of a Fetch response (past its CRC'd header).
+  record data of the first record batch of a Fetch response (past its CRC'd header);
+- ``rewrite_response(api_key, rewrite, count=1)``: hand responses of ``api_key`` to
+  ``rewrite(frame, version)``, which returns the frame to send instead or None to leave it
+  alone, until ``count`` of them were rewritten.
 
 The proxy rewrites nothing else: for a broker to be reached only through it, the broker
 must advertise the proxy's port (``TansuBroker(advertised_port=proxy.port)``); create the
@@ -56,6 +59,7 @@ class FaultProxy:
         self._seen: collections.Counter = collections.Counter()  # requests by api key
         self._flips: list[dict] = []
         self.flipped: list[dict] = []  # what flip_byte did: api, position, topic, partition...
+        self._rewrites: list[list] = []  # [api key, rewrite, responses still to rewrite]
         self._cutter: threading.Thread | None = None
         self._cut_interval: float | None = None
         self._accepter = threading.Thread(target=self._accept, name="fault-proxy-accept",
@@ -119,6 +123,27 @@ class FaultProxy:
                                 "in_records": in_records, "record_byte": record_byte,
                                 "xor": xor})
 
+    def rewrite_response(self, api_key: int, rewrite, count: int = 1) -> None:
+        with self._lock:
+            self._rewrites.append([api_key, rewrite, count])
+
+    def pending_rewrites(self, api_key: int) -> int:
+        with self._lock:
+            return sum(n for key, _, n in self._rewrites if key == api_key)
+
+    def _rewrite(self, api_key: int, version: int, frame: bytearray) -> bytearray:
+        with self._lock:
+            entry = next((e for e in self._rewrites if e[0] == api_key and e[2] > 0), None)
+        if entry is None:
+            return frame
+        new = entry[1](frame, version)
+        if new is None:
+            return frame
+        with self._lock:
+            entry[2] -= 1
+            self.stats["rewrites"] += 1
+        return bytearray(new)
+
     def reset(self) -> None:
         """No more faults (cutting stops, a stall ends) and the counters start again."""
         with self._lock:
@@ -130,6 +155,7 @@ class FaultProxy:
             self._seen.clear()
             self._flips.clear()
             self.flipped.clear()
+            self._rewrites.clear()
             self.stats.clear()
 
     @property
@@ -337,6 +363,7 @@ class _Pipe:
             flip = self.proxy._take_flip(api_key)
             if flip is not None:
                 self._flip(frame, api_key, version, flip)
+            frame = self.proxy._rewrite(api_key, version, frame)
             if self.down_budget is not None:
                 if len(frame) >= self.down_budget:
                     try:
