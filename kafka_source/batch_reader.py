@@ -1,4 +1,12 @@
-"""``spark.read.format("pykafka")``: plan on the driver, fetch on the executors."""
+"""``spark.read.format("pykafka")``: plan on the driver, fetch on the executors.
+
+Spark plans a batch DataFrame's input partitions once and runs every later action on the
+same plan, where Spark's own Kafka relation looks its offsets up again for each action. So
+that a second ``count()`` sees the records written since the first, the last range of each
+partition whose end is "latest" (``endingOffsets`` latest or -1, or an ending timestamp)
+looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that had nothing
+to read at planning gets an empty range that does the same.
+"""
 
 from __future__ import annotations
 
@@ -9,23 +17,67 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from protocol.cluster import KafkaClient
 
-from .fetcher import read_range
+from .fetcher import OpenEnd, read_range
 from .offset_reader import OffsetReader
 from .options import ReaderOptions
-from .offset_specs import OffsetRange
-from .planning import plan_batch
+from .offset_specs import (LATEST, GlobalTimestamp, LatestOffsets, OffsetRange, OffsetSpec,
+                           SpecificOffsets, SpecificTimestamps, TopicPartition)
+from .planning import plan_ranges, resolve_batch
 
 
 class KafkaInputPartition(InputPartition):
-    """One offset range; small and picklable."""
+    """One offset range (its end looked up at read time with ``open_end``); small and
+    picklable."""
 
-    def __init__(self, rng: OffsetRange):
+    def __init__(self, rng: OffsetRange, open_end: OpenEnd | None = None):
         super().__init__(tuple(rng))
         self.range = rng
+        self.open_end = open_end
 
     def __repr__(self) -> str:
         r = self.range
-        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {r.end}))"
+        end = f"{r.end}.." if self.open_end is not None else r.end
+        return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {end}))"
+
+
+def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenEnd | None:
+    """Whether ``tp``'s end under the ending spec moves as records arrive."""
+    if isinstance(spec, LatestOffsets):
+        return OpenEnd(None, cap)
+    if isinstance(spec, SpecificOffsets):
+        return OpenEnd(None, cap) if spec.as_dict.get(tp) == LATEST else None
+    if isinstance(spec, SpecificTimestamps):
+        return OpenEnd(spec.as_dict[tp], cap) if tp in spec.as_dict else None
+    if isinstance(spec, GlobalTimestamp):
+        return OpenEnd(spec.timestamp, cap)
+    return None
+
+
+def plan_partitions(options: ReaderOptions, client, narrowing=None) -> list[KafkaInputPartition]:
+    """``planning.plan_batch``'s ranges as input partitions, with open ends (see the module
+    docstring)."""
+    ranges, ends = resolve_batch(options, client, narrowing)
+    split = plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    cap = narrowing.offset_max if narrowing is not None else None
+    floor = narrowing.offset_min if narrowing is not None else None
+    last: dict[TopicPartition, int] = {}
+    for i, r in enumerate(split):
+        j = last.get(r.topic_partition)
+        if j is None or r.end > split[j].end:
+            last[r.topic_partition] = i
+    parts = [KafkaInputPartition(r, open_end_for(options.ending_offsets, r.topic_partition,
+                                                 cap) if last[r.topic_partition] == i
+                                 else None)
+             for i, r in enumerate(split)]
+    for tp, end in sorted(ends.items()):
+        if tp in last:
+            continue
+        open_end = open_end_for(options.ending_offsets, tp, cap)
+        start = max(end, floor or 0)
+        if open_end is None or (cap is not None and cap <= start):
+            continue
+        parts.append(KafkaInputPartition(OffsetRange(tp[0], tp[1], start, start), open_end))
+    return parts
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -38,11 +90,11 @@ class KafkaBatchReader(DataSourceReader):
         with KafkaClient(o.client_config) as client:
             offsets = OffsetReader(client, o.fetch_offset_num_retries,
                                    o.fetch_offset_retry_interval_ms)
-            ranges = plan_batch(o, offsets, narrowing=self.pushed)
-        return [KafkaInputPartition(r) for r in ranges]
+            return plan_partitions(o, offsets, narrowing=self.pushed)
 
     def read(self, partition: KafkaInputPartition) -> Iterator:
-        yield from read_range(self.options, partition.range)
+        yield from read_range(self.options, partition.range,
+                              getattr(partition, "open_end", None))
 
 
 class KafkaPushdownBatchReader(KafkaBatchReader):

@@ -11,11 +11,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Iterator
+from typing import Iterator, NamedTuple
 
 import pyarrow as pa
 
-from protocol.cluster import KafkaClient, READ_COMMITTED
+from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
 from protocol.records.decode_arrow import decode_records
@@ -25,6 +25,17 @@ from .offset_specs import OffsetRange
 log = logging.getLogger("pykafka.source")
 
 OFFSET_OUT_OF_RANGE = 1
+
+
+class OpenEnd(NamedTuple):
+    """A range whose end is looked up when the task runs, not when the read was planned:
+    the partition's latest offset, or with ``timestamp`` the first offset at or after that
+    time (the latest when there is none), never beyond ``cap`` (a pushed-down offset bound)
+    and never below the planned end. Spark plans a batch DataFrame's partitions once and
+    runs every action on that plan; this is how a second action sees new records."""
+
+    timestamp: int | None = None
+    cap: int | None = None
 
 
 class DataLossError(PyKafkaError):
@@ -72,15 +83,38 @@ class _Fetcher:
         return self.rng.end
 
 
-def read_range(options, rng: OffsetRange) -> Iterator[pa.RecordBatch]:
-    """Yield the records of ``rng`` (offsets ``[start, end)``) as Spark-schema batches."""
-    if rng.end <= rng.start:
+def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange,
+                      open_end: OpenEnd) -> int:
+    tp = (rng.topic, rng.partition)
+    level = options.isolation_level_code
+    wanted = LATEST_TIMESTAMP if open_end.timestamp is None else open_end.timestamp
+    found = client.list_offsets({tp: wanted}, level)[tp][0]
+    if found < 0:  # no record at or after the timestamp: the end is the latest offset
+        found = client.latest_offsets([tp], level)[tp]
+    end = max(rng.end, found)
+    return end if open_end.cap is None else min(end, max(rng.end, open_end.cap))
+
+
+def read_range(options, rng: OffsetRange,
+               open_end: OpenEnd | None = None) -> Iterator[pa.RecordBatch]:
+    """Yield the records of ``rng`` (offsets ``[start, end)``) as Spark-schema batches;
+    with ``open_end``, the end is looked up first (see ``OpenEnd``)."""
+    if rng.end <= rng.start and open_end is None:
         return
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
     base = options.client_config
     config = dataclasses.replace(base)
     client = KafkaClient(config)
+    if open_end is not None:
+        try:
+            rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
+        except BaseException:
+            client.close()
+            raise
+        if rng.end <= rng.start:
+            client.close()
+            return
     f = _Fetcher(options, rng, client)
     offset, end = rng.start, rng.end
     timeout_s = options.poll_timeout_ms / 1000
