@@ -122,6 +122,7 @@ def read_range(options, rng: OffsetRange,
     backoff = base.retry_backoff_ms / 1000
     pending = None
     last_error: Exception | None = None
+    stable_end: int | None = None  # read_committed: the last stable offset we wait behind
 
     def time_left_ms() -> int:
         left = max(1, int((deadline - time.monotonic()) * 1000))
@@ -131,6 +132,14 @@ def read_range(options, rng: OffsetRange,
 
     try:
         while offset < end:
+            if time.monotonic() > deadline and stable_end is not None:
+                # As Spark's consumer: still nothing to read at or past the last stable
+                # offset after the poll timeout is data loss, not a timeout.
+                f.lost(offset, end, f"the last stable offset stayed at {stable_end} for "
+                                    f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} "
+                                    "ms: a transaction was left open, or the records "
+                                    "were aborted or deleted")
+                break
             if time.monotonic() > deadline:
                 raise KafkaTimeoutError(
                     f"Reading topic {rng.topic!r} partition {rng.partition} made no progress at "
@@ -182,7 +191,7 @@ def read_range(options, rng: OffsetRange,
                         pending = f.start(next_offset)
                     except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
                         last_error = e  # sent again at the top of the loop
-                offset = next_offset
+                offset, stable_end = next_offset, None
                 if batch.num_rows:
                     yield batch
                 # The time Spark spent on the batch is not the broker's.
@@ -196,6 +205,7 @@ def read_range(options, rng: OffsetRange,
                 # The log ends before the range does: it was truncated under us.
                 f.lost(offset, end, f"the log now ends at offset {limit}")
                 break
+            stable_end = limit if f.read_committed and limit <= offset else None
             last_error = None
             time.sleep(backoff)
         if f.lost_records:

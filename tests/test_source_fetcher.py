@@ -115,3 +115,38 @@ def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
         with pytest.raises(KafkaTimeoutError):
             OffsetReader(client, 1, 50).latest_offsets([tp])
         mock_cluster.clear_request_errors(2)
+
+
+@pytest.mark.parametrize("fail_on_data_loss", [True, False])
+def test_read_committed_past_the_last_stable_offset_is_data_loss(tansu, topic_name, caplog,
+                                                                fail_on_data_loss):
+    """A read_committed range ending past the last stable offset (a transaction left open):
+    after kafkaConsumer.pollTimeoutMs, as in Spark, it is data loss, not a timeout:
+    failOnDataLoss=true fails naming the range, false returns the committed records and
+    skips the rest."""
+    from protocol.cluster import KafkaClient
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.create_topics({topic_name: 1})
+    produce(tansu.bootstrap, topic_name, 5)  # offsets 0-4, outside any transaction
+    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap,
+                                  "transactional.id": f"tx-{topic_name}"})
+    p.init_transactions(10)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic_name, value=b"open-%d" % i, partition=0)
+    assert p.flush(10) == 0  # offsets 5-7, in a transaction never committed
+    o = options(tansu.bootstrap, **{"kafka.isolation.level": "read_committed",
+                                    "kafkaConsumer.pollTimeoutMs": 1500,
+                                    "failOnDataLoss": str(fail_on_data_loss).lower()})
+    try:
+        if fail_on_data_loss:
+            with pytest.raises(DataLossError) as info:
+                list(read_range(o, OffsetRange(topic_name, 0, 0, 8)))
+            message = str(info.value)
+            assert "[5, 8)" in message and "last stable offset" in message, message
+        else:
+            got = rows(read_range(o, OffsetRange(topic_name, 0, 0, 8)))
+            assert [v for _, v in got] == [b"v%d" % i for i in range(5)]
+            assert "skipped 3 offsets" in caplog.text
+    finally:
+        p.abort_transaction(10)
