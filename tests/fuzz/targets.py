@@ -165,14 +165,15 @@ def seeds_response() -> list[bytes]:
 
 # ---- record batches (v2 and legacy message sets) --------------------------------------------
 
-def run_records(data: bytes) -> None:
+def run_records(data: bytes):
     """data[0] sets the options (headers, read_committed with an aborted transaction, CRC
     checks off so mutations reach the record parser, a start offset inside the data);
-    the rest is the RECORDS field of a Fetch partition."""
+    the rest is the RECORDS field of a Fetch partition. Returns what decode_records
+    returns (None for no input)."""
     if not data:
-        return
+        return None
     flags = data[0]
-    decode_records(data[1:], topic="fuzz", partition=7, start_offset=(flags >> 5) & 3,
+    return decode_records(data[1:], topic="fuzz", partition=7, start_offset=(flags >> 5) & 3,
                    end_offset=None if flags & 0x10 else 40,
                    include_headers=bool(flags & 1), read_committed=bool(flags & 2),
                    aborted_transactions=[(1234, 2)] if flags & 2 else None,
