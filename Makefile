@@ -22,7 +22,8 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
 
-# A wheel (pip install dist/*.whl) and a zip for spark-submit --py-files, both in dist/.
+# A wheel (pip install dist/*.whl; platform-specific when the optional C decoder compiled)
+# and a zip for spark-submit --py-files (pure Python), both in dist/.
 dist: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w dist .
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
