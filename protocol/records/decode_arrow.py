@@ -397,7 +397,7 @@ def _decode_arena(p: _Pending, counts, batch_of_last, topic, partition, start_of
     section_end = np.cumsum(np.array([len(s) for s in p.sections], dtype=np.int64))
 
     # 1. record boundaries: the one sequential walk
-    ends = find_record_ends(data, a, total, limit)
+    ends = find_record_ends(data, a, total, limit, (batch_of_last + 1).tolist())
     if ends is None:
         ends_list, err = walk_records_general(data, total, limit)
         if err is None:  # pragma: no cover - the two walks agree on what they accept

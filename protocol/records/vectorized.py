@@ -13,6 +13,8 @@ gather a few bytes past a record never leaves the array; positions are int64.
 
 from __future__ import annotations
 
+from bisect import bisect_left
+
 import numpy as np
 
 #: Readable slack after the data in every array the decoders gather from.
@@ -217,47 +219,65 @@ def _record_advance(data, p: int, limit: int) -> int | None:
     return None
 
 
-def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int) -> np.ndarray | None:
+def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int,
+                     batch_ends: list[int] | None = None) -> np.ndarray | None:
     """End positions of ``count`` records laid end to end from byte 0 of ``data`` (``a`` is
     the same bytes as a uint8 array with ``PAD`` bytes of slack), ending at ``limit``.
+    ``batch_ends`` (optional): the number of records up to the end of each batch, rising.
 
     Runs of records of one size (fixed-width keys and values are common) are found with
     numpy: guess that the next records have the size of the current one and check every
     guess at once (a record whose length prefix has the same bytes has the same size).
-    When the runs turn out short, a list comprehension follows the length prefixes from
-    there (``walk_records``). (Finding record starts from the zero byte that closes records
-    without headers was tried too: slower than the walk here.)
+    Sizes change where a varint grows (the offset delta at record 64 of every batch) and
+    back at the start of the next batch, so a guess reaches to the end of a batch: to the
+    end of the one holding the record ``run`` records ahead, ``run`` growing fourfold after
+    each guess that held and back to 64 after one that did not. When the runs turn out
+    short, a list comprehension follows the length prefixes from there (``walk_records``).
+    (Finding record starts from the zero byte that closes records without headers was
+    tried too: slower than the walk here.)
 
     Returns None when the records cannot be followed (the caller then reports the error
     through ``walk_records_general``).
     """
     ends = np.empty(count, dtype=np.int64)
-    k = p = rounds = 0
+    if batch_ends is None or not batch_ends or batch_ends[-1] != count:
+        batch_ends = [count]
+    nb = len(batch_ends)
+    k = p = misses = 0
     run = 64
+    steps = None
     while k < count:
         size = _record_advance(data, p, limit)
         if size is None:
             return None
-        m = min(count - k, run, (limit - p) // size)
+        b = bisect_left(batch_ends, k + run)
+        m = min((batch_ends[b] if b < nb else count) - k, (limit - p) // size)
         if m < 2:
             ends[k] = p + size
             k += 1
             p += size
         else:
+            if steps is None or steps.size < m:
+                steps = np.arange(max(m, min(count, 1024)), dtype=np.int64)
+            guess = steps[:m] * size
+            guess += p
             # a record whose length prefix has the same bytes has the same size
-            guess = p + size * np.arange(m, dtype=np.int64)
             same = a[guess] == data[p]
             i = p
             while data[i] >= 0x80:
                 i += 1
                 same &= a[guess + (i - p)] == data[i]
-            j = int(np.argmin(same)) if not same.all() else m
-            ends[k:k + j] = guess[:j] + size
+            j = int(same.argmin()) if not same.all() else m
+            ends[k:k + j] = guess[:j]
+            ends[k:k + j] += size
             k += j
             p += j * size
-            run = min(run * 4, 1 << 16) if j == m else max(64, run // 2)
-        rounds += 1
-        if k < count and (k < 16 or (rounds >= 2 and k < rounds * 128)):
+            if j == m:
+                run = min(run * 4, 1 << 16)
+            else:
+                run = 64
+                misses += 1
+        if k < count and (k < 16 or (misses >= 2 and k < misses * 64)):
             break  # the sizes vary
     if k == count:
         return ends
