@@ -65,6 +65,9 @@ _PADDING = bytes(PAD)
 # arena keeps the vectorised pass in cache (measurably faster than one big pass, even with
 # the final concatenation), and int32 offsets are then never at risk.
 _ARENA_TARGET = 1 << 20
+# The compiled decoder (accel.py) works batch by batch, so it needs no cache-sized arena:
+# one pass per call spares the final concatenation of the chunks.
+_COMPILED_ARENA_TARGET = 1 << 28
 _MAX_DECOMPRESSED_LIMIT = 1 << 30
 
 
@@ -142,6 +145,7 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
     unpack_header = _batch.HEADER_STRUCT.unpack_from
     crc32c = _batch.crc32c
     decompress = _compression.decompress
+    arena_target = _ARENA_TARGET if _accel.module() is None else _COMPILED_ARENA_TARGET
     while n - pos >= _batch.LOG_OVERHEAD:
         base_offset, length = _PREFIX.unpack_from(buf, pos)
         if length < 5:  # cannot even reach the magic byte
@@ -198,7 +202,7 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
                     raise CorruptRecordError(
                         f"record batch claims {count} records in {len(section)} bytes",
                         topic=topic, partition=partition, offset=base_offset)
-                if pending.size + len(section) > _ARENA_TARGET and pending.sections:
+                if pending.size + len(section) > arena_target and pending.sections:
                     chunks.append(_decode_pending(pending, ctx, start_offset, end_offset,
                                                   include_headers, schema))
                     pending = _Pending()
