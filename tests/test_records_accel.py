@@ -253,3 +253,19 @@ def test_records_with_one_byte_changed(seed, n, headers):
     data = _wrap(bytes(section), n, last_delta=h.last_offset_delta,
                  base_ts=h.base_timestamp, max_ts=h.max_timestamp)
     _assert_same(data, include_headers=headers)
+
+
+def test_direct_calls_with_impossible_counts_are_refused_before_allocating():
+    """Counts the bytes cannot hold (a record takes 7 at least) are refused up front,
+    whatever the caller passes; mismatched lists are a caller's bug (ValueError)."""
+    ext = accel.module()
+    section = _record(_body())
+    for count in (2, 10**9, (1 << 31) - 1):
+        assert ext.decode_sections([section], [0], [count], [TS], [TS], [0], [count], 0,
+                                   None, True) is None
+    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [-1], 0, None,
+                               True) is None
+    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [1], 0, None,
+                               True)[0] == 1
+    with pytest.raises(ValueError):
+        ext.decode_sections([section], [0, 1], [0], [TS], [TS], [0], [1], 0, None, True)

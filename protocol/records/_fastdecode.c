@@ -360,11 +360,11 @@ decode_sections(PyObject *self, PyObject *args)
             Py_RETURN_NONE;
     }
     Py_buffer *views = PyMem_Calloc(nb ? nb : 1, sizeof(Py_buffer));
-    Rec *recs = PyMem_Malloc((total ? total : 1) * sizeof(Rec));
+    Rec *recs = NULL;
     int64_t *meta = PyMem_Malloc((nb ? nb : 1) * 6 * sizeof(int64_t));
     PyObject *result = NULL;
     Py_ssize_t got = 0, kept = 0;
-    if (!views || !recs || !meta) {
+    if (!views || !meta) {
         PyErr_NoMemory();
         goto done;
     }
@@ -386,15 +386,25 @@ decode_sections(PyObject *self, PyObject *args)
                 || list_int64(log_appends, b, &m[4]) || list_int64(counts, b, &m[5]))
             goto done;
     }
+    /* The GIL stays held: no other thread may change the bytes between the checks and the
+     * copies (the copies trust what the checks saw). A record takes 7 bytes at least: a
+     * count beyond that is refused before the per-record table is allocated. */
     int bad = 0;
-    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t b = 0; b < nb && !bad; b++)
+        bad = meta[6 * b + 5] > views[b].len / 7;
+    if (!bad) {
+        recs = PyMem_Malloc((total ? total : 1) * sizeof(Rec));
+        if (!recs) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
     for (Py_ssize_t b = 0; b < nb && !bad; b++) {
         const int64_t *m = &meta[6 * b];
         bad = walk_section((const uint8_t *)views[b].buf, views[b].len, m[5], m[0], m[1], m[2],
                            m[3], m[4] != 0, start_offset, has_end, end_offset, recs, &kept,
                            &header_total);
     }
-    Py_END_ALLOW_THREADS
     if (bad) {
         result = Py_None;
         Py_INCREF(result);
