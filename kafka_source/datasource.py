@@ -4,15 +4,103 @@ Registered automatically as ``pyspark_pykafka.DefaultSource`` when the package i
 installed (or on the executors' Python path); otherwise register it by hand with
 ``spark.dataSource.register(KafkaDataSource)``. The options are documented in
 ``kafka_source.options`` and the README.
+
+Where Spark's Python workers cannot import the connector (README, "Ways to load the
+connector"), the two failures Spark would report as a bare ``No module named
+'kafka_source'`` are turned into errors that say what to install:
+
+- A streaming read is planned by ``pyspark.sql.streaming.python_streaming_source_runner``,
+  which Spark (4.3: ``PythonStreamingSourceRunner.init``) starts with the Spark files
+  directory ``<root>/streaming_job`` instead of the session's, so it never sees Python files
+  a session added (``--py-files``, ``SparkContext.addPyFile``, Spark Connect's
+  ``addArtifacts``). The data source pickles itself with a loader that travels by value
+  (:func:`_restore_data_source`) and explains this when the import fails.
+- Over Spark Connect, a streaming query's tasks get no session artifacts either
+  (``PythonStreamingWrite`` and ``PythonMicroBatchStream.createReaderFactory`` pass no
+  session UUID), so :meth:`KafkaDataSource.streamWriter` refuses to plan a streaming write
+  when the connector came only from this session's artifacts.
 """
 
 from __future__ import annotations
+
+import os
+import re
+import sys
 
 from pyspark.sql.datasource import DataSource
 
 from protocol.errors import ConfigError
 
 from .spark_schema import kafka_schema, kafka_schema_ddl
+
+
+_INSTALL_HINT = (
+    "Install it where Spark runs its Python workers: pip install the pyspark-pykafka wheel "
+    "('make dist' builds it) on the Spark driver or Spark Connect server and on every "
+    "executor, next to its dependencies.")
+
+
+def _restore_data_source(module_name: str, qualname: str, state: dict):
+    """Rebuild a pickled :class:`KafkaDataSource` in one of Spark's Python workers.
+
+    This function is pickled by value (its ``__module__`` names no importable module, so
+    cloudpickle, which Spark uses, ships its code), so it runs even in a worker that cannot
+    import the connector, and then says why instead of a bare ``No module named ...``."""
+    import importlib
+    import sys as _sys
+
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        spec = getattr(_sys.modules.get("__main__"), "__spec__", None)
+        where = f"Spark's Python worker {spec.name}" if spec else "This Python process"
+        raise ModuleNotFoundError(
+            f"{where} cannot import pyspark-pykafka ({exc}). Spark "
+            "does not give the Python files added to a session (Spark Connect's "
+            "spark.addArtifacts(..., pyfile=True), SparkContext.addPyFile, spark-submit "
+            "--py-files) to the worker that plans a streaming read "
+            "(pyspark.sql.streaming.python_streaming_source_runner); batch reads and "
+            "writes do get them. " + _INSTALL_HINT + " With spark-submit in client mode, "
+            "putting the zip on the PYTHONPATH that spark-submit starts with also works.",
+            name=exc.name) from exc
+    obj = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    source = obj.__new__(obj)
+    source.__dict__.update(state)
+    return source
+
+
+# No importable module by this name: cloudpickle pickles the function by value.
+_restore_data_source.__module__ = "pyspark_pykafka_unpickle"
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def _session_artifacts_only() -> str | None:
+    """The session artifact directory this connector was imported from, when that is the
+    only place this Python process can import it from; else None.
+
+    Spark's Python workers learn their Spark files directory in
+    ``worker_util.setup_spark_files``; for a Spark Connect session it is the session's own
+    directory, ``<root>/<session uuid>``, and its Python files are put on ``sys.path``."""
+    try:
+        from pyspark.core.files import SparkFiles
+    except ImportError:  # pyspark-client only: not one of Spark's workers
+        return None
+    root = SparkFiles._root_directory if SparkFiles._is_running_on_worker else None
+    if not root or not _UUID.fullmatch(os.path.basename(os.path.normpath(root))):
+        return None
+    root = os.path.normpath(root) + os.sep
+    here = os.path.normpath(os.path.abspath(__file__))
+    if not here.startswith(root):
+        return None
+    from importlib.machinery import PathFinder
+    elsewhere = [p for p in sys.path
+                 if not os.path.normpath(os.path.abspath(p or os.curdir)).startswith(root)]
+    if PathFinder.find_spec("kafka_sink", elsewhere) is not None:
+        return None  # installed as well: a streaming query's tasks find it
+    return root.rstrip(os.sep)
 
 
 def _include_headers(options) -> bool:
@@ -25,7 +113,16 @@ class KafkaDataSource(DataSource):
     def name(cls) -> str:
         return "pykafka"
 
+    def __reduce__(self):
+        cls = type(self)
+        return _restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))
+
     def schema(self) -> str:
+        # Spark calls this at load() (not for writes, and not when the user gives a schema):
+        # raise option errors there, as Spark's connector does (only those of batch and
+        # streaming reads alike: Spark does not say here which one this is).
+        from .options import check_reader_options
+        check_reader_options(self.options)
         return kafka_schema_ddl(_include_headers(self.options))
 
     def _check_schema(self, schema) -> None:
@@ -52,5 +149,13 @@ class KafkaDataSource(DataSource):
         return create_writer(self.options, schema, overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
+        artifacts = _session_artifacts_only()
+        if artifacts is not None:
+            raise RuntimeError(
+                "Streaming writes with pyspark-pykafka need it installed on the Spark "
+                "Connect server: this session has it only from its Python artifacts "
+                f"(spark.addArtifacts, in {artifacts}), which Spark gives to batch queries "
+                "but not to the tasks of a streaming query. " + _INSTALL_HINT +
+                " Batch reads and writes work with addArtifacts alone.")
         from kafka_sink.writer import create_stream_writer
         return create_stream_writer(self.options, schema, overwrite)
