@@ -1,5 +1,5 @@
-"""The benchmark cases that need no Spark: the wire limit, the decoders, one-process reads
-and the confluent-kafka producer loop. Each returns the seconds it took (and checks the
+"""The benchmark cases that need no Spark: the wire limit, the decoders and pykafka's
+one-process read (the peers' reads and writes are in peers.py). Each returns the seconds it took (and checks the
 record count, so a fast wrong answer cannot pass for a fast right one)."""
 
 from __future__ import annotations
@@ -108,11 +108,6 @@ def decode_ours(ds, responses, include_headers: bool = True) -> float:
     return elapsed
 
 
-_HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False),
-                                    pa.field("value", pa.binary())]))
-_TS_TYPE = pa.timestamp("ms", tz="UTC")
-
-
 def kafka_python_sample(responses, ds, max_records: int) -> tuple[list, int]:
     """The first responses holding about ``max_records`` records (kafka-python is slow)."""
     sample, rows = [], 0
@@ -128,31 +123,24 @@ def kafka_python_sample(responses, ds, max_records: int) -> tuple[list, int]:
     return sample, rows
 
 
-def decode_kafka_python(ds, sample, sample_rows: int) -> float:
+def decode_kafka_python(ds, sample, sample_rows: int, include_headers: bool = True) -> float:
     """kafka-python's parser over the same Fetch bytes: MemoryRecords -> record objects ->
-    Python lists -> Arrow arrays, one RecordBatch per Fetch response."""
+    Python lists -> the same Arrow columns, one RecordBatch per Fetch response."""
     from kafka.record import MemoryRecords
+
+    from peers import arrow_batch
     topic = ds.topic
     start = time.perf_counter()
     rows = 0
     for partition, _, records in sample:
-        keys, values, offsets, stamps, headers = [], [], [], [], []
+        rs = []
         memory = MemoryRecords(records)
         while memory.has_next():
-            batch = memory.next_batch()
-            for r in batch:
-                keys.append(r.key)
-                values.append(r.value)
-                offsets.append(r.offset)
-                stamps.append(r.timestamp)
-                headers.append([{"key": k, "value": v} for k, v in r.headers])
-        n = len(offsets)
-        out = pa.RecordBatch.from_arrays(
-            [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-             pa.array([topic] * n, pa.string()), pa.array([partition] * n, pa.int32()),
-             pa.array(offsets, pa.int64()), pa.array(stamps, _TS_TYPE),
-             pa.array(headers, _HEADERS_TYPE)],
-            names=["key", "value", "topic", "partition", "offset", "timestamp", "headers"])
+            rs.extend(memory.next_batch())
+        out = arrow_batch(topic, [r.key for r in rs], [r.value for r in rs],
+                          [partition] * len(rs), [r.offset for r in rs],
+                          [r.timestamp for r in rs], [r.timestamp_type for r in rs],
+                          [r.headers for r in rs] if include_headers else None)
         rows += out.num_rows
     elapsed = time.perf_counter() - start
     if rows != sample_rows:
@@ -160,64 +148,15 @@ def decode_kafka_python(ds, sample, sample_rows: int) -> float:
     return elapsed
 
 
-def confluent_to_arrow(bootstrap: str, ds, chunk: int = 10_000) -> float:
-    """A confluent-kafka Consumer reading the topic (assigned partitions, from offset 0) into
-    Python lists, turned into an Arrow RecordBatch every ``chunk`` records."""
-    import confluent_kafka
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "bench-confluent",
-        "enable.auto.commit": False, "auto.offset.reset": "earliest",
-        # librdkafka otherwise pauses prefetching for 1 s whenever its queue is full
-        "fetch.queue.backoff.ms": 0, "queued.min.messages": 1_000_000})
-    try:
-        start = time.perf_counter()
-        consumer.assign([confluent_kafka.TopicPartition(ds.topic, p, 0) for p in ds.ends])
-        remaining = set(ds.ends)
-        ends = ds.ends
-        rows = 0
-        while remaining:
-            messages = consumer.consume(chunk, 1.0)
-            keys, values, partitions, offsets, stamps, headers = [], [], [], [], [], []
-            add_key, add_value, add_partition = keys.append, values.append, partitions.append
-            add_offset, add_stamp, add_headers = offsets.append, stamps.append, headers.append
-            for m in messages:
-                if m.error():
-                    raise RuntimeError(f"confluent-kafka: {m.error()}")
-                p, o = m.partition(), m.offset()
-                add_key(m.key())
-                add_value(m.value())
-                add_partition(p)
-                add_offset(o)
-                add_stamp(m.timestamp()[1])
-                add_headers([{"key": k, "value": v} for k, v in m.headers() or ()])
-                if o + 1 >= ends[p]:
-                    remaining.discard(p)
-            if not offsets:
-                continue
-            n = len(offsets)
-            out = pa.RecordBatch.from_arrays(
-                [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-                 pa.array([ds.topic] * n, pa.string()), pa.array(partitions, pa.int32()),
-                 pa.array(offsets, pa.int64()), pa.array(stamps, _TS_TYPE),
-                 pa.array(headers, _HEADERS_TYPE)],
-                names=["key", "value", "topic", "partition", "offset", "timestamp", "headers"])
-            rows += out.num_rows
-        elapsed = time.perf_counter() - start
-    finally:
-        consumer.close()
-    if rows != ds.records:
-        raise RuntimeError(f"confluent-kafka: {rows} rows, {ds.records} expected")
-    return elapsed
-
-
-def read_one_process(bootstrap: str, ds) -> float:
+def read_one_process(bootstrap: str, ds, include_headers: bool = True) -> float:
     """pykafka's executor code (``read_range``: pipelined Fetch + decode) over every
-    partition in turn, in this process: the like-for-like of the confluent-kafka loop."""
+    partition in turn, in this process: the like-for-like of the peers' consumer loops."""
     from kafka_source.fetcher import read_range
     from kafka_source.options import parse_reader_options
     from kafka_source.planning import OffsetRange
     options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
-                                    "subscribe": ds.topic, "includeHeaders": "true"})
+                                    "subscribe": ds.topic,
+                                    "includeHeaders": str(include_headers).lower()})
     start = time.perf_counter()
     rows = 0
     for p, end in ds.ends.items():
@@ -226,39 +165,6 @@ def read_one_process(bootstrap: str, ds) -> float:
     elapsed = time.perf_counter() - start
     if rows != ds.records:
         raise RuntimeError(f"read_range: {rows} rows, {ds.records} expected")
-    return elapsed
-
-
-def confluent_rows(table: pa.Table):
-    """Python lists of the rows a producer loop sends (built before the clock starts)."""
-    keys = table.column("key").to_pylist()
-    values = table.column("value").to_pylist()
-    headers = [[(h["key"], h["value"]) for h in hs] for hs in table.column("headers").to_pylist()]
-    return keys, values, headers
-
-
-def confluent_produce(bootstrap: str, topic: str, rows, codec: str) -> float:
-    """A confluent-kafka Producer loop (idempotent, acks=all, like the sink's defaults)."""
-    import confluent_kafka
-    keys, values, headers = rows
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-        "linger.ms": 5, "compression.type": codec,
-        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576})
-    produce, poll = producer.produce, producer.poll
-    start = time.perf_counter()
-    for key, value, hs in zip(keys, values, headers):
-        while True:
-            try:
-                produce(topic, value, key, headers=hs)
-                break
-            except BufferError:
-                poll(0.01)
-        poll(0)
-    remaining = producer.flush(300)
-    elapsed = time.perf_counter() - start
-    if remaining:
-        raise RuntimeError(f"confluent-kafka left {remaining} records undelivered")
     return elapsed
 
 

@@ -1,5 +1,7 @@
 """``make bench``: pyspark-pykafka side by side with the Python clients users would pick
-instead (confluent-kafka, kafka-python), on data sets produced once to a Tansu broker.
+instead (confluent-kafka, aiokafka, kafka-python: peers.py, each configured for throughput
+as its documentation says, every setting with its reason), on data sets produced once to a
+Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
         [--only wire,decode,read,stream,write,memory] [--sail-source PATH/kafka.py]
@@ -7,26 +9,32 @@ instead (confluent-kafka, kafka-python), on data sets produced once to a Tansu b
 
 Cases (every case runs once per round; rounds interleave the contenders so a busy machine
 slows them alike; the table shows medians, the spread (max - min) / median and ratios
-taken within each round):
+taken within each round). Every read and decode is measured twice: without the headers
+column (Spark's default, ``includeHeaders=false``) and with it; every contender builds the
+same Arrow columns (the pykafka reader's schema), each its fastest way.
 
 1. wire limit: the topic's record bytes fetched with no decoding, pipelined, with the
    reader's fetch sizes, over ``--cores`` processes (one task per partition, as Spark
    runs them) -- the ceiling for the read figures;
 2. decode, one core, the same Fetch bytes in memory: pykafka's Fetch-bytes -> Arrow decoder;
-   kafka-python's ``MemoryRecords`` -> Python values -> Arrow (on a sample, it is slow);
-   and confluent-kafka consuming the topic -> Python lists -> Arrow (it cannot be handed
-   bytes, so its figure includes the fetching, done by librdkafka's own threads);
+   kafka-python's ``MemoryRecords`` -> Python values -> Arrow (on a sample, it is slow).
+   The clients cannot be handed bytes otherwise: their read rows below (fetching included,
+   by their own threads where they have them) are the decoder's peers;
 3. read end to end: ``spark.read.format("pykafka")`` into the ``noop`` sink on
-   ``local[cores]``; pykafka's task code alone in one process; confluent-kafka -> Arrow in
-   one process; lakehq/sail's confluent-kafka based Python data source when its file is
-   given (it is not in a pysail release yet);
+   ``local[cores]``; pykafka's task code alone in one process; each peer's consumer ->
+   Arrow in one process (kafka-python on the first ``--kafka-python-records`` records);
+   lakehq/sail's confluent-kafka based Python data source when its file is given (it is
+   not in a pysail release yet);
 4. streaming: ``readStream`` with Trigger.AvailableNow into ``noop``;
-5. write: ``df.write.format("pykafka")`` of a cached DataFrame and a confluent-kafka
-   Producer loop over the same rows (idempotent, acks=all, both);
+5. write: ``df.write.format("pykafka")`` of a cached DataFrame and each peer's producer
+   loop over the same rows (idempotent where the peer can be, acks=all), without and with
+   a header per row; aiokafka and kafka-python on the first ``--slow-write-records`` rows
+   and uncompressed only (they are 4-10x slower);
 6. memory: peak RSS of Spark's Python workers during reads of two sizes.
 
-Nothing here is a test: no figure is asserted. pytest does not collect these files
-(no ``test_*.py`` names).
+The peers' settings and the reason for each are printed in results.md ("Peer settings");
+``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
+test: no figure is asserted. pytest does not collect these files (no ``test_*.py`` names).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ for path in (ROOT, HERE):
 import pyarrow as pa  # noqa: E402
 
 import cases  # noqa: E402
+import peers  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
 SECTIONS = ("wire", "decode", "read", "stream", "write", "memory")
@@ -133,6 +142,7 @@ def machine() -> dict:
                     break
     except OSError:
         pass
+    import aiokafka
     import confluent_kafka
     import kafka
     import pyspark
@@ -141,7 +151,7 @@ def machine() -> dict:
             "pyarrow": pa.__version__,
             "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
                                f"{confluent_kafka.libversion()[0]})",
-            "kafka-python": kafka.__version__}
+            "kafka-python": kafka.__version__, "aiokafka": aiokafka.__version__}
     info["load at start"] = "%.2f %.2f %.2f" % os.getloadavg()
     return info
 
@@ -158,10 +168,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sail-source", default=os.environ.get("SAIL_KAFKA_SOURCE"),
                         help="lakehq/sail's python/pysail/spark/datasource/kafka.py, to add "
                              "its Spark data source as a read peer")
-    parser.add_argument("--kafka-python-records", type=int, default=100_000,
-                        help="records in kafka-python's sample (per data set)")
+    parser.add_argument("--kafka-python-records", type=int, default=200_000,
+                        help="records in kafka-python's decode sample and read (per data "
+                             "set; it is slow)")
+    parser.add_argument("--slow-write-records", type=int, default=200_000,
+                        help="rows written by the aiokafka and kafka-python producers")
     parser.add_argument("--write-records", type=int, default=1_000_000,
                         help="rows written by the write cases (the first ones of 100B)")
+    parser.add_argument("--note", default="",
+                        help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
     parser.add_argument("--no-output", action="store_true")
     args = parser.parse_args(argv)
@@ -218,7 +233,8 @@ def main(argv=None) -> int:
             run_stream(results, spark, bootstrap, sets[0], args.rounds)
         if "write" in only:
             run_write(results, spark, bootstrap,
-                      sets[0].head(int(args.write_records * args.scale)), args.rounds)
+                      sets[0].head(int(args.write_records * args.scale)), args.rounds,
+                      int(args.slow_write_records * args.scale))
     finally:
         pool.shutdown()
         if spark is not None:
@@ -237,12 +253,16 @@ def main(argv=None) -> int:
     return 0
 
 
+HEADER_VARIANTS = (("", False), (":headers", True))  # case suffix, headers column
+
+
 def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: set, args,
               first: DataSet):
     responses = sample = None
     if "decode" in only:
         responses = cases.fetch_responses(bootstrap, ds)
         sample, sample_rows = cases.kafka_python_sample(responses, ds, args.kafka_python_records)
+    kafka_python_ds = ds.head(min(ds.records, int(args.kafka_python_records * args.scale)))
     if spark is not None and "read" in only:
         # warm the workers on this topic (and check the count once)
         rows = spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap) \
@@ -252,30 +272,38 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
         if ds is first:  # the JIT: a full read of each Spark path before the clock runs
             spark_read(spark, bootstrap, ds)
             spark_floor_read(spark, ds)
+        # the peers' imports and first connections, outside the clock
+        for name, read in peers.READERS.items():
+            read(bootstrap, ds.head(len(ds.ends) * 2), False)
     log(f"{ds.name}: {args.rounds} rounds")
     for _ in range(args.rounds):
         if "wire" in only:
             timed_round(results, "wire", ds, lambda: cases.wire(pool, bootstrap, ds))
-        if "decode" in only:
-            timed_round(results, "decode:pykafka", ds, lambda: cases.decode_ours(ds, responses))
-            timed_round(results, "decode:kafka-python", ds,
-                        lambda: cases.decode_kafka_python(ds, sample, sample_rows), sample_rows)
-            timed_round(results, "decode:confluent", ds,
-                        lambda: cases.confluent_to_arrow(bootstrap, ds))
-        if "read" in only:
-            timed_round(results, "read:pykafka-task", ds,
-                        lambda: cases.read_one_process(bootstrap, ds))
-            timed_round(results, "read:spark-pykafka", ds,
-                        lambda: spark_read(spark, bootstrap, ds), cpu=True)
-            if args.sail_source:
-                timed_round(results, "read:spark-sail", ds,
+        for sfx, headers in HEADER_VARIANTS:
+            if "decode" in only:
+                timed_round(results, "decode:pykafka" + sfx, ds,
+                            lambda: cases.decode_ours(ds, responses, headers))
+                timed_round(results, "decode:kafka-python" + sfx, ds,
+                            lambda: cases.decode_kafka_python(ds, sample, sample_rows, headers),
+                            sample_rows)
+            if "read" not in only:
+                continue
+            timed_round(results, "read:pykafka-task" + sfx, ds,
+                        lambda: cases.read_one_process(bootstrap, ds, headers))
+            for name, read in peers.READERS.items():
+                part = kafka_python_ds if name == "kafka-python" else ds
+                timed_round(results, f"read:{name}{sfx}", ds,
+                            lambda: read(bootstrap, part, headers), part.records, cpu=True)
+            extra = {"includeHeaders": str(headers).lower()}
+            timed_round(results, "read:spark-pykafka" + sfx, ds,
+                        lambda: spark_read(spark, bootstrap, ds, extra=extra), cpu=True)
+            if args.sail_source and headers:
+                timed_round(results, "read:spark-sail" + sfx, ds,
                             lambda: spark_read(spark, bootstrap, ds, "sailkafka"), cpu=True)
-            timed_round(results, "read:spark-floor", ds,
+        if "read" in only:
+            timed_round(results, "read:spark-floor:headers", ds,
                         lambda: spark_floor_read(spark, ds), cpu=True)
             if ds is first:
-                timed_round(results, "read:spark-pykafka-noheaders", ds,
-                            lambda: spark_read(spark, bootstrap, ds,
-                                               extra={"includeHeaders": "false"}), cpu=True)
                 timed_round(results, "read:spark-pykafka-tiny", ds,
                             lambda: spark_read_tiny(spark, bootstrap, ds), len(ds.ends))
     del responses, sample
@@ -304,39 +332,50 @@ def run_stream(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int
     from spark_cases import stream_noop
     log(f"streaming {ds.name}: {rounds} rounds")
     for _ in range(rounds):
-        timed_round(results, "stream:spark-pykafka", ds, lambda: stream_noop(spark, bootstrap, ds),
-                    cpu=True)
+        timed_round(results, "stream:spark-pykafka:headers", ds,
+                    lambda: stream_noop(spark, bootstrap, ds), cpu=True)
 
 
-def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int):
+def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
+              slow_records: int):
     from spark_cases import cached_rows, floor_write, new_topic, write_pykafka
     df = cached_rows(spark, bootstrap, ds)
-    table = pa.Table.from_batches(
-        cases_read_table(bootstrap, ds).to_batches()).select(["key", "value", "headers"])
-    rows = cases.confluent_rows(table)
-    del table
-    # warm the writer (workers, imports) with a small write
+    rows = peers.write_rows(cases_read_table(bootstrap, ds))
+    slow = ds.head(min(ds.records, slow_records))
+    slow_rows = tuple(column[:slow.records] for column in rows)
+    # warm the writers (workers, imports, first connections) with a small write
     write_pykafka(df.limit(1000), bootstrap, new_topic(bootstrap, ds.partitions), "none")
     floor_write(df.limit(1000))
+    for name, write in peers.WRITERS.items():
+        write(bootstrap, new_topic(bootstrap, ds.partitions),
+              tuple(column[:1000] for column in rows), "none", True)
     log(f"write floor {ds.name}: {rounds} rounds")
     for _ in range(rounds):
-        timed_round(results, "write:spark-floor", ds, lambda: floor_write(df), cpu=True)
+        timed_round(results, "write:spark-floor:headers", ds, lambda: floor_write(df), cpu=True)
     for codec in ("none", "lz4"):
         log(f"write {ds.name} rows, {codec}: {rounds} rounds")
-        checked = False
+        checked = set()
         for _ in range(rounds):
-            for case, fn in ((f"write:spark-pykafka:{codec}",
-                              lambda topic: write_pykafka(df, bootstrap, topic, codec)),
-                             (f"write:confluent:{codec}",
-                              lambda topic: cases.confluent_produce(bootstrap, topic, rows,
-                                                                    codec))):
-                topic = new_topic(bootstrap, ds.partitions)
-                timed_round(results, case, ds, lambda: fn(topic), cpu=True)
-                if not checked:
-                    n = cases.count_records(bootstrap, topic)
-                    if n != ds.records:
-                        raise RuntimeError(f"{case}: {n} records written, {ds.records} sent")
-            checked = True
+            for sfx, headers in HEADER_VARIANTS:
+                frame = df if headers else df.select("key", "value")
+                contenders = [("spark-pykafka", ds, lambda topic: write_pykafka(
+                    frame, bootstrap, topic, codec))]
+                for name, write in peers.WRITERS.items():
+                    part, part_rows = (ds, rows) if name == "confluent-kafka" else (slow, slow_rows)
+                    if part is slow and codec != "none":
+                        continue
+                    contenders.append((name, part, lambda topic, write=write, part_rows=part_rows:
+                                       write(bootstrap, topic, part_rows, codec, headers)))
+                for name, part, fn in contenders:
+                    case = f"write:{name}:{codec}{sfx}"
+                    topic = new_topic(bootstrap, ds.partitions)
+                    timed_round(results, case, ds, lambda: fn(topic), part.records, cpu=True)
+                    if case not in checked:
+                        n = cases.count_records(bootstrap, topic)
+                        if n != part.records:
+                            raise RuntimeError(f"{case}: {n} records written, "
+                                               f"{part.records} sent")
+                        checked.add(case)
     df.unpersist()
 
 
@@ -368,27 +407,68 @@ def run_memory(spark, bootstrap: str, sets: list[DataSet]):
 
 # ---- the report ---------------------------------------------------------------------------
 
-LABELS = {
-    "wire": "wire limit: Fetch, no decoding ({cores} processes)",
-    "decode:pykafka": "decode: pykafka Fetch bytes -> Arrow",
-    "decode:kafka-python": "decode: kafka-python MemoryRecords -> Arrow (sample)",
-    "decode:confluent": "decode: confluent-kafka consume -> Arrow",
-    "read:spark-pykafka": "read: spark.read pykafka -> noop, local[{cores}]",
-    "read:pykafka-task": "read: pykafka task code, one process",
-    "read:confluent": "read: confluent-kafka -> Arrow, one process",
-    "read:spark-sail": "read: spark.read sail kafka source -> noop",
-    "read:spark-floor": "read floor: Spark + Python source of ready Arrow batches, no Kafka",
-    "read:spark-pykafka-noheaders": "read: spark.read pykafka, no headers column",
-    "write:spark-floor": "write floor: Spark -> Python tasks that drop the batches",
-    "stream:spark-pykafka": "stream: readStream pykafka AvailableNow -> noop",
-    "write:spark-pykafka:none": "write: df.write pykafka, none, local[{cores}]",
-    "write:spark-pykafka:lz4": "write: df.write pykafka, lz4, local[{cores}]",
-    "write:confluent:none": "write: confluent-kafka Producer loop, none",
-    "write:confluent:lz4": "write: confluent-kafka Producer loop, lz4",
-}
-OURS = {"decode:pykafka", "read:spark-pykafka", "read:pykafka-task", "stream:spark-pykafka",
-        "read:spark-pykafka-noheaders",
-        "write:spark-pykafka:none", "write:spark-pykafka:lz4"}
+PEER_READ = {"confluent-kafka": "confluent-kafka Consumer", "aiokafka": "aiokafka AIOKafkaConsumer",
+             "kafka-python": "kafka-python KafkaConsumer"}
+PEER_WRITE = {"confluent-kafka": "confluent-kafka Producer loop",
+              "aiokafka": "aiokafka AIOKafkaProducer loop",
+              "kafka-python": "kafka-python KafkaProducer loop"}
+
+
+def label(case: str, cores: int, args=None) -> str:
+    """The table's words for a case name (``kind:who[:codec][:headers]``)."""
+    headers = case.endswith(":headers")
+    parts = case.removesuffix(":headers").split(":")
+    kind, who = parts[0], parts[1] if len(parts) > 1 else ""
+    if kind == "wire":
+        return f"wire limit: Fetch, no decoding ({cores} processes)"
+    cols = " + headers" if headers else ", no headers"
+    if kind == "decode":
+        if who == "pykafka":
+            return f"decode: pykafka Fetch bytes -> Arrow{cols}"
+        return f"decode: kafka-python MemoryRecords -> Arrow (sample){cols}"
+    if kind == "read":
+        if who == "spark-floor":
+            return "read floor: Spark + Python source of ready Arrow batches + headers, no Kafka"
+        text = {"spark-pykafka": f"spark.read pykafka -> noop, local[{cores}]",
+                "pykafka-task": "pykafka task code, one process",
+                "spark-sail": "spark.read sail kafka source -> noop"}.get(who)
+        if text is None:
+            text = f"{PEER_READ[who]} -> Arrow, one process"
+            if who == "kafka-python" and args is not None:
+                text += f" (first {args.kafka_python_records * args.scale / 1e3:,.0f} k)"
+        return f"read: {text}{cols}"
+    if kind == "stream":
+        return f"stream: readStream pykafka AvailableNow -> noop{cols}"
+    if kind == "write":
+        if who == "spark-floor":
+            return "write floor: Spark -> Python tasks that drop the batches (+ headers)"
+        codec = parts[2]
+        rows = " + header" if headers else ", no headers"
+        if who == "spark-pykafka":
+            return f"write: df.write pykafka, {codec}, local[{cores}]{rows}"
+        text = f"write: {PEER_WRITE[who]}, {codec}{rows}"
+        if who != "confluent-kafka" and args is not None:
+            text += f" (first {args.slow_write_records * args.scale / 1e3:,.0f} k)"
+        return text
+    return case
+
+
+def peers_of(case: str) -> list[str]:
+    """The peer cases an own case is compared with (same columns / same rows)."""
+    sfx = ":headers" if case.endswith(":headers") else ""
+    parts = case.removesuffix(":headers").split(":")
+    kind, who = parts[0], parts[1] if len(parts) > 1 else ""
+    if kind == "write" and who == "spark-pykafka":
+        return [f"write:{name}:{parts[2]}{sfx}" for name in peers.WRITERS]
+    if (kind, who) in (("decode", "pykafka"), ("read", "spark-pykafka"),
+                       ("read", "pykafka-task"), ("stream", "spark-pykafka")):
+        out = [f"read:{name}{sfx}" for name in peers.READERS]
+        if kind == "decode":
+            out.append(f"decode:kafka-python{sfx}")
+        if kind != "decode":
+            out.append(f"read:spark-sail{sfx}")
+        return out
+    return []
 
 
 def _fmt_rate(x: float) -> str:
@@ -397,6 +477,12 @@ def _fmt_rate(x: float) -> str:
 
 def _fmt_ratio(x: float | None) -> str:
     return "" if x is None else f"{x:.2f}x"
+
+
+def _short(case: str) -> str:
+    who = case.split(":")[1]
+    return {"kafka-python": "kafka-python", "confluent-kafka": "confluent",
+            "aiokafka": "aiokafka", "spark-sail": "sail"}.get(who, who)
 
 
 def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
@@ -410,6 +496,10 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
         "",
         "Machine: " + "; ".join(f"{k} {v}" for k, v in info.items()) + ".",
         "Broker: Tansu (in-memory storage) on the same machine, plaintext loopback.",
+    ]
+    if args.note:
+        lines += ["", args.note]
+    lines += [
         "",
         "Data sets (one topic each, produced once, every record with a 10-byte key and one "
         "16-byte header):",
@@ -420,63 +510,62 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
         "",
         "Records/s and MB/s are medians over the rounds; spread is (max - min) / median; "
         "MB/s counts payload bytes (key + value + header), whatever the compression. "
-        "\"x best peer\" and \"of wire\" are medians of ratios taken within each round "
-        "(both contenders under the same load). Every read builds the same columns, "
-        "headers included.",
+        "\"x best peer\" (the fastest peer's name in brackets) and \"of wire\" are medians "
+        "of ratios taken within each round (both contenders under the same load). Every "
+        "read is measured without the headers column (\"no headers\": Spark's default, "
+        "`includeHeaders=false`) and with it (\"+ headers\"), and compared with peers that "
+        "build the same Arrow columns; every write without and with a header per row. The "
+        "peers (Python clients in one process) are configured for throughput, each setting "
+        "with its reason under \"Peer settings\" below.",
         "",
         "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
         "|---|---|---:|---:|---:|---:|---:|",
     ]
 
-    def row(case: str, ds: DataSet, label: str, peers: list[str]):
+    def row(case: str, ds: DataSet):
         if not results.has(case, ds):
             return
         rate = results.median(case, ds)
-        best = None
-        if case in OURS:
-            candidates = [p for p in peers if results.has(p, ds)]
-            if candidates:
-                top = max(candidates, key=lambda p: results.median(p, ds))
-                best = results.ratio(case, top, ds)
+        best = ""
+        candidates = [p for p in peers_of(case) if results.has(p, ds)]
+        if candidates:
+            top = max(candidates, key=lambda p: results.median(p, ds))
+            best = f"{results.ratio(case, top, ds):.2f}x ({_short(top)})"
         wire = results.ratio(case, "wire", ds) if case != "wire" else None
-        lines.append(f"| {label} | {ds.name} | {_fmt_rate(rate)} | "
+        lines.append(f"| {label(case, cores, args)} | {ds.name} | {_fmt_rate(rate)} | "
                      f"{results.spread(case, ds) * 100:.0f}% | "
-                     f"{rate * ds.record_bytes / 1e6:,.0f} | {_fmt_ratio(best)} | "
+                     f"{rate * ds.record_bytes / 1e6:,.0f} | {best} | "
                      f"{'' if wire is None else f'{wire * 100:.0f}%'} |")
 
-    decode_peers = ["decode:kafka-python", "decode:confluent"]
-    read_peers = ["decode:confluent", "read:spark-sail"]
+    read_peers = [f"read:{name}" for name in peers.READERS]
     for ds in sets:
-        row("wire", ds, LABELS["wire"].format(cores=cores), [])
-        row("decode:pykafka", ds, LABELS["decode:pykafka"], decode_peers)
-        row("decode:kafka-python", ds, LABELS["decode:kafka-python"], [])
-        row("decode:confluent", ds, LABELS["decode:confluent"], [])
-        row("read:spark-pykafka", ds, LABELS["read:spark-pykafka"].format(cores=cores),
-            read_peers)
-        row("read:pykafka-task", ds, LABELS["read:pykafka-task"], ["decode:confluent"])
-        row("decode:confluent", ds, LABELS["read:confluent"], [])
-        row("read:spark-sail", ds, LABELS["read:spark-sail"], [])
-        row("read:spark-pykafka-noheaders", ds, LABELS["read:spark-pykafka-noheaders"],
-            read_peers)
-        row("read:spark-floor", ds, LABELS["read:spark-floor"], [])
+        row("wire", ds)
+        for sfx, _ in HEADER_VARIANTS:
+            for case in ["decode:pykafka", "decode:kafka-python", "read:spark-pykafka",
+                         "read:pykafka-task", *read_peers, "read:spark-sail"]:
+                row(case + sfx, ds)
+        row("read:spark-floor:headers", ds)
     ds0 = sets[0]
-    row("stream:spark-pykafka", ds0, LABELS["stream:spark-pykafka"], read_peers)
-    row("write:spark-floor", ds0, LABELS["write:spark-floor"], [])
+    row("stream:spark-pykafka:headers", ds0)
+    row("write:spark-floor:headers", ds0)
     for codec in ("none", "lz4"):
-        row(f"write:spark-pykafka:{codec}", ds0,
-            LABELS[f"write:spark-pykafka:{codec}"].format(cores=cores),
-            [f"write:confluent:{codec}"])
-        row(f"write:confluent:{codec}", ds0, LABELS[f"write:confluent:{codec}"], [])
-    if results.has("write:spark-floor", ds0):
+        for sfx, _ in HEADER_VARIANTS:
+            row(f"write:spark-pykafka:{codec}{sfx}", ds0)
+            for name in peers.WRITERS:
+                row(f"write:{name}:{codec}{sfx}", ds0)
+    if results.has("write:spark-floor:headers", ds0):
         lines.append("")
-        lines.append(f"Writes send the first {results.records[('write:spark-floor', ds0.name)]:,} "
-                     f"rows of {ds0.name} (key, value, header) to a new topic of "
-                     f"{ds0.partitions} partitions, idempotent with acks=all, from a DataFrame "
-                     "cached beforehand (Spark) or Python lists built beforehand (confluent-kafka).")
+        lines.append(f"Writes send the first "
+                     f"{results.records[('write:spark-floor:headers', ds0.name)]:,} rows of "
+                     f"{ds0.name} (key, value, and with \"+ header\" its header) to a new "
+                     f"topic of {ds0.partitions} partitions, acks=all, from a DataFrame cached "
+                     "beforehand (Spark) or Python lists built beforehand (the peers); "
+                     "aiokafka and kafka-python write fewer rows (they are slow) and only "
+                     "uncompressed.")
     lines.append("")
-    lines.append("The confluent-kafka read row is the decode row's run (one process, "
-                 "consume -> Arrow): it is both the decode peer and the one-process read "
-                 "peer. kafka-python decodes a sample of about "
+    lines.append("The peers' read rows are also the decoder's peers: the clients cannot be "
+                 "handed Fetch bytes, so their figure includes fetching (done by librdkafka's "
+                 "own threads for confluent-kafka). kafka-python decodes a sample of about "
                  f"{args.kafka_python_records:,} records per data set.")
     tiny = ("read:spark-pykafka-tiny", sets[0].name)
     if tiny in results.seconds:
@@ -498,7 +587,8 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
             lines.append(f"| {name} | {records:,} | {seconds:.1f} | {peak:.0f} | {total:.0f} |")
     if results.cpu:
         lines += ["", "Where the CPU goes: CPU seconds per million records by process "
-                      "(medians over the rounds; 2 cores give 2 CPU seconds per second):", "",
+                      "(medians over the rounds; 2 cores give 2 CPU seconds per second; the "
+                      "peers run in the driver process):", "",
                   "| Case | Data | Wall s | Spark JVM | Python workers | Broker | Driver |",
                   "|---|---|---:|---:|---:|---:|---:|"]
         for (case, name), samples in results.cpu.items():
@@ -508,15 +598,38 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
             def med(kind):
                 return statistics.median(c.get(kind, 0.0) for c in samples) * per_m
             wall = statistics.median(results.seconds[(case, name)]) * per_m
-            label = LABELS.get(case) or case
-            lines.append(f"| {label.format(cores=cores)} | {ds.name} | {wall:.2f} | "
+            lines.append(f"| {label(case, cores, args)} | {ds.name} | {wall:.2f} | "
                          f"{med('jvm'):.2f} | {med('python workers'):.2f} | "
                          f"{med('broker'):.2f} | {med('driver'):.2f} |")
     lines += ["", "Goals (from the issue; reported, not asserted):", ""]
     lines += goals(results, memory, sets)
     lines += notes
+    lines += ["", "## Peer settings", ""]
+    lines += peer_settings(info)
     lines.append("")
     return "\n".join(lines)
+
+
+def peer_settings(info) -> list[str]:
+    """Each peer's settings (peers.py) with the reason for each."""
+    out = ["Each peer as its documentation and a user who measured would configure it for "
+           "throughput (tests/bench/peers.py; the candidates tried and their figures: "
+           "[peer_tuning.md](peer_tuning.md), written by `tests/bench/tune_peers.py`). "
+           "\"call\" marks how the client is called rather than configured. Every read "
+           "assigns the partitions (no group, no commits) and builds Arrow batches of "
+           f"{peers.CHUNK:,} rows, one list comprehension per column, the headers from the "
+           "(key, value) tuples the client returns; every write passes prebuilt Python "
+           "lists (headers as a list of (key, value) tuples per row), no per-message "
+           "callback, and waits for every acknowledgement.", ""]
+    for name, (consumer, producer) in peers.SETTINGS.items():
+        version = info.get(name, "")
+        out += [f"{name} {version}:", "", "| Side | Setting | Value | Why |", "|---|---|---|---|"]
+        for side, settings in (("consumer", consumer), ("producer", producer)):
+            for s in settings:
+                setting = f"`{s.name}`" + (" (call)" if s.call else "")
+                out.append(f"| {side} | {setting} | `{s.value!r}` | {s.why} |")
+        out.append("")
+    return out
 
 
 def goals(results: Results, memory, sets) -> list[str]:
@@ -535,36 +648,47 @@ def goals(results: Results, memory, sets) -> list[str]:
                 oks.append(r >= goal)
         return parts, oks
 
-    parts, oks = per_set("decode:pykafka", "decode:confluent", GOAL_DECODE_VS_CONFLUENT)
+    parts, oks = [], []
+    for sfx, text in (("", "no headers"), (":headers", "+ headers")):
+        p, o = per_set("decode:pykafka" + sfx, "read:confluent-kafka" + sfx,
+                       GOAL_DECODE_VS_CONFLUENT)
+        if p:
+            parts.append(f"{text}: {', '.join(p)}")
+            oks += o
     if parts:
         out.append(f"- decode >= {GOAL_DECODE_VS_CONFLUENT:.0f}x confluent-kafka -> Arrow: "
-                   f"{verdict(all(oks))} ({', '.join(parts)})")
+                   f"{verdict(all(oks))} ({'; '.join(parts)})")
     plain = [ds for ds in sets if ds.codec == "none"]
     packed = [ds for ds in sets if ds.codec != "none"]
     parts, oks = per_set("read:spark-pykafka", "wire", GOAL_READ_VS_WIRE, plain)
     if parts:
         extra, _ = per_set("read:spark-pykafka", "wire", 0, packed)
         out.append(f"- Spark end-to-end read >= {GOAL_READ_VS_WIRE:.1f}x the wire limit "
-                   f"(uncompressed data): {verdict(all(oks))} ({', '.join(parts)}; compressed, "
-                   f"where the wire limit moves compressed bytes and decompresses nothing: "
-                   f"{', '.join(extra)})")
-    parts, _ = per_set("read:spark-pykafka", "read:spark-floor", 0)
+                   f"(uncompressed data, no headers): {verdict(all(oks))} ({', '.join(parts)}; "
+                   f"compressed, where the wire limit moves compressed bytes and decompresses "
+                   f"nothing: {', '.join(extra)})")
+    parts, _ = per_set("read:spark-pykafka:headers", "read:spark-floor:headers", 0)
     if parts:
-        out.append("  - for scale, the same read against Spark's own floor (a Python source of "
-                   "ready-made Arrow batches, no Kafka): " + ", ".join(parts))
+        out.append("  - for scale, the read with headers against Spark's own floor (a Python "
+                   "source of ready-made Arrow batches with headers, no Kafka): "
+                   + ", ".join(parts))
     parts, oks = [], []
     for codec in ("none", "lz4"):
-        r = results.ratio(f"write:spark-pykafka:{codec}", f"write:confluent:{codec}", ds0)
-        if r is not None:
-            parts.append(f"{codec} {r:.1f}x")
-            oks.append(r >= GOAL_WRITE_VS_CONFLUENT)
+        for sfx, text in (("", "no headers"), (":headers", "+ header")):
+            r = results.ratio(f"write:spark-pykafka:{codec}{sfx}",
+                              f"write:confluent-kafka:{codec}{sfx}", ds0)
+            if r is not None:
+                parts.append(f"{codec} {text} {r:.1f}x")
+                oks.append(r >= GOAL_WRITE_VS_CONFLUENT)
     if parts:
         out.append(f"- write >= {GOAL_WRITE_VS_CONFLUENT:.0f}x the confluent-kafka Producer "
                    f"loop: {verdict(all(oks))} ({', '.join(parts)})")
-        floor = results.ratio("write:spark-floor", "write:confluent:none", ds0)
+        floor = results.ratio("write:spark-floor:headers", "write:confluent-kafka:none:headers",
+                              ds0)
         if floor is not None:
-            out.append(f"  - for scale, Spark alone handing the rows to Python tasks that drop "
-                       f"them (write floor) runs at {floor:.1f}x the confluent-kafka loop")
+            out.append(f"  - for scale, Spark alone handing the rows with headers to Python "
+                       f"tasks that drop them (write floor) runs at {floor:.1f}x the "
+                       f"confluent-kafka loop with headers")
     if len(memory) >= 2:
         small, large = memory[0], memory[1]
         growth = large[3] / small[3] if small[3] else float("inf")
