@@ -12,7 +12,10 @@ Option names, defaults and precedence follow Spark's Kafka source:
   ``startingOffsets`` that is set (``earliest`` for batch, ``latest`` for streaming when
   none is), and the end of a batch read likewise from the ``ending*`` options (``latest``);
 - a batch may not start at ``latest`` (nor at -1 in JSON) nor end at ``earliest`` (nor -2);
-  a stream has no end, so the ``ending*`` options are errors there;
+  a stream has no end, so ``endingOffsets`` and ``endingOffsetsByTimestamp`` are errors
+  there, and ``endingTimestamp`` is ignored (with a warning), as Spark ignores it;
+- in timestamps, -1 stands for the latest offset and -2 for the earliest (Spark hands them
+  to ListOffsets as they are, where they mean that);
 - ``kafka.*`` options configure the client; Kafka options Spark rejects are rejected with
   Spark's message, and any other ``kafka.*`` option we do not use is logged once as a
   warning on the ``pykafka.source`` logger instead of being silently dropped.
@@ -25,6 +28,12 @@ offset reader; write ``^name.*$`` to match whole names.
 The connection options (bootstrap servers, client id, TLS, SASL) are read by
 ``kafka_common.connection_options``, as the writer's are; the offset and partition JSON of
 ``startingOffsets``, ``assign`` and the like by ``offset_json``.
+
+``check_reader_options(options)`` runs when Spark loads the source (``load()``, through
+``KafkaDataSource.schema()``): Spark does not say there whether the read is a batch or a
+stream, so it raises only what is wrong for both, quietly; what is wrong for one kind only
+(``startingOffsets=latest`` in a batch, ``endingOffsets`` in a stream) is raised when the
+query is planned.
 
 ``READER_OPTIONS`` lists every option with its default, the queries it applies to and its
 meaning (``options_table_markdown()`` renders it); ``reader_option_names()`` lists the
@@ -39,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from kafka_common.connection_options import SECURITY_OPTIONS, client_config
-from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from kafka_common.option_map import INT32_MAX, INT64_MAX, OptionMap, check_names, warn_once
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
@@ -51,6 +60,7 @@ from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, L
 __all__ = [
     "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
     "reader_option_names", "options_table_markdown", "parse_duration_ms", "parse_bytes",
+    "check_reader_options",
 ]
 
 log = logging.getLogger("pykafka.source")
@@ -72,19 +82,23 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
     ReaderOption("kafka.bootstrap.servers", "(required)", _BOTH,
                  "Comma-separated host:port list of brokers to bootstrap from."),
     ReaderOption("subscribe", "(one of three)", _BOTH,
-                 "Comma-separated list of topics to read."),
+                 "Comma-separated list of topics to read (internal topics such as "
+                 "__consumer_offsets are skipped, as in Spark)."),
     ReaderOption("subscribePattern", "(one of three)", _BOTH,
                  "Python regular expression; every non-internal topic it matches "
                  "(anywhere in the name) is read."),
     ReaderOption("assign", "(one of three)", _BOTH,
-                 'JSON of the partitions to read, e.g. {"topicA":[0,1],"topicB":[2,4]}.'),
+                 'JSON of the partitions to read, e.g. {"topicA":[0,1],"topicB":[2,4]}. A '
+                 "partition that does not exist (yet) is skipped; a stream reads it from "
+                 "its earliest offset once it does."),
     ReaderOption("startingTimestamp", "none", _BOTH,
                  "Start every partition at the first offset whose timestamp (ms) is at or "
-                 "after this one. Takes precedence over startingOffsetsByTimestamp and "
-                 "startingOffsets."),
+                 "after this one (-1: latest, -2: earliest). Takes precedence over "
+                 "startingOffsetsByTimestamp and startingOffsets."),
     ReaderOption("startingOffsetsByTimestamp", "none", _BOTH,
                  'JSON of a start timestamp (ms) per partition, e.g. '
-                 '{"topicA":{"0":1700000000000}}. Takes precedence over startingOffsets.'),
+                 '{"topicA":{"0":1700000000000}}; -1 is latest, -2 earliest. Takes '
+                 'precedence over startingOffsets.'),
     ReaderOption("startingOffsets", '"earliest" (batch), "latest" (streaming)', _BOTH,
                  '"earliest", "latest" (streaming only) or JSON of an offset per partition, '
                  'e.g. {"topicA":{"0":23,"1":-2}}; -2 is earliest, -1 latest (streaming '
@@ -95,7 +109,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
     ReaderOption("endingTimestamp", "none", _BATCH,
                  "End every partition at the first offset whose timestamp (ms) is at or "
                  "after this one (the latest offset when there is none). Takes precedence "
-                 "over endingOffsetsByTimestamp and endingOffsets."),
+                 "over endingOffsetsByTimestamp and endingOffsets. Ignored by streams, as "
+                 "in Spark."),
     ReaderOption("endingOffsetsByTimestamp", "none", _BATCH,
                  "JSON of an end timestamp (ms) per partition. Takes precedence over "
                  "endingOffsets."),
@@ -114,7 +129,9 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
     ReaderOption("includeHeaders", "false", _BOTH,
                  "Add the record headers as a column."),
     ReaderOption("kafkaConsumer.pollTimeoutMs", "120000", _BOTH,
-                 "How long (ms) a task waits for records from a broker before failing."),
+                 "How long (ms) a task waits for records from a broker before failing. "
+                 "Does not follow spark.network.timeout, which a Python source cannot "
+                 "read: set it here."),
     ReaderOption("fetchOffset.numRetries", "3", _BOTH,
                  "Attempts at fetching offsets on the driver before giving up."),
     ReaderOption("fetchOffset.retryIntervalMs", "1000", _BOTH,
@@ -200,8 +217,15 @@ _REJECTED_KAFKA_OPTIONS = {
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
 
-def _warn_once(key: str, message: str, *args: Any) -> None:
-    warn_once(log, key, message, *args)
+#: Where ``check_reader_options`` sends its warnings: nowhere (the query logs them when it
+#: parses its options for real, knowing whether it is a batch or a stream).
+_quiet = logging.getLogger("pykafka.source.load-check")
+_quiet.disabled = True
+_quiet.propagate = False
+
+
+def _warn_once(key: str, message: str, *args: Any, logger: logging.Logger = log) -> None:
+    warn_once(logger, key, message, *args)
 
 
 # ---- value parsers ----------------------------------------------------------------------
@@ -281,7 +305,7 @@ class ReaderOptions:
 # ---- parsing ----------------------------------------------------------------------------
 
 def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
-                 strategy: str) -> OffsetSpec:
+                 strategy: str, logger: logging.Logger = log) -> OffsetSpec:
     """Spark's ``getKafkaOffsetRangeLimit``: the first of the timestamp, timestamp-JSON and
     offsets options that is set, else the default; with the batch-only checks."""
     side = "starting" if starting else "ending"
@@ -292,16 +316,17 @@ def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
     chosen = given[0] if given else None
     for other in given[1:]:
         _warn_once(f"precedence:{other}", "Option %s is ignored because %s is set (it takes "
-                   "precedence).", other, chosen)
+                   "precedence).", other, chosen, logger=logger)
 
     if chosen == ts_option:
         text = opts.get(ts_option)
-        if not re.fullmatch(r"[+-]?[0-9]+", text):
+        if not re.fullmatch(r"[+-]?[0-9]+", text) or abs(int(text)) > INT64_MAX:
             raise ConfigError(f"{ts_option}: Expected a single long value, got {text}")
         timestamp = int(text)
-        if timestamp < 0:
+        if timestamp < EARLIEST:
             raise ConfigError(f"{ts_option}: timestamp {timestamp} is not valid; use "
-                              f"milliseconds since the epoch (>= 0)")
+                              f"milliseconds since the epoch (>= 0), -1 for latest or -2 "
+                              f"for earliest")
         return GlobalTimestamp(timestamp, strategy, ts_option)
     if chosen == by_ts_option:
         return parse_timestamps_json(by_ts_option, opts.get(by_ts_option), strategy)
@@ -341,7 +366,7 @@ def _check_start_before_end(start: OffsetSpec, end: OffsetSpec) -> None:
     elif isinstance(start, SpecificTimestamps) and isinstance(end, SpecificTimestamps):
         pairs, what = (start.as_dict, end.as_dict), "timestamp"
     elif isinstance(start, GlobalTimestamp) and isinstance(end, GlobalTimestamp):
-        if start.timestamp > end.timestamp:
+        if start.timestamp > end.timestamp >= 0:
             raise ConfigError(f"startingTimestamp/endingTimestamp: The specified start "
                               f"timestamp {start.timestamp} is greater than the end "
                               f"timestamp {end.timestamp}.")
@@ -363,7 +388,7 @@ def _check_start_before_end(start: OffsetSpec, end: OffsetSpec) -> None:
                 f"{tp[1]}.")
 
 
-def _subscription(opts: OptionMap) -> Subscription:
+def _subscription(opts: OptionMap, logger: logging.Logger = log) -> Subscription:
     given = [name for name in _STRATEGIES if opts.has(name)]
     if not given:
         raise ConfigError("One of the following options must be specified for Kafka source: "
@@ -390,7 +415,11 @@ def _subscription(opts: OptionMap) -> Subscription:
             raise ConfigError(f"subscribePattern: {value!r} is not a valid Python regular "
                               f"expression ({exc})") from None
         return Subscription("subscribePattern", pattern=value)
-    return Subscription("assign", partitions=parse_assign(value))
+    partitions = parse_assign(value)
+    if not partitions:
+        _warn_once(f"assign-empty:{value}", "Option 'assign' is %s: it names no partition, "
+                   "so the query reads nothing.", value, logger=logger)
+    return Subscription("assign", partitions=partitions)
 
 
 def parse_reader_options(options: Mapping[str, Any], *,
@@ -400,32 +429,59 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     Raises ``ConfigError`` naming the option at the first problem; never quotes a password.
     """
+    return _parse(options, for_streaming, log)
+
+
+def check_reader_options(options: Mapping[str, Any]) -> None:
+    """Raise the ``ConfigError`` that the options would raise in a batch query and in a
+    streaming query alike; log nothing. For ``load()``, where Spark does not say which of
+    the two the read is: an error of one kind only waits for the query to be planned."""
+    errors = []
+    for for_streaming in (False, True):
+        try:
+            _parse(options, for_streaming, _quiet)
+            return
+        except ConfigError as exc:
+            errors.append(exc)
+    batch, stream = (str(e) for e in errors)
+    if batch == stream:
+        raise errors[0]
+    raise ConfigError(f"{batch} (in a batch query); {stream} (in a streaming query)")
+
+
+def _parse(options: Mapping[str, Any], for_streaming: bool,
+           logger: logging.Logger) -> ReaderOptions:
     opts = OptionMap(options, _CANONICAL)
 
     # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
     if for_streaming:
         if opts.has("endingOffsets"):
             raise ConfigError("endingOffsets: ending offset not valid in streaming queries")
-        for name in ("endingOffsetsByTimestamp", "endingTimestamp"):
-            if opts.has(name):
-                raise ConfigError(f"{name}: ending timestamp not valid in streaming queries")
+        if opts.has("endingOffsetsByTimestamp"):
+            raise ConfigError("endingOffsetsByTimestamp: ending timestamp not valid in "
+                              "streaming queries")
+        if opts.has("endingTimestamp"):  # Spark does not check this one, so ignores it
+            _warn_once("stream:endingTimestamp", "endingTimestamp option ignored in "
+                       "streaming queries", logger=logger)
 
     strategy = (opts.get("startingOffsetsByTimestampStrategy") or "error").lower()
     if strategy not in ("error", "latest"):
         raise ConfigError(f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
                           f"got {opts.get('startingOffsetsByTimestampStrategy')!r}")
     starting = _offset_spec(opts, starting=True, for_streaming=for_streaming,
-                            strategy=strategy)
+                            strategy=strategy, logger=logger)
     ending = None
     if not for_streaming:
-        ending = _offset_spec(opts, starting=False, for_streaming=False, strategy=strategy)
+        ending = _offset_spec(opts, starting=False, for_streaming=False, strategy=strategy,
+                              logger=logger)
 
     # General rules, in Spark's order (validateGeneralOptions).
-    subscription = _subscription(opts)
+    subscription = _subscription(opts, logger)
     min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
     max_records = opts.integer("maxRecordsPerPartition")
     group_id = opts.get("kafka.group.id")
-    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=log, side="source")
+    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
+                          side="source")
     if opts.get("kafka.bootstrap.servers") is None:
         raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
                           "Kafka consumer")
@@ -452,11 +508,13 @@ def parse_reader_options(options: Mapping[str, Any], *,
     if group_id is not None:
         _warn_once("group.id", "Kafka option 'kafka.group.id' is ignored: this connector "
                    "reads partitions directly and never joins a consumer group (use "
-                   "commitOffsetsToGroup to publish the query's progress to a group).")
+                   "commitOffsetsToGroup to publish the query's progress to a group).",
+                   logger=logger)
     if not for_streaming:
         for name in _STREAMING_ONLY:
             if opts.has(name):
-                _warn_once(f"batch:{name}", "%s option ignored in batch queries", name)
+                _warn_once(f"batch:{name}", "%s option ignored in batch queries", name,
+                           logger=logger)
 
     isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
@@ -466,7 +524,7 @@ def parse_reader_options(options: Mapping[str, Any], *,
 
     return ReaderOptions(
         subscription=subscription,
-        client_config=client_config(opts, role="consumer", log=log),
+        client_config=client_config(opts, role="consumer", log=logger),
         starting_offsets=starting,
         ending_offsets=ending,
         for_streaming=for_streaming,

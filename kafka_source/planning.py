@@ -14,16 +14,18 @@ types it works on, ``Subscription``, the offset specs and ``OffsetRange``, live 
   as Spark's ``KafkaOffsetRangeCalculator`` splits them;
 - ``plan_batch``: the four steps above, in order, for a batch read.
 
-Errors that come from the options not fitting the cluster (a partition that does not exist,
+Errors that come from the options not fitting the cluster (a topic that does not exist,
 no offset at a timestamp, a start after its end) are ``PlanningError``, a ``ConfigError``:
 they name the option involved and are raised on the driver before any task runs.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
+from kafka_common.option_map import warn_once
 from protocol.errors import BrokerError, ConfigError
 
 from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
@@ -41,6 +43,9 @@ __all__ = [
     "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
     "resolve_batch",
 ]
+
+
+log = logging.getLogger("pykafka.source")
 
 
 class PlanningError(ConfigError):
@@ -62,10 +67,15 @@ def partitions_from_metadata(subscription: Subscription,
                              metadata: "ClusterMetadata") -> list[TopicPartition]:
     """The topic-partitions ``subscription`` selects in ``metadata``, sorted.
 
-    A subscribed or assigned topic missing from the cluster, and an assigned partition the
-    topic does not have, are ``PlanningError``s naming them. A topic the broker answered
-    with an error (authorization, for instance) raises that ``BrokerError``. Internal topics
-    (``__consumer_offsets``, ...) never match a pattern; naming one explicitly still reads it.
+    As Spark's connector, which lists partitions with its admin client:
+
+    - a subscribed or assigned topic missing from the cluster is a ``PlanningError``
+      naming it, and a topic the broker answered with an error (authorization, for
+      instance) raises that ``BrokerError``;
+    - internal topics (``__consumer_offsets``, ...) are never read, by any strategy (a
+      warning names one that ``subscribe`` or ``assign`` names);
+    - an assigned partition the topic does not have (yet) is left out, with a warning: a
+      stream asks again every trigger and reads it once it exists.
     """
     topics = metadata.topics
     if subscription.kind == "subscribePattern":
@@ -80,7 +90,13 @@ def partitions_from_metadata(subscription: Subscription,
             raise PlanningError(
                 f"{subscription.kind}: topic(s) {', '.join(repr(t) for t in missing)} "
                 f"do not exist in the cluster")
-        names = list(wanted)
+        internal = [t for t in wanted if topics[t].is_internal]
+        if internal:
+            warn_once(log, f"internal:{subscription.kind}:{','.join(internal)}",
+                      "%s: skipping internal topic(s) %s: Kafka's internal topics are not "
+                      "read (as in Spark's connector).", subscription.kind,
+                      ", ".join(internal))
+        names = [t for t in wanted if not topics[t].is_internal]
 
     found: list[TopicPartition] = []
     for name in names:
@@ -91,12 +107,14 @@ def partitions_from_metadata(subscription: Subscription,
 
     if subscription.kind == "assign":
         existing = set(found)
-        unknown = [tp for tp in subscription.partitions if tp not in existing]
-        if unknown:
-            raise PlanningError(
-                f"assign: partition(s) {_format_tps(unknown)} do not exist "
-                f"(the topics have partitions {_format_tps(existing)})")
-        found = list(dict.fromkeys(subscription.partitions))
+        absent = [tp for tp in subscription.partitions
+                  if tp not in existing and not topics[tp[0]].is_internal]
+        if absent:
+            warn_once(log, f"assign-absent:{_format_tps(absent)}",
+                      "assign: partition(s) %s do not exist (yet) and are not read; a "
+                      "stream reads them once they exist. The topics have partitions %s.",
+                      _format_tps(absent), _format_tps(existing))
+        found = [tp for tp in subscription.partitions if tp in existing]
     return sorted(set(found))
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_source.options import (READER_OPTIONS, ReaderOptions, options_table_markdown,
                                   parse_bytes, parse_duration_ms, parse_reader_options,
-                                  reader_option_names)
+                                  reader_option_names, check_reader_options)
 from kafka_common import option_map
 from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
                                        SpecificOffsets, SpecificTimestamps, Subscription)
@@ -127,10 +127,13 @@ def test_two_strategies():
     ({"subscribePattern": "orders.(eu"}, "subscribePattern"),
     ({"assign": "a:0"}, "assign"),
     ({"assign": "{not json"}, "assign"),
-    ({"assign": "{}"}, "assign"),
     ({"assign": '{"a":0}'}, "assign"),
     ({"assign": '{"a":["x"]}'}, "assign"),
+    ({"assign": '{"a":["1"]}'}, "assign"),
+    ({"assign": '{"a":[1.5]}'}, "assign"),
+    ({"assign": '{"a":[true]}'}, "assign"),
     ({"assign": '{"a":[-1]}'}, "assign"),
+    ({"assign": '{"a":{"0":1}}'}, "assign"),
 ])
 def test_bad_strategy_values(extra, option):
     drop = ("subscribe",) if option != "subscribe" else ()
@@ -195,12 +198,19 @@ def test_batch_cannot_end_at_minus_two_in_json():
     assert "t-0" in message and "can't be earliest" in message
 
 
-@pytest.mark.parametrize("option", ["endingOffsets", "endingOffsetsByTimestamp",
-                                    "endingTimestamp"])
+@pytest.mark.parametrize("option", ["endingOffsets", "endingOffsetsByTimestamp"])
 def test_streaming_rejects_ending_options(option):
-    value = '{"t":{"0":1}}' if "By" in option or option == "endingOffsets" else "1"
-    message = fails({option: value}, option, streaming=True)
+    message = fails({option: '{"t":{"0":1}}'}, option, streaming=True)
     assert "not valid in streaming queries" in message
+
+
+def test_streaming_ignores_ending_timestamp_with_a_warning(caplog):
+    """Spark's validateStreamOptions checks endingOffsets and endingOffsetsByTimestamp
+    only, so a stream given endingTimestamp runs without an end (issue 17 item 9)."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    o = parse({"endingTimestamp": "1700000000000"}, streaming=True)
+    assert o.ending_offsets is None and isinstance(o.starting_offsets, LatestOffsets)
+    assert "endingTimestamp option ignored in streaming queries" in caplog.text
 
 
 @pytest.mark.parametrize("option", ["startingOffsets", "endingOffsets"])
@@ -264,7 +274,7 @@ def test_lower_precedence_options_are_not_parsed():
 
 
 @pytest.mark.parametrize("option", ["startingTimestamp", "endingTimestamp"])
-@pytest.mark.parametrize("value", ["soon", "1.5", "-1", ""])
+@pytest.mark.parametrize("value", ["soon", "1.5", "-3", "", "99999999999999999999"])
 def test_bad_global_timestamp(option, value):
     message = fails({option: value}, option)
     if value == "soon":
@@ -561,3 +571,100 @@ def test_markdown_table_lists_every_option():
 
 def test_reader_options_type_is_exported():
     assert isinstance(parse(), ReaderOptions)
+
+
+# ---- as lenient as Spark's JSON, -1/-2 timestamps (issue 17 item 14) --------------------
+
+def test_offsets_json_takes_numbers_without_a_fraction_and_signed_partition_keys():
+    """Spark's json4s reads 5.0 as the long 5 and parses keys with Integer.parseInt."""
+    o = parse({"startingOffsets": '{"t":{"0":5.0,"+1":-2.0}}',
+               "endingOffsets": '{"t":{"0":7,"1":-1}}'})
+    assert o.starting_offsets.as_dict == {("t", 0): 5, ("t", 1): -2}
+    assert all(type(v) is int for v in o.starting_offsets.as_dict.values())
+    o = parse({"assign": '{"t":[0.0,2]}'}, drop=("subscribe",))
+    assert o.subscription.partitions == (("t", 0), ("t", 2))
+
+
+@pytest.mark.parametrize("value, shown", [('{"t":{"0":5.5}}', "5.5"),
+                                          ('{"t":{"0":null}}', "null"),
+                                          ('{"t":{"0":true}}', "true"),
+                                          ('{"t":{"0":1e19}}', "1e+19"),
+                                          ('{"t":{"0":9223372036854775808}}',
+                                           "9223372036854775808")])
+def test_offsets_spark_would_truncate_or_zero_are_refused(value, shown):
+    """Where json4s truncates (5.5 -> 5), wraps or unboxes null to 0, a silent wrong
+    offset would follow: refused, naming the partition (README, How it differs)."""
+    message = fails({"startingOffsets": value}, "startingOffsets")
+    assert "t-0" in message and shown in message
+
+
+@pytest.mark.parametrize("value", ['{"t":[]}', '{"t":null}', "{}", ' {"t":[],"u":[]} '])
+def test_assign_of_no_partitions_reads_nothing_as_in_spark(value, caplog):
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    o = parse({"assign": value}, drop=("subscribe",))
+    assert o.subscription == Subscription("assign", partitions=())
+    assert "names no partition, so the query reads nothing" in caplog.text
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_minus_one_and_minus_two_timestamps_mean_latest_and_earliest(streaming):
+    """Spark passes timestamps to ListOffsets as they are: -1 asks for the latest offset
+    and -2 for the earliest (resolved against a broker in test_source_planning)."""
+    o = parse({"startingOffsetsByTimestamp": '{"t":{"0":-1,"1":-2}}'}, streaming=streaming)
+    assert o.starting_offsets.as_dict == {("t", 0): -1, ("t", 1): -2}
+    o = parse({"startingTimestamp": " -2 "}, streaming=streaming)
+    assert o.starting_offsets == GlobalTimestamp(-2, "error", "startingTimestamp")
+    fails({"startingOffsetsByTimestamp": '{"t":{"0":-3}}'}, "startingOffsetsByTimestamp",
+          streaming=streaming)
+
+
+def test_start_timestamp_is_not_compared_with_a_latest_end():
+    o = parse({"startingTimestamp": "1000", "endingTimestamp": "-1"})
+    assert o.ending_offsets == GlobalTimestamp(-1, "error", "endingTimestamp")
+    o = parse({"startingOffsetsByTimestamp": '{"t":{"0":1000}}',
+               "endingOffsetsByTimestamp": '{"t":{"0":-1}}'})
+    assert o.ending_offsets.as_dict == {("t", 0): -1}
+
+
+# ---- check_reader_options: what load() raises (issue 17 item 10) -------------------------
+
+@pytest.mark.parametrize("extra, drop, option", [
+    ({}, ("subscribe",), "subscribe"),
+    ({"minPartitions": "0"}, (), "minPartitions"),
+    ({"startingOffsets": "{bad"}, (), "startingOffsets"),
+    ({"kafka.auto.offset.reset": "earliest"}, (), "auto.offset.reset"),
+    ({"includeHeaders": "yes"}, (), "includeHeaders"),
+    ({}, ("kafka.bootstrap.servers",), "kafka.bootstrap.servers"),
+])
+def test_load_check_raises_what_is_wrong_for_batch_and_stream_alike(extra, drop, option):
+    opts = {k: v for k, v in {**BASE, **extra}.items() if k not in drop}
+    with pytest.raises(ConfigError) as info:
+        check_reader_options(opts)
+    assert option in str(info.value)
+    assert "(in a batch query)" not in str(info.value)
+
+
+@pytest.mark.parametrize("extra", [{"startingOffsets": "latest"},
+                                   {"endingOffsets": "latest"},
+                                   {"maxOffsetsPerTrigger": "10"}])
+def test_load_check_leaves_errors_of_one_kind_of_query_to_the_query(extra, caplog):
+    caplog.set_level(logging.DEBUG)
+    check_reader_options({**BASE, **extra})
+    assert caplog.text == ""  # quiet: the query itself warns, knowing its kind
+
+
+def test_load_check_names_both_errors_when_each_kind_fails_differently():
+    with pytest.raises(ConfigError) as info:
+        check_reader_options({**BASE, "startingOffsets": "latest",
+                              "endingOffsets": "latest"})
+    message = str(info.value)
+    assert "can't be latest for batch queries on Kafka (in a batch query)" in message
+    assert "endingOffsets: ending offset not valid in streaming queries (in a streaming " \
+           "query)" in message
+
+
+def test_load_check_does_not_swallow_later_warnings(caplog):
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    check_reader_options({**BASE, "kafka.some.unknown": "1"})
+    parse({"kafka.some.unknown": "1"})
+    assert "kafka.some.unknown" in caplog.text

@@ -1,5 +1,6 @@
 """Planning: topic resolution, offset resolution, range pairing and range splitting."""
 
+import logging
 import pickle
 import uuid
 
@@ -229,14 +230,39 @@ def test_pattern_searches_names_and_skips_internal_topics():
                                     META) == []
 
 
-def test_assign_reports_unknown_partitions():
+def test_assign_leaves_out_partitions_that_do_not_exist_yet(caplog):
+    """As Spark's AssignStrategy (the topic's partitions, filtered by the assignment): a
+    partition the topic does not have is left out with a warning, not an error (issue 17
+    item 6). A missing topic is still an error, as Spark's describeTopics makes it."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
     sub = Subscription("assign", partitions=(("audit", 2), ("orders.us", 0)))
     assert partitions_from_metadata(sub, META) == [("audit", 2), ("orders.us", 0)]
-    bad = Subscription("assign", partitions=(("audit", 7), ("orders.us", 0)))
-    with pytest.raises(PlanningError, match=r"assign.*audit-7"):
-        partitions_from_metadata(bad, META)
+    assert caplog.text == ""
+    ahead = Subscription("assign", partitions=(("audit", 7), ("orders.us", 0)))
+    assert partitions_from_metadata(ahead, META) == [("orders.us", 0)]
+    assert "audit-7" in caplog.text and "do not exist (yet)" in caplog.text
+    grown = metadata(topic("audit", 8), topic("orders.us", 1))
+    assert partitions_from_metadata(ahead, grown) == [("audit", 7), ("orders.us", 0)]
     with pytest.raises(PlanningError, match=r"assign.*'gone'"):
         partitions_from_metadata(Subscription("assign", partitions=(("gone", 0),)), META)
+
+
+def test_internal_topics_are_never_read(caplog):
+    """Spark's strategies drop internal topics for subscribe and assign as well as for a
+    pattern (issue 17 item 13); naming one is warned about."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    sub = Subscription("subscribe", topics=("__consumer_offsets", "orders.us"))
+    assert partitions_from_metadata(sub, META) == [("orders.us", 0)]
+    assert "skipping internal topic(s) __consumer_offsets" in caplog.text
+    only = Subscription("subscribe", topics=("__consumer_offsets",))
+    assert partitions_from_metadata(only, META) == []
+    assigned = Subscription("assign", partitions=(("__consumer_offsets", 0), ("audit", 1)))
+    assert partitions_from_metadata(assigned, META) == [("audit", 1)]
+    assert "do not exist" not in caplog.text
+
+
+def test_an_empty_assignment_selects_nothing():
+    assert partitions_from_metadata(Subscription("assign", partitions=()), META) == []
 
 
 def test_topic_errors_surface_as_broker_errors():
@@ -279,6 +305,14 @@ class FakeClient:
 TP0, TP1 = ("t", 0), ("t", 1)
 CLIENT_MODEL = {TP0: (10, 20, 18, [100 + i for i in range(10)]),
                 TP1: (0, 5, 5, [50, 60, 70, 80, 90])}
+
+
+def test_minus_one_and_minus_two_timestamps_ask_for_latest_and_earliest():
+    """-1/-2 go to ListOffsets as they are, as Spark's admin client sends them."""
+    client = FakeClient(CLIENT_MODEL)
+    spec = SpecificTimestamps(((TP0, -1), (TP1, -2)))
+    assert resolve_offsets(spec, [TP0, TP1], client) == {TP0: 20, TP1: 0}
+    assert resolve_offsets(GlobalTimestamp(-1), [TP0, TP1], client) == {TP0: 20, TP1: 5}
 
 
 def test_earliest_and_latest():
