@@ -120,6 +120,7 @@ class PartitionBatcher:
             tail_start = len(value)
         topic, partition = key
         compression = self.options.compression_type
+        transactional = getattr(self.producer, "transactional_id", None) is not None
         for start, stop in ranges:
             n = stop - start
             k = None if keys is None else keys.slice(start, n)
@@ -131,7 +132,8 @@ class PartitionBatcher:
                 return encode_batch(k, v, headers=h, timestamps_ms=t,
                                     producer_id=producer_id, producer_epoch=epoch,
                                     base_sequence=sequence, compression=compression,
-                                    topic=topic, partition=partition)
+                                    transactional=transactional, topic=topic,
+                                    partition=partition)
 
             self.producer.append(topic, partition, n, build)
         if tail_start < len(value):

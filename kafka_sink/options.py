@@ -45,7 +45,7 @@ from protocol.errors import ConfigError
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
-           "MAX_IN_FLIGHT_IDEMPOTENT"]
+           "MAX_IN_FLIGHT_IDEMPOTENT", "PARTITIONERS"]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -111,6 +111,26 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "Encoded bytes a task holds before it starts sending and, after that, "
                  "at most while waiting for acknowledgements. A task whose input fits is "
                  "checked in full before anything is sent."),
+    WriterOption("kafka.partitioner.class", "none",
+                 "Where rows without a partition value go: unset, DefaultPartitioner or "
+                 "BuiltInPartitioner: murmur2 of the key, sticky runs for null keys; "
+                 "UniformStickyPartitioner: sticky runs, keys ignored; RoundRobinPartitioner:"
+                 " one partition after the other, keys ignored. Other classes are refused: "
+                 "compute the partition and write it in the partition column."),
+    WriterOption("exactlyOnce", "false",
+                 "Write in Kafka transactions that the driver commits once Spark commits the "
+                 "job or micro-batch: a batch write becomes visible to read_committed "
+                 "readers all at once or not at all, each micro-batch exactly once, also "
+                 "across restarts from the checkpoint (see the README)."),
+    WriterOption("transactionalIdPrefix", "from the checkpoint (streaming)",
+                 "Prefix of the transactional ids (prefix-partition-attempt) and of the "
+                 "consumer groups that record committed micro-batches (prefix-partition). "
+                 "Required for batch writes with exactlyOnce; streams derive it from the "
+                 "checkpoint location. Unique per query: two writers must not share it."),
+    WriterOption("kafka.transaction.timeout.ms", "60000",
+                 "How long the broker keeps a transaction open before aborting it; must "
+                 "cover a task's write plus the time until the driver commits. At most the "
+                 "broker's transaction.max.timeout.ms (15 minutes by default)."),
     WriterOption("kafka.client.id", '"pyspark-pykafka"',
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
@@ -137,8 +157,9 @@ _REJECTED = {
                             "serialized with ByteArraySerializer.",
     "kafka.value.serializer": "Kafka option 'value.serializer' is not supported as value are "
                               "serialized with ByteArraySerializer.",
-    "kafka.transactional.id": "Kafka option 'transactional.id' is not supported: pykafka "
-                              "writes with an idempotent producer, not in transactions.",
+    "kafka.transactional.id": "Kafka option 'transactional.id' is not supported: set "
+                              "exactlyOnce=true (and transactionalIdPrefix) to write in "
+                              "transactions; each task gets its own transactional id.",
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
 # Options that only matter to a reader: passing the same options to both sides is common.
@@ -178,6 +199,10 @@ class WriterOptions:
     retry_backoff_ms: int = 100
     max_block_ms: int = 60_000
     buffer_memory: int = 33_554_432
+    partitioner: str = "default"
+    exactly_once: bool = False
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = 60_000
     ignored_kafka_options: tuple[str, ...] = ()
 
     @property
@@ -210,6 +235,38 @@ def _compression(opts: OptionMap) -> str:
                           f"compression.type: String must be one of: "
                           f"{', '.join(COMPRESSION_TYPES)}")
     return text.lower()
+
+
+#: Java partitioner class names (with or without their package) -> our rule.
+PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.defaultpartitioner": "default",
+    "org.apache.kafka.clients.producer.internals.builtinpartitioner": "default",
+    "org.apache.kafka.clients.producer.uniformstickypartitioner": "uniform_sticky",
+    "org.apache.kafka.clients.producer.roundrobinpartitioner": "round_robin",
+}
+
+
+def _partitioner(opts: OptionMap) -> str:
+    text = opts.get("kafka.partitioner.class")
+    if text is None or not text.strip():
+        return "default"
+    name = text.strip().lower()
+    for full, rule in PARTITIONERS.items():
+        if name == full or name == full.rsplit(".", 1)[1]:
+            return rule
+    raise ConfigError(
+        f"kafka.partitioner.class: {text} is not supported: pyspark-pykafka runs no Java "
+        f"classes. It understands DefaultPartitioner, BuiltInPartitioner, "
+        f"UniformStickyPartitioner and RoundRobinPartitioner; for any other rule compute "
+        f"the partition in Spark and write it in the 'partition' column (an int column; "
+        f"rows where it is null follow the default rule).")
+
+
+def _prefix_ok(prefix: str) -> str:
+    if not prefix or len(prefix) > 200:
+        raise ConfigError(f"transactionalIdPrefix: {prefix!r} must be 1 to 200 characters "
+                          f"(the transactional ids append -partition-attempt to it)")
+    return prefix
 
 
 def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
@@ -257,6 +314,16 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=INT32_MAX)
     max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=INT32_MAX)
     buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
+    exactly_once = opts.boolean("exactlyOnce", False)
+    prefix = opts.get("transactionalIdPrefix")
+    if prefix is not None:
+        prefix = _prefix_ok(prefix)
+    txn_timeout = opts.integer("kafka.transaction.timeout.ms", 60_000, minimum=1,
+                               maximum=INT32_MAX)
+    if exactly_once and not idempotence:
+        raise ConfigError("exactlyOnce: transactions need the idempotent producer; remove "
+                          "kafka.enable.idempotence=false (and kafka.acks, which must be "
+                          "all).")
 
     return WriterOptions(
         client_config=connection,
@@ -276,5 +343,9 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0,
                                   maximum=INT32_MAX),
         buffer_memory=buffer_memory,
+        partitioner=_partitioner(opts),
+        exactly_once=exactly_once,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=txn_timeout,
         ignored_kafka_options=ignored,
     )

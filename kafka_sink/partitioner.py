@@ -13,6 +13,12 @@ sink uses:
    about ``batch.size`` bytes went there, then the next partition takes the next run, and
    so on round the topic. A task starts at a random partition so that tasks spread out.
 
+``kafka.partitioner.class`` may choose another rule for step 2 and 3, by the name of the
+Java class: ``UniformStickyPartitioner`` gives every record without a partition a sticky
+run (keys ignored), ``RoundRobinPartitioner`` the next partition in turn (keys ignored,
+``RoundRobinPartitioner`` below); ``DefaultPartitioner`` and ``BuiltInPartitioner`` are
+the rules above.
+
 ``murmur2`` hashes every value of an Arrow binary (or string) array with numpy, reading the
 array's offsets and data buffers directly: rows are sorted by length once, then each round
 mixes the next 4-byte word of every row that still has one. The work is one numpy pass per
@@ -26,7 +32,8 @@ import random
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["murmur2", "murmur2_bytes", "to_positive", "key_partitions", "StickyPartitioner"]
+__all__ = ["murmur2", "murmur2_bytes", "to_positive", "key_partitions", "StickyPartitioner",
+           "RoundRobinPartitioner"]
 
 SEED = 0x9747B28C
 _M = np.uint32(0x5BD1E995)
@@ -177,3 +184,19 @@ class StickyPartitioner:
         self._state[topic] = ((start + total // self.batch_size) % num_partitions,
                               total % self.batch_size)
         return parts
+
+
+class RoundRobinPartitioner:
+    """Kafka's ``RoundRobinPartitioner`` for whole columns: each record goes to the
+    partition after the previous record's, keys ignored. Java starts every producer at
+    partition 0; a task starts at a random one, so that small tasks spread out."""
+
+    def __init__(self, rng: random.Random | None = None):
+        self._rng = rng or random.Random()
+        self._next: dict[str, int] = {}
+
+    def assign(self, topic: str, sizes: np.ndarray, num_partitions: int) -> np.ndarray:
+        n = len(sizes)
+        start = self._next.setdefault(topic, self._rng.randrange(num_partitions))
+        self._next[topic] = (start + n) % num_partitions
+        return ((start + np.arange(n, dtype=np.int64)) % num_partitions).astype(np.int32)

@@ -50,6 +50,16 @@ A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after
 appended (or after sending started, for a batch held back until then), or after
 ``retries`` resends.
 
+Transactions (``transactional_id``, for ``exactlyOnce``)
+-------------------------------------------------------
+InitProducerId goes to the transaction coordinator with the transactional id (which aborts
+whatever the id left open and fences its earlier holders), every partition is enlisted
+with AddPartitionsToTxn before its first Produce, and batches carry the transactional bit
+and the id. The producer never ends the transaction: ``kafka_sink.transactions`` does, on
+the driver. A gap (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) cannot be repaired
+with a new producer id inside a transaction, so it fails the task (Spark re-runs it under
+a new transactional id; what this attempt wrote is aborted).
+
 Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
 retry rules are the same, so a resend after an unclear failure may duplicate records
 (at-least-once, as Java's producer without idempotence). With ``acks=0`` nothing is
@@ -68,11 +78,13 @@ from protocol.cluster import KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, UnsupportedVersionError)
 from protocol.primitives import ZERO_UUID
+from protocol.transactions import MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
                           Partition, ProduceError, Request, describe, first_uncertain,
                           next_sequence, restamp)
 from .options import WriterOptions
+from .txn_errors import transaction_hint
 
 __all__ = ["TaskProducer", "ProduceError", "SEQUENCE_MODULUS", "next_sequence"]
 
@@ -84,8 +96,11 @@ _MAX_BACKOFF = 1.0
 class TaskProducer:
     """Delivers the record batches of one write task. Not thread-safe."""
 
-    def __init__(self, options: WriterOptions, client: KafkaClient | None = None):
+    def __init__(self, options: WriterOptions, client: KafkaClient | None = None, *,
+                 transactional_id: str | None = None):
         self.options = options
+        self.transactional_id = transactional_id
+        self._enlisted: set[tuple[str, int]] = set()
         self.client = client or KafkaClient(options.client_config)
         self._own_client = client is None
         self.idempotent = options.enable_idempotence
@@ -184,8 +199,42 @@ class TaskProducer:
 
     # ---- producer id ----------------------------------------------------------------------
 
+    def _init_transactional_id(self) -> None:
+        from protocol import transactions
+        try:
+            self.producer_id, self.epoch = transactions.init_producer_id(
+                self.client, self.transactional_id, self.options.transaction_timeout_ms,
+                timeout_ms=self.options.delivery_timeout_ms)
+        except UnsupportedVersionError as e:
+            raise ProduceError(
+                f"the broker does not support transactions ({e}); exactlyOnce needs Kafka "
+                f"0.11 or later with transactions enabled: set exactlyOnce=false") from e
+        except BrokerError as e:
+            raise ProduceError(transaction_hint(e, self.transactional_id)) from e
+        self.producer_ids.append(self.producer_id)
+        log.debug("transactional id %s: producer id %d epoch %d", self.transactional_id,
+                  self.producer_id, self.epoch)
+
+    def _enlist(self) -> None:
+        """AddPartitionsToTxn for the partitions about to get their first batch."""
+        from protocol import transactions
+        new = [key for key, p in self._partitions.items()
+               if p.queue and key not in self._enlisted]
+        if not new:
+            return
+        try:
+            transactions.add_partitions(self.client, self.transactional_id, self.producer_id,
+                                        self.epoch, new,
+                                        timeout_ms=self.options.delivery_timeout_ms)
+        except BrokerError as e:
+            raise ProduceError(transaction_hint(e, self.transactional_id)) from e
+        self._enlisted.update(new)
+
     def _init_producer_id(self) -> None:
         from protocol.schemas import INIT_PRODUCER_ID
+        if self.transactional_id is not None:
+            self._init_transactional_id()
+            return
 
         def attempt():
             meta = self.client.metadata()
@@ -308,6 +357,8 @@ class TaskProducer:
         return b
 
     def _send_ready(self) -> None:
+        if self.transactional_id is not None:
+            self._enlist()
         while True:
             now = time.monotonic()
             by_node: dict[int, list] = {}
@@ -338,7 +389,7 @@ class TaskProducer:
         for p, b in items:
             topics.setdefault(p.topic, []).append({"index": p.partition, "records": b.data})
         ids = {t: self._topic_ids.get(t, ZERO_UUID) for t in topics}
-        body = {"transactional_id": None, "acks": self.options.acks,
+        body = {"transactional_id": self.transactional_id, "acks": self.options.acks,
                 "timeout_ms": self.options.request_timeout_ms,
                 "topic_data": [{"name": t, "topic_id": ids[t], "partition_data": parts}
                                for t, parts in topics.items()]}
@@ -346,6 +397,8 @@ class TaskProducer:
         try:
             conn = self.client.connection(node)
             cap = 12 if any(i == ZERO_UUID for i in ids.values()) else None
+            if self.transactional_id is not None:
+                cap = MAX_TXN_PRODUCE_VERSION
             version = conn.version_for(PRODUCE, cap)
             cid = conn.send(PRODUCE, body, version, expect_response=not acks0)
         except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as e:
@@ -466,8 +519,15 @@ class TaskProducer:
         error = BrokerError.for_code(code, describe(part), topic=b.topic,
                                      partition=b.partition)
         if code in FENCED:
+            if self.transactional_id is not None:
+                raise ProduceError(f"Writing to {p.name} failed: "
+                                   + transaction_hint(error, self.transactional_id))
             raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
                                f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
+        if code in GAP and self.transactional_id is not None:
+            raise ProduceError(f"Writing to {p.name} failed: {error}: the broker lost this "
+                               f"transaction's sequence; the task fails and its transaction "
+                               f"is aborted")
         if code in GAP and self.idempotent:
             first_unacked = next(q for q in p.queue if not q.acked)
             if first_unacked is b:

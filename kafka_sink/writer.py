@@ -17,6 +17,9 @@ then runs ``write_task`` over its Arrow batches:
 3. At the end the batcher and the producer are flushed; the task succeeds only when every
    record is acknowledged, and returns a ``KafkaCommitMessage`` with the records and
    bytes written per topic and partition, which the driver logs in ``commit``.
+
+With ``exactlyOnce`` the task writes inside a Kafka transaction that it leaves open, and
+the driver's ``commit`` ends it (``kafka_sink.transactions`` has the design).
 """
 
 from __future__ import annotations
@@ -36,8 +39,11 @@ from protocol.errors import ConfigError
 from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
 from .options import WriterOptions, parse_writer_options
-from .partitioner import StickyPartitioner, murmur2, to_positive
+from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
+from .kill_points import maybe_kill
 from .producer import TaskProducer
+from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
+                           committed_batch, resolve_prefix, task_identity, transactional_id)
 from .validation import WritePlan, check_rows, check_save_mode, check_schema
 
 __all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
@@ -53,6 +59,7 @@ class KafkaCommitMessage(WriterCommitMessage):
 
     partitions: dict = field(default_factory=dict)
     producer_ids: tuple = ()
+    transaction: TaskTransaction | None = None
 
     @property
     def records(self) -> int:
@@ -85,8 +92,11 @@ def totals(messages: Iterable) -> dict[str, tuple[int, int]]:
 
 # ---- one task -------------------------------------------------------------------------------
 
-def route_rows(rows: Rows, counts: dict[str, int], sticky: StickyPartitioner) -> np.ndarray:
-    """The partition of every row (the rows passed ``check_rows``)."""
+def route_rows(rows: Rows, counts: dict[str, int], sticky, *,
+               use_keys: bool = True) -> np.ndarray:
+    """The partition of every row (the rows passed ``check_rows``): the partition column,
+    else (``use_keys``) murmur2 of the key, else ``sticky.assign`` (a
+    ``StickyPartitioner`` or a ``RoundRobinPartitioner``)."""
     n = rows.n
     partition = np.zeros(n, dtype=np.int32)
     decided = np.zeros(n, dtype=bool)
@@ -94,7 +104,7 @@ def route_rows(rows: Rows, counts: dict[str, int], sticky: StickyPartitioner) ->
         decided = rows.partition_valid.copy()
         partition[decided] = rows.partition[decided]
     hashes = key_valid = None
-    if rows.key is not None and not decided.all():
+    if use_keys and rows.key is not None and not decided.all():
         hashes = to_positive(murmur2(rows.key))
         key_valid = (np.ones(n, dtype=bool) if rows.key.null_count == 0 else
                      np.asarray(rows.key.is_valid().to_numpy(zero_copy_only=False), bool))
@@ -147,13 +157,40 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
 
 
 def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,
-               *, client=None, producer: TaskProducer | None = None) -> KafkaCommitMessage:
-    """Write one task's Arrow batches; returns what was written once all is acknowledged."""
+               *, client=None, producer: TaskProducer | None = None,
+               prefix: str | None = None, task: tuple | None = None) -> KafkaCommitMessage:
+    """Write one task's Arrow batches; returns what was written once all is acknowledged.
+    With ``prefix`` (exactlyOnce) the task writes in a transaction it leaves open;
+    ``task`` is its (partition id, attempt, batch id or None), from Spark's TaskContext
+    when not given."""
+    iterator = iter(batches)
+    txn_info = None
+    if prefix is not None:
+        partition_id, attempt, batch_id = task if task is not None else task_identity()
+        tid = transactional_id(prefix, partition_id, attempt)
+        producer = producer or TaskProducer(options, client, transactional_id=tid)
+        try:
+            producer.producer_identity()  # aborts what this id left open, fences zombies
+            if (batch_id is not None and committed_batch(
+                    producer.client, prefix, partition_id, options.request_timeout_ms)
+                    >= batch_id):
+                for _ in iterator:
+                    pass
+                return KafkaCommitMessage(transaction=TaskTransaction(
+                    tid, producer.producer_id, producer.epoch, partition_id, attempt,
+                    skipped=True))
+        except BaseException:
+            producer.close()
+            raise
+        txn_info = (tid, partition_id, attempt, batch_id)
     producer = producer or TaskProducer(options, client)
     batcher = PartitionBatcher(options, producer)
-    sticky = StickyPartitioner(options.batch_size)
+    if options.partitioner == "round_robin":
+        sticky = RoundRobinPartitioner()
+    else:
+        sticky = StickyPartitioner(options.batch_size)
+    use_keys = options.partitioner == "default"
     counts: dict[str, int] = {}
-    iterator = iter(batches)
     try:
         while True:
             waited = time.monotonic()
@@ -170,16 +207,25 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
                 if missing:
                     counts.update(producer.partition_counts(missing))
                 check_rows(rows, counts, options.max_request_size)
-                _hand_over(rows, route_rows(rows, counts, sticky), batcher)
+                _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys),
+                           batcher)
                 if producer.buffered_bytes >= options.buffer_memory:
                     producer.wait_for_room(options.buffer_memory // 2)
                 elif producer.started:
                     producer.poll(0)
         batcher.flush()
         producer.flush()
+        transaction = None
+        if txn_info is not None:
+            tid, partition_id, attempt, batch_id = txn_info
+            maybe_kill("before_task_end", batch_id)
+            written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
+            transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
+                                          partition_id, attempt,
+                                          written[0] if written else None)
         return KafkaCommitMessage(
             partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
-            producer_ids=tuple(producer.producer_ids))
+            producer_ids=tuple(producer.producer_ids), transaction=transaction)
     finally:
         producer.close()
 
@@ -194,21 +240,38 @@ def _log_totals(what: str, messages) -> None:
         log.info("%s: %d records (%d bytes) written to topic %s", what, records, size, topic)
 
 
+def _end_transactions(options: WriterOptions, prefix: str, messages, batch_id, commit: bool):
+    from protocol.cluster import KafkaClient
+    with KafkaClient(options.client_config) as client:
+        if commit:
+            return commit_transactions(client, options, prefix, messages, batch_id)
+        return abort_transactions(client, options, prefix, messages)
+
+
 class KafkaArrowWriter(DataSourceArrowWriter):
     """``df.write.format("pykafka")``: one ``write_task`` per Spark partition."""
 
-    def __init__(self, options: WriterOptions, plan: WritePlan):
+    def __init__(self, options: WriterOptions, plan: WritePlan, prefix: str | None = None):
         self.options = options
         self.plan = plan
+        self.prefix = prefix
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(iterator, self.options, self.plan)
+        return write_task(iterator, self.options, self.plan, prefix=self.prefix)
 
     def commit(self, messages) -> None:
+        if self.prefix is not None:
+            _end_transactions(self.options, self.prefix, messages, None, True)
         _log_totals("Kafka write committed", messages)
 
     def abort(self, messages) -> None:
         done = [m for m in messages if m is not None]
+        if self.prefix is not None:
+            aborted = _end_transactions(self.options, self.prefix, messages, None, False)
+            log.warning("Kafka write aborted: %d of %d tasks had finished; their %d "
+                        "transactions were aborted, nothing is visible to read_committed "
+                        "readers", len(done), len(messages), aborted)
+            return
         log.warning("Kafka write aborted: %d of %d tasks had finished; records they "
                     "wrote stay in Kafka", len(done), len(messages))
         _log_totals("Kafka write aborted", done)
@@ -217,27 +280,54 @@ class KafkaArrowWriter(DataSourceArrowWriter):
 class KafkaStreamArrowWriter(DataSourceStreamArrowWriter):
     """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
 
-    def __init__(self, options: WriterOptions, plan: WritePlan):
+    def __init__(self, options: WriterOptions, plan: WritePlan, prefix: str | None = None):
         self.options = options
         self.plan = plan
+        self.prefix = prefix
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(iterator, self.options, self.plan)
+        return write_task(iterator, self.options, self.plan, prefix=self.prefix)
 
     def commit(self, messages, batchId: int) -> None:
+        if self.prefix is not None:
+            counts = _end_transactions(self.options, self.prefix, messages, batchId, True)
+            log.info("Kafka micro-batch %d: %s", batchId, counts)
         _log_totals(f"Kafka micro-batch {batchId} committed", messages)
 
     def abort(self, messages, batchId: int) -> None:
         done = [m for m in messages if m is not None]
+        if self.prefix is not None:
+            _end_transactions(self.options, self.prefix, messages, batchId, False)
+            log.warning("Kafka micro-batch %d aborted: %d of %d tasks had finished; their "
+                        "transactions were aborted", batchId, len(done), len(messages))
+            return
         log.warning("Kafka micro-batch %d aborted: %d of %d tasks had finished; records "
                     "they wrote stay in Kafka", batchId, len(done), len(messages))
 
 
+#: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+_TRANSACTION_APIS = (24, 25, 26, 28)
+
+
+def _check_transactions(producer: TaskProducer) -> None:
+    meta = producer.client.metadata()
+    for node in sorted(meta.brokers)[:1]:
+        versions = producer.client.connection(node).api_versions
+        missing = [k for k in _TRANSACTION_APIS if k not in versions]
+        if missing:
+            raise ConfigError(f"exactlyOnce: broker {node} does not support transactions "
+                              f"(no API keys {missing}); set exactlyOnce=false")
+
+
 def _check_topic_exists(options: WriterOptions) -> None:
-    if options.topic is None:
+    if options.topic is None and not options.exactly_once:
         return
     producer = TaskProducer(options)
     try:
+        if options.exactly_once:
+            _check_transactions(producer)
+        if options.topic is None:
+            return
         counts = producer.partition_counts([options.topic])
     finally:
         producer.close()
@@ -247,19 +337,20 @@ def _check_topic_exists(options: WriterOptions) -> None:
                           f"(topics are not created by the writer)")
 
 
-def _prepare(options, schema) -> tuple[WriterOptions, WritePlan]:
+def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan, str | None]:
     parsed = parse_writer_options(options)
     plan = check_schema(schema, parsed.topic)
+    prefix = resolve_prefix(parsed, options, streaming) if parsed.exactly_once else None
     _check_topic_exists(parsed)
-    return parsed, plan
+    return parsed, plan, prefix
 
 
 def create_writer(options, schema, overwrite: bool) -> KafkaArrowWriter:
     """The batch writer, after every check that needs no data."""
     check_save_mode(overwrite)
-    return KafkaArrowWriter(*_prepare(options, schema))
+    return KafkaArrowWriter(*_prepare(options, schema, False))
 
 
 def create_stream_writer(options, schema, overwrite: bool) -> KafkaStreamArrowWriter:
     """The streaming writer; ``overwrite`` (complete output mode) appends as Spark does."""
-    return KafkaStreamArrowWriter(*_prepare(options, schema))
+    return KafkaStreamArrowWriter(*_prepare(options, schema, True))

@@ -153,11 +153,11 @@ def test_security_options_are_shared_with_the_reader():
 def test_unknown_kafka_options_warn_once(caplog, monkeypatch):
     monkeypatch.setattr(option_map, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
-        o = parse(**{"kafka.partitioner.class": "x", "kafka.foo.bar": "1"})
-        parse(**{"kafka.partitioner.class": "x"})
-    assert o.ignored_kafka_options == ("kafka.foo.bar", "kafka.partitioner.class")
+        o = parse(**{"kafka.metadata.max.age.ms": "5", "kafka.foo.bar": "1"})
+        parse(**{"kafka.metadata.max.age.ms": "5"})
+    assert o.ignored_kafka_options == ("kafka.foo.bar", "kafka.metadata.max.age.ms")
     warnings = [r.getMessage() for r in caplog.records if r.name == "pykafka.sink"]
-    assert sum("kafka.partitioner.class" in w for w in warnings) == 1
+    assert sum("kafka.metadata.max.age.ms" in w for w in warnings) == 1
     assert any("kafka.foo.bar" in w for w in warnings)
 
 
@@ -168,3 +168,33 @@ def test_reader_options_pass_silently_and_typos_get_a_hint(caplog, monkeypatch):
                  "kafka.group.id": "g", "topik": "x"})
     warnings = [r.getMessage() for r in caplog.records if r.name == "pykafka.sink"]
     assert len(warnings) == 1 and "Did you mean 'topic'?" in warnings[0]
+
+
+def test_partitioner_class_names_the_java_partitioners_or_points_to_the_partition_column():
+    assert parse().partitioner == "default"
+    for name, rule in [
+            ("org.apache.kafka.clients.producer.internals.DefaultPartitioner", "default"),
+            ("BuiltInPartitioner", "default"),
+            ("org.apache.kafka.clients.producer.UniformStickyPartitioner", "uniform_sticky"),
+            ("org.apache.kafka.clients.producer.RoundRobinPartitioner", "round_robin"),
+            ("roundrobinpartitioner", "round_robin")]:
+        assert parse(**{"kafka.partitioner.class": name}).partitioner == rule, name
+    with pytest.raises(ConfigError, match=r"kafka.partitioner.class: com.acme.Geo is not "
+                       r"supported.*'partition' column"):
+        parse(**{"kafka.partitioner.class": "com.acme.Geo"})
+
+
+def test_exactly_once_options():
+    o = parse(exactlyOnce="true", transactionalIdPrefix="orders-eos")
+    assert (o.exactly_once, o.transactional_id_prefix, o.transaction_timeout_ms) == (
+        True, "orders-eos", 60000)
+    assert parse(**{"kafka.transaction.timeout.ms": "900000"}).transaction_timeout_ms == 900000
+    assert parse().exactly_once is False
+    with pytest.raises(ConfigError, match="exactlyOnce: transactions need the idempotent"):
+        parse(exactlyOnce="true", **{"kafka.enable.idempotence": "false", "kafka.acks": "1"})
+    with pytest.raises(ConfigError, match="transactionalIdPrefix"):
+        parse(exactlyOnce="true", transactionalIdPrefix="")
+    with pytest.raises(ConfigError, match="kafka.transaction.timeout.ms"):
+        parse(**{"kafka.transaction.timeout.ms": "0"})
+    with pytest.raises(ConfigError, match="exactlyOnce=true"):
+        parse(**{"kafka.transactional.id": "x"})

@@ -1,0 +1,262 @@
+"""Exactly-once writes (``exactlyOnce=true``): tasks open Kafka transactions, the driver
+ends them.
+
+Design
+------
+Spark commits a write in two steps: every task writes and returns a commit message, then
+the driver's ``commit(messages)`` (streaming: ``commit(messages, batchId)``) runs once
+all tasks succeeded, or ``abort(messages)`` when one failed. Kafka's transactions split
+the same way: a transaction is only a transactional id, the producer id and epoch that
+InitProducerId gave it, and requests to its coordinator, so the driver can end a
+transaction a task opened (Kafka's Java producer cannot; Flink's sink does it through
+reflection).
+
+A task (``open_task``, ``TaskTransaction``):
+
+1. takes the transactional id ``{prefix}-{partitionId}-{attemptNumber}`` from
+   ``pyspark.TaskContext``, and InitProducerId with it (the coordinator aborts whatever
+   an earlier holder of the id left open and fences it);
+2. in a stream, reads the batch marker of its partition (below) and, when it shows this
+   micro-batch (``streaming.sql.batchId``, the local property Spark's micro-batch
+   execution sets) already committed, writes nothing: the batch is a replay after a crash
+   that came after the commit;
+3. otherwise writes as the idempotent producer does, each partition enlisted with
+   AddPartitionsToTxn before its first Produce, and returns the transactional id,
+   producer id, epoch and counts without ending the transaction.
+
+Only one attempt per partition gets its commit message to the driver: Spark's
+``WritingSparkTask`` asks the ``OutputCommitCoordinator`` (``useCommitCoordinator`` is
+true for Python data sources, batch and streaming) after the Python ``write`` returned,
+and a denied attempt fails with ``CommitDeniedException``. The losers' transactions are
+open and must be aborted.
+
+The driver (``commit_transactions``), per committed task, in partition order:
+
+1. streams only: the batch marker is the offset of the consumer group
+   ``{prefix}-{partitionId}``, whose committed offset is the last micro-batch id this
+   partition committed. If it is at or above this batch id, the batch is a replay and
+   this transaction is aborted; else AddOffsetsToTxn + TxnOffsetCommit put "batch id" in
+   the same transaction (on the first topic-partition the task wrote to, which exists);
+2. EndTxn(commit);
+3. then the losing attempts of every partition it can name are fenced: InitProducerId on
+   ``{prefix}-{partition}-{a}`` for every attempt a below the winner's and for the next
+   one, which aborts what they left open.
+
+``abort(messages)`` aborts the transactions of the tasks that finished and fences
+attempts 0..3 (``spark.task.maxFailures``' default) of those that did not.
+
+Windows
+-------
+Closed (a stream restarted from its checkpoint sees each micro-batch exactly once):
+
+- killed before the tasks end, or after they end but before the driver commits: their
+  transactions stay open; the re-run batch's tasks use the same ids (attempt 0) and
+  InitProducerId aborts them. An attempt above 0 that was left open is aborted by the
+  broker after ``kafka.transaction.timeout.ms``; until then read_committed readers of its
+  partitions wait (the last stable offset stays below it), and nothing is duplicated.
+- killed between two EndTxn of one micro-batch, or after the last one but before Spark
+  wrote its commit log: the re-run batch's tasks whose marker shows the batch write
+  nothing; the others write and commit. This needs each task of a re-run batch to get the
+  same rows as before, which holds for Spark's Kafka source and file sources and for
+  hash-partitioned stages, not for a ``repartition(n)`` without columns (round robin).
+- a task retried or run speculatively: only the attempt Spark commits becomes visible;
+  the others are aborted by the fencing in step 3, or by the broker after the transaction
+  timeout for one the driver cannot name (an attempt more than one above the winner's).
+  A stage retried by Spark restarts attempt numbers at 0: a new attempt then fences an
+  old one of the same number, and if Spark had taken that one's result the driver's
+  EndTxn fails (the batch fails, nothing is duplicated).
+
+Not closed:
+
+- a batch ``df.write`` whose driver dies between two EndTxn: the part committed stays
+  visible, and there is no checkpoint to finish the rest from.
+- a transaction that the broker aborts because ``kafka.transaction.timeout.ms`` passed
+  before the driver's commit: EndTxn fails (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED or
+  INVALID_TXN_STATE) and the write fails with an error naming that option; nothing of
+  that task is visible; in a stream the batch is re-run on restart.
+- two writers with the same ``transactionalIdPrefix`` fence each other (errors, no
+  duplicates). Streams derive the prefix from the checkpoint location when it is in the
+  writer's options; moving the checkpoint then changes the prefix, so a crash right after
+  a commit would write that batch again: set ``transactionalIdPrefix`` explicitly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+
+from protocol import transactions as txn
+from protocol.errors import BrokerError, ConfigError
+
+from .kill_points import maybe_kill
+from .txn_errors import transaction_hint
+
+__all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
+           "resolve_prefix", "task_identity", "committed_batch", "commit_transactions",
+           "abort_transactions", "TransactionCommitError"]
+
+log = logging.getLogger("pykafka.sink")
+
+#: The local property Spark's MicroBatchExecution sets to the running batch id.
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+#: Attempts fenced for a task that failed in a batch write (spark.task.maxFailures).
+FAILED_TASK_ATTEMPTS = 4
+
+
+class TransactionCommitError(Exception):
+    """The driver could not end a task's transaction; names the option to change."""
+
+
+@dataclass(frozen=True)
+class TaskTransaction:
+    """What a task tells the driver about its transaction."""
+
+    transactional_id: str
+    producer_id: int
+    epoch: int
+    partition_id: int
+    attempt: int
+    marker: tuple[str, int] | None = None  # where the batch marker goes; None: no records
+    skipped: bool = False  # the marker showed the batch committed: nothing was written
+
+
+def transactional_id(prefix: str, partition_id: int, attempt: int) -> str:
+    return f"{prefix}-{partition_id}-{attempt}"
+
+
+def marker_group(prefix: str, partition_id: int) -> str:
+    return f"{prefix}-{partition_id}"
+
+
+def resolve_prefix(options, raw_options, streaming: bool) -> str:
+    """The transactional id prefix: the option, or for a stream one derived from the
+    checkpoint location in the writer's options."""
+    if options.transactional_id_prefix:
+        return options.transactional_id_prefix
+    checkpoint = None
+    if streaming:
+        for key in raw_options:
+            if str(key).lower() == "checkpointlocation":
+                checkpoint = raw_options[key]
+    if checkpoint:
+        digest = hashlib.sha256(os.path.abspath(str(checkpoint)).encode()).hexdigest()[:20]
+        return f"pykafka-{digest}"
+    what = ("the stream has no checkpointLocation option to derive it from" if streaming
+            else "a batch write has nothing stable to derive it from")
+    raise ConfigError(f"transactionalIdPrefix: exactlyOnce needs a transactionalIdPrefix "
+                      f"({what}); give each query or job its own, e.g. "
+                      f".option(\"transactionalIdPrefix\", \"orders-to-lake\")")
+
+
+def task_identity() -> tuple[int, int, int | None]:
+    """(partition id, attempt number, micro-batch id or None) of the running Spark task."""
+    from pyspark import TaskContext
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise RuntimeError("exactlyOnce writes run inside Spark tasks (no TaskContext)")
+    batch = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    return ctx.partitionId(), ctx.attemptNumber(), (int(batch) if batch else None)
+
+
+def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None) -> int:
+    """The last micro-batch id committed by partition ``partition_id``, -1 if none."""
+    offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id), None,
+                                       timeout_ms=timeout_ms)
+    return max((o for o, _ in offsets.values()), default=-1)
+
+
+def _end(client, t: TaskTransaction, commit: bool, timeout_ms) -> None:
+    try:
+        txn.end_txn(client, t.transactional_id, t.producer_id, t.epoch, commit,
+                    timeout_ms=timeout_ms)
+    except BrokerError as e:
+        raise TransactionCommitError(
+            f"{'committing' if commit else 'aborting'} the transaction of Spark partition "
+            f"{t.partition_id} failed: {transaction_hint(e, t.transactional_id)}") from e
+
+
+def fence(client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int,
+          transaction_timeout_ms: int) -> None:
+    """InitProducerId on ``prefix-partition-attempt`` for each pair: aborts what it left
+    open. Failures are logged: the broker's transaction timeout remains the backstop."""
+    for partition_id, attempt in ids:
+        tid = transactional_id(prefix, partition_id, attempt)
+        try:
+            txn.init_producer_id(client, tid, transaction_timeout_ms, timeout_ms=timeout_ms)
+        except Exception as e:  # noqa: BLE001 - the timeout aborts it anyway
+            log.warning("could not fence transactional id %s (the broker aborts its open "
+                        "transaction after kafka.transaction.timeout.ms): %s", tid, e)
+
+
+def commit_transactions(client, options, prefix: str, messages, batch_id: int | None
+                        ) -> dict[str, int]:
+    """End every committed task's transaction (see the module docstring); returns counts
+    of ``committed``, ``replayed`` (aborted: the batch was committed before) and
+    ``skipped`` (tasks that wrote nothing for that reason)."""
+    timeout = options.request_timeout_ms
+    tasks = [m.transaction for m in messages
+             if m is not None and getattr(m, "transaction", None) is not None]
+    counts = {"committed": 0, "replayed": 0, "skipped": 0}
+    maybe_kill("before_driver_commit", batch_id)
+    done = 0
+    for t in sorted(tasks, key=lambda t: t.partition_id):
+        if t.skipped:
+            counts["skipped"] += 1
+            continue
+        if t.marker is None:
+            continue  # the task wrote nothing: no partition joined its transaction
+        if done:
+            maybe_kill("between_commits", batch_id)
+        if batch_id is not None:
+            group = marker_group(prefix, t.partition_id)
+            if committed_batch(client, prefix, t.partition_id, timeout) >= batch_id:
+                _end(client, t, False, timeout)
+                counts["replayed"] += 1
+                log.warning("micro-batch %d of Spark partition %d was committed before a "
+                            "restart: its re-run transaction is aborted", batch_id,
+                            t.partition_id)
+                continue
+            try:
+                txn.add_offsets(client, t.transactional_id, t.producer_id, t.epoch, group,
+                                timeout_ms=timeout)
+                txn.txn_offset_commit(client, t.transactional_id, t.producer_id, t.epoch,
+                                      group, {t.marker: batch_id},
+                                      f"pyspark-pykafka exactlyOnce batch {batch_id}",
+                                      timeout_ms=timeout)
+            except BrokerError as e:
+                raise TransactionCommitError(
+                    f"recording micro-batch {batch_id} for Spark partition "
+                    f"{t.partition_id} failed: {transaction_hint(e, t.transactional_id)}"
+                ) from e
+        _end(client, t, True, timeout)
+        counts["committed"] += 1
+        done += 1
+    maybe_kill("after_commit", batch_id)
+    losers = sorted({(t.partition_id, a) for t in tasks
+                     for a in [*range(t.attempt), t.attempt + 1]})
+    fence(client, prefix, losers, timeout, options.transaction_timeout_ms)
+    return counts
+
+
+def abort_transactions(client, options, prefix: str, messages) -> int:
+    """Abort the finished tasks' transactions and fence the attempts of the others."""
+    timeout = options.request_timeout_ms
+    aborted, failed = 0, []
+    for index, m in enumerate(messages):
+        t = getattr(m, "transaction", None) if m is not None else None
+        if t is None:
+            if m is None:
+                failed.extend((index, a) for a in range(FAILED_TASK_ATTEMPTS))
+            continue
+        if not t.skipped and t.marker is not None:
+            try:
+                _end(client, t, False, timeout)
+                aborted += 1
+            except TransactionCommitError as e:
+                log.warning("%s", e)
+        failed.append((t.partition_id, t.attempt + 1))
+        failed.extend((t.partition_id, a) for a in range(t.attempt))
+    fence(client, prefix, sorted(set(failed)), timeout, options.transaction_timeout_ms)
+    return aborted

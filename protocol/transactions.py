@@ -1,0 +1,183 @@
+"""The transaction coordinator's requests, as functions over a ``KafkaClient``.
+
+A Kafka transaction is a transactional id, the producer id and epoch InitProducerId gave
+it, and a few requests to the coordinator of that id: AddPartitionsToTxn before the first
+Produce to a partition, AddOffsetsToTxn + TxnOffsetCommit to put a group's offsets in the
+same transaction, EndTxn to commit or abort. Nothing ties these requests to the client
+that sent InitProducerId: whoever knows the id, producer id and epoch may finish the
+transaction. ``kafka_sink`` relies on that: write tasks open transactions and the driver
+ends them.
+
+Versions: the classic transaction protocol (Kafka's "transaction version 1"). Since
+Kafka 4.0 a client that sends EndTxn v5 or Produce v12 says it speaks version 2, in which
+partitions join a transaction implicitly and every commit bumps the epoch; this client
+adds partitions itself, so it caps AddPartitionsToTxn at v3, EndTxn at v4 and (in
+``kafka_sink``) transactional Produce at v11, as Kafka's Java client does on clusters
+without version 2.
+
+Every function retries what the coordinator answers while it is busy or moving
+(CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...) within
+``timeout_ms`` (the client's request timeout by default) and raises the ``BrokerError``
+of anything else.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from .errors import BrokerError
+from .group_offsets import TRANSACTION_KEY
+
+__all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_TXN_PRODUCE_VERSION",
+           "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
+           "end_txn", "fetch_stable_offsets"]
+
+TopicPartition = tuple[str, int]
+
+MAX_ADD_PARTITIONS_VERSION = 3  # v4+ is for brokers
+MAX_END_TXN_VERSION = 4  # v5 means transaction version 2
+MAX_TXN_PRODUCE_VERSION = 11  # v12 means transaction version 2
+
+
+def _txn_request(client, txn_id: str, api, body: dict, what: str, timeout_ms=None,
+                 max_version: int | None = None) -> dict:
+    def attempt():
+        conn = client.coordinator(txn_id, TRANSACTION_KEY)
+        response = conn.request(api, body, conn.version_for(api, max_version))
+        code = response.get("error_code", 0)
+        if code:
+            raise BrokerError.for_code(code, f"{what} for transactional id {txn_id!r}")
+        return response
+
+    return client.retrying(f"{what} for transactional id {txn_id!r}", attempt, timeout_ms)
+
+
+def init_producer_id(client, txn_id: str, transaction_timeout_ms: int, *,
+                     timeout_ms: int | None = None) -> tuple[int, int]:
+    """InitProducerId for ``txn_id``: ``(producer_id, epoch)``. The coordinator aborts a
+    transaction the id left open and bumps the epoch, fencing every earlier holder."""
+    from .schemas import INIT_PRODUCER_ID
+    response = _txn_request(client, txn_id, INIT_PRODUCER_ID, {
+        "transactional_id": txn_id, "transaction_timeout_ms": transaction_timeout_ms,
+        "producer_id": -1, "producer_epoch": -1, "enable2_pc": False,
+        "keep_prepared_txn": False}, "InitProducerId", timeout_ms, max_version=5)
+    return response["producer_id"], response["producer_epoch"]
+
+
+def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
+                   tps: Iterable[TopicPartition], *, timeout_ms: int | None = None) -> None:
+    """AddPartitionsToTxn: enlist ``tps`` before the first Produce to them."""
+    from .schemas import ADD_PARTITIONS_TO_TXN
+    topics: dict[str, list[int]] = {}
+    for t, p in sorted(set(tps)):
+        topics.setdefault(t, []).append(p)
+    body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": producer_id,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            "transactions": []}
+
+    def attempt():
+        conn = client.coordinator(txn_id, TRANSACTION_KEY)
+        version = conn.version_for(ADD_PARTITIONS_TO_TXN, MAX_ADD_PARTITIONS_VERSION)
+        response = conn.request(ADD_PARTITIONS_TO_TXN, body, version)
+        first = None
+        for t in response["results_by_topic_v3_and_below"]:
+            for p in t["results_by_partition"]:
+                code = p["partition_error_code"]
+                # OPERATION_NOT_ATTEMPTED (55) marks the partitions that were fine when
+                # another partition of the request failed
+                if code and code != 55 and (first is None or first.retriable):
+                    first = BrokerError.for_code(
+                        code, f"AddPartitionsToTxn for transactional id {txn_id!r}",
+                        topic=t["name"], partition=p["partition_index"])
+        if first is not None:
+            raise first
+
+    client.retrying(f"AddPartitionsToTxn for transactional id {txn_id!r}", attempt,
+                    timeout_ms)
+
+
+def add_offsets(client, txn_id: str, producer_id: int, epoch: int, group: str, *,
+                timeout_ms: int | None = None) -> None:
+    """AddOffsetsToTxn: the offsets of ``group`` will be part of the transaction."""
+    from .schemas import ADD_OFFSETS_TO_TXN
+    _txn_request(client, txn_id, ADD_OFFSETS_TO_TXN, {
+        "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
+        "group_id": group}, "AddOffsetsToTxn", timeout_ms)
+
+
+def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: str,
+                      offsets: dict[TopicPartition, int], metadata: str | None = None, *,
+                      timeout_ms: int | None = None) -> None:
+    """TxnOffsetCommit to ``group``'s coordinator: the offsets become the group's when the
+    transaction commits, and are dropped if it aborts."""
+    from .schemas import TXN_OFFSET_COMMIT
+    topics: dict[str, list] = {}
+    for (t, p), offset in sorted(offsets.items()):
+        topics.setdefault(t, []).append({
+            "partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
+            "committed_metadata": metadata})
+    body = {"transactional_id": txn_id, "group_id": group, "producer_id": producer_id,
+            "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+
+    def attempt():
+        response = client.coordinator(group).request(TXN_OFFSET_COMMIT, body)
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                if p["error_code"]:
+                    raise BrokerError.for_code(
+                        p["error_code"], f"TxnOffsetCommit to group {group!r} for "
+                        f"transactional id {txn_id!r}", topic=t["name"],
+                        partition=p["partition_index"])
+
+    client.retrying(f"TxnOffsetCommit to group {group!r}", attempt, timeout_ms)
+
+
+def end_txn(client, txn_id: str, producer_id: int, epoch: int, commit: bool, *,
+            timeout_ms: int | None = None) -> None:
+    """EndTxn: commit (``commit=True``) or abort the transaction."""
+    from .schemas import END_TXN
+    _txn_request(client, txn_id, END_TXN, {
+        "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
+        "committed": commit}, "EndTxn commit" if commit else "EndTxn abort", timeout_ms,
+        max_version=MAX_END_TXN_VERSION)
+
+
+def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
+                         timeout_ms: int | None = None
+                         ) -> dict[TopicPartition, tuple[int, str | None]]:
+    """The offsets and metadata ``group`` has committed for ``tps`` (``(-1, None)`` where
+    none; every partition the group has when ``tps`` is None), asking the coordinator to wait for the transactions that write to them
+    (``require_stable``: UNSTABLE_OFFSET_COMMIT, retried, while one is open)."""
+    from .schemas import OFFSET_FETCH
+    wanted = None
+    if tps is not None:
+        topics: dict[str, list] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+    body = {"group_id": group, "topics": wanted, "require_stable": True,
+            "groups": [{"group_id": group, "topics": wanted}]}
+
+    def attempt():
+        conn = client.coordinator(group)
+        # null topics (every partition) needs v2+; require_stable v7+ (older: ignored)
+        response = conn.request(OFFSET_FETCH, body, conn.version_for(OFFSET_FETCH))
+        groups = response.get("groups") or [response]
+        out = {}
+        for g in groups:
+            if g.get("error_code"):
+                raise BrokerError.for_code(g["error_code"], f"OffsetFetch for group {group!r}")
+            for t in g["topics"]:
+                for p in t["partitions"]:
+                    if p.get("error_code"):
+                        raise BrokerError.for_code(
+                            p["error_code"], f"OffsetFetch for group {group!r}",
+                            topic=t["name"], partition=p["partition_index"])
+                    out[(t["name"], p["partition_index"])] = (p["committed_offset"],
+                                                              p.get("metadata"))
+        return out
+
+    return client.retrying(f"OffsetFetch for group {group!r}", attempt, timeout_ms)

@@ -1,0 +1,244 @@
+"""Exactly-once writes without Spark: tasks' transactions, the driver's commit, replays,
+losing attempts, aborts, and the transaction requests themselves, against Tansu.
+
+Which broker: Tansu. librdkafka's mock cluster cannot show any of this (checked by
+``test_what_the_mock_cluster_gets_wrong``): its InitProducerId hands out a new producer id
+at epoch 0 every time and never aborts the open transaction of the id, it accepts EndTxn
+and Produce under fenced epochs, it keeps no transactional offsets, and its Fetch answers
+the high watermark as the last stable offset under an open transaction.
+
+What Tansu gets wrong (``test_what_tansu_gets_right_and_wrong``): it answers Fetch with
+the right LastStableOffset, aborts the open transaction of an id on InitProducerId (ABORT
+marker, epoch bumped) and fences old epochs on Produce (PRODUCER_FENCED), but it never
+sends AbortedTransactions, so every read_committed reader (librdkafka's, ours) shows the
+records of aborted transactions; it never aborts a transaction whose timeout passed; it
+closes the connection on EndTxn with a fenced epoch instead of answering
+PRODUCER_FENCED; it does not keep the metadata of committed offsets; and OffsetFetch with
+require_stable does not wait for a pending transactional offset. So the tests judge what
+became visible by Kafka's rule applied to the log (``txn_referee.committed_values``), and
+by librdkafka's read_committed consumer and our reader wherever the log holds no aborted
+transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+from kafka_sink.options import parse_writer_options
+from kafka_sink.transactions import abort_transactions, commit_transactions, committed_batch
+from kafka_sink.validation import WritePlan
+from kafka_sink.writer import write_task
+from protocol import transactions as txn
+from protocol.cluster import KafkaClient
+from protocol.records.encode_arrow import encode_batch
+
+from .txn_referee import aborted_values, committed_values, librdkafka_read_committed
+
+
+def create(broker, topic, partitions=2):
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as c:
+        c.create_topics({topic: partitions})
+
+
+def options(broker, topic, **extra):
+    return parse_writer_options({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic,
+                                 "exactlyOnce": "true", **extra})
+
+
+def rows(tag, n):
+    return pa.RecordBatch.from_arrays(
+        [pa.array([b"k%d" % i for i in range(n)]),
+         pa.array([f"{tag}-{i}".encode() for i in range(n)])], names=["key", "value"])
+
+
+def task(broker, topic, prefix, tag, n, partition_id=0, attempt=0, batch_id=None, **extra):
+    plan = WritePlan(topic_option=topic, topic_column=False, key_column=True,
+                     headers_column=False, partition_column=False, timestamp_kind=None)
+    return write_task(iter([rows(tag, n)]), options(broker, topic, **extra), plan,
+                      prefix=prefix, task=(partition_id, attempt, batch_id))
+
+
+def values(tag, n):
+    return [f"{tag}-{i}" for i in range(n)]
+
+
+def commit(broker, topic, prefix, messages, batch_id=None):
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        return commit_transactions(client, options(broker, topic), prefix, messages,
+                                   batch_id)
+
+
+def test_nothing_is_visible_until_the_driver_commits(tansu, topic_name):
+    """Two tasks write in open transactions: read_committed readers see nothing (Tansu's
+    last stable offset stays below the open transactions), then the driver commits both
+    and every row is visible, to librdkafka's read_committed consumer too."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    m0 = task(tansu, topic_name, prefix, "a", 50, partition_id=0)
+    m1 = task(tansu, topic_name, prefix, "b", 30, partition_id=1)
+    assert m0.transaction.transactional_id == f"{prefix}-0-0" and m0.records == 50
+    assert m0.transaction.marker is not None and not m0.transaction.skipped
+    assert committed_values(tansu.bootstrap, topic_name, 2) == []
+    assert librdkafka_read_committed(tansu.bootstrap, topic_name, 2, idle_s=1.5) == []
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as c:
+        lso = c.latest_offsets([(topic_name, 0), (topic_name, 1)])
+        assert any(lso.values())  # the records are in the log, uncommitted
+
+    counts = commit(tansu, topic_name, prefix, [m0, m1])
+    assert counts["committed"] == 2
+    expected = sorted(values("a", 50) + values("b", 30))
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == expected
+    assert sorted(librdkafka_read_committed(tansu.bootstrap, topic_name, 2)) == expected
+
+
+def test_a_replayed_micro_batch_is_written_once(tansu, topic_name):
+    """Batch 7 commits (with its marker in the same transaction); the same batch run
+    again after a restart: a task that sees the marker writes nothing; a task that wrote
+    anyway (no batch id known to it) has its transaction aborted by the driver."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    first = task(tansu, topic_name, prefix, "x", 20, partition_id=0, batch_id=7)
+    assert commit(tansu, topic_name, prefix, [first], 7)["committed"] == 1
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        assert committed_batch(client, prefix, 0) == 7
+        assert committed_batch(client, prefix, 1) == -1
+
+    again = task(tansu, topic_name, prefix, "x", 20, partition_id=0, batch_id=7)
+    assert again.transaction.skipped and again.records == 0
+    blind = task(tansu, topic_name, prefix, "x", 20, partition_id=0, attempt=1)
+    counts = commit(tansu, topic_name, prefix, [again, blind], 7)
+    assert counts == {"committed": 0, "replayed": 1, "skipped": 1}
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == sorted(values("x", 20))
+    assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == sorted(values("x", 20))
+
+    nxt = task(tansu, topic_name, prefix, "y", 5, partition_id=0, batch_id=8)
+    assert commit(tansu, topic_name, prefix, [nxt], 8)["committed"] == 1
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == sorted(
+        values("x", 20) + values("y", 5))
+
+
+def test_losing_attempts_are_aborted(tansu, topic_name):
+    """Attempts 0 and 2 of partition 0 finish; Spark commits attempt 1 (a speculative
+    copy, say). The driver commits attempt 1 and fences attempts 0 and 2: only attempt
+    1's rows are visible, the others end in ABORT markers."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    lost0 = task(tansu, topic_name, prefix, "lost0", 10, attempt=0)
+    won = task(tansu, topic_name, prefix, "won", 10, attempt=1)
+    lost2 = task(tansu, topic_name, prefix, "lost2", 10, attempt=2)
+    assert lost0.transaction.transactional_id != won.transaction.transactional_id
+    commit(tansu, topic_name, prefix, [won])
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == sorted(values("won", 10))
+    assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == sorted(
+        values("lost0", 10) + values("lost2", 10))
+
+
+def test_abort_leaves_nothing_visible(tansu, topic_name):
+    """A failed job: the driver's abort aborts the finished tasks' transactions and
+    fences the attempts of the failed one (None), whose transaction was left open."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    done = task(tansu, topic_name, prefix, "done", 10, partition_id=0)
+    failed = task(tansu, topic_name, prefix, "failed", 10, partition_id=1)  # never reported
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        assert abort_transactions(client, options(tansu, topic_name), prefix,
+                                  [done, None]) == 1
+    assert committed_values(tansu.bootstrap, topic_name, 2) == []
+    assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == sorted(
+        values("done", 10) + values("failed", 10))
+    assert failed.transaction.partition_id == 1
+
+
+def test_a_fenced_transaction_fails_the_commit_naming_the_timeout(tansu, topic_name):
+    """What a broker does when the transaction timeout passes before the driver commits
+    (abort, epoch bumped) is done here by a newer holder of the id (Tansu never times a
+    transaction out): the task's late Produce is refused with PRODUCER_FENCED and the
+    error names kafka.transaction.timeout.ms and transactionalIdPrefix."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        tid = f"{prefix}-0-0"
+        pid, epoch = txn.init_producer_id(client, tid, 60000)
+        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
+        txn.init_producer_id(client, tid, 60000)  # the "timeout": aborted, fenced
+        client.metadata([topic_name])
+        batch = encode_batch(None, pa.array([b"late"]), producer_id=pid,
+                             producer_epoch=epoch, base_sequence=0, transactional=True)
+        answer = client.produce(topic_name, 0, batch, transactional_id=tid)
+        assert answer["error_code"] == 90  # PRODUCER_FENCED
+    from kafka_sink.txn_errors import transaction_hint
+    from protocol.errors import BrokerError
+    hint = transaction_hint(BrokerError.for_code(90, "EndTxn"), tid)
+    assert "kafka.transaction.timeout.ms" in hint and "transactionalIdPrefix" in hint
+    assert committed_values(tansu.bootstrap, topic_name, 2) == []
+
+
+def test_transaction_requests_on_tansu(tansu, topic_name):
+    """The protocol functions: InitProducerId aborts an open transaction (ABORT marker,
+    epoch + 1), TxnOffsetCommit becomes the group's offset only at commit."""
+    create(tansu, topic_name, 1)
+    tid, group = f"tx-{uuid.uuid4().hex[:8]}", f"g-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.metadata([topic_name])
+        pid, epoch = txn.init_producer_id(client, tid, 60000)
+        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
+        client.produce(topic_name, 0, encode_batch(None, pa.array([b"open"]), producer_id=pid,
+                       producer_epoch=epoch, base_sequence=0, transactional=True),
+                       transactional_id=tid)
+        pid2, epoch2 = txn.init_producer_id(client, tid, 60000)
+        assert (pid2, epoch2) == (pid, epoch + 1)
+        assert aborted_values(tansu.bootstrap, topic_name, 1) == ["open"]
+        txn.add_partitions(client, tid, pid2, epoch2, [(topic_name, 0)])
+        client.produce(topic_name, 0, encode_batch(None, pa.array([b"kept"]), producer_id=pid2,
+                       producer_epoch=epoch2, base_sequence=0, transactional=True),
+                       transactional_id=tid)
+        txn.add_offsets(client, tid, pid2, epoch2, group)
+        txn.txn_offset_commit(client, tid, pid2, epoch2, group, {(topic_name, 0): 42}, "m")
+        txn.end_txn(client, tid, pid2, epoch2, True)
+        assert txn.fetch_stable_offsets(client, group, None)[(topic_name, 0)][0] == 42
+    assert committed_values(tansu.bootstrap, topic_name, 1) == ["kept"]
+
+
+def test_what_tansu_gets_right_and_wrong(tansu, topic_name):
+    """Under an open transaction Tansu's Fetch answers a last stable offset below the high
+    watermark (right), and after an abort it sends no AbortedTransactions (wrong), so
+    librdkafka's read_committed consumer shows the aborted record."""
+    create(tansu, topic_name, 1)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        client.metadata([topic_name])
+        pid, epoch = txn.init_producer_id(client, tid, 60000)
+        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
+        client.produce(topic_name, 0, encode_batch(None, pa.array([b"gone"]), producer_id=pid,
+                       producer_epoch=epoch, base_sequence=0, transactional=True),
+                       transactional_id=tid)
+        part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
+        assert (part["last_stable_offset"], part["high_watermark"]) == (0, 1)
+        txn.end_txn(client, tid, pid, epoch, False)
+        part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
+        assert part["last_stable_offset"] == part["high_watermark"] == 2
+        assert not part["aborted_transactions"]  # Kafka would list (pid, 0)
+    assert committed_values(tansu.bootstrap, topic_name, 1) == []
+    assert librdkafka_read_committed(tansu.bootstrap, topic_name, 1, idle_s=1.5) == ["gone"]
+
+
+def test_what_the_mock_cluster_gets_wrong(mock_cluster, topic_name):
+    """librdkafka's mock: InitProducerId on a transactional id with an open transaction
+    gives a new producer id at epoch 0 and leaves the transaction open (no ABORT marker),
+    and Fetch reports the high watermark as the last stable offset meanwhile. None of the
+    exactly-once tests can run on it."""
+    mock_cluster.create_topic(topic_name, 1, 1)
+    tid = f"tx-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        client.metadata([topic_name])
+        pid, epoch = txn.init_producer_id(client, tid, 60000)
+        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
+        client.produce(topic_name, 0, encode_batch(None, pa.array([b"open"]), producer_id=pid,
+                       producer_epoch=epoch, base_sequence=0, transactional=True),
+                       transactional_id=tid)
+        pid2, epoch2 = txn.init_producer_id(client, tid, 60000)
+        assert pid2 != pid and epoch2 == 0  # Kafka: the same id, epoch + 1
+        part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
+        assert part["high_watermark"] == 1  # no ABORT marker was written
+        assert part["last_stable_offset"] == 1  # Kafka: 0, the open transaction's start
