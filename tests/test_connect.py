@@ -1,0 +1,404 @@
+"""Spark Connect: the connector used from a Connect client, against a real local server.
+
+One Spark Connect server per test session, started by the fixture with PySpark's own
+``sbin/start-connect-server.sh --wait`` from the pyspark package of this venv, and stopped
+through its own process group. Its Python workers run a virtualenv of their own
+(``workers``): the runtime dependencies of ``.venv-pyfiles`` (linked in through a ``.pth``
+line) and, for part of the run, the connector's wheel. The server starts in a temporary
+directory with no ``PYTHONPATH``: in local mode its Python workers can import whatever sits
+in the server's working directory, so a server started in the checkout would find the
+connector there and hide what is tested here.
+
+Two ways of loading the connector are checked, as the README's table says:
+
+* **Installed on the server** (the wheel in the workers' env when the server starts):
+  ``format("pykafka")`` registers itself (Spark looks ``pyspark_*`` modules up once per
+  server), and batch reads, a streaming read with ``Trigger.AvailableNow`` into a memory
+  sink and a streaming write all work, the client registering nothing.
+* **Only the client's artifacts** (``spark.addArtifacts(zip, pyfile=True)`` and
+  ``spark.dataSource.register``, nothing of the connector on the server): batch writes and
+  reads work; streaming reads and writes cannot (Spark 4.3 gives a streaming query's
+  Python workers no session artifacts, see ``kafka_source/datasource.py``), and fail when
+  the query starts with the connector's error saying what to install.
+
+The wheel is removed from the workers' env for the second case and put back for the
+first, so the tests run in any order; Python worker reuse is off, so no worker keeps a
+module imported before the change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from protocol.cluster import KafkaClient
+
+from .test_ship import clean_env, pyfiles_python
+
+pytestmark = pytest.mark.spark
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+try:
+    from build_pyfiles_zip import PACKAGES, build as build_pyfiles_zip
+finally:
+    sys.path.pop(0)
+
+SERVER_START_TIMEOUT_S = 240
+QUERY_TIMEOUT_S = 180
+PARTITIONS = 2
+ROWS = 40  # a multiple of PARTITIONS
+
+
+# ---- the server and its Python workers --------------------------------------------------
+
+def _site_packages(python: str) -> str:
+    return subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _workers_env(path: str) -> str:
+    """A virtualenv whose site-packages reach ``.venv-pyfiles``' (pyspark and the runtime
+    dependencies, no connector) through a ``.pth`` line: the wheel can go in and out of it
+    without touching ``.venv-pyfiles``. Returns its python."""
+    base = pyfiles_python()
+    subprocess.run([base, "-m", "venv", "--without-pip", path], check=True)
+    python = os.path.join(path, "bin", "python")
+    with open(os.path.join(_site_packages(python), "_dependencies.pth"), "w") as f:
+        f.write(_site_packages(base) + "\n")
+    return python
+
+
+def _build_wheel(out_dir: str, tmp: str) -> str:
+    """``pip wheel`` of a copy of the sources (the build writes its egg-info next to them)."""
+    src = os.path.join(tmp, "src")
+    os.makedirs(src)
+    for name in ("pyproject.toml", "README.md", "pyspark_pykafka.py"):
+        shutil.copy(os.path.join(ROOT, name), src)
+    for package in (*PACKAGES, "kafka_testbed"):
+        shutil.copytree(os.path.join(ROOT, package), os.path.join(src, package),
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                    "--disable-pip-version-check", "-w", out_dir, src],
+                   check=True, capture_output=True, text=True)
+    wheels = [n for n in os.listdir(out_dir) if n.endswith(".whl")]
+    assert len(wheels) == 1, wheels
+    return os.path.join(out_dir, wheels[0])
+
+
+def _pip(python: str, *args: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", python, *args, "-q",
+                           "--disable-pip-version-check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _can_import_connector(python: str, cwd: str) -> bool:
+    return subprocess.run([python, "-c", "import kafka_source"], cwd=cwd,
+                          env=clean_env(python), capture_output=True).returncode == 0
+
+
+class ConnectServer:
+    """A Spark Connect server process and the Python env of its workers."""
+
+    def __init__(self, tmp: str, workers_python: str, wheel: str):
+        self.tmp = tmp
+        self.workers_python = workers_python
+        self.wheel = wheel
+        self.port = _free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.workdir = os.path.join(tmp, "server-cwd")
+        os.makedirs(self.workdir)
+        self.log_path = os.path.join(tmp, "server.log")
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        import pyspark
+        spark_home = os.path.dirname(os.path.abspath(pyspark.__file__))
+        logs = os.path.join(self.tmp, "spark-logs")
+        env = clean_env(self.workers_python, SPARK_HOME=spark_home, SPARK_LOG_DIR=logs,
+                        SPARK_PID_DIR=logs, SPARK_IDENT_STRING="pykafka-tests")
+        command = [os.path.join(spark_home, "sbin", "start-connect-server.sh"), "--wait",
+                   "--master", "local[2]",
+                   "--conf", f"spark.connect.grpc.binding.port={self.port}",
+                   "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+                   "--conf", "spark.ui.enabled=false",
+                   "--conf", "spark.sql.shuffle.partitions=2",
+                   "--conf", "spark.python.worker.reuse=false",
+                   "--conf", "spark.python.authenticate.socketTimeout=120s",
+                   "--conf", f"spark.local.dir={os.path.join(self.tmp, 'spark-local')}"]
+        with open(self.log_path, "wb") as log:
+            # A process group of its own: the script's shell, spark-submit's JVM and the
+            # Python workers it forks all stop with it.
+            self.proc = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the Connect server exited ({self.proc.returncode}):\n"
+                                   + self.log_tail())
+            if "Spark Connect server started" in self.log_tail(20000):
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                    return
+                except OSError:
+                    pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError("the Connect server did not start in time:\n" + self.log_tail())
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(30)
+
+    def log_tail(self, size: int = 6000) -> str:
+        with open(self.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode(errors="replace")
+
+    def install_wheel(self) -> None:
+        if not _can_import_connector(self.workers_python, self.workdir):
+            _pip(self.workers_python, "install", "--no-deps", "--no-index", self.wheel)
+        assert _can_import_connector(self.workers_python, self.workdir)
+
+    def uninstall_wheel(self) -> None:
+        if _can_import_connector(self.workers_python, self.workdir):
+            _pip(self.workers_python, "uninstall", "-y", "pyspark-pykafka")
+        assert not _can_import_connector(self.workers_python, self.workdir)
+
+    def session(self):
+        from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+        return RemoteSparkSession.builder.remote(self.url).create()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory, mock_cluster):
+    tmp = str(tmp_path_factory.mktemp("connect"))
+    workers_python = _workers_env(os.path.join(tmp, "workers"))
+    wheel = _build_wheel(os.path.join(tmp, "dist"), tmp)
+    server = ConnectServer(tmp, workers_python, wheel)
+    server.install_wheel()
+    server.start()
+    try:
+        # Spark looks pyspark_* modules up once per server, at the first use of a Python
+        # data source: here, with the wheel installed and nothing registered by the client.
+        spark = server.session()
+        try:
+            server.auto_registered_schema = (
+                spark.read.format("pykafka").option("kafka.bootstrap.servers",
+                                                    mock_cluster.bootstrap)
+                .option("subscribe", "unused").load().schema.simpleString())
+        finally:
+            spark.stop()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def server_with_wheel(connect_server):
+    connect_server.install_wheel()
+    return connect_server
+
+
+@pytest.fixture
+def server_without_connector(connect_server):
+    connect_server.uninstall_wheel()
+    return connect_server
+
+
+@pytest.fixture(scope="module")
+def pyfiles_zip(tmp_path_factory):
+    return build_pyfiles_zip(str(tmp_path_factory.mktemp("zip")))
+
+
+# ---- helpers -----------------------------------------------------------------------------
+
+def make_topic(cluster, name: str, partitions: int = PARTITIONS) -> None:
+    cluster.create_topic(name, partitions, 1)
+    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+        client.wait_for_topics([name])
+
+
+def write_rows(spark, bootstrap: str, topic: str) -> None:
+    """``df.write``: ROWS rows, key ``k<i>``, value ``v<i>``, partition ``i % PARTITIONS``."""
+    df = spark.range(0, ROWS, 1, 1).selectExpr(  # one task: offsets follow the ids
+        "format_string('k%03d', id) AS key", "format_string('v%03d', id) AS value",
+        f"cast(id % {PARTITIONS} AS int) AS partition")
+    (df.write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
+     .option("topic", topic).save())
+
+
+def expected_rows(topic: str) -> list[tuple]:
+    return sorted((topic, i % PARTITIONS, i // PARTITIONS, f"k{i:03d}", f"v{i:03d}")
+                  for i in range(ROWS))
+
+
+def read_rows(spark, bootstrap: str, topic: str) -> list[tuple]:
+    df = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+          .option("subscribe", topic).load())
+    return sorted(tuple(r) for r in df.selectExpr(
+        "topic", "partition", "offset", "cast(key AS string)", "cast(value AS string)")
+        .collect())
+
+
+def stream_into_memory(spark, bootstrap: str, topic: str, name: str):
+    return (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic).option("startingOffsets", "earliest").load()
+            .selectExpr("topic", "partition", "offset", "cast(key AS string) AS key",
+                        "cast(value AS string) AS value")
+            .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+
+
+def wait_for_end(query) -> None:
+    assert query.awaitTermination(QUERY_TIMEOUT_S), f"still running after {QUERY_TIMEOUT_S}s"
+
+
+def query_error(query) -> str:
+    """The error a failed query ended with (``awaitTermination`` raises it)."""
+    with pytest.raises(Exception) as failed:
+        query.awaitTermination(QUERY_TIMEOUT_S)
+        query.stop()
+    return str(failed.value)
+
+
+# ---- installed on the server ---------------------------------------------------------------
+
+@pytest.mark.timeout(900)  # the first test to ask for the server also starts it
+def test_installed_on_the_server_registers_itself(connect_server):
+    assert connect_server.auto_registered_schema == (
+        "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+        "timestamp:timestamp,timestampType:int>")
+
+
+@pytest.mark.timeout(900)
+def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_cluster,
+                                                     topic_name, tmp_path):
+    """Nothing registered nor shipped by the client: batch write and read, a streaming
+    read into a memory sink, and a streaming write (topic to topic), all AvailableNow."""
+    bootstrap = mock_cluster.bootstrap
+    source, copy = topic_name, topic_name + "-copy"
+    make_topic(mock_cluster, source)
+    make_topic(mock_cluster, copy)
+    spark = server_with_wheel.session()
+    try:
+        write_rows(spark, bootstrap, source)
+        assert read_rows(spark, bootstrap, source) == expected_rows(source)
+
+        query = stream_into_memory(spark, bootstrap, source, "from_kafka")
+        wait_for_end(query)
+        assert query.exception() is None
+        got = sorted(tuple(r) for r in spark.sql("SELECT * FROM from_kafka").collect())
+        assert got == expected_rows(source)
+
+        query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", source).option("startingOffsets", "earliest").load()
+                 .select("key", "value", "partition")
+                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", copy)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        wait_for_end(query)
+        assert query.exception() is None
+        assert read_rows(spark, bootstrap, copy) == expected_rows(copy)
+    finally:
+        spark.stop()
+
+
+# ---- only the client's artifacts -----------------------------------------------------------
+
+def _add_connector(spark, pyfiles_zip: str) -> None:
+    """What the README's "Spark Connect" section tells a client to do."""
+    spark.addArtifacts(pyfiles_zip, pyfile=True)
+    from kafka_source import KafkaDataSource
+    spark.dataSource.register(KafkaDataSource)
+
+
+@pytest.mark.timeout(900)
+def test_artifacts_only_batch_write_and_read(server_without_connector, mock_cluster,
+                                             topic_name, pyfiles_zip):
+    bootstrap = mock_cluster.bootstrap
+    make_topic(mock_cluster, topic_name)
+    spark = server_without_connector.session()
+    try:
+        _add_connector(spark, pyfiles_zip)
+        write_rows(spark, bootstrap, topic_name)
+        assert read_rows(spark, bootstrap, topic_name) == expected_rows(topic_name)
+
+        # The executors' Python workers import it from this session's artifact, the zip.
+        from pyspark.sql.connect.functions import udf
+        from pyspark.sql.types import StringType
+
+        def where(_):
+            import kafka_sink
+            return kafka_sink.__file__
+        files = {r[0] for r in spark.range(0, 4, 1, 2).select(udf(where, StringType())("id"))
+                 .collect()}
+        zip_name = os.path.basename(pyfiles_zip)
+        assert files and all(f"{zip_name}{os.sep}kafka_sink" in f for f in files), files
+    finally:
+        spark.stop()
+
+
+@pytest.mark.timeout(900)
+def test_artifacts_only_streaming_read_fails_at_start_saying_what_to_install(
+        server_without_connector, mock_cluster, topic_name, pyfiles_zip):
+    bootstrap = mock_cluster.bootstrap
+    make_topic(mock_cluster, topic_name)
+    spark = server_without_connector.session()
+    try:
+        _add_connector(spark, pyfiles_zip)
+        write_rows(spark, bootstrap, topic_name)  # batch: works with the artifact
+        error = query_error(stream_into_memory(spark, bootstrap, topic_name, "never"))
+    finally:
+        spark.stop()
+    assert ("Spark's Python worker pyspark.sql.streaming.python_streaming_source_runner "
+            "cannot import pyspark-pykafka (No module named 'kafka_source')") in error
+    assert "pip install the pyspark-pykafka wheel" in error
+
+
+@pytest.mark.timeout(900)
+def test_artifacts_only_streaming_write_fails_in_its_first_batch_saying_what_to_install(
+        server_without_connector, mock_cluster, topic_name, pyfiles_zip, tmp_path):
+    bootstrap = mock_cluster.bootstrap
+    make_topic(mock_cluster, topic_name)
+    rows = tmp_path / "rows"
+    rows.mkdir()
+    (rows / "part.json").write_text("".join(json.dumps({"value": f"v{i}"}) + "\n"
+                                            for i in range(5)))
+    spark = server_without_connector.session()
+    try:
+        _add_connector(spark, pyfiles_zip)
+        query = (spark.readStream.format("json").schema("value STRING").load(str(rows))
+                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", topic_name)
+                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
+                 .trigger(availableNow=True).start())
+        error = query_error(query)
+        assert read_rows(spark, bootstrap, topic_name) == []  # nothing was written
+    finally:
+        spark.stop()
+    assert ("Streaming writes with pyspark-pykafka need it installed on the Spark Connect "
+            "server: this session has it only from its Python artifacts") in error
+    assert "pip install the pyspark-pykafka wheel" in error
