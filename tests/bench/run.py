@@ -152,6 +152,9 @@ def machine() -> dict:
             "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
                                f"{confluent_kafka.libversion()[0]})",
             "kafka-python": kafka.__version__, "aiokafka": aiokafka.__version__}
+    from protocol.records import accel
+    info["pykafka decoder"] = ("compiled (_fastdecode)" if accel.module() is not None
+                               else "pure Python")
     info["load at start"] = "%.2f %.2f %.2f" % os.getloadavg()
     return info
 
