@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -41,14 +40,15 @@ import pytest
 
 from protocol.cluster import KafkaClient
 
-from .test_ship import clean_env, pyfiles_python
+from .python_envs import build_wheel, can_import_connector, layered_env, pip
+from .test_ship import clean_env
 
 pytestmark = pytest.mark.spark
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 try:
-    from build_pyfiles_zip import PACKAGES, build as build_pyfiles_zip
+    from build_pyfiles_zip import build as build_pyfiles_zip
 finally:
     sys.path.pop(0)
 
@@ -60,55 +60,10 @@ ROWS = 40  # a multiple of PARTITIONS
 
 # ---- the server and its Python workers --------------------------------------------------
 
-def _site_packages(python: str) -> str:
-    return subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
-def _workers_env(path: str) -> str:
-    """A virtualenv whose site-packages reach ``.venv-pyfiles``' (pyspark and the runtime
-    dependencies, no connector) through a ``.pth`` line: the wheel can go in and out of it
-    without touching ``.venv-pyfiles``. Returns its python."""
-    base = pyfiles_python()
-    subprocess.run([base, "-m", "venv", "--without-pip", path], check=True)
-    python = os.path.join(path, "bin", "python")
-    with open(os.path.join(_site_packages(python), "_dependencies.pth"), "w") as f:
-        f.write(_site_packages(base) + "\n")
-    return python
-
-
-def _build_wheel(out_dir: str, tmp: str) -> str:
-    """``pip wheel`` of a copy of the sources (the build writes its egg-info next to them)."""
-    src = os.path.join(tmp, "src")
-    os.makedirs(src)
-    for name in ("pyproject.toml", "README.md", "pyspark_pykafka.py"):
-        shutil.copy(os.path.join(ROOT, name), src)
-    for package in (*PACKAGES, "kafka_testbed"):
-        shutil.copytree(os.path.join(ROOT, package), os.path.join(src, package),
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--disable-pip-version-check", "-w", out_dir, src],
-                   check=True, capture_output=True, text=True)
-    wheels = [n for n in os.listdir(out_dir) if n.endswith(".whl")]
-    assert len(wheels) == 1, wheels
-    return os.path.join(out_dir, wheels[0])
-
-
-def _pip(python: str, *args: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", python, *args, "-q",
-                           "--disable-pip-version-check"], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _can_import_connector(python: str, cwd: str) -> bool:
-    return subprocess.run([python, "-c", "import kafka_source"], cwd=cwd,
-                          env=clean_env(python), capture_output=True).returncode == 0
 
 
 class ConnectServer:
@@ -161,15 +116,27 @@ class ConnectServer:
         self.stop()
         raise RuntimeError("the Connect server did not start in time:\n" + self.log_tail())
 
+    def _group_alive(self) -> bool:
+        try:
+            os.killpg(self.proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        """SIGTERM to the server's process group (its id is the script's pid), then SIGKILL
+        to what is left after a minute. The script's shell dies at once; the JVM takes a
+        few seconds; the Python daemons (groups of their own) leave when the JVM is gone."""
+        if self.proc is None or not self._group_alive():
             return
         os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            self.proc.wait(60)
-        except subprocess.TimeoutExpired:
+        deadline = time.monotonic() + 60
+        while self._group_alive() and time.monotonic() < deadline:
+            self.proc.poll()  # reap the shell
+            time.sleep(0.2)
+        if self._group_alive():
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+        self.proc.wait(30)
 
     def log_tail(self, size: int = 6000) -> str:
         with open(self.log_path, "rb") as f:
@@ -178,14 +145,14 @@ class ConnectServer:
             return f.read().decode(errors="replace")
 
     def install_wheel(self) -> None:
-        if not _can_import_connector(self.workers_python, self.workdir):
-            _pip(self.workers_python, "install", "--no-deps", "--no-index", self.wheel)
-        assert _can_import_connector(self.workers_python, self.workdir)
+        if not can_import_connector(self.workers_python, self.workdir):
+            pip(self.workers_python, "install", "--no-deps", "--no-index", self.wheel)
+        assert can_import_connector(self.workers_python, self.workdir)
 
     def uninstall_wheel(self) -> None:
-        if _can_import_connector(self.workers_python, self.workdir):
-            _pip(self.workers_python, "uninstall", "-y", "pyspark-pykafka")
-        assert not _can_import_connector(self.workers_python, self.workdir)
+        if can_import_connector(self.workers_python, self.workdir):
+            pip(self.workers_python, "uninstall", "-y", "pyspark-pykafka")
+        assert not can_import_connector(self.workers_python, self.workdir)
 
     def session(self):
         from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
@@ -195,8 +162,8 @@ class ConnectServer:
 @pytest.fixture(scope="session")
 def connect_server(tmp_path_factory, mock_cluster):
     tmp = str(tmp_path_factory.mktemp("connect"))
-    workers_python = _workers_env(os.path.join(tmp, "workers"))
-    wheel = _build_wheel(os.path.join(tmp, "dist"), tmp)
+    workers_python = layered_env(os.path.join(tmp, "workers"))
+    wheel = build_wheel(os.path.join(tmp, "dist"), tmp)
     server = ConnectServer(tmp, workers_python, wheel)
     server.install_wheel()
     server.start()
