@@ -18,8 +18,8 @@ from .test_ship import clean_env, pyfiles_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a build of the project reads (pyproject.toml's packages and module, its readme).
-SOURCES = ("pyproject.toml", "README.md", "pyspark_pykafka.py", "protocol", "kafka_common",
-           "kafka_source", "kafka_sink", "kafka_testbed")
+SOURCES = ("pyproject.toml", "setup.py", "README.md", "pyspark_pykafka.py", "protocol",
+           "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
 
 
 def site_packages(python: str) -> str:
@@ -46,8 +46,8 @@ def copy_sources(dst: str) -> str:
     for name in SOURCES:
         src = os.path.join(ROOT, name)
         if os.path.isdir(src):
-            shutil.copytree(src, os.path.join(dst, name),
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(src, os.path.join(dst, name),  # no build products
+                            ignore=shutil.ignore_patterns("__pycache__", "*.so"))
         else:
             shutil.copy(src, dst)
     return dst
