@@ -1,13 +1,15 @@
-"""A test hook: kill the whole driver at a named point of an exactly-once write.
+"""A test hook: kill a whole driver at a named point of an exactly-once write.
 
-``PYKAFKA_TEST_KILL_AT=point`` (or ``point:batch_id``) in the environment of a driver that
-runs in a process group of its own makes ``maybe_kill(point, batch_id)`` SIGKILL that
-group (the driver's Python, its JVM and their Python workers) when reached: the tests of
-``exactlyOnce`` use it to crash a streaming driver at exactly one point and restart it from
-its checkpoint. Points: ``before_task_end`` (in a task, after its rows are written, before
-it returns), ``before_driver_commit``, ``between_commits`` (after the first transaction is
-committed), ``after_commit`` (after the last, before Spark records the batch). Without the
-variable nothing happens.
+A driver that leads a session of its own (``start_new_session``) and sets
+``PYKAFKA_TEST_KILL_SESSION`` to its pid, with ``PYKAFKA_TEST_KILL_AT=point`` (or
+``point:batch_id``) in its environment, is SIGKILLed with its JVM (its process group) and
+the calling Python worker (whose group Spark's worker daemon sets apart) when
+``maybe_kill(point, batch_id)`` is reached in any process of that session. The tests of
+``exactlyOnce`` use it to crash a streaming driver at one point and restart it from its
+checkpoint. Points: ``before_task_end`` (in a task, after its rows are written, before it
+returns), ``before_driver_commit``, ``between_commits`` (after the first transaction is
+committed), ``after_commit`` (after the last, before Spark records the batch). Without
+both variables, or outside that session, nothing happens.
 """
 
 from __future__ import annotations
@@ -15,19 +17,21 @@ from __future__ import annotations
 import os
 import signal
 
-__all__ = ["ENV", "POINTS", "maybe_kill"]
+__all__ = ["ENV", "SESSION_ENV", "POINTS", "maybe_kill"]
 
 ENV = "PYKAFKA_TEST_KILL_AT"
+SESSION_ENV = "PYKAFKA_TEST_KILL_SESSION"
 POINTS = ("before_task_end", "before_driver_commit", "between_commits", "after_commit")
 
 
 def maybe_kill(point: str, batch_id: int | None = None) -> None:
-    wanted = os.environ.get(ENV)
-    if not wanted:
+    wanted, session = os.environ.get(ENV), os.environ.get(SESSION_ENV)
+    if not wanted or not session:
         return
     name, _, batch = wanted.partition(":")
     if name != point or (batch and str(batch_id) != batch):
         return
-    if os.getpgrp() != os.getsid(0):
-        return  # not a process group that leads its own session: never kill a shell's job
-    os.killpg(os.getpgrp(), signal.SIGKILL)
+    if os.getsid(0) != int(session):
+        return  # only inside the session the driver leads
+    os.killpg(int(session), signal.SIGKILL)  # the driver's Python and its JVM
+    os.killpg(os.getpgrp(), signal.SIGKILL)  # this worker's group
