@@ -36,7 +36,8 @@ The driver (``commit_transactions``), per committed task, in partition order:
    ``{prefix}-{partitionId}``, whose committed offset is the last micro-batch id this
    partition committed. If it is at or above this batch id, the batch is a replay and
    this transaction is aborted; else AddOffsetsToTxn + TxnOffsetCommit put "batch id" in
-   the same transaction (on the first topic-partition the task wrote to, which exists);
+   the same transaction (on partition 0 of the ``topic`` option, else on the first
+   topic-partition the task wrote to: Kafka wants a partition that exists);
 2. EndTxn(commit);
 3. then the losing attempts of every partition it can name are fenced: InitProducerId on
    ``{prefix}-{partition}-{a}`` for every attempt a below the winner's and for the next
@@ -94,6 +95,7 @@ from .kill_points import maybe_kill
 from .txn_errors import transaction_hint
 
 __all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
+           "marker_partition",
            "resolve_prefix", "task_identity", "committed_batch", "commit_transactions",
            "abort_transactions", "TransactionCommitError"]
 
@@ -160,9 +162,20 @@ def task_identity() -> tuple[int, int, int | None]:
     return ctx.partitionId(), ctx.attemptNumber(), (int(batch) if batch else None)
 
 
-def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None) -> int:
-    """The last micro-batch id committed by partition ``partition_id``, -1 if none."""
-    offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id), None,
+def marker_partition(options, written) -> tuple[str, int] | None:
+    """Where a task's batch marker is committed: partition 0 of the ``topic`` option, else
+    the first topic-partition the task wrote to (None when it wrote nothing)."""
+    if options.topic is not None:
+        return (options.topic, 0) if written else None
+    return written[0] if written else None
+
+
+def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None,
+                    topic: str | None = None) -> int:
+    """The last micro-batch id committed by partition ``partition_id``, -1 if none: the
+    highest offset of its marker group, on partition 0 of ``topic`` or on any."""
+    offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id),
+                                       None if topic is None else [(topic, 0)],
                                        timeout_ms=timeout_ms)
     return max((o for o, _ in offsets.values()), default=-1)
 
@@ -211,7 +224,8 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
             maybe_kill("between_commits", batch_id)
         if batch_id is not None:
             group = marker_group(prefix, t.partition_id)
-            if committed_batch(client, prefix, t.partition_id, timeout) >= batch_id:
+            if committed_batch(client, prefix, t.partition_id, timeout,
+                               options.topic) >= batch_id:
                 _end(client, t, False, timeout)
                 counts["replayed"] += 1
                 log.warning("micro-batch %d of Spark partition %d was committed before a "

@@ -43,7 +43,8 @@ from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_p
 from .kill_points import maybe_kill
 from .producer import TaskProducer
 from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
-                           committed_batch, resolve_prefix, task_identity, transactional_id)
+                           committed_batch, marker_partition, resolve_prefix, task_identity,
+                           transactional_id)
 from .validation import WritePlan, check_rows, check_save_mode, check_schema
 
 __all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
@@ -172,8 +173,8 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
         try:
             producer.producer_identity()  # aborts what this id left open, fences zombies
             if (batch_id is not None and committed_batch(
-                    producer.client, prefix, partition_id, options.request_timeout_ms)
-                    >= batch_id):
+                    producer.client, prefix, partition_id, options.request_timeout_ms,
+                    options.topic) >= batch_id):
                 for _ in iterator:
                     pass
                 return KafkaCommitMessage(transaction=TaskTransaction(
@@ -222,7 +223,7 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
             written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
             transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
                                           partition_id, attempt,
-                                          written[0] if written else None)
+                                          marker_partition(options, written))
         return KafkaCommitMessage(
             partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
             producer_ids=tuple(producer.producer_ids), transaction=transaction)

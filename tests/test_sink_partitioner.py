@@ -104,3 +104,32 @@ def test_sticky_spreads_evenly():
     parts = sticky.assign("t", np.full(12_000, 10), 6)
     assert np.bincount(parts, minlength=6).tolist() == [2000] * 6
     assert sticky.assign("t", np.zeros(0, np.int64), 6).size == 0
+
+
+def test_round_robin_and_uniform_sticky_ignore_keys():
+    """kafka.partitioner.class: RoundRobinPartitioner deals rows out one partition after
+    the other across batches, UniformStickyPartitioner keeps runs, both ignoring keys;
+    the partition column still wins."""
+    from kafka_sink.columns import prepare
+    from kafka_sink.partitioner import RoundRobinPartitioner
+    from kafka_sink.validation import WritePlan
+    from kafka_sink.writer import route_rows
+
+    plan = WritePlan(topic_option="t", topic_column=False, key_column=True,
+                     headers_column=False, partition_column=True, timestamp_kind=None)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([b"same"] * 6), pa.array([b"v"] * 6), pa.array([None, None, 0, None,
+                                                                    None, None], pa.int32())],
+        names=["key", "value", "partition"])
+    rows = prepare(batch, plan)
+    rr = RoundRobinPartitioner(random.Random(0))
+    first = route_rows(rows, {"t": 3}, rr, use_keys=False)
+    second = route_rows(rows, {"t": 3}, rr, use_keys=False)
+    dealt = [int(p) for i, p in enumerate(list(first) + list(second)) if i % 6 != 2]
+    assert [(b - a) % 3 for a, b in zip(dealt, dealt[1:])] == [1] * 9
+    assert first[2] == 0 and second[2] == 0
+    sticky = route_rows(rows, {"t": 3}, StickyPartitioner(10**6, random.Random(0)),
+                        use_keys=False)
+    assert len({int(p) for i, p in enumerate(sticky) if i != 2}) == 1
+    keyed = route_rows(rows, {"t": 3}, StickyPartitioner(10**6, random.Random(0)))
+    assert len({int(p) for i, p in enumerate(keyed) if i != 2}) == 1  # one key, one place

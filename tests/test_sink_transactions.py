@@ -102,7 +102,8 @@ def test_a_replayed_micro_batch_is_written_once(tansu, topic_name):
     assert commit(tansu, topic_name, prefix, [first], 7)["committed"] == 1
     with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
         assert committed_batch(client, prefix, 0) == 7
-        assert committed_batch(client, prefix, 1) == -1
+        assert committed_batch(client, prefix, 0, topic=topic_name) == 7
+        assert committed_batch(client, prefix, 1, topic=topic_name) == -1
 
     again = task(tansu, topic_name, prefix, "x", 20, partition_id=0, batch_id=7)
     assert again.transaction.skipped and again.records == 0
