@@ -341,6 +341,7 @@ def run_stream(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int
 
 def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
               slow_records: int):
+    from bench_exactly_once import exactly_once_write
     from spark_cases import cached_rows, floor_write, new_topic, write_pykafka
     df = cached_rows(spark, bootstrap, ds)
     rows = peers.write_rows(cases_read_table(bootstrap, ds))
@@ -363,6 +364,9 @@ def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
                 frame = df if headers else df.select("key", "value")
                 contenders = [("spark-pykafka", ds, lambda topic: write_pykafka(
                     frame, bootstrap, topic, codec))]
+                if codec == "none" and not headers:  # issue 15: the cost of transactions
+                    contenders.append(("spark-pykafka-eos", ds, lambda topic: (
+                        exactly_once_write(frame, bootstrap, topic, codec))))
                 for name, write in peers.WRITERS.items():
                     part, part_rows = (ds, rows) if name == "confluent-kafka" else (slow, slow_rows)
                     if part is slow and codec != "none":
@@ -449,6 +453,8 @@ def label(case: str, cores: int, args=None) -> str:
         rows = " + header" if headers else ", no headers"
         if who == "spark-pykafka":
             return f"write: df.write pykafka, {codec}, local[{cores}]{rows}"
+        if who == "spark-pykafka-eos":
+            return f"write: df.write pykafka exactlyOnce, {codec}, local[{cores}]{rows}"
         text = f"write: {PEER_WRITE[who]}, {codec}{rows}"
         if who != "confluent-kafka" and args is not None:
             text += f" (first {args.slow_write_records * args.scale / 1e3:,.0f} k)"
@@ -463,6 +469,8 @@ def peers_of(case: str) -> list[str]:
     kind, who = parts[0], parts[1] if len(parts) > 1 else ""
     if kind == "write" and who == "spark-pykafka":
         return [f"write:{name}:{parts[2]}{sfx}" for name in peers.WRITERS]
+    if kind == "write" and who == "spark-pykafka-eos":  # compared with the idempotent write
+        return [f"write:spark-pykafka:{parts[2]}{sfx}"]
     if (kind, who) in (("decode", "pykafka"), ("read", "spark-pykafka"),
                        ("read", "pykafka-task"), ("stream", "spark-pykafka")):
         out = [f"read:{name}{sfx}" for name in peers.READERS]
@@ -554,6 +562,7 @@ def render(results: Results, memory, sets, info, args, elapsed, notes) -> str:
     for codec in ("none", "lz4"):
         for sfx, _ in HEADER_VARIANTS:
             row(f"write:spark-pykafka:{codec}{sfx}", ds0)
+            row(f"write:spark-pykafka-eos:{codec}{sfx}", ds0)
             for name in peers.WRITERS:
                 row(f"write:{name}:{codec}{sfx}", ds0)
     if results.has("write:spark-floor:headers", ds0):
