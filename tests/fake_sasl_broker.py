@@ -15,7 +15,8 @@ sends (a nonce that does not extend the client's, an iteration count out of boun
 signature...), ``reply`` replaces the whole answer to a request with raw bytes (frame
 sizes, counts and lengths near 2**31), ``auth_error`` fails SaslAuthenticate with a
 message of its choice (or made from the client's token). Every request is recorded (``requests``: API keys), and
-``closed_by_client`` is set when the client hangs up.
+``closed_by_client`` is set when the client hangs up. The socket side is
+``tests.scripted_broker.ScriptedBroker``.
 """
 
 from __future__ import annotations
@@ -23,20 +24,18 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import socket
-import struct
 import threading
 from typing import Callable
 
-from protocol import primitives as p
-from protocol.schemas import (API_VERSIONS, BY_KEY, FETCH, LIST_OFFSETS, METADATA,
-                              SASL_AUTHENTICATE, SASL_HANDSHAKE)
+from protocol.schemas import (API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, SASL_AUTHENTICATE,
+                              SASL_HANDSHAKE)
 
-NODE_ID = 1
+from .scripted_broker import Request, ScriptedBroker, metadata_answer, response_frame
+
 _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
-class FakeSaslBroker:
+class FakeSaslBroker(ScriptedBroker):
     def __init__(self, users: dict[str, str], *,
                  mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
                  iterations: int = 4096, salt: bytes = b"fake-broker-salt",
@@ -53,85 +52,25 @@ class FakeSaslBroker:
         self.requests: list[int] = []
         self.received: list[bytes] = []  # every SaslAuthenticate token, as sent
         self.authenticated = threading.Event()
-        self.closed_by_client = threading.Event()
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self._server.settimeout(0.1)
-        self.port = self._server.getsockname()[1]
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._accepter = threading.Thread(target=self._accept, daemon=True,
-                                          name="fake-sasl-accept")
-        self._accepter.start()
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def close(self) -> None:
-        self._stop.set()
-        self._accepter.join(5)
-        self._server.close()
-        for t in self._threads:
-            t.join(5)
-
-    def __enter__(self) -> "FakeSaslBroker":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
+        super().__init__(name="fake-sasl")
 
     # ---- serving ------------------------------------------------------------------------
 
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._server.accept()
-            except (socket.timeout, OSError):
-                continue
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                 name="fake-sasl-conn")
-            self._threads.append(t)
-            t.start()
+    def open_session(self) -> "_Session":
+        return _Session()
 
-    def _serve(self, conn: socket.socket) -> None:
-        state = _Session()
-        conn.settimeout(0.1)
-        with conn:
-            while not self._stop.is_set():
-                frame = _read_frame(conn, self._stop)
-                if frame is None:
-                    if not self._stop.is_set():
-                        self.closed_by_client.set()
-                    return
-                reply = self._answer(frame, state)
-                if reply is None:
-                    return
-                try:
-                    conn.sendall(reply)
-                except OSError:
-                    return
-
-    def _answer(self, frame: bytes, s: "_Session") -> bytes | None:
-        api_key, pos = p.read_int16(frame, 0)
-        version, pos = p.read_int16(frame, pos)
-        correlation_id, pos = p.read_int32(frame, pos)
-        _, pos = p.read_string(frame, pos)
-        self.requests.append(api_key)
+    def answer(self, frame: bytes, s: "_Session") -> bytes | None:
+        req = Request.read(frame)
+        self.requests.append(req.api_key)
         if self.reply_hook is not None:
-            raw = self.reply_hook(api_key, correlation_id, frame)
+            raw = self.reply_hook(req.api_key, req.correlation_id, frame)
             if raw is not None:
                 return raw
-        api = BY_KEY.get(api_key)
+        api = req.api
         allowed = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
         if api is None or (not s.authenticated and api not in allowed):
             return None  # as Kafka: nothing but SASL before authentication
-        if api.request_header_version(version) >= 2:
-            count, pos = p.read_unsigned_varint(frame, pos)
-            for _ in range(count):
-                _, pos = p.read_unsigned_varint(frame, pos)
-                size, pos = p.read_unsigned_varint(frame, pos)
-                pos += size
-        body, _ = api.request.decode(version, frame, pos)
+        body = req.body()
         if api is API_VERSIONS:
             answer = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
                 {"api_key": a.key, "min_version": a.request.versions.lo,
@@ -148,16 +87,8 @@ class FakeSaslBroker:
             self.received.append(token)
             answer = self._authenticate(s, token)
         elif api is METADATA:
-            answer = {"throttle_time_ms": 0, "brokers": [
-                {"node_id": NODE_ID, "host": "127.0.0.1", "port": self.port, "rack": None}],
-                "cluster_id": "fake-sasl", "controller_id": NODE_ID, "error_code": 0,
-                "topics": [{"error_code": 0, "name": name, "is_internal": False,
-                            "partitions": [{"error_code": 0, "partition_index": i,
-                                            "leader_id": NODE_ID, "leader_epoch": 0,
-                                            "replica_nodes": [NODE_ID],
-                                            "isr_nodes": [NODE_ID], "offline_replicas": []}
-                                           for i in range(count)]}
-                           for name, count in sorted(self.topics.items())]}
+            answer = metadata_answer(self.port, "fake-sasl", [
+                (name, range(count)) for name, count in sorted(self.topics.items())])
         elif api is LIST_OFFSETS:
             answer = {"throttle_time_ms": 0, "topics": [
                 {"name": t["name"], "partitions": [
@@ -166,7 +97,7 @@ class FakeSaslBroker:
                     for q in t["partitions"]]} for t in body["topics"]]}
         else:
             return None  # Fetch (or anything else): the connection is closed
-        return _response(api, version, correlation_id, answer)
+        return response_frame(api, req.version, req.correlation_id, answer)
 
     def _authenticate(self, s: "_Session", token: bytes) -> dict:
         def fail(message: str) -> dict:
@@ -240,37 +171,3 @@ class _Session:
         self.authenticated = False
         self.scram: str | None = None
         self.user = self.nonce = self.client_first_bare = self.server_first = ""
-
-
-def _response(api, version: int, correlation_id: int, body: dict) -> bytes:
-    out = bytearray(b"\0\0\0\0")
-    p.write_int32(out, correlation_id)
-    if api.response_header_version(version) >= 1:
-        out.append(0)
-    api.response.encode(version, body, out)
-    struct.pack_into(">i", out, 0, len(out) - 4)
-    return bytes(out)
-
-
-def _read_frame(conn: socket.socket, stop: threading.Event) -> bytes | None:
-    head = _read_exact(conn, 4, stop)
-    if head is None:
-        return None
-    return _read_exact(conn, struct.unpack(">i", head)[0], stop)
-
-
-def _read_exact(conn: socket.socket, n: int, stop: threading.Event) -> bytes | None:
-    buf = b""
-    while len(buf) < n:
-        try:
-            chunk = conn.recv(n - len(buf))
-        except socket.timeout:
-            if stop.is_set():
-                return None
-            continue
-        except OSError:
-            return None
-        if not chunk:
-            return None
-        buf += chunk
-    return buf
