@@ -39,8 +39,9 @@ bench: $(STAMP)
 # Reliability, measured (tests/RELIABILITY.md): `make soak` runs the fault, hostile-broker,
 # timeout, fuzz and secret tests at full size (1 M records read through cut connections,
 # 100 k written under 1,000 faults per broker kind) and renders the page from their
-# figures; `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (if
-# it installs; else the hypothesis fuzzers with 50 times their examples) and renders it.
+# figures; `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (the
+# `fuzz` extra, installed on first use if it installs; else the hypothesis fuzzers with 50
+# times their examples) and renders it.
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
 	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py
 FUZZ_SECONDS ?= 120
@@ -55,7 +56,8 @@ soak: $(STAMP)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 fuzz: $(STAMP)
-	-$(PY) -m pip install -q atheris || echo "atheris did not install: running the hypothesis fuzzers instead"
+	-$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q -e '.[fuzz]' --config-settings editable_mode=compat \
+		|| echo "atheris did not install: running the hypothesis fuzzers instead"
 	PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) $(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 

@@ -1,10 +1,11 @@
 """Long fuzzing runs over every decoder (``make fuzz``).
 
-With atheris installed (``pip install atheris``; ``make fuzz`` tries), each target of
-``tests/fuzz/targets.py`` runs coverage-guided for ``--seconds`` in its own process,
-starting from the targets' seeds, with the protocol package instrumented. Each input goes
-through ``check_bounded``: an exception other than the typed ones, more than a second or
-more than 8 MB allocated is a crash; libFuzzer writes the input under
+With atheris installed (the ``fuzz`` extra, ``pip install -e '.[fuzz]'``, which ``make
+fuzz`` installs when atheris is missing), each target of ``tests/fuzz/targets.py`` runs
+coverage-guided for ``--seconds`` in its own process, starting from the targets' seeds,
+with the protocol package instrumented. Each input goes through ``check_bounded``: an
+exception other than the typed ones, more than a second or more than 8 MB allocated is a
+crash; libFuzzer writes the input under
 ``--workdir``/artifacts (the corpus, kept between runs, under ``--workdir``/corpus).
 Without atheris, the hypothesis fuzzers of ``tests/test_fuzz_decoders.py`` run with
 ``PYKAFKA_FUZZ_EXAMPLES`` (``--scale``) times their example counts.
