@@ -4,6 +4,9 @@
 ``retrying``): ``coordinator`` finds the coordinator of a group or of a transactional id
 (FindCoordinator), ``commit_offsets`` commits offsets to a group as admin tools do
 (generation -1, no member id) and ``committed_offsets`` reads them back (OffsetFetch).
+``commit_request_topics``, ``raise_commit_errors`` and ``fetch_request_topics`` are the
+parts of those requests that ``protocol.transactions`` shares (TxnOffsetCommit, OffsetFetch
+with require_stable).
 """
 
 from __future__ import annotations
@@ -13,13 +16,44 @@ from typing import Iterable
 from .connection import BrokerConnection
 from .errors import BrokerError
 
-__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY"]
+__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "commit_request_topics",
+           "raise_commit_errors", "fetch_request_topics"]
 
 TopicPartition = tuple[str, int]
 
 #: FindCoordinator key types.
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+
+
+def commit_request_topics(offsets: dict[TopicPartition, int],
+                          metadata: str | None) -> list[dict]:
+    """The ``topics`` of an OffsetCommit or TxnOffsetCommit request: ``offsets`` by topic,
+    sorted, each with ``metadata`` and no leader epoch."""
+    topics: dict[str, list] = {}
+    for (t, p), offset in sorted(offsets.items()):
+        topics.setdefault(t, []).append({
+            "partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
+            "committed_metadata": metadata})
+    return [{"name": t, "partitions": ps} for t, ps in topics.items()]
+
+
+def raise_commit_errors(response: dict, what: str) -> None:
+    """Raise the ``BrokerError`` of the first partition an OffsetCommit or TxnOffsetCommit
+    ``response`` refused (``what`` says which request, for whom)."""
+    for t in response["topics"]:
+        for p in t["partitions"]:
+            if p["error_code"]:
+                raise BrokerError.for_code(p["error_code"], what, topic=t["name"],
+                                           partition=p["partition_index"])
+
+
+def fetch_request_topics(tps: Iterable[TopicPartition]) -> list[dict]:
+    """The ``topics`` of an OffsetFetch request: the partitions of ``tps`` by topic."""
+    topics: dict[str, list] = {}
+    for t, p in tps:
+        topics.setdefault(t, []).append(p)
+    return [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
 
 
 class GroupOffsets:
@@ -54,23 +88,13 @@ class GroupOffsets:
         """Commit ``offsets`` to ``group`` without joining it (generation -1, no member id),
         as admin tools do; Kafka accepts this for groups with no active members."""
         from .schemas import OFFSET_COMMIT
-        topics: dict[str, list] = {}
-        for (t, p), offset in sorted(offsets.items()):
-            topics.setdefault(t, []).append({
-                "partition_index": p, "committed_offset": offset,
-                "committed_leader_epoch": -1, "committed_metadata": metadata})
         body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                 "group_instance_id": None, "retention_time_ms": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+                "topics": commit_request_topics(offsets, metadata)}
 
         def attempt():
             response = self.coordinator(group).request(OFFSET_COMMIT, body)
-            for t in response["topics"]:
-                for p in t["partitions"]:
-                    if p["error_code"]:
-                        raise BrokerError.for_code(
-                            p["error_code"], f"committing offsets for group {group!r}",
-                            topic=t["name"], partition=p["partition_index"])
+            raise_commit_errors(response, f"committing offsets for group {group!r}")
 
         self.retrying(f"OffsetCommit for group {group!r}", attempt)
 
@@ -78,10 +102,7 @@ class GroupOffsets:
                           tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The offsets ``group`` has committed for ``tps`` (-1 where none)."""
         from .schemas import OFFSET_FETCH
-        topics: dict[str, list] = {}
-        for t, p in tps:
-            topics.setdefault(t, []).append(p)
-        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+        wanted = fetch_request_topics(tps)
         body = {"group_id": group, "topics": wanted, "require_stable": False,
                 "groups": [{"group_id": group, "topics": wanted}]}
 

@@ -26,7 +26,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from .errors import BrokerError
-from .group_offsets import TRANSACTION_KEY
+from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_request_topics,
+                            raise_commit_errors)
 
 __all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_TXN_PRODUCE_VERSION",
            "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
@@ -112,25 +113,14 @@ def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: 
     """TxnOffsetCommit to ``group``'s coordinator: the offsets become the group's when the
     transaction commits, and are dropped if it aborts."""
     from .schemas import TXN_OFFSET_COMMIT
-    topics: dict[str, list] = {}
-    for (t, p), offset in sorted(offsets.items()):
-        topics.setdefault(t, []).append({
-            "partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
-            "committed_metadata": metadata})
     body = {"transactional_id": txn_id, "group_id": group, "producer_id": producer_id,
             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-            "group_instance_id": None,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            "group_instance_id": None, "topics": commit_request_topics(offsets, metadata)}
 
     def attempt():
         response = client.coordinator(group).request(TXN_OFFSET_COMMIT, body)
-        for t in response["topics"]:
-            for p in t["partitions"]:
-                if p["error_code"]:
-                    raise BrokerError.for_code(
-                        p["error_code"], f"TxnOffsetCommit to group {group!r} for "
-                        f"transactional id {txn_id!r}", topic=t["name"],
-                        partition=p["partition_index"])
+        raise_commit_errors(response, f"TxnOffsetCommit to group {group!r} for "
+                                      f"transactional id {txn_id!r}")
 
     client.retrying(f"TxnOffsetCommit to group {group!r}", attempt, timeout_ms)
 
@@ -152,12 +142,7 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
     none; every partition the group has when ``tps`` is None), asking the coordinator to wait for the transactions that write to them
     (``require_stable``: UNSTABLE_OFFSET_COMMIT, retried, while one is open)."""
     from .schemas import OFFSET_FETCH
-    wanted = None
-    if tps is not None:
-        topics: dict[str, list] = {}
-        for t, p in tps:
-            topics.setdefault(t, []).append(p)
-        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+    wanted = None if tps is None else fetch_request_topics(tps)
     body = {"group_id": group, "topics": wanted, "require_stable": True,
             "groups": [{"group_id": group, "topics": wanted}]}
 
