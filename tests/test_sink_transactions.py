@@ -41,6 +41,14 @@ def create(broker, topic, partitions=2):
         c.create_topics({topic: partitions})
 
 
+def produce_in_txn(client, tid, pid, epoch, topic, value: bytes) -> None:
+    """Partition 0 of ``topic`` joins the open transaction and gets one record, ``value``."""
+    txn.add_partitions(client, tid, pid, epoch, [(topic, 0)])
+    client.produce(topic, 0, encode_batch(None, pa.array([value]), producer_id=pid,
+                                          producer_epoch=epoch, base_sequence=0,
+                                          transactional=True), transactional_id=tid)
+
+
 def options(broker, topic, **extra):
     return parse_writer_options({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic,
                                  "exactlyOnce": "true", **extra})
@@ -183,17 +191,11 @@ def test_transaction_requests_on_tansu(tansu, topic_name):
     with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
         client.metadata([topic_name])
         pid, epoch = txn.init_producer_id(client, tid, 60000)
-        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
-        client.produce(topic_name, 0, encode_batch(None, pa.array([b"open"]), producer_id=pid,
-                       producer_epoch=epoch, base_sequence=0, transactional=True),
-                       transactional_id=tid)
+        produce_in_txn(client, tid, pid, epoch, topic_name, b"open")
         pid2, epoch2 = txn.init_producer_id(client, tid, 60000)
         assert (pid2, epoch2) == (pid, epoch + 1)
         assert aborted_values(tansu.bootstrap, topic_name, 1) == ["open"]
-        txn.add_partitions(client, tid, pid2, epoch2, [(topic_name, 0)])
-        client.produce(topic_name, 0, encode_batch(None, pa.array([b"kept"]), producer_id=pid2,
-                       producer_epoch=epoch2, base_sequence=0, transactional=True),
-                       transactional_id=tid)
+        produce_in_txn(client, tid, pid2, epoch2, topic_name, b"kept")
         txn.add_offsets(client, tid, pid2, epoch2, group)
         txn.txn_offset_commit(client, tid, pid2, epoch2, group, {(topic_name, 0): 42}, "m")
         txn.end_txn(client, tid, pid2, epoch2, True)
@@ -210,10 +212,7 @@ def test_what_tansu_gets_right_and_wrong(tansu, topic_name):
     with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
         client.metadata([topic_name])
         pid, epoch = txn.init_producer_id(client, tid, 60000)
-        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
-        client.produce(topic_name, 0, encode_batch(None, pa.array([b"gone"]), producer_id=pid,
-                       producer_epoch=epoch, base_sequence=0, transactional=True),
-                       transactional_id=tid)
+        produce_in_txn(client, tid, pid, epoch, topic_name, b"gone")
         part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
         assert (part["last_stable_offset"], part["high_watermark"]) == (0, 1)
         txn.end_txn(client, tid, pid, epoch, False)
@@ -234,10 +233,7 @@ def test_what_the_mock_cluster_gets_wrong(mock_cluster, topic_name):
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         client.metadata([topic_name])
         pid, epoch = txn.init_producer_id(client, tid, 60000)
-        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
-        client.produce(topic_name, 0, encode_batch(None, pa.array([b"open"]), producer_id=pid,
-                       producer_epoch=epoch, base_sequence=0, transactional=True),
-                       transactional_id=tid)
+        produce_in_txn(client, tid, pid, epoch, topic_name, b"open")
         pid2, epoch2 = txn.init_producer_id(client, tid, 60000)
         assert pid2 != pid and epoch2 == 0  # Kafka: the same id, epoch + 1
         part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
