@@ -260,8 +260,9 @@ def test_bad_options_errors_never_quote_the_password():
 
 
 def test_closed_port(debug_records):
-    """The driver's offset lookup against a port nobody listens on: retried (and logged
-    as a warning each time, with the error), then raised."""
+    """The driver's offset lookup against a port nobody listens on: tried numRetries=3
+    times as Spark's connector does (a warning, with the error, for each of the two failures
+    retried), then raised."""
     import socket
     from kafka_source.offset_reader import OffsetReader
 
@@ -271,7 +272,7 @@ def test_closed_port(debug_records):
     config = parse_reader_options(sasl_options(f"127.0.0.1:{port}")).client_config
     with pytest.raises(PyKafkaError) as info:
         with KafkaClient(config) as client:
-            OffsetReader(client, num_retries=2, retry_interval_ms=10).latest_offsets([("t", 0)])
+            OffsetReader(client, num_retries=3, retry_interval_ms=10).latest_offsets([("t", 0)])
     said = everything_said(info.value) + "".join(traceback.format_exception(info.value))
     assert f"127.0.0.1:{port}" in said and PASSWORD not in said
     logged = debug_records()
