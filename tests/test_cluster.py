@@ -15,6 +15,8 @@ from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutErro
                              TopicAlreadyExists, TopicAuthorizationFailed)
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 
+from .broker_setup import create_topic
+
 LIST_OFFSETS_KEY = 2
 
 
@@ -24,11 +26,7 @@ def broker(request):
 
 
 def make_topic(broker, client: KafkaClient, name: str, partitions: int) -> None:
-    if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics API
-        broker.create_topic(name, partitions, min(3, partitions and 3))
-        client.wait_for_topics([name])
-    else:
-        client.create_topics({name: partitions})
+    create_topic(broker, name, partitions, min(3, partitions and 3), client=client)
 
 
 def produce(bootstrap: str, topic: str, messages) -> None:

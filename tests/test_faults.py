@@ -36,11 +36,11 @@ from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
-from kafka_testbed import MockCluster, TansuBroker
+from kafka_testbed import MockCluster
 from protocol.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 
-from .fault_proxy import FaultProxy
+from .broker_setup import tansu_behind_fault_proxy
 from .reliability_report import record, soak
 from .test_sink_producer import batches, consume, options as writer_options, plan_for
 
@@ -57,15 +57,8 @@ CUT_EVERY_MS = 200
 @pytest.fixture(scope="module")
 def proxied():
     """``(proxy, tansu)``: a Tansu broker reachable only through a fault proxy."""
-    proxy = FaultProxy()
-    broker = TansuBroker(advertised_port=proxy.port)
-    broker.start()
-    proxy.set_target("127.0.0.1", broker.backend_port)
-    try:
-        yield proxy, broker
-    finally:
-        proxy.close()
-        broker.stop()
+    with tansu_behind_fault_proxy() as pair:
+        yield pair
 
 
 @pytest.fixture

@@ -24,7 +24,6 @@ import threading
 import time
 
 import confluent_kafka
-import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -38,6 +37,8 @@ from protocol.cluster import KafkaClient
 from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 
+from .broker_setup import create_topic
+
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
                                                        pa.field("value", pa.binary())])))
 TS_TYPE = pa.timestamp("us", tz="UTC")
@@ -46,12 +47,8 @@ TS_TYPE = pa.timestamp("us", tz="UTC")
 # ---- helpers -------------------------------------------------------------------------------
 
 def make_topic(broker, name: str, partitions: int) -> None:
-    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
-        if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics
-            broker.create_topic(name, partitions, 3)
-            client.wait_for_topics([name])
-        else:
-            client.create_topics({name: partitions})
+    """A topic (with three replicas on the mock cluster)."""
+    create_topic(broker, name, partitions, replication_factor=3)
 
 
 def options(broker, topic: str | None = None, **extra):

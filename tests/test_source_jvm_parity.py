@@ -22,14 +22,13 @@ from pathlib import Path
 
 import pytest
 
-from kafka_testbed import TansuBroker
 from protocol.framing import decode_response_header
 from protocol.schemas import BY_KEY
 
-from .fault_proxy import FaultProxy
+from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .stream_kill_child import stream, write_batch
-from .test_source_streaming import (QUERY_TIMEOUT_S, create_topic, expected_rows, produce,
-                                    read_sink, run_available_now, values_for)
+from .test_source_streaming import (QUERY_TIMEOUT_S, expected_rows, produce, read_sink,
+                                    run_available_now, values_for)
 
 pytestmark = pytest.mark.spark
 
@@ -141,15 +140,8 @@ def test_added_partition_starting_above_zero_is_data_loss(spark, mock_cluster, t
 
 @pytest.fixture
 def proxied_tansu():
-    proxy = FaultProxy()
-    broker = TansuBroker(advertised_port=proxy.port)
-    broker.start()
-    proxy.set_target("127.0.0.1", broker.backend_port)
-    try:
-        yield proxy, broker
-    finally:
-        proxy.close()
-        broker.stop()
+    with tansu_behind_fault_proxy() as pair:
+        yield pair
 
 
 def stale_latest(topic: str, partition: int, real: int, stale: int):

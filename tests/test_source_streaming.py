@@ -35,9 +35,10 @@ from kafka_source.options import parse_reader_options
 from kafka_source.planning import PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
                                        rate_limit, to_json)
-from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
+from protocol.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.primitives import ZERO_UUID
 
+from .broker_setup import create_topic
 from .fake_kafka import FakeKafka
 
 QUERY_TIMEOUT_S = 120
@@ -45,15 +46,6 @@ SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, value STRING"
 
 
 # ---- helpers ----------------------------------------------------------------------------
-
-def create_topic(broker, name: str, partitions: int) -> None:
-    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
-        if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics
-            broker.create_topic(name, partitions, 1)
-            client.wait_for_topics([name])
-        else:
-            client.create_topics({name: partitions})
-
 
 def produce(bootstrap: str, topic: str, values: dict[int, list[str]], *,
             value_bytes: int = 0) -> None:

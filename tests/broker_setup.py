@@ -1,0 +1,48 @@
+"""Setting up the test brokers: a topic on either kind, and a Tansu behind a fault proxy.
+
+``create_topic`` makes a topic on Tansu (CreateTopics) or on librdkafka's mock cluster,
+which has no CreateTopics: it is made through the mock's own API and waited for in the
+metadata. ``tansu_behind_fault_proxy`` starts a Tansu broker that advertises the port of a
+``FaultProxy`` in front of it, so every connection a client makes, those the metadata
+leads it to as well, goes through the proxy.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from kafka_testbed import TansuBroker
+from protocol.cluster import KafkaClient
+
+from .fault_proxy import FaultProxy
+
+
+def create_topic(broker, name: str, partitions: int, replication_factor: int = 1, *,
+                 client: KafkaClient | None = None) -> None:
+    """``name`` with ``partitions`` partitions on ``broker``, through ``client`` or a
+    client of its own. ``replication_factor`` is for the mock cluster (of three brokers);
+    Tansu, one node, ignores replication factors (CreateTopics asks for 1)."""
+    if client is None:
+        with KafkaClient(bootstrap_servers=broker.bootstrap) as own:
+            create_topic(broker, name, partitions, replication_factor, client=own)
+        return
+    if hasattr(broker, "create_topic"):  # the mock cluster has no CreateTopics
+        broker.create_topic(name, partitions, replication_factor)
+        client.wait_for_topics([name])
+    else:
+        client.create_topics({name: partitions})
+
+
+@contextmanager
+def tansu_behind_fault_proxy() -> Iterator[tuple[FaultProxy, TansuBroker]]:
+    """``(proxy, broker)``: a Tansu broker reachable only through a fault proxy."""
+    proxy = FaultProxy()
+    broker = TansuBroker(advertised_port=proxy.port)
+    broker.start()
+    proxy.set_target("127.0.0.1", broker.backend_port)
+    try:
+        yield proxy, broker
+    finally:
+        proxy.close()
+        broker.stop()
