@@ -22,6 +22,23 @@ from .test_sink_producer import consume, make_topic
 pytestmark = pytest.mark.spark
 
 
+def write_available_now(stream, bootstrap: str, topic: str, checkpoint: str):
+    """``stream.writeStream.format("pykafka")`` to ``topic``, ``Trigger.AvailableNow``,
+    run until it ends without an error; returns the stopped query."""
+    query = (stream.writeStream.format("pykafka")
+             .option("kafka.bootstrap.servers", bootstrap)
+             .option("topic", topic)
+             .option("checkpointLocation", checkpoint)
+             .trigger(availableNow=True)
+             .start())
+    try:
+        assert query.awaitTermination(180)
+        assert query.exception() is None
+    finally:
+        query.stop()
+    return query
+
+
 def test_df_write_keys_headers_timestamps_partitions(spark, tansu, topic_name):
     make_topic(tansu, topic_name, 3)
     total = 4000
@@ -98,17 +115,8 @@ def test_write_stream_available_now_from_json_files(spark, tansu, topic_name, tm
                 total += 1
     stream = (spark.readStream.schema("k string, v string").json(str(source))
               .selectExpr("k AS key", "v AS value"))
-    query = (stream.writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", tansu.bootstrap)
-             .option("topic", topic_name)
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True)
-             .start())
-    try:
-        assert query.awaitTermination(180)
-        assert query.exception() is None
-    finally:
-        query.stop()
+    query = write_available_now(stream, tansu.bootstrap, topic_name,
+                                str(tmp_path / "checkpoint"))
     got = consume(tansu.bootstrap, topic_name, 2, total)
     values = sorted(int(v[1:]) for records in got.values() for _, v, _, _ in records)
     assert values == list(range(total))
@@ -131,22 +139,12 @@ def test_write_stream_from_one_topic_to_another(spark, mock_cluster, topic_name,
         producer.produce(source, key=b"k%d" % (i % 13), value=b"v%08d" % i,
                          partition=i % 2, headers=[("n", b"%d" % i)])
     assert producer.flush(30) == 0
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-             .option("subscribe", source).option("startingOffsets", "earliest")
-             .option("includeHeaders", "true").load()
-             .selectExpr("key", "value", "headers")
-             .writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-             .option("topic", sink)
-             .option("checkpointLocation", str(tmp_path / "checkpoint"))
-             .trigger(availableNow=True)
-             .start())
-    try:
-        assert query.awaitTermination(180)
-        assert query.exception() is None
-    finally:
-        query.stop()
+    stream = (spark.readStream.format("pykafka")
+              .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+              .option("subscribe", source).option("startingOffsets", "earliest")
+              .option("includeHeaders", "true").load()
+              .selectExpr("key", "value", "headers"))
+    write_available_now(stream, mock_cluster.bootstrap, sink, str(tmp_path / "checkpoint"))
     got = consume(mock_cluster.bootstrap, sink, 3, total)
     records = [r for rs in got.values() for r in rs]
     assert sorted(int(v[1:]) for _, v, _, _ in records) == list(range(total))
