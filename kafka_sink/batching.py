@@ -1,11 +1,13 @@
 """Rows of one partition gathered into record batches, encoded straight from Arrow.
 
-``PartitionBatcher`` keeps, per (topic, partition), the Arrow slices of rows not yet
-encoded. Once a partition holds at least ``batch.size`` bytes (estimated with the
-encoder's upper bound of each record's size) the rows are concatenated, cut into ranges
-that each fit in one batch of at most ``min(batch.size, max.request.size)`` bytes
-(``split_for_batch_size``) and every full range is encoded
-(``protocol.records.encode_arrow.encode_batch``, with the producer id, epoch and sequence
+``PartitionBatcher`` keeps, per (topic, partition), the rows not yet encoded: for each
+input batch that has some, the batch's columns (a ``RowSource``, shared by every
+partition) and the indices of its rows that go to this partition. No column is
+re-ordered or copied while rows wait. Once a partition holds at least ``batch.size``
+bytes (estimated with the encoder's upper bound of each record's size) its rows are cut
+into ranges that each fit in one batch of at most ``min(batch.size, max.request.size)``
+bytes (``split_for_batch_size``) and every full range is encoded from those indices
+(``protocol.records.encode_arrow.encode_rows``, with the producer id, epoch and sequence
 the producer hands out) and appended to the producer. The rest waits for more rows, for
 ``flush`` at the end of the input, or until it has waited ``linger.ms`` for input: linger
 time is counted only while the task waits for its next input batch, never while it works,
@@ -19,9 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import pyarrow as pa
 
-from protocol.records.encode_arrow import encode_batch, split_for_batch_size
+from protocol.records.encode_arrow import RowSource, encode_rows, split_for_batch_size
 
 from .options import WriterOptions
 
@@ -30,14 +31,21 @@ __all__ = ["Slice", "PartitionBatcher"]
 
 @dataclass
 class Slice:
-    """Rows of one partition, in order."""
+    """Rows of one input batch that go to one partition, in order."""
 
-    key: pa.Array | None
-    value: pa.Array
-    headers: pa.Array | None
-    timestamp_ms: pa.Array | None  # int64 with nulls ("now")
+    source: RowSource  # the input batch's columns
+    rows: np.ndarray  # int64 indices into ``source``
+    timestamp_ms: np.ndarray | None  # int64 per row (None: no timestamp column)
+    timestamp_valid: np.ndarray | None  # bool per row; a null timestamp means "now"
     size: int  # the sum of the rows' size bounds
     base_sizes: np.ndarray  # each row's record_base_sizes: batch sizing needs no recount
+
+    def cut(self, lo: int, hi: int | None = None) -> "Slice":
+        """Rows ``[lo, hi)`` of this slice (size left at 0: the caller estimates it)."""
+        def part(a):
+            return None if a is None else a[lo:hi]
+        return Slice(self.source, self.rows[lo:hi], part(self.timestamp_ms),
+                     part(self.timestamp_valid), 0, self.base_sizes[lo:hi])
 
 
 @dataclass
@@ -47,16 +55,15 @@ class _Pending:
     since: float = 0.0  # the batcher's idle clock when the first pending row came
 
 
-def _concat(parts: list, n_rows: list[int], arrow_type) -> pa.Array | None:
-    """Concatenate optional columns; a missing part becomes nulls."""
-    if all(p is None for p in parts):
+def _timestamps(slices: list[Slice], counts: list[int]) -> np.ndarray | None:
+    """The rows' timestamps in ms, nulls as now; None when no row has a timestamp column."""
+    if all(s.timestamp_ms is None for s in slices):
         return None
-    filled = [pa.nulls(n, arrow_type) if p is None else p for p, n in zip(parts, n_rows)]
-    if len(filled) == 1:
-        return filled[0]
-    if any(p.type != filled[0].type for p in filled):
-        filled = [p.cast(arrow_type) for p in filled]
-    return pa.concat_arrays(filled)
+    now = int(time.time() * 1000)
+    return np.concatenate([
+        np.full(c, now, dtype=np.int64) if s.timestamp_ms is None
+        else np.where(s.timestamp_valid, s.timestamp_ms, now)
+        for s, c in zip(slices, counts)])
 
 
 class PartitionBatcher:
@@ -100,53 +107,53 @@ class PartitionBatcher:
 
     def _encode(self, key: tuple[str, int], pending: _Pending, *, keep_tail: bool) -> None:
         slices = pending.slices
-        counts = [len(s.value) for s in slices]
-        value = _concat([s.value for s in slices], counts, pa.binary())
-        keys = _concat([s.key for s in slices], counts, pa.binary())
-        headers = _concat([s.headers for s in slices], counts,
-                          next(s.headers.type for s in slices if s.headers is not None)
-                          if any(s.headers is not None for s in slices) else None)
-        ts = _concat([s.timestamp_ms for s in slices], counts, pa.int64())
-        if ts is not None and ts.null_count:
-            ts = ts.fill_null(int(time.time() * 1000))
+        counts = [len(s.rows) for s in slices]
+        bounds = np.zeros(len(slices) + 1, dtype=np.int64)
+        np.cumsum(counts, out=bounds[1:])
+        total = int(bounds[-1])
         base_sizes = (slices[0].base_sizes if len(slices) == 1 else
                       np.concatenate([s.base_sizes for s in slices]))
-        ranges = split_for_batch_size(keys, value, max_batch_bytes=self.limit,
+        ts = _timestamps(slices, counts)
+        ranges = split_for_batch_size(None, None, max_batch_bytes=self.limit,
                                       timestamps_ms=ts, base_sizes=base_sizes)
         if keep_tail and len(ranges) > 1:
             tail_start = ranges[-1][0]  # the last range is not full: wait for more rows
             ranges = ranges[:-1]
         else:
-            tail_start = len(value)
+            tail_start = total
         topic, partition = key
         compression = self.options.compression_type
         transactional = getattr(self.producer, "transactional_id", None) is not None
         for start, stop in ranges:
-            n = stop - start
-            k = None if keys is None else keys.slice(start, n)
-            v = value.slice(start, n)
-            h = None if headers is None else headers.slice(start, n)
-            t = None if ts is None else ts.slice(start, n)
+            parts = _parts(slices, bounds, start, stop)
+            t = None if ts is None else ts[start:stop]
 
-            def build(producer_id, epoch, sequence, k=k, v=v, h=h, t=t):
-                return encode_batch(k, v, headers=h, timestamps_ms=t,
-                                    producer_id=producer_id, producer_epoch=epoch,
-                                    base_sequence=sequence, compression=compression,
-                                    transactional=transactional, topic=topic,
-                                    partition=partition)
+            def build(producer_id, epoch, sequence, parts=parts, t=t):
+                return encode_rows(parts, timestamps_ms=t, producer_id=producer_id,
+                                   producer_epoch=epoch, base_sequence=sequence,
+                                   compression=compression, transactional=transactional,
+                                   topic=topic, partition=partition)
 
-            self.producer.append(topic, partition, n, build)
-        if tail_start < len(value):
-            n = len(value) - tail_start
-            tail = Slice(None if keys is None else keys.slice(tail_start),
-                         value.slice(tail_start),
-                         None if headers is None else headers.slice(tail_start),
-                         None if ts is None else ts.slice(tail_start), 0,
-                         base_sizes[tail_start:])
-            tail.size = int(np.ceil(pending.size * n / max(len(value), 1)))
-            pending.slices = [tail]
-            pending.size = tail.size
-            pending.since = time.monotonic()
+            self.producer.append(topic, partition, stop - start, build)
+        if tail_start < total:
+            first = int(np.searchsorted(bounds, tail_start, side="right")) - 1
+            tail = [slices[first].cut(tail_start - int(bounds[first]))] + slices[first + 1:]
+            pending.size = int(np.ceil(pending.size * (total - tail_start) / total))
+            pending.slices = tail
+            pending.since = self.idle  # a new batch starts lingering now
         else:
             pending.slices = []
             pending.size = 0
+
+
+def _parts(slices: list[Slice], bounds: np.ndarray, start: int, stop: int) -> list:
+    """``encode_rows``' parts for rows ``[start, stop)`` of the pending slices."""
+    parts = []
+    i = int(np.searchsorted(bounds, start, side="right")) - 1
+    while start < stop:
+        lo = start - int(bounds[i])
+        hi = min(stop, int(bounds[i + 1])) - int(bounds[i])
+        parts.append((slices[i].source, slices[i].rows[lo:hi]))
+        start = int(bounds[i]) + hi
+        i += 1
+    return parts

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from protocol.errors import ConfigError
-from protocol.records.encode_arrow import record_base_sizes, sizes_in_batch
+from protocol.records.encode_arrow import RowSource, sizes_in_batch
 
 from .validation import HEADERS, KEY, PARTITION, TIMESTAMP, TOPIC, VALUE, WritePlan
 
@@ -59,17 +59,11 @@ class Rows:
     timestamp_valid: np.ndarray | None  # bool
     sizes: np.ndarray  # int64: an upper bound of each record's size inside a batch
     base_sizes: np.ndarray  # int64: the part of each size no batch changes (the batcher's)
+    source: RowSource | None = None  # the encoder's view of the columns (None: bad headers)
 
     def topic_of(self, i: int) -> str | None:
         code = int(self.topic_codes[i])
         return self.topics[code] if code >= 0 else None
-
-    def timestamps_array(self) -> pa.Array | None:
-        """Milliseconds as an Arrow int64 array with nulls (the encoder fills in "now")."""
-        if self.timestamp_ms is None:
-            return None
-        mask = None if self.timestamp_valid.all() else ~self.timestamp_valid
-        return pa.array(self.timestamp_ms, pa.int64(), mask=mask)
 
 
 def _column(batch: pa.RecordBatch, name: str):
@@ -168,7 +162,8 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
                 timestamp_valid=timestamp_valid, sizes=np.zeros(n, dtype=np.int64),
                 base_sizes=np.zeros(n, dtype=np.int64))
     if n and not (null_keys or null_entries):
-        rows.base_sizes = record_base_sizes(key, value, headers=headers)
+        rows.source = RowSource(key, value, headers)
+        rows.base_sizes = rows.source.base_sizes()
         rows.sizes = sizes_in_batch(rows.base_sizes, _timestamp_span(rows), n)
     return rows
 

@@ -12,8 +12,9 @@ then runs ``write_task`` over its Arrow batches:
    in that buffer is checked in full before its first record leaves.
 2. Every row gets its partition (``partitioner``: the partition column, else the murmur2
    hash of the key, else sticky runs), rows are grouped by (topic, partition) with a
-   stable sort (so each partition keeps the rows in their input order), and the groups go
-   to the ``PartitionBatcher`` which encodes full batches for the ``TaskProducer``.
+   stable sort of their indices (so each partition keeps the rows in their input order),
+   and the groups go to the ``PartitionBatcher`` as row indices, from which it encodes
+   full batches for the ``TaskProducer``.
 3. At the end the batcher and the producer are flushed; the task succeeds only when every
    record is acknowledged, and returns a ``KafkaCommitMessage`` with the records and
    bytes written per topic and partition, which the driver logs in ``commit``.
@@ -35,6 +36,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
                                     WriterCommitMessage)
 
 from protocol.errors import ConfigError
+from protocol.records import accel
 
 from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
@@ -123,38 +125,39 @@ def route_rows(rows: Rows, counts: dict[str, int], sticky, *,
     return partition
 
 
-def _take(arr, order):
-    return None if arr is None else (arr if order is None else arr.take(order))
-
-
 def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> None:
-    """Group the rows by (topic, partition), keeping their order, and add each group."""
+    """Group the rows by (topic, partition), keeping their order, and add each group as
+    the indices of its rows. With the compiled encoder the columns stay as they are (it
+    reads each group's rows from them by index); the pure encoder gets them copied once in
+    group order, each group a run of rows."""
+    n = rows.n
     group = (rows.topic_codes.astype(np.int64) << 32) | partition.astype(np.int64)
-    if rows.n > 1 and (group[1:] < group[:-1]).any():
-        order = np.argsort(group, kind="stable")
-        group = group[order]
-        order_arr = pa.array(order, pa.int64())
-    else:
-        order_arr = None
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]]) if rows.n else []
-    stops = np.r_[starts[1:], rows.n] if rows.n else []
-    key = _take(rows.key, order_arr)
-    value = _take(rows.value, order_arr)
-    headers = _take(rows.headers, order_arr)
-    ts = _take(rows.timestamps_array(), order_arr)
-    sizes = rows.sizes if order_arr is None else rows.sizes[order]
-    base_sizes = rows.base_sizes if order_arr is None else rows.base_sizes[order]
-    for start, stop in zip(starts, stops):
-        start, stop = int(start), int(stop)
+    if not n:
+        return
+    source, ts, valid = rows.source, rows.timestamp_ms, rows.timestamp_valid
+    sizes, base_sizes = rows.sizes, rows.base_sizes
+    order = np.arange(n, dtype=np.int64)
+    if n > 1 and (group[1:] < group[:-1]).any():
+        by_group = np.argsort(group, kind="stable")
+        group = group[by_group]
+        if accel.encoder() is not None:
+            order = by_group
+        else:
+            # the pure encoder copies rows it takes by index: one copy of each column in
+            # group order now, then every group is a run of it (sliced, not copied)
+            source = source.take(by_group)
+            ts = None if ts is None else ts[by_group]
+            valid = None if valid is None else valid[by_group]
+            sizes, base_sizes = rows.sizes[by_group], rows.base_sizes[by_group]
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    stops = np.r_[starts[1:], n]
+    for start, stop in zip(starts.tolist(), stops.tolist()):
         topic = rows.topics[int(group[start] >> 32)]
         part = int(group[start] & 0xFFFFFFFF)
-        length = stop - start
+        index = order[start:stop]
         batcher.add(topic, part, Slice(
-            None if key is None else key.slice(start, length),
-            value.slice(start, length),
-            None if headers is None else headers.slice(start, length),
-            None if ts is None else ts.slice(start, length),
-            int(sizes[start:stop].sum()), base_sizes[start:stop]))
+            source, index, None if ts is None else ts[index],
+            None if ts is None else valid[index], int(sizes[index].sum()), base_sizes[index]))
 
 
 def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,

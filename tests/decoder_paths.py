@@ -1,5 +1,5 @@
-"""Run a test module's tests on both record decoders: the pure-Python path and the
-compiled one (protocol/records/accel.py), when it is built. Import ``decoder_path`` into
+"""Run a test module's tests on both record decoders and encoders: the pure-Python path
+and the compiled one (protocol/records/accel.py), when it is built. Import ``decoder_path`` into
 a test module; it is autouse and module-scoped, so every test runs once per path (ids end
 in ``[pure]`` / ``[compiled]``) and hypothesis sees no function-scoped fixture.
 

@@ -1,4 +1,6 @@
-"""encode_batch and split_for_batch_size: round trips through both decoders, inputs, sizes."""
+"""encode_batch, encode_rows and split_for_batch_size: round trips through both decoders,
+inputs, sizes. Every test runs on the pure-Python path and on the compiled encoder and
+decoder (tests/decoder_paths.py)."""
 
 import numpy as np
 import pyarrow as pa
@@ -9,8 +11,11 @@ from hypothesis import strategies as st
 from protocol.errors import ConfigError
 from protocol.records import batch as B
 from protocol.records import decode_records
-from protocol.records.encode_arrow import (encode_batch, record_base_sizes, record_sizes,
+from protocol.records.encode_arrow import (RowSource, encode_batch, encode_rows,
+                                          record_base_sizes, record_sizes,
                                           split_for_batch_size)
+
+from .decoder_paths import decoder_path  # noqa: F401 (autouse: both paths)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS = 1_700_000_000_000
@@ -57,6 +62,44 @@ def test_round_trip(rows, codec, base_offset, with_headers, with_keys):
     got_headers = [tuple((x["key"], x["value"]) for x in h) if h else ()
                    for h in batch.column("headers").to_pylist()]
     assert got_headers == expect_headers
+
+
+small_row_st = st.tuples(
+    st.none() | st.binary(max_size=10), st.none() | st.binary(max_size=200),
+    st.none() | st.lists(st.tuples(st.text(max_size=3), st.none() | st.binary(max_size=3)),
+                         max_size=2),
+    st.integers(-(1 << 40), 1 << 40))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(small_row_st, min_size=1, max_size=20),
+       st.lists(small_row_st, min_size=1, max_size=20),
+       st.randoms(use_true_random=False), st.booleans())
+def test_rows_by_index_from_several_sources(rows_a, rows_b, rnd, with_headers):
+    """encode_rows: rows picked by index (any order, repeats allowed) from two Arrow
+    batches, one with headers and keys and one maybe without, become one batch equal to
+    encode_batch of the same rows gathered beforehand."""
+    def source(rows, keys, headers):
+        return (pa.array([r[0] for r in rows], pa.binary()) if keys else None,
+                pa.array([r[1] for r in rows], pa.binary()),
+                headers_array([r[2] for r in rows]) if headers else None)
+    a = source(rows_a, True, with_headers)
+    b = source(rows_b, False, False)
+    pick_a = np.array([rnd.randrange(len(rows_a)) for _ in range(rnd.randint(1, 20))])
+    pick_b = np.arange(rnd.randrange(len(rows_b)), len(rows_b))  # a contiguous run
+    ts = np.array([TS + rows_a[i][3] for i in pick_a] + [TS + rows_b[i][3] for i in pick_b],
+                  dtype=np.int64)
+    got = encode_rows([(RowSource(*a), pick_a), (RowSource(*b), pick_b)], timestamps_ms=ts,
+                      producer_id=9, base_sequence=4)
+    keys = [rows_a[i][0] for i in pick_a] + [None] * len(pick_b)
+    values = [rows_a[i][1] for i in pick_a] + [rows_b[i][1] for i in pick_b]
+    hdrs = ([rows_a[i][2] for i in pick_a] + [None] * len(pick_b)) if with_headers else None
+    expect = encode_batch(pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+                          headers=None if hdrs is None else headers_array(hdrs),
+                          timestamps_ms=ts, producer_id=9, base_sequence=4)
+    assert got == expect
+    _, recs = B.decode_batch(got)
+    assert [(r.key, r.value) for r in recs] == list(zip(keys, values))
 
 
 def test_codec_attribute_and_fallback():

@@ -1,11 +1,12 @@
-"""The optional compiled record decoder (``_fastdecode``, a small C extension) and the
-switch between it and the pure-Python path.
+"""The optional compiled record decoder and encoder (``_fastdecode`` and ``_fastencode``,
+two small C extensions) and the switch between them and the pure-Python path.
 
-The extension is built by ``pip install`` when a C compiler is at hand and skipped
-otherwise (the ``--py-files`` zip never has it); everything works without it. It only
-ever decodes input it fully checked: on anything it does not accept it answers None and
-the pure path decodes the same bytes and raises its own error, so both paths accept and
-refuse exactly the same input.
+The extensions are built by ``pip install`` when a C compiler is at hand and skipped
+otherwise (the ``--py-files`` zip never has them); everything works without them. The
+decoder only ever decodes input it fully checked: on anything it does not accept it
+answers None and the pure path decodes the same bytes and raises its own error, so both
+paths accept and refuse exactly the same input. The encoder writes the same bytes as the
+pure path (``encode_arrow.encode_rows``) and leaves every error to it.
 
 ``PYKAFKA_PURE_PYTHON=1`` in the environment turns it off for the process;
 ``forced(False)`` (a context manager) for a block, so tests run both paths on the same
@@ -21,27 +22,38 @@ try:
     from . import _fastdecode as _ext
 except ImportError:  # not built: the pure path
     _ext = None
+try:
+    from . import _fastencode as _enc
+except ImportError:
+    _enc = None
 
-_enabled = _ext is not None and os.environ.get("PYKAFKA_PURE_PYTHON", "") in ("", "0")
+_enabled = os.environ.get("PYKAFKA_PURE_PYTHON", "") in ("", "0")
 
 
 def available() -> bool:
-    """Whether the compiled decoder was built and imports."""
-    return _ext is not None
+    """Whether the compiled decoder and encoder were built and import."""
+    return _ext is not None and _enc is not None
 
 
 def module():
-    """The extension module when it is in use, else None."""
+    """The decoder's extension module when it is in use, else None."""
     return _ext if _enabled else None
+
+
+def encoder():
+    """The encoder's extension module when it is in use, else None."""
+    return _enc if _enabled else None
 
 
 @contextlib.contextmanager
 def forced(use: bool):
-    """Use (or not) the compiled decoder inside the block; ``use`` True without the
-    extension built raises RuntimeError (a test asking for it must not pass silently)."""
+    """Use (or not) the compiled decoder and encoder inside the block; ``use`` True
+    without the extensions built raises RuntimeError (a test asking for them must not pass
+    silently)."""
     global _enabled
-    if use and _ext is None:
-        raise RuntimeError("the compiled decoder protocol.records._fastdecode is not built")
+    if use and not available():
+        raise RuntimeError("the compiled decoder and encoder protocol.records._fastdecode "
+                           "and _fastencode are not both built")
     before = _enabled
     _enabled = use
     try:

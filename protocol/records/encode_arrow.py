@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
+from . import accel
 from . import batch as _batch
 from . import compression as _compression
 from .vectorized import (VARINT_HIGH_BYTE, VARINT_LOW_BYTE, varint_sizes, write_varints,
@@ -135,6 +136,105 @@ def _record_sizes(key_len, value_len, ts_delta_bound, offset_delta, hdr):
     return body, s_t, s_o, s_k, s_v, s_h
 
 
+# ---- the rows of one Arrow batch -----------------------------------------------------------
+
+_UNSET = object()
+
+
+class RowSource:
+    """The columns of one Arrow batch as the encoder reads them, prepared once: any rows of
+    it, picked by index and in any order, are then encoded (``encode_rows``) without
+    re-ordering or copying its columns first. ``keys`` / ``values`` / ``headers`` as
+    ``encode_batch`` takes them."""
+
+    def __init__(self, keys, values, headers=None):
+        values = _binary(values, "values")
+        n = len(values)
+        keys = None if keys is None else _binary(keys, "keys", n)
+        self.n = n
+        self.keys = keys
+        self.values = values
+        self.headers = headers
+        self._hdr = _UNSET
+        self.key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+        self.value_len = _lengths(values)
+        self._buffers = None
+
+    @property
+    def hdr(self) -> "_Headers | None":
+        """The flattened headers (None when no row has one); checked on first use."""
+        if self._hdr is _UNSET:
+            hdr = None if self.headers is None else _Headers(self.headers, self.n)
+            self._hdr = None if hdr is None or hdr.total == 0 else hdr
+        return self._hdr
+
+    def take(self, order: np.ndarray) -> "RowSource":
+        """A source of this one's rows in ``order``, its columns copied in that order."""
+        index = pa.array(order, pa.int64())
+        out = RowSource.__new__(RowSource)
+        out.n = len(order)
+        out.keys = None if self.keys is None else self.keys.take(index)
+        out.values = self.values.take(index)
+        out.headers = None if self.headers is None else self.headers.take(index)
+        out._hdr = _UNSET
+        out.key_len = self.key_len[order]
+        out.value_len = self.value_len[order]
+        out._buffers = None
+        return out
+
+    def base_sizes(self) -> np.ndarray:
+        """``record_base_sizes`` of every row."""
+        zero = np.zeros(self.n, dtype=np.int64)
+        body, s_t, s_o, *_ = _record_sizes(self.key_len, self.value_len, zero, zero, self.hdr)
+        return body - s_t - s_o
+
+    def columns(self, rows: np.ndarray | None):
+        """(keys, values, headers) of ``rows`` (None: all), in that order (the pure path)."""
+        if rows is None:
+            return self.keys, self.values, self.headers
+        n = len(rows)
+        if n and int(rows[-1]) - int(rows[0]) == n - 1 and (np.diff(rows) == 1).all():
+            first = int(rows[0])  # a contiguous run: slices, no copies
+
+            def pick(arr):
+                return None if arr is None else arr.slice(first, n)
+        else:
+            index = pa.array(rows, pa.int64())
+
+            def pick(arr):
+                return None if arr is None else arr.take(index)
+        return pick(self.keys), pick(self.values), pick(self.headers)
+
+    def buffers(self) -> tuple:
+        """The arguments of the compiled encoder that describe this source (computed once)."""
+        if self._buffers is None:
+            key = ((None, None, None) if self.keys is None else
+                   (_starts(self.keys), self.key_len, _data(self.keys)))
+            value = (_starts(self.values), self.value_len, _data(self.values))
+            if self.hdr is None:
+                hdr = (None,) * 8
+            else:
+                h = self.hdr
+                first = np.zeros(self.n, dtype=np.int64)
+                np.cumsum(h.count[:-1], out=first[1:])
+                hdr = (first, np.ascontiguousarray(h.count, dtype=np.int64),
+                       _starts(h.keys), h.key_len, _data(h.keys),
+                       _starts(h.values), h.value_len, _data(h.values))
+            self._buffers = (*key, *value, *hdr)
+        return self._buffers
+
+
+def _starts(arr: pa.Array) -> np.ndarray:
+    """Byte position of each element in the array's data buffer (int64)."""
+    offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=arr.offset + len(arr) + 1)
+    return offsets[arr.offset:arr.offset + len(arr)].astype(np.int64)
+
+
+def _data(arr: pa.Array):
+    data = arr.buffers()[2]
+    return b"" if data is None else data
+
+
 # ---- encode --------------------------------------------------------------------------------
 
 def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset: int = 0,
@@ -153,32 +253,43 @@ def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset:
     now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
     written uncompressed (the codec is per batch, consumers read both).
     """
-    values = _binary(values, "values")
-    n = len(values)
+    return encode_rows([(RowSource(keys, values, headers), None)],
+                       timestamps_ms=timestamps_ms, base_offset=base_offset,
+                       partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       transactional=transactional, compression=compression,
+                       compression_level=compression_level,
+                       compression_fallback=compression_fallback, topic=topic,
+                       partition=partition)
+
+
+def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
+                partition_leader_epoch: int = -1, producer_id: int = -1,
+                producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
+                compression="none", compression_level: int | None = None,
+                compression_fallback: bool = True, topic: str | None = None,
+                partition: int | None = None) -> bytes:
+    """One v2 record batch of the rows ``parts`` names, in order: ``[(RowSource, rows)]``,
+    ``rows`` an int64 array of row indices into that source (None: all its rows).
+    ``timestamps_ms`` covers every encoded row (or is one int, or None for now); the rest
+    as ``encode_batch``.
+
+    With the compiled encoder (``accel.encoder()``) each part is written straight from its
+    source's buffers; the pure path gathers the rows' columns and lays them out with numpy
+    and Arrow. Both write the same bytes."""
+    counts = [src.n if rows is None else len(rows) for src, rows in parts]
+    n = sum(counts)
     if n == 0:
         raise ConfigError("cannot encode an empty record batch")
-    keys = None if keys is None else _binary(keys, "keys", n)
-    hdr = None if headers is None else _Headers(headers, n)
-    if hdr is not None and hdr.total == 0:
-        hdr = None
     codec = _compression.codec_id(compression)
     ts = _timestamps(timestamps_ms, n)
-
-    key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
-    value_len = _lengths(values)
     ts_delta = ts - ts[0]
-    offset_delta = np.arange(n, dtype=np.int64)
-    if hdr is None:
-        section = _layout_plain(n, keys, values, ts_delta, key_len, value_len)
-    else:
-        body, s_t, s_o, s_k, s_v, s_h = _record_sizes(key_len, value_len, ts_delta,
-                                                      offset_delta, hdr)
-        if int(body.max()) >= 1 << 31:
-            raise ConfigError("a record is larger than 2 GiB")
-        s_len = varint_sizes(zigzag_encode(body))
-        head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
-        section = _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o,
-                                       s_k, body, ts_delta, offset_delta, key_len, value_len)
+    section = None
+    ext = accel.encoder()
+    if ext is not None:
+        section = _compiled_section(ext, parts, counts, ts_delta)
+    if section is None:
+        section = _pure_section(parts, ts_delta)
 
     attributes = (_batch.TRANSACTIONAL_MASK if transactional else 0)
     payload = section
@@ -197,6 +308,62 @@ def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset:
     crc = _batch.crc32c(payload, crc)
     _UINT32.pack_into(header, _batch.CRC_OFFSET, crc)
     return b"".join((header, payload))
+
+
+def _compiled_section(ext, parts, counts, ts_delta):
+    """The records section from the compiled encoder, or None (the pure path decides)."""
+    pieces, at = [], 0
+    for (src, rows), count in zip(parts, counts):
+        if count == 0:
+            continue
+        index = None if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
+        piece = ext.encode_section(index, ts_delta[at:at + count], at, *src.buffers())
+        if piece is None:
+            return None
+        pieces.append(piece)
+        at += count
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _pure_section(parts, ts_delta):
+    """The records section of ``parts`` with numpy and Arrow."""
+    if len(parts) == 1 and parts[0][1] is None:
+        src = parts[0][0]
+        keys, values, hdr = src.keys, src.values, src.hdr
+    else:
+        picked = [src.columns(rows) for src, rows in parts]
+        counts = [len(v) for _, v, _ in picked]
+        values = pa.concat_arrays([v for _, v, _ in picked])
+        keys = _concat_optional([k for k, _, _ in picked], counts)
+        headers = _concat_optional([h for _, _, h in picked], counts)
+        hdr = None if headers is None else _Headers(headers, len(values))
+        if hdr is not None and hdr.total == 0:
+            hdr = None
+    n = len(values)
+    key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+    value_len = _lengths(values)
+    if hdr is None:
+        return _layout_plain(n, keys, values, ts_delta, key_len, value_len)
+    offset_delta = np.arange(n, dtype=np.int64)
+    body, s_t, s_o, s_k, s_v, s_h = _record_sizes(key_len, value_len, ts_delta,
+                                                  offset_delta, hdr)
+    if int(body.max()) >= 1 << 31:
+        raise ConfigError("a record is larger than 2 GiB")
+    s_len = varint_sizes(zigzag_encode(body))
+    head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
+    return _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, s_k,
+                                body, ts_delta, offset_delta, key_len, value_len)
+
+
+def _concat_optional(arrays: list, counts: list[int]) -> pa.Array | None:
+    """Concatenate optional columns of several sources; a missing one becomes nulls."""
+    if all(a is None for a in arrays):
+        return None
+    present = next(a for a in arrays if a is not None)
+    filled = [pa.nulls(c, present.type) if a is None else a for a, c in zip(arrays, counts)]
+    if any(a.type != present.type for a in filled):
+        filled = [a.cast(present.type) for a in filled]
+    return filled[0] if len(filled) == 1 else pa.concat_arrays(filled)
 
 
 def _gather(pool_parts: list[pa.Array], order: np.ndarray) -> memoryview:
@@ -242,8 +409,13 @@ def _layout_plain(n, keys, values, ts_delta, key_len, value_len):
     fields[2] = key_len
     fields[3] = value_len
     u = zigzag_encode(fields)
-    small_values = int(u.max()) < 1 << 14
-    sizes = 1 + (u >= 0x80) if small_values else varint_sizes(u)
+    u_max = int(u.max())
+    if u_max < 1 << 14:
+        sizes = 1 + (u >= 0x80)
+    elif u_max < 1 << 21:  # batches of more than 8,192 records: 3-byte offset deltas
+        sizes = 1 + (u >= 0x80) + (u >= 1 << 14)
+    else:
+        sizes = varint_sizes(u)
     varint_bytes = sizes.sum(axis=0) + 2  # with the attributes and the header count
     body = varint_bytes + np.maximum(key_len, 0) + np.maximum(value_len, 0)
     if int(body.max()) >= 1 << 31:
@@ -259,8 +431,9 @@ def _layout_plain(n, keys, values, ts_delta, key_len, value_len):
     where[1] = start + s_len + 1  # after the attributes byte
     np.cumsum(sizes, axis=0, out=where[2:])
     where[2:] += where[1]
-    small = np.zeros(total + 1, dtype=np.uint8)  # attributes and header counts stay 0
-    if small_values and int(u_len.max()) < 1 << 14:
+    small = np.zeros(total + 2, dtype=np.uint8)  # attributes and header counts stay 0
+    len_max = int(u_len.max())
+    if u_max < 1 << 14 and len_max < 1 << 14:
         # every varint has one or two bytes: write all second bytes (0 for one-byte ones, the
         # next field's first byte then overwrites it), then all first bytes
         idx = np.empty((5, n), dtype=np.intp)
@@ -268,6 +441,18 @@ def _layout_plain(n, keys, values, ts_delta, key_len, value_len):
         idx[1:] = u
         small[where[:5] + 1] = VARINT_HIGH_BYTE[idx]
         small[where[:5]] = VARINT_LOW_BYTE[idx]
+        small[where[5]] = 0
+    elif u_max < 1 << 21 and len_max < 1 << 21:
+        # at most three bytes: the same, from the last byte to the first (a byte a varint
+        # does not have is 0, and whatever it lands on is written again later or is 0)
+        v = np.empty((5, n), dtype=np.uint64)
+        v[0] = u_len
+        v[1:] = u
+        two, three = v >= 0x80, v >= 1 << 14
+        small[where[:5] + 2] = (v >> np.uint64(14)).astype(np.uint8)
+        small[where[:5] + 1] = np.where(two, ((v >> np.uint64(7)) & np.uint64(0x7F))
+                                        | (three.astype(np.uint64) << np.uint64(7)), 0)
+        small[where[:5]] = (v & np.uint64(0x7F)) | (two.astype(np.uint64) << np.uint64(7))
         small[where[5]] = 0
     else:
         write_varints(small, where[0], u_len, s_len)
@@ -352,16 +537,7 @@ def record_base_sizes(keys, values, *, headers=None) -> np.ndarray:
     """Each row's encoded size without its timestamp and offset deltas and its length
     prefix: what does not depend on the batch the row ends up in (``sizes_in_batch`` adds
     the rest). Computed once per row, kept while rows wait to be batched."""
-    values = _binary(values, "values")
-    n = len(values)
-    keys = None if keys is None else _binary(keys, "keys", n)
-    hdr = None if headers is None else _Headers(headers, n)
-    if hdr is not None and hdr.total == 0:
-        hdr = None
-    key_len = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
-    zero = np.zeros(n, dtype=np.int64)
-    body, s_t, s_o, *_ = _record_sizes(key_len, _lengths(values), zero, zero, hdr)
-    return body - s_t - s_o
+    return RowSource(keys, values, headers).base_sizes()
 
 
 def sizes_in_batch(base_sizes: np.ndarray, ts_span: int, n: int) -> np.ndarray:

@@ -1,0 +1,276 @@
+/* The optional compiled record encoder: the records section of a Kafka record batch
+ * (magic 2) written straight from the buffers of Arrow columns, the rows picked by index.
+ * See accel.py and encode_arrow.py (RowSource, encode_rows), whose pure path writes the
+ * same bytes.
+ *
+ * encode_section(rows, ts_delta, first_offset_delta,
+ *                key_starts, key_lens, key_data,
+ *                value_starts, value_lens, value_data,
+ *                header_firsts, header_counts,
+ *                hkey_starts, hkey_lens, hkey_data,
+ *                hvalue_starts, hvalue_lens, hvalue_data)
+ *
+ * rows: int64 indices of the source rows to encode, in order (None: every source row, in
+ * order); ts_delta: int64, one per encoded record (its timestamp minus the batch's first);
+ * record i gets offset delta first_offset_delta + i. Per source row: *_starts the byte
+ * position in *_data, *_lens the length (-1: null), int64 arrays; key_* None: every key
+ * null. header_firsts / header_counts (int64 per source row, None: no headers) index the
+ * flattened header arrays hkey_* / hvalue_* (header keys are never null).
+ *
+ * Returns the records section as bytes, or None when a record would be 2 GiB or more (the
+ * pure path then raises its error). Every index and length is checked against the buffer
+ * it points into (ValueError): they come from the caller's Arrow arrays, never from the
+ * wire, so a failed check is a bug in the caller.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+static inline uint64_t
+zigzag(int64_t v)
+{
+    return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
+}
+
+static inline int
+varint_size(uint64_t u)
+{
+    int n = 1;
+    while (u >= 0x80) {
+        u >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *
+put_varint(uint8_t *p, uint64_t u)
+{
+    while (u >= 0x80) {
+        *p++ = (uint8_t)(u | 0x80);
+        u >>= 7;
+    }
+    *p++ = (uint8_t)u;
+    return p;
+}
+
+/* A bytes-like argument (None allowed when `optional`): view->buf NULL for None. */
+static int
+get_view(PyObject *obj, Py_buffer *view, int optional, const char *name)
+{
+    if (obj == Py_None) {
+        if (!optional) {
+            PyErr_Format(PyExc_ValueError, "encode_section: %s may not be None", name);
+            return -1;
+        }
+        memset(view, 0, sizeof(*view));
+        return 0;
+    }
+    return PyObject_GetBuffer(obj, view, PyBUF_SIMPLE);
+}
+
+/* An int64 array argument of exactly `count` items (count < 0: any). */
+static int
+check_int64(Py_buffer *view, Py_ssize_t count, const char *name)
+{
+    if (view->buf == NULL)
+        return 0;
+    if (view->len % 8 || (count >= 0 && view->len / 8 != count)) {
+        PyErr_Format(PyExc_ValueError, "encode_section: %s must hold %zd int64 values",
+                     name, count);
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    const int64_t *starts, *lens;
+    const uint8_t *data;
+    Py_ssize_t data_len;
+} Column;
+
+/* The length of row r of `c` (-1 null, also for a missing column), checked against its
+ * data buffer. */
+static inline int
+column_len(const Column *c, int64_t r, int64_t *len)
+{
+    if (c->lens == NULL) {
+        *len = -1;
+        return 0;
+    }
+    int64_t l = c->lens[r];
+    if (l < -1 || (l > 0 && (c->starts[r] < 0 || c->starts[r] > c->data_len - l))) {
+        PyErr_SetString(PyExc_ValueError, "encode_section: a value lies outside its buffer");
+        return -1;
+    }
+    *len = l;
+    return 0;
+}
+
+static inline uint8_t *
+put_bytes(uint8_t *p, const Column *c, int64_t r, int64_t len)
+{
+    p = put_varint(p, zigzag(len));
+    if (len > 0) {
+        memcpy(p, c->data + c->starts[r], (size_t)len);
+        p += len;
+    }
+    return p;
+}
+
+enum { ROWS, TS, KS, KL, KD, VS, VL, VD, HF, HC, HKS, HKL, HKD, HVS, HVL, HVD, NVIEWS };
+
+static PyObject *
+encode_section(PyObject *self, PyObject *args)
+{
+    static const char *names[NVIEWS] = {
+        "rows", "ts_delta", "key_starts", "key_lens", "key_data", "value_starts",
+        "value_lens", "value_data", "header_firsts", "header_counts", "hkey_starts",
+        "hkey_lens", "hkey_data", "hvalue_starts", "hvalue_lens", "hvalue_data"};
+    static const int optional[NVIEWS] = {1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    PyObject *objs[NVIEWS];
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "OOLOOOOOOOOOOOOOO", &objs[ROWS], &objs[TS], &first_offset,
+                          &objs[KS], &objs[KL], &objs[KD], &objs[VS], &objs[VL], &objs[VD],
+                          &objs[HF], &objs[HC], &objs[HKS], &objs[HKL], &objs[HKD],
+                          &objs[HVS], &objs[HVL], &objs[HVD]))
+        return NULL;
+    Py_buffer v[NVIEWS];
+    int got = 0;
+    PyObject *result = NULL;
+    int64_t *bodies = NULL;
+    for (; got < NVIEWS; got++)
+        if (get_view(objs[got], &v[got], optional[got], names[got]))
+            goto done;
+    Py_ssize_t n = v[TS].len / 8;
+    Py_ssize_t sources = v[VL].len / 8;
+    Py_ssize_t flat = v[HKL].buf ? v[HKL].len / 8 : 0;
+    int has_keys = v[KL].buf != NULL, has_headers = v[HC].buf != NULL;
+    if (check_int64(&v[TS], -1, names[TS]) || check_int64(&v[ROWS], n, names[ROWS])
+            || check_int64(&v[VS], sources, names[VS]) || check_int64(&v[VL], sources, names[VL]))
+        goto done;
+    if (has_keys && (v[KS].buf == NULL || check_int64(&v[KS], sources, names[KS])
+                     || check_int64(&v[KL], sources, names[KL]))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "encode_section: key_starts missing");
+        goto done;
+    }
+    if (has_headers) {
+        if (v[HF].buf == NULL || v[HKS].buf == NULL || v[HVS].buf == NULL
+                || v[HVL].buf == NULL || v[HKD].buf == NULL || v[HVD].buf == NULL) {
+            PyErr_SetString(PyExc_ValueError, "encode_section: header arrays missing");
+            goto done;
+        }
+        if (check_int64(&v[HF], sources, names[HF]) || check_int64(&v[HC], sources, names[HC])
+                || check_int64(&v[HKS], flat, names[HKS]) || check_int64(&v[HKL], flat, names[HKL])
+                || check_int64(&v[HVS], flat, names[HVS]) || check_int64(&v[HVL], flat, names[HVL]))
+            goto done;
+    }
+    if (v[ROWS].buf == NULL && n != sources) {
+        PyErr_SetString(PyExc_ValueError, "encode_section: without rows, ts_delta needs one "
+                        "value per source row");
+        goto done;
+    }
+    const int64_t *rows = v[ROWS].buf, *ts = v[TS].buf;
+    const int64_t *hfirst = v[HF].buf, *hcount = v[HC].buf;
+    Column key = {v[KS].buf, v[KL].buf, v[KD].buf, v[KD].len};
+    Column value = {v[VS].buf, v[VL].buf, v[VD].buf, v[VD].len};
+    Column hkey = {v[HKS].buf, v[HKL].buf, v[HKD].buf, v[HKD].len};
+    Column hvalue = {v[HVS].buf, v[HVL].buf, v[HVD].buf, v[HVD].len};
+    if (!has_keys)
+        key.lens = NULL;
+
+    bodies = PyMem_Malloc((n ? n : 1) * sizeof(int64_t));
+    if (!bodies) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* First pass: every record's body size, all checks. */
+    int64_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = rows ? rows[i] : i;
+        if (r < 0 || r >= sources) {
+            PyErr_SetString(PyExc_ValueError, "encode_section: a row index is out of range");
+            goto done;
+        }
+        int64_t kl, vl;
+        if (column_len(&key, r, &kl) || column_len(&value, r, &vl))
+            goto done;
+        int64_t body = 1 + varint_size(zigzag(ts[i])) + varint_size(zigzag(first_offset + i))
+                       + varint_size(zigzag(kl)) + (kl > 0 ? kl : 0)
+                       + varint_size(zigzag(vl)) + (vl > 0 ? vl : 0);
+        int64_t hc = 0;
+        if (has_headers) {
+            hc = hcount[r];
+            int64_t h0 = hfirst[r];
+            if (hc < 0 || h0 < 0 || h0 > flat - hc) {
+                PyErr_SetString(PyExc_ValueError, "encode_section: headers out of range");
+                goto done;
+            }
+            for (int64_t h = h0; h < h0 + hc; h++) {
+                int64_t hkl, hvl;
+                if (column_len(&hkey, h, &hkl) || column_len(&hvalue, h, &hvl))
+                    goto done;
+                if (hkl < 0) {
+                    PyErr_SetString(PyExc_ValueError, "encode_section: a header key is null");
+                    goto done;
+                }
+                body += varint_size(zigzag(hkl)) + hkl + varint_size(zigzag(hvl))
+                        + (hvl > 0 ? hvl : 0);
+            }
+        }
+        body += varint_size(zigzag(hc));
+        if (body >= ((int64_t)1 << 31)) {
+            result = Py_None;
+            Py_INCREF(result);
+            goto done;
+        }
+        bodies[i] = body;
+        total += varint_size(zigzag(body)) + body;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!result)
+        goto done;
+    /* Second pass: the bytes, in wire order. */
+    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t r = rows ? rows[i] : i;
+        int64_t kl = key.lens ? key.lens[r] : -1, vl = value.lens[r];
+        p = put_varint(p, zigzag(bodies[i]));
+        *p++ = 0; /* attributes */
+        p = put_varint(p, zigzag(ts[i]));
+        p = put_varint(p, zigzag(first_offset + i));
+        p = put_bytes(p, &key, r, kl);
+        p = put_bytes(p, &value, r, vl);
+        int64_t hc = has_headers ? hcount[r] : 0;
+        p = put_varint(p, zigzag(hc));
+        for (int64_t h = hc ? hfirst[r] : 0, e = h + hc; h < e; h++) {
+            p = put_bytes(p, &hkey, h, hkey.lens[h]);
+            p = put_bytes(p, &hvalue, h, hvalue.lens[h]);
+        }
+    }
+done:
+    for (int j = 0; j < got; j++)
+        if (v[j].buf != NULL || v[j].obj != NULL)
+            PyBuffer_Release(&v[j]);
+    PyMem_Free(bodies);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"encode_section", encode_section, METH_VARARGS,
+     "Rows of Arrow buffers, picked by index, to the records section of a record batch."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_fastencode",
+    "The optional compiled record encoder of protocol.records (see accel.py).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__fastencode(void)
+{
+    return PyModule_Create(&module);
+}
