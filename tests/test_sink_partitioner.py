@@ -2,7 +2,8 @@
 
 kafka-python's ``murmur2`` mirrors Java's ``Utils.murmur2`` line by line and is the referee;
 the hard-coded vectors below are checked against it too (they are the inputs Kafka's own
-``UtilsTest`` uses for murmur2).
+``UtilsTest`` uses for murmur2). Every test runs on the numpy path and on the compiled
+loop (tests/decoder_paths.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from kafka.partitioner.default import murmur2 as referee
 
 from kafka_sink.partitioner import (StickyPartitioner, key_partitions, murmur2, murmur2_bytes,
                                     to_positive)
+
+from .decoder_paths import decoder_path  # noqa: F401 (autouse: numpy and compiled)
 
 # (key, Java's signed murmur2)
 VECTORS = [

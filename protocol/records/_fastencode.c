@@ -21,6 +21,9 @@
  * pure path then raises its error). Every index and length is checked against the buffer
  * it points into (ValueError): they come from the caller's Arrow arrays, never from the
  * wire, so a failed check is a bug in the caller.
+ *
+ * base_sizes(...) and murmur2(...) below serve the writer's sizing and key partitioning
+ * the same way: loops over the same per-row buffers, equal to their numpy versions.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -252,15 +255,151 @@ encode_section(PyObject *self, PyObject *args)
     }
 done:
     for (int j = 0; j < got; j++)
-        if (v[j].buf != NULL || v[j].obj != NULL)
-            PyBuffer_Release(&v[j]);
+        PyBuffer_Release(&v[j]);  /* a view of None has no obj: nothing to release */
     PyMem_Free(bodies);
+    return result;
+}
+
+/* base_sizes(key_lens, value_lens, header_firsts, header_counts, hkey_lens, hvalue_lens)
+ *
+ * Each source row's record size without its length prefix and its timestamp and offset
+ * deltas (what ``encode_arrow.record_base_sizes`` computes), as bytes holding int64
+ * values. Arguments as for encode_section; key_lens None: null keys; the header arrays
+ * None: no headers. */
+static PyObject *
+base_sizes(PyObject *self, PyObject *args)
+{
+    static const char *names[6] = {"key_lens", "value_lens", "header_firsts",
+                                   "header_counts", "hkey_lens", "hvalue_lens"};
+    static const int optional[6] = {1, 0, 1, 1, 1, 1};
+    PyObject *objs[6];
+    if (!PyArg_ParseTuple(args, "OOOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4],
+                          &objs[5]))
+        return NULL;
+    Py_buffer v[6];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 6; got++)
+        if (get_view(objs[got], &v[got], optional[got], names[got]))
+            goto done;
+    Py_ssize_t n = v[1].len / 8;
+    Py_ssize_t flat = v[4].buf ? v[4].len / 8 : 0;
+    int has_headers = v[3].buf != NULL;
+    if (check_int64(&v[0], n, names[0]) || check_int64(&v[1], n, names[1])
+            || check_int64(&v[2], n, names[2]) || check_int64(&v[3], n, names[3])
+            || check_int64(&v[4], flat, names[4]) || check_int64(&v[5], flat, names[5]))
+        goto done;
+    if (has_headers && (v[2].buf == NULL || v[4].buf == NULL || v[5].buf == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "base_sizes: header arrays missing");
+        goto done;
+    }
+    const int64_t *kl = v[0].buf, *vl = v[1].buf, *hf = v[2].buf, *hc = v[3].buf;
+    const int64_t *hkl = v[4].buf, *hvl = v[5].buf;
+    result = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!result)
+        goto done;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t k = kl ? kl[i] : -1, val = vl[i];
+        int64_t size = 1 + varint_size(zigzag(k)) + (k > 0 ? k : 0)
+                       + varint_size(zigzag(val)) + (val > 0 ? val : 0);
+        int64_t count = has_headers ? hc[i] : 0;
+        if (count) {
+            int64_t h0 = hf[i];
+            if (count < 0 || h0 < 0 || h0 > flat - count) {
+                Py_CLEAR(result);
+                PyErr_SetString(PyExc_ValueError, "base_sizes: headers out of range");
+                goto done;
+            }
+            for (int64_t h = h0; h < h0 + count; h++)
+                size += varint_size(zigzag(hkl[h])) + (hkl[h] > 0 ? hkl[h] : 0)
+                        + varint_size(zigzag(hvl[h])) + (hvl[h] > 0 ? hvl[h] : 0);
+        }
+        out[i] = size + varint_size(zigzag(count));
+    }
+done:
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&v[j]);
+    return result;
+}
+
+/* murmur2(starts, lens, data)
+ *
+ * Java's Utils.murmur2 (32-bit MurmurHash2, seed 0x9747b28c) of every value, as bytes
+ * holding uint32 values; a null value (length -1) hashes as an empty one. starts / lens:
+ * int64 per value, data: the values' bytes. */
+static PyObject *
+murmur2(PyObject *self, PyObject *args)
+{
+    PyObject *objs[3];
+    if (!PyArg_ParseTuple(args, "OOO", &objs[0], &objs[1], &objs[2]))
+        return NULL;
+    Py_buffer v[3];
+    int got = 0;
+    PyObject *result = NULL;
+    static const char *names[3] = {"starts", "lens", "data"};
+    for (; got < 3; got++)
+        if (get_view(objs[got], &v[got], got == 2, names[got]))
+            goto done;
+    Py_ssize_t n = v[1].len / 8;
+    if (check_int64(&v[0], n, names[0]) || check_int64(&v[1], n, names[1]))
+        goto done;
+    Column c = {v[0].buf, v[1].buf, v[2].buf, v[2].len};
+    result = PyBytes_FromStringAndSize(NULL, n * 4);
+    if (!result)
+        goto done;
+    uint32_t *out = (uint32_t *)PyBytes_AS_STRING(result);
+    const uint32_t m = 0x5bd1e995;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t len;
+        if (column_len(&c, i, &len)) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (len < 0)
+            len = 0;
+        const uint8_t *d = len ? c.data + c.starts[i] : NULL;
+        uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+        int64_t words = len / 4;
+        for (int64_t w = 0; w < words; w++) {
+            const uint8_t *p = d + 4 * w;
+            uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+                         | ((uint32_t)p[3] << 24);
+            k *= m;
+            k ^= k >> 24;
+            k *= m;
+            h *= m;
+            h ^= k;
+        }
+        const uint8_t *tail = len ? d + (len & ~(int64_t)3) : NULL;
+        switch (len % 4) {
+        case 3:
+            h ^= (uint32_t)tail[2] << 16;
+            /* fall through */
+        case 2:
+            h ^= (uint32_t)tail[1] << 8;
+            /* fall through */
+        case 1:
+            h ^= tail[0];
+            h *= m;
+        }
+        h ^= h >> 13;
+        h *= m;
+        h ^= h >> 15;
+        out[i] = h;
+    }
+done:
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&v[j]);
     return result;
 }
 
 static PyMethodDef methods[] = {
     {"encode_section", encode_section, METH_VARARGS,
      "Rows of Arrow buffers, picked by index, to the records section of a record batch."},
+    {"base_sizes", base_sizes, METH_VARARGS,
+     "Each row's record size without its length prefix and deltas (int64 bytes)."},
+    {"murmur2", murmur2, METH_VARARGS, "Java's Utils.murmur2 of every value (uint32 bytes)."},
     {NULL, NULL, 0, NULL},
 };
 
