@@ -123,8 +123,9 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "readers all at once or not at all, each micro-batch exactly once, also "
                  "across restarts from the checkpoint (see the README)."),
     WriterOption("transactionalIdPrefix", "from the checkpoint (streaming)",
-                 "Prefix of the transactional ids (prefix-partition-attempt) and of the "
-                 "consumer groups that record committed micro-batches (prefix-partition). "
+                 "Prefix of the transactional ids (prefix-partition-attempt; batch writes "
+                 "put a token of the job after the prefix) and of the consumer groups that "
+                 "record committed micro-batches (prefix-partition). "
                  "Required for batch writes with exactlyOnce; streams derive it from the "
                  "checkpoint location. Unique per query: two writers must not share it."),
     WriterOption("kafka.transaction.timeout.ms", "60000",
@@ -265,7 +266,8 @@ def _partitioner(opts: OptionMap) -> str:
 def _prefix_ok(prefix: str) -> str:
     if not prefix or len(prefix) > 200:
         raise ConfigError(f"transactionalIdPrefix: {prefix!r} must be 1 to 200 characters "
-                          f"(the transactional ids append -partition-attempt to it)")
+                          f"(the transactional ids append -partition-attempt to it, after "
+                          f"a job token in batch writes)")
     return prefix
 
 

@@ -55,10 +55,11 @@ Transactions (``transactional_id``, for ``exactlyOnce``)
 InitProducerId goes to the transaction coordinator with the transactional id (which aborts
 whatever the id left open and fences its earlier holders), every partition is enlisted
 with AddPartitionsToTxn before its first Produce, and batches carry the transactional bit
-and the id. The producer never ends the transaction: ``kafka_sink.transactions`` does, on
-the driver. A gap (OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) cannot be repaired
-with a new producer id inside a transaction, so it fails the task (Spark re-runs it under
-a new transactional id; what this attempt wrote is aborted).
+and the id. The producer never commits the transaction: ``kafka_sink.transactions`` does,
+on the driver; ``abort_transaction`` aborts it when the task fails. A gap
+(OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) cannot be repaired with a new producer
+id inside a transaction, so it fails the task (Spark re-runs it under a new transactional
+id; what this attempt wrote is aborted).
 
 Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
 retry rules are the same, so a resend after an unclear failure may duplicate records
@@ -229,6 +230,26 @@ class TaskProducer:
         except BrokerError as e:
             raise ProduceError(transaction_hint(e, self.transactional_id)) from e
         self._enlisted.update(new)
+
+    def abort_transaction(self) -> bool:
+        """EndTxn(abort) for a transaction this producer enlisted partitions in, within
+        ``request.timeout.ms``; for a task that fails. Best effort: an error is logged,
+        never raised (the driver's fencing and the broker's transaction timeout remain).
+        True when the abort was acknowledged."""
+        from protocol import transactions
+        if self.transactional_id is None or not self._enlisted:
+            return False
+        try:
+            transactions.end_txn(self.client, self.transactional_id, self.producer_id,
+                                 self.epoch, False,
+                                 timeout_ms=self.options.request_timeout_ms)
+        except Exception as e:  # noqa: BLE001 - the task's own error is the one to raise
+            log.warning("could not abort the transaction of %s after the task failed (the "
+                        "driver fences it, or the broker aborts it after "
+                        "kafka.transaction.timeout.ms): %s", self.transactional_id, e)
+            return False
+        self._enlisted.clear()
+        return True
 
     def _init_producer_id(self) -> None:
         from protocol.schemas import INIT_PRODUCER_ID

@@ -11,18 +11,25 @@ InitProducerId gave it, and requests to its coordinator, so the driver can end a
 transaction a task opened (Kafka's Java producer cannot; Flink's sink does it through
 reflection).
 
-A task (``open_task``, ``TaskTransaction``):
+A task (``kafka_sink.writer.write_task``, ``TaskTransaction``):
 
 1. takes the transactional id ``{prefix}-{partitionId}-{attemptNumber}`` from
    ``pyspark.TaskContext``, and InitProducerId with it (the coordinator aborts whatever
-   an earlier holder of the id left open and fences it);
+   an earlier holder of the id left open and fences it). In a batch write the prefix
+   carries a token the driver draws when it creates the writer (``job_prefix``:
+   ``{transactionalIdPrefix}-{job}``), so the ids are the job's own and a fresh one
+   starts at epoch 0: a task that gets an epoch above 0 was beaten to its id by the
+   driver's fencing (the job already ended) or by the same attempt number of an earlier
+   stage attempt, and writes nothing (``StaleAttemptError``, ``refuse_used_id``);
 2. in a stream, reads the batch marker of its partition (below) and, when it shows this
    micro-batch (``streaming.sql.batchId``, the local property Spark's micro-batch
    execution sets) already committed, writes nothing: the batch is a replay after a crash
    that came after the commit;
 3. otherwise writes as the idempotent producer does, each partition enlisted with
    AddPartitionsToTxn before its first Produce, and returns the transactional id,
-   producer id, epoch and counts without ending the transaction.
+   producer id, epoch and counts without ending the transaction. A task whose write
+   raises aborts its own transaction (EndTxn, best effort: the driver's fencing and the
+   broker's transaction timeout remain) before the error goes to Spark.
 
 Only one attempt per partition gets its commit message to the driver: Spark's
 ``WritingSparkTask`` asks the ``OutputCommitCoordinator`` (``useCommitCoordinator`` is
@@ -65,12 +72,24 @@ Closed (a stream restarted from its checkpoint sees each micro-batch exactly onc
   timeout for one the driver cannot name (an attempt more than one above the winner's).
   A stage retried by Spark restarts attempt numbers at 0: a new attempt then fences an
   old one of the same number, and if Spark had taken that one's result the driver's
-  EndTxn fails (the batch fails, nothing is duplicated).
+  EndTxn fails (the batch fails, nothing is duplicated); in a batch write the new attempt
+  refuses the used id instead and Spark retries it under the next attempt number.
+- a batch write's task attempt that opens its transaction after the driver ended the job
+  (Spark calls ``abort`` without waiting for the other running tasks, and a Python worker
+  that starts late still gets the input Spark had already sent it; or a losing attempt
+  that starts after the commit): the driver's fencing made its id's epoch 1, so the
+  attempt refuses to write (step 1) instead of leaving a transaction open that
+  read_committed readers would wait on until ``kafka.transaction.timeout.ms``.
 
 Not closed:
 
 - a batch ``df.write`` whose driver dies between two EndTxn: the part committed stays
-  visible, and there is no checkpoint to finish the rest from.
+  visible, and there is no checkpoint to finish the rest from. A batch driver that dies
+  before its commit or abort leaves the tasks' transactions open until
+  ``kafka.transaction.timeout.ms`` (the next job uses other ids, so it cannot abort them).
+- in a stream, a task attempt that opens its transaction after the driver ended the
+  micro-batch (ids are stable across batches and restarts, so an epoch tells nothing):
+  the next run of an id aborts it, else the broker after ``kafka.transaction.timeout.ms``.
 - a transaction that the broker aborts because ``kafka.transaction.timeout.ms`` passed
   before the driver's commit: EndTxn fails (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED or
   INVALID_TXN_STATE) and the write fails with an error naming that option; nothing of
@@ -86,6 +105,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import uuid
 from dataclasses import dataclass
 
 from protocol import transactions as txn
@@ -95,9 +115,9 @@ from .kill_points import maybe_kill
 from .txn_errors import transaction_hint
 
 __all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
-           "marker_partition",
+           "marker_partition", "job_prefix", "refuse_used_id",
            "resolve_prefix", "task_identity", "committed_batch", "commit_transactions",
-           "abort_transactions", "TransactionCommitError"]
+           "abort_transactions", "TransactionCommitError", "StaleAttemptError"]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -109,6 +129,10 @@ FAILED_TASK_ATTEMPTS = 4
 
 class TransactionCommitError(Exception):
     """The driver could not end a task's transaction; names the option to change."""
+
+
+class StaleAttemptError(Exception):
+    """A batch write's task attempt found its transactional id used before it."""
 
 
 @dataclass(frozen=True)
@@ -130,6 +154,23 @@ def transactional_id(prefix: str, partition_id: int, attempt: int) -> str:
 
 def marker_group(prefix: str, partition_id: int) -> str:
     return f"{prefix}-{partition_id}"
+
+
+def job_prefix(prefix: str) -> str:
+    """The prefix of one batch write's transactional ids: ``prefix`` and a token drawn
+    once per job, so that no other job, and no task before this one, holds them."""
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+def refuse_used_id(tid: str, epoch: int) -> None:
+    """A batch write's ids are the job's own (``job_prefix``): InitProducerId gives a
+    fresh one epoch 0, so a higher epoch means someone used the id first."""
+    if epoch > 0:
+        raise StaleAttemptError(
+            f"transactional id {tid!r} was used before this task attempt (epoch {epoch}): "
+            f"the driver already ended this write (the job failed, or committed another "
+            f"attempt of this partition) or an earlier attempt of the stage ran it; this "
+            f"attempt writes nothing (exactlyOnce)")
 
 
 def resolve_prefix(options, raw_options, streaming: bool) -> str:

@@ -20,7 +20,8 @@ then runs ``write_task`` over its Arrow batches:
    bytes written per topic and partition, which the driver logs in ``commit``.
 
 With ``exactlyOnce`` the task writes inside a Kafka transaction that it leaves open, and
-the driver's ``commit`` ends it (``kafka_sink.transactions`` has the design).
+the driver's ``commit`` ends it (``kafka_sink.transactions`` has the design); a task that
+fails aborts its own transaction, best effort.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_p
 from .kill_points import maybe_kill
 from .producer import TaskProducer
 from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
-                           committed_batch, marker_partition, resolve_prefix, task_identity,
-                           transactional_id)
+                           committed_batch, job_prefix, marker_partition, refuse_used_id,
+                           resolve_prefix, task_identity, transactional_id)
 from .validation import WritePlan, check_rows, check_save_mode, check_schema
 
 __all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
@@ -162,11 +163,14 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
 
 def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,
                *, client=None, producer: TaskProducer | None = None,
-               prefix: str | None = None, task: tuple | None = None) -> KafkaCommitMessage:
+               prefix: str | None = None, task: tuple | None = None,
+               fresh_ids: bool = False) -> KafkaCommitMessage:
     """Write one task's Arrow batches; returns what was written once all is acknowledged.
-    With ``prefix`` (exactlyOnce) the task writes in a transaction it leaves open;
-    ``task`` is its (partition id, attempt, batch id or None), from Spark's TaskContext
-    when not given."""
+    With ``prefix`` (exactlyOnce) the task writes in a transaction it leaves open, and
+    aborts it if the write raises; ``task`` is its (partition id, attempt, batch id or
+    None), from Spark's TaskContext when not given. ``fresh_ids``: the prefix is one batch
+    job's own (``transactions.job_prefix``), so an id used before this attempt is refused
+    (``StaleAttemptError``) before anything is written."""
     iterator = iter(batches)
     txn_info = None
     if prefix is not None:
@@ -175,6 +179,8 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
         producer = producer or TaskProducer(options, client, transactional_id=tid)
         try:
             producer.producer_identity()  # aborts what this id left open, fences zombies
+            if fresh_ids:
+                refuse_used_id(tid, producer.epoch)
             if (batch_id is not None and committed_batch(
                     producer.client, prefix, partition_id, options.request_timeout_ms,
                     options.topic) >= batch_id):
@@ -230,6 +236,11 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
         return KafkaCommitMessage(
             partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
             producer_ids=tuple(producer.producer_ids), transaction=transaction)
+    except BaseException:
+        if txn_info is not None and producer.abort_transaction():
+            log.warning("the task's write failed: its transaction %s was aborted",
+                        txn_info[0])
+        raise
     finally:
         producer.close()
 
@@ -261,7 +272,8 @@ class KafkaArrowWriter(DataSourceArrowWriter):
         self.prefix = prefix
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(iterator, self.options, self.plan, prefix=self.prefix)
+        return write_task(iterator, self.options, self.plan, prefix=self.prefix,
+                          fresh_ids=self.prefix is not None)
 
     def commit(self, messages) -> None:
         if self.prefix is not None:
@@ -350,9 +362,11 @@ def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan
 
 
 def create_writer(options, schema, overwrite: bool) -> KafkaArrowWriter:
-    """The batch writer, after every check that needs no data."""
+    """The batch writer, after every check that needs no data. With exactlyOnce its
+    transactional ids carry a token of this job (``transactions.job_prefix``)."""
     check_save_mode(overwrite)
-    return KafkaArrowWriter(*_prepare(options, schema, False))
+    parsed, plan, prefix = _prepare(options, schema, False)
+    return KafkaArrowWriter(parsed, plan, None if prefix is None else job_prefix(prefix))
 
 
 def create_stream_writer(options, schema, overwrite: bool) -> KafkaStreamArrowWriter:

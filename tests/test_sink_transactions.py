@@ -25,15 +25,18 @@ from __future__ import annotations
 import uuid
 
 import pyarrow as pa
+import pytest
 from kafka_sink.options import parse_writer_options
-from kafka_sink.transactions import abort_transactions, commit_transactions, committed_batch
+from kafka_sink.transactions import (StaleAttemptError, abort_transactions,
+                                     commit_transactions, committed_batch, job_prefix)
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import write_task
 from protocol import transactions as txn
 from protocol.cluster import KafkaClient
 from protocol.records.encode_arrow import encode_batch
 
-from .txn_referee import aborted_values, committed_values, librdkafka_read_committed
+from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
+                          nothing_left_open)
 
 
 def create(broker, topic, partitions=2):
@@ -60,11 +63,16 @@ def rows(tag, n):
          pa.array([f"{tag}-{i}".encode() for i in range(n)])], names=["key", "value"])
 
 
-def task(broker, topic, prefix, tag, n, partition_id=0, attempt=0, batch_id=None, **extra):
-    plan = WritePlan(topic_option=topic, topic_column=False, key_column=True,
-                     headers_column=False, partition_column=False, timestamp_kind=None)
+PLAN_KEY_VALUE = dict(topic_column=False, key_column=True, headers_column=False,
+                      partition_column=False, timestamp_kind=None)
+
+
+def task(broker, topic, prefix, tag, n, partition_id=0, attempt=0, batch_id=None,
+         fresh_ids=False, **extra):
+    plan = WritePlan(topic_option=topic, **PLAN_KEY_VALUE)
     return write_task(iter([rows(tag, n)]), options(broker, topic, **extra), plan,
-                      prefix=prefix, task=(partition_id, attempt, batch_id))
+                      prefix=prefix, task=(partition_id, attempt, batch_id),
+                      fresh_ids=fresh_ids)
 
 
 def values(tag, n):
@@ -157,6 +165,56 @@ def test_abort_leaves_nothing_visible(tansu, topic_name):
     assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == sorted(
         values("done", 10) + values("failed", 10))
     assert failed.transaction.partition_id == 1
+
+
+def test_a_task_attempt_that_starts_after_the_driver_ended_the_job_writes_nothing(
+        tansu, topic_name):
+    """Spark calls a batch job's abort without waiting for its other running tasks, and a
+    Python worker that starts late still gets the input Spark had already sent it: such
+    an attempt opened its transaction after the driver's fencing and, with reusable ids,
+    left it open (read_committed readers stall; the CI failure of the Spark test). A batch
+    job's ids are its own (job_prefix), so the late attempt finds its id used (epoch 1)
+    and writes nothing. The same for a losing attempt that starts after the commit."""
+    create(tansu, topic_name)
+    prefix = job_prefix(f"eos-{uuid.uuid4().hex[:8]}")
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        abort_transactions(client, options(tansu, topic_name), prefix, [None, None])
+    with pytest.raises(StaleAttemptError, match=f"{prefix}-1-0.*epoch 1"):
+        task(tansu, topic_name, prefix, "late", 10, partition_id=1, fresh_ids=True)
+
+    second = job_prefix(prefix.rsplit("-", 1)[0])  # the next job: ids of its own
+    won = task(tansu, topic_name, second, "won", 10, partition_id=0, attempt=2,
+               fresh_ids=True)
+    commit(tansu, topic_name, second, [won])  # fences attempts 0, 1 and 3
+    with pytest.raises(StaleAttemptError, match=f"{second}-0-3"):
+        task(tansu, topic_name, second, "loser", 10, partition_id=0, attempt=3,
+             fresh_ids=True)
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == sorted(
+        values("won", 10))
+    assert aborted_values(tansu.bootstrap, topic_name, 2) == []  # the late ones wrote nothing
+    assert nothing_left_open(tansu.bootstrap, topic_name, 2)
+
+
+def test_a_failing_task_aborts_its_own_transaction(tansu, topic_name):
+    """A task's input fails after some of its records were sent (tiny batches and buffer
+    make them go out at once): before the error goes to Spark the task aborts its
+    transaction itself, so nothing is left open even before any driver acts."""
+    create(tansu, topic_name)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+
+    def batches():
+        yield rows("sent", 20)
+        raise ValueError("the input fails")
+
+    plan = WritePlan(topic_option=topic_name, **PLAN_KEY_VALUE)
+    opts = options(tansu, topic_name,
+                   **{"kafka.buffer.memory": "100", "kafka.batch.size": "100"})
+    with pytest.raises(ValueError, match="the input fails"):
+        write_task(batches(), opts, plan, prefix=prefix, task=(0, 0, None))
+    aborted = aborted_values(tansu.bootstrap, topic_name, 2)
+    assert aborted and set(aborted) <= set(values("sent", 20))  # what went out was aborted
+    assert committed_values(tansu.bootstrap, topic_name, 2) == []
+    assert nothing_left_open(tansu.bootstrap, topic_name, 2)
 
 
 def test_a_fenced_transaction_fails_the_commit_naming_the_timeout(tansu, topic_name):

@@ -13,7 +13,9 @@ offsets. So the referees here are:
   never when an ABORT marker does, and not while its transaction is open;
 - ``librdkafka_read_committed``: confluent-kafka's consumer with
   ``isolation.level=read_committed``, which on Tansu shows what a Kafka broker would
-  whenever the log holds no aborted transaction.
+  whenever the log holds no aborted transaction;
+- ``nothing_left_open``: no transaction is open on the topic (Tansu's last stable offset
+  reaches the high watermark on every partition).
 """
 
 from __future__ import annotations
@@ -82,6 +84,17 @@ def aborted_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
             open_txn.setdefault((p, h.producer_id), []).extend(
                 r.value.decode() for r in records)
     return aborted
+
+
+def nothing_left_open(bootstrap: str, topic: str, partitions: int) -> bool:
+    """No partition of the topic has an open transaction: a read_committed Fetch answers a
+    last stable offset equal to the high watermark (on Tansu; not on librdkafka's mock)."""
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        for p in range(partitions):
+            part = client.fetch({(topic, p): 0}, isolation_level=1)[(topic, p)]
+            if part["last_stable_offset"] != part["high_watermark"]:
+                return False
+    return True
 
 
 def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
