@@ -1,11 +1,18 @@
 """Exactly-once writes without Spark: tasks' transactions, the driver's commit, replays,
-losing attempts, aborts, and the transaction requests themselves, against Tansu.
+losing attempts, aborts, the errors that name an option, and the transaction requests
+themselves.
 
-Which broker: Tansu. librdkafka's mock cluster cannot show any of this (checked by
-``test_what_the_mock_cluster_gets_wrong``): its InitProducerId hands out a new producer id
-at epoch 0 every time and never aborts the open transaction of the id, it accepts EndTxn
-and Produce under fenced epochs, it keeps no transactional offsets, and its Fetch answers
-the high watermark as the last stable offset under an open transaction.
+Which broker: Tansu. librdkafka's mock cluster cannot show any of the transactional
+behaviour (checked by ``test_what_the_mock_cluster_gets_wrong``): its InitProducerId hands
+out a new producer id at epoch 0 every time and never aborts the open transaction of the
+id, it accepts EndTxn and Produce under fenced epochs, it keeps no transactional offsets,
+and its Fetch answers the high watermark as the last stable offset under an open
+transaction. It serves only where a coordinator's error answer must be injected
+(``push_request_errors``): a busy coordinator, TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+PRODUCER_FENCED on EndTxn. A broker without transactions is Tansu behind the fault
+proxy, which removes the transaction APIs from its ApiVersions answer. Neither broker
+aborts a transaction when its timeout passes (see
+``test_a_fenced_transaction_fails_the_commit_naming_the_timeout``).
 
 What Tansu gets wrong (``test_what_tansu_gets_right_and_wrong``): it answers Fetch with
 the right LastStableOffset, aborts the open transaction of an id on InitProducerId (ABORT
@@ -22,21 +29,30 @@ transaction.
 
 from __future__ import annotations
 
+import logging
 import uuid
 
 import pyarrow as pa
 import pytest
+from kafka_sink.batch_state import ProduceError
 from kafka_sink.options import parse_writer_options
-from kafka_sink.transactions import (StaleAttemptError, abort_transactions,
-                                     commit_transactions, committed_batch, job_prefix)
+from kafka_sink.transactions import (StaleAttemptError, TransactionCommitError,
+                                     abort_transactions, commit_transactions, committed_batch,
+                                     job_prefix)
 from kafka_sink.validation import WritePlan
-from kafka_sink.writer import write_task
+from kafka_sink.writer import create_writer, write_task
 from protocol import transactions as txn
 from protocol.cluster import KafkaClient
+from protocol.errors import ConfigError
+from protocol.framing import decode_response_header
 from protocol.records.encode_arrow import encode_batch
+from protocol.schemas import API_VERSIONS
 
+from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           nothing_left_open)
+
+INIT_PRODUCER_ID_KEY, END_TXN_KEY = 22, 26
 
 
 def create(broker, topic, partitions=2):
@@ -218,27 +234,116 @@ def test_a_failing_task_aborts_its_own_transaction(tansu, topic_name):
 
 
 def test_a_fenced_transaction_fails_the_commit_naming_the_timeout(tansu, topic_name):
-    """What a broker does when the transaction timeout passes before the driver commits
-    (abort, epoch bumped) is done here by a newer holder of the id (Tansu never times a
-    transaction out): the task's late Produce is refused with PRODUCER_FENCED and the
-    error names kafka.transaction.timeout.ms and transactionalIdPrefix."""
+    """A micro-batch's task writes; before the driver commits, the transaction is aborted
+    and its epoch bumped, which is what a Kafka coordinator does when
+    kafka.transaction.timeout.ms passes. Neither broker here times a transaction out
+    (found by experiment: a transaction opened with a 1000 ms timeout was still open 15 s
+    later on Tansu and on librdkafka's mock), so a newer holder of the id does that
+    abort, with Tansu's real fencing. The driver's commit is refused (Tansu answers the
+    TxnOffsetCommit with PRODUCER_FENCED) and fails naming kafka.transaction.timeout.ms;
+    the batch marker does not move and nothing of the task is visible."""
     create(tansu, topic_name)
     prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    late = task(tansu, topic_name, prefix, "late", 10, partition_id=0, batch_id=3)
     with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
-        tid = f"{prefix}-0-0"
-        pid, epoch = txn.init_producer_id(client, tid, 60000)
-        txn.add_partitions(client, tid, pid, epoch, [(topic_name, 0)])
-        txn.init_producer_id(client, tid, 60000)  # the "timeout": aborted, fenced
-        client.metadata([topic_name])
-        batch = encode_batch(None, pa.array([b"late"]), producer_id=pid,
-                             producer_epoch=epoch, base_sequence=0, transactional=True)
-        answer = client.produce(topic_name, 0, batch, transactional_id=tid)
-        assert answer["error_code"] == 90  # PRODUCER_FENCED
-    from kafka_sink.txn_errors import transaction_hint
-    from protocol.errors import BrokerError
-    hint = transaction_hint(BrokerError.for_code(90, "EndTxn"), tid)
-    assert "kafka.transaction.timeout.ms" in hint and "transactionalIdPrefix" in hint
+        txn.init_producer_id(client, late.transaction.transactional_id, 60000)
+    with pytest.raises(TransactionCommitError) as info:
+        commit(tansu, topic_name, prefix, [late], 3)
+    said = str(info.value)
+    assert "PRODUCER_FENCED" in said and "kafka.transaction.timeout.ms" in said
+    assert "Spark partition 0" in said and "transactionalIdPrefix" in said
+    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+        assert committed_batch(client, prefix, 0, topic=topic_name) == -1
     assert committed_values(tansu.bootstrap, topic_name, 2) == []
+    assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == sorted(
+        values("late", 10))
+
+
+def test_init_producer_id_retries_a_busy_coordinator(mock_cluster, topic_name, caplog):
+    """CONCURRENT_TRANSACTIONS (the coordinator is still aborting the id's transaction),
+    COORDINATOR_LOAD_IN_PROGRESS and NOT_COORDINATOR are retried, as Kafka's clients do,
+    for the task's InitProducerId and for the driver's fencing alike (the same function)."""
+    create_topic(mock_cluster, topic_name, 1)
+    caplog.set_level(logging.DEBUG, logger="pykafka.protocol.cluster")
+    mock_cluster.push_request_errors(INIT_PRODUCER_ID_KEY, [51, 14, 16])
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, retry_backoff_ms=10) as c:
+        pid, epoch = txn.init_producer_id(c, f"tx-{uuid.uuid4().hex[:8]}", 60000)
+    assert pid >= 0 and epoch >= 0
+    retried = [r.getMessage() for r in caplog.records if "retrying after" in r.getMessage()]
+    for name in ("CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS",
+                 "NOT_COORDINATOR"):
+        assert sum(name in m for m in retried) == 1, retried
+
+
+def test_an_unauthorized_transactional_id_fails_the_task_naming_the_prefix(mock_cluster,
+                                                                           topic_name):
+    """TRANSACTIONAL_ID_AUTHORIZATION_FAILED on the task's InitProducerId (librdkafka's
+    mock answers it when told to): the task fails before writing anything, with an error
+    that names transactionalIdPrefix."""
+    create_topic(mock_cluster, topic_name, 2)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    mock_cluster.push_request_errors(INIT_PRODUCER_ID_KEY, [53])
+    with pytest.raises(ProduceError) as info:
+        task(mock_cluster, topic_name, prefix, "x", 10)
+    said = str(info.value)
+    assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in said
+    assert "transactionalIdPrefix" in said and f"{prefix}-0-0" in said
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        assert client.latest_offsets([(topic_name, 0), (topic_name, 1)]) == {
+            (topic_name, 0): 0, (topic_name, 1): 0}  # nothing was written
+
+
+@pytest.mark.parametrize("code, option", [
+    (53, "transactionalIdPrefix"),  # TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    (90, "kafka.transaction.timeout.ms"),  # PRODUCER_FENCED: Kafka's answer after a timeout
+], ids=["unauthorized", "timed out"])
+def test_the_drivers_commit_names_the_option_when_the_broker_refuses(mock_cluster,
+                                                                     topic_name, code,
+                                                                     option):
+    """A batch write's task writes; the coordinator refuses the driver's EndTxn (the mock
+    answers what it is told: Kafka answers PRODUCER_FENCED to the EndTxn of a transaction
+    it aborted after its timeout, and Tansu closes the connection instead). The job fails
+    with an error naming the option to change, and the log holds no commit marker."""
+    create_topic(mock_cluster, topic_name, 2)
+    prefix = job_prefix(f"eos-{uuid.uuid4().hex[:8]}")
+    done = task(mock_cluster, topic_name, prefix, "x", 10, fresh_ids=True)
+    mock_cluster.push_request_errors(END_TXN_KEY, [code])
+    with pytest.raises(TransactionCommitError) as info:
+        commit(mock_cluster, topic_name, prefix, [done])
+    assert option in str(info.value) and "Spark partition 0" in str(info.value)
+    assert committed_values(mock_cluster.bootstrap, topic_name, 2) == []
+
+
+def _without_transaction_apis(frame: bytearray, version: int):
+    """An ApiVersions answer without AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+    TxnOffsetCommit: a broker that does not support transactions."""
+    view = memoryview(bytes(frame))[4:]
+    _, pos = decode_response_header(API_VERSIONS, version, view)
+    body, _ = API_VERSIONS.response.decode(version, view[pos:])
+    body["api_keys"] = [k for k in body["api_keys"] if k["api_key"] not in (24, 25, 26, 28)]
+    out = bytearray(frame[:4 + pos])
+    API_VERSIONS.response.encode(version, body, out)
+    out[:4] = (len(out) - 4).to_bytes(4, "big")
+    return out
+
+
+def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(topic_name):
+    """Tansu behind a proxy that removes the transaction APIs from its ApiVersions answer:
+    creating an exactlyOnce writer (on the driver, before any task) fails naming
+    exactlyOnce, and nothing is written."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+    with tansu_behind_fault_proxy() as (proxy, broker):
+        create_topic(broker, topic_name, 1)
+        proxy.rewrite_response(API_VERSIONS.key, _without_transaction_apis, count=10**6)
+        schema = StructType([StructField("value", BinaryType())])
+        with pytest.raises(ConfigError) as info:
+            create_writer({"kafka.bootstrap.servers": proxy.address, "topic": topic_name,
+                           "exactlyOnce": "true", "transactionalIdPrefix": "p"}, schema,
+                          False)
+        assert "exactlyOnce" in str(info.value) and "[24, 25, 26, 28]" in str(info.value)
+        assert proxy.stats["rewrites"] >= 1
+        with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+            assert client.fetch({(topic_name, 0): 0})[(topic_name, 0)]["high_watermark"] == 0
 
 
 def test_transaction_requests_on_tansu(tansu, topic_name):
