@@ -43,7 +43,7 @@ from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
 from .options import WriterOptions, parse_writer_options
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
-from .kill_points import maybe_kill
+from .kill_points import maybe_fail, maybe_kill
 from .producer import TaskProducer
 from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
                            committed_batch, job_prefix, marker_partition, refuse_used_id,
@@ -229,6 +229,7 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
         if txn_info is not None:
             tid, partition_id, attempt, batch_id = txn_info
             maybe_kill("before_task_end", batch_id)
+            maybe_fail("before_task_end", partition_id, attempt)
             written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
             transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
                                           partition_id, attempt,

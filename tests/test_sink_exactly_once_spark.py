@@ -23,8 +23,9 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from kafka_sink.kill_points import ENV
+from kafka_sink.kill_points import ENV, FAIL_ENV
 
+from .eos_retry_child import ROWS
 from .eos_stream_child import pipeline
 from .test_source_streaming import QUERY_TIMEOUT_S, create_topic, produce, values_for
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
@@ -86,6 +87,42 @@ def test_batch_write_whose_last_task_fails_leaves_nothing_visible(spark, tansu, 
     assert nothing_left_open(tansu.bootstrap, topic_name, 2)
 
 
+def _child_env(**extra) -> dict:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env.update(extra)
+    return env
+
+
+def test_retried_task_attempts_leave_no_duplicates(tansu, topic_name):
+    """A batch write in a child driver whose Spark retries a failed task once
+    (``local[2,2]``): attempt 0 of Spark partition 0 raises after its rows reached the
+    broker (the task aborts its own transaction), attempt 0 of partition 1 ends its
+    Python worker at once (``os._exit``, nothing cleaned up: the driver fences its
+    transaction after committing attempt 1). Attempts 1 succeed. By Kafka's rule every
+    row is visible exactly once, each first attempt's copy ended in an ABORT marker, and
+    no transaction is left open. Speculative copies cannot be shown: Spark never runs a
+    copy on the host that runs the task, and local mode has one host; for the sink a
+    retry is the same case (two attempts of a partition wrote, Spark commits one;
+    ``test_sink_transactions.test_losing_attempts_are_aborted`` commits a later attempt
+    over two others). librdkafka's read_committed consumer is no referee here: Tansu
+    sends no AbortedTransactions, so it shows the aborted copies too."""
+    create_topic(tansu, topic_name, 2)
+    failures = "before_task_end:0:0,before_task_end:1:0:exit"
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.eos_retry_child", tansu.bootstrap, topic_name,
+         f"job-{uuid.uuid4().hex[:8]}"], cwd=REPO, env=_child_env(**{FAIL_ENV: failures}),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=QUERY_TIMEOUT_S * 2)
+    err = child.stderr.decode()
+    assert child.returncode == 0, err[-3000:]
+    assert "attempt 0 of Spark partition 0 fails at before_task_end" in err
+    assert "Python worker exited unexpectedly" in err  # attempt 0 of partition 1
+    expected = sorted(f"v-{i}" for i in range(ROWS))
+    assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == expected
+    assert sorted(aborted_values(tansu.bootstrap, topic_name, 2)) == expected
+    assert nothing_left_open(tansu.bootstrap, topic_name, 2)
+
+
 def test_exactly_once_needs_a_prefix_for_batch_writes(spark, tansu, topic_name):
     create_topic(tansu, topic_name, 1)
     df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
@@ -96,9 +133,7 @@ def test_exactly_once_needs_a_prefix_for_batch_writes(spark, tansu, topic_name):
 
 def _crash_and_restart(spark, tansu, tmp_path, source, target, prefix, point):
     checkpoint = str(tmp_path / "ck")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    env[ENV] = f"{point}:1"  # batch 0 of a fresh pykafka stream is empty
+    env = _child_env(**{ENV: f"{point}:1"})  # batch 0 of a fresh pykafka stream is empty
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.eos_stream_child", tansu.bootstrap, source, target,
          checkpoint, prefix], cwd=REPO, env=env, stdout=subprocess.DEVNULL,

@@ -1,0 +1,43 @@
+"""A batch-writing driver for ``tests/test_sink_exactly_once_spark.py`` whose Spark retries
+a failed task once (master ``local[2,2]``; the test session's Spark allows no retry): it
+writes 400 rows in two Spark partitions into TOPIC with ``exactlyOnce``. Run as a child
+process with ``PYKAFKA_TEST_FAIL_AT`` set (``kafka_sink.kill_points.maybe_fail``) to make
+chosen task attempts fail after their rows reached the broker. Exits 0 when the job
+succeeded.
+
+    python -m tests.eos_retry_child BOOTSTRAP TOPIC PREFIX
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+ROWS = 400
+
+
+def main(bootstrap: str, topic: str, prefix: str) -> None:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from kafka_source import KafkaDataSource
+
+    spark = (SparkSession.builder.master("local[2,2]").appName("pykafka-eos-retry-child")
+             .config("spark.ui.enabled", "false")
+             .config("spark.python.authenticate.socketTimeout", "120s")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KafkaDataSource)
+    (spark.range(0, ROWS, numPartitions=2)
+     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value")
+     .write.format("pykafka")
+     .option("kafka.bootstrap.servers", bootstrap)
+     .option("topic", topic)
+     .option("exactlyOnce", "true")
+     .option("transactionalIdPrefix", prefix)
+     .mode("append").save())
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
