@@ -264,8 +264,12 @@ def _end_transactions(options: WriterOptions, prefix: str, messages, batch_id, c
         return abort_transactions(client, options, prefix, messages)
 
 
-class KafkaArrowWriter(DataSourceArrowWriter):
-    """``df.write.format("pykafka")``: one ``write_task`` per Spark partition."""
+class _TaskWriting:
+    """What the batch and the streaming writer share: their state and the task's write.
+    ``FRESH_IDS``: exactlyOnce ids of a batch job carry a token of the job (see
+    ``transactions``); a stream's stay the same across restarts."""
+
+    FRESH_IDS = False
 
     def __init__(self, options: WriterOptions, plan: WritePlan, prefix: str | None = None):
         self.options = options
@@ -274,7 +278,13 @@ class KafkaArrowWriter(DataSourceArrowWriter):
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         return write_task(iterator, self.options, self.plan, prefix=self.prefix,
-                          fresh_ids=self.prefix is not None)
+                          fresh_ids=self.FRESH_IDS and self.prefix is not None)
+
+
+class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
+    """``df.write.format("pykafka")``: one ``write_task`` per Spark partition."""
+
+    FRESH_IDS = True
 
     def commit(self, messages) -> None:
         if self.prefix is not None:
@@ -294,16 +304,8 @@ class KafkaArrowWriter(DataSourceArrowWriter):
         _log_totals("Kafka write aborted", done)
 
 
-class KafkaStreamArrowWriter(DataSourceStreamArrowWriter):
+class KafkaStreamArrowWriter(_TaskWriting, DataSourceStreamArrowWriter):
     """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
-
-    def __init__(self, options: WriterOptions, plan: WritePlan, prefix: str | None = None):
-        self.options = options
-        self.plan = plan
-        self.prefix = prefix
-
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_task(iterator, self.options, self.plan, prefix=self.prefix)
 
     def commit(self, messages, batchId: int) -> None:
         if self.prefix is not None:
