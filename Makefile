@@ -29,7 +29,7 @@ dist: $(STAMP)
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
 # Side-by-side performance against confluent-kafka, aiokafka and kafka-python (tests/bench/run.py,
-# ~10 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md
+# ~20 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md
 # and quotes it in README.md (scripts/render_bench_summary.py).
 .PHONY: bench
 bench: $(STAMP)

@@ -192,3 +192,69 @@ def count_records(bootstrap: str, topic: str) -> int:
                     break
                 offset = after
     return total
+
+
+# ---- scale: planning -------------------------------------------------------------------------
+
+def wide_topic(bootstrap: str, topic: str, partitions: int, records_each: int = 1) -> dict:
+    """A topic of ``partitions`` partitions with ``records_each`` records in each (one small
+    batch per partition, written one partition after another). Returns partition -> end."""
+    from bench_data import columns
+    from protocol.cluster import KafkaClient
+    from protocol.records import encode_batch
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        client.create_topics({topic: partitions})
+        client.wait_for_topics([topic])
+        keys, values, headers, ts = columns(0, records_each, 100)
+        blob = encode_batch(keys, values, headers=headers, timestamps_ms=ts)
+        for p in range(partitions):
+            response = client.produce(topic, p, blob, acks=1)
+            if response["error_code"]:
+                raise RuntimeError(f"produce to {topic}-{p} failed: {response}")
+        found = client.partitions_for(topic)
+    if len(found) != partitions:
+        raise RuntimeError(f"{topic}: {len(found)} partitions in the metadata, "
+                           f"{partitions} created")
+    return {p: records_each for p in range(partitions)}
+
+
+def plan_batch(bootstrap: str, topic: str, partitions: int) -> float:
+    """Seconds the batch reader's planning takes in this process (what Spark's Python
+    planner runs on the driver: a new connection, the topic's metadata, ListOffsets
+    earliest and latest, the ranges); checks it planned every partition."""
+    from kafka_source.batch_reader import KafkaBatchReader
+    from kafka_source.options import parse_reader_options
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
+    start = time.perf_counter()
+    parts = KafkaBatchReader(options).partitions()
+    elapsed = time.perf_counter() - start
+    if len({p.range.topic_partition for p in parts}) != partitions:
+        raise RuntimeError(f"planning {topic}: {len(parts)} input partitions, "
+                           f"{partitions} expected")
+    return elapsed
+
+
+def plan_micro_batch(bootstrap: str, topic: str, partitions: int) -> float:
+    """Seconds a stream spends planning one micro-batch in this process, after its start
+    is known (what Spark's streaming planner worker runs per trigger: latestOffset, which
+    looks up metadata and the latest offsets, then partitions)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_source.options import parse_reader_options
+    from kafka_source.stream_reader import KafkaStreamReader
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
+                                    "startingOffsets": "earliest"}, for_streaming=True)
+    reader = KafkaStreamReader(options)
+    try:
+        start_offsets = reader.initialOffset()
+        reader.latestOffset(start_offsets, ReadAllAvailable())  # batch 0 (empty) and the client
+        start = time.perf_counter()
+        end = reader.latestOffset(start_offsets, ReadAllAvailable())
+        parts = reader.partitions(start_offsets, end)
+        elapsed = time.perf_counter() - start
+    finally:
+        reader.stop()
+    if len(parts) != partitions:
+        raise RuntimeError(f"micro-batch of {topic}: {len(parts)} input partitions, "
+                           f"{partitions} expected")
+    return elapsed

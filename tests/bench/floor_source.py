@@ -6,7 +6,10 @@ Format ``benchfloor``:
   (headers included) until it has produced ``rows`` rows -- what Spark spends taking Arrow
   batches from Python workers and turning them into rows, with nothing to fetch or decode;
 - write: the task consumes the Arrow batches Spark hands it and drops them -- what Spark
-  spends turning rows into Arrow batches for Python workers, with nothing to encode or send.
+  spends turning rows into Arrow batches for Python workers, with nothing to encode or send;
+- stream: the read's rows as a stream that offers them all at once (one micro-batch under
+  Trigger.AvailableNow) -- what Spark spends starting a Python streaming source and running
+  micro-batches (its planner process, offset and commit logs), with nothing to look up.
 
 Shipped to the workers with ``SparkContext.addPyFile`` (pytest does not collect it).
 """
@@ -15,7 +18,9 @@ from __future__ import annotations
 
 import pyarrow as pa
 from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
-                                    InputPartition, WriterCommitMessage)
+                                    DataSourceStreamReader, InputPartition,
+                                    WriterCommitMessage)
+from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 FORMAT = "benchfloor"
 BATCH_ROWS = 10_000
@@ -61,6 +66,32 @@ class _Reader(DataSourceReader):
             left -= batch.num_rows
 
 
+class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Offsets count rows: all ``rows`` are there from the start."""
+
+    def __init__(self, partitions: int, rows: int, value_size: int):
+        self.batch = _Reader(partitions, rows, value_size)
+
+    def initialOffset(self):
+        return {"rows": 0}
+
+    def prepareForTriggerAvailableNow(self):
+        pass
+
+    def latestOffset(self, start=None, limit=None):
+        return {"rows": self.batch.rows}
+
+    def partitions(self, start, end):
+        rows = end["rows"] - start["rows"]
+        return _Reader(self.batch.n, rows, self.batch.value_size).partitions() if rows else []
+
+    def read(self, partition):
+        return self.batch.read(partition)
+
+    def commit(self, end):
+        pass
+
+
 class _Commit(WriterCommitMessage):
     def __init__(self, rows: int):
         self.rows = rows
@@ -90,6 +121,11 @@ class FloorDataSource(DataSource):
         o = self.options
         return _Reader(int(o.get("partitions", 4)), int(o["rows"]),
                        int(o.get("valueSize", 100)))
+
+    def streamReader(self, schema):
+        o = self.options
+        return _StreamReader(int(o.get("partitions", 4)), int(o["rows"]),
+                             int(o.get("valueSize", 100)))
 
     def writer(self, schema, overwrite):
         return _Writer()

@@ -39,6 +39,11 @@ def start_spark(cores: int, sail_source: str | None = None):
     """A ``local[cores]`` session with the pykafka source registered (and, given the path
     of lakehq/sail's ``kafka.py``, that source registered as format ``sailkafka``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # Spark's streaming planner process gets no addPyFile files (see kafka_source.datasource):
+    # the floor source's stream needs this folder on the path Spark's JVM inherits
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if HERE not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([HERE, *paths])
     from pyspark.sql import SparkSession
 
     from kafka_source import KafkaDataSource
@@ -110,6 +115,27 @@ def stream_noop(spark, bootstrap: str, ds) -> float:
         rows = sum(p["numInputRows"] for p in query.recentProgress)
         if rows != ds.records:
             raise RuntimeError(f"streaming: {rows} rows, {ds.records} expected")
+        return elapsed
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def floor_stream(spark, ds) -> float:
+    """The floor source's rows (as ``floor_read``) as a stream, AvailableNow into noop."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
+    try:
+        start = time.perf_counter()
+        query = (spark.readStream.format("benchfloor").option("rows", ds.records)
+                 .option("partitions", len(ds.ends)).option("valueSize", ds.value_size).load()
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        elapsed = time.perf_counter() - start
+        if query.exception() is not None:
+            raise RuntimeError(f"floor stream failed: {query.exception()}")
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        if rows != ds.records:
+            raise RuntimeError(f"floor stream: {rows} rows, {ds.records} expected")
         return elapsed
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
