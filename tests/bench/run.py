@@ -34,8 +34,8 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    and uncompressed only (they are 4-10x slower);
 6. memory: peak RSS of Spark's Python workers during reads of two sizes;
 7. scale: how a read's cost grows with the work: ``spark.read`` into ``noop`` of 1, 4 and 16
-   partitions (``--scale-records`` records each) and of 0.5x, 1x and 4x that many records
-   (4 partitions), with the workers' peak RSS and the driver's planning time of each, and
+   partitions (``--scale-records`` records, 2 M by default) and of a quarter and four
+   times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS and the driver's planning time of each, and
    the planning of a topic of ``--wide-partitions`` partitions (batch read and one
    micro-batch), timed in this process (``--only scale`` runs this section alone).
 
@@ -440,9 +440,9 @@ def run_memory(spark, bootstrap: str, sets: list[DataSet]):
 
 def run_scale(spark, bootstrap: str, args) -> dict:
     """How a read's cost grows: reads of 1, 4 and 16 partitions of ``--scale-records``
-    records, and of 0.5x, 1x and 4x that many from 4 partitions, each into noop with the
-    workers' RSS sampled and the driver's planning timed; then the planning of a topic of
-    ``--wide-partitions`` partitions."""
+    records, and of a quarter and four times that many from 4 partitions, each into noop
+    with the workers' RSS sampled and the driver's planning timed; then the planning of a
+    topic of ``--wide-partitions`` partitions."""
     from spark_cases import read_memory
     per = max(16, int(args.scale_records * args.scale))
     sets = {1: DataSet("scale-1p", per, 100, "none", 1),
@@ -454,7 +454,7 @@ def run_scale(spark, bootstrap: str, args) -> dict:
         produce(bootstrap, ds)
         log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
     cases_ = [(sets[1], per), (sets[4], per), (sets[16], per),
-              (sets[4], per // 2), (sets[4], 4 * per)]
+              (sets[4], per // 4), (sets[4], 4 * per)]
     for ds, _ in cases_[:3]:  # each topic's first read (connections, JIT) off the clock
         read_memory(spark, bootstrap, ds, len(ds.ends))
     samples: dict = {}
