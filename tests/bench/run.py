@@ -35,9 +35,10 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
 6. memory: peak RSS of Spark's Python workers during reads of two sizes;
 7. scale: how a read's cost grows with the work: ``spark.read`` into ``noop`` of 1, 4 and 16
    partitions (``--scale-records`` records, 2 M by default) and of a quarter and four
-   times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS and the driver's planning time of each, and
-   the planning of a topic of ``--wide-partitions`` partitions (batch read and one
-   micro-batch), timed in this process (``--only scale`` runs this section alone).
+   times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS
+   and the driver's planning time of each, and the planning of a topic of
+   ``--wide-partitions`` partitions (batch read and one micro-batch), timed in this
+   process (``--only scale`` runs this section alone).
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
