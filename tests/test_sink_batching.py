@@ -1,7 +1,8 @@
 """Rows to record batches, without a broker: reading Arrow batches, routing, batching.
 
 A recording stand-in for the producer keeps what the batcher appends; the batches are
-decoded back with the reference decoder of ``protocol.records.batch``.
+decoded back with the reference decoder of ``protocol.records.batch``. Every test runs on
+the pure-Python path and on the compiled encoder (tests/decoder_paths.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _hand_over, route_rows
 from protocol.records import batch as rb
 
+from .decoder_paths import decoder_path  # noqa: F401 (autouse: both encoders)
 from .test_sink_producer import HEADERS_TYPE, plan_for, rows
 
 
