@@ -98,47 +98,41 @@ def read_noop(spark, bootstrap: str, ds, fmt: str = "pykafka", extra: dict | Non
     return time.perf_counter() - start
 
 
-def stream_noop(spark, bootstrap: str, ds) -> float:
-    """``readStream`` with Trigger.AvailableNow over the whole topic into ``noop``."""
+def _available_now_into_noop(make_stream, ds, what: str) -> float:
+    """Seconds to run ``make_stream()`` (a streaming DataFrame) with Trigger.AvailableNow into
+    ``noop``; checks that it read ``ds.records`` rows."""
     checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
     try:
         start = time.perf_counter()
-        query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", ds.topic).option("includeHeaders", "true")
-                 .option("startingOffsets", "earliest").load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+        query = (make_stream().writeStream.format("noop")
+                 .option("checkpointLocation", checkpoint)
                  .trigger(availableNow=True).start())
         query.awaitTermination()
         elapsed = time.perf_counter() - start
         if query.exception() is not None:
-            raise RuntimeError(f"streaming query failed: {query.exception()}")
+            raise RuntimeError(f"{what} failed: {query.exception()}")
         rows = sum(p["numInputRows"] for p in query.recentProgress)
         if rows != ds.records:
-            raise RuntimeError(f"streaming: {rows} rows, {ds.records} expected")
+            raise RuntimeError(f"{what}: {rows} rows, {ds.records} expected")
         return elapsed
     finally:
         shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def stream_noop(spark, bootstrap: str, ds) -> float:
+    """``readStream`` with Trigger.AvailableNow over the whole topic into ``noop``."""
+    return _available_now_into_noop(
+        lambda: (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", ds.topic).option("includeHeaders", "true")
+                 .option("startingOffsets", "earliest").load()), ds, "streaming query")
 
 
 def floor_stream(spark, ds) -> float:
     """The floor source's rows (as ``floor_read``) as a stream, AvailableNow into noop."""
-    checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
-    try:
-        start = time.perf_counter()
-        query = (spark.readStream.format("benchfloor").option("rows", ds.records)
-                 .option("partitions", len(ds.ends)).option("valueSize", ds.value_size).load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
-        query.awaitTermination()
-        elapsed = time.perf_counter() - start
-        if query.exception() is not None:
-            raise RuntimeError(f"floor stream failed: {query.exception()}")
-        rows = sum(p["numInputRows"] for p in query.recentProgress)
-        if rows != ds.records:
-            raise RuntimeError(f"floor stream: {rows} rows, {ds.records} expected")
-        return elapsed
-    finally:
-        shutil.rmtree(checkpoint, ignore_errors=True)
+    return _available_now_into_noop(
+        lambda: (spark.readStream.format("benchfloor").option("rows", ds.records)
+                 .option("partitions", len(ds.ends)).option("valueSize", ds.value_size)
+                 .load()), ds, "floor stream")
 
 
 def floor_read(spark, ds) -> float:
