@@ -4,17 +4,21 @@ Offsets are JSON-friendly dicts ``{topic: {"partition": offset}}`` (Spark's own 
 source writes the same shape into checkpoints). Spark restarts a query from its
 checkpoint; ``initialOffset`` is only for a fresh query.
 
-The start of a fresh query goes into the checkpoint before anything is read. Spark's JVM
+The start of a fresh query must survive a crash before batch 0 commits. Spark's JVM
 source writes it to a file of its own under the checkpoint (``sources/0/0``); a Python
-source is not told where the checkpoint is, so this one keeps it where Spark keeps every
-other offset, in the offset log: the first ``latestOffset`` of a fresh query answers with
-the start itself, so batch 0 is empty and its logged end *is* the start. Spark re-runs an
-unfinished batch 0 after a restart with ``initialOffset`` (resolved anew: ``latest`` has
-moved on) as its start and the logged end as its end, and asks for its partitions before
-any ``latestOffset``: that batch is empty by construction, so it plans nothing, and the
-next batch starts at the logged end. (Spark 4.3 tells a Python source with admission
-control nothing else about its checkpoint: ``setLatestSeenOffset`` reaches only sources
-without it.)
+source is not told where the checkpoint is. Spark re-runs an unfinished batch 0 after a
+restart with ``initialOffset`` resolved anew as its start and the logged end as its end,
+asking for its partitions before any ``latestOffset``. So:
+
+- a start that resolves to the same offsets again (``earliest``, explicit offsets without
+  -1, timestamps under the ``error`` strategy: ``start_is_reproducible``) needs nothing
+  more: batch 0 reads from it, and its re-run reads the same records;
+- any other start (``latest``, the default) is kept where Spark keeps every other offset,
+  in the offset log: the first ``latestOffset`` of a fresh query answers with the start
+  itself, so batch 0 is empty and its logged end *is* the start. Its re-run (``latest``
+  has moved on) is empty by construction, so it plans nothing, and the next batch starts
+  at the logged end. (Spark 4.3 tells a Python source with admission control nothing
+  else about its checkpoint: ``setLatestSeenOffset`` reaches only sources without it.)
 
 Admission control (``latestOffset(start, limit)``):
 - ``maxOffsetsPerTrigger`` splits its budget across partitions in proportion to their
@@ -45,7 +49,8 @@ from protocol.errors import PyKafkaError
 from .batch_reader import KafkaInputPartition
 from .fetcher import DataLossError, read_range
 from .offset_reader import OffsetReader
-from .offset_specs import OffsetRange, TopicPartition, format_tp
+from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
+                           SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
 from .options import ReaderOptions
 from .planning import discover_partitions, plan_ranges, resolve_offsets
 
@@ -111,6 +116,19 @@ def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
     return out
 
 
+def start_is_reproducible(spec: OffsetSpec) -> bool:
+    """Whether resolving ``spec`` again later binds the same offsets (records deleted in
+    between aside): anything but "latest", an explicit -1, or a timestamp that may fall
+    back to the latest offset."""
+    if isinstance(spec, EarliestOffsets):
+        return True
+    if isinstance(spec, SpecificOffsets):
+        return all(offset != LATEST for _, offset in spec.offsets)
+    if isinstance(spec, (SpecificTimestamps, GlobalTimestamp)):
+        return spec.strategy == "error"
+    return False
+
+
 class AvailableNowEndError(PyKafkaError):
     """A Trigger.AvailableNow batch would end beyond what the run set out to read (Spark's
     ``verifyEndOffsetForTriggerAvailableNow``)."""
@@ -161,7 +179,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                     isolation_level=self.options.isolation_level_code)
             self._initial = to_json(start)
             log.info("initial offsets: %s", self._initial)
-        self._after_initial = True
+        # only an empty batch 0 keeps a start that cannot be resolved again (see above)
+        self._after_initial = not start_is_reproducible(self.options.starting_offsets)
         return self._initial
 
     def prepareForTriggerAvailableNow(self) -> None:

@@ -133,7 +133,7 @@ def test_exactly_once_needs_a_prefix_for_batch_writes(spark, tansu, topic_name):
 
 def _crash_and_restart(spark, tansu, tmp_path, source, target, prefix, point):
     checkpoint = str(tmp_path / "ck")
-    env = _child_env(**{ENV: f"{point}:1"})  # batch 0 of a fresh pykafka stream is empty
+    env = _child_env(**{ENV: f"{point}:0"})  # batch 0 reads every row (from "earliest")
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.eos_stream_child", tansu.bootstrap, source, target,
          checkpoint, prefix], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
@@ -148,7 +148,7 @@ def _crash_and_restart(spark, tansu, tmp_path, source, target, prefix, point):
         child.stderr.close()
     assert child.returncode == -signal.SIGKILL, err  # killed by its own hook
     commits = Path(checkpoint, "commits")
-    assert not Path(commits, "1").exists()  # batch 1 never reached the commit log
+    assert not Path(commits, "0").exists()  # batch 0 never reached the commit log
 
     query = pipeline(spark, tansu.bootstrap, source, target, checkpoint, prefix) \
         .trigger(availableNow=True).start()
@@ -164,7 +164,7 @@ def _crash_and_restart(spark, tansu, tmp_path, source, target, prefix, point):
 def test_stream_killed_and_restarted_writes_each_row_once(spark, tansu, topic_name,
                                                          tmp_path, point):
     """A topic-to-topic stream is SIGKILLed (driver, JVM and workers) at ``point`` of
-    micro-batch 1 and restarted from its checkpoint: by Kafka's rule every source row is
+    micro-batch 0 and restarted from its checkpoint: by Kafka's rule every source row is
     in the target exactly once and no transaction is left open. After a crash after the
     commit the re-run batch writes nothing, so the log holds no aborted transaction and
     librdkafka's read_committed consumer and our reader must agree. At the other points

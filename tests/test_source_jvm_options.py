@@ -47,7 +47,7 @@ def test_stream_reads_an_assigned_partition_once_it_exists(mock_cluster, topic_n
     try:
         start = reader.initialOffset()
         assert start == {topic_name: {"0": 0, "1": 0}}
-        assert reader.latestOffset(start, None) == start  # batch 0 ends where it starts
+        assert reader.latestOffset(start, None) == start  # batch 0: nothing to read yet
         assert list(reader.partitions(start, start)) == []
         mock_cluster.delete_topic(topic_name)
         create_topic(mock_cluster, topic_name, 3)

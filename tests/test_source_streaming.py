@@ -31,10 +31,12 @@ from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, Re
 
 from kafka_source.fetcher import DataLossError
 from kafka_source.offset_reader import OffsetReader
+from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
+                                       SpecificOffsets, SpecificTimestamps)
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
-                                       rate_limit, to_json)
+                                       rate_limit, start_is_reproducible, to_json)
 from protocol.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.primitives import ZERO_UUID
 
@@ -654,8 +656,8 @@ def test_min_and_max_offsets_together():
 
 def test_available_now_ignores_min_offsets_and_stops_at_the_target():
     """Spark's order: prepareForTriggerAvailableNow, initialOffset, then latestOffset for
-    batch 0, which fixes the offsets the run reads up to (and, on a fresh query, ends
-    batch 0 at its start)."""
+    batch 0, which fixes the offsets the run reads up to. A start from "earliest" can be
+    resolved again after a crash, so batch 0 reads from it."""
     client = StubClient({A0: 5, A1: 5})
     reader = stub_reader(client, minOffsetsPerTrigger="6", maxOffsetsPerTrigger="6",
                          startingOffsets="earliest")
@@ -663,10 +665,9 @@ def test_available_now_ignores_min_offsets_and_stops_at_the_target():
     start = reader.initialOffset()
     assert start == {"a": {"0": 0, "1": 0}}
     limit = reader.getDefaultReadLimit()
-    assert reader.latestOffset(start, limit) == start  # batch 0
-    client.latest = {A0: 500, A1: 500}  # written after the run started: not for this run
-    first = reader.latestOffset(start, limit)
+    first = reader.latestOffset(start, limit)  # batch 0
     assert first == {"a": {"0": 3, "1": 3}}
+    client.latest = {A0: 500, A1: 500}  # written after the run started: not for this run
     second = reader.latestOffset(first, limit)  # 4 left, below the minimum: read anyway
     assert second == {"a": {"0": 5, "1": 5}}
     assert reader.latestOffset(second, limit) == second
@@ -728,17 +729,55 @@ def test_fresh_query_logs_its_start_as_batch_0_and_a_restart_reuses_it():
     assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [("a", 0, 10, 25)]
 
 
-def test_restart_of_batch_0_from_earliest_still_reads_everything():
-    """The re-run batch 0 of a query from "earliest" plans nothing, and the following
-    latestOffset (whose start equals the re-resolved start) is not taken for a fresh batch
-    0: the run reads the backlog."""
+def test_restart_of_batch_0_from_earliest_reads_it_again():
+    """A start from "earliest" resolves to the same offsets again, so batch 0 reads from it
+    at once, and its re-run after a crash (a new reader: initialOffset anew, then the
+    partitions of the logged batch) reads the same records."""
     client = StubClient({A0: 10})
     reader = stub_reader(client, startingOffsets="earliest")
-    reader.prepareForTriggerAvailableNow()
     start = reader.initialOffset()
     assert start == {"a": {"0": 0}}
-    assert reader.partitions(start, start) == []
-    assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 10}}
+    end = reader.latestOffset(start, ReadAllAvailable())  # batch 0, logged
+    assert end == {"a": {"0": 10}}
+    assert [tuple(p.range[:4]) for p in reader.partitions(start, end)] == [("a", 0, 0, 10)]
+    # killed before batch 0 commits; a new driver restarts from the checkpoint
+    client.latest = {A0: 30}
+    restarted = stub_reader(client, startingOffsets="earliest")
+    assert restarted.initialOffset() == start
+    assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [
+        ("a", 0, 0, 10)]
+    assert restarted.latestOffset(end, ReadAllAvailable()) == {"a": {"0": 30}}
+
+
+@pytest.mark.parametrize("starting, reproducible", [
+    ("earliest", True),
+    ("latest", False),
+    ('{"a":{"0":4,"1":-2}}', True),
+    ('{"a":{"0":4,"1":-1}}', False),
+])
+def test_only_a_start_that_cannot_be_resolved_again_gets_an_empty_batch_0(starting,
+                                                                         reproducible):
+    client = StubClient({A0: 10, A1: 10})
+    reader = stub_reader(client, startingOffsets=starting)
+    start = reader.initialOffset()
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert (end != start) == reproducible
+    if reproducible:
+        assert end == {"a": {"0": 10, "1": 10}}
+
+
+@pytest.mark.parametrize("spec, reproducible", [
+    (EarliestOffsets(), True),
+    (LatestOffsets("startingOffsets"), False),
+    (SpecificOffsets(((("a", 0), 4), (("a", 1), -2))), True),
+    (SpecificOffsets(((("a", 0), 4), (("a", 1), -1))), False),
+    (SpecificTimestamps(((("a", 0), 1000),), "error"), True),
+    (SpecificTimestamps(((("a", 0), 1000),), "latest"), False),
+    (GlobalTimestamp(1000, "error"), True),
+    (GlobalTimestamp(1000, "latest"), False),
+])
+def test_start_is_reproducible(spec, reproducible):
+    assert start_is_reproducible(spec) is reproducible
 
 
 def test_new_partitions_are_read_from_their_earliest_offset():
