@@ -27,6 +27,11 @@ Choices that differ from the Java producer, and why:
 - ``kafka.acks`` ``0`` or ``1`` needs ``kafka.enable.idempotence=false`` explicitly
   (Java would silently turn idempotence off when it was not set).
 - Topics are never created: a missing topic is an error after ``kafka.max.block.ms``.
+- Nothing is sent before ``checkBeforeSendBytes`` (ours, default 4 MiB) of the task's rows
+  are encoded, every row checked, or its input ends: a task that small fails on a bad row
+  with nothing written, where Java sends as it goes. ``kafka.buffer.memory`` keeps only
+  its Java meaning, the most bytes held while waiting for acknowledgements. (Holding back
+  the whole 32 MiB made a bulk write 20-25% slower: the broker sat idle meanwhile.)
 
 ``WRITER_OPTIONS`` lists every option with its default and meaning;
 ``writer_option_names()`` the names alone.
@@ -108,9 +113,12 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
     WriterOption("kafka.max.block.ms", "60000",
                  "Longest wait for a topic to appear in the cluster metadata."),
     WriterOption("kafka.buffer.memory", "33554432",
-                 "Encoded bytes a task holds before it starts sending and, after that, "
-                 "at most while waiting for acknowledgements. A task whose input fits is "
-                 "checked in full before anything is sent."),
+                 "Most encoded bytes a task holds while waiting for acknowledgements."),
+    WriterOption("checkBeforeSendBytes", "4194304",
+                 "Encoded bytes a task holds, every row checked, before its first send "
+                 "(at most kafka.buffer.memory): a task whose input fits fails on a bad "
+                 "row with nothing written. Larger keeps that for larger tasks and starts "
+                 "sending later, which is slower; 0 sends as soon as a batch is full."),
     WriterOption("kafka.partitioner.class", "none",
                  "Where rows without a partition value go: unset, DefaultPartitioner or "
                  "BuiltInPartitioner: murmur2 of the key, sticky runs for null keys; "
@@ -200,6 +208,7 @@ class WriterOptions:
     retry_backoff_ms: int = 100
     max_block_ms: int = 60_000
     buffer_memory: int = 33_554_432
+    check_before_send_bytes: int = 4_194_304
     partitioner: str = "default"
     exactly_once: bool = False
     transactional_id_prefix: str | None = None
@@ -316,6 +325,8 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=INT32_MAX)
     max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=INT32_MAX)
     buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
+    check_before_send = opts.integer("checkBeforeSendBytes", 4_194_304, minimum=0,
+                                     maximum=2**62)
     exactly_once = opts.boolean("exactlyOnce", False)
     prefix = opts.get("transactionalIdPrefix")
     if prefix is not None:
@@ -345,6 +356,7 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0,
                                   maximum=INT32_MAX),
         buffer_memory=buffer_memory,
+        check_before_send_bytes=min(check_before_send, buffer_memory),
         partitioner=_partitioner(opts),
         exactly_once=exactly_once,
         transactional_id_prefix=prefix,

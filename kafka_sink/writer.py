@@ -8,8 +8,8 @@ then runs ``write_task`` over its Arrow batches:
 1. ``columns.prepare`` reads the batch; ``validation.check_rows`` checks it (null topics,
    unknown topics, partitions out of range, records too large...). Nothing of a batch is
    handed to the producer before its check passed, and nothing is sent before
-   ``kafka.buffer.memory`` bytes are encoded or the input ends: a task whose input fits
-   in that buffer is checked in full before its first record leaves.
+   ``checkBeforeSendBytes`` bytes are encoded or the input ends: a task whose input fits
+   is checked in full before its first record leaves.
 2. Every row gets its partition (``partitioner``: the partition column, else the murmur2
    hash of the key, else sticky runs), rows are grouped by (topic, partition) with a
    stable sort of their indices (so each partition keeps the rows in their input order),
@@ -224,7 +224,9 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
                            batcher)
                 if producer.buffered_bytes >= options.buffer_memory:
                     producer.wait_for_room(options.buffer_memory // 2)
-                elif producer.started:
+                elif (producer.started
+                      or producer.buffered_bytes >= options.check_before_send_bytes):
+                    producer.start()
                     producer.poll(0)
         batcher.flush()
         producer.flush()

@@ -31,6 +31,7 @@ def test_defaults():
     assert o.client_config.request_timeout_ms == 30_000
     assert o.client_config.client_id == "pyspark-pykafka"
     assert o.buffer_memory == 33_554_432 and o.max_block_ms == 60_000
+    assert o.check_before_send_bytes == 4_194_304
     assert o.batch_limit == 1_048_576
     assert pickle.loads(pickle.dumps(o)) == o
 
@@ -99,6 +100,7 @@ def test_codecs(codec):
     ({**BOOT, "kafka.batch.size": "-1"}, "kafka.batch.size must be at least 0"),
     ({**BOOT, "kafka.max.request.size": "0"}, "kafka.max.request.size must be positive"),
     ({**BOOT, "kafka.linger.ms": "-5"}, "kafka.linger.ms must be at least 0"),
+    ({**BOOT, "checkBeforeSendBytes": "-1"}, "checkBeforeSendBytes must be at least 0"),
     ({**BOOT, "kafka.request.timeout.ms": "abc"}, "kafka.request.timeout.ms: expected an integer"),
     ({**BOOT, "kafka.client.id": ""}, "kafka.client.id must not be empty"),
     ({**BOOT, "kafka.key.serializer": "x"},
@@ -198,3 +200,13 @@ def test_exactly_once_options():
         parse(**{"kafka.transaction.timeout.ms": "0"})
     with pytest.raises(ConfigError, match="exactlyOnce=true"):
         parse(**{"kafka.transactional.id": "x"})
+
+
+def test_check_before_send_is_bounded_by_the_buffer():
+    """Nothing can be held back beyond kafka.buffer.memory, the most a task may hold."""
+    assert parse_writer_options({**BOOT, "kafka.buffer.memory": "1000"}
+                                ).check_before_send_bytes == 1000
+    assert parse_writer_options({**BOOT, "checkBeforeSendBytes": "0"}
+                                ).check_before_send_bytes == 0
+    assert parse_writer_options({**BOOT, "CHECKBEFORESENDBYTES": "64"}
+                                ).check_before_send_bytes == 64

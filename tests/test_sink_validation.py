@@ -12,6 +12,7 @@ import pytest
 from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType,
                                MapType, StringType, StructField, StructType, TimestampType)
 
+from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import check_save_mode, check_schema
 from kafka_sink.writer import create_stream_writer, create_writer, write_task
 from protocol.cluster import KafkaClient
@@ -195,8 +196,8 @@ def test_null_header_key_and_null_header_entry(mock_cluster, topic_name):
 
 
 def test_a_bad_row_late_in_a_small_task_stops_the_whole_task(mock_cluster, topic_name):
-    """The task's input fits in kafka.buffer.memory: every batch is checked before the first
-    record is sent, so a bad row in the last batch leaves the topic untouched."""
+    """The task's input fits in checkBeforeSendBytes: every batch is checked before the
+    first record is sent, so a bad row in the last batch leaves the topic untouched."""
     make_topic(mock_cluster, topic_name, 3)
     data = [rows(1000, s, partitions=lambda i: i % 3) for s in range(0, 5000, 1000)]
     data.append(rows(10, 5000, partitions=lambda i: 7))
@@ -205,13 +206,16 @@ def test_a_bad_row_late_in_a_small_task_stops_the_whole_task(mock_cluster, topic
 
 
 def test_a_large_task_never_sends_a_batch_with_a_bad_row(mock_cluster, topic_name):
-    """Past kafka.buffer.memory a task starts sending, but a bad batch is still refused
-    whole: the rows before it are written, none of it."""
+    """Past checkBeforeSendBytes (or kafka.buffer.memory, if smaller) a task starts sending,
+    but a bad batch is still refused whole: the rows before it are written, none of it."""
     make_topic(mock_cluster, topic_name, 1)
     data = [rows(1000, s, partitions=lambda i: 0) for s in range(0, 5000, 1000)]
     data.append(rows(10, 5000, partitions=lambda i: 0 if i < 5005 else 1))
-    opts = options(mock_cluster, topic_name, **{"buffer.memory": 20_000, "batch.size": 5000})
-    with pytest.raises(ConfigError, match="Invalid partition given with record: 1"):
-        write_task(iter(data), opts, plan_for(data[0], topic_name))
-    written = latest(mock_cluster, topic_name, 1)[0]
-    assert 0 < written <= 5000
+    for limit in ({"checkBeforeSendBytes": "20000"}, {"kafka.buffer.memory": "20000"}):
+        opts = parse_writer_options({"kafka.bootstrap.servers": mock_cluster.bootstrap,
+                                     "topic": topic_name, "kafka.batch.size": "5000", **limit})
+        before = latest(mock_cluster, topic_name, 1)[0]
+        with pytest.raises(ConfigError, match="Invalid partition given with record: 1"):
+            write_task(iter(data), opts, plan_for(data[0], topic_name))
+        written = latest(mock_cluster, topic_name, 1)[0] - before
+        assert 0 < written <= 5000, limit
