@@ -754,12 +754,32 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
     def verdict(ok: bool) -> str:
         return "**met**" if ok else "**not met**"
 
-    def worker_cpu(case):
-        samples = results.cpu.get((case, ds0.name))
+    def cpu_per_m(case, ds, *processes):
+        samples = results.cpu.get((case, ds.name))
         if not samples:
             return None
-        per_m = 1e6 / results.records[(case, ds0.name)]
-        return statistics.median(c.get("python workers", 0.0) for c in samples) * per_m
+        per_m = 1e6 / results.records[(case, ds.name)]
+        return statistics.median(sum(c.get(p, 0.0) for p in processes)
+                                 for c in samples) * per_m
+
+    def worker_cpu(case):
+        return cpu_per_m(case, ds0, "python workers")
+
+    def spark_cpu_note(ours, floor, ds_list):
+        """How the Spark side's CPU compares with the floor's, and the broker's share: the
+        broker runs on the same cores here, where the floor has none."""
+        parts = []
+        for ds in ds_list:
+            mine = cpu_per_m(ours, ds, "jvm", "python workers")
+            base = cpu_per_m(floor, ds, "jvm", "python workers")
+            broker = cpu_per_m(ours, ds, "broker")
+            if base and mine is not None and broker is not None:
+                parts.append(f"{ds.name} {mine / base:.2f}x + broker {broker:.2f} s")
+        if not parts:
+            return ""
+        return ("; CPU per record of Spark's JVM and Python workers against the floor's, "
+                "and the CPU seconds per million records of the broker, which shares the "
+                f"same {os.cpu_count()} cores: " + ", ".join(parts))
 
     for what, case, goal in (("read", "read:spark-pykafka", GOAL_READ_WORKER_CPU),
                              ("write", "write:spark-pykafka:none", GOAL_WRITE_WORKER_CPU)):
@@ -789,10 +809,11 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
             parts.append(f"{ds.name} {r:.2f}x")
             oks.append(r >= GOAL_READ_VS_FLOOR)
     if parts:
+        note = spark_cpu_note("read:spark-pykafka:headers", "read:spark-floor:headers", sets)
         out.append(f"- spark.read (with headers) >= {GOAL_READ_VS_FLOOR}x Spark's read floor "
                    f"(a Python source of ready Arrow batches with headers, no Kafka), "
                    f"100-byte and 1 KB records, uncompressed, lz4, zstd: "
-                   f"{verdict(all(oks))} ({', '.join(parts)})")
+                   f"{verdict(all(oks))} ({', '.join(parts)}{note})")
     figures, oks = [], []
     for sfx, text in ((":headers", "+ header"), ("", "no headers")):
         r = results.ratio(f"write:spark-pykafka:none{sfx}", "write:spark-floor:headers", ds0)
@@ -800,9 +821,11 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
             figures.append(f"{text} {r:.2f}x")
             oks.append(r >= GOAL_WRITE_VS_FLOOR)
     if figures:
+        note = spark_cpu_note("write:spark-pykafka:none:headers",
+                              "write:spark-floor:headers", [ds0])
         out.append(f"- df.write >= {GOAL_WRITE_VS_FLOOR}x Spark's write floor (Python tasks "
                    f"that drop the rows with headers), uncompressed: {verdict(all(oks))} "
-                   f"({', '.join(figures)})")
+                   f"({', '.join(figures)}{note})")
     r = results.ratio("stream:spark-pykafka:headers", "read:spark-pykafka:headers", ds0)
     if r is not None:
         floor = results.ratio("stream:spark-floor:headers", "read:spark-floor:headers", ds0)
