@@ -11,16 +11,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import Iterator, NamedTuple
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
-from protocol.records.decode_arrow import decode_records
 
 from .offset_specs import OffsetRange
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 log = logging.getLogger("pykafka.source")
 
@@ -101,6 +101,10 @@ def read_range(options, rng: OffsetRange,
     with ``open_end``, the end is looked up first (see ``OpenEnd``)."""
     if rng.end <= rng.start and open_end is None:
         return
+    # Imported here, on the executor: the driver's planner processes (Spark starts one per
+    # streaming query) import this module but never decode, and pyarrow, numpy and the
+    # decoders cost them a few hundred milliseconds.
+    from protocol.records.decode_arrow import decode_records
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
     base = options.client_config

@@ -105,3 +105,17 @@ def test_the_reader_s_value_types_import_no_other_reader_module():
     assert not {t for t in graph["kafka_source.offset_specs"] if t.startswith("kafka_source")}
     assert "kafka_source.planning" not in graph["kafka_source.options"]
     assert "kafka_source.planning" not in graph["kafka_source.pushdown"]
+
+
+def test_the_planner_side_of_the_source_loads_no_decoder():
+    """Spark starts a fresh Python process to plan each streaming query (and plans batch
+    reads in one): the source's planning modules import neither the record decoders nor
+    pyarrow or the crc32c package (whose import scans sys.path); only a task's read does."""
+    import subprocess
+    import sys
+    code = ("import sys, kafka_source.stream_reader, kafka_source.batch_reader; "
+            "print(sorted(m for m in ('protocol.records', 'pyarrow', 'crc32c') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=ROOT)
+    assert out.stdout.strip() == "[]", out.stderr

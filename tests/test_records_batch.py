@@ -1,6 +1,9 @@
 """Record batch v2: golden bytes written by hand from the layout, the reference codec, CRC-32C."""
 
 import importlib
+import os
+import subprocess
+import sys
 import struct
 import warnings
 
@@ -159,6 +162,17 @@ def test_fallback_crc_warns_once(monkeypatch):
     assert recs == GOLDEN_RECORDS
 
 
+def test_crc32c_package_is_imported_on_first_use():
+    """Importing the records code does not import the crc32c package (its import scans
+    sys.path, slow in Spark's processes); the first CRC does."""
+    code = ("import sys, protocol.records, protocol.records.batch as b; "
+            "assert 'crc32c' not in sys.modules; b.crc32c(b'123456789'); "
+            "assert 'crc32c' in sys.modules; print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert out.stdout.strip() == "ok", out.stderr
+
+
 def test_module_imports_without_crc32c_package(monkeypatch):
     import builtins
     real_import = builtins.__import__
@@ -171,9 +185,9 @@ def test_module_imports_without_crc32c_package(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", fake_import)
     try:
         mod = importlib.reload(B)
-        assert mod._crc32c_native is None
         with pytest.warns(RuntimeWarning, match="crc32c"):
             assert mod.crc32c(b"123456789") == 0xE3069283
+        assert mod._crc32c_native is None
     finally:
         monkeypatch.setattr(builtins, "__import__", real_import)
         importlib.reload(B)

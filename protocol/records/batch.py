@@ -87,10 +87,22 @@ _UINT32 = struct.Struct(">I")
 
 # ---- CRC-32C -------------------------------------------------------------------------------
 
-try:
-    from crc32c import crc32c as _crc32c_native
-except ImportError:  # pragma: no cover - exercised by a test that hides the package
-    _crc32c_native = None
+_NOT_LOADED = object()
+#: The ``crc32c`` package's function (None without the package), imported on first use: the
+#: package looks its own version up when imported (``importlib.metadata`` scans every
+#: ``sys.path`` entry, and Spark's processes have ``pyspark.zip`` there: about 0.3 s), a cost
+#: that processes which never check a CRC (Spark's planner processes) need not pay.
+_crc32c_native = _NOT_LOADED
+
+
+def _load_native_crc32c():
+    global _crc32c_native
+    try:
+        from crc32c import crc32c as native
+    except ImportError:  # exercised by a test that hides the package
+        native = None
+    _crc32c_native = native
+    return native
 
 _CRC32C_TABLE: list[int] | None = None
 _warned_slow_crc = False
@@ -120,8 +132,11 @@ def crc32c_python(data, value: int = 0) -> int:
 
 def crc32c(data, value: int = 0) -> int:
     """CRC-32C of ``data`` (continuing from ``value``), as record batches v2 use."""
-    if _crc32c_native is not None:
-        return _crc32c_native(data, value)
+    native = _crc32c_native
+    if native is _NOT_LOADED:
+        native = _load_native_crc32c()
+    if native is not None:
+        return native(data, value)
     global _warned_slow_crc
     if not _warned_slow_crc:
         _warned_slow_crc = True
