@@ -356,14 +356,24 @@ def spark_floor_read(spark, ds):
 
 
 def run_stream(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int):
-    from spark_cases import floor_stream, stream_noop
-    floor_stream(spark, ds.head(len(ds.ends)))  # the floor stream's first start
+    from types import SimpleNamespace
+
+    from spark_cases import floor_stream, stream_noop, tiny_topic
+    n = len(ds.ends)
+    tiny = SimpleNamespace(topic=tiny_topic(bootstrap, n), records=n)
+    floor_stream(spark, ds.head(n))  # the floor stream's first start
+    stream_noop(spark, bootstrap, tiny)  # and ours
     log(f"streaming {ds.name}: {rounds} rounds")
     for _ in range(rounds):
         timed_round(results, "stream:spark-pykafka:headers", ds,
                     lambda: stream_noop(spark, bootstrap, ds), cpu=True)
         timed_round(results, "stream:spark-floor:headers", ds,
                     lambda: floor_stream(spark, ds), cpu=True)
+        # the fixed cost of a streaming query: one record per partition
+        timed_round(results, "stream:spark-pykafka-tiny", ds,
+                    lambda: stream_noop(spark, bootstrap, tiny), n)
+        timed_round(results, "stream:spark-floor-tiny", ds,
+                    lambda: floor_stream(spark, ds.head(n)), n)
 
 
 def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
@@ -661,6 +671,15 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
                      f"noop takes {statistics.median(results.seconds[tiny]):.2f} s (median): "
                      "the fixed cost of a query (Python planning workers, offsets, task "
                      "launch), included in every Spark figure above.")
+    stream_tiny = [results.seconds.get((c, sets[0].name)) for c in
+                   ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")]
+    if all(stream_tiny):
+        ours, floor = (statistics.median(x) for x in stream_tiny)
+        lines.append(f"A stream of {len(sets[0].ends)} records (one per partition, "
+                     f"Trigger.AvailableNow into noop) takes {ours:.2f} s (median), the floor "
+                     f"stream of as many rows {floor:.2f} s: the fixed cost of a streaming "
+                     "query (Spark's planner process for the source, offset and commit logs), "
+                     "included in both stream figures above.")
     if not args.sail_source:
         lines.append("lakehq/sail's Kafka data source was not run: the latest pysail "
                      "release has none (it is in an unmerged pull request); pass "
@@ -834,6 +853,12 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
         extra = "" if floor is None else (
             f"; Spark's own floor streams at {floor:.2f}x its batch read, and our stream "
             f"runs at {ours:.2f}x the floor stream")
+        tiny = [results.seconds.get((c, ds0.name)) for c in
+                ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")]
+        if all(tiny):
+            extra += (f"; a stream of {len(ds0.ends)} records takes "
+                      f"{statistics.median(tiny[0]):.2f} s, the floor's "
+                      f"{statistics.median(tiny[1]):.2f} s")
         out.append(f"- streaming (AvailableNow) >= {GOAL_STREAM_VS_BATCH}x the batch read "
                    f"(the issue: close most of the gap from 0.5x): "
                    f"{verdict(r >= GOAL_STREAM_VS_BATCH)} ({ds0.name} with headers "

@@ -172,6 +172,19 @@ def write_pykafka(df, bootstrap: str, topic: str, codec: str) -> float:
     return time.perf_counter() - start
 
 
+def tiny_topic(bootstrap: str, partitions: int) -> str:
+    """A new topic holding one record (10-byte key, 100-byte value, one header) per
+    partition: a stream over it costs what any streaming query costs before its rows."""
+    import confluent_kafka
+    topic = new_topic(bootstrap, partitions)
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
+    for p in range(partitions):
+        producer.produce(topic, b"v" * 100, b"k" * 10, partition=p, headers=[("h", b"x" * 16)])
+    if producer.flush(30):
+        raise RuntimeError(f"tiny topic {topic}: records left undelivered")
+    return topic
+
+
 def new_topic(bootstrap: str, partitions: int) -> str:
     from protocol.cluster import KafkaClient
     name = f"bench-out-{uuid.uuid4().hex[:8]}"
