@@ -102,8 +102,8 @@ def read_range(options, rng: OffsetRange,
     if rng.end <= rng.start and open_end is None:
         return
     # Imported here, on the executor: the driver's planner processes (Spark starts one per
-    # streaming query) import this module but never decode, and pyarrow, numpy and the
-    # decoders cost them a few hundred milliseconds.
+    # streaming query) import this module but never decode, and the decoders (with the
+    # crc32c package) cost them a few hundred milliseconds.
     from protocol.records.decode_arrow import decode_records
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.

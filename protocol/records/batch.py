@@ -104,6 +104,7 @@ def _load_native_crc32c():
     _crc32c_native = native
     return native
 
+
 _CRC32C_TABLE: list[int] | None = None
 _warned_slow_crc = False
 
