@@ -2,9 +2,9 @@
 
 import importlib
 import os
+import struct
 import subprocess
 import sys
-import struct
 import warnings
 
 import pytest
