@@ -10,24 +10,15 @@ succeeded.
 
 from __future__ import annotations
 
-import os
 import sys
+
+from tests.child_session import child_spark
 
 ROWS = 400
 
 
 def main(bootstrap: str, topic: str, prefix: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from kafka_source import KafkaDataSource
-
-    spark = (SparkSession.builder.master("local[2,2]").appName("pykafka-eos-retry-child")
-             .config("spark.ui.enabled", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(KafkaDataSource)
+    spark = child_spark("local[2,2]", "pykafka-eos-retry-child")
     (spark.range(0, ROWS, numPartitions=2)
      .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value")
      .write.format("pykafka")

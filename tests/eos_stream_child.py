@@ -13,6 +13,7 @@ import os
 import sys
 
 from kafka_sink.kill_points import SESSION_ENV
+from tests.child_session import child_spark
 
 
 def pipeline(spark, bootstrap: str, source: str, target: str, checkpoint: str, prefix: str):
@@ -32,18 +33,8 @@ def pipeline(spark, bootstrap: str, source: str, target: str, checkpoint: str, p
 
 
 def main(bootstrap: str, source: str, target: str, checkpoint: str, prefix: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ[SESSION_ENV] = str(os.getpid())  # the JVM and its workers inherit it
-    from pyspark.sql import SparkSession
-
-    from kafka_source import KafkaDataSource
-
-    spark = (SparkSession.builder.master("local[2]").appName("pykafka-eos-child")
-             .config("spark.ui.enabled", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(KafkaDataSource)
+    spark = child_spark("local[2]", "pykafka-eos-child")
     query = pipeline(spark, bootstrap, source, target, checkpoint, prefix) \
         .trigger(processingTime="200 milliseconds").start()
     query.awaitTermination()

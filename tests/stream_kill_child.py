@@ -12,6 +12,8 @@ import os
 import sys
 import threading
 
+from tests.child_session import child_spark
+
 
 def write_batch(out: str):
     """The foreachBatch function of the killed run and of the restart: each batch's rows,
@@ -30,17 +32,7 @@ def stream(spark, bootstrap: str, topic: str):
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, out: str, marker: str) -> None:
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from kafka_source import KafkaDataSource
-
-    spark = (SparkSession.builder.master("local[1]").appName("pykafka-kill-child")
-             .config("spark.ui.enabled", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    spark.dataSource.register(KafkaDataSource)
+    spark = child_spark("local[1]", "pykafka-kill-child")
     write = write_batch(out)
 
     def hooked(df, batch_id: int) -> None:
