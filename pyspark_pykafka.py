@@ -1,6 +1,24 @@
 """Spark 4 registers Python data sources found in top-level ``pyspark_*`` modules that
-expose ``DefaultSource``: this module makes ``format("pykafka")`` work after install."""
+expose ``DefaultSource``: this module makes ``format("pykafka")`` work after install.
 
-from kafka_source import KafkaDataSource as DefaultSource
+Not when Spark's lookup finds it only in the driver's working directory (a checkout, or
+the zip unpacked there): Spark would register it without the session's Python files and
+its tasks would fail on the executors (``kafka_source.auto_registration`` says why). There
+it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`` itself."""
+
+import sys
+
+from kafka_source import KafkaDataSource
+from kafka_source.auto_registration import only_in_lookup_working_directory
 
 __all__ = ["DefaultSource"]
+
+_cwd = only_in_lookup_working_directory(__name__)
+if _cwd is None:
+    DefaultSource = KafkaDataSource
+else:
+    print(f"pyspark-pykafka: not registering format('pykafka') by itself: Spark's data source "
+          f"lookup finds it only in the driver's working directory ({_cwd}), which Spark's "
+          "executors do not see. Install it, or register it in the job: "
+          "spark.dataSource.register(KafkaDataSource)", file=sys.stderr, flush=True)
+    __all__ = []
