@@ -11,7 +11,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -22,10 +22,13 @@ test: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
 
-# A wheel (pip install dist/*.whl; platform-specific when the optional C decoder compiled)
-# and a zip for spark-submit --py-files (pure Python), both in dist/.
+# An sdist and a wheel (pip install dist/*.whl; platform-specific when the optional C
+# extensions compiled), checked with twine as a package index would, and a zip for
+# spark-submit --py-files (pure Python), all in dist/.
 dist: $(STAMP)
-	$(PY) -m pip wheel -q --no-deps -w dist .
+	rm -f dist/pyspark_pykafka-*
+	$(PY) -m build --sdist --wheel --outdir dist .
+	$(PY) -m twine check --strict dist/*.tar.gz dist/*.whl
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
 # Side-by-side performance against confluent-kafka, aiokafka and kafka-python (tests/bench/run.py,
@@ -56,7 +59,7 @@ soak: $(STAMP)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 fuzz: $(STAMP)
-	-$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q -e '.[fuzz]' --config-settings editable_mode=compat \
+	-$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q -e '.[fuzz]' \
 		|| echo "atheris did not install: running the hypothesis fuzzers instead"
 	PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) $(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)

@@ -18,11 +18,12 @@ from .errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutErro
                      ProtocolError, UnsupportedVersionError, BrokerError)
 from .framing import ClientFraming
 from .schema import Api
+from .version import __version__
 
 log = logging.getLogger("pykafka.protocol.connection")
 
 CLIENT_SOFTWARE_NAME = "pyspark-pykafka"
-CLIENT_SOFTWARE_VERSION = "0.1.0"
+CLIENT_SOFTWARE_VERSION = __version__
 
 
 class BrokerConnection:

@@ -9,7 +9,7 @@ them once the zip is on ``sys.path`` (which is what ``--py-files`` does, on the 
 Tests, the embedded test brokers (``kafka_testbed``) and byte-code caches are left out.
 
 The archive is reproducible: entries are sorted and carry a fixed timestamp, so the same
-sources always give the same bytes. The version is read from ``pyproject.toml``.
+sources always give the same bytes. The version is read from ``protocol/version.py``.
 The third-party dependencies (pyarrow, numpy, crc32c, lz4, zstandard, cramjam) are not
 in the zip: they have compiled parts and must be installed on every node.
 """
@@ -17,8 +17,8 @@ in the zip: they have compiled parts and must be installed on every node.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
-import re
 import sys
 import zipfile
 
@@ -30,18 +30,16 @@ _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 
 
 def project_version(root: str = ROOT) -> str:
-    """``[project] version`` of ``pyproject.toml``."""
-    path = os.path.join(root, "pyproject.toml")
-    try:
-        import tomllib  # Python 3.11+
-    except ImportError:  # Python 3.10: the one line we need, without a TOML parser
-        with open(path, encoding="utf-8") as f:
-            match = re.search(r'(?m)^\[project\][^\[]*?^version\s*=\s*"([^"]+)"', f.read())
-        if not match:
-            raise SystemExit(f"no [project] version in {path}")
-        return match.group(1)
-    with open(path, "rb") as f:
-        return tomllib.load(f)["project"]["version"]
+    """``__version__`` of ``protocol/version.py``, the one place the version is written
+    (read without importing the package, which needs its dependencies)."""
+    path = os.path.join(root, "protocol", "version.py")
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and getattr(node.targets[0], "id", None) == "__version__"):
+            return ast.literal_eval(node.value)
+    raise SystemExit(f"no __version__ in {path}")
 
 
 def library_files(root: str = ROOT) -> list[str]:

@@ -98,7 +98,7 @@ def test_every_make_command_in_the_readme_exists():
 
 
 def test_file_names_carry_the_project_version():
-    version = re.search(r'(?m)^version = "([^"]+)"', read("pyproject.toml")).group(1)
+    from protocol.version import __version__ as version
     named = re.findall(r"pyspark_pykafka-(\d[\w.]*?)(?:-py3|\.zip)", README)
     assert named and set(named) == {version}
 
