@@ -75,11 +75,11 @@ import time
 from collections import deque
 from typing import Callable
 
-from protocol.cluster import KafkaClient
+from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, UnsupportedVersionError)
 from protocol.primitives import ZERO_UUID
-from protocol.transactions import MAX_TXN_PRODUCE_VERSION
+from protocol.transactions import MAX_INIT_PRODUCER_ID_VERSION, MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
                           Partition, ProduceError, Request, describe, first_uncertain,
@@ -264,7 +264,7 @@ class TaskProducer:
                 raise KafkaConnectionError("no broker in the cluster metadata")
             conn = self.client.connection(nodes[len(self.producer_ids) % len(nodes)])
             try:
-                version = conn.version_for(INIT_PRODUCER_ID)
+                version = conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION)
             except UnsupportedVersionError as e:
                 raise ProduceError(
                     f"the broker does not support idempotent producers (InitProducerId): "
@@ -417,7 +417,8 @@ class TaskProducer:
         acks0 = self.options.acks == 0
         try:
             conn = self.client.connection(node)
-            cap = 12 if any(i == ZERO_UUID for i in ids.values()) else None
+            cap = (MAX_PRODUCE_VERSION_BY_NAME if any(i == ZERO_UUID for i in ids.values())
+                   else None)
             if self.transactional_id is not None:
                 cap = MAX_TXN_PRODUCE_VERSION
             version = conn.version_for(PRODUCE, cap)

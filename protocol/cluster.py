@@ -35,6 +35,11 @@ MAX_TIMESTAMP = -3
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
+# Fetch and Produce v13+ name topics by id: the last versions that name them by name, for
+# when a topic's id is unknown (brokers without ids, or Metadata without them).
+MAX_FETCH_VERSION_BY_NAME = 12
+MAX_PRODUCE_VERSION_BY_NAME = 12
+
 TopicPartition = tuple[str, int]
 
 
@@ -368,7 +373,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
         names_by_id = {v: k for k, v in ids.items()}
 
         def cap(tps):  # Fetch v13+ names topics by id; stay below it when an id is unknown
-            return 12 if any(ids.get(t, ZERO_UUID) == ZERO_UUID for t, _ in tps) else None
+            if any(ids.get(t, ZERO_UUID) == ZERO_UUID for t, _ in tps):
+                return MAX_FETCH_VERSION_BY_NAME
+            return None
 
         def build(conn, version, tps):
             topics: dict[str, list] = {}
@@ -395,7 +402,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         info = self.topic(topic)
         conn = self.connection(self.leader_for(topic, partition))
         # Produce v13+ names topics by id; stay below it when the id is unknown.
-        version = conn.version_for(PRODUCE, 12 if info.topic_id == ZERO_UUID else None)
+        version = conn.version_for(
+            PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None)
         body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
                 "topic_data": [{"name": topic, "topic_id": info.topic_id, "partition_data": [
                     {"index": partition, "records": records}]}]}

@@ -11,9 +11,11 @@ ends them.
 Versions: the classic transaction protocol (Kafka's "transaction version 1"). Since
 Kafka 4.0 a client that sends EndTxn v5 or Produce v12 says it speaks version 2, in which
 partitions join a transaction implicitly and every commit bumps the epoch; this client
-adds partitions itself, so it caps AddPartitionsToTxn at v3, EndTxn at v4 and (in
-``kafka_sink``) transactional Produce at v11, as Kafka's Java client does on clusters
-without version 2.
+adds partitions itself, so it caps AddPartitionsToTxn at v3, EndTxn at v4, TxnOffsetCommit
+at v4 (Kafka's message definition: "If V2 is disabled, the client can't use TxnOffsetCommit
+request version higher than 4 within a transaction") and (in ``kafka_sink``) transactional
+Produce at v11, as Kafka's Java client does on clusters without version 2. InitProducerId
+stays below v6 (two-phase commit, KIP-939; unstable in Kafka 4.x).
 
 Every function retries what the coordinator answers while it is busy or moving
 (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...) within
@@ -29,8 +31,8 @@ from .errors import BrokerError
 from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_request_topics,
                             raise_commit_errors)
 
-__all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_TXN_PRODUCE_VERSION",
-           "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
+__all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
+           "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
            "end_txn", "fetch_stable_offsets"]
 
 TopicPartition = tuple[str, int]
@@ -38,6 +40,8 @@ TopicPartition = tuple[str, int]
 MAX_ADD_PARTITIONS_VERSION = 3  # v4+ is for brokers
 MAX_END_TXN_VERSION = 4  # v5 means transaction version 2
 MAX_TXN_PRODUCE_VERSION = 11  # v12 means transaction version 2
+MAX_TXN_OFFSET_COMMIT_VERSION = 4  # v5 means transaction version 2
+MAX_INIT_PRODUCER_ID_VERSION = 5  # v6 is two-phase commit (KIP-939)
 
 
 def _txn_request(client, txn_id: str, api, body: dict, what: str, timeout_ms=None,
@@ -61,7 +65,8 @@ def init_producer_id(client, txn_id: str, transaction_timeout_ms: int, *,
     response = _txn_request(client, txn_id, INIT_PRODUCER_ID, {
         "transactional_id": txn_id, "transaction_timeout_ms": transaction_timeout_ms,
         "producer_id": -1, "producer_epoch": -1, "enable2_pc": False,
-        "keep_prepared_txn": False}, "InitProducerId", timeout_ms, max_version=5)
+        "keep_prepared_txn": False}, "InitProducerId", timeout_ms,
+        max_version=MAX_INIT_PRODUCER_ID_VERSION)
     return response["producer_id"], response["producer_epoch"]
 
 
@@ -118,7 +123,9 @@ def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: 
             "group_instance_id": None, "topics": commit_request_topics(offsets, metadata)}
 
     def attempt():
-        response = client.coordinator(group).request(TXN_OFFSET_COMMIT, body)
+        conn = client.coordinator(group)
+        version = conn.version_for(TXN_OFFSET_COMMIT, MAX_TXN_OFFSET_COMMIT_VERSION)
+        response = conn.request(TXN_OFFSET_COMMIT, body, version)
         raise_commit_errors(response, f"TxnOffsetCommit to group {group!r} for "
                                       f"transactional id {txn_id!r}")
 

@@ -29,6 +29,56 @@ def tansu():
         broker.stop()
 
 
+# `PYKAFKA_TEST_BOOTSTRAP=host:port make test-kafka` runs the broker-facing selection
+# (tests/test_kafka_broker.py) against that Kafka instead of Tansu.
+BOOTSTRAP_ENV = "PYKAFKA_TEST_BOOTSTRAP"
+
+
+class ExternalKafka:
+    """A Kafka the tests did not start (``PYKAFKA_TEST_BOOTSTRAP``): Apache Kafka or one
+    that behaves as it does (AbortedTransactions, ListOffsets by timestamp,
+    DeleteRecords)."""
+
+    real_kafka = True
+
+    def __init__(self, bootstrap: str):
+        self.bootstrap = bootstrap
+
+    def __repr__(self) -> str:
+        return f"ExternalKafka({self.bootstrap})"
+
+
+@pytest.fixture(scope="session")
+def _selection_broker(request):
+    bootstrap = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if not bootstrap:
+        broker = request.getfixturevalue("tansu")
+        broker.real_kafka = False
+        return broker
+    from protocol.cluster import KafkaClient
+    from protocol.errors import PyKafkaError
+
+    try:
+        with KafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as client:
+            client.metadata()
+    except PyKafkaError as e:
+        pytest.fail(f"{BOOTSTRAP_ENV}={bootstrap}: no Kafka answers there: {e}",
+                    pytrace=False)
+    return ExternalKafka(bootstrap)
+
+
+@pytest.fixture
+def external_or_tansu_broker(request, _selection_broker):
+    """The broker of the broker-facing selection: the Kafka at ``PYKAFKA_TEST_BOOTSTRAP``
+    when it is set, else the session's Tansu. ``.real_kafka`` tells which. A test marked
+    ``real_kafka("why")`` runs against a real Kafka only: on Tansu it is skipped with the
+    reason (one of Tansu's documented bugs)."""
+    marker = request.node.get_closest_marker("real_kafka")
+    if marker and not _selection_broker.real_kafka:
+        pytest.skip(f"real Kafka only ({BOOTSTRAP_ENV} unset, Tansu here): {marker.args[0]}")
+    return _selection_broker
+
+
 @pytest.fixture(scope="session")
 def mock_cluster():
     """A :class:`kafka_testbed.MockCluster` with 3 brokers (ids 1, 2, 3)."""
