@@ -73,6 +73,7 @@ import logging
 import select
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.cluster import KafkaClient
@@ -87,18 +88,36 @@ from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MO
 from .options import WriterOptions
 from .txn_errors import transaction_hint
 
-__all__ = ["TaskProducer", "ProduceError", "SEQUENCE_MODULUS", "next_sequence"]
+__all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS",
+           "next_sequence", "IDENTITY_STATE_KEY"]
 
 log = logging.getLogger("pykafka.sink")
 
 _MAX_BACKOFF = 1.0
+#: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
+IDENTITY_STATE_KEY = "idempotent-producer"
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """An idempotent producer's identity between tasks: producer id, epoch and the next
+    sequence number of every partition it wrote to."""
+
+    producer_id: int
+    epoch: int
+    sequences: dict = field(default_factory=dict)  # (topic, partition) -> next sequence
+
+    def __repr__(self) -> str:
+        return (f"ProducerIdentity(producer_id={self.producer_id}, epoch={self.epoch}, "
+                f"partitions={len(self.sequences)})")
 
 
 class TaskProducer:
     """Delivers the record batches of one write task. Not thread-safe."""
 
     def __init__(self, options: WriterOptions, client: KafkaClient | None = None, *,
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None,
+                 identity: ProducerIdentity | None = None):
         self.options = options
         self.transactional_id = transactional_id
         self._enlisted: set[tuple[str, int]] = set()
@@ -118,6 +137,11 @@ class TaskProducer:
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
         self._backoff0 = options.retry_backoff_ms / 1000
+        # An identity an earlier task of this worker left (see "Producer ids that outlive
+        # a task"); taken on at the first append, so a task that writes nothing keeps it.
+        self._carried = (identity if identity is not None and self.idempotent
+                         and transactional_id is None else None)
+        self._carried_sequences: dict[tuple[str, int], int] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -287,10 +311,35 @@ class TaskProducer:
         log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
 
     def producer_identity(self) -> tuple[int, int]:
-        """``(producer_id, epoch)`` for new batches; fetched on first use."""
+        """``(producer_id, epoch)`` for new batches: the carried identity, else fetched on
+        first use."""
         if self.idempotent and self.producer_id < 0:
-            self._init_producer_id()
+            carried, self._carried = self._carried, None
+            if carried is not None:
+                self.producer_id, self.epoch = carried.producer_id, carried.epoch
+                self._carried_sequences = dict(carried.sequences)
+                self.producer_ids.append(self.producer_id)
+                log.debug("producer id %d epoch %d carried over from an earlier task",
+                          self.producer_id, self.epoch)
+            else:
+                self._init_producer_id()
         return self.producer_id, self.epoch
+
+    def identity_to_keep(self) -> ProducerIdentity | None:
+        """The identity the next task of this worker may go on with, or None. Only an
+        idempotent, non-transactional producer's, and only when every batch it sent is
+        acknowledged: nothing in flight, nothing queued, no new producer id pending (see
+        the module doc: a batch of unknown fate makes the sequence numbers unsafe)."""
+        if not self.idempotent or self.transactional_id is not None:
+            return None
+        if self.producer_id < 0:
+            return self._carried  # wrote nothing: what it was given is still good
+        if (self._new_id_pending or self.pending or any(self._requests.values())
+                or any(p.in_flight for p in self._partitions.values())):
+            return None
+        sequences = dict(self._carried_sequences)
+        sequences.update({key: p.next_sequence for key, p in self._partitions.items()})
+        return ProducerIdentity(self.producer_id, self.epoch, sequences)
 
     # ---- appending ------------------------------------------------------------------------
 
@@ -300,11 +349,13 @@ class TaskProducer:
         base_sequence)`` returns its bytes (-1s without idempotence)."""
         key = (topic, partition)
         p = self._partitions.get(key)
-        if p is None:
-            p = self._partitions[key] = Partition(topic, partition)
-            self._metadata_stale = True
         if self.idempotent:
             producer_id, epoch = self.producer_identity()
+        if p is None:
+            p = self._partitions[key] = Partition(topic, partition)
+            p.next_sequence = self._carried_sequences.pop(key, 0)
+            self._metadata_stale = True
+        if self.idempotent:
             sequence = p.next_sequence
             p.next_sequence = next_sequence(sequence, count)
         else:
@@ -599,6 +650,7 @@ class TaskProducer:
                 return  # _sendable resends the batch of unknown fate first
         old = self.producer_id
         self._init_producer_id()
+        self._carried_sequences.clear()  # a new id starts every partition at 0
         log.warning("new producer id %d (was %d): renumbering the unacknowledged batches",
                     self.producer_id, old)
         for p in self._partitions.values():
