@@ -16,9 +16,11 @@ waits on whichever connections have something to read (``select``).
 
 Idempotence (the default)
 -------------------------
-One InitProducerId per task (``transactional_id`` null) gives a producer id and epoch.
+One InitProducerId (``transactional_id`` null) gives a producer id and epoch, at most one
+per task and usually none once the worker's pool holds an identity (see "Producer ids that
+outlive a task" below).
 Every batch of a partition gets the next sequence number when it is appended: the first
-is 0, the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
+is 0 (or where a carried identity left the partition), the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
 bytes of a batch never change while its producer id lives: a resend is the same bytes, so
 the broker recognises a batch it already has.
 
@@ -49,6 +51,44 @@ The answer to a batch decides its fate:
 A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after it was
 appended (or after sending started, for a batch held back until then), or after
 ``retries`` resends.
+
+Producer ids that outlive a task
+--------------------------------
+A write task checks its client out of the Python worker's pool (``protocol.pool``), and
+with it the identity the last task that used that client left: producer id, epoch and the
+next sequence number of every partition written (``ProducerIdentity``, in the lease's
+``state`` under ``IDENTITY_STATE_KEY``). The task goes on from there: a partition written
+before continues at its next sequence, a new one starts at 0. One task at a time holds a
+client, so one task at a time holds an identity, and successive tasks of a worker use one
+producer id (as Kafka's Java producer does when Spark caches it) instead of one each. The
+rules, and why each keeps every record once and in order per partition:
+
+- The identity is taken out of the pool when the task starts and put back only when the
+  task ends with every batch it sent acknowledged, nothing queued or in flight and no new
+  producer id pending (``identity_to_keep``). Then the broker's last sequence of each
+  partition for this id is exactly the one kept, so the next task's first batch is the
+  next in line: nothing it sends can be mistaken for a duplicate of an earlier batch, and
+  no gap opens. A task that writes nothing hands on what it was given unchanged.
+- A task that fails for any reason (an error of its own, a fenced epoch, a delivery
+  timeout, a killed worker) hands on nothing: batches of unknown fate may have been
+  written or may still land, and the next task would not know which sequences they took.
+  The next task asks for a new producer id (InitProducerId): its batches share no sequence
+  space with the failed task's, so none of them is taken for a duplicate (and dropped) or
+  refused as out of order; the failed task's records are written again by Spark's retry,
+  at least once, exactly as without the pool.
+- OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID on the oldest unacknowledged batch
+  (the broker lost this id's state, e.g. after ``producer.id.expiration.ms`` of an idle
+  worker, or a partition's log emptied): as within a task (below), the producer drives
+  every batch of unknown fate to an answer under the old id, then takes a new id and
+  renumbers what is unacknowledged from 0, and forgets the sequences carried for
+  partitions this task has not touched (a new id starts every partition at 0). The new
+  identity is the one handed on. The old id writes nothing more, so no batch can appear
+  twice under both ids.
+- INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: the task fails (below), so the identity is
+  dropped, and the next task starts with a new id.
+- Transactional producers (``exactlyOnce``) never carry an identity: their transactional
+  ids are already stable per stream partition and attempt, and InitProducerId on one is
+  what fences the attempts before it.
 
 Transactions (``transactional_id``, for ``exactlyOnce``)
 -------------------------------------------------------

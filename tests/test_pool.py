@@ -381,3 +381,74 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
         t.join()
     p.close()
     assert not clash and p.stats["created"] <= 4
+
+
+# ---- one stream, topic to topic, through Spark ---------------------------------------------
+
+@pytest.mark.spark
+def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, proxy,
+                                                   topic_name, tmp_path):
+    """readStream -> writeStream on Tansu behind the proxy: after the first micro-batch no
+    new broker connection per micro-batch, the connections the broker (proxy) closes
+    between two micro-batches are replaced, every record arrives once, and the sink's
+    record batches carry no more producer ids than there are Python workers."""
+    _, tansu = proxied
+    source, sink = topic_name + "-in", topic_name + "-out"
+    create_topic(tansu, source, 2)
+    create_topic(tansu, sink, 2)
+    producer = confluent_kafka.Producer({"bootstrap.servers": proxy.address,
+                                         "linger.ms": 5, "enable.idempotence": False})
+
+    def produce_round(r: int) -> None:
+        # the last record of each partition alone in its batch: Tansu's latest offset
+        for partition in range(2):
+            for i in range(40):
+                producer.produce(source, value=b"r%d-p%d-%03d" % (r, partition, i),
+                                 partition=partition)
+            assert producer.flush(10) == 0
+            producer.produce(source, value=b"r%d-p%d-end" % (r, partition),
+                             partition=partition)
+            assert producer.flush(10) == 0
+
+    query = (spark.readStream.format("pykafka")
+             .option("kafka.bootstrap.servers", proxy.address).option("subscribe", source)
+             .option("startingOffsets", "earliest").load()
+             .selectExpr("value")
+             .writeStream.format("pykafka")
+             .option("kafka.bootstrap.servers", proxy.address).option("topic", sink)
+             .option("checkpointLocation", str(tmp_path / "ck"))
+             .start())
+    new_connections = {}
+    rounds = 6
+    try:
+        for r in range(rounds):
+            if r == 3:  # the broker closes every connection between two micro-batches
+                proxy.cut_all()
+                time.sleep(0.5)
+            before = proxy.stats["connections"]
+            produce_round(r)
+            query.processAllAvailable()
+            new_connections[r] = proxy.stats["connections"] - before
+        assert query.exception() is None
+        batches_run = sum(1 for p in query.recentProgress if p["numInputRows"])
+    finally:
+        query.stop()
+    expected = sorted(b"r%d-p%d-%s" % (r, p, b"%03d" % i if i < 40 else b"end")
+                      for r in range(rounds) for p in range(2) for i in range(41))
+    got = consume(proxy.address, sink, 2, len(expected))
+    assert sorted(v for rs in got.values() for _, v, _, _ in rs) == expected
+    # After the warm-up, outside the round whose connections were cut: no new connection,
+    # but for one that Spark's late start of another Python worker may open.
+    assert sum(new_connections[r] for r in (1, 2, 4, 5)) <= 2, new_connections
+    assert new_connections[0] > 0 and new_connections[3] > 0  # the proxy saw the clients
+    # Each task runs its read and its write in two Python workers: with local[2], at most
+    # 4 workers, so at most 4 producer ids however many tasks wrote (here 2 a batch).
+    headers = {p: raw_batches(proxy.address, sink, p) for p in range(2)}
+    pids = {h.producer_id for hs in headers.values() for h in hs}
+    assert batches_run >= rounds and 1 <= len(pids) <= 4 < 2 * batches_run, (batches_run,
+                                                                            pids)
+    for hs in headers.values():  # a reused id goes on where it stopped, partition by partition
+        last: dict[int, int] = {}
+        for h in hs:
+            assert h.base_sequence == last.get(h.producer_id, 0)
+            last[h.producer_id] = h.base_sequence + h.record_count
