@@ -170,7 +170,7 @@ class ClientPool:
             with self._lock:
                 self._out += 1
         if entry is None:
-            self.stats["created"] += 1
+            self._count("created")
             return Lease(self, key, self._factory(config), {}, False)
         client = entry.client
         client.use_config(config)
@@ -178,9 +178,13 @@ class ClientPool:
         if dropped:
             log.debug("pooled client: %d connection(s) closed while idle, reopened on use",
                       dropped)
-        self.stats["reused"] += 1
-        self.stats["replaced_connections"] += dropped
+        self._count("reused")
+        self._count("replaced_connections", dropped)
         return Lease(self, key, client, entry.state, True)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            self.stats[name] += n
 
     def _give_back(self, lease: Lease, reusable: bool) -> None:
         client = lease.client
@@ -301,7 +305,7 @@ class ClientPool:
             self._close(c)
 
     def _close(self, client: KafkaClient) -> None:
-        self.stats["closed"] += 1
+        self._count("closed")
         try:
             client.close()
         except Exception:  # pragma: no cover - closing sockets does not fail the task
