@@ -2,7 +2,9 @@
 
 ``SECURITY_OPTIONS`` documents the TLS and SASL options once, for both option tables.
 ``client_config(opts, role=..., log=...)`` checks ``kafka.bootstrap.servers``,
-``kafka.client.id``, ``kafka.request.timeout.ms`` and the security options and builds the
+``kafka.client.id``, ``kafka.request.timeout.ms``, ``kafka.connections.max.idle.ms`` (how
+long this worker's pool keeps an unused client, ``CONNECTIONS_MAX_IDLE_OPTION``) and the
+security options and builds the
 ``protocol.config.ClientConfig`` both sides connect with, so a reader and a writer given
 the same options connect the same way. The SASL password (``kafka.sasl.password``, or the
 one inside ``kafka.sasl.jaas.config``) and ``kafka.ssl.key.password`` end up in
@@ -20,7 +22,15 @@ from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_con
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
-__all__ = ["SECURITY_OPTIONS", "security_settings", "client_config"]
+__all__ = ["SECURITY_OPTIONS", "CONNECTIONS_MAX_IDLE_OPTION", "security_settings",
+           "client_config"]
+
+#: The pool's idle bound, the same for the reader and the writer: (name, default, meaning).
+CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
+    "kafka.connections.max.idle.ms", "540000",
+    "How long a Python worker keeps an unused client (its broker connections, metadata "
+    "and, for the writer, its idempotent producer id) for the next task; 0 closes it after "
+    "each task, -1 keeps it while the worker lives. See the README's Connection pool.")
 
 #: The connection security options, the same for the reader and the writer:
 #: (name, default, meaning).
@@ -151,5 +161,7 @@ def client_config(opts: OptionMap, *, role: str, log: logging.Logger,
         client_id=client_id or ClientConfig.client_id,
         request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000,
                                         maximum=INT32_MAX),
+        connections_max_idle_ms=opts.integer("kafka.connections.max.idle.ms", 540_000,
+                                             minimum=-1),
         **settings,
         **security_settings(opts, log))

@@ -43,7 +43,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
-from kafka_common.connection_options import SECURITY_OPTIONS, client_config
+from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
+                                             client_config)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
@@ -142,6 +143,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "broker's transaction.max.timeout.ms (15 minutes by default)."),
     WriterOption("kafka.client.id", '"pyspark-pykafka"',
                  "Client id sent to the brokers (visible in their logs and quotas)."),
+    WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
 )
 

@@ -16,9 +16,11 @@ waits on whichever connections have something to read (``select``).
 
 Idempotence (the default)
 -------------------------
-One InitProducerId per task (``transactional_id`` null) gives a producer id and epoch.
+One InitProducerId (``transactional_id`` null) gives a producer id and epoch, at most one
+per task and usually none once the worker's pool holds an identity (see "Producer ids that
+outlive a task" below).
 Every batch of a partition gets the next sequence number when it is appended: the first
-is 0, the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
+is 0 (or where a carried identity left the partition), the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
 bytes of a batch never change while its producer id lives: a resend is the same bytes, so
 the broker recognises a batch it already has.
 
@@ -50,6 +52,44 @@ A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after
 appended (or after sending started, for a batch held back until then), or after
 ``retries`` resends.
 
+Producer ids that outlive a task
+--------------------------------
+A write task checks its client out of the Python worker's pool (``protocol.pool``), and
+with it the identity the last task that used that client left: producer id, epoch and the
+next sequence number of every partition written (``ProducerIdentity``, in the lease's
+``state`` under ``IDENTITY_STATE_KEY``). The task goes on from there: a partition written
+before continues at its next sequence, a new one starts at 0. One task at a time holds a
+client, so one task at a time holds an identity, and successive tasks of a worker use one
+producer id (as Kafka's Java producer does when Spark caches it) instead of one each. The
+rules, and why each keeps every record once and in order per partition:
+
+- The identity is taken out of the pool when the task starts and put back only when the
+  task ends with every batch it sent acknowledged, nothing queued or in flight and no new
+  producer id pending (``identity_to_keep``). Then the broker's last sequence of each
+  partition for this id is exactly the one kept, so the next task's first batch is the
+  next in line: nothing it sends can be mistaken for a duplicate of an earlier batch, and
+  no gap opens. A task that writes nothing hands on what it was given unchanged.
+- A task that fails for any reason (an error of its own, a fenced epoch, a delivery
+  timeout, a killed worker) hands on nothing: batches of unknown fate may have been
+  written or may still land, and the next task would not know which sequences they took.
+  The next task asks for a new producer id (InitProducerId): its batches share no sequence
+  space with the failed task's, so none of them is taken for a duplicate (and dropped) or
+  refused as out of order; the failed task's records are written again by Spark's retry,
+  at least once, exactly as without the pool.
+- OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID on the oldest unacknowledged batch
+  (the broker lost this id's state, e.g. after ``producer.id.expiration.ms`` of an idle
+  worker, or a partition's log emptied): as within a task (below), the producer drives
+  every batch of unknown fate to an answer under the old id, then takes a new id and
+  renumbers what is unacknowledged from 0, and forgets the sequences carried for
+  partitions this task has not touched (a new id starts every partition at 0). The new
+  identity is the one handed on. The old id writes nothing more, so no batch can appear
+  twice under both ids.
+- INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: the task fails (below), so the identity is
+  dropped, and the next task starts with a new id.
+- Transactional producers (``exactlyOnce``) never carry an identity: their transactional
+  ids are already stable per stream partition and attempt, and InitProducerId on one is
+  what fences the attempts before it.
+
 Transactions (``transactional_id``, for ``exactlyOnce``)
 -------------------------------------------------------
 InitProducerId goes to the transaction coordinator with the transactional id (which aborts
@@ -73,6 +113,7 @@ import logging
 import select
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable
 
 from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
@@ -87,18 +128,36 @@ from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MO
 from .options import WriterOptions
 from .txn_errors import transaction_hint
 
-__all__ = ["TaskProducer", "ProduceError", "SEQUENCE_MODULUS", "next_sequence"]
+__all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS",
+           "next_sequence", "IDENTITY_STATE_KEY"]
 
 log = logging.getLogger("pykafka.sink")
 
 _MAX_BACKOFF = 1.0
+#: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
+IDENTITY_STATE_KEY = "idempotent-producer"
+
+
+@dataclass(frozen=True)
+class ProducerIdentity:
+    """An idempotent producer's identity between tasks: producer id, epoch and the next
+    sequence number of every partition it wrote to."""
+
+    producer_id: int
+    epoch: int
+    sequences: dict = field(default_factory=dict)  # (topic, partition) -> next sequence
+
+    def __repr__(self) -> str:
+        return (f"ProducerIdentity(producer_id={self.producer_id}, epoch={self.epoch}, "
+                f"partitions={len(self.sequences)})")
 
 
 class TaskProducer:
     """Delivers the record batches of one write task. Not thread-safe."""
 
     def __init__(self, options: WriterOptions, client: KafkaClient | None = None, *,
-                 transactional_id: str | None = None):
+                 transactional_id: str | None = None,
+                 identity: ProducerIdentity | None = None):
         self.options = options
         self.transactional_id = transactional_id
         self._enlisted: set[tuple[str, int]] = set()
@@ -118,6 +177,11 @@ class TaskProducer:
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
         self._backoff0 = options.retry_backoff_ms / 1000
+        # An identity an earlier task of this worker left (see "Producer ids that outlive
+        # a task"); taken on at the first append, so a task that writes nothing keeps it.
+        self._carried = (identity if identity is not None and self.idempotent
+                         and transactional_id is None else None)
+        self._carried_sequences: dict[tuple[str, int], int] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -287,10 +351,35 @@ class TaskProducer:
         log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
 
     def producer_identity(self) -> tuple[int, int]:
-        """``(producer_id, epoch)`` for new batches; fetched on first use."""
+        """``(producer_id, epoch)`` for new batches: the carried identity, else fetched on
+        first use."""
         if self.idempotent and self.producer_id < 0:
-            self._init_producer_id()
+            carried, self._carried = self._carried, None
+            if carried is not None:
+                self.producer_id, self.epoch = carried.producer_id, carried.epoch
+                self._carried_sequences = dict(carried.sequences)
+                self.producer_ids.append(self.producer_id)
+                log.debug("producer id %d epoch %d carried over from an earlier task",
+                          self.producer_id, self.epoch)
+            else:
+                self._init_producer_id()
         return self.producer_id, self.epoch
+
+    def identity_to_keep(self) -> ProducerIdentity | None:
+        """The identity the next task of this worker may go on with, or None. Only an
+        idempotent, non-transactional producer's, and only when every batch it sent is
+        acknowledged: nothing in flight, nothing queued, no new producer id pending (see
+        the module doc: a batch of unknown fate makes the sequence numbers unsafe)."""
+        if not self.idempotent or self.transactional_id is not None:
+            return None
+        if self.producer_id < 0:
+            return self._carried  # wrote nothing: what it was given is still good
+        if (self._new_id_pending or self.pending or any(self._requests.values())
+                or any(p.in_flight for p in self._partitions.values())):
+            return None
+        sequences = dict(self._carried_sequences)
+        sequences.update({key: p.next_sequence for key, p in self._partitions.items()})
+        return ProducerIdentity(self.producer_id, self.epoch, sequences)
 
     # ---- appending ------------------------------------------------------------------------
 
@@ -300,11 +389,13 @@ class TaskProducer:
         base_sequence)`` returns its bytes (-1s without idempotence)."""
         key = (topic, partition)
         p = self._partitions.get(key)
-        if p is None:
-            p = self._partitions[key] = Partition(topic, partition)
-            self._metadata_stale = True
         if self.idempotent:
             producer_id, epoch = self.producer_identity()
+        if p is None:
+            p = self._partitions[key] = Partition(topic, partition)
+            p.next_sequence = self._carried_sequences.pop(key, 0)
+            self._metadata_stale = True
+        if self.idempotent:
             sequence = p.next_sequence
             p.next_sequence = next_sequence(sequence, count)
         else:
@@ -600,6 +691,7 @@ class TaskProducer:
                 return  # _sendable resends the batch of unknown fate first
         old = self.producer_id
         self._init_producer_id()
+        self._carried_sequences.clear()  # a new id starts every partition at 0
         log.warning("new producer id %d (was %d): renumbering the unacknowledged batches",
                     self.producer_id, old)
         for p in self._partitions.values():

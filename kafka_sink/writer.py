@@ -36,6 +36,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from protocol import pool
 from protocol.errors import ConfigError
 from protocol.records import accel
 
@@ -44,7 +45,7 @@ from .columns import Rows, prepare
 from .options import WriterOptions, parse_writer_options
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
 from .kill_points import maybe_fail, maybe_kill
-from .producer import TaskProducer
+from .producer import IDENTITY_STATE_KEY, TaskProducer
 from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
                            committed_batch, job_prefix, marker_partition, refuse_used_id,
                            resolve_prefix, task_identity, transactional_id)
@@ -173,7 +174,35 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
     aborts it if the write raises; ``task`` is its (partition id, attempt, batch id or
     None), from Spark's TaskContext when not given. ``fresh_ids``: the prefix is one batch
     job's own (``transactions.job_prefix``), so an id used before this attempt is refused
-    (``StaleAttemptError``) before anything is written."""
+    (``StaleAttemptError``) before anything is written.
+
+    Without ``client`` or ``producer`` the task checks a client out of this worker's pool
+    (``protocol.pool``) and, idempotent and not transactional, goes on with the producer
+    identity the last task that used it left there; it leaves its own identity there only
+    when every batch it sent was acknowledged (``TaskProducer.identity_to_keep``)."""
+    lease = None
+    if client is None and producer is None:
+        lease = pool.checkout(options.client_config)
+        client = lease.client
+    try:
+        identity = None
+        if lease is not None and prefix is None and options.enable_idempotence:
+            # Taken out now: after a failure nothing is put back (a fresh id next time).
+            identity = lease.state.pop(IDENTITY_STATE_KEY, None)
+        message, producer = _write_task(batches, options, plan, client, producer, prefix,
+                                        task, fresh_ids, identity)
+        if lease is not None and prefix is None and options.enable_idempotence:
+            kept = producer.identity_to_keep()
+            if kept is not None:
+                lease.state[IDENTITY_STATE_KEY] = kept
+        return message
+    finally:
+        if lease is not None:
+            lease.give_back()
+
+
+def _write_task(batches, options: WriterOptions, plan: WritePlan, client, producer,
+                prefix, task, fresh_ids, identity) -> tuple[KafkaCommitMessage, TaskProducer]:
     iterator = iter(batches)
     txn_info = None
     if prefix is not None:
@@ -191,12 +220,12 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
                     pass
                 return KafkaCommitMessage(transaction=TaskTransaction(
                     tid, producer.producer_id, producer.epoch, partition_id, attempt,
-                    skipped=True))
+                    skipped=True)), producer
         except BaseException:
             producer.close()
             raise
         txn_info = (tid, partition_id, attempt, batch_id)
-    producer = producer or TaskProducer(options, client)
+    producer = producer or TaskProducer(options, client, identity=identity)
     batcher = PartitionBatcher(options, producer)
     if options.partitioner == "round_robin":
         sticky = RoundRobinPartitioner()
@@ -241,7 +270,7 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
                                           marker_partition(options, written))
         return KafkaCommitMessage(
             partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
-            producer_ids=tuple(producer.producer_ids), transaction=transaction)
+            producer_ids=tuple(producer.producer_ids), transaction=transaction), producer
     except BaseException:
         if txn_info is not None and producer.abort_transaction():
             log.warning("the task's write failed: its transaction %s was aborted",
@@ -262,8 +291,8 @@ def _log_totals(what: str, messages) -> None:
 
 
 def _end_transactions(options: WriterOptions, prefix: str, messages, batch_id, commit: bool):
-    from protocol.cluster import KafkaClient
-    with KafkaClient(options.client_config) as client:
+    with pool.borrow(options.client_config) as lease:
+        client = lease.client
         if commit:
             return commit_transactions(client, options, prefix, messages, batch_id)
         return abort_transactions(client, options, prefix, messages)
@@ -346,7 +375,8 @@ def _check_transactions(producer: TaskProducer) -> None:
 def _check_topic_exists(options: WriterOptions) -> None:
     if options.topic is None and not options.exactly_once:
         return
-    producer = TaskProducer(options)
+    lease = pool.checkout(options.client_config)
+    producer = TaskProducer(options, lease.client)
     try:
         if options.exactly_once:
             _check_transactions(producer)
@@ -355,6 +385,7 @@ def _check_topic_exists(options: WriterOptions) -> None:
         counts = producer.partition_counts([options.topic])
     finally:
         producer.close()
+        lease.give_back()
     if options.topic not in counts:
         raise ConfigError(f"Topic {options.topic} not present in metadata after "
                           f"{options.max_block_ms} ms (kafka.max.block.ms): it does not exist "

@@ -15,7 +15,7 @@ from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from protocol.cluster import KafkaClient
+from protocol import pool
 
 from .fetcher import OpenEnd, read_range
 from .offset_reader import OffsetReader
@@ -87,8 +87,8 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
-        with KafkaClient(o.client_config) as client:
-            offsets = OffsetReader(client, o.fetch_offset_num_retries,
+        with pool.borrow(o.client_config) as lease:
+            offsets = OffsetReader(lease.client, o.fetch_offset_num_retries,
                                    o.fetch_offset_retry_interval_ms)
             return plan_partitions(o, offsets, narrowing=self.pushed)
 

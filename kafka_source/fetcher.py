@@ -13,6 +13,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
+from protocol import pool
 from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
@@ -107,17 +108,22 @@ def read_range(options, rng: OffsetRange,
     from protocol.records.decode_arrow import decode_records
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
+    # The client comes warm from this worker's pool (``protocol.pool``) and takes it on.
     base = options.client_config
     config = dataclasses.replace(base)
-    client = KafkaClient(config)
+    lease = pool.checkout(config)
+    try:
+        yield from _read(options, rng, open_end, lease.client, config, decode_records)
+    finally:
+        lease.give_back()
+
+
+def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient,
+          config, decode_records) -> Iterator[pa.RecordBatch]:
+    base = options.client_config
     if open_end is not None:
-        try:
-            rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
-        except BaseException:
-            client.close()
-            raise
+        rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
-            client.close()
             return
     f = _Fetcher(options, rng, client)
     offset, end = rng.start, rng.end
@@ -219,7 +225,6 @@ def read_range(options, rng: OffsetRange,
     finally:
         if pending is not None:
             pending.cancel()
-        client.close()
 
 
 def _pause_and_refresh(client: KafkaClient, backoff: float, time_left_ms) -> None:

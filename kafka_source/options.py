@@ -47,7 +47,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
-from kafka_common.connection_options import SECURITY_OPTIONS, client_config
+from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
+                                             client_config)
 from kafka_common.option_map import INT32_MAX, INT64_MAX, OptionMap, check_names, warn_once
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
@@ -160,6 +161,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     ReaderOption("kafka.request.timeout.ms", "30000", _BOTH,
                  "Timeout (ms) of one request to a broker."),
+    ReaderOption(CONNECTIONS_MAX_IDLE_OPTION[0], CONNECTIONS_MAX_IDLE_OPTION[1], _BOTH,
+                 CONNECTIONS_MAX_IDLE_OPTION[2]),
     ReaderOption("kafka.fetch.max.bytes", "52428800", _BOTH,
                  "Maximum bytes a broker returns for one fetch request."),
     ReaderOption("kafka.max.partition.fetch.bytes", "1048576", _BOTH,

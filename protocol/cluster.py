@@ -106,6 +106,45 @@ class KafkaClient(GroupOffsets, AdminRequests):
     def __enter__(self) -> "KafkaClient":
         return self
 
+    # ---- reuse (protocol.pool) ------------------------------------------------------------
+
+    def use_config(self, config: ClientConfig) -> None:
+        """Go on with ``config``: the same connection identity (``protocol.pool.pool_key``)
+        with other timeouts, e.g. those of the task that checked this client out. Open
+        connections take it too."""
+        self.config = config
+        for conn in self._open_connections():
+            conn.config = config
+
+    def prune_connections(self) -> int:
+        """Close and forget the connections that cannot serve another request
+        (``BrokerConnection.still_open``: closed by the broker or the network, a request
+        left unanswered, a SASL session about to end); returns how many. The cached
+        metadata stays: new connections are opened when next needed."""
+        dropped = 0
+        for node_id, conn in list(self._connections.items()):
+            was_open = conn.connected
+            if not conn.still_open():
+                del self._connections[node_id]
+                dropped += was_open
+        conn = self._bootstrap_conn
+        if conn is not None:
+            was_open = conn.connected
+            if not conn.still_open():
+                self._bootstrap_conn = None
+                dropped += was_open
+        return dropped
+
+    def _open_connections(self) -> list[BrokerConnection]:
+        conns = list(self._connections.values())
+        if self._bootstrap_conn is not None:
+            conns.append(self._bootstrap_conn)
+        return conns
+
+    @property
+    def open_connections(self) -> int:
+        return sum(c.connected for c in self._open_connections())
+
     def __exit__(self, *exc) -> None:
         self.close()
 

@@ -48,6 +48,9 @@ class ClientConfig:
     retry_backoff_ms: int = 100
     max_response_size: int = 128 * 1024 * 1024
     metadata_max_age_ms: int = 300_000
+    #: How long a pooled client may sit unused before it is closed (``protocol.pool``);
+    #: 0: not pooled, -1: no limit. Not part of a connection's identity.
+    connections_max_idle_ms: int = 540_000
 
     def __post_init__(self) -> None:
         if isinstance(self.bootstrap_servers, str):

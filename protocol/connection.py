@@ -5,6 +5,14 @@ authenticates (PLAIN, SCRAM-SHA-256/512). ``request()`` sends and waits; ``send(
 ``receive()`` let several requests be in flight at once (answered in order). Every wait is
 bounded by the request timeout; any protocol error or timeout closes the connection, so a
 broken peer can never leave a half-read stream behind.
+
+For reuse (``protocol.pool`` keeps connections warm across tasks): ``still_open()`` tells
+whether an idle connection can serve another request (the peer has not closed it, nothing
+unexpected arrived on it, its SASL session is not about to end), closing it when not. A
+SASL session the broker granted for a limited time (KIP-368: ``session_lifetime_ms`` of
+SaslAuthenticate v1+; brokers with ``connections.max.reauth.ms`` cut a connection that
+outlives it) is renewed by reconnecting once ``SESSION_RENEW_AT`` of it has passed, checked
+before every request sent while no other is in flight.
 """
 
 from __future__ import annotations
@@ -24,6 +32,9 @@ log = logging.getLogger("pykafka.protocol.connection")
 
 CLIENT_SOFTWARE_NAME = "pyspark-pykafka"
 CLIENT_SOFTWARE_VERSION = __version__
+#: The share of a SASL session's lifetime after which the connection is renewed (Kafka's
+#: Java client re-authenticates between 85 % and 95 % of it).
+SESSION_RENEW_AT = 0.85
 
 
 class BrokerConnection:
@@ -36,6 +47,8 @@ class BrokerConnection:
         self._framing = ClientFraming(config.client_id, config.max_response_size)
         self._ready: dict[int, dict] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self.session_lifetime_ms: int | None = None  # granted by the broker (KIP-368)
+        self._renew_at: float | None = None  # monotonic time to renew the SASL session
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, node={self.node_id})"
@@ -99,6 +112,55 @@ class BrokerConnection:
                 pass
         self._framing = ClientFraming(self.config.client_id, self.config.max_response_size)
         self._ready.clear()
+        self.session_lifetime_ms = self._renew_at = None
+
+    # ---- reuse ----------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """Open, and no request waits for an answer (nor an answer to be claimed)."""
+        return self._sock is not None and self._framing.idle and not self._ready
+
+    @property
+    def session_ending(self) -> bool:
+        """The SASL session the broker granted is close to its end (see the module doc)."""
+        return self._renew_at is not None and time.monotonic() >= self._renew_at
+
+    def still_open(self) -> bool:
+        """Whether this connection, left idle, can serve the next request; if not, it is
+        closed (a later ``send`` opens a new one). Not when: closed; a request is still
+        unanswered (its answer would desync the next user); the SASL session is ending;
+        the peer closed it (EOF, a reset); or bytes nobody asked for arrived. Never blocks."""
+        sock = self._sock
+        if sock is None:
+            return False
+        if not self.idle or self.session_ending:
+            self.close()
+            return False
+        import select
+        try:
+            readable, _, _ = select.select([sock], [], [], 0)
+        except (OSError, ValueError):
+            self.close()
+            return False
+        pending = getattr(sock, "pending", None)
+        if not readable and not (pending is not None and pending()):
+            return True
+        # Something to read on an idle connection: the peer's FIN or reset, garbage, or
+        # (TLS 1.3) a session ticket, which the TLS layer takes in without handing us data.
+        timeout = sock.gettimeout()
+        try:
+            sock.settimeout(0)
+            data = sock.recv(1)
+        except OSError as e:
+            if isinstance(e, BlockingIOError) or type(e).__name__ == "SSLWantReadError":
+                sock.settimeout(timeout)
+                return True
+            data = b""
+        log.debug("%s: %s while idle; dropping it", self,
+                  "closed by the peer" if not data else "unexpected bytes")
+        self.close()
+        return False
 
     def __enter__(self) -> "BrokerConnection":
         return self.connect()
@@ -169,6 +231,7 @@ class BrokerConnection:
                 raise AuthenticationError(
                     f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
                     f"failed at {self.host}:{self.port}: {text}".rstrip())
+            self._note_session_lifetime(r)
             return bytes(r.get("auth_bytes") or b"")
 
         if c.sasl_mechanism == "PLAIN":
@@ -178,6 +241,13 @@ class BrokerConnection:
             server_final = step(self._sasl_verdict(mech.client_final, server_first))
             self._sasl_verdict(mech.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
+
+    def _note_session_lifetime(self, response: dict) -> None:
+        """Keep the session lifetime a SaslAuthenticate answer grants (v1+; 0: no limit)."""
+        lifetime = response.get("session_lifetime_ms") or 0
+        if lifetime > 0:
+            self.session_lifetime_ms = lifetime
+            self._renew_at = time.monotonic() + lifetime * SESSION_RENEW_AT / 1000
 
     def _sasl_verdict(self, call, message: bytes):
         """A SCRAM step on the server's message; its refusal names the user and broker."""
@@ -193,6 +263,10 @@ class BrokerConnection:
     def send(self, api: Api, body: dict, version: int | None = None,
              expect_response: bool = True) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``."""
+        if self._sock is not None and self.session_ending and self.idle:
+            log.debug("%s: SASL session of %d ms near its end: reconnecting", self,
+                      self.session_lifetime_ms)
+            self.close()
         if self._sock is None:
             self.connect()
         if version is None:

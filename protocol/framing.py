@@ -187,6 +187,11 @@ class ClientFraming:
     def in_flight(self) -> int:
         return len(self._in_flight)
 
+    @property
+    def idle(self) -> bool:
+        """No request waits for its answer and no byte of one is buffered."""
+        return not self._in_flight and not self._frames.pending
+
     def receive_data(self, data: bytes) -> list[tuple[int, dict]]:
         """Feed received bytes; returns ``[(correlation_id, response_body), ...]``."""
         return self._responses(self._frames.feed(data))

@@ -14,7 +14,8 @@ Hooks make it hostile: ``server_first`` and ``server_final`` rewrite the SCRAM m
 sends (a nonce that does not extend the client's, an iteration count out of bounds, a bad
 signature...), ``reply`` replaces the whole answer to a request with raw bytes (frame
 sizes, counts and lengths near 2**31), ``auth_error`` fails SaslAuthenticate with a
-message of its choice (or made from the client's token). Every request is recorded (``requests``: API keys), and
+message of its choice (or made from the client's token), ``session_lifetime_ms`` is the
+session lifetime granted with a successful authentication (KIP-368; 0: none). Every request is recorded (``requests``: API keys), and
 ``closed_by_client`` is set when the client hangs up. The socket side is
 ``tests.scripted_broker.ScriptedBroker``.
 """
@@ -43,12 +44,14 @@ class FakeSaslBroker(ScriptedBroker):
                  server_final: Callable[[str], str] | None = None,
                  reply: Callable[[int, int, bytes], bytes | None] | None = None,
                  auth_error: str | Callable[[bytes], str] | None = None,
-                 topics: dict[str, int] | None = None, log_end: int = 10) -> None:
+                 topics: dict[str, int] | None = None, log_end: int = 10,
+                 session_lifetime_ms: int = 0) -> None:
         self.users, self.mechanisms = users, mechanisms
         self.iterations, self.salt = iterations, salt
         self.server_first_hook, self.server_final_hook = server_first, server_final
         self.reply_hook, self.auth_error = reply, auth_error
         self.topics, self.log_end = topics or {}, log_end
+        self.session_lifetime_ms = session_lifetime_ms  # granted on success (KIP-368)
         self.requests: list[int] = []
         self.received: list[bytes] = []  # every SaslAuthenticate token, as sent
         self.authenticated = threading.Event()
@@ -106,7 +109,7 @@ class FakeSaslBroker(ScriptedBroker):
 
         def ok(data: bytes) -> dict:
             return {"error_code": 0, "error_message": None, "auth_bytes": data,
-                    "session_lifetime_ms": 0}
+                    "session_lifetime_ms": self.session_lifetime_ms if s.authenticated else 0}
 
         if self.auth_error is not None:
             return fail(self.auth_error(token) if callable(self.auth_error)

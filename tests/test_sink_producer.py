@@ -484,7 +484,8 @@ def test_one_init_producer_id_per_task_and_pipelined_produce(mock_cluster, topic
         requests = mock_cluster.get_requests()
     finally:
         mock_cluster.stop_request_tracking()
-    assert sum(r.api_key == 22 for r in requests) == 1
+    # none when the task goes on with the identity an earlier write left in the pool
+    assert sum(r.api_key == 22 for r in requests) <= 1
     assert sum(r.api_key == 0 for r in requests) >= 10
 
 

@@ -106,3 +106,30 @@ def test_mutual_tls_without_a_client_certificate_is_refused(tls_broker, pki):
     with pytest.raises((AuthenticationError, KafkaConnectionError)):
         client_for(tls_broker, pki, ssl_certfile=None, ssl_keyfile=None).refresh_metadata()
     assert time.monotonic() - started < 6
+
+
+def test_a_pooled_tls_client_keeps_its_connections_between_tasks(tls_broker, pki):
+    """TLS 1.3 brokers send session tickets after the handshake: an idle TLS connection
+    has bytes to read that are no data. The pool's check must not take them for a close
+    (nor lose them): the connections stay, and serve the next checkout."""
+    from protocol import pool
+    from protocol.config import ClientConfig
+    config = ClientConfig(bootstrap_servers=tls_broker.bootstrap, security_protocol="SSL",
+                          ssl_cafile=str(pki / "ca.pem"), ssl_certfile=str(pki / "client.pem"),
+                          ssl_keyfile=str(pki / "client.key"))
+    p = pool.ClientPool()
+    try:
+        with p.borrow(config) as lease:
+            lease.client.refresh_metadata()
+            first = lease.client
+            opened = first.open_connections
+        time.sleep(0.3)
+        for _ in range(3):
+            with p.borrow(config) as lease:
+                assert lease.client is first and lease.reused
+                assert lease.client.open_connections == opened >= 1
+                assert lease.client.refresh_metadata().brokers
+        assert p.stats["replaced_connections"] == 0
+    finally:
+        p.close()
+    assert first.open_connections == 0
