@@ -168,6 +168,47 @@ def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
     return out
 
 
+def own_costs(bootstrap: str, topic: str, proxy, rounds: int = 20) -> dict:
+    """Our part of a micro-batch, timed in this process while the producer runs: the
+    driver's ``latestOffset`` (its client kept between micro-batches: one Metadata and one
+    ListOffsets) and ``partitions``, and one task's ``read_range`` of the first range of the
+    micro-batch, with the new connections it opens (counted by the proxy)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_source.fetcher import read_range
+    from kafka_source.options import parse_reader_options
+    from kafka_source.stream_reader import KafkaStreamReader
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
+                                    "subscribe": topic}, for_streaming=True)
+    reader = KafkaStreamReader(options)
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    latest, plan, read, connections = [], [], [], []
+    try:
+        for _ in range(rounds):
+            time.sleep(0.2)
+            t0 = time.perf_counter()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            t1 = time.perf_counter()
+            ranges = reader.partitions(start, end)
+            t2 = time.perf_counter()
+            latest.append(t1 - t0)
+            plan.append(t2 - t1)
+            if ranges:
+                accepted = proxy.stats["connections"]
+                t3 = time.perf_counter()
+                for _ in read_range(options, ranges[0].range):
+                    pass
+                read.append(time.perf_counter() - t3)
+                connections.append(proxy.stats["connections"] - accepted)
+            start = end
+    finally:
+        reader.stop()
+    med = statistics.median
+    return {"latest_ms": med(latest) * 1000, "partitions_ms": med(plan) * 1000,
+            "read_ms": med(read) * 1000 if read else float("nan"),
+            "read_connections": med(connections) if connections else float("nan")}
+
+
 class WorkerCounter:
     """Peak number of Spark's forked Python workers (those that run tasks), sampled every
     ``interval`` seconds in a thread."""
@@ -251,6 +292,7 @@ def run_streaming(spark, args) -> dict:
             log(f"streaming latency: readStream pykafka, {rate:.0f} records/s to "
                 f"{partitions} partitions, {warmup:.0f} s warm-up + {seconds:.0f} s")
             out["pykafka"] = _latency_run(spark, ours, warmup, seconds, proxy)
+            out["own"] = own_costs(bootstrap, topic, proxy)
         finally:
             producer.stop()
         clock = (spark.readStream.format("benchclock").option("partitions", partitions)
@@ -304,6 +346,15 @@ def render(s: dict) -> list[str]:
     for who, r in (("readStream pykafka", ours), ("Python source, no Kafka", floor)):
         lines.append(f"| {who} | " + " | ".join(f"{r['phases'].get(ph, 0):.0f}"
                                                 for ph in PHASES) + " |")
+    own = s.get("own")
+    if own:
+        lines += ["", f"Our part of a micro-batch, timed in the bench process against the same "
+                      f"broker and producer (medians): the driver's `latestOffset` "
+                      f"{own['latest_ms']:.1f} ms (its client is kept between micro-batches: "
+                      f"one Metadata and one ListOffsets request), `partitions` "
+                      f"{own['partitions_ms']:.1f} ms; one task's `read_range` of its range "
+                      f"{own['read_ms']:.1f} ms, opening {own['read_connections']:.0f} new "
+                      "connections (bootstrap and partition leader)."]
     lines += ["", f"writeStream pykafka (Spark's rate source, {s['rate']:.0f} rows/s, 0.5 s "
                   f"trigger, {s['seconds']:.0f} s after the warm-up): {w['micro_batches']} "
                   f"micro-batches, {w['connections']} new broker connections "
