@@ -45,7 +45,8 @@ dist: $(STAMP)
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
 # Side-by-side performance against confluent-kafka, aiokafka and kafka-python (tests/bench/run.py,
-# ~20 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5"); writes tests/bench/results.md
+# ~20 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5", or "--only streaming" for
+# the streaming latency, connections and producer ids alone, ~3 min); writes tests/bench/results.md
 # and quotes it in README.md (scripts/render_bench_summary.py).
 .PHONY: bench
 bench: $(STAMP)
@@ -54,12 +55,14 @@ bench: $(STAMP)
 
 # Reliability, measured (tests/RELIABILITY.md): `make soak` runs the fault, hostile-broker,
 # timeout, fuzz and secret tests at full size (1 M records read through cut connections,
-# 100 k written under 1,000 faults per broker kind) and renders the page from their
+# 100 k written under 1,000 faults per broker kind, a 30-minute topic-to-topic stream
+# through leader moves, broker outages and cut connections) and renders the page from their
 # figures; `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (the
 # `fuzz` extra, installed on first use if it installs; else the hypothesis fuzzers with 50
 # times their examples) and renders it.
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
-	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py
+	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py \
+	tests/test_soak_stream.py
 FUZZ_SECONDS ?= 120
 # The figures of these runs go to a file of their own (a concurrent `make test` records
 # its smaller runs in the default one); soak starts it afresh, fuzz adds to it.

@@ -4,14 +4,18 @@ expose ``DefaultSource``: this module makes ``format("pykafka")`` work after ins
 Not when Spark's lookup finds it only in the driver's working directory (a checkout, or
 the zip unpacked there): Spark would register it without the session's Python files and
 its tasks would fail on the executors (``kafka_source.auto_registration`` says why). There
-it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`` itself."""
+it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`` itself.
+
+It also offers the lag helper (``kafka_source.lag``): the offsets a stream is behind the
+latest, from its progress reports, as Spark's JVM Kafka source reports them."""
 
 import sys
 
 from kafka_source import KafkaDataSource
 from kafka_source.auto_registration import only_in_lookup_working_directory
+from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_metrics
 
-__all__ = ["DefaultSource"]
+__all__ = ["DefaultSource", "KafkaLagListener", "offsets_behind_latest", "with_lag_metrics"]
 
 _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:
@@ -21,4 +25,4 @@ else:
           f"lookup finds it only in the driver's working directory ({_cwd}), which Spark's "
           "executors do not see. Install it, or register it in the job: "
           "spark.dataSource.register(KafkaDataSource)", file=sys.stderr, flush=True)
-    __all__ = []
+    __all__ = [name for name in __all__ if name != "DefaultSource"]

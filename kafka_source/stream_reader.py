@@ -210,8 +210,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._after_initial = False
             if start == self._initial:
                 # Batch 0 of a fresh query: end it where it starts, so that the offset log
-                # holds the start before anything is read.
-                self._latest = self._target
+                # holds the start before anything is read. Its progress still shows the
+                # latest offsets (reportLatestOffset), as every other batch's does.
+                self._latest = (self._target if self._target is not None
+                                else self._latest_offsets(known=begin))
                 return start
         latest = dict(self._target) if self._target is not None else \
             self._latest_offsets(known=begin)
@@ -276,6 +278,10 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return estimate
 
     def reportLatestOffset(self):
+        """The latest offsets the last ``latestOffset`` saw (the run's target under
+        Trigger.AvailableNow, as Spark's source), shown as ``latestOffset`` in the progress
+        next to ``endOffset``: ``kafka_source.lag`` computes the offsets behind latest from
+        the two."""
         return to_json(self._latest) if self._latest is not None else None
 
     # ---- micro-batches ------------------------------------------------------------------

@@ -79,6 +79,28 @@ def test_bench_summary_takes_the_main_data_set_rows_and_the_goals():
     assert "| wire | 100B |" in text and "1KB" not in text
     assert "- decode: **met**\n  - for scale\n" in text and "after" not in text
     assert text.startswith("Run 2026-01-01 with `make bench`. Machine: cores 2.")
+    assert "Streaming" not in text  # no streaming block in these results
+
+
+def test_bench_summary_quotes_the_streaming_block():
+    sys.path.insert(0, os.path.join(ROOT, "scripts"))
+    try:
+        from render_bench_summary import summary
+    finally:
+        sys.path.pop(0)
+    results = "\n".join([
+        "Run 2026-01-01 with `make bench`.", "", "Machine: cores 2.", "",
+        "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
+        "|---|---|---:|---:|---:|---:|---:|", "| wire | 100B | 2 M | 1% | 1 |  |  |", "",
+        "Streaming section run 2026-01-02 10:00 (x).", "", "Streaming (issue 22): ...", "",
+        "| Source | Micro-batches/s | Latency p50 ms |", "|---|---:|---:|",
+        "| readStream pykafka | 2.00 | 300 |", "", "| Source | latestOffset |",
+        "| pykafka | 3 |", "", "Streaming goals (issue 22; reported, not asserted):", "",
+        "- latency p50: **met** (1.1x)", "- connections: **not met** (8.0)", "", "after"])
+    text = summary(results)
+    assert "run 2026-01-02 10:00 (x)." in text
+    assert "| readStream pykafka | 2.00 | 300 |" in text and "latestOffset" not in text
+    assert text.endswith("- latency p50: **met** (1.1x)\n- connections: **not met** (8.0)\n")
 
 
 def makefile_targets() -> set[str]:

@@ -11,6 +11,13 @@ Format ``benchfloor``:
   Trigger.AvailableNow) -- what Spark spends starting a Python streaming source and running
   micro-batches (its planner process, offset and commit logs), with nothing to look up.
 
+Format ``benchclock`` (the streaming latency floor): a stream whose offsets are the clock.
+It stands for a producer sending ``rate`` records a second round robin to ``partitions``
+partitions: a micro-batch from offset (millisecond) ``a`` to ``b`` holds the records
+"sent" in between, each with its send time (seconds, as text) as its value, in the pykafka
+schema without headers -- what Spark's Python-source machinery costs a micro-batch, with
+no Kafka at all.
+
 Shipped to the workers with ``SparkContext.addPyFile`` (pytest does not collect it).
 """
 
@@ -23,6 +30,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourc
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 FORMAT = "benchfloor"
+CLOCK_FORMAT = "benchclock"
 BATCH_ROWS = 10_000
 
 
@@ -90,6 +98,76 @@ class _StreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end):
         pass
+
+
+class _ClockPartition(InputPartition):
+    def __init__(self, index: int, start_ms: int, end_ms: int):
+        super().__init__(index)
+        self.index, self.start_ms, self.end_ms = index, start_ms, end_ms
+
+
+class _ClockStreamReader(DataSourceStreamReader):
+    """Offsets are the clock in milliseconds; record ``k`` of the stream is sent at
+    ``k / rate`` seconds, to partition ``k % partitions``."""
+
+    def __init__(self, partitions: int, rate: float):
+        self.n, self.rate = partitions, rate
+
+    @staticmethod
+    def _now_ms() -> int:
+        import time
+        return int(time.time() * 1000)
+
+    def initialOffset(self):
+        return {"ms": self._now_ms()}
+
+    def latestOffset(self):
+        return {"ms": self._now_ms()}
+
+    def partitions(self, start, end):
+        a, b = start["ms"], end["ms"]
+        return [_ClockPartition(i, a, b) for i in range(self.n)] if b > a else []
+
+    def read(self, partition: _ClockPartition):
+        import math
+
+        import numpy as np
+
+        from protocol.records import SCHEMA
+        # records k with start < k / rate * 1000 <= end, those of this partition
+        first = math.floor(partition.start_ms * self.rate / 1000) + 1
+        last = math.floor(partition.end_ms * self.rate / 1000)
+        ks = np.arange(first, last + 1, dtype=np.int64)
+        ks = ks[ks % self.n == partition.index]
+        if not len(ks):
+            return
+        sent = ks / self.rate
+        n = len(ks)
+        yield pa.RecordBatch.from_arrays(
+            [pa.nulls(n, pa.binary()),
+             pa.array([b"%.6f" % t for t in sent], pa.binary()),
+             pa.array(["bench-clock"] * n, pa.string()),
+             pa.array(np.full(n, partition.index, dtype=np.int32)),
+             pa.array(ks),
+             pa.array((sent * 1e6).astype(np.int64), pa.timestamp("us", tz="UTC")),
+             pa.array(np.zeros(n, dtype=np.int32))], schema=SCHEMA)
+
+    def commit(self, end):
+        pass
+
+
+class ClockDataSource(DataSource):
+    @classmethod
+    def name(cls):
+        return CLOCK_FORMAT
+
+    def schema(self):
+        from kafka_source.spark_schema import kafka_schema_ddl
+        return kafka_schema_ddl(False)
+
+    def streamReader(self, schema):
+        o = self.options
+        return _ClockStreamReader(int(o.get("partitions", 4)), float(o.get("rate", 400)))
 
 
 class _Commit(WriterCommitMessage):

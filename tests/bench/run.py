@@ -4,7 +4,8 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale] [--sail-source PATH/kafka.py]
+        [--only wire,decode,read,stream,write,memory,scale,streaming]
+        [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
 Cases (every case runs once per round; rounds interleave the contenders so a busy machine
@@ -38,7 +39,13 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS
    and the driver's planning time of each, and the planning of a topic of
    ``--wide-partitions`` partitions (batch read and one micro-batch), timed in this
-   process (``--only scale`` runs this section alone).
+   process (``--only scale`` runs this section alone);
+8. streaming (issue 22, streaming_cases.py): a readStream with the default trigger into
+   foreachBatch under a steady produce rate, latency p50/p99 and micro-batches per second
+   against a Python streaming source that reads no Kafka, and the new broker connections
+   (counted by a TCP proxy) and producer ids per micro-batch of a readStream and a
+   writeStream. ``--only streaming`` runs this section alone (about 3 min) and rewrites
+   only its block of results.md.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -69,7 +76,9 @@ import cases  # noqa: E402
 import peers  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
-SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale")
+SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming")
+# sections that make their own topics (the data sets are not produced for them alone)
+OWN_TOPICS = {"scale", "streaming"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -195,6 +204,13 @@ def main(argv=None) -> int:
                         help="records of the scale section's partition reads (times --scale)")
     parser.add_argument("--wide-partitions", type=int, default=1000,
                         help="partitions of the topic whose planning the scale section times")
+    parser.add_argument("--stream-seconds", type=float, default=40,
+                        help="seconds measured per streaming case, after the warm-up")
+    parser.add_argument("--stream-warmup", type=float, default=10,
+                        help="seconds each streaming case runs before it is measured")
+    parser.add_argument("--stream-rate", type=float, default=400,
+                        help="records per second produced in the streaming section")
+    parser.add_argument("--stream-partitions", type=int, default=4)
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -224,6 +240,7 @@ def main(argv=None) -> int:
     results = Results()
     memory: list[tuple[str, int, float, float, float]] = []
     scale: dict = {}
+    streaming: dict = {}
     sets = data_sets(args.scale, args.partitions)
     notes: list[str] = []
     spark = None
@@ -231,15 +248,15 @@ def main(argv=None) -> int:
         args.cores, mp_context=multiprocessing.get_context("spawn"))
     try:
         for ds in sets:
-            if only <= {"scale"}:
-                break  # the scale section makes its own topics
+            if only <= OWN_TOPICS:
+                break  # the scale and streaming sections make their own topics
             ds.topic = f"bench-{ds.name.lower()}"
             t = time.perf_counter()
             produce(bootstrap, ds)
             log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
         list(pool.map(cases.warm_task, range(args.cores * 2)))
 
-        need_spark = only & {"read", "stream", "write", "memory", "scale"}
+        need_spark = only & {"read", "stream", "write", "memory", "scale", "streaming"}
         if need_spark:
             from spark_cases import start_spark
             spark = start_spark(args.cores, args.sail_source)
@@ -250,7 +267,7 @@ def main(argv=None) -> int:
             memory = run_memory(spark, bootstrap, sets)
 
         for ds in sets:
-            if only <= {"scale"}:
+            if only <= OWN_TOPICS:
                 break
             run_reads(results, spark, pool, bootstrap, ds, only, args, sets[0])
 
@@ -262,6 +279,9 @@ def main(argv=None) -> int:
                       int(args.slow_write_records * args.scale))
         if "scale" in only:
             scale = run_scale(spark, bootstrap, args)
+        if "streaming" in only:
+            from streaming_cases import run_streaming
+            streaming = run_streaming(spark, args)
     finally:
         pool.shutdown()
         if spark is not None:
@@ -270,7 +290,25 @@ def main(argv=None) -> int:
 
     elapsed = time.monotonic() - started
     info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
+    if streaming:
+        import streaming_cases
+        block = streaming_cases.render(streaming)
+        when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
+                f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
+                f"{info['load at start']}, at end {info['load at end']})")
+    if only == {"streaming"}:
+        # the section alone: only its block of the last full run's results changes
+        print("\n".join(block))
+        if not args.no_output:
+            with open(args.output) as f:
+                text = f.read()
+            with open(args.output, "w") as f:
+                f.write(streaming_cases.splice(text, block, when))
+            log(f"streaming block written to {os.path.relpath(args.output)}")
+        return 0
     report = render(results, memory, sets, info, args, elapsed, notes, scale)
+    if streaming:
+        report = streaming_cases.splice(report, block, when)
     print()
     print(report)
     if not args.no_output:

@@ -13,6 +13,13 @@ import uuid
 
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from tests.worker_stats import (  # noqa: E402
+    children as _children, cmdline as _cmdline, python_workers, rss_kb as _rss_kb)
+
 SAIL_FORMAT = "sailkafka"
 
 # Appended to sail's module: Spark keeps the name "kafka" for its own (JVM) source, and
@@ -59,8 +66,9 @@ def start_spark(cores: int, sail_source: str | None = None):
     # generator it uses, shipped to the workers
     for module in ("bench_data.py", "floor_source.py"):
         spark.sparkContext.addPyFile(os.path.join(HERE, module))
-    from floor_source import FloorDataSource
+    from floor_source import ClockDataSource, FloorDataSource
     spark.dataSource.register(FloorDataSource)
+    spark.dataSource.register(ClockDataSource)
     if sail_source:
         # a module name that does not shadow kafka-python's ``kafka`` package
         folder = tempfile.mkdtemp(prefix="bench-sail-")
@@ -195,54 +203,7 @@ def new_topic(bootstrap: str, partitions: int) -> str:
 
 
 # ---- memory of the Python workers -------------------------------------------------------
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _rss_kb(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def python_workers() -> list[int]:
-    """Spark's Python workers: processes under this driver's JVM whose command line runs
-    ``pyspark.daemon`` or a ``pyspark/worker`` (forked workers keep the daemon's)."""
-    tree = _children()
-    found, stack = [], list(tree.get(os.getpid(), []))
-    while stack:
-        pid = stack.pop()
-        stack.extend(tree.get(pid, []))
-        cmd = _cmdline(pid)
-        if "pyspark.daemon" in cmd or "pyspark/worker" in cmd or "pyspark.worker" in cmd:
-            found.append(pid)
-    return found
-
+# (the /proc helpers are shared with the soak tests: tests/worker_stats.py)
 
 def _cpu_ticks(pid: int) -> int:
     try:

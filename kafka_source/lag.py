@@ -1,0 +1,179 @@
+"""How far a pykafka stream is behind the latest offsets, from its progress reports.
+
+Spark's JVM Kafka source publishes three metrics in each micro-batch's source progress
+(``KafkaMicroBatchStream.metrics``): for every topic-partition of the latest offsets the
+source saw, *latest - the batch's end offset*, and of those
+
+- ``minOffsetsBehindLatest`` (the smallest, an integer),
+- ``maxOffsetsBehindLatest`` (the largest, an integer),
+- ``avgOffsetsBehindLatest`` (their mean, a floating-point number),
+
+all three as strings in the source's ``metrics`` map, and none at all when the source has
+not seen the latest offsets yet. A Python data source cannot publish source metrics in
+Spark 4, but the pykafka source reports the latest offsets it saw (``reportLatestOffset``),
+so every source progress has ``endOffset`` and ``latestOffset`` side by side, and the same
+three figures follow from them:
+
+    from pyspark_pykafka import KafkaLagListener, offsets_behind_latest
+
+    offsets_behind_latest(query.lastProgress)
+    # [{'description': '...', 'minOffsetsBehindLatest': '0', 'maxOffsetsBehindLatest': '12',
+    #   'avgOffsetsBehindLatest': '3.0'}]
+
+    spark.streams.addListener(KafkaLagListener())  # logs them on "pykafka.lag"
+
+``offsets_behind_latest`` takes a ``StreamingQueryProgress`` (``query.lastProgress``, a
+listener event's ``progress``), its ``json`` text or the dict of that JSON, and answers one
+entry per pykafka source of the query (a source whose offsets are not ``{topic:
+{partition: offset}}``, such as Spark's rate source, is left out); ``with_lag_metrics``
+gives the progress as a dict with the figures put in each pykafka source's ``metrics``,
+where dashboards built for Spark's JVM connector look for them.
+
+As in Spark, a partition that the latest offsets name and the end offset does not (it
+appeared after the batch was planned) is not counted, nor is the reverse; a batch that
+read up to the latest offsets is 0 behind everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Callable, Mapping
+
+log = logging.getLogger("pykafka.lag")
+
+METRICS = ("minOffsetsBehindLatest", "maxOffsetsBehindLatest", "avgOffsetsBehindLatest")
+
+
+def _as_dict(progress: Any) -> dict:
+    """A progress report as the dict of its JSON (StreamingQueryProgress, JSON text, dict)."""
+    if isinstance(progress, Mapping):
+        return dict(progress)
+    if isinstance(progress, (str, bytes)):
+        return json.loads(progress)
+    text = getattr(progress, "json", None)
+    if isinstance(text, str):
+        return json.loads(text)
+    raise TypeError("a StreamingQueryProgress, its json text or a dict was expected, got "
+                    f"{type(progress).__name__}")
+
+
+def _partition_offsets(value: Any) -> dict[tuple[str, int], int] | None:
+    """``{topic: {"partition": offset}}`` (as JSON text or parsed) as {(topic, partition):
+    offset}; None for anything else (another source's offsets, a missing one)."""
+    if isinstance(value, (str, bytes)):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, Mapping) or not value:
+        return None
+    out = {}
+    for topic, parts in value.items():
+        if not isinstance(parts, Mapping):
+            return None
+        for partition, offset in parts.items():
+            try:
+                out[(str(topic), int(partition))] = int(offset)
+            except (TypeError, ValueError):
+                return None
+    return out
+
+
+def source_lag(source: Mapping) -> dict[str, str]:
+    """The three metrics of one source progress (a dict with ``endOffset`` and
+    ``latestOffset``), as Spark's JVM source gives them: strings, the mean as a float's
+    text. Empty when either offset is missing or not a Kafka offset."""
+    end = _partition_offsets(source.get("endOffset"))
+    latest = _partition_offsets(source.get("latestOffset"))
+    if end is None or latest is None:
+        return {}
+    behind = [offset - end[tp] for tp, offset in latest.items() if tp in end]
+    if not behind:
+        return {}
+    return {"minOffsetsBehindLatest": str(min(behind)),
+            "maxOffsetsBehindLatest": str(max(behind)),
+            "avgOffsetsBehindLatest": java_double(sum(behind) / len(behind))}
+
+
+def java_double(x: float) -> str:
+    """``x`` as Java's ``Double.toString`` writes it (what Scala's ``toString`` of the mean
+    gives in Spark's metrics): plain from 10^-3 to 10^7 (``3.0``, ``12.5``), else
+    ``1.25E7``; the shortest digits that read back as ``x``."""
+    x = float(x)
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x) if x != 0 else ("-0.0" if str(x).startswith("-") else "0.0")
+    from decimal import Decimal
+    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    power = exponent + len(text) - 1
+    mantissa = text[0] + "." + (text[1:] or "0")
+    return ("-" if sign else "") + f"{mantissa}E{power}"
+
+
+def offsets_behind_latest(progress: Any) -> list[dict[str, str]]:
+    """One entry per Kafka source of ``progress`` that saw the latest offsets: its
+    ``description`` and the three metrics (see the module docstring)."""
+    out = []
+    for source in _as_dict(progress).get("sources") or []:
+        lag = source_lag(source)
+        if lag:
+            out.append({"description": source.get("description", ""), **lag})
+    return out
+
+
+def with_lag_metrics(progress: Any) -> dict:
+    """``progress`` as a dict in which each Kafka source's ``metrics`` also holds the three
+    figures (what Spark's JVM source would have put there)."""
+    report = _as_dict(progress)
+    sources = []
+    for source in report.get("sources") or []:
+        source = dict(source)
+        lag = source_lag(source)
+        if lag:
+            source["metrics"] = {**(source.get("metrics") or {}), **lag}
+        sources.append(source)
+    report["sources"] = sources
+    return report
+
+
+def _listener_base():
+    from pyspark.sql.streaming import StreamingQueryListener
+    return StreamingQueryListener
+
+
+class KafkaLagListener(_listener_base()):
+    """A ``StreamingQueryListener`` that computes the three figures of every pykafka source
+    after each micro-batch and logs them (logger ``pykafka.lag``, INFO) or hands them to
+    ``export(progress, lags)``, where ``lags`` is what ``offsets_behind_latest`` answers and
+    ``progress`` the event's ``StreamingQueryProgress`` (its ``id``, ``name``, ``batchId``
+    say which query and batch). Register it with ``spark.streams.addListener``. An error in
+    ``export`` is logged, never raised into Spark's listener bus."""
+
+    def __init__(self, export: Callable[[Any, list[dict[str, str]]], None] | None = None):
+        self.export = export
+
+    def onQueryStarted(self, event) -> None:
+        pass
+
+    def onQueryProgress(self, event) -> None:
+        progress = event.progress
+        try:
+            lags = offsets_behind_latest(progress)
+            if not lags:
+                return
+            if self.export is not None:
+                self.export(progress, lags)
+                return
+            for lag in lags:
+                log.info("query %s (%s) batch %s: %s offsets behind latest min %s, max %s, "
+                         "avg %s", progress.id, progress.name, progress.batchId,
+                         lag["description"], *(lag[m] for m in METRICS))
+        except Exception as e:  # a listener must not break the listener bus
+            log.warning("could not report the offsets behind latest: %s", e)
+
+    def onQueryIdle(self, event) -> None:
+        pass
+
+    def onQueryTerminated(self, event) -> None:
+        pass

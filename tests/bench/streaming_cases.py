@@ -1,0 +1,409 @@
+"""The streaming section of ``make bench`` (issue 22): what a long-running stream costs a
+micro-batch and the brokers, against Spark's own floor.
+
+- latency: a producer sends ``rate`` records a second (each with its send time as its
+  value, one record per batch, round robin) to a topic of ``partitions`` partitions;
+  ``readStream.format("pykafka")`` with the default trigger into ``foreachBatch``, which
+  collects the batch and stamps its arrival. Side by side (same session, same sink, same
+  rate): the ``benchclock`` source (floor_source.py), a Python streaming source whose
+  offsets are the clock and which reads no Kafka at all. Figures: latency p50 and p99 (send
+  to arrival), micro-batches per second, and the median of Spark's ``durationMs`` phases
+  (where a micro-batch's time goes), over ``seconds`` after a warm-up;
+- connections and producer ids: the broker (Tansu) is reachable only through a TCP proxy
+  (tests/fault_proxy.py) that counts the connections it accepts, so the readStream above and
+  a ``writeStream.format("pykafka")`` (Spark's rate source at ``rate`` rows a second, a
+  0.5 s trigger) are counted from outside: new connections per micro-batch after the
+  warm-up, and the producer ids in the record batches the writeStream wrote (new ones per
+  micro-batch after the warm-up; distinct ones over the run against the number of Python
+  workers Spark ran).
+
+Nothing here is asserted: run.py reports the figures and the issue's goals.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import tempfile
+import threading
+import time
+
+from tests.worker_stats import forked_workers
+
+PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
+          "commitOffsets", "triggerExecution")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    at = min(len(values) - 1, max(0, int(round(q / 100 * len(values) + 0.5)) - 1))
+    return values[at]
+
+
+class SteadyProducer:
+    """Sends ``rate`` records a second, round robin over ``partitions``, each alone in its
+    record batch (Tansu's latest offset is the last batch's base offset + 1), its value the
+    send time (``time.time()`` as text), from a thread, until ``stop()``."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float):
+        import confluent_kafka
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.producer = confluent_kafka.Producer({
+            "bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 1,
+            "enable.idempotence": False, "acks": 1})
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, b"%.6f" % time.time(),
+                                  partition=self.sent % self.partitions)
+            self.sent += 1
+            self.producer.poll(0)
+            next_at += period
+            delay = next_at - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+        self.producer.flush(30)
+
+    def start(self) -> "SteadyProducer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _warm_up(query, seconds: float, what: str) -> None:
+    """Wait for the query's first finished micro-batch (worker starts, imports, first
+    connections: slow on a busy machine), then ``seconds`` more."""
+    deadline = time.monotonic() + 180
+    while query.lastProgress is None:
+        if query.exception() is not None:
+            raise RuntimeError(f"{what} failed: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: no micro-batch in 180 s")
+        time.sleep(0.2)
+    time.sleep(seconds)
+    if query.exception() is not None:
+        raise RuntimeError(f"{what} failed: {query.exception()}")
+
+
+def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None) -> dict:
+    """Run ``stream_df`` (a ``value`` column holding the send time) with the default
+    trigger into foreachBatch for ``warmup + seconds``; figures over the last ``seconds``."""
+    arrivals: list[tuple[float, list[float]]] = []
+
+    def sink(df, batch_id):
+        values = [r[0] for r in df.selectExpr("CAST(value AS STRING)").collect()]
+        now = time.time()
+        arrivals.append((now, [now - float(v) for v in values]))
+
+    checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
+    query = (stream_df.writeStream.foreachBatch(sink)
+             .option("checkpointLocation", checkpoint).start())
+    try:
+        _warm_up(query, warmup, "streaming query")
+        mark = time.time()
+        accepted = proxy.stats["connections"] if proxy is not None else 0
+        first_batch = query.lastProgress["batchId"]
+        time.sleep(seconds)
+        end = time.time()
+        connections = (proxy.stats["connections"] - accepted) if proxy is not None else None
+        last_batch = query.lastProgress["batchId"]
+        if query.exception() is not None:
+            raise RuntimeError(f"streaming query failed: {query.exception()}")
+        progress = [p for p in query.recentProgress
+                    if first_batch < p["batchId"] <= last_batch]
+    finally:
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    window = [(t, lat) for t, lat in arrivals if mark < t <= end]
+    latencies = [x for _, lat in window for x in lat]
+    batches = len(window)
+    phases = {ph: statistics.median(p["durationMs"].get(ph, 0) for p in progress)
+              for ph in PHASES} if progress else {}
+    return {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
+            "batches": batches, "per_second": batches / seconds, "records": len(latencies),
+            "connections": connections, "phases": phases}
+
+
+def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
+                            ) -> list[tuple[int, int, int]]:
+    """``(partition, base offset, producer id)`` of every record batch of ``topic``."""
+    from protocol.cluster import KafkaClient
+    from protocol.records.batch import iter_batches, parse_header
+    out = []
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        tps = [(topic, p) for p in range(partitions)]
+        ends = client.latest_offsets(tps)
+        for tp in tps:
+            at = 0
+            while at < ends[tp]:
+                part = client.fetch({tp: at}, max_wait_ms=100,
+                                    partition_max_bytes=4 << 20).get(tp) or {}
+                records = part.get("records") or b""
+                moved = False
+                for pos, base, size, magic in iter_batches(records):
+                    if magic != 2:
+                        continue
+                    h = parse_header(records, pos)
+                    if h.next_offset <= at:
+                        continue
+                    out.append((tp[1], h.base_offset, h.producer_id))
+                    at, moved = h.next_offset, True
+                if not moved:
+                    break
+    return out
+
+
+def own_costs(bootstrap: str, topic: str, proxy, rounds: int = 20) -> dict:
+    """Our part of a micro-batch, timed in this process while the producer runs: the
+    driver's ``latestOffset`` (its client kept between micro-batches: one Metadata and one
+    ListOffsets) and ``partitions``, and one task's ``read_range`` of the first range of the
+    micro-batch, with the new connections it opens (counted by the proxy)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_source.fetcher import read_range
+    from kafka_source.options import parse_reader_options
+    from kafka_source.stream_reader import KafkaStreamReader
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
+                                    "subscribe": topic}, for_streaming=True)
+    reader = KafkaStreamReader(options)
+    start = reader.latestOffset(reader.initialOffset(), ReadAllAvailable())
+    latest, plan, read, connections = [], [], [], []
+    try:
+        for _ in range(rounds):
+            time.sleep(0.2)
+            t0 = time.perf_counter()
+            end = reader.latestOffset(start, ReadAllAvailable())
+            t1 = time.perf_counter()
+            ranges = reader.partitions(start, end)
+            t2 = time.perf_counter()
+            latest.append(t1 - t0)
+            plan.append(t2 - t1)
+            if ranges:
+                accepted = proxy.stats["connections"]
+                t3 = time.perf_counter()
+                for _ in read_range(options, ranges[0].range):
+                    pass
+                read.append(time.perf_counter() - t3)
+                connections.append(proxy.stats["connections"] - accepted)
+            start = end
+    finally:
+        reader.stop()
+    med = statistics.median
+    return {"latest_ms": med(latest) * 1000, "partitions_ms": med(plan) * 1000,
+            "read_ms": med(read) * 1000 if read else float("nan"),
+            "read_connections": med(connections) if connections else float("nan")}
+
+
+class WorkerCounter:
+    """Peak number of Spark's forked Python workers (those that run tasks), sampled every
+    ``interval`` seconds in a thread."""
+
+    def __init__(self, interval: float = 0.2):
+        self.interval, self.peak = interval, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, len(forked_workers()))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "WorkerCounter":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _write_run(spark, bootstrap: str, proxy, partitions: int, rate: float, warmup: float,
+               seconds: float) -> dict:
+    """Spark's rate source at ``rate`` rows/s -> writeStream pykafka on a 0.5 s trigger."""
+    from spark_cases import new_topic
+    topic = new_topic(bootstrap, partitions)
+    checkpoint = tempfile.mkdtemp(prefix="bench-write-stream-")
+    with WorkerCounter() as workers:
+        query = (spark.readStream.format("rate").option("rowsPerSecond", int(rate))
+                 .option("numPartitions", 2).load()
+                 .selectExpr("CAST(value AS STRING) AS value")
+                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("topic", topic).option("checkpointLocation", checkpoint)
+                 .trigger(processingTime="500 milliseconds").start())
+        try:
+            _warm_up(query, warmup, "writeStream")
+            accepted = proxy.stats["connections"]
+            first_batch = query.lastProgress["batchId"]
+            before = {pid for _, _, pid in _producer_ids_by_offset(bootstrap, topic,
+                                                                   partitions)}
+            time.sleep(seconds)
+            connections = proxy.stats["connections"] - accepted
+            last_batch = query.lastProgress["batchId"]
+            if query.exception() is not None:
+                raise RuntimeError(f"writeStream failed: {query.exception()}")
+        finally:
+            query.stop()
+            shutil.rmtree(checkpoint, ignore_errors=True)
+    batches = _producer_ids_by_offset(bootstrap, topic, partitions)
+    ids = {pid for _, _, pid in batches}
+    micro_batches = max(1, last_batch - first_batch)
+    # the ids of batches written by micro-batches after the mark (those counted below)
+    new_ids = ids - before
+    return {"micro_batches": micro_batches, "connections": connections,
+            "new_ids": len(new_ids), "ids": len(ids), "workers": workers.peak}
+
+
+def run_streaming(spark, args) -> dict:
+    """The whole section on a Tansu of its own behind a counting proxy."""
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from spark_cases import new_topic
+    from tests.broker_setup import tansu_behind_fault_proxy
+
+    partitions, rate = args.stream_partitions, args.stream_rate
+    seconds, warmup = args.stream_seconds, args.stream_warmup
+    out: dict = {"partitions": partitions, "rate": rate, "seconds": seconds,
+                 "warmup": warmup, "cores": args.cores}
+    with tansu_behind_fault_proxy() as (proxy, broker):
+        bootstrap = broker.bootstrap
+        topic = new_topic(bootstrap, partitions)
+        producer = SteadyProducer(bootstrap, topic, partitions, rate).start()
+        try:
+            ours = (spark.readStream.format("pykafka")
+                    .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                    .load())
+            log(f"streaming latency: readStream pykafka, {rate:.0f} records/s to "
+                f"{partitions} partitions, {warmup:.0f} s warm-up + {seconds:.0f} s")
+            out["pykafka"] = _latency_run(spark, ours, warmup, seconds, proxy)
+            out["own"] = own_costs(bootstrap, topic, proxy)
+        finally:
+            producer.stop()
+        clock = (spark.readStream.format("benchclock").option("partitions", partitions)
+                 .option("rate", rate).load())
+        log(f"streaming latency: Python source, no Kafka, {warmup:.0f} s + {seconds:.0f} s")
+        out["floor"] = _latency_run(spark, clock, warmup, seconds)
+        for who in ("pykafka", "floor"):
+            r = out[who]
+            log(f"  {who}: p50 {r['p50'] * 1000:.0f} ms, p99 {r['p99'] * 1000:.0f} ms, "
+                f"{r['per_second']:.2f} micro-batches/s, {r['records']} records, "
+                f"connections {r['connections']}")
+        log(f"streaming writes: rate source {rate:.0f} rows/s -> writeStream pykafka, "
+            f"0.5 s trigger, {warmup:.0f} s + {seconds:.0f} s")
+        out["write"] = _write_run(spark, bootstrap, proxy, partitions, rate, warmup, seconds)
+        w = out["write"]
+        log(f"  writeStream: {w['micro_batches']} micro-batches, {w['connections']} new "
+            f"connections, {w['new_ids']} new producer ids, {w['ids']} in all, "
+            f"{w['workers']} Python workers at most")
+    return out
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if b else float("inf")
+
+
+def render(s: dict) -> list[str]:
+    """results.md lines of the section (its table, the phases, its goals)."""
+    ours, floor, w = s["pykafka"], s["floor"], s["write"]
+    read_conn = ours["connections"] / max(1, ours["batches"])
+    write_conn = w["connections"] / max(1, w["micro_batches"])
+    lines = [
+        f"Streaming (issue 22): a producer sends {s['rate']:.0f} records/s (one record per "
+        f"batch, round robin) to {s['partitions']} partitions of a Tansu broker reachable "
+        "only through a TCP proxy that counts connections; `readStream.format(\"pykafka\")` "
+        "with the default trigger into `foreachBatch` (collects the batch, stamps its "
+        "arrival), side by side with a Python streaming source that reads no Kafka (its "
+        "offsets are the clock, same rate, same sink); figures over "
+        f"{s['seconds']:.0f} s after a {s['warmup']:.0f} s warm-up, local[{s['cores']}]. "
+        "One run each, on a shared machine: noisy.", "",
+        "| Source | Micro-batches/s | Latency p50 ms | Latency p99 ms | Records | "
+        "New connections per micro-batch |",
+        "|---|---:|---:|---:|---:|---:|",
+        f"| readStream pykafka | {ours['per_second']:.2f} | {ours['p50'] * 1000:.0f} | "
+        f"{ours['p99'] * 1000:.0f} | {ours['records']:,} | {read_conn:.2f} |",
+        f"| Python source, no Kafka | {floor['per_second']:.2f} | "
+        f"{floor['p50'] * 1000:.0f} | {floor['p99'] * 1000:.0f} | {floor['records']:,} | - |",
+        "", "Where a micro-batch's time goes (median ms of Spark's `durationMs` per "
+            "micro-batch):", "",
+        "| Source | " + " | ".join(PHASES) + " |",
+        "|---|" + "---:|" * len(PHASES)]
+    for who, r in (("readStream pykafka", ours), ("Python source, no Kafka", floor)):
+        lines.append(f"| {who} | " + " | ".join(f"{r['phases'].get(ph, 0):.0f}"
+                                                for ph in PHASES) + " |")
+    own = s.get("own")
+    if own:
+        lines += ["", f"Our part of a micro-batch, timed in the bench process against the same "
+                      f"broker and producer (medians): the driver's `latestOffset` "
+                      f"{own['latest_ms']:.1f} ms (its client is kept between micro-batches: "
+                      f"one Metadata and one ListOffsets request), `partitions` "
+                      f"{own['partitions_ms']:.1f} ms; one task's `read_range` of its range "
+                      f"{own['read_ms']:.1f} ms, opening {own['read_connections']:.0f} new "
+                      "connections (bootstrap and partition leader)."]
+    lines += ["", f"writeStream pykafka (Spark's rate source, {s['rate']:.0f} rows/s, 0.5 s "
+                  f"trigger, {s['seconds']:.0f} s after the warm-up): {w['micro_batches']} "
+                  f"micro-batches, {w['connections']} new broker connections "
+                  f"({write_conn:.2f} per micro-batch), {w['new_ids']} new producer ids "
+                  f"({w['new_ids'] / w['micro_batches']:.2f} per micro-batch); "
+                  f"{w['ids']} distinct producer ids in the whole run, with at most "
+                  f"{w['workers']} Python workers."]
+    lines += ["", "Streaming goals (issue 22; reported, not asserted):", ""]
+    lines += goals(s)
+    return lines
+
+
+def goals(s: dict) -> list[str]:
+    ours, floor, w = s["pykafka"], s["floor"], s["write"]
+
+    def verdict(ok: bool) -> str:
+        return "**met**" if ok else "**not met**"
+
+    p50, p99 = _ratio(ours["p50"], floor["p50"]), _ratio(ours["p99"], floor["p99"])
+    read_conn = ours["connections"] / max(1, ours["batches"])
+    write_conn = w["connections"] / max(1, w["micro_batches"])
+    return [
+        f"- streaming latency p50 <= 1.25x the no-Kafka source: {verdict(p50 <= 1.25)} "
+        f"({p50:.2f}x: {ours['p50'] * 1000:.0f} ms against {floor['p50'] * 1000:.0f} ms)",
+        f"- streaming latency p99 <= 1.5x the no-Kafka source: {verdict(p99 <= 1.5)} "
+        f"({p99:.2f}x: {ours['p99'] * 1000:.0f} ms against {floor['p99'] * 1000:.0f} ms)",
+        f"- at most 0.1 new broker connections per micro-batch after warm-up: "
+        f"{verdict(max(read_conn, write_conn) <= 0.1)} (readStream {read_conn:.2f}, "
+        f"writeStream {write_conn:.2f})",
+        f"- writeStream producer ids bounded by the Python workers: "
+        f"{verdict(w['ids'] <= max(1, w['workers']))} ({w['ids']} distinct ids over "
+        f"the run, {w['workers']} Python workers at most; {w['new_ids']} new after the "
+        f"warm-up, {w['new_ids'] / w['micro_batches']:.2f} per micro-batch)",
+    ]
+
+
+BEGIN = "<!-- BEGIN streaming: tests/bench/run.py --only streaming rewrites this block -->"
+END = "<!-- END streaming -->"
+
+
+def splice(results_md: str, block: list[str], when: str) -> str:
+    """``results_md`` with its streaming block replaced by ``block`` (or appended before
+    the peer settings when it has none), dated ``when``."""
+    text = "\n".join([BEGIN, f"Streaming section run {when}.", "", *block, END])
+    if BEGIN in results_md and END in results_md:
+        head, rest = results_md.split(BEGIN, 1)
+        return head + text + rest.split(END, 1)[1]
+    marker = "\n## Peer settings"
+    if marker in results_md:
+        head, rest = results_md.split(marker, 1)
+        return head.rstrip("\n") + "\n\n" + text + "\n" + marker + rest
+    return results_md.rstrip("\n") + "\n\n" + text + "\n"

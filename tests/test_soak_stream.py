@@ -1,0 +1,235 @@
+"""A stream that runs for a long time through faults, measured (issue 22): topic to topic,
+``readStream.format("pykafka")`` -> ``writeStream.format("pykafka")`` with ``exactlyOnce``.
+
+- the source topic is on librdkafka's mock cluster (3 brokers, a private one), where the
+  partitions' leaders move and brokers are taken down and brought back up, in turns;
+- the target topic is on Tansu (the broker here that keeps transactions) reachable only
+  through a fault proxy that cuts every connection every few seconds;
+- a producer writes numbered records into the source the whole time.
+
+At the end every record of the source log is in the target exactly once by Kafka's
+read_committed rule (``txn_referee.committed_values``: no duplicate, none missing) and no
+transaction is left open; the Python workers' memory (RSS) and open file descriptors,
+sampled through the run, stay flat (the last third of the run against the first third
+after warm-up).
+
+Under ``make test`` the stream runs for ``SHORT_SECONDS``; ``PYKAFKA_SOAK=1`` (``make
+soak``) runs it for 30 minutes (``PYKAFKA_SOAK_STREAM_SECONDS`` to choose). The figures go
+to tests/RELIABILITY.md through ``tests.reliability_report.record``.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import statistics
+import threading
+import time
+import uuid
+
+import confluent_kafka
+import pytest
+
+from kafka_testbed import MockCluster
+from protocol.cluster import KafkaClient
+
+from .broker_setup import create_topic, tansu_behind_fault_proxy
+from .reliability_report import record, soak
+from .txn_referee import committed_values, log_of, nothing_left_open
+from .worker_stats import forked_workers, open_fds, rss_kb
+
+pytestmark = pytest.mark.spark
+
+SHORT_SECONDS = 20
+SECONDS = float(os.environ.get("PYKAFKA_SOAK_STREAM_SECONDS",
+                               1800 if soak() else SHORT_SECONDS))
+WARMUP_S = 8  # first worker starts and imports: not counted in the flatness
+FAULT_EVERY_S = 3  # one leader move or broker outage every this many seconds
+OUTAGE_S = 2  # how long a broker stays down
+CUT_EVERY_MS = 4000  # the proxy cuts every connection to Tansu this often
+PRODUCE_PER_S = 200  # records/s into the source (2 partitions)
+PARTITIONS = 2
+# Flat: the workers' summed RSS may grow from the first third of the run (after warm-up) to
+# the last by this factor plus RSS_SLACK_MB, their summed descriptors by FD_SLACK. A short
+# run (make test) compares workers still warming up (forked workers' RSS grows as they
+# touch the pages they share with Spark's daemon, and as their first tasks import the
+# decoders), so it only catches a runaway; the soak compares minutes of steady state.
+RSS_GROWTH = 1.10 if soak() else 1.5
+RSS_SLACK_MB = 40
+FD_SLACK = 16
+
+
+class Sampler:
+    """Every ``interval`` s: (seconds since start, summed RSS MB, summed open fds, workers)
+    of Spark's forked Python workers."""
+
+    def __init__(self, interval: float = 1.0):
+        self.interval = interval
+        self.samples: list[tuple[float, float, int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._t0 = time.monotonic()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            pids = forked_workers()
+            if pids:
+                self.samples.append((time.monotonic() - self._t0,
+                                     sum(rss_kb(p) for p in pids) / 1024,
+                                     sum(open_fds(p) for p in pids), len(pids)))
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def usual_workers(self) -> int:
+        return collections.Counter(s[3] for s in self.samples).most_common(1)[0][0]
+
+    def thirds(self, after: float) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Median (RSS MB, fds) of the first and the last third of the samples taken
+        ``after`` seconds in, with the same number of workers as most samples (a worker
+        that Spark starts or retires changes the sums, not the per-worker use)."""
+        kept = [s for s in self.samples if s[0] >= after]
+        if len(kept) < 3:
+            raise AssertionError(f"only {len(kept)} samples of the workers")
+        usual = self.usual_workers()
+        kept = [s for s in kept if s[3] == usual] or kept
+        n = max(1, len(kept) // 3)
+        first, last = kept[:n], kept[-n:]
+        return ((statistics.median(s[1] for s in first), statistics.median(s[2] for s in first)),
+                (statistics.median(s[1] for s in last), statistics.median(s[2] for s in last)))
+
+
+def _wait_for_rows(query, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not any(p["numInputRows"] for p in query.recentProgress):
+        assert query.exception() is None, f"the query failed: {query.exception()}"
+        assert time.monotonic() < deadline, f"no rows through the stream in {timeout} s"
+        time.sleep(0.5)
+
+
+def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connections(
+        spark, tmp_path):
+    source, target = f"soak-src-{uuid.uuid4().hex[:8]}", f"soak-dst-{uuid.uuid4().hex[:8]}"
+    with MockCluster(brokers=3) as mock, tansu_behind_fault_proxy() as (proxy, tansu):
+        mock.create_topic(source, PARTITIONS, 3)
+        with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
+            client.wait_for_topics([source])
+        create_topic(tansu, target, PARTITIONS)
+
+        stop = threading.Event()
+        produced = {"n": 0}
+        producer_errors: list = []
+
+        def produce() -> None:
+            p = confluent_kafka.Producer({"bootstrap.servers": mock.bootstrap,
+                                          "linger.ms": 5, "enable.idempotence": True,
+                                          "message.timeout.ms": 120_000})
+            period = PARTITIONS / PRODUCE_PER_S
+            while not stop.is_set():
+                for part in range(PARTITIONS):
+                    p.produce(source, value=b"r-%d" % produced["n"], partition=part,
+                              on_delivery=lambda err, msg: err and producer_errors.append(err))
+                    produced["n"] += 1
+                p.poll(0)
+                time.sleep(period)
+            assert p.flush(120) == 0
+
+        faults = collections.Counter()
+
+        def inject() -> None:
+            """In turns: move a partition's leader, take a broker down and up again."""
+            turn = 0
+            while not stop.wait(FAULT_EVERY_S):
+                turn += 1
+                if turn % 2:
+                    part = turn // 2 % PARTITIONS
+                    mock.partition_set_leader(source, part, 1 + turn % 3)
+                    faults["leader moves"] += 1
+                else:
+                    broker = 1 + turn // 2 % 3
+                    mock.broker_set_down(broker)
+                    stop.wait(OUTAGE_S)
+                    mock.broker_set_up(broker)
+                    faults["broker outages"] += 1
+
+        query = (spark.readStream.format("pykafka")
+                 .option("kafka.bootstrap.servers", mock.bootstrap)
+                 .option("subscribe", source).option("startingOffsets", "earliest")
+                 .load().selectExpr("key", "value")
+                 .writeStream.format("pykafka")
+                 .option("kafka.bootstrap.servers", tansu.bootstrap)
+                 .option("topic", target).option("exactlyOnce", "true")
+                 .option("transactionalIdPrefix", f"soak-{uuid.uuid4().hex[:8]}")
+                 .option("checkpointLocation", str(tmp_path / "ckpt"))
+                 .trigger(processingTime="500 milliseconds").start())
+        producer_thread = threading.Thread(target=produce)
+        injector = threading.Thread(target=inject)
+        threads = [producer_thread, injector]
+        started = time.monotonic()
+        try:
+            producer_thread.start()
+            # the faults start once the stream runs (its first micro-batch wrote rows): a
+            # busy machine can take tens of seconds to start the workers
+            _wait_for_rows(query, 240)
+            with Sampler() as sampler:
+                injector.start()
+                proxy.cut_every(CUT_EVERY_MS)
+                faulted = time.monotonic()
+                while query.exception() is None and (
+                        time.monotonic() - faulted < SECONDS
+                        or not (proxy.stats["cuts"] and faults["broker outages"])
+                        and time.monotonic() - faulted < SECONDS + 120):
+                    time.sleep(1)
+                stop.set()
+                for t in threads:
+                    t.join(150)
+                proxy.cut_every(None)
+                cuts = proxy.stats["cuts"]
+                assert query.exception() is None, f"the query failed: {query.exception()}"
+                # the source log, as it ends (the producer is flushed)
+                expected = collections.Counter(
+                    r.value.decode() for _, h, records in log_of(mock.bootstrap, source,
+                                                                 PARTITIONS)
+                    for r in records)
+                deadline = time.monotonic() + 120
+                got: collections.Counter = collections.Counter()
+                while time.monotonic() < deadline and query.exception() is None:
+                    got = collections.Counter(committed_values(tansu.bootstrap, target,
+                                                               PARTITIONS))
+                    if sum(got.values()) >= sum(expected.values()):
+                        break
+                    time.sleep(2)
+        finally:
+            stop.set()
+            query.stop()
+        seconds = time.monotonic() - started
+        left_open = not nothing_left_open(tansu.bootstrap, target, PARTITIONS)
+    lost = sum((expected - got).values())
+    duplicated = sum((got - expected).values())
+    (rss0, fd0), (rss1, fd1) = sampler.thirds(WARMUP_S)
+    record("faults/stream_topic_to_topic_soak", section="faults",
+           what=f"readStream (mock cluster: a leader move or a broker down {OUTAGE_S} s "
+                f"every {FAULT_EVERY_S} s) -> writeStream exactlyOnce (Tansu behind a proxy "
+                f"cutting every connection every {CUT_EVERY_MS / 1000:.0f} s), "
+                f"{SECONDS / 60:.1f} min",
+           faults=sum(faults.values()) + cuts, records=sum(expected.values()), lost=lost,
+           duplicated=duplicated, seconds=seconds, leader_moves=faults["leader moves"],
+           broker_outages=faults["broker outages"], connection_cuts=cuts,
+           worker_rss_mb_first_third=round(rss0, 1), worker_rss_mb_last_third=round(rss1, 1),
+           worker_fds_first_third=fd0, worker_fds_last_third=fd1,
+           python_workers=sampler.usual_workers(),
+           transactions_left_open=int(left_open))
+    assert producer_errors == []
+    assert cuts >= 1 and faults["leader moves"] >= 1 and faults["broker outages"] >= 1
+    assert (lost, duplicated) == (0, 0), \
+        f"{lost} source records missing in the target, {duplicated} more than once"
+    assert not left_open
+    assert rss1 <= rss0 * RSS_GROWTH + RSS_SLACK_MB, \
+        f"worker RSS grew {rss0:.0f} -> {rss1:.0f} MB"
+    assert fd1 <= fd0 + FD_SLACK, f"worker descriptors grew {fd0} -> {fd1}"
