@@ -24,7 +24,7 @@ from .defaults import default_array
 from .kernels import (Cursor, gather_slices, padded, read_blobs, read_fixed_width,
                       read_lengths, read_varint)
 from .resolution import Resolution, resolve
-from .schema import AvroSchema
+from .schema import AvroField, AvroSchema
 from .spark_types import MappingOptions, arrow_field_of, member_names, union_shape
 
 # an array or map of values that take no bytes (nulls, empty records) may not claim more
@@ -238,7 +238,8 @@ class _Skip(_Node):
             elif w.type == "array":
                 self._children = [_Skip(w.items)]
             elif w.type == "map":
-                self._children = [_Skip(w.values)]
+                self._children = [_Skip(AvroSchema("record", fields=[
+                    AvroField("key", AvroSchema("string")), AvroField("value", w.values)]))]
             elif w.type == "union":
                 self._children = [_Skip(b) for b in w.branches]
             else:

@@ -258,7 +258,7 @@ class _Enc:
                 values_of[i] = m
             if (valid & (branch < 0)).any():
                 raise AvroEncodeError(f"{self.where}: a union value with no member set")
-        else:
+        elif valid.any():
             i = _branch_for(s, others, arr.type)
             if i < 0:
                 raise AvroEncodeError(f"{self.where}: no branch of the union fits {arr.type}")
