@@ -46,7 +46,7 @@ def schema_and_rows(draw):
     return s, rows
 
 
-@settings(max_examples=1500, deadline=None, suppress_health_check=list(HealthCheck))
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 @given(schema_and_rows(), st.booleans())
 def test_decoder_reads_what_fastavro_wrote(case, framed):
     schema, rows = case

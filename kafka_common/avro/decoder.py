@@ -295,6 +295,10 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
     count = np.zeros(n, dtype=np.int64)
     active = np.arange(n)
     while active.size:
+        gone = cur.bad[row[active]]
+        if gone.any():  # a row found corrupt reads no further
+            active = active[~gone]
+            continue
         head = active[remaining[active] == 0]
         if head.size:
             e, r = end[head], row[head]
@@ -336,10 +340,6 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
             pos[live] = read_item(pos[live], end[live], row[live], live, count[live])
         count[live] += 1
         remaining[live] -= 1
-        gone = cur.bad[row[active]]
-        if gone.any():  # a row found corrupt reads no further
-            remaining[active[gone]] = 0
-            active = active[~gone]
     if read_item is None:
         return pos
     return pos, count
