@@ -284,62 +284,71 @@ class _Skip(_Node):
 
 
 def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
-    """Walk the blocks of an array or map at every position, one item per live row per
-    round. ``read_item(pos, end, row, slots, index)`` decodes one item (and records it)
-    and returns the positions after it; with ``read_item`` None the items are skipped with
+    """Walk the blocks of an array or map at every position. ``read_item(pos, end, row,
+    slots, index)`` decodes item ``index`` of each slot in ``slots`` (and records it) and
+    returns the positions after them; with ``read_item`` None the items are skipped with
     ``skipper`` and blocks that carry their byte size are jumped over. Returns the
-    positions after the value (and, when reading, each slot's item count)."""
+    positions after the value (and, when reading, each slot's item count).
+
+    Per block: every slot's item count is read, the slots are sorted by it (most first),
+    and round ``j`` reads item ``j`` of the leading slots that have one (a slice, no
+    gather); a slot whose row turns out corrupt stops there."""
     n = pos.size
     pos = pos.copy()
-    remaining = np.zeros(n, dtype=np.int64)
     count = np.zeros(n, dtype=np.int64)
-    active = np.arange(n)
-    while active.size:
-        gone = cur.bad[row[active]]
-        if gone.any():  # a row found corrupt reads no further
-            active = active[~gone]
-            continue
-        head = active[remaining[active] == 0]
-        if head.size:
-            e, r = end[head], row[head]
-            c, p = read_varint(cur, pos[head], e, r)
-            jumped = np.zeros(head.size, dtype=bool)
-            neg = np.flatnonzero(c < 0)
-            if neg.size:  # a negative count is followed by the block's size in bytes
-                size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
-                p[neg] = p2
-                c[neg] = -c[neg]  # -(min int64) stays negative: refused below
+    todo = np.arange(n)  # slots whose next block header is due
+    while todo.size:
+        todo = todo[~cur.bad[row[todo]]]
+        if not todo.size:
+            break
+        e, r = end[todo], row[todo]
+        c, p = read_varint(cur, pos[todo], e, r)
+        jumped = np.zeros(todo.size, dtype=bool)
+        neg = np.flatnonzero(c < 0)
+        if neg.size:  # a negative count is followed by the block's size in bytes
+            size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
+            p[neg] = p2
+            c[neg] = -c[neg]  # -(min int64) stays negative: refused below
+            if read_item is None:
+                fits = (size >= 0) & (size <= e[neg] - p2)
+                cur.fail(r[neg], p2, e[neg], ~fits)
+                p[neg] = np.where(fits, p2 + size, p2)
+                c[neg] = 0
+                jumped[neg] = fits
+        room = e - p
+        bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[todo]
+        wrong = (c < 0) | (c > bound)
+        if wrong.any():
+            cur.fail(r, p, e, wrong)
+            c = np.where(wrong, 0, c)
+        pos[todo] = p
+        go = c > 0
+        slots = todo[go]
+        if slots.size:
+            cs = c[go]
+            order = np.argsort(-cs, kind="stable")
+            slots, cs = slots[order], cs[order]
+            ps, es, rs, base = pos[slots], end[slots], row[slots], count[slots]
+            desc = -cs
+            j, top = 0, int(cs[0])
+            while j < top:
+                k = int(np.searchsorted(desc, -j, side="left"))  # slots with more than j
                 if read_item is None:
-                    fits = (size >= 0) & (size <= e[neg] - p2)
-                    cur.fail(r[neg], p2, e[neg], ~fits)
-                    p[neg] = np.where(fits, p2 + size, p2)
-                    c[neg] = 0
-                    jumped[neg] = True
-            room = e - p
-            bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[head]
-            wrong = (c < 0) | (c > bound)
-            if wrong.any():
-                cur.fail(r, p, e, wrong)
-                c = np.where(wrong, 0, c)
-                jumped &= ~wrong
-            pos[head] = p
-            remaining[head] = c
-            finished = (c == 0) & ~jumped
-            if finished.any():
-                keep = np.ones(n, dtype=bool)
-                keep[head[finished]] = False
-                active = active[keep[active]]
-            if jumped.any():
-                continue
-        live = active[remaining[active] > 0]
-        if not live.size:
-            continue
-        if read_item is None:
-            pos[live] = skipper.skip(cur, pos[live], end[live], row[live])
-        else:
-            pos[live] = read_item(pos[live], end[live], row[live], live, count[live])
-        count[live] += 1
-        remaining[live] -= 1
+                    ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
+                else:
+                    ps[:k] = read_item(ps[:k], es[:k], rs[:k], slots[:k], base[:k] + j)
+                j += 1
+                bad = cur.bad[rs[:k]]
+                if bad.any():  # corrupt rows stop here; the others keep their order
+                    cs[:k][bad] = j
+                    order = np.argsort(-cs, kind="stable")
+                    slots, cs, ps, es, rs, base = (slots[order], cs[order], ps[order],
+                                                   es[order], rs[order], base[order])
+                    desc = -cs
+                    top = int(cs[0])
+            pos[slots] = ps
+            count[slots] += cs
+        todo = todo[go | jumped]
     if read_item is None:
         return pos
     return pos, count
