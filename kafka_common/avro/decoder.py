@@ -278,24 +278,40 @@ class _Skip(_Node):
             cur.fail(row, out, end, wrong)
             return out
         # array, map: blocks; a block with its byte size is jumped over
-        kids = self.children()
-        min_item = _min_size(self.w.items if t == "array" else self.w.values) + (t == "map")
-        return _blocks(cur, pos, end, row, min_item, None, kids[0], t == "map")
+        item = self.w.items if t == "array" else self.w.values
+        width = _fixed_width(item) if t == "array" else None
+        return _blocks(cur, pos, end, row, _min_size(item) + (t == "map"), self.children()[0],
+                       width)
 
 
-def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
-    """Walk the blocks of an array or map at every position. ``read_item(pos, end, row,
-    slots, index)`` decodes item ``index`` of each slot in ``slots`` (and records it) and
-    returns the positions after them; with ``read_item`` None the items are skipped with
-    ``skipper`` and blocks that carry their byte size are jumped over. Returns the
-    positions after the value (and, when reading, each slot's item count).
+def _fixed_width(node: AvroSchema, seen=None):
+    """The bytes every value of ``node`` takes when that is one number, else None."""
+    t = node.type
+    if t in ("null", "boolean", "float", "double", "fixed"):
+        return _min_size(node)
+    if t == "record":
+        seen = set() if seen is None else seen
+        if id(node) in seen:
+            return None
+        widths = [_fixed_width(f.type, seen | {id(node)}) for f in node.fields]
+        return None if any(w is None for w in widths) else sum(widths)
+    return None
+
+
+def _blocks(cur, pos, end, row, min_item, skipper, width=None, record=False):
+    """Walk the blocks of an array or map at every position, reading past the items with
+    ``skipper`` (items of one ``width`` are jumped over, as are blocks that carry their
+    byte size when ``record`` is False). Returns the positions after the value; with
+    ``record``, also each slot's item count and, per group of items found, ``(slots, item
+    index, item start)``.
 
     Per block: every slot's item count is read, the slots are sorted by it (most first),
-    and round ``j`` reads item ``j`` of the leading slots that have one (a slice, no
+    and round ``j`` passes item ``j`` of the leading slots that have one (a slice, no
     gather); a slot whose row turns out corrupt stops there."""
     n = pos.size
     pos = pos.copy()
     count = np.zeros(n, dtype=np.int64)
+    found = []
     todo = np.arange(n)  # slots whose next block header is due
     while todo.size:
         todo = todo[~cur.bad[row[todo]]]
@@ -309,7 +325,7 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
             size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
             p[neg] = p2
             c[neg] = -c[neg]  # -(min int64) stays negative: refused below
-            if read_item is None:
+            if not record:
                 fits = (size >= 0) & (size <= e[neg] - p2)
                 cur.fail(r[neg], p2, e[neg], ~fits)
                 p[neg] = np.where(fits, p2 + size, p2)
@@ -324,7 +340,18 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
         pos[todo] = p
         go = c > 0
         slots = todo[go]
-        if slots.size:
+        if slots.size and width is not None:  # every item's start is known
+            cs = c[go]
+            ps = pos[slots]
+            if record:
+                total = int(cs.sum())
+                first = np.repeat(np.cumsum(cs) - cs, cs)
+                within = np.arange(total, dtype=np.int64) - first
+                found.append((np.repeat(slots, cs), np.repeat(count[slots], cs) + within,
+                              np.repeat(ps, cs) + within * width))
+            pos[slots] = ps + cs * width
+            count[slots] += cs
+        elif slots.size:
             cs = c[go]
             order = np.argsort(-cs, kind="stable")
             slots, cs = slots[order], cs[order]
@@ -333,10 +360,9 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
             j, top = 0, int(cs[0])
             while j < top:
                 k = int(np.searchsorted(desc, -j, side="left"))  # slots with more than j
-                if read_item is None:
-                    ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
-                else:
-                    ps[:k] = read_item(ps[:k], es[:k], rs[:k], slots[:k], base[:k] + j)
+                if record:
+                    found.append((slots[:k], base[:k] + j, ps[:k].copy()))
+                ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
                 j += 1
                 bad = cur.bad[rs[:k]]
                 if bad.any():  # corrupt rows stop here; the others keep their order
@@ -349,19 +375,25 @@ def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
             pos[slots] = ps
             count[slots] += cs
         todo = todo[go | jumped]
-    if read_item is None:
+    if not record:
         return pos
-    return pos, count
+    return pos, count, found
 
 
 class _Repeated(_Node):
-    """Arrays and maps."""
+    """Arrays and maps: one walk over the blocks finds every item's start (reading past
+    the items), then the items are decoded in one go, already in list order."""
 
     def __init__(self, res: Resolution, atype, opts):
         self.res, self.atype, self.opts = res, atype, opts
         self.is_map = res.kind == "map"
         w = res.writer
-        self.min_item = _min_size(w.values if self.is_map else w.items) + self.is_map
+        item = w.values if self.is_map else w.items
+        self.min_item = _min_size(item) + self.is_map
+        self.width = None if self.is_map else _fixed_width(item)
+        self.skipper = _Skip(AvroSchema("record", fields=[
+            AvroField("key", AvroSchema("string")), AvroField("value", item)])
+            if self.is_map else item)
         self._child = None
 
     def child(self):
@@ -371,41 +403,39 @@ class _Repeated(_Node):
         return self._child
 
     def read(self, cur, pos, end, row):
-        child = self.child()
-        keys, values, slots, index = [], [], [], []
-        key_node = self.is_map
-
-        def read_item(p, e, r, live, j):
-            if key_node:
-                data, offsets, p = read_blobs(cur, p, e, r)
-                keys.append(_binary_array(pa.string(), data, offsets))
-            arr, p = child.read(cur, p, e, r)
-            values.append(arr)
-            slots.append(live)
-            index.append(j)
-            return p
-
-        pos, count = _blocks(cur, pos, end, row, self.min_item, read_item, None, self.is_map)
+        pos, count, found = _blocks(cur, pos, end, row, self.min_item, self.skipper,
+                                    self.width, record=True)
         offsets = np.zeros(pos.size + 1, dtype=np.int64)
         np.cumsum(count, out=offsets[1:])
-        if offsets[-1] > np.iinfo(np.int32).max:
+        total = int(offsets[-1])
+        if total > np.iinfo(np.int32).max:
             raise OverflowError("more than 2**31 array items in one batch")
-        item_type = self.atype.item_type if self.is_map else self.atype.value_type
-        if values:
-            dest = np.concatenate([offsets[s] + j for s, j in zip(slots, index)])
-            order = np.empty(dest.size, dtype=np.int64)
-            order[dest] = np.arange(dest.size)
-            take = pa.array(order)
-            vals = pa.concat_arrays(values).take(take) if len(values) > 1 else values[0]
-            if self.is_map:
-                ks = pa.concat_arrays(keys).take(take) if len(keys) > 1 else keys[0]
+        if len(found) == 1 and found[0][0].size == total and width_ordered(found[0], offsets):
+            slot, starts = found[0][0], found[0][2]
         else:
-            vals = pa.array([], type=item_type)
-            ks = pa.array([], type=pa.string())
+            starts = np.empty(total, dtype=np.int64)
+            slot = np.empty(total, dtype=np.int64)
+            for sl, index, ps in found:
+                dest = offsets[sl] + index
+                starts[dest] = ps
+                slot[dest] = sl
+        item_end, item_row = end[slot], row[slot]
+        if self.is_map:
+            data, koff, starts = read_blobs(cur, starts, item_end, item_row)
+            keys = _binary_array(pa.string(), data, koff)
+        values, _ = self.child().read(cur, starts, item_end, item_row)
         off32 = pa.array(offsets.astype(np.int32))
         if self.is_map:
-            return pa.MapArray.from_arrays(off32, ks, vals, type=self.atype), pos
-        return pa.ListArray.from_arrays(off32, vals, type=self.atype), pos
+            return pa.MapArray.from_arrays(off32, keys, values, type=self.atype), pos
+        return pa.ListArray.from_arrays(off32, values, type=self.atype), pos
+
+
+def width_ordered(group, offsets) -> bool:
+    """Whether one group of items found is already in list order (the fixed-width path
+    finds them slot by slot, in slot order, when all slots are in one block)."""
+    sl, index, _ = group
+    return bool(sl.size == 0 or (np.all(sl[1:] >= sl[:-1])
+                                 and np.array_equal(offsets[sl] + index, np.arange(sl.size))))
 
 
 class _Record(_Node):
