@@ -73,3 +73,80 @@ def test_decoder_reads_what_fastavro_wrote(case, framed):
     for (w, _), b in zip(rows, encoded.to_pylist()):
         back = fastavro.schemaless_reader(io.BytesIO(b), parsed)
         assert _write(parsed, [back]) == _write(parsed, [w]) or same(back, w)
+
+
+PROMOTE = {"int": ["long", "float", "double"], "long": ["float", "double"],
+           "float": ["double"], "string": ["bytes"]}
+ADDED = [  # (type, default as JSON, the value Spark shows)
+    ("int", 42, 42), ("string", "dflt", "dflt"), (["null", "long"], None, None),
+    ({"type": "array", "items": "double"}, [1.5], [1.5]), ({"type": "map", "values": "int"},
+                                                            {"k": 1}, [("k", 1)]),
+    ("bytes", "\u00ff\u0001", b"\xff\x01"), ("boolean", True, True),
+    ({"type": "long", "logicalType": "timestamp-millis"}, 1500, None),
+]
+
+
+def _promoted(value, to):
+    if value is None:
+        return None
+    if to == "float":
+        return float(np.float32(value))
+    if to == "double":
+        return float(value)
+    if to == "bytes":
+        return value.encode()
+    return value
+
+
+@st.composite
+def evolution(draw):
+    """A writer record, rows, and a reader that drops, adds (with defaults), promotes and
+    reorders its top-level fields, with the rows as the reader sees them."""
+    writer = draw(schemas())
+    rows = draw(st.lists(datum(writer), min_size=1, max_size=8))
+    fields, shown = [], []
+    for f in writer["fields"]:
+        action = draw(st.sampled_from(["keep", "keep", "drop", "promote"]))
+        if action == "drop":
+            continue
+        t = f["type"]
+        if action == "promote" and isinstance(t, str) and t in PROMOTE:
+            to = draw(st.sampled_from(PROMOTE[t]))
+            fields.append({"name": f["name"], "type": to})
+            shown.append((f["name"], lambda v, to=to: _promoted(v, to)))
+        else:
+            fields.append(f)
+            shown.append((f["name"], lambda v: v))
+    for i in draw(st.lists(st.integers(0, len(ADDED) - 1), max_size=3, unique=True)):
+        t, default, value = ADDED[i]
+        name = f"added{i}"
+        fields.append({"name": name, "type": t, "default": default})
+        if value is None and isinstance(t, dict) and t.get("logicalType"):
+            import datetime
+            value = datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=datetime.timezone.utc)
+        shown.append((name, lambda v, value=value: value))
+    order = draw(st.permutations(range(len(fields))))
+    reader = dict(writer, fields=[fields[i] for i in order])
+    expected = []
+    for _, e in rows:
+        expected.append({name: fn(e.get(name)) for name, fn in
+                         [shown[i] for i in order]})
+    return writer, reader, rows, expected
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=list(HealthCheck))
+@given(evolution())
+def test_evolved_reader_reads_old_data(case):
+    writer, reader, rows, expected = case
+    parsed = fastavro.parse_schema(json.loads(json.dumps(writer)))
+    payloads = _write(parsed, [w for w, _ in rows])
+    w = parse_schema(json.dumps(writer))
+    r = parse_schema(json.dumps(reader))
+    arr, errors = Decoder(w, r, {}).decode(pa.array(payloads, pa.binary()))
+    assert not errors.any()
+    assert arr.type == arrow_type(r, {})
+    assert same(arr.to_pylist(), expected), (writer, reader)
+    # fastavro resolves the same pair without complaint
+    pr = fastavro.parse_schema(json.loads(json.dumps(reader)))
+    for p in payloads:
+        fastavro.schemaless_reader(io.BytesIO(p), parsed, pr)
