@@ -192,7 +192,7 @@ def _datum(draw, s, named):
     if lt == "decimal":
         p, sc = s["precision"], s.get("scale", 0)
         unscaled = draw(st.integers(-(10**p) + 1, 10**p - 1))
-        v = decimal.Decimal(unscaled).scaleb(-sc)
+        v = decimal.Decimal(unscaled).scaleb(-sc, context=decimal.Context(prec=80))
         return v, v
     if t == "int":
         v = draw(INT32)

@@ -146,7 +146,6 @@ def test_evolved_reader_reads_old_data(case):
     assert not errors.any()
     assert arr.type == arrow_type(r, {})
     assert same(arr.to_pylist(), expected), (writer, reader)
-    # fastavro resolves the same pair without complaint
-    pr = fastavro.parse_schema(json.loads(json.dumps(reader)))
-    for p in payloads:
-        fastavro.schemaless_reader(io.BytesIO(p), parsed, pr)
+    # (fastavro is no referee here: given a reader schema it reads a writer's bytes branch
+    # of [null, string, bytes] as the reader's string, the first branch bytes promote to;
+    # Java's reader, which Spark runs, takes the same type first: test_avro_java_judge)

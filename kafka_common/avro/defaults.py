@@ -57,7 +57,7 @@ def default_value(node: AvroSchema, value, atype: pa.DataType, opts: MappingOpti
         raw = _blob(value)
         if pa.types.is_decimal(atype):
             unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
-            return decimal.Decimal(unscaled).scaleb(-atype.scale)
+            return decimal.Decimal(unscaled).scaleb(-atype.scale, context=decimal.Context(prec=80))
         return raw
     if t == "long" and pa.types.is_timestamp(atype):
         return int(value) * (1000 if node.logical.endswith("millis") else 1)
