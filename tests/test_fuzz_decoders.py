@@ -40,7 +40,7 @@ from .reliability_report import record, soak
 
 SCALE = max(1, int(os.environ.get("PYKAFKA_FUZZ_EXAMPLES", "5" if soak() else "1")))
 EXAMPLES = {"frames": 200, "responses": 400, "records": 300, "compressed": 200,
-            "scram": 80}
+            "scram": 80, "avro": 200}
 _SEEDS = {name: target.seeds() for name, target in TARGETS.items()}
 _STATS: dict[str, dict] = {name: {} for name in TARGETS}
 _SPAN: dict[str, list[float]] = {}  # first start, last end of each target's examples
@@ -121,6 +121,7 @@ test_responses = _test_for("responses")
 test_records = _test_for("records")
 test_compressed = _test_for("compressed")
 test_scram_server_messages = _test_for("scram")
+test_avro_values = _test_for("avro")
 
 
 def _records_outcome(data: bytes):
