@@ -1,7 +1,10 @@
 """One TCP (optionally TLS) connection to one broker: the only module that touches sockets.
 
 On connect it negotiates API versions through ApiVersions and, for SASL listeners,
-authenticates (PLAIN, SCRAM-SHA-256/512). ``request()`` sends and waits; ``send()`` and
+authenticates (PLAIN, SCRAM-SHA-256/512; OAUTHBEARER and AWS_MSK_IAM through a fresh
+mechanism from ``ClientConfig.sasl_mechanism_factory`` each time, so a fresh token; before a
+request, a SASL session the broker will soon end -- KIP-368's ``session_lifetime_ms`` -- is
+replaced by a new connection, which signs in again). ``request()`` sends and waits; ``send()`` and
 ``receive()`` let several requests be in flight at once (answered in order). Every wait is
 bounded by the request timeout; any protocol error or timeout closes the connection, so a
 broken peer can never leave a half-read stream behind.
@@ -10,6 +13,7 @@ broken peer can never leave a half-read stream behind.
 from __future__ import annotations
 
 import logging
+import random
 import socket
 import time
 
@@ -35,6 +39,7 @@ class BrokerConnection:
         self._framing = ClientFraming(config.client_id, config.max_response_size)
         self._ready: dict[int, dict] = {}
         self.api_versions: dict[int, tuple[int, int]] = {}
+        self._session_deadline: float | None = None  # monotonic; see _session_expiring
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, node={self.node_id})"
@@ -98,6 +103,7 @@ class BrokerConnection:
                 pass
         self._framing = ClientFraming(self.config.client_id, self.config.max_response_size)
         self._ready.clear()
+        self._session_deadline = None
 
     def __enter__(self) -> "BrokerConnection":
         return self.connect()
@@ -146,7 +152,8 @@ class BrokerConnection:
         from .sasl import mechanism_for
         from .schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
         c = self.config
-        if c.sasl_username is None or c.sasl_password is None:
+        if c.sasl_mechanism_factory is None and (c.sasl_username is None
+                                                 or c.sasl_password is None):
             raise AuthenticationError(
                 f"SASL {c.sasl_mechanism}: kafka.sasl.username and kafka.sasl.password "
                 "(or kafka.sasl.jaas.config) are required")
@@ -156,8 +163,11 @@ class BrokerConnection:
             raise AuthenticationError(
                 f"broker {self.host}:{self.port} refused SASL mechanism {c.sasl_mechanism}; "
                 f"it offers {handshake.get('mechanisms')}")
-        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
         version = self.version_for(SASL_AUTHENTICATE)
+        if c.sasl_mechanism_factory is not None:
+            self._authenticate_with(c.sasl_mechanism_factory(self.host), version)
+            return
+        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
 
         def step(token: bytes) -> bytes:
             r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
@@ -178,6 +188,45 @@ class BrokerConnection:
             self._sasl_verdict(mech.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
 
+    def _authenticate_with(self, mech, version: int) -> None:
+        """Drive a mechanism from ``ClientConfig.sasl_mechanism_factory`` (OAUTHBEARER,
+        AWS_MSK_IAM): a fresh one, so a fresh token or signature, for every authentication.
+        A refusal shows the broker's text and status and the options to look at."""
+        from .schemas import SASL_AUTHENTICATE
+        where = f"SASL {mech.name} authentication at {self.host}:{self.port} failed"
+        redact = getattr(mech, "redact", lambda text: text)
+        message = mech.initial_response()
+        while True:
+            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": message})
+            if r["error_code"]:
+                detail = getattr(mech, "failure_text", lambda: "")()
+                text = redact(r.get("error_message") or "")
+                raise AuthenticationError(
+                    "; ".join(part for part in (f"{where}: {text}".rstrip(), detail) if part))
+            try:
+                message = mech.respond(bytes(r.get("auth_bytes") or b""))
+            except (AuthenticationError, ProtocolError) as e:
+                raise type(e)(f"{where}: {e}") from e
+            if message is None:
+                break
+        self._note_session_lifetime(r.get("session_lifetime_ms") or 0)
+        log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, mech.name)
+
+    # ---- re-authentication (KIP-368) ------------------------------------------------------
+
+    def _note_session_lifetime(self, lifetime_ms: int) -> None:
+        """Remember when the broker will end this session (SaslAuthenticate v1+'s
+        ``session_lifetime_ms``; 0 = never): like Java's client, at 85-95% of it."""
+        self._session_deadline = (None if lifetime_ms <= 0 else time.monotonic()
+                                  + lifetime_ms / 1000 * (0.85 + 0.1 * random.random()))
+
+    def _session_expiring(self) -> bool:
+        """True when the SASL session is near its end and no request is in flight: then
+        ``send`` reconnects first, which authenticates again with a fresh token."""
+        return (self._session_deadline is not None and self._sock is not None
+                and time.monotonic() >= self._session_deadline
+                and self._framing.in_flight == 0 and not self._ready)
+
     def _sasl_verdict(self, call, message: bytes):
         """A SCRAM step on the server's message; its refusal names the user and broker."""
         try:
@@ -192,6 +241,9 @@ class BrokerConnection:
     def send(self, api: Api, body: dict, version: int | None = None,
              expect_response: bool = True) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``."""
+        if self._session_expiring():
+            log.debug("SASL session at %s:%s is ending: reconnecting", self.host, self.port)
+            self.close()
         if self._sock is None:
             self.connect()
         if version is None:

@@ -35,7 +35,7 @@ from .errors import AuthenticationError, ConfigError, ProtocolError, PyKafkaErro
 __all__ = [
     "Mechanism", "PlainMechanism", "ScramMechanism", "SUPPORTED_MECHANISMS",
     "DEFAULT_MIN_ITERATIONS", "DEFAULT_MAX_ITERATIONS", "PLAIN_LOGIN_MODULE",
-    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "escape_saslname",
+    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "parse_jaas_options", "escape_saslname",
 ]
 
 #: Hash function name (for ``hashlib``) of each SCRAM mechanism.
@@ -442,15 +442,13 @@ class _JaasReader:
         raise self.error("unterminated quoted value")
 
 
-def parse_jaas_config(text: str) -> tuple[str, str, str]:
-    """Read ``(username, password, login_module)`` from a JVM ``sasl.jaas.config`` value.
+def parse_jaas_options(text: str) -> tuple[str, dict[str, str]]:
+    """Read ``(login_module, options)`` from a JVM ``sasl.jaas.config`` value.
 
     The syntax is ``<LoginModule class> <flag> name="value" ... ;`` with exactly one login
     module, a flag among required/requisite/sufficient/optional, and values either
     double-quoted (a backslash escapes the next character, e.g. ``\\"``) or bare words.
-    Options other than ``username`` and ``password`` are accepted and ignored. The caller
-    decides whether the login module suits its mechanism (see ``PLAIN_LOGIN_MODULE`` and
-    ``SCRAM_LOGIN_MODULE``). Errors are ``ConfigError`` and never quote the input.
+    Errors are ``ConfigError`` and never quote the input (it may hold secrets).
     """
     if not isinstance(text, str):
         raise ConfigError(f"{_JAAS_OPTION} must be a string, not {type(text).__name__}")
@@ -478,6 +476,17 @@ def parse_jaas_config(text: str) -> tuple[str, str, str]:
     reader.pos += 1
     if reader.peek():
         raise reader.error("unexpected text after ';' (exactly one login module is allowed)")
+    return module, options
+
+
+def parse_jaas_config(text: str) -> tuple[str, str, str]:
+    """Read ``(username, password, login_module)`` from a JVM ``sasl.jaas.config`` value
+    (syntax: see ``parse_jaas_options``). Options other than ``username`` and ``password``
+    are accepted and ignored. The caller decides whether the login module suits its
+    mechanism (see ``PLAIN_LOGIN_MODULE`` and ``SCRAM_LOGIN_MODULE``). Errors are
+    ``ConfigError`` and never quote the input.
+    """
+    module, options = parse_jaas_options(text)
     for required in ("username", "password"):
         if not options.get(required):
             raise ConfigError(f"{_JAAS_OPTION}: the {required} option is missing or empty")
