@@ -119,6 +119,20 @@ class FakeSaslBroker(ScriptedBroker):
                         else self.auth_error)
         if s.mechanism == "OAUTHBEARER":
             return self._oauthbearer(s, token, ok, fail)
+        if s.mechanism == "AWS_MSK_IAM":
+            # AWS's broker: a JSON payload, its signature checked by ``check_token``
+            # (called with the payload dict), then a JSON answer with a request id.
+            try:
+                payload = json.loads(token)
+            except ValueError:
+                return fail("Invalid AWS_MSK_IAM payload")
+            self.bearer.append(("", payload))
+            problem = self.check_token(payload, {}) if self.check_token else None
+            if problem is not None:
+                return fail(f"[{problem.get('request-id', 'r-1')}]: {problem['status']}")
+            s.authenticated = True
+            self.authenticated.set()
+            return ok(json.dumps({"version": "2020_10_22", "request-id": "r-1"}).encode())
         if s.mechanism == "PLAIN":
             parts = token.split(b"\0")
             if len(parts) == 3 and self.users.get(parts[1].decode()) == parts[2].decode():

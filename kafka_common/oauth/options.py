@@ -55,6 +55,8 @@ OAUTH_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "IAMOAuthBearerLoginCallbackHandler (MSK IAM), or a Python callable module:function "
      "with confluent-kafka's oauth_cb contract. None: Kafka's unsecured tokens "
      "(unsecuredLoginStringClaim_sub in kafka.sasl.jaas.config)."),
+    ("kafka.sasl.client.callback.handler.class", "none",
+     "Accepted for AWS_MSK_IAM when it names AWS's IAMClientCallbackHandler (not needed)."),
     (_ENDPOINT_OPTION, "none",
      "OIDC token endpoint (https: verified TLS), or file:/path of a token file read again "
      "when it changes."),
