@@ -29,6 +29,7 @@ import re
 import threading
 from typing import Callable
 
+from protocol.errors import ProtocolError
 from protocol.schemas import (API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, SASL_AUTHENTICATE,
                               SASL_HANDSHAKE)
 
@@ -76,7 +77,10 @@ class FakeSaslBroker(ScriptedBroker):
         allowed = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
         if api is None or (not s.authenticated and api not in allowed):
             return None  # as Kafka: nothing but SASL before authentication
-        body = req.body()
+        try:
+            body = req.body()
+        except ProtocolError:
+            return None  # a request this script cannot read: the connection is closed
         if api is API_VERSIONS:
             answer = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
                 {"api_key": a.key, "min_version": a.request.versions.lo,
