@@ -27,6 +27,7 @@ import hmac
 import json
 import re
 import threading
+import time
 from typing import Callable
 
 from protocol.errors import ProtocolError
@@ -57,6 +58,7 @@ class FakeSaslBroker(ScriptedBroker):
         self.check_token, self.session_lifetime_ms = check_token, session_lifetime_ms
         self.bearer: list[tuple[str, dict]] = []  # OAUTHBEARER (token, extensions) received
         self.requests: list[int] = []
+        self.expired_sessions = 0  # requests that came after their session's end
         self.received: list[bytes] = []  # every SaslAuthenticate token, as sent
         self.authenticated = threading.Event()
         super().__init__(name="fake-sasl")
@@ -73,6 +75,9 @@ class FakeSaslBroker(ScriptedBroker):
             raw = self.reply_hook(req.api_key, req.correlation_id, frame)
             if raw is not None:
                 return raw
+        if s.expires_at is not None and time.monotonic() >= s.expires_at:
+            self.expired_sessions += 1
+            return None  # as Kafka (KIP-368): a session past its lifetime is closed
         api = req.api
         allowed = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
         if api is None or (not s.authenticated and api not in allowed):
@@ -115,6 +120,8 @@ class FakeSaslBroker(ScriptedBroker):
                     "session_lifetime_ms": 0}
 
         def ok(data: bytes) -> dict:
+            if self.session_lifetime_ms:
+                s.expires_at = time.monotonic() + self.session_lifetime_ms / 1000
             return {"error_code": 0, "error_message": None, "auth_bytes": data,
                     "session_lifetime_ms": self.session_lifetime_ms}
 
@@ -234,4 +241,5 @@ class _Session:
         self.authenticated = False
         self.scram: str | None = None
         self.oauth_error: str | None = None
+        self.expires_at: float | None = None  # monotonic end of the SASL session
         self.user = self.nonce = self.client_first_bare = self.server_first = ""
