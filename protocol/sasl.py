@@ -394,7 +394,7 @@ def mechanism_for(name: str, username: str, password: str | bytes) -> Mechanism:
 _JAAS_OPTION = "kafka.sasl.jaas.config"
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
 _JAAS_MODULE_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", re.ASCII)
-_JAAS_WORD_RE = re.compile(r"[^\s=;\"]+")
+_JAAS_WORD_RE = re.compile(r"[^\s=;\"']+")
 _JAAS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
 
@@ -425,12 +425,14 @@ class _JaasReader:
         return match.group()
 
     def quoted(self) -> str:
-        """A double-quoted value; a backslash escapes the next character."""
+        """A value in double or single quotes (Java's JaasConfig takes both); a backslash
+        escapes the next character."""
         start, self.pos = self.pos, self.pos + 1
+        quote = self.text[start]
         out = []
         while self.pos < len(self.text):
             ch = self.text[self.pos]
-            if ch == '"':
+            if ch == quote:
                 self.pos += 1
                 return "".join(out)
             if ch == "\\" and self.pos + 1 < len(self.text):
@@ -466,8 +468,8 @@ def parse_jaas_options(text: str) -> tuple[str, dict[str, str]]:
         if reader.peek() != "=":
             raise reader.error("expected '=' after an option name")
         reader.pos += 1
-        value = reader.quoted() if reader.peek() == '"' else reader.word(_JAAS_WORD_RE,
-                                                                          "an option value")
+        value = reader.quoted() if reader.peek() in ('"', "'") else reader.word(
+            _JAAS_WORD_RE, "an option value")
         if name in options:
             raise reader.error("an option is given twice")
         options[name] = value

@@ -45,7 +45,8 @@ def fresh_cache():
 
 
 def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str = "kafka"):
-    """The options a JVM user of Confluent Cloud copies, with the kafka. prefix."""
+    """The options a JVM user of Confluent Cloud copies (single quotes and all), with the
+    kafka. prefix."""
     return {
         "kafka.bootstrap.servers": bootstrap, "subscribe": "t",
         "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
@@ -54,7 +55,7 @@ def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str 
         "kafka.sasl.jaas.config": (f"{MODULE} required clientId='{CLIENT}' "
                                    f"clientSecret='{secret}' scope='{scope}' "
                                    "extension_logicalCluster='lkc-abc12' "
-                                   "extension_identityPoolId='pool-Xy9';").replace("'", '"'),
+                                   "extension_identityPoolId='pool-Xy9';"),
         "kafka.request.timeout.ms": "5000"}
 
 

@@ -299,3 +299,57 @@ def test_a_long_lived_connection_signs_in_again_with_a_fresh_token(monkeypatch):
                 time.sleep(0.2)
     tokens = [t for t, _ in fake.bearer]
     assert len(tokens) >= 3 and len(set(tokens)) == len(tokens)
+    assert fake.expired_sessions == 0  # never a request on a session past its end
+
+
+# ---- Google Managed Kafka's token shape ---------------------------------------------------
+
+def test_google_token_shape_fits_kafkas_grammar():
+    from kafka_common.oauth.google import token_value
+    value = token_value("ya29.a0Af-x_y", 1_800_000_000, "sa@p.iam.gserviceaccount.com",
+                        1_799_996_400)
+    header, claims, access = value.split(".")
+    decode = lambda part: __import__("base64").urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    assert json.loads(decode(header)) == {"typ": "JWT", "alg": "GOOG_OAUTH2_TOKEN"}
+    assert json.loads(decode(claims)) == {"exp": 1_800_000_000, "iat": 1_799_996_400,
+                                          "iss": "Google", "scope": "kafka",
+                                          "sub": "sa@p.iam.gserviceaccount.com"}
+    assert decode(access) == b"ya29.a0Af-x_y"
+    OAuthBearerMechanism(value)  # the grammar check passes
+
+
+def test_google_handler_option(monkeypatch):
+    import importlib.util
+    handler = "com.google.cloud.hosted.kafka.auth.GcpLoginCallbackHandler"
+    options = {"kafka.sasl.login.callback.handler.class": handler,
+               "kafka.sasl.jaas.config": f"{MODULE} required;"}
+    if importlib.util.find_spec("google.auth") is None:
+        with pytest.raises(ConfigError, match="google-auth"):
+            config("127.0.0.1:1", **options)
+    else:
+        factory = config("127.0.0.1:1", **options).sasl_mechanism_factory
+        assert factory.source.name == "kafka_common.oauth.google:token"
+
+
+def test_readme_managed_kafka_recipes_are_accepted_as_written():
+    """Each recipe of README's "Managed Kafka" section gives the mechanism and token
+    source it says (Google's needs google-auth, which this project does not install)."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text[text.index("### Managed Kafka"):text.index("## Logging")]
+    recipes: dict = {}
+    for block in re.findall(r"```python\n(.*?)```", section, re.S):
+        exec(block, recipes)
+    expected = {"confluent": "ClientCredentials", "event_hubs": "ClientCredentials",
+                "google": "TokenCallback", "msk_iam": None, "msk_oauth": "MskOAuthSource"}
+    for name, source in expected.items():
+        options = {**recipes[name], "subscribe": "t"}
+        if name == "google" and importlib.util.find_spec("google.auth") is None:
+            with pytest.raises(ConfigError, match="google-auth"):
+                parse_reader_options(options)
+            continue
+        factory = parse_reader_options(options).client_config.sasl_mechanism_factory
+        assert type(getattr(factory, "source", None)).__name__ == (source or "NoneType")

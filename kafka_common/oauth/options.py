@@ -26,6 +26,7 @@ from protocol.errors import ConfigError
 from protocol.sasl import parse_jaas_options
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
 
+from .google import GCP_HANDLER
 from .sources import ClientCredentials, TokenCallback, TokenFile, UnsecuredToken, resolve_callable
 from .tokens import TOKEN_CACHE, RefreshPolicy
 
@@ -52,7 +53,8 @@ OAUTH_OPTIONS: tuple[tuple[str, str, str], ...] = (
     (_HANDLER_OPTION, "none",
      "OAUTHBEARER token source: Kafka's OAuthBearerLoginCallbackHandler (OIDC client "
      "credentials or token file; a kafkashaded. prefix is accepted), AWS's "
-     "IAMOAuthBearerLoginCallbackHandler (MSK IAM), or a Python callable module:function "
+     "IAMOAuthBearerLoginCallbackHandler (MSK IAM), Google's GcpLoginCallbackHandler "
+     "(needs google-auth), or a Python callable module:function "
      "with confluent-kafka's oauth_cb contract. None: Kafka's unsecured tokens "
      "(unsecuredLoginStringClaim_sub in kafka.sasl.jaas.config)."),
     ("kafka.sasl.client.callback.handler.class", "none",
@@ -234,6 +236,12 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
                 "kafka.sasl.oauthbearer.sub.claim.name") or "sub")
         else:
             source = _client_credentials(opts, options, endpoint)
+    elif handler == GCP_HANDLER:
+        import importlib.util
+        if importlib.util.find_spec("google.auth") is None:
+            raise ConfigError(f"{_HANDLER_OPTION} {GCP_HANDLER} needs the google-auth package "
+                              "on the driver and every executor (pip install google-auth)")
+        source = TokenCallback("kafka_common.oauth.google:token", Secret(""))
     elif handler == MSK_OAUTH_HANDLER:
         from kafka_common.aws_msk_iam.options import msk_oauth_source
         source = msk_oauth_source(options)
@@ -245,6 +253,6 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
     else:
         raise ConfigError(f"{_HANDLER_OPTION}: {handler} is not implemented by this "
                           f"connector; use {_LOGIN_HANDLERS[0]} (OIDC or token file), "
-                          f"{MSK_OAUTH_HANDLER}, {_UNSECURED_HANDLER}, or a Python "
-                          "module:function token callback")
+                          f"{MSK_OAUTH_HANDLER}, {GCP_HANDLER}, {_UNSECURED_HANDLER}, or a "
+                          "Python module:function token callback")
     return OAuthBearerFactory(source, extensions, refresh_policy(opts))
