@@ -206,7 +206,9 @@ def test_option_errors_come_before_any_connection(options, words):
     assert "Sup3r-secret" not in str(info.value)
 
 
-def test_plaintext_warns_and_client_secret_stays_out_of_reprs(caplog):
+def test_plaintext_warns_and_client_secret_stays_out_of_reprs(caplog, monkeypatch):
+    from kafka_common import option_map
+    monkeypatch.setattr(option_map, "_warned", set())  # warned once per process
     caplog.set_level(logging.WARNING)
     cfg = config("127.0.0.1:1", **{
         "kafka.sasl.login.callback.handler.class": HANDLER,

@@ -26,6 +26,7 @@ from protocol.errors import ConfigError
 from protocol.sasl import parse_jaas_options
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
 
+from ..option_map import warn_once
 from .google import GCP_HANDLER
 from .sources import ClientCredentials, TokenCallback, TokenFile, UnsecuredToken, resolve_callable
 from .tokens import TOKEN_CACHE, RefreshPolicy
@@ -216,8 +217,9 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
         {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")},
         "kafka.sasl.jaas.config: extension")
     if not uses_tls:
-        log.warning("kafka.sasl.mechanism OAUTHBEARER over SASL_PLAINTEXT sends the token in "
-                    "the clear; use SASL_SSL outside a test setup.")
+        warn_once(log, "oauthbearer-plaintext", "kafka.sasl.mechanism OAUTHBEARER over "
+                  "SASL_PLAINTEXT sends the token in the clear; use SASL_SSL outside a test "
+                  "setup.")
     handler = canonical_class(opts.get(_HANDLER_OPTION))
     endpoint = opts.get(_ENDPOINT_OPTION)
     retriever = canonical_class(opts.get("kafka.sasl.oauthbearer.jwt.retriever.class"))
