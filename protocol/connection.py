@@ -4,8 +4,8 @@ On connect it negotiates API versions through ApiVersions and, for SASL listener
 authenticates (PLAIN, SCRAM-SHA-256/512; OAUTHBEARER and AWS_MSK_IAM through a fresh
 mechanism from ``ClientConfig.sasl_mechanism_factory`` each time, so a fresh token; before a
 request, a SASL session the broker will soon end -- KIP-368's ``session_lifetime_ms`` -- is
-replaced by a new connection, which signs in again). ``request()`` sends and waits; ``send()`` and
-``receive()`` let several requests be in flight at once (answered in order). Every wait is
+replaced by a new connection, which signs in again). ``request()`` sends and waits;
+``send()`` and ``receive()`` let several requests be in flight at once (answered in order). Every wait is
 bounded by the request timeout; any protocol error or timeout closes the connection, so a
 broken peer can never leave a half-read stream behind.
 """

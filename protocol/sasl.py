@@ -35,7 +35,8 @@ from .errors import AuthenticationError, ConfigError, ProtocolError, PyKafkaErro
 __all__ = [
     "Mechanism", "PlainMechanism", "ScramMechanism", "SUPPORTED_MECHANISMS",
     "DEFAULT_MIN_ITERATIONS", "DEFAULT_MAX_ITERATIONS", "PLAIN_LOGIN_MODULE",
-    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "parse_jaas_options", "escape_saslname",
+    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "parse_jaas_options",
+    "escape_saslname",
 ]
 
 #: Hash function name (for ``hashlib``) of each SCRAM mechanism.

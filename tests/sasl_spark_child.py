@@ -39,6 +39,9 @@ def main(spec: dict) -> None:
              .coalesce(1).write.format("pykafka").mode("append").options(**options)
              .option("topic", run["source"]).save())
         print(f"[child] {name} written {time.monotonic() - t0:.1f}s", file=sys.stderr)
+        frame = spark.read.format("pykafka").options(**options).option("subscribe",
+                                                                        run["source"]).load()
+        frame.explain("extended")  # the plan strings go to stdout, which the test greps
         read = read_values(spark, options, run["source"])
         print(f"[child] {name} read {time.monotonic() - t0:.1f}s", file=sys.stderr)
         query = (spark.readStream.format("pykafka").options(**options)
@@ -55,7 +58,7 @@ def main(spec: dict) -> None:
         results[name] = {"read": read, "streamed": read_values(spark, options, run["target"]),
                          "stream_error": str(error) if error else None}
     spark.stop()
-    print(json.dumps(results))
+    print("\n" + json.dumps(results))
 
 
 if __name__ == "__main__":

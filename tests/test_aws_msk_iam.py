@@ -258,3 +258,16 @@ def test_assume_role_signs_its_request_and_returns_the_role_credentials(monkeypa
     assert form["RoleArn"] == "arn:aws:iam::123456789012:role/msk"
     assert creds.access_key_id == "ASIAROLE" and creds.session_token.reveal() == "role-token"
     assert "role-secret" not in repr(creds)
+
+
+@pytest.mark.parametrize("answer, error", [
+    (b"\xff", "ProtocolError"), (b"not json", "ProtocolError"), (b"[]", "AuthenticationError"),
+    (b'{"version": "1999"}', "AuthenticationError"), (b"{" + b" " * 9000 + b"}",
+                                                        "ProtocolError")])
+def test_a_hostile_msk_answer_is_a_typed_error(answer, error):
+    from protocol.sasl_aws_msk_iam import AwsMskIamMechanism
+    mech = AwsMskIamMechanism(b"{}")
+    mech.initial_response()
+    with pytest.raises(Exception) as info:
+        mech.respond(answer)
+    assert type(info.value).__name__ == error

@@ -19,7 +19,8 @@ import time
 import pytest
 
 from kafka_common.oauth.sources import TokenFile
-from kafka_common.oauth.tokens import TOKEN_CACHE, BearerToken, RefreshPolicy, TokenCache, b64url, jwt_claims
+from kafka_common.oauth.tokens import (TOKEN_CACHE, BearerToken, RefreshPolicy, TokenCache,
+                                       b64url, jwt_claims)
 from kafka_source.options import parse_reader_options
 from protocol.cluster import KafkaClient
 from protocol.config import Secret

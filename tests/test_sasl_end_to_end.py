@@ -91,6 +91,7 @@ def test_batch_and_exactly_once_stream_through_oauthbearer_and_msk_iam(tmp_path,
         assert all(check_msk_payload(payload) is None for _, payload in msk.bearer)
         # each MSK sign-in is signed when it happens, not once
         assert len({payload["x-amz-date"] for _, payload in msk.bearer}) > 1
+    assert "== Physical Plan ==" in child.stdout  # the plans were printed, and hold no secret
     assert CLIENT_SECRET not in child.stdout + child_log
     assert SECRET not in child.stdout + child_log
     for name in ("oauth", "msk"):

@@ -136,7 +136,8 @@ class ClientCredentials:
                 if e.code < 500:  # the endpoint refused us: retrying will not help
                     raise AuthenticationError(
                         f"the token endpoint {self.endpoint} refused the client credentials "
-                        f"of client {self.client_id!r} (HTTP {e.code}{': ' + text if text else ''}); "
+                        f"of client {self.client_id!r} "
+                        f"(HTTP {e.code}{': ' + text if text else ''}); "
                         f"check {self.describe()}") from None
                 problem = f"HTTP {e.code}"
             except (urllib.error.URLError, OSError) as e:
