@@ -148,3 +148,38 @@ def test_token_lifetime_drives_the_refresh(issuer):
         now[0] += 2
         time.sleep(1.1)  # the issuer's clock must move for a different token
         assert cache.get(factory.source, factory.policy).value != first.value
+
+
+def test_https_token_endpoint_is_verified(issuer, tmp_path):
+    """The issuer behind a TLS front (a certificate for 127.0.0.1 from a test CA): trusted
+    through kafka.sasl.oauthbearer.ssl.cafile it answers; without it the system CAs refuse
+    the certificate and the error says TLS failed, naming the endpoint."""
+    import socket
+    import ssl
+
+    import trustme
+
+    from kafka_testbed.tansu import _TlsFront
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    front = _TlsFront(listener, ("127.0.0.1", int(issuer.base.rsplit(":", 1)[1])), context)
+    cafile = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(cafile))
+    endpoint = f"https://127.0.0.1:{port}/token"
+    try:
+        trusted = parse_reader_options({**jvm_options("127.0.0.1:1", endpoint), **{
+            "kafka.sasl.oauthbearer.ssl.cafile": str(cafile)}}).client_config
+        mech = trusted.sasl_mechanism_factory("127.0.0.1")
+        assert mech.initial_response().startswith(b"n,,\x01auth=Bearer ey")
+        TOKEN_CACHE.clear()
+        untrusted = parse_reader_options(jvm_options("127.0.0.1:1", endpoint)).client_config
+        with pytest.raises(AuthenticationError, match="TLS to the token endpoint") as info:
+            untrusted.sasl_mechanism_factory("127.0.0.1")
+        assert "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    finally:
+        front.close()
