@@ -99,6 +99,7 @@ class TokenCache:
         self._clock, self._rng = clock, rng or random.Random()
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[BearerToken, float]] = {}  # key -> (token, refresh)
+        self._locks: dict[str, threading.Lock] = {}
 
     def clear(self) -> None:
         with self._lock:
@@ -108,7 +109,9 @@ class TokenCache:
         """The cached token of ``source`` (whose ``cache_key`` names it), fetched anew with
         ``source.fetch()`` when due or when ``source.changed()`` says its input changed."""
         key = source.cache_key
-        with self._lock:
+        with self._lock:  # one fetch per source at a time; other sources are not held up
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
             now = self._clock()
             entry = self._entries.get(key)
             if entry is not None:
