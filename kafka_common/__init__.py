@@ -4,7 +4,12 @@
   getters) and warning once about an option (``warn_once``);
 - ``connection_options``: the options that say how to reach the brokers (bootstrap servers,
   client id, TLS, SASL), documented once in ``SECURITY_OPTIONS`` and turned into a
-  ``protocol.config.ClientConfig`` the same way for both sides.
+  ``protocol.config.ClientConfig`` the same way for both sides;
+- ``oauth``: where OAUTHBEARER tokens come from (OIDC client credentials, a token file, a
+  Python callable, Kafka's unsecured tokens, Google's shape), cached per process and
+  refreshed by Kafka's ``sasl.login.refresh.*`` rules;
+- ``aws_msk_iam``: AWS credentials (environment, profile, STS AssumeRole, botocore) for
+  MSK IAM, both as the ``AWS_MSK_IAM`` mechanism and as OAUTHBEARER tokens.
 
 Spark-free, like ``protocol``: both packages build on it, it builds on ``protocol`` only.
 """

@@ -20,6 +20,8 @@ from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, p
 from protocol.errors import ConfigError
 from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
 
+from .oauth.options import OAUTH_OPTIONS
+
 from .option_map import INT32_MAX, OptionMap, warn_once
 
 __all__ = ["SECURITY_OPTIONS", "CONNECTIONS_MAX_IDLE_OPTION", "security_settings",
@@ -38,7 +40,7 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("kafka.security.protocol", '"PLAINTEXT"',
      "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
     ("kafka.sasl.mechanism", '"PLAIN"',
-     "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512."),
+     "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM."),
     ("kafka.sasl.username", "none",
      "SASL user name (or give kafka.sasl.jaas.config)."),
     ("kafka.sasl.password", "none",
@@ -46,7 +48,10 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("kafka.sasl.jaas.config", "none",
      "JVM-style JAAS line holding the username and password, e.g. "
      'org.apache.kafka.common.security.plain.PlainLoginModule required '
-     'username="u" password="p";'),
+     'username="u" password="p"; for OAUTHBEARER the OAuthBearerLoginModule line with '
+     "clientId, clientSecret, scope and extension_<name> (or unsecuredLogin* options); "
+     "for AWS_MSK_IAM software.amazon.msk.auth.iam.IAMLoginModule (awsProfileName, "
+     "awsRoleArn...)."),
     ("kafka.ssl.cafile", "system CAs",
      "PEM file of the certificate authorities to trust."),
     ("kafka.ssl.certfile", "none",
@@ -58,6 +63,7 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("kafka.ssl.endpoint.identification.algorithm", '"https"',
      '"https" checks the broker\'s host name against its certificate; an empty '
      "string skips that check (the chain is still verified)."),
+    *OAUTH_OPTIONS,
 )
 
 
@@ -73,7 +79,8 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
     settings: dict[str, Any] = {"security_protocol": protocol}
 
     sasl_options = [o for o in ("kafka.sasl.mechanism", "kafka.sasl.username",
-                                "kafka.sasl.password", "kafka.sasl.jaas.config") if opts.has(o)]
+                                "kafka.sasl.password", "kafka.sasl.jaas.config",
+                                *(name for name, _, _ in OAUTH_OPTIONS)) if opts.has(o)]
     ssl_options = [o for o in ("kafka.ssl.cafile", "kafka.ssl.certfile", "kafka.ssl.keyfile",
                                "kafka.ssl.key.password",
                                "kafka.ssl.endpoint.identification.algorithm") if opts.has(o)]
@@ -103,7 +110,17 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
                     raise ConfigError(f"{option} is set without kafka.ssl.certfile")
 
     if uses_sasl:
-        settings.update(_sasl_credentials(opts, protocol))
+        mechanism = (opts.get("kafka.sasl.mechanism") or "").upper()
+        if mechanism == "OAUTHBEARER":
+            from .oauth.options import oauthbearer_factory
+            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=oauthbearer_factory(
+                opts, log, uses_tls=uses_tls))
+        elif mechanism == "AWS_MSK_IAM":
+            from .aws_msk_iam.options import msk_iam_factory
+            settings.update(sasl_mechanism=mechanism,
+                            sasl_mechanism_factory=msk_iam_factory(opts))
+        else:
+            settings.update(_sasl_credentials(opts, protocol))
     return settings
 
 

@@ -25,7 +25,8 @@ INT64_MAX = 2**63 - 1
 
 #: Options whose values are kept exactly as given (passwords, and the JAAS line holding one).
 VERBATIM_OPTIONS = frozenset({"kafka.sasl.password", "kafka.ssl.key.password",
-                              "kafka.sasl.jaas.config"})
+                              "kafka.sasl.jaas.config",
+                              "kafka.sasl.oauthbearer.client.credentials.client.secret"})
 
 
 class OptionMap:

@@ -7,11 +7,14 @@ The SASL password is kept out of ``repr`` and ``str``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
+#: The mechanisms whose credentials come from ``ClientConfig.sasl_mechanism_factory``.
+FACTORY_MECHANISMS = ("OAUTHBEARER", "AWS_MSK_IAM")
 
 
 class Secret(str):
@@ -37,6 +40,10 @@ class ClientConfig:
     sasl_mechanism: str = "PLAIN"
     sasl_username: str | None = None
     sasl_password: Secret | None = field(default=None, repr=False)
+    #: For OAUTHBEARER and AWS_MSK_IAM: a picklable callable ``factory(host)`` returning a
+    #: fresh ``protocol.sasl.Mechanism`` (with a fresh token or signature) for each
+    #: authentication to the broker at ``host``. Its repr must hold no secret.
+    sasl_mechanism_factory: Any = None
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
@@ -64,6 +71,10 @@ class ClientConfig:
         if self.uses_sasl and self.sasl_mechanism not in SASL_MECHANISMS:
             raise ConfigError(f"kafka.sasl.mechanism: unsupported {self.sasl_mechanism!r}; "
                               f"use one of {SASL_MECHANISMS}")
+        if (self.uses_sasl and self.sasl_mechanism in FACTORY_MECHANISMS
+                and not callable(self.sasl_mechanism_factory)):
+            raise ConfigError(f"kafka.sasl.mechanism {self.sasl_mechanism} needs a token "
+                              "source (sasl_mechanism_factory)")
         if self.sasl_password is not None and not isinstance(self.sasl_password, Secret):
             self.sasl_password = Secret(self.sasl_password)
         if self.ssl_key_password is not None and not isinstance(self.ssl_key_password, Secret):

@@ -1,9 +1,10 @@
 """One TCP (optionally TLS) connection to one broker: the only module that touches sockets.
 
 On connect it negotiates API versions through ApiVersions and, for SASL listeners,
-authenticates (PLAIN, SCRAM-SHA-256/512). ``request()`` sends and waits; ``send()`` and
-``receive()`` let several requests be in flight at once (answered in order). Every wait is
-bounded by the request timeout; any protocol error or timeout closes the connection, so a
+authenticates (PLAIN, SCRAM-SHA-256/512; OAUTHBEARER and AWS_MSK_IAM through a fresh
+mechanism from ``ClientConfig.sasl_mechanism_factory`` each time, so a fresh token).
+``request()`` sends and waits; ``send()`` and ``receive()`` let several requests be in
+flight at once (answered in order). Every wait is bounded by the request timeout; any protocol error or timeout closes the connection, so a
 broken peer can never leave a half-read stream behind.
 
 For reuse (``protocol.pool`` keeps connections warm across tasks): ``still_open()`` tells
@@ -209,7 +210,8 @@ class BrokerConnection:
         from .sasl import mechanism_for
         from .schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
         c = self.config
-        if c.sasl_username is None or c.sasl_password is None:
+        if c.sasl_mechanism_factory is None and (c.sasl_username is None
+                                                 or c.sasl_password is None):
             raise AuthenticationError(
                 f"SASL {c.sasl_mechanism}: kafka.sasl.username and kafka.sasl.password "
                 "(or kafka.sasl.jaas.config) are required")
@@ -219,8 +221,11 @@ class BrokerConnection:
             raise AuthenticationError(
                 f"broker {self.host}:{self.port} refused SASL mechanism {c.sasl_mechanism}; "
                 f"it offers {handshake.get('mechanisms')}")
-        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
         version = self.version_for(SASL_AUTHENTICATE)
+        if c.sasl_mechanism_factory is not None:
+            self._authenticate_with(c.sasl_mechanism_factory(self.host), version)
+            return
+        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
 
         def step(token: bytes) -> bytes:
             r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
@@ -241,6 +246,30 @@ class BrokerConnection:
             server_final = step(self._sasl_verdict(mech.client_final, server_first))
             self._sasl_verdict(mech.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
+
+    def _authenticate_with(self, mech, version: int) -> None:
+        """Drive a mechanism from ``ClientConfig.sasl_mechanism_factory`` (OAUTHBEARER,
+        AWS_MSK_IAM): a fresh one, so a fresh token or signature, for every authentication.
+        A refusal shows the broker's text and status and the options to look at."""
+        from .schemas import SASL_AUTHENTICATE
+        where = f"SASL {mech.name} authentication at {self.host}:{self.port} failed"
+        redact = getattr(mech, "redact", lambda text: text)
+        message = mech.initial_response()
+        while True:
+            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": message})
+            if r["error_code"]:
+                detail = getattr(mech, "failure_text", lambda: "")()
+                text = redact(r.get("error_message") or "")
+                raise AuthenticationError(
+                    "; ".join(part for part in (f"{where}: {text}".rstrip(), detail) if part))
+            try:
+                message = mech.respond(bytes(r.get("auth_bytes") or b""))
+            except (AuthenticationError, ProtocolError) as e:
+                raise type(e)(f"{where}: {e}") from e
+            if message is None:
+                break
+        self._note_session_lifetime(r)
+        log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, mech.name)
 
     def _note_session_lifetime(self, response: dict) -> None:
         """Keep the session lifetime a SaslAuthenticate answer grants (v1+; 0: no limit)."""

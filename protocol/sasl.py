@@ -35,7 +35,8 @@ from .errors import AuthenticationError, ConfigError, ProtocolError, PyKafkaErro
 __all__ = [
     "Mechanism", "PlainMechanism", "ScramMechanism", "SUPPORTED_MECHANISMS",
     "DEFAULT_MIN_ITERATIONS", "DEFAULT_MAX_ITERATIONS", "PLAIN_LOGIN_MODULE",
-    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "escape_saslname",
+    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "parse_jaas_options",
+    "escape_saslname",
 ]
 
 #: Hash function name (for ``hashlib``) of each SCRAM mechanism.
@@ -394,7 +395,7 @@ def mechanism_for(name: str, username: str, password: str | bytes) -> Mechanism:
 _JAAS_OPTION = "kafka.sasl.jaas.config"
 _JAAS_FLAGS = ("required", "requisite", "sufficient", "optional")
 _JAAS_MODULE_RE = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*", re.ASCII)
-_JAAS_WORD_RE = re.compile(r"[^\s=;\"]+")
+_JAAS_WORD_RE = re.compile(r"[^\s=;\"']+")
 _JAAS_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}
 
 
@@ -425,12 +426,14 @@ class _JaasReader:
         return match.group()
 
     def quoted(self) -> str:
-        """A double-quoted value; a backslash escapes the next character."""
+        """A value in double or single quotes (Java's JaasConfig takes both); a backslash
+        escapes the next character."""
         start, self.pos = self.pos, self.pos + 1
+        quote = self.text[start]
         out = []
         while self.pos < len(self.text):
             ch = self.text[self.pos]
-            if ch == '"':
+            if ch == quote:
                 self.pos += 1
                 return "".join(out)
             if ch == "\\" and self.pos + 1 < len(self.text):
@@ -442,15 +445,13 @@ class _JaasReader:
         raise self.error("unterminated quoted value")
 
 
-def parse_jaas_config(text: str) -> tuple[str, str, str]:
-    """Read ``(username, password, login_module)`` from a JVM ``sasl.jaas.config`` value.
+def parse_jaas_options(text: str) -> tuple[str, dict[str, str]]:
+    """Read ``(login_module, options)`` from a JVM ``sasl.jaas.config`` value.
 
     The syntax is ``<LoginModule class> <flag> name="value" ... ;`` with exactly one login
     module, a flag among required/requisite/sufficient/optional, and values either
     double-quoted (a backslash escapes the next character, e.g. ``\\"``) or bare words.
-    Options other than ``username`` and ``password`` are accepted and ignored. The caller
-    decides whether the login module suits its mechanism (see ``PLAIN_LOGIN_MODULE`` and
-    ``SCRAM_LOGIN_MODULE``). Errors are ``ConfigError`` and never quote the input.
+    Errors are ``ConfigError`` and never quote the input (it may hold secrets).
     """
     if not isinstance(text, str):
         raise ConfigError(f"{_JAAS_OPTION} must be a string, not {type(text).__name__}")
@@ -468,8 +469,8 @@ def parse_jaas_config(text: str) -> tuple[str, str, str]:
         if reader.peek() != "=":
             raise reader.error("expected '=' after an option name")
         reader.pos += 1
-        value = reader.quoted() if reader.peek() == '"' else reader.word(_JAAS_WORD_RE,
-                                                                          "an option value")
+        value = reader.quoted() if reader.peek() in ('"', "'") else reader.word(
+            _JAAS_WORD_RE, "an option value")
         if name in options:
             raise reader.error("an option is given twice")
         options[name] = value
@@ -478,6 +479,17 @@ def parse_jaas_config(text: str) -> tuple[str, str, str]:
     reader.pos += 1
     if reader.peek():
         raise reader.error("unexpected text after ';' (exactly one login module is allowed)")
+    return module, options
+
+
+def parse_jaas_config(text: str) -> tuple[str, str, str]:
+    """Read ``(username, password, login_module)`` from a JVM ``sasl.jaas.config`` value
+    (syntax: see ``parse_jaas_options``). Options other than ``username`` and ``password``
+    are accepted and ignored. The caller decides whether the login module suits its
+    mechanism (see ``PLAIN_LOGIN_MODULE`` and ``SCRAM_LOGIN_MODULE``). Errors are
+    ``ConfigError`` and never quote the input.
+    """
+    module, options = parse_jaas_options(text)
     for required in ("username", "password"):
         if not options.get(required):
             raise ConfigError(f"{_JAAS_OPTION}: the {required} option is missing or empty")

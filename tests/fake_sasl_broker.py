@@ -25,9 +25,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+import json
+import re
 import threading
+import time
 from typing import Callable
 
+from protocol.errors import ProtocolError
 from protocol.schemas import (API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, SASL_AUTHENTICATE,
                               SASL_HANDSHAKE)
 
@@ -45,14 +49,17 @@ class FakeSaslBroker(ScriptedBroker):
                  reply: Callable[[int, int, bytes], bytes | None] | None = None,
                  auth_error: str | Callable[[bytes], str] | None = None,
                  topics: dict[str, int] | None = None, log_end: int = 10,
+                 check_token: Callable[[str, dict], dict | None] | None = None,
                  session_lifetime_ms: int = 0) -> None:
         self.users, self.mechanisms = users, mechanisms
         self.iterations, self.salt = iterations, salt
         self.server_first_hook, self.server_final_hook = server_first, server_final
         self.reply_hook, self.auth_error = reply, auth_error
         self.topics, self.log_end = topics or {}, log_end
-        self.session_lifetime_ms = session_lifetime_ms  # granted on success (KIP-368)
+        self.check_token, self.session_lifetime_ms = check_token, session_lifetime_ms
+        self.bearer: list[tuple[str, dict]] = []  # OAUTHBEARER (token, extensions) received
         self.requests: list[int] = []
+        self.expired_sessions = 0  # requests that came after their session's end
         self.received: list[bytes] = []  # every SaslAuthenticate token, as sent
         self.authenticated = threading.Event()
         super().__init__(name="fake-sasl")
@@ -69,11 +76,17 @@ class FakeSaslBroker(ScriptedBroker):
             raw = self.reply_hook(req.api_key, req.correlation_id, frame)
             if raw is not None:
                 return raw
+        if s.expires_at is not None and time.monotonic() >= s.expires_at:
+            self.expired_sessions += 1
+            return None  # as Kafka (KIP-368): a session past its lifetime is closed
         api = req.api
         allowed = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
         if api is None or (not s.authenticated and api not in allowed):
             return None  # as Kafka: nothing but SASL before authentication
-        body = req.body()
+        try:
+            body = req.body()
+        except ProtocolError:
+            return None  # a request this script cannot read: the connection is closed
         if api is API_VERSIONS:
             answer = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
                 {"api_key": a.key, "min_version": a.request.versions.lo,
@@ -108,12 +121,30 @@ class FakeSaslBroker(ScriptedBroker):
                     "session_lifetime_ms": 0}
 
         def ok(data: bytes) -> dict:
+            if self.session_lifetime_ms:
+                s.expires_at = time.monotonic() + self.session_lifetime_ms / 1000
             return {"error_code": 0, "error_message": None, "auth_bytes": data,
                     "session_lifetime_ms": self.session_lifetime_ms if s.authenticated else 0}
 
         if self.auth_error is not None:
             return fail(self.auth_error(token) if callable(self.auth_error)
                         else self.auth_error)
+        if s.mechanism == "OAUTHBEARER":
+            return self._oauthbearer(s, token, ok, fail)
+        if s.mechanism == "AWS_MSK_IAM":
+            # AWS's broker: a JSON payload, its signature checked by ``check_token``
+            # (called with the payload dict), then a JSON answer with a request id.
+            try:
+                payload = json.loads(token)
+            except ValueError:
+                return fail("Invalid AWS_MSK_IAM payload")
+            self.bearer.append(("", payload))
+            problem = self.check_token(payload, {}) if self.check_token else None
+            if problem is not None:
+                return fail(f"[{problem.get('request-id', 'r-1')}]: {problem['status']}")
+            s.authenticated = True
+            self.authenticated.set()
+            return ok(json.dumps({"version": "2020_10_22", "request-id": "r-1"}).encode())
         if s.mechanism == "PLAIN":
             parts = token.split(b"\0")
             if len(parts) == 3 and self.users.get(parts[1].decode()) == parts[2].decode():
@@ -168,9 +199,48 @@ class FakeSaslBroker(ScriptedBroker):
         return ok(final.encode())
 
 
+    def _oauthbearer(self, s: "_Session", message: bytes, ok, fail) -> dict:
+        """Kafka's OAuthBearerSaslServer: the client initial response's grammar, then the
+        token check; a refused token gets a JSON status, and the client's ``\x01`` answer
+        to it SASL_AUTHENTICATION_FAILED with that status as the message."""
+        if s.oauth_error is not None:
+            if message == b"\x01":
+                return fail(s.oauth_error)
+            return fail("Authentication failed: expected %x01 after the error status")
+        try:
+            text = message.decode("ascii")
+        except UnicodeDecodeError:
+            return fail("Invalid OAUTHBEARER client first message: not ASCII")
+        match = OAUTH_CLIENT_FIRST.fullmatch(text)
+        if match is None:
+            return fail("Invalid OAUTHBEARER client first message")
+        pairs = dict(kv.split("=", 1) for kv in match.group("kvpairs").split("\x01") if kv)
+        auth = OAUTH_AUTH.fullmatch(pairs.pop("auth", ""))
+        if auth is None or auth.group("scheme").lower() != "bearer":
+            return fail("Invalid OAUTHBEARER client first message: bad auth value")
+        token = auth.group("token")
+        self.bearer.append((token, pairs))
+        status = self.check_token(token, pairs) if self.check_token is not None else None
+        if status is not None:
+            s.oauth_error = json.dumps(status)
+            return ok(s.oauth_error.encode())
+        s.authenticated = True
+        self.authenticated.set()
+        return ok(b"")
+
+
+# Kafka's OAuthBearerClientInitialResponse grammar, written from its patterns.
+OAUTH_CLIENT_FIRST = re.compile(
+    r"n,(?:a=(?P<authzid>(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+))?,\x01"
+    r"(?P<kvpairs>(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+\x01)*)\x01")
+OAUTH_AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
+
+
 class _Session:
     def __init__(self) -> None:
         self.mechanism: str | None = None
         self.authenticated = False
         self.scram: str | None = None
+        self.oauth_error: str | None = None
+        self.expires_at: float | None = None  # monotonic end of the SASL session
         self.user = self.nonce = self.client_first_bare = self.server_first = ""

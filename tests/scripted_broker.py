@@ -153,6 +153,9 @@ class ScriptedBroker:
         """Whether to close the connection after the answer just sent."""
         return False
 
+    def end_session(self, session) -> None:
+        """Called once a connection is over (either side closed it)."""
+
     # ---- serving ------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -185,22 +188,28 @@ class ScriptedBroker:
     def _serve(self, conn: socket.socket) -> None:
         session = self.open_session()
         conn.settimeout(self.POLL_S)
-        with conn:
-            while not self._stop.is_set():
-                request_frame = self._read_frame(conn)
-                if request_frame is None:
-                    if not self._stop.is_set():
-                        self.closed_by_client.set()
-                    return
-                reply = self.answer(request_frame, session)
-                if reply is None:
-                    return
-                try:
-                    conn.sendall(reply)
-                except OSError:
-                    return
-                if self.hangs_up(session):
-                    return
+        try:
+            with conn:
+                self._serve_session(conn, session)
+        finally:
+            self.end_session(session)
+
+    def _serve_session(self, conn: socket.socket, session) -> None:
+        while not self._stop.is_set():
+            request_frame = self._read_frame(conn)
+            if request_frame is None:
+                if not self._stop.is_set():
+                    self.closed_by_client.set()
+                return
+            reply = self.answer(request_frame, session)
+            if reply is None:
+                return
+            try:
+                conn.sendall(reply)
+            except OSError:
+                return
+            if self.hangs_up(session):
+                return
 
     def _read_frame(self, conn: socket.socket) -> bytes | None:
         head = self._read_exact(conn, 4)

@@ -436,6 +436,12 @@ def test_jaas_escaped_quotes_and_backslashes():
     assert parse_jaas_config(text) == ('a"b', 'say "hi" \\ back\\slash', PLAIN_LOGIN_MODULE)
 
 
+def test_jaas_single_quotes_as_confluent_writes_them():
+    """Java's JaasConfig takes '...' as well as "..." (Confluent's examples use '...')."""
+    text = (f"{PLAIN_LOGIN_MODULE} required username='alice' password='it\\'s \"x\"';")
+    assert parse_jaas_config(text) == ("alice", "it's \"x\"", PLAIN_LOGIN_MODULE)
+
+
 @given(st.text(min_size=1))
 def test_jaas_quoted_password_round_trips(password):
     quoted = password.replace("\\", "\\\\").replace('"', '\\"')

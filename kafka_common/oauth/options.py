@@ -1,0 +1,260 @@
+"""The OAUTHBEARER options, read as Kafka's Java client reads them, into a mechanism factory.
+
+Which token source applies is decided as the JVM decides it:
+
+- ``kafka.sasl.login.callback.handler.class`` names Kafka's ``OAuthBearerLoginCallbackHandler``
+  (with or without the ``kafkashaded.`` prefix Databricks uses): OIDC client credentials from
+  ``kafka.sasl.oauthbearer.token.endpoint.url`` with ``clientId``/``clientSecret``/``scope``
+  of the JAAS line (or KIP-1139's ``kafka.sasl.oauthbearer.client.credentials.*`` and
+  ``kafka.sasl.oauthbearer.scope``), or a token file when that URL is ``file:``;
+- it names a Python callable ``module:function``: that callable (``kafka.sasl.oauthbearer.config``
+  is the string it gets, as confluent-kafka's ``oauth_cb``);
+- it names AWS's ``IAMOAuthBearerLoginCallbackHandler``: a SigV4-presigned MSK IAM token;
+- it is absent: Kafka's unsecured tokens from the JAAS ``unsecuredLogin*`` options.
+
+The JAAS line's ``extension_<name>`` options become SASL extensions. Everything is checked
+on the driver, before any task runs; errors never quote a secret.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from protocol.config import Secret
+from protocol.errors import ConfigError
+from protocol.sasl import parse_jaas_options
+from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
+
+from ..option_map import warn_once
+from .google import GCP_HANDLER
+from .sources import ClientCredentials, TokenCallback, TokenFile, UnsecuredToken, resolve_callable
+from .tokens import TOKEN_CACHE, RefreshPolicy
+
+__all__ = ["OAUTH_OPTIONS", "OAUTHBEARER_LOGIN_MODULE", "oauthbearer_factory",
+           "OAuthBearerFactory", "canonical_class"]
+
+OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_LOGIN_HANDLERS = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+    "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+)
+_UNSECURED_HANDLER = ("org.apache.kafka.common.security.oauthbearer.internals.unsecured."
+                      "OAuthBearerUnsecuredLoginCallbackHandler")
+MSK_OAUTH_HANDLER = "software.amazon.msk.auth.iam.IAMOAuthBearerLoginCallbackHandler"
+_RETRIEVERS = {  # KIP-1139's sasl.oauthbearer.jwt.retriever.class
+    "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever": "oidc",
+    "org.apache.kafka.common.security.oauthbearer.FileJwtRetriever": "file",
+}
+_HANDLER_OPTION = "kafka.sasl.login.callback.handler.class"
+_ENDPOINT_OPTION = "kafka.sasl.oauthbearer.token.endpoint.url"
+
+#: (name, default, meaning) of the OAUTHBEARER options, for the option tables.
+OAUTH_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    (_HANDLER_OPTION, "none",
+     "OAUTHBEARER token source: Kafka's OAuthBearerLoginCallbackHandler (OIDC client "
+     "credentials or token file; a kafkashaded. prefix is accepted), AWS's "
+     "IAMOAuthBearerLoginCallbackHandler (MSK IAM), Google's GcpLoginCallbackHandler "
+     "(needs google-auth), or a Python callable module:function "
+     "with confluent-kafka's oauth_cb contract. None: Kafka's unsecured tokens "
+     "(unsecuredLoginStringClaim_sub in kafka.sasl.jaas.config)."),
+    ("kafka.sasl.client.callback.handler.class", "none",
+     "Accepted for AWS_MSK_IAM when it names AWS's IAMClientCallbackHandler (not needed)."),
+    (_ENDPOINT_OPTION, "none",
+     "OIDC token endpoint (https: verified TLS), or file:/path of a token file read again "
+     "when it changes."),
+    ("kafka.sasl.oauthbearer.jwt.retriever.class", "by the URL",
+     "KIP-1139: ClientCredentialsJwtRetriever or FileJwtRetriever."),
+    ("kafka.sasl.oauthbearer.client.credentials.client.id", "none",
+     "KIP-1139 form of the JAAS clientId."),
+    ("kafka.sasl.oauthbearer.client.credentials.client.secret", "none",
+     "KIP-1139 form of the JAAS clientSecret; never logged."),
+    ("kafka.sasl.oauthbearer.scope", "none", "KIP-1139 form of the JAAS scope."),
+    ("kafka.sasl.oauthbearer.sub.claim.name", '"sub"',
+     "Claim of the token naming the principal."),
+    ("kafka.sasl.oauthbearer.scope.claim.name", '"scope"',
+     "Claim of the token holding its scopes (checked by the broker)."),
+    ("kafka.sasl.oauthbearer.header.urlencode", "false",
+     "URL-encode the client id and secret in the token request's Basic header."),
+    ("kafka.sasl.oauthbearer.config", '""',
+     "The string handed to a module:function token callback (librdkafka's name)."),
+    ("kafka.sasl.oauthbearer.ssl.cafile", "system CAs",
+     "PEM file of the authorities to trust for an https token endpoint."),
+    ("kafka.sasl.login.connect.timeout.ms", "10000", "Token endpoint connect timeout."),
+    ("kafka.sasl.login.read.timeout.ms", "10000", "Token endpoint read timeout."),
+    ("kafka.sasl.login.retry.backoff.ms", "100",
+     "First wait between token endpoint attempts (doubled each time)."),
+    ("kafka.sasl.login.retry.backoff.max.ms", "10000",
+     "Longest wait in all between token endpoint attempts."),
+    ("kafka.sasl.login.refresh.window.factor", "0.8",
+     "Fraction of a token's lifetime after which a new one is fetched."),
+    ("kafka.sasl.login.refresh.window.jitter", "0.05",
+     "Random fraction of the lifetime added to the window factor."),
+    ("kafka.sasl.login.refresh.min.period.seconds", "60",
+     "Fetch a new token no more often than this."),
+    ("kafka.sasl.login.refresh.buffer.seconds", "300",
+     "Fetch a new token at least this long before the old one expires (where the "
+     "min period allows)."),
+)
+
+
+def canonical_class(name: str | None) -> str | None:
+    """A Java class name without Databricks' ``kafkashaded.`` prefix."""
+    if name is None:
+        return None
+    name = name.strip()
+    return name[len("kafkashaded."):] if name.startswith("kafkashaded.") else name
+
+
+@dataclass(frozen=True)
+class OAuthBearerFactory:
+    """``ClientConfig.sasl_mechanism_factory`` for OAUTHBEARER: a mechanism holding the
+    source's current token (from the per-process cache) for each authentication."""
+
+    source: object
+    extensions: dict[str, str] = field(default_factory=dict)
+    policy: RefreshPolicy = RefreshPolicy()
+
+    def __call__(self, host: str) -> OAuthBearerMechanism:
+        source = self.source
+        for_host = getattr(source, "for_host", None)
+        if for_host is not None:
+            source = for_host(host)
+        token = TOKEN_CACHE.get(source, self.policy)
+        extensions = {**self.extensions, **token.extensions}
+        return OAuthBearerMechanism(token.value.reveal(), extensions, hint=source.describe())
+
+
+def _float(opts, name: str, default: float, low: float, high: float) -> float:
+    text = opts.get(name)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        raise ConfigError(f"{name}: {text!r} is not a number") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name}: {value} is outside [{low}, {high}]")
+    return value
+
+
+def refresh_policy(opts) -> RefreshPolicy:
+    """Kafka's ``sasl.login.refresh.*`` options, with Kafka's bounds."""
+    return RefreshPolicy(
+        window_factor=_float(opts, "kafka.sasl.login.refresh.window.factor", 0.8, 0.5, 1.0),
+        window_jitter=_float(opts, "kafka.sasl.login.refresh.window.jitter", 0.05, 0.0, 0.25),
+        min_period_s=_float(opts, "kafka.sasl.login.refresh.min.period.seconds", 60, 0, 900),
+        buffer_s=_float(opts, "kafka.sasl.login.refresh.buffer.seconds", 300, 0, 3600))
+
+
+def _unsecured(options: dict[str, str]) -> UnsecuredToken:
+    claims: dict[str, object] = {}
+    for key, value in options.items():
+        if key.startswith("unsecuredLoginStringClaim_"):
+            claims[key[len("unsecuredLoginStringClaim_"):]] = value
+        elif key.startswith("unsecuredLoginNumberClaim_"):
+            try:
+                number = float(value)
+            except ValueError:
+                raise ConfigError(f"kafka.sasl.jaas.config: {key} is not a number") from None
+            claims[key[len("unsecuredLoginNumberClaim_"):]] = (
+                int(number) if number.is_integer() else number)
+        elif key.startswith("unsecuredLoginListClaim_"):
+            sep, items = (value[0], value[1:]) if value else (",", "")
+            claims[key[len("unsecuredLoginListClaim_"):]] = [i for i in items.split(sep) if i]
+    principal = options.get("unsecuredLoginPrincipalClaimName", "sub")
+    if not isinstance(claims.get(principal), str) or not claims[principal]:
+        raise ConfigError(
+            f"kafka.sasl.jaas.config: OAUTHBEARER without {_HANDLER_OPTION} uses Kafka's "
+            f"unsecured tokens and needs unsecuredLoginStringClaim_{principal}; for real "
+            f"tokens set {_HANDLER_OPTION} to one of: {', '.join(_LOGIN_HANDLERS[:1])}, "
+            f"{MSK_OAUTH_HANDLER}, or a Python module:function")
+    lifetime = options.get("unsecuredLoginLifetimeSeconds", "3600")
+    if not lifetime.isdigit() or int(lifetime) <= 0:
+        raise ConfigError("kafka.sasl.jaas.config: unsecuredLoginLifetimeSeconds must be a "
+                          "positive integer")
+    return UnsecuredToken(tuple(sorted(claims.items())), principal, int(lifetime))
+
+
+def _client_credentials(opts, options: dict[str, str], endpoint: str) -> ClientCredentials:
+    client_id = (opts.get("kafka.sasl.oauthbearer.client.credentials.client.id")
+                 or options.get("clientId"))
+    secret = (opts.get("kafka.sasl.oauthbearer.client.credentials.client.secret")
+              or options.get("clientSecret"))
+    if not client_id:
+        raise ConfigError("OAUTHBEARER client credentials need a client id: clientId in "
+                          "kafka.sasl.jaas.config (or "
+                          "kafka.sasl.oauthbearer.client.credentials.client.id)")
+    if not secret:
+        raise ConfigError("OAUTHBEARER client credentials need a secret: clientSecret in "
+                          "kafka.sasl.jaas.config (or "
+                          "kafka.sasl.oauthbearer.client.credentials.client.secret)")
+    scheme = endpoint.split(":", 1)[0].lower()
+    if scheme not in ("https", "http"):
+        raise ConfigError(f"{_ENDPOINT_OPTION}: use an https:, http: or file: URL, not "
+                          f"{scheme}:")
+    return ClientCredentials(
+        endpoint=endpoint, client_id=client_id, client_secret=Secret(secret),
+        scope=opts.get("kafka.sasl.oauthbearer.scope") or options.get("scope", ""),
+        sub_claim=opts.get("kafka.sasl.oauthbearer.sub.claim.name") or "sub",
+        urlencode_header=opts.boolean("kafka.sasl.oauthbearer.header.urlencode", False),
+        connect_timeout_ms=opts.integer("kafka.sasl.login.connect.timeout.ms", 10_000),
+        read_timeout_ms=opts.integer("kafka.sasl.login.read.timeout.ms", 10_000),
+        retry_backoff_ms=opts.integer("kafka.sasl.login.retry.backoff.ms", 100),
+        retry_backoff_max_ms=opts.integer("kafka.sasl.login.retry.backoff.max.ms", 10_000),
+        cafile=opts.get("kafka.sasl.oauthbearer.ssl.cafile") or None)
+
+
+def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBearerFactory:
+    """The factory of the OAUTHBEARER options; ConfigError for anything missing or unknown."""
+    jaas = opts.get("kafka.sasl.jaas.config")
+    module, options = (parse_jaas_options(jaas) if jaas is not None
+                       else (OAUTHBEARER_LOGIN_MODULE, {}))
+    if canonical_class(module) != OAUTHBEARER_LOGIN_MODULE:
+        raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
+                          f"kafka.sasl.mechanism OAUTHBEARER; use {OAUTHBEARER_LOGIN_MODULE}")
+    extensions = check_extensions(
+        {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")},
+        "kafka.sasl.jaas.config: extension")
+    if not uses_tls:
+        warn_once(log, "oauthbearer-plaintext", "kafka.sasl.mechanism OAUTHBEARER over "
+                  "SASL_PLAINTEXT sends the token in the clear; use SASL_SSL outside a test "
+                  "setup.")
+    handler = canonical_class(opts.get(_HANDLER_OPTION))
+    endpoint = opts.get(_ENDPOINT_OPTION)
+    retriever = canonical_class(opts.get("kafka.sasl.oauthbearer.jwt.retriever.class"))
+    if retriever is not None and retriever not in _RETRIEVERS:
+        raise ConfigError(f"kafka.sasl.oauthbearer.jwt.retriever.class: {retriever} is not "
+                          f"implemented; use one of {', '.join(_RETRIEVERS)}")
+    if handler in _LOGIN_HANDLERS:
+        if not endpoint:
+            raise ConfigError(f"{_HANDLER_OPTION} {handler.rsplit('.', 1)[1]} needs "
+                              f"{_ENDPOINT_OPTION} (the identity provider's token endpoint "
+                              "or a file: URL)")
+        kind = _RETRIEVERS.get(retriever) or ("file" if endpoint.lower().startswith("file:")
+                                             else "oidc")
+        if kind == "file":
+            source = TokenFile.from_url(endpoint, opts.get(
+                "kafka.sasl.oauthbearer.sub.claim.name") or "sub")
+        else:
+            source = _client_credentials(opts, options, endpoint)
+    elif handler == GCP_HANDLER:
+        import importlib.util
+        if importlib.util.find_spec("google.auth") is None:
+            raise ConfigError(f"{_HANDLER_OPTION} {GCP_HANDLER} needs the google-auth package "
+                              "on the driver and every executor (pip install google-auth)")
+        source = TokenCallback("kafka_common.oauth.google:token", Secret(""))
+    elif handler == MSK_OAUTH_HANDLER:
+        from kafka_common.aws_msk_iam.options import msk_oauth_source
+        source = msk_oauth_source(options)
+    elif handler is not None and ":" in handler:
+        resolve_callable(handler, _HANDLER_OPTION)  # fails here, before any task runs
+        source = TokenCallback(handler, Secret(opts.get("kafka.sasl.oauthbearer.config") or ""))
+    elif handler is None or handler == _UNSECURED_HANDLER:
+        source = _unsecured(options)
+    else:
+        raise ConfigError(f"{_HANDLER_OPTION}: {handler} is not implemented by this "
+                          f"connector; use {_LOGIN_HANDLERS[0]} (OIDC or token file), "
+                          f"{MSK_OAUTH_HANDLER}, {GCP_HANDLER}, {_UNSECURED_HANDLER}, or a "
+                          "Python module:function token callback")
+    return OAuthBearerFactory(source, extensions, refresh_policy(opts))

@@ -1,0 +1,185 @@
+"""OAUTHBEARER with OIDC client credentials against a real token issuer.
+
+The issuer is the npm package oauth2-mock-server (``tests/oidc_issuer.py``): RS256 tokens
+for registered clients only, a JWKS to check them with. The broker is the scripted broker
+following Kafka's OAuthBearerSaslServer, checking each token's signature against that
+JWKS, its expiry, issuer and scope. librdkafka (confluent-kafka with
+``sasl.oauthbearer.method=oidc``) is the referee: against the same issuer and broker, its
+client initial response has the same framing and extensions as ours.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import pytest
+
+from kafka_common.oauth.tokens import TOKEN_CACHE
+from kafka_source.options import parse_reader_options
+from protocol.cluster import KafkaClient
+from protocol.connection import BrokerConnection
+from protocol.errors import AuthenticationError
+
+from .fake_sasl_broker import FakeSaslBroker
+from .oidc_issuer import OidcIssuer
+from .test_sasl import assert_no_secret
+
+CLIENT, SECRET = "spark-app", "Cl1ent-s3cret-\u00e9"
+MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+
+
+@pytest.fixture(scope="module")
+def issuer():
+    with OidcIssuer({CLIENT: {"secret": SECRET, "scopes": ["kafka", "other"]}}) as running:
+        yield running
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    TOKEN_CACHE.clear()
+    yield
+    TOKEN_CACHE.clear()
+
+
+def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str = "kafka"):
+    """The options a JVM user of Confluent Cloud copies (single quotes and all), with the
+    kafka. prefix."""
+    return {
+        "kafka.bootstrap.servers": bootstrap, "subscribe": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.token.endpoint.url": endpoint,
+        "kafka.sasl.login.callback.handler.class": HANDLER,
+        "kafka.sasl.jaas.config": (f"{MODULE} required clientId='{CLIENT}' "
+                                   f"clientSecret='{secret}' scope='{scope}' "
+                                   "extension_logicalCluster='lkc-abc12' "
+                                   "extension_identityPoolId='pool-Xy9';"),
+        "kafka.request.timeout.ms": "5000"}
+
+
+def test_client_credentials_token_signs_in(issuer, caplog):
+    caplog.set_level(logging.DEBUG)
+    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 2},
+                        check_token=issuer.check) as fake:
+        config = parse_reader_options(jvm_options(fake.bootstrap,
+                                                  issuer.token_endpoint)).client_config
+        with KafkaClient(config) as client:
+            assert client.partitions_for("t") == [0, 1]
+        with BrokerConnection("127.0.0.1", fake.port, config):
+            pass  # a second connection: the same cached token
+    (first, extensions), (second, _) = fake.bearer
+    assert first == second and issuer.check(first) is None
+    assert extensions == {"logicalCluster": "lkc-abc12", "identityPoolId": "pool-Xy9"}
+    assert SECRET not in caplog.text and first not in caplog.text
+
+
+def test_wrong_client_secret_names_the_options_never_the_secret(issuer):
+    options = jvm_options("127.0.0.1:1", issuer.token_endpoint, secret="Wr0ng-s3cret")
+    config = parse_reader_options(options).client_config
+    with pytest.raises(AuthenticationError) as info:
+        config.sasl_mechanism_factory("127.0.0.1")
+    message = str(info.value)
+    assert "HTTP 401" in message and "invalid_client" in message and "clientSecret" in message
+    assert_no_secret(info.value, secrets=["Wr0ng-s3cret", SECRET])
+
+
+def test_broker_refusing_the_scope_shows_its_status(issuer):
+    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
+                        check_token=lambda t, e: issuer.check(t, scope="kafka-admin")) as fake:
+        config = parse_reader_options(jvm_options(fake.bootstrap,
+                                                  issuer.token_endpoint)).client_config
+        with pytest.raises(AuthenticationError) as info:
+            KafkaClient(config).refresh_metadata()
+    assert '"status": "insufficient_scope"' in str(info.value)
+    assert fake.received[-1] == b"\x01"
+    assert_no_secret(info.value, secrets=[fake.bearer[0][0], SECRET])
+
+
+def test_librdkafka_sends_the_same_framing_and_extensions(issuer):
+    """The referee: confluent-kafka's OIDC method against the same issuer and broker."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from confluent_kafka.admin import AdminClient
+
+    def framing(message: bytes) -> bytes:
+        return re.sub(rb"auth=Bearer [-_.a-zA-Z0-9]+", b"auth=Bearer <token>", message)
+
+    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
+                        check_token=issuer.check) as fake:
+        admin = AdminClient({
+            "bootstrap.servers": fake.bootstrap, "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+            "sasl.oauthbearer.client.id": CLIENT, "sasl.oauthbearer.client.secret": SECRET,
+            "sasl.oauthbearer.token.endpoint.url": issuer.token_endpoint,
+            "sasl.oauthbearer.scope": "kafka",
+            "sasl.oauthbearer.extensions": "logicalCluster=lkc-abc12,identityPoolId=pool-Xy9"})
+        try:  # signing in is all that is compared (this broker answers little after it)
+            admin.list_topics(timeout=10)
+        except confluent_kafka.KafkaException:
+            pass
+        assert fake.authenticated.wait(10)
+        theirs = [t for t in fake.received if t.startswith(b"n,")][0]
+        config = parse_reader_options(jvm_options(fake.bootstrap,
+                                                  issuer.token_endpoint)).client_config
+        with BrokerConnection("127.0.0.1", fake.port, config):
+            pass
+        ours = [t for t in fake.received if t.startswith(b"n,")][-1]
+    assert framing(ours) == framing(theirs)
+    assert fake.bearer[0][1] == fake.bearer[-1][1]
+    assert all(issuer.check(token) is None for token, _ in fake.bearer)
+
+
+def test_token_lifetime_drives_the_refresh(issuer):
+    """A 100 s token: Kafka's rules (80% + jitter, 300 s buffer, 60 s minimum period)
+    refresh it after 60 s; before that the cached one is reused."""
+    from kafka_common.oauth.tokens import TokenCache
+    now = [time.time()]
+    cache = TokenCache(clock=lambda: now[0])
+    with OidcIssuer({CLIENT: {"secret": SECRET, "scopes": ["kafka"]}},
+                    token_ttl_s=100) as short:
+        config = parse_reader_options(jvm_options("127.0.0.1:1",
+                                                  short.token_endpoint)).client_config
+        factory = config.sasl_mechanism_factory
+        first = cache.get(factory.source, factory.policy)
+        assert 99 <= first.expires_at - first.issued_at <= 100
+        now[0] += 59
+        assert cache.get(factory.source, factory.policy) is first
+        now[0] += 2
+        time.sleep(1.1)  # the issuer's clock must move for a different token
+        assert cache.get(factory.source, factory.policy).value != first.value
+
+
+def test_https_token_endpoint_is_verified(issuer, tmp_path):
+    """The issuer behind a TLS front (a certificate for 127.0.0.1 from a test CA): trusted
+    through kafka.sasl.oauthbearer.ssl.cafile it answers; without it the system CAs refuse
+    the certificate and the error says TLS failed, naming the endpoint."""
+    import socket
+    import ssl
+
+    import trustme
+
+    from kafka_testbed.tansu import _TlsFront
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    cert.configure_cert(context)
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    front = _TlsFront(listener, ("127.0.0.1", int(issuer.base.rsplit(":", 1)[1])), context)
+    cafile = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(cafile))
+    endpoint = f"https://127.0.0.1:{port}/token"
+    try:
+        trusted = parse_reader_options({**jvm_options("127.0.0.1:1", endpoint), **{
+            "kafka.sasl.oauthbearer.ssl.cafile": str(cafile)}}).client_config
+        mech = trusted.sasl_mechanism_factory("127.0.0.1")
+        assert mech.initial_response().startswith(b"n,,\x01auth=Bearer ey")
+        TOKEN_CACHE.clear()
+        untrusted = parse_reader_options(jvm_options("127.0.0.1:1", endpoint)).client_config
+        with pytest.raises(AuthenticationError, match="TLS to the token endpoint") as info:
+            untrusted.sasl_mechanism_factory("127.0.0.1")
+        assert "CERTIFICATE_VERIFY_FAILED" in str(info.value)
+    finally:
+        front.close()
