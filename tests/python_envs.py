@@ -19,7 +19,8 @@ from .test_ship import clean_env, pyfiles_python
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a build of the project reads (pyproject.toml's packages and module, its readme and
 # license).
-SOURCES = ("pyproject.toml", "setup.py", "README.md", "LICENSE", "pyspark_pykafka.py", "protocol",
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE",
+           "pyspark_pykafka.py", "protocol",
            "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
 
 

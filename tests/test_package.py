@@ -14,6 +14,7 @@ from __future__ import annotations
 import email.parser
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -59,6 +60,8 @@ def built(tmp_path_factory):
     alone, unpacked in a directory of its own."""
     tmp = str(tmp_path_factory.mktemp("package"))
     src = copy_sources(os.path.join(tmp, "src"))
+    shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(src, "tests"),  # left out
+                    ignore=shutil.ignore_patterns("__pycache__"))
     direct, again = os.path.join(tmp, "dist"), os.path.join(tmp, "from-sdist")
     output = run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel",
                  "--outdir", direct, src)
@@ -104,6 +107,10 @@ def test_the_sdist_builds_the_same_wheel(built):
     assert f"{NAME}.dist-info/licenses/LICENSE" in names
     with tarfile.open(built["sdist"]) as tf:
         files = set(tf.getnames())
+    assert {name.split("/")[1] for name in files if name.count("/")} == {
+        "pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "README.md", "LICENSE",
+        "PKG-INFO", "pyspark_pykafka.py", "pyspark_pykafka.egg-info", "protocol",
+        "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed"}  # no tests/
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE",
                  "protocol/records/_fastdecode.c", "protocol/records/_fastencode.c",
                  "protocol/version.py"):

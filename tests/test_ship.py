@@ -200,6 +200,43 @@ def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path)
         "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka.py"))})
 
 
+def test_the_lookup_does_not_register_the_connector_from_its_working_directory_alone(
+        pyfiles_zip, tmp_path):
+    """Spark's own lookup code (``pyspark.sql.worker.lookup_data_sources._main``), run with
+    the working directory first on ``sys.path`` as ``python -m`` has it, in a directory
+    holding the unpacked zip: no ``pykafka`` from there alone; with the zip on
+    ``PYTHONPATH`` as well, ``pykafka`` (served from the zip)."""
+    python = pyfiles_python()
+    with zipfile.ZipFile(pyfiles_zip) as zf:
+        zf.extractall(tmp_path)
+    lookup = textwrap.dedent("""
+        import io, os, sys
+        sys.path.insert(0, os.getcwd())
+        from pyspark.serializers import read_int
+        from pyspark.sql.worker import lookup_data_sources
+        out = io.BytesIO()
+        lookup_data_sources._main(None, out)
+        out.seek(0)
+        names = []
+        for _ in range(read_int(out)):
+            names.append(out.read(read_int(out)).decode())
+            out.read(read_int(out))  # the pickled class
+        print(names)
+    """)
+    alone = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
+                           text=True, env=clean_env(python))
+    assert alone.returncode == 0, alone.stderr
+    assert alone.stdout.strip() == "[]"
+    assert ("not registering format('pykafka') by itself: Spark's data source lookup finds it "
+            f"only in the driver's working directory ({os.path.realpath(tmp_path)})"
+            in alone.stderr)
+    with_zip = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
+                              text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
+    assert with_zip.returncode == 0, with_zip.stderr
+    assert with_zip.stdout.strip() == "['pykafka']"
+    assert "not registering" not in with_zip.stderr
+
+
 @pytest.mark.timeout(900)  # the first run also builds .venv-pyfiles; JVMs start slowly
 def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfiles_zip,
                                                          tmp_path):
