@@ -36,6 +36,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from kafka_common.import_path import CarriesImportPath
 from protocol import pool
 from protocol.errors import ConfigError
 from protocol.records import accel
@@ -338,7 +339,7 @@ class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
         _log_totals("Kafka write aborted", done)
 
 
-class KafkaStreamArrowWriter(_TaskWriting, DataSourceStreamArrowWriter):
+class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamArrowWriter):
     """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
 
     def commit(self, messages, batchId: int) -> None:

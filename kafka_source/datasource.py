@@ -18,7 +18,11 @@ connector"), the two failures Spark would report as a bare ``No module named
 - Over Spark Connect, a streaming query's tasks get no session artifacts either
   (``PythonStreamingWrite`` and ``PythonMicroBatchStream.createReaderFactory`` pass no
   session UUID), so :meth:`KafkaDataSource.streamWriter` refuses to plan a streaming write
-  when the connector came only from this session's artifacts.
+  when the connector came only from this session's artifacts and not from a zip.
+
+Both are avoided when the connector came from a zip (the session's artifact): the data
+source, the stream reader and the stream writer then carry the zip in their pickles and put
+it on the worker's import path first (:mod:`kafka_common.import_path`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 
 from pyspark.sql.datasource import DataSource
 
+from kafka_common.import_path import connector_zip, with_import_path
 from protocol.errors import ConfigError
 
 from .spark_schema import kafka_schema, kafka_schema_ddl
@@ -115,7 +120,8 @@ class KafkaDataSource(DataSource):
 
     def __reduce__(self):
         cls = type(self)
-        return _restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))
+        return with_import_path(
+            (_restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))))
 
     def schema(self) -> str:
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
@@ -150,7 +156,7 @@ class KafkaDataSource(DataSource):
 
     def streamWriter(self, schema, overwrite: bool):
         artifacts = _session_artifacts_only()
-        if artifacts is not None:
+        if artifacts is not None and connector_zip() is None:
             raise RuntimeError(
                 "Streaming writes with pyspark-pykafka need it installed on the Spark "
                 "Connect server: this session has it only from its Python artifacts "

@@ -43,6 +43,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
                                               ReadMinRows, SupportsTriggerAvailableNow)
 
+from kafka_common.import_path import CarriesImportPath
 from protocol.cluster import KafkaClient
 from protocol.errors import PyKafkaError
 
@@ -134,7 +135,8 @@ class AvailableNowEndError(PyKafkaError):
     ``verifyEndOffsetForTriggerAvailableNow``)."""
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
+                        SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
         self.options = options
         self._client: OffsetReader | None = None

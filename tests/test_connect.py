@@ -17,9 +17,10 @@ Two ways of loading the connector are checked, as the README's table says:
   sink and a streaming write all work, the client registering nothing.
 * **Only the client's artifacts** (``spark.addArtifacts(zip, pyfile=True)`` and
   ``spark.dataSource.register``, nothing of the connector on the server): batch writes and
-  reads work; streaming reads and writes cannot (Spark 4.3 gives a streaming query's
-  Python workers no session artifacts, see ``kafka_source/datasource.py``), and fail when
-  the query starts with the connector's error saying what to install.
+  reads work, and so do streaming reads and writes: Spark 4.3 gives a streaming query's
+  Python workers no session artifacts (see ``kafka_source/datasource.py``), and they import
+  the connector from the zip its pickled data source, stream reader and stream writer carry
+  (``kafka_common/import_path.py``).
 
 The wheel is removed from the workers' env for the second case and put back for the
 first, so the tests run in any order; Python worker reuse is off, so no worker keeps a
@@ -28,7 +29,6 @@ module imported before the change.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -242,14 +242,6 @@ def wait_for_end(query) -> None:
     assert query.awaitTermination(QUERY_TIMEOUT_S), f"still running after {QUERY_TIMEOUT_S}s"
 
 
-def query_error(query) -> str:
-    """The error a failed query ended with (``awaitTermination`` raises it)."""
-    with pytest.raises(Exception) as failed:
-        query.awaitTermination(QUERY_TIMEOUT_S)
-        query.stop()
-    return str(failed.value)
-
-
 # ---- installed on the server ---------------------------------------------------------------
 
 @pytest.mark.timeout(900)  # the first test to ask for the server also starts it
@@ -329,43 +321,36 @@ def test_artifacts_only_batch_write_and_read(server_without_connector, mock_clus
 
 
 @pytest.mark.timeout(900)
-def test_artifacts_only_streaming_read_fails_at_start_saying_what_to_install(
-        server_without_connector, mock_cluster, topic_name, pyfiles_zip):
+def test_artifacts_only_streaming_read_and_write(server_without_connector, mock_cluster,
+                                                 topic_name, pyfiles_zip, tmp_path):
+    """With nothing of the connector on the server, the workers of a streaming query (which
+    Spark gives no session artifacts) import it from the zip its pickled data source, stream
+    reader and stream writer carry (kafka_common.import_path): a streaming read into a memory
+    sink and a topic-to-topic streaming write, both AvailableNow."""
     bootstrap = mock_cluster.bootstrap
-    make_topic(mock_cluster, topic_name)
+    source, copy = topic_name, topic_name + "-copy"
+    make_topic(mock_cluster, source)
+    make_topic(mock_cluster, copy)
     spark = server_without_connector.session()
     try:
         _add_connector(spark, pyfiles_zip)
-        write_rows(spark, bootstrap, topic_name)  # batch: works with the artifact
-        error = query_error(stream_into_memory(spark, bootstrap, topic_name, "never"))
-    finally:
-        spark.stop()
-    assert ("Spark's Python worker pyspark.sql.streaming.python_streaming_source_runner "
-            "cannot import pyspark-pykafka (No module named 'kafka_source')") in error
-    assert "pip install the pyspark-pykafka wheel" in error
+        write_rows(spark, bootstrap, source)
 
+        query = stream_into_memory(spark, bootstrap, source, "from_artifacts")
+        wait_for_end(query)
+        assert query.exception() is None
+        got = sorted(tuple(r) for r in spark.sql("SELECT * FROM from_artifacts").collect())
+        assert got == expected_rows(source)
 
-@pytest.mark.timeout(900)
-def test_artifacts_only_streaming_write_fails_in_its_first_batch_saying_what_to_install(
-        server_without_connector, mock_cluster, topic_name, pyfiles_zip, tmp_path):
-    bootstrap = mock_cluster.bootstrap
-    make_topic(mock_cluster, topic_name)
-    rows = tmp_path / "rows"
-    rows.mkdir()
-    (rows / "part.json").write_text("".join(json.dumps({"value": f"v{i}"}) + "\n"
-                                            for i in range(5)))
-    spark = server_without_connector.session()
-    try:
-        _add_connector(spark, pyfiles_zip)
-        query = (spark.readStream.format("json").schema("value STRING").load(str(rows))
+        query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+                 .option("subscribe", source).option("startingOffsets", "earliest").load()
+                 .select("key", "value", "partition")
                  .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", topic_name)
+                 .option("topic", copy)
                  .option("checkpointLocation", str(tmp_path / "checkpoint"))
                  .trigger(availableNow=True).start())
-        error = query_error(query)
-        assert read_rows(spark, bootstrap, topic_name) == []  # nothing was written
+        wait_for_end(query)
+        assert query.exception() is None
+        assert read_rows(spark, bootstrap, copy) == expected_rows(copy)
     finally:
         spark.stop()
-    assert ("Streaming writes with pyspark-pykafka need it installed on the Spark Connect "
-            "server: this session has it only from its Python artifacts") in error
-    assert "pip install the pyspark-pykafka wheel" in error
