@@ -60,6 +60,8 @@ def extra_fields(formats: Formats, conversion: dict) -> list[pa.Field]:
 
 def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: str | None):
     """(id, type, text, refs) of a writer schema, from the plan or the registry."""
+    if guid is not None and guid in dict(col.guids):
+        schema_id, guid = dict(col.guids)[guid], None
     if guid is None:
         for w in col.writers:
             if w[0] == schema_id:
@@ -113,8 +115,8 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             for r in rows:
                 reasons[int(r)] = f"unknown {label} ({exc})"
             continue
-        if guid is not None and writer[0] >= 0:
-            ids[rows] = writer[0]
+        if guid is not None:
+            ids[rows] = dict(col.guids).get(guid, writer[0])
         try:
             decoder = decoder_for(col, writer, conversion)
         except ValueError as exc:  # the writer schema cannot be resolved to the reader's

@@ -83,6 +83,7 @@ class ColumnFormat:
     reader_id: int | None = None
     reader_references: tuple = ()       # ((name, text), ...) of the reader's references
     writers: tuple = ()                  # ((id, schema_type, text, references), ...)
+    guids: tuple = ()                    # ((guid, id), ...) of the writers
 
     @property
     def schema_type(self) -> str:
@@ -170,7 +171,7 @@ def parse_formats(opts: OptionMap, subscription: Subscription) -> Formats | None
 
 
 def _resolve_column(c: ColumnFormat, client: RegistryClient | None) -> ColumnFormat:
-    writers = []
+    writers, guids = [], []
     if client is not None:
         try:
             versions = client.versions(c.subject)
@@ -191,8 +192,11 @@ def _resolve_column(c: ColumnFormat, client: RegistryClient | None) -> ColumnFor
                     f"id {s.id}) is a {s.schema_type} schema, not {c.schema_type}")
             refs = tuple((name, r.text) for name, r in client.referenced(s).items())
             writers.append((s.id, s.schema_type, s.text, refs))
+            if s.guid:
+                guids.append((s.guid, s.id))
     if c.inline_schema is not None:
-        return replace(c, reader_schema=c.inline_schema, writers=tuple(writers))
+        return replace(c, reader_schema=c.inline_schema, writers=tuple(writers),
+                       guids=tuple(guids))
     reader = client.version(c.subject, c.version)
     if reader.schema_type != c.schema_type:
         raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} version "
@@ -200,7 +204,7 @@ def _resolve_column(c: ColumnFormat, client: RegistryClient | None) -> ColumnFor
                           f"{reader.schema_type} schema, not {c.schema_type}")
     refs = tuple((name, r.text) for name, r in client.referenced(reader).items())
     return replace(c, reader_schema=reader.text, reader_id=reader.id,
-                   reader_references=refs, writers=tuple(writers))
+                   reader_references=refs, writers=tuple(writers), guids=tuple(guids))
 
 
 def resolve_formats(formats: Formats | None) -> Formats | None:

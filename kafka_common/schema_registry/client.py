@@ -53,7 +53,8 @@ class RegistryAuthError(RegistryError):
 
 @dataclass(frozen=True)
 class RegisteredSchema:
-    """A schema as the registry holds it. ``schema_type`` is AVRO, PROTOBUF or JSON;
+    """A schema as the registry holds it (``id`` -1 when looked up by GUID and the registry
+    did not say). ``schema_type`` is AVRO, PROTOBUF or JSON;
     ``references`` are (name, subject, version) triples (Protobuf imports, named Avro
     types of other subjects)."""
 
@@ -71,7 +72,8 @@ def _schema_from(body: dict, *, id: int | None = None, subject: str | None = Non
     refs = tuple((r["name"], r["subject"], int(r["version"]))
                  for r in body.get("references") or ())
     return RegisteredSchema(
-        id=int(body["id"]) if body.get("id") is not None else int(id),
+        id=int(body["id"]) if body.get("id") is not None else int(id) if id is not None
+        else -1,
         schema_type=(body.get("schemaType") or "AVRO").upper(),
         text=body["schema"], references=refs,
         subject=body.get("subject", subject), version=body.get("version"),
