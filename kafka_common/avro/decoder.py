@@ -1,0 +1,599 @@
+"""Many Avro datums at once into one Arrow array: a record-parallel NumPy decoder.
+
+``Decoder(writer, reader, options).decode(values, starts)`` reads every row's datum
+(beginning ``starts[i]`` bytes into value ``i``, e.g. past Confluent's 5-byte header) into an
+Arrow array of ``arrow_type(reader, options)`` -- what Spark's ``from_avro`` gives -- and a
+bool array saying which rows were corrupt (those come back null; the caller chooses between
+failing and Spark's PERMISSIVE null). Null values give null rows and no error.
+
+How: no Python object per record. The rows are decoded together, one schema node at a time:
+a vector holds every row's position in the shared value buffer, each node reads its value
+at all positions with NumPy (``kernels``) and advances them. A union splits the rows by
+branch and reads each branch for its rows only; an array or map reads one item for every
+row that still has items per round, so a round costs a few NumPy calls whatever the row
+count. The resolution of the writer's schema against the reader's (``resolution``) is
+compiled in: skipped fields are read past, defaults are filled in, promotions are casts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from .defaults import default_array
+from .kernels import (Cursor, gather_slices, padded, read_blobs, read_fixed_width,
+                      read_lengths, read_varint)
+from .resolution import Resolution, resolve
+from .schema import AvroSchema
+from .spark_types import MappingOptions, arrow_field_of, member_names, union_shape
+
+# an array or map of values that take no bytes (nulls, empty records) may not claim more
+# items than this per row: the bytes cannot bound it, the memory must
+ZERO_WIDTH_ITEMS_LIMIT = 1 << 16
+_I64_MAX = np.iinfo(np.int64).max
+
+
+def _min_size(node: AvroSchema, seen=None) -> int:
+    """The fewest bytes a value of ``node`` takes (0 for null and empty records)."""
+    seen = set() if seen is None else seen
+    t = node.type
+    if t == "null":
+        return 0
+    if t == "float":
+        return 4
+    if t == "double":
+        return 8
+    if t == "fixed":
+        return node.size
+    if t == "record":
+        if id(node) in seen:
+            return 1
+        seen = seen | {id(node)}
+        return sum(_min_size(f.type, seen) for f in node.fields)
+    return 1
+
+
+def _from_buffers(atype, values: np.ndarray) -> pa.Array:
+    return pa.Array.from_buffers(atype, values.size, [None, pa.py_buffer(values)])
+
+
+def _nulls_where(arr: pa.Array, mask: np.ndarray) -> pa.Array:
+    """``arr`` with the rows of ``mask`` null."""
+    if not mask.any():
+        return arr
+    idx = np.arange(len(arr), dtype=np.int64)
+    return arr.take(pa.array(idx, mask=mask))
+
+
+def _assemble(n: int, parts, atype) -> pa.Array:
+    """One array of ``n`` rows from ``(slots, array)`` parts; rows in no part are null."""
+    parts = [(s, a) for s, a in parts if s.size]
+    if len(parts) == 1 and parts[0][0].size == n:
+        return parts[0][1]
+    if not parts:
+        return pa.nulls(n, atype)
+    combined = pa.concat_arrays([a for _, a in parts])
+    inv = np.full(n, -1, dtype=np.int64)
+    start = 0
+    for s, a in parts:
+        inv[s] = np.arange(start, start + s.size)
+        start += s.size
+    return combined.take(pa.array(inv, mask=inv < 0))
+
+
+def _binary_array(atype, data: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    if offsets[-1] > np.iinfo(np.int32).max:
+        raise OverflowError("more than 2 GiB of bytes in one column of one batch")
+    return pa.Array.from_buffers(atype, offsets.size - 1,
+                                 [None, pa.py_buffer(offsets.astype(np.int32)),
+                                  pa.py_buffer(data)])
+
+
+# 10**p for p = 0..38 as (high int64, low uint64) words: the decimal precision check
+_POW10 = [10 ** p for p in range(39)]
+
+
+def _decimal_array(cur: Cursor, starts, lengths, row, atype) -> pa.Array:
+    """Big-endian two's complement unscaled values (Avro's decimal) as decimal128; rows
+    whose value needs more than ``atype.precision`` digits are bad (Spark fails them)."""
+    n = starts.size
+    words = np.zeros((n, 16), dtype=np.uint8)
+    if n:
+        long_ = lengths > 16
+        if long_.any():  # leading bytes must be the sign's extension
+            for i in np.flatnonzero(long_):
+                raw = cur.a[starts[i]:starts[i] + lengths[i]].tobytes()
+                v = int.from_bytes(raw, "big", signed=True)
+                if v.bit_length() > 127:
+                    cur.bad[row[i]] = True
+                    v = 0
+                words[i] = np.frombuffer(v.to_bytes(16, "big", signed=True), dtype=np.uint8)
+            short = np.flatnonzero(~long_)
+        else:
+            short = np.arange(n)
+        ls = lengths[short]
+        ss = starts[short]
+        neg = np.zeros(short.size, dtype=bool)
+        has = ls > 0
+        neg[has] = cur.a[ss[has]] >= 0x80
+        words[short[neg]] = 0xFF
+        total = int(ls.sum())
+        if total:
+            rows = np.repeat(short, ls)
+            within = np.arange(total) - np.repeat(np.cumsum(ls) - ls, ls)
+            cols = np.repeat(16 - ls, ls) + within
+            words[rows, cols] = cur.a[np.repeat(ss, ls) + within]
+    le = np.ascontiguousarray(words[:, ::-1])
+    lo = le[:, :8].copy().view(np.uint64).ravel()
+    hi = le[:, 8:].copy().view(np.int64).ravel()
+    limit = _POW10[atype.precision]
+    if n and atype.precision < 38:
+        lim_hi, lim_lo = limit >> 64, limit & ((1 << 64) - 1)
+        neg = hi < 0
+        alo = np.where(neg, ~lo + np.uint64(1), lo)
+        ahi = np.where(neg, ~hi + (alo == 0).astype(np.int64), hi).astype(np.uint64)
+        over = (ahi > np.uint64(lim_hi)) | ((ahi == np.uint64(lim_hi)) & (alo >= np.uint64(lim_lo)))
+        if over.any():
+            cur.bad[row[over]] = True
+            le[over] = 0
+    return pa.Array.from_buffers(atype, n, [None, pa.py_buffer(le)])
+
+
+class _Node:
+    """A compiled part of a resolution: ``read`` decodes the value at every position."""
+
+    def read(self, cur: Cursor, pos, end, row):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class _Primitive(_Node):
+    def __init__(self, writer: AvroSchema, reader: AvroSchema, atype: pa.DataType):
+        self.w, self.r, self.atype = writer, reader, atype
+
+    def read(self, cur, pos, end, row):
+        wt, atype = self.w.type, self.atype
+        n = pos.size
+        if wt == "null":
+            return pa.nulls(n, atype), pos
+        if wt in ("int", "long"):
+            v, pos = read_varint(cur, pos, end, row, 5 if wt == "int" else 10)
+            return self._number(cur, v, row), pos
+        if wt == "boolean":
+            m, pos = read_fixed_width(cur, pos, end, row, 1)
+            return pa.array(m[:, 0] == 1, type=pa.bool_()), pos
+        if wt in ("float", "double"):
+            width = 4 if wt == "float" else 8
+            m, pos = read_fixed_width(cur, pos, end, row, width)
+            v = np.ascontiguousarray(m[:, :width]).view("<f4" if width == 4 else "<f8").ravel()
+            if atype == pa.float64() and width == 4:
+                v = v.astype(np.float64)
+            return _from_buffers(atype, np.ascontiguousarray(v)), pos
+        if wt == "fixed":
+            size = self.w.size
+            starts = pos
+            pos = pos + size
+            over = pos > end
+            if over.any():
+                cur.fail(row, pos, end, over)
+                starts = np.where(over, pos - size, starts)
+            lengths = np.full(n, size, dtype=np.int64)
+        else:  # bytes, string
+            lengths, starts = read_lengths(cur, pos, end, row)
+            pos = starts + lengths
+        if pa.types.is_decimal(atype):
+            return _decimal_array(cur, starts, lengths, row, atype), pos
+        data, offsets = gather_slices(cur.a, starts, lengths)
+        return _binary_array(atype, data, offsets), pos
+
+    def _number(self, cur, v, row):
+        atype = self.atype
+        if atype == pa.int64():
+            return _from_buffers(atype, v)
+        if atype == pa.int32() or atype == pa.date32():
+            return _from_buffers(atype, v.astype(np.int32))
+        if pa.types.is_floating(atype):
+            return _from_buffers(atype, v.astype(atype.to_pandas_dtype()))
+        if pa.types.is_timestamp(atype):
+            if (self.r.logical or "").endswith("millis"):
+                over = np.abs(v) > _I64_MAX // 1000
+                if over.any():  # Spark's millisToMicros fails on overflow
+                    cur.bad[row[over]] = True
+                    v = np.where(over, 0, v)
+                v = v * 1000
+            return _from_buffers(atype, v)
+        raise TypeError(f"cannot read Avro {self.w.type} as {atype}")
+
+
+class _Enum(_Node):
+    def __init__(self, res: Resolution):
+        self.map = np.asarray(res.enum_map + [-1], dtype=np.int64)  # last: out of range
+        self.nw = len(res.enum_map)
+        self.symbols = pa.array(list(res.reader.symbols), type=pa.string())
+
+    def read(self, cur, pos, end, row):
+        v, pos = read_varint(cur, pos, end, row, 5)
+        v = np.where((v < 0) | (v >= self.nw), self.nw, v)
+        r = self.map[v]
+        wrong = r < 0
+        if wrong.any():
+            cur.bad[row[wrong]] = True
+            r = np.where(wrong, 0, r)
+        if not len(self.symbols):
+            return pa.nulls(pos.size, pa.string()), pos
+        return self.symbols.take(pa.array(r)), pos
+
+
+class _Skip(_Node):
+    """Reads past a writer value nobody reads."""
+
+    def __init__(self, writer: AvroSchema):
+        self.w = writer
+        self._children = None
+
+    def children(self):
+        if self._children is None:
+            w = self.w
+            if w.type == "record":
+                self._children = [_Skip(f.type) for f in w.fields]
+            elif w.type == "array":
+                self._children = [_Skip(w.items)]
+            elif w.type == "map":
+                self._children = [_Skip(w.values)]
+            elif w.type == "union":
+                self._children = [_Skip(b) for b in w.branches]
+            else:
+                self._children = []
+        return self._children
+
+    def read(self, cur, pos, end, row):
+        return None, self.skip(cur, pos, end, row)
+
+    def skip(self, cur, pos, end, row):
+        t = self.w.type
+        if t == "null" or pos.size == 0:
+            return pos
+        if t in ("int", "long", "enum"):
+            return read_varint(cur, pos, end, row)[1]
+        if t in ("boolean", "float", "double", "fixed"):
+            width = {"boolean": 1, "float": 4, "double": 8}.get(t, self.w.size)
+            pos = pos + width
+            cur.check_end(pos, end, row)
+            return pos
+        if t in ("bytes", "string"):
+            length, pos = read_lengths(cur, pos, end, row)
+            return pos + length
+        if t == "record":
+            for c in self.children():
+                pos = c.skip(cur, pos, end, row)
+            return pos
+        if t == "union":
+            k, pos = read_varint(cur, pos, end, row, 5)
+            out = pos.copy()
+            for i, c in enumerate(self.children()):
+                sel = np.flatnonzero(k == i)
+                if sel.size:
+                    out[sel] = c.skip(cur, pos[sel], end[sel], row[sel])
+            wrong = (k < 0) | (k >= len(self.children()))
+            cur.fail(row, out, end, wrong)
+            return out
+        # array, map: blocks; a block with its byte size is jumped over
+        kids = self.children()
+        min_item = _min_size(self.w.items if t == "array" else self.w.values) + (t == "map")
+        return _blocks(cur, pos, end, row, min_item, None, kids[0], t == "map")
+
+
+def _blocks(cur, pos, end, row, min_item, read_item, skipper, is_map):
+    """Walk the blocks of an array or map at every position, one item per live row per
+    round. ``read_item(pos, end, row, slots, index)`` decodes one item (and records it)
+    and returns the positions after it; with ``read_item`` None the items are skipped with
+    ``skipper`` and blocks that carry their byte size are jumped over. Returns the
+    positions after the value (and, when reading, each slot's item count)."""
+    n = pos.size
+    pos = pos.copy()
+    remaining = np.zeros(n, dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    active = np.arange(n)
+    while active.size:
+        head = active[remaining[active] == 0]
+        if head.size:
+            e, r = end[head], row[head]
+            c, p = read_varint(cur, pos[head], e, r)
+            jumped = np.zeros(head.size, dtype=bool)
+            neg = np.flatnonzero(c < 0)
+            if neg.size:  # a negative count is followed by the block's size in bytes
+                size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
+                p[neg] = p2
+                c[neg] = -c[neg]  # -(min int64) stays negative: refused below
+                if read_item is None:
+                    fits = (size >= 0) & (size <= e[neg] - p2)
+                    cur.fail(r[neg], p2, e[neg], ~fits)
+                    p[neg] = np.where(fits, p2 + size, p2)
+                    c[neg] = 0
+                    jumped[neg] = True
+            room = e - p
+            bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[head]
+            wrong = (c < 0) | (c > bound)
+            if wrong.any():
+                cur.fail(r, p, e, wrong)
+                c = np.where(wrong, 0, c)
+                jumped &= ~wrong
+            pos[head] = p
+            remaining[head] = c
+            finished = (c == 0) & ~jumped
+            if finished.any():
+                keep = np.ones(n, dtype=bool)
+                keep[head[finished]] = False
+                active = active[keep[active]]
+            if jumped.any():
+                continue
+        live = active[remaining[active] > 0]
+        if not live.size:
+            continue
+        if read_item is None:
+            pos[live] = skipper.skip(cur, pos[live], end[live], row[live])
+        else:
+            pos[live] = read_item(pos[live], end[live], row[live], live, count[live])
+        count[live] += 1
+        remaining[live] -= 1
+        gone = cur.bad[row[active]]
+        if gone.any():  # a row found corrupt reads no further
+            remaining[active[gone]] = 0
+            active = active[~gone]
+    if read_item is None:
+        return pos
+    return pos, count
+
+
+class _Repeated(_Node):
+    """Arrays and maps."""
+
+    def __init__(self, res: Resolution, atype, opts):
+        self.res, self.atype, self.opts = res, atype, opts
+        self.is_map = res.kind == "map"
+        w = res.writer
+        self.min_item = _min_size(w.values if self.is_map else w.items) + self.is_map
+        self._child = None
+
+    def child(self):
+        if self._child is None:
+            t = self.atype.item_type if self.is_map else self.atype.value_type
+            self._child = compile_node(self.res.child, t, self.opts)
+        return self._child
+
+    def read(self, cur, pos, end, row):
+        child = self.child()
+        keys, values, slots, index = [], [], [], []
+        key_node = self.is_map
+
+        def read_item(p, e, r, live, j):
+            if key_node:
+                data, offsets, p = read_blobs(cur, p, e, r)
+                keys.append(_binary_array(pa.string(), data, offsets))
+            arr, p = child.read(cur, p, e, r)
+            values.append(arr)
+            slots.append(live)
+            index.append(j)
+            return p
+
+        pos, count = _blocks(cur, pos, end, row, self.min_item, read_item, None, self.is_map)
+        offsets = np.zeros(pos.size + 1, dtype=np.int64)
+        np.cumsum(count, out=offsets[1:])
+        if offsets[-1] > np.iinfo(np.int32).max:
+            raise OverflowError("more than 2**31 array items in one batch")
+        item_type = self.atype.item_type if self.is_map else self.atype.value_type
+        if values:
+            dest = np.concatenate([offsets[s] + j for s, j in zip(slots, index)])
+            order = np.empty(dest.size, dtype=np.int64)
+            order[dest] = np.arange(dest.size)
+            take = pa.array(order)
+            vals = pa.concat_arrays(values).take(take) if len(values) > 1 else values[0]
+            if self.is_map:
+                ks = pa.concat_arrays(keys).take(take) if len(keys) > 1 else keys[0]
+        else:
+            vals = pa.array([], type=item_type)
+            ks = pa.array([], type=pa.string())
+        off32 = pa.array(offsets.astype(np.int32))
+        if self.is_map:
+            return pa.MapArray.from_arrays(off32, ks, vals, type=self.atype), pos
+        return pa.ListArray.from_arrays(off32, vals, type=self.atype), pos
+
+
+class _Record(_Node):
+    def __init__(self, res: Resolution, atype: pa.StructType, opts):
+        self.res, self.atype, self.opts = res, atype, opts
+        self._steps = None
+
+    def steps(self):
+        if self._steps is None:
+            steps = []
+            r = self.res.reader
+            for j, child in self.res.steps:
+                i = -1 if j is None else self.atype.get_field_index(r.fields[j].name)
+                if i < 0:  # not read, or dropped by recursiveFieldMaxDepth
+                    steps.append((-1, _Skip(child.writer)))
+                else:
+                    steps.append((i, compile_node(child, self.atype.field(i).type, self.opts)))
+            self._steps = steps
+        return self._steps
+
+    def read(self, cur, pos, end, row):
+        n = pos.size
+        arrays = [None] * self.atype.num_fields
+        for i, node in self.steps():
+            if i < 0:
+                pos = node.skip(cur, pos, end, row)
+            else:
+                arrays[i], pos = node.read(cur, pos, end, row)
+        r = self.res.reader
+        for j in self.res.defaults:
+            f = r.fields[j]
+            i = self.atype.get_field_index(f.name)
+            if i >= 0:
+                arrays[i] = default_array(f.type, f.default, self.atype.field(i).type,
+                                          self.opts, n)
+        fields = [self.atype.field(i) for i in range(self.atype.num_fields)]
+        if not fields:
+            return pa.Array.from_buffers(self.atype, n, [None], children=[]), pos
+        return pa.StructArray.from_arrays(arrays, fields=fields), pos
+
+
+class _WriterUnion(_Node):
+    def __init__(self, res: Resolution, atype, opts):
+        self.res, self.atype, self.opts = res, atype, opts
+        self._branches = None
+
+    def branches(self):
+        if self._branches is None:
+            self._branches = [None if isinstance(b, str) else compile_node(b, self.atype, self.opts)
+                              for b in self.res.branches]
+        return self._branches
+
+    def read(self, cur, pos, end, row):
+        k, pos = read_varint(cur, pos, end, row, 5)
+        out = pos.copy()
+        parts = []
+        branches = self.branches()
+        wrong = (k < 0) | (k >= len(branches))
+        for i, node in enumerate(branches):
+            sel = np.flatnonzero(k == i)
+            if not sel.size:
+                continue
+            if node is None:  # a branch the reader cannot read: those rows are bad
+                wrong[sel] = True
+                continue
+            arr, out[sel] = node.read(cur, pos[sel], end[sel], row[sel])
+            parts.append((sel, arr))
+        cur.fail(row, out, end, wrong)
+        return _assemble(pos.size, parts, self.atype), out
+
+
+class _ReaderUnion(_Node):
+    """A writer value read into one branch of the reader's union, shown as Spark shows
+    the union (a nullable value, a widened number or a struct of members)."""
+
+    def __init__(self, res: Resolution, atype, opts):
+        self.res, self.atype, self.opts = res, atype, opts
+        self._child = None
+        r = res.reader
+        self.kind, branches, _ = union_shape(r)
+        chosen = r.branches[res.branch]
+        self.null = chosen.type == "null"
+        self.member = -1
+        if self.kind == "struct" and not self.null:
+            name = member_names(branches, opts)[branches.index(chosen)]
+            self.member = atype.get_field_index(name)
+
+    def child(self):
+        if self._child is None:
+            if self.kind == "struct":
+                t = self.atype.field(self.member).type if self.member >= 0 else None
+            else:
+                t = self.atype
+            self._child = (_Skip(self.res.writer) if t is None
+                           else compile_node(self.res.child, t, self.opts))
+        return self._child
+
+    def read(self, cur, pos, end, row):
+        n = pos.size
+        if self.null:
+            return pa.nulls(n, self.atype), pos
+        node = self.child()
+        if isinstance(node, _Skip):  # the member was dropped by recursiveFieldMaxDepth
+            return self._struct(n, None), node.skip(cur, pos, end, row)
+        arr, pos = node.read(cur, pos, end, row)
+        if self.kind != "struct":
+            return arr, pos
+        return self._struct(n, arr), pos
+
+    def _struct(self, n, arr):
+        fields = [self.atype.field(i) for i in range(self.atype.num_fields)]
+        children = [arr if i == self.member else pa.nulls(n, f.type)
+                    for i, f in enumerate(fields)]
+        return pa.StructArray.from_arrays(children, fields=fields)
+
+
+def compile_node(res: Resolution, atype: pa.DataType, opts: MappingOptions) -> _Node:
+    kind = res.kind
+    if kind == "primitive" or kind == "fixed":
+        return _Primitive(res.writer, res.reader, atype)
+    if kind == "enum":
+        return _Enum(res)
+    if kind == "record":
+        return _Record(res, atype, opts)
+    if kind in ("array", "map"):
+        return _Repeated(res, atype, opts)
+    if kind == "writer_union":
+        return _WriterUnion(res, atype, opts)
+    if kind == "reader_union":
+        return _ReaderUnion(res, atype, opts)
+    if kind == "skip":
+        return _Skip(res.writer)
+    raise ValueError(f"unknown resolution {kind}")
+
+
+def _input_buffers(data):
+    """(value bytes, row starts, row ends, null mask) of a binary column or a
+    ``(buffer, offsets)`` pair."""
+    if isinstance(data, pa.ChunkedArray):
+        data = data.combine_chunks() if data.num_chunks != 1 else data.chunk(0)
+    if isinstance(data, pa.Array):
+        if pa.types.is_large_binary(data.type) or pa.types.is_large_string(data.type):
+            odt = np.int64
+        elif pa.types.is_binary(data.type) or pa.types.is_string(data.type):
+            odt = np.int32
+        else:
+            raise TypeError(f"Avro values must be a binary column, not {data.type}")
+        n = len(data)
+        bufs = data.buffers()
+        offsets = np.frombuffer(bufs[1], dtype=odt)[data.offset:data.offset + n + 1] \
+            if bufs[1] is not None else np.zeros(n + 1, dtype=odt)
+        valid = (np.ones(n, dtype=bool) if data.null_count == 0
+                 else data.is_valid().to_numpy(zero_copy_only=False))
+        raw = bufs[2] if bufs[2] is not None else b""
+        offsets = offsets.astype(np.int64)
+        lo = int(offsets[0]) if n else 0
+        hi = int(offsets[-1]) if n else 0
+        return np.frombuffer(raw, dtype=np.uint8)[lo:hi], offsets - lo, valid
+    buffer, offsets = data
+    offsets = np.asarray(offsets, dtype=np.int64)
+    n = offsets.size - 1
+    lo, hi = int(offsets[0]), int(offsets[-1])
+    return (np.frombuffer(buffer, dtype=np.uint8)[lo:hi], offsets - lo,
+            np.ones(n, dtype=bool))
+
+
+class Decoder:
+    """Decodes Avro datums written with ``writer_schema`` as ``reader_schema`` (resolved
+    once, here) into ``arrow_type(reader_schema, options)``."""
+
+    def __init__(self, writer_schema: AvroSchema, reader_schema: AvroSchema | None = None,
+                 options: dict | None = None):
+        reader_schema = writer_schema if reader_schema is None else reader_schema
+        self.opts = MappingOptions(options)
+        got = arrow_field_of(reader_schema, self.opts)
+        self.arrow_type = got[0]
+        self.resolution = resolve(writer_schema, reader_schema)
+        self.root = compile_node(self.resolution, self.arrow_type, self.opts)
+
+    def decode(self, data, starts: np.ndarray | None = None):
+        """Returns ``(array, errors)``: one value per row (null for null input and for
+        corrupt rows) and a bool array, True for each corrupt row."""
+        buf, offsets, valid = _input_buffers(data)
+        n = offsets.size - 1
+        begin = offsets[:-1].copy()
+        end = offsets[1:]
+        if starts is not None:
+            begin += np.asarray(starts, dtype=np.int64)
+        a = padded(buf)
+        cur = Cursor(a, n)
+        short = valid & (begin > end)  # the header is longer than the value
+        cur.bad[short] = True
+        rows = np.flatnonzero(valid & ~short)
+        if rows.size == n:
+            arr, _ = self.root.read(cur, begin, end.copy(), rows)
+        else:
+            part, _ = self.root.read(cur, begin[rows], end[rows].copy(), rows)
+            arr = _assemble(n, [(rows, part)], self.arrow_type)
+        errors = cur.bad
+        arr = _nulls_where(arr, errors)
+        return arr, errors

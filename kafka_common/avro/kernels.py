@@ -1,0 +1,133 @@
+"""Record-parallel reads of Avro's primitive encodings from one byte buffer.
+
+Every function reads one value at each of many positions at once (one per row, or per
+array item) and never trusts the bytes: ``Cursor`` holds the buffer (with ``PAD`` spare
+zero bytes after the data, so a read a little past a row's end stays inside it), each
+slot's position, its end and the row it belongs to; a value that runs past its row's end,
+a varint too long for its type, a length or count larger than the bytes left marks the
+row bad (``Cursor.bad``) and parks that slot at its end, so it reads nothing more and no
+read ever leaves the buffer or allocates more than the bytes at hand.
+
+Varints use the project's vectorised decoder (``protocol.records.vectorized``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from protocol.records.vectorized import PAD, VarintError, decode_varints, zigzag_decode
+
+
+class Cursor:
+    """The buffer and the per-row error flags shared by every read of one decode call."""
+
+    def __init__(self, a: np.ndarray, nrows: int):
+        self.a = a                      # uint8, PAD readable bytes after the data
+        self.bad = np.zeros(nrows, dtype=bool)
+        # windows of 8 bytes starting at every byte: a gather of fixed-width values
+        self.win8 = np.lib.stride_tricks.as_strided(a, shape=(a.size - 8, 8), strides=(1, 1))
+
+    def fail(self, row: np.ndarray, pos: np.ndarray, end: np.ndarray, which: np.ndarray):
+        """Mark the rows of the slots selected by the bool mask ``which`` bad and park
+        those slots at their ends."""
+        if which.any():
+            self.bad[row[which]] = True
+            pos[which] = end[which]
+
+    def check_end(self, pos, end, row):
+        self.fail(row, pos, end, pos > end)
+
+
+def _varints_masked(a: np.ndarray, pos: np.ndarray, max_bytes: int):
+    """Varints at ``pos`` one byte per round; too long or overflowing ones come back flagged
+    (value 0) instead of raising."""
+    n = pos.size
+    raw = np.zeros(n, dtype=np.uint64)
+    size = np.zeros(n, dtype=np.int64)
+    bad = np.zeros(n, dtype=bool)
+    active = np.arange(n)
+    shift = 0
+    bits = 32 if max_bytes <= 5 else 64
+    while active.size:
+        if shift >= 7 * max_bytes:
+            bad[active] = True
+            break
+        b = a[pos[active] + size[active]]
+        part = (b & 0x7F).astype(np.uint64)
+        if shift + 7 > bits:
+            over = (part >> np.uint64(bits - shift)) != 0
+            bad[active[over]] = True
+        raw[active] |= part << np.uint64(shift)
+        size[active] += 1
+        active = active[b >= 0x80]
+        shift += 7
+    values = zigzag_decode(raw)
+    values[bad] = 0
+    return values, pos + size, bad
+
+
+def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
+    """The zigzag varint (Avro int: ``max_bytes`` 5, long: 10) at every position; returns
+    (values int64, positions after them)."""
+    try:
+        values, new = decode_varints(cur.a, pos, max_bytes)
+    except VarintError:
+        values, new, bad = _varints_masked(cur.a, pos, max_bytes)
+        cur.fail(row, new, end, bad)
+    cur.check_end(new, end, row)
+    return values, new
+
+
+def read_fixed_width(cur: Cursor, pos, end, row, width: int):
+    """``width`` (1 to 8) bytes at every position, as an (n, 8) uint8 matrix (the bytes
+    past ``width`` are whatever follows); returns (matrix, new positions)."""
+    new = pos + width
+    over = new > end
+    if over.any():
+        cur.fail(row, new, end, over)
+        pos = np.where(over, end - width, pos).clip(0)
+    return cur.win8[pos], new
+
+
+def read_lengths(cur: Cursor, pos, end, row):
+    """An Avro length (a long) at every position, checked to fit in the bytes left;
+    returns (lengths, positions of the data)."""
+    length, pos = read_varint(cur, pos, end, row)
+    wrong = (length < 0) | (length > end - pos)
+    if wrong.any():
+        cur.fail(row, pos, end, wrong)
+        length = np.where(wrong, 0, length)
+    return length, pos
+
+
+def gather_slices(a: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
+    """The bytes ``a[starts[i]:starts[i]+lengths[i]]`` laid end to end, and the int32 or
+    int64 offsets of each slice in them (Arrow's layout)."""
+    n = starts.size
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+    if total == 0:
+        return np.zeros(0, dtype=np.uint8), offsets
+    if n and (lengths == lengths[0]).all():  # one width: a 2-D gather
+        w = int(lengths[0])
+        idx = starts[:, None] + np.arange(w)
+        return a[idx].reshape(-1), offsets
+    shift = np.repeat(starts - offsets[:-1], lengths)
+    shift += np.arange(total, dtype=np.int64)
+    return a[shift], offsets
+
+
+def read_blobs(cur: Cursor, pos, end, row):
+    """Avro bytes/string at every position: (data bytes, offsets int64, new positions)."""
+    length, pos = read_lengths(cur, pos, end, row)
+    data, offsets = gather_slices(cur.a, pos, length)
+    return data, offsets, pos + length
+
+
+def padded(data, extra: int = PAD) -> np.ndarray:
+    """A uint8 copy of ``data`` with ``extra`` zero bytes after it."""
+    src = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
+    out = np.zeros(src.size + extra, dtype=np.uint8)
+    out[:src.size] = src
+    return out
