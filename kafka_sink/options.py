@@ -48,6 +48,8 @@ from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
+from .value_formats import SINK_FORMAT_OPTIONS, SINK_READER_ONLY, parse_sink_formats
+
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
            "MAX_IN_FLIGHT_IDEMPOTENT", "PARTITIONERS"]
@@ -143,6 +145,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
     WriterOption("kafka.client.id", '"pyspark-pykafka"',
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
+    *(WriterOption(*option) for option in SINK_FORMAT_OPTIONS),
 )
 
 
@@ -181,7 +184,7 @@ _READER_ONLY = (
     "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
-    "checkpointLocation", "path")
+    "checkpointLocation", "path", *SINK_READER_ONLY)
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -214,6 +217,7 @@ class WriterOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = 60_000
     ignored_kafka_options: tuple[str, ...] = ()
+    formats: tuple = ()  # valueFormat/keyFormat (kafka_sink.value_formats.SinkFormat)
 
     @property
     def bootstrap_servers(self) -> list[str]:
@@ -362,4 +366,5 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=txn_timeout,
         ignored_kafka_options=ignored,
+        formats=parse_sink_formats(opts, topic),
     )

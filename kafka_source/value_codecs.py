@@ -23,12 +23,9 @@ _decoders: dict[tuple, object] = {}
 _reader_types: dict[tuple, pa.DataType] = {}
 
 
-def _avro_named(references) -> dict:
-    from kafka_common.avro import parse_schema
-    named: dict = {}
-    for _, text in references:
-        parse_schema(text, named)
-    return named
+def _avro_named(references) -> list:
+    """The referenced schemas' texts, dependencies first (as ``referenced`` orders them)."""
+    return [text for _, text in references]
 
 
 def _avro_reader(col: ColumnFormat):

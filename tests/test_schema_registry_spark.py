@@ -125,3 +125,62 @@ def test_stream_meets_a_new_schema_id_and_does_not_call_the_registry_per_batch(
             (5, 12, "b", a), (6, 20, "c", b), (7, 21, "c", b), (8, 22, "c", b)]
     finally:
         query.stop()
+
+
+def _consume(bootstrap, topic, count, timeout=30.0):
+    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
+                                  "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    got, deadline = [], time.monotonic() + timeout
+    try:
+        while len(got) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m)
+    finally:
+        c.close()
+    return sorted(got, key=lambda m: m.offset())
+
+
+def test_writer_frames_avro_as_confluent_s_deserializer_reads_it(spark, mock_cluster,
+                                                                  registry, topic_name):
+    import datetime as dt
+    create_topic(mock_cluster, topic_name, 1)
+    df = spark.createDataFrame(
+        [(1, "a", [1.5], {"k": 1}, dt.date(2024, 2, 29),
+          dt.datetime(2024, 1, 2, 3, 4, 5, 123456)),
+         (2, None, [], {}, None, None)],
+        "id long, name string, xs array<double>, m map<string,int>, d date, ts timestamp")
+    out = df.selectExpr("CAST(id AS STRING) AS key",
+                        "IF(id = 2, NULL, struct(id, name, xs, m, d, ts)) AS value")
+    (out.write.format("pykafka").option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+     .option("topic", topic_name).option("valueFormat", "avro")
+     .option("schema.registry.url", registry.url).option("auto.register.schemas", "true")
+     .mode("append").save())
+    subject = f"{topic_name}-value"
+    assert len(registry.subjects[subject]) == 1
+    schema_id = registry.subjects[subject][0]
+    registered = json.loads(registry.schemas[schema_id - 1]["schema"])
+    assert registered[0]["name"] == "topLevelRecord" and registered[1] == "null"
+    # A second write with the subject's latest schema (no registration): same id.
+    (out.limit(1).write.format("pykafka")
+     .option("kafka.bootstrap.servers", mock_cluster.bootstrap).option("topic", topic_name)
+     .option("valueFormat", "avro").option("schema.registry.url", registry.url)
+     .mode("append").save())
+    messages = _consume(mock_cluster.bootstrap, topic_name, 3)
+    de = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+    values = [de(m.value(), SerializationContext(topic_name, MessageField.VALUE))
+              if m.value() is not None else None for m in messages]
+    first = {"id": 1, "name": "a", "xs": [1.5], "m": {"k": 1}, "d": dt.date(2024, 2, 29),
+             "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc)}
+    assert values == [first, None, first]
+    assert messages[1].value() is None                     # a null value is a tombstone
+    assert [m.value()[:5] for m in messages if m.value()] == \
+        [b"\x00" + schema_id.to_bytes(4, "big")] * 2
+    # And this connector's reader reads back what it wrote.
+    back = (spark.read.format("pykafka").option("kafka.bootstrap.servers",
+                                                mock_cluster.bootstrap)
+            .option("subscribe", topic_name).option("valueFormat", "avro")
+            .option("schema.registry.url", registry.url).load().orderBy("offset").collect())
+    assert [r.value and r.value.asDict(recursive=True)["m"] for r in back] == \
+        [{"k": 1}, None, {"k": 1}]

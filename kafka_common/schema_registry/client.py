@@ -152,16 +152,20 @@ class RegistryClient:
         return _schema_from(body, subject=subject)
 
     def referenced(self, schema: RegisteredSchema) -> dict[str, RegisteredSchema]:
-        """Every schema ``schema`` references, transitively, by reference name."""
+        """Every schema ``schema`` references, transitively, by reference name, each after
+        the schemas it references itself (the order a parser needs them in)."""
         found: dict[str, RegisteredSchema] = {}
-        todo = list(schema.references)
-        while todo:
-            name, subject, version = todo.pop()
-            if name in found:
-                continue
-            ref = self.version(subject, version)
-            found[name] = ref
-            todo.extend(ref.references)
+
+        def visit(refs, depth: int) -> None:
+            if depth > 32:
+                raise RegistryError("schema references nest deeper than 32 levels")
+            for name, subject, version in refs:
+                if name in found:
+                    continue
+                ref = self.version(subject, version)
+                visit(ref.references, depth + 1)
+                found[name] = ref
+        visit(schema.references, 0)
         return found
 
     # ---- HTTP ---------------------------------------------------------------------------
