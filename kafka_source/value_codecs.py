@@ -39,6 +39,11 @@ def _avro_reader(col: ColumnFormat):
                           f"valid Avro schema: {exc}") from None
 
 
+def _proto_reader(col: ColumnFormat):
+    from kafka_common.protobuf import message_descriptor
+    return message_descriptor(col.reader_schema, col.reader_references, col.message_name)
+
+
 def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     """The Arrow type of the decoded column (Spark's mapping of the reader schema)."""
     key = (col.format, col.reader_schema, col.reader_references, tuple(sorted(conversion.items())))
@@ -49,6 +54,12 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     if col.format == "avro":
         from kafka_common.avro import arrow_type
         found = arrow_type(_avro_reader(col), dict(conversion))
+    elif col.format == "protobuf":
+        from kafka_common.protobuf import arrow_type
+        found = arrow_type(_proto_reader(col), dict(conversion))
+    elif col.format == "json":
+        from kafka_common.json_schema import arrow_type
+        found = arrow_type(col.reader_schema)
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet by this "
                           "build of pyspark-pykafka (avro is)")
@@ -75,6 +86,14 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict):
         from kafka_common.avro import Decoder, parse_schema
         writer_schema = parse_schema(text, _avro_named(references))
         found = Decoder(writer_schema, _avro_reader(col), dict(conversion))
+    elif col.format == "protobuf":
+        # Protobuf needs no resolution: the payload is read with the reader's message
+        # (field numbers carry the evolution), as from_protobuf reads it.
+        from kafka_common.protobuf import Decoder
+        found = Decoder(_proto_reader(col), dict(conversion))
+    elif col.format == "json":
+        from kafka_common.json_schema import Decoder
+        found = Decoder(reader_type(col, conversion))
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet")
     with _lock:
