@@ -4,7 +4,7 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale] [--sail-source PATH/kafka.py]
+        [--only wire,decode,read,stream,write,memory,scale,avro] [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
 Cases (every case runs once per round; rounds interleave the contenders so a busy machine
@@ -38,7 +38,10 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS
    and the driver's planning time of each, and the planning of a topic of
    ``--wide-partitions`` partitions (batch read and one micro-batch), timed in this
-   process (``--only scale`` runs this section alone).
+   process (``--only scale`` runs this section alone);
+8. avro: Schema Registry Avro values decoded by ``spark.read`` with ``valueFormat=avro``,
+   by confluent-kafka's consumer with its ``AvroDeserializer`` into the same Arrow
+   column, and by fastavro in a Python UDF (``bench_avro.py``; ``--avro-records``).
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -69,7 +72,7 @@ import cases  # noqa: E402
 import peers  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
-SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale")
+SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "avro")
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -195,6 +198,8 @@ def main(argv=None) -> int:
                         help="records of the scale section's partition reads (times --scale)")
     parser.add_argument("--wide-partitions", type=int, default=1000,
                         help="partitions of the topic whose planning the scale section times")
+    parser.add_argument("--avro-records", type=int, default=1_000_000,
+                        help="records of the avro section's topic (times --scale)")
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -224,6 +229,7 @@ def main(argv=None) -> int:
     results = Results()
     memory: list[tuple[str, int, float, float, float]] = []
     scale: dict = {}
+    avro_lines: list[str] = []
     sets = data_sets(args.scale, args.partitions)
     notes: list[str] = []
     spark = None
@@ -231,15 +237,15 @@ def main(argv=None) -> int:
         args.cores, mp_context=multiprocessing.get_context("spawn"))
     try:
         for ds in sets:
-            if only <= {"scale"}:
-                break  # the scale section makes its own topics
+            if only <= {"scale", "avro"}:
+                break  # the scale and avro sections make their own topics
             ds.topic = f"bench-{ds.name.lower()}"
             t = time.perf_counter()
             produce(bootstrap, ds)
             log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
         list(pool.map(cases.warm_task, range(args.cores * 2)))
 
-        need_spark = only & {"read", "stream", "write", "memory", "scale"}
+        need_spark = only & {"read", "stream", "write", "memory", "scale", "avro"}
         if need_spark:
             from spark_cases import start_spark
             spark = start_spark(args.cores, args.sail_source)
@@ -250,7 +256,7 @@ def main(argv=None) -> int:
             memory = run_memory(spark, bootstrap, sets)
 
         for ds in sets:
-            if only <= {"scale"}:
+            if only <= {"scale", "avro"}:
                 break
             run_reads(results, spark, pool, bootstrap, ds, only, args, sets[0])
 
@@ -262,6 +268,11 @@ def main(argv=None) -> int:
                       int(args.slow_write_records * args.scale))
         if "scale" in only:
             scale = run_scale(spark, bootstrap, args)
+        if "avro" in only:
+            from bench_avro import run_avro
+            avro_lines = run_avro(spark, bootstrap, max(1000, int(args.avro_records *
+                                                                   args.scale)),
+                                  args.rounds, args.partitions, log)
     finally:
         pool.shutdown()
         if spark is not None:
@@ -271,6 +282,8 @@ def main(argv=None) -> int:
     elapsed = time.monotonic() - started
     info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
     report = render(results, memory, sets, info, args, elapsed, notes, scale)
+    if avro_lines:
+        report = report.rstrip("\n") + "\n" + "\n".join(avro_lines) + "\n"
     print()
     print(report)
     if not args.no_output:
