@@ -27,8 +27,11 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class RegistryServer:
-    def __init__(self, *, user_info: str | None = None, bearer_token: str | None = None):
+    def __init__(self, *, user_info: str | None = None, bearer_token: str | None = None,
+                 ssl_context=None):
+        """``ssl_context``: a server-side ``ssl.SSLContext`` to serve https instead."""
         self.user_info, self.bearer_token = user_info, bearer_token
+        self.ssl_context = ssl_context
         self.lock = threading.Lock()
         self.schemas: list[dict] = []             # index = id - 1
         self.subjects: dict[str, list[int]] = {}  # subject -> ids by version
@@ -47,6 +50,9 @@ class RegistryServer:
         Handler.registry = registry
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
+        if self.ssl_context is not None:
+            self._server.socket = self.ssl_context.wrap_socket(self._server.socket,
+                                                               server_side=True)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -57,7 +63,8 @@ class RegistryServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://127.0.0.1:{self._server.server_address[1]}"
 
     def fail_next(self, count: int, status: int = 503) -> None:
         with self.lock:

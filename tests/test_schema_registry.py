@@ -243,3 +243,72 @@ def test_planning_errors(mock_cluster, registry, topic_name):
                                               "schemaType": "PROTOBUF"})
     with pytest.raises(ConfigError, match="is a PROTOBUF schema, not AVRO"):
         resolve_formats(opts.formats)
+
+
+def test_key_format_and_an_inline_reader_schema_without_a_registry_subject(mock_cluster,
+                                                                           registry,
+                                                                           topic_name):
+    from confluent_kafka.schema_registry import Schema
+    create_topic(mock_cluster, topic_name, 1)
+    sr = SchemaRegistryClient({"url": registry.url})
+    key_ser = AvroSerializer(sr, '"string"')
+    value_ser = AvroSerializer(sr, json.dumps(V1))
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    for i in range(3):
+        p.produce(topic_name, partition=0,
+                  key=key_ser(f"k{i}", SerializationContext(topic_name, MessageField.KEY)),
+                  value=value_ser({"id": i, "name": "n", "score": i},
+                                  SerializationContext(topic_name, MessageField.VALUE)))
+    assert p.flush(10) == 0
+    # The reader schema given inline: V1 with one field dropped and one added.
+    reader = {**V1, "fields": [V1["fields"][0],
+                               {"name": "note", "type": "string", "default": "-"}]}
+    rows = read_all(mock_cluster.bootstrap, topic_name, 3, keyFormat="avro",
+                    valueFormat="avro", valueSchema=json.dumps(reader),
+                    **{"schema.registry.url": registry.url})
+    assert [(r["key"], r["value"], r["keySchemaId"], r["valueSchemaId"]) for r in rows] == [
+        (f"k{i}", {"id": i, "note": "-"}, 1, 2) for i in range(3)]
+    de = AvroDeserializer(sr, Schema(json.dumps(reader), "AVRO"))
+    assert de(value_ser({"id": 5, "name": "n", "score": 1}, SerializationContext(
+        topic_name, MessageField.VALUE)), SerializationContext(
+            topic_name, MessageField.VALUE)) == {"id": 5, "note": "-"}
+
+
+def test_bearer_token_is_sent_and_never_shown():
+    server = RegistryServer(bearer_token="tok-123").start()
+    try:
+        server.register("s-value", {"schema": json.dumps(V1)})
+        good = client_for(server.url, **{"schema.registry.bearer.auth.token": "tok-123"})
+        assert good.schema_by_id(1).schema_type == "AVRO"
+        bad = client_for(server.url, **{"schema.registry.bearer.auth.token": "tok-999"})
+        with pytest.raises(RegistryAuthError) as err:
+            bad.versions("s-value")
+        assert "tok-" not in str(err.value) + repr(bad.settings) + repr(good.settings)
+    finally:
+        server.stop()
+
+
+def test_https_registry_with_the_ssl_options(tmp_path):
+    import ssl
+
+    import trustme
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    cert.configure_cert(context)
+    ca_file = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(ca_file))
+    server = RegistryServer(ssl_context=context).start()
+    try:
+        server.register("s-value", {"schema": json.dumps(V1)})
+        good = client_for(server.url, **{"schema.registry.ssl.ca.location": str(ca_file),
+                                         "schema.registry.timeout.ms": "3000"})
+        assert good.version("s-value").id == 1
+        untrusted = client_for(server.url, **{"schema.registry.timeout.ms": "3000"})
+        with pytest.raises(RegistryError, match="TLS certificate not trusted"):
+            untrusted.versions("s-value")
+        with pytest.raises(ConfigError, match="schema.registry.ssl.ca.location"):
+            client_for(server.url, **{"schema.registry.ssl.ca.location":
+                                      str(tmp_path / "missing.pem")}).versions("s-value")
+    finally:
+        server.stop()
