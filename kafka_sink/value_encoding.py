@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401  (pa.compute)
 
-from kafka_common.schema_registry.framing import frame
+from kafka_common.schema_registry.framing import frame, message_index_bytes
 
 from .value_formats import SinkFormat
 
@@ -21,15 +21,55 @@ _lock = threading.Lock()
 
 
 def _encoder(f: SinkFormat):
-    key = (f.schema_id, f.schema)
+    """(encoder with ``.encode(array) -> binary array``, bytes after the schema id)."""
+    key = (f.format, f.schema_id, f.schema, f.message_name)
     with _lock:
         found = _encoders.get(key)
     if found is None:
-        from kafka_common.avro import Encoder, parse_schema
-        found = Encoder(parse_schema(f.schema))
+        if f.format == "avro":
+            from kafka_common.avro import Encoder, parse_schema
+            found = (Encoder(parse_schema(f.schema, [t for _, t in f.references])), b"")
+        elif f.format == "protobuf":
+            from kafka_common.protobuf.encoder import Encoder
+            encoder = Encoder(f.schema, f.references, f.message_name)
+            found = (encoder, message_index_bytes(encoder.path))
+        else:
+            found = (_JsonEncoder(), b"")
         with _lock:
             _encoders[key] = found
     return found
+
+
+class _JsonEncoder:
+    """Each row as JSON text (UTF-8), as confluent-kafka's JSONSerializer writes it:
+    dates and timestamps as ISO 8601 strings, binary as base64, maps as objects."""
+
+    def encode(self, array: pa.Array) -> pa.Array:
+        import json
+        out = []
+        for row in array.to_pylist():
+            out.append(None if row is None else
+                       json.dumps(_jsonable(row), separators=(",", ":")).encode())
+        return pa.array(out, pa.binary())
+
+
+def _jsonable(v):
+    import base64
+    import datetime as dt
+    import decimal
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    if isinstance(v, list):
+        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
+            return {str(k): _jsonable(x) for k, x in v}  # an Arrow map
+        return [_jsonable(x) for x in v]
+    if isinstance(v, (dt.date, dt.datetime)):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode()
+    if isinstance(v, decimal.Decimal):
+        return float(v)
+    return v
 
 
 def framed(payloads: pa.Array, prefix: bytes) -> pa.Array:
@@ -68,11 +108,12 @@ def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa
     for f in formats:
         i = names.index(f.column)
         column = columns[i]
-        payloads = _encoder(f).encode(column)
+        encoder, after_id = _encoder(f)
+        payloads = encoder.encode(column)
         if column.null_count:
             # A null value is a tombstone, as Spark's to_avro gives null for null: never
             # the union's null branch.
             payloads = pa.compute.if_else(column.is_valid(), payloads,
                                           pa.nulls(len(column), pa.binary()))
-        columns[i] = framed(payloads, frame(f.schema_id))
+        columns[i] = framed(payloads, frame(f.schema_id) + after_id)
     return pa.RecordBatch.from_arrays(columns, names=names)

@@ -1,6 +1,7 @@
 """``valueFormat``/``keyFormat`` on the writer: each row framed as Confluent's serializers
-frame it (magic byte 0, the 4-byte schema id, the Avro datum), so that confluent-kafka's
-deserializers (and this connector's reader) read back what was written.
+frame it (magic byte 0, the 4-byte schema id, then the Avro datum, the Protobuf message
+indexes and message, or the JSON text), so that confluent-kafka's deserializers (and this
+connector's reader) read back what was written.
 
 On the driver (``resolve_sink_formats``), the schema id is found once per write: with
 ``auto.register.schemas=true`` the schema (``valueSchema``, or the one Spark's ``to_avro``
@@ -25,8 +26,9 @@ __all__ = ["SINK_FORMAT_OPTIONS", "SINK_READER_ONLY", "SinkFormat", "parse_sink_
 #: (name, default, meaning) of the writer's format options.
 SINK_FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("valueFormat", '"binary"',
-     "binary (value is string or binary), or avro: the value column (a struct or a "
-     "primitive) is written as Avro in Confluent's wire format (magic byte, schema id)."),
+     "binary (value is string or binary), avro, protobuf or json: the value column (a "
+     "struct, or a primitive for avro and json) is written in Confluent's wire format "
+     "(magic byte, schema id, Protobuf message indexes) with the subject's schema."),
     ("keyFormat", '"binary"', "The same for the key column."),
     *REGISTRY_OPTIONS,
     ("valueSubject", '"<topic>-value"',
@@ -34,9 +36,12 @@ SINK_FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "without the topic option."),
     ("keySubject", '"<topic>-key"', "The same for the key."),
     ("valueSchema", "the subject's latest",
-     "Avro schema JSON to write the values with (looked up in the subject, or registered "
-     "with auto.register.schemas); by default the subject's latest version, or with "
-     "auto.register.schemas the schema Spark's to_avro derives from the column's type."),
+     "The schema to write the values with (Avro JSON, .proto text, JSON Schema), looked "
+     "up in the subject or registered with auto.register.schemas; by default the "
+     "subject's latest version, or with auto.register.schemas (avro, json) the schema "
+     "derived from the column's type as Spark's to_avro derives it."),
+    ("valueMessageName", "first message",
+     "Protobuf: the message of the .proto the value column is written as."),
     ("keySchema", "the subject's latest", "The same for the key."),
     ("auto.register.schemas", "false",
      "Register the schema under the subject when it is not there yet (Confluent's "
@@ -44,8 +49,8 @@ SINK_FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
 )
 
 #: Reader format options a writer given the same options passes over silently.
-SINK_READER_ONLY = ("valueSchemaVersion", "keySchemaVersion", "mode", "valueMessageName",
-                    "keyMessageName")
+SINK_READER_ONLY = ("valueSchemaVersion", "keySchemaVersion", "mode", "keyMessageName")
+_SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 
 
 @dataclass(frozen=True)
@@ -56,8 +61,14 @@ class SinkFormat:
     inline_schema: str | None
     auto_register: bool
     registry: RegistrySettings
+    message_name: str | None = None
     schema_id: int | None = None  # filled by resolve_sink_formats
     schema: str | None = None
+    references: tuple = ()        # ((name, text), ...) of the schema's references
+
+    @property
+    def schema_type(self) -> str:
+        return _SCHEMA_TYPE[self.format]
 
 
 def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, ...]:
@@ -70,11 +81,8 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                 if opts.has(column + suffix):
                     raise ConfigError(f"{column}{suffix} is set but {column}Format is binary")
             continue
-        if fmt in ("protobuf", "json"):
-            raise ConfigError(f"{column}Format={fmt} is not supported by the writer yet "
-                              "(avro is; the reader reads all three)")
-        if fmt != "avro":
-            raise ConfigError(f"{column}Format must be binary or avro, got "
+        if fmt not in _SCHEMA_TYPE:
+            raise ConfigError(f"{column}Format must be binary, avro, protobuf or json, got "
                               f"{opts.get(f'{column}Format')!r}")
         if settings is None:
             raise ConfigError(f"schema.registry.url is required with {column}Format={fmt}")
@@ -86,7 +94,8 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                                   f"<topic>-{column} needs the topic option)")
             subject = f"{topic}-{column}"
         out.append(SinkFormat(column, fmt, subject, opts.get(f"{column}Schema"),
-                              opts.boolean("auto.register.schemas", False), settings))
+                              opts.boolean("auto.register.schemas", False), settings,
+                              opts.get("valueMessageName") if column == "value" else None))
     return tuple(out)
 
 
@@ -102,24 +111,33 @@ def resolve_sink_formats(formats: tuple[SinkFormat, ...], schema) -> tuple[SinkF
             raise ConfigError(f"{f.column}Format={f.format}: there is no {f.column} column")
         text = f.inline_schema
         if text is None and f.auto_register:
-            text = json.dumps(avro_schema_of(fields[f.column].dataType,
-                                             fields[f.column].nullable))
+            column = fields[f.column]
+            if f.format == "avro":
+                text = json.dumps(avro_schema_of(column.dataType, column.nullable))
+            elif f.format == "json":
+                text = json.dumps(json_schema_of(column.dataType))
+            else:
+                raise ConfigError(f"{f.column}Format=protobuf with auto.register.schemas "
+                                  f"needs the .proto in {f.column}Schema")
         try:
             if text is None:
                 found = client.version(f.subject, "latest")
-                if found.schema_type != "AVRO":
+                if found.schema_type != f.schema_type:
                     raise ConfigError(f"{f.column}Subject {f.subject!r}: the latest schema "
-                                      f"(id {found.id}) is {found.schema_type}, not AVRO")
-                out.append(replace(f, schema_id=found.id, schema=found.text))
+                                      f"(id {found.id}) is {found.schema_type}, not "
+                                      f"{f.schema_type}")
+                refs = tuple((n, r.text) for n, r in client.referenced(found).items())
+                out.append(replace(f, schema_id=found.id, schema=found.text,
+                                   references=refs))
                 continue
             if f.auto_register:
-                schema_id = client.register(f.subject, text)
+                schema_id = client.register(f.subject, text, f.schema_type)
             else:
-                schema_id = client.lookup(f.subject, text).id
+                schema_id = client.lookup(f.subject, text, f.schema_type).id
         except RegistryError as exc:
             if exc.status == 404:
                 raise ConfigError(
-                    f"{f.column}Format=avro: {exc}; register the schema under "
+                    f"{f.column}Format={f.format}: {exc}; register the schema under "
                     f"{f.subject!r} or set auto.register.schemas=true") from None
             raise
         out.append(replace(f, schema_id=schema_id, schema=text))
@@ -176,3 +194,32 @@ def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord",
     else:
         raise ConfigError(f"no Avro type for Spark's {t.simpleString()}")
     return [avro, "null"] if nullable else avro
+
+
+def json_schema_of(data_type) -> dict:
+    """A JSON Schema (draft-07) of a Spark type, for auto.register.schemas with json."""
+    from pyspark.sql import types as T
+    t = data_type
+    if isinstance(t, T.StructType):
+        return {"type": "object", "properties": {f.name: _nullable(json_schema_of(
+            f.dataType), f.nullable) for f in t.fields}}
+    if isinstance(t, T.ArrayType):
+        return {"type": "array", "items": _nullable(json_schema_of(t.elementType),
+                                                    t.containsNull)}
+    if isinstance(t, T.MapType):
+        return {"type": "object", "additionalProperties": _nullable(
+            json_schema_of(t.valueType), t.valueContainsNull)}
+    if isinstance(t, T.BooleanType):
+        return {"type": "boolean"}
+    if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return {"type": "integer"}
+    if isinstance(t, (T.FloatType, T.DoubleType, T.DecimalType)):
+        return {"type": "number"}
+    if isinstance(t, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        return {"type": "string", "format": "date" if isinstance(t, T.DateType)
+                else "date-time"}
+    return {"type": "string"}
+
+
+def _nullable(schema: dict, nullable: bool) -> dict:
+    return {"oneOf": [{"type": "null"}, schema]} if nullable else schema

@@ -54,7 +54,7 @@ FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("keySchemaVersion", '"latest"', "The same for the key."),
     ("valueSchema", "none",
      "An explicit reader schema instead of the registry's: Avro schema JSON, .proto text "
-     "(with valueMessageName), or a Spark DDL / JSON Schema for json."),
+     "(with valueMessageName), or a JSON Schema for json."),
     ("keySchema", "none", "The same for the key."),
     ("valueMessageName", "first message",
      "Protobuf: the (fully qualified) message of the .proto to read as the value."),

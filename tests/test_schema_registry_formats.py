@@ -150,3 +150,61 @@ def test_json_schema_values(mock_cluster, registry, topic_name):
         assert {k: v for k, v in g.items() if v is not None} == \
             {k: v for k, v in w.items() if v is not None}
     assert table.schema.field("value").type.field("count").type == pa.int64()
+
+
+def _encode(registry, fmt, schema, batch, **options):
+    from kafka_common.option_map import OptionMap
+    from kafka_sink.value_encoding import encode_formats
+    from kafka_sink.value_formats import parse_sink_formats, resolve_sink_formats
+    opts = OptionMap({"valueFormat": fmt, "schema.registry.url": registry.url, **options})
+    formats = resolve_sink_formats(parse_sink_formats(opts, "orders"), schema)
+    return encode_formats(batch, formats).column(0).to_pylist()
+
+
+def test_writer_protobuf_and_json_bytes_read_by_confluent_s_deserializers(registry,
+                                                                          tmp_path):
+    """The sink's encoding step (what df.write runs per Arrow batch) without Spark."""
+    import datetime as dt
+
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+    from pyspark.sql.types import (ArrayType, DoubleType, LongType, MapType, StringType,
+                                   StructField, StructType, TimestampType, IntegerType)
+    shop = _pb2(tmp_path)
+    line = StructType([StructField("sku", StringType()), StructField("qty", LongType())])
+    spark_schema = StructType([StructField("value", StructType([
+        StructField("id", LongType()), StructField("customer", StringType()),
+        StructField("lines", ArrayType(line)),
+        StructField("counts", MapType(StringType(), IntegerType())),
+        StructField("status", StringType()), StructField("at", TimestampType()),
+        StructField("discount", DoubleType())]))])
+    at = dt.datetime(2024, 5, 6, 7, 8, 9, 123000, tzinfo=dt.timezone.utc)
+    rows = [{"id": 7, "customer": "ann", "lines": [{"sku": "a", "qty": 2}],
+             "counts": [("x", 3)], "status": "PAID", "at": at, "discount": 0.5},
+            None]
+    arrow = pa.struct([("id", pa.int64()), ("customer", pa.string()),
+                       ("lines", pa.list_(pa.struct([("sku", pa.string()),
+                                                     ("qty", pa.int64())]))),
+                       ("counts", pa.map_(pa.string(), pa.int32())),
+                       ("status", pa.string()), ("at", pa.timestamp("us", tz="UTC")),
+                       ("discount", pa.float64())])
+    batch = pa.RecordBatch.from_arrays([pa.array(rows, arrow)], names=["value"])
+    ctx = SerializationContext("orders", MessageField.VALUE)
+
+    out = _encode(registry, "protobuf", spark_schema, batch, valueSchema=PROTO,
+                  **{"auto.register.schemas": "true"})
+    assert out[1] is None                           # a null value stays a tombstone
+    assert out[0][:6] == b"\x00" + (1).to_bytes(4, "big") + b"\x00"
+    order = ProtobufDeserializer(shop.Order, {"use.deprecated.format": False})(out[0], ctx)
+    assert (order.id, order.customer, order.status, order.discount) == (7, "ann", 1, 0.5)
+    assert [(l.sku, l.qty) for l in order.lines] == [("a", 2)]
+    assert dict(order.counts) == {"x": 3} and order.at.ToDatetime(dt.timezone.utc) == at
+
+    out = _encode(registry, "json", spark_schema, batch, **{"auto.register.schemas": "true"})
+    schema_id = registry.subjects["orders-value"][-1]
+    assert out[0][:5] == b"\x00" + schema_id.to_bytes(4, "big")
+    doc = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient(
+        {"url": registry.url}))(out[0], ctx)
+    assert doc == {"id": 7, "customer": "ann", "lines": [{"sku": "a", "qty": 2}],
+                   "counts": {"x": 3}, "status": "PAID", "at": at.isoformat(),
+                   "discount": 0.5}
