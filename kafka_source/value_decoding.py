@@ -124,8 +124,9 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             for r in rows:
                 reasons[int(r)] = f"{label} cannot be read as the reader schema: {exc}"
             continue
-        subset = values.take(pa.array(rows))
-        starts = frames.starts[rows]
+        whole = len(rows) == n  # the common case: one writer id, no null or bad row
+        subset = values if whole else values.take(pa.array(rows))
+        starts = frames.starts if whole else frames.starts[rows]
         array, errors = decoder.decode(subset, starts)
         errors = np.asarray(errors, dtype=bool)
         if errors.any():
@@ -148,7 +149,20 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             f"instead): {reasons.get(row, 'corrupt')}"
             + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
                if corrupt.sum() > 1 else ""))
-    # Put the decoded rows back in order: one take over the pieces and a null.
+    if len(pieces) == 1 and len(pieces[0][0]) == n:
+        decoded = pieces[0][1]  # every row decoded, in order
+    else:
+        decoded = _in_row_order(pieces, n, target)
+    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
+                        mask=(status == NULL) | (ids < 0))
+    raw = pa.compute.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
+        if corrupt.any() else pa.nulls(n, pa.binary())
+    return decoded, id_array, raw
+
+
+def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
+    """The decoded pieces put back in row order (null where no piece has the row): one
+    take over the pieces and a trailing null."""
     parts = [a for _, a in pieces] + [pa.nulls(1, target)]
     combined = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
     positions = np.full(n, len(combined) - 1, dtype=np.int64)
@@ -156,11 +170,7 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     for rows, array in pieces:
         positions[rows] = np.arange(at, at + len(rows))
         at += len(rows)
-    decoded = combined.take(pa.array(positions))
-    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
-                        mask=(status == NULL) | (ids < 0))
-    raw = pa.compute.if_else(pa.array(corrupt), values, pa.nulls(n, values.type))
-    return decoded, id_array, raw
+    return combined.take(pa.array(positions))
 
 
 def decode_formats(batch: pa.RecordBatch, formats: Formats, *, topic: str, partition: int,

@@ -115,13 +115,17 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
     reasons: dict[int, str] = {}
 
     in_header = _header_values(headers, header_name, n)
-    padded = np.concatenate([data, np.zeros(8, np.uint8)])
-    magic = np.where(length > 0, padded[np.minimum(begin, len(data))], 255)
+    magic = np.full(n, 255, np.int16)
+    nonempty = valid & (length > 0)
+    magic[nonempty] = data[begin[nonempty]]
     v0 = valid & (magic == 0) & (length >= 5)
-    if v0.any():
+    if v0.all():
+        b = begin
+    elif v0.any():
         b = begin[v0]
-        ids[v0] = ((padded[b + 1].astype(np.int64) << 24) | (padded[b + 2].astype(np.int64) << 16)
-                   | (padded[b + 3].astype(np.int64) << 8) | padded[b + 4].astype(np.int64))
+    if v0.any():  # the 4 id bytes are inside each of these values (length >= 5)
+        ids[v0] = ((data[b + 1].astype(np.int64) << 24) | (data[b + 2].astype(np.int64) << 16)
+                   | (data[b + 3].astype(np.int64) << 8) | data[b + 4].astype(np.int64))
         starts[v0] = 5
     v1 = valid & (magic == 1) & (length >= 17)
     for row in np.flatnonzero(v1):
@@ -162,9 +166,10 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
             status[row] = BAD
             reasons[row] = str(exc)
     if protobuf:
+        framed = (status == OK) & (starts > 0) & (begin + starts < end)
+        first = np.zeros(n, bool)
+        first[framed] = data[(begin + starts)[framed]] == 0
         framed = (status == OK) & (starts > 0)
-        first = framed & (padded[np.minimum(begin + starts, len(data))] == 0) & \
-            (begin + starts < end)
         starts[first] += 1
         for row in np.flatnonzero(framed & ~first):
             raw = data[begin[row]:end[row]].tobytes()
