@@ -8,7 +8,7 @@ import threading
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute  # noqa: F401  (pa.compute)
+import pyarrow.compute as pc
 
 from kafka_common.schema_registry.framing import frame, message_index_bytes
 
@@ -113,7 +113,7 @@ def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa
         if column.null_count:
             # A null value is a tombstone, as Spark's to_avro gives null for null: never
             # the union's null branch.
-            payloads = pa.compute.if_else(column.is_valid(), payloads,
+            payloads = pc.if_else(column.is_valid(), payloads,
                                           pa.nulls(len(column), pa.binary()))
         columns[i] = framed(payloads, frame(f.schema_id) + after_id)
     return pa.RecordBatch.from_arrays(columns, names=names)

@@ -20,6 +20,7 @@ import threading
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kafka_common.schema_registry import RegistryAuthError, RegistryClient, RegistryError
 from kafka_common.schema_registry.framing import BAD, NULL, OK, read_frames
@@ -155,7 +156,7 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
         decoded = _in_row_order(pieces, n, target)
     id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
                         mask=(status == NULL) | (ids < 0))
-    raw = pa.compute.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
+    raw = pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
         if corrupt.any() else pa.nulls(n, pa.binary())
     return decoded, id_array, raw
 
@@ -177,7 +178,6 @@ def decode_formats(batch: pa.RecordBatch, formats: Formats, *, topic: str, parti
                    keep_headers: bool) -> pa.RecordBatch:
     """``batch`` (Kafka's columns, with headers) with the value/key columns decoded and the
     schema id (and corrupt record) columns added; headers dropped unless ``keep_headers``."""
-    import pyarrow.compute  # noqa: F401
     conversion = dict(formats.conversion)
     names = list(batch.schema.names)
     columns = list(batch.columns)

@@ -44,12 +44,6 @@ V2 = {"type": "record", "name": "User", "namespace": "t", "fields": [
     {"name": "email", "type": ["null", "string"], "default": None}]}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def avro_codec():
-    from . import avro_standin
-    avro_standin.install()
-
-
 @pytest.fixture
 def registry():
     server = RegistryServer().start()

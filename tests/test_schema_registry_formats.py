@@ -5,7 +5,6 @@ Confluent's), decoded by ``read_range``, judged by confluent-kafka's deserialize
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import json
 import sys
 
@@ -59,8 +58,10 @@ def _read(bootstrap, topic, end, **options):
 
 
 def _pb2(tmp_path):
-    from grpc_tools import protoc
+    import importlib
     import importlib.resources
+
+    from grpc_tools import protoc
     (tmp_path / "shop.proto").write_text(PROTO)
     include = str(importlib.resources.files("grpc_tools") / "_proto")
     assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["Frames", "read_frames", "frame", "message_index_bytes",
            "OK", "NULL", "BAD", "VALUE_HEADER", "KEY_HEADER"]
@@ -81,7 +82,7 @@ def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, byt
         return {}
     flat = headers.flatten()
     keys = flat.field("key")
-    hits = np.flatnonzero(np.asarray(pa.compute.equal(keys, name).fill_null(False)))
+    hits = np.flatnonzero(np.asarray(pc.equal(keys, name).fill_null(False)))
     if not len(hits):
         return {}
     offsets = np.asarray(headers.offsets)
@@ -94,7 +95,6 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
                 header_name: str = VALUE_HEADER) -> Frames:
     """Parse the framing of every row of the binary column ``values`` (see the module
     docstring); ``headers`` is the Kafka headers column, when the records have any."""
-    import pyarrow.compute  # noqa: F401  (pa.compute)
     values = values.cast(pa.binary()) if values.type != pa.binary() else values
     n = len(values)
     bufs = values.buffers()
