@@ -209,3 +209,25 @@ def test_writer_protobuf_and_json_bytes_read_by_confluent_s_deserializers(regist
     assert doc == {"id": 7, "customer": "ann", "lines": [{"sku": "a", "qty": 2}],
                    "counts": {"x": 3}, "status": "PAID", "at": at.isoformat(),
                    "discount": 0.5}
+
+
+def test_writer_looks_an_explicit_schema_up_and_refuses_an_unregistered_one(registry):
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from protocol.errors import ConfigError
+    spark_schema = StructType([StructField("value", StructType([
+        StructField("id", LongType(), False)]), False)])
+    batch = pa.RecordBatch.from_arrays([pa.array([{"id": 1}], pa.struct([("id",
+                                                                          pa.int64())]))],
+                                       names=["value"])
+    avro = json.dumps({"type": "record", "name": "R", "fields": [{"name": "id",
+                                                                    "type": "long"}]})
+    registry.register("orders-value", {"schema": avro})
+    registry.register("orders-value", {"schema": avro.replace('"R"', '"R2"')})
+    registry.reset_calls()
+    out = _encode(registry, "avro", spark_schema, batch, valueSchema=avro)
+    assert out == [b"\x00\x00\x00\x00\x01\x02"]        # id 1 (not the latest, 2), long 1
+    assert registry.calls() == [("POST", "/subjects/orders-value")]
+    with pytest.raises(ConfigError, match="register the schema under 'orders-value'"):
+        _encode(registry, "avro", spark_schema, batch,
+                valueSchema=avro.replace('"R"', '"Other"'))
