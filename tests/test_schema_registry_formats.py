@@ -231,3 +231,24 @@ def test_writer_looks_an_explicit_schema_up_and_refuses_an_unregistered_one(regi
     with pytest.raises(ConfigError, match="register the schema under 'orders-value'"):
         _encode(registry, "avro", spark_schema, batch,
                 valueSchema=avro.replace('"R"', '"Other"'))
+
+
+def test_proto_message_names_and_recursion_as_from_protobuf_needs():
+    from kafka_common.protobuf import arrow_type, message_descriptor
+    from protocol.errors import ConfigError
+    assert message_descriptor(PROTO).full_name == "shop.Order"          # the first one
+    assert message_descriptor(PROTO, name="Order").full_name == "shop.Order"
+    line = message_descriptor(PROTO, name="shop.Order.Line")
+    assert arrow_type(line) == pa.struct([("sku", pa.string()), ("qty", pa.int32())])
+    assert arrow_type(line, {"upcast.unsigned.ints": "true"}).field("qty").type == pa.int64()
+    # Message indexes count the descriptor's nested types, protoc's map entries included
+    # (as confluent-kafka's serializer counts them): Order's are CountsEntry, Line.
+    assert message_descriptor(PROTO, path=(0, 1)).full_name == "shop.Order.Line"
+    with pytest.raises(ConfigError, match="message 'Nope' is not in"):
+        message_descriptor(PROTO, name="Nope")
+    tree = 'syntax = "proto3"; message Node { string name = 1; repeated Node kids = 2; }'
+    with pytest.raises(ConfigError, match="recursive.fields.max.depth"):
+        arrow_type(message_descriptor(tree))
+    two = arrow_type(message_descriptor(tree), {"recursive.fields.max.depth": "2"})
+    assert two == pa.struct([("name", pa.string()), ("kids", pa.list_(pa.struct([
+        ("name", pa.string())])))])
