@@ -71,6 +71,11 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
             return (schema_id, col.schema_type, col.reader_schema, col.reader_references)
     client = _client(formats)
     if client is None:
+        if col.inline_schema is not None:
+            # No registry: every payload was written with the given schema (what
+            # from_avro(value, schema) assumes).
+            return (schema_id if guid is None else -1, col.schema_type, col.reader_schema,
+                    col.reader_references)
         raise LookupError("no schema.registry.url to look it up in")
     try:
         found = client.schema_by_guid(guid) if guid is not None else \

@@ -306,3 +306,16 @@ def test_https_registry_with_the_ssl_options(tmp_path):
                                       str(tmp_path / "missing.pem")}).versions("s-value")
     finally:
         server.stop()
+
+
+def test_an_inline_schema_without_a_registry_reads_every_id_with_it(mock_cluster, registry,
+                                                                   topic_name):
+    create_topic(mock_cluster, topic_name, 1)
+    written = produce(mock_cluster.bootstrap, topic_name, registry.url, V1,
+                      [{"id": 1, "name": "x", "score": 2}])
+    registry.reset_calls()
+    rows = read_all(mock_cluster.bootstrap, topic_name, 1, valueFormat="avro",
+                    valueSchema=json.dumps(V1))
+    assert rows[0]["value"] == {"id": 1, "name": "x", "score": 2}
+    assert rows[0]["valueSchemaId"] == int.from_bytes(written[0][0][1:5], "big")
+    assert registry.calls() == []
