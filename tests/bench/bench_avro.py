@@ -4,8 +4,9 @@ columns, three ways, each building the same Arrow column (the value struct of Sp
 
 - ``spark.read.format("pykafka")`` with ``valueFormat=avro`` into the ``noop`` sink
   (``local[cores]``);
-- confluent-kafka's ``Consumer`` with its ``AvroDeserializer`` (fastavro inside), dicts
-  into ``pa.array`` of the struct type, in one process;
+- confluent-kafka's ``Consumer`` (the read peer's settings from peers.py) with its
+  ``AvroDeserializer`` (fastavro inside), dicts into ``pa.array`` of the struct type, in
+  one process;
 - the usual workaround in Spark: ``spark.read`` of the binary value and a Python UDF
   (Arrow-optimized) that strips the 5-byte header and decodes with fastavro per datum.
 
@@ -103,32 +104,34 @@ def read_fastavro_udf(spark, bootstrap, topic) -> float:
     return time.perf_counter() - t
 
 
-def read_confluent(bootstrap, registry_url, topic, records) -> float:
+def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float:
+    """confluent-kafka's Consumer with the read peer's tuned settings (peers.py: assigned
+    partitions, no group, deep prefetch) and its AvroDeserializer, rows -> Arrow."""
     import confluent_kafka
     from confluent_kafka.schema_registry import SchemaRegistryClient
     from confluent_kafka.schema_registry.avro import AvroDeserializer
     from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from peers import CONFLUENT_CONSUMER, call_setting, config
     de = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
     ctx = SerializationContext(topic, MessageField.VALUE)
+    num = call_setting(CONFLUENT_CONSUMER, "num_messages", None)
     c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
-                                  "group.id": f"bench-{time.time()}",
-                                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                                  "fetch.max.bytes": 52_428_800,
-                                  "max.partition.fetch.bytes": 1_048_576})
-    t = time.perf_counter()
-    c.subscribe([topic])
-    got = 0
-    chunks = []
+                                  **config(CONFLUENT_CONSUMER, None)})
+    got, chunks = 0, []
     try:
+        t = time.perf_counter()
+        c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
         while got < records:
-            batch = c.consume(10_000, 1.0)
-            rows = [de(m.value(), ctx) for m in batch if not m.error()]
-            got += len(rows)
-            if rows:
-                chunks.append(pa.array(rows, ARROW))
+            batch = c.consume(min(num, records - got), 1.0)
+            if any(m.error() for m in batch):
+                raise RuntimeError(str(next(m.error() for m in batch if m.error())))
+            got += len(batch)
+            if batch:
+                chunks.append(pa.array([de(m.value(), ctx) for m in batch], ARROW))
+        seconds = time.perf_counter() - t
     finally:
         c.close()
-    seconds = time.perf_counter() - t
     assert sum(len(a) for a in chunks) == records
     return seconds
 
@@ -154,7 +157,8 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
             for name, fn in (("pykafka", lambda: read_pykafka(spark, bootstrap,
                                                               registry.url, topic)),
                              ("confluent", lambda: read_confluent(bootstrap, registry.url,
-                                                                  topic, records)),
+                                                                  topic, records,
+                                                                  partitions)),
                              ("udf", lambda: read_fastavro_udf(spark, bootstrap, topic))):
                 s = fn()
                 seconds[name].append(s)
