@@ -49,6 +49,8 @@ from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
+from .value_formats import SINK_FORMAT_OPTIONS, SINK_READER_ONLY, parse_sink_formats
+
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
            "MAX_IN_FLIGHT_IDEMPOTENT", "PARTITIONERS"]
@@ -145,6 +147,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
+    *(WriterOption(*option) for option in SINK_FORMAT_OPTIONS),
 )
 
 
@@ -183,7 +186,7 @@ _READER_ONLY = (
     "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
-    "checkpointLocation", "path")
+    "checkpointLocation", "path", *SINK_READER_ONLY)
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -216,6 +219,7 @@ class WriterOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = 60_000
     ignored_kafka_options: tuple[str, ...] = ()
+    formats: tuple = ()  # valueFormat/keyFormat (kafka_sink.value_formats.SinkFormat)
 
     @property
     def bootstrap_servers(self) -> list[str]:
@@ -364,4 +368,5 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=txn_timeout,
         ignored_kafka_options=ignored,
+        formats=parse_sink_formats(opts, topic),
     )

@@ -75,9 +75,10 @@ def _is_headers_type(data_type) -> bool:
             and value.name.lower() == "value" and isinstance(value.dataType, BinaryType))
 
 
-def check_schema(schema, topic_option: str | None) -> WritePlan:
+def check_schema(schema, topic_option: str | None, formatted=()) -> WritePlan:
     """Spark's ``KafkaWriter.validateQuery`` (plus its timestamp rule) on a ``StructType``.
-    Column names are matched exactly, as Spark does."""
+    Column names are matched exactly, as Spark does. The columns in ``formatted`` (key,
+    value under keyFormat/valueFormat) may be of any type: they are encoded first."""
     from pyspark.sql.types import (BinaryType, DoubleType, IntegerType, StringType,
                                    TimestampType)
     fields = {f.name: f.dataType for f in schema.fields}
@@ -90,11 +91,12 @@ def check_schema(schema, topic_option: str | None) -> WritePlan:
         if not isinstance(fields[TOPIC], StringType):
             raise _unsupported(TOPIC, fields[TOPIC], "string")
         topic_column = True
-    if KEY in fields and not isinstance(fields[KEY], (StringType, BinaryType)):
+    if KEY in fields and KEY not in formatted and not isinstance(fields[KEY],
+                                                                 (StringType, BinaryType)):
         raise _unsupported(KEY, fields[KEY], "string or binary")
     if VALUE not in fields:
         raise ConfigError("Required attribute 'value' not found")
-    if not isinstance(fields[VALUE], (StringType, BinaryType)):
+    if VALUE not in formatted and not isinstance(fields[VALUE], (StringType, BinaryType)):
         raise _unsupported(VALUE, fields[VALUE], "string or binary")
     if HEADERS in fields and not _is_headers_type(fields[HEADERS]):
         raise _unsupported(HEADERS, fields[HEADERS], HEADERS_CATALOG_STRING)

@@ -26,6 +26,7 @@ fails aborts its own transaction, best effort.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from .transactions import (TaskTransaction, abort_transactions, commit_transacti
                            committed_batch, job_prefix, marker_partition, refuse_used_id,
                            resolve_prefix, task_identity, transactional_id)
 from .validation import WritePlan, check_rows, check_save_mode, check_schema
+from .value_encoding import encode_formats
 
 __all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
            "create_writer", "create_stream_writer", "write_task", "route_rows"]
@@ -245,6 +247,8 @@ def _write_task(batches, options: WriterOptions, plan: WritePlan, client, produc
             for rb in parts:
                 if rb.num_rows == 0:
                     continue
+                if options.formats:
+                    rb = encode_formats(rb, options.formats)
                 rows = prepare(rb, plan)
                 missing = [t for t in rows.topics if t not in counts]
                 if missing:
@@ -395,7 +399,11 @@ def _check_topic_exists(options: WriterOptions) -> None:
 
 def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan, str | None]:
     parsed = parse_writer_options(options)
-    plan = check_schema(schema, parsed.topic)
+    plan = check_schema(schema, parsed.topic, {f.column for f in parsed.formats})
+    if parsed.formats:
+        from .value_formats import resolve_sink_formats
+        parsed = dataclasses.replace(parsed, formats=resolve_sink_formats(parsed.formats,
+                                                                          schema))
     prefix = resolve_prefix(parsed, options, streaming) if parsed.exactly_once else None
     _check_topic_exists(parsed)
     return parsed, plan, prefix

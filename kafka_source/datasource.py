@@ -127,28 +127,53 @@ class KafkaDataSource(DataSource):
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
         # raise option errors there, as Spark's connector does (only those of batch and
         # streaming reads alike: Spark does not say here which one this is).
-        from .options import check_reader_options
+        from .options import check_reader_options, reader_formats
         check_reader_options(self.options)
+        formats = reader_formats(self.options)
+        if formats is not None:
+            # valueFormat/keyFormat: the reader schema is fetched from the registry now, so
+            # that the DataFrame's schema is fixed for the query.
+            from .spark_schema import formatted_schema
+            from .value_formats import resolve_formats
+            return formatted_schema(_include_headers(self.options), resolve_formats(formats))
         return kafka_schema_ddl(_include_headers(self.options))
 
-    def _check_schema(self, schema) -> None:
-        if schema != kafka_schema(_include_headers(self.options)):
+    def _resolved(self, options):
+        """``options`` with the formats' schemas fetched, after checking that ``schema``
+        (what Spark was told at load()) is still what they give."""
+        if options.formats is None:
+            return options, kafka_schema(options.include_headers)
+        import dataclasses
+
+        from .spark_schema import formatted_schema
+        from .value_formats import resolve_formats
+        formats = resolve_formats(options.formats)
+        return (dataclasses.replace(options, formats=formats),
+                formatted_schema(options.include_headers, formats))
+
+    def _check_schema(self, schema, expected) -> None:
+        if schema != expected:
             raise ConfigError(
                 "Kafka source has a fixed schema and cannot be set with a custom one "
-                f"(pykafka's schema is: {self.schema()})")
+                f"(pykafka's schema is: {expected.simpleString()}); with valueFormat/"
+                "keyFormat, a reader schema that changed in the registry since the query "
+                "was defined needs the DataFrame defined again")
 
     def reader(self, schema):
         from .batch_reader import KafkaBatchReader, KafkaPushdownBatchReader, pushdown_enabled
         from .options import parse_reader_options
-        self._check_schema(schema)
+        options, expected = self._resolved(parse_reader_options(self.options))
+        self._check_schema(schema, expected)
         cls = KafkaPushdownBatchReader if pushdown_enabled() else KafkaBatchReader
-        return cls(parse_reader_options(self.options))
+        return cls(options)
 
     def streamReader(self, schema):
         from .options import parse_reader_options
         from .stream_reader import KafkaStreamReader
-        self._check_schema(schema)
-        return KafkaStreamReader(parse_reader_options(self.options, for_streaming=True))
+        options, expected = self._resolved(parse_reader_options(self.options,
+                                                                for_streaming=True))
+        self._check_schema(schema, expected)
+        return KafkaStreamReader(options)
 
     def writer(self, schema, overwrite: bool):
         from kafka_sink.writer import create_writer

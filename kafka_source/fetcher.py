@@ -106,6 +106,9 @@ def read_range(options, rng: OffsetRange,
     # streaming query) import this module but never decode, and the decoders (with the
     # crc32c package) cost them a few hundred milliseconds.
     from protocol.records.decode_arrow import decode_records
+    formats = getattr(options, "formats", None)
+    if formats is not None:
+        from .value_decoding import decode_formats
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
     # The client comes warm from this worker's pool (``protocol.pool``) and takes it on.
@@ -191,7 +194,8 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                 continue
             batch, next_offset = decode_records(
                 response["records"], topic=rng.topic, partition=rng.partition,
-                start_offset=offset, end_offset=end, include_headers=options.include_headers,
+                start_offset=offset, end_offset=end,
+                include_headers=options.include_headers or formats is not None,
                 read_committed=f.read_committed, verify_crc=options.check_crcs,
                 aborted_transactions=[(a["producer_id"], a["first_offset"])
                                       for a in response.get("aborted_transactions") or ()])
@@ -203,6 +207,10 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                         last_error = e  # sent again at the top of the loop
                 offset, stable_end = next_offset, None
                 if batch.num_rows:
+                    if formats is not None:
+                        batch = decode_formats(batch, formats, topic=rng.topic,
+                                               partition=rng.partition,
+                                               keep_headers=options.include_headers)
                     yield batch
                 # The time Spark spent on the batch is not the broker's.
                 deadline = time.monotonic() + timeout_s

@@ -57,11 +57,12 @@ from .offset_json import parse_assign, parse_offsets_json, parse_timestamps_json
 from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
                            OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription,
                            format_tp)
+from .value_formats import FORMAT_OPTIONS, Formats, parse_formats
 
 __all__ = [
     "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
     "reader_option_names", "options_table_markdown", "parse_duration_ms", "parse_bytes",
-    "check_reader_options",
+    "check_reader_options", "reader_formats",
 ]
 
 log = logging.getLogger("pykafka.source")
@@ -175,6 +176,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Verify the CRC-32C of every record batch read (Kafka's check.crcs)."),
     *(ReaderOption(name, default, _BOTH, meaning)
       for name, default, meaning in SECURITY_OPTIONS),
+    *(ReaderOption(name, default, _BOTH, meaning)
+      for name, default, meaning in FORMAT_OPTIONS),
 )
 
 
@@ -294,6 +297,7 @@ class ReaderOptions:
     max_bytes_per_trigger: int | None = None
     commit_offsets_to_group: str | None = None
     ignored_kafka_options: tuple[str, ...] = field(default=())
+    formats: Formats | None = None  # valueFormat/keyFormat (kafka_source.value_formats)
 
     @property
     def isolation_level_code(self) -> int:
@@ -452,6 +456,12 @@ def check_reader_options(options: Mapping[str, Any]) -> None:
     raise ConfigError(f"{batch} (in a batch query); {stream} (in a streaming query)")
 
 
+def reader_formats(options: Mapping[str, Any]) -> Formats | None:
+    """Just the ``valueFormat``/``keyFormat`` options (for the DataFrame's schema)."""
+    opts = OptionMap(options, _CANONICAL)
+    return parse_formats(opts, _subscription(opts, _quiet))
+
+
 def _parse(options: Mapping[str, Any], for_streaming: bool,
            logger: logging.Logger) -> ReaderOptions:
     opts = OptionMap(options, _CANONICAL)
@@ -557,4 +567,5 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
         max_bytes_per_trigger=max_bytes_per_trigger,
         commit_offsets_to_group=commit.strip() if commit and for_streaming else None,
         ignored_kafka_options=ignored,
+        formats=parse_formats(opts, subscription),
     )

@@ -23,3 +23,23 @@ def kafka_schema(include_headers: bool):
         fields.append(StructField("headers", ArrayType(StructType([
             StructField("key", StringType()), StructField("value", BinaryType())]))))
     return StructType(fields)
+
+
+def formatted_schema(include_headers: bool, formats):
+    """The schema with ``valueFormat``/``keyFormat``: the value (key) column of the reader
+    schema's type, then ``valueSchemaId`` (``keySchemaId``) and, under PERMISSIVE,
+    ``valueCorruptRecord``. Needs resolved formats; imports pyarrow and the codecs."""
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+
+    from .value_codecs import reader_type
+    conversion = dict(formats.conversion)
+    fields = list(kafka_schema(include_headers).fields)
+    for col in formats.columns:
+        i = [f.name for f in fields].index(col.column)
+        fields[i] = StructField(col.column, from_arrow_type(reader_type(col, conversion)))
+    for col in formats.columns:
+        fields.append(StructField(f"{col.column}SchemaId", IntegerType()))
+        if formats.permissive:
+            fields.append(StructField(f"{col.column}CorruptRecord", BinaryType()))
+    return StructType(fields)

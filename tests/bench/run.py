@@ -4,7 +4,7 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale,streaming]
+        [--only wire,decode,read,stream,write,memory,scale,streaming,avro]
         [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
@@ -46,6 +46,9 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    (counted by a TCP proxy) and producer ids per micro-batch of a readStream and a
    writeStream. ``--only streaming`` runs this section alone (about 3 min) and rewrites
    only its block of results.md.
+9. avro: Schema Registry Avro values decoded by ``spark.read`` with ``valueFormat=avro``,
+   by confluent-kafka's consumer with its ``AvroDeserializer`` into the same Arrow
+   column, and by fastavro in a Python UDF (``avro_cases.py``; ``--avro-records``).
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -76,9 +79,10 @@ import cases  # noqa: E402
 import peers  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
-SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming")
+SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming",
+            "avro")
 # sections that make their own topics (the data sets are not produced for them alone)
-OWN_TOPICS = {"scale", "streaming"}
+OWN_TOPICS = {"scale", "streaming", "avro"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -211,6 +215,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stream-rate", type=float, default=400,
                         help="records per second produced in the streaming section")
     parser.add_argument("--stream-partitions", type=int, default=4)
+    parser.add_argument("--avro-records", type=int, default=1_000_000,
+                        help="records of the avro section's topic (times --scale)")
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -241,6 +247,7 @@ def main(argv=None) -> int:
     memory: list[tuple[str, int, float, float, float]] = []
     scale: dict = {}
     streaming: dict = {}
+    avro_lines: list[str] = []
     sets = data_sets(args.scale, args.partitions)
     notes: list[str] = []
     spark = None
@@ -249,14 +256,14 @@ def main(argv=None) -> int:
     try:
         for ds in sets:
             if only <= OWN_TOPICS:
-                break  # the scale and streaming sections make their own topics
+                break  # the scale, streaming and avro sections make their own topics
             ds.topic = f"bench-{ds.name.lower()}"
             t = time.perf_counter()
             produce(bootstrap, ds)
             log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
         list(pool.map(cases.warm_task, range(args.cores * 2)))
 
-        need_spark = only & {"read", "stream", "write", "memory", "scale", "streaming"}
+        need_spark = only & {"read", "stream", "write", "memory", "scale", "streaming", "avro"}
         if need_spark:
             from spark_cases import start_spark
             spark = start_spark(args.cores, args.sail_source)
@@ -282,6 +289,11 @@ def main(argv=None) -> int:
         if "streaming" in only:
             from streaming_cases import run_streaming
             streaming = run_streaming(spark, args)
+        if "avro" in only:
+            from avro_cases import run_avro
+            avro_lines = run_avro(spark, bootstrap, max(1000, int(args.avro_records *
+                                                                   args.scale)),
+                                  args.rounds, args.partitions, log)
     finally:
         pool.shutdown()
         if spark is not None:
@@ -309,6 +321,8 @@ def main(argv=None) -> int:
     report = render(results, memory, sets, info, args, elapsed, notes, scale)
     if streaming:
         report = streaming_cases.splice(report, block, when)
+    if avro_lines:
+        report = report.rstrip("\n") + "\n" + "\n".join(avro_lines) + "\n"
     print()
     print(report)
     if not args.no_output:

@@ -1,0 +1,277 @@
+"""``RegistryClient``: the Confluent Schema Registry REST calls the connector makes.
+
+Only the documented endpoints Confluent's own serializers use:
+``GET /schemas/ids/{id}``, ``GET /schemas/guids/{guid}``, ``GET /subjects/{s}/versions``,
+``GET /subjects/{s}/versions/{v}``, ``POST /subjects/{s}/versions`` (register) and
+``POST /subjects/{s}`` (look a schema up). Sockets are opened per call with
+``http.client`` (no connection pool to leak across Spark tasks); the driver calls a few
+times per query and each executor process once per schema id it has not seen.
+
+A call retries 5xx answers, 429, refused connections and timeouts, over the configured
+URLs in turn, until ``schema.registry.timeout.ms`` has passed, then raises
+``RegistryError`` (the query fails: data is never turned into nulls because a registry is
+down). 401 and 403 raise ``RegistryAuthError`` at once; other 4xx raise ``RegistryError``
+with the registry's ``error_code`` and message. No error or repr holds a credential.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import json
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from protocol.errors import ConfigError, PyKafkaError
+
+from .settings import RegistrySettings
+
+__all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
+           "SUBJECT_NOT_FOUND", "VERSION_NOT_FOUND", "SCHEMA_NOT_FOUND"]
+
+SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
+_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+
+
+class RegistryError(PyKafkaError):
+    """The registry refused a call or could not be reached within the timeout."""
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 error_code: int | None = None):
+        super().__init__(message)
+        self.status, self.error_code = status, error_code
+
+
+class RegistryAuthError(RegistryError):
+    """The registry answered 401 or 403: wrong or missing credentials, or no permission."""
+
+
+@dataclass(frozen=True)
+class RegisteredSchema:
+    """A schema as the registry holds it (``id`` -1 when looked up by GUID and the registry
+    did not say). ``schema_type`` is AVRO, PROTOBUF or JSON;
+    ``references`` are (name, subject, version) triples (Protobuf imports, named Avro
+    types of other subjects)."""
+
+    id: int
+    schema_type: str
+    text: str
+    references: tuple[tuple[str, str, int], ...] = ()
+    subject: str | None = None
+    version: int | None = None
+    guid: str | None = None
+
+
+def _schema_from(body: dict, *, id: int | None = None, subject: str | None = None,
+                 guid: str | None = None) -> RegisteredSchema:
+    refs = tuple((r["name"], r["subject"], int(r["version"]))
+                 for r in body.get("references") or ())
+    return RegisteredSchema(
+        id=int(body["id"]) if body.get("id") is not None else int(id) if id is not None
+        else -1,
+        schema_type=(body.get("schemaType") or "AVRO").upper(),
+        text=body["schema"], references=refs,
+        subject=body.get("subject", subject), version=body.get("version"),
+        guid=body.get("guid", guid))
+
+
+class RegistryClient:
+    """Calls to one registry (several URLs of the same registry are tried in turn).
+
+    Thread-safe; caches what never changes (a schema id's text, a subject version's
+    schema) for the life of the client."""
+
+    def __init__(self, settings: RegistrySettings):
+        self.settings = settings
+        self._ssl: ssl.SSLContext | None = None
+        self._lock = threading.Lock()
+        self._by_id: dict[int, RegisteredSchema] = {}
+        self._by_version: dict[tuple[str, int], RegisteredSchema] = {}
+        self._next_url = 0
+
+    def __repr__(self) -> str:
+        return f"RegistryClient({', '.join(self.settings.urls)})"
+
+    # ---- the endpoints ------------------------------------------------------------------
+
+    def schema_by_id(self, schema_id: int, subject: str | None = None) -> RegisteredSchema:
+        with self._lock:
+            cached = self._by_id.get(schema_id)
+        if cached is not None:
+            return cached
+        path = f"/schemas/ids/{int(schema_id)}"
+        if subject:
+            path += f"?subject={quote(subject, safe='')}"
+        found = _schema_from(self._call("GET", path, what=f"schema id {schema_id}"),
+                             id=schema_id)
+        with self._lock:
+            self._by_id[schema_id] = found
+        return found
+
+    def schema_by_guid(self, guid: str) -> RegisteredSchema:
+        body = self._call("GET", f"/schemas/guids/{quote(guid, safe='')}",
+                          what=f"schema guid {guid}")
+        return _schema_from(body, guid=guid)
+
+    def versions(self, subject: str) -> list[int]:
+        return [int(v) for v in self._call(
+            "GET", f"/subjects/{quote(subject, safe='')}/versions",
+            what=f"subject {subject!r}")]
+
+    def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
+        if version != "latest":
+            with self._lock:
+                cached = self._by_version.get((subject, int(version)))
+            if cached is not None:
+                return cached
+        body = self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}",
+                          what=f"subject {subject!r} version {version}")
+        found = _schema_from(body, subject=subject)
+        with self._lock:
+            self._by_version[(subject, int(found.version))] = found
+            self._by_id.setdefault(found.id, found)
+        return found
+
+    def register(self, subject: str, text: str, schema_type: str = "AVRO",
+                 references=()) -> int:
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions",
+                          _payload(text, schema_type, references),
+                          what=f"registering a schema under subject {subject!r}")
+        return int(body["id"])
+
+    def lookup(self, subject: str, text: str, schema_type: str = "AVRO",
+               references=()) -> RegisteredSchema:
+        body = self._call("POST", f"/subjects/{quote(subject, safe='')}",
+                          _payload(text, schema_type, references),
+                          what=f"looking the schema up under subject {subject!r}")
+        return _schema_from(body, subject=subject)
+
+    def referenced(self, schema: RegisteredSchema) -> dict[str, RegisteredSchema]:
+        """Every schema ``schema`` references, transitively, by reference name, each after
+        the schemas it references itself (the order a parser needs them in)."""
+        found: dict[str, RegisteredSchema] = {}
+
+        def visit(refs, depth: int) -> None:
+            if depth > 32:
+                raise RegistryError("schema references nest deeper than 32 levels")
+            for name, subject, version in refs:
+                if name in found:
+                    continue
+                ref = self.version(subject, version)
+                visit(ref.references, depth + 1)
+                found[name] = ref
+        visit(schema.references, 0)
+        return found
+
+    # ---- HTTP ---------------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": _CONTENT_TYPE + ", application/json",
+                   "Content-Type": _CONTENT_TYPE, "User-Agent": "pyspark-pykafka"}
+        s = self.settings
+        if s.user_info is not None:
+            token = base64.b64encode(s.user_info.reveal().encode()).decode()
+            headers["Authorization"] = f"Basic {token}"
+        elif s.bearer_token is not None:
+            headers["Authorization"] = f"Bearer {s.bearer_token.reveal()}"
+        return headers
+
+    def _context(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            from protocol.tls import build_ssl_context
+            s = self.settings
+            try:
+                self._ssl = build_ssl_context(
+                    cafile=s.ca_location, certfile=s.certificate_location,
+                    keyfile=s.key_location,
+                    key_password=s.key_password.reveal() if s.key_password else None,
+                    check_hostname=s.check_hostname)
+            except ConfigError as exc:
+                raise ConfigError(str(exc).replace("kafka.ssl.", "schema.registry.ssl.")
+                                  .replace("cafile", "ca.location")
+                                  .replace("certfile", "certificate.location")
+                                  .replace("keyfile", "key.location")) from None
+        return self._ssl
+
+    def _call(self, method: str, path: str, body: Any = None, *, what: str) -> Any:
+        s = self.settings
+        deadline = time.monotonic() + s.timeout_ms / 1000
+        data = json.dumps(body).encode() if body is not None else None
+        attempt, last = 0, "no attempt"
+        while True:
+            url = s.urls[(self._next_url + attempt) % len(s.urls)]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise RegistryError(
+                    f"Schema Registry did not answer {what} within schema.registry."
+                    f"timeout.ms={s.timeout_ms} ({attempt} attempts; last: {last})")
+            try:
+                status, payload = self._send(url, method, path, data, left)
+            except (OSError, http.client.HTTPException) as exc:
+                if isinstance(exc, ssl.SSLCertVerificationError):
+                    raise RegistryError(f"Schema Registry {url}: TLS certificate not "
+                                        f"trusted ({exc.verify_message})") from None
+                last = f"{url}: {type(exc).__name__}: {exc}"
+                self._next_url = (self._next_url + 1) % len(s.urls)
+            else:
+                if status < 300:
+                    return payload
+                code, message = _error_of(payload)
+                if status in (401, 403):
+                    raise RegistryAuthError(
+                        f"Schema Registry {url} refused {what}: HTTP {status} "
+                        f"({message}); check schema.registry.basic.auth.user.info or "
+                        "schema.registry.bearer.auth.token", status=status, error_code=code)
+                if status < 500 and status != 429:
+                    raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, "
+                                        f"error {code}: {message}", status=status,
+                                        error_code=code)
+                last = f"{url}: HTTP {status} ({message})"
+            attempt += 1
+            time.sleep(min(0.05 * 2 ** min(attempt, 5), max(0.0, deadline -
+                                                            time.monotonic())))
+
+    def _send(self, url: str, method: str, path: str, data: bytes | None,
+              timeout: float) -> tuple[int, Any]:
+        parts = urlsplit(url)
+        if parts.scheme == "https":
+            conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443,
+                                               timeout=timeout, context=self._context())
+        else:
+            conn = http.client.HTTPConnection(parts.hostname, parts.port or 80,
+                                              timeout=timeout)
+        try:
+            conn.request(method, (parts.path or "") + path, body=data,
+                         headers=self._headers())
+            response = conn.getresponse()
+            raw = response.read()
+        except socket.timeout as exc:
+            raise TimeoutError(f"no answer within {timeout:.1f}s") from exc
+        finally:
+            conn.close()
+        try:
+            payload = json.loads(raw) if raw else None
+        except ValueError:
+            payload = raw[:200].decode("utf-8", "replace")
+        return response.status, payload
+
+
+def _payload(text: str, schema_type: str, references) -> dict:
+    body: dict[str, Any] = {"schema": text}
+    if schema_type.upper() != "AVRO":
+        body["schemaType"] = schema_type.upper()
+    if references:
+        body["references"] = [{"name": n, "subject": s, "version": v}
+                              for n, s, v in references]
+    return body
+
+
+def _error_of(payload: Any) -> tuple[int | None, str]:
+    if isinstance(payload, dict):
+        return payload.get("error_code"), str(payload.get("message", ""))[:300]
+    return None, str(payload or "")[:300]

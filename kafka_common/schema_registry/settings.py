@@ -1,0 +1,110 @@
+"""The ``schema.registry.*`` options, shared by the reader and the writer.
+
+Named as Confluent's clients name them (``schema.registry.url``,
+``schema.registry.basic.auth.user.info``, ``schema.registry.bearer.auth.token``,
+``schema.registry.ssl.*``), plus ``schema.registry.timeout.ms``: how long a call may keep
+retrying a registry that is down, slow or answers 5xx before the query fails. The user
+info and the token are kept as ``protocol.config.Secret`` and never appear in a repr, a
+log line or an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from protocol.config import Secret
+from protocol.errors import ConfigError
+
+from ..option_map import INT32_MAX, OptionMap
+
+__all__ = ["REGISTRY_OPTIONS", "RegistrySettings", "registry_settings"]
+
+#: (name, default, meaning) of each registry option, for the option tables.
+REGISTRY_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("schema.registry.url", "none",
+     "Comma-separated base URLs of the Schema Registry (http or https); needed by the avro, "
+     "protobuf and json formats unless the schema is given inline. Tried in order."),
+    ("schema.registry.basic.auth.user.info", "none",
+     "user:password for HTTP basic authentication; never logged."),
+    ("schema.registry.bearer.auth.token", "none",
+     "A static bearer token sent as Authorization: Bearer; never logged."),
+    ("schema.registry.ssl.ca.location", "system CAs",
+     "PEM file of the certificate authorities to trust for an https registry."),
+    ("schema.registry.ssl.certificate.location", "none",
+     "PEM client certificate for mutual TLS with the registry."),
+    ("schema.registry.ssl.key.location", "none",
+     "PEM private key of that certificate."),
+    ("schema.registry.ssl.key.password", "none",
+     "Password of an encrypted key; never logged."),
+    ("schema.registry.ssl.endpoint.identification.algorithm", '"https"',
+     '"https" checks the registry\'s host name against its certificate; "none" or an '
+     "empty string skips that check (the chain is still verified)."),
+    ("schema.registry.timeout.ms", "30000",
+     "How long (ms) one registry lookup may take, retries of 5xx answers, timeouts and "
+     "refused connections included, before the query fails (401/403 fail at once)."),
+)
+
+SECRET_OPTIONS = frozenset({"schema.registry.basic.auth.user.info",
+                            "schema.registry.bearer.auth.token",
+                            "schema.registry.ssl.key.password"})
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """How to reach the registry. Picklable: the driver ships it to the executors."""
+
+    urls: tuple[str, ...]
+    user_info: Secret | None = field(default=None, repr=False)
+    bearer_token: Secret | None = field(default=None, repr=False)
+    ca_location: str | None = None
+    certificate_location: str | None = None
+    key_location: str | None = None
+    key_password: Secret | None = field(default=None, repr=False)
+    check_hostname: bool = True
+    timeout_ms: int = 30_000
+
+
+def registry_settings(opts: OptionMap) -> RegistrySettings | None:
+    """The registry settings in ``opts``, or None when ``schema.registry.url`` is not set."""
+    text = opts.get("schema.registry.url")
+    if text is None:
+        for name in (o[0] for o in REGISTRY_OPTIONS[1:]):
+            if opts.has(name):
+                raise ConfigError(f"{name} is set without schema.registry.url")
+        return None
+    urls = tuple(u.strip().rstrip("/") for u in text.split(",") if u.strip())
+    if not urls:
+        raise ConfigError("schema.registry.url: give at least one URL, e.g. "
+                          "http://registry:8081")
+    for url in urls:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"schema.registry.url: {url!r} is not an http(s) URL")
+        if parts.username or parts.password:
+            raise ConfigError("schema.registry.url: put the credentials in "
+                              "schema.registry.basic.auth.user.info, not in the URL")
+    user_info = opts.raw.get("schema.registry.basic.auth.user.info")
+    if user_info is not None and ":" not in user_info:
+        raise ConfigError("schema.registry.basic.auth.user.info must be user:password")
+    token = opts.raw.get("schema.registry.bearer.auth.token")
+    if user_info is not None and token is not None:
+        raise ConfigError("schema.registry.basic.auth.user.info and "
+                          "schema.registry.bearer.auth.token cannot both be set")
+    algorithm = (opts.get("schema.registry.ssl.endpoint.identification.algorithm", "https")
+                 or "none").lower()
+    if algorithm not in ("https", "none"):
+        raise ConfigError("schema.registry.ssl.endpoint.identification.algorithm must be "
+                          f"https, none or empty, got {algorithm!r}")
+    key_password = opts.raw.get("schema.registry.ssl.key.password")
+    return RegistrySettings(
+        urls=urls,
+        user_info=Secret(user_info) if user_info is not None else None,
+        bearer_token=Secret(token.strip()) if token is not None else None,
+        ca_location=opts.get("schema.registry.ssl.ca.location"),
+        certificate_location=opts.get("schema.registry.ssl.certificate.location"),
+        key_location=opts.get("schema.registry.ssl.key.location"),
+        key_password=Secret(key_password) if key_password is not None else None,
+        check_hostname=algorithm == "https",
+        timeout_ms=opts.integer("schema.registry.timeout.ms", 30_000, maximum=INT32_MAX),
+    )

@@ -1,0 +1,205 @@
+"""Executor side of ``valueFormat``/``keyFormat``: turn the binary value (key) column of a
+decoded record batch into the typed column, plus ``valueSchemaId`` and, under PERMISSIVE,
+``valueCorruptRecord``.
+
+Rows are grouped by writer schema id (usually one or two per batch) and each group is
+decoded column-wise by the compiled decoder for (id, reader schema); the results are put
+back in row order with one ``take``. Writer schemas come with the plan (every version of
+the subject, fetched once on the driver); an id outside it is fetched from the registry
+once per Python worker (``RegistryClient`` caches by id), never per batch.
+
+FAILFAST raises ``ValueDecodeError`` naming topic, partition, offset and schema id at the
+first corrupt or unknown row; PERMISSIVE gives such rows a null value and their raw bytes
+in ``<column>CorruptRecord``. A registry that cannot be reached fails the task whatever the
+mode: data is never turned into nulls because the registry is down.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from kafka_common.schema_registry import RegistryAuthError, RegistryClient, RegistryError
+from kafka_common.schema_registry.framing import BAD, NULL, OK, read_frames
+from protocol.errors import PyKafkaError
+
+from .value_codecs import decoder_for, reader_type
+from .value_formats import ColumnFormat, Formats
+
+__all__ = ["ValueDecodeError", "decode_formats", "extra_fields"]
+
+_clients: dict = {}
+_clients_lock = threading.Lock()
+
+
+class ValueDecodeError(PyKafkaError):
+    """A value (key) could not be decoded under mode FAILFAST."""
+
+
+def _client(formats: Formats) -> RegistryClient | None:
+    if formats.registry is None:
+        return None
+    with _clients_lock:
+        client = _clients.get(formats.registry)
+        if client is None:
+            client = _clients[formats.registry] = RegistryClient(formats.registry)
+        return client
+
+
+def extra_fields(formats: Formats, conversion: dict) -> list[pa.Field]:
+    """The columns added after Kafka's own, in order."""
+    fields = []
+    for col in formats.columns:
+        fields.append(pa.field(f"{col.column}SchemaId", pa.int32()))
+        if formats.permissive:
+            fields.append(pa.field(f"{col.column}CorruptRecord", pa.binary()))
+    return fields
+
+
+def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: str | None):
+    """(id, type, text, refs) of a writer schema, from the plan or the registry."""
+    if guid is not None and guid in dict(col.guids):
+        schema_id, guid = dict(col.guids)[guid], None
+    if guid is None:
+        for w in col.writers:
+            if w[0] == schema_id:
+                return w
+        if schema_id == col.reader_id and col.reader_id is not None:
+            return (schema_id, col.schema_type, col.reader_schema, col.reader_references)
+    client = _client(formats)
+    if client is None:
+        if col.inline_schema is not None:
+            # No registry: every payload was written with the given schema (what
+            # from_avro(value, schema) assumes).
+            return (schema_id if guid is None else -1, col.schema_type, col.reader_schema,
+                    col.reader_references)
+        raise LookupError("no schema.registry.url to look it up in")
+    try:
+        found = client.schema_by_guid(guid) if guid is not None else \
+            client.schema_by_id(schema_id)
+    except RegistryAuthError:
+        raise
+    except RegistryError as exc:
+        if exc.status == 404:
+            raise LookupError(str(exc)) from None
+        raise
+    refs = tuple((name, r.text) for name, r in client.referenced(found).items())
+    return (found.id if guid is None else -1, found.schema_type, found.text, refs)
+
+
+def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
+                   values: pa.Array, headers, where) -> tuple[pa.Array, pa.Array, pa.Array]:
+    from kafka_common.schema_registry.framing import KEY_HEADER, VALUE_HEADER
+    n = len(values)
+    frames = read_frames(values, protobuf=col.format == "protobuf", headers=headers,
+                         header_name=VALUE_HEADER if col.column == "value" else KEY_HEADER)
+    status, ids = frames.status, frames.ids
+    corrupt = status == BAD
+    reasons = dict(frames.reasons)
+    target = reader_type(col, conversion)
+    pieces: list[tuple[np.ndarray, pa.Array]] = []
+    # Group rows by (id, guid); guid rows are rare and looked at one by one.
+    groups: dict[tuple, list] = {}
+    ok_rows = np.flatnonzero(status == OK)
+    guid_rows = set(frames.guids)
+    plain = ok_rows[~np.isin(ok_rows, list(guid_rows))] if guid_rows else ok_rows
+    for schema_id in np.unique(ids[plain]):
+        groups[(int(schema_id), None)] = plain[ids[plain] == schema_id]
+    for row, guid in frames.guids.items():
+        if status[row] == OK:
+            groups.setdefault((None, guid), []).append(row)
+    for (schema_id, guid), rows in groups.items():
+        rows = np.asarray(rows, dtype=np.int64)
+        label = f"schema id {schema_id}" if guid is None else f"schema guid {guid}"
+        try:
+            writer = _writer(col, formats, schema_id, guid)
+        except LookupError as exc:
+            corrupt[rows] = True
+            for r in rows:
+                reasons[int(r)] = f"unknown {label} ({exc})"
+            continue
+        if guid is not None:
+            ids[rows] = dict(col.guids).get(guid, writer[0])
+        try:
+            decoder = decoder_for(col, writer, conversion)
+        except ValueError as exc:  # the writer schema cannot be resolved to the reader's
+            corrupt[rows] = True
+            for r in rows:
+                reasons[int(r)] = f"{label} cannot be read as the reader schema: {exc}"
+            continue
+        whole = len(rows) == n  # the common case: one writer id, no null or bad row
+        subset = values if whole else values.take(pa.array(rows))
+        starts = frames.starts if whole else frames.starts[rows]
+        array, errors = decoder.decode(subset, starts)
+        errors = np.asarray(errors, dtype=bool)
+        if errors.any():
+            for r in rows[errors]:
+                corrupt[r] = True
+                reasons[int(r)] = f"corrupt {col.format} payload for {label}"
+            keep = ~errors
+            rows, array = rows[keep], array.filter(pa.array(keep))
+        if array.type != target:
+            array = array.cast(target)
+        pieces.append((rows, array))
+    if corrupt.any() and not formats.permissive:
+        row = int(np.flatnonzero(corrupt)[0])
+        topic, partition, offsets = where
+        schema = f", schema id {int(ids[row])}" if ids[row] >= 0 else ""
+        raise ValueDecodeError(
+            f"Cannot decode the {col.column} of topic {topic!r} partition {partition} offset "
+            f"{int(offsets[row])}{schema} as {col.format} (valueFormat/keyFormat; set "
+            f"mode=PERMISSIVE to get null and the raw bytes in {col.column}CorruptRecord "
+            f"instead): {reasons.get(row, 'corrupt')}"
+            + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
+               if corrupt.sum() > 1 else ""))
+    if len(pieces) == 1 and len(pieces[0][0]) == n:
+        decoded = pieces[0][1]  # every row decoded, in order
+    else:
+        decoded = _in_row_order(pieces, n, target)
+    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
+                        mask=(status == NULL) | (ids < 0))
+    raw = pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
+        if corrupt.any() else pa.nulls(n, pa.binary())
+    return decoded, id_array, raw
+
+
+def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
+    """The decoded pieces put back in row order (null where no piece has the row): one
+    take over the pieces and a trailing null."""
+    parts = [a for _, a in pieces] + [pa.nulls(1, target)]
+    combined = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+    positions = np.full(n, len(combined) - 1, dtype=np.int64)
+    at = 0
+    for rows, array in pieces:
+        positions[rows] = np.arange(at, at + len(rows))
+        at += len(rows)
+    return combined.take(pa.array(positions))
+
+
+def decode_formats(batch: pa.RecordBatch, formats: Formats, *, topic: str, partition: int,
+                   keep_headers: bool) -> pa.RecordBatch:
+    """``batch`` (Kafka's columns, with headers) with the value/key columns decoded and the
+    schema id (and corrupt record) columns added; headers dropped unless ``keep_headers``."""
+    conversion = dict(formats.conversion)
+    names = list(batch.schema.names)
+    columns = list(batch.columns)
+    headers = batch.column(names.index("headers")) if "headers" in names else None
+    offsets = np.asarray(batch.column(names.index("offset")))
+    extra_names, extra = [], []
+    for col in formats.columns:
+        i = names.index(col.column)
+        decoded, id_array, raw = _decode_column(col, formats, conversion, columns[i],
+                                                headers, (topic, partition, offsets))
+        columns[i] = decoded
+        extra_names.append(f"{col.column}SchemaId")
+        extra.append(id_array)
+        if formats.permissive:
+            extra_names.append(f"{col.column}CorruptRecord")
+            extra.append(raw)
+    if headers is not None and not keep_headers:
+        j = names.index("headers")
+        del names[j], columns[j]
+    return pa.RecordBatch.from_arrays(columns + extra, names=names + extra_names)
