@@ -31,7 +31,7 @@ from pyspark.sql.datasource import DataSource
 
 from protocol.errors import ConfigError
 
-from .spark_schema import kafka_schema, kafka_schema_ddl
+from .spark_schema import as_struct_type, is_kafka_schema, kafka_schema, kafka_schema_ddl
 
 
 _INSTALL_HINT = (
@@ -117,19 +117,20 @@ class KafkaDataSource(DataSource):
         cls = type(self)
         return _restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))
 
-    def schema(self) -> str:
+    def schema(self):
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
         # raise option errors there, as Spark's connector does (only those of batch and
         # streaming reads alike: Spark does not say here which one this is).
         from .options import check_reader_options
         check_reader_options(self.options)
-        return kafka_schema_ddl(_include_headers(self.options))
+        # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
+        return kafka_schema(_include_headers(self.options))
 
     def _check_schema(self, schema) -> None:
-        if schema != kafka_schema(_include_headers(self.options)):
+        if not is_kafka_schema(schema, _include_headers(self.options)):
             raise ConfigError(
                 "Kafka source has a fixed schema and cannot be set with a custom one "
-                f"(pykafka's schema is: {self.schema()})")
+                f"(pykafka's schema is: {kafka_schema_ddl(_include_headers(self.options))})")
 
     def reader(self, schema):
         from .batch_reader import KafkaBatchReader, KafkaPushdownBatchReader, pushdown_enabled
@@ -140,13 +141,15 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema):
         from .options import parse_reader_options
-        from .stream_reader import KafkaStreamReader
+        from .stream_reader import KafkaStreamReader, check_pyspark_supports
         self._check_schema(schema)
-        return KafkaStreamReader(parse_reader_options(self.options, for_streaming=True))
+        options = parse_reader_options(self.options, for_streaming=True)
+        check_pyspark_supports(options)
+        return KafkaStreamReader(options)
 
     def writer(self, schema, overwrite: bool):
         from kafka_sink.writer import create_writer
-        return create_writer(self.options, schema, overwrite)
+        return create_writer(self.options, as_struct_type(schema), overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
         artifacts = _session_artifacts_only()
@@ -158,4 +161,4 @@ class KafkaDataSource(DataSource):
                 "but not to the tasks of a streaming query. " + _INSTALL_HINT +
                 " Batch reads and writes work with addArtifacts alone.")
         from kafka_sink.writer import create_stream_writer
-        return create_stream_writer(self.options, schema, overwrite)
+        return create_stream_writer(self.options, as_struct_type(schema), overwrite)
