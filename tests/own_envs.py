@@ -52,15 +52,18 @@ def install_connector(python: str, tmp: str) -> None:
     pip(python, "install", "--no-deps", "--force-reinstall", wheel)
 
 
-def run_job(python: str, script: str, args: list[str], cwd: str, timeout: float,
-            **env: str) -> dict:
-    """Run ``script`` (a Python source) with ``python`` in ``cwd``, outside the checkout;
-    return the JSON it prints after ``REPORT``."""
-    import json
+def write_job(cwd: str, script: str) -> str:
     path = os.path.join(cwd, "job.py")
     with open(path, "w") as f:
         f.write(script)
-    done = subprocess.run([python, path, *args], cwd=cwd, env=clean_env(python, **env),
+    return path
+
+
+def run_job(python: str, command: list[str], cwd: str, timeout: float, **env: str) -> dict:
+    """Run ``command`` (a job by ``python``, or ``spark-submit`` of its env) in ``cwd``,
+    outside the checkout; return the JSON the job prints after ``REPORT``."""
+    import json
+    done = subprocess.run(command, cwd=cwd, env=clean_env(python, **env),
                           capture_output=True, text=True, timeout=timeout)
     reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
     assert done.returncode == 0 and reports, (

@@ -28,7 +28,7 @@ import time
 import pytest
 
 from .broker_setup import create_topic
-from .own_envs import install_connector, own_env, run_job
+from .own_envs import install_connector, own_env, run_job, write_job
 from .test_ship import clean_env
 
 pytestmark = pytest.mark.sail
@@ -153,8 +153,9 @@ def sail_server(sail_python, tmp_path_factory):
 def test_batch_write_and_read_on_sail(sail_python, sail_server, tansu, topic_name,
                                       tmp_path):
     create_topic(tansu, topic_name, PARTITIONS)
-    report = run_job(sail_python, JOB, [sail_server, tansu.bootstrap, topic_name, str(ROWS),
-                                        str(PARTITIONS)], cwd=str(tmp_path), timeout=300)
+    job = write_job(str(tmp_path), JOB)
+    report = run_job(sail_python, [sail_python, job, sail_server, tansu.bootstrap, topic_name,
+                                   str(ROWS), str(PARTITIONS)], str(tmp_path), timeout=300)
     assert report["pyspark"].startswith("4.1"), report["pyspark"]
     # Sail does not look pyspark_* modules up: the session registers the class.
     assert report["auto_registered"] is not True
