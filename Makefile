@@ -23,8 +23,9 @@ test: $(STAMP)
 # `sail` and `pyspark_versions`, deselected by default in pyproject.toml); CI runs them after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
 # test-versions: batch, a stream and --py-files under each supported PySpark
-# (tests/test_pyspark_versions.py, .venv-pyspark-4.1/-4.2/-4.3). A first run pip-installs
-# PySpark (an sdist pip builds, ~400 MB) per env; later runs reuse the envs.
+# (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
+# for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
+# 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
 .PHONY: test-sail test-versions
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)

@@ -35,15 +35,16 @@ def kafka_schema(include_headers: bool):
 
 def as_struct_type(schema):
     """``schema`` as a ``StructType``: Spark's as is, a ``pyarrow.Schema`` (Sail) converted
-    with PySpark's own Arrow mapping (a timestamp with or without a time zone becomes
-    ``timestamp``, as Spark reads Arrow)."""
+    with PySpark's own Arrow mapping, the same on every PySpark: a timestamp with a time
+    zone is ``timestamp``, one without is ``timestamp_ntz`` (which the sink refuses, as
+    Spark's does)."""
     from pyspark.sql.types import StructType
     if isinstance(schema, StructType):
         return schema
     import pyarrow as pa
     if isinstance(schema, pa.Schema):
         from pyspark.sql.pandas.types import from_arrow_schema
-        return from_arrow_schema(schema)
+        return from_arrow_schema(schema, prefer_timestamp_ntz=True)
     raise TypeError(f"expected a StructType or a pyarrow.Schema, got {type(schema).__name__}")
 
 

@@ -1,7 +1,8 @@
 """Every PySpark the README names (``make test-versions``, not part of ``make test``).
 
 For each supported minor version, a virtualenv of its own (``.venv-pyspark-4.1`` ...,
-:mod:`tests.own_envs`) holds that PySpark and the runtime dependencies, not the connector.
+:mod:`tests.own_envs`; for the PySpark of ``.venv``, ``make test``'s ``.venv-pyfiles``)
+holds that PySpark and the runtime dependencies, not the connector.
 One ``spark-submit --py-files dist/pyspark_pykafka-<version>.zip`` job (``local[2]``, the zip
 on ``PYTHONPATH`` too, as the README's client-mode row says, so a streaming read finds it)
 runs from a temporary directory against the librdkafka mock cluster:
@@ -24,6 +25,7 @@ import pytest
 
 from .broker_setup import create_topic
 from .own_envs import own_env, run_job, write_job
+from .test_ship import pyfiles_python
 
 pytestmark = pytest.mark.pyspark_versions
 
@@ -104,6 +106,16 @@ JOB = textwrap.dedent('''
 ''')
 
 
+def env_of(version: str) -> str:
+    """A Python with PySpark ``version`` and the runtime dependencies, not the connector:
+    ``.venv-pyfiles`` (which ``make test`` builds) for the PySpark of this venv, else
+    ``.venv-pyspark-<minor>``."""
+    import pyspark
+    if version == pyspark.__version__:
+        return pyfiles_python()
+    return own_env("pyspark-" + version.rsplit(".", 1)[0], [f"pyspark=={version}"])
+
+
 @pytest.fixture(scope="module")
 def pyfiles_zip(tmp_path_factory):
     return build_pyfiles_zip(str(tmp_path_factory.mktemp("zip")))
@@ -113,7 +125,7 @@ def pyfiles_zip(tmp_path_factory):
 @pytest.mark.parametrize("minor", sorted(VERSIONS))
 def test_batch_stream_and_py_files_under_each_pyspark(minor, mock_cluster, pyfiles_zip,
                                                       tmp_path):
-    python = own_env(f"pyspark-{minor}", [f"pyspark=={VERSIONS[minor]}"])
+    python = env_of(VERSIONS[minor])
     source, sink = f"versions-{minor}-source", f"versions-{minor}-sink"
     create_topic(mock_cluster, source, PARTITIONS)
     create_topic(mock_cluster, sink, PARTITIONS)
