@@ -12,8 +12,8 @@ What Sail 0.7.2 does with the connector, as the job checks:
   (with ``includeHeaders``, exact ``endingOffsets``) work, record for record;
 - ``format("pykafka")`` is not registered by itself (Sail does not look ``pyspark_*``
   modules up): the client registers the class;
-- streaming does not: Sail plans ``readStream`` of a Python source as a bounded read (a
-  streaming sink refuses it) and has no streaming write to a Python sink.
+- streaming does not: Sail makes no stream of a Python source's ``readStream`` (a
+  streaming sink refuses the result) and has no streaming write to a Python sink.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def test_batch_write_and_read_on_sail(sail_python, sail_server, tansu, topic_nam
     for p in range(PARTITIONS):  # every record of a partition once, at offsets 0..n-1
         assert sorted(r[4] for r in report["rows"] if r[3] == p) == list(
             range(ROWS // PARTITIONS))
-    # Streaming on Sail 0.7.2: a readStream of a Python source is a bounded read, and a
-    # Python data source is no streaming sink. The README's table says so.
+    # Streaming on Sail 0.7.2: a readStream of a Python source is no stream, and a Python
+    # data source is no streaming sink. The README's table says so.
     assert "only supports streaming data" in report["read_stream"], report["read_stream"]
     assert "PythonWriteNode" in report["write_stream"], report["write_stream"]
