@@ -32,6 +32,20 @@ test-kafka: $(STAMP)
 lint-ci: $(STAMP)
 	$(PY) -m pytest -q tests/test_ci_files.py
 
+# Suites that build virtualenvs of their own and so stay out of `make test` (pytest markers
+# `sail` and `pyspark_versions`, deselected by default in pyproject.toml); CI runs them after it.
+# test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
+# test-versions: batch, a stream and --py-files under each supported PySpark
+# (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
+# for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
+# 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
+.PHONY: test-sail test-versions
+test-sail: $(STAMP)
+	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
+
+test-versions: $(STAMP)
+	$(PY) -m pytest -q -m pyspark_versions tests/test_pyspark_versions.py $(PYTEST_ARGS)
+
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
 
@@ -84,4 +98,4 @@ reliability-report:
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
-	rm -rf $(VENV) .venv-pyfiles build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* build dist *.egg-info .pytest_cache

@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource
 from kafka_common.import_path import connector_zip, with_import_path
 from protocol.errors import ConfigError
 
-from .spark_schema import kafka_schema, kafka_schema_ddl
+from .spark_schema import as_struct_type, is_kafka_schema, kafka_schema, kafka_schema_ddl
 
 
 _INSTALL_HINT = (
@@ -123,7 +123,7 @@ class KafkaDataSource(DataSource):
         return with_import_path(
             (_restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))))
 
-    def schema(self) -> str:
+    def schema(self):
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
         # raise option errors there, as Spark's connector does (only those of batch and
         # streaming reads alike: Spark does not say here which one this is).
@@ -136,7 +136,8 @@ class KafkaDataSource(DataSource):
             from .spark_schema import formatted_schema
             from .value_formats import resolve_formats
             return formatted_schema(_include_headers(self.options), resolve_formats(formats))
-        return kafka_schema_ddl(_include_headers(self.options))
+        # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
+        return kafka_schema(_include_headers(self.options))
 
     def _resolved(self, options):
         """``options`` with the formats' schemas fetched, after checking that ``schema``
@@ -152,7 +153,7 @@ class KafkaDataSource(DataSource):
                 formatted_schema(options.include_headers, formats))
 
     def _check_schema(self, schema, expected) -> None:
-        if schema != expected:
+        if as_struct_type(schema) != expected:
             raise ConfigError(
                 "Kafka source has a fixed schema and cannot be set with a custom one "
                 f"(pykafka's schema is: {expected.simpleString()}); with valueFormat/"
@@ -169,15 +170,16 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema):
         from .options import parse_reader_options
-        from .stream_reader import KafkaStreamReader
+        from .stream_reader import KafkaStreamReader, check_pyspark_supports
         options, expected = self._resolved(parse_reader_options(self.options,
                                                                 for_streaming=True))
         self._check_schema(schema, expected)
+        check_pyspark_supports(options)
         return KafkaStreamReader(options)
 
     def writer(self, schema, overwrite: bool):
         from kafka_sink.writer import create_writer
-        return create_writer(self.options, schema, overwrite)
+        return create_writer(self.options, as_struct_type(schema), overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
         artifacts = _session_artifacts_only()
@@ -189,4 +191,4 @@ class KafkaDataSource(DataSource):
                 "but not to the tasks of a streaming query. " + _INSTALL_HINT +
                 " Batch reads and writes work with addArtifacts alone.")
         from kafka_sink.writer import create_stream_writer
-        return create_stream_writer(self.options, schema, overwrite)
+        return create_stream_writer(self.options, as_struct_type(schema), overwrite)

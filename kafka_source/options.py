@@ -140,15 +140,16 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Milliseconds to wait between two attempts at fetching offsets."),
     ReaderOption("maxOffsetsPerTrigger", "none", _STREAM,
                  "Upper bound on the offsets read per micro-batch, split across partitions "
-                 "in proportion to their backlog."),
+                 "in proportion to their backlog. PySpark 4.2 or later (refused on 4.1)."),
     ReaderOption("minOffsetsPerTrigger", "none", _STREAM,
                  "Delay a micro-batch until this many offsets are available (or "
-                 "maxTriggerDelay has passed)."),
+                 "maxTriggerDelay has passed). PySpark 4.2 or later (refused on 4.1)."),
     ReaderOption("maxTriggerDelay", '"15m"', _STREAM,
                  "Longest a micro-batch is delayed by minOffsetsPerTrigger, as a duration "
                  "(e.g. 30s, 15m, 1h)."),
     ReaderOption("maxBytesPerTrigger", "none", _STREAM,
-                 "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g)."),
+                 "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g). "
+                 "PySpark 4.2 or later (refused on 4.1)."),
     ReaderOption("commitOffsetsToGroup", "none", _STREAM,
                  "A consumer group name: the end offsets of each finished micro-batch are "
                  "committed to it (without joining it), so Kafka's tools show the query's "

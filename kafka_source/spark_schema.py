@@ -1,4 +1,12 @@
-"""The DataFrame schema of the Kafka source, exactly as Spark's own connector has it."""
+"""The DataFrame schema of the Kafka source, exactly as Spark's own connector has it, and
+the schemas other engines hand a data source, read as Spark's.
+
+Sail (a Spark Connect server in Rust that runs Python data sources in-process) passes
+``writer()`` a ``pyarrow.Schema`` rather than a ``StructType``, and reads the type name
+``timestamp`` in a DDL string as ``timestamp_ntz`` (its default timestamp type), so the
+source states its schema as a ``StructType`` (:func:`kafka_schema`), which means the same
+to both engines.
+"""
 
 from __future__ import annotations
 
@@ -43,3 +51,21 @@ def formatted_schema(include_headers: bool, formats):
         if formats.permissive:
             fields.append(StructField(f"{col.column}CorruptRecord", BinaryType()))
     return StructType(fields)
+def as_struct_type(schema):
+    """``schema`` as a ``StructType``: Spark's as is, a ``pyarrow.Schema`` (Sail) converted
+    with PySpark's own Arrow mapping, the same on every PySpark: a timestamp with a time
+    zone is ``timestamp``, one without is ``timestamp_ntz`` (which the sink refuses, as
+    Spark's does)."""
+    from pyspark.sql.types import StructType
+    if isinstance(schema, StructType):
+        return schema
+    import pyarrow as pa
+    if isinstance(schema, pa.Schema):
+        from pyspark.sql.pandas.types import from_arrow_schema
+        return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+    raise TypeError(f"expected a StructType or a pyarrow.Schema, got {type(schema).__name__}")
+
+
+def is_kafka_schema(schema, include_headers: bool) -> bool:
+    """Whether ``schema`` (a ``StructType`` or a ``pyarrow.Schema``) is the source's own."""
+    return as_struct_type(schema) == kafka_schema(include_headers)

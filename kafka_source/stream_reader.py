@@ -20,7 +20,14 @@ asking for its partitions before any ``latestOffset``. So:
   at the logged end. (Spark 4.3 tells a Python source with admission control nothing
   else about its checkpoint: ``setLatestSeenOffset`` reaches only sources without it.)
 
-Admission control (``latestOffset(start, limit)``):
+PySpark 4.1 has no admission control for Python sources: Spark calls ``latestOffset()``
+with no start, and for a fresh query before ``initialOffset``. There the first
+``latestOffset()`` binds the start itself and answers with it (the same empty batch 0), and
+the rate options, which 4.1 cannot honour, are refused when the query starts
+(:func:`check_pyspark_supports`). ``Trigger.AvailableNow`` works there as Spark runs it for
+any source without support for it: one batch up to the offsets seen at the start.
+
+Admission control (``latestOffset(start, limit)``, PySpark 4.2 and later):
 - ``maxOffsetsPerTrigger`` splits its budget across partitions in proportion to their
   backlog, as the JVM connector does;
 - ``minOffsetsPerTrigger`` holds a micro-batch back until that many offsets are waiting or
@@ -40,12 +47,22 @@ import time
 from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
-                                              ReadMinRows, SupportsTriggerAvailableNow)
+try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
+                                                  ReadMinRows, SupportsTriggerAvailableNow)
+    ADMISSION_CONTROL = True
+except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_without_start)
+    ADMISSION_CONTROL = False
+
+    class _Absent:  # stands in for a class of 4.2's API: nothing is ever an instance
+        pass
+
+    ReadAllAvailable = ReadMaxBytes = ReadMaxRows = ReadMinRows = _Absent
+    SupportsTriggerAvailableNow = object
 
 from kafka_common.import_path import CarriesImportPath
 from protocol.cluster import KafkaClient
-from protocol.errors import PyKafkaError
+from protocol.errors import ConfigError, PyKafkaError
 
 from .batch_reader import KafkaInputPartition
 from .fetcher import DataLossError, read_range
@@ -135,6 +152,25 @@ class AvailableNowEndError(PyKafkaError):
     ``verifyEndOffsetForTriggerAvailableNow``)."""
 
 
+_RATE_OPTIONS = (("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
+                 ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
+                 ("maxBytesPerTrigger", "max_bytes_per_trigger"))
+
+
+def check_pyspark_supports(options: ReaderOptions) -> None:
+    """Refuse, when the query starts, the options this PySpark cannot honour."""
+    if ADMISSION_CONTROL:
+        return
+    import pyspark
+    for name, attr in _RATE_OPTIONS:
+        if getattr(options, attr) is not None:
+            raise ConfigError(
+                f"{name} needs PySpark 4.2 or later: PySpark {pyspark.__version__} gives "
+                "Python streaming sources no admission control (no latestOffset(start, "
+                f"limit)), so every micro-batch would read all that is available. Remove "
+                f"{name} or upgrade PySpark.")
+
+
 class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                         SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
@@ -200,7 +236,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
             return ReadMaxBytes(o.max_bytes_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict, limit=None) -> dict:
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        if start is None:  # PySpark 4.1
+            return self._latest_offset_without_start()
         # Spark hands a batch's end to commit() only when it plans the next batch, so the
         # last batch of a run (Trigger.AvailableNow, a stopped query) would never reach the
         # group. ``start`` is the end of the last batch Spark finished: publish it here.
@@ -229,6 +267,17 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
             if end is None:
                 return start
         return to_json(end)
+
+    def _latest_offset_without_start(self) -> dict:
+        # PySpark 4.1 asks for the end of the next batch before it asks a fresh query for
+        # its start: bind the start first, and end batch 0 there (as above).
+        if self._initial is None:
+            self.initialOffset()
+        if self._after_initial:
+            self._after_initial = False
+            return self._initial
+        self._latest = self._latest_offsets(known=self._latest)
+        return to_json(self._latest)
 
     def _admit(self, begin, end, limit):
         o = self.options

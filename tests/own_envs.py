@@ -1,0 +1,71 @@
+"""Virtualenvs of their own for the tests of other engines and other PySpark versions
+(``make test-sail``, ``make test-versions``): one per set of requirements, built on first
+use under the checkout (``.venv-<name>``), reused while its requirements stay the same, and
+given the connector's wheel afresh at each test session (so it tests the code as it is).
+
+PySpark comes from PyPI as an sdist of about 400 MB that pip builds into a wheel: the first
+build of a version takes a few minutes, later ones reuse pip's cache of built wheels.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+
+from .python_envs import build_wheel, pip
+from .test_ship import RUNTIME_DEPENDENCIES, clean_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def own_env(name: str, requirements: list[str]) -> str:
+    """``.venv-<name>/bin/python`` with ``requirements`` and the connector's runtime
+    dependencies installed (not the connector). Prints how long a (re)build took."""
+    path = os.path.join(ROOT, f".venv-{name}")
+    python = os.path.join(path, "bin", "python")
+    stamp = os.path.join(path, ".requirements")
+    wanted = "\n".join([*requirements, *RUNTIME_DEPENDENCIES])
+    with open(path + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            with open(stamp) as f:
+                if f.read() == wanted and os.path.exists(python):
+                    return python
+        except FileNotFoundError:
+            pass
+        began = time.monotonic()
+        subprocess.run([sys.executable, "-m", "venv", "--clear", path], check=True)
+        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                        *wanted.split("\n")], check=True)
+        with open(stamp, "w") as f:
+            f.write(wanted)
+        print(f"\n{path}: built in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    return python
+
+
+def install_connector(python: str, tmp: str) -> None:
+    """The connector's wheel, built now from a copy of the sources, into ``python``'s env."""
+    wheel = build_wheel(os.path.join(tmp, "dist"), tmp)
+    pip(python, "install", "--no-deps", "--force-reinstall", wheel)
+
+
+def write_job(cwd: str, script: str) -> str:
+    path = os.path.join(cwd, "job.py")
+    with open(path, "w") as f:
+        f.write(script)
+    return path
+
+
+def run_job(python: str, command: list[str], cwd: str, timeout: float, **env: str) -> dict:
+    """Run ``command`` (a job by ``python``, or ``spark-submit`` of its env) in ``cwd``,
+    outside the checkout; return the JSON the job prints after ``REPORT``."""
+    import json
+    done = subprocess.run(command, cwd=cwd, env=clean_env(python, **env),
+                          capture_output=True, text=True, timeout=timeout)
+    reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
+    assert done.returncode == 0 and reports, (
+        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
+    return json.loads(reports[-1][len("REPORT "):])
