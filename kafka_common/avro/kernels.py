@@ -66,16 +66,68 @@ def _varints_masked(a: np.ndarray, pos: np.ndarray, max_bytes: int):
     return values, pos + size, bad
 
 
+_HIGH = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_SHIFTS = [(np.uint64(8 * k), np.uint64(7 * k)) for k in range(8)]
+
+
+def _varints_word(cur: Cursor, pos):
+    """Varints of up to 8 bytes from the 8 bytes at each position read as one uint64: the
+    first byte without its high bit ends the varint (the lowest set bit of ``~x & 0x80..``),
+    and the 7-bit groups are packed with 8 shifts. Returns (raw unsigned values, sizes,
+    mask of varints longer than 8 bytes, whose values are left for the caller)."""
+    x = cur.win8[pos].view(np.uint64).ravel()
+    t = ~x & _HIGH
+    longer = t == 0
+    lowest = t & (~t + np.uint64(1))
+    lowest[longer] = np.uint64(1 << 63)
+    size = (np.log2(lowest.astype(np.float64)).astype(np.int64) >> 3) + 1
+    p = x & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7
+    raw = p & np.uint64(0x7F)
+    for down, up in _SHIFTS[1:]:
+        raw |= ((p >> down) & np.uint64(0x7F)) << up
+    return raw, size, longer
+
+
 def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
     """The zigzag varint (Avro int: ``max_bytes`` 5, long: 10) at every position; returns
-    (values int64, positions after them)."""
-    try:
-        values, new = decode_varints(cur.a, pos, max_bytes)
-    except VarintError:
-        values, new, bad = _varints_masked(cur.a, pos, max_bytes)
+    (values int64, positions after them). Varints of one or two bytes go through the
+    project's table-driven decoder, longer ones through ``_varints_word``."""
+    if pos.size == 0:
+        return np.zeros(0, dtype=np.int64), pos
+    a = cur.a
+    b0 = a[pos]
+    if b0.max() < 0x80:  # one byte each
+        new = pos + 1
+        cur.check_end(new, end, row)
+        return _ONE_BYTE[b0], new
+    if ((b0 < 0x80) | (a[pos + 1] < 0x80)).all():  # two bytes at most
+        values, new = decode_varints(a, pos, max_bytes)
+        cur.check_end(new, end, row)
+        return values, new
+    raw, size, longer = _varints_word(cur, pos)
+    bad = np.zeros(pos.size, dtype=bool)
+    if longer.any():  # 9 or 10 bytes: the last one or two
+        sub = np.flatnonzero(longer)
+        b8 = a[pos[sub] + 8]
+        b9 = a[pos[sub] + 9]
+        raw[sub] |= (b8 & 0x7F).astype(np.uint64) << np.uint64(56)
+        ten = b8 >= 0x80
+        raw[sub[ten]] |= (b9[ten] & 1).astype(np.uint64) << np.uint64(63)
+        size[sub] = np.where(ten, 10, 9)
+        bad[sub[ten & (b9 > 1)]] = True  # longer than 10 bytes, or beyond 64 bits
+    if max_bytes <= 5:
+        bad |= (size > 5) | (raw >> np.uint64(32) != 0)
+    values = zigzag_decode(raw)
+    new = pos + size
+    if bad.any():
+        values[bad] = 0
         cur.fail(row, new, end, bad)
     cur.check_end(new, end, row)
     return values, new
+
+
+_ONE_BYTE = zigzag_decode(np.arange(256, dtype=np.uint64))
 
 
 def read_fixed_width(cur: Cursor, pos, end, row, width: int):
