@@ -152,8 +152,9 @@ class _Enc:
             a = arr.cast(pa.large_binary())
             lengths = pc.binary_length(a).to_numpy(zero_copy_only=False)
             if n and (lengths != s.size).any():
-                raise AvroEncodeError(f"{self.where}: a value of {int(lengths[lengths != s.size][0])}"
-                                      f" bytes for the fixed {s.name} of {s.size}")
+                wrong = int(lengths[lengths != s.size][0])
+                raise AvroEncodeError(f"{self.where}: a value of {wrong} bytes for the fixed "
+                                      f"{s.name} of {s.size}")
             bufs = a.buffers()
             off = np.frombuffer(bufs[1], dtype=np.int64)[a.offset:a.offset + n + 1]
             data = (np.frombuffer(bufs[2], dtype=np.uint8)[off[0]:off[-1]] if n and s.size
@@ -270,7 +271,8 @@ class _Enc:
             sel = np.flatnonzero(branch == i)
             if s.branches[i].type == "null":
                 continue
-            data, off = self.kid(i, s.branches[i], f"{self.where}<{s.branches[i].name or s.branches[i].type}>").encode(
+            b = s.branches[i]
+            data, off = self.kid(i, b, f"{self.where}<{b.name or b.type}>").encode(
                 values_of[i].take(pa.array(sel)))
             parts.append((sel, data, off))
         # scatter each branch's pieces to its rows

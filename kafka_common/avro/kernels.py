@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol.records.vectorized import PAD, VarintError, decode_varints, zigzag_decode
+from protocol.records.vectorized import PAD, decode_varints, zigzag_decode
 
 
 class Cursor:
@@ -36,34 +36,6 @@ class Cursor:
 
     def check_end(self, pos, end, row):
         self.fail(row, pos, end, pos > end)
-
-
-def _varints_masked(a: np.ndarray, pos: np.ndarray, max_bytes: int):
-    """Varints at ``pos`` one byte per round; too long or overflowing ones come back flagged
-    (value 0) instead of raising."""
-    n = pos.size
-    raw = np.zeros(n, dtype=np.uint64)
-    size = np.zeros(n, dtype=np.int64)
-    bad = np.zeros(n, dtype=bool)
-    active = np.arange(n)
-    shift = 0
-    bits = 32 if max_bytes <= 5 else 64
-    while active.size:
-        if shift >= 7 * max_bytes:
-            bad[active] = True
-            break
-        b = a[pos[active] + size[active]]
-        part = (b & 0x7F).astype(np.uint64)
-        if shift + 7 > bits:
-            over = (part >> np.uint64(bits - shift)) != 0
-            bad[active[over]] = True
-        raw[active] |= part << np.uint64(shift)
-        size[active] += 1
-        active = active[b >= 0x80]
-        shift += 7
-    values = zigzag_decode(raw)
-    values[bad] = 0
-    return values, pos + size, bad
 
 
 _HIGH = np.uint64(0x8080808080808080)
