@@ -176,3 +176,20 @@ def test_varint_kernel_flags_bad_varints(blob, max_bytes, bad):
     read_varint(cur, np.zeros(1, np.int64), np.array([len(blob)]), np.zeros(1, np.int64),
                 max_bytes)
     assert cur.bad[0] == bad
+
+
+def test_data_nested_deeper_than_the_limit_fails_its_row_not_the_stack():
+    from kafka_common.avro.decoder import MAX_NESTING
+    linked = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    w = parse_schema(json.dumps(linked))
+
+    def chain(depth):  # v=1, next=<node> ... then v=1, next=null
+        return b"\x02\x02" * (depth - 1) + b"\x02\x00"
+    rows = [chain(MAX_NESTING // 2), chain(100_000), chain(3)]
+    for depth, third in (("3", {"v": 1, "next": {"v": 1, "next": {"v": 1}}}),
+                         ("12", {"v": 1, "next": {"v": 1, "next": {"v": 1, "next": None}}})):
+        arr, errors = Decoder(w, w, {"recursiveFieldMaxDepth": depth}).decode(
+            pa.array(rows, pa.binary()))
+        assert errors.tolist() == [False, True, False]
+        assert arr.to_pylist()[2] == third

@@ -24,6 +24,7 @@ class Cursor:
     def __init__(self, a: np.ndarray, nrows: int):
         self.a = a                      # uint8, PAD readable bytes after the data
         self.bad = np.zeros(nrows, dtype=bool)
+        self.depth = 0                  # records being read, one inside the other
         # windows of 8 bytes starting at every byte: a gather of fixed-width values
         self.win8 = np.lib.stride_tricks.as_strided(a, shape=(a.size - 8, 8), strides=(1, 1))
 
