@@ -115,6 +115,8 @@ def test_primitive_values_and_nulls_as_tombstones():
     ({"type": "record", "name": "R", "fields": [{"name": "b", "type": "int"}]},
      pa.array([{"a": 1}]), "no field 'b'"),
     ("int", pa.array([2**40]), "int range"),
+    ({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]},
+     pa.array([{"a": 1, "typo": 2}]), "'typo' is not in the record R"),
     ({"type": "fixed", "name": "D", "size": 1, "logicalType": "decimal", "precision": 2},
      pa.array([decimal.Decimal("-99"), decimal.Decimal("99")], pa.decimal128(2, 0)), None),
 ])

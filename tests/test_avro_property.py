@@ -72,7 +72,19 @@ def test_decoder_reads_what_fastavro_wrote(case, framed):
     assert same(again.to_pylist(), got[:-1])
     for (w, _), b in zip(rows, encoded.to_pylist()):
         back = fastavro.schemaless_reader(io.BytesIO(b), parsed)
-        assert _write(parsed, [back]) == _write(parsed, [w]) or same(back, w)
+        # (fastavro turns time-millis/-micros into times: re-written, they are the same)
+        assert same(back, _plain(w)) or _write(parsed, [back]) == _write(parsed, [w])
+
+
+def _plain(v):
+    """A datum as fastavro reads it back: union branches named by (name, value) unwrapped."""
+    if isinstance(v, tuple):
+        return _plain(v[1])
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
 
 
 PROMOTE = {"int": ["long", "float", "double"], "long": ["float", "double"],

@@ -2,9 +2,9 @@
 
 ``Encoder(schema).encode(array)`` writes one datum per row (the payload Confluent's
 ``AvroSerializer`` puts after its 5-byte header), as Spark's ``to_avro`` would: struct
-fields are matched to record fields by name, a null goes to the union's ``null`` branch,
-a struct of ``member*`` fields (how Spark reads a union) to the branch of its one non-null
-member, timestamps to ``timestamp-millis``/``-micros`` longs, decimals to the minimal
+fields are matched to record fields by name (each needs a place there), a null goes to the
+union's ``null`` branch, a struct of ``member*`` fields (how Spark reads a union) to the
+branch of its one non-null member, timestamps to ``timestamp-millis``/``-micros`` longs, decimals to the minimal
 big-endian two's complement bytes (sign-extended for ``fixed``), strings to enum symbols.
 A value the schema cannot hold (a null outside a union with ``null``, an unknown enum
 symbol, a fixed of the wrong size, a missing field) raises ``AvroEncodeError`` naming the
@@ -200,6 +200,12 @@ class _Enc:
                                       f"the record {s.name}")
             child = arr.field(i)
             parts.append(self.kid(f.name, f.type, f"{self.where}.{f.name}").encode(child))
+        known = {f.name for f in s.fields}
+        extra = [arr.type.field(j).name for j in range(arr.type.num_fields)
+                 if arr.type.field(j).name not in known]
+        if extra:  # as Spark's AvroSerializer: every column must have a place
+            raise AvroEncodeError(f"{self.where}: the field {extra[0]!r} is not in the record "
+                                  f"{s.name} ({', '.join(sorted(known))})")
         return concat_rows(parts, n)
 
     def _repeated(self, arr: pa.Array):
