@@ -70,10 +70,22 @@ def test_decoder_reads_what_fastavro_wrote(case, framed):
     again, errors = Decoder(ours, ours, {}).decode(encoded)
     assert not errors.any()
     assert same(again.to_pylist(), got[:-1])
+    # (read without the time-* and uuid logical types: fastavro makes times and UUIDs)
+    untimed = fastavro.parse_schema(_without_times(json.loads(json.dumps(schema))))
     for (w, _), b in zip(rows, encoded.to_pylist()):
-        back = fastavro.schemaless_reader(io.BytesIO(b), parsed)
-        # (fastavro turns time-millis/-micros into times: re-written, they are the same)
-        assert same(back, _plain(w)) or _write(parsed, [back]) == _write(parsed, [w])
+        back = fastavro.schemaless_reader(io.BytesIO(b), untimed)
+        assert same(back, _plain(w))
+
+
+def _without_times(s):
+    if isinstance(s, list):
+        return [_without_times(x) for x in s]
+    if isinstance(s, dict):
+        out = {k: _without_times(v) for k, v in s.items()}
+        if out.get("logicalType") in ("time-millis", "time-micros", "uuid"):
+            del out["logicalType"]
+        return out
+    return s
 
 
 def _plain(v):
