@@ -4,8 +4,9 @@
 ``AvroSerializer`` puts after its 5-byte header), as Spark's ``to_avro`` would: struct
 fields are matched to record fields by name (each needs a place there), a null goes to the
 union's ``null`` branch, a struct of ``member*`` fields (how Spark reads a union) to the
-branch of its one non-null member, timestamps to ``timestamp-millis``/``-micros`` longs, decimals to the minimal
-big-endian two's complement bytes (sign-extended for ``fixed``), strings to enum symbols.
+branch of its one non-null member, timestamps to ``timestamp-millis``/``-micros`` longs,
+decimals to the minimal big-endian two's complement bytes (sign-extended for ``fixed``),
+strings to enum symbols.
 A value the schema cannot hold (a null outside a union with ``null``, an unknown enum
 symbol, a fixed of the wrong size, a missing field) raises ``AvroEncodeError`` naming the
 field. Null rows give null datums.
