@@ -9,7 +9,9 @@
   Python callable, Kafka's unsecured tokens, Google's shape), cached per process and
   refreshed by Kafka's ``sasl.login.refresh.*`` rules;
 - ``aws_msk_iam``: AWS credentials (environment, profile, STS AssumeRole, botocore) for
-  MSK IAM, both as the ``AWS_MSK_IAM`` mechanism and as OAUTHBEARER tokens.
+  MSK IAM, both as the ``AWS_MSK_IAM`` mechanism and as OAUTHBEARER tokens;
+- ``avro``: Avro values without a JVM: schemas, Spark's ``from_avro`` type mapping as Arrow,
+  schema resolution, a columnar decoder and encoder.
 
 Spark-free, like ``protocol``: both packages build on it, it builds on ``protocol`` only.
 """

@@ -67,7 +67,8 @@ def _schema(draw, depth, counter, top=False):
                                 max_size=5, unique=True))
         return {"type": "enum", "name": _name(counter, "E"), "namespace": "ns", "symbols": symbols}
     if kind == "fixed":
-        return {"type": "fixed", "name": _name(counter, "F"), "namespace": "ns", "size": draw(st.integers(0, 20))}
+        return {"type": "fixed", "name": _name(counter, "F"), "namespace": "ns",
+                "size": draw(st.integers(0, 20))}
     if kind == "decimal_fixed":
         size = draw(st.integers(1, 16))
         precision = draw(st.integers(1, max(1, min(38, int(2.408 * size - 0.302)))))
@@ -112,7 +113,8 @@ def _union(draw, depth, counter):
                 t = {"type": "record", "name": _name(counter, "R"), "namespace": "ns",
                      "fields": [{"name": "f", "type": _schema(draw, 0, counter)}]}
             elif p == "enum":
-                t = {"type": "enum", "name": _name(counter, "E"), "namespace": "ns", "symbols": ["X", "Y"]}
+                t = {"type": "enum", "name": _name(counter, "E"), "namespace": "ns",
+                     "symbols": ["X", "Y"]}
             elif p == "fixed":
                 t = {"type": "fixed", "name": _name(counter, "F"), "namespace": "ns", "size": 3}
             elif p == "array":

@@ -133,3 +133,63 @@ def test_truncated_and_mangled_payloads_never_raise(data):
     # every byte of a datum is needed: a datum cut short is always an error
     assert errors[n:n + len(cut)].all()
     assert arr.is_null().to_numpy(zero_copy_only=False)[np.flatnonzero(errors)].all()
+
+
+def _cursor(blob: bytes):
+    from kafka_common.avro.kernels import Cursor
+    from protocol.records.vectorized import PAD
+    a = np.zeros(len(blob) + PAD, np.uint8)
+    a[:len(blob)] = np.frombuffer(blob, np.uint8)
+    return Cursor(a, 1)
+
+
+@pytest.mark.parametrize("scale", [100, 2**13, 2**20, 2**40, 2**62])
+def test_varint_kernel_agrees_with_the_project_decoder(scale):
+    from kafka_common.avro.kernels import Cursor, read_varint
+    from protocol.records.vectorized import PAD, decode_varints, encode_varints
+    rng = np.random.default_rng(scale)
+    v = np.concatenate([rng.integers(-scale, scale, 5000),
+                        [2**63 - 1, -2**63, 0, -1, 2**55, -2**56]])
+    blob, sizes = encode_varints(v)
+    a = np.zeros(len(blob) + PAD, np.uint8)
+    a[:len(blob)] = np.frombuffer(blob, np.uint8)
+    pos = np.zeros(v.size, np.int64)
+    pos[1:] = np.cumsum(sizes)[:-1]
+    cur = Cursor(a, v.size)
+    values, new = read_varint(cur, pos, np.full(v.size, len(blob)), np.arange(v.size))
+    assert (values == v).all() and (new == pos + sizes).all() and not cur.bad.any()
+    assert (decode_varints(a, pos, 10)[0] == values).all()
+
+
+@pytest.mark.parametrize("blob,max_bytes,bad", [
+    (b"\xff" * 10 + b"\x01", 10, True),   # eleven bytes
+    (b"\xff" * 9 + b"\x02", 10, True),    # beyond 64 bits
+    (b"\x80" * 9 + b"\x01", 10, False),   # 2**63 zigzagged: fine
+    (b"\xfe\xff\xff\xff\x0f", 5, False),  # the largest int
+    (b"\x80\x80\x80\x80\x10", 5, True),   # beyond 32 bits
+    (b"\x80\x80\x80\x80\x80\x01", 5, True),  # six bytes for an int
+    (b"\x80", 10, True),                  # cut short
+])
+def test_varint_kernel_flags_bad_varints(blob, max_bytes, bad):
+    from kafka_common.avro.kernels import read_varint
+    cur = _cursor(blob)
+    read_varint(cur, np.zeros(1, np.int64), np.array([len(blob)]), np.zeros(1, np.int64),
+                max_bytes)
+    assert cur.bad[0] == bad
+
+
+def test_data_nested_deeper_than_the_limit_fails_its_row_not_the_stack():
+    from kafka_common.avro.decoder import MAX_NESTING
+    linked = {"type": "record", "name": "Node", "fields": [
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+    w = parse_schema(json.dumps(linked))
+
+    def chain(depth):  # v=1, next=<node> ... then v=1, next=null
+        return b"\x02\x02" * (depth - 1) + b"\x02\x00"
+    rows = [chain(MAX_NESTING // 2), chain(100_000), chain(3)]
+    for depth, third in (("3", {"v": 1, "next": {"v": 1, "next": {"v": 1}}}),
+                         ("12", {"v": 1, "next": {"v": 1, "next": {"v": 1, "next": None}}})):
+        arr, errors = Decoder(w, w, {"recursiveFieldMaxDepth": depth}).decode(
+            pa.array(rows, pa.binary()))
+        assert errors.tolist() == [False, True, False]
+        assert arr.to_pylist()[2] == third

@@ -79,7 +79,8 @@ def test_every_type_reads_back_in_fastavro():
     back = fastavro_reads(SCHEMA, blobs.to_pylist())
     assert back[3] is None
     first = back[0]
-    assert first["price"] == decimal.Decimal("-128.00") and first["cents"] == decimal.Decimal("0.01")
+    assert first["price"] == decimal.Decimal("-128.00")
+    assert first["cents"] == decimal.Decimal("0.01")
     assert first["at"] == ROWS[0]["at"] and first["local"] == ROWS[0]["local"]
     assert first["day"] == ROWS[0]["day"] and first["state"] == "PAID"
     assert first["attrs"] == {"x": 1.5, "y": None} and first["pick"] == "s"
@@ -114,6 +115,8 @@ def test_primitive_values_and_nulls_as_tombstones():
     ({"type": "record", "name": "R", "fields": [{"name": "b", "type": "int"}]},
      pa.array([{"a": 1}]), "no field 'b'"),
     ("int", pa.array([2**40]), "int range"),
+    ({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]},
+     pa.array([{"a": 1, "typo": 2}]), "'typo' is not in the record R"),
     ({"type": "fixed", "name": "D", "size": 1, "logicalType": "decimal", "precision": 2},
      pa.array([decimal.Decimal("-99"), decimal.Decimal("99")], pa.decimal128(2, 0)), None),
 ])

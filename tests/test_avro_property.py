@@ -70,9 +70,33 @@ def test_decoder_reads_what_fastavro_wrote(case, framed):
     again, errors = Decoder(ours, ours, {}).decode(encoded)
     assert not errors.any()
     assert same(again.to_pylist(), got[:-1])
+    # (read without the time-* and uuid logical types: fastavro makes times and UUIDs)
+    untimed = fastavro.parse_schema(_without_times(json.loads(json.dumps(schema))))
     for (w, _), b in zip(rows, encoded.to_pylist()):
-        back = fastavro.schemaless_reader(io.BytesIO(b), parsed)
-        assert _write(parsed, [back]) == _write(parsed, [w]) or same(back, w)
+        back = fastavro.schemaless_reader(io.BytesIO(b), untimed)
+        assert same(back, _plain(w))
+
+
+def _without_times(s):
+    if isinstance(s, list):
+        return [_without_times(x) for x in s]
+    if isinstance(s, dict):
+        out = {k: _without_times(v) for k, v in s.items()}
+        if out.get("logicalType") in ("time-millis", "time-micros", "uuid"):
+            del out["logicalType"]
+        return out
+    return s
+
+
+def _plain(v):
+    """A datum as fastavro reads it back: union branches named by (name, value) unwrapped."""
+    if isinstance(v, tuple):
+        return _plain(v[1])
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
 
 
 PROMOTE = {"int": ["long", "float", "double"], "long": ["float", "double"],

@@ -69,7 +69,8 @@ def check(writer, reader, values, judges=("fastavro", "avro"), fix=lambda v: v):
 
     Where a referee is left out, it departs from the Avro specification (and from Java's
     reader, which Spark runs): fastavro returns a bytes field's default as the JSON string,
-    Apache ``avro`` for Python as its UTF-8 (not code points 0-255 as bytes), and it lacks the string/bytes promotions and enum defaults. Both
+    Apache ``avro`` for Python as its UTF-8 (not code points 0-255 as bytes), and it lacks
+    the string/bytes promotions and enum defaults. Both
     widen int/long to a Python float (a double) where Java rounds to a float: ``fix``."""
     payloads = write(writer, values)
     got, errors = ours(writer, reader, payloads)

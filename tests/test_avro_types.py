@@ -184,7 +184,8 @@ def test_registry_references_resolve_named_types():
     address = '{"type": "record", "name": "Address", "namespace": "com.acme", ' \
               '"fields": [{"name": "city", "type": "string"}]}'
     person = {"type": "record", "name": "Person", "namespace": "com.acme", "fields": [
-        {"name": "home", "type": "Address"}, {"name": "work", "type": ["null", "com.acme.Address"]}]}
+        {"name": "home", "type": "Address"},
+        {"name": "work", "type": ["null", "com.acme.Address"]}]}
     s = parse_schema(json.dumps(person), named={"address.avsc": address})
     assert spark_ddl(arrow_type(s)) == ("struct<`home`: struct<`city`: string NOT NULL> NOT NULL, "
                                          "`work`: struct<`city`: string NOT NULL>>")

@@ -31,6 +31,9 @@ from .spark_types import MappingOptions, arrow_field_of, member_names, union_sha
 # items than this per row: the bytes cannot bound it, the memory must
 ZERO_WIDTH_ITEMS_LIMIT = 1 << 16
 _I64_MAX = np.iinfo(np.int64).max
+# records inside records a datum may nest (only a recursive schema lets the data choose the
+# depth; each level is a few Python frames): deeper rows are corrupt, not a RecursionError
+MAX_NESTING = 64
 
 
 def _min_size(node: AvroSchema, seen=None) -> int:
@@ -264,8 +267,15 @@ class _Skip(_Node):
             length, pos = read_lengths(cur, pos, end, row)
             return pos + length
         if t == "record":
-            for c in self.children():
-                pos = c.skip(cur, pos, end, row)
+            if cur.depth >= MAX_NESTING:
+                cur.bad[row] = True
+                return end.copy()
+            cur.depth += 1
+            try:
+                for c in self.children():
+                    pos = c.skip(cur, pos, end, row)
+            finally:
+                cur.depth -= 1
             return pos
         if t == "union":
             k, pos = read_varint(cur, pos, end, row, 5)
@@ -458,12 +468,19 @@ class _Record(_Node):
 
     def read(self, cur, pos, end, row):
         n = pos.size
+        if cur.depth >= MAX_NESTING:  # only a recursive schema nests this deep
+            cur.bad[row] = True
+            return pa.nulls(n, self.atype), end.copy()
         arrays = [None] * self.atype.num_fields
-        for i, node in self.steps():
-            if i < 0:
-                pos = node.skip(cur, pos, end, row)
-            else:
-                arrays[i], pos = node.read(cur, pos, end, row)
+        cur.depth += 1
+        try:
+            for i, node in self.steps():
+                if i < 0:
+                    pos = node.skip(cur, pos, end, row)
+                else:
+                    arrays[i], pos = node.read(cur, pos, end, row)
+        finally:
+            cur.depth -= 1
         r = self.res.reader
         for j in self.res.defaults:
             f = r.fields[j]

@@ -2,10 +2,11 @@
 
 ``Encoder(schema).encode(array)`` writes one datum per row (the payload Confluent's
 ``AvroSerializer`` puts after its 5-byte header), as Spark's ``to_avro`` would: struct
-fields are matched to record fields by name, a null goes to the union's ``null`` branch,
-a struct of ``member*`` fields (how Spark reads a union) to the branch of its one non-null
-member, timestamps to ``timestamp-millis``/``-micros`` longs, decimals to the minimal
-big-endian two's complement bytes (sign-extended for ``fixed``), strings to enum symbols.
+fields are matched to record fields by name (each needs a place there), a null goes to the
+union's ``null`` branch, a struct of ``member*`` fields (how Spark reads a union) to the
+branch of its one non-null member, timestamps to ``timestamp-millis``/``-micros`` longs,
+decimals to the minimal big-endian two's complement bytes (sign-extended for ``fixed``),
+strings to enum symbols.
 A value the schema cannot hold (a null outside a union with ``null``, an unknown enum
 symbol, a fixed of the wrong size, a missing field) raises ``AvroEncodeError`` naming the
 field. Null rows give null datums.
@@ -152,8 +153,9 @@ class _Enc:
             a = arr.cast(pa.large_binary())
             lengths = pc.binary_length(a).to_numpy(zero_copy_only=False)
             if n and (lengths != s.size).any():
-                raise AvroEncodeError(f"{self.where}: a value of {int(lengths[lengths != s.size][0])}"
-                                      f" bytes for the fixed {s.name} of {s.size}")
+                wrong = int(lengths[lengths != s.size][0])
+                raise AvroEncodeError(f"{self.where}: a value of {wrong} bytes for the fixed "
+                                      f"{s.name} of {s.size}")
             bufs = a.buffers()
             off = np.frombuffer(bufs[1], dtype=np.int64)[a.offset:a.offset + n + 1]
             data = (np.frombuffer(bufs[2], dtype=np.uint8)[off[0]:off[-1]] if n and s.size
@@ -199,6 +201,12 @@ class _Enc:
                                       f"the record {s.name}")
             child = arr.field(i)
             parts.append(self.kid(f.name, f.type, f"{self.where}.{f.name}").encode(child))
+        known = {f.name for f in s.fields}
+        extra = [arr.type.field(j).name for j in range(arr.type.num_fields)
+                 if arr.type.field(j).name not in known]
+        if extra:  # as Spark's AvroSerializer: every column must have a place
+            raise AvroEncodeError(f"{self.where}: the field {extra[0]!r} is not in the record "
+                                  f"{s.name} ({', '.join(sorted(known))})")
         return concat_rows(parts, n)
 
     def _repeated(self, arr: pa.Array):
@@ -270,7 +278,8 @@ class _Enc:
             sel = np.flatnonzero(branch == i)
             if s.branches[i].type == "null":
                 continue
-            data, off = self.kid(i, s.branches[i], f"{self.where}<{s.branches[i].name or s.branches[i].type}>").encode(
+            b = s.branches[i]
+            data, off = self.kid(i, b, f"{self.where}<{b.name or b.type}>").encode(
                 values_of[i].take(pa.array(sel)))
             parts.append((sel, data, off))
         # scatter each branch's pieces to its rows

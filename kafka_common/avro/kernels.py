@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol.records.vectorized import PAD, VarintError, decode_varints, zigzag_decode
+from protocol.records.vectorized import PAD, decode_varints, zigzag_decode
 
 
 class Cursor:
@@ -24,6 +24,7 @@ class Cursor:
     def __init__(self, a: np.ndarray, nrows: int):
         self.a = a                      # uint8, PAD readable bytes after the data
         self.bad = np.zeros(nrows, dtype=bool)
+        self.depth = 0                  # records being read, one inside the other
         # windows of 8 bytes starting at every byte: a gather of fixed-width values
         self.win8 = np.lib.stride_tricks.as_strided(a, shape=(a.size - 8, 8), strides=(1, 1))
 
@@ -38,44 +39,68 @@ class Cursor:
         self.fail(row, pos, end, pos > end)
 
 
-def _varints_masked(a: np.ndarray, pos: np.ndarray, max_bytes: int):
-    """Varints at ``pos`` one byte per round; too long or overflowing ones come back flagged
-    (value 0) instead of raising."""
-    n = pos.size
-    raw = np.zeros(n, dtype=np.uint64)
-    size = np.zeros(n, dtype=np.int64)
-    bad = np.zeros(n, dtype=bool)
-    active = np.arange(n)
-    shift = 0
-    bits = 32 if max_bytes <= 5 else 64
-    while active.size:
-        if shift >= 7 * max_bytes:
-            bad[active] = True
-            break
-        b = a[pos[active] + size[active]]
-        part = (b & 0x7F).astype(np.uint64)
-        if shift + 7 > bits:
-            over = (part >> np.uint64(bits - shift)) != 0
-            bad[active[over]] = True
-        raw[active] |= part << np.uint64(shift)
-        size[active] += 1
-        active = active[b >= 0x80]
-        shift += 7
-    values = zigzag_decode(raw)
-    values[bad] = 0
-    return values, pos + size, bad
+_HIGH = np.uint64(0x8080808080808080)
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_SHIFTS = [(np.uint64(8 * k), np.uint64(7 * k)) for k in range(8)]
+
+
+def _varints_word(cur: Cursor, pos):
+    """Varints of up to 8 bytes from the 8 bytes at each position read as one uint64: the
+    first byte without its high bit ends the varint (the lowest set bit of ``~x & 0x80..``),
+    and the 7-bit groups are packed with 8 shifts. Returns (raw unsigned values, sizes,
+    mask of varints longer than 8 bytes, whose values are left for the caller)."""
+    x = cur.win8[pos].view(np.uint64).ravel()
+    t = ~x & _HIGH
+    longer = t == 0
+    lowest = t & (~t + np.uint64(1))
+    lowest[longer] = np.uint64(1 << 63)
+    size = (np.log2(lowest.astype(np.float64)).astype(np.int64) >> 3) + 1
+    p = x & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7
+    raw = p & np.uint64(0x7F)
+    for down, up in _SHIFTS[1:]:
+        raw |= ((p >> down) & np.uint64(0x7F)) << up
+    return raw, size, longer
 
 
 def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
     """The zigzag varint (Avro int: ``max_bytes`` 5, long: 10) at every position; returns
-    (values int64, positions after them)."""
-    try:
-        values, new = decode_varints(cur.a, pos, max_bytes)
-    except VarintError:
-        values, new, bad = _varints_masked(cur.a, pos, max_bytes)
+    (values int64, positions after them). Varints of one or two bytes go through the
+    project's table-driven decoder, longer ones through ``_varints_word``."""
+    if pos.size == 0:
+        return np.zeros(0, dtype=np.int64), pos
+    a = cur.a
+    b0 = a[pos]
+    if b0.max() < 0x80:  # one byte each
+        new = pos + 1
+        cur.check_end(new, end, row)
+        return _ONE_BYTE[b0], new
+    if ((b0 < 0x80) | (a[pos + 1] < 0x80)).all():  # two bytes at most
+        values, new = decode_varints(a, pos, max_bytes)
+        cur.check_end(new, end, row)
+        return values, new
+    raw, size, longer = _varints_word(cur, pos)
+    bad = np.zeros(pos.size, dtype=bool)
+    if longer.any():  # 9 or 10 bytes: the last one or two
+        sub = np.flatnonzero(longer)
+        b8 = a[pos[sub] + 8]
+        b9 = a[pos[sub] + 9]
+        raw[sub] |= (b8 & 0x7F).astype(np.uint64) << np.uint64(56)
+        ten = b8 >= 0x80
+        raw[sub[ten]] |= (b9[ten] & 1).astype(np.uint64) << np.uint64(63)
+        size[sub] = np.where(ten, 10, 9)
+        bad[sub[ten & (b9 > 1)]] = True  # longer than 10 bytes, or beyond 64 bits
+    if max_bytes <= 5:
+        bad |= (size > 5) | (raw >> np.uint64(32) != 0)
+    values = zigzag_decode(raw)
+    new = pos + size
+    if bad.any():
+        values[bad] = 0
         cur.fail(row, new, end, bad)
     cur.check_end(new, end, row)
     return values, new
+
+
+_ONE_BYTE = zigzag_decode(np.arange(256, dtype=np.uint64))
 
 
 def read_fixed_width(cur: Cursor, pos, end, row, width: int):

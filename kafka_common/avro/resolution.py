@@ -114,7 +114,8 @@ class _Resolver:
                     f"reader's union [{', '.join(b.name or b.type for b in r.branches)}]")
             node = Resolution("reader_union", w, r, branch=i)
             self.memo[key] = node
-            node.child = self.resolve(w, r.branches[i], f"{path}<{r.branches[i].name or r.branches[i].type}>")
+            b = r.branches[i]
+            node.child = self.resolve(w, b, f"{path}<{b.name or b.type}>")
             return node
         if w.type == r.type:
             if w.type == "record":
