@@ -39,7 +39,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 
 from kafka_common.import_path import CarriesImportPath
 from protocol import pool
-from protocol.errors import ConfigError
+from protocol.errors import ConfigError, KafkaConnectionError, KafkaTimeoutError
 from protocol.records import accel
 
 from .batching import PartitionBatcher, Slice
@@ -377,24 +377,63 @@ def _check_transactions(producer: TaskProducer) -> None:
                               f"(no API keys {missing}); set exactlyOnce=false")
 
 
+#: Checks that passed in this process: key -> monotonic time. Spark's Python runner makes
+#: the streaming writer again at every micro-batch's commit (in a reused worker): without
+#: this, every micro-batch opened a connection and asked for metadata just to check again.
+_CHECKED: dict[tuple, float] = {}
+
+
+def _check_key(options: WriterOptions) -> tuple:
+    import dataclasses
+    import hashlib
+    # a digest of every connection setting (secrets included, never kept in clear)
+    config = hashlib.sha256(repr(dataclasses.astuple(options.client_config)).encode())
+    return config.hexdigest(), options.topic, options.exactly_once
+
+
 def _check_topic_exists(options: WriterOptions) -> None:
+    """The topic exists (and with exactlyOnce, the brokers have transactions): once per
+    ``kafka.metadata.max.age.ms`` per process and configuration. A connection that breaks
+    during the check is retried, with a fresh client, up to ``kafka.max.block.ms``."""
     if options.topic is None and not options.exactly_once:
         return
+    key = _check_key(options)
+    checked = _CHECKED.get(key)
+    max_age = options.client_config.metadata_max_age_ms / 1000
+    if checked is not None and time.monotonic() - checked < max_age:
+        return
+    deadline = time.monotonic() + options.max_block_ms / 1000
+    backoff = max(0.01, options.retry_backoff_ms / 1000)
+    while True:
+        try:
+            counts = _check_once(options)
+            break
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            if time.monotonic() + backoff > deadline:
+                raise
+            log.warning("checking topic %r failed, retrying in %d ms: %s", options.topic,
+                        backoff * 1000, e)
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+    if options.topic is not None and options.topic not in counts:
+        raise ConfigError(f"Topic {options.topic} not present in metadata after "
+                          f"{options.max_block_ms} ms (kafka.max.block.ms): it does not exist "
+                          f"(topics are not created by the writer)")
+    _CHECKED[key] = time.monotonic()
+
+
+def _check_once(options: WriterOptions) -> dict:
     lease = pool.checkout(options.client_config)
     producer = TaskProducer(options, lease.client)
     try:
         if options.exactly_once:
             _check_transactions(producer)
         if options.topic is None:
-            return
-        counts = producer.partition_counts([options.topic])
+            return {}
+        return producer.partition_counts([options.topic])
     finally:
         producer.close()
         lease.give_back()
-    if options.topic not in counts:
-        raise ConfigError(f"Topic {options.topic} not present in metadata after "
-                          f"{options.max_block_ms} ms (kafka.max.block.ms): it does not exist "
-                          f"(topics are not created by the writer)")
 
 
 def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan, str | None]:

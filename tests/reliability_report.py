@@ -50,6 +50,10 @@ FINDINGS = [
     "(found by atheris).",
     "Sink: a delivery timeout of a batch that never left said `last error: none`; it now "
     "names the failed metadata refresh.",
+    "Streaming sink: the driver checked the topic (and transactions) again at every "
+    "micro-batch's commit, and a connection cut during the transactions check failed the "
+    "query (found by the stream soak); the check now passes once per "
+    "`kafka.metadata.max.age.ms` and retries a broken connection.",
 ]
 
 

@@ -1,0 +1,86 @@
+"""The writer's driver-side check that the topic exists (and, with exactlyOnce, that the
+brokers have transactions), against Tansu behind a fault proxy that counts and cuts
+connections.
+
+Spark's Python runner makes the streaming writer again at every micro-batch's commit, so
+the check ran once per micro-batch: a new connection and a Metadata request each time,
+and a connection cut during it failed the query (found by tests/test_soak_stream.py). It
+now passes once per ``kafka.metadata.max.age.ms`` per process and configuration, and a
+broken connection is retried up to ``kafka.max.block.ms``.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from kafka_sink import writer
+from kafka_sink.writer import create_stream_writer
+from protocol.errors import ConfigError
+
+from .broker_setup import create_topic, tansu_behind_fault_proxy
+
+METADATA = 3
+SCHEMA = StructType([StructField("value", BinaryType())])
+
+
+@pytest.fixture
+def proxied():
+    with tansu_behind_fault_proxy() as pair:
+        yield pair
+
+
+@pytest.fixture(autouse=True)
+def forget_checks():
+    writer._CHECKED.clear()
+    yield
+    writer._CHECKED.clear()
+
+
+def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name):
+    proxy, tansu = proxied
+    create_topic(tansu, topic_name, 2)
+    create_topic(tansu, topic_name + "-2", 1)
+    opts = {"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name}
+    create_stream_writer(opts, SCHEMA, False)
+    accepted = proxy.stats["connections"]
+    for _ in range(5):  # the commits of five micro-batches
+        create_stream_writer(opts, SCHEMA, False)
+    assert proxy.stats["connections"] == accepted
+    # another topic, or other connection settings, are checked again
+    create_stream_writer({**opts, "topic": topic_name + "-2"}, SCHEMA, False)
+    assert proxy.stats["connections"] > accepted
+    accepted = proxy.stats["connections"]
+    create_stream_writer({**opts, "kafka.client.id": "other"}, SCHEMA, False)
+    assert proxy.stats["connections"] > accepted
+    # a missing topic is never remembered as checked
+    with pytest.raises(ConfigError, match="not present in metadata"):
+        create_stream_writer({**opts, "topic": topic_name + "-missing",
+                              "kafka.max.block.ms": "300"}, SCHEMA, False)
+    with pytest.raises(ConfigError, match="not present in metadata"):
+        create_stream_writer({**opts, "topic": topic_name + "-missing",
+                              "kafka.max.block.ms": "300"}, SCHEMA, False)
+
+
+@pytest.mark.parametrize("extra", [{}, {"exactlyOnce": "true",
+                                       "transactionalIdPrefix": "topic-check"}])
+def test_a_connection_cut_during_the_check_is_retried(proxied, topic_name, extra):
+    """With exactlyOnce the first Metadata request is the transactions check's, which
+    failed the soak's query at a micro-batch's commit before."""
+    proxy, tansu = proxied
+    create_topic(tansu, topic_name, 1)
+    proxy.drop_after_request(METADATA, count=2)  # two answers replaced by a cut
+    create_stream_writer({"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name,
+                          **extra}, SCHEMA, False)
+    assert proxy.pending_drops(METADATA) == 0
+
+
+def test_the_retries_end_at_max_block_ms(proxied, topic_name):
+    from protocol.errors import KafkaConnectionError, KafkaTimeoutError
+    proxy, tansu = proxied
+    create_topic(tansu, topic_name, 1)
+    proxy.drop_after_request(METADATA, count=1000)
+    with pytest.raises((KafkaConnectionError, KafkaTimeoutError)):
+        create_stream_writer({"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name,
+                              "kafka.max.block.ms": "500"}, SCHEMA, False)
+    assert writer._CHECKED == {}
