@@ -106,9 +106,6 @@ def read_range(options, rng: OffsetRange,
     # streaming query) import this module but never decode, and the decoders (with the
     # crc32c package) cost them a few hundred milliseconds.
     from protocol.records.decode_arrow import decode_records
-    formats = getattr(options, "formats", None)
-    if formats is not None:
-        from .value_decoding import decode_formats
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
     # The client comes warm from this worker's pool (``protocol.pool``) and takes it on.
@@ -124,6 +121,9 @@ def read_range(options, rng: OffsetRange,
 def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient,
           config, decode_records) -> Iterator[pa.RecordBatch]:
     base = options.client_config
+    formats = getattr(options, "formats", None)
+    if formats is not None:
+        from .value_decoding import decode_formats
     if open_end is not None:
         rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
