@@ -36,7 +36,7 @@ from pyspark.sql.datasource import DataSource
 from kafka_common.import_path import connector_zip, with_import_path
 from protocol.errors import ConfigError
 
-from .spark_schema import as_struct_type, is_kafka_schema, kafka_schema, kafka_schema_ddl
+from .spark_schema import as_struct_type, kafka_schema
 
 
 _INSTALL_HINT = (

@@ -65,7 +65,3 @@ def as_struct_type(schema):
         return from_arrow_schema(schema, prefer_timestamp_ntz=True)
     raise TypeError(f"expected a StructType or a pyarrow.Schema, got {type(schema).__name__}")
 
-
-def is_kafka_schema(schema, include_headers: bool) -> bool:
-    """Whether ``schema`` (a ``StructType`` or a ``pyarrow.Schema``) is the source's own."""
-    return as_struct_type(schema) == kafka_schema(include_headers)
