@@ -75,6 +75,12 @@ ENV_MAX_IDLE = "PYKAFKA_CLIENT_POOL_MAX_IDLE"
 
 
 def _freeze(value):
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        # e.g. a token source's factory (OAUTHBEARER): equal by its fields, so a config
+        # unpickled in another task finds the same clients
+        return (type(value).__qualname__,
+                tuple((f.name, _freeze(getattr(value, f.name)))
+                      for f in dataclasses.fields(value)))
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):

@@ -104,6 +104,33 @@ def test_key_is_the_connection_identity_not_the_timeouts():
     assert "hunter2" not in repr(pool.pool_key(base)) + str(pool.pool_key(base))
 
 
+def test_a_token_source_config_keys_the_same_after_pickling():
+    """OAUTHBEARER's token-source factory is a frozen dataclass holding a dict (its
+    extensions): each task unpickles its own copy, which must find the pooled clients."""
+    import logging
+    import pickle
+
+    from kafka_common.connection_options import client_config
+    from kafka_common.option_map import OptionMap
+    opts = OptionMap({
+        "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token",
+        "kafka.sasl.login.callback.handler.class":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "kafka.sasl.jaas.config":
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'clientId="a" clientSecret="hunter2-secret" extension_logicalCluster="lkc-1";'})
+    config = client_config(opts, role="consumer", log=logging.getLogger(__name__))
+    key = pool.pool_key(config)
+    assert pool.pool_key(pickle.loads(pickle.dumps(config))) == key
+    assert "hunter2" not in repr(key) + str(key)
+    other = OptionMap({**opts.raw, "kafka.sasl.jaas.config": opts.raw[
+        "kafka.sasl.jaas.config"].replace("lkc-1", "lkc-2")})
+    assert pool.pool_key(client_config(other, role="consumer",
+                                       log=logging.getLogger(__name__))) != key
+
+
 def test_one_task_per_client_and_the_warm_one_comes_back(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 2, 1)
     p = pool.ClientPool()
