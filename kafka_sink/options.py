@@ -86,7 +86,8 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  'them; "0": no answer is awaited. 0 and 1 need '
                  "kafka.enable.idempotence=false."),
     WriterOption("kafka.enable.idempotence", "true",
-                 "Write through an idempotent producer: a producer id per task and a "
+                 "Write through an idempotent producer: a producer id (kept by the Python "
+                 "worker from task to task) and a "
                  "sequence number per batch, so retries never duplicate or reorder records."),
     WriterOption("kafka.compression.type", '"none"',
                  "none, gzip, snappy, lz4 or zstd."),
