@@ -113,6 +113,7 @@ def _wait_for_rows(query, timeout: float) -> None:
         time.sleep(0.5)
 
 
+@pytest.mark.timeout(SECONDS + 600)  # the stream, plus its start, catching up and checks
 def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connections(
         spark, tmp_path):
     source, target = f"soak-src-{uuid.uuid4().hex[:8]}", f"soak-dst-{uuid.uuid4().hex[:8]}"
