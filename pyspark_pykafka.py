@@ -9,7 +9,7 @@ it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`
 It also offers the lag helper (``kafka_source.lag``): the offsets a stream is behind the
 latest, from its progress reports, as Spark's JVM Kafka source reports them."""
 
-import sys
+import logging
 
 from kafka_source import KafkaDataSource
 from kafka_source.auto_registration import only_in_lookup_working_directory
@@ -21,8 +21,11 @@ _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:
     DefaultSource = KafkaDataSource
 else:
-    print(f"pyspark-pykafka: not registering format('pykafka') by itself: Spark's data source "
-          f"lookup finds it only in the driver's working directory ({_cwd}), which Spark's "
-          "executors do not see. Install it, or register it in the job: "
-          "spark.dataSource.register(KafkaDataSource)", file=sys.stderr, flush=True)
+    # Spark's lookup worker has no logging set up: a warning reaches its stderr (Python's
+    # last-resort handler), which Spark copies to the driver's.
+    logging.getLogger("pykafka.registration").warning(
+        "pyspark-pykafka: not registering format('pykafka') by itself: Spark's data source "
+        "lookup finds it only in the driver's working directory (%s), which Spark's "
+        "executors do not see. Install it, or register it in the job: "
+        "spark.dataSource.register(KafkaDataSource)", _cwd)
     __all__ = [name for name in __all__ if name != "DefaultSource"]

@@ -111,18 +111,20 @@ def test_stream_meets_a_new_schema_id_and_does_not_call_the_registry_per_batch(
         assert [c for c in registry.calls() if not c[1].startswith("/associations")
                 and not c[0] == "POST"] == []
         # A producer evolves the schema mid-stream: an id the plan did not have.
-        for round_ in range(3):
+        for round_ in range(6):
             produce(mock_cluster.bootstrap, topic_name, url, V1_PLUS,
                     [{"id": 20 + round_, "name": "c", "score": 1, "email": "e"}])
             rows = _wait_for(query, 7 + round_, table, spark)
         old_id, new_id = registry.subjects[f"{topic_name}-value"]
         lookups = [c for c in registry.calls() if c[1].startswith("/schemas/ids/")]
-        # Once per Python worker that met it (local[2]: at most two), not per batch.
-        assert 1 <= len(lookups) <= 2 and set(lookups) == {("GET", f"/schemas/ids/{new_id}")}
+        # Once per Python worker that met it, not per micro-batch (6 of them): a session of
+        # local[2] keeps up to four idle Python workers (a task's reader and writer run in
+        # two), and Spark hands any of them the next task.
+        assert 1 <= len(lookups) <= 4 and set(lookups) == {("GET", f"/schemas/ids/{new_id}")}
         a, b = old_id, new_id
         assert sorted((r.offset, r.id, r.name, r.valueSchemaId) for r in rows) == [
             (0, 0, "a", a), (1, 1, "a", a), (2, 2, "a", a), (3, 10, "b", a), (4, 11, "b", a),
-            (5, 12, "b", a), (6, 20, "c", b), (7, 21, "c", b), (8, 22, "c", b)]
+            (5, 12, "b", a)] + [(6 + i, 20 + i, "c", b) for i in range(6)]
     finally:
         query.stop()
 
@@ -150,7 +152,8 @@ def test_writer_frames_avro_as_confluent_s_deserializer_reads_it(spark, mock_clu
         [(1, "a", [1.5], {"k": 1}, dt.date(2024, 2, 29),
           dt.datetime(2024, 1, 2, 3, 4, 5, 123456)),
          (2, None, [], {}, None, None)],
-        "id long, name string, xs array<double>, m map<string,int>, d date, ts timestamp")
+        "id long, name string, xs array<double>, m map<string,int>, d date, ts timestamp",
+    ).coalesce(1)  # one task: the rows reach the topic in this order
     out = df.selectExpr("CAST(id AS STRING) AS key",
                         "IF(id = 2, NULL, struct(id, name, xs, m, d, ts)) AS value")
     (out.write.format("pykafka").option("kafka.bootstrap.servers", mock_cluster.bootstrap)

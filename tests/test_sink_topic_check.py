@@ -16,6 +16,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink import writer
 from kafka_sink.writer import create_stream_writer
+from protocol import pool
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic, tansu_behind_fault_proxy
@@ -37,22 +38,29 @@ def forget_checks():
     writer._CHECKED.clear()
 
 
+def _checks() -> int:
+    """Clients the checks took from this process's pool (``protocol.pool``)."""
+    stats = pool.default_pool().stats
+    return stats["created"] + stats["reused"]
+
+
 def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name):
     proxy, tansu = proxied
     create_topic(tansu, topic_name, 2)
     create_topic(tansu, topic_name + "-2", 1)
     opts = {"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name}
     create_stream_writer(opts, SCHEMA, False)
-    accepted = proxy.stats["connections"]
+    accepted, checks = proxy.stats["connections"], _checks()
     for _ in range(5):  # the commits of five micro-batches
         create_stream_writer(opts, SCHEMA, False)
-    assert proxy.stats["connections"] == accepted
-    # another topic, or other connection settings, are checked again
+    assert proxy.stats["connections"] == accepted and _checks() == checks
+    # another topic is checked again (on the pooled client's connections) ...
     create_stream_writer({**opts, "topic": topic_name + "-2"}, SCHEMA, False)
-    assert proxy.stats["connections"] > accepted
+    assert _checks() == checks + 1
+    # ... and so are other connection settings (another client, so new connections)
     accepted = proxy.stats["connections"]
     create_stream_writer({**opts, "kafka.client.id": "other"}, SCHEMA, False)
-    assert proxy.stats["connections"] > accepted
+    assert _checks() == checks + 2 and proxy.stats["connections"] > accepted
     # a missing topic is never remembered as checked
     with pytest.raises(ConfigError, match="not present in metadata"):
         create_stream_writer({**opts, "topic": topic_name + "-missing",
