@@ -77,6 +77,7 @@ import pyarrow as pa  # noqa: E402
 
 import cases  # noqa: E402
 import peers  # noqa: E402
+import result_blocks  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
 SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming",
@@ -302,27 +303,31 @@ def main(argv=None) -> int:
 
     elapsed = time.monotonic() - started
     info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
+    blocks: dict[str, list[str]] = {}
     if streaming:
         import streaming_cases
-        block = streaming_cases.render(streaming)
-        when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
-                f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
-                f"{info['load at start']}, at end {info['load at end']})")
-    if only == {"streaming"}:
-        # the section alone: only its block of the last full run's results changes
-        print("\n".join(block))
+        blocks["streaming"] = streaming_cases.render(streaming)
+    if avro_lines:
+        blocks["avro"] = avro_lines
+    when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
+            f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
+            f"{info['load at start']}, at end {info['load at end']})")
+    if only <= set(result_blocks.SECTIONS):
+        # these sections alone: only their blocks of the last full run's results change
+        for name, block in blocks.items():
+            print("\n".join(block))
         if not args.no_output:
             with open(args.output) as f:
                 text = f.read()
+            for name, block in blocks.items():
+                text = result_blocks.splice(text, name, block, when)
             with open(args.output, "w") as f:
-                f.write(streaming_cases.splice(text, block, when))
-            log(f"streaming block written to {os.path.relpath(args.output)}")
+                f.write(text)
+            log(f"{', '.join(blocks)} written to {os.path.relpath(args.output)}")
         return 0
     report = render(results, memory, sets, info, args, elapsed, notes, scale)
-    if streaming:
-        report = streaming_cases.splice(report, block, when)
-    if avro_lines:
-        report = report.rstrip("\n") + "\n" + "\n".join(avro_lines) + "\n"
+    for name, block in blocks.items():
+        report = result_blocks.splice(report, name, block, when)
     print()
     print(report)
     if not args.no_output:

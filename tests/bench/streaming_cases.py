@@ -389,21 +389,3 @@ def goals(s: dict) -> list[str]:
         f"the run, {w['workers']} Python workers at most; {w['new_ids']} new after the "
         f"warm-up, {w['new_ids'] / w['micro_batches']:.2f} per micro-batch)",
     ]
-
-
-BEGIN = "<!-- BEGIN streaming: tests/bench/run.py --only streaming rewrites this block -->"
-END = "<!-- END streaming -->"
-
-
-def splice(results_md: str, block: list[str], when: str) -> str:
-    """``results_md`` with its streaming block replaced by ``block`` (or appended before
-    the peer settings when it has none), dated ``when``."""
-    text = "\n".join([BEGIN, f"Streaming section run {when}.", "", *block, END])
-    if BEGIN in results_md and END in results_md:
-        head, rest = results_md.split(BEGIN, 1)
-        return head + text + rest.split(END, 1)[1]
-    marker = "\n## Peer settings"
-    if marker in results_md:
-        head, rest = results_md.split(marker, 1)
-        return head.rstrip("\n") + "\n\n" + text + "\n" + marker + rest
-    return results_md.rstrip("\n") + "\n\n" + text + "\n"

@@ -1,0 +1,35 @@
+"""Blocks of results.md that one section of the bench rewrites on its own.
+
+``run.py --only streaming`` (or ``--only avro``, or both) runs just those sections and
+replaces only their blocks in the last full run's results.md; a full run writes them too.
+Each block sits between ``begin(name)`` and ``end(name)`` and opens with the line
+``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes.
+"""
+
+from __future__ import annotations
+
+#: The sections whose results live in a block of their own.
+SECTIONS = ("streaming", "avro")
+
+
+def begin(name: str) -> str:
+    return f"<!-- BEGIN {name}: tests/bench/run.py --only {name} rewrites this block -->"
+
+
+def end(name: str) -> str:
+    return f"<!-- END {name} -->"
+
+
+def splice(results_md: str, name: str, block: list[str], when: str) -> str:
+    """``results_md`` with the ``name`` block replaced by ``block`` (or added before the
+    peer settings when it has none), dated ``when``."""
+    text = "\n".join([begin(name), f"{name.capitalize()} section run {when}.", "", *block,
+                      end(name)])
+    if begin(name) in results_md and end(name) in results_md:
+        head, rest = results_md.split(begin(name), 1)
+        return head + text + rest.split(end(name), 1)[1]
+    marker = "\n## Peer settings"
+    if marker in results_md:
+        head, rest = results_md.split(marker, 1)
+        return head.rstrip("\n") + "\n\n" + text + "\n" + marker + rest
+    return results_md.rstrip("\n") + "\n\n" + text + "\n"
