@@ -384,11 +384,9 @@ _CHECKED: dict[tuple, float] = {}
 
 
 def _check_key(options: WriterOptions) -> tuple:
-    import dataclasses
-    import hashlib
-    # a digest of every connection setting (secrets included, never kept in clear)
-    config = hashlib.sha256(repr(dataclasses.astuple(options.client_config)).encode())
-    return config.hexdigest(), options.topic, options.exactly_once
+    # the pool's identity of the connection settings: a repr would show every secret as
+    # '******', so two passwords would share one passed check
+    return pool.pool_key(options.client_config), options.topic, options.exactly_once
 
 
 def _check_topic_exists(options: WriterOptions) -> None:
