@@ -141,6 +141,7 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
         left = max(1, int((deadline - time.monotonic()) * 1000))
         config.request_timeout_ms = min(base.request_timeout_ms, left)
         config.connect_timeout_ms = min(base.connect_timeout_ms, left)
+        client.deadline = deadline  # no second broker tried for a connection past it
         return left
 
     try:

@@ -94,6 +94,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata: ClusterMetadata | None = None
+        # A time.monotonic() past which no further broker is tried for a connection (the
+        # fetcher sets it to its poll deadline); None: try every candidate.
+        self.deadline: float | None = None
 
     def close(self) -> None:
         for conn in list(self._connections.values()):
@@ -113,6 +116,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         with other timeouts, e.g. those of the task that checked this client out. Open
         connections take it too."""
         self.config = config
+        self.deadline = None
         for conn in self._open_connections():
             conn.config = config
 
@@ -158,8 +162,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return self._bootstrap_conn
         errors = []
         known = list(self._metadata.brokers.items()) if self._metadata else []
-        candidates = [(None, hp) for hp in self._bootstrap] + [(n, hp) for n, hp in known]
+        candidates = [(None, hp) for hp in self._bootstrap]
+        candidates += [(n, hp) for n, hp in known if hp not in self._bootstrap]
         for node_id, (host, port) in candidates:
+            if errors and self.deadline is not None and time.monotonic() >= self.deadline:
+                errors.append("no time left to try the other brokers")
+                break
             conn = BrokerConnection(host, port, self.config, node_id)
             try:
                 conn.connect()

@@ -18,6 +18,7 @@ client starts none). A stall shorter than the timeouts costs only time.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -63,7 +64,7 @@ def bounded(name: str, limit_s: float, errors, call, what: str):
     elapsed = time.monotonic() - started
     time.sleep(0.05)
     leftover = [t for t in set(threading.enumerate()) - before
-                if t.is_alive() and not t.name.startswith(("fault-proxy", "fake-sasl"))]
+                if t.is_alive() and not t.name.startswith(("fault-proxy", "fake-sasl", "pykafka-pool-reaper"))]
     record(f"timeouts/{name}", section="timeouts", what=what, faults=1, seconds=elapsed,
            limit_s=limit_s, error=type(info.value).__name__, threads_left=len(leftover))
     assert elapsed < limit_s, f"{name}: {elapsed:.2f} s, limit {limit_s} s"
@@ -140,6 +141,23 @@ def test_read_range_gives_up_within_the_poll_timeout(proxy, topic, request_ms): 
                   lambda: list(read_range(opts, OffsetRange(topic, 0, 0, 100))),
                   f"read_range from a stalled broker, pollTimeoutMs={poll_ms}, "
                   f"request.timeout.ms={request_ms}")
+    assert "pollTimeoutMs" in str(err)
+
+
+def test_read_range_with_two_silent_bootstrap_servers(proxy, topic):  # noqa: F811
+    """Two bootstrap servers, both silent (the stalled proxy and a socket nobody reads): the
+    second is not tried once the poll timeout is spent, so the read still gives up in time
+    (before, each took its own timeout: 4 s for a 2 s poll timeout)."""
+    poll_ms = 2000
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        second = f"127.0.0.1:{silent.getsockname()[1]}"
+        opts = reader_options(f"{proxy.address},{second}",
+                              **{"kafkaConsumer.pollTimeoutMs": poll_ms})
+        proxy.stall()
+        err = bounded("read_range_two_silent_servers", poll_ms / 1000 + SLACK_S,
+                      (KafkaTimeoutError, KafkaConnectionError),
+                      lambda: list(read_range(opts, OffsetRange(topic, 0, 0, 100))),
+                      f"read_range, two silent bootstrap servers, pollTimeoutMs={poll_ms}")
     assert "pollTimeoutMs" in str(err)
 
 
