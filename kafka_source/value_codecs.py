@@ -46,7 +46,8 @@ def _proto_reader(col: ColumnFormat):
 
 def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     """The Arrow type of the decoded column (Spark's mapping of the reader schema)."""
-    key = (col.format, col.reader_schema, col.reader_references, tuple(sorted(conversion.items())))
+    key = (col.format, col.reader_schema, col.reader_references, col.inline_schema is not None,
+           col.message_name, tuple(sorted(conversion.items())))
     with _lock:
         found = _reader_types.get(key)
     if found is not None:
@@ -58,8 +59,9 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
         from kafka_common.protobuf import arrow_type
         found = arrow_type(_proto_reader(col), dict(conversion))
     elif col.format == "json":
-        from kafka_common.json_schema import arrow_type
-        found = arrow_type(col.reader_schema)
+        from kafka_common.json_schema import arrow_type, inline_type
+        found = (inline_type(col.reader_schema, col.option("Schema"))
+                 if col.inline_schema is not None else arrow_type(col.reader_schema))
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet by this "
                           "build of pyspark-pykafka (avro is)")
@@ -68,13 +70,27 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     return found
 
 
-def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict):
+def _proto_writer_message(col: ColumnFormat, writer: tuple, path: tuple[int, ...]):
+    """The full name of the message the index ``path`` names in the writer schema."""
+    from kafka_common.protobuf import message_descriptor
+    schema_id, _, text, references = writer
+    try:
+        return message_descriptor(text, references, path=path).full_name
+    except (IndexError, ConfigError):
+        raise ValueError(f"its message index {list(path)} names no message of schema id "
+                         f"{schema_id}") from None
+
+
+def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
+                path: tuple[int, ...] = (0,)):
     """A compiled decoder of the payloads written with ``writer`` (id, type, text,
     references) into ``col``'s reader type: ``.decode(binary_array, starts) -> (array,
-    errors)``."""
+    errors[, reasons])``. ``path``: Protobuf's message index of the payloads. Raises
+    ``ValueError`` when the writer cannot be read as the reader (a Protobuf index naming
+    another message than the reader's)."""
     schema_id, schema_type, text, references = writer
     key = (col.format, schema_id, text, col.reader_schema, col.reader_references,
-           tuple(sorted(conversion.items())))
+           col.message_name, tuple(path), tuple(sorted(conversion.items())))
     with _lock:
         found = _decoders.get(key)
     if found is not None:
@@ -87,10 +103,19 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict):
         writer_schema = parse_schema(text, _avro_named(references))
         found = Decoder(writer_schema, _avro_reader(col), dict(conversion))
     elif col.format == "protobuf":
-        # Protobuf needs no resolution: the payload is read with the reader's message
-        # (field numbers carry the evolution), as from_protobuf reads it.
+        # The message index names the writer's message; it must be the reader's (by full
+        # name): the payload is then read with the reader's message (field numbers carry
+        # the evolution), as from_protobuf reads it. Another message is a mismatch, not a
+        # guess: its fields would land in the reader's by number.
         from kafka_common.protobuf import Decoder
-        found = Decoder(_proto_reader(col), dict(conversion))
+        reader = _proto_reader(col)
+        written = _proto_writer_message(col, writer, tuple(path))
+        if written != reader.full_name:
+            raise ValueError(
+                f"its message index {list(path)} names message {written}, not the reader's "
+                f"{reader.full_name} (set {col.option('MessageName')}={written} to read "
+                "those values)")
+        found = Decoder(reader, dict(conversion))
     elif col.format == "json":
         from kafka_common.json_schema import Decoder
         found = Decoder(reader_type(col, conversion))

@@ -101,17 +101,21 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     reasons = dict(frames.reasons)
     target = reader_type(col, conversion)
     pieces: list[tuple[np.ndarray, pa.Array]] = []
-    # Group rows by (id, guid); guid rows are rare and looked at one by one.
+    # Group rows by (id, guid, Protobuf message index); rows with a guid or with a message
+    # index other than the first message's are rare and looked at one by one.
     groups: dict[tuple, list] = {}
     ok_rows = np.flatnonzero(status == OK)
-    guid_rows = set(frames.guids)
-    plain = ok_rows[~np.isin(ok_rows, list(guid_rows))] if guid_rows else ok_rows
+    odd_rows = set(frames.guids) | set(frames.indexes)
+    plain = ok_rows[~np.isin(ok_rows, list(odd_rows))] if odd_rows else ok_rows
     for schema_id in np.unique(ids[plain]):
-        groups[(int(schema_id), None)] = plain[ids[plain] == schema_id]
-    for row, guid in frames.guids.items():
+        groups[(int(schema_id), None, (0,))] = plain[ids[plain] == schema_id]
+    for row in sorted(odd_rows):
         if status[row] == OK:
-            groups.setdefault((None, guid), []).append(row)
-    for (schema_id, guid), rows in groups.items():
+            guid = frames.guids.get(row)
+            key = (None if guid is not None else int(ids[row]), guid,
+                   frames.indexes.get(row, (0,)))
+            groups.setdefault(key, []).append(row)
+    for (schema_id, guid, path), rows in groups.items():
         rows = np.asarray(rows, dtype=np.int64)
         label = f"schema id {schema_id}" if guid is None else f"schema guid {guid}"
         try:
@@ -124,7 +128,7 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
         if guid is not None:
             ids[rows] = dict(col.guids).get(guid, writer[0])
         try:
-            decoder = decoder_for(col, writer, conversion)
+            decoder = decoder_for(col, writer, conversion, path)
         except ValueError as exc:  # the writer schema cannot be resolved to the reader's
             corrupt[rows] = True
             for r in rows:
@@ -133,12 +137,15 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
         whole = len(rows) == n  # the common case: one writer id, no null or bad row
         subset = values if whole else values.take(pa.array(rows))
         starts = frames.starts if whole else frames.starts[rows]
-        array, errors = decoder.decode(subset, starts)
-        errors = np.asarray(errors, dtype=bool)
+        decoded = decoder.decode(subset, starts)
+        array, errors = decoded[0], np.asarray(decoded[1], dtype=bool)
+        why = decoded[2] if len(decoded) > 2 else {}
         if errors.any():
-            for r in rows[errors]:
+            for j in np.flatnonzero(errors):
+                r = int(rows[j])
                 corrupt[r] = True
-                reasons[int(r)] = f"corrupt {col.format} payload for {label}"
+                reasons[r] = f"corrupt {col.format} payload for {label}" + (
+                    f": {why[int(j)]}" if int(j) in why else "")
             keep = ~errors
             rows, array = rows[keep], array.filter(pa.array(keep))
         if array.type != target:

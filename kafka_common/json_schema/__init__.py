@@ -1,124 +1,69 @@
-"""JSON Schema values as Arrow columns.
+"""JSON values as Arrow columns of a Spark type.
 
-``arrow_type(schema_text)``: the Spark type of a JSON Schema (object with properties ->
-struct in property order, object with only ``additionalProperties`` -> map, string,
-integer -> long, number -> double, boolean, array -> array; a ``["null", T]`` type, or a
-``oneOf``/``anyOf`` of null and one schema, is T; local ``$ref``s to ``#/definitions`` or
-``#/$defs`` are followed; anything else is a string holding the JSON text).
-``Decoder(atype).decode(values, starts)``: each payload parsed as JSON into that type
-(per row, with the standard ``json`` module); a row that is not JSON, or does not fit,
-is an error row.
+- ``spark_types``: ``arrow_type(schema_text)``, the Spark type of a JSON Schema document;
+- ``decoder``: ``Decoder(atype).decode(values, starts)`` -> (array, errors, reasons), each
+  payload converted as Spark's ``from_json`` converts it;
+- ``inline_type(text, option)``: the type of a reader schema given in ``valueSchema``
+  (``keySchema``): a JSON Schema document (a JSON object) or a Spark DDL string
+  (``"id INT, name STRING"``, as ``from_json`` takes).
 """
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
 import pyarrow as pa
 
+from kafka_common.spark_ddl import DDLError, parse_ddl
 from protocol.errors import ConfigError
 
-__all__ = ["arrow_type", "Decoder"]
+from .decoder import Decoder, JSONMismatch
+from .spark_types import arrow_type
+
+__all__ = ["Decoder", "JSONMismatch", "arrow_type", "inline_type", "is_json_schema"]
 
 
-def _resolve(node, root, depth=0):
-    if depth > 32:
-        raise ConfigError("JSON Schema: $ref nests deeper than 32 levels")
-    ref = node.get("$ref") if isinstance(node, dict) else None
-    if ref is None:
-        return node
-    if not ref.startswith("#/"):
-        raise ConfigError(f"JSON Schema: only local $refs are supported, not {ref!r}")
-    target = root
-    for part in ref[2:].split("/"):
-        target = target[part]
-    return _resolve(target, root, depth + 1)
+def is_json_schema(text: str) -> bool:
+    """Whether a reader schema text is meant as a JSON Schema document (it starts with
+    ``{``, which no DDL string does) rather than a Spark DDL string."""
+    return text.lstrip().startswith("{")
 
 
-def _type(node, root, depth=0) -> pa.DataType:
-    if depth > 64:
-        raise ConfigError("JSON Schema nests deeper than 64 levels (recursive $ref?)")
-    node = _resolve(node, root)
-    if node is True or node == {}:
-        return pa.string()
-    for key in ("oneOf", "anyOf"):
-        if key in node:
-            options = [o for o in node[key] if _resolve(o, root).get("type") != "null"]
-            return _type(options[0], root, depth + 1) if len(options) == 1 else pa.string()
-    kind = node.get("type")
-    if isinstance(kind, list):
-        kinds = [k for k in kind if k != "null"]
-        kind = kinds[0] if len(kinds) == 1 else None
-    if kind == "object" or (kind is None and "properties" in node):
-        props = node.get("properties")
-        if props:
-            return pa.struct([pa.field(name, _type(sub, root, depth + 1))
-                              for name, sub in props.items()])
-        extra = node.get("additionalProperties")
-        value = _type(extra, root, depth + 1) if isinstance(extra, dict) else pa.string()
-        return pa.map_(pa.string(), value)
-    if kind == "array":
-        return pa.list_(_type(node.get("items", {}), root, depth + 1))
-    return {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
-            "boolean": pa.bool_(), "null": pa.null()}.get(kind, pa.string())
-
-
-def arrow_type(schema_text: str) -> pa.DataType:
-    try:
-        root = json.loads(schema_text)
-    except ValueError as exc:
-        raise ConfigError(f"the JSON Schema is not JSON: {exc}") from None
-    return _type(root, root)
-
-
-def _fit(value, t: pa.DataType):
-    if value is None:
-        return None
-    if pa.types.is_struct(t):
-        if not isinstance(value, dict):
-            raise ValueError("expected an object")
-        return {t.field(i).name: _fit(value.get(t.field(i).name), t.field(i).type)
-                for i in range(t.num_fields)}
+def _check_keys(t: pa.DataType, option: str) -> None:
     if pa.types.is_map(t):
-        if not isinstance(value, dict):
-            raise ValueError("expected an object")
-        return [(k, _fit(v, t.item_type)) for k, v in value.items()]
-    if pa.types.is_list(t):
-        if not isinstance(value, list):
-            raise ValueError("expected an array")
-        return [_fit(v, t.value_type) for v in value]
-    if pa.types.is_string(t):
-        return value if isinstance(value, str) else json.dumps(value)
-    if pa.types.is_integer(t) and (isinstance(value, bool) or not isinstance(value, int)):
-        raise ValueError("expected an integer")
-    return value
+        if not pa.types.is_string(t.key_type):
+            raise ConfigError(f"{option}: a map for JSON needs STRING keys (as from_json "
+                              f"requires), not {t.key_type}")
+        _check_keys(t.item_type, option)
+    elif pa.types.is_list(t):
+        _check_keys(t.value_type, option)
+    elif pa.types.is_struct(t):
+        for i in range(t.num_fields):
+            _check_keys(t.field(i).type, option)
 
 
-class Decoder:
-    def __init__(self, atype: pa.DataType):
-        self.type = atype
-
-    def decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
-        rows, errors = [], np.zeros(len(values), dtype=bool)
-        for i, (raw, start) in enumerate(zip(values.to_pylist(), starts)):
-            if raw is None:
-                rows.append(None)
-                continue
-            try:
-                rows.append(_fit(json.loads(raw[int(start):]), self.type))
-            except (ValueError, UnicodeDecodeError, TypeError):
-                errors[i] = True
-                rows.append(None)
+def inline_type(text: str, option: str) -> pa.DataType:
+    """The Arrow type of ``text`` given in ``option`` for valueFormat/keyFormat=json."""
+    if is_json_schema(text):
         try:
-            return pa.array(rows, self.type), errors
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-            good = []
-            for i, row in enumerate(rows):
-                try:
-                    pa.array([row], self.type)
-                    good.append(row)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-                    errors[i] = True
-                    good.append(None)
-            return pa.array(good, self.type), errors
+            root = json.loads(text)
+        except ValueError as exc:
+            raise ConfigError(
+                f"{option} is neither a JSON Schema document nor a Spark DDL string: it "
+                f"starts with '{{' as a JSON Schema does, but is not JSON ({exc})") from None
+        if not isinstance(root, dict):
+            raise ConfigError(f"{option}: a JSON Schema document must be a JSON object")
+        return arrow_type(text)
+    try:
+        t = parse_ddl(text)
+    except DDLError as exc:
+        raise ConfigError(
+            f"{option} is neither a JSON Schema document (a JSON object, starting with "
+            f"'{{') nor a Spark DDL string such as \"id INT, name STRING, tags ARRAY<STRING>\""
+            f": as DDL, {exc}") from None
+    if not (pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t)):
+        raise ConfigError(f"{option}: the DDL {text.strip()!r} is a single {t} value; "
+                          "from_json reads a struct (a column list such as \"id INT, name "
+                          "STRING\"), an ARRAY<..> or a MAP<STRING, ..>")
+    _check_keys(t, option)
+    return t

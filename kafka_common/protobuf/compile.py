@@ -146,8 +146,13 @@ def message_descriptor(text: str, references: tuple = (), name: str | None = Non
     messages = list(fd.message_types_by_name.values())
     if not messages:
         raise ConfigError("the .proto schema defines no message")
-    path = path or (0,)
-    node = messages[path[0]]
-    for i in path[1:]:
-        node = node.nested_types[i]
+    path = tuple(path or (0,))
+    nodes = messages
+    node = None
+    for depth, i in enumerate(path):
+        if not 0 <= i < len(nodes):
+            raise ConfigError(f"message index {list(path)}: there is no message {i} at "
+                              f"depth {depth} of the .proto schema")
+        node = nodes[i]
+        nodes = list(node.nested_types)
     return node

@@ -1,0 +1,68 @@
+"""The Spark type (as Arrow) of a JSON Schema document.
+
+``arrow_type(schema_text)``: object with properties -> struct in property order, object
+with only ``additionalProperties`` -> map, string, integer -> long, number -> double,
+boolean, array -> array; a ``["null", T]`` type, or a ``oneOf``/``anyOf`` of null and one
+schema, is T; local ``$ref``s to ``#/definitions`` or ``#/$defs`` are followed; anything
+else is a string holding the JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+from protocol.errors import ConfigError
+
+__all__ = ["arrow_type"]
+
+
+def _resolve(node, root, depth=0):
+    if depth > 32:
+        raise ConfigError("JSON Schema: $ref nests deeper than 32 levels")
+    ref = node.get("$ref") if isinstance(node, dict) else None
+    if ref is None:
+        return node
+    if not ref.startswith("#/"):
+        raise ConfigError(f"JSON Schema: only local $refs are supported, not {ref!r}")
+    target = root
+    for part in ref[2:].split("/"):
+        target = target[part]
+    return _resolve(target, root, depth + 1)
+
+
+def _type(node, root, depth=0) -> pa.DataType:
+    if depth > 64:
+        raise ConfigError("JSON Schema nests deeper than 64 levels (recursive $ref?)")
+    node = _resolve(node, root)
+    if node is True or node == {}:
+        return pa.string()
+    for key in ("oneOf", "anyOf"):
+        if key in node:
+            options = [o for o in node[key] if _resolve(o, root).get("type") != "null"]
+            return _type(options[0], root, depth + 1) if len(options) == 1 else pa.string()
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kinds = [k for k in kind if k != "null"]
+        kind = kinds[0] if len(kinds) == 1 else None
+    if kind == "object" or (kind is None and "properties" in node):
+        props = node.get("properties")
+        if props:
+            return pa.struct([pa.field(name, _type(sub, root, depth + 1))
+                              for name, sub in props.items()])
+        extra = node.get("additionalProperties")
+        value = _type(extra, root, depth + 1) if isinstance(extra, dict) else pa.string()
+        return pa.map_(pa.string(), value)
+    if kind == "array":
+        return pa.list_(_type(node.get("items", {}), root, depth + 1))
+    return {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
+            "boolean": pa.bool_(), "null": pa.null()}.get(kind, pa.string())
+
+
+def arrow_type(schema_text: str) -> pa.DataType:
+    try:
+        root = json.loads(schema_text)
+    except ValueError as exc:
+        raise ConfigError(f"the JSON Schema is not JSON: {exc}") from None
+    return _type(root, root)
