@@ -162,6 +162,8 @@ class _Parser:
                 self.take("null")
             if self.accept("comment"):
                 self.take(kind="string")
+                while self.peek() is not None and self.peek()[0] == "string":
+                    self.i += 1     # adjacent literals: one string, as in Spark SQL
             if name in seen:
                 raise self.error(f"field {name!r} appears twice", at[2])
             seen.add(name)

@@ -50,25 +50,26 @@ def registry():
     server.stop()
 
 
-def _read(bootstrap, topic, end, **options):
+def _read(bootstrap, topic, end, start=0, **options):
     opts = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
                                  **options})
     opts = dataclasses.replace(opts, formats=resolve_formats(opts.formats))
-    return pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))))
+    return pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, start, end))))
 
 
-def _pb2(tmp_path):
+def _pb2(tmp_path, text=PROTO, name="shop"):
+    """The Python module protoc generates for ``text`` (saved as ``<name>.proto``)."""
     import importlib
     import importlib.resources
 
     from grpc_tools import protoc
-    (tmp_path / "shop.proto").write_text(PROTO)
+    (tmp_path / f"{name}.proto").write_text(text)
     include = str(importlib.resources.files("grpc_tools") / "_proto")
     assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}",
-                        f"--python_out={tmp_path}", "shop.proto"]) == 0
+                        f"--python_out={tmp_path}", f"{name}.proto"]) == 0
     sys.path.insert(0, str(tmp_path))
     try:
-        return importlib.import_module("shop_pb2")
+        return importlib.import_module(f"{name}_pb2")
     finally:
         sys.path.remove(str(tmp_path))
 
@@ -252,3 +253,237 @@ def test_proto_message_names_and_recursion_as_from_protobuf_needs():
     two = arrow_type(message_descriptor(tree), {"recursive.fields.max.depth": "2"})
     assert two == pa.struct([("name", pa.string()), ("kids", pa.list_(pa.struct([
         ("name", pa.string())])))])
+
+
+EVENTS = """
+syntax = "proto3";
+package events;
+
+message Created { string id = 1; int64 cents = 2; }
+message Refund {
+  string order = 1;
+  int64 cents = 2;
+  Reason reason = 3;
+  message Reason { string code = 1; int32 level = 2; }
+}
+"""
+
+
+def test_protobuf_message_index_picks_the_message_and_another_is_a_mismatch(
+        mock_cluster, registry, topic_name, tmp_path):
+    """confluent-kafka's ProtobufSerializer writes the message index of the class it is
+    given: [0] (one 0 byte) for Created, [1] for Refund, [1, 0] for Refund.Reason. A
+    value is read with the reader's message only when its index names that message: a
+    Created read as a Refund would fill ``order`` with its ``id`` (same field number)."""
+    from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
+                                                          ProtobufSerializer)
+    events = _pb2(tmp_path, EVENTS, "events")
+    create_topic(mock_cluster, topic_name, 1)
+    sr = SchemaRegistryClient({"url": registry.url})
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    conf = {"use.deprecated.format": False, "auto.register.schemas": True}
+    created = ProtobufSerializer(events.Created, sr, conf)
+    refund = ProtobufSerializer(events.Refund, sr, conf)
+    reason = ProtobufSerializer(events.Refund.Reason, sr, conf)
+    r1 = events.Refund(order="o-1", cents=250)
+    r1.reason.code, r1.reason.level = "late", 2
+    written = [created(events.Created(id="o-1", cents=900), ctx), refund(r1, ctx),
+               reason(events.Refund.Reason(code="broken", level=5), ctx),
+               refund(events.Refund(order="o-2", cents=-5), ctx)]
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    for value in written:
+        p.produce(topic_name, value=value, partition=0)
+    assert p.flush(10) == 0
+    # One registered schema (the whole .proto file); the indexes after its id differ.
+    assert len(registry.subjects[f"{topic_name}-value"]) == 1
+    assert [w[5:5 + len(i)] for w, i in zip(written, [b"\x00", b"\x02\x02", b"\x04\x02\x00",
+                                                      b"\x02\x02"])] == \
+        [b"\x00", b"\x02\x02", b"\x04\x02\x00", b"\x02\x02"]
+    url = {"schema.registry.url": registry.url}
+
+    table = _read(mock_cluster.bootstrap, topic_name, 4, valueFormat="protobuf",
+                  valueMessageName="events.Refund", mode="PERMISSIVE", **url)
+    assert table.schema.field("value").type == pa.struct([
+        ("order", pa.string()), ("cents", pa.int64()),
+        ("reason", pa.struct([("code", pa.string()), ("level", pa.int32())]))])
+    rows = table.column("value").to_pylist()
+    de = ProtobufDeserializer(events.Refund, {"use.deprecated.format": False})
+    for i in (1, 3):
+        back = de(written[i], ctx)
+        want = {"order": back.order, "cents": back.cents,
+                "reason": {"code": back.reason.code, "level": back.reason.level}
+                if back.HasField("reason") else None}
+        assert rows[i] == want
+    assert rows[1]["reason"] == {"code": "late", "level": 2}
+    assert rows[0] is None and rows[2] is None      # Created, Refund.Reason: not Refunds
+    assert table.column("valueCorruptRecord").to_pylist() == \
+        [written[0], None, written[2], None]
+    assert table.column("valueSchemaId").to_pylist() == [1] * 4
+
+    with pytest.raises(ValueDecodeError) as info:
+        _read(mock_cluster.bootstrap, topic_name, 4, valueFormat="protobuf",
+              valueMessageName="events.Refund", **url)
+    assert (f"topic {topic_name!r} partition 0 offset 0, schema id 1 as protobuf"
+            in str(info.value))
+    assert ("message index [0] names message events.Created, not the reader's "
+            "events.Refund (set valueMessageName=events.Created" in str(info.value))
+    assert "1 more such rows" in str(info.value)
+
+    # The nested message, by its full name: only the [1, 0] value is one.
+    table = _read(mock_cluster.bootstrap, topic_name, 4, valueFormat="protobuf",
+                  valueMessageName="events.Refund.Reason", mode="PERMISSIVE", **url)
+    back = ProtobufDeserializer(events.Refund.Reason,
+                                {"use.deprecated.format": False})(written[2], ctx)
+    assert table.column("value").to_pylist() == [
+        None, None, {"code": back.code, "level": back.level}, None]
+
+    # Without valueMessageName the reader is the first message, Created: the Refunds are
+    # named as what they are.
+    with pytest.raises(ValueDecodeError, match=r"offset 1, schema id 1 .*message index "
+                       r"\[1\] names message events.Refund, not the reader's "
+                       r"events.Created \(set valueMessageName=events.Refund"):
+        _read(mock_cluster.bootstrap, topic_name, 4, valueFormat="protobuf", **url)
+    table = _read(mock_cluster.bootstrap, topic_name, 1, valueFormat="protobuf", **url)
+    assert table.column("value").to_pylist() == [{"id": "o-1", "cents": 900}]
+
+
+def test_protobuf_message_index_outside_the_schema_is_a_corrupt_record(
+        mock_cluster, registry, topic_name):
+    create_topic(mock_cluster, topic_name, 1)
+    schema_id = registry.register(f"{topic_name}-value",
+                                  {"schema": EVENTS, "schemaType": "PROTOBUF"})["id"]
+    prefix = b"\x00" + schema_id.to_bytes(4, "big")
+    values = [prefix + b"\x02\x04" + b"\x0a\x01x",     # [2]: the file has two messages
+              prefix + b"\x04\x02\x06" + b"\x0a\x01x",  # [1, 3]: Refund has one nested
+              prefix + b"\x02\x03" + b"\x0a\x01x"]      # [-2]
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    for value in values:
+        p.produce(topic_name, value=value, partition=0)
+    assert p.flush(10) == 0
+    table = _read(mock_cluster.bootstrap, topic_name, 3, valueFormat="protobuf",
+                  mode="PERMISSIVE", **{"schema.registry.url": registry.url})
+    assert table.column("value").to_pylist() == [None] * 3
+    assert table.column("valueCorruptRecord").to_pylist() == values
+    with pytest.raises(ValueDecodeError, match=r"offset 0, schema id \d+ .*message index "
+                       r"\[2\] names no message of schema id"):
+        _read(mock_cluster.bootstrap, topic_name, 3, valueFormat="protobuf",
+              **{"schema.registry.url": registry.url})
+
+
+# A JSON Schema loose enough that JSONSerializer (which validates) lets through values
+# that do not fit the reader's DDL: the DDL decides, as from_json's schema does.
+LOOSE = {"type": "object", "properties": {
+    "id": {"type": ["integer", "string", "number"]}, "name": {"type": ["string", "object"]},
+    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+    "price": {"type": ["number", "string"]}, "at": {"type": ["string", "integer"]},
+    "day": {"type": "string"}, "attrs": {"type": "object"},
+    "where": {"type": ["object", "string"]}}}
+DDL = ("id INT, name STRING, tags ARRAY<STRING>, price DECIMAL(6, 2), at TIMESTAMP, "
+       "day DATE, attrs MAP<STRING, BIGINT>, `where` STRUCT<lat: DOUBLE, lon: DOUBLE>, "
+       "missing STRING NOT NULL COMMENT 'never written'")
+
+
+def _from_json(doc: dict) -> dict:
+    """What from_json(value, DDL) gives for a document that fits DDL (see the Spark test
+    for from_json itself as the referee)."""
+    import datetime as dt
+    import decimal
+    at = doc.get("at")
+    return {"id": doc.get("id"), "name": doc.get("name"), "tags": doc.get("tags"),
+            "price": decimal.Decimal(str(doc["price"])).quantize(
+                decimal.Decimal("0.01"), rounding=decimal.ROUND_HALF_UP)
+            if "price" in doc else None,
+            "at": dt.datetime.fromisoformat(at) if isinstance(at, str) else
+            dt.datetime.fromtimestamp(at, dt.timezone.utc) if at is not None else None,
+            "day": dt.date.fromisoformat(doc["day"]) if "day" in doc else None,
+            "attrs": list(doc["attrs"].items()) if "attrs" in doc else None,
+            "where": doc.get("where"), "missing": None}
+
+
+def test_json_values_read_with_a_ddl_reader_schema_as_from_json_converts(
+        mock_cluster, registry, topic_name):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    create_topic(mock_cluster, topic_name, 1)
+    sr = SchemaRegistryClient({"url": registry.url})
+    ser = JSONSerializer(json.dumps(LOOSE), sr)
+    ctx = SerializationContext(topic_name, MessageField.VALUE)
+    docs = [{"id": 1, "name": "ann", "tags": ["a", None], "price": 12.345,
+             "at": "2024-01-02T03:04:05.123+01:00", "day": "2024-02-03",
+             "attrs": {"x": 5}, "where": {"lat": 1.5, "lon": 2}, "ignored": True},
+            {"id": 2, "price": "7", "at": 1_700_000_000},       # missing fields: null
+            {"id": "3", "name": "bob"},                          # a string for INT
+            {"id": 4, "price": 12345.6},                         # too many digits
+            {"id": 2 ** 31, "name": "big"},                      # out of INT's range
+            {"id": 6, "name": {"nested": [1, True]}}]            # JSON text for STRING
+    written = [ser(d, ctx) for d in docs]
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    for value in written + [None]:
+        p.produce(topic_name, value=value, partition=0)
+    assert p.flush(10) == 0
+    url = {"schema.registry.url": registry.url}
+    de = JSONDeserializer(json.dumps(LOOSE), schema_registry_client=sr)
+    back = [de(v, ctx) for v in written]                       # the referee's documents
+    assert back == docs
+
+    table = _read(mock_cluster.bootstrap, topic_name, 7, valueFormat="json",
+                  valueSchema=DDL, mode="PERMISSIVE", **url)
+    assert table.schema.field("value").type == pa.struct([
+        ("id", pa.int32()), ("name", pa.string()), ("tags", pa.list_(pa.string())),
+        ("price", pa.decimal128(6, 2)), ("at", pa.timestamp("us", tz="UTC")),
+        ("day", pa.date32()), ("attrs", pa.map_(pa.string(), pa.int64())),
+        ("where", pa.struct([("lat", pa.float64()), ("lon", pa.float64())])),
+        ("missing", pa.string())])
+    rows = table.column("value").to_pylist()
+    assert rows[0] == _from_json(back[0]) and rows[1] == _from_json(back[1])
+    assert str(rows[0]["price"]) == "12.35" and str(rows[1]["price"]) == "7.00"
+    assert rows[5] == {**_from_json({}), "id": 6, "name": '{"nested":[1,true]}'}
+    assert rows[2] is None and rows[3] is None and rows[4] is None and rows[6] is None
+    assert table.column("valueCorruptRecord").to_pylist() == \
+        [None, None, written[2], written[3], written[4], None, None]
+    assert table.column("valueSchemaId").to_pylist() == [1] * 6 + [None]
+
+    for end, offset, reason in [
+            (3, 2, "id: expected an integer (int), got the string '3'"),
+            (4, 3, "price: 12345.6 does not fit decimal(6, 2)"),
+            (5, 4, "id: 2147483648 is out of range for int")]:
+        with pytest.raises(ValueDecodeError) as info:
+            _read(mock_cluster.bootstrap, topic_name, end, start=offset,
+                  valueFormat="json", valueSchema=DDL, **url)
+        assert (f"topic {topic_name!r} partition 0 offset {offset}, schema id 1 as json"
+                in str(info.value)) and reason in str(info.value)
+
+    # No registry: the DDL reads every framed value (the id is still reported).
+    table = _read(mock_cluster.bootstrap, topic_name, 2, valueFormat="json",
+                  valueSchema=DDL)
+    assert table.column("value").to_pylist() == [_from_json(d) for d in back[:2]]
+    assert table.column("valueSchemaId").to_pylist() == [1, 1]
+
+
+def test_json_reader_schema_is_a_ddl_or_a_json_schema_and_errors_say_which(registry):
+    from kafka_source.options import parse_reader_options
+    from kafka_source.spark_schema import formatted_schema
+    from protocol.errors import ConfigError
+
+    def value_type(schema):
+        opts = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9",
+                                     "subscribe": "t", "valueFormat": "json",
+                                     "valueSchema": schema})
+        return formatted_schema(False, resolve_formats(opts.formats))["value"].dataType
+
+    assert value_type("id INT, tags ARRAY<STRING>").simpleString() == \
+        "struct<id:int,tags:array<string>>"
+    assert value_type("ARRAY<STRUCT<id: BIGINT>>").simpleString() == "array<struct<id:bigint>>"
+    assert value_type(' {"type": "object", "properties": {"id": {"type": "integer"}}}'
+                      ).simpleString() == "struct<id:bigint>"
+    with pytest.raises(ConfigError, match=r"valueSchema is neither a JSON Schema document "
+                       r"nor a Spark DDL string: it starts with '\{' as a JSON Schema does, "
+                       r"but is not JSON"):
+        value_type('{"type": "object",')
+    with pytest.raises(ConfigError, match=r"valueSchema is neither a JSON Schema document "
+                       r".* nor a Spark DDL string .*: as DDL, unknown type 'INTEGR' at "
+                       r"position 3"):
+        value_type("id INTEGR, name STRING")
+    with pytest.raises(ConfigError, match="valueSchema: the DDL 'INT' is a single int32"):
+        value_type("INT")
+    with pytest.raises(ConfigError, match="valueSchema: a map for JSON needs STRING keys"):
+        value_type("m MAP<INT, STRING>")
