@@ -187,3 +187,159 @@ def test_writer_frames_avro_as_confluent_s_deserializer_reads_it(spark, mock_clu
             .option("schema.registry.url", registry.url).load().orderBy("offset").collect())
     assert [r.value and r.value.asDict(recursive=True)["m"] for r in back] == \
         [{"k": 1}, None, {"k": 1}]
+
+
+def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, registry,
+                                                     topic_name, tmp_path):
+    """A topic of Protobuf values (the .proto's second message, so a message index [1])
+    and one of JSON Schema values, read by ``spark.read``; referees: confluent-kafka's
+    ProtobufDeserializer and JSONDeserializer."""
+    import datetime as dt
+    import decimal
+
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
+                                                          ProtobufSerializer)
+
+    from .test_schema_registry_formats import DDL, EVENTS, LOOSE, _pb2
+    events = _pb2(tmp_path, EVENTS, "events")
+    sr = SchemaRegistryClient({"url": registry.url})
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+
+    def read(topic, **options):
+        reader = (spark.read.format("pykafka")
+                  .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+                  .option("subscribe", topic).option("schema.registry.url", registry.url))
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        return reader.load().orderBy("offset")
+
+    pb_topic = topic_name + "-pb"
+    create_topic(mock_cluster, pb_topic, 1)
+    ctx = SerializationContext(pb_topic, MessageField.VALUE)
+    ser = ProtobufSerializer(events.Refund, sr, {"use.deprecated.format": False})
+    refunds = [events.Refund(order=f"o{i}", cents=i * 100 - 150) for i in range(3)]
+    refunds[1].reason.code, refunds[1].reason.level = "late", 3
+    pb_written = [ser(r, ctx) for r in refunds]
+    for value in pb_written[:2] + [None] + pb_written[2:]:
+        p.produce(pb_topic, value=value, partition=0)
+
+    json_topic = topic_name + "-json"
+    create_topic(mock_cluster, json_topic, 1)
+    jctx = SerializationContext(json_topic, MessageField.VALUE)
+    jser = JSONSerializer(json.dumps(LOOSE), sr)
+    docs = [{"id": 1, "name": "ann", "tags": ["a"], "price": 2.5, "day": "2024-02-29",
+             "at": "2024-01-02T03:04:05Z", "attrs": {"k": 7}, "where": {"lat": 1.5}},
+            {"id": 2}]
+    json_written = [jser(d, jctx) for d in docs]
+    for value in json_written:
+        p.produce(json_topic, value=value, partition=0)
+    assert p.flush(10) == 0
+
+    df = read(pb_topic, valueFormat="protobuf", valueMessageName="events.Refund")
+    assert df.schema.simpleString().startswith(
+        "struct<key:binary,value:struct<order:string,cents:bigint,reason:struct<"
+        "code:string,level:int>>,topic:string")
+    rows = df.collect()
+    de = ProtobufDeserializer(events.Refund, {"use.deprecated.format": False})
+    want = []
+    for value in pb_written[:2] + [None] + pb_written[2:]:
+        if value is None:
+            want.append(None)
+            continue
+        back = de(value, ctx)
+        want.append({"order": back.order, "cents": back.cents or None,
+                     "reason": {"code": back.reason.code, "level": back.reason.level}
+                     if back.HasField("reason") else None})
+    assert [r.value.asDict(recursive=True) if r.value else None for r in rows] == want
+    assert [r.valueSchemaId for r in rows] == [1, 1, None, 1]
+
+    jde = JSONDeserializer(json.dumps(LOOSE), schema_registry_client=sr)
+    back = [jde(v, jctx) for v in json_written]
+    # The registry's JSON Schema as the reader schema ...
+    df = read(json_topic, valueFormat="json")
+    value_type = df.schema["value"].dataType.simpleString()
+    assert value_type.startswith("struct<id:string,name:string,tags:array<string>,")
+    got = [r.value.asDict(recursive=True) for r in df.collect()]
+    assert [g["tags"] for g in got] == [b.get("tags") for b in back]
+    assert [g["id"] for g in got] == [str(b["id"]) for b in back]   # a union: JSON text
+    # ... and a DDL (the from_json route).
+    df = read(json_topic, valueFormat="json", valueSchema=DDL)
+    assert df.schema["value"].dataType.simpleString() == (
+        "struct<id:int,name:string,tags:array<string>,price:decimal(6,2),at:timestamp,"
+        "day:date,attrs:map<string,bigint>,where:struct<lat:double,lon:double>,"
+        "missing:string>")
+    rows = df.selectExpr("value.*", "CAST(value.at AS STRING) AS at_utc").collect()
+    assert [(r.id, r.name, r.tags, r.price, r.day, r.attrs, r.where and r.where.asDict())
+            for r in rows] == [
+        (b["id"], b.get("name"), b.get("tags"),
+         decimal.Decimal(str(b["price"])).quantize(decimal.Decimal("0.01"))
+         if "price" in b else None,
+         dt.date.fromisoformat(b["day"]) if "day" in b else None, b.get("attrs"),
+         {"lat": b["where"]["lat"], "lon": None} if "where" in b else None) for b in back]
+    assert [r.at_utc for r in rows] == ["2024-01-02 03:04:05", None]   # session tz UTC
+
+
+def test_json_conversion_and_ddl_parser_agree_with_spark(spark):
+    """Spark itself is the referee: ``DataType.fromDDL`` for the DDL parser, and
+    ``from_json`` (FAILFAST) for the conversion of each document: the rows this decoder
+    reads agree with from_json's, and every row it calls corrupt makes from_json fail."""
+    import pyarrow as pa
+    from pyspark.sql.functions import from_json
+    from pyspark.sql.pandas.types import to_arrow_type
+    from pyspark.sql.types import DataType
+
+    from kafka_common.json_schema import Decoder
+    from kafka_common.spark_ddl import parse_ddl
+
+    for ddl in ["id INT, name STRING, tags ARRAY<STRING>",
+                "a: tinyint, b short, c Long, d REAL, e dec(5), f numeric(7, 3), g decimal",
+                "`a b` double, t timestamp_ntz, u timestamp_ltz, v timestamp, w date, "
+                "z binary, q boolean COMMENT 'c'",
+                "m MAP<STRING, ARRAY<STRUCT<a: INT, b: STRUCT<c: BIGINT>>>>",
+                "string string, array array<int>", "struct<a:int>", "array<struct<a:int>>"]:
+        assert parse_ddl(ddl) == to_arrow_type(DataType.fromDDL(ddl), timezone="UTC"), ddl
+
+    ddl = ("i INT, b TINYINT, l BIGINT, f FLOAT, d DOUBLE, m DECIMAL(5, 2), s STRING, "
+           "ok BOOLEAN, bin BINARY, day DATE, ts TIMESTAMP, nt TIMESTAMP_NTZ, "
+           "xs ARRAY<INT>, kv MAP<STRING, DOUBLE>, st STRUCT<a: INT, b: STRING>")
+    fits = ['{"i": 1, "b": -128, "l": 9007199254740993, "f": 1.5, "d": 2, "m": 1.005, '
+            '"s": "x", "ok": true, "bin": "AAE=", "day": "2024-02-29", '
+            '"ts": "2024-01-02T03:04:05.123456+02:00", "nt": "2024-01-02T03:04:05", '
+            '"xs": [1, null], "kv": {"a": 1.5, "b": null}, "st": {"a": 1, "c": 2}}',
+            '{"s": 12.5, "d": "NaN", "f": "-Infinity", "m": "3.14159", "ts": 1700000000}',
+            '{"s": {"k": [1, "two", null, false, 1e20, 1.50, 2.5e-9]}, "st": {}, "xs": []}',
+            '{"unknown": 1, "b": 200, "f": 3.4e39, "d": 1e400, "kv": {"a": "+INF"}}',
+            '{"ts": "2024-01-02 03:04:05", "day": "2024-2-9", "nt": "2024-01-02"}',
+            '{"ts": "2024-1-2T3:04:05.1234567Z", "day": "2024-02-29T10:00", "m": 1e2}',
+            '{"ts": "2024-01-02", "s": true, "m": 0.001, "st": null}']
+    corrupt = ['null', '"x"', '[]', '[{"i": 1}]', '{"i": 1', '{"i": 1.0}', '{"i": "1"}',
+               '{"b": 256}', '{"b": -129}', '{"l": 1e3}', '{"ok": "true"}', '{"i": true}',
+               '{"m": 1234.5}', '{"m": -999.995}', '{"m": "abc"}', '{"xs": {"a": 1}}',
+               '{"st": [1]}', '{"day": "29.02.2024"}', '{"day": 5}', '{"d": "1.5"}',
+               '{"ts": 1.5}', '{"nt": "2024-01-02T03:04:05Z"}', '{"bin": 5}',
+               '{"bin": "AAE"}', '{"d": "INF"}']
+    docs = fits + corrupt
+    atype = parse_ddl(ddl)
+    array, errors, _ = Decoder(atype).decode(pa.array([d.encode() for d in docs]),
+                                             [0] * len(docs))
+    assert list(errors) == [False] * len(fits) + [True] * len(corrupt)
+    # One query: from_json in PERMISSIVE mode puts a malformed row's text in the corrupt
+    # record column (and nothing else in the row).
+    df = spark.createDataFrame(list(enumerate(docs)), "i int, j string")
+    spark_rows = (df.orderBy("i").select(from_json(
+        "j", ddl + ", _corrupt_record STRING",
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}).alias("v"))
+        .toArrow().column("v").combine_chunks())
+    assert spark_rows.field("_corrupt_record").to_pylist() == [None] * len(fits) + corrupt
+    theirs = pa.StructArray.from_arrays(
+        [spark_rows.field(n) for n in atype.names], names=atype.names)
+    ours = array.cast(theirs.type).slice(0, len(fits)).to_pylist()
+
+    def same(x):  # NaN as a string: nan != nan
+        if isinstance(x, dict):
+            return {k: same(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [same(v) for v in x]
+        return "NaN" if isinstance(x, float) and x != x else x
+    assert same(ours) == same(theirs.slice(0, len(fits)).to_pylist())

@@ -1,18 +1,22 @@
 """JSON payloads into an Arrow column of a Spark type, as Spark's ``from_json`` converts them.
 
-The conversion follows Spark's ``JacksonParser``: a missing field, or a JSON ``null``, is
-null; fields not in the type are ignored; integers (``tinyint`` to ``bigint``) take JSON
-integers in range only (``1.0`` or ``"1"`` do not fit); ``float``/``double`` take any
-number and the strings ``NaN``, ``Infinity``, ``+Infinity``, ``-Infinity``, ``INF``,
-``+INF``, ``-INF``; ``decimal(p, s)`` takes numbers and numeric strings, rounded half-up
-to ``s`` digits, and refuses more than ``p`` digits; ``string`` takes a string as is and
-any other value as its JSON text; ``binary`` takes base64 text; ``date`` takes
-``yyyy-MM-dd`` (optionally followed by a time); ``timestamp`` takes ISO-8601 text (read
-as UTC when it has no offset: the executors do not know the session time zone) or a
-number of seconds since the epoch; ``timestamp_ntz`` takes ISO-8601 text without an
-offset; arrays take arrays, structs and maps (string keys) take objects. A payload that
-is not JSON, or a value that does not fit, makes the row corrupt (with a reason naming
-the field): under FAILFAST the query fails, under PERMISSIVE the row is null.
+The conversion follows Spark's ``JacksonParser`` (and is checked against ``from_json``
+in tests/test_schema_registry_spark.py): a missing field, or a JSON ``null`` inside the
+row, is null; fields not in the type are ignored; integers take JSON integers in range
+only (``1.0``, ``1e3`` or ``"1"`` do not fit; ``tinyint`` takes 128..255 as -128..-1, as
+Jackson does); ``float``/``double`` take any number (out of range: infinity) and the
+strings ``NaN``, ``Infinity``, ``+Infinity``, ``-Infinity``, ``+INF`` and ``-INF``;
+``decimal(p, s)`` takes numbers and numeric strings, rounded half-up to ``s`` digits, and
+refuses more than ``p`` digits; ``string`` takes a string as is and any other value as
+its compact JSON text (numbers as Java prints a double: ``1.0E20``); ``binary`` takes
+base64 text; ``date`` takes ``yyyy-[m]m-[d]d`` (optionally followed by a time);
+``timestamp`` takes ISO-8601 text or Spark's looser forms (one-digit fields, a zone name)
+-- read as UTC when it has no zone: the executors do not know the session time zone --
+or a whole number of seconds since the epoch; ``timestamp_ntz`` takes such text without
+a zone; arrays take arrays, structs and maps (string keys) take objects. A payload that
+is not JSON, a root that is ``null`` or not an object (for a struct), or a value that
+does not fit makes the row corrupt, with a reason naming the field: under FAILFAST the
+query fails, under PERMISSIVE the row is null.
 
 Rows are parsed with the standard ``json`` module and converted by per-type functions
 built once per decoder: row by row in Python.
@@ -25,6 +29,7 @@ import binascii
 import datetime as dt
 import decimal
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -34,8 +39,7 @@ __all__ = ["Decoder", "JSONMismatch"]
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_NAIVE = dt.datetime(1970, 1, 1)
 _SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": float("inf"),
-            "INF": float("inf"), "+INF": float("inf"), "-Infinity": float("-inf"),
-            "-INF": float("-inf")}
+            "+INF": float("inf"), "-Infinity": float("-inf"), "-INF": float("-inf")}
 
 
 class JSONMismatch(ValueError):
@@ -60,9 +64,40 @@ def _fail(where: str, want: str, v):
     raise JSONMismatch(f"{where or 'the value'}: expected {want}, got {_kind(v)}")
 
 
+def _java_double(x: float) -> str:
+    """``x`` as Java's ``Double.toString`` (how Jackson writes a parsed JSON number back):
+    ``1.5``, ``100.0``, ``1.0E20``, ``1.2E-5``."""
+    if x != x or x in (float("inf"), float("-inf")):
+        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(x)]
+    if x == 0 or 1e-3 <= abs(x) < 1e7:
+        return repr(x)          # the shortest round-trip digits, as Java's since JDK 19
+    sign, digits, exponent = decimal.Decimal(repr(x)).as_tuple()
+    power = exponent + len(digits) - 1
+    digits = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
+
+
 def _text(v) -> str:
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False,
-                      default=lambda d: float(d) if isinstance(d, decimal.Decimal) else str(d))
+    """A JSON value as the text Spark puts in a string field (Jackson's compact output)."""
+    kind = type(v)
+    if kind is str:
+        return json.dumps(v, ensure_ascii=False)
+    if kind is bool or v is None:
+        return "true" if v is True else "false" if v is False else "null"
+    if kind is int:
+        return str(v)
+    if kind is float or kind is decimal.Decimal:
+        return _java_double(float(v))
+    if kind is list:
+        return "[" + ",".join(_text(x) for x in v) + "]"
+    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _text(x)
+                          for k, x in v.items()) + "}"
+
+
+_DATE = re.compile(r"\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2})(?:[T ].*)?)?)?\s*$", re.S)
+_TIMESTAMP = re.compile(
+    r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})"
+    r"(?:\.(\d*))?)?)?\s*(Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]+/[A-Za-z_/+-]+)?\s*$")
 
 
 def _micros(d: dt.datetime, base: dt.datetime) -> int:
@@ -71,11 +106,33 @@ def _micros(d: dt.datetime, base: dt.datetime) -> int:
 
 
 def _parse_datetime(s: str, where: str) -> dt.datetime:
+    """ISO-8601 text, or the looser forms Spark's ``stringToTimestamp`` takes (one-digit
+    fields, a space before the zone, a zone name)."""
     try:
         return dt.datetime.fromisoformat(s.strip())
     except ValueError:
-        raise JSONMismatch(f"{where or 'the value'}: {s[:40]!r} is not an ISO-8601 "
-                           "timestamp") from None
+        pass
+    m = _TIMESTAMP.match(s)
+    try:
+        if m is None:
+            raise ValueError
+        y, mo, d, h, mi, sec, frac, zone = m.groups()
+        tz = None
+        if zone in ("Z", "UTC", "GMT"):
+            tz = dt.timezone.utc
+        elif zone and zone[0] in "+-":
+            digits = zone[1:].replace(":", "")
+            hours, minutes = (digits, "0") if len(digits) <= 2 else (digits[:-2], digits[-2:])
+            offset = dt.timedelta(hours=int(hours), minutes=int(minutes))
+            tz = dt.timezone(-offset if zone[0] == "-" else offset)
+        elif zone:
+            import zoneinfo
+            tz = zoneinfo.ZoneInfo(zone)
+        return dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0),
+                           int((frac or "0")[:6].ljust(6, "0")), tzinfo=tz)
+    except (ValueError, KeyError, LookupError):
+        raise JSONMismatch(f"{where or 'the value'}: {s[:40]!r} is not a timestamp") \
+            from None
 
 
 def converter(t: pa.DataType, where: str = ""):
@@ -115,13 +172,15 @@ def converter(t: pa.DataType, where: str = ""):
         bits = t.bit_width
         low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         name = {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[bits]
+        if bits == 8:
+            high = 255      # Jackson's getByteValue takes 128..255 as -128..-1 (Spark too)
 
         def integer(v):
             if type(v) is not int:
                 _fail(where, f"an integer ({name})", v)
             if not low <= v <= high:
                 raise JSONMismatch(f"{where or 'the value'}: {v} is out of range for {name}")
-            return v
+            return v - 256 if v > 127 and bits == 8 else v
         return integer
     if pa.types.is_floating(t):
         def floating(v):
@@ -177,11 +236,11 @@ def converter(t: pa.DataType, where: str = ""):
         def date(v):
             if type(v) is not str:
                 _fail(where, "a date string (yyyy-MM-dd)", v)
-            s = v.strip()
+            m = _DATE.match(v)
             try:
-                if len(s) > 10 and s[10] in "T ":
-                    s = s[:10]
-                return dt.date.fromisoformat(s)
+                if m is None:
+                    raise ValueError
+                return dt.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
             except ValueError:
                 raise JSONMismatch(f"{where or 'the value'}: {v[:40]!r} is not a date "
                                    "(yyyy-MM-dd)") from None
@@ -255,8 +314,13 @@ class Decoder:
                 reasons[i] = f"not JSON: {exc}"
                 rows.append(None)
                 continue
+            if doc is None:     # from_json's INVALID_JSON_ROOT_FIELD
+                errors[i] = True
+                reasons[i] = "the JSON value is null, not a row"
+                rows.append(None)
+                continue
             try:
-                rows.append(None if doc is None else convert(doc))
+                rows.append(convert(doc))
             except JSONMismatch as exc:
                 errors[i] = True
                 reasons[i] = str(exc)
