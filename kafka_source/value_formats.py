@@ -54,10 +54,13 @@ FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("keySchemaVersion", '"latest"', "The same for the key."),
     ("valueSchema", "none",
      "An explicit reader schema instead of the registry's: Avro schema JSON, .proto text "
-     "(with valueMessageName), or a JSON Schema for json."),
+     "(with valueMessageName), or for json a Spark DDL string (\"id INT, name STRING, tags "
+     "ARRAY<STRING>\": values converted as from_json converts them) or a JSON Schema "
+     "document (a JSON object)."),
     ("keySchema", "none", "The same for the key."),
     ("valueMessageName", "first message",
-     "Protobuf: the (fully qualified) message of the .proto to read as the value."),
+     "Protobuf: the (fully qualified) message of the .proto to read as the value; a value "
+     "whose Confluent message index names another message is a corrupt record."),
     ("keyMessageName", "first message", "The same for the key."),
     ("mode", '"FAILFAST"',
      "FAILFAST fails the query on a corrupt value or an unknown schema id (naming topic, "
