@@ -487,3 +487,63 @@ def test_json_reader_schema_is_a_ddl_or_a_json_schema_and_errors_say_which(regis
         value_type("INT")
     with pytest.raises(ConfigError, match="valueSchema: a map for JSON needs STRING keys"):
         value_type("m MAP<INT, STRING>")
+
+
+TREE = """
+syntax = "proto3";
+package t;
+import "google/protobuf/duration.proto";
+message Node {
+  string name = 1;
+  repeated Node kids = 2;
+  Kind kind = 3;
+  google.protobuf.Duration took = 4;
+  int32 n = 5;
+  map<string, Node> byname = 6;
+  enum Kind { LEAF = 0; BRANCH = 1; }
+}
+"""
+
+
+def test_protobuf_decoder_options_as_from_protobuf_applies_them():
+    """The compiled decoder (no broker needed): recursion cut at
+    recursive.fields.max.depth, emit.default.values, enums.as.ints, Duration, a map of
+    messages; the payloads are the protobuf runtime's own serialization."""
+    import datetime as dt
+
+    import numpy as np
+    from google.protobuf import message_factory
+
+    from kafka_common.protobuf import Decoder, message_descriptor
+    desc = message_descriptor(TREE)
+    Node = message_factory.GetMessageClass(desc)
+    root = Node(name="r", kind=1, n=3)
+    root.took.FromTimedelta(dt.timedelta(seconds=2, microseconds=5))
+    kid = root.kids.add(name="k")
+    kid.kids.add(name="deep")                     # cut at depth 2
+    root.byname["x"].n = 7
+    payloads = pa.array([b"\xff" + root.SerializeToString(), None, b"\xff\x0a\x05ab",
+                         b"\xff" + Node().SerializeToString()])
+    starts = np.ones(4, np.int32)
+
+    plain = Decoder(desc, {"recursive.fields.max.depth": "2"})
+    array, errors = plain.decode(payloads, starts)
+    assert errors.tolist() == [False, False, True, False]   # truncated: a corrupt row
+    kid_null = {"name": None, "kind": None, "took": None, "n": None}
+    assert array.to_pylist() == [
+        {"name": "r", "kids": [{**kid_null, "name": "k"}], "kind": "BRANCH",
+         "took": dt.timedelta(seconds=2, microseconds=5), "n": 3,
+         "byname": [("x", {**kid_null, "n": 7})]},
+        None, None,
+        {"name": None, "kids": [], "kind": None, "took": None, "n": None, "byname": []}]
+
+    opts = {"recursive.fields.max.depth": "2", "emit.default.values": "true",
+            "enums.as.ints": "true"}
+    array, _ = Decoder(desc, opts).decode(payloads, starts)
+    kid_default = {"name": "", "kind": 0, "took": None, "n": 0}
+    assert array.to_pylist()[0] == {
+        "name": "r", "kids": [{**kid_default, "name": "k"}], "kind": 1,
+        "took": dt.timedelta(seconds=2, microseconds=5), "n": 3,
+        "byname": [("x", {**kid_default, "n": 7})]}
+    assert array.to_pylist()[3] == {"name": "", "kids": [], "kind": 0, "took": None,
+                                    "n": 0, "byname": []}

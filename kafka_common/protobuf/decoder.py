@@ -1,14 +1,18 @@
 """Protobuf payloads into an Arrow column of ``spark_types.arrow_type``'s type.
 
-Each row is parsed by the protobuf runtime (its C++ parser when installed) and turned into
-Python values, then into one Arrow array: not columnar like the Avro decoder, but what
+Each row is parsed by the protobuf runtime (its upb/C++ parser when installed) and turned
+into Python values, then into one Arrow array: not columnar like the Avro decoder, but what
 Spark's ``from_protobuf`` returns. Fields left at their default in proto3 (no presence)
-are null unless ``emit.default.values`` is true, as in Spark.
+are null unless ``emit.default.values`` is true, as in Spark; an empty repeated field is
+an empty array.
+
+The conversion is compiled once per message type into a plan: a template row (null, or
+the default with ``emit.default.values``; ``[]`` for repeated fields) and a converter per
+field. A row is the template's copy with the fields ``ListFields`` reports (the ones set,
+in C) converted in: a message with few fields set costs little.
 """
 
 from __future__ import annotations
-
-import datetime as dt
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +21,69 @@ from .spark_types import ProtoOptions, arrow_type, repeated
 
 __all__ = ["Decoder"]
 
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+def _scalar(f, opts: ProtoOptions):
+    """The converter of one (non-repeated) value of field ``f``, or None for as-is."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+    if f.type == F.TYPE_ENUM and not opts.enums_as_ints:
+        names = {v.number: v.name for v in f.enum_type.values}
+        return lambda v: names.get(v) or str(v)
+    return None
+
+
+def _element(f, t: pa.DataType, opts: ProtoOptions, plans: dict):
+    """The converter of one value of field ``f`` (of Arrow type ``t``), or None."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+    if f.type != F.TYPE_MESSAGE:
+        return _scalar(f, opts)
+    name = f.message_type.full_name
+    if name in ("google.protobuf.Timestamp", "google.protobuf.Duration"):
+        # Microseconds (what Arrow's timestamp[us] and duration[us] hold)
+        return lambda m: m.seconds * 1_000_000 + m.nanos // 1000
+    return _plan(f.message_type, t, opts, plans)
+
+
+def _plan(desc, atype: pa.StructType, opts: ProtoOptions, plans: dict):
+    """The converter of a message of ``desc`` into a dict of ``atype``'s fields."""
+    key = (desc.full_name, atype)
+    if key in plans:
+        return plans[key]
+    template: dict = {}
+    fields: dict = {}
+
+    def convert(msg):
+        out = template.copy()
+        for fd, value in msg.ListFields():
+            entry = fields.get(fd)
+            if entry is not None:
+                name, conv = entry
+                out[name] = value if conv is None else conv(value)
+        return out
+    plans[key] = convert  # before the fields: a recursive message refers to itself
+    types = {atype.field(i).name: atype.field(i).type for i in range(atype.num_fields)}
+    from google.protobuf.descriptor import FieldDescriptor as F
+    for f in desc.fields:
+        t = types.get(f.name)
+        if t is None:
+            continue  # cut by recursive.fields.max.depth
+        if repeated(f) and f.message_type is not None \
+                and f.message_type.GetOptions().map_entry:
+            vc = _element(f.message_type.fields_by_name["value"], t.item_type, opts, plans)
+            conv = (lambda c: (lambda v: list(v.items())) if c is None else
+                    (lambda v: [(k, c(x)) for k, x in v.items()]))(vc)
+            template[f.name] = []
+        elif repeated(f):
+            ec = _element(f, t.value_type, opts, plans)
+            conv = list if ec is None else (lambda c: lambda v: [c(x) for x in v])(ec)
+            template[f.name] = []
+        else:
+            conv = _element(f, t, opts, plans)
+            if opts.emit_defaults and f.type != F.TYPE_MESSAGE:
+                template[f.name] = conv(f.default_value) if conv else f.default_value
+            else:
+                template[f.name] = None
+        fields[f] = (f.name, conv)
+    return convert
 
 
 class Decoder:
@@ -27,59 +93,20 @@ class Decoder:
         self.opts = ProtoOptions(options)
         self.type = arrow_type(descriptor, options)
         self.cls = message_factory.GetMessageClass(descriptor)
+        self.convert = _plan(descriptor, self.type, self.opts, {})
 
     def decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
         rows = []
         errors = np.zeros(len(values), dtype=bool)
-        for i, (raw, start) in enumerate(zip(values.to_pylist(), starts)):
+        parse, convert = self.cls.FromString, self.convert
+        for i, (raw, start) in enumerate(zip(values.to_pylist(), starts.tolist()
+                                             if hasattr(starts, "tolist") else starts)):
             if raw is None:
                 rows.append(None)
                 continue
             try:
-                msg = self.cls.FromString(raw[int(start):])
-                rows.append(self._message(msg, self.type))
+                rows.append(convert(parse(raw[start:] if start else raw)))
             except Exception:
                 errors[i] = True
                 rows.append(None)
         return pa.array(rows, self.type), errors
-
-    def _message(self, msg, atype: pa.StructType) -> dict:
-        from google.protobuf.descriptor import FieldDescriptor as F
-        out = {}
-        desc = msg.DESCRIPTOR
-        names = {atype.field(i).name: atype.field(i).type for i in range(atype.num_fields)}
-        present = {f.name for f, _ in msg.ListFields()}
-        for f in desc.fields:
-            if f.name not in names:
-                continue
-            t = names[f.name]
-            value = getattr(msg, f.name)
-            if repeated(f):
-                if f.message_type is not None and f.message_type.GetOptions().map_entry:
-                    vf = f.message_type.fields_by_name["value"]
-                    out[f.name] = [(k, self._value(vf, v, t.item_type))
-                                   for k, v in value.items()]
-                else:
-                    out[f.name] = [self._value(f, v, t.value_type) for v in value]
-                continue
-            if f.name not in present and not (self.opts.emit_defaults
-                                              and f.type != F.TYPE_MESSAGE):
-                out[f.name] = None
-                continue
-            out[f.name] = self._value(f, value, t)
-        return out
-
-    def _value(self, f, value, t):
-        from google.protobuf.descriptor import FieldDescriptor as F
-        if f.type == F.TYPE_MESSAGE:
-            name = f.message_type.full_name
-            if name == "google.protobuf.Timestamp":
-                return _EPOCH + dt.timedelta(seconds=value.seconds,
-                                             microseconds=value.nanos // 1000)
-            if name == "google.protobuf.Duration":
-                return dt.timedelta(seconds=value.seconds, microseconds=value.nanos // 1000)
-            return self._message(value, t)
-        if f.type == F.TYPE_ENUM and not self.opts.enums_as_ints:
-            v = f.enum_type.values_by_number.get(value)
-            return v.name if v is not None else str(value)
-        return value

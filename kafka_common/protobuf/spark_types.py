@@ -66,7 +66,9 @@ def _field_type(field, opts: ProtoOptions, seen: dict) -> pa.DataType | None:
         msg = field.message_type
         if msg.GetOptions().map_entry:
             k, v = msg.fields_by_name["key"], msg.fields_by_name["value"]
-            return pa.map_(_field_type(k, opts, seen), _field_type(v, opts, seen))
+            value = _field_type(v, opts, seen)
+            # A map of a message cut by the recursion depth is cut with it
+            return None if value is None else pa.map_(_field_type(k, opts, seen), value)
         if msg.full_name == "google.protobuf.Timestamp":
             inner = pa.timestamp("us", tz="UTC")
         elif msg.full_name == "google.protobuf.Duration":

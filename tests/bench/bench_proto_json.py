@@ -1,0 +1,140 @@
+"""Micro-benchmark of the Protobuf and JSON value decoders on one core: Confluent-framed
+values decoded into Arrow by ``kafka_common.protobuf.Decoder`` and
+``kafka_common.json_schema.Decoder``, next to what a UDF does without them (the protobuf
+runtime's ``FromString`` then ``json_format.MessageToDict``; ``json.loads``), each
+building the same Arrow column.
+
+    .venv/bin/python tests/bench/bench_proto_json.py [--records 100000] [--repeat 5]
+
+Cases: ``flat`` (5 fields: long, string, double, int, boolean) and ``nested`` (a message
+or object in one, a repeated string and a map). The framing is written here as
+confluent-kafka's serializers write it (magic 0, id, and for Protobuf the message index
+0); the tests check the decoders against those serializers. Not a test (pytest does not
+collect this file name). Figures: the best of ``--repeat`` timed calls, in records per
+CPU second of the one thread doing the work, and the ratio ours / the UDF route.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.resources
+import json
+import os
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+
+pa.set_cpu_count(1)
+pa.set_io_thread_count(1)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+
+from kafka_common import json_schema, protobuf  # noqa: E402
+from kafka_common.spark_ddl import parse_ddl  # noqa: E402
+
+PROTO = """
+syntax = "proto3";
+package bench;
+message Flat { int64 id = 1; string name = 2; double score = 3; int32 count = 4;
+               bool ok = 5; }
+message Nested {
+  int64 id = 1;
+  message User { string name = 1; optional string email = 2; double lat = 3; }
+  User user = 2;
+  repeated string tags = 3;
+  map<string, int64> attrs = 4;
+}
+"""
+DDL = {"flat": "id BIGINT, name STRING, score DOUBLE, count INT, ok BOOLEAN",
+       "nested": "id BIGINT, user STRUCT<name: STRING, email: STRING, lat: DOUBLE>, "
+                 "tags ARRAY<STRING>, attrs MAP<STRING, BIGINT>"}
+
+
+def docs(case: str, n: int) -> list[dict]:
+    if case == "flat":
+        return [{"id": i, "name": f"name-{i % 1000}", "score": i * 0.5, "count": i % 100,
+                 "ok": bool(i & 1)} for i in range(n)]
+    return [{"id": i, "user": {"name": f"u{i % 100}", "email": f"{i}@e" if i % 3 else None,
+                               "lat": i / 7}, "tags": ["a", "b"][:i % 3],
+             "attrs": {"k": i, "j": -i}} for i in range(n)]
+
+
+def pb2():
+    from grpc_tools import protoc
+    tmp = tempfile.mkdtemp(prefix="bench-proto-")
+    with open(os.path.join(tmp, "bench_msgs.proto"), "w") as f:
+        f.write(PROTO)
+    include = str(importlib.resources.files("grpc_tools") / "_proto")
+    assert protoc.main(["protoc", f"-I{tmp}", f"-I{include}", f"--python_out={tmp}",
+                        "bench_msgs.proto"]) == 0
+    sys.path.insert(0, tmp)
+    return importlib.import_module("bench_msgs_pb2")
+
+
+def best(fn, repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.thread_time()
+        fn()
+        times.append(time.thread_time() - t)
+    return min(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--records", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    n = args.records
+    from google.protobuf import json_format
+    mod = pb2()
+    print(f"{n} records, best of {args.repeat}, records per CPU second of one thread")
+    for case in ("flat", "nested"):
+        rows = docs(case, n)
+        # Protobuf
+        cls = mod.Flat if case == "flat" else mod.Nested
+        framed = []
+        for r in rows:
+            m = cls()
+            json_format.ParseDict({k: v for k, v in r.items() if v is not None}
+                                  if case == "flat" else
+                                  {**r, "user": {k: v for k, v in r["user"].items()
+                                                 if v is not None}}, m)
+            framed.append(b"\x00\x00\x00\x00\x01\x00" + m.SerializeToString())
+        values = pa.array(framed, pa.binary())
+        starts = np.full(n, 6, np.int32)
+        dec = protobuf.Decoder(cls.DESCRIPTOR)
+        ours = best(lambda: dec.decode(values, starts), args.repeat)
+
+        def udf():
+            out = [json_format.MessageToDict(cls.FromString(v[6:]),
+                                             preserving_proto_field_name=True)
+                   for v in values.to_pylist()]
+            return out
+        theirs = best(udf, args.repeat)
+        print(f"protobuf {case:7s} ours {n / ours / 1e6:6.3f} M/s   FromString+MessageToDict "
+              f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x")
+        # JSON
+        jvalues = pa.array([b"\x00\x00\x00\x00\x01" + json.dumps(r).encode() for r in rows],
+                           pa.binary())
+        jstarts = np.full(n, 5, np.int32)
+        atype = parse_ddl(DDL[case])
+        jdec = json_schema.Decoder(atype)
+        ours = best(lambda: jdec.decode(jvalues, jstarts), args.repeat)
+
+        def jsonudf():
+            return pa.array([json.loads(v[5:]) for v in jvalues.to_pylist()], atype)
+        theirs = best(jsonudf, args.repeat)
+        print(f"json     {case:7s} ours {n / ours / 1e6:6.3f} M/s   json.loads+pa.array   "
+              f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x")
+
+
+if __name__ == "__main__":
+    main()
