@@ -75,8 +75,13 @@ def _proto_writer_message(col: ColumnFormat, writer: tuple, path: tuple[int, ...
     from kafka_common.protobuf import message_descriptor
     schema_id, _, text, references = writer
     try:
+        message_descriptor(text, references)
+    except ConfigError as exc:
+        raise ValueError(f"the writer schema (id {schema_id}) cannot be used: {exc}") \
+            from None
+    try:
         return message_descriptor(text, references, path=path).full_name
-    except (IndexError, ConfigError):
+    except ConfigError:
         raise ValueError(f"its message index {list(path)} names no message of schema id "
                          f"{schema_id}") from None
 

@@ -487,6 +487,15 @@ def test_json_reader_schema_is_a_ddl_or_a_json_schema_and_errors_say_which(regis
         value_type("INT")
     with pytest.raises(ConfigError, match="valueSchema: a map for JSON needs STRING keys"):
         value_type("m MAP<INT, STRING>")
+    # The key the same way, under its own option name.
+    opts = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                 "keyFormat": "json", "keySchema": "id BIGINT"})
+    assert formatted_schema(False, resolve_formats(opts.formats))["key"].dataType \
+        .simpleString() == "struct<id:bigint>"
+    opts = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t",
+                                 "keyFormat": "json", "keySchema": "id BIGNUM"})
+    with pytest.raises(ConfigError, match="keySchema is neither a JSON Schema document"):
+        formatted_schema(False, resolve_formats(opts.formats))
 
 
 TREE = """

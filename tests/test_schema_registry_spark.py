@@ -252,7 +252,8 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
                      "reason": {"code": back.reason.code, "level": back.reason.level}
                      if back.HasField("reason") else None})
     assert [r.value.asDict(recursive=True) if r.value else None for r in rows] == want
-    assert [r.valueSchemaId for r in rows] == [1, 1, None, 1]
+    pb_id = registry.subjects[f"{pb_topic}-value"][0]
+    assert [r.valueSchemaId for r in rows] == [pb_id, pb_id, None, pb_id]
 
     jde = JSONDeserializer(json.dumps(LOOSE), schema_registry_client=sr)
     back = [jde(v, jctx) for v in json_written]

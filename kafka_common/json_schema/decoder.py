@@ -139,7 +139,10 @@ def converter(t: pa.DataType, where: str = ""):
     """A function turning a (non-null) parsed JSON value into what ``pa.array(.., t)``
     takes; raises ``JSONMismatch`` naming ``where`` (the field path)."""
     if pa.types.is_struct(t):
-        fields = [(t.field(i).name, converter(t.field(i).type, _join(where, t.field(i).name)))
+        # (name, the Python type that passes as is, converter): a string, a boolean or a
+        # double field skips the converter's call for the JSON type it takes unchanged.
+        fields = [(t.field(i).name, _as_is(t.field(i).type),
+                   converter(t.field(i).type, _join(where, t.field(i).name)))
                   for i in range(t.num_fields)]
 
         def struct(v):
@@ -147,9 +150,9 @@ def converter(t: pa.DataType, where: str = ""):
                 _fail(where, "an object", v)
             get = v.get
             out = {}
-            for name, conv in fields:
+            for name, same, conv in fields:
                 x = get(name)
-                out[name] = None if x is None else conv(x)
+                out[name] = x if x is None or type(x) is same else conv(x)
             return out
         return struct
     if pa.types.is_map(t):
@@ -272,6 +275,21 @@ def converter(t: pa.DataType, where: str = ""):
             _fail(where, "null", v)
         return null
     raise TypeError(f"no JSON conversion to {t}")
+
+
+def _as_is(t: pa.DataType):
+    """The Python type of parsed JSON that a field of ``t`` keeps unchanged, if any."""
+    if pa.types.is_string(t):
+        return str
+    if pa.types.is_boolean(t):
+        return bool
+    if pa.types.is_float64(t):
+        return float
+    return _NONE
+
+
+class _NONE:
+    """No parsed JSON value has this type."""
 
 
 def _join(where: str, name: str) -> str:
