@@ -556,3 +556,39 @@ def test_protobuf_decoder_options_as_from_protobuf_applies_them():
         "byname": [("x", {**kid_default, "n": 7})]}
     assert array.to_pylist()[3] == {"name": "", "kids": [], "kind": 0, "took": None,
                                     "n": 0, "byname": []}
+
+
+def test_protobuf_message_index_in_the_schema_id_header(mock_cluster, registry, topic_name,
+                                                        tmp_path):
+    """confluent-kafka's header_schema_id_serializer puts the id and the message index in
+    the ``__value_schema_id`` header and leaves the value unframed: the index there picks
+    the message the same way."""
+    from confluent_kafka.schema_registry import header_schema_id_serializer
+    from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
+                                                          ProtobufSerializer)
+    events = _pb2(tmp_path, EVENTS, "events")
+    create_topic(mock_cluster, topic_name, 1)
+    sr = SchemaRegistryClient({"url": registry.url})
+    conf = {"use.deprecated.format": False,
+            "schema.id.serializer": header_schema_id_serializer}
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    written = []
+    for cls, msg in [(events.Refund, events.Refund(order="o-9", cents=12)),
+                     (events.Created, events.Created(id="c-1"))]:
+        headers = []
+        ctx = SerializationContext(topic_name, MessageField.VALUE, headers)
+        value = ProtobufSerializer(cls, sr, conf)(msg, ctx)
+        written.append((value, headers))
+        p.produce(topic_name, value=value, partition=0, headers=headers)
+    assert p.flush(10) == 0
+    header = dict(written[0][1])["__value_schema_id"]
+    assert header[0] == 1 and header[17:] == b"\x02\x02"   # a schema GUID, index [1]
+    table = _read(mock_cluster.bootstrap, topic_name, 2, valueFormat="protobuf",
+                  valueMessageName="events.Refund", mode="PERMISSIVE",
+                  **{"schema.registry.url": registry.url})
+    value, headers = written[0]
+    back = ProtobufDeserializer(events.Refund, {"use.deprecated.format": False})(
+        value, SerializationContext(topic_name, MessageField.VALUE, headers))
+    assert table.column("value").to_pylist() == [
+        {"order": back.order, "cents": back.cents, "reason": None}, None]
+    assert table.column("valueCorruptRecord").to_pylist() == [None, written[1][0]]
