@@ -34,6 +34,8 @@ import re
 import numpy as np
 import pyarrow as pa
 
+from kafka_common.gc_pause import gc_paused
+
 __all__ = ["Decoder", "JSONMismatch"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -319,6 +321,10 @@ class Decoder:
             if _has_decimal(atype) else json.JSONDecoder().decode
 
     def decode(self, values: pa.Array, starts):
+        with gc_paused():
+            return self._decode(values, starts)
+
+    def _decode(self, values: pa.Array, starts):
         rows, errors, reasons = [], np.zeros(len(values), dtype=bool), {}
         convert, loads = self.convert, self.loads
         for i, (raw, start) in enumerate(zip(values.to_pylist(), starts)):

@@ -17,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from kafka_common.gc_pause import gc_paused
+
 from .spark_types import ProtoOptions, arrow_type, repeated
 
 __all__ = ["Decoder"]
@@ -96,6 +98,10 @@ class Decoder:
         self.convert = _plan(descriptor, self.type, self.opts, {})
 
     def decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
+        with gc_paused():
+            return self._decode(values, starts)
+
+    def _decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
         rows = []
         errors = np.zeros(len(values), dtype=bool)
         parse, convert = self.cls.FromString, self.convert
