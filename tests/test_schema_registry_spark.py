@@ -279,6 +279,11 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
          dt.date.fromisoformat(b["day"]) if "day" in b else None, b.get("attrs"),
          {"lat": b["where"]["lat"], "lon": None} if "where" in b else None) for b in back]
     assert [r.at_utc for r in rows] == ["2024-01-02 03:04:05", None]   # session tz UTC
+    # The types Avro and Protobuf never give: tinyint, timestamp_ntz (through Arrow).
+    df = read(json_topic, valueFormat="json", valueSchema="id TINYINT, day TIMESTAMP_NTZ")
+    assert df.schema["value"].dataType.simpleString() == "struct<id:tinyint,day:timestamp_ntz>"
+    assert [r.value.asDict() for r in df.collect()] == [
+        {"id": 1, "day": dt.datetime(2024, 2, 29)}, {"id": 2, "day": None}]
 
 
 def test_json_conversion_and_ddl_parser_agree_with_spark(spark):
