@@ -592,3 +592,28 @@ def test_protobuf_message_index_in_the_schema_id_header(mock_cluster, registry, 
     assert table.column("value").to_pylist() == [
         {"order": back.order, "cents": back.cents, "reason": None}, None]
     assert table.column("valueCorruptRecord").to_pylist() == [None, written[1][0]]
+
+
+def test_json_decoder_reads_each_payload_alone_whatever_its_neighbours():
+    """The decoder parses ASCII payloads in place in the column's buffer: a payload that is
+    not whole JSON on its own stays corrupt even when it and the next one would make JSON
+    together, and the result is the same as the row-by-row path (non-ASCII column)."""
+    import numpy as np
+
+    from kafka_common.json_schema import Decoder
+    from kafka_common.spark_ddl import parse_ddl
+    t = parse_ddl("a INT, s STRING")
+    payloads = [b'{"a": 1}', b'{"a": ', b'2}', b'', b' {"a": 3} ', b'{"a": 4} x', None,
+                b'{"a": 5}{"a": 6}', b'NaN', b'{"s": [1,2', b']}', b'{"a": 7, "s": "ok"}']
+    prefixed = [None if p is None else b"\x00\x00\x00\x00\x01" + p for p in payloads]
+    starts = np.full(len(payloads), 5, np.int32)
+    want_ok = [{"a": 1, "s": None}, None, None, None, {"a": 3, "s": None}, None, None, None,
+               None, None, None, {"a": 7, "s": "ok"}]
+    want_err = [False, True, True, True, False, True, False, True, True, True, True, False]
+    for extra in (b'{"s": "x"}', '{"s": "é"}'.encode()):   # ASCII: in place; else per row
+        array, errors, reasons = Decoder(t).decode(pa.array(prefixed + [b"\x00" * 5 + extra]),
+                                                   np.append(starts, 5))
+        assert array.to_pylist()[:-1] == want_ok
+        assert errors.tolist() == want_err + [False]
+        assert "not JSON" in reasons[1] and "expected an object" in reasons[8]
+        assert array.to_pylist()[-1] == {"a": None, "s": extra.decode()[7:-2]}

