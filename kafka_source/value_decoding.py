@@ -106,8 +106,12 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     ok_rows = np.flatnonzero(status == OK)
     guid_rows = set(frames.guids)
     plain = ok_rows[~np.isin(ok_rows, list(guid_rows))] if guid_rows else ok_rows
-    for schema_id in np.unique(ids[plain]):
-        groups[(int(schema_id), None)] = plain[ids[plain] == schema_id]
+    plain_ids = ids[plain]
+    if plain_ids.size and plain_ids.min() == plain_ids.max():
+        groups[(int(plain_ids[0]), None)] = plain  # the usual batch: one writer schema
+    else:
+        for schema_id in np.unique(plain_ids):
+            groups[(int(schema_id), None)] = plain[plain_ids == schema_id]
     for row, guid in frames.guids.items():
         if status[row] == OK:
             groups.setdefault((None, guid), []).append(row)
