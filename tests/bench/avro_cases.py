@@ -208,7 +208,7 @@ CASES = (
     ("arrow_udf", "spark.read + fastavro in arrow_udf (pa.array), local[{cores}]"),
 )
 #: the contenders whose fixed cost (one value per partition) is measured
-FIXED = ("pykafka", "udf")
+FIXED = ("pykafka", "floor", "udf")
 
 
 def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
@@ -228,7 +228,8 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
     runs = {
         "pykafka": lambda ends=None: read_pykafka(spark, bootstrap, url, topic, ends),
         "binary": lambda ends=None: read_binary(spark, bootstrap, topic, ends),
-        "floor": lambda: read_floor(spark, records, partitions),
+        "floor": lambda ends=None: read_floor(spark, records if ends is None else partitions,
+                                              partitions),
         "confluent": lambda: read_confluent(bootstrap, url, topic, records, partitions),
         "udf": lambda ends=None: read_fastavro_udf(spark, bootstrap, topic, ends),
         "arrow_udf": lambda ends=None: read_fastavro_arrow_udf(spark, bootstrap, topic, ends),
@@ -236,6 +237,7 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
     seconds: dict[str, list[float]] = {name: [] for name, _ in CASES}
     cpu: dict[str, list[float]] = {name: [] for name, _ in CASES}
     fixed: dict[str, list[float]] = {name: [] for name in FIXED}
+    fixed_cpu: dict[str, list[float]] = {name: [] for name in FIXED}
     try:
         t = time.perf_counter()
         produce_avro(bootstrap, url, topic, records, partitions)
@@ -253,9 +255,11 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
                     f"{records / s:12,.0f} records/s  {used:5.2f} CPU s  "
                     f"load {os.getloadavg()[0]:.1f}")
             for name in FIXED:
+                before = cpu_snapshot()
                 fixed[name].append(runs[name](one))
-                log(f"  avro {name:<10} round {r + 1}: {fixed[name][-1]:6.2f} s for "
-                    f"{partitions} values")
+                fixed_cpu[name].append(sum(cpu_seconds(before, cpu_snapshot()).values()))
+                log(f"  avro {name:<10} round {r + 1}: {fixed[name][-1]:6.2f} s  "
+                    f"{fixed_cpu[name][-1]:5.2f} CPU s for {partitions} values")
     finally:
         registry.stop()
 
@@ -273,13 +277,19 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
         return statistics.median(records / max(s - f, 1e-3)
                                  for s, f in zip(seconds[name], fixed[name]))
 
+    def cpu_past_fixed(name):
+        """CPU s per M records once the fixed cost's CPU is paid (medians)."""
+        return max(statistics.median(cpu[name]) - statistics.median(fixed_cpu[name]),
+                   1e-3) * 1e6 / records
+
     cores = getattr(spark.sparkContext, "defaultParallelism", 2)
     rows = [f"| {label.format(cores=cores)} | {rate(name):,.0f} | {vs(name):.2f} | "
             f"{cpu_per_m(name):.2f} |" for name, label in CASES]
     floor_vs_udf = statistics.median(u / f for f, u in zip(seconds["floor"], seconds["udf"]))
     floor_vs_arrow = statistics.median(u / f for f, u in zip(seconds["floor"],
                                                              seconds["arrow_udf"]))
-    fixed_ours, fixed_udf = (statistics.median(fixed[n]) for n in FIXED)
+    fixed_ours, fixed_udf = (statistics.median(fixed[n]) for n in ("pykafka", "udf"))
+    marginal = {n: cpu_past_fixed(n) for n in FIXED}
     return [
         "",
         "## Schema Registry Avro values (valueFormat=avro)",
@@ -303,5 +313,10 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
         f"valueFormat=avro and {fixed_udf:.2f} s with the udf (the fixed cost of a query: "
         f"planning, the registry, task launch), included above; past it, pykafka reads "
         f"{past_fixed('pykafka'):,.0f} values/s and the udf route "
-        f"{past_fixed('udf'):,.0f} ({past_fixed('pykafka') / past_fixed('udf'):.2f}x).",
+        f"{past_fixed('udf'):,.0f} ({past_fixed('pykafka') / past_fixed('udf'):.2f}x; "
+        f"noisy: the difference of two timings). In CPU s per M records past the fixed "
+        f"cost's CPU (steadier on a busy machine): pykafka {marginal['pykafka']:.2f}, "
+        f"the floor {marginal['floor']:.2f}, the udf route {marginal['udf']:.2f}; the udf "
+        f"route takes {marginal['udf'] / marginal['pykafka']:.2f}x pykafka's CPU and "
+        f"{marginal['udf'] / marginal['floor']:.2f}x the floor's.",
     ]
