@@ -107,8 +107,12 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     ok_rows = np.flatnonzero(status == OK)
     odd_rows = set(frames.guids) | set(frames.indexes)
     plain = ok_rows[~np.isin(ok_rows, list(odd_rows))] if odd_rows else ok_rows
-    for schema_id in np.unique(ids[plain]):
-        groups[(int(schema_id), None, (0,))] = plain[ids[plain] == schema_id]
+    plain_ids = ids[plain]
+    if plain_ids.size and plain_ids.min() == plain_ids.max():
+        groups[(int(plain_ids[0]), None, (0,))] = plain  # the usual batch: one writer schema
+    else:
+        for schema_id in np.unique(plain_ids):
+            groups[(int(schema_id), None, (0,))] = plain[plain_ids == schema_id]
     for row in sorted(odd_rows):
         if status[row] == OK:
             guid = frames.guids.get(row)

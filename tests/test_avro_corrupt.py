@@ -178,6 +178,26 @@ def test_varint_kernel_flags_bad_varints(blob, max_bytes, bad):
     assert cur.bad[0] == bad
 
 
+@pytest.mark.parametrize("lengths", [
+    [7] * 50,                                  # one width: the 2-D gather
+    [8, 9, 12, 10, 7, 12, 9, 8] * 20 + [12],  # 8 to 32 bytes, similar: fixed windows
+    [0, 300, 2, 0, 45, 1] * 10 + [0, 3],      # long, short or scattered: per byte
+])
+def test_gather_slices_lays_the_slices_end_to_end(lengths):
+    # the last slice ends exactly at the data's end: the windows read into the PAD only
+    from kafka_common.avro.kernels import gather_slices, padded
+    rng = np.random.default_rng(len(lengths))
+    lengths = np.asarray(lengths, np.int64)
+    gaps = rng.integers(0, 5, lengths.size)
+    starts = np.cumsum(gaps) + np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    size = int(starts[-1] + lengths[-1])
+    data = rng.integers(0, 256, size, dtype=np.uint8)
+    got, offsets = gather_slices(padded(data), starts, lengths)
+    want = b"".join(data[s:s + n].tobytes() for s, n in zip(starts, lengths))
+    assert got.tobytes() == want
+    assert offsets.tolist() == [0, *np.cumsum(lengths).tolist()]
+
+
 def test_data_nested_deeper_than_the_limit_fails_its_row_not_the_stack():
     from kafka_common.avro.decoder import MAX_NESTING
     linked = {"type": "record", "name": "Node", "fields": [

@@ -163,13 +163,16 @@ class _Primitive(_Node):
             return self._number(cur, v, row), pos
         if wt == "boolean":
             m, pos = read_fixed_width(cur, pos, end, row, 1)
-            return pa.array(m[:, 0] == 1, type=pa.bool_()), pos
+            return pa.array((m & np.uint64(0xFF)) == 1, type=pa.bool_()), pos
         if wt in ("float", "double"):
             width = 4 if wt == "float" else 8
             m, pos = read_fixed_width(cur, pos, end, row, width)
-            v = np.ascontiguousarray(m[:, :width]).view("<f4" if width == 4 else "<f8").ravel()
-            if atype == pa.float64() and width == 4:
-                v = v.astype(np.float64)
+            if width == 8:
+                v = m.view("<f8")
+            else:
+                v = m.astype(np.uint32).view("<f4")
+                if atype == pa.float64():
+                    v = v.astype(np.float64)
             return _from_buffers(atype, np.ascontiguousarray(v)), pos
         if wt == "fixed":
             size = self.w.size

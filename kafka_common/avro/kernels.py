@@ -25,8 +25,10 @@ class Cursor:
         self.a = a                      # uint8, PAD readable bytes after the data
         self.bad = np.zeros(nrows, dtype=bool)
         self.depth = 0                  # records being read, one inside the other
-        # windows of 8 bytes starting at every byte: a gather of fixed-width values
-        self.win8 = np.lib.stride_tricks.as_strided(a, shape=(a.size - 8, 8), strides=(1, 1))
+        # the 8 bytes starting at every byte as one little-endian uint64 (an unaligned
+        # view, no copy): a gather of fixed-width values is one 8-byte load per slot
+        self.word = np.ndarray(shape=(max(a.size - 8, 0),), dtype="<u8", buffer=a,
+                               strides=(1,))
 
     def fail(self, row: np.ndarray, pos: np.ndarray, end: np.ndarray, which: np.ndarray):
         """Mark the rows of the slots selected by the bool mask ``which`` bad and park
@@ -49,17 +51,31 @@ def _varints_word(cur: Cursor, pos):
     first byte without its high bit ends the varint (the lowest set bit of ``~x & 0x80..``),
     and the 7-bit groups are packed with 8 shifts. Returns (raw unsigned values, sizes,
     mask of varints longer than 8 bytes, whose values are left for the caller)."""
-    x = cur.win8[pos].view(np.uint64).ravel()
+    x = cur.word[pos]
     t = ~x & _HIGH
     longer = t == 0
     lowest = t & (~t + np.uint64(1))
     lowest[longer] = np.uint64(1 << 63)
-    size = (np.log2(lowest.astype(np.float64)).astype(np.int64) >> 3) + 1
+    # the lowest clear high bit is bit 8k+7 of a varint of k+1 bytes: 8k+7 bits below it
+    size = (_popcount(lowest - np.uint64(1)).astype(np.int64) >> 3) + 1
     p = x & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7
     raw = p & np.uint64(0x7F)
-    for down, up in _SHIFTS[1:]:
+    for down, up in _SHIFTS[1:int(size.max()) if size.size else 0]:  # the bytes present
         raw |= ((p >> down) & np.uint64(0x7F)) << up
     return raw, size, longer
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    if _bitwise_count is not None:
+        return _bitwise_count(x)
+    # numpy < 2: SWAR bit count
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+_bitwise_count = getattr(np, "bitwise_count", None)
 
 
 def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
@@ -104,14 +120,15 @@ _ONE_BYTE = zigzag_decode(np.arange(256, dtype=np.uint64))
 
 
 def read_fixed_width(cur: Cursor, pos, end, row, width: int):
-    """``width`` (1 to 8) bytes at every position, as an (n, 8) uint8 matrix (the bytes
-    past ``width`` are whatever follows); returns (matrix, new positions)."""
+    """``width`` (1 to 8) bytes at every position, as the low bytes of a little-endian
+    uint64 each (the bytes past ``width`` are whatever follows); returns (words, new
+    positions)."""
     new = pos + width
     over = new > end
     if over.any():
         cur.fail(row, new, end, over)
         pos = np.where(over, end - width, pos).clip(0)
-    return cur.win8[pos], new
+    return cur.word[pos], new
 
 
 def read_lengths(cur: Cursor, pos, end, row):
@@ -138,9 +155,24 @@ def gather_slices(a: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
         w = int(lengths[0])
         idx = starts[:, None] + np.arange(w)
         return a[idx].reshape(-1), offsets
+    widest = int(lengths.max())
+    if widest <= _WINDOW_MAX and total >= 8 * n and n * widest <= 2 * total:
+        # slices of 8 to 32 bytes and similar lengths: gather a window of the longest
+        # length at each start (one row copy per slice, reading at most ``widest`` bytes
+        # past it, inside the buffer's PAD), keep each row's first ``length`` bytes; for
+        # shorter slices the per-byte positions below cost less
+        win = np.lib.stride_tricks.as_strided(a, shape=(a.size - widest + 1, widest),
+                                              strides=(1, 1))
+        return win[starts][_KEEP[widest][lengths]], offsets
     shift = np.repeat(starts - offsets[:-1], lengths)
     shift += np.arange(total, dtype=np.int64)
     return a[shift], offsets
+
+
+#: ``gather_slices`` gathers slices up to this long through fixed windows
+_WINDOW_MAX = 32
+#: ``_KEEP[w][k]``: the first ``k`` of ``w`` window bytes
+_KEEP = [np.arange(w)[None, :] < np.arange(w + 1)[:, None] for w in range(_WINDOW_MAX + 1)]
 
 
 def read_blobs(cur: Cursor, pos, end, row):

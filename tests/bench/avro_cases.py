@@ -1,14 +1,23 @@
 """The ``avro`` section of ``make bench``: Schema Registry Avro values decoded into typed
-columns, three ways, each building the same Arrow column (the value struct of Spark's
-``from_avro`` mapping):
+columns, several ways, each ending with the same one column (the value struct of Spark's
+``from_avro`` mapping) written to the ``noop`` sink, or built in one process:
 
-- ``spark.read.format("pykafka")`` with ``valueFormat=avro`` into the ``noop`` sink
-  (``local[cores]``);
+- ``spark.read.format("pykafka")`` with ``valueFormat=avro``, ``.select("value")``;
+- the same read with ``valueFormat=binary`` (no decoding): our reader's own floor;
+- Spark's floor for any Python data source: ``benchfloor`` (floor_source.py) yielding ready
+  Arrow batches of the very columns of the Avro read, no Kafka, no decoding;
 - confluent-kafka's ``Consumer`` (the read peer's settings from peers.py) with its
   ``AvroDeserializer`` (fastavro inside), dicts into ``pa.array`` of the struct type, in
   one process;
-- the usual workaround in Spark: ``spark.read`` of the binary value and a Python UDF
-  (Arrow-optimized) that strips the 5-byte header and decodes with fastavro per datum.
+- the usual workaround in Spark: ``spark.read`` of the binary value and a Python UDF that
+  strips the 5-byte header and decodes with fastavro per datum: ``udf(useArrow=True)``
+  returning dicts, and ``arrow_udf`` (Spark 4.1+) building the struct with ``pa.array``.
+
+Every Spark contender selects the one column ``value``: same rows, same column, same
+action. Each round also counts the CPU seconds of every process (driver, Spark's JVM, its
+Python workers, the broker), which a busy machine inflates far less than wall time; and a
+read of one value per partition gives the fixed cost of a query (planning, task launch),
+which every Spark figure includes.
 
 The data: a flat 5-field record (long, string, double, boolean, timestamp-millis),
 written by confluent-kafka's ``AvroSerializer`` to the test registry server
@@ -67,23 +76,55 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int,
         assert p.flush(10) == 0
 
 
-def read_pykafka(spark, bootstrap, registry_url, topic) -> float:
+def _kafka(spark, bootstrap, topic, ends: dict | None, **options):
+    reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic))
+    if ends is not None:
+        reader = reader.option("endingOffsets", json.dumps({topic: ends}))
+    for k, v in options.items():
+        reader = reader.option(k, v)
+    return reader.load()
+
+
+def _noop(make_df) -> float:
+    """Seconds to define the DataFrame (``load()``, where the reader schema is fetched)
+    and write it to ``noop``."""
     t = time.perf_counter()
-    (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-     .option("subscribe", topic).option("valueFormat", "avro")
-     .option("schema.registry.url", registry_url).load()
-     .write.format("noop").mode("overwrite").save())
+    make_df().write.format("noop").mode("overwrite").save()
     return time.perf_counter() - t
 
 
-def read_fastavro_udf(spark, bootstrap, topic) -> float:
-    from pyspark.sql.functions import col, udf
+def read_pykafka(spark, bootstrap, registry_url, topic, ends=None) -> float:
+    return _noop(lambda: _kafka(spark, bootstrap, topic, ends, valueFormat="avro",
+                                **{"schema.registry.url": registry_url}).select("value"))
+
+
+def read_binary(spark, bootstrap, topic, ends=None) -> float:
+    """The same read with the value left as bytes: what our reader costs through Spark
+    with nothing to decode."""
+    return _noop(lambda: _kafka(spark, bootstrap, topic, ends).select("value"))
+
+
+def read_floor(spark, records: int, partitions: int) -> float:
+    """Spark's own cost of a Python data source that yields ready Arrow batches of the
+    Avro read's columns (floor_source.py, ``shape=avro``): no Kafka, no decoding."""
+    return _noop(lambda: spark.read.format("benchfloor").option("shape", "avro")
+                 .option("rows", records).option("partitions", partitions).load()
+                 .select("value"))
+
+
+def _out_type():
     from pyspark.sql.types import (BooleanType, DoubleType, LongType, StringType,
                                    StructField, StructType, TimestampType)
+    return StructType([StructField("id", LongType()), StructField("sensor", StringType()),
+                       StructField("value", DoubleType()), StructField("ok", BooleanType()),
+                       StructField("at", TimestampType())])
+
+
+def read_fastavro_udf(spark, bootstrap, topic, ends=None) -> float:
+    from pyspark.sql.functions import col, udf
     schema_json = json.dumps(RECORD)
-    out = StructType([StructField("id", LongType()), StructField("sensor", StringType()),
-                      StructField("value", DoubleType()), StructField("ok", BooleanType()),
-                      StructField("at", TimestampType())])
+    out = _out_type()
 
     @udf(returnType=out, useArrow=True)
     def decode(value):
@@ -97,11 +138,31 @@ def read_fastavro_udf(spark, bootstrap, topic) -> float:
             return None
         return fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed, parsed)
 
-    t = time.perf_counter()
-    (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-     .option("subscribe", topic).load().select(decode(col("value")).alias("value"))
-     .write.format("noop").mode("overwrite").save())
-    return time.perf_counter() - t
+    return _noop(lambda: _kafka(spark, bootstrap, topic, ends)
+                 .select(decode(col("value")).alias("value")))
+
+
+def read_fastavro_arrow_udf(spark, bootstrap, topic, ends=None) -> float:
+    """The workaround as an ``arrow_udf`` (Spark 4.1+): fastavro per datum, the dicts
+    into ``pa.array`` of the struct type (Arrow's C++ conversion, not PySpark's per-row
+    one)."""
+    from pyspark.sql.functions import arrow_udf, col
+    schema_json = json.dumps(RECORD)
+
+    @arrow_udf(_out_type())
+    def decode(values):
+        import fastavro
+        global _PARSED_A
+        try:
+            parsed = _PARSED_A
+        except NameError:
+            parsed = _PARSED_A = fastavro.parse_schema(json.loads(schema_json))
+        read = fastavro.schemaless_reader
+        return pa.array([None if v is None else read(io.BytesIO(v[5:]), parsed, parsed)
+                         for v in values.to_pylist()], ARROW)
+
+    return _noop(lambda: _kafka(spark, bootstrap, topic, ends)
+                 .select(decode(col("value")).alias("value")))
 
 
 def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float:
@@ -136,6 +197,20 @@ def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float
     return seconds
 
 
+#: (key, label) of the contenders, in the order of the table
+CASES = (
+    ("pykafka", "spark.read valueFormat=avro, noop sink, local[{cores}]"),
+    ("binary", "spark.read valueFormat=binary (no decoding), noop sink, local[{cores}]"),
+    ("floor", "Spark floor: Python source of ready Arrow batches of the same columns, "
+              "no Kafka, local[{cores}]"),
+    ("confluent", "confluent-kafka Consumer + AvroDeserializer -> Arrow, 1 process"),
+    ("udf", "spark.read + fastavro in udf(useArrow=True), local[{cores}]"),
+    ("arrow_udf", "spark.read + fastavro in arrow_udf (pa.array), local[{cores}]"),
+)
+#: the contenders whose fixed cost (one value per partition) is measured
+FIXED = ("pykafka", "floor", "udf")
+
+
 def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
              log) -> list[str]:
     """Produce the data, time each contender ``rounds`` times (interleaved), and return
@@ -144,26 +219,47 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
     import sys
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
+    from spark_cases import cpu_seconds, cpu_snapshot
     from tests.schema_registry_server import RegistryServer
     registry = RegistryServer().start()
     topic = f"bench-avro-{records}"
+    one = {str(p): 1 for p in range(partitions)}  # one value per partition
+    url = registry.url
+    runs = {
+        "pykafka": lambda ends=None: read_pykafka(spark, bootstrap, url, topic, ends),
+        "binary": lambda ends=None: read_binary(spark, bootstrap, topic, ends),
+        "floor": lambda ends=None: read_floor(spark, records if ends is None else partitions,
+                                              partitions),
+        "confluent": lambda: read_confluent(bootstrap, url, topic, records, partitions),
+        "udf": lambda ends=None: read_fastavro_udf(spark, bootstrap, topic, ends),
+        "arrow_udf": lambda ends=None: read_fastavro_arrow_udf(spark, bootstrap, topic, ends),
+    }
+    seconds: dict[str, list[float]] = {name: [] for name, _ in CASES}
+    cpu: dict[str, list[float]] = {name: [] for name, _ in CASES}
+    fixed: dict[str, list[float]] = {name: [] for name in FIXED}
+    fixed_cpu: dict[str, list[float]] = {name: [] for name in FIXED}
     try:
         t = time.perf_counter()
-        produce_avro(bootstrap, registry.url, topic, records, partitions)
+        produce_avro(bootstrap, url, topic, records, partitions)
         log(f"produced {records:,} Avro records in {time.perf_counter() - t:.1f} s")
-        seconds: dict[str, list[float]] = {"pykafka": [], "confluent": [], "udf": []}
-        read_pykafka(spark, bootstrap, registry.url, topic)  # warm the workers
+        for name in ("pykafka", "binary", "floor", "udf", "arrow_udf"):
+            runs[name]()  # warm the workers
         for r in range(rounds):
-            for name, fn in (("pykafka", lambda: read_pykafka(spark, bootstrap,
-                                                              registry.url, topic)),
-                             ("confluent", lambda: read_confluent(bootstrap, registry.url,
-                                                                  topic, records,
-                                                                  partitions)),
-                             ("udf", lambda: read_fastavro_udf(spark, bootstrap, topic))):
-                s = fn()
+            for name, _ in CASES:
+                before = cpu_snapshot()
+                s = runs[name]()
+                used = sum(cpu_seconds(before, cpu_snapshot()).values())
                 seconds[name].append(s)
+                cpu[name].append(used)
                 log(f"  avro {name:<10} round {r + 1}: {s:6.2f} s  "
-                    f"{records / s:12,.0f} records/s")
+                    f"{records / s:12,.0f} records/s  {used:5.2f} CPU s  "
+                    f"load {os.getloadavg()[0]:.1f}")
+            for name in FIXED:
+                before = cpu_snapshot()
+                fixed[name].append(runs[name](one))
+                fixed_cpu[name].append(sum(cpu_seconds(before, cpu_snapshot()).values()))
+                log(f"  avro {name:<10} round {r + 1}: {fixed[name][-1]:6.2f} s  "
+                    f"{fixed_cpu[name][-1]:5.2f} CPU s for {partitions} values")
     finally:
         registry.stop()
 
@@ -172,7 +268,28 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
 
     def vs(name):
         return statistics.median(b / a for a, b in zip(seconds["pykafka"], seconds[name]))
+
+    def cpu_per_m(name):
+        return statistics.median(cpu[name]) * 1e6 / records
+
+    def past_fixed(name):
+        """Records/s once the fixed cost of a query is paid (median per round)."""
+        return statistics.median(records / max(s - f, 1e-3)
+                                 for s, f in zip(seconds[name], fixed[name]))
+
+    def cpu_past_fixed(name):
+        """CPU s per M records once the fixed cost's CPU is paid (medians)."""
+        return max(statistics.median(cpu[name]) - statistics.median(fixed_cpu[name]),
+                   1e-3) * 1e6 / records
+
     cores = getattr(spark.sparkContext, "defaultParallelism", 2)
+    rows = [f"| {label.format(cores=cores)} | {rate(name):,.0f} | {vs(name):.2f} | "
+            f"{cpu_per_m(name):.2f} |" for name, label in CASES]
+    floor_vs_udf = statistics.median(u / f for f, u in zip(seconds["floor"], seconds["udf"]))
+    floor_vs_arrow = statistics.median(u / f for f, u in zip(seconds["floor"],
+                                                             seconds["arrow_udf"]))
+    fixed_ours, fixed_udf = (statistics.median(fixed[n]) for n in ("pykafka", "udf"))
+    marginal = {n: cpu_past_fixed(n) for n in FIXED}
     return [
         "",
         "## Schema Registry Avro values (valueFormat=avro)",
@@ -180,15 +297,26 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
         f"{records:,} values of a flat 5-field Avro record (long, string, double, boolean, "
         f"timestamp-millis; ~40 bytes with the 5-byte Confluent header) in {partitions} "
         "partitions, written by confluent-kafka's AvroSerializer; each contender builds the "
-        "value struct column. Medians over the rounds; \"x pykafka\" is pykafka's rate over "
-        "the contender's, median of per-round ratios.",
+        "value struct column (Spark's select the one column `value`, into the noop sink). "
+        "Medians over the rounds; \"pykafka x\" is pykafka's rate over the contender's, "
+        "median of per-round ratios; CPU s per M records counts every process (driver, "
+        "Spark's JVM and Python workers, the broker).",
         "",
-        "| Case | Records/s | pykafka x |",
-        "|---|---:|---:|",
-        f"| spark.read valueFormat=avro, noop sink, local[{cores}] | "
-        f"{rate('pykafka'):,.0f} | 1.00 |",
-        f"| confluent-kafka Consumer + AvroDeserializer -> Arrow, 1 process | "
-        f"{rate('confluent'):,.0f} | {vs('confluent'):.2f} |",
-        f"| spark.read + fastavro in an Arrow Python UDF, local[{cores}] | "
-        f"{rate('udf'):,.0f} | {vs('udf'):.2f} |",
+        "| Case | Records/s | pykafka x | CPU s per M records |",
+        "|---|---:|---:|---:|",
+        *rows,
+        "",
+        f"The Spark floor row is what any Python data source costs Spark for these columns "
+        f"with nothing to fetch or decode: it runs {floor_vs_udf:.2f}x the udf route and "
+        f"{floor_vs_arrow:.2f}x the arrow_udf route, the most a Python source can reach "
+        f"against them. A read of one value per partition takes {fixed_ours:.2f} s with "
+        f"valueFormat=avro and {fixed_udf:.2f} s with the udf (the fixed cost of a query: "
+        f"planning, the registry, task launch), included above; past it, pykafka reads "
+        f"{past_fixed('pykafka'):,.0f} values/s and the udf route "
+        f"{past_fixed('udf'):,.0f} ({past_fixed('pykafka') / past_fixed('udf'):.2f}x; "
+        f"noisy: the difference of two timings). In CPU s per M records past the fixed "
+        f"cost's CPU (steadier on a busy machine): pykafka {marginal['pykafka']:.2f}, "
+        f"the floor {marginal['floor']:.2f}, the udf route {marginal['udf']:.2f}; the udf "
+        f"route takes {marginal['udf'] / marginal['pykafka']:.2f}x pykafka's CPU and "
+        f"{marginal['udf'] / marginal['floor']:.2f}x the floor's.",
     ]

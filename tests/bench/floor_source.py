@@ -50,24 +50,66 @@ def _batch(first: int, n: int, value_size: int, partition: int) -> pa.RecordBatc
         schema=SCHEMA_WITH_HEADERS)
 
 
+#: ``shape=avro``: the columns of ``spark.read.format("pykafka")`` with ``valueFormat=avro``
+#: for the avro section's record (avro_cases.RECORD), no headers.
+AVRO_DDL = ("key binary, value struct<id: bigint, sensor: string, value: double, "
+            "ok: boolean, at: timestamp>, topic string, partition int, offset long, "
+            "timestamp timestamp, timestampType int, valueSchemaId int")
+
+
+def _avro_batch(first: int, n: int, partition: int) -> pa.RecordBatch:
+    import numpy as np
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (BinaryType, BooleanType, DoubleType, IntegerType, LongType,
+                                   StringType, StructField, StructType, TimestampType)
+
+    schema = to_arrow_schema(StructType([
+        StructField("key", BinaryType()),
+        StructField("value", StructType([
+            StructField("id", LongType()), StructField("sensor", StringType()),
+            StructField("value", DoubleType()), StructField("ok", BooleanType()),
+            StructField("at", TimestampType())])),
+        StructField("topic", StringType()), StructField("partition", IntegerType()),
+        StructField("offset", LongType()), StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+        StructField("valueSchemaId", IntegerType())]), timezone="UTC")
+    ids = np.arange(first, first + n, dtype=np.int64)
+    value = pa.StructArray.from_arrays(
+        [pa.array(ids), pa.array([f"sensor-{i % 1000}" for i in range(first, first + n)]),
+         pa.array(ids * 0.5), pa.array(ids & 1 == 1),
+         pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC"))],
+        fields=list(schema.field("value").type))
+    return pa.RecordBatch.from_arrays(
+        [pa.nulls(n, pa.binary()), value, pa.array(["bench-floor"] * n, pa.string()),
+         pa.array(np.full(n, partition, dtype=np.int32)), pa.array(ids),
+         pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
+         pa.array(np.zeros(n, dtype=np.int32)), pa.array(np.ones(n, dtype=np.int32))],
+        schema=schema)
+
+
 class _Partition(InputPartition):
-    def __init__(self, index: int, rows: int, value_size: int):
+    def __init__(self, index: int, rows: int, value_size: int, shape: str = "kafka"):
         super().__init__(index)
         self.index, self.rows, self.value_size = index, rows, value_size
+        self.shape = shape
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, partitions: int, rows: int, value_size: int):
+    def __init__(self, partitions: int, rows: int, value_size: int, shape: str = "kafka",
+                 batch_rows: int = BATCH_ROWS):
         self.n, self.rows, self.value_size = partitions, rows, value_size
+        self.shape, self.batch_rows = shape, batch_rows
 
     def partitions(self):
         per = self.rows // self.n
-        return [_Partition(i, per + (1 if i < self.rows % self.n else 0), self.value_size)
+        return [_Partition(i, per + (1 if i < self.rows % self.n else 0), self.value_size,
+                           self.shape)
                 for i in range(self.n)]
 
     def read(self, partition: _Partition):
-        batch = _batch(0, min(BATCH_ROWS, partition.rows), partition.value_size,
-                       partition.index)
+        n = min(self.batch_rows, partition.rows)
+        batch = (_avro_batch(0, n, partition.index) if getattr(partition, "shape", "") == "avro"
+                 else _batch(0, n, partition.value_size, partition.index))
         left = partition.rows
         while left > 0:
             yield batch if left >= batch.num_rows else batch.slice(0, left)
@@ -192,13 +234,16 @@ class FloorDataSource(DataSource):
         return FORMAT
 
     def schema(self):
+        if self.options.get("shape") == "avro":
+            return AVRO_DDL
         from kafka_source.spark_schema import kafka_schema_ddl
         return kafka_schema_ddl(True)
 
     def reader(self, schema):
         o = self.options
         return _Reader(int(o.get("partitions", 4)), int(o["rows"]),
-                       int(o.get("valueSize", 100)))
+                       int(o.get("valueSize", 100)), o.get("shape", "kafka"),
+                       int(o.get("batchRows", BATCH_ROWS)))
 
     def streamReader(self, schema):
         o = self.options

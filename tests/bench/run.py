@@ -48,7 +48,10 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    only its block of results.md.
 9. avro: Schema Registry Avro values decoded by ``spark.read`` with ``valueFormat=avro``,
    by confluent-kafka's consumer with its ``AvroDeserializer`` into the same Arrow
-   column, and by fastavro in a Python UDF (``avro_cases.py``; ``--avro-records``).
+   column, and by fastavro in a Python UDF (``udf`` and ``arrow_udf``), next to the same
+   read with ``valueFormat=binary`` and Spark's floor for a Python source of these
+   columns; wall and CPU seconds, and the fixed cost of a query (``avro_cases.py``;
+   ``--avro-records``).
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
