@@ -171,8 +171,9 @@ def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
 def own_costs(bootstrap: str, topic: str, proxy, rounds: int = 20) -> dict:
     """Our part of a micro-batch, timed in this process while the producer runs: the
     driver's ``latestOffset`` (its client kept between micro-batches: one Metadata and one
-    ListOffsets) and ``partitions``, and one task's ``read_range`` of the first range of the
-    micro-batch, with the new connections it opens (counted by the proxy)."""
+    ListOffsets, sent together) and ``partitions``, and one task's ``read_range`` of the
+    first range of the micro-batch, with the new connections it opens (counted by the
+    proxy)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from kafka_source.fetcher import read_range
@@ -351,7 +352,7 @@ def render(s: dict) -> list[str]:
         lines += ["", f"Our part of a micro-batch, timed in the bench process against the same "
                       f"broker and producer (medians): the driver's `latestOffset` "
                       f"{own['latest_ms']:.1f} ms (its client is kept between micro-batches: "
-                      f"one Metadata and one ListOffsets request), `partitions` "
+                      f"one Metadata and one ListOffsets request, sent together), `partitions` "
                       f"{own['partitions_ms']:.1f} ms; one task's `read_range` of its range "
                       f"{own['read_ms']:.1f} ms, opening {own['read_connections']:.0f} new "
                       "connections (bootstrap and partition leader)."]
