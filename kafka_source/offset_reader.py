@@ -87,17 +87,37 @@ class OffsetReader:
         return {tp: o for tp, (o, _) in
                 self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()}
 
+    def metadata_and_latest(self, topics, tps, isolation_level: int = READ_UNCOMMITTED):
+        """``refresh_metadata(topics)`` (retried as it is) and the latest offsets of
+        ``tps`` from the same round trip where the client sends both at once
+        (``KafkaClient.metadata_and_offsets``). Returns ``(metadata, latest)``; ``latest``
+        is None when that answer cannot be used (see there): ask ``latest_offsets``."""
+        both = getattr(self._client, "metadata_and_offsets", None)
+        tps = list(tps)
+        if both is None or not tps:
+            return self.refresh_metadata(topics), None
+        metadata, answers = self._retry(
+            "fetching metadata",
+            lambda: both(topics, {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level),
+            refresh=False)
+        return metadata, (None if answers is None
+                          else {tp: o for tp, (o, _) in answers.items()})
+
     def latest_offsets(self, tps, isolation_level: int = READ_UNCOMMITTED,
-                       known: Mapping | None = None):
+                       known: Mapping | None = None, first: Mapping | None = None):
         """The latest offset of each of ``tps``. With ``known`` (offsets the query has
         already seen), an answer below a known offset is asked again, up to
         ``fetchOffset.numRetries`` attempts ``fetchOffset.retryIntervalMs`` apart; the last
-        answer is returned either way."""
+        answer is returned either way. ``first``: an answer already in hand for exactly
+        ``tps`` (``metadata_and_latest``), taken as the first attempt."""
         tps = list(tps)
         attempt = 0
         while True:
-            latest = {tp: o for tp, (o, _) in self.list_offsets(
-                {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
+            if first is not None:
+                latest, first = dict(first), None
+            else:
+                latest = {tp: o for tp, (o, _) in self.list_offsets(
+                    {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
             attempt += 1
             if not known:
                 return latest

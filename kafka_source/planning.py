@@ -118,14 +118,19 @@ def partitions_from_metadata(subscription: Subscription,
     return sorted(set(found))
 
 
-def fetch_metadata(subscription: Subscription, client) -> "ClusterMetadata":
-    """Fresh metadata for ``subscription``: only the named topics for subscribe/assign,
-    every topic for a pattern. ``client`` is a ``KafkaClient`` (``refresh_metadata``)."""
+def metadata_topics(subscription: Subscription) -> list[str] | None:
+    """The topics whose metadata ``subscription`` needs: the named topics for
+    subscribe/assign, None (every topic) for a pattern."""
     if subscription.kind == "subscribePattern":
-        return client.refresh_metadata(None)
-    topics = (list(subscription.topics) if subscription.kind == "subscribe"
-              else sorted({t for t, _ in subscription.partitions}))
-    return client.refresh_metadata(topics)
+        return None
+    return (list(subscription.topics) if subscription.kind == "subscribe"
+            else sorted({t for t, _ in subscription.partitions}))
+
+
+def fetch_metadata(subscription: Subscription, client) -> "ClusterMetadata":
+    """Fresh metadata for ``subscription`` (``metadata_topics``). ``client`` is a
+    ``KafkaClient`` (``refresh_metadata``)."""
+    return client.refresh_metadata(metadata_topics(subscription))
 
 
 def discover_partitions(subscription: Subscription, client) -> list[TopicPartition]:

@@ -70,7 +70,8 @@ from .offset_reader import OffsetReader
 from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
 from .options import ReaderOptions
-from .planning import discover_partitions, plan_ranges, resolve_offsets
+from .planning import (discover_partitions, metadata_topics, partitions_from_metadata,
+                       plan_ranges, resolve_offsets)
 
 log = logging.getLogger("pykafka.source")
 
@@ -184,6 +185,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         self._committed: dict | None = None  # last offsets committed to the group
         self._initial: dict | None = None  # a fresh query's start, resolved once
         self._after_initial = False  # initialOffset answered, nothing asked since
+        self._partitions: list[TopicPartition] = []  # those of the last discovery
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -205,13 +207,29 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
 
     def _latest_offsets(self, known: dict[TopicPartition, int] | None = None
                         ) -> dict[TopicPartition, int]:
-        partitions = discover_partitions(self.options.subscription, self.client)
-        return self.client.latest_offsets(partitions, self.options.isolation_level_code,
-                                          known=known)
+        """The latest offsets of the partitions the subscription has now. Partitions are
+        discovered anew every time (as Spark's connector describes its topics for every
+        micro-batch); once a first discovery named them, the Metadata request and the
+        ListOffsets for the partitions known so far go out together, one round trip
+        instead of two, and the ListOffsets is asked again only when that answer cannot
+        be used (partitions added or gone, a leader moved, an error)."""
+        o = self.options
+        level = o.isolation_level_code
+        if self._partitions:
+            metadata, latest = self.client.metadata_and_latest(
+                metadata_topics(o.subscription), self._partitions, level)
+            partitions = partitions_from_metadata(o.subscription, metadata)
+            if latest is not None and set(latest) != set(partitions):
+                latest = None
+        else:
+            partitions, latest = discover_partitions(o.subscription, self.client), None
+        self._partitions = partitions
+        return self.client.latest_offsets(partitions, level, known=known, first=latest)
 
     def initialOffset(self) -> dict:
         if self._initial is None:
             partitions = discover_partitions(self.options.subscription, self.client)
+            self._partitions = partitions
             start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
                                     is_starting=True,
                                     isolation_level=self.options.isolation_level_code)

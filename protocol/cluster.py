@@ -349,15 +349,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         from .schemas import LIST_OFFSETS
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
-
-        def build(conn, version, tps):
-            topics: dict[str, list] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append({
-                    "partition_index": p, "current_leader_epoch": -1,
-                    "timestamp": pending[(t, p)], "max_num_offsets": 1})
-            return {"replica_id": -1, "isolation_level": isolation_level,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+        build = _list_offsets_request(pending, isolation_level)
 
         def attempt():
             if not pending:
@@ -365,29 +357,81 @@ class KafkaClient(GroupOffsets, AdminRequests):
             first_error = None
             for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending),
                                                    build):
-                for t in response["topics"]:
-                    for p in t["partitions"]:
-                        tp = (t["name"], p["partition_index"])
-                        if tp not in pending:
-                            continue
-                        if p["error_code"]:
-                            err = BrokerError.for_code(p["error_code"], topic=tp[0],
-                                                       partition=tp[1])
-                            if not _is_retriable(err):
-                                raise err
-                            first_error = first_error or err
-                            continue
-                        offset = p.get("offset", -1)
-                        if offset == -1 and p.get("old_style_offsets"):
-                            offset = p["old_style_offsets"][0]
-                        done[tp] = (offset, p.get("timestamp", -1))
-                        del pending[tp]
+                first_error = _take_list_offsets(response, pending, done) or first_error
             if pending:
                 raise first_error or BrokerError.for_code(
                     7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending))
             return done
 
         return self.retrying("ListOffsets", attempt, timeout_ms)
+
+    def metadata_and_offsets(self, topics: Iterable[str] | None,
+                             timestamps: dict[TopicPartition, int],
+                             isolation_level: int = READ_UNCOMMITTED
+                             ) -> tuple[ClusterMetadata, dict | None]:
+        """``refresh_metadata(topics)`` and ``list_offsets(timestamps, isolation_level)``
+        in one round trip instead of two: the ListOffsets requests go to the leaders the
+        cached metadata names and the Metadata request follows before any answer is read
+        (a broker answers a connection's requests in order).
+
+        Returns ``(metadata, offsets)``. ``offsets`` is None when the answers cannot be
+        taken as they are: a partition the cache does not know or knows no leader of, a
+        leader that the fresh metadata names differently, an error in any answer, a
+        connection that failed on the way. The caller then asks ``list_offsets`` with the
+        fresh metadata (which retries and follows leaders as usual). Errors of the Metadata
+        request itself are raised as ``refresh_metadata`` raises them."""
+        from .schemas import LIST_OFFSETS
+        topics = None if topics is None else list(topics)
+        groups = self._cached_leaders(timestamps)
+        if not groups:
+            return self.refresh_metadata(topics), None
+        pending = dict(timestamps)
+        try:
+            sent = self._send_all(LIST_OFFSETS, groups,
+                                  _list_offsets_request(pending, isolation_level))
+        except PyKafkaError as e:  # a leader's connection: the usual path will find out
+            log.debug("pipelined ListOffsets not sent: %s", e)
+            return self.refresh_metadata(topics), None
+        try:
+            metadata = self.refresh_metadata(topics)
+        finally:
+            try:  # read every answer, so that nothing is left on a connection
+                responses = _gather(sent)
+            except (KafkaConnectionError, KafkaTimeoutError) as e:
+                log.debug("pipelined ListOffsets failed: %s", e)
+                responses = None
+        if responses is None:
+            return metadata, None
+        done: dict[TopicPartition, tuple[int, int]] = {}
+        try:
+            for _, _, response, _ in responses:
+                if _take_list_offsets(response, pending, done) is not None:
+                    return metadata, None
+        except BrokerError:
+            return metadata, None
+        for node, tps in groups.items():
+            for topic, partition in tps:
+                info = metadata.topics.get(topic)
+                part = info.partitions.get(partition) if info is not None else None
+                if part is None or part.leader != node:
+                    return metadata, None
+        return metadata, (done if not pending else None)
+
+    def _cached_leaders(self, tps: Iterable[TopicPartition]
+                        ) -> dict[int, list[TopicPartition]] | None:
+        """``tps`` by the leader the cached metadata names (no request); None when the
+        cache lacks one of them or a leader."""
+        meta = self._metadata
+        if meta is None:
+            return None
+        groups: dict[int, list[TopicPartition]] = {}
+        for topic, partition in tps:
+            info = meta.topics.get(topic)
+            part = info.partitions.get(partition) if info is not None else None
+            if part is None or part.leader < 0 or part.leader not in meta.brokers:
+                return None
+            groups.setdefault(part.leader, []).append((topic, partition))
+        return groups
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: o for tp, (o, _) in
@@ -459,6 +503,44 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return {"index": partition, "error_code": 0, "base_offset": -1}
         response = conn.request(PRODUCE, body, version)
         return response["responses"][0]["partition_responses"][0]
+
+
+def _list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level: int):
+    """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
+    each at its time in ``timestamps``."""
+    def build(conn, version, tps):
+        topics: dict[str, list] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append({
+                "partition_index": p, "current_leader_epoch": -1,
+                "timestamp": timestamps[(t, p)], "max_num_offsets": 1})
+        return {"replica_id": -1, "isolation_level": isolation_level,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return build
+
+
+def _take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError | None:
+    """Move the partitions ``response`` answers from ``pending`` into ``done`` as
+    ``(offset, timestamp)``. Raises a non-retriable partition error; returns the first
+    retriable one (its partition stays pending)."""
+    first_error = None
+    for t in response["topics"]:
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition_index"])
+            if tp not in pending:
+                continue
+            if p["error_code"]:
+                err = BrokerError.for_code(p["error_code"], topic=tp[0], partition=tp[1])
+                if not _is_retriable(err):
+                    raise err
+                first_error = first_error or err
+                continue
+            offset = p.get("offset", -1)
+            if offset == -1 and p.get("old_style_offsets"):
+                offset = p["old_style_offsets"][0]
+            done[tp] = (offset, p.get("timestamp", -1))
+            del pending[tp]
+    return first_error
 
 
 def _gather(sent: list) -> list:

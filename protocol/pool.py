@@ -154,6 +154,9 @@ class ClientPool:
         self._closed = False
         self._reaper_wanted = reaper
         self._reaper: threading.Thread | None = None
+        # When the waiting reaper wakes next by itself (its clock); a client given back
+        # that expires before then wakes it, no other give-back does.
+        self._reaper_due: float | None = None
         self.stats: Counter = Counter()
 
     # ---- checkout / give back -------------------------------------------------------------
@@ -203,11 +206,10 @@ class ClientPool:
         with self._lock:
             self._out -= 1
             if keep and not self._closed:
-                self._idle.setdefault(lease.key, []).append(
-                    _Idle(client, lease.state, self._clock(), max_idle))
+                entry = _Idle(client, lease.state, self._clock(), max_idle)
+                self._idle.setdefault(lease.key, []).append(entry)
                 to_close = self._evict_over_limit_locked()
-                self._start_reaper_locked()
-                self._wake.notify_all()
+                self._wake_reaper_locked(entry.expires())
             else:
                 to_close = [client]
         for c in to_close:
@@ -276,25 +278,41 @@ class ClientPool:
                  if (t := e.expires()) is not None]
         return min(times, default=None)
 
-    def _start_reaper_locked(self) -> None:
-        if not self._reaper_wanted or (self._reaper is not None and self._reaper.is_alive()):
+    def _wake_reaper_locked(self, expires: float | None) -> None:
+        """Start the reaper, or wake it when a client given back expires before it would
+        wake by itself. A task's give-back does not wake it otherwise: a woken thread
+        competes with the task's own for the GIL, and a task of a micro-batch gives a
+        client back every time (on a busy machine that cost milliseconds a task)."""
+        if not self._reaper_wanted:
             return
-        self._reaper = threading.Thread(target=self._reap, name="pykafka-pool-reaper",
-                                        daemon=True)
-        self._reaper.start()
+        if self._reaper is None or not self._reaper.is_alive():
+            self._reaper_due = None
+            self._reaper = threading.Thread(target=self._reap, name="pykafka-pool-reaper",
+                                            daemon=True)
+            self._reaper.start()
+        elif expires is not None and (self._reaper_due is None or expires < self._reaper_due):
+            self._wake.notify_all()
 
     def _reap(self) -> None:
+        # Stays while the pool is in use: a worker's client is checked out by every task
+        # (the pool is empty meanwhile), and a thread started again at each give-back
+        # would cost each task a thread start. It ends after a whole wait with nothing
+        # idle, or when the pool closes.
+        empty_wakes = 0
         while True:
             with self._lock:
-                if self._closed or not self._idle:
-                    self._reaper = None
+                empty_wakes = 0 if self._idle else empty_wakes + 1
+                if self._closed or empty_wakes > 1:
+                    self._reaper = self._reaper_due = None
                     return
                 now = self._clock()
                 gone = self._evict_expired_locked(now)
                 if not gone:
                     expiry = self._next_expiry_locked()
-                    wait = 60.0 if expiry is None else max(0.01, expiry - now)
-                    self._wake.wait(min(wait, 60.0))
+                    wait = 60.0 if expiry is None else min(max(0.01, expiry - now), 60.0)
+                    self._reaper_due = now + wait
+                    self._wake.wait(wait)
+                    self._reaper_due = None
             for c in gone:
                 self._close(c)
 

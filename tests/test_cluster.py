@@ -123,6 +123,57 @@ def test_leader_move_in_the_middle_of_a_sequence(mock_cluster, topic_name):
         assert client.earliest_offsets([tp]) == {tp: 0}
 
 
+def test_metadata_and_offsets_share_one_round_trip(mock_cluster, topic_name, monkeypatch):
+    """A stream's latestOffset: the ListOffsets requests (to the cached leaders) and the
+    Metadata request are all sent before any answer is read, and the answers are those of
+    the two calls made one after the other."""
+    from protocol.connection import BrokerConnection
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        make_topic(mock_cluster, client, topic_name, 3)
+        produce(mock_cluster.bootstrap, topic_name,
+                [(p, None, b"x", None) for p in (0, 0, 1, 2, 2, 2)])
+        tps = [(topic_name, p) for p in range(3)]
+        with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as fresh:
+            # no metadata cached yet: no leaders to send the ListOffsets to
+            metadata, offsets = fresh.metadata_and_offsets([topic_name], {tp: -1 for tp in tps})
+            assert offsets is None and sorted(metadata.topics[topic_name].partitions) == [0, 1, 2]
+        client.latest_offsets(tps)  # connections to the leaders open
+        calls = []
+        send, receive = BrokerConnection.send, BrokerConnection.receive
+        monkeypatch.setattr(BrokerConnection, "send", lambda self, api, *a, **k: (
+            calls.append(("send", api.name)), send(self, api, *a, **k))[1])
+        monkeypatch.setattr(BrokerConnection, "receive", lambda self, *a, **k: (
+            calls.append(("receive", None)), receive(self, *a, **k))[1])
+        metadata, offsets = client.metadata_and_offsets([topic_name], {tp: -1 for tp in tps})
+        monkeypatch.undo()
+        sends = [name for kind, name in calls if kind == "send"]
+        assert sorted(set(sends)) == ["ListOffsets", "Metadata"]
+        assert calls[:len(sends)] == [("send", name) for name in sends]  # all sent first
+        assert {tp: o for tp, (o, _) in offsets.items()} == dict(zip(tps, (2, 1, 3)))
+        assert metadata.topics[topic_name].partitions.keys() == {0, 1, 2}
+        assert {tp: o for tp, (o, _) in offsets.items()} == client.latest_offsets(tps)
+
+
+def test_metadata_and_offsets_after_a_leader_move_gives_no_offsets(mock_cluster,
+                                                                   topic_name):
+    """Sent to a leader the cache names but which lost the partition, the pipelined
+    ListOffsets is not used: the fresh metadata names the new leader, and list_offsets
+    (which the caller asks next) gets the right offset from it."""
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        make_topic(mock_cluster, client, topic_name, 1)
+        produce(mock_cluster.bootstrap, topic_name, [(0, None, b"a", None)] * 3)
+        tp = (topic_name, 0)
+        assert client.latest_offsets([tp]) == {tp: 3}
+        new_leader = 1 + client.leader_for(*tp) % 3
+        mock_cluster.partition_set_leader(topic_name, 0, new_leader)
+        metadata, offsets = client.metadata_and_offsets([topic_name], {tp: -1})
+        assert offsets is None
+        assert metadata.topics[topic_name].partitions[0].leader == new_leader
+        assert client.latest_offsets([tp]) == {tp: 3}
+        # and with the cache up to date, one round trip again
+        assert client.metadata_and_offsets([topic_name], {tp: -1})[1] == {tp: (3, -1)}
+
+
 def test_injected_retriable_errors_are_survived(mock_cluster, topic_name):
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, retry_backoff_ms=10) as client:
         make_topic(mock_cluster, client, topic_name, 1)

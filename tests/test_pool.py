@@ -184,6 +184,39 @@ def test_idle_clients_are_evicted_and_zero_turns_pooling_off(mock_cluster, topic
         p.close()
 
 
+def test_a_give_back_wakes_the_reaper_only_for_an_earlier_expiry(mock_cluster, topic_name):
+    # A woken thread competes with the task's for the GIL: the task after task of a
+    # micro-batch stream must neither start nor wake the reaper each time.
+    mock_cluster.create_topic(topic_name, 1, 1)
+    p = pool.ClientPool()
+    wakes = []
+    notify_all = p._wake.notify_all
+    p._wake.notify_all = lambda: (wakes.append(1), notify_all())[1]
+    try:
+        config = ClientConfig(bootstrap_servers=mock_cluster.bootstrap)
+        with p.borrow(config) as lease:
+            lease.client.partitions_for(topic_name)
+        reaper = p._reaper
+        time.sleep(0.1)  # let it reach its wait
+        for _ in range(20):
+            with p.borrow(config) as lease:
+                lease.client.partitions_for(topic_name)
+        assert p._reaper is reaper and reaper.is_alive() and wakes == []
+        # given back with a bound that ends before the reaper's next wake-up, the client
+        # (the same one: timeouts are no identity) wakes it, and is evicted in time
+        with p.borrow(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
+                                   connections_max_idle_ms=150)) as lease:
+            lease.client.partitions_for(topic_name)
+        assert wakes == [1]
+        deadline = time.monotonic() + 5
+        while p.stats["evicted_idle"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.stats["evicted_idle"] == 1 and p.idle_clients() == 0
+    finally:
+        p.close()
+    reaper.join(5)
+    assert not reaper.is_alive()  # close() ends it
+
 def test_the_pool_can_be_turned_off_and_sized(monkeypatch, mock_cluster):
     monkeypatch.setenv(pool.ENV_ENABLED, "0")
     monkeypatch.setenv(pool.ENV_MAX_IDLE, "3")

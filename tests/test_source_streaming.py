@@ -899,3 +899,40 @@ def test_rate_limit_prorates_like_spark_even_when_everything_fits():
     begin, end = {A0: 0, A1: 0}, {A0: 15, A1: 7}
     assert rate_limit(begin, end, 22) == {A0: 14, A1: 7}
     assert rate_limit(begin, end, 23) == {A0: 15, A1: 7}
+
+
+def test_latest_offset_follows_new_topics_and_leader_moves_on_a_real_cluster(mock_cluster,
+                                                                             topic_name):
+    """latestOffset sends the Metadata and the ListOffsets of the partitions it knows in
+    one round trip; a topic that appears, or a leader that moves, between two micro-batches
+    makes it ask ListOffsets again on the fresh metadata, so the answer is still complete
+    and right (on librdkafka's mock cluster of three brokers)."""
+    def send(topic: str, partition: int, n: int) -> None:
+        p = Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 0})
+        for _ in range(n):
+            p.produce(topic, b"x", partition=partition)
+        assert p.flush(10) == 0
+
+    first, second = f"{topic_name}-a", f"{topic_name}-b"
+    create_topic(mock_cluster, first, 2, 3)
+    send(first, 0, 3)
+    reader = KafkaStreamReader(parse_reader_options(
+        {"kafka.bootstrap.servers": mock_cluster.bootstrap,
+         "subscribePattern": re.escape(topic_name) + "-.*", "startingOffsets": "earliest"},
+        for_streaming=True))
+    try:
+        start = reader.initialOffset()
+        assert reader.latestOffset(start, ReadAllAvailable()) == {first: {"0": 3, "1": 0}}
+        create_topic(mock_cluster, second, 1, 3)
+        send(second, 0, 2)
+        send(first, 1, 1)
+        assert reader.latestOffset(start, ReadAllAvailable()) == {
+            first: {"0": 3, "1": 1}, second: {"0": 2}}
+        leader = reader.client.leader_for(first, 0)
+        mock_cluster.partition_set_leader(first, 0, 1 + leader % 3)
+        send(first, 0, 1)
+        assert reader.latestOffset(start, ReadAllAvailable()) == {
+            first: {"0": 4, "1": 1}, second: {"0": 2}}
+        assert reader.client.leader_for(first, 0) == 1 + leader % 3
+    finally:
+        reader.stop()

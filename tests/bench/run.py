@@ -42,10 +42,11 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    process (``--only scale`` runs this section alone);
 8. streaming (issue 22, streaming_cases.py): a readStream with the default trigger into
    foreachBatch under a steady produce rate, latency p50/p99 and micro-batches per second
-   against a Python streaming source that reads no Kafka, and the new broker connections
-   (counted by a TCP proxy) and producer ids per micro-batch of a readStream and a
-   writeStream. ``--only streaming`` runs this section alone (about 3 min) and rewrites
-   only its block of results.md.
+   against a Python streaming source that reads no Kafka (the readStream once on Tansu and
+   once on librdkafka's mock cluster, with the brokers' own time for the requests a
+   micro-batch makes), and the new broker connections (counted by a TCP proxy) and
+   producer ids per micro-batch of a readStream and a writeStream. ``--only streaming``
+   runs this section alone (about 4 min) and rewrites only its block of results.md.
 9. avro: Schema Registry Avro values decoded by ``spark.read`` with ``valueFormat=avro``,
    by confluent-kafka's consumer with its ``AvroDeserializer`` into the same Arrow
    column, and by fastavro in a Python UDF (``udf`` and ``arrow_udf``), next to the same
