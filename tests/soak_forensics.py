@@ -5,7 +5,8 @@ The soak writes each source record's coordinates into the target record's ``src`
 target can be traced:
 
 - two copies with *different* source coordinates: the source log holds the value twice
-  (the source producer wrote it twice); not the stream's doing;
+  (the mock cluster appends an idempotent producer's re-sent batch again, see
+  ``kafka_testbed.mock_cluster``); not the stream's doing;
 - two copies with the *same* source coordinates: the stream wrote one source record twice,
   in the same transaction (the reader returned it twice in one micro-batch) or in two
   (two micro-batches read it: offset bookkeeping; or the sink committed it twice).

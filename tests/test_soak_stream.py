@@ -16,9 +16,12 @@ Python workers' memory (RSS) and open file descriptors, sampled through the run,
 writes each source record's (partition, offset) into a ``src`` header, and each offset
 below the source's end must be in the target once (the idempotent source producer's
 records take every offset, there are no control records). The values are not the
-referee because the source producer (confluent-kafka, idempotent) writes a few values
-twice into the mock cluster under these faults (each copy its own offset, its own record;
-14 and 10-minute runs found 11 and 9 such values, all traced to the source log). The
+referee because the source log holds a few values twice, each copy at its own offset:
+the mock cluster does not deduplicate an idempotent producer's re-sent batches
+(``kafka_testbed.mock_cluster``; ``test_testbed.py``), so when a broker goes down before
+confluent-kafka's producer hears the answer to a Produce, its resend is appended again
+(14 and 10-minute runs found 11 and 9 such values, every one traced to two source offsets
+whose target copies came from the two offsets, each once). The
 mock cluster keeps only 100,000 batches per partition, so after a long run the source log
 cannot be read back from its start; what it still holds must agree with the target
 record by record, and every value the source producer acknowledged must be in the
