@@ -115,6 +115,20 @@ def offset_log(checkpoint: str) -> dict[int, dict[int, int]]:
     return out
 
 
+def committed_ends(checkpoint: str) -> dict[int, int]:
+    """{source partition: end offset} of the last micro-batch in Spark's commit log (its
+    sink's transactions are committed), {} before the first."""
+    folder = os.path.join(checkpoint, "commits")
+    done = [int(n) for n in os.listdir(folder) if n.isdigit()] if os.path.isdir(folder) else []
+    for batch in sorted(done, reverse=True):
+        path = os.path.join(checkpoint, "offsets", str(batch))
+        if os.path.exists(path):
+            with open(path) as f:
+                (ends,) = json.loads(f.read().splitlines()[-1]).values()
+            return {int(p): int(o) for p, o in ends.items()}
+    return {}
+
+
 def batches_reading(ends: dict[int, dict[int, int]], part: int, offset: int) -> list[int]:
     """Batch ids whose range [previous end, end) of ``part`` holds ``offset``."""
     found = []
