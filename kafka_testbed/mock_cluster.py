@@ -35,6 +35,17 @@ Behaviour worth knowing (librdkafka 2.16.0, the version in confluent-kafka
   consumed by exactly one request.
 * ``broker_set_down`` closes every connection of that broker and stops
   accepting new ones on the same port until ``broker_set_up``.
+* A Fetch answers at most one message set (record batch) per partition,
+  whatever ``max_bytes`` allows (measured: 50 one-record batches, one Fetch,
+  one batch back). A reader of small batches makes a round trip per batch.
+* Producer ids and sequence numbers are checked only for transactional
+  producers (``rd_kafka_mock_validate_records`` returns early without a
+  transactional id): a batch an idempotent producer sends again after a lost
+  answer (a broker taken down, a connection closed mid-request) is appended a
+  second time, where Kafka answers DUPLICATE_SEQUENCE_NUMBER and keeps one copy.
+  Under broker outages an idempotent producer can thus write values twice,
+  each copy at its own offset (``tests/test_testbed.py``
+  ``test_mock_appends_a_resent_idempotent_batch_again``).
 * The API is documented by librdkafka as experimental and not covered by ABI
   stability guarantees; signatures below were checked against
   ``rdkafka_mock.h`` for this version. ``rd_kafka_mock_set_controller_id`` is

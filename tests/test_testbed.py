@@ -262,6 +262,45 @@ def test_mock_broker_down_and_up(mock_cluster: MockCluster, topic_name: str) -> 
     assert [m.value() for m in msgs] == [b"before", b"while-down"]
 
 
+def _send_twice(bootstrap: str, topic: str) -> tuple[list[int], list[bytes]]:
+    """One idempotent (not transactional) batch, producer id, epoch and base sequence 0,
+    sent twice as a producer re-sends a batch whose answer it never got: the two
+    Produce error codes and the values the partition then holds."""
+    from protocol.cluster import KafkaClient
+    from protocol.records.batch import Record, build_batch
+    from protocol.schemas import INIT_PRODUCER_ID
+
+    from .txn_referee import log_of
+
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        client.wait_for_topics([topic])
+        conn = client.connection(client.leader_for(topic, 0))
+        answer = conn.request(INIT_PRODUCER_ID, {
+            "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
+            "producer_epoch": -1}, conn.version_for(INIT_PRODUCER_ID, 4))
+        batch = build_batch([Record(0, 1, None, b"a"), Record(1, 1, None, b"b")],
+                            producer_id=answer["producer_id"],
+                            producer_epoch=answer["producer_epoch"], base_sequence=0)
+        codes = [client.produce(topic, 0, batch)["error_code"] for _ in range(2)]
+    return codes, [r.value for _, _, records in log_of(bootstrap, topic, 1) for r in records]
+
+
+def test_mock_appends_a_resent_idempotent_batch_again(
+        mock_cluster: MockCluster, tansu: TansuBroker, topic_name: str) -> None:
+    """librdkafka's mock checks producer ids and sequences only for transactional
+    producers: an idempotent producer's re-sent batch is appended a second time (a Kafka
+    broker, and Tansu, answer DUPLICATE_SEQUENCE_NUMBER and keep one copy). So a
+    producer re-sending after a lost answer (a broker taken down, a leader moved) writes
+    its values twice into the mock: the stream soak judges by source offsets for this
+    reason (tests/test_soak_stream.py)."""
+    from .broker_setup import create_topic
+
+    mock_cluster.create_topic(topic_name, 1, 1)
+    assert _send_twice(mock_cluster.bootstrap, topic_name) == ([0, 0], [b"a", b"b"] * 2)
+    create_topic(tansu, topic_name, 1)
+    assert _send_twice(tansu.bootstrap, topic_name) == ([0, 46], [b"a", b"b"])
+
+
 def test_mock_delete_records_and_apiversion(mock_cluster: MockCluster, topic_name: str) -> None:
     mock_cluster.create_topic(topic_name, 1, 1)
     conf = {"bootstrap.servers": mock_cluster.bootstrap}

@@ -29,13 +29,14 @@ from protocol.records.batch import (ABORT, COMMIT, control_type, iter_batches, p
                                     parse_records)
 
 
-def log_of(bootstrap: str, topic: str, partitions: int):
-    """Every batch of the topic: [(partition, header, records)] in log order."""
+def log_of(bootstrap: str, topic: str, partitions: int, from_earliest: bool = False):
+    """Every batch of the topic: [(partition, header, records)] in log order (from offset
+    0, or with ``from_earliest`` from the log start offset: a log that dropped its start)."""
     out = []
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         for p in range(partitions):
             end = client.latest_offsets([(topic, p)])[(topic, p)]
-            offset = 0
+            offset = client.earliest_offsets([(topic, p)])[(topic, p)] if from_earliest else 0
             while offset < end:
                 part = client.fetch({(topic, p): offset})[(topic, p)]
                 data = bytes(part["records"] or b"")
