@@ -20,7 +20,7 @@ from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, p
 from protocol.errors import ConfigError
 from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
 
-from .oauth.options import OAUTH_OPTIONS
+from .oauth.option_table import OAUTH_OPTIONS
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
