@@ -36,8 +36,8 @@ SINK_FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "without the topic option."),
     ("keySubject", '"<topic>-key"', "The same for the key."),
     ("valueSchema", "the subject's latest",
-     "The schema to write the values with (Avro JSON, .proto text, JSON Schema), looked "
-     "up in the subject or registered with auto.register.schemas; by default the "
+     "The schema to write the values with (Avro JSON, .proto text, JSON Schema: not a "
+     "DDL), looked up in the subject or registered with auto.register.schemas; by default the "
      "subject's latest version, or with auto.register.schemas (avro, json) the schema "
      "derived from the column's type as Spark's to_avro derives it."),
     ("valueMessageName", "first message",
@@ -93,7 +93,15 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                                   "when no topic option is given (the default subject "
                                   f"<topic>-{column} needs the topic option)")
             subject = f"{topic}-{column}"
-        out.append(SinkFormat(column, fmt, subject, opts.get(f"{column}Schema"),
+        inline = opts.get(f"{column}Schema")
+        if fmt == "json" and inline is not None and not inline.lstrip().startswith("{"):
+            raise ConfigError(
+                f"{column}Schema with {column}Format=json must be a JSON Schema document (a "
+                "JSON object) when writing: a Spark DDL string describes what the reader "
+                f"converts to, and the registry keeps JSON Schemas; leave {column}Schema out "
+                "and set auto.register.schemas=true to register the one the "
+                f"{column} column's type gives")
+        out.append(SinkFormat(column, fmt, subject, inline,
                               opts.boolean("auto.register.schemas", False), settings,
                               opts.get("valueMessageName") if column == "value" else None))
     return tuple(out)

@@ -234,6 +234,24 @@ def test_writer_looks_an_explicit_schema_up_and_refuses_an_unregistered_one(regi
                 valueSchema=avro.replace('"R"', '"Other"'))
 
 
+def test_writer_refuses_a_ddl_as_a_json_schema(registry):
+    """A Spark DDL is a reader schema only: the writer says so instead of sending it to the
+    registry as if it were a JSON Schema."""
+    from kafka_common.option_map import OptionMap
+    from kafka_sink.value_formats import parse_sink_formats
+    from protocol.errors import ConfigError
+    opts = OptionMap({"valueFormat": "json", "schema.registry.url": registry.url,
+                      "valueSchema": "id BIGINT, name STRING"})
+    registry.reset_calls()
+    with pytest.raises(ConfigError, match="valueSchema with valueFormat=json must be a JSON "
+                                          "Schema document.*auto.register.schemas=true"):
+        parse_sink_formats(opts, "orders")
+    assert registry.calls() == []
+    opts = OptionMap({"valueFormat": "json", "schema.registry.url": registry.url,
+                      "valueSchema": ' {"type": "object"}'})
+    assert parse_sink_formats(opts, "orders")[0].inline_schema.strip() == '{"type": "object"}'
+
+
 def test_proto_message_names_and_recursion_as_from_protobuf_needs():
     from kafka_common.protobuf import arrow_type, message_descriptor
     from protocol.errors import ConfigError
