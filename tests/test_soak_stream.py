@@ -300,7 +300,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
            worker_fds_first_third=fd0, worker_fds_last_third=fd1,
            python_workers=sampler.usual_workers(),
            transactions_left_open=int(left_open),
-           source_values_written_twice_by_the_producer=len(source_twice),
+           source_values_appended_twice_by_the_mock=len(source_twice),
            acked_values_missing=unseen_acked, values_unlike_the_source_log=mismatched,
            offsets_behind_when_the_producer_stopped=behind,
            catch_up_s=round(catch_up_s, 1))
