@@ -71,6 +71,11 @@ class SinkFormat:
         return _SCHEMA_TYPE[self.format]
 
 
+def _is_json_schema(text: str) -> bool:
+    from kafka_common.json_schema import is_json_schema  # imports pyarrow: only for json
+    return is_json_schema(text)
+
+
 def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, ...]:
     settings = registry_settings(opts)
     out = []
@@ -94,7 +99,7 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                                   f"<topic>-{column} needs the topic option)")
             subject = f"{topic}-{column}"
         inline = opts.get(f"{column}Schema")
-        if fmt == "json" and inline is not None and not inline.lstrip().startswith("{"):
+        if fmt == "json" and inline is not None and not _is_json_schema(inline):
             raise ConfigError(
                 f"{column}Schema with {column}Format=json must be a JSON Schema document (a "
                 "JSON object) when writing: a Spark DDL string describes what the reader "

@@ -47,9 +47,6 @@ _RETRIEVERS = {  # KIP-1139's sasl.oauthbearer.jwt.retriever.class
     "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever": "oidc",
     "org.apache.kafka.common.security.oauthbearer.FileJwtRetriever": "file",
 }
-_HANDLER_OPTION, _ENDPOINT_OPTION = HANDLER_OPTION, ENDPOINT_OPTION
-
-
 def canonical_class(name: str | None) -> str | None:
     """A Java class name without Databricks' ``kafkashaded.`` prefix."""
     if name is None:
@@ -117,9 +114,9 @@ def _unsecured(options: dict[str, str]) -> UnsecuredToken:
     principal = options.get("unsecuredLoginPrincipalClaimName", "sub")
     if not isinstance(claims.get(principal), str) or not claims[principal]:
         raise ConfigError(
-            f"kafka.sasl.jaas.config: OAUTHBEARER without {_HANDLER_OPTION} uses Kafka's "
+            f"kafka.sasl.jaas.config: OAUTHBEARER without {HANDLER_OPTION} uses Kafka's "
             f"unsecured tokens and needs unsecuredLoginStringClaim_{principal}; for real "
-            f"tokens set {_HANDLER_OPTION} to one of: {', '.join(_LOGIN_HANDLERS[:1])}, "
+            f"tokens set {HANDLER_OPTION} to one of: {', '.join(_LOGIN_HANDLERS[:1])}, "
             f"{MSK_OAUTH_HANDLER}, or a Python module:function")
     lifetime = options.get("unsecuredLoginLifetimeSeconds", "3600")
     if not lifetime.isdigit() or int(lifetime) <= 0:
@@ -143,7 +140,7 @@ def _client_credentials(opts, options: dict[str, str], endpoint: str) -> ClientC
                           "kafka.sasl.oauthbearer.client.credentials.client.secret)")
     scheme = endpoint.split(":", 1)[0].lower()
     if scheme not in ("https", "http"):
-        raise ConfigError(f"{_ENDPOINT_OPTION}: use an https:, http: or file: URL, not "
+        raise ConfigError(f"{ENDPOINT_OPTION}: use an https:, http: or file: URL, not "
                           f"{scheme}:")
     return ClientCredentials(
         endpoint=endpoint, client_id=client_id, client_secret=Secret(secret),
@@ -172,16 +169,16 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
         warn_once(log, "oauthbearer-plaintext", "kafka.sasl.mechanism OAUTHBEARER over "
                   "SASL_PLAINTEXT sends the token in the clear; use SASL_SSL outside a test "
                   "setup.")
-    handler = canonical_class(opts.get(_HANDLER_OPTION))
-    endpoint = opts.get(_ENDPOINT_OPTION)
+    handler = canonical_class(opts.get(HANDLER_OPTION))
+    endpoint = opts.get(ENDPOINT_OPTION)
     retriever = canonical_class(opts.get("kafka.sasl.oauthbearer.jwt.retriever.class"))
     if retriever is not None and retriever not in _RETRIEVERS:
         raise ConfigError(f"kafka.sasl.oauthbearer.jwt.retriever.class: {retriever} is not "
                           f"implemented; use one of {', '.join(_RETRIEVERS)}")
     if handler in _LOGIN_HANDLERS:
         if not endpoint:
-            raise ConfigError(f"{_HANDLER_OPTION} {handler.rsplit('.', 1)[1]} needs "
-                              f"{_ENDPOINT_OPTION} (the identity provider's token endpoint "
+            raise ConfigError(f"{HANDLER_OPTION} {handler.rsplit('.', 1)[1]} needs "
+                              f"{ENDPOINT_OPTION} (the identity provider's token endpoint "
                               "or a file: URL)")
         kind = _RETRIEVERS.get(retriever) or ("file" if endpoint.lower().startswith("file:")
                                              else "oidc")
@@ -193,19 +190,19 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
     elif handler == GCP_HANDLER:
         import importlib.util
         if importlib.util.find_spec("google.auth") is None:
-            raise ConfigError(f"{_HANDLER_OPTION} {GCP_HANDLER} needs the google-auth package "
+            raise ConfigError(f"{HANDLER_OPTION} {GCP_HANDLER} needs the google-auth package "
                               "on the driver and every executor (pip install google-auth)")
         source = TokenCallback("kafka_common.oauth.google:token", Secret(""))
     elif handler == MSK_OAUTH_HANDLER:
         from kafka_common.aws_msk_iam.options import msk_oauth_source
         source = msk_oauth_source(options)
     elif handler is not None and ":" in handler:
-        resolve_callable(handler, _HANDLER_OPTION)  # fails here, before any task runs
+        resolve_callable(handler, HANDLER_OPTION)  # fails here, before any task runs
         source = TokenCallback(handler, Secret(opts.get("kafka.sasl.oauthbearer.config") or ""))
     elif handler is None or handler == _UNSECURED_HANDLER:
         source = _unsecured(options)
     else:
-        raise ConfigError(f"{_HANDLER_OPTION}: {handler} is not implemented by this "
+        raise ConfigError(f"{HANDLER_OPTION}: {handler} is not implemented by this "
                           f"connector; use {_LOGIN_HANDLERS[0]} (OIDC or token file), "
                           f"{MSK_OAUTH_HANDLER}, {GCP_HANDLER}, {_UNSECURED_HANDLER}, or a "
                           "Python module:function token callback")
