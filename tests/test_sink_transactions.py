@@ -50,7 +50,7 @@ from protocol.schemas import API_VERSIONS
 
 from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
-                          nothing_left_open)
+                          open_transactions, stable_offsets_behind)
 
 INIT_PRODUCER_ID_KEY, END_TXN_KEY = 22, 26
 
@@ -116,11 +116,18 @@ def test_nothing_is_visible_until_the_driver_commits(tansu, topic_name):
     with KafkaClient(bootstrap_servers=tansu.bootstrap) as c:
         lso = c.latest_offsets([(topic_name, 0), (topic_name, 1)])
         assert any(lso.values())  # the records are in the log, uncommitted
+    left_open = open_transactions(tansu.bootstrap, topic_name, 2)
+    assert {line.split(" from ")[0] for line in left_open} >= {
+        f"partition {p}: producer {m.transaction.producer_id} epoch {m.transaction.epoch}"
+        for m in (m0, m1) for p in (0, 1) if m.partitions.get((topic_name, p))}
+    assert stable_offsets_behind(tansu.bootstrap, topic_name, 2, wait_s=0)
 
     counts = commit(tansu, topic_name, prefix, [m0, m1])
     assert counts["committed"] == 2
     expected = sorted(values("a", 50) + values("b", 30))
     assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == expected
+    assert open_transactions(tansu.bootstrap, topic_name, 2) == []
+    assert stable_offsets_behind(tansu.bootstrap, topic_name, 2) == []
     assert sorted(librdkafka_read_committed(tansu.bootstrap, topic_name, 2)) == expected
 
 
@@ -208,7 +215,7 @@ def test_a_task_attempt_that_starts_after_the_driver_ended_the_job_writes_nothin
     assert sorted(committed_values(tansu.bootstrap, topic_name, 2)) == sorted(
         values("won", 10))
     assert aborted_values(tansu.bootstrap, topic_name, 2) == []  # the late ones wrote nothing
-    assert nothing_left_open(tansu.bootstrap, topic_name, 2)
+    assert open_transactions(tansu.bootstrap, topic_name, 2) == []
 
 
 def test_a_failing_task_aborts_its_own_transaction(tansu, topic_name):
@@ -230,7 +237,7 @@ def test_a_failing_task_aborts_its_own_transaction(tansu, topic_name):
     aborted = aborted_values(tansu.bootstrap, topic_name, 2)
     assert aborted and set(aborted) <= set(values("sent", 20))  # what went out was aborted
     assert committed_values(tansu.bootstrap, topic_name, 2) == []
-    assert nothing_left_open(tansu.bootstrap, topic_name, 2)
+    assert open_transactions(tansu.bootstrap, topic_name, 2) == []
 
 
 def test_a_fenced_transaction_fails_the_commit_naming_the_timeout(tansu, topic_name):
@@ -402,3 +409,7 @@ def test_what_the_mock_cluster_gets_wrong(mock_cluster, topic_name):
         part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
         assert part["high_watermark"] == 1  # no ABORT marker was written
         assert part["last_stable_offset"] == 1  # Kafka: 0, the open transaction's start
+    # the log still shows it open, which is why the referees judge by the log
+    assert open_transactions(mock_cluster.bootstrap, topic_name, 1) == [
+        f"partition 0: producer {pid} epoch {epoch} from offset 0 (1 records, no marker "
+        f"after them)"]

@@ -14,8 +14,10 @@ offsets. So the referees here are:
 - ``librdkafka_read_committed``: confluent-kafka's consumer with
   ``isolation.level=read_committed``, which on Tansu shows what a Kafka broker would
   whenever the log holds no aborted transaction;
-- ``nothing_left_open``: no transaction is open on the topic (Tansu's last stable offset
-  reaches the high watermark on every partition).
+- ``open_transactions``: the transactions the log leaves open (no marker after them),
+  empty when nothing is;
+- ``stable_offsets_behind``: the partitions whose last stable offset has not reached the
+  high watermark, which read_committed readers wait behind.
 """
 
 from __future__ import annotations
@@ -87,15 +89,55 @@ def aborted_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
     return aborted
 
 
+def open_transactions(bootstrap: str, topic: str, partitions: int) -> list[str]:
+    """The transactions the log leaves open, by Kafka's rule: a producer's transactional
+    batches on a partition with no COMMIT or ABORT marker of that producer after them.
+    Each is described (partition, producer, epoch, first offset, records), so a failing
+    assertion names what was left open; empty when nothing is. Judged from the log, not
+    from the broker's last stable offset: Tansu's bookkeeping can keep an ended
+    transaction open for good (``stable_offsets_behind``)."""
+    opened: dict[tuple[int, int], list] = {}
+    for p, h, records in log_of(bootstrap, topic, partitions):
+        if h.attributes & 0x20:
+            opened.pop((p, h.producer_id), None)
+        elif h.attributes & 0x10:
+            entry = opened.setdefault((p, h.producer_id), [h.producer_epoch, h.base_offset, 0])
+            entry[2] += len(records)
+    return [f"partition {p}: producer {pid} epoch {epoch} from offset {first} "
+            f"({count} records, no marker after them)"
+            for (p, pid), (epoch, first, count) in sorted(opened.items())]
+
+
 def nothing_left_open(bootstrap: str, topic: str, partitions: int) -> bool:
-    """No partition of the topic has an open transaction: a read_committed Fetch answers a
-    last stable offset equal to the high watermark (on Tansu; not on librdkafka's mock)."""
-    with KafkaClient(bootstrap_servers=bootstrap) as client:
-        for p in range(partitions):
-            part = client.fetch({(topic, p): 0}, isolation_level=1)[(topic, p)]
-            if part["last_stable_offset"] != part["high_watermark"]:
-                return False
-    return True
+    """No transaction is left open on the topic (see ``open_transactions``)."""
+    return not open_transactions(bootstrap, topic, partitions)
+
+
+def stable_offsets_behind(bootstrap: str, topic: str, partitions: int,
+                          wait_s: float = 10.0) -> list[str]:
+    """The partitions whose last stable offset (a read_committed Fetch's answer) is still
+    below the high watermark after polling for up to ``wait_s`` seconds; empty once every
+    partition's reaches it. Kafka writes the markers after EndTxn is answered, so a
+    read_committed reader may see a transaction open for a moment after its commit;
+    read_committed readers are compared only once this is empty. Tansu can keep it
+    non-empty for good while the log shows every transaction ended: two InitProducerIds
+    that abort overlapping transactions at the same moment (a restarted stream's tasks do)
+    leave an ended transaction in its bookkeeping, and every later transaction on those
+    partitions then stays "open" there, with ListOffsets(read_committed) answering 0
+    (9 runs of 100 of ``python -m tests.tansu_lso_race``; see ``kafka_testbed.tansu``)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        behind = []
+        with KafkaClient(bootstrap_servers=bootstrap) as client:
+            for p in range(partitions):
+                part = client.fetch({(topic, p): 0}, isolation_level=1)[(topic, p)]
+                lso, hwm = part["last_stable_offset"], part["high_watermark"]
+                if lso != hwm:
+                    behind.append(f"partition {p}: last stable offset {lso}, "
+                                  f"high watermark {hwm}")
+        if not behind or time.monotonic() > deadline:
+            return behind
+        time.sleep(0.2)
 
 
 def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
