@@ -45,20 +45,30 @@ def our_read_committed(spark, bootstrap, topic):
             .selectExpr("CAST(value AS STRING) AS v").collect()]
 
 
-def assert_our_read_committed(spark, bootstrap, topic, partitions, expected):
-    """Our read_committed ``spark.read`` shows exactly ``expected``; when it does not,
-    the message gives what the broker answered the planner (ListOffsets latest at both
-    isolation levels) and what a read_committed Fetch says is stable."""
+def readers_agree(spark, bootstrap, topic, partitions, expected) -> bool:
+    """librdkafka's read_committed consumer and our read_committed ``spark.read`` each show
+    exactly ``expected``. False (with a warning) when ours shows less while Tansu's
+    bookkeeping has put an ended transaction back "open" (its ListOffsets at
+    read_committed then answers 0 for that partition): the caller runs its scenario again.
+    Any other difference fails, with what the broker answered the planner (ListOffsets
+    latest at both isolation levels) and what a read_committed Fetch says is stable."""
+    assert sorted(librdkafka_read_committed(bootstrap, topic, partitions)) == expected
     got = sorted(our_read_committed(spark, bootstrap, topic))
-    if got != expected:
-        tps = {(topic, p): -1 for p in range(partitions)}
-        with KafkaClient(bootstrap_servers=bootstrap) as client:
-            answers = {level: client.list_offsets(tps, level) for level in (0, 1)}
-        behind = stable_offsets_behind(bootstrap, topic, partitions, wait_s=0)
-        pytest.fail(f"read {len(got)} values, {len(expected)} expected; missing "
-                    f"{sorted(set(expected) - set(got))[:10]}...; ListOffsets latest "
-                    f"read_uncommitted {answers[0]}, read_committed {answers[1]}; "
-                    f"stable offsets behind: {behind}")
+    if got == expected:
+        return True
+    behind = stable_offsets_behind(bootstrap, topic, partitions, wait_s=0)
+    tps = {(topic, p): -1 for p in range(partitions)}
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        answers = {level: client.list_offsets(tps, level) for level in (0, 1)}
+    what = (f"read {len(got)} values, {len(expected)} expected; missing "
+            f"{sorted(set(expected) - set(got))[:10]}...; ListOffsets latest "
+            f"read_uncommitted {answers[0]}, read_committed {answers[1]}; "
+            f"stable offsets behind: {behind}")
+    if behind and open_transactions(bootstrap, topic, partitions) == []:
+        warnings.warn(f"Tansu put an ended transaction back open on {topic}: {what}; "
+                      f"running the scenario again on a fresh topic")
+        return False
+    pytest.fail(what)
 
 
 def settled(bootstrap: str, topic: str, partitions: int) -> bool:
@@ -90,12 +100,11 @@ def test_batch_write_is_visible_once_to_every_read_committed_reader(spark, tansu
          .mode("append").save())
         assert sorted(committed_values(tansu.bootstrap, topic, 3)) == expected
         assert aborted_values(tansu.bootstrap, topic, 3) == []
-        if settled(tansu.bootstrap, topic, 3):
+        if (settled(tansu.bootstrap, topic, 3)
+                and readers_agree(spark, tansu.bootstrap, topic, 3, expected)):
             break
     else:
         pytest.fail("Tansu kept an ended transaction open in three runs out of three")
-    assert sorted(librdkafka_read_committed(tansu.bootstrap, topic, 3)) == expected
-    assert_our_read_committed(spark, tansu.bootstrap, topic, 3, expected)
 
 
 def test_batch_write_whose_last_task_fails_leaves_nothing_visible(spark, tansu, topic_name):
@@ -228,9 +237,7 @@ def test_stream_killed_and_restarted_writes_each_row_once(spark, tansu, topic_na
             assert aborted_values(tansu.bootstrap, target, 2)  # the crashed run's copies
             return
         assert aborted_values(tansu.bootstrap, target, 2) == []
-        if settled(tansu.bootstrap, target, 2):
-            break
-    else:
-        pytest.fail("Tansu kept an ended transaction open in three runs out of three")
-    assert sorted(librdkafka_read_committed(tansu.bootstrap, target, 2)) == expected
-    assert_our_read_committed(spark, tansu.bootstrap, target, 2, expected)
+        if (settled(tansu.bootstrap, target, 2)
+                and readers_agree(spark, tansu.bootstrap, target, 2, expected)):
+            return
+    pytest.fail("Tansu kept an ended transaction open in three runs out of three")
