@@ -65,8 +65,7 @@ def readers_agree(spark, bootstrap, topic, partitions, expected) -> bool:
             f"read_uncommitted {answers[0]}, read_committed {answers[1]}; "
             f"stable offsets behind: {behind}")
     if behind and open_transactions(bootstrap, topic, partitions) == []:
-        warnings.warn(f"Tansu put an ended transaction back open on {topic}: {what}; "
-                      f"running the scenario again on a fresh topic")
+        warnings.warn(f"Tansu put an ended transaction back open on {topic}: {what}")
         return False
     pytest.fail(what)
 
@@ -81,8 +80,7 @@ def settled(bootstrap: str, topic: str, partitions: int) -> bool:
     behind = stable_offsets_behind(bootstrap, topic, partitions)
     if behind:
         warnings.warn(f"Tansu keeps an ended transaction open on {topic}: "
-                      f"{'; '.join(behind)} (the log has every marker); running the "
-                      f"scenario again on a fresh topic")
+                      f"{'; '.join(behind)} (the log has every marker)")
     return not behind
 
 

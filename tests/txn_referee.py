@@ -126,18 +126,18 @@ def stable_offsets_behind(bootstrap: str, topic: str, partitions: int,
     partitions then stays "open" there, with ListOffsets(read_committed) answering 0
     (9 runs of 100 of ``python -m tests.tansu_lso_race``; see ``kafka_testbed.tansu``)."""
     deadline = time.monotonic() + wait_s
-    while True:
-        behind = []
-        with KafkaClient(bootstrap_servers=bootstrap) as client:
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        while True:
+            behind = []
             for p in range(partitions):
                 part = client.fetch({(topic, p): 0}, isolation_level=1)[(topic, p)]
                 lso, hwm = part["last_stable_offset"], part["high_watermark"]
                 if lso != hwm:
                     behind.append(f"partition {p}: last stable offset {lso}, "
                                   f"high watermark {hwm}")
-        if not behind or time.monotonic() > deadline:
-            return behind
-        time.sleep(0.2)
+            if not behind or time.monotonic() > deadline:
+                return behind
+            time.sleep(0.2)
 
 
 def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
