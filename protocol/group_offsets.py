@@ -16,14 +16,22 @@ from typing import Iterable
 from .connection import BrokerConnection
 from .errors import BrokerError
 
-__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "commit_request_topics",
-           "raise_commit_errors", "fetch_request_topics"]
+__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "MAX_OFFSET_COMMIT_VERSION",
+           "MAX_OFFSET_FETCH_VERSION", "commit_request_topics", "raise_commit_errors",
+           "fetch_request_topics"]
 
 TopicPartition = tuple[str, int]
 
 #: FindCoordinator key types.
 GROUP_KEY = 0
 TRANSACTION_KEY = 1
+
+#: OffsetCommit and OffsetFetch v10 name topics by id only (KIP-848's topic ids; Kafka 4.4
+#: offers v10, 4.1 keeps it unstable). The requests here are built from topic names, so they
+#: stop at v9, which every broker from 2.4 on speaks; a v10 request with the zero id is
+#: refused with UNKNOWN_TOPIC_ID.
+MAX_OFFSET_COMMIT_VERSION = 9
+MAX_OFFSET_FETCH_VERSION = 9
 
 
 def commit_request_topics(offsets: dict[TopicPartition, int],
@@ -93,7 +101,9 @@ class GroupOffsets:
                 "topics": commit_request_topics(offsets, metadata)}
 
         def attempt():
-            response = self.coordinator(group).request(OFFSET_COMMIT, body)
+            conn = self.coordinator(group)
+            response = conn.request(OFFSET_COMMIT, body,
+                                    conn.version_for(OFFSET_COMMIT, MAX_OFFSET_COMMIT_VERSION))
             raise_commit_errors(response, f"committing offsets for group {group!r}")
 
         self.retrying(f"OffsetCommit for group {group!r}", attempt)
@@ -107,7 +117,9 @@ class GroupOffsets:
                 "groups": [{"group_id": group, "topics": wanted}]}
 
         def attempt():
-            response = self.coordinator(group).request(OFFSET_FETCH, body)
+            conn = self.coordinator(group)
+            response = conn.request(OFFSET_FETCH, body,
+                                    conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
             groups = response.get("groups") or [response]
             out = {}
             for g in groups:

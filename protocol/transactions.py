@@ -28,8 +28,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from .errors import BrokerError
-from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_request_topics,
-                            raise_commit_errors)
+from .group_offsets import (MAX_OFFSET_FETCH_VERSION, TRANSACTION_KEY, commit_request_topics,
+                            fetch_request_topics, raise_commit_errors)
 
 __all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
            "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
@@ -156,7 +156,8 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
     def attempt():
         conn = client.coordinator(group)
         # null topics (every partition) needs v2+; require_stable v7+ (older: ignored)
-        response = conn.request(OFFSET_FETCH, body, conn.version_for(OFFSET_FETCH))
+        response = conn.request(OFFSET_FETCH, body,
+                                conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
         groups = response.get("groups") or [response]
         out = {}
         for g in groups:

@@ -3,6 +3,12 @@
 Fixtures are lazy: a broker starts only when a test asks for it, once per
 session. A broker that cannot start is an error (the test fails with the
 broker log), never a skip.
+
+``kafka`` is Apache Kafka (the newest pinned 4.x, one node): the broker of the broker-facing
+tests. ``kafka_clusters`` hands out other Apache Kafka clusters (a version, 3 nodes, a
+transaction.version, SASL/TLS listeners), shared by every test that asks for the same kind
+and stopped when the session ends (at most a few kept running at once). A test that kills,
+pauses or restarts nodes starts a ``KafkaCluster`` of its own.
 """
 
 from __future__ import annotations
@@ -14,6 +20,56 @@ import uuid
 import pytest
 
 _topic_seq = itertools.count()
+
+
+class KafkaClusters:
+    """Apache Kafka clusters shared across the session, one per kind asked for: ``get(
+    version=..., nodes=..., **KafkaCluster options)``. At most ``keep`` run at once; the one
+    used least recently is stopped to make room (tests asking by version in turn reuse
+    each). Options that are files (``ssl``, ``oauth_jwks``) are part of the kind."""
+
+    def __init__(self, keep: int = 3):
+        self.keep = keep
+        self._running: dict[tuple, object] = {}
+
+    def get(self, version: str | None = None, nodes: int = 1, **options):
+        from kafka_testbed import NEWEST_KAFKA, KafkaCluster
+
+        key = (version or NEWEST_KAFKA, nodes, tuple(sorted(options.items())))
+        cluster = self._running.pop(key, None)
+        if cluster is None:
+            while len(self._running) >= self.keep:
+                oldest = next(iter(self._running))
+                self._running.pop(oldest).stop()
+            cluster = KafkaCluster(key[0], nodes, **options).start()
+        self._running[key] = cluster  # most recently used last
+        return cluster
+
+    def stop_all(self) -> None:
+        while self._running:
+            self._running.popitem()[1].stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_clusters():
+    clusters = KafkaClusters()
+    try:
+        yield clusters
+    finally:
+        clusters.stop_all()
+
+
+@pytest.fixture(scope="session")
+def kafka():
+    """Apache Kafka, the newest pinned version, one node, PLAINTEXT (``.bootstrap``),
+    formatted with its default transaction.version (2)."""
+    from kafka_testbed import KafkaCluster
+
+    cluster = KafkaCluster().start()  # KafkaStartError (with log tail) fails the tests
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +86,7 @@ def tansu():
 
 
 # `PYKAFKA_TEST_BOOTSTRAP=host:port make test-kafka` runs the broker-facing selection
-# (tests/test_kafka_broker.py) against that Kafka instead of Tansu.
+# (tests/test_kafka_broker.py) against that Kafka instead of the session's Apache Kafka.
 BOOTSTRAP_ENV = "PYKAFKA_TEST_BOOTSTRAP"
 
 
@@ -49,12 +105,12 @@ class ExternalKafka:
 
 
 @pytest.fixture(scope="session")
-def _selection_broker(request):
+def kafka_broker(request):
+    """The broker of the broker-facing selection: the Kafka at ``PYKAFKA_TEST_BOOTSTRAP``
+    when it is set, else the session's Apache Kafka (``kafka``)."""
     bootstrap = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if not bootstrap:
-        broker = request.getfixturevalue("tansu")
-        broker.real_kafka = False
-        return broker
+        return request.getfixturevalue("kafka")
     from protocol.cluster import KafkaClient
     from protocol.errors import PyKafkaError
 
@@ -65,18 +121,6 @@ def _selection_broker(request):
         pytest.fail(f"{BOOTSTRAP_ENV}={bootstrap}: no Kafka answers there: {e}",
                     pytrace=False)
     return ExternalKafka(bootstrap)
-
-
-@pytest.fixture
-def external_or_tansu_broker(request, _selection_broker):
-    """The broker of the broker-facing selection: the Kafka at ``PYKAFKA_TEST_BOOTSTRAP``
-    when it is set, else the session's Tansu. ``.real_kafka`` tells which. A test marked
-    ``real_kafka("why")`` runs against a real Kafka only: on Tansu it is skipped with the
-    reason (one of Tansu's documented bugs)."""
-    marker = request.node.get_closest_marker("real_kafka")
-    if marker and not _selection_broker.real_kafka:
-        pytest.skip(f"real Kafka only ({BOOTSTRAP_ENV} unset, Tansu here): {marker.args[0]}")
-    return _selection_broker
 
 
 @pytest.fixture(scope="session")

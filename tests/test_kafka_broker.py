@@ -1,7 +1,7 @@
 """The broker-facing selection: what a real Apache Kafka must be tried on.
 
 ``make test-kafka`` runs the tests marked ``kafka`` (this file) against the broker of the
-``external_or_tansu_broker`` fixture: the Kafka at ``PYKAFKA_TEST_BOOTSTRAP=host:port`` when
+``kafka_broker`` fixture: the Kafka at ``PYKAFKA_TEST_BOOTSTRAP=host:port`` when
 it is set (.github/workflows/kafka.yml starts docker-compose.yml's Apache Kafka 4.x and 3.x
 for it), else the session's Tansu, so ``make test`` runs the selection here too.
 
@@ -74,10 +74,10 @@ def _read(spark, bootstrap: str, topic: str, **options):
     return reader.load()
 
 
-def test_a_produced_record_comes_back_over_fetch(external_or_tansu_broker, topic_name):
+def test_a_produced_record_comes_back_over_fetch(kafka_broker, topic_name):
     """The selection's quick check (no Spark): librdkafka produces, the client's own Fetch
     reads. Prints the broker, which test_the_switch_points_the_selection_at_a_broker reads."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     print(f"selection broker: {broker!r}")
     create_topic(broker, topic_name, 1)
     _produce(broker.bootstrap, topic_name,
@@ -90,11 +90,11 @@ def test_a_produced_record_comes_back_over_fetch(external_or_tansu_broker, topic
 
 
 @pytest.mark.spark
-def test_we_read_what_librdkafka_wrote_in_every_codec(spark, external_or_tansu_broker,
+def test_we_read_what_librdkafka_wrote_in_every_codec(spark, kafka_broker,
                                                       topic_name):
     """Keys, values, headers and timestamps of compressed batches (one codec per
     partition) written by librdkafka come back through spark.read."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     create_topic(broker, topic_name, len(CODECS))
     base = int(time.time() * 1000) - 60_000
     expected = []
@@ -114,11 +114,11 @@ def test_we_read_what_librdkafka_wrote_in_every_codec(spark, external_or_tansu_b
 
 
 @pytest.mark.spark
-def test_librdkafka_reads_what_we_wrote(spark, external_or_tansu_broker, topic_name):
+def test_librdkafka_reads_what_we_wrote(spark, kafka_broker, topic_name):
     """Rows written with df.write (keys, headers, a partition column, lz4) are what
     librdkafka's consumer reads back, in their partitions (two Spark tasks write each
     partition, in no set order between them)."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     create_topic(broker, topic_name, 2)
     df = spark.createDataFrame(
         [(f"k{i}", f"v{i}", i % 2, [("n", str(i).encode())]) for i in range(40)],
@@ -139,19 +139,19 @@ def test_librdkafka_reads_what_we_wrote(spark, external_or_tansu_broker, topic_n
 
 @pytest.mark.spark
 @pytest.mark.parametrize("point", ["before_driver_commit", "after_commit"])
-def test_exactly_once_stream_killed_and_restarted(spark, external_or_tansu_broker, topic_name,
+def test_exactly_once_stream_killed_and_restarted(spark, kafka_broker, topic_name,
                                                   tmp_path, point):
     """tests/test_sink_exactly_once_spark.py's kill-and-restart, on the selection's broker:
     every source row once in the target by Kafka's rule and no transaction left open. On a
     real Kafka, which sends AbortedTransactions, librdkafka's read_committed consumer and our
     reader show exactly the source rows also where the restart aborted the crashed run's
     transactions; on Tansu only where nothing was aborted (after the commit)."""
-    if point == "after_commit" and not external_or_tansu_broker.real_kafka:
+    if point == "after_commit" and not kafka_broker.real_kafka:
         pytest.skip("on Tansu tests/test_sink_exactly_once_spark.py runs every kill point; "
                     "here the one that aborts transactions is enough")
     from .test_sink_exactly_once_spark import _crash_and_restart, our_read_committed
     from .test_source_streaming import produce, values_for
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     source, target = f"{topic_name}-src", f"{topic_name}-dst"
     create_topic(broker, source, 2)
     create_topic(broker, target, 2)
@@ -174,11 +174,11 @@ def test_exactly_once_stream_killed_and_restarted(spark, external_or_tansu_broke
 @pytest.mark.spark
 @pytest.mark.real_kafka("Tansu keeps aborted records and answers Fetch with no "
                         "AbortedTransactions")
-def test_read_committed_skips_aborted_transactions(spark, external_or_tansu_broker,
+def test_read_committed_skips_aborted_transactions(spark, kafka_broker,
                                                    topic_name):
     """librdkafka's transactional producer commits, aborts, commits; the broker's Fetch
     names the aborted transaction and our read_committed reader drops it (and only it)."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     create_topic(broker, topic_name, 1)
     p = confluent_kafka.Producer({"bootstrap.servers": broker.bootstrap,
                                   "transactional.id": f"tx-{topic_name}"})
@@ -205,9 +205,9 @@ def test_read_committed_skips_aborted_transactions(spark, external_or_tansu_brok
 
 @pytest.mark.spark
 @pytest.mark.real_kafka("Tansu answers ListOffsets by timestamp with the earliest offset")
-def test_timestamp_lookups(spark, external_or_tansu_broker, topic_name):
+def test_timestamp_lookups(spark, kafka_broker, topic_name):
     """ListOffsets by timestamp, by max timestamp, and the reader's timestamp options."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     create_topic(broker, topic_name, 2)
     base = int(time.time() * 1000) - 600_000
     _produce(broker.bootstrap, topic_name,
@@ -229,10 +229,10 @@ def test_timestamp_lookups(spark, external_or_tansu_broker, topic_name):
 
 @pytest.mark.spark
 @pytest.mark.real_kafka("Tansu drops the connection on DeleteRecords")
-def test_delete_records_and_data_loss(spark, external_or_tansu_broker, topic_name):
+def test_delete_records_and_data_loss(spark, kafka_broker, topic_name):
     """DeleteRecords moves the log start; a read from below it is data loss: an error
     naming it with failOnDataLoss=true (the default), the records left otherwise."""
-    broker = external_or_tansu_broker
+    broker = kafka_broker
     create_topic(broker, topic_name, 1)
     _produce(broker.bootstrap, topic_name,
              [{"partition": 0, "value": f"v{i}".encode()} for i in range(10)])
@@ -249,7 +249,7 @@ def test_delete_records_and_data_loss(spark, external_or_tansu_broker, topic_nam
     assert [r.offset for r in rows] == [6, 7, 8, 9]  # earliest is the new log start
 
 
-def test_every_version_the_client_picks_is_one_the_broker_accepts(external_or_tansu_broker):
+def test_every_version_the_client_picks_is_one_the_broker_accepts(kafka_broker):
     """Each request of tests/test_kafka_versions.py's SENDS, at the version the client picks
     against this broker's ApiVersions, is inside the range the broker advertised; against a
     Kafka 4.x broker (Fetch from v4: KIP-896) it is also one Kafka 4.x's message definitions
@@ -257,7 +257,7 @@ def test_every_version_the_client_picks_is_one_the_broker_accepts(external_or_ta
     from protocol.schemas import FETCH, PRODUCE
 
     from .test_kafka_versions import KAFKA4, SENDS, _problems
-    with KafkaClient(bootstrap_servers=external_or_tansu_broker.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=kafka_broker.bootstrap) as client:
         conn = client.connection(min(client.metadata().brokers))
         kafka4 = conn.api_versions[FETCH.key][0] >= 4
         for api, cap, in_txn, where in SENDS:
@@ -266,5 +266,5 @@ def test_every_version_the_client_picks_is_one_the_broker_accepts(external_or_ta
             assert lo <= version <= hi, where
             if kafka4:
                 assert not _problems(api, range(version, version + 1), in_txn), where
-        if kafka4 and external_or_tansu_broker.real_kafka:
+        if kafka4 and kafka_broker.real_kafka:
             assert conn.api_versions[PRODUCE.key][0] == KAFKA4["Produce"]["advertised_min"]

@@ -1,0 +1,504 @@
+"""Apache Kafka for tests: KRaft clusters of 1 or 3 nodes run from Maven's jars.
+
+:class:`KafkaCluster` fetches the pinned jars of a Kafka version (:mod:`.maven_jars`),
+formats each node's log directory with ``kafka.tools.StorageTool`` (a static quorum naming
+every node; SCRAM users and ``transaction.version`` set at format time) and starts one JVM per
+node (``kafka.Kafka``, combined broker and controller, small heap) on loopback and free ports::
+
+    with KafkaCluster("4.4.0", nodes=3) as kafka:
+        kafka.bootstrap                      # "127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3"
+        kafka.kill(2); kafka.restart(2)      # SIGKILL, then start again on its log directory
+        kafka.tool("org.apache.kafka.tools.TransactionsCommand", "list")
+
+Listeners of every node (each on a port of its own; ``kafka.listener(name)`` gives a
+bootstrap string):
+
+* ``PLAINTEXT`` (always; inter-broker traffic uses it too);
+* ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
+  of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
+  ``alg: none`` token with ``sub`` and ``exp``);
+* ``OAUTH`` (``oauth_jwks=path``): SASL_PLAINTEXT with OAUTHBEARER checked by the broker's
+  JWKS validator against that ``file:`` JWKS (the URL is put on the broker JVM's
+  ``org.apache.kafka.sasl.oauthbearer.allowed.urls``);
+* ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
+  require client certificates signed by that CA.
+
+``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
+
+A node is ready when it logs ``Kafka Server started``; a cluster when every node is and
+Metadata lists them all. A node that does not come up fails with the tail of its log.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .maven_jars import NEWEST_KAFKA, kafka_classpath, uses_log4j2
+
+__all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
+
+#: The users every ``sasl=True`` cluster has: PLAIN users from the listener's JAAS file,
+#: SCRAM users (both mechanisms) created at format time.
+SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
+
+_LISTENER_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SASL": "SASL_PLAINTEXT",
+                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "CONTROLLER": "PLAINTEXT"}
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+_READY_LINE = "Kafka Server started"
+
+
+class KafkaStartError(RuntimeError):
+    """A node did not start (or formatting failed); the message holds its log's tail."""
+
+
+def java_executable() -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").exists():
+        return str(Path(home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise KafkaStartError("Apache Kafka needs Java 17 or later ('java' is not on PATH)")
+    return java
+
+
+def _pkcs8(key_pem: bytes) -> str:
+    """``key_pem`` as an unencrypted PKCS#8 PEM, the only private-key form Kafka's PEM
+    keystore reads."""
+    if b"BEGIN PRIVATE KEY" in key_pem:
+        return key_pem.decode()
+    from cryptography.hazmat.primitives import serialization
+    key = serialization.load_pem_private_key(key_pem, password=None)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption()).decode()
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+@dataclass
+class _Node:
+    node_id: int
+    ports: dict[str, int]
+    directory: Path
+    process: subprocess.Popen | None = None
+    log: object = field(default=None, repr=False)
+
+    @property
+    def config_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "server.log"
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+
+class KafkaCluster:
+    """An Apache Kafka KRaft cluster of ``nodes`` combined broker+controller JVMs."""
+
+    real_kafka = True
+
+    def __init__(self, version: str = NEWEST_KAFKA, nodes: int = 1, *,
+                 transaction_version: int | None = None, sasl: bool = False,
+                 oauth_jwks: str | None = None, ssl: tuple[str, str] | None = None,
+                 ssl_client_ca: str | None = None, reauth_ms: int | None = None,
+                 heap_mb: int = 512, num_partitions: int = 1,
+                 broker_config: dict[str, str] | None = None,
+                 start_timeout_s: float = 120.0):
+        if nodes < 1:
+            raise ValueError("nodes must be >= 1")
+        self.version = version
+        self.major = int(version.split(".")[0])
+        if transaction_version is not None and self.major < 4 and transaction_version > 0:
+            raise ValueError(f"Kafka {version} has no transaction.version {transaction_version}")
+        self.transaction_version = transaction_version
+        self.sasl, self.oauth_jwks, self.ssl, self.ssl_client_ca = sasl, oauth_jwks, ssl, ssl_client_ca
+        self.reauth_ms = reauth_ms
+        self.heap_mb = heap_mb
+        self.num_partitions = num_partitions
+        self.broker_config = dict(broker_config or {})
+        self.start_timeout_s = start_timeout_s
+        self.node_count = nodes
+        self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if self.cluster_id.startswith("-"):
+            self.cluster_id = "A" + self.cluster_id[1:]
+        self.listeners = ["PLAINTEXT"] + (["SASL"] if sasl else []) + \
+            (["OAUTH"] if oauth_jwks else []) + (["SSL"] if ssl else [])
+        self._dir: Path | None = None
+        self.nodes: dict[int, _Node] = {}
+        self._classpath: str | None = None
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    def __enter__(self) -> "KafkaCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"KafkaCluster({self.version}, nodes={len(self.nodes) or '?'}, {self.bootstrap_or_none()})"
+
+    @property
+    def classpath(self) -> str:
+        if self._classpath is None:
+            self._classpath = kafka_classpath(self.version)
+        return self._classpath
+
+    def start(self) -> "KafkaCluster":
+        classpath = self.classpath  # fetch before any port is chosen
+        self._dir = Path(tempfile.mkdtemp(prefix=f"kafka-{self.version}-"))
+        n = self.node_count
+        names = self.listeners + ["CONTROLLER"]
+        ports = _free_ports(n * len(names))
+        for i in range(n):
+            node_id = i + 1
+            node_ports = {name: ports[i * len(names) + j] for j, name in enumerate(names)}
+            directory = self._dir / f"node-{node_id}"
+            (directory / "data").mkdir(parents=True)
+            self.nodes[node_id] = _Node(node_id, node_ports, directory)
+        for node in self.nodes.values():
+            self._write_config(node)
+            self._format(node, classpath)
+        try:
+            for node in self.nodes.values():
+                self._launch(node)
+            self._wait_ready(list(self.nodes.values()))
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes.values():  # the data goes with it: no shutdown to wait for
+            self._end(node, signal.SIGKILL, wait_s=30)
+        if self._dir is not None and os.environ.get("PYKAFKA_KEEP_KAFKA_LOGS") is None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        self._dir = None
+
+    # ---- addresses ----------------------------------------------------------------------
+
+    @property
+    def bootstrap(self) -> str:
+        return self.listener("PLAINTEXT")
+
+    def bootstrap_or_none(self) -> str | None:
+        return self.bootstrap if self.nodes else None
+
+    def listener(self, name: str, node_ids=None) -> str:
+        """``host:port,...`` of listener ``name`` on ``node_ids`` (every node by default)."""
+        ids = node_ids if node_ids is not None else sorted(self.nodes)
+        return ",".join(f"127.0.0.1:{self.nodes[i].ports[name]}" for i in ids)
+
+    def node_of_port(self, port: int) -> int:
+        for node in self.nodes.values():
+            if port in node.ports.values():
+                return node.node_id
+        raise KeyError(port)
+
+    # ---- faults -------------------------------------------------------------------------
+
+    def kill(self, node_id: int) -> None:
+        """SIGKILL ``node_id`` and wait for it to be gone."""
+        self._end(self.nodes[node_id], signal.SIGKILL, wait_s=30)
+
+    def terminate(self, node_id: int, wait_s: float = 60) -> None:
+        """SIGTERM ``node_id`` (a controlled shutdown) and wait for it to exit."""
+        self._end(self.nodes[node_id], signal.SIGTERM, wait_s=wait_s)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP ``node_id``: its sockets stay open and nothing answers."""
+        os.kill(self.nodes[node_id].process.pid, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        os.kill(self.nodes[node_id].process.pid, signal.SIGCONT)
+
+    def restart(self, node_id: int, wait: bool = True) -> None:
+        """Start ``node_id`` again on its log directory (after ``kill`` or ``terminate``)."""
+        node = self.nodes[node_id]
+        if node.process is not None and node.process.poll() is None:
+            raise RuntimeError(f"node {node_id} is still running")
+        self._launch(node)
+        if wait:
+            self._wait_ready([node])
+
+    def running(self, node_id: int) -> bool:
+        p = self.nodes[node_id].process
+        return p is not None and p.poll() is None
+
+    def pid(self, node_id: int) -> int:
+        return self.nodes[node_id].process.pid
+
+    # ---- Kafka's own tools --------------------------------------------------------------
+
+    def tool(self, main_class: str, *args: str, timeout: float = 120,
+             check: bool = True) -> subprocess.CompletedProcess:
+        """Run one of Kafka's tools (a class in this version's jars) and return what it
+        printed; ``--bootstrap-server`` is the caller's to pass (``self.bootstrap``)."""
+        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
+               *self._log_config_args(self._tool_log_config()), "-cp", self.classpath,
+               main_class, *args]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        if check and run.returncode != 0:
+            raise RuntimeError(f"{main_class} {' '.join(args)} exited {run.returncode}:\n"
+                               f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+        return run
+
+    # ---- internals ----------------------------------------------------------------------
+
+    def _write_config(self, node: _Node) -> None:
+        n = len(self.nodes)
+        voters = ",".join(f"{m.node_id}@127.0.0.1:{m.ports['CONTROLLER']}"
+                          for m in self.nodes.values())
+        protocols = ",".join(f"{name}:{_LISTENER_PROTOCOLS[name]}"
+                             for name in self.listeners + ["CONTROLLER"])
+        listeners = ",".join(f"{name}://127.0.0.1:{node.ports[name]}"
+                             for name in self.listeners + ["CONTROLLER"])
+        advertised = ",".join(f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners)
+        rf = min(3, n)
+        props = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": listeners,
+            "advertised.listeners": advertised,
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": protocols,
+            "log.dirs": str(node.directory / "data"),
+            "num.partitions": str(self.num_partitions),
+            "default.replication.factor": str(rf),
+            "min.insync.replicas": "2" if n >= 3 else "1",
+            "offsets.topic.replication.factor": str(rf),
+            "offsets.topic.num.partitions": "3",
+            "transaction.state.log.replication.factor": str(rf),
+            "transaction.state.log.min.isr": "2" if n >= 3 else "1",
+            "transaction.state.log.num.partitions": "3",
+            "group.initial.rebalance.delay.ms": "0",
+            "auto.create.topics.enable": "true",
+            "log.retention.check.interval.ms": "30000",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "background.threads": "4",
+            "log.cleaner.threads": "1",
+            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
+            "log.cleaner.backoff.ms": "1000",
+            "controlled.shutdown.enable": "true",
+            # a killed node's partitions move after 6 s instead of 18 (tests kill nodes)
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
+        }
+        if self.sasl:
+            users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+            props.update({
+                "listener.name.sasl.sasl.enabled.mechanisms":
+                    "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
+                "listener.name.sasl.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
+                "listener.name.sasl.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+                "listener.name.sasl.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+                "listener.name.sasl.oauthbearer.sasl.jaas.config":
+                    f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker";',
+            })
+        if self.oauth_jwks:
+            url = Path(self.oauth_jwks).resolve().as_uri()
+            props.update({
+                "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
+                "listener.name.oauth.oauthbearer.sasl.jaas.config": f"{_OAUTH_MODULE} required;",
+                "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class":
+                    _JWKS_VALIDATOR,
+                "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": url,
+                "sasl.oauthbearer.jwks.endpoint.url": url,
+            })
+        if self.reauth_ms is not None:
+            for name in ("sasl", "oauth"):
+                props[f"listener.name.{name}.connections.max.reauth.ms"] = str(self.reauth_ms)
+        if self.ssl:
+            cert, key = self.ssl
+            props.update({
+                "listener.name.ssl.ssl.keystore.type": "PEM",
+                "listener.name.ssl.ssl.keystore.certificate.chain":
+                    Path(cert).read_text().strip().replace("\n", "\\n"),
+                "listener.name.ssl.ssl.keystore.key":
+                    _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n"),
+            })
+            if self.ssl_client_ca:
+                props.update({
+                    "listener.name.ssl.ssl.client.auth": "required",
+                    "listener.name.ssl.ssl.truststore.type": "PEM",
+                    "listener.name.ssl.ssl.truststore.certificates":
+                        Path(self.ssl_client_ca).read_text().strip().replace("\n", "\\n"),
+                })
+        props.update(self.broker_config)
+        node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self._write_log_config(node)
+
+    def _format(self, node: _Node, classpath: str) -> None:
+        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
+               *self._log_config_args(self._tool_log_config()), "-cp", classpath,
+               "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
+               "-c", str(node.config_file)]
+        if self.sasl:
+            for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+                for user, password in SASL_USERS.items():
+                    cmd += ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
+        if self.transaction_version is not None and self.major >= 4:
+            cmd += ["--feature", f"transaction.version={self.transaction_version}"]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+        if run.returncode != 0:
+            raise KafkaStartError(f"formatting node {node.node_id} of Kafka {self.version} "
+                                  f"failed ({run.returncode}):\n{run.stdout[-3000:]}\n"
+                                  f"{run.stderr[-3000:]}")
+
+    def _tool_log_config(self) -> Path:
+        assert self._dir is not None or self.nodes
+        base = self._dir if self._dir is not None else Path(tempfile.gettempdir())
+        path = base / ("tools-log4j2.properties" if uses_log4j2(self.version)
+                       else "tools-log4j.properties")
+        if not path.exists():
+            if uses_log4j2(self.version):
+                path.write_text("status = error\nrootLogger.level = error\n"
+                                "rootLogger.appenderRef.stderr.ref = STDERR\n"
+                                "appender.stderr.type = Console\nappender.stderr.name = STDERR\n"
+                                "appender.stderr.target = SYSTEM_ERR\n"
+                                "appender.stderr.layout.type = PatternLayout\n"
+                                "appender.stderr.layout.pattern = %p %m (%c)%n\n")
+            else:
+                path.write_text("log4j.rootLogger=ERROR, stderr\n"
+                                "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                                "log4j.appender.stderr.Target=System.err\n"
+                                "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                                "log4j.appender.stderr.layout.ConversionPattern=%p %m (%c)%n\n")
+        return path
+
+    def _write_log_config(self, node: _Node) -> None:
+        if uses_log4j2(self.version):
+            text = ("status = error\nrootLogger.level = info\n"
+                    "rootLogger.appenderRef.file.ref = FILE\n"
+                    "appender.file.type = File\nappender.file.name = FILE\n"
+                    f"appender.file.fileName = {node.log_file}\n"
+                    "appender.file.layout.type = PatternLayout\n"
+                    "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+                    "logger.kafka.name = kafka\nlogger.kafka.level = info\n"
+                    "logger.apache.name = org.apache.kafka\nlogger.apache.level = info\n")
+            (node.directory / "log4j2.properties").write_text(text)
+        else:
+            text = ("log4j.rootLogger=INFO, file\n"
+                    "log4j.appender.file=org.apache.log4j.FileAppender\n"
+                    f"log4j.appender.file.File={node.log_file}\n"
+                    "log4j.appender.file.Append=true\n"
+                    "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+            (node.directory / "log4j.properties").write_text(text)
+
+    def _log_config_args(self, path: Path) -> list[str]:
+        if uses_log4j2(self.version):
+            return [f"-Dlog4j2.configurationFile={path}"]
+        return [f"-Dlog4j.configuration=file:{path}"]
+
+    def _launch(self, node: _Node) -> None:
+        log_config = node.directory / ("log4j2.properties" if uses_log4j2(self.version)
+                                       else "log4j.properties")
+        jvm = [java_executable(), f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 256)}m",
+               "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
+               "-Djava.awt.headless=true", *self._log_config_args(log_config)]
+        if self.oauth_jwks:
+            jvm.append("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="
+                       + Path(self.oauth_jwks).resolve().as_uri())
+        with open(node.log_file, "a") as marker:
+            marker.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n")
+        stdout = open(node.directory / "stdout.log", "ab")
+        node.process = subprocess.Popen(
+            [*jvm, "-cp", self.classpath, "kafka.Kafka", str(node.config_file)],
+            stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+        stdout.close()
+        node.log = node.log_file.stat().st_size if node.log_file.exists() else 0
+
+    def _wait_ready(self, nodes: list[_Node]) -> None:
+        deadline = time.monotonic() + self.start_timeout_s
+        pending = list(nodes)
+        while pending:
+            for node in list(pending):
+                if node.process.poll() is not None:
+                    raise KafkaStartError(
+                        f"Kafka {self.version} node {node.node_id} exited "
+                        f"({node.process.returncode}) while starting:\n{node.log_tail()}\n"
+                        f"{(node.directory / 'stdout.log').read_text(errors='replace')[-2000:]}")
+                try:
+                    with open(node.log_file, "rb") as f:
+                        f.seek(node.log or 0)
+                        if _READY_LINE.encode() in f.read():
+                            pending.remove(node)
+                except FileNotFoundError:
+                    pass
+            if pending and time.monotonic() > deadline:
+                raise KafkaStartError(
+                    f"Kafka {self.version} node {pending[0].node_id} not ready after "
+                    f"{self.start_timeout_s:.0f} s:\n{pending[0].log_tail()}")
+            if pending:
+                time.sleep(0.1)
+        self._wait_brokers_listed()
+
+    def _wait_brokers_listed(self) -> None:
+        """Metadata from every running node lists every running node."""
+        from protocol.cluster import KafkaClient
+        from protocol.errors import PyKafkaError
+        want = {i for i in self.nodes if self.running(i)}
+        deadline = time.monotonic() + 60
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                with KafkaClient(bootstrap_servers=self.listener("PLAINTEXT", sorted(want)),
+                                 request_timeout_ms=5000, connect_timeout_ms=2000) as c:
+                    listed = set(c.metadata(topics=[]).brokers)
+                if want <= listed:
+                    return
+                last = f"Metadata lists nodes {sorted(listed)}"
+            except PyKafkaError as e:
+                last = str(e)
+            time.sleep(0.2)
+        raise KafkaStartError(f"Kafka {self.version}: nodes {sorted(want)} not all listed: {last}")
+
+    def _end(self, node: _Node, sig: int, wait_s: float) -> None:
+        p = node.process
+        if p is None or p.poll() is not None:
+            return
+        try:
+            os.kill(p.pid, signal.SIGCONT)  # a paused JVM cannot act on SIGTERM
+            os.kill(p.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            p.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=30)
