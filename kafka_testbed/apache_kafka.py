@@ -186,10 +186,10 @@ class KafkaCluster:
             directory = self._dir / f"node-{node_id}"
             (directory / "data").mkdir(parents=True)
             self.nodes[node_id] = _Node(node_id, node_ports, directory)
-        for node in self.nodes.values():
-            self._write_config(node)
-            self._format(node, classpath)
         try:
+            for node in self.nodes.values():
+                self._write_config(node)
+                self._format(node, classpath)
             for node in self.nodes.values():
                 self._launch(node)
             self._wait_ready(list(self.nodes.values()))

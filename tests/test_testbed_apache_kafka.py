@@ -1,0 +1,124 @@
+"""The Apache Kafka of the testbed (:class:`kafka_testbed.KafkaCluster`) is what it says:
+records survive a SIGKILL and a restart on the same log directory, a SIGSTOPped node
+answers nothing until SIGCONT, a SIGTERM is a clean shutdown, the transaction.version it was
+formatted with is the one its controller finalized, Kafka's own tools run from its jars, a
+node that cannot start fails loudly with its log, and the jar cache is never fetched twice.
+
+confluent-kafka (librdkafka) is the independent client.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from kafka_testbed import KafkaCluster, KafkaStartError, maven_jars
+
+
+def _produce(bootstrap: str, topic: str, n: int) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "all"})
+    for i in range(n):
+        p.produce(topic, value=b"v%d" % i, key=b"k%d" % i)
+    assert p.flush(30) == 0
+
+
+def _consume(bootstrap: str, topic: str, n: int, timeout_s: float = 30) -> list[bytes]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}-{time.time()}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+    finally:
+        c.close()
+    return got
+
+
+@pytest.fixture(scope="module")
+def own_cluster():
+    """A one-node cluster of this module's own: the tests kill and pause it."""
+    with KafkaCluster(transaction_version=1) as cluster:
+        yield cluster
+
+
+def test_records_survive_a_sigkill_and_a_restart_on_the_same_log(own_cluster, topic_name):
+    _produce(own_cluster.bootstrap, topic_name, 50)
+    pid = own_cluster.pid(1)
+    own_cluster.kill(1)
+    assert not own_cluster.running(1)
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", own_cluster.nodes[1].ports["PLAINTEXT"]), 1)
+    own_cluster.restart(1)
+    assert own_cluster.pid(1) != pid
+    assert _consume(own_cluster.bootstrap, topic_name, 50) == [b"v%d" % i for i in range(50)]
+
+
+def test_a_paused_node_answers_nothing_until_it_is_resumed(own_cluster):
+    from protocol.cluster import KafkaClient
+    from protocol.errors import PyKafkaError
+
+    own_cluster.pause(1)
+    try:
+        started = time.monotonic()
+        with pytest.raises(PyKafkaError):
+            with KafkaClient(bootstrap_servers=own_cluster.bootstrap, request_timeout_ms=1500,
+                             connect_timeout_ms=1500) as client:
+                client.refresh_metadata([])
+        assert time.monotonic() - started < 20
+    finally:
+        own_cluster.resume(1)
+    with KafkaClient(bootstrap_servers=own_cluster.bootstrap) as client:
+        assert set(client.refresh_metadata([]).brokers) == {1}
+
+
+def test_sigterm_is_a_clean_shutdown(own_cluster):
+    own_cluster.terminate(1)
+    # the JVM ran its shutdown hooks (143 = killed by SIGTERM after them, no SIGKILL needed)
+    assert own_cluster.nodes[1].process.returncode == 143
+    assert "[BrokerServer id=1] shut down completed" in own_cluster.nodes[1].log_tail(400)
+    own_cluster.restart(1)
+    assert own_cluster.running(1)
+
+
+def _finalized_transaction_version(cluster: KafkaCluster) -> int:
+    out = cluster.tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server",
+                       cluster.bootstrap, "describe").stdout
+    match = re.search(r"Feature:\s*transaction\.version\s.*?FinalizedVersionLevel:\s*(\d+)", out)
+    assert match, out
+    return int(match.group(1))
+
+
+def test_the_transaction_version_is_the_one_formatted(own_cluster, kafka):
+    assert _finalized_transaction_version(own_cluster) == 1
+    assert _finalized_transaction_version(kafka) == 2  # 4.x's default
+
+
+def test_kafka_s_own_tools_are_referees(kafka, topic_name):
+    _produce(kafka.bootstrap, topic_name, 7)
+    out = kafka.tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server",
+                     kafka.bootstrap, "--topic", topic_name).stdout
+    assert out.strip() == f"{topic_name}:0:7"
+
+
+def test_a_node_that_cannot_start_fails_with_its_log():
+    cluster = KafkaCluster(broker_config={"num.network.threads": "not-a-number"},
+                           start_timeout_s=60)
+    with pytest.raises(KafkaStartError, match="num.network.threads"):
+        cluster.start()
+    assert not any(cluster.running(i) for i in cluster.nodes)
+
+
+def test_the_jar_cache_is_not_fetched_again(kafka, monkeypatch):
+    # the session's broker fetched its jars; asking again must not need Maven at all
+    monkeypatch.setattr(maven_jars.shutil, "which", lambda name: None)
+    folder = maven_jars.kafka_jar_dir(kafka.version)
+    assert (folder / ".complete").exists()
+    assert any(p.name == f"kafka_2.13-{kafka.version}.jar" for p in folder.glob("*.jar"))
