@@ -5,9 +5,9 @@ and its command-line tools (``kafka_2.13`` and ``kafka-tools`` with their runtim
 dependencies, plus the logging binding that version logs through); ``spark_kafka_jars()``
 gives Spark's own JVM Kafka connector for the PySpark under test (a referee for tests and
 benchmarks; the product never needs a jar). Each set is resolved by Maven's dependency
-plugin (pinned) into ``<cache>/<name>/``, with a private local repository under
-``<cache>/m2`` so nothing outside the cache is read or written; a set whose folder holds its
-``.complete`` stamp is never fetched again.
+plugin (pinned) into ``<cache>/<name>/`` (through Maven's own download cache,
+``~/.m2/repository``, so a fresh clone on the same machine copies instead of downloading);
+a set whose folder holds its ``.complete`` stamp is never fetched again.
 
 The cache is ``.cache/`` at the checkout's root (git ignores it), or
 ``$PYKAFKA_TESTBED_CACHE``.
@@ -100,7 +100,6 @@ def fetch_artifacts(name: str, artifacts: list[tuple[str, str, str]], *,
                 f"<dependencies>{deps}</dependencies></project>")
             lib = work / "lib"
             cmd = [mvn, "-B", "-q", "-f", str(work / "pom.xml"),
-                   f"-Dmaven.repo.local={cache_dir() / 'm2'}",
                    f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
                    f"-DoutputDirectory={lib}"]
             if exclude_group_ids:
