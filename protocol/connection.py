@@ -11,9 +11,13 @@ For reuse (``protocol.pool`` keeps connections warm across tasks): ``still_open(
 whether an idle connection can serve another request (the peer has not closed it, nothing
 unexpected arrived on it, its SASL session is not about to end), closing it when not. A
 SASL session the broker granted for a limited time (KIP-368: ``session_lifetime_ms`` of
-SaslAuthenticate v1+; brokers with ``connections.max.reauth.ms`` cut a connection that
-outlives it) is renewed by reconnecting once ``SESSION_RENEW_AT`` of it has passed, checked
-before every request sent while no other is in flight.
+SaslAuthenticate v1+; brokers with ``connections.max.reauth.ms`` close a connection whose
+session has ended at its next request) is renewed on the same connection once
+``SESSION_RENEW_AT`` of it has passed, checked before every request: SaslHandshake and
+SaslAuthenticate again (KIP-368 re-authentication), as Kafka's Java client does. That works
+with requests in flight (a busy producer's connection is never idle): the broker answers
+them before the SaslHandshake, and their answers are kept for their callers. An idle
+connection whose session already ended is replaced by a new one instead.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ CLIENT_SOFTWARE_VERSION = __version__
 #: The share of a SASL session's lifetime after which the connection is renewed (Kafka's
 #: Java client re-authenticates between 85 % and 95 % of it).
 SESSION_RENEW_AT = 0.85
+#: Words of the TLS alerts (OpenSSL's reason names) with which a broker refuses the
+#: client's certificate: BAD_CERTIFICATE, CERTIFICATE_REQUIRED, CERTIFICATE_UNKNOWN /
+#: _EXPIRED / _REVOKED, UNSUPPORTED_CERTIFICATE, UNKNOWN_CA, ACCESS_DENIED.
+_CERTIFICATE_ALERTS = ("CERTIFICATE", "UNKNOWN_CA", "ACCESS_DENIED")
 
 
 class BrokerConnection:
@@ -50,6 +58,7 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.session_lifetime_ms: int | None = None  # granted by the broker (KIP-368)
         self._renew_at: float | None = None  # monotonic time to renew the SASL session
+        self._session_end: float | None = None  # monotonic time the SASL session ends
 
     def __repr__(self) -> str:
         return f"BrokerConnection({self.host}:{self.port}, node={self.node_id})"
@@ -75,7 +84,13 @@ class BrokerConnection:
                 sock = self._wrap_tls(sock)
             sock.settimeout(self.config.request_timeout_ms / 1000)
             self._sock = sock
-            self._negotiate_versions()
+            try:
+                self._negotiate_versions()
+            except KafkaConnectionError as e:
+                refusal = self._tls_refusal(e)
+                if refusal is None:
+                    raise
+                raise refusal from e
             if self.config.uses_sasl:
                 self._authenticate()
         except BaseException:
@@ -104,6 +119,24 @@ class BrokerConnection:
             raise KafkaConnectionError(
                 f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
 
+    def _tls_refusal(self, error: KafkaConnectionError) -> AuthenticationError | None:
+        """A TLS alert instead of the first answer, as an AuthenticationError (no retry
+        helps). With TLS 1.3 the broker checks the client's certificate after the client's
+        side of the handshake is done, so a missing or untrusted client certificate shows
+        up here (Kafka 4.4: SSLV3_ALERT_BAD_CERTIFICATE for none, _CERTIFICATE_UNKNOWN for
+        an untrusted one), not in the handshake."""
+        import ssl
+        cause = error.__cause__
+        reason = str(getattr(cause, "reason", None) or "")
+        if not isinstance(cause, ssl.SSLError) or "ALERT" not in reason or not any(
+                word in reason for word in _CERTIFICATE_ALERTS):
+            return None
+        return AuthenticationError(
+            f"TLS with {self.host}:{self.port}: the broker ended the connection with "
+            f"{cause.reason}; a broker that requires client certificates (mutual TLS) "
+            "refuses a missing or untrusted one: check kafka.ssl.certfile and "
+            "kafka.ssl.keyfile")
+
     def close(self) -> None:
         sock, self._sock = self._sock, None
         if sock is not None:
@@ -113,7 +146,7 @@ class BrokerConnection:
                 pass
         self._framing = ClientFraming(self.config.client_id, self.config.max_response_size)
         self._ready.clear()
-        self.session_lifetime_ms = self._renew_at = None
+        self.session_lifetime_ms = self._renew_at = self._session_end = None
 
     # ---- reuse ----------------------------------------------------------------------------
 
@@ -260,8 +293,10 @@ class BrokerConnection:
             if r["error_code"]:
                 detail = getattr(mech, "failure_text", lambda: "")()
                 text = redact(r.get("error_message") or "")
-                raise AuthenticationError(
-                    "; ".join(part for part in (f"{where}: {text}".rstrip(), detail) if part))
+                if _same_status(text, getattr(mech, "server_status", None)):
+                    text = ""  # Kafka's OAUTHBEARER text is the status the detail shows
+                head = f"{where}: {text}".rstrip() if text else where
+                raise AuthenticationError("; ".join(part for part in (head, detail) if part))
             try:
                 message = mech.respond(bytes(r.get("auth_bytes") or b""))
             except (AuthenticationError, ProtocolError) as e:
@@ -271,12 +306,31 @@ class BrokerConnection:
         self._note_session_lifetime(r)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, mech.name)
 
+    def _reauthenticate(self) -> None:
+        """KIP-368: sign in again on this connection before the broker's session ends.
+
+        Not by reconnecting: a connection with requests in flight (a producer keeps up to
+        five) cannot be dropped without losing their answers, and the broker closes it at
+        the first request after the session's end. The answers of requests sent before
+        come ahead of the SaslHandshake's and are kept for their callers (``receive``).
+        A refusal closes the connection (the broker closes it too) and is raised."""
+        log.debug("%s: SASL session of %s ms near its end: re-authenticating", self,
+                  self.session_lifetime_ms)
+        self._renew_at = None  # the SASL requests below go through send() too
+        try:
+            self._authenticate()
+        except BaseException:
+            self.close()
+            raise
+
     def _note_session_lifetime(self, response: dict) -> None:
         """Keep the session lifetime a SaslAuthenticate answer grants (v1+; 0: no limit)."""
         lifetime = response.get("session_lifetime_ms") or 0
         if lifetime > 0:
             self.session_lifetime_ms = lifetime
-            self._renew_at = time.monotonic() + lifetime * SESSION_RENEW_AT / 1000
+            now = time.monotonic()
+            self._renew_at = now + lifetime * SESSION_RENEW_AT / 1000
+            self._session_end = now + lifetime / 1000
 
     def _sasl_verdict(self, call, message: bytes):
         """A SCRAM step on the server's message; its refusal names the user and broker."""
@@ -292,10 +346,14 @@ class BrokerConnection:
     def send(self, api: Api, body: dict, version: int | None = None,
              expect_response: bool = True) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``."""
-        if self._sock is not None and self.session_ending and self.idle:
-            log.debug("%s: SASL session of %d ms near its end: reconnecting", self,
-                      self.session_lifetime_ms)
-            self.close()
+        if self._sock is not None and self.session_ending:
+            if self.idle and time.monotonic() >= self._session_end:
+                # Ended while idle: a new connection is as cheap as it is sure (a broker
+                # takes a late SaslHandshake, a stricter server may close on it).
+                log.debug("%s: SASL session ended while idle: reconnecting", self)
+                self.close()
+            else:
+                self._reauthenticate()
         if self._sock is None:
             self.connect()
         if version is None:
@@ -372,6 +430,17 @@ class BrokerConnection:
 
     def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
         return self.receive(self.send(api, body, version))
+
+
+def _same_status(text: str, status: dict | None) -> bool:
+    """Whether a broker's error text is the JSON status it sent before (OAUTHBEARER)."""
+    if not status or not text.startswith("{"):
+        return False
+    import json
+    try:
+        return json.loads(text) == status
+    except ValueError:
+        return False
 
 
 def _redact(text: str, secret: str) -> str:

@@ -1,0 +1,493 @@
+"""Signing in to Apache Kafka itself: SASL PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (the
+broker's unsecured validator and its JWKS validator), TLS with PEM files, and KIP-368
+re-authentication.
+
+Every way of signing in is on one cluster of the newest pinned Kafka (shared through
+``kafka_clusters``): the listener ``SASL`` (PLAIN and SCRAM for ``SASL_USERS``, OAUTHBEARER
+checked by the unsecured validator), ``OAUTH`` (OAUTHBEARER checked against the JWKS of the
+test OIDC issuer, ``tests/oidc_issuer.py``), ``SSL`` (a trustme CA's certificate, client
+certificates required) and ``connections.max.reauth.ms`` of 3 s on both SASL listeners, so
+every session ends 3 s after it began unless the client signs in again. The oldest pinned
+version (3.9.2) and a middle one (4.1.2) get the same cluster for the compatibility pass.
+The PKI, the issuer and its JWKS file are made once per session: their paths are part of a
+cluster's kind in ``kafka_clusters``.
+
+What was found on these brokers:
+
+* The unsecured validator (``OAuthBearerUnsecuredValidatorCallbackHandler``, the default
+  of an OAUTHBEARER listener) accepts only unsigned tokens: the connector's tokens from the
+  ``unsecuredLogin*`` options of the JAAS line sign in; the issuer's RS256 token is refused
+  with ``invalid_token``. The JWKS validator is the other way round.
+* Kafka 4.4 does not start a JWKS validator that checks neither the audience nor the
+  issuer; the testbed now sets ``allow.unverified.audience/issuer`` (listener-prefixed,
+  as 3.9.2, 4.1.2 and 4.4.0 honour; the unprefixed JWKS URL it also set is not needed).
+* A busy producer's connection (requests always in flight) was never renewed: it was
+  renewed by reconnecting only while idle, so the broker closed it at every session's end
+  and the producer resent. ``protocol.connection`` now re-authenticates on the same
+  connection (SaslHandshake + SaslAuthenticate, as KIP-368 and Java's client do); Kafka
+  takes that even after the session's end, but an idle connection whose session ended is
+  replaced instead (the tests' SASL fronts close on a late SaslHandshake).
+* TLS 1.3: the broker refuses a missing or untrusted client certificate with an alert in
+  place of the first answer, which surfaced as a broken connection (retried until the
+  timeout); it is now an AuthenticationError naming ``kafka.ssl.certfile``.
+* Kafka's OAUTHBEARER refusal text is its JSON status, which the error showed twice.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import trustme
+
+import protocol.connection as connection_module
+from kafka_common.oauth.tokens import TOKEN_CACHE
+from kafka_sink.options import parse_writer_options
+from kafka_sink.validation import WritePlan
+from kafka_sink.writer import write_task
+from kafka_source.options import parse_reader_options
+from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA, SASL_USERS
+from protocol.cluster import KafkaClient
+from protocol.connection import BrokerConnection
+from protocol.errors import AuthenticationError, KafkaConnectionError
+from protocol.records.batch import Record, build_batch, decode_batch, iter_batches
+from protocol.schemas import METADATA
+
+from .oidc_issuer import OidcIssuer
+from .test_sasl import assert_no_secret
+
+MIDDLE_KAFKA = "4.1.2"
+METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,
+                 "include_cluster_authorized_operations": False,
+                 "include_topic_authorized_operations": False}
+REAUTH_MS = 3000
+CLIENT, CLIENT_SECRET = "spark-app", "Cl1ent-s3cret-for-kafka"
+USER = "alice"
+PASSWORD = SASL_USERS[USER]
+WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
+OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTH_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+# ---- the PKI, the issuer and the clusters (once per session) ---------------------------------
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory) -> Path:
+    """A CA with the broker's certificate (127.0.0.1) and a client's; another CA with a
+    client certificate the broker does not trust."""
+    d = tmp_path_factory.mktemp("signin-pki")
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(d / "ca.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_pem.write_to_path(str(d / "server.key"))
+    (d / "server.pem").write_bytes(b"".join(c.bytes() for c in server.cert_chain_pems))
+    client = ca.issue_cert("pykafka-client")
+    client.private_key_pem.write_to_path(str(d / "client.key"))
+    client.cert_chain_pems[0].write_to_path(str(d / "client.pem"))
+    other = trustme.CA()
+    other.cert_pem.write_to_path(str(d / "other-ca.pem"))
+    stranger = other.issue_cert("pykafka-client")
+    stranger.private_key_pem.write_to_path(str(d / "stranger.key"))
+    stranger.cert_chain_pems[0].write_to_path(str(d / "stranger.pem"))
+    return d
+
+
+@pytest.fixture(scope="session")
+def issuer():
+    """The test OIDC issuer (RS256 client-credentials tokens), for the whole session: the
+    brokers' JWKS file holds its key."""
+    with OidcIssuer({CLIENT: {"secret": CLIENT_SECRET, "scopes": ["kafka"]}}) as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def jwks_file(issuer, tmp_path_factory) -> str:
+    path = tmp_path_factory.mktemp("signin-jwks") / "jwks.json"
+    path.write_text(json.dumps({"keys": issuer.jwks}))
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def cluster_options(pki, jwks_file) -> dict:
+    """Every listener at once; the same options (so the same files) for every version."""
+    return dict(sasl=True, oauth_jwks=jwks_file,
+                ssl=(str(pki / "server.pem"), str(pki / "server.key")),
+                ssl_client_ca=str(pki / "ca.pem"), reauth_ms=REAUTH_MS)
+
+
+@pytest.fixture
+def cluster(kafka_clusters, cluster_options):
+    return kafka_clusters.get(version=NEWEST_KAFKA, **cluster_options)
+
+
+@pytest.fixture(autouse=True)
+def fresh_tokens():
+    TOKEN_CACHE.clear()
+    yield
+    TOKEN_CACHE.clear()
+
+
+# ---- options, as a user writes them ----------------------------------------------------------
+
+def sasl_options(cluster, mechanism: str, user: str = USER, password: str = PASSWORD) -> dict:
+    return {"kafka.bootstrap.servers": cluster.listener("SASL"),
+            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
+            "kafka.sasl.username": user, "kafka.sasl.password": password,
+            "kafka.request.timeout.ms": "10000"}
+
+
+def oauth_options(bootstrap: str, **extra) -> dict:
+    return {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "OAUTHBEARER", "kafka.request.timeout.ms": "10000", **extra}
+
+
+def issuer_token_options(bootstrap: str, issuer) -> dict:
+    """OIDC client credentials from the issuer's token endpoint (Kafka's handler's options)."""
+    return oauth_options(bootstrap, **{
+        "kafka.sasl.oauthbearer.token.endpoint.url": issuer.token_endpoint,
+        "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
+        "kafka.sasl.jaas.config": (f"{OAUTH_MODULE} required clientId='{CLIENT}' "
+                                   f"clientSecret='{CLIENT_SECRET}' scope='kafka';")})
+
+
+def unsecured_token_options(bootstrap: str) -> dict:
+    """Kafka's unsecured (unsigned) development token, built by the connector."""
+    jaas = f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{USER}";'
+    return oauth_options(bootstrap, **{"kafka.sasl.jaas.config": jaas})
+
+
+def tls_options(cluster, pki: Path, *, client_cert: str | None = "client",
+                ca: str = "ca.pem") -> dict:
+    options = {"kafka.bootstrap.servers": cluster.listener("SSL"),
+               "kafka.security.protocol": "SSL", "kafka.ssl.cafile": str(pki / ca),
+               "kafka.request.timeout.ms": "10000"}
+    if client_cert:
+        options.update({"kafka.ssl.certfile": str(pki / f"{client_cert}.pem"),
+                        "kafka.ssl.keyfile": str(pki / f"{client_cert}.key")})
+    return options
+
+
+def client_for(options: dict) -> KafkaClient:
+    """A client built from reader options, as a Spark task builds it."""
+    return KafkaClient(parse_reader_options({**options, "subscribe": "unused"}).client_config)
+
+
+def round_trip(client: KafkaClient, topic: str, values: list[bytes]) -> list[bytes]:
+    """Create ``topic``, produce ``values`` to it and fetch them back, all through
+    ``client`` (so through its sign-in)."""
+    client.create_topics({topic: 1})
+    client.wait_for_topics([topic])
+    now = int(time.time() * 1000)
+    batch = build_batch([Record(i, now, None, v) for i, v in enumerate(values)])
+    answer = client.produce(topic, 0, batch)
+    assert answer["error_code"] == 0, answer
+    records = client.fetch({(topic, 0): answer["base_offset"]})[(topic, 0)]["records"]
+    return [r.value for pos, *_ in iter_batches(records) for r in decode_batch(records, pos)[1]]
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def token_signed_by_another_key(issuer) -> str:
+    """A token like the issuer's -- its ``kid``, ``iss``, claims -- signed by a key that is
+    not in the JWKS: only the signature is wrong."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    now = int(time.time())
+    header = {"alg": "RS256", "typ": "JWT", "kid": issuer.jwks[0]["kid"]}
+    claims = {"iss": issuer.issuer, "sub": CLIENT, "scope": "kafka", "iat": now,
+              "nbf": now, "exp": now + 600}
+    signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    signature = key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
+    return f"{signing_input}.{_b64(signature)}"
+
+
+# ---- 1. SASL PLAIN and SCRAM ---------------------------------------------------------------
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_password_mechanisms_sign_in_and_carry_data(cluster, topic_name, mechanism):
+    """Each user of each mechanism signs in; the broker grants a 3 s session (so it did
+    sign the user in on the SASL listener), and admin, Produce and Fetch work after it."""
+    for user, password in SASL_USERS.items():
+        with client_for(sasl_options(cluster, mechanism, user, password)) as client:
+            values = [f"{mechanism}-{user}-{i}".encode() for i in range(3)]
+            assert round_trip(client, f"{topic_name}-{user}", values) == values
+            conn = client.connection(client.leader_for(f"{topic_name}-{user}", 0))
+            assert conn.session_lifetime_ms == REAUTH_MS
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_wrong_password_is_refused_naming_the_mechanism_never_the_password(cluster, mechanism):
+    with pytest.raises(AuthenticationError) as info:
+        with client_for(sasl_options(cluster, mechanism, password=WRONG_PASSWORD)) as client:
+            client.refresh_metadata([])
+    message = str(info.value)
+    assert f"SASL {mechanism} authentication of user '{USER}' failed" in message
+    assert cluster.listener("SASL") in message
+    assert message.endswith(  # the broker's own words
+        "Authentication failed: Invalid username or password" if mechanism == "PLAIN" else
+        "Authentication failed during authentication due to invalid credentials with SASL "
+        f"mechanism {mechanism}")
+    assert_no_secret(info.value, secrets=[WRONG_PASSWORD, PASSWORD])
+
+
+def test_mechanism_the_listener_lacks_is_refused_with_what_it_offers(cluster):
+    """The OAUTH listener offers OAUTHBEARER only: SCRAM there is refused at the handshake."""
+    options = {**sasl_options(cluster, "SCRAM-SHA-512"),
+               "kafka.bootstrap.servers": cluster.listener("OAUTH")}
+    with pytest.raises(AuthenticationError, match=r"refused SASL mechanism SCRAM-SHA-512; "
+                                                  r"it offers \['OAUTHBEARER'\]") as info:
+        with client_for(options) as client:
+            client.refresh_metadata([])
+    assert_no_secret(info.value, secrets=[PASSWORD])
+
+
+# ---- 2. OAUTHBEARER --------------------------------------------------------------------------
+
+def test_unsecured_token_signs_in_at_the_unsecured_validator(cluster, topic_name):
+    with client_for(unsecured_token_options(cluster.listener("SASL"))) as client:
+        assert round_trip(client, topic_name, [b"unsecured"]) == [b"unsecured"]
+
+
+def test_issuer_token_signs_in_at_the_jwks_validator(cluster, issuer, topic_name):
+    """The connector fetches a token from the issuer's endpoint, the broker checks its RS256
+    signature against the issuer's JWKS; the session is limited to 3 s as configured."""
+    with client_for(issuer_token_options(cluster.listener("OAUTH"), issuer)) as client:
+        assert round_trip(client, topic_name, [b"jwks-1", b"jwks-2"]) == [b"jwks-1", b"jwks-2"]
+        conn = client.connection(client.leader_for(topic_name, 0))
+        assert conn.session_lifetime_ms == REAUTH_MS
+
+
+@pytest.mark.parametrize("listener,token", [
+    ("OAUTH", "signed-by-another-key"),
+    ("OAUTH", "unsigned"),
+    ("SASL", "issuer-signed"),  # the unsecured validator takes unsigned tokens only
+])
+def test_tokens_the_validator_does_not_trust_are_refused(cluster, issuer, tmp_path, listener,
+                                                         token):
+    bootstrap = cluster.listener(listener)
+    if token == "signed-by-another-key":
+        (tmp_path / "token.jwt").write_text(token_signed_by_another_key(issuer))
+        options = oauth_options(bootstrap, **{
+            "kafka.sasl.oauthbearer.token.endpoint.url": (tmp_path / "token.jwt").as_uri(),
+            "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
+            "kafka.sasl.jaas.config": f"{OAUTH_MODULE} required;"})
+    elif token == "unsigned":
+        options = unsecured_token_options(bootstrap)
+    else:
+        options = issuer_token_options(bootstrap, issuer)
+    config = parse_reader_options({**options, "subscribe": "unused"}).client_config
+    factory = config.sasl_mechanism_factory
+    sent = TOKEN_CACHE.get(factory.source, factory.policy).value.reveal()  # what goes out
+    with pytest.raises(AuthenticationError) as info:
+        with KafkaClient(config) as client:
+            client.refresh_metadata([])
+    message = str(info.value)
+    assert message.startswith(f"SASL OAUTHBEARER authentication at {bootstrap} failed; "
+                              'broker status {"status": "invalid_token"}; check ')
+    assert message.count("invalid_token") == 1
+    assert_no_secret(info.value, secrets=[sent, CLIENT_SECRET])
+
+
+# ---- 3. TLS ----------------------------------------------------------------------------------
+
+def test_tls_with_a_client_certificate_carries_data(cluster, pki, topic_name):
+    """The broker's certificate is verified against the CA (host name included), the broker
+    verifies ours."""
+    with client_for(tls_options(cluster, pki)) as client:
+        assert round_trip(client, topic_name, [b"over-tls"]) == [b"over-tls"]
+
+
+def test_tls_refuses_a_broker_certificate_from_an_unknown_ca(cluster, pki):
+    with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED") as info:
+        with client_for(tls_options(cluster, pki, ca="other-ca.pem")) as client:
+            client.refresh_metadata([])
+    assert f"TLS handshake with {cluster.listener('SSL')} failed" in str(info.value)
+
+
+@pytest.mark.parametrize("client_cert", [None, "stranger"])
+def test_tls_without_a_trusted_client_certificate_is_refused_by_the_broker(cluster, pki,
+                                                                          client_cert):
+    """No client certificate, or one from a CA the broker does not trust. With TLS 1.3 the
+    broker checks it after the client's side of the handshake: the refusal is an alert in
+    place of the first answer. It is an AuthenticationError naming the options, not a
+    broken connection (which readers and writers retry until their timeouts)."""
+    with pytest.raises(AuthenticationError) as info:
+        with client_for(tls_options(cluster, pki, client_cert=client_cert)) as client:
+            client.refresh_metadata([])
+    message = str(info.value)
+    assert f"TLS with {cluster.listener('SSL')}: the broker ended the connection" in message
+    # Kafka's words: BAD_CERTIFICATE for none, CERTIFICATE_UNKNOWN for an untrusted one
+    alert = "SSLV3_ALERT_BAD_CERTIFICATE" if client_cert is None else \
+        "SSLV3_ALERT_CERTIFICATE_UNKNOWN"
+    assert f"with {alert};" in message and "kafka.ssl.certfile" in message
+
+
+# ---- Spark, through the same options ---------------------------------------------------------
+
+@pytest.mark.spark
+def test_spark_writes_with_scram_and_reads_with_an_oidc_token(spark, cluster, issuer,
+                                                              topic_name):
+    """df.write signed in with SCRAM-SHA-512 (the JVM-style JAAS line), then spark.read of
+    the same records with an OIDC token the broker checks against the issuer's JWKS: the
+    options reach the tasks, which sign in themselves."""
+    with client_for(sasl_options(cluster, "SCRAM-SHA-512")) as client:
+        client.create_topics({topic_name: 2})
+    scram = {**sasl_options(cluster, "SCRAM-SHA-512"), "kafka.sasl.jaas.config":
+             f'{SCRAM_MODULE} required username="{USER}" password="{PASSWORD}";'}
+    del scram["kafka.sasl.username"], scram["kafka.sasl.password"]
+    expected = [f"row-{i:02d}" for i in range(20)]
+    (spark.createDataFrame([(v, i % 2) for i, v in enumerate(expected)],
+                           "value string, partition int")
+     .write.format("pykafka").mode("append").options(**scram).option("topic", topic_name)
+     .save())
+    rows = (spark.read.format("pykafka")
+            .options(**issuer_token_options(cluster.listener("OAUTH"), issuer))
+            .option("subscribe", topic_name).load()
+            .selectExpr("CAST(value AS STRING) AS v", "partition").collect())
+    assert sorted((r.v, r.partition) for r in rows) == [(v, i % 2) for i, v in
+                                                         enumerate(expected)]
+
+
+# ---- 4. KIP-368 re-authentication ------------------------------------------------------------
+
+class SignIns:
+    """Every SASL sign-in from now on: ``(connection, socket, requests were in flight)``."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple] = []
+
+    def renewals(self, conn: BrokerConnection) -> list[bool]:
+        """The re-authentications on ``conn``'s current socket (whether each had requests
+        in flight); a new socket starts again from none."""
+        sock = conn.wait_handle()
+        return [busy for c, s, busy in self.seen if c is conn and s is sock][1:]
+
+
+@pytest.fixture
+def sign_ins(monkeypatch) -> SignIns:
+    record = SignIns()
+    original = BrokerConnection._authenticate
+
+    def counting(self):
+        record.seen.append((self, self.wait_handle(), not self.idle))
+        return original(self)
+
+    monkeypatch.setattr(BrokerConnection, "_authenticate", counting)
+    return record
+
+
+#: Long enough for two re-authentications (at 85 % of each 3 s session) on a loaded machine.
+BUSY_FOR_AT_MOST_S = 30
+
+
+def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_name,
+                                                                sign_ins):
+    """Produce requests one after the other until the connection signed in again twice
+    (each time before its session's end): the broker never closed it (the same socket
+    served them all) and every record landed."""
+    with client_for(sasl_options(cluster, "SCRAM-SHA-256")) as client:
+        client.create_topics({topic_name: 1})
+        client.wait_for_topics([topic_name])
+        conn = client.connection(client.leader_for(topic_name, 0))
+        sock = conn.wait_handle()
+        give_up = time.monotonic() + BUSY_FOR_AT_MOST_S
+        sent = 0
+        while len(sign_ins.renewals(conn)) < 2 and time.monotonic() < give_up:
+            batch = build_batch([Record(0, int(time.time() * 1000), None, b"%d" % sent)])
+            assert client.produce(topic_name, 0, batch)["error_code"] == 0
+            sent += 1
+            time.sleep(0.02)
+        assert client.connection(client.leader_for(topic_name, 0)) is conn
+        assert conn.wait_handle() is sock and len(sign_ins.renewals(conn)) == 2
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): sent}
+
+
+def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_name, sign_ins):
+    """A task writes until its connection signed in again twice: it keeps Produce requests
+    in flight all the time, so it signs in again with some in flight, and the broker never
+    cuts the connection (then the producer would resend on a new one)."""
+    options = parse_writer_options({**sasl_options(cluster, "SCRAM-SHA-512"),
+                                    "topic": topic_name, "kafka.batch.size": "16384",
+                                    # little waits at the end: the task flushes no backlog
+                                    "kafka.buffer.memory": "1048576",
+                                    "checkBeforeSendBytes": "65536"})
+    plan = WritePlan(topic_option=topic_name, topic_column=False, key_column=False,
+                     headers_column=False, partition_column=False, timestamp_kind=None)
+    written = [0]
+
+    with KafkaClient(options.client_config) as client:
+        client.create_topics({topic_name: 1})
+        client.wait_for_topics([topic_name])
+        conn = client.connection(client.leader_for(topic_name, 0))
+
+        def batches():
+            give_up = time.monotonic() + BUSY_FOR_AT_MOST_S
+            while len(sign_ins.renewals(conn)) < 2 and time.monotonic() < give_up:
+                start = written[0]
+                written[0] += 1000
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array([b"v%08d" % i for i in range(start, written[0])], pa.binary())],
+                    names=["value"])
+
+        message = write_task(batches(), options, plan, client=client)
+        assert client.connection(client.leader_for(topic_name, 0)) is conn
+        renewals = sign_ins.renewals(conn)
+        assert len(renewals) >= 2 and any(renewals)
+        assert message.partitions[(topic_name, 0)][0] == written[0]
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): written[0]}
+
+
+def test_broker_closes_a_connection_that_does_not_sign_in_again(cluster, monkeypatch):
+    """The control: with renewal put off past the session's end, the broker closes the
+    connection at the first request after 3 s -- what the two tests above would meet."""
+    monkeypatch.setattr(connection_module, "SESSION_RENEW_AT", 10.0)
+    config = parse_reader_options({**sasl_options(cluster, "PLAIN"),
+                                   "subscribe": "unused"}).client_config
+    host, port = cluster.listener("SASL").split(":")
+    with BrokerConnection(host, int(port), config) as conn:
+        began = time.monotonic()
+        with pytest.raises(KafkaConnectionError, match="closed the connection|broke"):
+            while time.monotonic() - began < 2 * REAUTH_MS / 1000:
+                conn.request(METADATA, METADATA_BODY)
+                time.sleep(0.1)
+        assert time.monotonic() - began >= 0.9 * REAUTH_MS / 1000
+
+
+def test_connection_idle_past_its_session_end_is_replaced(cluster):
+    """Idle beyond the session's end (a driver's client between micro-batches): the next
+    request goes out on a new connection, signed in afresh, instead of meeting the
+    broker's close."""
+    config = parse_reader_options({**sasl_options(cluster, "SCRAM-SHA-512"),
+                                   "subscribe": "unused"}).client_config
+    host, port = cluster.listener("SASL").split(":")
+    with BrokerConnection(host, int(port), config) as conn:
+        sock = conn.wait_handle()
+        time.sleep(REAUTH_MS / 1000 + 0.3)
+        assert conn.request(METADATA, METADATA_BODY)["brokers"]
+        assert conn.wait_handle() is not sock and conn.session_lifetime_ms == REAUTH_MS
+
+
+# ---- 5. the same sign-ins on older brokers ---------------------------------------------------
+
+@pytest.mark.parametrize("way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS"])
+@pytest.mark.parametrize("version", [OLDEST_KAFKA, MIDDLE_KAFKA])
+def test_sign_ins_on_older_kafka(kafka_clusters, cluster_options, pki, issuer, topic_name,
+                                 version, way):
+    older = kafka_clusters.get(version=version, **cluster_options)
+    if way == "OAUTHBEARER-JWKS":
+        options = issuer_token_options(older.listener("OAUTH"), issuer)
+    elif way == "mTLS":
+        options = tls_options(older, pki)
+    else:
+        options = sasl_options(older, way)
+    with client_for(options) as client:
+        assert round_trip(client, topic_name, [version.encode(), way.encode()]) == \
+            [version.encode(), way.encode()]
