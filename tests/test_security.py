@@ -2,9 +2,8 @@
 
 End to end here means the real client (``KafkaClient`` / ``BrokerConnection`` built from
 the source's and the sink's options) against ``tests.fake_sasl_broker``, which computes
-the real server side of SCRAM (RFC 5802/7677) and PLAIN: no broker available here
-authenticates a SCRAM user (Tansu keeps no credentials, librdkafka's mock cluster has no
-SASL; see ``kafka_testbed.tansu``), so this scripted server is the other end.
+the real server side of SCRAM (RFC 5802/7677) and PLAIN, and answers as a test scripts it
+(the logins against Apache Kafka itself are in ``tests/test_kafka_signin.py``).
 
 Passwords never appear in: exception messages and their chains (of bad options, a closed
 port, a real broker that refuses every login -- Tansu with SASL on --, a scripted one that
