@@ -129,10 +129,16 @@ class _Node:
         return self.directory / "server.log"
 
     def log_tail(self, lines: int = 60) -> str:
+        """The log's ERROR and ``Caused by`` lines (the cause of a failed start is often
+        far above the end), then its last ``lines`` lines."""
         try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
+            text = self.log_file.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
+        causes = [line for line in text[:-lines]
+                  if " ERROR " in line or line.startswith("Caused by:")][:20]
+        head = ["errors earlier in the log:", *causes, "..."] if causes else []
+        return "\n".join(head + text[-lines:])
 
 
 class KafkaCluster:
