@@ -24,7 +24,8 @@ import threading
 from pathlib import Path
 
 __all__ = ["KAFKA_VERSIONS", "NEWEST_KAFKA", "OLDEST_KAFKA", "MavenFetchError", "cache_dir",
-           "kafka_classpath", "kafka_jar_dir", "fetch_artifacts"]
+           "kafka_classpath", "kafka_jar_dir", "fetch_artifacts", "SPARK_KAFKA_CONNECTOR",
+           "spark_kafka_jars"]
 
 #: The Apache Kafka versions the tests run on: the newest 3.9.x and each 4.x minor's newest
 #: patch release that Maven served on 2026-11-25.
@@ -38,6 +39,15 @@ DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 _LOG4J2 = [("org.apache.logging.log4j", "log4j-slf4j-impl", "2.24.3"),
            ("org.apache.logging.log4j", "log4j-core", "2.24.3")]
 _RELOAD4J = [("org.slf4j", "slf4j-reload4j", "1.7.36"), ("ch.qos.reload4j", "reload4j", "1.2.25")]
+
+#: Spark's JVM Kafka connector per Spark version: the versions of the jars it needs beyond
+#: the ones PySpark ships (read off the connector's pom: ``kafka-clients`` and
+#: ``commons-pool2`` are its compile dependencies; PySpark's jars hold the rest, including
+#: lz4-java, zstd-jni and snappy-java, which the connector's pom excludes or takes from
+#: Spark). Maven serves the connector up to 4.2.0 (not 4.2.1+, not 4.3.0).
+SPARK_KAFKA_CONNECTOR = {
+    "4.2.0": {"kafka-clients": "3.9.2", "commons-pool2": "2.13.1"},
+}
 
 _lock = threading.Lock()
 
@@ -68,6 +78,24 @@ def kafka_jar_dir(version: str) -> Path:
 def kafka_classpath(version: str) -> str:
     folder = kafka_jar_dir(version)
     return os.pathsep.join(str(p) for p in sorted(folder.glob("*.jar")))
+
+
+def spark_kafka_jars(spark_version: str) -> list[Path]:
+    """The jars to put in ``spark.jars`` so PySpark ``spark_version`` reads and writes with
+    ``format("kafka")`` (and decodes with ``from_avro``): the connector, its token provider,
+    ``kafka-clients``, ``commons-pool2`` and ``spark-avro``, fetched without their
+    transitive dependencies (PySpark ships those). A referee for tests and benchmarks only."""
+    if spark_version not in SPARK_KAFKA_CONNECTOR:
+        raise MavenFetchError(f"no pinned Kafka connector for Spark {spark_version} "
+                              f"(pinned: {', '.join(SPARK_KAFKA_CONNECTOR)})")
+    pins = SPARK_KAFKA_CONNECTOR[spark_version]
+    artifacts = [("org.apache.spark", "spark-sql-kafka-0-10_2.13", spark_version),
+                 ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", spark_version),
+                 ("org.apache.spark", "spark-avro_2.13", spark_version),
+                 ("org.apache.kafka", "kafka-clients", pins["kafka-clients"]),
+                 ("org.apache.commons", "commons-pool2", pins["commons-pool2"])]
+    folder = fetch_artifacts(f"spark-kafka-{spark_version}", artifacts, transitive=False)
+    return sorted(folder.glob("*.jar"))
 
 
 def fetch_artifacts(name: str, artifacts: list[tuple[str, str, str]], *,
