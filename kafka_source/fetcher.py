@@ -57,6 +57,32 @@ class _Fetcher:
         self.tp = (rng.topic, rng.partition)
         self.read_committed = options.isolation_level_code == READ_COMMITTED
         self.lost_records = 0
+        self.answered_at = time.monotonic()  # the last answer (or batch Spark took back)
+        self.stalled_since: float | None = None  # when the reading stopped moving
+
+    def stalled(self, offset: int, error: Exception, left_ms: int) -> None:
+        """A Fetch got no answer (timeout, broken connection): warn once per stall, naming
+        the broker and how long it was waited for (both in ``error``), so that a silent
+        leader (paused, partitioned away) shows in the executor's log, not only as a
+        slow batch."""
+        if self.stalled_since is not None:
+            return
+        self.stalled_since = self.answered_at
+        log.warning("topic %r partition %d: no answer to a Fetch at offset %d: %s; "
+                    "fetching again after a metadata refresh, for up to "
+                    "kafkaConsumer.pollTimeoutMs (%d ms left)", self.rng.topic,
+                    self.rng.partition, offset, error, left_ms)
+
+    def answered(self, offset: int) -> None:
+        """A Fetch was answered: the end of a stall, if there was one, is a warning too
+        (with how long the reading stood still)."""
+        self.answered_at = time.monotonic()
+        if self.stalled_since is None:
+            return
+        log.warning("topic %r partition %d: reading again at offset %d after %.1f s "
+                    "without an answer", self.rng.topic, self.rng.partition, offset,
+                    self.answered_at - self.stalled_since)
+        self.stalled_since = None
 
     def start(self, offset: int):
         o = self.o
@@ -170,6 +196,8 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                 if isinstance(e, BrokerError) and not e.retriable:
                     raise
                 last_error = e
+                if not isinstance(e, BrokerError):
+                    f.stalled(offset, e, left_ms)
                 _pause_and_refresh(client, min(backoff, left_ms / 1000), time_left_ms)
                 continue
             pending = None
@@ -200,6 +228,7 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                 read_committed=f.read_committed, verify_crc=options.check_crcs,
                 aborted_transactions=[(a["producer_id"], a["first_offset"])
                                       for a in response.get("aborted_transactions") or ()])
+            f.answered(offset)
             if next_offset > offset:
                 if next_offset < end:
                     try:  # in flight while Spark consumes this batch
@@ -215,7 +244,14 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                     yield batch
                 # The time Spark spent on the batch is not the broker's.
                 deadline = time.monotonic() + timeout_s
+                f.answered_at = time.monotonic()
                 continue
+            first = _first_batch_offset(response["records"])
+            if first is not None and first >= end:
+                # Kafka answered with the first batch after `offset`, past the range: no
+                # record is left in [offset, end) (compacted away). Not data loss, as in
+                # Spark's connector: the range is done.
+                break
             # No complete batch at `offset`: is the rest of the range still to come?
             limit = response["high_watermark"]
             if f.read_committed and response.get("last_stable_offset", -1) >= 0:
@@ -234,6 +270,19 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
     finally:
         if pending is not None:
             pending.cancel()
+
+
+def _first_batch_offset(records) -> int | None:
+    """The base offset of the first record batch of a Fetch answer's records, complete or
+    not; None when there is none or it is a legacy message set (magic 0 or 1, whose
+    offset is that of its last inner message)."""
+    from protocol.records.batch import MAGIC_OFFSET, MAGIC_V2  # executor side, as decoding
+    if records is None or len(records) <= MAGIC_OFFSET:
+        return None
+    head = bytes(records[:MAGIC_OFFSET + 1])
+    if head[MAGIC_OFFSET] != MAGIC_V2:
+        return None
+    return int.from_bytes(head[:8], "big", signed=True)
 
 
 def _pause_and_refresh(client: KafkaClient, backoff: float, time_left_ms) -> None:

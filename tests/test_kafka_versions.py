@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from protocol import cluster, transactions
+from protocol import cluster, group_offsets, transactions
 from protocol.cluster import KafkaClient
 from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS,
                               CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH,
@@ -52,8 +52,10 @@ SENDS = [
     (PRODUCE, cluster.MAX_PRODUCE_VERSION_BY_NAME, False, "an id unknown"),
     (PRODUCE, transactions.MAX_TXN_PRODUCE_VERSION, True, "kafka_sink/producer.py"),
     (FIND_COORDINATOR, None, False, "protocol/group_offsets.py"),
-    (OFFSET_COMMIT, None, False, "protocol/group_offsets.py"),
-    (OFFSET_FETCH, None, False, "protocol/group_offsets.py, protocol/transactions.py"),
+    (OFFSET_COMMIT, group_offsets.MAX_OFFSET_COMMIT_VERSION, False,
+     "protocol/group_offsets.py: v10 names topics by id only"),
+    (OFFSET_FETCH, group_offsets.MAX_OFFSET_FETCH_VERSION, False,
+     "protocol/group_offsets.py, protocol/transactions.py: v10 names topics by id only"),
     (CREATE_TOPICS, None, False, "protocol/admin.py"),
     (DELETE_TOPICS, None, False, "protocol/admin.py"),
     (DELETE_RECORDS, None, False, "protocol/admin.py"),
