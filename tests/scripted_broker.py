@@ -1,5 +1,5 @@
-"""The base of the tests' scripted brokers (``fake_broker``, ``fake_kafka``,
-``fake_sasl_broker``): the socket side, written once.
+"""The base of the tests' scripted brokers (``fake_broker``, ``fake_sasl_broker``): the
+socket side, written once.
 
 ``ScriptedBroker`` listens on 127.0.0.1 (a free port), accepts connections on a thread and
 serves each on a thread of its own: it reads size-prefixed request frames and hands each

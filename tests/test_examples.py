@@ -2,8 +2,10 @@
 
 Three run against the session's shared mock cluster through ``--bootstrap-servers`` (the
 path a user with a real Kafka takes; the topics are created here since the mock cluster
-has no CreateTopics API), and ``batch_write.py`` runs as a user first runs it, on its own
-embedded broker. Each starts its own Spark, so each costs tens of seconds.
+has no CreateTopics API), ``exactly_once.py`` against the session's Apache Kafka (whose
+transactions are enforced, unlike the mock cluster's), and ``batch_write.py`` runs as a
+user first runs it, on its own embedded broker. Each starts its own Spark, so each costs
+tens of seconds.
 """
 
 from __future__ import annotations
@@ -74,14 +76,13 @@ def test_etl_stream(mock_cluster, topic_name):
     assert f"24 windows written to '{sink}', 1200 clicks in them" in out
 
 
-def test_exactly_once():
-    """On its embedded broker: the output holds every order once, and a second run from
-    the same checkpoint adds nothing. (The happy path only: crashes are in
-    tests/test_sink_exactly_once_spark.py, on Tansu; Tansu's ListOffsets answers the last
-    batch's first offset as "latest", so a stream over a topic written in multi-record
-    batches stops short there.)"""
-    sink = "example-orders-paid"
-    out = run_example("exactly_once.py")
+def test_exactly_once(kafka, topic_name):
+    """On Apache Kafka (the example creates its topics): the read_committed output holds
+    every order once, and a second run from the same checkpoint adds nothing. (The happy
+    path only: crashes are in tests/test_sink_exactly_once_spark.py.)"""
+    source, sink = topic_name + "-in", topic_name + "-out"
+    out = run_example("exactly_once.py", "--bootstrap-servers", kafka.bootstrap,
+                      "--input-topic", source, "--output-topic", sink)
     assert re.search(rf"^first run: \d+ micro-batches, 1000 records in '{sink}', 1000 "
                      rf"distinct$", out, re.M), out
     assert re.search(rf"^second run, same checkpoint: \d+ micro-batches, 1000 records in "

@@ -73,14 +73,14 @@ def _run(code: str, *args: str, cwd: str) -> str:
 
 
 def test_a_worker_without_the_connector_unpickles_what_a_zip_import_pickled(
-        tmp_path, tansu, topic_name):
-    create_topic(tansu, topic_name, 1)
+        tmp_path, kafka, topic_name):
+    create_topic(kafka, topic_name, 1)
     zip_path = build_pyfiles_zip(str(tmp_path / "dist"))
     pickles = tmp_path / "pickles"
     pickles.mkdir()
     empty = tmp_path / "cwd"
     empty.mkdir()
-    _run(PICKLER, zip_path, str(pickles), tansu.bootstrap, topic_name, cwd=str(empty))
+    _run(PICKLER, zip_path, str(pickles), kafka.bootstrap, topic_name, cwd=str(empty))
     out = _run(UNPICKLER, zip_path, str(pickles), cwd=str(empty)).split()
     assert out[:4] == ["KafkaDataSource", "KafkaStreamReader", "KafkaStreamArrowWriter", "1"]
     assert out[4] == "<pyspark-pykafka", out  # imported from the zip's bytes, in memory

@@ -19,13 +19,13 @@ def _run_selection(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
         text=True, timeout=240)
 
 
-def test_the_switch_points_the_selection_at_a_broker(tansu):
-    """``PYKAFKA_TEST_BOOTSTRAP`` sends the selection to the broker it names (a Tansu
-    started here stands in for an external Kafka), and names a broker that is not there
-    in the failure."""
-    run = _run_selection(tansu.bootstrap, "-k", "produced_record_comes_back")
+def test_the_switch_points_the_selection_at_a_broker(kafka):
+    """``PYKAFKA_TEST_BOOTSTRAP`` sends the selection to the broker it names (this
+    session's Apache Kafka stands in for an external one: the child session starts no
+    broker of its own), and names a broker that is not there in the failure."""
+    run = _run_selection(kafka.bootstrap, "-k", "produced_record_comes_back")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"selection broker: ExternalKafka({tansu.bootstrap})" in run.stdout
+    assert f"selection broker: ExternalKafka({kafka.bootstrap})" in run.stdout
     assert "1 passed" in run.stdout
     run = _run_selection("127.0.0.1:1", "-k", "produced_record_comes_back")
     assert run.returncode != 0

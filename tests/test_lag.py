@@ -5,8 +5,8 @@ from a pykafka source's ``endOffset`` and ``latestOffset`` in the progress.
 The latest offsets must be in the progress of every batch in every mode: checked on the
 stream reader's driver side with a stub client (default trigger including a fresh query's
 batch 0, maxOffsetsPerTrigger, maxBytesPerTrigger, a batch held back by
-minOffsetsPerTrigger, Trigger.AvailableNow), and on one real query against Tansu, whose
-progress reports and listener events give the figures a query's own offsets predict.
+minOffsetsPerTrigger, Trigger.AvailableNow), and on one real query against Apache Kafka,
+whose progress reports and listener events give the figures a query's own offsets predict.
 """
 
 from __future__ import annotations
@@ -160,20 +160,20 @@ def test_latest_offset_reported_for_every_batch(options, available_now):
 
 # ---- one real query ------------------------------------------------------------------------
 
-def test_lag_of_a_real_query_from_its_progress_and_listener(spark, tansu, topic_name,
+def test_lag_of_a_real_query_from_its_progress_and_listener(spark, kafka, topic_name,
                                                            tmp_path):
     """AvailableNow with maxOffsetsPerTrigger=4 over 2 partitions of 6 records: batches end
     at 2, 4, 6 per partition while the latest offsets are 6, so the figures are 4, 2, 0
     behind, in the progress reports and in what the listener exported."""
-    create_topic(tansu, topic_name, 2)
-    produce(tansu.bootstrap, topic_name, values_for("lag", 2, 6))
+    create_topic(kafka, topic_name, 2)
+    produce(kafka.bootstrap, topic_name, values_for("lag", 2, 6))
     exported = []
     listener = KafkaLagListener(lambda progress, lags: exported.append(
         (progress.batchId, lags[0]["maxOffsetsBehindLatest"])))
     spark.streams.addListener(listener)
     try:
         query = (spark.readStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", tansu.bootstrap)
+                 .option("kafka.bootstrap.servers", kafka.bootstrap)
                  .option("subscribe", topic_name).option("startingOffsets", "earliest")
                  .option("maxOffsetsPerTrigger", "4").load()
                  .writeStream.format("noop")

@@ -2,9 +2,13 @@
 rides with a pooled client, on real brokers, without Spark.
 
 - Tansu behind ``tests.fault_proxy.FaultProxy`` (the proxy counts the connections it
-  accepts, and cuts them as the broker or the network would);
+  accepts, and cuts them as the broker or the network would). Tansu, because the broker
+  must advertise the proxy's port to be reached only through it
+  (``tests.broker_setup.tansu_behind_fault_proxy``); the tests here use none of its bugs
+  but one: its ListOffsets "latest", which the stream test below produces around;
 - librdkafka's mock cluster for leader moves and injected Produce errors;
-- ``tests.fake_sasl_broker`` for a SASL session lifetime (no real broker here speaks SASL).
+- ``tests.fake_sasl_broker`` for a SASL session lifetime (it counts the handshakes a
+  client makes, which a real broker does not show).
 
 Every test runs on a pool of its own (``fresh_pool`` replaces the process-wide one), so the
 order of the tests does not matter.
@@ -451,7 +455,9 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
     """readStream -> writeStream on Tansu behind the proxy: after the first micro-batch no
     new broker connection per micro-batch, the connections the broker (proxy) closes
     between two micro-batches are replaced, every record arrives once, and the sink's
-    record batches carry no more producer ids than there are Python workers."""
+    record batches carry no more producer ids than there are Python workers. (Tansu: the
+    proxy must be the only way to the broker; its ListOffsets "latest" is the end of the
+    log only after a one-record batch, so each round ends with one per partition.)"""
     _, tansu = proxied
     source, sink = topic_name + "-in", topic_name + "-out"
     create_topic(tansu, source, 2)
@@ -460,7 +466,8 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
                                          "linger.ms": 5, "enable.idempotence": False})
 
     def produce_round(r: int) -> None:
-        # the last record of each partition alone in its batch: Tansu's latest offset
+        # the last record of each partition alone in its batch: Tansu's "latest" is then
+        # the end of the log (kafka_testbed.tansu)
         for partition in range(2):
             for i in range(40):
                 producer.produce(source, value=b"r%d-p%d-%03d" % (r, partition, i),

@@ -5,7 +5,8 @@ in-process, in the server's own Python. The fixture builds ``.venv-sail`` (pysai
 PySpark Connect client Sail accepts, the connector's runtime dependencies and the
 connector's wheel), starts ``sail spark server`` from it on a free port in a temporary
 directory, and a client job run with the same Python (PySpark 4.1's Connect client; Sail
-refuses 4.3's) registers ``KafkaDataSource`` and talks to a Tansu broker.
+refuses 4.3's) registers ``KafkaDataSource`` and talks to Apache Kafka (the session's
+``kafka``, started by this pytest in the main venv).
 
 What Sail 0.7.2 does with the connector, as the job checks:
 - batch writes (every column: key, value, partition, headers, timestamp) and batch reads
@@ -27,7 +28,8 @@ import time
 
 import pytest
 
-from .broker_setup import create_topic
+from protocol.cluster import KafkaClient
+
 from .own_envs import install_connector, own_env, run_job, write_job
 from .test_ship import clean_env
 
@@ -150,11 +152,14 @@ def sail_server(sail_python, tmp_path_factory):
             proc.wait(30)
 
 
-def test_batch_write_and_read_on_sail(sail_python, sail_server, tansu, topic_name,
+def test_batch_write_and_read_on_sail(sail_python, sail_server, kafka, topic_name,
                                       tmp_path):
-    create_topic(tansu, topic_name, PARTITIONS)
+    # The job stamps its records in November 2023, past Kafka's default retention (7 days):
+    # without retention.ms=-1 the next retention check deletes them.
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({topic_name: PARTITIONS}, configs={"retention.ms": "-1"})
     job = write_job(str(tmp_path), JOB)
-    report = run_job(sail_python, [sail_python, job, sail_server, tansu.bootstrap, topic_name,
+    report = run_job(sail_python, [sail_python, job, sail_server, kafka.bootstrap, topic_name,
                                    str(ROWS), str(PARTITIONS)], str(tmp_path), timeout=300)
     assert report["pyspark"].startswith("4.1"), report["pyspark"]
     # Sail does not look pyspark_* modules up: the session registers the class.

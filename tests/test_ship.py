@@ -10,7 +10,8 @@ the zip that ``--py-files`` ships. As in the README, the zip is the one ``make d
 builds (``scripts/build_pyfiles_zip.py``) and ``spark-submit`` runs from the checkout,
 with no ``PYTHONPATH``.
 
-The job writes a topic of a Tansu broker with the sink and reads it back with a batch read.
+The job writes a topic of Apache Kafka (the session's ``kafka``) with the sink and reads
+it back with a batch read, up to the latest offsets.
 
 Spark's automatic registration (``format("pykafka")`` without ``spark.dataSource.register``)
 looks ``pyspark_*`` modules up once per driver JVM, in a Python worker it starts as
@@ -38,7 +39,7 @@ import zipfile
 
 import pytest
 
-from protocol.cluster import KafkaClient
+from .broker_setup import create_topic
 
 pytestmark = pytest.mark.spark
 
@@ -86,10 +87,8 @@ JOB = textwrap.dedent('''
        .option("kafka.compression.type", "zstd")
        .save())
 
-    # Exact end offsets: this broker's ListOffsets "latest" is unreliable (kafka_testbed.tansu).
-    ends = json.dumps({topic: {str(p): rows // partitions for p in range(partitions)}})
     back = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("endingOffsets", ends).load())
+            .option("subscribe", topic).load())
     report["rows"] = [list(r) for r in back.selectExpr(
         "cast(key AS string)", "cast(value AS string)", "partition", "offset").collect()]
 
@@ -238,7 +237,7 @@ def test_the_lookup_does_not_register_the_connector_from_its_working_directory_a
 
 
 @pytest.mark.timeout(900)  # the first run also builds .venv-pyfiles; JVMs start slowly
-def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfiles_zip,
+def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfiles_zip,
                                                          tmp_path):
     python = pyfiles_python()
     # The interpreter of the run cannot import the connector by itself.
@@ -246,8 +245,7 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfi
                            env=clean_env(python), capture_output=True, text=True)
     assert probe.returncode != 0 and "No module named 'kafka_source'" in probe.stderr
 
-    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
-        client.create_topics({topic_name: PARTITIONS})
+    create_topic(kafka, topic_name, PARTITIONS)
     job = tmp_path / "job.py"
     job.write_text(JOB)
     command = [os.path.join(os.path.dirname(python), "spark-submit"),
@@ -257,7 +255,7 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(tansu, topic_name, pyfi
                "--conf", "spark.sql.shuffle.partitions=2",
                "--conf", "spark.python.authenticate.socketTimeout=120s",  # slow machines
                "--py-files", pyfiles_zip,
-               str(job), tansu.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
+               str(job), kafka.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
     # As the README says: from the checkout, with no PYTHONPATH. The checkout's own
     # pyspark_pykafka.py is then in the working directory of Spark's registration lookup.
     assert os.path.isfile(os.path.join(ROOT, "pyspark_pykafka.py"))

@@ -1,22 +1,26 @@
-"""spark.read.format("pykafka") end to end, against real brokers.
+"""spark.read.format("pykafka") end to end, against Apache Kafka (the session's ``kafka``)
+and, for records deleted under a read, librdkafka's mock cluster.
 
 Spark sessions are slow to start, so these tests share one session and each checks much.
 """
 
 import datetime as dt
+import uuid
 
 import confluent_kafka
 import pytest
 
 from protocol.cluster import KafkaClient
 
+from .broker_setup import create_topic
+
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
 def produce_all_codecs(bootstrap, topic):
-    """Every codec, headers, null keys and values; each data set ends with a one-record
-    batch per partition (so Tansu's 'latest' is exact). Returns the expected rows."""
-    expected = []
+    """Every codec, headers, null keys and values, in multi-record batches, stamped in
+    November 2023. Returns the expected rows."""
+    expected, errors = [], []
     for codec in CODECS:
         p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
                                       "linger.ms": 20, "enable.idempotence": False})
@@ -26,14 +30,11 @@ def produce_all_codecs(bootstrap, topic):
             headers = [("codec", codec.encode()), ("i", str(i).encode()), ("n", None)] \
                 if i % 2 else None
             p.produce(topic, key=key, value=value, partition=i % 2, headers=headers,
-                      timestamp=1_700_000_000_000 + i)
+                      timestamp=1_700_000_000_000 + i,
+                      on_delivery=lambda err, msg: err and errors.append(err))
             expected.append((i % 2, key, value, headers))
         assert p.flush(10) == 0
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
-    for part in range(2):
-        p.produce(topic, value=b"end", partition=part)
-        p.flush(10)
-        expected.append((part, None, b"end", None))
+    assert errors == []
     return expected
 
 
@@ -44,12 +45,14 @@ def read(spark, bootstrap, **options):
     return reader.load()
 
 
-def test_every_codec_with_headers_and_nulls_reads_back_record_for_record(spark, tansu,
+def test_every_codec_with_headers_and_nulls_reads_back_record_for_record(spark, kafka,
                                                                         topic_name):
-    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
-        client.create_topics({topic_name: 2})
-    expected = produce_all_codecs(tansu.bootstrap, topic_name)
-    df = read(spark, tansu.bootstrap, subscribe=topic_name, includeHeaders="true")
+    # Records stamped in 2023 are past Kafka's default retention (7 days): without
+    # retention.ms=-1 the next retention check deletes them.
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({topic_name: 2}, configs={"retention.ms": "-1"})
+    expected = produce_all_codecs(kafka.bootstrap, topic_name)
+    df = read(spark, kafka.bootstrap, subscribe=topic_name, includeHeaders="true")
     assert df.columns == ["key", "value", "topic", "partition", "offset", "timestamp",
                           "timestampType", "headers"]
     got = df.orderBy("partition", "offset").collect()
@@ -67,54 +70,55 @@ def test_every_codec_with_headers_and_nulls_reads_back_record_for_record(spark, 
     assert first.timestamp == dt.datetime(2023, 11, 14, 22, 13, 20)  # 1_700_000_000_000 ms, UTC
 
 
+NUMBERED_PREFIX = f"numbered-batch-{uuid.uuid4().hex[:8]}-"
+
+
 @pytest.fixture(scope="module")
-def numbered_topic(tansu):
-    """3 partitions x 200 records, values = b"p<partition>-<n>"."""
-    topic = "numbered-batch-reads"
-    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
-        client.create_topics({topic: 3}, exist_ok=True)
-    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap, "linger.ms": 10})
+def numbered_topic(kafka):
+    """3 partitions x 200 records, values = b"p<partition>-<n>"; the only topic whose name
+    starts with ``NUMBERED_PREFIX``."""
+    topic = NUMBERED_PREFIX + "reads"
+    create_topic(kafka, topic, 3)
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 10})
     for part in range(3):
-        for n in range(199):
+        for n in range(200):
             p.produce(topic, value=b"p%d-%d" % (part, n), partition=part)
-        p.flush(10)
-        p.produce(topic, value=b"p%d-%d" % (part, 199), partition=part)
-        p.flush(10)
+    assert p.flush(10) == 0
     return topic
 
 
-def test_offsets_options_select_exact_slices(spark, tansu, numbered_topic):
+def test_offsets_options_select_exact_slices(spark, kafka, numbered_topic):
     t = numbered_topic
-    df = read(spark, tansu.bootstrap, assign=f'{{"{t}":[0,2]}}',
+    df = read(spark, kafka.bootstrap, assign=f'{{"{t}":[0,2]}}',
               startingOffsets=f'{{"{t}":{{"0":10,"2":-2}}}}',
               endingOffsets=f'{{"{t}":{{"0":20,"2":5}}}}')
     got = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert got == [(0, o) for o in range(10, 20)] + [(2, o) for o in range(0, 5)]
 
-    pattern = read(spark, tansu.bootstrap, subscribePattern="numbered-batch-.*")
+    pattern = read(spark, kafka.bootstrap, subscribePattern=NUMBERED_PREFIX + ".*")
     assert pattern.count() == 600
 
 
-def test_min_partitions_and_max_records_split_the_plan(spark, tansu, numbered_topic):
-    df = read(spark, tansu.bootstrap, subscribe=numbered_topic, minPartitions="12")
+def test_min_partitions_and_max_records_split_the_plan(spark, kafka, numbered_topic):
+    df = read(spark, kafka.bootstrap, subscribe=numbered_topic, minPartitions="12")
     assert df.rdd.getNumPartitions() >= 12
     assert df.count() == 600
-    df = read(spark, tansu.bootstrap, subscribe=numbered_topic, maxRecordsPerPartition="30")
+    df = read(spark, kafka.bootstrap, subscribe=numbered_topic, maxRecordsPerPartition="30")
     assert df.rdd.getNumPartitions() == 3 * 7  # ceil(200 / 30) per partition
     assert df.select("partition", "offset").distinct().count() == 600
 
 
-def test_pushdown_narrows_the_plan_and_keeps_the_result(spark, tansu, numbered_topic):
+def test_pushdown_narrows_the_plan_and_keeps_the_result(spark, kafka, numbered_topic):
     query = "partition = 1 AND offset >= 150 AND offset < 170"
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     try:
-        unpushed = read(spark, tansu.bootstrap, subscribe=numbered_topic).where(query)
+        unpushed = read(spark, kafka.bootstrap, subscribe=numbered_topic).where(query)
         expected = sorted(r.value for r in unpushed.collect())
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-        pushed = read(spark, tansu.bootstrap, subscribe=numbered_topic).where(query)
+        pushed = read(spark, kafka.bootstrap, subscribe=numbered_topic).where(query)
         assert sorted(r.value for r in pushed.collect()) == expected
         assert expected == [b"p1-%d" % n for n in range(150, 170)]
-        narrowed = read(spark, tansu.bootstrap, subscribe=numbered_topic,
+        narrowed = read(spark, kafka.bootstrap, subscribe=numbered_topic,
                         maxRecordsPerPartition="10").where(query)
         assert narrowed.rdd.getNumPartitions() == 2  # offsets 150..169 of one partition
     finally:

@@ -1,4 +1,7 @@
-"""The executor read loop without Spark: exact ranges, leader moves, data loss, timeouts."""
+"""The executor read loop without Spark: exact ranges, leader moves, data loss, timeouts.
+
+librdkafka's mock cluster moves leaders, deletes records and injects errors on demand;
+the read_committed reads run on Apache Kafka (the session's ``kafka``)."""
 
 import time
 
@@ -10,6 +13,8 @@ from kafka_source.fetcher import DataLossError, read_range
 from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
+
+from .broker_setup import create_topic
 
 
 def options(bootstrap, **extra):
@@ -118,24 +123,22 @@ def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_read_committed_past_the_last_stable_offset_is_data_loss(tansu, topic_name, caplog,
+def test_read_committed_past_the_last_stable_offset_is_data_loss(kafka, topic_name, caplog,
                                                                 fail_on_data_loss):
     """A read_committed range ending past the last stable offset (a transaction left open):
     after kafkaConsumer.pollTimeoutMs, as in Spark, it is data loss, not a timeout:
     failOnDataLoss=true fails naming the range, false returns the committed records and
     skips the rest."""
-    from protocol.cluster import KafkaClient
-    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
-        client.create_topics({topic_name: 1})
-    produce(tansu.bootstrap, topic_name, 5)  # offsets 0-4, outside any transaction
-    p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap,
+    create_topic(kafka, topic_name, 1)
+    produce(kafka.bootstrap, topic_name, 5)  # offsets 0-4, outside any transaction
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
                                   "transactional.id": f"tx-{topic_name}"})
     p.init_transactions(10)
     p.begin_transaction()
     for i in range(3):
         p.produce(topic_name, value=b"open-%d" % i, partition=0)
     assert p.flush(10) == 0  # offsets 5-7, in a transaction never committed
-    o = options(tansu.bootstrap, **{"kafka.isolation.level": "read_committed",
+    o = options(kafka.bootstrap, **{"kafka.isolation.level": "read_committed",
                                     "kafkaConsumer.pollTimeoutMs": 1500,
                                     "failOnDataLoss": str(fail_on_data_loss).lower()})
     try:

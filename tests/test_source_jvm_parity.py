@@ -8,7 +8,11 @@ end to end with Spark against real brokers:
 - a partition added mid-stream whose earliest offset is above 0 is data loss;
 - a stale latest offset (below the batch's start) is asked again, up to
   fetchOffset.numRetries attempts, before it counts as data loss. No broker answers with a
-  stale offset on demand, so a proxy in front of Tansu rewrites ListOffsets answers.
+  stale offset on demand, so a proxy rewrites ListOffsets answers; the broker reachable
+  only through that proxy is Tansu (``tests.broker_setup.tansu_behind_fault_proxy``).
+
+The other Spark queries run on Apache Kafka (the session's ``kafka``); the added partition
+starting above 0 on librdkafka's mock cluster, which deletes records on demand.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from protocol.framing import decode_response_header
 from protocol.schemas import BY_KEY
@@ -44,19 +49,19 @@ def _batches(spark, out: str) -> list[tuple[int, int, str]]:
     return sorted((r.partition, r.offset, r.value) for r in rows)
 
 
-def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, tansu,
+def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, kafka,
                                                                     topic_name, tmp_path):
     """A child driver runs a query from "latest"; inside batch 0 it signals and waits; new
     records arrive; the child is SIGKILLed. Restarted on the same checkpoint, the query
     reads every record written after the first start, and none from before it."""
-    create_topic(tansu, topic_name, 2)
-    produce(tansu.bootstrap, topic_name, values_for("old", 2, 5))
+    create_topic(kafka, topic_name, 2)
+    produce(kafka.bootstrap, topic_name, values_for("old", 2, 5))
     checkpoint, out = str(tmp_path / "ck"), str(tmp_path / "out")
     marker = tmp_path / "in-batch-0"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.stream_kill_child", tansu.bootstrap, topic_name,
+        [sys.executable, "-m", "tests.stream_kill_child", kafka.bootstrap, topic_name,
          checkpoint, out, str(marker)],
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         start_new_session=True)
@@ -67,7 +72,7 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, tans
             assert time.monotonic() < deadline, "the child never reached batch 0"
             time.sleep(0.2)
         mid = values_for("mid", 2, 5, start=5)
-        produce(tansu.bootstrap, topic_name, mid)
+        produce(kafka.bootstrap, topic_name, mid)
     finally:
         os.killpg(child.pid, signal.SIGKILL)  # the driver and its JVM, no goodbye
         child.wait(30)
@@ -76,7 +81,7 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, tans
     commits = Path(checkpoint, "commits")
     assert not commits.exists() or not any(commits.iterdir())  # batch 0 never committed
 
-    query = (stream(spark, tansu.bootstrap, topic_name).writeStream
+    query = (stream(spark, kafka.bootstrap, topic_name).writeStream
              .foreachBatch(write_batch(out)).option("checkpointLocation", checkpoint)
              .trigger(availableNow=True).start())
     try:
@@ -90,18 +95,18 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, tans
 
 # ---- item 2: a batch DataFrame's second action ------------------------------------------
 
-def test_second_action_on_a_batch_dataframe_sees_new_records(spark, tansu, topic_name):
+def test_second_action_on_a_batch_dataframe_sees_new_records(spark, kafka, topic_name):
     """count() twice on one DataFrame: the second sees what was written in between, also
     in a partition that was empty at the first and with the plan split by minPartitions;
     a DataFrame with explicit end offsets does not move."""
-    create_topic(tansu, topic_name, 2)
-    produce(tansu.bootstrap, topic_name, {0: [f"a{i}" for i in range(30)]})
-    base = spark.read.format("pykafka").option("kafka.bootstrap.servers", tansu.bootstrap) \
+    create_topic(kafka, topic_name, 2)
+    produce(kafka.bootstrap, topic_name, {0: [f"a{i}" for i in range(30)]})
+    base = spark.read.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap) \
         .option("subscribe", topic_name)
     df = base.option("minPartitions", "3").load()
     fixed = base.option("endingOffsets", f'{{"{topic_name}":{{"0":30,"1":-1}}}}').load()
     assert df.count() == 30 and fixed.count() == 30
-    produce(tansu.bootstrap, topic_name, {0: ["b0", "b1", "b2"], 1: ["c0", "c1"]})
+    produce(kafka.bootstrap, topic_name, {0: ["b0", "b1", "b2"], 1: ["c0", "c1"]})
     assert df.count() == 35
     rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
     assert rows == [(0, o) for o in range(33)] + [(1, 0), (1, 1)]
@@ -144,6 +149,17 @@ def proxied_tansu():
         yield pair
 
 
+def produce_record_by_record(bootstrap: str, topic: str, values: dict[int, list[str]]) -> None:
+    """Every record in a batch of its own: Tansu answers ListOffsets "latest" with the last
+    batch's base offset + 1 (kafka_testbed.tansu), the end of the log only when that batch
+    holds one record."""
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for partition, vals in values.items():
+        for v in vals:
+            p.produce(topic, value=v.encode(), partition=partition)
+            assert p.flush(10) == 0
+
+
 def stale_latest(topic: str, partition: int, real: int, stale: int):
     """A ListOffsets rewrite: an answer of ``real`` for the partition becomes ``stale``."""
     api = BY_KEY[LIST_OFFSETS]
@@ -169,17 +185,19 @@ def stale_latest(topic: str, partition: int, real: int, stale: int):
 def test_stale_latest_offset_is_asked_again_before_data_loss(spark, proxied_tansu,
                                                              topic_name, tmp_path):
     """Two stale answers in a row are absorbed by the default three attempts (the batch
-    reads exactly the new records); three are reported as data loss, naming the offsets."""
+    reads exactly the new records); three are reported as data loss, naming the offsets.
+    On Tansu behind a fault proxy: no broker answers with a stale offset on demand, and
+    Apache Kafka is not set up to be reached only through the proxy."""
     proxy, broker = proxied_tansu
     bootstrap = f"127.0.0.1:{proxy.port}"
     create_topic(broker, topic_name, 1)
-    produce(bootstrap, topic_name, values_for("a", 1, 20))
+    produce_record_by_record(bootstrap, topic_name, values_for("a", 1, 20))
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
                "startingOffsets": "earliest", "fetchOffset.retryIntervalMs": "10"}
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
 
-    produce(bootstrap, topic_name, values_for("b", 1, 5, start=20))
+    produce_record_by_record(bootstrap, topic_name, values_for("b", 1, 5, start=20))
     proxy.rewrite_response(LIST_OFFSETS, stale_latest(topic_name, 0, 25, 3), count=2)
     progress = run_available_now(spark, options, sink, ck)
     assert proxy.pending_rewrites(LIST_OFFSETS) == 0  # both stale answers were given
@@ -188,7 +206,7 @@ def test_stale_latest_offset_is_asked_again_before_data_loss(spark, proxied_tans
         expected_rows(topic_name, values_for("a", 1, 20))
         + expected_rows(topic_name, values_for("b", 1, 5, start=20), first_offset=20))
 
-    produce(bootstrap, topic_name, values_for("c", 1, 5, start=25))
+    produce_record_by_record(bootstrap, topic_name, values_for("c", 1, 5, start=25))
     proxy.rewrite_response(LIST_OFFSETS, stale_latest(topic_name, 0, 30, 3), count=3)
     with pytest.raises(Exception) as failure:
         run_available_now(spark, options, sink, ck)

@@ -1,19 +1,16 @@
 """``spark.readStream.format("pykafka")``: streaming reads.
 
-Spark queries run against Tansu unless the behaviour needs librdkafka's mock cluster
-(records deleted under a query). Each query is bounded (``Trigger.AvailableNow``, or a
-processing-time query stopped once its rows arrived) and writes to a parquet sink read back
-through the sink's own log, so "exactly once" is what a reader of the sink sees.
-confluent-kafka produces the data and reads the committed group offsets.
+Spark queries run against Apache Kafka (the session's ``kafka``) unless the behaviour needs
+librdkafka's mock cluster (records deleted under a query, leaders moved). Each query is
+bounded (``Trigger.AvailableNow``, or a processing-time query stopped once its rows
+arrived) and writes to a parquet sink read back through the sink's own log, so "exactly
+once" is what a reader of the sink sees. confluent-kafka produces the data and reads the
+committed group offsets.
 
-Tansu answers ListOffsets "latest" with the last batch's base offset + 1, so every data set
-produced here ends with a one-record batch per partition (see ``produce``).
-
-No broker here answers ListOffsets by timestamp correctly (Tansu answers the earliest
-offset, the mock cluster does not implement it), so ``startingTimestamp`` and
-``startingOffsetsByTimestamp`` are tested without Spark against ``tests.fake_kafka``, a
-scripted broker. ``rate_limit``, the offset JSON and ``latestOffset``'s admission control
-are tested without Spark too, on a stub client.
+``startingTimestamp`` and ``startingOffsetsByTimestamp`` are tested without Spark, on
+records produced to Apache Kafka with chosen timestamps (its ListOffsets by timestamp).
+``rate_limit``, the offset JSON and ``latestOffset``'s admission control are tested without
+Spark too, on a stub client.
 """
 
 from __future__ import annotations
@@ -22,6 +19,7 @@ import json
 import re
 import threading
 import time
+import uuid
 
 import pytest
 from confluent_kafka import Consumer, Producer
@@ -37,11 +35,10 @@ from kafka_source.options import parse_reader_options
 from kafka_source.planning import PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
                                        rate_limit, start_is_reproducible, to_json)
-from protocol.cluster import ClusterMetadata, PartitionInfo, TopicInfo
+from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
 from protocol.primitives import ZERO_UUID
 
 from .broker_setup import create_topic
-from .fake_kafka import FakeKafka
 
 QUERY_TIMEOUT_S = 120
 SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, value STRING"
@@ -51,26 +48,16 @@ SINK_SCHEMA = "topic STRING, partition INT, offset BIGINT, value STRING"
 
 def produce(bootstrap: str, topic: str, values: dict[int, list[str]], *,
             value_bytes: int = 0) -> None:
-    """Produce ``values[partition]`` in order (each value padded with '.' to
-    ``value_bytes``). All but the last record of each partition go in ordinary
-    multi-record batches; the last goes alone in a batch of its own, so that Tansu's
-    ListOffsets "latest" is the true end of the log."""
+    """Produce ``values[partition]`` in order, in ordinary multi-record batches (each value
+    padded with '.' to ``value_bytes``)."""
     errors: list = []
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
                   "enable.idempotence": False, "max.in.flight": 1,
                   "message.timeout.ms": 20000})
-
-    def send(partition: int, value: str) -> None:
-        p.produce(topic, value=value.ljust(value_bytes, ".").encode(), partition=partition,
-                  on_delivery=lambda err, msg: err and errors.append(err))
-
     for partition, vals in values.items():
-        for v in vals[:-1]:
-            send(partition, v)
-    assert p.flush(30) == 0
-    for partition, vals in values.items():
-        if vals:
-            send(partition, vals[-1])
+        for v in vals:
+            p.produce(topic, value=v.ljust(value_bytes, ".").encode(), partition=partition,
+                      on_delivery=lambda err, msg: err and errors.append(err))
     assert p.flush(30) == 0
     assert errors == []
 
@@ -204,15 +191,15 @@ def check_contiguous_once(rows: list[tuple]) -> dict[int, tuple[int, int]]:
 # ---- a query stopped and restarted on its checkpoint -------------------------------------
 
 @pytest.fixture(scope="module")
-def restarted_query(spark, tansu, tmp_path_factory):
+def restarted_query(spark, kafka, tmp_path_factory):
     """Two AvailableNow runs of one query (one checkpoint, one parquet sink, with
     ``maxOffsetsPerTrigger=25`` and ``commitOffsetsToGroup``), with records produced
     before each. Partition 0 gets 40 then 10 records, partition 1 gets 10 then 10."""
     tmp = tmp_path_factory.mktemp("restarted")
     topic = f"t-restarted-{tmp.name}"
     group = f"g-{topic}"
-    create_topic(tansu, topic, 2)
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic,
+    create_topic(kafka, topic, 2)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
                "startingOffsets": "earliest", "maxOffsetsPerTrigger": "25",
                "commitOffsetsToGroup": group}
     sink, ck = str(tmp / "sink"), str(tmp / "ck")
@@ -220,12 +207,12 @@ def restarted_query(spark, tansu, tmp_path_factory):
     produced: dict[int, list[str]] = {}
     for tag, counts in (("a", [40, 10]), ("b", [10, 10])):
         values = values_for(tag, 2, counts, start=len(produced.get(0, [])))
-        produce(tansu.bootstrap, topic, values)
+        produce(kafka.bootstrap, topic, values)
         produced = merge(produced, values)
         progress = run_available_now(spark, options, sink, ck)
         runs.append({"progress": progress, "sink": read_sink(spark, sink),
                      "expected": expected_rows(topic, produced),
-                     "committed": committed(tansu.bootstrap, group, topic, 2)})
+                     "committed": committed(kafka.bootstrap, group, topic, 2)})
     return topic, runs
 
 
@@ -269,15 +256,15 @@ def test_committed_group_offsets_are_the_query_end_offsets(restarted_query):
 # ---- Trigger.AvailableNow ---------------------------------------------------------------
 
 @pytest.mark.spark
-def test_available_now_drains_what_is_there_and_stops(spark, tansu, topic_name, tmp_path):
+def test_available_now_drains_what_is_there_and_stops(spark, kafka, topic_name, tmp_path):
     """The query reads everything present when it starts, in several batches, and stops
     although a producer keeps writing during the whole run."""
-    create_topic(tansu, topic_name, 2)
+    create_topic(kafka, topic_name, 2)
     values = values_for("a", 2, 30)
-    produce(tansu.bootstrap, topic_name, values)
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+    produce(kafka.bootstrap, topic_name, values)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
                "startingOffsets": "earliest", "maxOffsetsPerTrigger": "40"}
-    with BackgroundProducer(tansu.bootstrap, topic_name, 2) as live:
+    with BackgroundProducer(kafka.bootstrap, topic_name, 2) as live:
         progress = run_available_now(spark, options, str(tmp_path / "sink"),
                                      str(tmp_path / "ck"))
         sent_during_run = live.sent
@@ -295,12 +282,12 @@ def test_available_now_drains_what_is_there_and_stops(spark, tansu, topic_name, 
 # ---- startingOffsets on a fresh query ---------------------------------------------------
 
 @pytest.mark.spark
-def test_starting_offsets_json_with_an_offset_and_earliest(spark, tansu, topic_name,
+def test_starting_offsets_json_with_an_offset_and_earliest(spark, kafka, topic_name,
                                                            tmp_path):
-    create_topic(tansu, topic_name, 2)
+    create_topic(kafka, topic_name, 2)
     values = values_for("a", 2, 10)
-    produce(tansu.bootstrap, topic_name, values)
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+    produce(kafka.bootstrap, topic_name, values)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
                "startingOffsets": json.dumps({topic_name: {"0": 6, "1": -2}})}
     run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
     expected = [r for r in expected_rows(topic_name, values) if r[1] == 1 or r[2] >= 6]
@@ -309,12 +296,12 @@ def test_starting_offsets_json_with_an_offset_and_earliest(spark, tansu, topic_n
 
 @pytest.mark.spark
 def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
-        spark, tansu, topic_name, tmp_path):
+        spark, kafka, topic_name, tmp_path):
     """A running query started at "latest" reads the records produced after it started and
     none of those before."""
-    create_topic(tansu, topic_name, 2)
-    produce(tansu.bootstrap, topic_name, values_for("old", 2, 10))
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+    create_topic(kafka, topic_name, 2)
+    produce(kafka.bootstrap, topic_name, values_for("old", 2, 10))
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
                "startingOffsets": "latest"}
     sink = str(tmp_path / "sink")
     query = start_query(spark, options, sink, str(tmp_path / "ck"), available_now=False)
@@ -324,7 +311,7 @@ def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
             assert time.monotonic() < deadline and query.isActive, query.exception()
             time.sleep(0.2)
         new = values_for("new", 2, 5, start=10)
-        produce(tansu.bootstrap, topic_name, new)
+        produce(kafka.bootstrap, topic_name, new)
         expected = expected_rows(topic_name, new, first_offset=10)
         while (rows := read_sink(spark, sink)) != expected:
             assert len(rows) <= len(expected), rows
@@ -335,16 +322,16 @@ def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
 
 
 @pytest.mark.spark
-def test_available_now_from_latest_while_a_producer_writes(spark, tansu, topic_name,
+def test_available_now_from_latest_while_a_producer_writes(spark, kafka, topic_name,
                                                            tmp_path):
     """Regression: Spark asks for the AvailableNow target before the initial offsets, so a
     "latest" start bound afterwards landed beyond the target while a producer wrote, and the
     query failed with a made-up data loss ("offsets went back")."""
-    create_topic(tansu, topic_name, 2)
-    produce(tansu.bootstrap, topic_name, values_for("old", 2, 10))
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+    create_topic(kafka, topic_name, 2)
+    produce(kafka.bootstrap, topic_name, values_for("old", 2, 10))
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
                "startingOffsets": "latest"}
-    with BackgroundProducer(tansu.bootstrap, topic_name, 2):
+    with BackgroundProducer(kafka.bootstrap, topic_name, 2):
         time.sleep(0.3)
         run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
     rows = read_sink(spark, str(tmp_path / "sink"))
@@ -356,23 +343,23 @@ def test_available_now_from_latest_while_a_producer_writes(spark, tansu, topic_n
 
 @pytest.mark.spark
 def test_subscribe_pattern_reads_a_topic_created_mid_stream_from_earliest(
-        spark, tansu, topic_name, tmp_path):
+        spark, kafka, topic_name, tmp_path):
     first, later = f"{topic_name}-a", f"{topic_name}-b"
-    create_topic(tansu, first, 2)
+    create_topic(kafka, first, 2)
     a1 = values_for("a1", 2, 8)
-    produce(tansu.bootstrap, first, a1)
-    options = {"kafka.bootstrap.servers": tansu.bootstrap,
+    produce(kafka.bootstrap, first, a1)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap,
                "subscribePattern": f"^{re.escape(topic_name)}-",
                "startingOffsets": "earliest"}
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
     assert read_sink(spark, sink) == expected_rows(first, a1)
 
-    create_topic(tansu, later, 3)
+    create_topic(kafka, later, 3)
     b = values_for("b", 3, 6)
-    produce(tansu.bootstrap, later, b)
+    produce(kafka.bootstrap, later, b)
     a2 = values_for("a2", 2, 4, start=8)
-    produce(tansu.bootstrap, first, a2)
+    produce(kafka.bootstrap, first, a2)
     progress = run_available_now(spark, options, sink, ck)
     assert start_offsets(progress[0]) == {(first, 0): 8, (first, 1): 8}
     assert read_sink(spark, sink) == sorted(
@@ -419,97 +406,101 @@ def test_records_deleted_between_runs(spark, mock_cluster, topic_name, tmp_path,
 # ---- maxBytesPerTrigger -----------------------------------------------------------------
 
 @pytest.mark.spark
-def test_max_bytes_per_trigger_bounds_batches_roughly(spark, tansu, topic_name, tmp_path):
-    """200 records of ~100-byte values with maxBytesPerTrigger=10k: several batches of
-    about a hundred records, none near the whole backlog."""
-    create_topic(tansu, topic_name, 1)
+def test_max_bytes_per_trigger_bounds_each_batch(spark, kafka, topic_name, tmp_path):
+    """200 records of 100-byte values with maxBytesPerTrigger=10k (10,240 bytes): several
+    batches, each one's values alone within the budget (the estimate counts whole records),
+    none far below it."""
+    create_topic(kafka, topic_name, 1)
     values = values_for("v", 1, 200)
-    produce(tansu.bootstrap, topic_name, values, value_bytes=100)
-    options = {"kafka.bootstrap.servers": tansu.bootstrap, "subscribe": topic_name,
+    produce(kafka.bootstrap, topic_name, values, value_bytes=100)
+    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
                "startingOffsets": "earliest", "maxBytesPerTrigger": "10k"}
     sink = str(tmp_path / "sink")
     progress = run_available_now(spark, options, sink, str(tmp_path / "ck"))
     sizes = [p.numInputRows for p in progress]
     assert sum(sizes) == 200 and len(sizes) >= 2, sizes
-    assert all(0 < n <= 130 for n in sizes), sizes
+    assert all(0 < n and n * 100 <= 10 * 1024 for n in sizes), sizes
     assert max(sizes) >= 50, sizes
     assert read_sink(spark, sink) == expected_rows(topic_name, values, value_bytes=100)
 
 
-# ---- startingTimestamp / startingOffsetsByTimestamp against a scripted broker ------------
+# ---- startingTimestamp / startingOffsetsByTimestamp (Apache Kafka's ListOffsets) -------------
 
-TS_LOGS = {"ts": {0: [(10, 1000), (11, 2000), (12, 3000)],
-                  1: [(4, 1500), (5, 2500), (6, 2600)]}}
+# (offset, timestamp) of the records the lookups land on; the offsets before them hold
+# records stamped earlier (100 + offset ms), so an offset found is no record count.
+STAMPED = {0: [(10, 1000), (11, 2000), (12, 3000)],
+           1: [(4, 1500), (5, 2500), (6, 2600)]}
 
 
-def _reader(bootstrap: str, **options: str) -> KafkaStreamReader:
-    return KafkaStreamReader(parse_reader_options(
-        {"kafka.bootstrap.servers": bootstrap, "subscribe": "ts", **options},
+@pytest.fixture(scope="module")
+def stamped_topic(kafka) -> str:
+    """A 2-partition topic holding ``STAMPED`` (CreateTime timestamps set by the producer),
+    each partition written in one batch. Stamped in 1970, the records are past any time
+    retention: the topic keeps them with retention.ms=-1."""
+    topic = f"t-stamped-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({topic: 2}, configs={"retention.ms": "-1"})
+    errors: list = []
+    p = Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
+    for partition, records in STAMPED.items():
+        first = records[0][0]
+        stamps = [100 + o for o in range(first)] + [ts for _, ts in records]
+        for offset, ts in enumerate(stamps):
+            p.produce(topic, value=b"%d" % offset, partition=partition, timestamp=ts,
+                      on_delivery=lambda err, msg: err and errors.append(err))
+    assert p.flush(30) == 0 and errors == []
+    return topic
+
+
+def _initial_offset(bootstrap: str, topic: str, **options: str) -> dict:
+    reader = KafkaStreamReader(parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **options},
         for_streaming=True))
-
-
-def _timestamps_asked(fake: FakeKafka) -> list[dict]:
-    return [{(t["name"], p["partition_index"]): p["timestamp"]
-             for t in body["topics"] for p in t["partitions"]}
-            for api, _, body in fake.requests if api == "ListOffsets"]
+    try:
+        return reader.initialOffset()
+    finally:
+        reader.stop()
 
 
 @pytest.mark.parametrize("options, expected", [
     ({"startingTimestamp": "2000"}, {"0": 11, "1": 5}),
     ({"startingTimestamp": "1000"}, {"0": 10, "1": 4}),
     ({"startingTimestamp": "2550"}, {"0": 12, "1": 6}),
-    ({"startingOffsetsByTimestamp": json.dumps({"ts": {"0": 2500, "1": 1000}})},
-     {"0": 12, "1": 4}),
+    ({"startingOffsetsByTimestamp": {"0": 2500, "1": 1000}}, {"0": 12, "1": 4}),
     # the timestamp option wins over startingOffsets
     ({"startingTimestamp": "2000", "startingOffsets": "earliest"}, {"0": 11, "1": 5}),
 ])
-def test_initial_offset_by_timestamp(options, expected):
-    """A scripted fake broker (``tests.fake_kafka``), because no broker here answers
-    ListOffsets by timestamp: each partition starts at its first record whose timestamp is
-    at or after the one asked for."""
-    with FakeKafka(TS_LOGS) as fake:
-        reader = _reader(fake.bootstrap, **options)
-        try:
-            assert reader.initialOffset() == {"ts": expected}
-        finally:
-            reader.stop()
-        assert any(all(ts >= 0 for ts in asked.values()) and len(asked) == 2
-                   for asked in _timestamps_asked(fake))
+def test_initial_offset_by_timestamp(kafka, stamped_topic, options, expected):
+    """Each partition starts at its first record whose timestamp is at or after the one
+    asked for."""
+    options = {k: json.dumps({stamped_topic: v}) if isinstance(v, dict) else v
+               for k, v in options.items()}
+    assert _initial_offset(kafka.bootstrap, stamped_topic, **options) == {
+        stamped_topic: expected}
 
 
-def test_initial_offset_by_timestamp_strategy_error_names_the_partition():
-    """Scripted fake broker (no broker here answers ListOffsets by timestamp): partition 1
-    has no record at or after 2700, so the default strategy fails naming it."""
-    with FakeKafka(TS_LOGS) as fake:
-        reader = _reader(fake.bootstrap, startingTimestamp="2700")
-        try:
-            with pytest.raises(PlanningError) as e:
-                reader.initialOffset()
-        finally:
-            reader.stop()
+def test_initial_offset_by_timestamp_strategy_error_names_the_partition(kafka,
+                                                                         stamped_topic):
+    """Partition 1 has no record at or after 2700, so the default strategy fails naming
+    it (and not partition 0, which has one)."""
+    with pytest.raises(PlanningError) as e:
+        _initial_offset(kafka.bootstrap, stamped_topic, startingTimestamp="2700")
     message = str(e.value)
-    assert "ts-1" in message and "2700" in message and "startingTimestamp" in message
-    assert "ts-0" not in message
+    assert f"{stamped_topic}-1" in message and "2700" in message, message
+    assert "startingTimestamp" in message and f"{stamped_topic}-0" not in message
 
 
-@pytest.mark.parametrize("options", [
-    {"startingTimestamp": "2700"},
-    {"startingOffsetsByTimestamp": json.dumps({"ts": {"0": 2700, "1": 2700}})},
-])
-def test_initial_offset_by_timestamp_strategy_latest_falls_back_to_latest(options):
-    """Scripted fake broker (no broker here answers ListOffsets by timestamp): with
-    strategy "latest" a partition with nothing at or after the timestamp starts at its
-    latest offset (7, its high watermark); the others still go by timestamp."""
-    with FakeKafka(TS_LOGS) as fake:
-        reader = _reader(fake.bootstrap, startingOffsetsByTimestampStrategy="latest",
-                         **options)
-        try:
-            assert reader.initialOffset() == {"ts": {"0": 12, "1": 7}}
-        finally:
-            reader.stop()
-        asked = _timestamps_asked(fake)
-    assert {("ts", 0): 2700, ("ts", 1): 2700} in asked
-    assert {("ts", 1): -1} in asked
+@pytest.mark.parametrize("by_partition", [False, True])
+def test_initial_offset_by_timestamp_strategy_latest_falls_back_to_latest(
+        kafka, stamped_topic, by_partition):
+    """With strategy "latest" a partition with nothing at or after the timestamp starts at
+    its latest offset (7, its high watermark); the others still go by timestamp."""
+    option = ({"startingOffsetsByTimestamp": json.dumps(
+                  {stamped_topic: {"0": 2700, "1": 2700}})} if by_partition
+              else {"startingTimestamp": "2700"})
+    assert _initial_offset(kafka.bootstrap, stamped_topic,
+                           startingOffsetsByTimestampStrategy="latest", **option) == {
+        stamped_topic: {"0": 12, "1": 7}}
 
 
 # ---- rate_limit, offset JSON --------------------------------------------------------------
