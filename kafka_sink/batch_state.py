@@ -79,6 +79,7 @@ class Partition:
     queue: deque = field(default_factory=deque)  # unacknowledged batches, oldest first
     next_index: int = 0  # the next batch of the queue to send
     in_flight: int = 0
+    confirmed: bool = False  # the broker acknowledged a batch of this producer id and epoch
     next_sequence: int = 0
     resend: bool = False  # restart from the oldest once nothing is in flight
     retry_at: float = 0.0

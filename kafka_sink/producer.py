@@ -45,6 +45,12 @@ The answer to a batch decides its fate:
   non-transactional producer a fresh id is equivalent, and every broker grants one.)
 - INVALID_PRODUCER_EPOCH (47) or PRODUCER_FENCED (90): the producer is fenced; the task
   fails.
+
+Until the broker has acknowledged a batch of the producer id and epoch on a partition,
+only one request is in flight to it: a broker that knows no state of the producer there
+accepts any sequence as the first (Kafka's "accept writes with any sequence number"), so a
+batch pipelined behind a first one that failed (NOT_LEADER_OR_FOLLOWER while a new topic's
+leader starts, found on Apache Kafka) would be written before it, out of order.
 - any other error that is not retriable (MESSAGE_TOO_LARGE, INVALID_RECORD, an
   authorization failure, ...): the task fails.
 
@@ -97,9 +103,11 @@ whatever the id left open and fences its earlier holders), every partition is en
 with AddPartitionsToTxn before its first Produce, and batches carry the transactional bit
 and the id. The producer never commits the transaction: ``kafka_sink.transactions`` does,
 on the driver; ``abort_transaction`` aborts it when the task fails. A gap
-(OUT_OF_ORDER_SEQUENCE_NUMBER, UNKNOWN_PRODUCER_ID) cannot be repaired with a new producer
-id inside a transaction, so it fails the task (Spark re-runs it under a new transactional
-id; what this attempt wrote is aborted).
+(OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest unacknowledged batch, UNKNOWN_PRODUCER_ID)
+cannot be repaired with a new producer id inside a transaction, so it fails the task (Spark
+re-runs it under a new transactional id; what this attempt wrote is aborted); an
+OUT_OF_ORDER_SEQUENCE_NUMBER behind an older unacknowledged batch is its echo and resent,
+as above.
 
 Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
 retry rules are the same, so a resend after an unclear failure may duplicate records
@@ -134,8 +142,14 @@ __all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS
 log = logging.getLogger("pykafka.sink")
 
 _MAX_BACKOFF = 1.0
+OUT_OF_ORDER = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
 #: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
 IDENTITY_STATE_KEY = "idempotent-producer"
+
+
+def _oldest_unacked(p: Partition) -> Batch:
+    """The partition's oldest batch the broker has not acknowledged: the next sequence."""
+    return next(q for q in p.queue if not q.acked)
 
 
 @dataclass(frozen=True)
@@ -457,7 +471,7 @@ class TaskProducer:
             p.next_index = 0
         while p.next_index < len(p.queue) and p.queue[p.next_index].acked:
             p.next_index += 1
-        if (p.next_index >= len(p.queue) or p.in_flight >= self.options.max_in_flight
+        if (p.next_index >= len(p.queue) or p.in_flight >= self._in_flight_limit(p)
                 or now < p.retry_at or p.leader is None):
             return None
         b = p.queue[p.next_index]
@@ -467,6 +481,17 @@ class TaskProducer:
             raise ProduceError(f"Writing to {p.name} failed after {b.attempts - 1} retries "
                                f"(kafka.retries); last error: {b.last_error}")
         return b
+
+    def _in_flight_limit(self, p: Partition) -> int:
+        """Requests a partition may have in flight: one until the broker acknowledged a
+        batch of this producer id and epoch there. A broker that knows no state of the
+        producer on a partition takes any sequence as its first (Kafka "accepts writes with
+        any sequence number" then), so a batch pipelined behind a first one that failed
+        (NOT_LEADER_OR_FOLLOWER while a new topic's leader starts) would be written
+        before it."""
+        if self.idempotent and not p.confirmed:
+            return 1
+        return self.options.max_in_flight
 
     def _send_ready(self) -> None:
         if self.transactional_id is not None:
@@ -638,12 +663,18 @@ class TaskProducer:
             raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
                                f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
         if code in GAP and self.transactional_id is not None:
+            if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
+                # an earlier batch has not landed (it failed with a retriable error such as
+                # NOT_LEADER_OR_FOLLOWER on a new topic, or is still on its way): this one
+                # was refused, not lost; resend from the oldest, as Kafka's Java producer
+                # retries an out-of-order batch that is not the next sequence
+                self._retry(p, b, str(error), rejected=True, refresh=False)
+                return
             raise ProduceError(f"Writing to {p.name} failed: {error}: the broker lost this "
                                f"transaction's sequence; the task fails and its transaction "
                                f"is aborted")
         if code in GAP and self.idempotent:
-            first_unacked = next(q for q in p.queue if not q.acked)
-            if first_unacked is b:
+            if _oldest_unacked(p) is b:
                 log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
                             "starting over with a new producer id", p.name, error.name,
                             b.sequence)
@@ -661,6 +692,7 @@ class TaskProducer:
             return
         b.acked = True
         b.rejected = False
+        p.confirmed = True
         self.buffered_bytes -= len(b.data)
         stat = self.stats.setdefault((b.topic, b.partition), [0, 0])
         stat[0] += b.count
@@ -706,4 +738,5 @@ class TaskProducer:
             p.next_sequence = sequence
             p.next_index = 0
             p.resend = False
+            p.confirmed = False  # the broker knows nothing of the new id
         self._new_id_pending = False

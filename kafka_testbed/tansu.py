@@ -66,9 +66,7 @@ Protocol quirks of this Tansu build (memory storage)
   tasks do), the new transactions on those partitions can stay "open" for good
   although the log holds every marker: a read_committed Fetch's last stable
   offset sticks at their first offset and ListOffsets(read_committed) LATEST
-  answers 0. It happened in 9 runs of 100 here (``python -m
-  tests.tansu_lso_race``). Tests judge open transactions by the log
-  (``tests/txn_referee.py``).
+  answers 0. It happened in 9 runs of 100 here.
 * Fetch honours the request's MaxBytes (``kafka.fetch.max.bytes``) but not a
   partition's PartitionMaxBytes (``kafka.max.partition.fetch.bytes``): one
   partition's answer can be as large as the whole response allows.

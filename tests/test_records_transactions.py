@@ -1,11 +1,10 @@
-"""read_committed over real transactional batches written by librdkafka.
+"""read_committed over real transactional batches: librdkafka's transactional producer
+commits and aborts on Apache Kafka, Kafka's read_committed Fetch names the aborted
+transactions, and our decoder drops exactly those records.
 
-Neither broker here filters transactions as Kafka does: both keep aborted records and
-answer Fetch with an empty AbortedTransactions list (librdkafka's mock also writes its
-markers with a zero CRC). So the bytes come from a real broker (Tansu, written by
-confluent-kafka's transactional producer), and the AbortedTransactions list a Kafka broker
-would send is built from the log's own ABORT markers, as the protocol guide defines it:
-the producer id and the first offset of each aborted transaction.
+The AbortedTransactions list Kafka sends is checked against one built from the log's own
+ABORT markers, as the protocol guide defines it (the producer id and the first offset of
+each aborted transaction), so a wrong list from either side shows.
 """
 
 import confluent_kafka
@@ -13,6 +12,8 @@ import confluent_kafka
 from protocol.cluster import KafkaClient
 from protocol.records import decode_records
 from protocol.records.batch import ABORT, control_type, iter_batches, parse_header, parse_records
+
+from .txn_referee import stable_offsets_behind
 
 
 def aborted_list(records: bytes) -> list[tuple[int, int]]:
@@ -34,26 +35,29 @@ def aborted_list(records: bytes) -> list[tuple[int, int]]:
     return aborted
 
 
-def test_read_committed_drops_the_aborted_transactions_librdkafka_wrote(tansu, topic_name):
-    with KafkaClient(bootstrap_servers=tansu.bootstrap) as client:
+def test_read_committed_drops_the_aborted_transactions_librdkafka_wrote(kafka, topic_name):
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
         client.create_topics({topic_name: 1})
-        p = confluent_kafka.Producer({"bootstrap.servers": tansu.bootstrap,
+        p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
                                       "transactional.id": f"tx-{topic_name}"})
-        p.init_transactions(10)
+        p.init_transactions(30)
         for outcome, n in (("commit", 10), ("abort", 5), ("commit", 7), ("abort", 3)):
             p.begin_transaction()
             for i in range(n):
                 p.produce(topic_name, value=f"{outcome}-{i}".encode(), partition=0)
-            p.flush(10)
-            (p.commit_transaction if outcome == "commit" else p.abort_transaction)(10)
+            p.flush(30)
+            (p.commit_transaction if outcome == "commit" else p.abort_transaction)(30)
+        assert stable_offsets_behind(kafka.bootstrap, topic_name, 1) == []  # markers written
         part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
         records = bytes(part["records"])
 
     aborted = aborted_list(records)
     assert len(aborted) == 2 and aborted[0][1] == 11  # 10 records + 1 commit marker before
+    sent = sorted((a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"])
+    assert sent == aborted  # what Kafka says is what the log shows
     committed, next_offset = decode_records(records, topic=topic_name, partition=0,
                                             start_offset=0, read_committed=True,
-                                            aborted_transactions=aborted)
+                                            aborted_transactions=sent)
     assert committed.column("value").to_pylist() == (
         [b"commit-%d" % i for i in range(10)] + [b"commit-%d" % i for i in range(7)])
     assert next_offset == part["high_watermark"]  # past every marker and aborted batch

@@ -6,16 +6,19 @@ checked (producer id, epoch, consecutive sequences).
 
 Brokers, and what each can prove:
 
-- Tansu checks the sequences of idempotent producers like Kafka (a gap is
-  OUT_OF_ORDER_SEQUENCE_NUMBER, a resend DUPLICATE_SEQUENCE_NUMBER, a new producer id must
-  start at 0), but cannot inject errors: faults there are injected on the client side (a
-  lost answer, a dropped connection) while five requests are in flight.
+- Apache Kafka (the session's ``kafka``) checks the sequences of idempotent producers (a
+  gap is OUT_OF_ORDER_SEQUENCE_NUMBER, a resend DUPLICATE_SEQUENCE_NUMBER), but cannot
+  inject errors: faults there are injected on the client side (a lost answer, a dropped
+  connection, a request that never reached it) while five requests are in flight, and
+  order is asserted with five in flight.
 - librdkafka's mock cluster injects broker errors, moves leaders and takes brokers down,
   but does not check the sequences of a producer without a transactional id (its log
   append skips the check), so a later pipelined batch that succeeds after an earlier one
-  failed is appended out of order, where a real broker would reject it. Order is therefore
+  failed is appended out of order, where Kafka would reject it. Order is therefore
   asserted on the mock with one request in flight per connection; with five, the tests
-  assert that nothing is lost or duplicated.
+  assert that nothing is lost or duplicated. Where a producer's first batch on a
+  partition fails, the mock takes a later one as Kafka does for a producer it knows
+  nothing of there (any sequence is a first one): that case is shown on the mock.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 
 from .broker_setup import create_topic
+from .txn_referee import log_of
 
 HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
                                                        pa.field("value", pa.binary())])))
@@ -190,14 +194,14 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
     return headers
 
 
-# ---- round trips on Tansu ------------------------------------------------------------------
+# ---- round trips on Apache Kafka --------------------------------------------------------------
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
-def test_round_trip_every_codec_read_by_both_clients(tansu, topic_name, codec):
-    make_topic(tansu, topic_name, 3)
+def test_round_trip_every_codec_read_by_both_clients(kafka, topic_name, codec):
+    make_topic(kafka, topic_name, 3)
     total = 3000
     data = batches(total, 700, headers=True, timestamps=True)
-    message = write(tansu, topic_name, data, **{"compression.type": codec})
+    message = write(kafka, topic_name, data, **{"compression.type": codec})
     assert message.records == total and message.bytes > 0
     assert sum(r for r, _ in message.partitions.values()) == total
 
@@ -208,25 +212,25 @@ def test_round_trip_every_codec_read_by_both_clients(tansu, topic_name, codec):
         hdrs = [("h", b"%d" % i), ("n", None)] if i % 3 else []
         expected.setdefault(part, []).append(
             (key, b"v%08d" % i, hdrs, 1_700_000_000_000 + i))  # micros truncated to ms
-    got = consume(tansu.bootstrap, topic_name, 3, total)
+    got = consume(kafka.bootstrap, topic_name, 3, total)
     assert {p: v for p, v in got.items() if v} == expected
     from kafka import codec as kafka_python_codecs
     if codec == "snappy" and not kafka_python_codecs.has_snappy():
         return  # kafka-python reads snappy only with python-snappy, not installed here
-    got_kp = consume_kafka_python(tansu.bootstrap, topic_name, 3, total)
+    got_kp = consume_kafka_python(kafka.bootstrap, topic_name, 3, total)
     assert {p: v for p, v in got_kp.items() if v} == expected
 
 
-def test_batches_carry_a_producer_id_and_consecutive_sequences(tansu, topic_name):
-    make_topic(tansu, topic_name, 2)
+def test_batches_carry_a_producer_id_and_consecutive_sequences(kafka, topic_name):
+    make_topic(kafka, topic_name, 2)
     total = 6000
-    message = write(tansu, topic_name, batches(total, 1000, keys=False,
+    message = write(kafka, topic_name, batches(total, 1000, keys=False,
                                                partitions=lambda i: i % 2),
                     **{"batch.size": 8000})
     assert len(message.producer_ids) == 1
     pid = message.producer_ids[0]
     for partition in range(2):
-        headers = raw_batches(tansu.bootstrap, topic_name, partition)
+        headers = raw_batches(kafka.bootstrap, topic_name, partition)
         assert len(headers) > 3  # batch.size split the rows
         assert sum(h.record_count for h in headers) == total // 2
         sequence = 0
@@ -237,16 +241,16 @@ def test_batches_carry_a_producer_id_and_consecutive_sequences(tansu, topic_name
             sequence = next_sequence(sequence, h.record_count)
 
 
-def test_partition_column_then_key_then_sticky(tansu, topic_name):
-    make_topic(tansu, topic_name, 4)
+def test_partition_column_then_key_then_sticky(kafka, topic_name):
+    make_topic(kafka, topic_name, 4)
     n = 400
     keys = [None if i % 4 == 0 else b"key-%d" % i for i in range(n)]
     parts = [2 if i % 5 == 0 else None for i in range(n)]
     batch = pa.RecordBatch.from_arrays(
         [pa.array(keys, pa.binary()), pa.array([b"v%08d" % i for i in range(n)]),
          pa.array(parts, pa.int32())], names=["key", "value", "partition"])
-    write(tansu, topic_name, [batch])
-    got = consume(tansu.bootstrap, topic_name, 4, n)
+    write(kafka, topic_name, [batch])
+    got = consume(kafka.bootstrap, topic_name, 4, n)
     where = {int(v[1:9]): p for p, recs in got.items() for _, v, _, _ in recs}
     assert len(where) == n
     unkeyed = set()
@@ -260,39 +264,40 @@ def test_partition_column_then_key_then_sticky(tansu, topic_name):
     assert len(unkeyed) == 1  # a small run of unkeyed rows sticks to one partition
 
 
-def test_topic_column_spreads_rows_over_topics_in_order(tansu, topic_name):
+def test_topic_column_spreads_rows_over_topics_in_order(kafka, topic_name):
     a, b = topic_name + "-a", topic_name + "-b"
-    make_topic(tansu, a, 1)
-    make_topic(tansu, b, 1)
+    make_topic(kafka, a, 1)
+    make_topic(kafka, b, 1)
     n = 1000
     batch = pa.RecordBatch.from_arrays(
         [pa.array([a if i % 3 else b for i in range(n)]),
          pa.array([b"v%08d" % i for i in range(n)])], names=["topic", "value"])
-    message = write(tansu, None, [batch, batch.slice(0, 10)])
+    message = write(kafka, None, [batch, batch.slice(0, 10)])
     assert message.per_topic() == {a: (672, message.per_topic()[a][1]),
                                    b: (338, message.per_topic()[b][1])}
-    got_a = [int(v[1:9]) for _, v, _, _ in consume(tansu.bootstrap, a, 1, 672)[0]]
+    got_a = [int(v[1:9]) for _, v, _, _ in consume(kafka.bootstrap, a, 1, 672)[0]]
     assert got_a == [i for i in range(n) if i % 3] + [i for i in range(10) if i % 3]
 
 
-def test_string_key_and_value_and_double_timestamps(tansu, topic_name):
-    make_topic(tansu, topic_name, 1)
+def test_string_key_and_value_and_double_timestamps(kafka, topic_name):
+    make_topic(kafka, topic_name, 1)
     batch = pa.RecordBatch.from_arrays(
         [pa.array(["é-key", None]), pa.array(["välue", None]),
          pa.array([1_700_000_000.1239, None], pa.float64())],
         names=["key", "value", "timestamp"])
     before = int(time.time() * 1000)
-    write(tansu, topic_name, [batch])
-    got = consume(tansu.bootstrap, topic_name, 1, 2)[0]
+    write(kafka, topic_name, [batch])
+    got = consume(kafka.bootstrap, topic_name, 1, 2)[0]
     assert got[0][:3] == ("é-key".encode(), "välue".encode(), [])
     assert got[0][3] == 1_700_000_000_123
     assert got[1][0] is None and got[1][1] is None and got[1][3] >= before
 
 
-def test_lost_answers_and_broken_connections_are_resent_once(tansu, topic_name, monkeypatch):
+def test_lost_answers_and_broken_connections_are_resent_once(kafka, topic_name, monkeypatch):
     """Five requests in flight; the answers of some are lost (the broker wrote them) and
-    the connection is dropped: the resends are recognised as duplicates by Tansu."""
-    make_topic(tansu, topic_name, 2)
+    the connection is dropped: Kafka recognises the resends as duplicates, and every
+    record is there once, in order."""
+    make_topic(kafka, topic_name, 2)
     from protocol.connection import BrokerConnection
     real_receive = BrokerConnection.receive
     calls = {"n": 0}
@@ -307,18 +312,18 @@ def test_lost_answers_and_broken_connections_are_resent_once(tansu, topic_name, 
 
     monkeypatch.setattr(BrokerConnection, "receive", flaky_receive)
     total = 20_000
-    message = write(tansu, topic_name, batches(total, 2000), **{"batch.size": 4000,
+    message = write(kafka, topic_name, batches(total, 2000), **{"batch.size": 4000,
                                                                 "buffer.memory": 50_000})
     monkeypatch.setattr(BrokerConnection, "receive", real_receive)
     assert calls["n"] > 17
     assert message.records == total
-    assert_exactly_once_in_order(consume(tansu.bootstrap, topic_name, 2, total), total)
+    assert_exactly_once_in_order(consume(kafka.bootstrap, topic_name, 2, total), total)
 
 
-def test_a_request_lost_before_the_broker_saw_it(tansu, topic_name, monkeypatch):
-    """A Produce request vanishes while later ones reach the broker: Tansu answers the later
+def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch):
+    """A Produce request vanishes while later ones reach the broker: Kafka answers the later
     ones OUT_OF_ORDER_SEQUENCE_NUMBER, and the producer resends all in order."""
-    make_topic(tansu, topic_name, 1)
+    make_topic(kafka, topic_name, 1)
     from protocol.connection import BrokerConnection
     real_send = BrokerConnection.send
     state = {"n": 0, "dropped": None}
@@ -335,23 +340,23 @@ def test_a_request_lost_before_the_broker_saw_it(tansu, topic_name, monkeypatch)
 
     monkeypatch.setattr(BrokerConnection, "send", lossy_send)
     total = 20_000
-    message = write(tansu, topic_name, batches(total, 2000), **{
+    message = write(kafka, topic_name, batches(total, 2000), **{
         "batch.size": 4000, "buffer.memory": 50_000, "request.timeout.ms": 1500,
         "delivery.timeout.ms": 30000})
     monkeypatch.setattr(BrokerConnection, "send", real_send)
     assert state["dropped"] is not None
     assert message.records == total
-    assert_exactly_once_in_order(consume(tansu.bootstrap, topic_name, 1, total), total)
+    assert_exactly_once_in_order(consume(kafka.bootstrap, topic_name, 1, total), total)
 
 
-def test_acks_one_and_zero_without_idempotence(tansu, topic_name):
-    make_topic(tansu, topic_name, 1)
-    write(tansu, topic_name, batches(500, 250), acks=1, **{"enable.idempotence": "false"})
-    write(tansu, topic_name, batches(500, 250, keys=False)[::1], acks=0,
+def test_acks_one_and_zero_without_idempotence(kafka, topic_name):
+    make_topic(kafka, topic_name, 1)
+    write(kafka, topic_name, batches(500, 250), acks=1, **{"enable.idempotence": "false"})
+    write(kafka, topic_name, batches(500, 250, keys=False)[::1], acks=0,
           **{"enable.idempotence": "false"})
-    got = consume(tansu.bootstrap, topic_name, 1, 1000)[0]
+    got = consume(kafka.bootstrap, topic_name, 1, 1000)[0]
     assert len(got) == 1000
-    for h in raw_batches(tansu.bootstrap, topic_name, 0):
+    for h in raw_batches(kafka.bootstrap, topic_name, 0):
         assert h.producer_id == -1 and h.base_sequence == -1
 
 
@@ -442,6 +447,58 @@ def test_lost_producer_state_starts_a_new_producer_id(mock_cluster, topic_name, 
     headers = raw_batches(mock_cluster.bootstrap, topic_name, 0)
     new_id = [h for h in headers if h.producer_id == message.producer_ids[1]]
     assert new_id and new_id[0].base_sequence == 0
+
+
+def _log_values(bootstrap: str, topic: str) -> list[bytes]:
+    """The data records of partition 0 in log order (markers left out)."""
+    return [r.value for _, header, records in log_of(bootstrap, topic, 1)
+            if not header.attributes & 0x20 for r in records]
+
+
+def test_a_first_batch_that_failed_is_not_overtaken(mock_cluster, topic_name):
+    """The producer's first Produce to a partition fails (NOT_LEADER_OR_FOLLOWER, as while
+    a new topic's leader starts on Kafka) while more batches of it are ready: nothing
+    goes behind the first one until the broker acknowledged it, because a broker that
+    knows no state of the producer there takes any sequence as the first (the mock, and
+    Kafka: found there as a transactional task failing with OUT_OF_ORDER_SEQUENCE_NUMBER
+    on fresh topics). Every record lands once, in order."""
+    make_topic(mock_cluster, topic_name, 1)
+    mock_cluster.push_request_errors(0, [6])
+    try:
+        message = write(mock_cluster, topic_name, [rows(20)], **{
+            "batch.size": 100, "buffer.memory": 100})
+    finally:
+        mock_cluster.clear_request_errors(0)
+    assert message.records == 20
+    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i
+                                                              for i in range(20)]
+
+
+def test_an_out_of_order_answer_behind_a_failed_batch_is_resent_in_a_transaction(
+        mock_cluster, topic_name):
+    """A transactional task's second Produce fails (NOT_LEADER_OR_FOLLOWER) with more of
+    its batches in flight: those are answered OUT_OF_ORDER_SEQUENCE_NUMBER (the mock
+    checks a transactional producer's sequences as Kafka does). That is the echo of the
+    failed batch, not a lost sequence: they are resent from the oldest, as Kafka's Java
+    producer does, and the task succeeds with every record once, in order."""
+    from kafka_sink.transactions import commit_transactions
+    make_topic(mock_cluster, topic_name, 1)
+    opts = parse_writer_options({
+        "kafka.bootstrap.servers": mock_cluster.bootstrap, "topic": topic_name,
+        "kafka.retry.backoff.ms": "20", "kafka.batch.size": "100",
+        "kafka.buffer.memory": "100", "exactlyOnce": "true"})
+    prefix = f"eos-{topic_name[-6:]}"
+    mock_cluster.push_request_errors(0, [0, 6])  # the first Produce passes, the next fails
+    try:
+        message = write_task(iter([rows(20)]), opts, plan_for(rows(1), topic_name),
+                             prefix=prefix, task=(0, 0, None))
+    finally:
+        mock_cluster.clear_request_errors(0)
+    assert message.records == 20
+    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
+        assert commit_transactions(client, opts, prefix, [message], None)["committed"] == 1
+    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i
+                                                              for i in range(20)]
 
 
 @pytest.mark.parametrize("code,words", [(90, "fenced"), (47, "fenced"),

@@ -1,7 +1,7 @@
 """``df.write`` and ``writeStream`` with ``format("pykafka")`` through a real SparkSession.
 
-Few tests, since Spark is slow to start: one shared session (``spark`` in conftest), Tansu as
-the broker, confluent-kafka as the reader.
+Few tests, since Spark is slow to start: one shared session (``spark`` in conftest), Apache
+Kafka (the session's ``kafka``) as the broker, confluent-kafka as the reader.
 
 Spark runs Python data sources in "Append" or "Overwrite" mode only: the default save mode
 (ErrorIfExists) and Ignore are refused by Spark itself before the source is asked, so a
@@ -39,8 +39,8 @@ def write_available_now(stream, bootstrap: str, topic: str, checkpoint: str):
     return query
 
 
-def test_df_write_keys_headers_timestamps_partitions(spark, tansu, topic_name):
-    make_topic(tansu, topic_name, 3)
+def test_df_write_keys_headers_timestamps_partitions(spark, kafka, topic_name):
+    make_topic(kafka, topic_name, 3)
     total = 4000
     df = spark.range(0, total, 1, 2).selectExpr(
         "format_string('k%08d', id) AS key",
@@ -50,12 +50,12 @@ def test_df_write_keys_headers_timestamps_partitions(spark, tansu, topic_name):
         "timestamp_millis(1700000000000 + id) AS timestamp",
         "CASE WHEN id % 10 = 0 THEN 1 END AS partition")
     (df.write.format("pykafka").mode("append")
-       .option("kafka.bootstrap.servers", tansu.bootstrap)
+       .option("kafka.bootstrap.servers", kafka.bootstrap)
        .option("topic", topic_name)
        .option("kafka.compression.type", "lz4")
        .save())
 
-    got = consume(tansu.bootstrap, topic_name, 3, total)
+    got = consume(kafka.bootstrap, topic_name, 3, total)
     seen = 0
     for partition, records in got.items():
         ids = []
@@ -75,10 +75,10 @@ def test_df_write_keys_headers_timestamps_partitions(spark, tansu, topic_name):
     assert seen == total
 
 
-def test_save_modes_and_errors_reach_the_user(spark, tansu, topic_name):
-    make_topic(tansu, topic_name, 1)
+def test_save_modes_and_errors_reach_the_user(spark, kafka, topic_name):
+    make_topic(kafka, topic_name, 1)
     df = spark.range(10).selectExpr("cast(id AS string) AS value")
-    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", tansu.bootstrap)
+    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
               .option("topic", topic_name))
     with pytest.raises(Exception) as info:
         writer.mode("overwrite").save()
@@ -89,22 +89,22 @@ def test_save_modes_and_errors_reach_the_user(spark, tansu, topic_name):
     assert "Append" in str(info.value)  # Spark's own refusal of the mode
     with pytest.raises(Exception) as info:
         (spark.range(3).write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", tansu.bootstrap).option("topic", topic_name)
+         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
          .save())
     assert "Required attribute 'value' not found" in str(info.value)
     # a data error raised in a task names the column and the partition count
     bad = spark.range(5).selectExpr("cast(id AS string) AS value", "7 AS partition")
     with pytest.raises(Exception) as info:
         (bad.write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", tansu.bootstrap).option("topic", topic_name)
+         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
          .save())
     assert "Invalid partition given with record: 7 is not in the range [0...1)" in \
         str(info.value)
-    assert consume(tansu.bootstrap, topic_name, 1, 0, timeout=2)[0] == []
+    assert consume(kafka.bootstrap, topic_name, 1, 0, timeout=2)[0] == []
 
 
-def test_write_stream_available_now_from_json_files(spark, tansu, topic_name, tmp_path):
-    make_topic(tansu, topic_name, 2)
+def test_write_stream_available_now_from_json_files(spark, kafka, topic_name, tmp_path):
+    make_topic(kafka, topic_name, 2)
     source = tmp_path / "in"
     source.mkdir()
     total = 0
@@ -115,9 +115,9 @@ def test_write_stream_available_now_from_json_files(spark, tansu, topic_name, tm
                 total += 1
     stream = (spark.readStream.schema("k string, v string").json(str(source))
               .selectExpr("k AS key", "v AS value"))
-    query = write_available_now(stream, tansu.bootstrap, topic_name,
+    query = write_available_now(stream, kafka.bootstrap, topic_name,
                                 str(tmp_path / "checkpoint"))
-    got = consume(tansu.bootstrap, topic_name, 2, total)
+    got = consume(kafka.bootstrap, topic_name, 2, total)
     values = sorted(int(v[1:]) for records in got.values() for _, v, _, _ in records)
     assert values == list(range(total))
     for partition, records in got.items():
@@ -127,25 +127,25 @@ def test_write_stream_available_now_from_json_files(spark, tansu, topic_name, tm
     assert sum(p["numInputRows"] for p in progress) == total
 
 
-def test_write_stream_from_one_topic_to_another(spark, mock_cluster, topic_name, tmp_path):
-    """readStream.format("pykafka") -> writeStream.format("pykafka"), availableNow, on the
-    mock cluster (whose latest offsets are exact, which the reader needs)."""
+def test_write_stream_from_one_topic_to_another(spark, kafka, topic_name, tmp_path):
+    """readStream.format("pykafka") -> writeStream.format("pykafka"), availableNow: every
+    record once, keyed records in their murmur2 partition, headers carried over."""
     source, sink = topic_name + "-in", topic_name + "-out"
-    make_topic(mock_cluster, source, 2)
-    make_topic(mock_cluster, sink, 3)
-    producer = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    make_topic(kafka, source, 2)
+    make_topic(kafka, sink, 3)
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
     total = 1000
     for i in range(total):
         producer.produce(source, key=b"k%d" % (i % 13), value=b"v%08d" % i,
                          partition=i % 2, headers=[("n", b"%d" % i)])
     assert producer.flush(30) == 0
     stream = (spark.readStream.format("pykafka")
-              .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+              .option("kafka.bootstrap.servers", kafka.bootstrap)
               .option("subscribe", source).option("startingOffsets", "earliest")
               .option("includeHeaders", "true").load()
               .selectExpr("key", "value", "headers"))
-    write_available_now(stream, mock_cluster.bootstrap, sink, str(tmp_path / "checkpoint"))
-    got = consume(mock_cluster.bootstrap, sink, 3, total)
+    write_available_now(stream, kafka.bootstrap, sink, str(tmp_path / "checkpoint"))
+    got = consume(kafka.bootstrap, sink, 3, total)
     records = [r for rs in got.values() for r in rs]
     assert sorted(int(v[1:]) for _, v, _, _ in records) == list(range(total))
     for partition, rs in got.items():

@@ -1,6 +1,9 @@
 """The writer's driver-side check that the topic exists (and, with exactlyOnce, that the
 brokers have transactions), against Tansu behind a fault proxy that counts and cuts
-connections.
+connections. Tansu, because the broker must advertise the proxy's port to be reached only
+through it (``tests.broker_setup.tansu_behind_fault_proxy``, up in a second) and nothing
+here depends on how a broker keeps data or transactions: the tests judge the client's
+connections and Metadata requests, which the proxy counts.
 
 Spark's Python runner makes the streaming writer again at every micro-batch's commit, so
 the check ran once per micro-batch: a new connection and a Metadata request each time,

@@ -3,8 +3,9 @@
 
 - the source topic is on librdkafka's mock cluster (3 brokers, a private one), where the
   partitions' leaders move and brokers are taken down and brought back up, in turns;
-- the target topic is on Tansu (the broker here that keeps transactions) reachable only
-  through a fault proxy that cuts every connection every few seconds;
+- the target topic is on Apache Kafka (a one-node cluster of its own that advertises a
+  fault proxy's port, so clients reach it only through the proxy; Kafka's own marker
+  writes go through it too) and the proxy cuts every connection every few seconds;
 - a producer writes numbered records into the source the whole time.
 
 At the end every record of the source log is in the target exactly once by Kafka's
@@ -41,18 +42,21 @@ import statistics
 import threading
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
 import confluent_kafka
 import pytest
 
-from kafka_testbed import MockCluster
+from kafka_testbed import KafkaCluster, MockCluster
 from protocol.cluster import KafkaClient
 
-from .broker_setup import create_topic, tansu_behind_fault_proxy
+from .broker_setup import create_topic
+from .fault_proxy import FaultProxy
 from .reliability_report import record, soak
 from .soak_forensics import (SRC_HEADER, committed_ends, explain, offset_log, source_log,
                              target_log, visible)
-from .txn_referee import nothing_left_open
+from .txn_referee import kafka_transactions_verdict, nothing_left_open, stable_offsets_behind
 from .worker_stats import forked_workers, open_fds, rss_kb
 
 pytestmark = pytest.mark.spark
@@ -63,7 +67,7 @@ SECONDS = float(os.environ.get("PYKAFKA_SOAK_STREAM_SECONDS",
 WARMUP_S = 8  # first worker starts and imports: not counted in the flatness
 FAULT_EVERY_S = 3  # one leader move or broker outage every this many seconds
 OUTAGE_S = 2  # how long a broker stays down
-CUT_EVERY_MS = 4000  # the proxy cuts every connection to Tansu this often
+CUT_EVERY_MS = 4000  # the proxy cuts every connection to Kafka this often
 PRODUCE_PER_S = 200  # records/s into the source (2 partitions)
 PARTITIONS = 2
 STALL_S = 120  # after the producer stops, wait for the stream while it commits within this
@@ -123,6 +127,24 @@ class Sampler:
                 (statistics.median(s[1] for s in last), statistics.median(s[2] for s in last)))
 
 
+@contextmanager
+def kafka_behind_fault_proxy() -> Iterator[tuple[FaultProxy, KafkaCluster]]:
+    """``(proxy, kafka)``: a one-node Apache Kafka that advertises the proxy's port, so
+    every connection a client makes after its bootstrap goes through the proxy (Kafka's
+    connections to itself, for transaction markers, as well). Connections made before the
+    proxy has its target are closed, and retried by whoever made them."""
+    proxy = FaultProxy()
+    kafka = KafkaCluster(broker_config={
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+    try:
+        kafka.start()
+        proxy.set_target("127.0.0.1", kafka.nodes[1].ports["PLAINTEXT"])
+        yield proxy, kafka
+    finally:
+        proxy.close()
+        kafka.stop()
+
+
 def _wait_for_rows(query, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not any(p["numInputRows"] for p in query.recentProgress):
@@ -136,11 +158,12 @@ def _wait_for_rows(query, timeout: float) -> None:
 def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connections(
         spark, tmp_path):
     source, target = f"soak-src-{uuid.uuid4().hex[:8]}", f"soak-dst-{uuid.uuid4().hex[:8]}"
-    with MockCluster(brokers=3) as mock, tansu_behind_fault_proxy() as (proxy, tansu):
+    prefix = f"soak-{uuid.uuid4().hex[:8]}"
+    with MockCluster(brokers=3) as mock, kafka_behind_fault_proxy() as (proxy, kafka):
         mock.create_topic(source, PARTITIONS, 3)
         with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
             client.wait_for_topics([source])
-        create_topic(tansu, target, PARTITIONS)
+        create_topic(kafka, target, PARTITIONS)
 
         stop = threading.Event()
         produced = {"n": 0}
@@ -200,9 +223,9 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                      f"array(named_struct('key', '{SRC_HEADER}', 'value', cast(concat("
                      "partition, ':', offset) as binary))) as headers")
                  .writeStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", tansu.bootstrap)
+                 .option("kafka.bootstrap.servers", proxy.address)
                  .option("topic", target).option("exactlyOnce", "true")
-                 .option("transactionalIdPrefix", f"soak-{uuid.uuid4().hex[:8]}")
+                 .option("transactionalIdPrefix", prefix)
                  .option("checkpointLocation", str(tmp_path / "ckpt"))
                  .trigger(processingTime="500 milliseconds").start())
         producer_thread = threading.Thread(target=produce)
@@ -254,20 +277,17 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                         last, moved = now, time.monotonic()
                     time.sleep(1)
                 catch_up_s = time.monotonic() - stopped
-                got: collections.Counter = collections.Counter()
-                written = []
-                for _ in range(3):  # the target read again if a cut or a late commit
-                    written = target_log(tansu.bootstrap, target, PARTITIONS)
-                    got = collections.Counter(r.src for r in visible(written))
-                    if len(got.keys() & expected) == len(expected):
-                        break
-                    time.sleep(5)
+                # Kafka writes the markers after answering EndTxn: read once they are in
+                stable_behind = stable_offsets_behind(kafka.bootstrap, target, PARTITIONS)
+                written = target_log(kafka.bootstrap, target, PARTITIONS)
+                got = collections.Counter(r.src for r in visible(written))
         finally:
             stop.set()
             query.stop()
             spark.conf.set("spark.sql.streaming.minBatchesToRetain", retain)
         seconds = time.monotonic() - started
-        left_open = not nothing_left_open(tansu.bootstrap, target, PARTITIONS)
+        left_open = not nothing_left_open(kafka.bootstrap, target, PARTITIONS)
+        kafka_says = kafka_transactions_verdict(kafka, target, prefix)
         held = source_log(mock.bootstrap, source, PARTITIONS)
         # what the source still holds at each offset is what the target got from there
         values = {r.src: r.value for r in visible(written)}
@@ -290,7 +310,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
     (rss0, fd0), (rss1, fd1) = sampler.thirds(WARMUP_S)
     record("faults/stream_topic_to_topic_soak", section="faults",
            what=f"readStream (mock cluster: a leader move or a broker down {OUTAGE_S} s "
-                f"every {FAULT_EVERY_S} s) -> writeStream exactlyOnce (Tansu behind a proxy "
+                f"every {FAULT_EVERY_S} s) -> writeStream exactlyOnce (Apache Kafka behind a proxy "
                 f"cutting every connection every {CUT_EVERY_MS / 1000:.0f} s), "
                 f"{SECONDS / 60:.1f} min",
            faults=sum(faults.values()) + cuts, records=len(expected), lost=lost,
@@ -312,7 +332,8 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
     assert (unseen_acked, mismatched) == (0, 0), \
         (f"{unseen_acked} values the source acknowledged are not in the target; "
          f"{mismatched} target records differ from the source record they name")
-    assert not left_open
+    assert not left_open and stable_behind == []
+    assert kafka_says == [], kafka_says
     assert rss1 <= rss0 * RSS_GROWTH + RSS_SLACK_MB, \
         f"worker RSS grew {rss0:.0f} -> {rss1:.0f} MB"
     assert fd1 <= fd0 + FD_SLACK, f"worker descriptors grew {fd0} -> {fd1}"

@@ -1,27 +1,28 @@
-"""Referees for exactly-once tests: what a read_committed reader should see.
+"""Referees for exactly-once tests on Apache Kafka: what a read_committed reader must see,
+and what Kafka itself says of the transactions afterwards.
 
-Neither broker the tests run on filters aborted records as Kafka does (found by experiment,
-see tests/test_sink_transactions.py): Tansu answers Fetch with the right LastStableOffset
-but never sends AbortedTransactions, so librdkafka's read_committed consumer (and ours)
-shows aborted records; librdkafka's mock keeps the LastStableOffset at the high
-watermark even under an open transaction, sends no AbortedTransactions either, never
-aborts a transaction on InitProducerId, accepts old epochs and keeps no transactional
-offsets. So the referees here are:
-
-- ``committed_values``: Kafka's own rule applied to the log (read uncommitted, record by
+- ``committed_values``: Kafka's rule applied to the log (read uncommitted, record by
   record): a transactional record counts once its producer's COMMIT marker follows it,
-  never when an ABORT marker does, and not while its transaction is open;
-- ``librdkafka_read_committed``: confluent-kafka's consumer with
-  ``isolation.level=read_committed``, which on Tansu shows what a Kafka broker would
-  whenever the log holds no aborted transaction;
-- ``open_transactions``: the transactions the log leaves open (no marker after them),
-  empty when nothing is;
+  never when an ABORT marker does, and not while its transaction is open. It judges the
+  log itself, not the broker's AbortedTransactions list that the readers below rely on;
+- ``aborted_values`` / ``open_transactions``: the transactions the log shows aborted, or
+  open (no marker after them);
 - ``stable_offsets_behind``: the partitions whose last stable offset has not reached the
-  high watermark, which read_committed readers wait behind.
+  high watermark within a bounded wait. Kafka writes the markers after it answered
+  EndTxn, so a read_committed reader may see a transaction open for a moment after its
+  commit: the readers are compared once this is empty;
+- ``librdkafka_read_committed``: confluent-kafka's consumer with
+  ``isolation.level=read_committed``;
+- ``kafka_unfinished_transactions`` / ``kafka_hanging_transactions`` /
+  ``kafka_transactions_verdict``: Kafka's own ``TransactionsCommand`` (``list``: the
+  coordinator's state of each transactional id; ``find-hanging``: open transactions on the
+  partitions that the coordinator does not know of);
+- ``kafka_of_transaction_version``: the cluster of a ``transaction.version`` (KIP-890).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 
 import confluent_kafka
@@ -29,6 +30,13 @@ import confluent_kafka
 from protocol.cluster import KafkaClient
 from protocol.records.batch import (ABORT, COMMIT, control_type, iter_batches, parse_header,
                                     parse_records)
+
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+#: The coordinator's states of a transaction that has not ended (KIP-664's listing).
+UNFINISHED_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort",
+                               "PrepareEpochFence"})
+#: States Kafka leaves only by itself, after writing markers (not an open transaction).
+TRANSIENT_STATES = UNFINISHED_STATES - {"Ongoing"}
 
 
 def log_of(bootstrap: str, topic: str, partitions: int, from_earliest: bool = False):
@@ -93,9 +101,8 @@ def open_transactions(bootstrap: str, topic: str, partitions: int) -> list[str]:
     """The transactions the log leaves open, by Kafka's rule: a producer's transactional
     batches on a partition with no COMMIT or ABORT marker of that producer after them.
     Each is described (partition, producer, epoch, first offset, records), so a failing
-    assertion names what was left open; empty when nothing is. Judged from the log, not
-    from the broker's last stable offset: Tansu's bookkeeping can keep an ended
-    transaction open for good (``stable_offsets_behind``)."""
+    assertion names what was left open; empty when nothing is. Markers come after EndTxn
+    is answered: call it once ``stable_offsets_behind`` is empty, or expect a moment's lag."""
     opened: dict[tuple[int, int], list] = {}
     for p, h, records in log_of(bootstrap, topic, partitions):
         if h.attributes & 0x20:
@@ -119,12 +126,7 @@ def stable_offsets_behind(bootstrap: str, topic: str, partitions: int,
     below the high watermark after polling for up to ``wait_s`` seconds; empty once every
     partition's reaches it. Kafka writes the markers after EndTxn is answered, so a
     read_committed reader may see a transaction open for a moment after its commit;
-    read_committed readers are compared only once this is empty. Tansu can keep it
-    non-empty for good while the log shows every transaction ended: two InitProducerIds
-    that abort overlapping transactions at the same moment (a restarted stream's tasks do)
-    leave an ended transaction in its bookkeeping, and every later transaction on those
-    partitions then stays "open" there, with ListOffsets(read_committed) answering 0
-    (9 runs of 100 of ``python -m tests.tansu_lso_race``; see ``kafka_testbed.tansu``)."""
+    read_committed readers are compared only once this is empty."""
     deadline = time.monotonic() + wait_s
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         while True:
@@ -159,3 +161,67 @@ def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
         return got
     finally:
         c.close()
+
+
+# ---- Kafka's own view: kafka.tools.TransactionsCommand -------------------------------------
+
+def _table(output: str) -> list[dict[str, str]]:
+    """The rows of a table Kafka's tools print (tab-separated, a header line first)."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        return []
+    header = [h.strip() for h in lines[0].split("\t")]
+    return [dict(zip(header, (c.strip() for c in line.split("\t")))) for line in lines[1:]]
+
+
+def kafka_transaction_states(cluster, prefix: str) -> dict[str, str]:
+    """``TransactionsCommand list``: the coordinator's state of every transactional id
+    starting with ``prefix`` (``Empty``, ``Ongoing``, ``CompleteCommit``, ...)."""
+    run = cluster.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", cluster.bootstrap, "list")
+    return {row["TransactionalId"]: row["TransactionState"] for row in _table(run.stdout)
+            if row.get("TransactionalId", "").startswith(prefix)}
+
+
+def kafka_unfinished_transactions(cluster, prefix: str, wait_s: float = 20.0) -> list[str]:
+    """The transactional ids starting with ``prefix`` that Kafka's coordinator has not
+    ended (``Ongoing``, ``Prepare...``), as ``"id: state"``; empty when none. A
+    ``Prepare...`` state is Kafka still writing its markers, so it is asked again (bounded
+    by ``wait_s``); an ``Ongoing`` one is an open transaction and answered at once."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        states = kafka_transaction_states(cluster, prefix)
+        unfinished = sorted(f"{tid}: {state}" for tid, state in states.items()
+                            if state in UNFINISHED_STATES)
+        transient = any(state in TRANSIENT_STATES for state in states.values())
+        if not transient or time.monotonic() > deadline:
+            return unfinished
+        time.sleep(0.5)
+
+
+def kafka_hanging_transactions(cluster, topic: str, broker_id: int = 1) -> list[str]:
+    """``TransactionsCommand find-hanging --broker-id 1`` on ``topic``'s partitions: open
+    transactions there (of any age: ``--max-transaction-timeout 0``) that their
+    coordinator does not list as writing to that partition. Empty when none."""
+    run = cluster.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", cluster.bootstrap,
+                       "find-hanging", "--broker-id", str(broker_id), "--topic", topic,
+                       "--max-transaction-timeout", "0")
+    return [" ".join(f"{k}={v}" for k, v in row.items()) for row in _table(run.stdout)]
+
+
+def kafka_transactions_verdict(cluster, topic: str, prefix: str) -> list[str]:
+    """What Kafka's tools find wrong after a scenario: transactions of ``prefix`` its
+    coordinator has not ended, and hanging transactions on ``topic``; empty when none.
+    Both tools (a JVM each) run at once."""
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        unfinished = pool.submit(kafka_unfinished_transactions, cluster, prefix)
+        hanging = pool.submit(kafka_hanging_transactions, cluster, topic)
+        return ([f"unfinished: {line}" for line in unfinished.result()]
+                + [f"hanging: {line}" for line in hanging.result()])
+
+
+def kafka_of_transaction_version(request, version: int):
+    """The Apache Kafka cluster of ``transaction.version`` ``version`` for a test: the
+    session's ``kafka`` (4.x's default, 2) or a shared one formatted with 1."""
+    if version == 2:
+        return request.getfixturevalue("kafka")
+    return request.getfixturevalue("kafka_clusters").get(transaction_version=version)
