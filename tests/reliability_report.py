@@ -24,6 +24,7 @@ DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RELIABIL
 #: Sections of the page, in order, and the tests' name prefixes that belong to them.
 SECTIONS = [
     ("faults", "Faults injected into real brokers"),
+    ("kafka_faults", "Apache Kafka, brokers dying"),
     ("hostile", "Hostile brokers"),
     ("timeouts", "Timeouts against a peer that stops answering"),
     ("fuzz", "Fuzzing the decoders"),
@@ -54,6 +55,10 @@ FINDINGS = [
     "micro-batch's commit, and a connection cut during the transactions check failed the "
     "query (found by the stream soak); the check now passes once per "
     "`kafka.metadata.max.age.ms` and retries a broken connection.",
+    "`read_range` (found by the Apache Kafka fault tests): a Fetch that its leader left "
+    "unanswered (a SIGSTOPped broker) was retried without a word on the executor, so a "
+    "stalled task showed only as a slow batch; now a warning names the broker and how "
+    "long the Fetch was waited for, and another the stall's length when reading resumes.",
     "Stream soak's referee (not the connector): it counted values, and the source log "
     "holds a few values twice, because librdkafka's mock cluster appends an idempotent "
     "producer's re-sent batch again (it checks sequences only for transactional "
