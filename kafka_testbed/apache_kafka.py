@@ -144,8 +144,6 @@ class _Node:
 class KafkaCluster:
     """An Apache Kafka KRaft cluster of ``nodes`` combined broker+controller JVMs."""
 
-    real_kafka = True
-
     def __init__(self, version: str = NEWEST_KAFKA, nodes: int = 1, *,
                  transaction_version: int | None = None, sasl: bool = False,
                  oauth_jwks: str | None = None, ssl: tuple[str, str] | None = None,

@@ -95,8 +95,6 @@ class ExternalKafka:
     that behaves as it does (AbortedTransactions, ListOffsets by timestamp,
     DeleteRecords)."""
 
-    real_kafka = True
-
     def __init__(self, bootstrap: str):
         self.bootstrap = bootstrap
 
