@@ -112,11 +112,11 @@ class SourceProducer:
     partition ``n % partitions`` at ``rate`` records a second until ``stop()``."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
-                 prefix: str = "s"):
+                 prefix: str = "s", **config):
         self.topic, self.partitions, self.rate, self.prefix = topic, partitions, rate, prefix
         self.producer = confluent_kafka.Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 300_000})
+            "linger.ms": 5, "message.timeout.ms": 300_000, **config})
         self.acked: list[str] = []
         self.errors: list = []
         self.sent = 0
@@ -412,8 +412,9 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     the controller moves its partitions after ``broker.session.timeout.ms`` (6 s).
     Every offset reaches the sink once, the query never fails or restarts, and the stall
     (how long after the broker appended a record, LogAppendTime, the sink got it) stays
-    within the request timeout's bound, not the pause's; the source logs a warning that
-    names the silent broker and how long it waited."""
+    within the request timeout's bound, not the pause's (in the soak, rows reach the sink
+    while the node is still stopped); the source logs a warning that names the silent
+    broker and how long it waited."""
     cluster = kafka3
     leader = broker_not_controlling(cluster)
     address = cluster.listener("PLAINTEXT", [leader])
@@ -424,7 +425,13 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     out, stopfile = tmp_path / "out", tmp_path / "stop"
     out.mkdir()
     stderr_path = tmp_path / "child.stderr"
-    producer = SourceProducer(cluster.bootstrap, topic, 2, rate=100, prefix="r").start()
+    # Not idempotent, with a request timeout of 5 s: so the producer goes on to the new
+    # leader while the old one is stopped (librdkafka's idempotent producer waits for the
+    # requests in flight to the stopped leader, the whole pause). A resent record may
+    # be appended twice: the referee counts offsets, not values.
+    producer = SourceProducer(cluster.bootstrap, topic, 2, rate=100, prefix="r",
+                              **{"enable.idempotence": False,
+                                 "request.timeout.ms": 5000}).start()
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
         child = subprocess.Popen(
@@ -480,9 +487,10 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     stall = max(lag for lag, _ in latency)
     before = sorted(lag for lag, ts in latency if ts < paused_at)
     baseline = before[len(before) // 2] if before else None
-    # records appended while the old leader was stopped were appended by the new one
-    by_new_leader = [at for r, at in rows if paused_at < r[3] < resumed_at]
-    moved_on = min(by_new_leader) - paused_at if by_new_leader else None
+    # the stopped leader answers nothing: what reached the sink during the pause came
+    # from the node leading the partitions since
+    during = [b["at"] for b in batches if b["rows"] and paused_at < b["at"] < resumed_at]
+    moved_on = min(during) - paused_at if during else None
     warned = _warnings_naming(stderr_text, address, leader)
     bound = min(PAUSE_S, SESSION_TIMEOUT_S + 2 * REQUEST_TIMEOUT_MS / 1000) + STALL_SLACK_S
     record("kafka-faults/read_stream_leader_paused", section=SECTION, mode=MODE,
@@ -493,7 +501,7 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
            pause_s=round(resumed_at - paused_at, 1), stall_s=round(stall, 1),
            stall_bound_s=round(bound, 1),
            latency_before_the_pause_s=None if baseline is None else round(baseline, 1),
-           new_leaders_records_seen_after_s=None if moved_on is None else round(moved_on, 1),
+           first_rows_during_the_pause_after_s=None if moved_on is None else round(moved_on, 1),
            micro_batches=len(batches), warnings_naming_the_broker=len(warned))
     print(f"warnings naming broker {leader} ({address}):", *warned[:10], sep="\n")
     assert "query ended: None" in said, f"the query failed: {said}\n{_tail(stderr_path)}"
@@ -504,8 +512,7 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     assert stall <= bound, f"the stream stalled {stall:.1f} s (bound {bound:.1f} s)"
     if PAUSE_S > SESSION_TIMEOUT_S + 2 * REQUEST_TIMEOUT_MS / 1000:
         # the stream read from the new leader while the old one was still stopped
-        assert moved_on is not None and moved_on < PAUSE_S, \
-            f"records of the new leader reached the sink {moved_on} s after the pause"
+        assert moved_on is not None, "nothing reached the sink until the broker came back"
     assert warned, ("no warning names the paused broker "
                     f"{leader} ({address}):\n{stderr_text[-3000:]}")
 
