@@ -162,6 +162,7 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
     pending = None
     last_error: Exception | None = None
     stable_end: int | None = None  # read_committed: the last stable offset we wait behind
+    past_end: tuple[int, int] | None = None  # (offset, first batch) of an answer past `end`
 
     def time_left_ms() -> int:
         left = max(1, int((deadline - time.monotonic()) * 1000))
@@ -250,8 +251,20 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
             if first is not None and first >= end:
                 # Kafka answered with the first batch after `offset`, past the range: no
                 # record is left in [offset, end) (compacted away). Not data loss, as in
-                # Spark's connector: the range is done.
-                break
+                # Spark's connector: the range is done. The CRC does not cover a batch's
+                # base offset, so the range ends only on a second answer that agrees and
+                # starts below the high watermark: one flipped bit must not end it empty.
+                plausible = first < response["high_watermark"]
+                if plausible and past_end == (offset, first):
+                    break
+                past_end = (offset, first) if plausible else None
+                if not plausible:
+                    last_error = ProtocolError(
+                        f"the Fetch answer for topic {rng.topic!r} partition {rng.partition} "
+                        f"at offset {offset} starts with a batch at offset {first}, past the "
+                        f"high watermark {response['high_watermark']}")
+                    time.sleep(backoff)
+                continue
             # No complete batch at `offset`: is the rest of the range still to come?
             limit = response["high_watermark"]
             if f.read_committed and response.get("last_stable_offset", -1) >= 0:

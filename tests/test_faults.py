@@ -472,6 +472,26 @@ def test_a_flipped_byte_in_record_data_is_a_crc_error_naming_the_batch(proxy, sm
     assert rows == []
 
 
+@pytest.mark.parametrize("bit", [12, 40])
+def test_a_flipped_base_offset_past_the_range_does_not_end_it_empty(proxy, small_topic, bit):
+    """The CRC of a record batch does not cover its base offset. A bit flipped there that
+    moves the answer's first batch past the range's end (bit 12: inside the log; bit 40:
+    past the high watermark) looks like a range a compacted topic has emptied; the reader
+    asks again instead of ending the range with no rows."""
+    topic, _ = small_topic
+    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 5_000,
+                                            "kafka.max.partition.fetch.bytes": 16_384,
+                                            "kafka.fetch.max.bytes": 16_384})
+    reference = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, 600))))
+    assert reference.num_rows == 600
+    byte = 7 - bit // 8  # the base offset is big-endian, 61 bytes before the records
+    proxy.flip_byte(1, in_records=True, record_byte=byte - 61, xor=1 << (bit % 8))
+    got = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, 600))),
+                                schema=reference.schema)
+    assert proxy.flipped and proxy.flipped[-1]["base_offset"] == 0
+    assert got.equals(reference)
+
+
 def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, small_topic):
     """One bit flipped at a random position of a Fetch response (anywhere after the size
     prefix: header, error codes, watermarks, record batch headers and records; half of
