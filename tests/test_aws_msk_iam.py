@@ -245,6 +245,7 @@ def test_assume_role_signs_its_request_and_returns_the_role_credentials(monkeypa
     thread.start()
     try:
         monkeypatch.setenv("AWS_ENDPOINT_URL_STS", f"http://127.0.0.1:{server.server_port}/")
+        monkeypatch.setenv("PYKAFKA_ALLOWED_URLS", f"http://127.0.0.1:{server.server_port}/")
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
         _Sts.calls.clear()

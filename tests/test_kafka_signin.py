@@ -59,6 +59,7 @@ from protocol.schemas import METADATA
 
 from .oidc_issuer import OidcIssuer
 from .test_sasl import assert_no_secret
+from .trust_env import allow_urls, spark_worker_env
 
 MIDDLE_KAFKA = "4.1.2"
 METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,
@@ -126,7 +127,11 @@ def cluster(kafka_clusters, cluster_options):
 
 
 @pytest.fixture(autouse=True)
-def fresh_tokens():
+def fresh_tokens(request, monkeypatch):
+    """A clean token cache; the operator allows the issuer's token endpoint (tests that
+    use it)."""
+    if "issuer" in request.fixturenames:
+        allow_urls(monkeypatch, request.getfixturevalue("issuer").token_endpoint)
     TOKEN_CACHE.clear()
     yield
     TOKEN_CACHE.clear()
@@ -271,10 +276,11 @@ def test_issuer_token_signs_in_at_the_jwks_validator(cluster, issuer, topic_name
     ("SASL", "issuer-signed"),  # the unsecured validator takes unsigned tokens only
 ])
 def test_tokens_the_validator_does_not_trust_are_refused(cluster, issuer, tmp_path, listener,
-                                                         token):
+                                                         token, monkeypatch):
     bootstrap = cluster.listener(listener)
     if token == "signed-by-another-key":
         (tmp_path / "token.jwt").write_text(token_signed_by_another_key(issuer))
+        allow_urls(monkeypatch, (tmp_path / "token.jwt").as_uri())
         options = oauth_options(bootstrap, **{
             "kafka.sasl.oauthbearer.token.endpoint.url": (tmp_path / "token.jwt").as_uri(),
             "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
@@ -348,10 +354,12 @@ def test_spark_writes_with_scram_and_reads_with_an_oidc_token(spark, cluster, is
                            "value string, partition int")
      .write.format("pykafka").mode("append").options(**scram).option("topic", topic_name)
      .save())
-    rows = (spark.read.format("pykafka")
-            .options(**issuer_token_options(cluster.listener("OAUTH"), issuer))
-            .option("subscribe", topic_name).load()
-            .selectExpr("CAST(value AS STRING) AS v", "partition").collect())
+    # the operator's allow-list reaches Spark's Python workers as spark.executorEnv does
+    with spark_worker_env(spark, PYKAFKA_ALLOWED_URLS=issuer.token_endpoint):
+        rows = (spark.read.format("pykafka")
+                .options(**issuer_token_options(cluster.listener("OAUTH"), issuer))
+                .option("subscribe", topic_name).load()
+                .selectExpr("CAST(value AS STRING) AS v", "partition").collect())
     assert sorted((r.v, r.partition) for r in rows) == [(v, i % 2) for i, v in
                                                          enumerate(expected)]
 

@@ -25,6 +25,7 @@ from protocol.errors import AuthenticationError
 from .fake_sasl_broker import FakeSaslBroker
 from .oidc_issuer import OidcIssuer
 from .test_sasl import assert_no_secret
+from .trust_env import allow_urls
 
 CLIENT, SECRET = "spark-app", "Cl1ent-s3cret-\u00e9"
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -38,7 +39,10 @@ def issuer():
 
 
 @pytest.fixture(autouse=True)
-def fresh_cache():
+def fresh_cache(request, monkeypatch):
+    """A clean token cache; the operator allows the module's issuer (tests that need it)."""
+    if "issuer" in request.fixturenames:
+        allow_urls(monkeypatch, request.getfixturevalue("issuer").token_endpoint)
     TOKEN_CACHE.clear()
     yield
     TOKEN_CACHE.clear()
@@ -130,7 +134,7 @@ def test_librdkafka_sends_the_same_framing_and_extensions(issuer):
     assert all(issuer.check(token) is None for token, _ in fake.bearer)
 
 
-def test_token_lifetime_drives_the_refresh(issuer):
+def test_token_lifetime_drives_the_refresh(issuer, monkeypatch):
     """A 100 s token: Kafka's rules (80% + jitter, 300 s buffer, 60 s minimum period)
     refresh it after 60 s; before that the cached one is reused."""
     from kafka_common.oauth.tokens import TokenCache
@@ -138,6 +142,7 @@ def test_token_lifetime_drives_the_refresh(issuer):
     cache = TokenCache(clock=lambda: now[0])
     with OidcIssuer({CLIENT: {"secret": SECRET, "scopes": ["kafka"]}},
                     token_ttl_s=100) as short:
+        allow_urls(monkeypatch, short.token_endpoint)
         config = parse_reader_options(jvm_options("127.0.0.1:1",
                                                   short.token_endpoint)).client_config
         factory = config.sasl_mechanism_factory
@@ -150,7 +155,7 @@ def test_token_lifetime_drives_the_refresh(issuer):
         assert cache.get(factory.source, factory.policy).value != first.value
 
 
-def test_https_token_endpoint_is_verified(issuer, tmp_path):
+def test_https_token_endpoint_is_verified(issuer, tmp_path, monkeypatch):
     """The issuer behind a TLS front (a certificate for 127.0.0.1 from a test CA): trusted
     through kafka.sasl.oauthbearer.ssl.cafile it answers; without it the system CAs refuse
     the certificate and the error says TLS failed, naming the endpoint."""
@@ -171,6 +176,7 @@ def test_https_token_endpoint_is_verified(issuer, tmp_path):
     cafile = tmp_path / "ca.pem"
     ca.cert_pem.write_to_path(str(cafile))
     endpoint = f"https://127.0.0.1:{port}/token"
+    allow_urls(monkeypatch, endpoint)
     try:
         trusted = parse_reader_options({**jvm_options("127.0.0.1:1", endpoint), **{
             "kafka.sasl.oauthbearer.ssl.cafile": str(cafile)}}).client_config

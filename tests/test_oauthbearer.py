@@ -31,6 +31,7 @@ from protocol.schemas import METADATA
 
 from .fake_sasl_broker import OAUTH_CLIENT_FIRST, FakeSaslBroker
 from .test_sasl import assert_no_secret
+from .trust_env import allow_callbacks, allow_urls
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -122,11 +123,13 @@ def test_unsecured_token_signs_in_with_extensions():
     assert 3590 <= claims["exp"] - claims["iat"] <= 3600
 
 
-def test_refused_token_shows_the_status_and_option_never_the_token(caplog, tmp_path):
+def test_refused_token_shows_the_status_and_option_never_the_token(caplog, tmp_path,
+                                                                    monkeypatch):
     caplog.set_level(logging.DEBUG)
     token = jwt({"sub": "alice", "exp": time.time() + 3600})
     path = tmp_path / "token.jwt"
     path.write_text(token)
+    allow_urls(monkeypatch, path.as_uri())
     with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
                         check_token=lambda t, e: {"status": "invalid_token"}) as fake:
         cfg = config(fake.bootstrap, **{
@@ -143,8 +146,9 @@ def test_refused_token_shows_the_status_and_option_never_the_token(caplog, tmp_p
     assert token not in caplog.text
 
 
-def test_token_file_is_read_again_when_it_changes(tmp_path):
+def test_token_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
     path = tmp_path / "token.jwt"
+    allow_urls(monkeypatch, path.as_uri())
     first = jwt({"sub": "alice", "exp": time.time() + 3600})
     second = jwt({"sub": "bob", "exp": time.time() + 7200})
     path.write_text(first + "\n")
@@ -172,8 +176,9 @@ def token_callback(config_string):
 token_callback.calls = []
 
 
-def test_python_callable_gives_the_token_and_extensions():
+def test_python_callable_gives_the_token_and_extensions(monkeypatch):
     token_callback.calls.clear()
+    allow_callbacks(monkeypatch, f"{__name__}:token_callback")
     with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1}) as fake:
         cfg = config(fake.bootstrap, **{
             "kafka.sasl.login.callback.handler.class": f"{__name__}:token_callback",
@@ -191,6 +196,12 @@ def test_python_callable_gives_the_token_and_extensions():
 @pytest.mark.parametrize("options, words", [
     ({"kafka.sasl.login.callback.handler.class": "no_such_module_xyz:f"}, "cannot import"),
     ({"kafka.sasl.login.callback.handler.class": "os:no_such_function"}, "has no"),
+    ({"kafka.sasl.login.callback.handler.class": "os:getcwd"},
+     "PYKAFKA_ALLOWED_CALLBACKS"),
+    ({"kafka.sasl.login.callback.handler.class": HANDLER,
+      "kafka.sasl.oauthbearer.token.endpoint.url": "https://elsewhere.example/token",
+      "kafka.sasl.jaas.config": f'{MODULE} required clientId="c" clientSecret="s";'},
+     "PYKAFKA_ALLOWED_URLS"),
     ({"kafka.sasl.login.callback.handler.class": "com.example.MyHandler"},
      "not implemented"),
     ({"kafka.sasl.login.callback.handler.class": HANDLER}, "token.endpoint.url"),
@@ -201,7 +212,9 @@ def test_python_callable_gives_the_token_and_extensions():
     ({"kafka.sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule "
       'required username="u" password="Sup3r-secret";'}, "OAuthBearerLoginModule"),
 ])
-def test_option_errors_come_before_any_connection(options, words):
+def test_option_errors_come_before_any_connection(options, words, monkeypatch):
+    allow_callbacks(monkeypatch, "no_such_module_xyz:f", "os:no_such_function")
+    allow_urls(monkeypatch, "https://idp.example/token")
     with pytest.raises(ConfigError, match=words) as info:
         config("127.0.0.1:1", **options)
     assert "Sup3r-secret" not in str(info.value)
@@ -211,6 +224,7 @@ def test_plaintext_warns_and_client_secret_stays_out_of_reprs(caplog, monkeypatc
     from kafka_common import option_map
     monkeypatch.setattr(option_map, "_warned", set())  # warned once per process
     caplog.set_level(logging.WARNING)
+    allow_urls(monkeypatch, "https://idp.example/token")
     cfg = config("127.0.0.1:1", **{
         "kafka.sasl.login.callback.handler.class": HANDLER,
         "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.example/token",
@@ -262,11 +276,12 @@ def test_cache_reuses_then_refreshes():
     assert cache.get(source, RefreshPolicy()).value.reveal() == "t2"
 
 
-def test_jwt_claims_errors_never_quote_the_token(tmp_path):
+def test_jwt_claims_errors_never_quote_the_token(tmp_path, monkeypatch):
     with pytest.raises(ConfigError) as info:
         jwt_claims("abc.%%%.def", "the token file")
     assert "%%%" not in str(info.value)
     path = tmp_path / "t"
+    allow_urls(monkeypatch, path.as_uri())
     for content, words in (("", "empty"), (jwt({"sub": "a"}), "exp"),
                            (jwt({"exp": 1e10}), "'sub' claim")):
         path.write_text(content)
@@ -285,6 +300,7 @@ def test_a_long_lived_connection_signs_in_again_with_a_fresh_token(monkeypatch):
         return jwt({"sub": "r", "n": next(counter)}), time.time() + 3600
 
     monkeypatch.setattr(sys.modules[__name__], "token_fresh", fresh, raising=False)
+    allow_callbacks(monkeypatch, f"{__name__}:token_fresh")
     with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
                         session_lifetime_ms=1500) as fake:
         cfg = config(fake.bootstrap, **{
@@ -334,15 +350,24 @@ def test_google_handler_option(monkeypatch):
         assert factory.source.name == "kafka_common.oauth.google:token"
 
 
-def test_readme_managed_kafka_recipes_are_accepted_as_written():
+def test_readme_managed_kafka_recipes_are_accepted_as_written(monkeypatch):
     """Each recipe of README's "Managed Kafka" section gives the mechanism and token
-    source it says (Google's needs google-auth, which this project does not install)."""
+    source it says (Google's needs google-auth, which this project does not install),
+    with the operator's PYKAFKA_ALLOWED_URLS its comments give, and is refused without."""
     import importlib.util
     import re
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     section = text[text.index("### Managed Kafka"):text.index("## Logging")]
+    allowed = re.findall(r"^#\s+PYKAFKA_ALLOWED_URLS=(.+)$", section, re.M)
+    assert len(allowed) == 2  # Confluent's and Event Hubs' token endpoints
+    monkeypatch.delenv("PYKAFKA_ALLOWED_URLS", raising=False)
+    blocks: dict = {}
+    exec(re.findall(r"```python\n(.*?)```", section, re.S)[0], blocks)
+    with pytest.raises(ConfigError, match="PYKAFKA_ALLOWED_URLS"):
+        parse_reader_options({**blocks["confluent"], "subscribe": "t"})
+    allow_urls(monkeypatch, *allowed)
     recipes: dict = {}
     for block in re.findall(r"```python\n(.*?)```", section, re.S):
         exec(block, recipes)

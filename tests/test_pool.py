@@ -108,11 +108,13 @@ def test_key_is_the_connection_identity_not_the_timeouts():
     assert "hunter2" not in repr(pool.pool_key(base)) + str(pool.pool_key(base))
 
 
-def test_a_token_source_config_keys_the_same_after_pickling():
+def test_a_token_source_config_keys_the_same_after_pickling(monkeypatch):
     """OAUTHBEARER's token-source factory is a frozen dataclass holding a dict (its
     extensions): each task unpickles its own copy, which must find the pooled clients."""
     import logging
     import pickle
+
+    monkeypatch.setenv("PYKAFKA_ALLOWED_URLS", "https://idp.invalid/token")
 
     from kafka_common.connection_options import client_config
     from kafka_common.option_map import OptionMap

@@ -62,6 +62,8 @@ def test_batch_and_exactly_once_stream_through_oauthbearer_and_msk_iam(tmp_path,
                             session_lifetime_ms=SESSION_MS) as msk, \
             tansu_behind(oauth) as oauth_tansu, tansu_behind(msk) as msk_tansu:
         oauth_options = jvm_options(oauth.bootstrap, issuer.token_endpoint)
+        # the operator's allow-list: the child driver, its JVM and Python workers inherit it
+        monkeypatch.setenv("PYKAFKA_ALLOWED_URLS", issuer.token_endpoint)
         del oauth_options["subscribe"]
         msk_options = {
             "kafka.bootstrap.servers": msk.bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",

@@ -11,7 +11,10 @@
    (the optional ``aws`` extra).
 
 ``MskCredentials`` is picklable and keeps resolved credentials per process, until five
-minutes before temporary ones expire.
+minutes before temporary ones expire: role credentials from STS, and botocore's
+credentials object per profile (botocore refreshes its temporary credentials itself, ahead
+of their expiry), so a broker connection costs no botocore session, instance-metadata or
+STS call; static credentials botocore found are looked up again after five minutes.
 """
 
 from __future__ import annotations
@@ -41,7 +44,24 @@ def _from_env() -> AwsCredentials | None:
     return AwsCredentials(key, Secret(secret), Secret(token) if token else None)
 
 
-def _from_botocore(profile: str | None) -> AwsCredentials | None:
+_BOTOCORE: dict[tuple, tuple[object, float]] = {}  # key -> (credentials, until)
+_STATIC_S = 300  # how long botocore's credentials without an expiry are kept
+#: The environment botocore's chain reads: another value is another set of credentials.
+_CHAIN_ENV = ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+              "AWS_ACCESS_KEY_ID", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
+              "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+              "AWS_EC2_METADATA_DISABLED")
+
+
+def _botocore_credentials(profile: str | None):
+    """botocore's credentials object of ``profile``, made once per process (a session and
+    its provider chain cost instance-metadata, STS or SSO calls) and reused while botocore
+    keeps it fresh; None when botocore is missing or finds none."""
+    key = (profile, *(os.environ.get(name) for name in _CHAIN_ENV))
+    with _LOCK:
+        cached = _BOTOCORE.get(key)
+        if cached is not None and time.time() < cached[1]:
+            return cached[0]
     try:
         import botocore.session
     except ImportError:
@@ -49,9 +69,24 @@ def _from_botocore(profile: str | None) -> AwsCredentials | None:
     creds = botocore.session.Session(profile=profile).get_credentials()
     if creds is None:
         return None
-    frozen = creds.get_frozen_credentials()
+    refreshes = getattr(creds, "refresh_needed", None) is not None
+    with _LOCK:
+        _BOTOCORE[key] = (creds, float("inf") if refreshes else time.time() + _STATIC_S)
+    return creds
+
+
+def _expiry(creds) -> float | None:
+    expiry = getattr(creds, "_expiry_time", None)
+    return expiry.timestamp() if expiry is not None else None
+
+
+def _from_botocore(profile: str | None) -> AwsCredentials | None:
+    creds = _botocore_credentials(profile)
+    if creds is None:
+        return None
+    frozen = creds.get_frozen_credentials()  # refreshed by botocore ahead of expiry
     return AwsCredentials(frozen.access_key, Secret(frozen.secret_key),
-                          Secret(frozen.token) if frozen.token else None)
+                          Secret(frozen.token) if frozen.token else None, _expiry(creds))
 
 
 def _from_files(profile: str) -> AwsCredentials | None:

@@ -23,6 +23,7 @@ from protocol.sasl import parse_jaas_options
 from protocol.sasl_aws_msk_iam import (EXPIRES_S, AwsCredentials, AwsMskIamMechanism,
                                        msk_iam_payload, msk_oauth_token, region_from_host)
 
+from .. import trust
 from ..oauth.tokens import BearerToken
 from .credentials import MskCredentials
 
@@ -59,11 +60,17 @@ def msk_credentials(options: dict[str, str]) -> MskCredentials:
         base = AwsCredentials(options.get("awsRoleAccessKeyId", ""),
                               Secret(options.get("awsRoleSecretAccessKey", "")),
                               Secret(token) if token else None)
-    return MskCredentials(profile=options.get("awsProfileName") or None,
-                          role_arn=options.get("awsRoleArn") or None,
-                          role_session_name=options.get("awsRoleSessionName")
-                          or "aws-msk-iam-auth",
-                          sts_region=options.get("awsStsRegion") or None, role_base=base)
+    credentials = MskCredentials(profile=options.get("awsProfileName") or None,
+                                 role_arn=options.get("awsRoleArn") or None,
+                                 role_session_name=options.get("awsRoleSessionName")
+                                 or "aws-msk-iam-auth",
+                                 sts_region=options.get("awsStsRegion") or None,
+                                 role_base=base)
+    if credentials.role_arn:  # the STS endpoint must be allowed: say so before any task
+        from .sts import STS_OPTION, sts_endpoint
+        trust.check_url(sts_endpoint(credentials.sts_region or _env_region()), STS_OPTION,
+                        "STS endpoint")
+    return credentials
 
 
 @dataclass(frozen=True)
@@ -108,10 +115,16 @@ class MskOAuthSource:
         return f"{self.credentials.describe()} (MSK IAM, region {self.region})"
 
     def fetch(self) -> BearerToken:
+        """A presigned token valid for 15 minutes, or until its credentials expire if that
+        is sooner (AWS refuses a token signed with expired credentials)."""
         now = time.time()
         when = _dt.datetime.fromtimestamp(int(now), _dt.timezone.utc)
-        token = msk_oauth_token(self.credentials.resolve(), self.region, when, self.user_agent)
-        return BearerToken(Secret(token), int(now) + EXPIRES_S, "", int(now))
+        credentials = self.credentials.resolve()
+        token = msk_oauth_token(credentials, self.region, when, self.user_agent)
+        expires_at = int(now) + EXPIRES_S
+        if credentials.expires_at is not None:
+            expires_at = min(expires_at, credentials.expires_at)
+        return BearerToken(Secret(token), expires_at, "", int(now))
 
 
 def msk_oauth_source(options: dict[str, str]) -> MskOAuthSource:
@@ -129,4 +142,8 @@ def msk_iam_factory(opts) -> MskIamFactory:
     if handler is not None and handler.removeprefix("kafkashaded.") != IAM_CLIENT_HANDLER:
         raise ConfigError(f"kafka.sasl.client.callback.handler.class: {handler} is not "
                           f"implemented; AWS_MSK_IAM uses {IAM_CLIENT_HANDLER} (or none)")
+    if (opts.get("kafka.security.protocol") or "").upper() == "SASL_PLAINTEXT":
+        trust.warn_plaintext("aws-msk-iam", "kafka.sasl.mechanism AWS_MSK_IAM over "
+                             "SASL_PLAINTEXT sends a signed sign-in, usable by whoever "
+                             "sees it for 15 minutes, in the clear; use SASL_SSL.")
     return MskIamFactory(msk_credentials(options))

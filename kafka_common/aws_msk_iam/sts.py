@@ -1,7 +1,11 @@
 """STS AssumeRole over HTTPS, signed with SigV4 in the standard library.
 
 The endpoint is ``https://sts.<region>.amazonaws.com/`` (the global one without a region),
-or ``AWS_ENDPOINT_URL_STS`` / ``AWS_ENDPOINT_URL`` when set, as the AWS SDKs allow.
+or ``AWS_ENDPOINT_URL_STS`` / ``AWS_ENDPOINT_URL`` when set, as the AWS SDKs allow. The
+region (``awsStsRegion``, an option) must look like one (letters, digits, dashes), so it
+cannot move the host; the endpoint must be in ``PYKAFKA_ALLOWED_URLS``
+(``kafka_common.trust``); no redirect is followed (the request is signed) and the answer
+is bounded in size and time.
 """
 
 from __future__ import annotations
@@ -10,19 +14,36 @@ import datetime as _dt
 import hashlib
 import hmac
 import os
+import re
 import ssl
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
 
 from protocol.config import Secret
-from protocol.errors import AuthenticationError
+from protocol.errors import AuthenticationError, ConfigError
 from protocol.sasl_aws_msk_iam import ALGORITHM, AwsCredentials, signing_key
+
+from .. import trust
 
 __all__ = ["assume_role", "sign_post"]
 
 _NS = "{https://sts.amazonaws.com/doc/2011-06-15/}"
+_REGION = re.compile(r"[a-z]{2}(-[a-z0-9]+)+")
+_MAX_ANSWER = 1 << 20
+STS_OPTION = "awsRoleArn/awsStsRegion of kafka.sasl.jaas.config (STS AssumeRole)"
+
+
+def sts_endpoint(region: str | None) -> str:
+    """The STS endpoint for ``region`` (checked to be a region name)."""
+    explicit = os.environ.get("AWS_ENDPOINT_URL_STS") or os.environ.get("AWS_ENDPOINT_URL")
+    if explicit:
+        return explicit
+    if region and not _REGION.fullmatch(region):
+        raise ConfigError(f"awsStsRegion: {region[:60]!r} is not an AWS region name")
+    return f"https://sts.{region}.amazonaws.com/" if region else "https://sts.amazonaws.com/"
 
 
 def sign_post(credentials: AwsCredentials, url: str, body: str, region: str, service: str,
@@ -52,9 +73,11 @@ def sign_post(credentials: AwsCredentials, url: str, body: str, region: str, ser
 def assume_role(base: AwsCredentials, role_arn: str, session_name: str,
                 region: str | None, timeout_s: float = 10.0) -> AwsCredentials:
     """Temporary credentials of ``role_arn``; AuthenticationError naming awsRoleArn."""
-    endpoint = (os.environ.get("AWS_ENDPOINT_URL_STS") or os.environ.get("AWS_ENDPOINT_URL")
-                or (f"https://sts.{region}.amazonaws.com/" if region
-                    else "https://sts.amazonaws.com/"))
+    endpoint = trust.check_url(sts_endpoint(region), STS_OPTION, "STS endpoint")
+    if not endpoint.lower().startswith("https:"):
+        trust.warn_plaintext("sts", f"the STS endpoint {endpoint} is not https: the signed "
+                             "AssumeRole request and the role's credentials travel in the "
+                             "clear")
     body = urllib.parse.urlencode({"Action": "AssumeRole", "Version": "2011-06-15",
                                    "RoleArn": role_arn, "RoleSessionName": session_name})
     headers = sign_post(base, endpoint, body, region or "us-east-1", "sts",
@@ -63,8 +86,14 @@ def assume_role(base: AwsCredentials, role_arn: str, session_name: str,
                                      headers=headers)
     context = ssl.create_default_context() if endpoint.startswith("https:") else None
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s, context=context) as response:
-            document = response.read(1 << 20)
+        with trust.open_url(request, timeout=timeout_s, context=context) as response:
+            document = trust.read_bounded(response, _MAX_ANSWER,
+                                          time.monotonic() + timeout_s,
+                                          f"STS at {endpoint}")
+    except trust.RedirectRefused as e:
+        raise AuthenticationError(f"STS AssumeRole of {role_arn}: {e}") from None
+    except ConfigError as e:
+        raise AuthenticationError(f"STS AssumeRole of {role_arn}: {e}") from None
     except urllib.error.HTTPError as e:
         raise AuthenticationError(f"STS AssumeRole of {role_arn} (awsRoleArn in "
                                   f"kafka.sasl.jaas.config) was refused: HTTP {e.code}") from None

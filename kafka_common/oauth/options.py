@@ -26,6 +26,7 @@ from protocol.errors import ConfigError
 from protocol.sasl import parse_jaas_options
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
 
+from .. import trust
 from ..option_map import warn_once
 from .google import GCP_HANDLER
 from .option_table import ENDPOINT_OPTION, HANDLER_OPTION, OAUTH_OPTIONS
@@ -142,6 +143,11 @@ def _client_credentials(opts, options: dict[str, str], endpoint: str) -> ClientC
     if scheme not in ("https", "http"):
         raise ConfigError(f"{ENDPOINT_OPTION}: use an https:, http: or file: URL, not "
                           f"{scheme}:")
+    trust.check_url(endpoint, ENDPOINT_OPTION, "token endpoint")
+    if scheme == "http":
+        trust.warn_plaintext("oauth-client-secret", f"{ENDPOINT_OPTION} is an http: URL: the "
+                             "client secret goes to the token endpoint in the clear; use "
+                             "https: outside a test setup.")
     return ClientCredentials(
         endpoint=endpoint, client_id=client_id, client_secret=Secret(secret),
         scope=opts.get("kafka.sasl.oauthbearer.scope") or options.get("scope", ""),
@@ -185,6 +191,7 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
         if kind == "file":
             source = TokenFile.from_url(endpoint, opts.get(
                 "kafka.sasl.oauthbearer.sub.claim.name") or "sub")
+            source.check()
         else:
             source = _client_credentials(opts, options, endpoint)
     elif handler == GCP_HANDLER:

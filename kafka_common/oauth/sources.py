@@ -21,7 +21,6 @@ shows), ``changed()`` says whether its input changed since the last fetch, and
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from protocol.config import Secret
 from protocol.errors import AuthenticationError, ConfigError
 from protocol.sasl_oauthbearer import check_extensions, check_token
 
+from .. import trust
 from .tokens import BearerToken, b64url, jwt_claims
 
 __all__ = ["ClientCredentials", "TokenFile", "TokenCallback", "UnsecuredToken"]
@@ -44,6 +44,7 @@ log = logging.getLogger("pykafka.oauth")
 
 _MAX_TOKEN_RESPONSE = 1 << 20  # bytes; a token response is a few KB
 _MAX_ERROR_TEXT = 300
+_ENDPOINT_OPTION = "kafka.sasl.oauthbearer.token.endpoint.url"
 
 
 def _digest(*parts: object) -> str:
@@ -119,6 +120,9 @@ class ClientCredentials:
         return text
 
     def fetch(self) -> BearerToken:
+        """A token from the endpoint (checked against ``PYKAFKA_ALLOWED_URLS`` in this
+        process), no redirect followed, the answer bounded in size and time."""
+        trust.check_url(self.endpoint, _ENDPOINT_OPTION, "token endpoint")
         context = None
         if self.endpoint.lower().startswith("https:"):
             context = ssl.create_default_context(cafile=self.cafile)
@@ -127,10 +131,16 @@ class ClientCredentials:
         while True:
             attempt += 1
             try:
-                with urllib.request.urlopen(self._request(), timeout=timeout,
-                                            context=context) as response:
-                    body = response.read(_MAX_TOKEN_RESPONSE + 1)
+                with trust.open_url(self._request(), timeout=timeout,
+                                    context=context) as response:
+                    body = trust.read_bounded(response, _MAX_TOKEN_RESPONSE,
+                                              time.monotonic() + timeout,
+                                              f"the token endpoint {self.endpoint}")
                 break
+            except trust.RedirectRefused as e:
+                raise trust.RedirectRefused(f"{_ENDPOINT_OPTION}: {e}") from None
+            except ConfigError as e:  # sent too much
+                raise AuthenticationError(str(e)) from None
             except urllib.error.HTTPError as e:
                 text = self._redact(_error_text(e))
                 if e.code < 500:  # the endpoint refused us: retrying will not help
@@ -194,11 +204,17 @@ class TokenFile:
 
     path: str
     sub_claim: str = "sub"
+    url: str = ""  # as the option gave it; the path's file: URL when empty
 
     @classmethod
     def from_url(cls, url: str, sub_claim: str = "sub") -> "TokenFile":
         parsed = urllib.parse.urlparse(url)
-        return cls(urllib.request.url2pathname(parsed.path), sub_claim)
+        return cls(urllib.request.url2pathname(parsed.path), sub_claim, url)
+
+    def check(self) -> None:
+        """The file's URL must be in ``PYKAFKA_ALLOWED_URLS`` of this process."""
+        url = self.url or "file://" + urllib.request.pathname2url(os.path.abspath(self.path))
+        trust.check_url(url, _ENDPOINT_OPTION, "token file")
 
     @property
     def cache_key(self) -> str:
@@ -218,6 +234,7 @@ class TokenFile:
         return self._stat() != _FILE_SEEN.get(self.path)
 
     def fetch(self) -> BearerToken:
+        self.check()
         seen = self._stat()
         try:
             with open(self.path, encoding="utf-8") as f:
@@ -230,26 +247,10 @@ class TokenFile:
 
 
 def resolve_callable(name: str, option: str):
-    """The function named ``module:function`` (or ``module.function``); ConfigError naming
-    ``option`` if it cannot be imported."""
-    module_name, sep, attr = name.partition(":")
-    if not sep:
-        module_name, _, attr = name.rpartition(".")
-    if not module_name or not attr:
-        raise ConfigError(f"{option}: {name!r} is not 'module:function'")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as e:
-        raise ConfigError(f"{option}: cannot import module {module_name!r} "
-                          f"({type(e).__name__}: {e})") from None
-    target = module
-    for part in attr.split("."):
-        target = getattr(target, part, None)
-        if target is None:
-            raise ConfigError(f"{option}: module {module_name!r} has no {attr!r}")
-    if not callable(target):
-        raise ConfigError(f"{option}: {name!r} is not callable")
-    return target
+    """The function named ``module:function``, if the operator allows it (see
+    ``kafka_common.trust``: checked before the module is imported); ConfigError naming
+    ``option`` otherwise or if it cannot be imported."""
+    return trust.load_callback(name, option)
 
 
 @dataclass(frozen=True)

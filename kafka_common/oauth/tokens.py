@@ -11,6 +11,13 @@ executor; the cache stays behind) and fetches a new one following Kafka's
 token was fetched and, where that still allows, ``buffer.seconds`` (300) before it expires.
 A refresh that fails while the cached token is still valid keeps that token (and logs);
 one that fails after it expired raises.
+
+A due refresh runs in a background thread, one per source at a time: the connection that
+starts it waits for it at most ``patience_s`` (1 s), the others not at all, and they sign
+in with the cached token while it is still valid. So an identity provider that is down or
+slow (its retries and timeouts add up to over a minute) holds up no reconnection while a
+valid token is at hand; only a connection with no valid token waits for the fetch (and
+gets its error).
 """
 
 from __future__ import annotations
@@ -95,42 +102,81 @@ class RefreshPolicy:
 class TokenCache:
     """One token per source key per process, refreshed by ``RefreshPolicy``."""
 
-    def __init__(self, clock=time.time, rng: random.Random | None = None) -> None:
+    def __init__(self, clock=time.time, rng: random.Random | None = None,
+                 patience_s: float = 1.0) -> None:
         self._clock, self._rng = clock, rng or random.Random()
+        self._patience_s = patience_s
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[BearerToken, float]] = {}  # key -> (token, refresh)
         self._locks: dict[str, threading.Lock] = {}
+        self._refreshing: dict[str, threading.Event] = {}  # key -> set when it is done
 
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
 
+    def _key_lock(self, key: str) -> threading.Lock:
+        with self._lock:
+            return self._locks.setdefault(key, threading.Lock())
+
     def get(self, source, policy: RefreshPolicy) -> BearerToken:
         """The cached token of ``source`` (whose ``cache_key`` names it), fetched anew with
-        ``source.fetch()`` when due or when ``source.changed()`` says its input changed."""
+        ``source.fetch()`` when due or when ``source.changed()`` says its input changed:
+        at once when there is no valid token, else in the background (the caller that
+        starts it waits at most ``patience_s``; every caller goes on with the valid token
+        while it is under way)."""
         key = source.cache_key
-        with self._lock:  # one fetch per source at a time; other sources are not held up
-            lock = self._locks.setdefault(key, threading.Lock())
-        with lock:
+        lock = self._key_lock(key)
+        with lock:  # one fetch per source at a time; other sources are not held up
             now = self._clock()
             entry = self._entries.get(key)
-            if entry is not None:
-                token, refresh = entry
-                if now < refresh and now < token.expires_at and not source.changed():
-                    return token
+            if entry is None or now >= entry[0].expires_at:
+                return self._fetch_now(key, source, policy, now)
+            token, refresh = entry
+            if now < refresh and not source.changed():
+                return token
+            if key in self._refreshing:  # under way: go on with the valid token
+                return token
+            done = self._refreshing[key] = threading.Event()
+            threading.Thread(target=self._refresh, args=(key, source, policy, done),
+                             name="pykafka-token-refresh", daemon=True).start()
+        done.wait(max(0.0, min(self._patience_s, token.expires_at - now)))
+        with lock:
+            current = self._entries.get(key, entry)[0]
+        return current if self._clock() < current.expires_at else token
+
+    def _fetch_now(self, key, source, policy: RefreshPolicy, now: float) -> BearerToken:
+        """Fetch while the caller waits (there is no valid token to go on with)."""
+        fresh = source.fetch()
+        if fresh.expires_at <= now:
+            raise ConfigError(f"{source.describe()}: the token has already expired")
+        self._entries[key] = (fresh, policy.refresh_at(fresh, now, self._rng))
+        return fresh
+
+    def _refresh(self, key, source, policy: RefreshPolicy, done: threading.Event) -> None:
+        """The background refresh of a token that is still valid."""
+        try:
             try:
-                fresh = source.fetch()
+                fresh, error = source.fetch(), None
             except Exception as e:
-                if entry is not None and now < entry[0].expires_at:
-                    log.warning("refreshing the OAUTHBEARER token failed (%s); the current "
-                                "one stays valid for %.0f s", e, entry[0].expires_at - now)
-                    self._entries[key] = (entry[0], now + min(policy.min_period_s, 10.0))
-                    return entry[0]
-                raise
-            if fresh.expires_at <= now:
-                raise ConfigError(f"{source.describe()}: the token has already expired")
-            self._entries[key] = (fresh, policy.refresh_at(fresh, now, self._rng))
-            return fresh
+                fresh, error = None, e
+            with self._key_lock(key):
+                now = self._clock()
+                if fresh is not None and fresh.expires_at > now:
+                    self._entries[key] = (fresh, policy.refresh_at(fresh, now, self._rng))
+                    return
+                current = self._entries.get(key)
+                if current is None:
+                    return
+                problem = error if error is not None else "the new token has expired"
+                log.warning("refreshing the OAUTHBEARER token failed (%s); the current "
+                            "one stays valid for %.0f s", problem,
+                            current[0].expires_at - now)
+                self._entries[key] = (current[0], now + min(policy.min_period_s, 10.0))
+        finally:
+            with self._key_lock(key):
+                self._refreshing.pop(key, None)
+            done.set()
 
 
 #: The process's cache, shared by every connection of every query.

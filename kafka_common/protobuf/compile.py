@@ -4,16 +4,26 @@
 the text and its references are written to a private temporary directory under their
 reference names, compiled to a ``FileDescriptorSet`` with their imports, and loaded into
 a fresh descriptor pool. Results are cached per (text, references) in the process.
+
+Reference names come from the registry's answer: they are data. Each must be a relative
+name (``kafka_common.trust.safe_relative_path``: no ``..``, no absolute path, no drive
+letter) and is written under ``refs/`` of the private folder (where protoc finds it by the
+same name the schema imports), the schema itself under ``main/``; a name that would lead
+anywhere else is refused before anything is written. Only protobuf's own
+``google/protobuf/*.proto`` files are looked up among the installed modules.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 import threading
 
 from protocol.errors import ConfigError, MissingCodecError
+
+from ..trust import safe_relative_path
 
 __all__ = ["message_descriptor", "ProtoCompileError"]
 
@@ -40,10 +50,16 @@ def _serialized(text: str):
         return None
 
 
+_WELL_KNOWN = re.compile(r"google/protobuf/[a-z_]+(/[a-z_]+)*\.proto")
+
+
 def _well_known(name: str):
     """The descriptor proto of one of protobuf's own files (google/protobuf/*.proto)."""
     import importlib
     from google.protobuf import descriptor_pb2, descriptor_pool
+    if not _WELL_KNOWN.fullmatch(name):
+        raise ConfigError(f"the .proto schema imports {name[:200]!r}, which is neither among "
+                          "its registry references nor one of protobuf's own files")
     module = name.replace("/", ".")[:-len(".proto")] + "_pb2"
     try:
         importlib.import_module(module)
@@ -101,18 +117,23 @@ def _file_descriptor(text: str, references: tuple = ()):
             "pip install 'pyspark-pykafka[protobuf]'") from exc
     import importlib.resources
     include = str(importlib.resources.files("grpc_tools") / "_proto")
+    names = [safe_relative_path(name, "a Protobuf schema reference name")
+             for name, _ in references]  # all checked before anything is written
     with tempfile.TemporaryDirectory(prefix="pykafka-proto-") as tmp:
-        for name, ref_text in references:
-            path = os.path.join(tmp, name)
+        refs, main_dir = os.path.join(tmp, "refs"), os.path.join(tmp, "main")
+        os.mkdir(refs)
+        os.mkdir(main_dir)
+        for name, (_, ref_text) in zip(names, references):
+            path = _inside(refs, name)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(ref_text)
         main = "__schema__.proto"
-        with open(os.path.join(tmp, main), "w", encoding="utf-8") as f:
+        with open(os.path.join(main_dir, main), "w", encoding="utf-8") as f:
             f.write(text)
         out = os.path.join(tmp, "set.pb")
-        code = protoc.main(["protoc", f"-I{tmp}", f"-I{include}", "--include_imports",
-                            f"--descriptor_set_out={out}", main])
+        code = protoc.main(["protoc", f"-I{main_dir}", f"-I{refs}", f"-I{include}",
+                            "--include_imports", f"--descriptor_set_out={out}", main])
         if code != 0 or not os.path.exists(out):
             raise ProtoCompileError(f"protoc could not compile the .proto schema (exit "
                                     f"{code}); its first line: {text.strip()[:80]!r}")
@@ -125,6 +146,15 @@ def _file_descriptor(text: str, references: tuple = ()):
     with _lock:
         _cache[key] = found
     return found
+
+
+def _inside(root: str, name: str) -> str:
+    """``root``/``name``, checked once more to resolve inside ``root``."""
+    path = os.path.realpath(os.path.join(root, *name.split("/")))
+    if not path.startswith(os.path.realpath(root) + os.sep):
+        raise ConfigError(f"a Protobuf schema reference name: {name[:200]!r} leads outside "
+                          "the folder it is compiled in")
+    return path
 
 
 def message_descriptor(text: str, references: tuple = (), name: str | None = None,

@@ -12,6 +12,11 @@ URLs in turn, until ``schema.registry.timeout.ms`` has passed, then raises
 ``RegistryError`` (the query fails: data is never turned into nulls because a registry is
 down). 401 and 403 raise ``RegistryAuthError`` at once; other 4xx raise ``RegistryError``
 with the registry's ``error_code`` and message. No error or repr holds a credential.
+
+A registry's answers are data: no redirect is followed (a 3xx is an error: the request
+carries the credentials), an answer is read up to 8 MB and within the call's time limit,
+and each URL is checked against the operator's ``PYKAFKA_ALLOWED_URLS`` in the process
+that calls it (``kafka_common.trust``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from urllib.parse import quote, urlsplit
 
 from protocol.errors import ConfigError, PyKafkaError
 
+from .. import trust
 from .settings import RegistrySettings
 
 __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
@@ -36,6 +42,7 @@ __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthE
 
 SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
+_MAX_ANSWER = 8 << 20  # bytes: a schema with its metadata is far smaller
 
 
 class RegistryError(PyKafkaError):
@@ -222,6 +229,11 @@ class RegistryClient:
                 if status < 300:
                     return payload
                 code, message = _error_of(payload)
+                if 300 <= status < 400:
+                    raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, a "
+                                        "redirect; redirects are not followed (the request "
+                                        "carries the credentials): set schema.registry.url "
+                                        "to the final URL", status=status)
                 if status in (401, 403):
                     raise RegistryAuthError(
                         f"Schema Registry {url} refused {what}: HTTP {status} "
@@ -233,11 +245,15 @@ class RegistryClient:
                                         error_code=code)
                 last = f"{url}: HTTP {status} ({message})"
             attempt += 1
+            if attempt == 1:
+                _say_waiting(what, last, s.timeout_ms)
             time.sleep(min(0.05 * 2 ** min(attempt, 5), max(0.0, deadline -
                                                             time.monotonic())))
 
     def _send(self, url: str, method: str, path: str, data: bytes | None,
               timeout: float) -> tuple[int, Any]:
+        trust.check_url(url, "schema.registry.url", "registry")
+        deadline = time.monotonic() + timeout
         parts = urlsplit(url)
         if parts.scheme == "https":
             conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443,
@@ -249,7 +265,10 @@ class RegistryClient:
             conn.request(method, (parts.path or "") + path, body=data,
                          headers=self._headers())
             response = conn.getresponse()
-            raw = response.read()
+            raw = trust.read_bounded(response, _MAX_ANSWER, deadline,
+                                     f"Schema Registry {url}")
+        except ConfigError as exc:  # sent too much: no retry will change that
+            raise RegistryError(str(exc)) from None
         except socket.timeout as exc:
             raise TimeoutError(f"no answer within {timeout:.1f}s") from exc
         finally:
@@ -275,3 +294,12 @@ def _error_of(payload: Any) -> tuple[int | None, str]:
     if isinstance(payload, dict):
         return payload.get("error_code"), str(payload.get("message", ""))[:300]
     return None, str(payload or "")[:300]
+
+
+def _say_waiting(what: str, last: str, timeout_ms: int) -> None:
+    """A registry that does not answer is retried for ``schema.registry.timeout.ms`` (30 s
+    by default): say so at the first failure instead of waiting in silence (issue 32)."""
+    import logging
+    logging.getLogger("pykafka.registry").warning(
+        "Schema Registry did not answer %s (%s); retrying until schema.registry.timeout.ms"
+        "=%d has passed. Is the registry running at that address?", what, last, timeout_ms)

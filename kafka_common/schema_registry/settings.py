@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 from protocol.config import Secret
 from protocol.errors import ConfigError
 
+from .. import trust
 from ..option_map import INT32_MAX, OptionMap
 
 __all__ = ["REGISTRY_OPTIONS", "RegistrySettings", "registry_settings"]
@@ -84,6 +85,7 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
         if parts.username or parts.password:
             raise ConfigError("schema.registry.url: put the credentials in "
                               "schema.registry.basic.auth.user.info, not in the URL")
+        trust.check_url(url, "schema.registry.url", "registry")
     user_info = opts.raw.get("schema.registry.basic.auth.user.info")
     if user_info is not None and ":" not in user_info:
         raise ConfigError("schema.registry.basic.auth.user.info must be user:password")
@@ -96,6 +98,11 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
     if algorithm not in ("https", "none"):
         raise ConfigError("schema.registry.ssl.endpoint.identification.algorithm must be "
                           f"https, none or empty, got {algorithm!r}")
+    if (user_info is not None or token is not None) and any(
+            u.lower().startswith("http:") for u in urls):
+        trust.warn_plaintext("registry", "schema.registry.url has an http: URL: the "
+                             "registry credentials (schema.registry.basic.auth.user.info or "
+                             "bearer.auth.token) travel in the clear; use https:.")
     key_password = opts.raw.get("schema.registry.ssl.key.password")
     return RegistrySettings(
         urls=urls,
