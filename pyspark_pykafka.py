@@ -12,7 +12,7 @@ latest, from its progress reports, as Spark's JVM Kafka source reports them."""
 import logging
 
 from kafka_source import KafkaDataSource
-from kafka_source.auto_registration import only_in_lookup_working_directory
+from kafka_source.auto_registration import not_registered_warning, only_in_lookup_working_directory
 from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_metrics
 
 __all__ = ["DefaultSource", "KafkaLagListener", "offsets_behind_latest", "with_lag_metrics"]
@@ -23,9 +23,5 @@ if _cwd is None:
 else:
     # Spark's lookup worker has no logging set up: a warning reaches its stderr (Python's
     # last-resort handler), which Spark copies to the driver's.
-    logging.getLogger("pykafka.registration").warning(
-        "pyspark-pykafka: not registering format('pykafka') by itself: Spark's data source "
-        "lookup finds it only in the driver's working directory (%s), which Spark's "
-        "executors do not see. Install it, or register it in the job: "
-        "spark.dataSource.register(KafkaDataSource)", _cwd)
+    logging.getLogger("pykafka.registration").warning(not_registered_warning(_cwd))
     __all__ = [name for name in __all__ if name != "DefaultSource"]

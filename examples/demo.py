@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # run from a checkout without installing
 
 from protocol.cluster import KafkaClient  # noqa: E402
+from protocol.errors import KafkaConnectionError, KafkaTimeoutError  # noqa: E402
 from protocol.records import decode_records, encode_batch  # noqa: E402
 
 TOPIC = "pykafka-demo"
@@ -159,11 +160,24 @@ def main() -> None:
     with broker(args.bootstrap_servers) as (bootstrap, cluster):
         print(f"broker: {bootstrap}" + (" (embedded librdkafka mock cluster)"
                                         if cluster is not None else ""))
-        create_topics(bootstrap, cluster)
+        try:
+            with KafkaClient(bootstrap_servers=bootstrap) as client:
+                client.refresh_metadata([])  # fails at once when nothing answers there
+            create_topics(bootstrap, cluster)
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            sys.exit(unreachable_hint(bootstrap, e))
         protocol_demo(bootstrap)
         if not args.no_spark:
             spark_demo(bootstrap)
     print("\ndone.")
+
+
+def unreachable_hint(bootstrap: str, error: Exception) -> str:
+    """What to print, instead of a traceback, when the broker given is not there."""
+    return (f"\ncannot reach the Kafka broker at {bootstrap}: {error}\n"
+            "Is the broker running? Start one with `docker compose up -d` (docker-compose.yml"
+            ") and try again, or run `make demo` without BOOTSTRAP to use the embedded "
+            "broker.")
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ from typing import Any, Iterable, Mapping
 
 from protocol.errors import ConfigError
 
+from .kafka_client_configs import KAFKA_CLIENT_CONFIGS
+
 __all__ = ["OptionMap", "warn_once", "check_names", "INT32_MAX", "INT64_MAX",
-           "VERBATIM_OPTIONS"]
+           "VERBATIM_OPTIONS", "TYPO_CUTOFF"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -39,6 +41,8 @@ class OptionMap:
     def __init__(self, options: Mapping[str, Any], canonical: Mapping[str, str] = {}):
         self.raw: dict[str, str] = {}
         spelled: dict[str, str] = {}
+        #: lower-case name -> the name as the user typed it (for errors about the name)
+        self.spelled = spelled
         for key, value in dict(options).items():
             if not isinstance(key, str):
                 raise ConfigError(f"option names must be strings, not {type(key).__name__}")
@@ -97,33 +101,72 @@ def warn_once(logger: logging.Logger, key: str, message: str, *args: Any) -> Non
     logger.warning(message, *args)
 
 
+#: How close (difflib's ratio) an unknown option name must be to a known one to be taken
+#: for a misspelling of it: ``startingOffset``, ``kafka.isolation.levle`` and
+#: ``kafka.bootstrap.server`` are; Confluent's ``schema.registry.ssl.truststore.location``
+#: (0.8 from ``schema.registry.ssl.key.location``) is not.
+TYPO_CUTOFF = 0.85
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """Whether one letter typed wrong, left out, added or swapped with the next turns
+    ``a`` into ``b`` (``topik``/``topic``: difflib's ratio is only 0.8 for short names)."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    i = 0
+    while i < min(len(a), len(b)) and a[i] == b[i]:
+        i += 1
+    return (a[i + 1:] == b[i + 1:] or a[i + 1:] == b[i:] or a[i:] == b[i + 1:]
+            or (a[i:i + 2] == b[i:i + 2][::-1] and a[i + 2:] == b[i + 2:]))
+
+
+def _misspelling_of(lower: str, known: Mapping[str, str]) -> str | None:
+    """The documented spelling of the known option ``lower`` is a misspelling of, if any."""
+    close = difflib.get_close_matches(lower, list(known), n=1, cutoff=TYPO_CUTOFF)
+    if not close and len(lower) >= 4:
+        close = [name for name in known if _one_edit_apart(lower, name)][:1]
+    return known[close[0]] if close else None
+
+
 def check_names(opts: OptionMap, canonical: Mapping[str, str], rejected: Mapping[str, str], *,
                 log: logging.Logger, side: str, quiet: Iterable[str] = (),
                 warn_unknown: bool = True) -> tuple[str, ...]:
     """Check the option names of one side (``side``: "source" or "writer").
 
     An option in ``rejected`` (lower-case name -> Spark's message) raises ``ConfigError``.
-    Every other unknown ``kafka.*`` option is warned about once and returned, sorted: the
-    client does not use it. An unknown option without the prefix is warned about when
-    ``warn_unknown`` (or when it looks like a typo of a known one, with the hint);
+    An unknown option close to a known one (``TYPO_CUTOFF``) is a misspelling: it raises
+    ``ConfigError`` naming what was typed and what was meant, before anything is read, since
+    ignoring it would silently change what the query does. Every other unknown ``kafka.*``
+    option is warned about once and returned, sorted: Kafka's own client options
+    (``KAFKA_CLIENT_CONFIGS``, what Spark's JVM connector passes on) are never taken for
+    misspellings. Any other unknown option is warned about when ``warn_unknown``;
     ``quiet`` names options of the other side or of Spark that pass silently.
     """
     for lower, message in rejected.items():
         if opts.has(lower):
             raise ConfigError(message)
     quiet = frozenset(name.lower() for name in quiet)
+    known = {**{name: name for name in quiet}, **{name: name for name in rejected},
+             **canonical}
     ignored = []
     for lower in sorted(opts.raw):
         if lower in canonical or lower in quiet:
             continue
-        if lower.startswith("kafka."):
+        typed = opts.spelled.get(lower, lower)
+        is_kafka = lower.startswith("kafka.")
+        meant = None
+        if not (is_kafka and lower[len("kafka."):] in KAFKA_CLIENT_CONFIGS):
+            meant = _misspelling_of(lower, known)
+        if meant is not None:
+            kind = "Kafka option" if is_kafka else "Option"
+            raise ConfigError(f"{kind} '{typed}' is not an option of the pyspark-pykafka "
+                              f"{side}. Did you mean '{meant}'?")
+        if is_kafka:
             ignored.append(lower)
             warn_once(log, f"unknown:{lower}", "Kafka option '%s' is not used by the "
-                      "pyspark-pykafka %s and is ignored.", lower, side)
+                      "pyspark-pykafka %s and is ignored.", typed, side)
             continue
-        close = difflib.get_close_matches(lower, list(canonical), n=1, cutoff=0.8)
-        if close or warn_unknown:
-            hint = f" Did you mean '{canonical[close[0]]}'?" if close else ""
+        if warn_unknown:
             warn_once(log, f"unknown:{lower}", "Option '%s' is not a pykafka %s option and "
-                      "is ignored.%s", lower, side, hint)
+                      "is ignored.", typed, side)
     return tuple(ignored)

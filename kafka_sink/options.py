@@ -26,7 +26,10 @@ Choices that differ from the Java producer, and why:
   encoded as they are. At the end of the input every pending batch goes at once.
 - ``kafka.acks`` ``0`` or ``1`` needs ``kafka.enable.idempotence=false`` explicitly
   (Java would silently turn idempotence off when it was not set).
-- Topics are never created: a missing topic is an error after ``kafka.max.block.ms``.
+- Topics are never created. The driver checks that the brokers answer and the topic
+  exists as the reader looks its topics up (3 attempts 1 s apart,
+  ``kafka_common.retries``), so a wrong address or a missing topic fails in seconds where
+  Java's producer waits ``kafka.max.block.ms`` (60 s); that stays the upper bound.
 - Nothing is sent before ``checkBeforeSendBytes`` (ours, default 4 MiB) of the task's rows
   are encoded, every row checked, or its input ends: a task that small fails on a bad row
   with nothing written, where Java sends as it goes. ``kafka.buffer.memory`` keeps only
@@ -115,7 +118,10 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
     WriterOption("kafka.retry.backoff.ms", "100",
                  "Wait before the first resend to a partition; doubles up to 1 s."),
     WriterOption("kafka.max.block.ms", "60000",
-                 "Longest wait for a topic to appear in the cluster metadata."),
+                 "Upper bound of the driver's check that the brokers answer and the topic "
+                 "exists (3 lookups 1 s apart, as the reader's: a wrong address or a missing "
+                 "topic fails in seconds) and of a task's wait for a topic of the topic "
+                 "column to appear in the metadata."),
     WriterOption("kafka.buffer.memory", "33554432",
                  "Most encoded bytes a task holds while waiting for acknowledgements."),
     WriterOption("checkBeforeSendBytes", "4194304",

@@ -47,11 +47,18 @@ class WritePlan:
     timestamp_kind: str | None  # "timestamp", "double" or None
 
 
+#: What to write instead of a refused save mode: the one mode both Spark and Kafka take.
+SAVE_MODE_HINT = ('Write with .mode("append"): records are only ever appended to a topic, '
+                  "and Spark refuses its default save mode (ErrorIfExists) for Python data "
+                  "sources, so append must be named.")
+
+
 def check_save_mode(overwrite: bool, mode: str = "Overwrite") -> None:
-    """Spark's Kafka sink writes only in append mode (ErrorIfExists means append too)."""
+    """Kafka only appends. Spark's Kafka sink also takes ErrorIfExists (its default) as
+    append, and says so; Spark refuses that mode to a Python data source before asking it,
+    so the one mode to name is append, and the message says exactly that."""
     if overwrite:
-        raise ConfigError(f"Save mode {mode} not allowed for Kafka. Allowed save modes are "
-                          f"Append and ErrorIfExists (default).")
+        raise ConfigError(f"Save mode {mode} not allowed for Kafka. {SAVE_MODE_HINT}")
 
 
 def _catalog_string(data_type) -> str:

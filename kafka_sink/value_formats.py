@@ -224,7 +224,13 @@ def json_schema_of(data_type) -> dict:
             json_schema_of(t.valueType), t.valueContainsNull)}
     if isinstance(t, T.BooleanType):
         return {"type": "boolean"}
-    if isinstance(t, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+    for kind, bits in ((T.ByteType, 8), (T.ShortType, 16), (T.IntegerType, 32)):
+        if isinstance(t, kind):
+            # the type's range: validators hold values to it, and the reader
+            # (kafka_common.json_schema.spark_types) reads the type back from it
+            return {"type": "integer", "minimum": -2 ** (bits - 1),
+                    "maximum": 2 ** (bits - 1) - 1}
+    if isinstance(t, T.LongType):
         return {"type": "integer"}
     if isinstance(t, (T.FloatType, T.DoubleType, T.DecimalType)):
         return {"type": "number"}

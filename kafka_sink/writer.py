@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -38,8 +39,9 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
                                     WriterCommitMessage)
 
 from kafka_common.import_path import CarriesImportPath
+from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from protocol import pool
-from protocol.errors import ConfigError, KafkaConnectionError, KafkaTimeoutError
+from protocol.errors import BrokerError, ConfigError, PyKafkaError
 from protocol.records import accel
 
 from .batching import PartitionBatcher, Slice
@@ -389,46 +391,65 @@ def _check_key(options: WriterOptions) -> tuple:
     return pool.pool_key(options.client_config), options.topic, options.exactly_once
 
 
+class _TopicNotInMetadata(PyKafkaError):
+    """The topic is not (yet) in the cluster's metadata: asked again like a broken lookup
+    (a topic created a moment ago may take one more round to show)."""
+
+
+#: Metadata error codes of a topic that does not exist, or not yet everywhere.
+_TOPIC_NOT_THERE = (3, 5)  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
+
+
 def _check_topic_exists(options: WriterOptions) -> None:
-    """The topic exists (and with exactlyOnce, the brokers have transactions): once per
-    ``kafka.metadata.max.age.ms`` per process and configuration. A connection that breaks
-    during the check is retried, with a fresh client, up to ``kafka.max.block.ms``."""
-    if options.topic is None and not options.exactly_once:
-        return
+    """The brokers answer, the topic exists, and with exactlyOnce the brokers have
+    transactions: once per ``kafka.metadata.max.age.ms`` per process and configuration.
+
+    Looked up as the reader looks up its topics (``kafka_common.retries.with_retries``:
+    3 attempts 1 s apart, as Spark's ``fetchOffset.*`` defaults), so a wrong bootstrap
+    address or a missing topic fails a write in seconds with the reader's words, where
+    Java's producer waits ``max.block.ms`` (60 s) for the topic to appear;
+    ``kafka.max.block.ms`` stays the upper bound. A connection broken during the check is
+    retried with a fresh one within the same attempts. A check that passed before in this
+    process (a stream's writer, made again at every micro-batch, once the last check is
+    older than ``kafka.metadata.max.age.ms``) met no mistake but maybe an outage: it is
+    retried up to ``kafka.max.block.ms``, as before, so a broker restart does not fail a
+    running stream."""
     key = _check_key(options)
     checked = _CHECKED.get(key)
     max_age = options.client_config.metadata_max_age_ms / 1000
     if checked is not None and time.monotonic() - checked < max_age:
         return
-    deadline = time.monotonic() + options.max_block_ms / 1000
-    backoff = max(0.01, options.retry_backoff_ms / 1000)
-    while True:
-        try:
-            counts = _check_once(options)
-            break
-        except (KafkaConnectionError, KafkaTimeoutError) as e:
-            if time.monotonic() + backoff > deadline:
-                raise
-            log.warning("checking topic %r failed, retrying in %d ms: %s", options.topic,
-                        backoff * 1000, e)
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-    if options.topic is not None and options.topic not in counts:
-        raise ConfigError(f"Topic {options.topic} not present in metadata after "
-                          f"{options.max_block_ms} ms (kafka.max.block.ms): it does not exist "
-                          f"(topics are not created by the writer)")
+    started = time.monotonic()
+    what = (f"checking topic {options.topic!r}" if options.topic is not None
+            else "reaching the brokers")
+    try:
+        with_retries(what, lambda: _check_once(options), log=log,
+                     attempts=ATTEMPTS if checked is None else sys.maxsize,
+                     deadline=started + options.max_block_ms / 1000)
+    except _TopicNotInMetadata:
+        waited_ms = round((time.monotonic() - started) * 1000)
+        raise ConfigError(
+            f"{missing_topics_message('topic', [options.topic])} (Topic {options.topic} not "
+            f"present in metadata after {waited_ms} ms; topics are not created by the "
+            f"writer: create it first)") from None
     _CHECKED[key] = time.monotonic()
 
 
-def _check_once(options: WriterOptions) -> dict:
+def _check_once(options: WriterOptions) -> None:
     lease = pool.checkout(options.client_config)
     producer = TaskProducer(options, lease.client)
     try:
         if options.exactly_once:
             _check_transactions(producer)
+        topics = [] if options.topic is None else [options.topic]
+        meta = lease.client.refresh_metadata(topics)
         if options.topic is None:
-            return {}
-        return producer.partition_counts([options.topic])
+            return
+        info = meta.topics.get(options.topic)
+        if info is None or info.error_code in _TOPIC_NOT_THERE or not info.partitions:
+            raise _TopicNotInMetadata(f"topic {options.topic!r} is not in the metadata")
+        if info.error_code:
+            raise BrokerError.for_code(info.error_code, topic=options.topic)
     finally:
         producer.close()
         lease.give_back()

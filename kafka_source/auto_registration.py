@@ -30,13 +30,36 @@ def _in_spark_lookup() -> bool:
     return getattr(spec, "name", None) == LOOKUP_WORKER or LOOKUP_WORKER in sys.modules
 
 
+def _beyond_working_directory(cwd: str) -> list[str]:
+    """``sys.path`` without what stands for the working directory alone: the entry
+    ``python -m`` puts first, and relative entries. An absolute entry naming the same
+    directory further on stays: it was put there by a ``.pth`` file (``pip install -e .``
+    of a checkout, run from that checkout) or by ``PYTHONPATH``, which the executors'
+    Pythons get as well."""
+    path = list(sys.path)
+    if path and os.path.realpath(path[0] or os.curdir) == cwd:
+        path = path[1:]
+    return [p for p in path if p and os.path.isabs(p)]
+
+
 def only_in_lookup_working_directory(module: str) -> str | None:
     """The working directory of Spark's data source lookup when ``module`` is importable
     there and nowhere else on ``sys.path``; None anywhere else (outside the lookup too)."""
     if not _in_spark_lookup():
         return None
     cwd = os.path.realpath(os.getcwd())
-    elsewhere = [p for p in sys.path if os.path.realpath(p or os.curdir) != cwd]
-    if PathFinder.find_spec(module, elsewhere) is not None:
+    if PathFinder.find_spec(module, _beyond_working_directory(cwd)) is not None:
         return None
     return cwd
+
+
+def not_registered_warning(cwd: str) -> str:
+    """What the lookup prints when it does not register the connector: why, and the three
+    ways out, each to type as it stands."""
+    return (
+        "pyspark-pykafka: not registering format('pykafka') by itself: Spark's data source "
+        f"lookup finds it only in the driver's working directory ({cwd}), which Spark's "
+        "executors do not see. Either install it (in a checkout: pip install -e .), or run "
+        "the job from another directory with the connector on PYTHONPATH (the zip 'make "
+        "dist' builds), or register it in the job: from kafka_source import "
+        "KafkaDataSource; spark.dataSource.register(KafkaDataSource)")

@@ -137,6 +137,24 @@ def with_lag_metrics(progress: Any) -> dict:
     return report
 
 
+def query_label(progress: Any) -> str:
+    """``query 'name' (id)``, or ``query id`` for a query started without a name (Spark
+    reports its name as None)."""
+    name = getattr(progress, "name", None)
+    return f"query {name!r} ({progress.id})" if name else f"query {progress.id}"
+
+
+def _with_topics(progress: Any, lags: list[dict[str, str]]) -> list[dict[str, str]]:
+    """``lags`` each with ``topics``: the topics of its source's offsets (what the user
+    subscribed to), where the description is Spark's internal class name."""
+    sources = [s for s in _as_dict(progress).get("sources") or [] if source_lag(s)]
+    out = []
+    for lag, source in zip(lags, sources):
+        offsets = _partition_offsets(source.get("endOffset")) or {}
+        out.append({**lag, "topics": ", ".join(sorted({t for t, _ in offsets}))})
+    return out
+
+
 def _listener_base():
     from pyspark.sql.streaming import StreamingQueryListener
     return StreamingQueryListener
@@ -165,10 +183,11 @@ class KafkaLagListener(_listener_base()):
             if self.export is not None:
                 self.export(progress, lags)
                 return
+            lags = _with_topics(progress, lags)
             for lag in lags:
-                log.info("query %s (%s) batch %s: %s offsets behind latest min %s, max %s, "
-                         "avg %s", progress.id, progress.name, progress.batchId,
-                         lag["description"], *(lag[m] for m in METRICS))
+                log.info("%s batch %s: topics %s: offsets behind latest min %s, max %s, "
+                         "avg %s", query_label(progress), progress.batchId,
+                         lag["topics"], *(lag[m] for m in METRICS))
         except Exception as e:  # a listener must not break the listener bus
             log.warning("could not report the offsets behind latest: %s", e)
 

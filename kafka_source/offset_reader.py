@@ -24,15 +24,12 @@ import time
 from typing import Mapping
 
 from protocol.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
-from protocol.errors import ConfigError, PyKafkaError
+from kafka_common.retries import with_retries
+from protocol.errors import PyKafkaError
 
 from .offset_specs import format_tp
 
 log = logging.getLogger("pykafka.source")
-
-
-def _retriable(e: PyKafkaError) -> bool:
-    return not isinstance(e, ConfigError)
 
 
 class OffsetReader:
@@ -66,22 +63,17 @@ class OffsetReader:
         time.sleep(self.retry_interval_ms / 1000)
 
     def _retry(self, what: str, call, refresh: bool = True):
-        attempt = 0
-        while True:
-            try:
-                return call()
-            except PyKafkaError as e:
-                attempt += 1
-                if not _retriable(e) or attempt >= self.attempts:
-                    raise
-                log.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
-                            attempt, self.attempts, self.retry_interval_ms, e)
-                self._sleep()
-                if refresh:
-                    try:
-                        self._client.refresh_metadata()
-                    except PyKafkaError:
-                        pass
+        """``call`` retried by ``kafka_common.retries.with_retries``, the path the writer's
+        driver-side check takes too."""
+        return with_retries(what, call, attempts=self.attempts,
+                            interval_ms=self.retry_interval_ms, log=log,
+                            between=self._refresh if refresh else None)
+
+    def _refresh(self) -> None:
+        try:
+            self._client.refresh_metadata()
+        except PyKafkaError:
+            pass
 
     def earliest_offsets(self, tps):
         return {tp: o for tp, (o, _) in

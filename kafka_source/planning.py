@@ -26,6 +26,7 @@ import math
 from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
 
 from kafka_common.option_map import warn_once
+from kafka_common.retries import missing_topics_message
 from protocol.errors import BrokerError, ConfigError
 
 from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
@@ -87,9 +88,7 @@ def partitions_from_metadata(subscription: Subscription,
                   else tuple(dict.fromkeys(t for t, _ in subscription.partitions)))
         missing = [t for t in wanted if t not in topics]
         if missing:
-            raise PlanningError(
-                f"{subscription.kind}: topic(s) {', '.join(repr(t) for t in missing)} "
-                f"do not exist in the cluster")
+            raise PlanningError(missing_topics_message(subscription.kind, missing))
         internal = [t for t in wanted if topics[t].is_internal]
         if internal:
             warn_once(log, f"internal:{subscription.kind}:{','.join(internal)}",

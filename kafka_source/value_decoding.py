@@ -49,6 +49,26 @@ def _client(formats: Formats) -> RegistryClient | None:
         return client
 
 
+def reads_plain_json(col: ColumnFormat, formats: Formats) -> bool:
+    """JSON with its schema in valueSchema/keySchema and no registry: values may be plain
+    JSON text, as ``from_json`` reads them, besides Confluent-framed JSON. Unambiguous:
+    a frame starts with byte 0 or 1, JSON text never does."""
+    return col.format == "json" and formats.registry is None
+
+
+#: Added to the error of a value that looks like plain JSON where a frame was expected.
+PLAIN_JSON_HINT = (
+    "; it looks like plain JSON text, not Confluent's wire format: with "
+    "schema.registry.url set, values must carry a schema id. Plain JSON is read with "
+    "valueFormat=json and valueSchema (a DDL string or a JSON Schema) without "
+    "schema.registry.url, or with from_json(col('value').cast('string'), schema)")
+
+
+def _hint(col: ColumnFormat, reason: str) -> str:
+    looks_plain = reason.endswith(("unknown magic byte 123", "unknown magic byte 91"))
+    return reason + PLAIN_JSON_HINT if col.format == "json" and looks_plain else reason
+
+
 def extra_fields(formats: Formats, conversion: dict) -> list[pa.Field]:
     """The columns added after Kafka's own, in order."""
     fields = []
@@ -95,7 +115,8 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     from kafka_common.schema_registry.framing import KEY_HEADER, VALUE_HEADER
     n = len(values)
     frames = read_frames(values, protobuf=col.format == "protobuf", headers=headers,
-                         header_name=VALUE_HEADER if col.column == "value" else KEY_HEADER)
+                         header_name=VALUE_HEADER if col.column == "value" else KEY_HEADER,
+                         plain=reads_plain_json(col, formats))
     status, ids = frames.status, frames.ids
     corrupt = status == BAD
     reasons = dict(frames.reasons)
@@ -121,7 +142,8 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             groups.setdefault(key, []).append(row)
     for (schema_id, guid, path), rows in groups.items():
         rows = np.asarray(rows, dtype=np.int64)
-        label = f"schema id {schema_id}" if guid is None else f"schema guid {guid}"
+        label = (f"schema guid {guid}" if guid is not None else f"schema id {schema_id}"
+                 if schema_id != -1 else "a plain value (no schema id)")
         try:
             writer = _writer(col, formats, schema_id, guid)
         except LookupError as exc:
@@ -163,7 +185,7 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             f"Cannot decode the {col.column} of topic {topic!r} partition {partition} offset "
             f"{int(offsets[row])}{schema} as {col.format} (valueFormat/keyFormat; set "
             f"mode=PERMISSIVE to get null and the raw bytes in {col.column}CorruptRecord "
-            f"instead): {reasons.get(row, 'corrupt')}"
+            f"instead): {_hint(col, reasons.get(row, 'corrupt'))}"
             + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
                if corrupt.sum() > 1 else ""))
     if len(pieces) == 1 and len(pieces[0][0]) == n:

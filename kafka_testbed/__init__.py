@@ -7,6 +7,11 @@
   run as a subprocess (one node, in-memory storage, optional TLS front).
 * :class:`MockCluster` -- librdkafka's in-process mock cluster (from the
   ``confluent-kafka`` wheel) with fault injection.
+* :class:`RegistryServer` -- an in-memory Schema Registry following Confluent's REST API
+  (:mod:`kafka_testbed.schema_registry`).
+
+``python -m kafka_testbed`` starts a broker and a registry for a user and prints the
+options to use (:mod:`kafka_testbed.__main__`).
 
 Both listen on 127.0.0.1 and are reachable from other processes.
 """
@@ -14,7 +19,9 @@ Both listen on 127.0.0.1 and are reachable from other processes.
 from .apache_kafka import SASL_USERS, KafkaCluster, KafkaStartError
 from .maven_jars import KAFKA_VERSIONS, NEWEST_KAFKA, OLDEST_KAFKA
 from .mock_cluster import MockCluster, MockRequest
+from .schema_registry import RegistryServer
 from .tansu import TansuBroker, TansuStartError
 
 __all__ = ["KAFKA_VERSIONS", "KafkaCluster", "KafkaStartError", "MockCluster", "MockRequest",
-           "NEWEST_KAFKA", "OLDEST_KAFKA", "SASL_USERS", "TansuBroker", "TansuStartError"]
+           "NEWEST_KAFKA", "OLDEST_KAFKA", "RegistryServer", "SASL_USERS", "TansuBroker",
+           "TansuStartError"]

@@ -163,13 +163,15 @@ def test_unknown_kafka_options_warn_once(caplog, monkeypatch):
     assert any("kafka.foo.bar" in w for w in warnings)
 
 
-def test_reader_options_pass_silently_and_typos_get_a_hint(caplog, monkeypatch):
+def test_reader_options_pass_silently_and_typos_are_errors(caplog, monkeypatch):
     monkeypatch.setattr(option_map, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
         parse(**{"subscribe": "t", "startingOffsets": "earliest", "checkpointLocation": "/x",
-                 "kafka.group.id": "g", "topik": "x"})
-    warnings = [r.getMessage() for r in caplog.records if r.name == "pykafka.sink"]
-    assert len(warnings) == 1 and "Did you mean 'topic'?" in warnings[0]
+                 "kafka.group.id": "g"})
+    assert not [r for r in caplog.records if r.name == "pykafka.sink"]
+    with pytest.raises(ConfigError, match="Option 'topik' is not an option of the "
+                                          "pyspark-pykafka writer. Did you mean 'topic'?"):
+        parse(**{"topik": "x"})
 
 
 def test_partitioner_class_names_the_java_partitioners_or_points_to_the_partition_column():

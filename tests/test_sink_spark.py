@@ -82,8 +82,8 @@ def test_save_modes_and_errors_reach_the_user(spark, kafka, topic_name):
               .option("topic", topic_name))
     with pytest.raises(Exception) as info:
         writer.mode("overwrite").save()
-    assert ("Save mode Overwrite not allowed for Kafka. Allowed save modes are Append and "
-            "ErrorIfExists (default).") in str(info.value)
+    assert ('Save mode Overwrite not allowed for Kafka. Write with .mode("append")'
+            in str(info.value))
     with pytest.raises(Exception) as info:
         writer.mode("errorifexists").save()
     assert "Append" in str(info.value)  # Spark's own refusal of the mode

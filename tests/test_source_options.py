@@ -439,10 +439,13 @@ def test_unknown_kafka_option_is_warned_about_once(caplog):
     assert o.ignored_kafka_options == ("kafka.ssl.truststore.password",)
 
 
-def test_unknown_source_option_warns_with_a_suggestion(caplog):
-    caplog.set_level(logging.WARNING, logger="pykafka.source")
-    parse({"startingOffset": "earliest"})
-    assert "Did you mean 'startingOffsets'?" in caplog.text
+def test_a_misspelt_source_option_is_an_error_naming_what_was_typed():
+    """Issue 32: a misspelling of a known option fails before anything is read (it used
+    to be a warning, and the read went ahead from the default)."""
+    with pytest.raises(ConfigError) as info:
+        parse({"startingOffset": "earliest"})
+    assert str(info.value) == ("Option 'startingOffset' is not an option of the "
+                               "pyspark-pykafka source. Did you mean 'startingOffsets'?")
 
 
 def test_group_id_is_accepted_with_a_note(caplog):

@@ -1,10 +1,11 @@
 """The Spark type (as Arrow) of a JSON Schema document.
 
 ``arrow_type(schema_text)``: object with properties -> struct in property order, object
-with only ``additionalProperties`` -> map, string, integer -> long, number -> double,
-boolean, array -> array; a ``["null", T]`` type, or a ``oneOf``/``anyOf`` of null and one
-schema, is T; local ``$ref``s to ``#/definitions`` or ``#/$defs`` are followed; anything
-else is a string holding the JSON text.
+with only ``additionalProperties`` -> map, string (``format`` date-time -> timestamp, date
+-> date), integer -> long (byte, short or int when ``minimum``/``maximum`` are exactly that
+type's range), number -> double, boolean, array -> array; a ``["null", T]`` type, or a
+``oneOf``/``anyOf`` of null and one schema, is T; local ``$ref``s to ``#/definitions`` or
+``#/$defs`` are followed; anything else is a string holding the JSON text.
 """
 
 from __future__ import annotations
@@ -56,8 +57,26 @@ def _type(node, root, depth=0) -> pa.DataType:
         return pa.map_(pa.string(), value)
     if kind == "array":
         return pa.list_(_type(node.get("items", {}), root, depth + 1))
-    return {"string": pa.string(), "integer": pa.int64(), "number": pa.float64(),
+    if kind == "integer":
+        return _integer(node)
+    if kind == "string" and node.get("format") in _STRING_FORMATS:
+        return _STRING_FORMATS[node["format"]]
+    return {"string": pa.string(), "number": pa.float64(),
             "boolean": pa.bool_(), "null": pa.null()}.get(kind, pa.string())
+
+
+#: Strings with a format Spark has a type for (what the writer's auto-registered schemas
+#: say of a timestamp or date column).
+_STRING_FORMATS = {"date-time": pa.timestamp("us", tz="UTC"), "date": pa.date32()}
+
+
+def _integer(node: dict) -> pa.DataType:
+    """long, or byte/short/int when the bounds are exactly that type's range (what the
+    writer's auto-registered schemas say of such a column)."""
+    for t, bits in ((pa.int8(), 8), (pa.int16(), 16), (pa.int32(), 32)):
+        if node.get("minimum") == -2 ** (bits - 1) and node.get("maximum") == 2 ** (bits - 1) - 1:
+            return t
+    return pa.int64()
 
 
 def arrow_type(schema_text: str) -> pa.DataType:

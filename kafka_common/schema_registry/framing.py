@@ -92,9 +92,13 @@ def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, byt
 
 
 def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array | None = None,
-                header_name: str = VALUE_HEADER) -> Frames:
+                header_name: str = VALUE_HEADER, plain: bool = False) -> Frames:
     """Parse the framing of every row of the binary column ``values`` (see the module
-    docstring); ``headers`` is the Kafka headers column, when the records have any."""
+    docstring); ``headers`` is the Kafka headers column, when the records have any.
+
+    ``plain``: a non-empty value that starts with neither magic byte is an unframed payload
+    (id -1, read from its first byte) rather than a corrupt one. Unambiguous for JSON text,
+    which never starts with byte 0 or 1."""
     values = values.cast(pa.binary()) if values.type != pa.binary() else values
     n = len(values)
     bufs = values.buffers()
@@ -133,6 +137,8 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
         guids[int(row)] = str(uuid.UUID(bytes=data[b + 1:b + 17].tobytes()))
         starts[row] = 17
     bad = valid & ~v0 & ~v1
+    if plain:
+        bad &= (magic == 0) | (magic == 1) | (length == 0)
     for row in np.flatnonzero(bad):
         if int(row) in in_header:
             continue
