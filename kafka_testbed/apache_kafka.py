@@ -325,6 +325,9 @@ class KafkaCluster:
             "transaction.state.log.num.partitions": "3",
             "group.initial.rebalance.delay.ms": "0",
             "auto.create.topics.enable": "true",
+            # Tests write records stamped years ago (as Spark's own Kafka tests do): with
+            # Kafka's 7-day default the next retention check deleted them under the test.
+            "log.retention.ms": "-1",
             "log.retention.check.interval.ms": "30000",
             "num.network.threads": "2",
             "num.io.threads": "4",
