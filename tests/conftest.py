@@ -21,6 +21,10 @@ import pytest
 
 _topic_seq = itertools.count()
 
+# Spark JVMs started by the tests (here or in child processes) read
+# tests/spark-conf/spark-defaults.conf: the JIT's first tier only, the serial collector.
+os.environ.setdefault("SPARK_CONF_DIR", os.path.join(os.path.dirname(__file__), "spark-conf"))
+
 
 class KafkaClusters:
     """Apache Kafka clusters shared across the session, one per kind asked for: ``get(
