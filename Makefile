@@ -35,19 +35,38 @@ test-kafka: $(STAMP)
 lint-ci: $(STAMP)
 	$(PY) -m pytest -q tests/test_ci_files.py
 
-# Suites that build virtualenvs of their own and so stay out of `make test` (pytest markers
-# `sail` and `pyspark_versions`, deselected by default in pyproject.toml); CI runs them after it.
+# Suites that stay out of `make test` (virtualenvs of their own, or a 3-node cluster whose
+# nodes die: pytest markers `sail`, `pyspark_versions`, `jvm_referee` and `broker_faults`,
+# deselected by default in pyproject.toml); .ci/run runs each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
 # test-versions: batch, a stream and --py-files under each supported PySpark
 # (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
 # for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
 # 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
-.PHONY: test-sail test-versions
+# test-jvm: Spark's own JVM Kafka connector as referee (tests/test_jvm_connector_differential.py:
+# the same queries through format("kafka") and format("pykafka") under PySpark 4.2.0, in
+# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/).
+# test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
+# exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
+# small sizes; make soak runs them at full size).
+.PHONY: test-sail test-versions test-jvm test-faults
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
 
 test-versions: $(STAMP)
 	$(PY) -m pytest -q -m pyspark_versions tests/test_pyspark_versions.py $(PYTEST_ARGS)
+
+test-jvm: $(STAMP)
+	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py $(PYTEST_ARGS)
+
+test-faults: $(STAMP)
+	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py $(PYTEST_ARGS)
+
+# A broker and a Schema Registry on this machine, to try the connector on a laptop
+# (python -m kafka_testbed; TESTBED_ARGS="--topic orders:3 --kafka" for Apache Kafka).
+.PHONY: testbed
+testbed: $(STAMP)
+	$(PY) -m kafka_testbed $(TESTBED_ARGS)
 
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
@@ -85,10 +104,11 @@ FUZZ_SECONDS ?= 120
 # its smaller runs in the default one); soak starts it afresh, fuzz adds to it.
 RELIABILITY_JSON ?= $(or $(TMPDIR),/tmp)/pyspark-pykafka-reliability-soak.json
 .PHONY: soak fuzz reliability-report
+# (-m 'not sail' replaces the default selection, which leaves out test_kafka_faults.py.)
 soak: $(STAMP)
 	rm -f $(RELIABILITY_JSON)
 	PYKAFKA_SOAK=1 PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) \
-		$(PY) -m pytest -q -p no:cacheprovider $(RELIABILITY_TESTS) $(PYTEST_ARGS)
+		$(PY) -m pytest -q -p no:cacheprovider -m 'not sail' $(RELIABILITY_TESTS) $(PYTEST_ARGS)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 fuzz: $(STAMP)

@@ -40,7 +40,7 @@ CHILD_TIMEOUT_S = 900
 CHILD_THREADS = 2  # scenarios the child runs at a time
 
 # A first run builds .venv-pyspark-4.2.0 (pip builds PySpark's sdist) inside the fixture.
-pytestmark = [pytest.mark.spark, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.spark, pytest.mark.jvm_referee, pytest.mark.timeout(1800)]
 
 # ---- the topics ----------------------------------------------------------------------------
 # Record i of partition p of the "basic" topic (3 partitions, 6 records each): key k<p><i>
