@@ -2,7 +2,8 @@
 
 After Kafka's own system tests (``replication_test``, ``transactions_test``) and Jepsen's
 faults: a node is SIGKILLed and started again on its log directory, or SIGSTOPped (its
-sockets stay open, nothing answers) and continued, one node at a time, and the cluster is
+sockets stay open, nothing answers) until the controller has fenced it, then continued,
+one node at a time, and the cluster is
 healed (every node running, every replica back in sync) before the next fault, so that
 ``min.insync.replicas=2`` always holds for ``acks=all``.
 
@@ -104,9 +105,11 @@ def wait_in_sync(cluster: KafkaCluster, timeout_s: float = 240) -> float:
     raise AssertionError(f"the cluster did not heal in {timeout_s:.0f} s: {last}")
 
 
-def leaders(cluster: KafkaCluster) -> dict[tuple[str, int], int]:
-    """The leader of every partition of every topic (internal ones too)."""
-    with KafkaClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=5000) as client:
+def leaders(cluster: KafkaCluster, asking=None) -> dict[tuple[str, int], int]:
+    """The leader of every partition of every topic (internal ones too), asked of the
+    nodes ``asking`` (every node by default)."""
+    with KafkaClient(bootstrap_servers=cluster.listener("PLAINTEXT", asking),
+                     request_timeout_ms=5000) as client:
         meta = client.refresh_metadata(None)
     return {(t, p.partition): p.leader for t, info in meta.topics.items()
             for p in info.partitions.values()}
@@ -171,13 +174,14 @@ class FaultInjector(threading.Thread):
     """Kills or pauses one node at a time, in turn, every ``every_s`` seconds (a random
     pause in that range after the cluster healed from the last fault), at most ``count``
     faults or until ``stop()``. A killed node is down ``kill_hold_s`` before it is started
-    again, a paused one stopped ``stop_hold_s``. ``kinds`` cycles over "SIGKILL" and
+    again; a paused one stays stopped until the controller fenced it (its partitions led
+    elsewhere), then ``stop_hold_s`` more. ``kinds`` cycles over "SIGKILL" and
     "SIGSTOP"; ``nodes`` (a callable giving the first node) picks where the turn starts.
     An error in the thread is kept in ``error`` for the test to raise."""
 
     def __init__(self, cluster: KafkaCluster, *, count: int, every_s=(10.0, 15.0),
                  first_after_s: float | None = None, kinds=("SIGKILL", "SIGSTOP"),
-                 kill_hold_s: float = 3.0, stop_hold_s: float = 15.0, first_node=None,
+                 kill_hold_s: float = 3.0, stop_hold_s: float = 5.0, first_node=None,
                  seed: int = 29):
         super().__init__(name="kafka-fault-injector", daemon=True)
         self.cluster, self.count, self.every_s = cluster, count, every_s
@@ -224,6 +228,7 @@ class FaultInjector(threading.Thread):
             self.cluster.restart(node)
         else:
             self.cluster.pause(node)
+            self._wait_fenced(node, before)
             time.sleep(self.stop_hold_s)
             held = time.monotonic() - started
             self.cluster.resume(node)
@@ -232,6 +237,26 @@ class FaultInjector(threading.Thread):
         after = leaders(self.cluster)
         moved = sum(1 for tp, n in before.items() if tp in after and after[tp] != n)
         return Fault(kind, node, at, round(held, 1), healed, moved)
+
+    def _wait_fenced(self, node: int, before: dict, timeout_s: float = 90) -> None:
+        """Until the other nodes lead every partition ``node`` led: the active controller
+        fenced it (``broker.session.timeout.ms`` after its last heartbeat; when ``node``
+        is the active controller, after the quorum elected another). Under load that can
+        take longer than any fixed hold, so the hold starts from here."""
+        others = [n for n in sorted(self.cluster.nodes) if n != node]
+        led = [tp for tp, n in before.items() if n == node]
+        deadline = time.monotonic() + timeout_s
+        now = {}
+        while time.monotonic() < deadline:
+            try:
+                now = leaders(self.cluster, others)
+                if all(now.get(tp, node) not in (node, -1) for tp in led):
+                    return
+            except PyKafkaError:
+                pass
+            time.sleep(0.5)
+        raise AssertionError(f"node {node} SIGSTOPped {timeout_s:.0f} s and still leading "
+                             f"{[tp for tp in led if now.get(tp, node) in (node, -1)][:5]}")
 
     def check(self) -> None:
         if self.error is not None:

@@ -59,7 +59,7 @@ from .test_sink_producer import consume
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           log_of, open_transactions, stable_offsets_behind)
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.broker_faults]
 
 SOAK = soak()
 MODE = "soak" if SOAK else "small"
@@ -627,15 +627,16 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
                                                                     tmp_path):
     """Topic to topic with ``exactlyOnce`` (3 partitions each, a producer writing into the
     source the whole time) while the nodes are SIGKILLed (down 3 s, then started again) or
-    SIGSTOPped (15 s: fenced after 6 s, even when the quorum must first elect another
-    controller) in turn, one at a time, every 10-15 s once the cluster healed (8 faults;
-    in make test one SIGSTOP of the transaction coordinator), and the driver, a
-    child process, SIGKILLs itself between two tasks' commits (and, in the soak, after the
-    last commit of a later micro-batch) and is restarted from its checkpoint; the last run
-    is this process's. Afterwards: by Kafka's rule on the log every source record is in
-    the target exactly once and nothing else; librdkafka's and our read_committed readers
-    show exactly that; no transaction is left open by the log, by the coordinators
-    (``kafka-transactions.sh list``) or by any node's producer state (``find-hanging``)."""
+    SIGSTOPped (until the controller fenced it, 6 s after its last heartbeat or later when
+    the quorum must first elect another controller, then 5 s more) in turn, one at a time,
+    every 10-15 s once the cluster healed (8 faults; in make test one SIGSTOP of the
+    transaction coordinator), and the driver, a child process, SIGKILLs itself between two
+    tasks' commits (and, in the soak, after the last commit of a later micro-batch) and is
+    restarted from its checkpoint; the last run is this process's. Afterwards: by Kafka's
+    rule on the log every source record is in the target exactly once and nothing else;
+    librdkafka's and our read_committed readers show exactly that; no transaction is left
+    open by the log, by the coordinators (``kafka-transactions.sh list``) or by any node's
+    producer state (``find-hanging``)."""
     version, tv = kind
     cluster = clusters.get(version, tv)
     source, target = f"kf-src-{uuid.uuid4().hex[:8]}", f"kf-dst-{uuid.uuid4().hex[:8]}"
