@@ -23,7 +23,11 @@ bootstrap string):
   not the audience nor the issuer (all settings listener-prefixed; checked on 3.9.2, 4.1.2
   and 4.4.0);
 * ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
-  require client certificates signed by that CA.
+  require client certificates signed by that CA;
+* ``PROXIED`` (``proxied={node_id: port}``): PLAINTEXT, advertised at ``127.0.0.1:port``
+  (a fault proxy's, forwarding to ``kafka.listener("PROXIED")``): clients that bootstrap
+  through the proxy reach every broker through it, while the brokers' own traffic
+  (replication, transaction markers) stays on ``PLAINTEXT``.
 
 ``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
 
@@ -55,7 +59,8 @@ __all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
 SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 _LISTENER_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SASL": "SASL_PLAINTEXT",
-                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "CONTROLLER": "PLAINTEXT"}
+                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "PROXIED": "PLAINTEXT",
+                       "CONTROLLER": "PLAINTEXT"}
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
@@ -150,6 +155,7 @@ class KafkaCluster:
                  ssl_client_ca: str | None = None, reauth_ms: int | None = None,
                  heap_mb: int = 512, num_partitions: int = 1,
                  broker_config: dict[str, str] | None = None,
+                 proxied: dict[int, int] | None = None,
                  start_timeout_s: float = 120.0):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
@@ -168,8 +174,10 @@ class KafkaCluster:
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if self.cluster_id.startswith("-"):
             self.cluster_id = "A" + self.cluster_id[1:]
+        self.proxied = dict(proxied or {})
         self.listeners = ["PLAINTEXT"] + (["SASL"] if sasl else []) + \
-            (["OAUTH"] if oauth_jwks else []) + (["SSL"] if ssl else [])
+            (["OAUTH"] if oauth_jwks else []) + (["SSL"] if ssl else []) + \
+            (["PROXIED"] if proxied else [])
         self._dir: Path | None = None
         self.nodes: dict[int, _Node] = {}
         self._classpath: str | None = None
@@ -303,7 +311,9 @@ class KafkaCluster:
                              for name in self.listeners + ["CONTROLLER"])
         listeners = ",".join(f"{name}://127.0.0.1:{node.ports[name]}"
                              for name in self.listeners + ["CONTROLLER"])
-        advertised = ",".join(f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners)
+        advertised = ",".join(
+            f"{name}://127.0.0.1:{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
+            for name in self.listeners)
         rf = min(3, n)
         props = {
             "process.roles": "broker,controller",

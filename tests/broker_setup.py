@@ -1,10 +1,12 @@
-"""Setting up the test brokers: a topic on either kind, and a Tansu behind a fault proxy.
+"""Setting up the test brokers: a topic on any kind, and a broker behind a fault proxy.
 
-``create_topic`` makes a topic on Tansu (CreateTopics) or on librdkafka's mock cluster,
-which has no CreateTopics: it is made through the mock's own API and waited for in the
-metadata. ``tansu_behind_fault_proxy`` starts a Tansu broker that advertises the port of a
-``FaultProxy`` in front of it, so every connection a client makes, those the metadata
-leads it to as well, goes through the proxy.
+``create_topic`` makes a topic on Apache Kafka or Tansu (CreateTopics) or on librdkafka's
+mock cluster, which has no CreateTopics: it is made through the mock's own API and waited
+for in the metadata. ``kafka_behind_fault_proxy`` starts an Apache Kafka node whose
+``PROXIED`` listener advertises the port of a ``FaultProxy`` in front of it, so every
+connection a client that bootstraps through the proxy makes, those the metadata leads it
+to as well, goes through the proxy (the broker's own traffic does not);
+``tansu_behind_fault_proxy`` does the same with Tansu.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator
 
-from kafka_testbed import TansuBroker
+from kafka_testbed import KafkaCluster, TansuBroker
 from protocol.cluster import KafkaClient
 
 from .fault_proxy import FaultProxy
@@ -32,6 +34,25 @@ def create_topic(broker, name: str, partitions: int, replication_factor: int = 1
         client.wait_for_topics([name])
     else:
         client.create_topics({name: partitions})
+
+
+@contextmanager
+def kafka_behind_fault_proxy(**options) -> Iterator[tuple[FaultProxy, KafkaCluster]]:
+    """``(proxy, cluster)``: a 1-node Apache Kafka that clients reach through a fault proxy
+    (``proxy.address``) or directly (``cluster.bootstrap``)."""
+    proxy = FaultProxy()
+    try:
+        cluster = KafkaCluster(proxied={1: proxy.port}, **options).start()
+    except BaseException:
+        proxy.close()
+        raise
+    host, port = cluster.listener("PROXIED").split(":")
+    proxy.set_target(host, int(port))
+    try:
+        yield proxy, cluster
+    finally:
+        proxy.close()
+        cluster.stop()
 
 
 @contextmanager

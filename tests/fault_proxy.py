@@ -70,6 +70,9 @@ class FaultProxy:
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    #: as a broker's: what a client bootstraps with to go through the proxy
+    bootstrap = address
+
     def set_target(self, host: str, port: int) -> None:
         self.target = (host, port)
 

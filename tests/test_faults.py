@@ -4,17 +4,17 @@ bytes in Fetch responses.
 
 Brokers:
 
-- Tansu behind ``tests.fault_proxy.FaultProxy`` (Tansu advertises the proxy's port, so
-  every connection goes through it): cut connections, dropped answers, flipped bytes.
-  Tansu checks the sequences of idempotent producers, so a resend after a lost answer is
-  proven to be recognised, not appended again.
+- Apache Kafka behind ``tests.fault_proxy.FaultProxy`` (its ``PROXIED`` listener
+  advertises the proxy's port, so every connection of a client that bootstraps through
+  the proxy goes through it; ``broker.bootstrap`` is the direct way in, for setting up and
+  for referees): cut connections, dropped answers, flipped bytes. Kafka checks the
+  sequences of idempotent producers, so a resend after a lost answer is proven to be
+  recognised, not appended again.
 - librdkafka's mock cluster (a private one, so the errors pushed here never reach other
-  tests): broker error codes on Produce and a broker taken down and up (Tansu here keeps
-  its log in memory, so it cannot be restarted with its data).
+  tests): broker error codes on Produce and a broker taken down and up.
 
-Tansu answers a Fetch with up to the request's ``max_bytes`` of a partition, ignoring the
-partition's own limit, so the tests set ``kafka.fetch.max.bytes`` with
-``kafka.max.partition.fetch.bytes`` to get responses of the size they want.
+The tests set ``kafka.fetch.max.bytes`` with ``kafka.max.partition.fetch.bytes`` to get
+responses of the size they want.
 
 Counts: the default sizes keep ``make test`` quick; ``PYKAFKA_SOAK=1`` (``make soak``) runs
 the full ones (1 M records read, 100 k written with 1,000 faults per broker kind). Each
@@ -40,7 +40,7 @@ from kafka_testbed import MockCluster
 from protocol.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 
-from .broker_setup import tansu_behind_fault_proxy
+from .broker_setup import kafka_behind_fault_proxy
 from .reliability_report import record, soak
 from .test_sink_producer import batches, consume, options as writer_options, plan_for
 
@@ -56,8 +56,9 @@ CUT_EVERY_MS = 200
 
 @pytest.fixture(scope="module")
 def proxied():
-    """``(proxy, tansu)``: a Tansu broker reachable only through a fault proxy."""
-    with tansu_behind_fault_proxy() as pair:
+    """``(proxy, kafka)``: an Apache Kafka node that clients reach through a fault proxy
+    (``proxy.address``) or directly (``kafka.bootstrap``)."""
+    with kafka_behind_fault_proxy() as pair:
         yield pair
 
 
@@ -303,17 +304,17 @@ def test_write_with_produce_errors_from_the_mock_cluster(private_mock, topic_nam
 
 
 def test_write_with_answers_lost_and_connections_dropped(proxied, proxy, topic_name):
-    """100 k records (20 k by default) written by one task to Tansu with five requests in
-    flight, while 1,000 (200) Produce requests (every other one until then) reach the
-    broker but their answer is replaced by a cut connection (losing the answers of every request in flight on it):
-    every record exactly once, in order per partition: Tansu recognises every resent
-    batch by its producer id and sequence."""
+    """100 k records (20 k by default) written by one task to Apache Kafka with five
+    requests in flight, while 1,000 (200) Produce requests (every third one until then)
+    reach the broker but their answer is replaced by a cut connection (losing the answers
+    of every request in flight on it): every record exactly once, in order per partition:
+    Kafka recognises every resent batch by its producer id and sequence."""
     _, broker = proxied
     with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
         client.create_topics({topic_name: 3})
     data = batches(WRITE_RECORDS, 1000)
     proxy.drop_after_request(0, WRITE_FAULTS, every=3)
-    opts = writer_options(broker, topic_name, **{
+    opts = writer_options(proxy, topic_name, **{
         "batch.size": 250, "buffer.memory": 20_000, "retry.backoff.ms": 5,
         "max.in.flight.requests.per.connection": 5})
     started = time.monotonic()
@@ -323,9 +324,9 @@ def test_write_with_answers_lost_and_connections_dropped(proxied, proxy, topic_n
     proxy.reset()
     lost, duplicated, out_of_order = _check_written(broker.bootstrap, topic_name, 3,
                                                     WRITE_RECORDS)
-    record("faults/write_tansu_lost_answers", section="faults",
+    record("faults/write_kafka_lost_answers", section="faults",
            what=f"write_task of {WRITE_RECORDS:,} records, 5 in flight, Produce answers "
-                "replaced by a cut connection (Tansu checks sequences)",
+                "replaced by a cut connection (Apache Kafka checks sequences)",
            faults=injected, records=WRITE_RECORDS, lost=lost, duplicated=duplicated,
            seconds=seconds, producer_ids=len(message.producer_ids),
            out_of_order_partitions=len(out_of_order))
