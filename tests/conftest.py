@@ -64,6 +64,18 @@ def kafka_clusters():
 
 
 @pytest.fixture(scope="session")
+def proxied_kafka():
+    """``(proxy, cluster)``: a 1-node Apache Kafka (the newest) that clients reach through
+    a ``tests.fault_proxy.FaultProxy`` (``proxy.bootstrap``: every connection the metadata
+    leads them to goes through it too) or directly (``cluster.bootstrap``), for the tests
+    that cut, count or rewrite what goes over the wire. Each test resets the proxy."""
+    from .broker_setup import kafka_behind_fault_proxy
+
+    with kafka_behind_fault_proxy() as pair:
+        yield pair
+
+
+@pytest.fixture(scope="session")
 def kafka():
     """Apache Kafka, the newest pinned version, one node, PLAINTEXT (``.bootstrap``),
     formatted with its default transaction.version (2)."""

@@ -40,7 +40,6 @@ from kafka_testbed import MockCluster
 from protocol.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 
-from .broker_setup import kafka_behind_fault_proxy
 from .reliability_report import record, soak
 from .test_sink_producer import batches, consume, options as writer_options, plan_for
 
@@ -55,11 +54,10 @@ CUT_EVERY_MS = 200
 # ---- brokers -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def proxied():
-    """``(proxy, kafka)``: an Apache Kafka node that clients reach through a fault proxy
-    (``proxy.address``) or directly (``kafka.bootstrap``)."""
-    with kafka_behind_fault_proxy() as pair:
-        yield pair
+def proxied(proxied_kafka):
+    """``(proxy, kafka)``: the session's Apache Kafka node that clients reach through a
+    fault proxy (``proxy.address``) or directly (``kafka.bootstrap``)."""
+    return proxied_kafka
 
 
 @pytest.fixture

@@ -490,7 +490,8 @@ def test_the_readme_says_what_a_new_user_meets():
 
 # ---- 1, continued: a stream's later checks stay patient with an outage ----------------------
 
-def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(topic_name):
+def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(
+        proxied_kafka, topic_name):
     """A first check is the user's mistake or not: 3 attempts. A stream's writer is made
     again at every micro-batch and checks again once its last check is older than
     kafka.metadata.max.age.ms: a failure then is an outage, retried up to
@@ -499,23 +500,24 @@ def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(t
 
     from kafka_sink import writer
 
-    from .broker_setup import tansu_behind_fault_proxy
     from .test_sink_topic_check import METADATA
     schema = StructType([StructField("value", BinaryType())])
+    proxy, kafka = proxied_kafka
+    proxy.reset()
     writer._CHECKED.clear()
     try:
-        with tansu_behind_fault_proxy() as (proxy, tansu):
-            create_topic(tansu, topic_name, 1)
-            opts = {"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name}
-            proxy.drop_after_request(METADATA, count=3)
-            with pytest.raises(KafkaConnectionError, match="gave up after 3 attempts"):
-                writer.create_stream_writer(opts, schema, False)
-            assert proxy.pending_drops(METADATA) == 0 and writer._CHECKED == {}
-            writer.create_stream_writer(opts, schema, False)  # passes: remembered
-            for key in writer._CHECKED:
-                writer._CHECKED[key] = -1e9  # older than kafka.metadata.max.age.ms
-            proxy.drop_after_request(METADATA, count=3)
-            writer.create_stream_writer(opts, schema, False)  # the fourth attempt answers
-            assert proxy.pending_drops(METADATA) == 0
+        create_topic(kafka, topic_name, 1)
+        opts = {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name}
+        proxy.drop_after_request(METADATA, count=3)
+        with pytest.raises(KafkaConnectionError, match="gave up after 3 attempts"):
+            writer.create_stream_writer(opts, schema, False)
+        assert proxy.pending_drops(METADATA) == 0 and writer._CHECKED == {}
+        writer.create_stream_writer(opts, schema, False)  # passes: remembered
+        for key in writer._CHECKED:
+            writer._CHECKED[key] = -1e9  # older than kafka.metadata.max.age.ms
+        proxy.drop_after_request(METADATA, count=3)
+        writer.create_stream_writer(opts, schema, False)  # the fourth attempt answers
+        assert proxy.pending_drops(METADATA) == 0
     finally:
+        proxy.reset()
         writer._CHECKED.clear()

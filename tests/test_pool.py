@@ -1,11 +1,9 @@
 """The client pool of a Python worker (``protocol.pool``) and the producer identity that
 rides with a pooled client, on real brokers, without Spark.
 
-- Tansu behind ``tests.fault_proxy.FaultProxy`` (the proxy counts the connections it
-  accepts, and cuts them as the broker or the network would). Tansu, because the broker
-  must advertise the proxy's port to be reached only through it
-  (``tests.broker_setup.tansu_behind_fault_proxy``); the tests here use none of its bugs
-  but one: its ListOffsets "latest", which the stream test below produces around;
+- the session's Apache Kafka behind ``tests.fault_proxy.FaultProxy`` (``proxied_kafka``:
+  the proxy counts the connections it accepts, and cuts them as the broker or the network
+  would; clients that bootstrap through it reach the broker only through it);
 - librdkafka's mock cluster for leader moves and injected Produce errors;
 - ``tests.fake_sasl_broker`` for a SASL session lifetime (it counts the handshakes a
   client makes, which a real broker does not show).
@@ -33,7 +31,7 @@ from protocol import pool
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
-from .broker_setup import create_topic, tansu_behind_fault_proxy
+from .broker_setup import create_topic
 from .fake_sasl_broker import FakeSaslBroker
 from .test_sink_producer import (assert_exactly_once_in_order, batches, consume, make_topic,
                                  options as writer_options, plan_for, raw_batches)
@@ -51,9 +49,8 @@ def fresh_pool(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def proxied():
-    with tansu_behind_fault_proxy() as pair:
-        yield pair
+def proxied(proxied_kafka):
+    return proxied_kafka
 
 
 @pytest.fixture
@@ -259,8 +256,8 @@ def test_the_idle_bound_is_an_option_of_both_sides():
 
 def test_reads_reuse_connections_and_survive_cuts_between_them(fresh_pool, proxied, proxy,
                                                                topic_name):
-    _, tansu = proxied
-    create_topic(tansu, topic_name, 1)
+    _, kafka = proxied
+    create_topic(kafka, topic_name, 1)
     opts = reader_options(proxy.address)
     for i in range(11):
         produce(proxy.address, topic_name, 100 * i, 100)
@@ -313,8 +310,8 @@ def _pids(bootstrap, topic, partitions):
 
 def test_successive_write_tasks_keep_one_producer_identity(fresh_pool, proxied, proxy,
                                                            topic_name):
-    _, tansu = proxied
-    make_topic(tansu, topic_name, 2)
+    _, kafka = proxied
+    make_topic(kafka, topic_name, 2)
     opts = writer_options(SimpleNamespace(bootstrap=proxy.address), topic_name,
                           **{"batch.size": 4000})
     data = batches(4000, 500, partitions=lambda i: i % 2)
@@ -454,30 +451,25 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
 @pytest.mark.spark
 def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, proxy,
                                                    topic_name, tmp_path):
-    """readStream -> writeStream on Tansu behind the proxy: after the first micro-batch no
-    new broker connection per micro-batch, the connections the broker (proxy) closes
-    between two micro-batches are replaced, every record arrives once, and the sink's
-    record batches carry no more producer ids than there are Python workers. (Tansu: the
-    proxy must be the only way to the broker; its ListOffsets "latest" is the end of the
-    log only after a one-record batch, so each round ends with one per partition.)"""
-    _, tansu = proxied
+    """readStream -> writeStream on Apache Kafka behind the proxy: after the first
+    micro-batch no new broker connection per micro-batch, the connections the broker
+    (proxy) closes between two micro-batches are replaced, every record arrives once, and
+    the sink's record batches carry no more producer ids than there are Python workers."""
+    _, kafka = proxied
     source, sink = topic_name + "-in", topic_name + "-out"
-    create_topic(tansu, source, 2)
-    create_topic(tansu, sink, 2)
+    create_topic(kafka, source, 2)
+    create_topic(kafka, sink, 2)
     producer = confluent_kafka.Producer({"bootstrap.servers": proxy.address,
                                          "linger.ms": 5, "enable.idempotence": False})
 
     def produce_round(r: int) -> None:
-        # the last record of each partition alone in its batch: Tansu's "latest" is then
-        # the end of the log (kafka_testbed.tansu)
         for partition in range(2):
             for i in range(40):
                 producer.produce(source, value=b"r%d-p%d-%03d" % (r, partition, i),
                                  partition=partition)
-            assert producer.flush(10) == 0
             producer.produce(source, value=b"r%d-p%d-end" % (r, partition),
                              partition=partition)
-            assert producer.flush(10) == 0
+        assert producer.flush(10) == 0
 
     query = (spark.readStream.format("pykafka")
              .option("kafka.bootstrap.servers", proxy.address).option("subscribe", source)

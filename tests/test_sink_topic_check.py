@@ -1,9 +1,8 @@
 """The writer's driver-side check that the topic exists (and, with exactlyOnce, that the
-brokers have transactions), against Tansu behind a fault proxy that counts and cuts
-connections. Tansu, because the broker must advertise the proxy's port to be reached only
-through it (``tests.broker_setup.tansu_behind_fault_proxy``, up in a second) and nothing
-here depends on how a broker keeps data or transactions: the tests judge the client's
-connections and Metadata requests, which the proxy counts.
+brokers have transactions), against the session's Apache Kafka behind a fault proxy that
+counts and cuts connections (``proxied_kafka``: clients that bootstrap through the proxy
+reach the broker only through it): the tests judge the client's connections and Metadata
+requests, which the proxy counts.
 
 Spark's Python runner makes the streaming writer again at every micro-batch's commit, so
 the check ran once per micro-batch: a new connection and a Metadata request each time,
@@ -22,16 +21,18 @@ from kafka_sink.writer import create_stream_writer
 from protocol import pool
 from protocol.errors import ConfigError
 
-from .broker_setup import create_topic, tansu_behind_fault_proxy
+from .broker_setup import create_topic
 
 METADATA = 3
 SCHEMA = StructType([StructField("value", BinaryType())])
 
 
 @pytest.fixture
-def proxied():
-    with tansu_behind_fault_proxy() as pair:
-        yield pair
+def proxied(proxied_kafka):
+    proxy, kafka = proxied_kafka
+    proxy.reset()
+    yield proxy, kafka
+    proxy.reset()
 
 
 @pytest.fixture(autouse=True)
@@ -48,10 +49,10 @@ def _checks() -> int:
 
 
 def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name):
-    proxy, tansu = proxied
-    create_topic(tansu, topic_name, 2)
-    create_topic(tansu, topic_name + "-2", 1)
-    opts = {"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name}
+    proxy, kafka = proxied
+    create_topic(kafka, topic_name, 2)
+    create_topic(kafka, topic_name + "-2", 1)
+    opts = {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name}
     create_stream_writer(opts, SCHEMA, False)
     accepted, checks = proxy.stats["connections"], _checks()
     for _ in range(5):  # the commits of five micro-batches
@@ -78,20 +79,20 @@ def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name
 def test_a_connection_cut_during_the_check_is_retried(proxied, topic_name, extra):
     """With exactlyOnce the first Metadata request is the transactions check's, which
     failed the soak's query at a micro-batch's commit before."""
-    proxy, tansu = proxied
-    create_topic(tansu, topic_name, 1)
+    proxy, kafka = proxied
+    create_topic(kafka, topic_name, 1)
     proxy.drop_after_request(METADATA, count=2)  # two answers replaced by a cut
-    create_stream_writer({"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name,
+    create_stream_writer({"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name,
                           **extra}, SCHEMA, False)
     assert proxy.pending_drops(METADATA) == 0
 
 
 def test_the_retries_end_at_max_block_ms(proxied, topic_name):
     from protocol.errors import KafkaConnectionError, KafkaTimeoutError
-    proxy, tansu = proxied
-    create_topic(tansu, topic_name, 1)
+    proxy, kafka = proxied
+    create_topic(kafka, topic_name, 1)
     proxy.drop_after_request(METADATA, count=1000)
     with pytest.raises((KafkaConnectionError, KafkaTimeoutError)):
-        create_stream_writer({"kafka.bootstrap.servers": tansu.bootstrap, "topic": topic_name,
+        create_stream_writer({"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name,
                               "kafka.max.block.ms": "500"}, SCHEMA, False)
     assert writer._CHECKED == {}

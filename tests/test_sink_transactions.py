@@ -10,8 +10,8 @@ on Kafka hides aborted records (the broker's AbortedTransactions) and waits behi
 transactions (the last stable offset). librdkafka's mock cluster serves only where a
 coordinator's error answer must be injected (``push_request_errors``): a busy coordinator,
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED; its own transactions are wrong
-(``test_what_the_mock_cluster_gets_wrong``). A broker without transactions is Tansu behind
-a proxy that hides the transaction APIs.
+(``test_what_the_mock_cluster_gets_wrong``). A broker without transactions is Apache
+Kafka behind a proxy that hides the transaction APIs.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from protocol.framing import decode_response_header
 from protocol.records.encode_arrow import encode_batch
 from protocol.schemas import API_VERSIONS
 
-from .broker_setup import create_topic, tansu_behind_fault_proxy
+from .broker_setup import create_topic
 from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
                           kafka_transactions_verdict, librdkafka_read_committed,
                           open_transactions, stable_offsets_behind)
@@ -369,25 +369,30 @@ def _without_transaction_apis(frame: bytearray, version: int):
     return out
 
 
-def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(topic_name):
-    """Tansu behind a proxy that removes the transaction APIs from its ApiVersions answer
-    (a broker without transactions, which no Apache Kafka is; Tansu advertises the
-    proxy's port, so every connection gets the rewritten answer): creating an
-    exactlyOnce writer (on the driver, before any task) fails naming exactlyOnce, and
-    nothing is written."""
+def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(proxied_kafka,
+                                                                            topic_name):
+    """Apache Kafka behind a proxy that removes the transaction APIs from its ApiVersions
+    answer (a broker without transactions, which no Apache Kafka is; clients that bootstrap
+    through the proxy reach it only through it, so every connection gets the rewritten
+    answer): creating an exactlyOnce writer (on the driver, before any task) fails naming
+    exactlyOnce, and nothing is written."""
     from pyspark.sql.types import BinaryType, StructField, StructType
-    with tansu_behind_fault_proxy() as (proxy, broker):
-        create_topic(broker, topic_name, 1)
-        proxy.rewrite_response(API_VERSIONS.key, _without_transaction_apis, count=10**6)
+    proxy, broker = proxied_kafka
+    proxy.reset()
+    create_topic(broker, topic_name, 1)
+    proxy.rewrite_response(API_VERSIONS.key, _without_transaction_apis, count=10**6)
+    try:
         schema = StructType([StructField("value", BinaryType())])
         with pytest.raises(ConfigError) as info:
             create_writer({"kafka.bootstrap.servers": proxy.address, "topic": topic_name,
-                           "exactlyOnce": "true", "transactionalIdPrefix": "p"}, schema,
-                          False)
+                           "exactlyOnce": "true", "transactionalIdPrefix": "p",
+                           "kafka.client.id": "without-transactions"}, schema, False)
         assert "exactlyOnce" in str(info.value) and "[24, 25, 26, 28]" in str(info.value)
         assert proxy.stats["rewrites"] >= 1
-        with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
-            assert client.fetch({(topic_name, 0): 0})[(topic_name, 0)]["high_watermark"] == 0
+    finally:
+        proxy.reset()
+    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+        assert client.fetch({(topic_name, 0): 0})[(topic_name, 0)]["high_watermark"] == 0
 
 
 def test_transaction_requests_on_kafka(eos_kafka, topic_name):
