@@ -302,6 +302,6 @@ def _pause_and_refresh(client: KafkaClient, backoff: float, time_left_ms) -> Non
     time.sleep(backoff)
     time_left_ms()  # the refresh may wait only for what is left of the poll timeout
     try:
-        client.refresh_metadata()
+        client.refresh_in_use()
     except (KafkaConnectionError, KafkaTimeoutError):
         pass

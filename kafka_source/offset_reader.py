@@ -71,7 +71,7 @@ class OffsetReader:
 
     def _refresh(self) -> None:
         try:
-            self._client.refresh_metadata()
+            self._client.refresh_in_use()
         except PyKafkaError:
             pass
 

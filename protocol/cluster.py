@@ -189,7 +189,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return conn
         meta = self.metadata()
         if node_id not in meta.brokers:
-            meta = self.refresh_metadata()
+            meta = self.refresh_in_use()
             if node_id not in meta.brokers:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         host, port = meta.brokers[node_id]
@@ -254,8 +254,16 @@ class KafkaClient(GroupOffsets, AdminRequests):
             self._connections.pop(node_id).close()
         return self._metadata
 
+    def refresh_in_use(self) -> ClusterMetadata:
+        """Fresh metadata for the topics this client has asked about (none yet: the
+        brokers only). What a retriable error or stale metadata refreshes: a request for
+        every topic would grow with the cluster, not with the query."""
+        known = [] if self._metadata is None else sorted(self._metadata.topics)
+        return self.refresh_metadata(known)
+
     def metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
-        """Cached metadata, refreshed when stale or when a wanted topic is missing."""
+        """Cached metadata, refreshed when stale or when a wanted topic is missing
+        (``topics`` None: the brokers and the topics in use, ``refresh_in_use``)."""
         meta = self._metadata
         stale = (meta is None or
                  time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000)
@@ -264,7 +272,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             if not stale and all(t in meta.topics for t in topics):
                 return meta
             return self.refresh_metadata(topics)
-        return self.refresh_metadata(None) if stale else meta
+        return self.refresh_in_use() if stale else meta
 
     def topic(self, name: str) -> TopicInfo:
         info = self.metadata([name]).topics.get(name)
@@ -308,7 +316,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 time.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
                 try:
-                    self.refresh_metadata()
+                    self.refresh_in_use()
                 except (KafkaConnectionError, KafkaTimeoutError):
                     pass
 

@@ -57,6 +57,8 @@ class FaultProxy:
         self._drop_after: dict[int, int] = {}  # api key -> responses still to drop
         self._drop_every: dict[int, int] = {}  # api key -> drop every n-th request
         self._seen: collections.Counter = collections.Counter()  # requests by api key
+        self._keep: set[int] = set()  # api keys whose request frames are kept
+        self.kept: list[tuple[int, int, bytes]] = []  # (api_key, version, frame)
         self._flips: list[dict] = []
         self.flipped: list[dict] = []  # what flip_byte did: api, position, topic, partition...
         self._rewrites: list[list] = []  # [api key, rewrite, responses still to rewrite]
@@ -156,6 +158,8 @@ class FaultProxy:
             self._drop_after.clear()
             self._drop_every.clear()
             self._seen.clear()
+            self._keep.clear()
+            self.kept.clear()
             self._flips.clear()
             self.flipped.clear()
             self._rewrites.clear()
@@ -243,7 +247,18 @@ class FaultProxy:
                 self._pipes.discard(pipe)
             pipe.close()
 
+    def keep_requests(self, api_key: int) -> None:
+        """Keep every request frame of ``api_key`` from now on in ``kept`` (what the
+        client asked, seen from outside it)."""
+        with self._lock:
+            self._keep.add(api_key)
+
     # called by pipes, under no lock
+    def _kept(self, api_key: int, version: int, frame: bytes) -> None:
+        with self._lock:
+            if api_key in self._keep:
+                self.kept.append((api_key, version, frame))
+
     def _drop_candidate(self, api_key: int) -> bool:
         """A request passes: is it one whose answer is to be dropped (if drops are left
         when the answer comes)?"""
@@ -346,6 +361,7 @@ class _Pipe:
             if len(self.up) < 4 + size:
                 break
             api_key, version = struct.unpack_from(">hh", self.up, 4)
+            self.proxy._kept(api_key, version, bytes(self.up[4:4 + size]))
             del self.up[:4 + size]
             self.requests.append((api_key, version, self.proxy._drop_candidate(api_key)))
 

@@ -566,6 +566,9 @@ class StubClient:
         return ClusterMetadata({1: ("127.0.0.1", 9)}, 1, "stub",
                                {t: TopicInfo(t, ZERO_UUID, ps) for t, ps in parts.items()})
 
+    def refresh_in_use(self) -> ClusterMetadata:
+        return self.refresh_metadata()
+
     def latest_offsets(self, tps, isolation_level=0) -> dict:
         return {tp: self.latest[tp] for tp in tps}
 

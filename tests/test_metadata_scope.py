@@ -1,0 +1,117 @@
+"""Metadata for the topics in use, not for the cluster (issue 33): a retriable error, or
+metadata gone stale, refreshes the topics the client has asked about, so the request and
+the cache a pooled client keeps grow with the query, not with the cluster.
+
+On the session's Apache Kafka behind the fault proxy (``proxied_kafka``), with 200 other
+topics: the proxy answers one Fetch or ListOffsets with NOT_LEADER_OR_FOLLOWER (what a
+broker says after a leader moved, which no broker does on demand) and keeps every
+Metadata request the client sends, which the test decodes: each one names the query's
+topic, or no topic (the brokers only), never every topic.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from kafka_source.fetcher import read_range
+from kafka_source.offset_specs import OffsetRange
+from kafka_source.options import parse_reader_options
+from protocol import primitives as p
+from protocol.cluster import LATEST_TIMESTAMP, KafkaClient
+from protocol.framing import decode_response_header
+from protocol.schemas import FETCH, LIST_OFFSETS, METADATA
+
+OTHER_TOPICS = 200
+NOT_LEADER_OR_FOLLOWER = 6
+
+
+@pytest.fixture(scope="module")
+def crowded(proxied_kafka):
+    """``(proxy, kafka, topic)``: ``topic`` (1 partition, 50 records) beside 200 others."""
+    proxy, kafka = proxied_kafka
+    run = uuid.uuid4().hex[:8]
+    topic = f"scope-{run}"
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({f"scope-other-{run}-{i}": 1 for i in range(OTHER_TOPICS)})
+        client.create_topics({topic: 1})
+        client.wait_for_topics([topic])
+    import confluent_kafka
+    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
+    for i in range(50):
+        producer.produce(topic, value=b"v%d" % i, partition=0)
+    assert producer.flush(10) == 0
+    return proxy, kafka, topic
+
+
+@pytest.fixture
+def proxy(crowded):
+    proxy, _, _ = crowded
+    proxy.reset()
+    proxy.keep_requests(METADATA.key)
+    yield proxy
+    proxy.reset()
+
+
+def _asked_topics(frames) -> list[list[str] | None]:
+    """The topics each kept Metadata request names (None: every topic)."""
+    asked = []
+    for _, version, frame in frames:
+        view = memoryview(frame)
+        # api key, version, correlation id (8 bytes), then the client id (int16 length)
+        pos = 10 + max(0, int.from_bytes(frame[8:10], "big", signed=True))
+        if METADATA.request_header_version(version) >= 2:
+            _, pos = p.read_unsigned_varint(view, pos)  # no tagged fields
+        body, _ = METADATA.request.decode(version, view[pos:])
+        topics = body["topics"]
+        asked.append(None if topics is None else [t["name"] for t in topics])
+    return asked
+
+
+def _not_leader(api):
+    """A rewrite of ``api``'s answer: every partition NOT_LEADER_OR_FOLLOWER."""
+    def rewrite(frame: bytearray, version: int):
+        view = memoryview(bytes(frame))[4:]
+        _, pos = decode_response_header(api, version, view)
+        body, _ = api.response.decode(version, view[pos:])
+        for topic in body.get("responses") or body.get("topics") or ():
+            for part in topic["partitions"]:
+                part["error_code"] = NOT_LEADER_OR_FOLLOWER
+                if "records" in part:
+                    part["records"] = None
+        out = bytearray(frame[:4 + pos])
+        api.response.encode(version, body, out)
+        out[:4] = (len(out) - 4).to_bytes(4, "big")
+        return out
+    return rewrite
+
+
+def _assert_only(asked, topic) -> None:
+    assert asked, "the client sent no Metadata request through the proxy"
+    assert all(names is not None and set(names) <= {topic} for names in asked), (
+        f"Metadata requests beyond the query's topic {topic!r}: "
+        f"{[n if n is None or len(n) < 5 else f'{len(n)} topics' for n in asked]}")
+    assert [topic] in asked  # the refresh after the error asked for it
+
+
+def test_a_fetch_answered_not_leader_refreshes_the_query_topic_only(crowded, proxy):
+    _, _, topic = crowded
+    proxy.rewrite_response(FETCH.key, _not_leader(FETCH), count=1)
+    options = parse_reader_options({
+        "kafka.bootstrap.servers": proxy.address, "subscribe": topic,
+        "kafka.client.id": f"scope-{uuid.uuid4().hex[:8]}"})  # a client of its own
+    rows = pa.Table.from_batches(list(read_range(options, OffsetRange(topic, 0, 0, 50))))
+    assert rows.num_rows == 50 and proxy.stats["rewrites"] == 1
+    _assert_only(_asked_topics(proxy.kept), topic)
+
+
+def test_list_offsets_answered_not_leader_refreshes_the_query_topic_only(crowded, proxy):
+    _, _, topic = crowded
+    proxy.rewrite_response(LIST_OFFSETS.key, _not_leader(LIST_OFFSETS), count=1)
+    with KafkaClient(bootstrap_servers=proxy.address) as client:
+        latest = client.list_offsets({(topic, 0): LATEST_TIMESTAMP})
+        assert latest[(topic, 0)][0] == 50 and proxy.stats["rewrites"] == 1
+        assert set(client.metadata().topics) == {topic}  # the cache holds what was asked
+    _assert_only(_asked_topics(proxy.kept), topic)
