@@ -94,6 +94,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata: ClusterMetadata | None = None
+        # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
+        self._coordinators: dict[tuple[int, str], int] = {}
         # A time.monotonic() past which no further broker is tried for a connection (the
         # fetcher sets it to its poll deadline); None: try every candidate.
         self.deadline: float | None = None
@@ -307,6 +309,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
             try:
                 return attempt()
             except PyKafkaError as e:
+                # a coordinator that moved answers NOT_COORDINATOR (or its connection
+                # breaks): the next attempt looks every coordinator up again
+                self._coordinators.clear()
                 if not _is_retriable(e):
                     raise
                 if time.monotonic() + backoff > deadline:

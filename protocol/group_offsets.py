@@ -69,9 +69,14 @@ class GroupOffsets:
 
     def coordinator(self, key: str, key_type: int = GROUP_KEY) -> BrokerConnection:
         """The connection to the coordinator of ``key``: a consumer group's (``GROUP_KEY``)
-        or a transactional id's (``TRANSACTION_KEY``), found with FindCoordinator."""
+        or a transactional id's (``TRANSACTION_KEY``), found with FindCoordinator once and
+        remembered until a request fails (``KafkaClient.retrying`` forgets them): an
+        exactlyOnce commit sends several requests to each coordinator."""
         from .schemas import FIND_COORDINATOR
         what = "group" if key_type == GROUP_KEY else "transactional id"
+        known = self._connections.get(self._coordinators.get((key_type, key), -1))
+        if known is not None and known.connected:
+            return known
 
         def attempt():
             conn = self._any_connection()
@@ -87,6 +92,9 @@ class GroupOffsets:
             if conn is None or not conn.connected:
                 conn = BrokerConnection(host, port, self.config, node_id).connect()
                 self._connections[node_id] = conn
+            if len(self._coordinators) >= 1024:  # a pooled client serves many jobs
+                self._coordinators.clear()
+            self._coordinators[(key_type, key)] = node_id
             return conn
 
         return self.retrying(f"FindCoordinator for {what} {key!r}", attempt)

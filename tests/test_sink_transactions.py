@@ -471,3 +471,30 @@ def test_what_the_mock_cluster_gets_wrong(mock_cluster, topic_name):
     assert open_transactions(mock_cluster.bootstrap, topic_name, 1) == [
         f"partition 0: producer {pid} epoch {epoch} from offset 0 (1 records, no marker "
         f"after them)"]
+
+
+def test_the_driver_commit_looks_each_coordinator_up_once(proxied_kafka, topic_name):
+    """The driver's commit of a micro-batch of three tasks (a marker read, AddOffsetsToTxn,
+    TxnOffsetCommit and EndTxn per task, then the fencing of the next attempts), through the
+    fault proxy, which keeps the FindCoordinator requests: one per transactional id and
+    marker group, not one before every request (about ten per task before)."""
+    from protocol.schemas import FIND_COORDINATOR
+    proxy, broker = proxied_kafka
+    proxy.reset()
+    create(broker, topic_name, 3)
+    prefix = f"eos-{uuid.uuid4().hex[:8]}"
+    messages = [task(broker, topic_name, prefix, f"t{p}", 10, partition_id=p, batch_id=0)
+                for p in range(3)]
+    proxy.keep_requests(FIND_COORDINATOR.key)
+    try:
+        with KafkaClient(bootstrap_servers=proxy.bootstrap) as client:
+            counts = commit_transactions(client, options(proxy, topic_name), prefix,
+                                         messages, 0)
+        lookups = len(proxy.kept)
+    finally:
+        proxy.reset()
+    assert counts["committed"] == 3
+    # each task: its transactional id, its marker group, the next attempt's id (fenced)
+    assert lookups <= 3 * 3, f"{lookups} FindCoordinator requests for 3 tasks"
+    assert_read_committed_shows(broker, topic_name, 3,
+                                values("t0", 10) + values("t1", 10) + values("t2", 10))
