@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, replace
 
 from kafka_common.option_map import OptionMap
-from kafka_common.schema_registry import (REGISTRY_OPTIONS, RegistryClient, RegistryError,
-                                          RegistrySettings, registry_settings)
+from kafka_common.schema_registry import (REGISTRY_OPTIONS, SCHEMA_TYPE, RegistryClient,
+                                          RegistryError, RegistrySettings, registry_settings)
 from protocol.errors import ConfigError
 
 __all__ = ["SINK_FORMAT_OPTIONS", "SINK_READER_ONLY", "SinkFormat", "parse_sink_formats",
@@ -43,14 +43,14 @@ SINK_FORMAT_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("valueMessageName", "first message",
      "Protobuf: the message of the .proto the value column is written as."),
     ("keySchema", "the subject's latest", "The same for the key."),
+    ("keyMessageName", "first message", "The same for the key."),
     ("auto.register.schemas", "false",
      "Register the schema under the subject when it is not there yet (Confluent's "
      "serializer option of the same name)."),
 )
 
 #: Reader format options a writer given the same options passes over silently.
-SINK_READER_ONLY = ("valueSchemaVersion", "keySchemaVersion", "mode", "keyMessageName")
-_SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
+SINK_READER_ONLY = ("valueSchemaVersion", "keySchemaVersion", "mode")
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class SinkFormat:
 
     @property
     def schema_type(self) -> str:
-        return _SCHEMA_TYPE[self.format]
+        return SCHEMA_TYPE[self.format]
 
 
 def _is_json_schema(text: str) -> bool:
@@ -86,7 +86,7 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                 if opts.has(column + suffix):
                     raise ConfigError(f"{column}{suffix} is set but {column}Format is binary")
             continue
-        if fmt not in _SCHEMA_TYPE:
+        if fmt not in SCHEMA_TYPE:
             raise ConfigError(f"{column}Format must be binary, avro, protobuf or json, got "
                               f"{opts.get(f'{column}Format')!r}")
         if settings is None:
@@ -108,7 +108,7 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
                 f"{column} column's type gives")
         out.append(SinkFormat(column, fmt, subject, inline,
                               opts.boolean("auto.register.schemas", False), settings,
-                              opts.get("valueMessageName") if column == "value" else None))
+                              opts.get(f"{column}MessageName")))
     return tuple(out)
 
 

@@ -135,7 +135,8 @@ class KafkaDataSource(DataSource):
             # that the DataFrame's schema is fixed for the query.
             from .spark_schema import formatted_schema
             from .value_formats import resolve_formats
-            return formatted_schema(_include_headers(self.options), resolve_formats(formats))
+            return formatted_schema(_include_headers(self.options),
+                                    resolve_formats(formats, with_writers=False))
         # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
         return kafka_schema(_include_headers(self.options))
 

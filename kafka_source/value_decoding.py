@@ -6,7 +6,9 @@ Rows are grouped by writer schema id (usually one or two per batch) and each gro
 decoded column-wise by the compiled decoder for (id, reader schema); the results are put
 back in row order with one ``take``. Writer schemas come with the plan (every version of
 the subject, fetched once on the driver); an id outside it is fetched from the registry
-once per Python worker (``RegistryClient`` caches by id), never per batch.
+once per Python worker (``RegistryClient`` caches by id), never per batch, and an id or
+GUID the registry does not have is remembered as missing for a while (bounded), so that
+PERMISSIVE data that merely starts with byte 0 does not cost a call per batch.
 
 FAILFAST raises ``ValueDecodeError`` naming topic, partition, offset and schema id at the
 first corrupt or unknown row; PERMISSIVE gives such rows a null value and their raw bytes

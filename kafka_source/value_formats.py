@@ -5,9 +5,10 @@ Planner side (no pyarrow, no decoder): ``parse_formats`` checks the options into
 schema (``valueSchemaVersion``, default latest, or the inline ``valueSchema``) and for
 every version of the subject (the writer schemas the topic's history most likely holds),
 and refuses a subject whose schemas are of another type (PROTOBUF under
-``valueFormat=avro``). The resolved ``Formats`` travels to the executors inside
-``ReaderOptions``; ``kafka_source.value_decoding`` decodes with it there and asks the
-registry only for ids it has not seen (once per Python worker).
+``valueFormat=avro``). ``DataSource.schema()`` fetches the reader schemas only; the
+writers are fetched once, when the read is planned. The resolved ``Formats`` travels to
+the executors inside ``ReaderOptions``; ``kafka_source.value_decoding`` decodes with it
+there and asks the registry only for ids it has not seen (once per Python worker).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from kafka_common.option_map import OptionMap
-from kafka_common.schema_registry import (REGISTRY_OPTIONS, RegistryClient, RegistryError,
-                                          RegistrySettings, registry_settings)
+from kafka_common.schema_registry import (REGISTRY_OPTIONS, SCHEMA_TYPE, RegistryClient,
+                                          RegistryError, RegistrySettings, registry_settings)
 from protocol.errors import ConfigError
 
 from .offset_specs import Subscription
@@ -25,7 +26,6 @@ __all__ = ["FORMAT_OPTIONS", "ColumnFormat", "Formats", "parse_formats", "resolv
            "CONVERSION_OPTIONS"]
 
 FORMATS = ("binary", "avro", "protobuf", "json")
-_SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 
 #: Spark's from_avro / from_protobuf options, passed through to the codecs as given.
 CONVERSION_OPTIONS = (
@@ -90,7 +90,7 @@ class ColumnFormat:
 
     @property
     def schema_type(self) -> str:
-        return _SCHEMA_TYPE[self.format]
+        return SCHEMA_TYPE[self.format]
 
     def option(self, suffix: str) -> str:
         return f"{self.column}{suffix}"
@@ -103,6 +103,7 @@ class Formats:
     permissive: bool = False
     registry: RegistrySettings | None = None
     conversion: tuple[tuple[str, str], ...] = field(default=())
+    writers_resolved: bool = False   # set by resolve_formats(with_writers=True)
 
     @property
     def columns(self) -> tuple[ColumnFormat, ...]:
@@ -173,34 +174,16 @@ def parse_formats(opts: OptionMap, subscription: Subscription) -> Formats | None
                    conversion)
 
 
-def _resolve_column(c: ColumnFormat, client: RegistryClient | None) -> ColumnFormat:
-    writers, guids = [], []
-    if client is not None:
-        try:
-            versions = client.versions(c.subject)
-        except RegistryError as exc:
-            if exc.error_code == 40401 and c.inline_schema is not None:
-                versions = []
-            elif exc.error_code == 40401:
-                raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} is not "
-                                  f"in the Schema Registry (set {c.column}Subject, or give "
-                                  f"{c.column}Schema)") from None
-            else:
-                raise
-        for v in versions:
-            s = client.version(c.subject, v)
-            if s.schema_type != c.schema_type:
-                raise ConfigError(
-                    f"{c.column}Format={c.format}: subject {c.subject!r} version {v} (schema "
-                    f"id {s.id}) is a {s.schema_type} schema, not {c.schema_type}")
-            refs = tuple((name, r.text) for name, r in client.referenced(s).items())
-            writers.append((s.id, s.schema_type, s.text, refs))
-            if s.guid:
-                guids.append((s.guid, s.id))
+def _resolve_column(c: ColumnFormat, client: RegistryClient | None,
+                    with_writers: bool) -> ColumnFormat:
+    writers, guids, latest = [], [], None
+    if client is not None and with_writers:
+        writers, guids, latest = _writer_schemas(c, client)
     if c.inline_schema is not None:
         return replace(c, reader_schema=c.inline_schema, writers=tuple(writers),
                        guids=tuple(guids))
-    reader = client.version(c.subject, c.version)
+    reader = latest if c.version == "latest" and latest is not None else \
+        client.version(c.subject, c.version)
     if reader.schema_type != c.schema_type:
         raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} version "
                           f"{reader.version} (schema id {reader.id}) is a "
@@ -210,15 +193,51 @@ def _resolve_column(c: ColumnFormat, client: RegistryClient | None) -> ColumnFor
                    reader_references=refs, writers=tuple(writers), guids=tuple(guids))
 
 
-def resolve_formats(formats: Formats | None) -> Formats | None:
-    """``formats`` with the reader and writer schemas fetched from the registry (on the
-    driver, once per planning)."""
-    if formats is None or formats.resolved:
+def _writer_schemas(c: ColumnFormat, client: RegistryClient):
+    """(writers, guids, the latest version's schema or None): every version of the
+    subject, each fetched once (the latest is the default reader schema too)."""
+    writers, guids, latest = [], [], None
+    try:
+        versions = client.versions(c.subject)
+    except RegistryError as exc:
+        if exc.error_code == 40401 and c.inline_schema is not None:
+            versions = []
+        elif exc.error_code == 40401:
+            raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} is not "
+                              f"in the Schema Registry (set {c.column}Subject, or give "
+                              f"{c.column}Schema)") from None
+        else:
+            raise
+    for v in versions:
+        s = client.version(c.subject, v)
+        if s.schema_type != c.schema_type:
+            raise ConfigError(
+                f"{c.column}Format={c.format}: subject {c.subject!r} version {v} (schema "
+                f"id {s.id}) is a {s.schema_type} schema, not {c.schema_type}")
+        refs = tuple((name, r.text) for name, r in client.referenced(s).items())
+        writers.append((s.id, s.schema_type, s.text, refs))
+        if s.guid:
+            guids.append((s.guid, s.id))
+        if latest is None or s.version > latest.version:
+            latest = s
+    return writers, guids, latest
+
+
+def resolve_formats(formats: Formats | None, *, with_writers: bool = True) -> Formats | None:
+    """``formats`` with the reader schemas fetched from the registry and, ``with_writers``,
+    every version of each subject as the writer schemas the tasks take along (on the
+    driver, once per planning, with one client). ``with_writers=False`` is for
+    ``DataSource.schema()``, which needs the reader schemas only: the writers are fetched
+    once, when the read is planned."""
+    if formats is None or (formats.resolved and (formats.writers_resolved
+                                                 or not with_writers)):
         return formats
     client = RegistryClient(formats.registry) if formats.registry is not None else None
-    return replace(formats,
-                   value=_resolve_column(formats.value, client) if formats.value else None,
-                   key=_resolve_column(formats.key, client) if formats.key else None)
+
+    def resolve(c: ColumnFormat | None) -> ColumnFormat | None:
+        return _resolve_column(c, client, with_writers) if c is not None else None
+    return replace(formats, value=resolve(formats.value), key=resolve(formats.key),
+                   writers_resolved=with_writers)
 
 
 def conversion_options(formats: Formats) -> dict[str, str]:

@@ -1,18 +1,23 @@
 """Arrow rows (Spark's types) into Protobuf messages, as ``to_protobuf`` writes them.
 
 Each row becomes a dict in protobuf's JSON mapping (timestamps as RFC 3339 strings,
-bytes as base64, enums by name, maps as objects) that ``json_format.ParseDict`` fills the
-message with, then serialized: per row in Python, like the Protobuf decoder. ``path`` is
-the message's Confluent message-index path (the writer puts it after the schema id).
+bytes as base64, enums by name, maps as objects also when empty, decimals as their exact
+digits in a string, which protobuf parses into a string, double or integer field, NaN and
+infinities as the strings the mapping expects: ``kafka_common.arrow_json``) that
+``json_format.ParseDict`` fills the message with, then serialized: per row in Python,
+like the Protobuf decoder. ``path`` is the message's Confluent message-index path (the
+writer puts it after the schema id).
 """
 
 from __future__ import annotations
 
 import base64
 import datetime as dt
+import decimal
 
 import pyarrow as pa
 
+from ..arrow_json import decimal_text, key_text, non_finite_text, rows
 from .compile import message_descriptor
 
 __all__ = ["Encoder"]
@@ -28,7 +33,7 @@ class Encoder:
     def encode(self, array: pa.Array) -> pa.Array:
         from google.protobuf import json_format
         out = []
-        for row in array.to_pylist():
+        for row in rows(array):
             if row is None:
                 out.append(None)
                 continue
@@ -50,12 +55,14 @@ def _path_of(descriptor) -> tuple[int, ...]:
 
 
 def _json(v):
-    if isinstance(v, dict):
-        return {k: _json(x) for k, x in v.items() if x is not None}
+    if isinstance(v, dict):  # a struct or a map
+        return {key_text(k): _json(x) for k, x in v.items() if x is not None}
     if isinstance(v, list):
-        if v and all(isinstance(x, tuple) and len(x) == 2 for x in v):
-            return {str(k): _json(x) for k, x in v}
         return [_json(x) for x in v]
+    if isinstance(v, float):
+        return non_finite_text(v) or v
+    if isinstance(v, decimal.Decimal):
+        return decimal_text(v)
     if isinstance(v, dt.datetime):
         if v.tzinfo is None:
             v = v.replace(tzinfo=dt.timezone.utc)

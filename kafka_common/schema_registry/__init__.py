@@ -8,8 +8,10 @@
   written row-wise for the sink.
 """
 
-from .client import RegisteredSchema, RegistryClient, RegistryError, RegistryAuthError
+from .client import (SCHEMA_TYPE, RegisteredSchema, RegistryAuthError, RegistryClient,
+                     RegistryError)
 from .settings import REGISTRY_OPTIONS, RegistrySettings, registry_settings
 
 __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
+           "SCHEMA_TYPE",
            "REGISTRY_OPTIONS", "RegistrySettings", "registry_settings"]

@@ -10,8 +10,15 @@ times per query and each executor process once per schema id it has not seen.
 A call retries 5xx answers, 429, refused connections and timeouts, over the configured
 URLs in turn, until ``schema.registry.timeout.ms`` has passed, then raises
 ``RegistryError`` (the query fails: data is never turned into nulls because a registry is
-down). 401 and 403 raise ``RegistryAuthError`` at once; other 4xx raise ``RegistryError``
-with the registry's ``error_code`` and message. No error or repr holds a credential.
+down). Each attempt waits at most the timeout divided by the number of URLs, so that a
+first URL that never answers still leaves time for the next one. 401 and 403 raise
+``RegistryAuthError`` at once; other 4xx raise ``RegistryError`` with the registry's
+``error_code`` and message. No error or repr holds a credential.
+
+A schema id or GUID the registry does not have (404) is remembered as missing for
+``MISSING_TTL_S`` (at most ``MISSING_MAX`` of them): under PERMISSIVE, values that merely
+start with byte 0 carry made-up ids, and each would otherwise cost a registry call in every
+batch.
 
 A registry's answers are data: no redirect is followed (a 3xx is an error: the request
 carries the credentials), an answer is read up to 8 MB and within the call's time limit,
@@ -38,9 +45,13 @@ from .. import trust
 from .settings import RegistrySettings
 
 __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
-           "SUBJECT_NOT_FOUND", "VERSION_NOT_FOUND", "SCHEMA_NOT_FOUND"]
+           "SCHEMA_TYPE", "SUBJECT_NOT_FOUND", "VERSION_NOT_FOUND", "SCHEMA_NOT_FOUND"]
 
 SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
+#: The registry's schemaType of each valueFormat/keyFormat (reader and writer alike).
+SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
+MISSING_TTL_S = 60.0   # how long an id or GUID the registry does not have stays "missing"
+MISSING_MAX = 4096     # how many such ids and GUIDs are remembered at most
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _MAX_ANSWER = 8 << 20  # bytes: a schema with its metadata is far smaller
 
@@ -87,6 +98,38 @@ def _schema_from(body: dict, *, id: int | None = None, subject: str | None = Non
         guid=body.get("guid", guid))
 
 
+class _MissingSchemas:
+    """Schema ids and GUIDs the registry answered 404 for, each with the error it gave,
+    remembered for ``ttl_s`` and at most ``limit`` of them (the oldest dropped first): a
+    bounded negative cache. Not thread-safe: the client holds its lock around it."""
+
+    def __init__(self, ttl_s: float = MISSING_TTL_S, limit: int = MISSING_MAX,
+                 clock=time.monotonic):
+        self.ttl_s, self.limit, self._clock = ttl_s, limit, clock
+        # key -> (expiry, (message, status, error code)), oldest first
+        self._errors: dict[object, tuple[float, tuple]] = {}
+
+    def __len__(self) -> int:
+        return len(self._errors)
+
+    def error_for(self, key) -> RegistryError | None:
+        found = self._errors.get(key)
+        if found is None:
+            return None
+        if self._clock() >= found[0]:
+            del self._errors[key]
+            return None
+        message, status, code = found[1]
+        return RegistryError(message, status=status, error_code=code)  # a fresh one
+
+    def remember(self, key, error: RegistryError) -> None:
+        self._errors.pop(key, None)
+        self._errors[key] = (self._clock() + self.ttl_s,
+                             (str(error), error.status, error.error_code))
+        while len(self._errors) > self.limit:
+            del self._errors[next(iter(self._errors))]
+
+
 class RegistryClient:
     """Calls to one registry (several URLs of the same registry are tried in turn).
 
@@ -99,6 +142,7 @@ class RegistryClient:
         self._lock = threading.Lock()
         self._by_id: dict[int, RegisteredSchema] = {}
         self._by_version: dict[tuple[str, int], RegisteredSchema] = {}
+        self._missing = _MissingSchemas()
         self._next_url = 0
 
     def __repr__(self) -> str:
@@ -114,15 +158,17 @@ class RegistryClient:
         path = f"/schemas/ids/{int(schema_id)}"
         if subject:
             path += f"?subject={quote(subject, safe='')}"
-        found = _schema_from(self._call("GET", path, what=f"schema id {schema_id}"),
+        found = _schema_from(self._call_unless_missing(("id", schema_id), "GET", path,
+                                                       what=f"schema id {schema_id}"),
                              id=schema_id)
         with self._lock:
             self._by_id[schema_id] = found
         return found
 
     def schema_by_guid(self, guid: str) -> RegisteredSchema:
-        body = self._call("GET", f"/schemas/guids/{quote(guid, safe='')}",
-                          what=f"schema guid {guid}")
+        body = self._call_unless_missing(("guid", guid), "GET",
+                                         f"/schemas/guids/{quote(guid, safe='')}",
+                                         what=f"schema guid {guid}")
         return _schema_from(body, guid=guid)
 
     def versions(self, subject: str) -> list[int]:
@@ -205,26 +251,44 @@ class RegistryClient:
                                   .replace("keyfile", "key.location")) from None
         return self._ssl
 
+    def _call_unless_missing(self, key, method: str, path: str, *, what: str) -> Any:
+        """``_call``, unless the registry said within ``MISSING_TTL_S`` that it has no
+        ``key`` (an id or GUID): then the same 404 error again, without a call."""
+        with self._lock:
+            known = self._missing.error_for(key)
+        if known is not None:
+            raise known
+        try:
+            return self._call(method, path, what=what)
+        except RegistryError as exc:
+            if exc.status == 404:
+                with self._lock:
+                    self._missing.remember(key, exc)
+            raise
+
     def _call(self, method: str, path: str, body: Any = None, *, what: str) -> Any:
         s = self.settings
         deadline = time.monotonic() + s.timeout_ms / 1000
+        share = s.timeout_ms / 1000 / len(s.urls)  # each URL's time per attempt
         data = json.dumps(body).encode() if body is not None else None
-        attempt, last = 0, "no attempt"
+        attempt, last, first = 0, "no attempt", self._next_url
         while True:
-            url = s.urls[(self._next_url + attempt) % len(s.urls)]
+            index = (first + attempt) % len(s.urls)
+            url = s.urls[index]
             left = deadline - time.monotonic()
             if left <= 0:
                 raise RegistryError(
                     f"Schema Registry did not answer {what} within schema.registry."
                     f"timeout.ms={s.timeout_ms} ({attempt} attempts; last: {last})")
             try:
-                status, payload = self._send(url, method, path, data, left)
+                status, payload = self._send(url, method, path, data, min(left, share))
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, ssl.SSLCertVerificationError):
                     raise RegistryError(f"Schema Registry {url}: TLS certificate not "
                                         f"trusted ({exc.verify_message})") from None
                 last = f"{url}: {type(exc).__name__}: {exc}"
-                self._next_url = (self._next_url + 1) % len(s.urls)
+                # later calls start past a URL that could not be reached
+                self._next_url = (index + 1) % len(s.urls)
             else:
                 if status < 300:
                     return payload

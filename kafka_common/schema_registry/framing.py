@@ -76,8 +76,9 @@ def _read_indexes(buf: bytes, pos: int) -> tuple[tuple[int, ...], int]:
     return tuple(out), pos
 
 
-def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, bytes]:
-    """Row -> the value of the last header called ``name`` (rows that have one)."""
+def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, bytes | None]:
+    """Row -> the value of the last header called ``name`` (rows that have one; None for a
+    header whose value is null, which the caller reports as a bad frame)."""
     if headers is None or headers.null_count == len(headers) or len(headers) == 0:
         return {}
     flat = headers.flatten()
@@ -155,6 +156,8 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
         starts[row] = 0
         guids.pop(row, None)
         try:
+            if header is None:
+                raise ValueError(f"header {header_name} has a null value, not a schema id")
             if len(header) >= 5 and header[0] == 0:
                 ids[row] = struct.unpack(">I", header[1:5])[0]
                 pos = 5
