@@ -164,7 +164,9 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
     stable_end: int | None = None  # read_committed: the last stable offset we wait behind
     past_end: tuple[int, int] | None = None  # (offset, first batch) of an answer past `end`
 
-    def time_left_ms() -> int:
+    def bound_waits_to_deadline() -> int:
+        """The ms left of the poll timeout, which becomes the bound of every wait of the
+        client (request, connect, trying another broker) from here on."""
         left = max(1, int((deadline - time.monotonic()) * 1000))
         config.request_timeout_ms = min(base.request_timeout_ms, left)
         config.connect_timeout_ms = min(base.connect_timeout_ms, left)
@@ -186,7 +188,7 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                     f"Reading topic {rng.topic!r} partition {rng.partition} made no progress at "
                     f"offset {offset} (range ends at {end}) within kafkaConsumer.pollTimeoutMs="
                     f"{options.poll_timeout_ms} ms; last error: {last_error}")
-            left_ms = time_left_ms()
+            left_ms = bound_waits_to_deadline()
             try:
                 if pending is None:
                     pending = f.start(offset)
@@ -199,7 +201,8 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                 last_error = e
                 if not isinstance(e, BrokerError):
                     f.stalled(offset, e, left_ms)
-                _pause_and_refresh(client, min(backoff, left_ms / 1000), time_left_ms)
+                _pause_and_refresh(client, min(backoff, left_ms / 1000),
+                                   bound_waits_to_deadline)
                 continue
             pending = None
             if response is None:
@@ -220,7 +223,8 @@ def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClie
                                                        "UNKNOWN_LEADER_EPOCH")):
                     raise err
                 last_error = err
-                _pause_and_refresh(client, min(backoff, left_ms / 1000), time_left_ms)
+                _pause_and_refresh(client, min(backoff, left_ms / 1000),
+                                   bound_waits_to_deadline)
                 continue
             batch, next_offset = decode_records(
                 response["records"], topic=rng.topic, partition=rng.partition,
@@ -298,9 +302,10 @@ def _first_batch_offset(records) -> int | None:
     return int.from_bytes(head[:8], "big", signed=True)
 
 
-def _pause_and_refresh(client: KafkaClient, backoff: float, time_left_ms) -> None:
+def _pause_and_refresh(client: KafkaClient, backoff: float,
+                       bound_waits_to_deadline) -> None:
     time.sleep(backoff)
-    time_left_ms()  # the refresh may wait only for what is left of the poll timeout
+    bound_waits_to_deadline()  # the refresh may wait only for what is left of the poll timeout
     try:
         client.refresh_in_use()
     except (KafkaConnectionError, KafkaTimeoutError):

@@ -124,19 +124,19 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
     def prune_connections(self) -> int:
         """Close and forget the connections that cannot serve another request
-        (``BrokerConnection.still_open``: closed by the broker or the network, a request
-        left unanswered, a SASL session about to end); returns how many. The cached
+        (``BrokerConnection.close_unless_reusable``: closed by the broker or the network, a
+        request left unanswered, a SASL session about to end); returns how many. The cached
         metadata stays: new connections are opened when next needed."""
         dropped = 0
         for node_id, conn in list(self._connections.items()):
             was_open = conn.connected
-            if not conn.still_open():
+            if not conn.close_unless_reusable():
                 del self._connections[node_id]
                 dropped += was_open
         conn = self._bootstrap_conn
         if conn is not None:
             was_open = conn.connected
-            if not conn.still_open():
+            if not conn.close_unless_reusable():
                 self._bootstrap_conn = None
                 dropped += was_open
         return dropped

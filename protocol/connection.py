@@ -4,12 +4,14 @@ On connect it negotiates API versions through ApiVersions and, for SASL listener
 authenticates (PLAIN, SCRAM-SHA-256/512; OAUTHBEARER and AWS_MSK_IAM through a fresh
 mechanism from ``ClientConfig.sasl_mechanism_factory`` each time, so a fresh token).
 ``request()`` sends and waits; ``send()`` and ``receive()`` let several requests be in
-flight at once (answered in order). Every wait is bounded by the request timeout; any protocol error or timeout closes the connection, so a
-broken peer can never leave a half-read stream behind.
+flight at once (answered in order). Every wait is bounded by the request timeout; any
+protocol error or timeout closes the connection, so a broken peer can never leave a
+half-read stream behind.
 
-For reuse (``protocol.pool`` keeps connections warm across tasks): ``still_open()`` tells
-whether an idle connection can serve another request (the peer has not closed it, nothing
-unexpected arrived on it, its SASL session is not about to end), closing it when not. A
+For reuse (``protocol.pool`` keeps connections warm across tasks):
+``close_unless_reusable()`` tells whether an idle connection can serve another request
+(the peer has not closed it, nothing unexpected arrived on it, its SASL session is not
+about to end), closing it when not. A
 SASL session the broker granted for a limited time (KIP-368: ``session_lifetime_ms`` of
 SaslAuthenticate v1+; brokers with ``connections.max.reauth.ms`` close a connection whose
 session has ended at its next request) is renewed on the same connection once
@@ -160,7 +162,7 @@ class BrokerConnection:
         """The SASL session the broker granted is close to its end (see the module doc)."""
         return self._renew_at is not None and time.monotonic() >= self._renew_at
 
-    def still_open(self) -> bool:
+    def close_unless_reusable(self) -> bool:
         """Whether this connection, left idle, can serve the next request; if not, it is
         closed (a later ``send`` opens a new one). Not when: closed; a request is still
         unanswered (its answer would desync the next user); the SASL session is ending;
