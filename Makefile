@@ -35,8 +35,9 @@ test-kafka: $(STAMP)
 lint-ci: $(STAMP)
 	$(PY) -m pytest -q tests/test_ci_files.py
 
-# Suites that stay out of `make test` (virtualenvs of their own, or a 3-node cluster whose
-# nodes die: pytest markers `sail`, `pyspark_versions`, `jvm_referee` and `broker_faults`,
+# Suites that stay out of `make test` to keep it within half an hour (virtualenvs of their
+# own, Spark jobs and servers of their own, a 3-node cluster whose nodes die: pytest
+# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee` and `broker_faults`,
 # deselected by default in pyproject.toml); .ci/run runs each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
 # test-versions: batch, a stream and --py-files under each supported PySpark
@@ -49,12 +50,18 @@ lint-ci: $(STAMP)
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
 # small sizes; make soak runs them at full size).
-.PHONY: test-sail test-versions test-jvm test-faults
+# test-loading: a job for each way of loading the connector (tests/test_load_paths.py:
+# editable install, --py-files, PYTHONPATH, addPyFile) and a local Spark Connect server
+# (tests/test_connect.py: the wheel on the server, addArtifacts from a client).
+.PHONY: test-sail test-versions test-loading test-jvm test-faults
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
 
 test-versions: $(STAMP)
 	$(PY) -m pytest -q -m pyspark_versions tests/test_pyspark_versions.py $(PYTEST_ARGS)
+
+test-loading: $(STAMP)
+	$(PY) -m pytest -q -m loading tests/test_load_paths.py tests/test_connect.py $(PYTEST_ARGS)
 
 test-jvm: $(STAMP)
 	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py $(PYTEST_ARGS)

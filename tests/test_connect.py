@@ -43,7 +43,7 @@ from protocol.cluster import KafkaClient
 from .python_envs import build_wheel, can_import_connector, layered_env, pip
 from .test_ship import clean_env
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.loading]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

@@ -507,7 +507,8 @@ def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(
     writer._CHECKED.clear()
     try:
         create_topic(kafka, topic_name, 1)
-        opts = {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name}
+        opts = {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name,
+                "kafka.client.id": f"first-check-{topic_name}"}  # no pooled client's
         proxy.drop_after_request(METADATA, count=3)
         with pytest.raises(KafkaConnectionError, match="gave up after 3 attempts"):
             writer.create_stream_writer(opts, schema, False)

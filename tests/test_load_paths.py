@@ -27,7 +27,7 @@ from protocol.cluster import KafkaClient
 from .python_envs import copy_sources, layered_env, pip
 from .test_ship import clean_env, pyfiles_python
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.loading]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PARTITIONS = 2
