@@ -167,7 +167,8 @@ class Fault:
     at: float  # time.time() when the signal was sent
     held_s: float  # how long the node was down or stopped
     healed_s: float  # from the signal until every replica was in sync again
-    leaders_moved: int  # partitions (internal ones too) led elsewhere afterwards
+    leaders_moved: int  # partitions (internal ones too) led elsewhere: after a SIGKILL
+    # once healed, during a SIGSTOP once fenced
 
 
 class FaultInjector(threading.Thread):
@@ -226,23 +227,26 @@ class FaultInjector(threading.Thread):
             time.sleep(self.kill_hold_s)
             held = time.monotonic() - started
             self.cluster.restart(node)
+            wait_in_sync(self.cluster)
+            after = leaders(self.cluster)
+            moved = sum(1 for tp, n in before.items() if tp in after and after[tp] != n)
         else:
             self.cluster.pause(node)
-            self._wait_fenced(node, before)
+            # counted while it is paused: once it is back, Kafka may hand it its
+            # preferred leaderships again before the cluster is seen healed
+            moved = self._wait_fenced(node, before)
             time.sleep(self.stop_hold_s)
             held = time.monotonic() - started
             self.cluster.resume(node)
-        wait_in_sync(self.cluster)
+            wait_in_sync(self.cluster)
         healed = round(time.monotonic() - started, 1)
-        after = leaders(self.cluster)
-        moved = sum(1 for tp, n in before.items() if tp in after and after[tp] != n)
         return Fault(kind, node, at, round(held, 1), healed, moved)
 
-    def _wait_fenced(self, node: int, before: dict, timeout_s: float = 90) -> None:
-        """Until the other nodes lead every partition ``node`` led: the active controller
-        fenced it (``broker.session.timeout.ms`` after its last heartbeat; when ``node``
-        is the active controller, after the quorum elected another). Under load that can
-        take longer than any fixed hold, so the hold starts from here."""
+    def _wait_fenced(self, node: int, before: dict, timeout_s: float = 90) -> int:
+        """How many partitions ``node`` led, once the other nodes lead them all: the active
+        controller fenced it (``broker.session.timeout.ms`` after its last heartbeat; when
+        ``node`` is the active controller, after the quorum elected another). Under load
+        that can take longer than any fixed hold, so the hold starts from here."""
         others = [n for n in sorted(self.cluster.nodes) if n != node]
         led = [tp for tp, n in before.items() if n == node]
         deadline = time.monotonic() + timeout_s
@@ -251,7 +255,7 @@ class FaultInjector(threading.Thread):
             try:
                 now = leaders(self.cluster, others)
                 if all(now.get(tp, node) not in (node, -1) for tp in led):
-                    return
+                    return len(led)
             except PyKafkaError:
                 pass
             time.sleep(0.5)
