@@ -78,6 +78,12 @@ testbed: $(STAMP)
 demo: $(STAMP)
 	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
 
+# The docs site: docs/*.md built by MkDocs (mkdocs.yml) into site/, in strict mode, so a
+# broken link or anchor, or a page missing from the nav, fails the build (.ci/run runs it).
+.PHONY: docs
+docs: $(STAMP)
+	$(PY) -m mkdocs build --strict --site-dir site
+
 # An sdist and a wheel (pip install dist/*.whl; platform-specific when the optional C
 # extensions compiled), checked with twine as a package index would, and a zip for
 # spark-submit --py-files (pure Python), all in dist/.
@@ -90,7 +96,7 @@ dist: $(STAMP)
 # Side-by-side performance against confluent-kafka, aiokafka and kafka-python (tests/bench/run.py,
 # ~20 min on 2 cores; BENCH_ARGS e.g. "--scale 0.5 --rounds 5", or "--only streaming" for
 # the streaming latency, connections and producer ids alone, ~3 min); writes tests/bench/results.md
-# and quotes it in README.md (scripts/render_bench_summary.py).
+# and quotes it in docs/performance.md (scripts/render_bench_summary.py).
 .PHONY: bench
 bench: $(STAMP)
 	$(PY) tests/bench/run.py $(BENCH_ARGS)
@@ -128,4 +134,4 @@ reliability-report:
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
-	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* build dist *.egg-info .pytest_cache site

@@ -9,7 +9,7 @@ directory with no ``PYTHONPATH``: in local mode its Python workers can import wh
 in the server's working directory, so a server started in the checkout would find the
 connector there and hide what is tested here.
 
-Two ways of loading the connector are checked, as the README's table says:
+Two ways of loading the connector are checked, as docs/loading.md's table says:
 
 * **Installed on the server** (the wheel in the workers' env when the server starts):
   ``format("pykafka")`` registers itself (Spark looks ``pyspark_*`` modules up once per
@@ -288,7 +288,7 @@ def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_clu
 # ---- only the client's artifacts -----------------------------------------------------------
 
 def _add_connector(spark, pyfiles_zip: str) -> None:
-    """What the README's "Spark Connect" section tells a client to do."""
+    """What docs/loading.md's "Spark Connect" section tells a client to do."""
     spark.addArtifacts(pyfiles_zip, pyfile=True)
     from kafka_source import KafkaDataSource
     spark.dataSource.register(KafkaDataSource)

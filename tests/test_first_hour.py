@@ -473,19 +473,31 @@ def test_python_m_kafka_testbed_starts_a_broker_and_a_registry_and_prints_the_op
 
 # ---- 6, 7, 10: what the README says ------------------------------------------------------------
 
-def test_the_readme_says_what_a_new_user_meets():
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
-        readme = f.read()
-    registry = readme[readme.index("### Schema Registry data"):readme.index("## Installing")]
-    assert "python -m kafka_testbed" in registry
+def _page(name: str) -> str:
+    with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+        return f.read()
+
+
+def test_the_readme_and_the_docs_say_what_a_new_user_meets():
+    readme = _page("README.md")
+    loading = _page(os.path.join("docs", "loading.md"))
+    writing = _page(os.path.join("docs", "writing.md"))
+    docs = [_page(os.path.join("docs", n)) for n in os.listdir(os.path.join(ROOT, "docs"))
+            if n.endswith(".md")]
+    registry = _page(os.path.join("docs", "schema-registry.md"))
+    assert "python -m kafka_testbed" in registry and "make testbed" in readme
     from kafka_source.shadowing import INSTALLED_NAMES
     names = ", ".join(f"`{n}`" for n in INSTALLED_NAMES[:-1]) + f" and `{INSTALLED_NAMES[-1]}`"
-    assert f"six top-level import names: {names}" in " ".join(readme.split())
-    # my_job.py is shown before it is submitted
-    assert readme.index("# my_job.py") < readme.index("--py-files dist/pyspark_pykafka-")
-    # no claim that --py-files streaming reads need the zip on PYTHONPATH too
-    assert "streaming reads\nthen need the zip" not in readme
-    assert 'mode("append")' in readme and "Allowed save modes" not in readme
+    assert f"six top-level import names: {names}" in " ".join(loading.split())
+    assert all(f"`{n}`" in readme for n in INSTALLED_NAMES)
+    for text in (readme, loading):  # my_job.py is shown before it is submitted
+        assert text.index("# my_job.py") < text.index("--py-files dist/pyspark_pykafka-")
+    for text in [readme, *docs]:
+        # no claim that --py-files streaming reads need the zip on PYTHONPATH too
+        assert "streaming reads\nthen need the zip" not in text
+        assert "(batch jobs and streaming writes" not in text
+        assert "Allowed save modes" not in text
+    assert 'mode("append")' in readme and 'mode("append")' in writing
 
 
 # ---- 1, continued: a stream's later checks stay patient with an outage ----------------------

@@ -1,5 +1,5 @@
-"""The ways of loading the connector into a classic Spark application, as the README's
-table ("Ways to load the connector") says, each checked with a real job.
+"""The ways of loading the connector into a classic Spark application, as the table of
+docs/loading.md ("Ways to load the connector") says, each checked with a real job.
 
 Each job runs in a subprocess from a temporary directory with no ``PYTHONPATH`` (unless the
 way under test sets one), on ``local[2]``, with a Python that has pyspark and the runtime

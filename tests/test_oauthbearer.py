@@ -351,15 +351,15 @@ def test_google_handler_option(monkeypatch):
 
 
 def test_readme_managed_kafka_recipes_are_accepted_as_written(monkeypatch):
-    """Each recipe of README's "Managed Kafka" section gives the mechanism and token
+    """Each recipe of docs/security.md's "Managed Kafka" section gives the mechanism and token
     source it says (Google's needs google-auth, which this project does not install),
     with the operator's PYKAFKA_ALLOWED_URLS its comments give, and is refused without."""
     import importlib.util
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text[text.index("### Managed Kafka"):text.index("## Logging")]
+    text = (Path(__file__).resolve().parent.parent / "docs" / "security.md").read_text()
+    section = text[text.index("## Managed Kafka"):]
     allowed = re.findall(r"^#\s+PYKAFKA_ALLOWED_URLS=(.+)$", section, re.M)
     assert len(allowed) == 2  # Confluent's and Event Hubs' token endpoints
     monkeypatch.delenv("PYKAFKA_ALLOWED_URLS", raising=False)

@@ -4,7 +4,7 @@ For each supported minor version, a virtualenv of its own (``.venv-pyspark-4.1``
 :mod:`tests.own_envs`; for the PySpark of ``.venv``, ``make test``'s ``.venv-pyfiles``)
 holds that PySpark and the runtime dependencies, not the connector.
 One ``spark-submit --py-files dist/pyspark_pykafka-<version>.zip`` job (``local[2]``, the zip
-on ``PYTHONPATH`` too, as the README's client-mode row says, so a streaming read finds it)
+on ``PYTHONPATH`` too, as docs/loading.md's client-mode row says, so a streaming read finds it)
 runs from a temporary directory against the librdkafka mock cluster:
 
 - a batch write and a batch read back, record for record;

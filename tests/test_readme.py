@@ -1,6 +1,9 @@
-"""README.md says what the code does: its option tables list exactly the options the reader
-and the writer accept, its commands exist, its file names carry the project's version,
-and docker-compose.yml serves the address it tells users to use."""
+"""README.md and the docs pages (docs/*.md, the MkDocs site of `make docs`) say what the code
+does: the option tables of docs/options.md list exactly the options the reader and the
+writer accept, the commands they name exist, their file names carry the project's version,
+the repository files they name exist, and docker-compose.yml serves the address the README
+tells users to use. The README stays short and maps every page; every page is in
+mkdocs.yml's nav (the build itself, strict, runs in `make docs`, not here)."""
 
 from __future__ import annotations
 
@@ -23,13 +26,20 @@ def read(name: str) -> str:
 
 
 README = read("README.md")
+DOCS = os.path.join(ROOT, "docs")
+PAGES = {name: read(os.path.join("docs", name))
+         for name in sorted(os.listdir(DOCS)) if name.endswith(".md")}
+OPTIONS_PAGE = PAGES["options.md"]
+#: the README and every docs page, for checks that hold wherever the text sits
+ALL_TEXT = "\n".join([README, *PAGES.values()])
+README_MAX_LINES = 300
 
 
 def table_options(marker: str) -> list[str]:
     """The first-column option names of the table between the ``marker`` comments."""
     match = re.search(rf"<!-- BEGIN {marker}\b[^>]*-->\n(.*?)<!-- END {marker} -->",
-                      README, re.S)
-    assert match, f"README.md has no {marker} block"
+                      OPTIONS_PAGE, re.S)
+    assert match, f"docs/options.md has no {marker} block"
     names = []
     for line in match.group(1).splitlines():
         cell = re.match(r"\|\s*`([^`]+)`\s*\|", line)
@@ -114,14 +124,14 @@ def test_quick_start_commands_are_makefile_targets():
     assert set(commands) <= makefile_targets()
 
 
-def test_every_make_command_in_the_readme_exists():
-    mentioned = set(re.findall(r"\bmake ([\w-]+)", README))
+def test_every_make_command_in_the_readme_and_the_docs_exists():
+    mentioned = set(re.findall(r"\bmake ([\w-]+)", ALL_TEXT))
     assert mentioned and mentioned <= makefile_targets(), mentioned - makefile_targets()
 
 
 def test_file_names_carry_the_project_version():
     from protocol.version import __version__ as version
-    named = re.findall(r"pyspark_pykafka-(\d[\w.]*?)(?:-py3|\.zip)", README)
+    named = re.findall(r"pyspark_pykafka-(\d[\w.]*?)(?:-py3|-cp\d|\.zip)", ALL_TEXT)
     assert named and set(named) == {version}
 
 
@@ -148,3 +158,69 @@ def test_docker_compose_serves_localhost_9092_as_the_readme_says():
     assert "PLAINTEXT://:9092" in env["KAFKA_LISTENERS"].split(",")
     assert "docker compose up -d" in README
     assert "make demo BOOTSTRAP=localhost:9092" in README
+
+
+# ---- the docs site ---------------------------------------------------------------------------
+
+def nav_pages(entries) -> list[str]:
+    """The page files of a MkDocs nav (a list of "Title: page.md" maps, sections nested)."""
+    pages = []
+    for entry in entries:
+        value = next(iter(entry.values())) if isinstance(entry, dict) else entry
+        pages += nav_pages(value) if isinstance(value, list) else [value]
+    return pages
+
+
+def test_every_docs_page_is_in_the_nav_and_every_nav_entry_exists():
+    import yaml
+
+    config = yaml.safe_load(read("mkdocs.yml"))
+    assert config["strict"] is True and config["docs_dir"] == "docs"
+    # warnings (hence failures, strict) for a page left out of the nav and a broken anchor
+    assert config["validation"]["omitted_files"] == "warn"
+    assert config["validation"]["anchors"] == "warn"
+    listed = nav_pages(config["nav"])
+    assert len(listed) == len(set(listed)), "a page is in the nav twice"
+    assert set(listed) == set(PAGES), (set(PAGES) - set(listed), set(listed) - set(PAGES))
+
+
+def test_the_readme_stays_short_and_links_every_docs_page():
+    assert len(README.splitlines()) <= README_MAX_LINES
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)(?:#[\w-]+)?\)", README))
+    assert linked == set(PAGES), set(PAGES) - linked
+
+
+def test_make_docs_builds_the_site_strictly_and_ci_runs_it_after_the_tests():
+    makefile = read("Makefile")
+    assert re.search(r"^docs: \$\(STAMP\)\n\t\$\(PY\) -m mkdocs build --strict ", makefile, re.M)
+    assert re.search(r"^\.PHONY:.*\bdocs\b", makefile, re.M)
+    steps = re.findall(r"^make ([\w-]+)$", read(".ci/run"), re.M)
+    assert steps[:2] == ["test", "docs"], steps
+
+
+def test_mkdocs_is_pinned_in_the_dev_extra():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+    assert [d for d in dev if d.startswith("mkdocs")] == ["mkdocs==1.6.1"]
+
+
+def test_docs_pages_link_no_file_outside_the_docs():
+    """A link from a page to a repository file (``../tests/x.py``, ``examples/y.py``) is
+    broken on the site, which holds docs/ alone: such files are named as code paths."""
+    for name, text in PAGES.items():
+        for target in re.findall(r"\]\(([^)#\s]+)", text):
+            assert re.fullmatch(r"[\w-]+\.md", target), (name, target)
+
+
+REPO_PATH = re.compile(r"`((?:tests|scripts|examples|kafka_source|kafka_sink|kafka_common|"
+                       r"kafka_testbed|protocol|docs|\.github)/[\w./-]*)`")
+
+
+def test_every_repository_path_the_readme_and_the_docs_name_exists():
+    named = set(REPO_PATH.findall(ALL_TEXT)) | set(re.findall(r"\]\((examples/[\w.]+)\)",
+                                                              README))
+    assert len(named) > 40
+    missing = sorted(p for p in named if not os.path.exists(os.path.join(ROOT, p)))
+    assert not missing, missing

@@ -84,7 +84,7 @@ JOB = textwrap.dedent('''
         "unix_millis(timestamp)", "timestampType", "headers[0].key",
         "cast(headers[0].value AS string)").collect()]
 
-    # Streaming: what Sail does with it (the README says the same).
+    # Streaming: what Sail does with it (docs/loading.md says the same).
     try:
         q = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
              .option("subscribe", topic).option("startingOffsets", "earliest").load()
@@ -174,6 +174,6 @@ def test_batch_write_and_read_on_sail(sail_python, sail_server, kafka, topic_nam
         assert sorted(r[4] for r in report["rows"] if r[3] == p) == list(
             range(ROWS // PARTITIONS))
     # Streaming on Sail 0.7.2: a readStream of a Python source is no stream, and a Python
-    # data source is no streaming sink. The README's table says so.
+    # data source is no streaming sink. docs/loading.md's table says so.
     assert "only supports streaming data" in report["read_stream"], report["read_stream"]
     assert "PythonWriteNode" in report["write_stream"], report["write_stream"]

@@ -596,7 +596,7 @@ def test_offsets_json_takes_numbers_without_a_fraction_and_signed_partition_keys
                                            "9223372036854775808")])
 def test_offsets_spark_would_truncate_or_zero_are_refused(value, shown):
     """Where json4s truncates (5.5 -> 5), wraps or unboxes null to 0, a silent wrong
-    offset would follow: refused, naming the partition (README, How it differs)."""
+    offset would follow: refused, naming the partition (docs/differences.md)."""
     message = fails({"startingOffsets": value}, "startingOffsets")
     assert "t-0" in message and shown in message
 
