@@ -1,7 +1,8 @@
 """Blocks of results.md that one section of the bench rewrites on its own.
 
-``run.py --only streaming`` (or ``--only avro``, or both) runs just those sections and
-replaces only their blocks in the last full run's results.md; a full run writes them too.
+``run.py --only streaming`` (or ``--only avro``, ``--only jvm``, or several) runs just those
+sections and replaces only their blocks in the last full run's results.md; a full run
+writes them too.
 Each block sits between ``begin(name)`` and ``end(name)`` and opens with the line
 ``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes.
 """
@@ -9,7 +10,9 @@ Each block sits between ``begin(name)`` and ``end(name)`` and opens with the lin
 from __future__ import annotations
 
 #: The sections whose results live in a block of their own.
-SECTIONS = ("streaming", "avro")
+SECTIONS = ("streaming", "avro", "jvm")
+#: How a block's opening line names its section (else the name, capitalized).
+TITLES = {"jvm": "JVM"}
 
 
 def begin(name: str) -> str:
@@ -23,8 +26,8 @@ def end(name: str) -> str:
 def splice(results_md: str, name: str, block: list[str], when: str) -> str:
     """``results_md`` with the ``name`` block replaced by ``block`` (or added before the
     peer settings when it has none), dated ``when``."""
-    text = "\n".join([begin(name), f"{name.capitalize()} section run {when}.", "", *block,
-                      end(name)])
+    title = TITLES.get(name, name.capitalize())
+    text = "\n".join([begin(name), f"{title} section run {when}.", "", *block, end(name)])
     if begin(name) in results_md and end(name) in results_md:
         head, rest = results_md.split(begin(name), 1)
         return head + text + rest.split(end(name), 1)[1]

@@ -4,7 +4,7 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale,streaming,avro]
+        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm]
         [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
@@ -53,6 +53,12 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    read with ``valueFormat=binary`` and Spark's floor for a Python source of these
    columns; wall and CPU seconds, and the fixed cost of a query (``avro_cases.py``;
    ``--avro-records``).
+10. jvm (issue 30, jvm_cases.py): Spark's own JVM connector (``format("kafka")``) beside
+   ours in one SparkSession under PySpark 4.2.0 (a child in its own venv, the connector's
+   jars from Maven) on Apache Kafka: batch reads (100 B, 1 KB, lz4, zstd), df.write (the
+   first write of the session apart), readStream AvailableNow, streaming latency, registry
+   Avro against ``from_avro``; CPU per process kind; the issue's goals. ``--only jvm
+   --scale 0.25`` runs this section alone and rewrites only its block of results.md.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -85,9 +91,9 @@ import result_blocks  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
 SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming",
-            "avro")
+            "avro", "jvm")
 # sections that make their own topics (the data sets are not produced for them alone)
-OWN_TOPICS = {"scale", "streaming", "avro"}
+OWN_TOPICS = {"scale", "streaming", "avro", "jvm"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -222,6 +228,15 @@ def main(argv=None) -> int:
     parser.add_argument("--stream-partitions", type=int, default=4)
     parser.add_argument("--avro-records", type=int, default=1_000_000,
                         help="records of the avro section's topic (times --scale)")
+    parser.add_argument("--jvm-read-records", type=int, default=1_000_000,
+                        help="records of the jvm section's 100 B read (times --scale; 1 KB "
+                             "a quarter, lz4 and zstd half)")
+    parser.add_argument("--jvm-write-records", type=int, default=500_000,
+                        help="rows of the jvm section's df.write (times --scale)")
+    parser.add_argument("--jvm-warmups", type=int, default=2,
+                        help="warm-up rounds per connector of each jvm case (the JIT)")
+    parser.add_argument("--jvm-latency-runs", type=int, default=1,
+                        help="latency runs per connector in the jvm section")
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -304,6 +319,12 @@ def main(argv=None) -> int:
         if spark is not None:
             spark.stop()
         broker.stop()
+    jvm_lines: list[str] = []
+    if "jvm" in only:
+        # Spark's JVM connector (issue 30): a child under PySpark 4.2.0 on Apache Kafka of
+        # its own, once this run's Spark and Tansu are gone
+        from jvm_cases import run_jvm
+        jvm_lines = run_jvm(args, log)
 
     elapsed = time.monotonic() - started
     info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
@@ -313,6 +334,8 @@ def main(argv=None) -> int:
         blocks["streaming"] = streaming_cases.render(streaming)
     if avro_lines:
         blocks["avro"] = avro_lines
+    if jvm_lines:
+        blocks["jvm"] = jvm_lines
     when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
             f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
             f"{info['load at start']}, at end {info['load at end']})")

@@ -1,0 +1,469 @@
+"""The ``jvm`` section of ``make bench`` (issue 30): Spark's own JVM Kafka connector
+(``format("kafka")``) beside ours (``format("pykafka")``), same Spark, same Apache Kafka,
+same data, one run.
+
+Maven serves the JVM connector up to Spark 4.2.0, so the cases run in a child driver
+(jvm_child.py) under PySpark 4.2.0 in its own virtualenv (``tests.own_envs.own_env``, the
+one the differential suite uses), with the connector's jars and spark-avro
+(``kafka_testbed.maven_jars.spark_kafka_jars``) in ``spark.jars`` and ours imported from
+the checkout. This process starts Apache Kafka (``NEWEST_KAFKA``, one node), produces the
+topics, starts the Schema Registry, runs the child twice (a fresh session's first writes
+timed phase by phase, then the cases) and renders the results.md block.
+
+Cases (full scale; ``--scale`` multiplies the record counts): ``spark.read`` -> noop of 1 M
+x 100 B, 500 k x 100 B lz4 and zstd, 250 k x 1 KB (4 partitions each); ``df.write`` of
+500 k x 100 B cached rows; readStream Trigger.AvailableNow of the 100 B topic; latency of
+a readStream with the default trigger at ``--stream-rate`` records/s into foreachBatch;
+registry Avro (1 M flat records) decoded by ours (``valueFormat=avro``) and by
+``from_avro`` over the JVM connector's value minus its 5-byte header, and the same topic
+read raw by both. Nothing is asserted: the goals are reported met or not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+CHILD = os.path.join(HERE, "jvm_child.py")
+TRACE_DIR = os.path.join(HERE, "first_write_trace")
+SPARK_VERSION = "4.2.0"  # the newest Spark whose Kafka connector Maven serves
+FORMATS = ("kafka", "pykafka")
+KINDS = ("jvm", "python workers", "broker", "driver")
+
+# Goals (issue 30 item 4; reported, never asserted)
+GOAL_READ_100B = 4.0
+GOAL_READ_1KB = 2.0
+GOAL_WRITE = 2.5
+GOAL_LATENCY = 0.8  # ours / the JVM connector's, p50 and p99
+GOAL_AVRO_VS_FROM_AVRO = 4.0
+GOAL_AVRO_VS_RAW = 0.95
+
+
+def data_sets(scale: float, read_records: int, partitions: int):
+    from bench_data import DataSet
+
+    def n(records: int) -> int:
+        return max(partitions * 2, int(records * scale))
+    return [DataSet("100B", n(read_records), 100, "none", partitions),
+            DataSet("1KB", n(read_records // 4), 1000, "none", partitions),
+            DataSet("100B-lz4", n(read_records // 2), 100, "lz4", partitions),
+            DataSet("100B-zstd", n(read_records // 2), 100, "zstd", partitions)]
+
+
+def child_python() -> tuple[str, list[str]]:
+    """PySpark 4.2.0's venv (built on first use, 3-4 min) and the jars."""
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from kafka_testbed.maven_jars import spark_kafka_jars
+    from tests.own_envs import own_env
+    python = own_env(f"pyspark-{SPARK_VERSION}", [f"pyspark=={SPARK_VERSION}"])
+    return python, [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
+
+
+def run_child(python: str, spec: dict, workdir: str, timeout: float) -> dict:
+    """The child with ``spec``; its log goes to this process's output. The first-write
+    child runs with first_write_trace/ first on PYTHONPATH: every Python process of its
+    session logs the sink's steps with timestamps (see its sitecustomize.py)."""
+    from tests.test_ship import clean_env
+    mode = spec.get("mode", "bench")
+    spec_path = os.path.join(workdir, f"spec-{mode}.json")
+    results_path = os.path.join(workdir, f"results-{mode}.json")
+    with open(spec_path, "w") as f:
+        json.dump(spec, f)
+    env = clean_env(python, PYTHONPATH=ROOT, TZ="UTC")
+    if mode == "first-write":
+        env.update(PYTHONPATH=os.pathsep.join([TRACE_DIR, ROOT]),
+                   PYKAFKA_WRITE_TRACE=os.path.join(workdir, "write-trace.jsonl"))
+    done = subprocess.run([python, CHILD, spec_path, results_path], cwd=workdir, env=env,
+                          timeout=timeout)
+    if not os.path.exists(results_path):
+        raise RuntimeError(f"the JVM bench child ended with {done.returncode} and no results")
+    with open(results_path) as f:
+        out = json.load(f)
+    out["_exit"] = done.returncode
+    return out
+
+
+def run_jvm(args, log) -> list[str]:
+    """Everything of the section; returns its results.md lines."""
+    from avro_cases import RECORD, produce_avro
+    from bench_data import produce
+
+    from kafka_testbed import NEWEST_KAFKA, KafkaCluster
+    from kafka_testbed.schema_registry import RegistryServer
+
+    began = time.monotonic()
+    python, jars = child_python()
+    log(f"jvm: PySpark {SPARK_VERSION} env and jars ready in {time.monotonic() - began:.0f} s")
+    load_start = "%.2f %.2f %.2f" % os.getloadavg()
+    partitions = args.partitions
+    sets = data_sets(args.scale, args.jvm_read_records, partitions)
+    write_records = max(partitions, int(args.jvm_write_records * args.scale))
+    avro_records = max(1000, int(args.avro_records * args.scale))
+    workdir = tempfile.mkdtemp(prefix="bench-jvm-")
+    with KafkaCluster(NEWEST_KAFKA, heap_mb=1024) as kafka:
+        bootstrap = kafka.bootstrap
+        broker_pids = [kafka.pid(n) for n in kafka.nodes]
+        log(f"jvm: Apache Kafka {NEWEST_KAFKA} at {bootstrap}")
+        # the very first writes, on a broker nothing has written to yet, in a fresh session
+        first = run_child(python, {"mode": "first-write", "bootstrap": bootstrap,
+                                   "jars": jars, "cores": args.cores,
+                                   "records": write_records, "partitions": partitions,
+                                   "order": ["pykafka", "pykafka", "kafka", "pykafka"]},
+                          workdir, 900)
+        for ds in sets:
+            ds.topic = f"bench-jvm-{ds.name.lower()}"
+            t = time.perf_counter()
+            produce(bootstrap, ds)
+            log(f"jvm: produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
+        registry = RegistryServer().start()
+        try:
+            avro_topic = f"bench-jvm-avro-{avro_records}"
+            t = time.perf_counter()
+            produce_avro(bootstrap, registry.url, avro_topic, avro_records, partitions)
+            log(f"jvm: produced {avro_records:,} Avro records in {time.perf_counter() - t:.1f} s")
+            latency_topic = "bench-jvm-latency"
+            from protocol.cluster import KafkaClient
+            with KafkaClient(bootstrap_servers=bootstrap) as client:
+                client.create_topics({latency_topic: args.stream_partitions})
+                client.wait_for_topics([latency_topic])
+                client.latest_offsets([(latency_topic, p)  # the leaders take records
+                                       for p in range(args.stream_partitions)])
+            spec = {
+                "bootstrap": bootstrap, "jars": jars, "cores": args.cores,
+                "broker_pids": broker_pids, "warmups": args.jvm_warmups,
+                "rounds": args.rounds,
+                "reads": [{"name": ds.name, "topic": ds.topic, "records": ds.records}
+                          for ds in sets],
+                "write": {"records": write_records, "partitions": partitions},
+                "avro": {"topic": avro_topic, "records": avro_records,
+                         "registry_url": registry.url, "schema": json.dumps(RECORD)},
+                "latency": {"topic": latency_topic, "partitions": args.stream_partitions,
+                            "rate": args.stream_rate, "warmup": args.stream_warmup,
+                            "seconds": args.stream_seconds, "runs": args.jvm_latency_runs},
+            }
+            results = run_child(python, spec, workdir, 7200)
+        finally:
+            registry.stop()
+    results["first_write_profile"] = first
+    results["load_at_start"] = load_start
+    os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
+    with open(os.path.join(ROOT, ".cache", "bench-jvm-results.json"), "w") as f:  # raw figures
+        json.dump(results, f, indent=1)
+    return render(results, sets, args, time.monotonic() - began)
+
+
+# ---- rendering -----------------------------------------------------------------------------
+
+def _fmt_rate(r: float) -> str:
+    return f"{r / 1e6:.2f} M" if r >= 1e6 else f"{r / 1e3:.0f} k"
+
+
+def _rates(entry: dict) -> list[float]:
+    return [entry["records"] / s for s in entry["seconds"]]
+
+
+def ratio(case: dict, a: str = "pykafka", b: str = "kafka") -> float:
+    """Median over rounds of a's rate / b's rate in the same round."""
+    return statistics.median(x / y for x, y in zip(_rates(case[a]), _rates(case[b])))
+
+
+def cpu_per_m(entry: dict, kind: str) -> float:
+    return statistics.median(c.get(kind, 0.0) for c in entry["cpu"]) * 1e6 / entry["records"]
+
+
+def cpu_ratio(case: dict) -> float:
+    """The JVM connector's CPU per record over ours, every process counted: on a machine
+    others share, steadier than the wall-clock ratio."""
+    theirs, ours = (sum(cpu_per_m(case[f], k) for k in KINDS) for f in ("kafka", "pykafka"))
+    return theirs / ours if ours else float("nan")
+
+
+def verdict(ok: bool) -> str:
+    return "**met**" if ok else "**not met**"
+
+
+CASE_LABELS = {
+    "read 100B": "spark.read -> noop, 100 B values",
+    "read 1KB": "spark.read -> noop, 1 KB values",
+    "read 100B-lz4": "spark.read -> noop, 100 B values, lz4",
+    "read 100B-zstd": "spark.read -> noop, 100 B values, zstd",
+    "write": "df.write of cached rows (10 B keys, 100 B values) to a new topic, after "
+             "warm-up",
+    "stream AvailableNow": "readStream AvailableNow -> noop, 100 B values",
+    "avro decoded": "registry Avro -> value struct (JVM: from_avro)",
+    "avro raw": "the Avro topic read raw (binary value)",
+}
+
+
+def render(r: dict, sets, args, elapsed: float) -> list[str]:
+    cases = r.get("cases", {})
+    lines = [
+        "## Spark's JVM connector beside ours",
+        "",
+        f"Spark {r.get('spark', SPARK_VERSION)} (the newest whose JVM Kafka connector Maven "
+        f"serves), one SparkSession `local[{args.cores}]` holding both connectors: "
+        "`format(\"kafka\")` (spark-sql-kafka-0-10 with kafka-clients, its jars in "
+        "`spark.jars`) and `format(\"pykafka\")`; Apache Kafka (newest pinned version, one "
+        f"node, on the same {os.cpu_count()} cores); default options on both. Each case runs "
+        f"{args.jvm_warmups} warm-up rounds per connector (the JIT), then {args.rounds} "
+        "rounds with the connectors interleaved (the order flips each round); medians; "
+        "\"ours / JVM\" is the median of per-round ratios. CPU s per M records by process "
+        "(medians): Spark's JVM, its Python workers, the broker, the driver (Python). "
+        f"Load average at start {r.get('load_at_start', '?')}, at end "
+        f"{r.get('load_at_end', '?')}; other jobs shared the machine. `--scale "
+        f"{getattr(args, 'scale', 1.0):g}` (the Records column), {elapsed / 60:.1f} min.",
+        "",
+        "| Case | Records | JVM records/s | ours records/s | ours / JVM | JVM CPU: JVM / Py / "
+        "broker / driver | ours CPU: JVM / Py / broker / driver | CPU JVM / ours |",
+        "|---|---:|---:|---:|---:|---|---|---:|",
+    ]
+    for name, label in CASE_LABELS.items():
+        case = cases.get(name)
+        if not case or not all(f in case for f in FORMATS):
+            continue
+        cpu = {f: " / ".join(f"{cpu_per_m(case[f], k):.2f}" for k in KINDS) for f in FORMATS}
+        lines.append(f"| {label} | {case['kafka']['records']:,} | "
+                     f"{_fmt_rate(statistics.median(_rates(case['kafka'])))} | "
+                     f"{_fmt_rate(statistics.median(_rates(case['pykafka'])))} | "
+                     f"{ratio(case):.2f}x | {cpu['kafka']} | {cpu['pykafka']} | "
+                     f"{cpu_ratio(case):.2f}x |")
+    fw = r.get("first_write")
+    if fw and "write" in cases:
+        n = cases["write"]["kafka"]["records"]
+        lines += ["", f"First `df.write` of each connector in the session (the session's "
+                      f"first query of either connector, once the rows were cached): JVM "
+                      f"{fw['kafka']:.2f} s ({_fmt_rate(n / fw['kafka'])}/s), ours "
+                      f"{fw['pykafka']:.2f} s ({_fmt_rate(n / fw['pykafka'])}/s), ours / JVM "
+                      f"{fw['kafka'] / fw['pykafka']:.2f}x."]
+    lines += render_first_write_profile(r.get("first_write_profile"))
+    lines += render_latency(r, args)
+    lines += ["", "Goals (issue 30; reported, not asserted):", ""]
+    lines += goals(r)
+    return lines
+
+
+def render_first_write_profile(p: dict | None) -> list[str]:
+    if not p or not p.get("phases"):
+        return []
+    parts = ", ".join(f"{what} {s:.2f} s" for what, s in p["phases"])
+    lines = ["", "A fresh child session on a broker nothing had written to yet, each step "
+                 f"timed in the driver (rows made by `spark.range`, cached first): {parts}."]
+    return lines + render_trace(p.get("trace") or [])
+
+
+def trace_window(trace: list, write: str) -> tuple[float, float, list] | None:
+    """The events of the driver's ``write`` (e.g. "write 1 (pykafka)"), with its times."""
+    begin = next((e[0] for e in trace if e[3] == f"driver: {write} begin"), None)
+    end = next((e[0] for e in trace if e[3] == f"driver: {write} end"), None)
+    if begin is None or end is None:
+        return None
+    return begin, end, [e for e in trace if begin - 0.001 <= e[0] <= end + 0.001
+                        and not e[3].startswith("driver:")]
+
+
+def render_trace(trace: list) -> list[str]:
+    """Per Python process of the first and the second write: when it started, its import
+    of kafka_sink.writer and the sink's steps, in seconds from the write's start."""
+    out = []
+    for write in ("write 1 (pykafka)", "write 2 (pykafka)"):
+        window = trace_window(trace, write)
+        if window is None:
+            continue
+        begin, end, events = window
+        steps: dict[int, list[str]] = {}
+        kinds: dict[int, str] = {}
+        opened: dict[tuple[int, str], float] = {}
+        for at, pid, kind, event in events:
+            kinds[pid] = kind.replace("pyspark.sql.worker.", "").replace("pyspark.", "")
+            if event.endswith(" begin"):
+                opened[(pid, event[:-6])] = at
+            elif event.endswith(" end") and (pid, event[:-4]) in opened:
+                start = opened.pop((pid, event[:-4]))
+                steps.setdefault(pid, []).append(
+                    f"{event[:-4]} +{start - begin:.2f} s for {at - start:.2f} s")
+            elif event.startswith("note: "):
+                steps.setdefault(pid, []).append(f"({event[6:]})")
+            else:
+                steps.setdefault(pid, []).append(f"{event} +{at - begin:.2f} s")
+        if not steps:
+            continue
+        out += ["", f"Inside the {write.split(' (')[0].replace('write', 'write no.')} of that "
+                    f"session ({end - begin:.2f} s; seconds from its start, per Python "
+                    "process Spark ran for it; first_write_trace/sitecustomize.py):", "",
+                "| Process | Steps |", "|---|---|"]
+        for pid, what in steps.items():
+            out.append(f"| {kinds[pid]} (pid {pid}) | {'; '.join(what)} |")
+        out += critical_path(begin, end, events)
+    return out
+
+
+def critical_path(begin: float, end: float, events: list) -> list[str]:
+    """The write's wall time split along its one path (planner, then the tasks, then the
+    commit): Spark starting each Python process until our first import, our imports, our
+    steps (create_writer, the tasks' writes, commit), and what is left (Spark's own
+    scheduling between them)."""
+    by_kind: dict[str, list] = {}
+    for e in events:
+        by_kind.setdefault(e[2].rsplit(".", 1)[-1], []).append(e)
+    spark_start = imports = ours = 0.0
+    for kind in ("write_into_data_source", "worker", "commit_data_source_write"):
+        evs = by_kind.get(kind)
+        if not evs:
+            continue
+        if kind == "worker":  # the tasks run in parallel: the slowest worker is the path
+            pids = {e[1] for e in evs}
+            evs = max(([e for e in evs if e[1] == pid] for pid in pids),
+                      key=lambda x: x[-1][0])
+        first_import = next((e[0] for e in evs if e[3].startswith("import ")), None)
+        started = next((e[0] for e in evs if e[3] == "process started"), None)
+        if first_import is not None and started is not None and started >= begin - 0.001:
+            spark_start += first_import - started
+        opened = {}
+        for at, _, _, event in evs:
+            if event.endswith(" begin"):
+                opened[event[:-6]] = at
+            elif event.endswith(" end") and event[:-4] in opened:
+                took = at - opened.pop(event[:-4])
+                if event.startswith("import kafka_sink"):
+                    imports += took
+                elif event[:-4] in ("create_writer", "task write", "commit"):
+                    ours += took
+    total = end - begin
+    if not (imports or ours):
+        return []
+    return ["", f"Along the write's path ({total:.2f} s): Python processes Spark started for it, "
+                f"from their start to our first import, {spark_start:.2f} s; our imports "
+                f"{imports:.2f} s; our steps (create_writer, the slower worker's tasks, "
+                f"commit) {ours:.2f} s; the rest, {total - spark_start - imports - ours:.2f} s, "
+                "is Spark's own: launching those processes when they are new (a Python daemon "
+                "each for the planner, the tasks and the commit), planning, scheduling."]
+
+
+def render_latency(r: dict, args) -> list[str]:
+    lat = r.get("latency")
+    if not lat or not all(lat.get(f) for f in FORMATS):
+        return []
+    runs = len(lat["kafka"])
+
+    def med(fmt, key):
+        return statistics.median(x[key] for x in lat[fmt])
+    lines = ["", f"Streaming latency: {args.stream_rate:.0f} records/s (one per record "
+                 f"batch, round robin) into {args.stream_partitions} partitions; readStream "
+                 "with the default trigger into `foreachBatch`, each row timed once "
+                 "collected in the driver (send time to arrival); "
+                 f"{args.stream_seconds:.0f} s measured after a {args.stream_warmup:.0f} s "
+                 f"warm-up, {runs} run(s) each (medians of runs).", "",
+             "| Connector | p50 ms | p99 ms | micro-batches/s | rows per micro-batch | CPU "
+             "cores busy: JVM / Py / broker / driver |", "|---|---:|---:|---:|---:|---|"]
+    for fmt, name in (("kafka", "JVM connector"), ("pykafka", "ours")):
+        x = lat[fmt][0]
+        cpu = " / ".join(f"{x['cpu'].get(k, 0.0) / args.stream_seconds:.2f}" for k in KINDS)
+        lines.append(f"| {name} | {med(fmt, 'p50') * 1000:.0f} | {med(fmt, 'p99') * 1000:.0f} "
+                     f"| {med(fmt, 'per_second'):.2f} | {med(fmt, 'rows_per_batch'):.0f} | "
+                     f"{cpu} |")
+    phases = [p for p in ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
+                          "commitOffsets", "triggerExecution")]
+    lines += ["", "One micro-batch, phase by phase (median ms of Spark's `durationMs`: "
+                  "latestOffset = offsets, queryPlanning + getBatch = planning, walCommit + "
+                  "commitOffsets = commit, addBatch = task launch + fetch + decode + the "
+                  "sink's collect):", "",
+              "| Connector | " + " | ".join(phases) + " |", "|---|" + "---:|" * len(phases)]
+    for fmt, name in (("kafka", "JVM connector"), ("pykafka", "ours")):
+        lines.append(f"| {name} | " + " | ".join(
+            f"{statistics.median(x['phases'].get(ph, 0) for x in lat[fmt]):.0f}"
+            for ph in phases) + " |")
+    parts = r.get("our_parts")
+    lines += issue_phases(lat, parts, args)
+    if parts:
+        lines += ["", f"Our source's own parts of one micro-batch, timed in the child driver "
+                      f"against the same producer (medians of 20): `latestOffset` "
+                      f"{parts['latest_ms']:.1f} ms and `partitions` "
+                      f"{parts['partitions_ms']:.1f} ms (the driver's offsets and planning); "
+                      f"one task's `read_range` of its range {parts['read_range_ms']:.1f} ms "
+                      f"(fetch + decode, its connections included), of which a bare Fetch of "
+                      f"the same offsets by a connected client takes {parts['fetch_ms']:.1f} "
+                      "ms (broker and network); the rest of addBatch is Spark's task launch, "
+                      "the Python worker's round trip and the sink."]
+    return lines
+
+
+def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
+    """The issue's phases of one micro-batch (median ms): offsets, planning, task launch,
+    fetch, decode, commit. Spark's durationMs gives offsets, planning and commit for both;
+    addBatch holds the rest. For ours, fetch and decode come from our own timings of one
+    task (``our_parts``), times the waves of tasks a micro-batch runs (partitions / cores),
+    and task launch (with the sink's collect) is what addBatch leaves."""
+    def med(fmt, *phases):
+        return statistics.median(sum(x["phases"].get(p, 0) for p in phases) for x in lat[fmt])
+    waves = -(-args.stream_partitions // args.cores)
+    rows = []
+    for fmt, name in (("kafka", "JVM connector"), ("pykafka", "ours")):
+        offsets, planning = med(fmt, "latestOffset"), med(fmt, "queryPlanning", "getBatch")
+        commit, add = med(fmt, "walCommit", "commitOffsets"), med(fmt, "addBatch")
+        whole = med(fmt, "triggerExecution")
+        if fmt == "pykafka" and parts and parts.get("read_range_ms") is not None:
+            fetch = parts["fetch_ms"] * waves
+            decode = max(0.0, parts["read_range_ms"] - parts["fetch_ms"]) * waves
+            cells = [f"{add - fetch - decode:.0f}", f"{fetch:.1f}", f"{decode:.1f}"]
+        else:
+            cells = [f"{add:.0f} (with fetch and decode)", "in task", "in task"]
+        rows.append(f"| {name} | {offsets:.0f} | {planning:.0f} | {' | '.join(cells)} | "
+                    f"{commit:.0f} | {whole:.0f} |")
+    return ["", f"The same micro-batch in the issue's phases (ms; fetch and decode of ours: one "
+                f"task's, times the {waves} waves of tasks of {args.stream_partitions} "
+                f"partitions on {args.cores} cores; task launch = addBatch minus them, with "
+                "Spark's Python worker round trip and the foreachBatch collect):", "",
+            "| Connector | offsets | planning | task launch + sink | fetch | decode | commit | "
+            "micro-batch |", "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
+
+
+def goals(r: dict) -> list[str]:
+    cases, out = r.get("cases", {}), []
+    for name, goal in (("read 100B", GOAL_READ_100B), ("read 1KB", GOAL_READ_1KB)):
+        if name in cases:
+            x = ratio(cases[name])
+            out.append(f"- {name.replace('read ', 'read, ')} >= {goal:.0f}x the JVM connector: "
+                       f"{verdict(x >= goal)} ({x:.2f}x; by CPU per record, all processes, "
+                       f"{cpu_ratio(cases[name]):.2f}x)")
+    for name in ("read 100B-lz4", "read 100B-zstd"):
+        if name in cases:
+            out.append(f"- (no goal) {name.replace('read ', 'read, ')}: {ratio(cases[name]):.2f}x "
+                       f"(by CPU {cpu_ratio(cases[name]):.2f}x)")
+    fw = r.get("first_write")
+    if "write" in cases:
+        steady = ratio(cases["write"])
+        first = fw["kafka"] / fw["pykafka"] if fw else float("nan")
+        out.append(f"- write >= {GOAL_WRITE}x the JVM connector, the first write of the "
+                   f"session included: {verdict(min(steady, first) >= GOAL_WRITE)} (after "
+                   f"warm-up {steady:.2f}x, by CPU {cpu_ratio(cases['write']):.2f}x; first "
+                   f"writes {first:.2f}x)")
+    lat = r.get("latency")
+    if lat and all(lat.get(f) for f in FORMATS):
+        p50, p99 = (statistics.median(x[k] for x in lat["pykafka"])
+                    / statistics.median(x[k] for x in lat["kafka"]) for k in ("p50", "p99"))
+        out.append(f"- stream latency p50 and p99 <= {GOAL_LATENCY}x the JVM connector's: "
+                   f"{verdict(max(p50, p99) <= GOAL_LATENCY)} (p50 {p50:.2f}x, p99 "
+                   f"{p99:.2f}x)")
+    if "avro decoded" in cases and "avro raw" in cases:
+        vs_from = ratio(cases["avro decoded"])
+        ours_raw = statistics.median(
+            d / w for d, w in zip(_rates(cases["avro decoded"]["pykafka"]),
+                                  _rates(cases["avro raw"]["pykafka"])))
+        jvm_raw = statistics.median(
+            d / w for d, w in zip(_rates(cases["avro decoded"]["kafka"]),
+                                  _rates(cases["avro raw"]["kafka"])))
+        out.append(f"- registry Avro >= {GOAL_AVRO_VS_FROM_AVRO:.0f}x from_avro over the JVM "
+                   f"connector: {verdict(vs_from >= GOAL_AVRO_VS_FROM_AVRO)} ({vs_from:.2f}x; "
+                   f"by CPU {cpu_ratio(cases['avro decoded']):.2f}x)")
+        out.append(f"- registry Avro >= {GOAL_AVRO_VS_RAW}x our raw-bytes read of the same "
+                   f"topic: {verdict(ours_raw >= GOAL_AVRO_VS_RAW)} ({ours_raw:.2f}x; the "
+                   f"JVM's from_avro keeps {jvm_raw:.2f}x of its raw read)")
+    return out

@@ -1,0 +1,525 @@
+"""The child driver of the ``jvm`` section of ``make bench`` (jvm_cases.py): one Spark
+driver under PySpark 4.2.0 (the newest Spark whose JVM Kafka connector Maven serves) that
+times the same cases through Spark's own ``format("kafka")`` (its jars in ``spark.jars``)
+and through ours (``format("pykafka")``, imported from the checkout on PYTHONPATH), in the
+same SparkSession, on the same Apache Kafka and the same topics.
+
+Run as ``python jvm_child.py <spec.json> <results.json>`` (``mode`` in the spec:
+``bench``, or ``first-write`` to time the first ``df.write`` of a fresh session phase by
+phase). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
+two or three), then ``rounds`` times with the connectors interleaved; each timed round
+records the CPU seconds of every process kind (this driver, Spark's JVM, its Python
+workers, the broker, whose pid the spec gives). Results are written as they come, so a
+killed child keeps some.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+for _path in (ROOT, HERE):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from tests.worker_stats import children, cmdline  # noqa: E402
+
+FORMATS = ("kafka", "pykafka")
+PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
+          "commitOffsets", "triggerExecution")
+
+
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+# ---- the session ---------------------------------------------------------------------------
+
+def session(jars: list[str], cores: int):
+    """local[cores] with both connectors, as the main bench's session (4 GB driver)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from kafka_source import KafkaDataSource
+    spark = (SparkSession.builder.master(f"local[{cores}]").appName("pykafka-bench-jvm")
+             .config("spark.jars", ",".join(jars))
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.driver.memory", "4g")
+             .config("spark.sql.shuffle.partitions", str(cores))
+             .config("spark.python.authenticate.socketTimeout", "120s")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(KafkaDataSource)
+    return spark
+
+
+# ---- CPU by process kind -------------------------------------------------------------------
+
+def _ticks(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def cpu_snapshot(broker_pids: list[int]) -> dict[int, tuple[str, int]]:
+    """CPU ticks of this driver, its descendants (Spark's JVM, the Python workers) and the
+    broker's JVMs (not our descendants: their pids come from the spec)."""
+    tree = children()
+    out = {os.getpid(): ("driver", _ticks(os.getpid()))}
+    stack = list(tree.get(os.getpid(), []))
+    while stack:
+        pid = stack.pop()
+        stack.extend(tree.get(pid, []))
+        cmd = cmdline(pid)
+        exe = os.path.basename(cmd.split(" ", 1)[0])
+        kind = "jvm" if exe == "java" else "python workers" if "pyspark" in cmd else "other"
+        out[pid] = (kind, _ticks(pid))
+    for pid in broker_pids:
+        out[pid] = ("broker", _ticks(pid))
+    return out
+
+
+def cpu_between(before: dict, after: dict) -> dict[str, float]:
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid, (kind, ticks) in after.items():
+        out[kind] = out.get(kind, 0.0) + (ticks - before.get(pid, (kind, 0))[1]) / tick
+    return {k: round(v, 3) for k, v in out.items()}
+
+
+class Recorder:
+    """Seconds and CPU per (case, connector), one entry per timed round, saved to
+    ``path`` after each."""
+
+    def __init__(self, path: str, broker_pids: list[int], out: dict):
+        self.path, self.broker_pids, self.out = path, broker_pids, out
+        out.setdefault("cases", {})
+
+    def save(self) -> None:
+        with open(self.path, "w") as f:
+            json.dump(self.out, f)
+
+    def timed(self, case: str, fmt: str, records: int, fn, *, keep: bool = True) -> float:
+        before = cpu_snapshot(self.broker_pids)
+        seconds = fn()
+        cpu = cpu_between(before, cpu_snapshot(self.broker_pids))
+        if keep:
+            entry = self.out["cases"].setdefault(case, {}).setdefault(
+                fmt, {"records": records, "seconds": [], "cpu": []})
+            entry["seconds"].append(round(seconds, 4))
+            entry["cpu"].append(cpu)
+            self.save()
+        log(f"  {case:<22} {fmt:<8} {'' if keep else '(warm-up) '}{seconds:7.2f} s "
+            f"{records / seconds:12,.0f} records/s  load {os.getloadavg()[0]:.1f}")
+        return seconds
+
+    def case(self, case: str, records: int, runs: dict, warmups: int, rounds: int) -> None:
+        """``runs[fmt]()`` -> seconds: warm-ups for each connector, then interleaved rounds
+        (the order flips every round, so neither always goes first)."""
+        for fmt in FORMATS:
+            for _ in range(warmups):
+                self.timed(case, fmt, records, runs[fmt], keep=False)
+        for r in range(rounds):
+            for fmt in (FORMATS if r % 2 == 0 else FORMATS[::-1]):
+                self.timed(case, fmt, records, runs[fmt])
+
+
+# ---- the cases -----------------------------------------------------------------------------
+
+def reader(spark, fmt: str, bootstrap: str, topic: str, stream: bool = False, **options):
+    read = spark.readStream if stream else spark.read
+    r = read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r
+
+
+def noop(make_df) -> float:
+    """Seconds to define the DataFrame (``load()``) and write it to ``noop``."""
+    t = time.perf_counter()
+    make_df().write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - t
+
+
+def read_noop(spark, fmt, bootstrap, topic) -> float:
+    return noop(lambda: reader(spark, fmt, bootstrap, topic).load())
+
+
+def stream_available_now(spark, fmt, bootstrap, topic, records) -> float:
+    """readStream from the earliest offsets with Trigger.AvailableNow into noop."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-jvm-ckpt-")
+    try:
+        t = time.perf_counter()
+        query = (reader(spark, fmt, bootstrap, topic, stream=True,
+                        startingOffsets="earliest").load()
+                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        seconds = time.perf_counter() - t
+        if query.exception() is not None:
+            raise RuntimeError(f"{fmt} stream failed: {query.exception()}")
+        rows = sum(p["numInputRows"] for p in query.recentProgress)
+        if rows != records:
+            raise RuntimeError(f"{fmt} stream: {rows} rows, {records} expected")
+        return seconds
+    finally:
+        shutil.rmtree(checkpoint, ignore_errors=True)
+
+
+def new_topic(bootstrap: str, partitions: int, prefix: str = "bench-jvm-out") -> str:
+    from protocol.cluster import KafkaClient
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        client.create_topics({name: partitions})
+        client.wait_for_topics([name])
+        client.latest_offsets([(name, p) for p in range(partitions)])  # leaders ready
+    return name
+
+
+def generated_rows(spark, records: int, partitions: int):
+    """``records`` rows of a 10-byte key and a 100-byte value made by ``spark.range`` and
+    cached in memory: neither connector's code made them, and neither is warmed by them."""
+    df = (spark.range(records, numPartitions=partitions)
+          .selectExpr("CAST(lpad(CAST(id AS STRING), 10, '0') AS BINARY) AS key",
+                      "CAST(rpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value")
+          .cache())
+    rows = df.count()
+    if rows != records:
+        raise RuntimeError(f"cached rows: {rows}, {records} expected")
+    return df
+
+
+def write(df, fmt: str, bootstrap: str, partitions: int) -> float:
+    """``df.write`` to a new topic of ``partitions`` (created outside the clock)."""
+    topic = new_topic(bootstrap, partitions)
+    t = time.perf_counter()
+    (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
+     .option("topic", topic).save())
+    return time.perf_counter() - t
+
+
+def activate(spark) -> None:
+    """Our sink is looked up in the active session (per thread: see jvm_referee_child)."""
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
+
+
+def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
+    """Registry Avro into the value struct: ours with valueFormat=avro; Spark's with
+    ``from_avro`` over the value minus its 5-byte Confluent header; both raw (binary)."""
+    from pyspark.sql.avro.functions import from_avro
+    from pyspark.sql.functions import expr
+    topic, url, schema = avro["topic"], avro["registry_url"], avro["schema"]
+
+    def ours():
+        return noop(lambda: reader(spark, "pykafka", bootstrap, topic, valueFormat="avro",
+                                   **{"schema.registry.url": url}).load().select("value"))
+
+    def theirs():
+        return noop(lambda: reader(spark, "kafka", bootstrap, topic).load().select(
+            from_avro(expr("substring(value, 6, length(value) - 5)"), schema).alias("value")))
+
+    def raw(fmt):
+        return lambda: noop(lambda: reader(spark, fmt, bootstrap, topic).load()
+                            .select("value"))
+    return {"decoded": {"pykafka": ours, "kafka": theirs},
+            "raw": {"pykafka": raw("pykafka"), "kafka": raw("kafka")}}
+
+
+# ---- streaming latency ---------------------------------------------------------------------
+
+class SteadyProducer:
+    """``rate`` records a second, round robin over the partitions, each alone in its record
+    batch, its value the send time (``time.time()`` as text), from a thread: our protocol
+    client, acks=1 (PySpark 4.2's env has no other client)."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float):
+        self.bootstrap, self.topic, self.partitions, self.rate = bootstrap, topic, partitions, rate
+        self.sent = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        import pyarrow as pa
+
+        from protocol.cluster import KafkaClient
+        from protocol.records import encode_batch
+        period = 1.0 / self.rate
+        try:
+            with KafkaClient(bootstrap_servers=self.bootstrap) as client:
+                next_at = time.monotonic()
+                while not self._stop.is_set():
+                    blob = encode_batch(None, pa.array([b"%.6f" % time.time()], pa.binary()))
+                    answer = client.produce(self.topic, self.sent % self.partitions, blob,
+                                            acks=1)
+                    if answer["error_code"]:
+                        raise RuntimeError(f"produce failed: {answer}")
+                    self.sent += 1
+                    next_at += period
+                    delay = next_at - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+        except BaseException as e:  # noqa: BLE001 - reported by the caller
+            self.error = e
+
+    def start(self) -> "SteadyProducer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"the steady producer failed: {self.error}")
+
+
+def percentile(values: list[float], q: float) -> float:
+    values = sorted(values)
+    if not values:
+        return float("nan")
+    at = min(len(values) - 1, max(0, int(round(q / 100 * len(values) + 0.5)) - 1))
+    return values[at]
+
+
+def latency_run(spark, fmt: str, bootstrap: str, topic: str, warmup: float, seconds: float,
+                broker_pids: list[int]) -> dict:
+    """readStream (default trigger, latest offsets) into foreachBatch, which collects the
+    batch and times each row against its send time once collected in the driver; figures
+    over ``seconds`` after a warm-up of ``warmup`` past the first micro-batch."""
+    arrivals: list[tuple[float, list[float]]] = []
+
+    def sink(df, batch_id):
+        values = [r[0] for r in df.selectExpr("CAST(value AS STRING)").collect()]
+        now = time.time()
+        arrivals.append((now, [now - float(v) for v in values]))
+
+    checkpoint = tempfile.mkdtemp(prefix="bench-jvm-latency-")
+    query = (reader(spark, fmt, bootstrap, topic, stream=True).load()
+             .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start())
+    try:
+        deadline = time.monotonic() + 180
+        while query.lastProgress is None:
+            if query.exception() is not None:
+                raise RuntimeError(f"{fmt} latency stream failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{fmt} latency stream: no micro-batch in 180 s")
+            time.sleep(0.2)
+        time.sleep(warmup)
+        mark = time.time()
+        first = query.lastProgress["batchId"]
+        before = cpu_snapshot(broker_pids)
+        time.sleep(seconds)
+        cpu = cpu_between(before, cpu_snapshot(broker_pids))
+        end = time.time()
+        last = query.lastProgress["batchId"]
+        if query.exception() is not None:
+            raise RuntimeError(f"{fmt} latency stream failed: {query.exception()}")
+        progress = [p for p in query.recentProgress if first < p["batchId"] <= last]
+    finally:
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    window = [(t, lat) for t, lat in arrivals if mark < t <= end]
+    latencies = [x for _, lat in window for x in lat]
+    phases = {ph: statistics.median(p["durationMs"].get(ph, 0) for p in progress)
+              for ph in PHASES} if progress else {}
+    return {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
+            "batches": len(window), "per_second": len(window) / seconds,
+            "records": len(latencies), "phases": phases, "cpu": cpu,
+            "rows_per_batch": statistics.median(len(lat) for _, lat in window) if window
+            else 0}
+
+
+def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
+    """Our source's part of one micro-batch, timed in this driver against the running
+    producer (medians): the driver's ``latestOffset`` and ``partitions`` (the planning our
+    code does), one task's ``read_range`` of its range (fetch + decode, with its own
+    connections) and a bare Fetch of the same offsets by a client already connected (what
+    of ``read_range`` is the broker and the network)."""
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from kafka_source.fetcher import read_range
+    from kafka_source.options import parse_reader_options
+    from kafka_source.stream_reader import KafkaStreamReader
+    from protocol.cluster import KafkaClient
+    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
+                                    "subscribe": topic}, for_streaming=True)
+    source = KafkaStreamReader(options)
+    start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
+    latest, plan, read, fetch = [], [], [], []
+    try:
+        with KafkaClient(bootstrap_servers=bootstrap) as client:
+            for _ in range(rounds):
+                time.sleep(0.25)
+                t0 = time.perf_counter()
+                end = source.latestOffset(start, ReadAllAvailable())
+                t1 = time.perf_counter()
+                ranges = source.partitions(start, end)
+                latest.append(t1 - t0)
+                plan.append(time.perf_counter() - t1)
+                if ranges:
+                    r = ranges[0].range
+                    t2 = time.perf_counter()
+                    for _ in read_range(options, r):
+                        pass
+                    read.append(time.perf_counter() - t2)
+                    tp = (r.topic, r.partition)
+                    t3 = time.perf_counter()
+                    client.fetch({tp: r.start}, max_wait_ms=0)
+                    fetch.append(time.perf_counter() - t3)
+                start = end
+    finally:
+        source.stop()
+    med = statistics.median
+    return {"latest_ms": med(latest) * 1000, "partitions_ms": med(plan) * 1000,
+            "read_range_ms": med(read) * 1000 if read else None,
+            "fetch_ms": med(fetch) * 1000 if fetch else None}
+
+
+# ---- the first write of a session ----------------------------------------------------------
+
+def first_write_profile(spec: dict) -> dict:
+    """A fresh session's first ``df.write.format("pykafka")`` and the ones after, with a
+    timestamp per phase: the session, the rows cached, the first Python data source query
+    of any kind, the driver's part of a write (the Python planner that builds the writer)
+    and the tasks' part (timed inside a task by a marker Spark cannot see: the difference
+    between a write and a write of zero rows)."""
+    bootstrap, records, partitions = spec["bootstrap"], spec["records"], spec["partitions"]
+    out: dict = {"phases": []}
+
+    def mark(what: str, began: float) -> None:
+        out["phases"].append((what, round(time.perf_counter() - began, 3)))
+        log(f"  first write: {what}: {out['phases'][-1][1]:.2f} s")
+
+    t = time.perf_counter()
+    spark = session(spec["jars"], spec["cores"])
+    mark("SparkSession", t)
+    t = time.perf_counter()
+    df = generated_rows(spark, records, partitions)
+    mark(f"{records:,} rows cached", t)
+    trace = trace_module()
+    order = spec.get("order", ["pykafka", "pykafka", "pykafka"])
+    for i, fmt in enumerate(order):
+        t = time.perf_counter()
+        trace.emit(f"driver: write {i + 1} ({fmt}) begin")
+        write(df, fmt, bootstrap, partitions)
+        trace.emit(f"driver: write {i + 1} ({fmt}) end")
+        mark(f"write {i + 1} ({fmt})", t)
+    t = time.perf_counter()
+    write(df.limit(0), "pykafka", bootstrap, partitions)
+    mark("write of zero rows (pykafka)", t)
+    spark.stop()
+    out["trace"] = read_trace()
+    return out
+
+
+class _NoTrace:
+    @staticmethod
+    def emit(event: str) -> None:
+        pass
+
+
+def trace_module():
+    """first_write_trace/sitecustomize.py when this driver runs with it, else a stand-in."""
+    if not os.environ.get("PYKAFKA_WRITE_TRACE"):
+        return _NoTrace
+    import sitecustomize
+    return sitecustomize if hasattr(sitecustomize, "emit") else _NoTrace
+
+
+def read_trace() -> list:
+    path = os.environ.get("PYKAFKA_WRITE_TRACE")
+    if not path or not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return sorted((json.loads(line) for line in f if line.strip()), key=lambda e: e[0])
+
+
+def main(spec_path: str, results_path: str) -> None:
+    with open(spec_path) as f:
+        spec = json.load(f)
+    if spec.get("mode") == "first-write":
+        with open(results_path, "w") as f:
+            json.dump(first_write_profile(spec), f)
+        return
+    out: dict = {}
+    rec = Recorder(results_path, spec["broker_pids"], out)
+    bootstrap, warmups, rounds = spec["bootstrap"], spec["warmups"], spec["rounds"]
+    t = time.perf_counter()
+    spark = session(spec["jars"], spec["cores"])
+    activate(spark)
+    out["session_s"] = round(time.perf_counter() - t, 2)
+    import pyspark
+    out["spark"] = pyspark.__version__
+
+    # df.write first: the first write of each connector in this session (the first query
+    # of either connector), timed apart
+    w = spec["write"]
+    df = generated_rows(spark, w["records"], w["partitions"])
+    out["first_write"] = {}
+    for fmt in ("pykafka", "kafka"):
+        out["first_write"][fmt] = round(write(df, fmt, bootstrap, w["partitions"]), 3)
+        log(f"  first write of the session, {fmt}: {out['first_write'][fmt]:.2f} s")
+    rec.save()
+    rec.case("write", w["records"],
+             {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"]))
+              for fmt in FORMATS}, warmups, rounds)
+    df.unpersist()
+
+    for ds in spec["reads"]:
+        log(f"read {ds['name']}: {ds['records']:,} records, topic {ds['topic']}")
+        rec.case(f"read {ds['name']}", ds["records"],
+                 {fmt: (lambda fmt=fmt: read_noop(spark, fmt, bootstrap, ds["topic"]))
+                  for fmt in FORMATS}, warmups, rounds)
+    ds = spec["reads"][0]
+    rec.case("stream AvailableNow", ds["records"],
+             {fmt: (lambda fmt=fmt: stream_available_now(spark, fmt, bootstrap, ds["topic"],
+                                                         ds["records"]))
+              for fmt in FORMATS}, max(1, warmups - 1), rounds)
+
+    avro = spec.get("avro")
+    if avro:
+        runs = avro_runs(spark, bootstrap, avro)
+        rec.case("avro decoded", avro["records"], runs["decoded"], warmups, rounds)
+        rec.case("avro raw", avro["records"], runs["raw"], warmups, rounds)
+
+    lat = spec.get("latency")
+    if lat:
+        producer = SteadyProducer(bootstrap, lat["topic"], lat["partitions"],
+                                  lat["rate"]).start()
+        try:
+            out["latency"] = {fmt: [] for fmt in FORMATS}
+            for r in range(lat["runs"]):
+                for fmt in (FORMATS if r % 2 == 0 else FORMATS[::-1]):
+                    log(f"latency {fmt}: {lat['rate']:.0f} records/s, {lat['warmup']:.0f} s "
+                        f"warm-up + {lat['seconds']:.0f} s")
+                    res = latency_run(spark, fmt, bootstrap, lat["topic"], lat["warmup"],
+                                      lat["seconds"], spec["broker_pids"])
+                    out["latency"][fmt].append(res)
+                    log(f"  {fmt}: p50 {res['p50'] * 1000:.0f} ms, p99 {res['p99'] * 1000:.0f}"
+                        f" ms, {res['per_second']:.2f} micro-batches/s, phases "
+                        f"{res['phases']}")
+                    rec.save()
+            out["our_parts"] = our_micro_batch_parts(bootstrap, lat["topic"])
+            log(f"  our micro-batch parts: {out['our_parts']}")
+        finally:
+            producer.stop()
+    out["load_at_end"] = "%.2f %.2f %.2f" % os.getloadavg()
+    rec.save()
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
