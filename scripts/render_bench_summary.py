@@ -59,7 +59,7 @@ def summary(results: str) -> str:
                 break
     streaming = _streaming(lines)
     # results.md named as a path, not linked: the docs site holds no files outside docs/
-    out = [f"{run} {machine}", "",
+    out = _jvm(lines) + [f"{run} {machine}", "",
            f"Data set {MAIN_DATA_SET} (the other data sets, the CPU split by process and "
            "worker memory are in `tests/bench/results.md`):", ""]
     out += header + rows
@@ -67,6 +67,41 @@ def summary(results: str) -> str:
         out += ["", "Goals:", ""] + goals
     out += streaming
     return "\n".join(out) + "\n"
+
+
+JVM_HEADING = "## Spark's JVM connector beside ours"
+JVM_GOALS = "Goals (issue 30; reported, not asserted):"
+
+
+def _jvm(lines: list[str]) -> list[str]:
+    """The JVM connector section's run description, first table and goals, first on the
+    page (issue 30: the page leads with these ratios), when results.md has them
+    (``run.py --only jvm`` rewrites that block alone)."""
+    if JVM_HEADING not in lines:
+        return []
+    section = lines[lines.index(JVM_HEADING) + 1:]
+    section = section[:next((i for i, line in enumerate(section) if line.startswith("## ")),
+                            len(section))]
+    about = next((line for line in section if line.startswith("Spark ")), "")
+    start = next((i for i, line in enumerate(section) if line.startswith("| Case |")), None)
+    if start is None:
+        return []
+    table = []
+    for line in section[start:]:
+        if not line.startswith("|"):
+            break
+        table.append(line)
+    goals = []
+    if JVM_GOALS in section:
+        for line in section[section.index(JVM_GOALS) + 1:]:
+            if line.startswith("- "):
+                goals.append(line)
+            elif goals and not line.strip():
+                break
+    out = ["Spark's own JVM connector beside ours: " + about, ""] + table
+    if goals:
+        out += ["", "Goals (issue 30):", ""] + goals
+    return out + ["", "Beside the Python clients:", ""]
 
 
 STREAMING_GOALS = "Streaming goals (issue 22; reported, not asserted):"
