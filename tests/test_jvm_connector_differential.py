@@ -11,8 +11,14 @@ imported from the checkout) runs every scenario of this module through both conn
 the module's fixture prepares the topics on the session's Apache Kafka (librdkafka writes
 them), runs the child once, and each test judges one scenario.
 
+Streams are compared micro-batch for micro-batch (each batch's size and start and end
+offsets from its progress JSON): maxOffsetsPerTrigger, minOffsetsPerTrigger with
+maxTriggerDelay, Trigger.AvailableNow, and "steps" scenarios whose runs share a
+checkpoint while the child changes the topics between them (a restart, a checkpoint
+written by the other connector, a partition added, a topic deleted).
+
 Where the two differ by design, the test pins the difference README's "How it differs
-from Spark's Kafka connector" documents.
+from Spark's Kafka connector" documents: both sides' outcomes are asserted.
 """
 
 from __future__ import annotations
@@ -174,6 +180,40 @@ READS = {
                                                  "startingOffsets": '{"<D>":{"0":0}}',
                                                  "failOnDataLoss": "false"},
                                                 DELETED_RECORDS - DELETED_BEFORE),
+    # the offset JSON read as leniently as Spark's json4s where harmless: 1.0 is 1, a
+    # partition key may be "+1" (issue 17 item 14)
+    "json-lenient-numbers": ({"subscribe": "<B>",
+                              "startingOffsets": '{"<B>":{"0":1.0,"+1":2,"2":-2}}'},
+                             5 + 4 + 6),
+    # kafka.group.id and groupIdPrefix change no row (ours ignores them: no group is joined)
+    "group-id-and-prefix": ({"subscribe": "<B2>", "kafka.group.id": "<P>-group",
+                             "groupIdPrefix": "<P>-prefix"}, 2),
+    # assign naming a partition that does not exist (yet) reads the others (item 6)
+    "assign-a-partition-not-there-yet": ({"assign": '{"<B>":[0,7]}'}, 6),
+    # internal topics are never read, whatever the pattern says (item 13)
+    "subscribe-pattern-skips-internal-topics": (
+        {"subscribePattern": "<P>-basic2|__transaction_state|__consumer_offsets"}, 2),
+}
+
+# Reads on which the two differ by design (README "How it differs"): (options, Spark's
+# number of rows, what our error names).
+DIFFERING_READS = {
+    # subscribePattern is a Python regular expression: Java-only syntax is refused here
+    "pattern-java-only-construct": ({"subscribePattern": r"<P>-\p{Alpha}asic2"}, 2,
+                                    "subscribePattern"),
+    # where Spark's parser turns a mistake into a number without a word: a fraction (Spark
+    # floors it), null (Spark: 0), a timestamp below -2 (Spark asks the broker: -3 is the
+    # record with the largest timestamp)
+    "json-fraction-offset": ({"subscribe": "<B>",
+                              "startingOffsets": '{"<B>":{"0":5.7,"1":-2,"2":-2}}'},
+                             1 + 6 + 6, "startingOffsets"),
+    "json-null-offset": ({"subscribe": "<B>",
+                          "startingOffsets": '{"<B>":{"0":null,"1":-2,"2":-2}}'},
+                         18, "startingOffsets"),
+    "timestamp-below-minus-two": ({"subscribe": "<B>",
+                                   "startingOffsetsByTimestamp":
+                                       '{"<B>":{"0":-3,"1":-2,"2":-2}}'},
+                                  1 + 6 + 6, "startingOffsetsByTimestamp"),
 }
 
 # Reads whose Spark partitions are compared too.
@@ -196,7 +236,109 @@ STREAMS = {
                                         "maxOffsetsPerTrigger": "6"}, 18),
     "stream-read-committed": ({"subscribe": "<X>", "startingOffsets": "earliest",
                                "kafka.isolation.level": "read_committed"}, 5),
+    # backlogs 6, 4 and 1: Spark's rateLimit prorates 4 offsets as 2, 1 and 1 (a share
+    # below one offset is rounded up), then 2 and 1 of 4 and 3, ...
+    "stream-max-offsets-uneven-backlogs": ({"subscribe": "<B>",
+                                            "startingOffsets": '{"<B>":{"0":0,"1":2,"2":5}}',
+                                            "maxOffsetsPerTrigger": "4"}, 11),
+    # a stream ignores endingTimestamp in both (issue 17 item 9)
+    "stream-ignores-ending-timestamp": ({"subscribe": "<B2>", "startingOffsets": "earliest",
+                                         "endingTimestamp": "<T0>"}, 2),
 }
+# Documented difference: Trigger.AvailableNow with minOffsetsPerTrigger. Spark's connector
+# applies the minimum, so the run ends once fewer records are left than it (of the 18
+# here, 7 at most a batch prorate to 6, and the last 6 are never read); ours reads every
+# batch up to the run's end. (options, Spark's batch sizes, ours)
+AVAILABLE_NOW_MIN_OFFSETS = ("stream-available-now-with-min-offsets",
+                             {"subscribe": "<B>", "startingOffsets": "earliest",
+                              "maxOffsetsPerTrigger": "7", "minOffsetsPerTrigger": "7",
+                              "maxTriggerDelay": "10m"}, [6, 6], [6, 6, 6])
+
+# Streams run again on one checkpoint, with the topics changed between runs: each connector
+# gets topics of its own (<S>, created empty by the fixture, as <T> for writes). The steps
+# (tests/jvm_referee_child.py, run_steps): "stream" runs one (Trigger.AvailableNow unless a
+# processing-time "trigger" is given), "produce" writes ``count`` records "<tag>-<i>" into
+# a partition at once, "add_partitions", "delete_topic", "delete_records"; "batch" and
+# "collect" run a batch DataFrame's actions. ({topic suffix: partitions}, steps)
+
+
+def stream(checkpoint: str = "c", **options: str) -> dict:
+    return {"do": "stream", "checkpoint": checkpoint, "options": options}
+
+
+def put(count: int, tag: str, partition: int = 0, topic: str = "<S>") -> dict:
+    return {"do": "produce", "topic": topic, "partition": partition, "count": count,
+            "tag": tag}
+
+
+STEPS = {
+    # the default start (latest) skips what is there; each restart reads exactly what came
+    "steps-restart-from-the-checkpoint": ({"": 2}, [
+        put(3, "a"), put(3, "a", 1),
+        stream(subscribe="<S>"),
+        put(2, "b"), put(1, "b", 1),
+        stream(subscribe="<S>"),
+        put(1, "c", 1),
+        stream(subscribe="<S>")]),
+    # a checkpoint written by the other connector: a run with nothing new, then one that
+    # reads exactly the new records
+    "steps-checkpoint-from-the-other-connector": ({"": 1}, [
+        put(3, "a"),
+        {**stream(subscribe="<S>", startingOffsets="earliest"), "format": "other"},
+        stream(subscribe="<S>", startingOffsets="earliest"),
+        put(2, "b"),
+        stream(subscribe="<S>", startingOffsets="earliest")]),
+    # a partition added between runs is read from its earliest offset; one whose first
+    # records were deleted before the query saw them is data loss (issue 17 item 3)
+    "steps-partition-added": ({"": 1}, [
+        put(2, "a"),
+        stream(subscribe="<S>", startingOffsets="earliest"),
+        {"do": "add_partitions", "topic": "<S>", "total": 2},
+        put(3, "b", 1), put(1, "c"),
+        stream(subscribe="<S>", startingOffsets="earliest"),
+        {"do": "add_partitions", "topic": "<S>", "total": 3},
+        put(3, "d", 2), {"do": "delete_records", "topic": "<S>", "partition": 2, "before": 1},
+        stream(subscribe="<S>", startingOffsets="earliest"),
+        stream(subscribe="<S>", startingOffsets="earliest", failOnDataLoss="false")]),
+    # minOffsetsPerTrigger: the first batch never waits; 2 records (below 5) wait for
+    # maxTriggerDelay, then come in one batch; 6 come at the next trigger
+    "steps-min-offsets-with-max-trigger-delay": ({"": 1}, [
+        put(2, "a"),
+        {**stream(subscribe="<S>", startingOffsets="earliest", minOffsetsPerTrigger="5",
+                  maxTriggerDelay="3s"),
+         "trigger": "500 milliseconds", "until_rows": 10, "settle_s": 1,
+         "during": [{"after_rows": 2, "steps": [put(2, "b")]},
+                    {"after_rows": 4, "steps": [put(6, "c")]}]}]),
+    # streaming writes in update mode and with a continuous trigger: Spark's sink takes
+    # both; Spark refuses update mode for a Python sink, and runs a continuous query on
+    # one that writes nothing (8 s here; Spark's sink lands the rows in 2-3)
+    "steps-stream-writes-update-mode-and-continuous": ({"": 1, "-update": 1, "-cont": 1}, [
+        put(3, "a"),
+        {"do": "stream_write", "from": "<S>", "to": "<S>-update", "output_mode": "update",
+         "checkpoint": "update"},
+        {"do": "stream_write", "from": "<S>", "to": "<S>-cont", "trigger": "continuous",
+         "until_rows": 3, "timeout_s": 8, "checkpoint": "cont"}]),
+    # a batch DataFrame's second action after records and a partition were added
+    "steps-batch-dataframe-run-twice": ({"": 1}, [
+        put(2, "a"),
+        {"do": "batch", "df": "d", "options": {"subscribe": "<S>"}},
+        {"do": "collect", "df": "d"},
+        put(1, "b"), {"do": "add_partitions", "topic": "<S>", "total": 2}, put(2, "c", 1),
+        {"do": "collect", "df": "d"}]),
+}
+# A topic deleted between runs: subscribed by name, the run after fails in both (whatever
+# failOnDataLoss says); matched by a pattern, its partitions are gone, which is data loss
+# (failOnDataLoss true: the run fails; false, on the same checkpoint: it goes on).
+for _how, _subscription, _after in (
+        ("subscribe", {"subscribe": "<S>-a,<S>-b"}, [{}]),
+        ("pattern", {"subscribePattern": "<S>-[ab]"},
+         [{"failOnDataLoss": "true"}, {"failOnDataLoss": "false"}])):
+    STEPS[f"steps-topic-deleted-{_how}"] = ({"-a": 1, "-b": 1}, [
+        put(2, "a", topic="<S>-a"), put(2, "b", topic="<S>-b"),
+        stream(**_subscription, startingOffsets="earliest"),
+        {"do": "delete_topic", "topic": "<S>-b"},
+        put(1, "c", topic="<S>-a"),
+        *[stream(**_subscription, startingOffsets="earliest", **extra) for extra in _after]])
 
 # Mistakes both connectors refuse: (options, what our message must name, what Spark's
 # message says, to show it failed for the same mistake).
@@ -258,6 +400,15 @@ WRITES = {
         "SELECT CASE WHEN id % 2 = 0 THEN '<T>-a' ELSE '<T>-b' END AS topic, "
         "CAST(id AS STRING) AS key, concat('v', id) AS value FROM range(0, 8, 1, 1)",
         {}, {"-a": 1, "-b": 1}),
+    # Kafka's own partitioner named: murmur2 of the key in both
+    "write-default-partitioner-class": (
+        KEYED_ROWS, {"topic": "<T>", "kafka.partitioner.class":
+                     "org.apache.kafka.clients.producer.internals.DefaultPartitioner"},
+        {"": 3}),
+    # exactlyOnce (ours, transactions the driver commits) lands the rows Spark's
+    # at-least-once sink does, which ignores the option
+    "write-exactly-once": (KEYED_ROWS, {"topic": "<T>", "exactlyOnce": "true",
+                                        "transactionalIdPrefix": "<T>-txn"}, {"": 3}),
     # a null partition falls back to the partitioner (murmur2 of the key)
     "write-explicit-partition": (
         "SELECT CAST(id AS STRING) AS key, 'v' AS value, "
@@ -285,6 +436,33 @@ WRITE_MISUSE = {
 }
 
 
+# Writes on which the two sinks differ by design (README "How it differs"): (sql, options,
+# mode, scenario flags, rows Spark's sink lands, rows ours lands, what our error names).
+FOUR_ROWS = "SELECT CAST(id AS STRING) AS key, 'v' AS value FROM range(0, 4, 1, 1)"
+WRITE_DIFFERS = {
+    # Spark refuses the default save mode (errorifexists) for a Python data source
+    "write-default-save-mode": (FOUR_ROWS, {"topic": "<T>"}, "errorifexists", {}, 4, None,
+                                "mode"),
+    # acks 1 needs kafka.enable.idempotence=false here; Java turns idempotence off itself
+    "write-acks-one": (FOUR_ROWS, {"topic": "<T>", "kafka.acks": "1"}, "append", {}, 4,
+                       None, "kafka.enable.idempotence"),
+    # a missing topic: Spark's producer has the broker create it (auto.create.topics.enable
+    # is on); ours never creates topics
+    "write-to-a-missing-topic": (FOUR_ROWS, {"topic": "<T>-missing"}, "append",
+                                 {"read_back": ["<T>-missing"]}, 4, None, "<T>-missing"),
+    # a bad row after good ones: Java's producer has sent the rows before it, ours checks
+    # the task's rows before sending any (checkBeforeSendBytes)
+    "write-bad-row-after-good-ones": (
+        "SELECT CASE WHEN id < 3 THEN '<T>' END AS topic, CAST(id AS STRING) AS key, "
+        "'v' AS value FROM range(0, 4, 1, 1)", {}, "append", {"read_back_after_error": True},
+        3, 0, "topic"),
+    # df.write from a Python thread that never set the active session
+    "write-in-a-thread-of-its-own": (FOUR_ROWS, {"topic": "<T>"}, "append",
+                                     {"fresh_thread": True}, 4, None,
+                                     "DATA_SOURCE_NOT_FOUND"),
+}
+
+
 def read_scenarios() -> list[dict]:
     out = [{"name": n, "kind": "read", "options": o} for n, (o, _) in READS.items()]
     out += [{"name": n, "kind": "read", "options": o, "partitions": True}
@@ -293,6 +471,9 @@ def read_scenarios() -> list[dict]:
                 "options": MAX_RECORDS_EARLIEST_LATEST[1], "partitions": True})
     out += [{"name": n, "kind": "read", "options": o, "stream": True}
             for n, (o, _) in STREAMS.items()]
+    out.append({"name": AVAILABLE_NOW_MIN_OFFSETS[0], "kind": "read",
+                "options": AVAILABLE_NOW_MIN_OFFSETS[1], "stream": True})
+    out += [{"name": n, "kind": "read", "options": o} for n, (o, *_) in DIFFERING_READS.items()]
     out += [{"name": n, "kind": "read", "options": o,
              "no_bootstrap": n == "no-bootstrap-servers"} for n, (o, _, _) in MISUSE.items()]
     return out
@@ -302,16 +483,27 @@ def sink_topic(prefix: str, name: str, fmt: str) -> str:
     return f"{prefix}-{name}-{'jvm' if fmt == 'kafka' else 'py'}"
 
 
+def steps_scenarios(prefix: str) -> list[dict]:
+    return [{"name": name, "kind": "steps", "steps": steps, "topics": topics,
+             "subst": {fmt: {"S": sink_topic(prefix, name, fmt)}
+                       for fmt in ("kafka", "pykafka")}}
+            for name, (topics, steps) in STEPS.items()]
+
+
 def write_scenarios(prefix: str) -> list[dict]:
     out = []
     specs = {**{n: (sql, o, t, "append") for n, (sql, o, t) in WRITES.items()},
              "write-timestamp-column": (*WRITE_TIMESTAMPS, "append"),
              **{n: (sql, o, {"": 1}, mode)
                 for n, (sql, o, mode, _, _) in WRITE_MISUSE.items()}}
+    flags = {}
+    for name, (sql, options, mode, flag, *_) in WRITE_DIFFERS.items():
+        specs[name] = (sql, options, {"": 1}, mode)
+        flags[name] = flag
     for name, (sql, options, topics, mode) in specs.items():
         out.append({"name": name, "kind": "write", "sql": sql, "options": options,
                     "mode": mode, "read_back": [f"<T>{suffix}" for suffix in topics],
-                    "topics": topics,
+                    "topics": topics, **flags.get(name, {}),
                     "subst": {fmt: {"T": sink_topic(prefix, name, fmt)}
                               for fmt in ("kafka", "pykafka")}})
     return out
@@ -384,7 +576,7 @@ def referee(kafka, tmp_path_factory):
     t0 = (int(time.time()) - 3600) * 1000  # an hour ago: inside the broker's retention
     names = placeholders(prefix, t0)
     prepare_topics(kafka, names, t0)
-    writes = write_scenarios(prefix)
+    writes = write_scenarios(prefix) + steps_scenarios(prefix)
     for scenario in writes:
         for fmt in ("kafka", "pykafka"):
             for suffix, partitions in scenario["topics"].items():
@@ -472,11 +664,59 @@ def test_max_records_per_partition_splits_earliest_to_latest_here_only(referee):
     assert (jvm["partitions"], ours["partitions"]) == (jvm_partitions, our_partitions)
 
 
+def batch_bounds(batches: list[dict], nonempty: bool = False) -> list[tuple]:
+    """Each micro-batch's (input rows, startOffset, endOffset) from its progress JSON."""
+    return [(b["numInputRows"], b["startOffset"], b["endOffset"]) for b in batches
+            if b["numInputRows"] or not nonempty]
+
+
 @pytest.mark.parametrize("name", sorted(STREAMS))
 def test_streams_agree_batch_for_batch(referee, name):
+    """The same micro-batches: sizes and start and end offsets, from the progress."""
     jvm, ours = same_reads(referee, name)
     assert len(jvm["rows"]) == STREAMS[name][1]
-    assert [n for n in ours["batches"] if n] == [n for n in jvm["batches"] if n]
+    assert batch_bounds(ours["batches"], True) == batch_bounds(jvm["batches"], True)
+    assert sum(b["numInputRows"] for b in jvm["batches"]) == STREAMS[name][1]
+
+
+def test_max_offsets_per_trigger_prorates_uneven_backlogs_alike(referee):
+    """Spark's rateLimit to the offset: 4 of backlogs 6/4/1 is 2+1+1 (a share below one
+    offset rounds up), then 2+1 of 4/3, then the last 4."""
+    jvm, _ = same_reads(referee, "stream-max-offsets-uneven-backlogs")
+    topic = referee["_names"]["B"]
+    assert [(n, end[topic]) for n, _, end in batch_bounds(jvm["batches"], True)] == [
+        (4, {"0": 2, "1": 3, "2": 6}), (3, {"0": 4, "1": 4, "2": 6}),
+        (4, {"0": 6, "1": 6, "2": 6})]
+
+
+def test_offsets_behind_latest_from_our_progress_are_sparks_metrics(referee):
+    """Documented difference (metrics): Spark's source reports min/max/avg offsets behind
+    latest in each batch's metrics; ours cannot publish source metrics, but reports
+    latestOffset, from which kafka_source.lag computes the same three figures."""
+    from kafka_source.lag import source_lag
+    jvm, ours = same_reads(referee, "stream-max-offsets-per-trigger")
+    jvm_batches = [b for b in jvm["batches"] if b["numInputRows"]]
+    our_batches = [b for b in ours["batches"] if b["numInputRows"]]
+    assert len(jvm_batches) == len(our_batches) == 3
+    for theirs, mine in zip(jvm_batches, our_batches):
+        assert not mine["metrics"]
+        assert mine["latestOffset"] == theirs["latestOffset"]
+        assert source_lag(mine) == theirs["metrics"]
+    assert jvm_batches[0]["metrics"]["maxOffsetsBehindLatest"] == "4"
+
+
+def test_available_now_applies_min_offsets_in_spark_only(referee):
+    """Documented difference: under Trigger.AvailableNow Spark's connector applies
+    minOffsetsPerTrigger (the run ends with 6 records unread); ours reads up to the run's
+    end."""
+    name, _, jvm_sizes, our_sizes = AVAILABLE_NOW_MIN_OFFSETS
+    jvm, ours = ok(referee[name]["kafka"]), ok(referee[name]["pykafka"])
+    assert [n for n, *_ in batch_bounds(jvm["batches"], True)] == jvm_sizes
+    assert [n for n, *_ in batch_bounds(ours["batches"], True)] == our_sizes
+    assert batch_bounds(ours["batches"], True)[:2] == batch_bounds(jvm["batches"], True)
+    assert len(ours["rows"]) == 18
+    assert {(r["partition"], r["offset"]) for r in jvm["rows"]} < \
+        {(r["partition"], r["offset"]) for r in ours["rows"]}
 
 
 def failed_alike(referee, name: str, ours_names: str, spark_says: str) -> None:
@@ -492,6 +732,31 @@ def failed_alike(referee, name: str, ours_names: str, spark_says: str) -> None:
 @pytest.mark.parametrize("name", sorted(MISUSE))
 def test_mistakes_fail_both_and_ours_names_the_option(referee, name):
     failed_alike(referee, name, *MISUSE[name][1:])
+
+
+def test_batch_only_option_errors_wait_for_the_first_action_here(referee):
+    """Documented difference (option errors and load()): Spark's connector checks a batch
+    read's options at load(); ours raises at load() what a batch and a stream share, and a
+    batch-only mistake when the query is planned (Spark does not tell schema() which)."""
+    phases = {name: (referee[name]["kafka"]["error"]["phase"],
+                     referee[name]["pykafka"]["error"]["phase"]) for name in MISUSE}
+    for shared in ("no-bootstrap-servers", "subscribe-and-assign", "no-subscription",
+                   "bad-starting-offsets-json", "batch-ending-at-earliest"):
+        assert phases[shared] == ("load", "load"), shared
+    for batch_only in ("batch-starting-at-latest", "batch-json-start-minus-one"):
+        assert phases[batch_only] == ("load", "collect"), batch_only
+
+
+@pytest.mark.parametrize("name", sorted(DIFFERING_READS))
+def test_reads_spark_takes_and_ours_refuses(referee, name):
+    """Documented differences (subscribePattern is Python's re; the offset and timestamp
+    JSON refuses what Spark's parser turns into a number without a word): Spark's
+    connector reads, ours fails at load() naming the option."""
+    _, jvm_rows, ours_names = DIFFERING_READS[name]
+    jvm, ours = ok(referee[name]["kafka"]), referee[name]["pykafka"]
+    assert len(jvm["rows"]) == jvm_rows
+    assert "error" in ours and ours["error"]["phase"] == "load", ours
+    assert ours_names in ours["error"]["message"]
 
 
 def read_back(referee, name: str, fmt: str) -> dict[str, list[dict]]:
@@ -555,6 +820,144 @@ def test_timestamp_column_is_written_by_ours_and_ignored_by_spark_4_2(referee):
 @pytest.mark.parametrize("name", sorted(WRITE_MISUSE))
 def test_write_mistakes_fail_both(referee, name):
     failed_alike(referee, name, *WRITE_MISUSE[name][3:])
+
+
+@pytest.mark.parametrize("name", sorted(WRITE_DIFFERS))
+def test_writes_spark_lands_and_ours_refuses(referee, name):
+    """Documented differences of the sinks: Spark's lands the rows, ours fails naming what
+    to change (and, for a bad row, has sent none of the task's rows)."""
+    *_, jvm_rows, our_rows, ours_names = WRITE_DIFFERS[name]
+    jvm, ours = referee[name]["kafka"], referee[name]["pykafka"]
+    if our_rows is None:  # else Spark's sink failed too, after sending the good rows
+        ok(jvm)
+    assert sum(len(rows) for rows in jvm["read_back"].values()) == jvm_rows
+    assert "error" in ours, ours
+    topic = sink_topic(referee["_names"]["P"], name, "pykafka")
+    assert ours_names.replace("<T>", topic) in ours["error"]["message"]
+    if our_rows is not None:
+        assert sum(len(rows) for rows in ours["read_back"].values()) == our_rows
+
+
+# ---- scenarios of steps ----------------------------------------------------------------
+
+def steps_runs(referee, name: str, fmt: str) -> list[dict]:
+    """The runs of a steps scenario through ``fmt``, its topic names put back to <S>."""
+    result = referee[name][fmt]
+    assert "error" not in result, json.dumps(result["error"], indent=1)[:6000]
+    topic = sink_topic(referee["_names"]["P"], name, fmt)
+    return json.loads(json.dumps(result["runs"]).replace(topic, "<S>"))
+
+
+def same_runs(referee, name: str) -> list[dict]:
+    """Both connectors' runs agree: failed alike, the same rows, the same micro-batches
+    (each one's size and start and end offsets, empty ones too). Spark's runs."""
+    jvm, ours = steps_runs(referee, name, "kafka"), steps_runs(referee, name, "pykafka")
+    assert len(ours) == len(jvm)
+    for i, (theirs, mine) in enumerate(zip(jvm, ours)):
+        both = f"run {i}: ours {mine.get('error')}\nSpark's {theirs.get('error')}"
+        assert ("error" in mine) == ("error" in theirs), both
+        # each connector's topics were written apart: their timestamps differ
+        assert without_timestamps(by_position(mine["rows"])) == \
+            without_timestamps(by_position(theirs["rows"])), i
+        if "batches" in theirs:
+            assert batch_bounds(mine["batches"]) == batch_bounds(theirs["batches"]), i
+    return jvm
+
+
+def read_at(run: dict) -> list[tuple]:
+    return [(r["topic"], r["partition"], r["offset"]) for r in by_position(run["rows"])]
+
+
+def test_a_restart_reads_exactly_what_came_since(referee):
+    runs = same_runs(referee, "steps-restart-from-the-checkpoint")
+    assert [len(run["rows"]) for run in runs] == [0, 3, 1]
+    assert read_at(runs[2]) == [("<S>", 1, 4)]
+    assert read_at(runs[1]) == [("<S>", 0, 3), ("<S>", 0, 4), ("<S>", 1, 3)]
+    assert batch_bounds(runs[0]["batches"]) == [(0, None, {"<S>": {"0": 3, "1": 3}})]
+
+
+def test_a_checkpoint_moves_between_the_connectors(referee):
+    """Documented (checkpoint offsets): either connector resumes the other's checkpoint;
+    the first run after the move, with nothing new, runs one empty batch in both."""
+    runs = same_runs(referee, "steps-checkpoint-from-the-other-connector")
+    assert [len(run["rows"]) for run in runs] == [3, 0, 2]
+    assert batch_bounds(runs[1]["batches"]) == [(0, {"<S>": {"0": 3}}, {"<S>": {"0": 3}})]
+    assert read_at(runs[2]) == [("<S>", 0, 3), ("<S>", 0, 4)]
+
+
+def test_a_partition_added_between_runs_is_read_from_earliest(referee):
+    """...and one whose first records were deleted before the query saw it is data loss:
+    the run fails with failOnDataLoss, and goes on from its earliest offset without."""
+    runs = same_runs(referee, "steps-partition-added")
+    assert read_at(runs[1]) == [("<S>", 0, 2), ("<S>", 1, 0), ("<S>", 1, 1), ("<S>", 1, 2)]
+    assert "some data may have been lost" in runs[2]["error"]["message"].lower()
+    ours = steps_runs(referee, "steps-partition-added", "pykafka")[2]["error"]["message"]
+    assert "starts from 1 instead of 0" in ours and "failOnDataLoss" in ours
+    assert read_at(runs[3]) == [("<S>", 2, 1), ("<S>", 2, 2)]
+
+
+def test_min_offsets_wait_for_max_trigger_delay_alike(referee):
+    """The first batch never waits; 2 records (below minOffsetsPerTrigger 5) wait until
+    maxTriggerDelay (3 s) has passed since the last batch, then come in one batch; 6 come
+    at the next trigger (every 500 ms)."""
+    name = "steps-min-offsets-with-max-trigger-delay"
+    same_runs(referee, name)
+    for fmt in ("kafka", "pykafka"):
+        batches = [b for b in steps_runs(referee, name, fmt)[0]["batches"]
+                   if b["numInputRows"]]
+        assert [(n, end) for n, _, end in batch_bounds(batches)] == [
+            (2, {"<S>": {"0": 2}}), (2, {"<S>": {"0": 4}}), (6, {"<S>": {"0": 10}})], fmt
+        assert batches[1]["began_ms"] - batches[0]["began_ms"] >= 2500, fmt
+
+
+def test_stream_writes_in_update_mode_or_continuous_are_sparks_only(referee):
+    """Documented differences (writes; no continuous trigger): Spark's sink writes a
+    stream in update mode and under a continuous trigger. For ours Spark 4.2 refuses update
+    mode when the query starts; a continuous query starts, commits its epochs and lands
+    nothing, without an error (a gap to close: Spark never hands the Python sink the
+    rows)."""
+    name = "steps-stream-writes-update-mode-and-continuous"
+    jvm, ours = steps_runs(referee, name, "kafka"), steps_runs(referee, name, "pykafka")
+    for run in jvm:
+        assert "error" not in run, run["error"]
+        assert [bytes.fromhex(r["value"]).decode() for r in by_position(run["rows"])] == [
+            "a-0", "a-1", "a-2"]
+    update, continuous = ours
+    assert "error" in update and "does not support update mode" in \
+        update["error"]["message"].lower(), update
+    assert "error" not in continuous, continuous["error"]
+    assert update["rows"] == continuous["rows"] == []
+
+
+def test_a_batch_dataframe_run_twice_sees_new_records_not_new_partitions(referee):
+    """The second action of one batch DataFrame reads the records added since in the
+    partitions it had, and not a partition created since, in both (README: "A batch
+    DataFrame run twice")."""
+    runs = same_runs(referee, "steps-batch-dataframe-run-twice")
+    assert read_at(runs[0]) == [("<S>", 0, 0), ("<S>", 0, 1)]
+    assert read_at(runs[1]) == [("<S>", 0, 0), ("<S>", 0, 1), ("<S>", 0, 2)]
+
+
+def test_a_subscribed_topic_deleted_between_runs_fails_the_next(referee):
+    """Subscribed by name, a deleted topic fails the next run in both: Spark's says
+    UnknownTopicOrPartition, ours names the topic."""
+    name = "steps-topic-deleted-subscribe"
+    runs = same_runs(referee, name)
+    assert len(runs[0]["rows"]) == 4
+    assert "unknowntopicorpartition" in runs[1]["error"]["message"].lower()
+    ours = steps_runs(referee, name, "pykafka")[1]["error"]["message"]
+    assert "<S>-b" in ours and "do not exist" in ours
+
+
+def test_a_topic_deleted_under_a_pattern_is_data_loss(referee):
+    """Matched by a pattern, a deleted topic's partitions are gone: with failOnDataLoss
+    the next run fails in both; without, the same checkpoint goes on with the rest."""
+    name = "steps-topic-deleted-pattern"
+    runs = same_runs(referee, name)
+    assert "some data may have been lost" in runs[1]["error"]["message"].lower()
+    ours = steps_runs(referee, name, "pykafka")[1]["error"]["message"]
+    assert "<S>-b-0 is gone" in ours and "failOnDataLoss" in ours
+    assert read_at(runs[2]) == [("<S>-a", 0, 2)]
 
 
 def test_jars_are_the_connector_and_what_it_needs_beyond_pyspark(referee):
