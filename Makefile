@@ -49,7 +49,8 @@ lint-ci: $(STAMP)
 # .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/).
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
-# small sizes; make soak runs them at full size).
+# small sizes; make soak runs them at full size); and a 3-node Kafka with 200 other topics
+# whose retriable errors must refresh the query's topics only (tests/test_metadata_scope.py).
 # test-loading: a job for each way of loading the connector (tests/test_load_paths.py:
 # editable install, --py-files, PYTHONPATH, addPyFile) and a local Spark Connect server
 # (tests/test_connect.py: the wheel on the server, addArtifacts from a client).
@@ -67,7 +68,7 @@ test-jvm: $(STAMP)
 	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py $(PYTEST_ARGS)
 
 test-faults: $(STAMP)
-	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py $(PYTEST_ARGS)
 
 # A broker and a Schema Registry on this machine, to try the connector on a laptop
 # (python -m kafka_testbed; TESTBED_ARGS="--topic orders:3 --kafka" for Apache Kafka).

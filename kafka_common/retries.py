@@ -7,10 +7,11 @@ seconds. The writer's driver-side check (the topic exists, the brokers reach) ta
 same path (``with_retries``, the same defaults, ``kafka.max.block.ms`` as an upper bound),
 so a write to the same mistake fails as fast and says the same thing:
 
-- ``with_retries``: a lookup tried ``attempts`` times, ``interval_ms`` apart; an error that
-  comes from the options (``ConfigError``) fails at once, since another attempt cannot
-  change it; when the attempts run out, a connection or timeout error says how many
-  attempts were made and how long they really took;
+- ``with_retries``: a lookup tried ``attempts`` times, ``interval_ms`` apart, under the
+  library's one retry policy (``protocol.retry``): an error that comes from the options
+  (``ConfigError``) fails at once, since another attempt cannot change it; when the
+  attempts run out, a connection or timeout error says how many attempts were made and
+  how long they really took;
 - ``missing_topics_message``: the words for topics the cluster does not have.
 """
 
@@ -20,7 +21,8 @@ import logging
 import time
 from typing import Callable, Iterable, TypeVar
 
-from protocol.errors import ConfigError, KafkaConnectionError, KafkaTimeoutError, PyKafkaError
+from protocol.errors import ConfigError, PyKafkaError
+from protocol.retry import RetryPolicy
 
 __all__ = ["ATTEMPTS", "INTERVAL_MS", "with_retries", "missing_topics_message"]
 
@@ -38,41 +40,20 @@ def missing_topics_message(option: str, topics: Iterable[str]) -> str:
             f"cluster")
 
 
-def _gave_up(exc: PyKafkaError, what: str, attempts: int, started: float) -> PyKafkaError:
-    """``exc`` with the attempts made and the time they took, for the two errors whose
-    message comes from the network (another type is kept as it is)."""
-    if type(exc) not in (KafkaConnectionError, KafkaTimeoutError):
-        return exc
-    waited_ms = round((time.monotonic() - started) * 1000)
-    tried = f"{attempts} attempts" if attempts != 1 else "1 attempt"
-    out = type(exc)(f"{exc} ({what}: gave up after {tried} in {waited_ms} ms)")
-    return out.with_traceback(exc.__traceback__)
-
-
 def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
                  interval_ms: int = INTERVAL_MS, log: logging.Logger,
                  between: Callable[[], None] | None = None,
                  deadline: float | None = None) -> T:
-    """``call()``, tried up to ``attempts`` times (at least once), ``interval_ms`` apart,
-    while it raises ``PyKafkaError`` other than ``ConfigError``; each retry is logged as a
-    warning naming ``what``. ``between`` runs before each new attempt (a metadata
-    refresh); no attempt starts after ``deadline`` (a ``time.monotonic()``)."""
-    started = time.monotonic()
-    attempts = max(1, attempts)
-    attempt = 0
-    while True:
-        try:
-            return call()
-        except PyKafkaError as e:
-            attempt += 1
-            late = deadline is not None and time.monotonic() + interval_ms / 1000 > deadline
-            if isinstance(e, ConfigError) or attempt >= attempts or late:
-                reported = _gave_up(e, what, attempt, started)
-                if reported is e:
-                    raise
-                raise reported from None
-            log.warning("%s failed (attempt %d of %d), retrying in %d ms: %s", what,
-                        attempt, attempts, interval_ms, e)
-            time.sleep(interval_ms / 1000)
-            if between is not None:
-                between()
+    """``call()`` under ``protocol.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
+    (at least once), ``interval_ms`` apart, while it raises ``PyKafkaError`` other than
+    ``ConfigError``; each retry is logged as a warning naming ``what``. ``between`` runs
+    before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
+    ``time.monotonic()``)."""
+    timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic())
+                                                            * 1000))
+    policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
+    return policy.run(
+        what, lambda _tries: call(),
+        retriable=lambda e: isinstance(e, PyKafkaError) and not isinstance(e, ConfigError),
+        between=None if between is None else (lambda _tries, _error: between()),
+        level=logging.WARNING, logger=log)

@@ -83,7 +83,7 @@ class Partition:
     next_sequence: int = 0
     resend: bool = False  # restart from the oldest once nothing is in flight
     retry_at: float = 0.0
-    backoff: float = 0.0
+    resends: int = 0  # resends in a row, for the backoff before the next one
     leader: int | None = None
 
     @property

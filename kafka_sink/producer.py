@@ -124,10 +124,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable
 
+from kafka_common.retries import ATTEMPTS
 from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, UnsupportedVersionError)
 from protocol.primitives import ZERO_UUID
+from protocol.retry import RetryPolicy
 from protocol.transactions import MAX_INIT_PRODUCER_ID_VERSION, MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
@@ -141,7 +143,7 @@ __all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS
 
 log = logging.getLogger("pykafka.sink")
 
-_MAX_BACKOFF = 1.0
+_MAX_BACKOFF_MS = 1000
 OUT_OF_ORDER = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
 #: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
 IDENTITY_STATE_KEY = "idempotent-producer"
@@ -185,12 +187,17 @@ class TaskProducer:
         self._topic_ids: dict[str, object] = {}
         self._metadata_stale = False
         self._metadata_retry_at = 0.0
+        self.missing_lookup_ms = 0  # how long the last partition_counts took
         self._new_id_pending = False
         self._started = False
         self.buffered_bytes = 0
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
         self._backoff0 = options.retry_backoff_ms / 1000
+        # the waits before a partition's resends (how many: kafka.retries per batch; how
+        # long: delivery.timeout.ms per batch, both counted by the batches themselves)
+        self._resend_policy = RetryPolicy(backoff_ms=options.retry_backoff_ms,
+                                          max_backoff_ms=_MAX_BACKOFF_MS)
         # An identity an earlier task of this worker left (see "Producer ids that outlive
         # a task"); taken on at the first append, so a task that writes nothing keeps it.
         self._carried = (identity if identity is not None and self.idempotent
@@ -227,29 +234,49 @@ class TaskProducer:
     # ---- metadata -------------------------------------------------------------------------
 
     def partition_counts(self, topics) -> dict[str, int]:
-        """The number of partitions of each topic that exists, waiting up to
-        ``max.block.ms`` for the ones not yet in the metadata; missing ones are left out."""
+        """The number of partitions of each topic that exists; missing ones are left out.
+        A topic not in the metadata is asked for ``ATTEMPTS`` times (Spark's
+        ``fetchOffset.numRetries``, as the driver's check of the ``topic`` option and the
+        reader do), so a topic column naming a topic that does not exist fails a write in
+        a second, not after ``max.block.ms``; a broker that cannot be reached is retried
+        up to ``max.block.ms``. ``missing_lookup_ms``: how long the last lookup took."""
         topics = sorted(set(topics))
-        deadline = time.monotonic() + self.options.max_block_ms / 1000
-        backoff = self._backoff0 or 0.05
-        while True:
-            try:
-                meta = self.client.refresh_metadata(topics)
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                if time.monotonic() + backoff > deadline:
-                    raise KafkaTimeoutError(
-                        f"could not fetch the metadata of topics {topics} within "
-                        f"{self.options.max_block_ms} ms (kafka.max.block.ms): {e}") from e
-                meta = None
-            if meta is not None:
-                found = {t: meta.topics[t] for t in topics if t in meta.topics
-                         and not meta.topics[t].error_code and meta.topics[t].partitions}
-                for name, info in found.items():
+        found: dict[str, int] = {}
+        answers = [0]
+        started = time.monotonic()
+
+        def attempt(_tries) -> dict[str, int]:
+            meta = self.client.refresh_metadata(topics)
+            answers[0] += 1
+            for name in topics:
+                info = meta.topics.get(name)
+                if info is not None and not info.error_code and info.partitions:
                     self._topic_ids[name] = info.topic_id
-                if len(found) == len(topics) or time.monotonic() + backoff > deadline:
-                    return {t: len(info.partitions) for t, info in found.items()}
-            time.sleep(backoff)
-            backoff = min(backoff * 2, _MAX_BACKOFF)
+                    found[name] = len(info.partitions)
+            if len(found) < len(topics) and answers[0] < ATTEMPTS:
+                raise _TopicsMissing()
+            return found
+
+        def gave_up(tries, error: BaseException) -> BaseException:
+            if isinstance(error, _TopicsMissing):
+                return error
+            return KafkaTimeoutError(
+                f"could not fetch the metadata of topics {topics} within "
+                f"{self.options.max_block_ms} ms (kafka.max.block.ms; {tries.summary()}): "
+                f"{error}")
+
+        policy = RetryPolicy(backoff_ms=self.options.retry_backoff_ms or 50,
+                             max_backoff_ms=_MAX_BACKOFF_MS,
+                             timeout_ms=self.options.max_block_ms)
+        try:
+            return policy.run(f"metadata of topics {topics}", attempt, give_up=gave_up,
+                              retriable=lambda e: isinstance(
+                                  e, (_TopicsMissing, KafkaConnectionError,
+                                      KafkaTimeoutError)))
+        except _TopicsMissing:
+            return dict(found)
+        finally:
+            self.missing_lookup_ms = round((time.monotonic() - started) * 1000)
 
     def _refresh_leaders(self) -> None:
         now = time.monotonic()
@@ -700,7 +727,7 @@ class TaskProducer:
         while p.queue and p.queue[0].acked:
             p.queue.popleft()
             p.next_index = max(0, p.next_index - 1)
-        p.backoff = 0.0
+        p.resends = 0
 
     def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
                refresh: bool) -> None:
@@ -708,8 +735,8 @@ class TaskProducer:
         b.rejected = rejected
         if not p.resend:
             p.resend = True
-            p.backoff = min(max(p.backoff * 2, self._backoff0), _MAX_BACKOFF)
-            p.retry_at = time.monotonic() + p.backoff
+            p.resends += 1
+            p.retry_at = time.monotonic() + self._resend_policy.delay_s(p.resends)
         if refresh:
             self._metadata_stale = True
         log.debug("%s: will resend from the oldest unacknowledged batch: %s", p.name, message)
@@ -740,3 +767,7 @@ class TaskProducer:
             p.resend = False
             p.confirmed = False  # the broker knows nothing of the new id
         self._new_id_pending = False
+
+
+class _TopicsMissing(Exception):
+    """Topics the metadata does not have (yet): asked again, ``ATTEMPTS`` answers in all."""

@@ -127,18 +127,22 @@ def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int) -> None:
+def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int,
+               lookup_ms: int = 0) -> None:
     """The data-dependent checks on one prepared Arrow batch (``columns.Rows``), in this
     order: null topics, unknown topics, partitions out of range, negative timestamps, null
-    header keys, records too large. ``partition_counts`` has every topic that exists."""
+    header keys, records too large. ``partition_counts`` has every topic that exists (the
+    lookup took ``lookup_ms``)."""
     if rows.null_topics:
         raise ConfigError(
             f"null topic present in the data ({rows.null_topics} of {rows.n} rows in this "
             f"batch). Use the topic option for setting a default topic.")
-    for topic in rows.topics:
-        if topic not in partition_counts:
-            raise ConfigError(f"Topic {topic} not present in metadata: it does not exist "
-                              f"(topics are not created by the writer)")
+    missing = [topic for topic in rows.topics if topic not in partition_counts]
+    if missing:
+        raise ConfigError(
+            f"the records' topic(s) {', '.join(repr(t) for t in missing)} do not exist in "
+            f"the cluster (Topic {missing[0]} not present in metadata after {lookup_ms} ms; "
+            f"topics are not created by the writer: create it first)")
     if rows.partition is not None:
         for t, topic in enumerate(rows.topics):
             count = partition_counts[topic]

@@ -8,28 +8,26 @@ import base64
 import datetime as dt
 import decimal
 import json
-import threading
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from kafka_common.arrow_json import decimal_text, key_text, non_finite_text, rows
+from kafka_common.bounded_cache import BoundedCache
 from kafka_common.schema_registry.framing import frame, message_index_bytes
 
 from .value_formats import SinkFormat
 
 __all__ = ["encode_formats", "framed"]
 
-_encoders: dict = {}
-_lock = threading.Lock()
+_encoders: BoundedCache[tuple, tuple] = BoundedCache(256)
 
 
 def _encoder(f: SinkFormat):
     """(encoder with ``.encode(array) -> binary array``, bytes after the schema id)."""
     key = (f.format, f.schema_id, f.schema, f.message_name)
-    with _lock:
-        found = _encoders.get(key)
+    found = _encoders.get(key)
     if found is None:
         if f.format == "avro":
             from kafka_common.avro import Encoder, parse_schema
@@ -40,8 +38,7 @@ def _encoder(f: SinkFormat):
             found = (encoder, message_index_bytes(encoder.path))
         else:
             found = (_JsonEncoder(), b"")
-        with _lock:
-            _encoders[key] = found
+        _encoders.put(key, found)
     return found
 
 

@@ -38,6 +38,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
                                     WriterCommitMessage)
 
+from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from protocol import pool
@@ -208,76 +209,25 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
 
 def _write_task(batches, options: WriterOptions, plan: WritePlan, client, producer,
                 prefix, task, fresh_ids, identity) -> tuple[KafkaCommitMessage, TaskProducer]:
+    """One task's write: its transaction opened (exactlyOnce), its rows sent, its commit
+    message for the driver."""
     iterator = iter(batches)
     txn_info = None
     if prefix is not None:
-        partition_id, attempt, batch_id = task if task is not None else task_identity()
-        tid = transactional_id(prefix, partition_id, attempt)
-        producer = producer or TaskProducer(options, client, transactional_id=tid)
-        try:
-            producer.producer_identity()  # aborts what this id left open, fences zombies
-            if fresh_ids:
-                refuse_used_id(tid, producer.epoch)
-            if (batch_id is not None and committed_batch(
-                    producer.client, prefix, partition_id, options.request_timeout_ms,
-                    options.topic) >= batch_id):
-                for _ in iterator:
+        producer, txn_info, skipped = _open_transaction(options, client, producer, prefix,
+                                                        task, fresh_ids)
+        if skipped is not None:
+            try:
+                for _ in iterator:  # the micro-batch was committed before a restart
                     pass
-                return KafkaCommitMessage(transaction=TaskTransaction(
-                    tid, producer.producer_id, producer.epoch, partition_id, attempt,
-                    skipped=True)), producer
-        except BaseException:
-            producer.close()
-            raise
-        txn_info = (tid, partition_id, attempt, batch_id)
+            except BaseException:
+                producer.close()
+                raise
+            return skipped, producer
     producer = producer or TaskProducer(options, client, identity=identity)
-    batcher = PartitionBatcher(options, producer)
-    if options.partitioner == "round_robin":
-        sticky = RoundRobinPartitioner()
-    else:
-        sticky = StickyPartitioner(options.batch_size)
-    use_keys = options.partitioner == "default"
-    counts: dict[str, int] = {}
     try:
-        while True:
-            waited = time.monotonic()
-            batch = next(iterator, None)
-            if batch is None:
-                break
-            batcher.input_waited(time.monotonic() - waited)
-            parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-            for rb in parts:
-                if rb.num_rows == 0:
-                    continue
-                if options.formats:
-                    rb = encode_formats(rb, options.formats)
-                rows = prepare(rb, plan)
-                missing = [t for t in rows.topics if t not in counts]
-                if missing:
-                    counts.update(producer.partition_counts(missing))
-                check_rows(rows, counts, options.max_request_size)
-                _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys),
-                           batcher)
-                if producer.buffered_bytes >= options.buffer_memory:
-                    producer.wait_for_room(options.buffer_memory // 2)
-                elif (producer.started
-                      or producer.buffered_bytes >= options.check_before_send_bytes):
-                    producer.start()
-                    producer.poll(0)
-        batcher.flush()
-        producer.flush()
-        transaction = None
-        if txn_info is not None:
-            tid, partition_id, attempt, batch_id = txn_info
-            maybe_kill("before_task_end", batch_id)
-            maybe_fail("before_task_end", partition_id, attempt)
-            written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
-            transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
-                                          partition_id, attempt,
-                                          marker_partition(options, written))
-        return KafkaCommitMessage(
-            partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
-            producer_ids=tuple(producer.producer_ids), transaction=transaction), producer
+        _send_rows(iterator, options, plan, producer)
+        return _commit_message(options, producer, txn_info), producer
     except BaseException:
         if txn_info is not None and producer.abort_transaction():
             log.warning("the task's write failed: its transaction %s was aborted",
@@ -285,6 +235,86 @@ def _write_task(batches, options: WriterOptions, plan: WritePlan, client, produc
         raise
     finally:
         producer.close()
+
+
+def _open_transaction(options: WriterOptions, client, producer, prefix: str, task,
+                      fresh_ids: bool):
+    """(producer, (transactional id, partition, attempt, batch id), the commit message of
+    a task that writes nothing because its micro-batch was committed before, or None)."""
+    partition_id, attempt, batch_id = task if task is not None else task_identity()
+    tid = transactional_id(prefix, partition_id, attempt)
+    producer = producer or TaskProducer(options, client, transactional_id=tid)
+    try:
+        producer.producer_identity()  # aborts what this id left open, fences zombies
+        if fresh_ids:
+            refuse_used_id(tid, producer.epoch)
+        skipped = None
+        if (batch_id is not None and committed_batch(
+                producer.client, prefix, partition_id, options.request_timeout_ms,
+                options.topic) >= batch_id):
+            skipped = KafkaCommitMessage(transaction=TaskTransaction(
+                tid, producer.producer_id, producer.epoch, partition_id, attempt,
+                skipped=True))
+    except BaseException:
+        producer.close()
+        raise
+    return producer, (tid, partition_id, attempt, batch_id), skipped
+
+
+def _send_rows(iterator, options: WriterOptions, plan: WritePlan,
+               producer: TaskProducer) -> None:
+    """Every row of Spark's batches routed to its partition, batched and sent; returns once
+    the broker acknowledged them all."""
+    batcher = PartitionBatcher(options, producer)
+    if options.partitioner == "round_robin":
+        sticky = RoundRobinPartitioner()
+    else:
+        sticky = StickyPartitioner(options.batch_size)
+    use_keys = options.partitioner == "default"
+    counts: dict[str, int] = {}
+    while True:
+        waited = time.monotonic()
+        batch = next(iterator, None)
+        if batch is None:
+            break
+        batcher.input_waited(time.monotonic() - waited)
+        parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        for rb in parts:
+            if rb.num_rows == 0:
+                continue
+            if options.formats:
+                rb = encode_formats(rb, options.formats)
+            rows = prepare(rb, plan)
+            missing = [t for t in rows.topics if t not in counts]
+            if missing:
+                counts.update(producer.partition_counts(missing))
+            check_rows(rows, counts, options.max_request_size, producer.missing_lookup_ms)
+            _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys), batcher)
+            if producer.buffered_bytes >= options.buffer_memory:
+                producer.wait_for_room(options.buffer_memory // 2)
+            elif (producer.started
+                  or producer.buffered_bytes >= options.check_before_send_bytes):
+                producer.start()
+                producer.poll(0)
+    batcher.flush()
+    producer.flush()
+
+
+def _commit_message(options: WriterOptions, producer: TaskProducer,
+                    txn_info) -> KafkaCommitMessage:
+    """What the task wrote, per partition, and its open transaction for the driver."""
+    transaction = None
+    if txn_info is not None:
+        tid, partition_id, attempt, batch_id = txn_info
+        maybe_kill("before_task_end", batch_id)
+        maybe_fail("before_task_end", partition_id, attempt)
+        written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
+        transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
+                                      partition_id, attempt,
+                                      marker_partition(options, written))
+    return KafkaCommitMessage(
+        partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
+        producer_ids=tuple(producer.producer_ids), transaction=transaction)
 
 
 # ---- Spark's writers ------------------------------------------------------------------------
@@ -382,7 +412,7 @@ def _check_transactions(producer: TaskProducer) -> None:
 #: Checks that passed in this process: key -> monotonic time. Spark's Python runner makes
 #: the streaming writer again at every micro-batch's commit (in a reused worker): without
 #: this, every micro-batch opened a connection and asked for metadata just to check again.
-_CHECKED: dict[tuple, float] = {}
+_CHECKED: BoundedCache[tuple, float] = BoundedCache(256)
 
 
 def _check_key(options: WriterOptions) -> tuple:
@@ -432,7 +462,7 @@ def _check_topic_exists(options: WriterOptions) -> None:
             f"{missing_topics_message('topic', [options.topic])} (Topic {options.topic} not "
             f"present in metadata after {waited_ms} ms; topics are not created by the "
             f"writer: create it first)") from None
-    _CHECKED[key] = time.monotonic()
+    _CHECKED.put(key, time.monotonic())
 
 
 def _check_once(options: WriterOptions) -> None:

@@ -17,6 +17,7 @@ from protocol import pool
 from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
+from protocol.retry import RetryPolicy
 
 from .offset_specs import OffsetRange
 
@@ -51,14 +52,209 @@ def data_loss_message(topic: str, partition: int, start: int, end: int, why: str
             "\"failOnDataLoss\" to \"false\".")
 
 
-class _Fetcher:
-    def __init__(self, options, rng: OffsetRange, client: KafkaClient):
+class _RangeReader:
+    """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
+
+    Its waits follow the library's retry policy (``protocol.retry``): an error is retried
+    after ``retry.backoff.ms`` doubling up to 1 s, within ``kafkaConsumer.pollTimeoutMs``
+    of the last progress; an answer with nothing to read yet is asked again after
+    ``retry.backoff.ms``."""
+
+    def __init__(self, options, rng: OffsetRange, client: KafkaClient, config,
+                 decode_records):
         self.o, self.rng, self.client = options, rng, client
+        self.base, self.config = options.client_config, config
+        self.decode_records = decode_records
+        self.formats = getattr(options, "formats", None)
         self.tp = (rng.topic, rng.partition)
         self.read_committed = options.isolation_level_code == READ_COMMITTED
         self.lost_records = 0
         self.answered_at = time.monotonic()  # the last answer (or batch Spark took back)
         self.stalled_since: float | None = None  # when the reading stopped moving
+        self.offset, self.end = rng.start, rng.end
+        self.pending = None  # the Fetch in flight
+        self.last_error: Exception | None = None
+        self.stable_end: int | None = None  # read_committed: the last stable offset we wait behind
+        self.past_end: tuple[int, int] | None = None  # (offset, first batch) of an answer past `end`
+        self.progressed = False  # the last answer moved `offset`
+        self.finished = False  # the range ended before `end` (records gone, compacted away)
+        self.poll_s = self.base.retry_backoff_ms / 1000
+        self.tries = RetryPolicy(backoff_ms=self.base.retry_backoff_ms, max_backoff_ms=1000,
+                                 timeout_ms=options.poll_timeout_ms).start(
+            f"reading topic {rng.topic!r} partition {rng.partition}")
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            while self.offset < self.end and not self.finished:
+                if self.tries.expired():
+                    self._no_progress()
+                    continue
+                response = self._answer()
+                if response is None:
+                    continue
+                batch = self._take(response)
+                if batch is not None:
+                    yield batch
+                if self.progressed:
+                    # The time Spark spent on the batch is not the broker's.
+                    self.progressed = False
+                    self.tries.restart_clock()
+                    self.answered_at = time.monotonic()
+            if self.lost_records:
+                log.warning("topic %r partition %d: skipped %d offsets that were no longer "
+                            "available (failOnDataLoss=false)", self.rng.topic,
+                            self.rng.partition, self.lost_records)
+        finally:
+            if self.pending is not None:
+                self.pending.cancel()
+
+    def bound_waits_to_deadline(self) -> int:
+        """The ms left of the poll timeout, which becomes the bound of every wait of the
+        client (request, connect, trying another broker) from here on."""
+        left = max(1, int(self.tries.time_left_s() * 1000))
+        self.config.request_timeout_ms = min(self.base.request_timeout_ms, left)
+        self.config.connect_timeout_ms = min(self.base.connect_timeout_ms, left)
+        self.client.deadline = self.tries.deadline  # no second broker tried past it
+        return left
+
+    def _no_progress(self) -> None:
+        """The poll timeout passed without progress: data loss while read_committed waits
+        behind a stable offset (as Spark's consumer), else a timeout."""
+        if self.stable_end is not None:
+            self.lost(self.offset, self.end,
+                      f"the last stable offset stayed at {self.stable_end} for "
+                      f"kafkaConsumer.pollTimeoutMs={self.o.poll_timeout_ms} ms: a "
+                      "transaction was left open, or the records were aborted or deleted")
+            self.finished = True
+            return
+        raise KafkaTimeoutError(
+            f"Reading topic {self.rng.topic!r} partition {self.rng.partition} made no "
+            f"progress at offset {self.offset} (range ends at {self.end}) within "
+            f"kafkaConsumer.pollTimeoutMs={self.o.poll_timeout_ms} ms; last error: "
+            f"{self.last_error}")
+
+    def _answer(self):
+        """This partition's part of the next Fetch answer; None after a failure (retried)."""
+        left_ms = self.bound_waits_to_deadline()
+        try:
+            if self.pending is None:
+                self.pending = self.start(self.offset)
+            wait_ms = min(self.base.request_timeout_ms + self.o.fetch_max_wait_ms, left_ms)
+            response = self.pending.result(wait_ms).get(self.tp)
+        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+            self.pending = None
+            if isinstance(e, BrokerError) and not e.retriable:
+                raise
+            if not isinstance(e, BrokerError):
+                self.stalled(self.offset, e, left_ms)
+            self._retry_after(e)
+            return None
+        self.pending = None
+        if response is None:
+            # The broker left the partition out (Tansu does when it does not wait), or
+            # the answer was garbled into another partition's: ask again.
+            self.last_error = ProtocolError(
+                f"the Fetch response had no answer for topic {self.rng.topic!r} partition "
+                f"{self.rng.partition}")
+            time.sleep(self.poll_s)
+        return response
+
+    def _retry_after(self, error: Exception) -> None:
+        """Wait as the retry policy says (at most until the deadline), then refresh the
+        metadata of the topics in use: the leader may have moved."""
+        self.last_error = error
+        delay = self.tries.failed_once()
+        left = max(0.0, self.tries.time_left_s())
+        time.sleep(left if delay is None else min(delay, left))
+        self.bound_waits_to_deadline()  # the refresh may wait only for what is left
+        try:
+            self.client.refresh_in_use()
+        except (KafkaConnectionError, KafkaTimeoutError):
+            pass
+
+    def _take(self, response) -> pa.RecordBatch | None:
+        """What an answer means: records (returned), an error, or nothing to read yet."""
+        code = response["error_code"]
+        if code == OFFSET_OUT_OF_RANGE:
+            self.offset = self.skip_missing(self.offset)
+            self.tries.restart_clock()
+            return None
+        if code:
+            err = BrokerError.for_code(code, topic=self.rng.topic, partition=self.rng.partition)
+            if not (err.retriable or err.name in ("FENCED_LEADER_EPOCH",
+                                                   "UNKNOWN_LEADER_EPOCH")):
+                raise err
+            self._retry_after(err)
+            return None
+        batch, next_offset = self.decode_records(
+            response["records"], topic=self.rng.topic, partition=self.rng.partition,
+            start_offset=self.offset, end_offset=self.end,
+            include_headers=self.o.include_headers or self.formats is not None,
+            read_committed=self.read_committed, verify_crc=self.o.check_crcs,
+            aborted_transactions=[(a["producer_id"], a["first_offset"])
+                                  for a in response.get("aborted_transactions") or ()])
+        self.answered(self.offset)
+        if next_offset > self.offset:
+            return self._advance(batch, next_offset)
+        first = _first_batch_offset(response["records"])
+        if first is not None and first >= self.end:
+            self._past_end(first, response["high_watermark"])
+        else:
+            self._nothing_yet(response)
+        return None
+
+    def _advance(self, batch, next_offset: int) -> pa.RecordBatch | None:
+        """Records up to ``next_offset``: the next Fetch goes out before Spark takes them."""
+        if next_offset < self.end:
+            try:  # in flight while Spark consumes this batch
+                self.pending = self.start(next_offset)
+            except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+                self.last_error = e  # sent again at the top of the loop
+        self.offset, self.stable_end, self.progressed = next_offset, None, True
+        if not batch.num_rows:
+            return None
+        if self.formats is not None:
+            from .value_decoding import decode_formats
+            batch = decode_formats(batch, self.formats, topic=self.rng.topic,
+                                   partition=self.rng.partition,
+                                   keep_headers=self.o.include_headers)
+        return batch
+
+    def _past_end(self, first: int, high_watermark: int) -> None:
+        """Kafka answered with the first batch after ``offset``, past the range: no record
+        is left in [offset, end) (compacted away). Not data loss, as in Spark's connector:
+        the range is done. The CRC does not cover a batch's base offset, so the range ends
+        only on a second answer that agrees and starts below the high watermark: one
+        flipped bit must not end it empty."""
+        plausible = first < high_watermark
+        if plausible and self.past_end == (self.offset, first):
+            self.finished = True
+            return
+        self.past_end = (self.offset, first) if plausible else None
+        if not plausible:
+            self.last_error = ProtocolError(
+                f"the Fetch answer for topic {self.rng.topic!r} partition "
+                f"{self.rng.partition} at offset {self.offset} starts with a batch at offset "
+                f"{first}, past the high watermark {high_watermark}")
+            time.sleep(self.poll_s)
+
+    def _nothing_yet(self, response) -> None:
+        """No complete batch at ``offset``: is the rest of the range still to come?"""
+        limit = response["high_watermark"]
+        if self.read_committed and response.get("last_stable_offset", -1) >= 0:
+            limit = min(limit, response["last_stable_offset"])
+        if not self.read_committed and limit <= self.offset < self.end:
+            # The log ends before the range does: it was truncated under us.
+            self.lost(self.offset, self.end, f"the log now ends at offset {limit}")
+            self.finished = True
+            return
+        self.stable_end = limit if self.read_committed and limit <= self.offset else None
+        self.last_error = None
+        time.sleep(self.poll_s)
+
+    # ---- what the loop reports and asks -----------------------------------------------------
 
     def stalled(self, offset: int, error: Exception, left_ms: int) -> None:
         """A Fetch got no answer (timeout, broken connection): warn once per stall, naming
@@ -146,147 +342,11 @@ def read_range(options, rng: OffsetRange,
 
 def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient,
           config, decode_records) -> Iterator[pa.RecordBatch]:
-    base = options.client_config
-    formats = getattr(options, "formats", None)
-    if formats is not None:
-        from .value_decoding import decode_formats
     if open_end is not None:
         rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
             return
-    f = _Fetcher(options, rng, client)
-    offset, end = rng.start, rng.end
-    timeout_s = options.poll_timeout_ms / 1000
-    deadline = time.monotonic() + timeout_s
-    backoff = base.retry_backoff_ms / 1000
-    pending = None
-    last_error: Exception | None = None
-    stable_end: int | None = None  # read_committed: the last stable offset we wait behind
-    past_end: tuple[int, int] | None = None  # (offset, first batch) of an answer past `end`
-
-    def bound_waits_to_deadline() -> int:
-        """The ms left of the poll timeout, which becomes the bound of every wait of the
-        client (request, connect, trying another broker) from here on."""
-        left = max(1, int((deadline - time.monotonic()) * 1000))
-        config.request_timeout_ms = min(base.request_timeout_ms, left)
-        config.connect_timeout_ms = min(base.connect_timeout_ms, left)
-        client.deadline = deadline  # no second broker tried for a connection past it
-        return left
-
-    try:
-        while offset < end:
-            if time.monotonic() > deadline and stable_end is not None:
-                # As Spark's consumer: still nothing to read at or past the last stable
-                # offset after the poll timeout is data loss, not a timeout.
-                f.lost(offset, end, f"the last stable offset stayed at {stable_end} for "
-                                    f"kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} "
-                                    "ms: a transaction was left open, or the records "
-                                    "were aborted or deleted")
-                break
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(
-                    f"Reading topic {rng.topic!r} partition {rng.partition} made no progress at "
-                    f"offset {offset} (range ends at {end}) within kafkaConsumer.pollTimeoutMs="
-                    f"{options.poll_timeout_ms} ms; last error: {last_error}")
-            left_ms = bound_waits_to_deadline()
-            try:
-                if pending is None:
-                    pending = f.start(offset)
-                wait_ms = min(base.request_timeout_ms + options.fetch_max_wait_ms, left_ms)
-                response = pending.result(wait_ms).get(f.tp)
-            except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
-                pending = None
-                if isinstance(e, BrokerError) and not e.retriable:
-                    raise
-                last_error = e
-                if not isinstance(e, BrokerError):
-                    f.stalled(offset, e, left_ms)
-                _pause_and_refresh(client, min(backoff, left_ms / 1000),
-                                   bound_waits_to_deadline)
-                continue
-            pending = None
-            if response is None:
-                # The broker left the partition out (Tansu does when it does not wait), or
-                # the answer was garbled into another partition's: ask again.
-                last_error = ProtocolError(f"the Fetch response had no answer for topic "
-                                           f"{rng.topic!r} partition {rng.partition}")
-                time.sleep(backoff)
-                continue
-            code = response["error_code"]
-            if code == OFFSET_OUT_OF_RANGE:
-                offset = f.skip_missing(offset)
-                deadline = time.monotonic() + timeout_s
-                continue
-            if code:
-                err = BrokerError.for_code(code, topic=rng.topic, partition=rng.partition)
-                if not (err.retriable or err.name in ("FENCED_LEADER_EPOCH",
-                                                       "UNKNOWN_LEADER_EPOCH")):
-                    raise err
-                last_error = err
-                _pause_and_refresh(client, min(backoff, left_ms / 1000),
-                                   bound_waits_to_deadline)
-                continue
-            batch, next_offset = decode_records(
-                response["records"], topic=rng.topic, partition=rng.partition,
-                start_offset=offset, end_offset=end,
-                include_headers=options.include_headers or formats is not None,
-                read_committed=f.read_committed, verify_crc=options.check_crcs,
-                aborted_transactions=[(a["producer_id"], a["first_offset"])
-                                      for a in response.get("aborted_transactions") or ()])
-            f.answered(offset)
-            if next_offset > offset:
-                if next_offset < end:
-                    try:  # in flight while Spark consumes this batch
-                        pending = f.start(next_offset)
-                    except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
-                        last_error = e  # sent again at the top of the loop
-                offset, stable_end = next_offset, None
-                if batch.num_rows:
-                    if formats is not None:
-                        batch = decode_formats(batch, formats, topic=rng.topic,
-                                               partition=rng.partition,
-                                               keep_headers=options.include_headers)
-                    yield batch
-                # The time Spark spent on the batch is not the broker's.
-                deadline = time.monotonic() + timeout_s
-                f.answered_at = time.monotonic()
-                continue
-            first = _first_batch_offset(response["records"])
-            if first is not None and first >= end:
-                # Kafka answered with the first batch after `offset`, past the range: no
-                # record is left in [offset, end) (compacted away). Not data loss, as in
-                # Spark's connector: the range is done. The CRC does not cover a batch's
-                # base offset, so the range ends only on a second answer that agrees and
-                # starts below the high watermark: one flipped bit must not end it empty.
-                plausible = first < response["high_watermark"]
-                if plausible and past_end == (offset, first):
-                    break
-                past_end = (offset, first) if plausible else None
-                if not plausible:
-                    last_error = ProtocolError(
-                        f"the Fetch answer for topic {rng.topic!r} partition {rng.partition} "
-                        f"at offset {offset} starts with a batch at offset {first}, past the "
-                        f"high watermark {response['high_watermark']}")
-                    time.sleep(backoff)
-                continue
-            # No complete batch at `offset`: is the rest of the range still to come?
-            limit = response["high_watermark"]
-            if f.read_committed and response.get("last_stable_offset", -1) >= 0:
-                limit = min(limit, response["last_stable_offset"])
-            if not f.read_committed and limit <= offset < end:
-                # The log ends before the range does: it was truncated under us.
-                f.lost(offset, end, f"the log now ends at offset {limit}")
-                break
-            stable_end = limit if f.read_committed and limit <= offset else None
-            last_error = None
-            time.sleep(backoff)
-        if f.lost_records:
-            log.warning("topic %r partition %d: skipped %d offsets that were no longer "
-                        "available (failOnDataLoss=false)", rng.topic, rng.partition,
-                        f.lost_records)
-    finally:
-        if pending is not None:
-            pending.cancel()
+    yield from _RangeReader(options, rng, client, config, decode_records).batches()
 
 
 def _first_batch_offset(records) -> int | None:
@@ -300,13 +360,3 @@ def _first_batch_offset(records) -> int | None:
     if head[MAGIC_OFFSET] != MAGIC_V2:
         return None
     return int.from_bytes(head[:8], "big", signed=True)
-
-
-def _pause_and_refresh(client: KafkaClient, backoff: float,
-                       bound_waits_to_deadline) -> None:
-    time.sleep(backoff)
-    bound_waits_to_deadline()  # the refresh may wait only for what is left of the poll timeout
-    try:
-        client.refresh_in_use()
-    except (KafkaConnectionError, KafkaTimeoutError):
-        pass

@@ -20,12 +20,12 @@ errors within the request timeout; this layer retries the whole lookup, as Spark
 from __future__ import annotations
 
 import logging
-import time
 from typing import Mapping
 
 from protocol.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
 from kafka_common.retries import with_retries
 from protocol.errors import PyKafkaError
+from protocol.retry import RetryPolicy
 
 from .offset_specs import format_tp
 
@@ -58,9 +58,6 @@ class OffsetReader:
         once must not fail the query."""
         return self._retry("fetching metadata", lambda: self._client.refresh_metadata(topics),
                            refresh=False)
-
-    def _sleep(self) -> None:
-        time.sleep(self.retry_interval_ms / 1000)
 
     def _retry(self, what: str, call, refresh: bool = True):
         """``call`` retried by ``kafka_common.retries.with_retries``, the path the writer's
@@ -103,27 +100,42 @@ class OffsetReader:
         answer is returned either way. ``first``: an answer already in hand for exactly
         ``tps`` (``metadata_and_latest``), taken as the first attempt."""
         tps = list(tps)
-        attempt = 0
-        while True:
-            if first is not None:
-                latest, first = dict(first), None
+        answers = [first]
+
+        def attempt(_tries) -> dict:
+            answer, answers[0] = answers[0], None
+            if answer is not None:
+                latest = dict(answer)
             else:
                 latest = {tp: o for tp, (o, _) in self.list_offsets(
                     {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
-            attempt += 1
-            if not known:
-                return latest
             behind = [(tp, known[tp], o) for tp, o in sorted(latest.items())
-                      if tp in known and known[tp] > o]
-            if not behind:
-                return latest
-            described = ", ".join(f"{format_tp(tp)} {k} -> {o}" for tp, k, o in behind)
-            if attempt >= self.attempts:
+                      if known and tp in known and known[tp] > o]
+            if behind:
+                raise _BehindKnown(latest, ", ".join(f"{format_tp(tp)} {k} -> {o}"
+                                                     for tp, k, o in behind))
+            return latest
+
+        def gave_up(tries, e: BaseException) -> BaseException:
+            if isinstance(e, _BehindKnown):
                 log.warning("latest offsets below offsets already seen after %d attempts "
                             "(partition, previous offset -> fetched offset): %s",
-                            attempt, described)
-                return latest
-            log.warning("latest offsets below offsets already seen (partition, previous "
-                        "offset -> fetched offset): %s; asking again in %d ms (attempt %d of "
-                        "%d)", described, self.retry_interval_ms, attempt, self.attempts)
-            self._sleep()
+                            tries.count, e)
+            return e
+
+        try:
+            return RetryPolicy.fixed(self.retry_interval_ms, self.attempts).run(
+                "latest offsets below offsets already seen (partition, previous offset -> "
+                "fetched offset)", attempt, retriable=lambda e: isinstance(e, _BehindKnown),
+                give_up=gave_up, level=logging.WARNING, logger=log)
+        except _BehindKnown as e:
+            return e.latest
+
+
+class _BehindKnown(Exception):
+    """An answer with a partition's latest offset below one the query has seen: asked
+    again (SPARK-26267); ``latest`` is the answer, the message lists the partitions."""
+
+    def __init__(self, latest: dict, described: str):
+        super().__init__(described)
+        self.latest = latest

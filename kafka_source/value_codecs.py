@@ -8,19 +8,19 @@ compiles a writer schema once per worker, not once per micro-batch.
 
 from __future__ import annotations
 
-import threading
 
 import pyarrow as pa
 
+from kafka_common.bounded_cache import BoundedCache
 from protocol.errors import ConfigError
 
 from .value_formats import ColumnFormat
 
 __all__ = ["reader_type", "decoder_for"]
 
-_lock = threading.Lock()
-_decoders: dict[tuple, object] = {}
-_reader_types: dict[tuple, pa.DataType] = {}
+# compiled decoders and reader types, per (writer schema, reader schema, options)
+_decoders: BoundedCache[tuple, object] = BoundedCache(256)
+_reader_types: BoundedCache[tuple, pa.DataType] = BoundedCache(256)
 
 
 def _avro_named(references) -> list:
@@ -48,8 +48,7 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     """The Arrow type of the decoded column (Spark's mapping of the reader schema)."""
     key = (col.format, col.reader_schema, col.reader_references, col.inline_schema is not None,
            col.message_name, tuple(sorted(conversion.items())))
-    with _lock:
-        found = _reader_types.get(key)
+    found = _reader_types.get(key)
     if found is not None:
         return found
     if col.format == "avro":
@@ -65,9 +64,7 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet by this "
                           "build of pyspark-pykafka (avro is)")
-    with _lock:
-        _reader_types[key] = found
-    return found
+    return _reader_types.put(key, found)
 
 
 def _proto_writer_message(col: ColumnFormat, writer: tuple, path: tuple[int, ...]):
@@ -96,8 +93,7 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
     schema_id, schema_type, text, references = writer
     key = (col.format, schema_id, text, col.reader_schema, col.reader_references,
            col.message_name, tuple(path), tuple(sorted(conversion.items())))
-    with _lock:
-        found = _decoders.get(key)
+    found = _decoders.get(key)
     if found is not None:
         return found
     if schema_type != col.schema_type:
@@ -126,6 +122,4 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
         found = Decoder(reader_type(col, conversion))
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet")
-    with _lock:
-        _decoders[key] = found
-    return found
+    return _decoders.put(key, found)

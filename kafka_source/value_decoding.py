@@ -18,12 +18,12 @@ mode: data is never turned into nulls because the registry is down.
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from kafka_common.bounded_cache import BoundedCache
 from kafka_common.schema_registry import RegistryAuthError, RegistryClient, RegistryError
 from kafka_common.schema_registry.framing import BAD, NULL, OK, read_frames
 from protocol.errors import PyKafkaError
@@ -33,8 +33,7 @@ from .value_formats import ColumnFormat, Formats
 
 __all__ = ["ValueDecodeError", "decode_formats", "extra_fields"]
 
-_clients: dict = {}
-_clients_lock = threading.Lock()
+_clients: BoundedCache[object, RegistryClient] = BoundedCache(16)  # by registry settings
 
 
 class ValueDecodeError(PyKafkaError):
@@ -44,11 +43,7 @@ class ValueDecodeError(PyKafkaError):
 def _client(formats: Formats) -> RegistryClient | None:
     if formats.registry is None:
         return None
-    with _clients_lock:
-        client = _clients.get(formats.registry)
-        if client is None:
-            client = _clients[formats.registry] = RegistryClient(formats.registry)
-        return client
+    return _clients.get_or_make(formats.registry, lambda: RegistryClient(formats.registry))
 
 
 def reads_plain_json(col: ColumnFormat, formats: Formats) -> bool:
@@ -114,6 +109,8 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
 
 def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
                    values: pa.Array, headers, where) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """``values`` decoded: (the typed column, the schema ids, the raw bytes of the rows that
+    could not be decoded); FAILFAST raises on the first such row instead."""
     from kafka_common.schema_registry.framing import KEY_HEADER, VALUE_HEADER
     n = len(values)
     frames = read_frames(values, protobuf=col.format == "protobuf", headers=headers,
@@ -124,9 +121,31 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     reasons = dict(frames.reasons)
     target = reader_type(col, conversion)
     pieces: list[tuple[np.ndarray, pa.Array]] = []
-    # Group rows by (id, guid, Protobuf message index); rows with a guid or with a message
-    # index other than the first message's are rare and looked at one by one.
-    groups: dict[tuple, list] = {}
+    for key, rows in _rows_by_writer(frames).items():
+        piece = _decode_group(col, formats, conversion, values, frames, key,
+                              np.asarray(rows, dtype=np.int64), corrupt, reasons)
+        if piece is not None:
+            rows, array = piece
+            pieces.append((rows, array if array.type == target else array.cast(target)))
+    if corrupt.any() and not formats.permissive:
+        _fail_fast(col, where, corrupt, ids, reasons)
+    if len(pieces) == 1 and len(pieces[0][0]) == n:
+        decoded = pieces[0][1]  # every row decoded, in order
+    else:
+        decoded = _in_row_order(pieces, n, target)
+    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
+                        mask=(status == NULL) | (ids < 0))
+    raw = pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
+        if corrupt.any() else pa.nulls(n, pa.binary())
+    return decoded, id_array, raw
+
+
+def _rows_by_writer(frames) -> dict[tuple, object]:
+    """The readable rows grouped by (schema id, guid, Protobuf message index): rows with a
+    guid or with a message index other than the first message's are rare and looked at
+    one by one."""
+    status, ids = frames.status, frames.ids
+    groups: dict[tuple, object] = {}
     ok_rows = np.flatnonzero(status == OK)
     odd_rows = set(frames.guids) | set(frames.indexes)
     plain = ok_rows[~np.isin(ok_rows, list(odd_rows))] if odd_rows else ok_rows
@@ -142,63 +161,67 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
             key = (None if guid is not None else int(ids[row]), guid,
                    frames.indexes.get(row, (0,)))
             groups.setdefault(key, []).append(row)
-    for (schema_id, guid, path), rows in groups.items():
-        rows = np.asarray(rows, dtype=np.int64)
-        label = (f"schema guid {guid}" if guid is not None else f"schema id {schema_id}"
-                 if schema_id != -1 else "a plain value (no schema id)")
-        try:
-            writer = _writer(col, formats, schema_id, guid)
-        except LookupError as exc:
-            corrupt[rows] = True
-            for r in rows:
-                reasons[int(r)] = f"unknown {label} ({exc})"
-            continue
-        if guid is not None:
-            ids[rows] = dict(col.guids).get(guid, writer[0])
-        try:
-            decoder = decoder_for(col, writer, conversion, path)
-        except ValueError as exc:  # the writer schema cannot be resolved to the reader's
-            corrupt[rows] = True
-            for r in rows:
-                reasons[int(r)] = f"{label} cannot be read as the reader schema: {exc}"
-            continue
-        whole = len(rows) == n  # the common case: one writer id, no null or bad row
-        subset = values if whole else values.take(pa.array(rows))
-        starts = frames.starts if whole else frames.starts[rows]
-        decoded = decoder.decode(subset, starts)
-        array, errors = decoded[0], np.asarray(decoded[1], dtype=bool)
-        why = decoded[2] if len(decoded) > 2 else {}
-        if errors.any():
-            for j in np.flatnonzero(errors):
-                r = int(rows[j])
-                corrupt[r] = True
-                reasons[r] = f"corrupt {col.format} payload for {label}" + (
-                    f": {why[int(j)]}" if int(j) in why else "")
-            keep = ~errors
-            rows, array = rows[keep], array.filter(pa.array(keep))
-        if array.type != target:
-            array = array.cast(target)
-        pieces.append((rows, array))
-    if corrupt.any() and not formats.permissive:
-        row = int(np.flatnonzero(corrupt)[0])
-        topic, partition, offsets = where
-        schema = f", schema id {int(ids[row])}" if ids[row] >= 0 else ""
-        raise ValueDecodeError(
-            f"Cannot decode the {col.column} of topic {topic!r} partition {partition} offset "
-            f"{int(offsets[row])}{schema} as {col.format} (valueFormat/keyFormat; set "
-            f"mode=PERMISSIVE to get null and the raw bytes in {col.column}CorruptRecord "
-            f"instead): {_hint(col, reasons.get(row, 'corrupt'))}"
-            + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
-               if corrupt.sum() > 1 else ""))
-    if len(pieces) == 1 and len(pieces[0][0]) == n:
-        decoded = pieces[0][1]  # every row decoded, in order
-    else:
-        decoded = _in_row_order(pieces, n, target)
-    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
-                        mask=(status == NULL) | (ids < 0))
-    raw = pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
-        if corrupt.any() else pa.nulls(n, pa.binary())
-    return decoded, id_array, raw
+    return groups
+
+
+def _decode_group(col: ColumnFormat, formats: Formats, conversion: dict, values: pa.Array,
+                  frames, key: tuple, rows: np.ndarray, corrupt: np.ndarray,
+                  reasons: dict) -> tuple[np.ndarray, pa.Array] | None:
+    """The rows of one writer schema decoded: (the rows decoded, their values); the rows
+    that could not be are marked in ``corrupt`` with their reason. None: none could."""
+    schema_id, guid, path = key
+    ids = frames.ids
+    label = (f"schema guid {guid}" if guid is not None else f"schema id {schema_id}"
+             if schema_id != -1 else "a plain value (no schema id)")
+    try:
+        writer = _writer(col, formats, schema_id, guid)
+    except LookupError as exc:
+        _mark(rows, corrupt, reasons, f"unknown {label} ({exc})")
+        return None
+    if guid is not None:
+        ids[rows] = dict(col.guids).get(guid, writer[0])
+    try:
+        decoder = decoder_for(col, writer, conversion, path)
+    except ValueError as exc:  # the writer schema cannot be resolved to the reader's
+        _mark(rows, corrupt, reasons, f"{label} cannot be read as the reader schema: {exc}")
+        return None
+    whole = len(rows) == len(values)  # the common case: one writer id, no null or bad row
+    subset = values if whole else values.take(pa.array(rows))
+    starts = frames.starts if whole else frames.starts[rows]
+    decoded = decoder.decode(subset, starts)
+    array, errors = decoded[0], np.asarray(decoded[1], dtype=bool)
+    why = decoded[2] if len(decoded) > 2 else {}
+    if not errors.any():
+        return rows, array
+    for j in np.flatnonzero(errors):
+        r = int(rows[j])
+        corrupt[r] = True
+        reasons[r] = f"corrupt {col.format} payload for {label}" + (
+            f": {why[int(j)]}" if int(j) in why else "")
+    keep = ~errors
+    return rows[keep], array.filter(pa.array(keep))
+
+
+def _mark(rows: np.ndarray, corrupt: np.ndarray, reasons: dict, reason: str) -> None:
+    corrupt[rows] = True
+    for r in rows:
+        reasons[int(r)] = reason
+
+
+def _fail_fast(col: ColumnFormat, where, corrupt: np.ndarray, ids: np.ndarray,
+               reasons: dict) -> None:
+    """FAILFAST: the first row that could not be decoded, named by topic, partition and
+    offset, with how many more there are."""
+    row = int(np.flatnonzero(corrupt)[0])
+    topic, partition, offsets = where
+    schema = f", schema id {int(ids[row])}" if ids[row] >= 0 else ""
+    raise ValueDecodeError(
+        f"Cannot decode the {col.column} of topic {topic!r} partition {partition} offset "
+        f"{int(offsets[row])}{schema} as {col.format} (valueFormat/keyFormat; set "
+        f"mode=PERMISSIVE to get null and the raw bytes in {col.column}CorruptRecord "
+        f"instead): {_hint(col, reasons.get(row, 'corrupt'))}"
+        + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
+           if corrupt.sum() > 1 else ""))
 
 
 def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:

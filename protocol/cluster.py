@@ -25,6 +25,7 @@ from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, Proto
                      PyKafkaError, UnknownTopicOrPartition)
 from .group_offsets import GroupOffsets
 from .primitives import ZERO_UUID
+from .retry import RetryPolicy, is_retriable
 
 log = logging.getLogger("pykafka.protocol.cluster")
 
@@ -70,13 +71,6 @@ class ClusterMetadata:
     cluster_id: str | None
     topics: dict[str, TopicInfo]
     fetched_at: float = field(default_factory=time.monotonic)
-
-
-def _is_retriable(exc: BaseException) -> bool:
-    if isinstance(exc, BrokerError):
-        return exc.retriable or exc.name in ("NOT_CONTROLLER", "UNKNOWN_LEADER_EPOCH",
-                                              "FENCED_LEADER_EPOCH")
-    return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
 
 
 class KafkaClient(GroupOffsets, AdminRequests):
@@ -301,29 +295,28 @@ class KafkaClient(GroupOffsets, AdminRequests):
     # ---- retries --------------------------------------------------------------------------
 
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
-        """Run ``attempt`` until it succeeds, a non-retriable error, or the deadline."""
+        """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
+        errors retried ``retry.backoff.ms`` apart, doubling up to 1 s, until it succeeds,
+        a non-retriable error, or ``timeout_ms`` (default ``request.timeout.ms``); the
+        topics in use are looked up afresh before each new attempt."""
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + timeout_ms / 1000
-        backoff = self.config.retry_backoff_ms / 1000
-        while True:
+        policy = RetryPolicy(backoff_ms=self.config.retry_backoff_ms, max_backoff_ms=1000,
+                             timeout_ms=timeout_ms)
+
+        def retriable(e: BaseException) -> bool:
+            # a coordinator that moved answers NOT_COORDINATOR (or its connection
+            # breaks): the next attempt looks every coordinator up again
+            self._coordinators.clear()
+            return is_retriable(e)
+
+        def refresh(_tries, _error) -> None:
             try:
-                return attempt()
-            except PyKafkaError as e:
-                # a coordinator that moved answers NOT_COORDINATOR (or its connection
-                # breaks): the next attempt looks every coordinator up again
-                self._coordinators.clear()
-                if not _is_retriable(e):
-                    raise
-                if time.monotonic() + backoff > deadline:
-                    raise KafkaTimeoutError(
-                        f"{what} did not succeed within {timeout_ms} ms; last error: {e}") from e
-                log.debug("%s: retrying after %s", what, e)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 1.0)
-                try:
-                    self.refresh_in_use()
-                except (KafkaConnectionError, KafkaTimeoutError):
-                    pass
+                self.refresh_in_use()
+            except (KafkaConnectionError, KafkaTimeoutError):
+                pass
+
+        return policy.run(what, lambda _tries: attempt(), retriable=retriable, between=refresh,
+                          logger=log)
 
     def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         tps = list(tps)
@@ -544,7 +537,7 @@ def _take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError
                 continue
             if p["error_code"]:
                 err = BrokerError.for_code(p["error_code"], topic=tp[0], partition=tp[1])
-                if not _is_retriable(err):
+                if not is_retriable(err):
                     raise err
                 first_error = first_error or err
                 continue

@@ -28,6 +28,19 @@ class Secret(str):
     def reveal(self) -> str:
         return str.__str__(self)
 
+
+def redact(text: str, secret: str) -> str:
+    """``text`` with ``secret`` replaced by ``******``, also in the forms an error text
+    may carry it: escaped as a Python str or bytes repr would show it, or URL-encoded (a
+    form body echoed back)."""
+    if not secret:
+        return text
+    from urllib.parse import quote
+    for form in {secret, repr(secret)[1:-1], repr(secret.encode("utf-8"))[2:-1],
+                 quote(secret, safe="")}:
+        text = text.replace(form, "******")
+    return text
+
     def __reduce__(self):
         return (Secret, (str.__str__(self),))
 

@@ -28,7 +28,7 @@ import logging
 import socket
 import time
 
-from .config import ClientConfig
+from .config import ClientConfig, redact
 from .errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
                      ProtocolError, UnsupportedVersionError, BrokerError)
 from .framing import ClientFraming
@@ -267,7 +267,7 @@ class BrokerConnection:
             if r["error_code"]:
                 # The broker's text is quoted, but never the password: PLAIN hands it to
                 # the broker, which could send it back.
-                text = _redact(r.get("error_message") or "", c.sasl_password.reveal())
+                text = redact(r.get("error_message") or "", c.sasl_password.reveal())
                 raise AuthenticationError(
                     f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
                     f"failed at {self.host}:{self.port}: {text}".rstrip())
@@ -443,13 +443,3 @@ def _same_status(text: str, status: dict | None) -> bool:
         return json.loads(text) == status
     except ValueError:
         return False
-
-
-def _redact(text: str, secret: str) -> str:
-    """``text`` with ``secret`` replaced by ``******``, also in its escaped forms (as a
-    Python str or bytes repr would show it)."""
-    if not secret:
-        return text
-    for form in {secret, repr(secret)[1:-1], repr(secret.encode("utf-8"))[2:-1]}:
-        text = text.replace(form, "******")
-    return text

@@ -445,6 +445,14 @@ class _JaasReader:
         raise self.error("unterminated quoted value")
 
 
+def canonical_class(name: str | None) -> str | None:
+    """A Java class name of a JAAS or callback option, without the ``kafkashaded.`` prefix
+    Databricks' shaded Kafka client gives it (the same class either way)."""
+    if name is None:
+        return None
+    return name.strip().removeprefix("kafkashaded.")
+
+
 def parse_jaas_options(text: str) -> tuple[str, dict[str, str]]:
     """Read ``(login_module, options)`` from a JVM ``sasl.jaas.config`` value.
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 
+from .config import redact
 from .errors import AuthenticationError, ConfigError, ProtocolError
 from .sasl import Mechanism
 
@@ -138,7 +139,7 @@ class OAuthBearerMechanism(Mechanism):
 
     def redact(self, text: str) -> str:
         """``text`` with the token (should a broker echo it) replaced by ``******``."""
-        return text.replace(self._token, "******") if self._token else text
+        return redact(text, self._token)
 
     def failure_text(self) -> str:
         """The broker's status and the options to look at, for an error message."""

@@ -524,10 +524,10 @@ def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(
         proxy.drop_after_request(METADATA, count=3)
         with pytest.raises(KafkaConnectionError, match="gave up after 3 attempts"):
             writer.create_stream_writer(opts, schema, False)
-        assert proxy.pending_drops(METADATA) == 0 and writer._CHECKED == {}
+        assert proxy.pending_drops(METADATA) == 0 and len(writer._CHECKED) == 0
         writer.create_stream_writer(opts, schema, False)  # passes: remembered
-        for key in writer._CHECKED:
-            writer._CHECKED[key] = -1e9  # older than kafka.metadata.max.age.ms
+        for key in writer._CHECKED.keys():
+            writer._CHECKED.put(key, -1e9)  # older than kafka.metadata.max.age.ms
         proxy.drop_after_request(METADATA, count=3)
         writer.create_stream_writer(opts, schema, False)  # the fourth attempt answers
         assert proxy.pending_drops(METADATA) == 0

@@ -2,8 +2,9 @@
 metadata gone stale, refreshes the topics the client has asked about, so the request and
 the cache a pooled client keeps grow with the query, not with the cluster.
 
-On the session's Apache Kafka behind the fault proxy (``proxied_kafka``), with 200 other
-topics: the proxy answers one Fetch or ListOffsets with NOT_LEADER_OR_FOLLOWER (what a
+On Apache Kafka behind fault proxies, with 200 other topics: the session's 1-node Kafka
+(``proxied_kafka``, in ``make test``) and a 3-node Kafka with a proxy per node (``make
+test-faults``, marker ``broker_faults``). A proxy answers one Fetch or ListOffsets with NOT_LEADER_OR_FOLLOWER (what a
 broker says after a leader moved, which no broker does on demand) and keeps every
 Metadata request the client sends, which the test decodes: each one names the query's
 topic, or no topic (the brokers only), never every topic.
@@ -28,22 +29,79 @@ OTHER_TOPICS = 200
 NOT_LEADER_OR_FOLLOWER = 6
 
 
-@pytest.fixture(scope="module")
-def crowded(proxied_kafka):
-    """``(proxy, kafka, topic)``: ``topic`` (1 partition, 50 records) beside 200 others."""
-    proxy, kafka = proxied_kafka
-    run = uuid.uuid4().hex[:8]
-    topic = f"scope-{run}"
-    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
-        client.create_topics({f"scope-other-{run}-{i}": 1 for i in range(OTHER_TOPICS)})
-        client.create_topics({topic: 1})
-        client.wait_for_topics([topic])
-    import confluent_kafka
-    producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
-    for i in range(50):
-        producer.produce(topic, value=b"v%d" % i, partition=0)
-    assert producer.flush(10) == 0
-    return proxy, kafka, topic
+class _Proxies:
+    """The fault proxies of every node of a cluster, used as one: a rule set on each, the
+    requests each kept and the rewrites each made added up."""
+
+    def __init__(self, proxies):
+        self.proxies = list(proxies)
+        self.address = ",".join(p.address for p in self.proxies)
+
+    def reset(self) -> None:
+        for p in self.proxies:
+            p.reset()
+
+    def keep_requests(self, api_key: int) -> None:
+        for p in self.proxies:
+            p.keep_requests(api_key)
+
+    def rewrite_response(self, api_key: int, rewrite, count: int = 1) -> None:
+        for p in self.proxies:
+            p.rewrite_response(api_key, rewrite, count)
+
+    @property
+    def kept(self) -> list:
+        return [frame for p in self.proxies for frame in p.kept]
+
+    @property
+    def stats(self) -> dict:
+        return {"rewrites": sum(p.stats["rewrites"] for p in self.proxies)}
+
+
+def _three_brokers_behind_proxies():
+    """A 3-node Apache Kafka whose every node clients reach through a fault proxy of its
+    own (the metadata names the proxies)."""
+    from kafka_testbed import KafkaCluster
+
+    from .fault_proxy import FaultProxy
+    proxies = [FaultProxy() for _ in range(3)]
+    cluster = KafkaCluster(nodes=3, proxied={i + 1: p.port for i, p in enumerate(proxies)})
+    cluster.start()
+    for node, p in enumerate(proxies, start=1):
+        host, port = cluster.listener("PROXIED", node_ids=[node]).split(":")
+        p.set_target(host, int(port))
+    return _Proxies(proxies), cluster
+
+
+@pytest.fixture(scope="module", params=[
+    "1 broker", pytest.param("3 brokers", marks=pytest.mark.broker_faults)])
+def crowded(request):
+    """``(proxies, kafka, topic)``: ``topic`` (3 partitions, 50 records in partition 0)
+    beside 200 others, on the session's 1-node Kafka behind its proxy, or on a 3-node
+    Kafka whose nodes each have a proxy (``make test-faults``: three more JVMs)."""
+    if request.param == "1 broker":
+        proxy, kafka = request.getfixturevalue("proxied_kafka")
+        proxies, own = _Proxies([proxy]), None
+    else:
+        proxies, kafka = own = _three_brokers_behind_proxies()
+    try:
+        run = uuid.uuid4().hex[:8]
+        topic = f"scope-{run}"
+        with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+            client.create_topics({f"scope-other-{run}-{i}": 1 for i in range(OTHER_TOPICS)})
+            client.create_topics({topic: 3})
+            client.wait_for_topics([topic])
+        import confluent_kafka
+        producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
+        for i in range(50):
+            producer.produce(topic, value=b"v%d" % i, partition=0)
+        assert producer.flush(10) == 0
+        yield proxies, kafka, topic
+    finally:
+        if own is not None:
+            own[1].stop()
+            for p in own[0].proxies:
+                p.close()
 
 
 @pytest.fixture

@@ -313,7 +313,7 @@ def test_init_producer_id_retries_a_busy_coordinator(mock_cluster, topic_name, c
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, retry_backoff_ms=10) as c:
         pid, epoch = txn.init_producer_id(c, f"tx-{uuid.uuid4().hex[:8]}", 60000)
     assert pid >= 0 and epoch >= 0
-    retried = [r.getMessage() for r in caplog.records if "retrying after" in r.getMessage()]
+    retried = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
     for name in ("CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS",
                  "NOT_COORDINATOR"):
         assert sum(name in m for m in retried) == 1, retried

@@ -29,9 +29,11 @@ from protocol.config import Secret
 from protocol.errors import ConfigError
 from protocol.sasl_aws_msk_iam import AwsCredentials
 
+from ..bounded_cache import BoundedCache
+
 __all__ = ["MskCredentials"]
 
-_CACHE: dict[tuple, AwsCredentials] = {}
+_CACHE: BoundedCache[tuple, AwsCredentials] = BoundedCache(64)  # assumed roles
 _LOCK = threading.Lock()
 _EARLY_S = 300
 
@@ -44,7 +46,7 @@ def _from_env() -> AwsCredentials | None:
     return AwsCredentials(key, Secret(secret), Secret(token) if token else None)
 
 
-_BOTOCORE: dict[tuple, tuple[object, float]] = {}  # key -> (credentials, until)
+_BOTOCORE: BoundedCache[tuple, tuple] = BoundedCache(64)  # key -> (credentials, until)
 _STATIC_S = 300  # how long botocore's credentials without an expiry are kept
 #: The environment botocore's chain reads: another value is another set of credentials.
 _CHAIN_ENV = ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
@@ -71,7 +73,7 @@ def _botocore_credentials(profile: str | None):
         return None
     refreshes = getattr(creds, "refresh_needed", None) is not None
     with _LOCK:
-        _BOTOCORE[key] = (creds, float("inf") if refreshes else time.time() + _STATIC_S)
+        _BOTOCORE.put(key, (creds, float("inf") if refreshes else time.time() + _STATIC_S))
     return creds
 
 
@@ -157,5 +159,4 @@ class MskCredentials:
             region = self.sts_region or os.environ.get("AWS_REGION") or \
                 os.environ.get("AWS_DEFAULT_REGION")
             fresh = assume_role(self._base(), self.role_arn, self.role_session_name, region)
-            _CACHE[key] = fresh
-            return fresh
+            return _CACHE.put(key, fresh)

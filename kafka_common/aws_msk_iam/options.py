@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from protocol.config import Secret
 from protocol.errors import ConfigError
-from protocol.sasl import parse_jaas_options
+from protocol.sasl import canonical_class, parse_jaas_options
 from protocol.sasl_aws_msk_iam import (EXPIRES_S, AwsCredentials, AwsMskIamMechanism,
                                        msk_iam_payload, msk_oauth_token, region_from_host)
 
@@ -135,11 +135,11 @@ def msk_iam_factory(opts) -> MskIamFactory:
     jaas = opts.get("kafka.sasl.jaas.config")
     module, options = (parse_jaas_options(jaas) if jaas is not None
                        else (IAM_LOGIN_MODULE, {}))
-    if module.removeprefix("kafkashaded.") != IAM_LOGIN_MODULE:
+    if canonical_class(module) != IAM_LOGIN_MODULE:
         raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
                           f"kafka.sasl.mechanism AWS_MSK_IAM; use {IAM_LOGIN_MODULE}")
     handler = opts.get("kafka.sasl.client.callback.handler.class")
-    if handler is not None and handler.removeprefix("kafkashaded.") != IAM_CLIENT_HANDLER:
+    if handler is not None and canonical_class(handler) != IAM_CLIENT_HANDLER:
         raise ConfigError(f"kafka.sasl.client.callback.handler.class: {handler} is not "
                           f"implemented; AWS_MSK_IAM uses {IAM_CLIENT_HANDLER} (or none)")
     if (opts.get("kafka.security.protocol") or "").upper() == "SASL_PLAINTEXT":

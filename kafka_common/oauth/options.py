@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from protocol.config import Secret
 from protocol.errors import ConfigError
-from protocol.sasl import parse_jaas_options
+from protocol.sasl import canonical_class, parse_jaas_options
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
 
 from .. import trust
@@ -48,14 +48,6 @@ _RETRIEVERS = {  # KIP-1139's sasl.oauthbearer.jwt.retriever.class
     "org.apache.kafka.common.security.oauthbearer.ClientCredentialsJwtRetriever": "oidc",
     "org.apache.kafka.common.security.oauthbearer.FileJwtRetriever": "file",
 }
-def canonical_class(name: str | None) -> str | None:
-    """A Java class name without Databricks' ``kafkashaded.`` prefix."""
-    if name is None:
-        return None
-    name = name.strip()
-    return name[len("kafkashaded."):] if name.startswith("kafkashaded.") else name
-
-
 @dataclass(frozen=True)
 class OAuthBearerFactory:
     """``ClientConfig.sasl_mechanism_factory`` for OAUTHBEARER: a mechanism holding the

@@ -31,11 +31,13 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 
-from protocol.config import Secret
+from protocol.config import Secret, redact
 from protocol.errors import AuthenticationError, ConfigError
+from protocol.retry import RetryPolicy
 from protocol.sasl_oauthbearer import check_extensions, check_token
 
 from .. import trust
+from ..bounded_cache import BoundedCache
 from .tokens import BearerToken, b64url, jwt_claims
 
 __all__ = ["ClientCredentials", "TokenFile", "TokenCallback", "UnsecuredToken"]
@@ -67,6 +69,10 @@ def _claims_token(value: str, what: str, sub_claim: str = "sub",
     iat = claims.get("iat")
     issued = float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else 0.0
     return BearerToken(Secret(value), float(exp), principal, issued, dict(extensions or {}))
+
+
+class _Unreachable(Exception):
+    """The token endpoint could not be reached or answered 5xx: retried."""
 
 
 @dataclass(frozen=True)
@@ -113,11 +119,7 @@ class ClientCredentials:
                      "Cache-Control": "no-cache"})
 
     def _redact(self, text: str) -> str:
-        secret = self.client_secret.reveal()
-        for form in {secret, urllib.parse.quote(secret, safe="")}:
-            if form:
-                text = text.replace(form, "******")
-        return text
+        return redact(text, self.client_secret.reveal())
 
     def fetch(self) -> BearerToken:
         """A token from the endpoint (checked against ``PYKAFKA_ALLOWED_URLS`` in this
@@ -127,16 +129,14 @@ class ClientCredentials:
         if self.endpoint.lower().startswith("https:"):
             context = ssl.create_default_context(cafile=self.cafile)
         timeout = max(self.connect_timeout_ms, self.read_timeout_ms) / 1000
-        backoff, waited, attempt = self.retry_backoff_ms, 0, 0
-        while True:
-            attempt += 1
+
+        def attempt(_tries) -> bytes:
             try:
                 with trust.open_url(self._request(), timeout=timeout,
                                     context=context) as response:
-                    body = trust.read_bounded(response, _MAX_TOKEN_RESPONSE,
+                    return trust.read_bounded(response, _MAX_TOKEN_RESPONSE,
                                               time.monotonic() + timeout,
                                               f"the token endpoint {self.endpoint}")
-                break
             except trust.RedirectRefused as e:
                 raise trust.RedirectRefused(f"{_ENDPOINT_OPTION}: {e}") from None
             except ConfigError as e:  # sent too much
@@ -149,22 +149,24 @@ class ClientCredentials:
                         f"of client {self.client_id!r} "
                         f"(HTTP {e.code}{': ' + text if text else ''}); "
                         f"check {self.describe()}") from None
-                problem = f"HTTP {e.code}"
+                raise _Unreachable(f"HTTP {e.code}") from None
             except (urllib.error.URLError, OSError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, ssl.SSLError):
                     raise AuthenticationError(
                         f"TLS to the token endpoint {self.endpoint} failed: {reason}") from None
-                problem = str(reason)
-            if waited + backoff > self.retry_backoff_max_ms:
-                raise AuthenticationError(
-                    f"the token endpoint {self.endpoint} could not be reached after {attempt} "
-                    f"attempts ({problem}); check kafka.sasl.oauthbearer.token.endpoint.url "
-                    "and kafka.sasl.login.retry.backoff.max.ms") from None
-            log.info("token endpoint %s: %s; retrying in %d ms", self.endpoint, problem, backoff)
-            time.sleep(backoff / 1000)
-            waited += backoff
-            backoff = min(backoff * 2, self.retry_backoff_max_ms)
+                raise _Unreachable(str(reason)) from None
+
+        def gave_up(tries, error: BaseException) -> BaseException:
+            return AuthenticationError(
+                f"the token endpoint {self.endpoint} could not be reached after {tries.count} "
+                f"attempts ({error}); check kafka.sasl.oauthbearer.token.endpoint.url "
+                "and kafka.sasl.login.retry.backoff.max.ms")
+
+        policy = RetryPolicy.within_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        body = policy.run(f"token endpoint {self.endpoint}", attempt,
+                          retriable=lambda e: isinstance(e, _Unreachable), give_up=gave_up,
+                          level=logging.INFO, logger=log)
         if len(body) > _MAX_TOKEN_RESPONSE:
             raise AuthenticationError(f"the token endpoint {self.endpoint} sent more than "
                                       f"{_MAX_TOKEN_RESPONSE} bytes")
@@ -195,7 +197,7 @@ def _error_text(error: urllib.error.HTTPError) -> str:
     return raw[:_MAX_ERROR_TEXT]
 
 
-_FILE_SEEN: dict[str, tuple[int, int]] = {}  # path -> (mtime_ns, size) at the last read
+_FILE_SEEN: BoundedCache[str, tuple] = BoundedCache(64)  # path -> (mtime_ns, size) last read
 
 
 @dataclass(frozen=True)
@@ -242,7 +244,7 @@ class TokenFile:
         except (OSError, UnicodeDecodeError) as e:
             raise ConfigError(f"kafka.sasl.oauthbearer.token.endpoint.url: cannot read the "
                               f"token file {self.path}: {type(e).__name__}") from None
-        _FILE_SEEN[self.path] = seen
+        _FILE_SEEN.put(self.path, seen)
         return _claims_token(value, self.describe(), self.sub_claim)
 
 

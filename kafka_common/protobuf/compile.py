@@ -19,16 +19,15 @@ import hashlib
 import os
 import re
 import tempfile
-import threading
 
 from protocol.errors import ConfigError, MissingCodecError
 
+from ..bounded_cache import BoundedCache
 from ..trust import safe_relative_path
 
 __all__ = ["message_descriptor", "ProtoCompileError"]
 
-_lock = threading.Lock()
-_cache: dict[str, object] = {}
+_cache: BoundedCache[str, object] = BoundedCache(128)  # compiled .proto files, by text
 
 
 class ProtoCompileError(ConfigError):
@@ -98,16 +97,12 @@ def _from_serialized(main, references: tuple):
 
 def _file_descriptor(text: str, references: tuple = ()):
     key = hashlib.sha256(repr((text, references)).encode()).hexdigest()
-    with _lock:
-        found = _cache.get(key)
+    found = _cache.get(key)
     if found is not None:
         return found
     serialized = _serialized(text)
     if serialized is not None:
-        found = _from_serialized(serialized, references)
-        with _lock:
-            _cache[key] = found
-        return found
+        return _cache.put(key, _from_serialized(serialized, references))
     try:
         from google.protobuf import descriptor_pb2, descriptor_pool
         from grpc_tools import protoc
@@ -142,10 +137,7 @@ def _file_descriptor(text: str, references: tuple = ()):
     pool = descriptor_pool.DescriptorPool()
     for proto in fds.file:
         pool.Add(proto)
-    found = pool.FindFileByName(main)
-    with _lock:
-        _cache[key] = found
-    return found
+    return _cache.put(key, pool.FindFileByName(main))
 
 
 def _inside(root: str, name: str) -> str:

@@ -40,8 +40,10 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from protocol.errors import ConfigError, PyKafkaError
+from protocol.retry import RetryPolicy
 
 from .. import trust
+from ..bounded_cache import BoundedCache
 from .settings import RegistrySettings
 
 __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
@@ -50,6 +52,7 @@ __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthE
 SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
 #: The registry's schemaType of each valueFormat/keyFormat (reader and writer alike).
 SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
+SCHEMAS_MAX = 4096  # schemas a client keeps by id and by subject version (least used go)
 MISSING_TTL_S = 60.0   # how long an id or GUID the registry does not have stays "missing"
 MISSING_MAX = 4096     # how many such ids and GUIDs are remembered at most
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
@@ -140,8 +143,9 @@ class RegistryClient:
         self.settings = settings
         self._ssl: ssl.SSLContext | None = None
         self._lock = threading.Lock()
-        self._by_id: dict[int, RegisteredSchema] = {}
-        self._by_version: dict[tuple[str, int], RegisteredSchema] = {}
+        self._by_id: BoundedCache[int, RegisteredSchema] = BoundedCache(SCHEMAS_MAX)
+        self._by_version: BoundedCache[tuple[str, int], RegisteredSchema] = \
+            BoundedCache(SCHEMAS_MAX)
         self._missing = _MissingSchemas()
         self._next_url = 0
 
@@ -151,8 +155,7 @@ class RegistryClient:
     # ---- the endpoints ------------------------------------------------------------------
 
     def schema_by_id(self, schema_id: int, subject: str | None = None) -> RegisteredSchema:
-        with self._lock:
-            cached = self._by_id.get(schema_id)
+        cached = self._by_id.get(schema_id)
         if cached is not None:
             return cached
         path = f"/schemas/ids/{int(schema_id)}"
@@ -161,9 +164,7 @@ class RegistryClient:
         found = _schema_from(self._call_unless_missing(("id", schema_id), "GET", path,
                                                        what=f"schema id {schema_id}"),
                              id=schema_id)
-        with self._lock:
-            self._by_id[schema_id] = found
-        return found
+        return self._by_id.put(schema_id, found)
 
     def schema_by_guid(self, guid: str) -> RegisteredSchema:
         body = self._call_unless_missing(("guid", guid), "GET",
@@ -178,16 +179,15 @@ class RegistryClient:
 
     def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
         if version != "latest":
-            with self._lock:
-                cached = self._by_version.get((subject, int(version)))
+            cached = self._by_version.get((subject, int(version)))
             if cached is not None:
                 return cached
         body = self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}",
                           what=f"subject {subject!r} version {version}")
         found = _schema_from(body, subject=subject)
-        with self._lock:
-            self._by_version[(subject, int(found.version))] = found
-            self._by_id.setdefault(found.id, found)
+        self._by_version.put((subject, int(found.version)), found)
+        if self._by_id.get(found.id) is None:
+            self._by_id.put(found.id, found)
         return found
 
     def register(self, subject: str, text: str, schema_type: str = "AVRO",
@@ -267,52 +267,58 @@ class RegistryClient:
             raise
 
     def _call(self, method: str, path: str, body: Any = None, *, what: str) -> Any:
+        """One REST call under the library's retry policy (``protocol.retry``): a URL that
+        cannot be reached, a 5xx or a 429 is retried on the next URL, 100 ms apart doubling
+        up to 1.6 s, until ``schema.registry.timeout.ms``; any other answer ends it."""
         s = self.settings
-        deadline = time.monotonic() + s.timeout_ms / 1000
         share = s.timeout_ms / 1000 / len(s.urls)  # each URL's time per attempt
         data = json.dumps(body).encode() if body is not None else None
-        attempt, last, first = 0, "no attempt", self._next_url
-        while True:
-            index = (first + attempt) % len(s.urls)
+        first = self._next_url
+
+        def attempt(tries) -> Any:
+            index = (first + tries.count) % len(s.urls)
             url = s.urls[index]
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise RegistryError(
-                    f"Schema Registry did not answer {what} within schema.registry."
-                    f"timeout.ms={s.timeout_ms} ({attempt} attempts; last: {last})")
             try:
-                status, payload = self._send(url, method, path, data, min(left, share))
+                status, payload = self._send(url, method, path, data,
+                                             max(0.001, min(tries.time_left_s(), share)))
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, ssl.SSLCertVerificationError):
                     raise RegistryError(f"Schema Registry {url}: TLS certificate not "
                                         f"trusted ({exc.verify_message})") from None
-                last = f"{url}: {type(exc).__name__}: {exc}"
                 # later calls start past a URL that could not be reached
                 self._next_url = (index + 1) % len(s.urls)
-            else:
-                if status < 300:
-                    return payload
-                code, message = _error_of(payload)
-                if 300 <= status < 400:
-                    raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, a "
-                                        "redirect; redirects are not followed (the request "
-                                        "carries the credentials): set schema.registry.url "
-                                        "to the final URL", status=status)
-                if status in (401, 403):
-                    raise RegistryAuthError(
-                        f"Schema Registry {url} refused {what}: HTTP {status} "
-                        f"({message}); check schema.registry.basic.auth.user.info or "
-                        "schema.registry.bearer.auth.token", status=status, error_code=code)
-                if status < 500 and status != 429:
-                    raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, "
-                                        f"error {code}: {message}", status=status,
-                                        error_code=code)
-                last = f"{url}: HTTP {status} ({message})"
-            attempt += 1
-            if attempt == 1:
-                _say_waiting(what, last, s.timeout_ms)
-            time.sleep(min(0.05 * 2 ** min(attempt, 5), max(0.0, deadline -
-                                                            time.monotonic())))
+                raise _Unavailable(f"{url}: {type(exc).__name__}: {exc}") from None
+            if status < 300:
+                return payload
+            code, message = _error_of(payload)
+            if 300 <= status < 400:
+                raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, a "
+                                    "redirect; redirects are not followed (the request "
+                                    "carries the credentials): set schema.registry.url "
+                                    "to the final URL", status=status)
+            if status in (401, 403):
+                raise RegistryAuthError(
+                    f"Schema Registry {url} refused {what}: HTTP {status} "
+                    f"({message}); check schema.registry.basic.auth.user.info or "
+                    "schema.registry.bearer.auth.token", status=status, error_code=code)
+            if status < 500 and status != 429:
+                raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, "
+                                    f"error {code}: {message}", status=status,
+                                    error_code=code)
+            raise _Unavailable(f"{url}: HTTP {status} ({message})")
+
+        def say_waiting(tries, error: BaseException) -> None:
+            if tries.count == 1:
+                _say_waiting(what, str(error), s.timeout_ms)
+
+        def gave_up(tries, error: BaseException) -> BaseException:
+            return RegistryError(
+                f"Schema Registry did not answer {what} within schema.registry.timeout.ms="
+                f"{s.timeout_ms} ({tries.summary()}; last: {error})")
+
+        policy = RetryPolicy(backoff_ms=100, max_backoff_ms=1600, timeout_ms=s.timeout_ms)
+        return policy.run(what, attempt, retriable=lambda e: isinstance(e, _Unavailable),
+                          between=say_waiting, give_up=gave_up)
 
     def _send(self, url: str, method: str, path: str, data: bytes | None,
               timeout: float) -> tuple[int, Any]:
@@ -352,6 +358,10 @@ def _payload(text: str, schema_type: str, references) -> dict:
         body["references"] = [{"name": n, "subject": s, "version": v}
                               for n, s, v in references]
     return body
+
+
+class _Unavailable(Exception):
+    """A registry URL that could not be reached, or answered 5xx or 429: retried."""
 
 
 def _error_of(payload: Any) -> tuple[int | None, str]:

@@ -1,0 +1,172 @@
+"""The one retry policy: what is retried, how often, for how long, with what backoff, and
+what the error says when it gives up. Every loop of the library that retries takes its
+rules from here; ``RetryPolicy.run`` is the only retry loop.
+
+- **What** is retried is the caller's ``retriable(error)``: for Kafka requests
+  ``is_retriable`` (a broker error Kafka marks retriable, a lost connection, a timeout);
+  a mistake in the options (``ConfigError``) never is, another attempt cannot change it.
+- **How often, how long:** at most ``attempts`` attempts (0: as many as the time allows),
+  and no retry that would start after ``timeout_ms`` from the first attempt (None: only
+  the count bounds it).
+- **Backoff:** ``backoff_ms`` before the first retry, doubling up to ``max_backoff_ms``
+  (the two equal: a fixed interval, as Spark's ``fetchOffset.retryIntervalMs``).
+- **The end:** when the time runs out, a ``KafkaTimeoutError`` naming what was tried, the
+  timeout and the last error; when the count runs out, the last error itself, a network
+  error's message extended with the attempts made and the time they really took. Both say
+  ``gave up after N attempts in M ms``. A retried error of the caller's own kind (not
+  Kafka's, not the network's) ends as it is, and a caller whose errors name options of its
+  own (the registry's, a token endpoint's) passes ``give_up`` to word its end.
+
+Loops that are not a call retried (the fetcher waiting for records, the producer resending
+batches per partition) hold an ``Attempts`` of their policy: its deadline, its backoff, its
+count and its ending, so that their rules are these too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
+
+__all__ = ["RetryPolicy", "Attempts", "is_retriable"]
+
+T = TypeVar("T")
+log = logging.getLogger("pykafka.retry")
+
+# Broker errors Kafka does not mark retriable but that a fresh look at the metadata cures.
+_CURED_BY_METADATA = ("NOT_CONTROLLER", "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH")
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """A Kafka request's error that another attempt may not meet: a retriable broker error,
+    one that fresh metadata cures, a lost connection or a timeout."""
+    if isinstance(exc, BrokerError):
+        return exc.retriable or exc.name in _CURED_BY_METADATA
+    return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often, how long and how far apart attempts are made (see the module's text)."""
+    backoff_ms: int = 100
+    max_backoff_ms: int = 1000
+    attempts: int = 0
+    timeout_ms: int | None = None
+
+    @classmethod
+    def fixed(cls, interval_ms: int, attempts: int,
+              timeout_ms: int | None = None) -> "RetryPolicy":
+        """``attempts`` attempts ``interval_ms`` apart (Spark's ``fetchOffset.*``)."""
+        return cls(backoff_ms=interval_ms, max_backoff_ms=interval_ms,
+                   attempts=max(1, attempts), timeout_ms=timeout_ms)
+
+    @classmethod
+    def within_backoff(cls, backoff_ms: int, max_backoff_ms: int) -> "RetryPolicy":
+        """Doubling waits from ``backoff_ms`` for as long as their sum stays within
+        ``max_backoff_ms`` (Kafka's ``sasl.login.retry.backoff.ms`` / ``.max.ms``)."""
+        attempts, waited, wait = 1, 0, max(1, backoff_ms)
+        while waited + wait <= max_backoff_ms:
+            attempts, waited, wait = attempts + 1, waited + wait, min(wait * 2, max_backoff_ms)
+        return cls(backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms, attempts=attempts)
+
+    def delay_s(self, retry: int) -> float:
+        """The wait before retry number ``retry`` (1: the first retry), in seconds."""
+        first = max(0, self.backoff_ms)
+        return min(first * 2 ** min(max(retry - 1, 0), 30), max(first, self.max_backoff_ms)) / 1000
+
+    def start(self, what: str) -> "Attempts":
+        return Attempts(self, what)
+
+    def run(self, what: str, call: Callable[["Attempts"], T], *,
+            retriable: Callable[[BaseException], bool] = is_retriable,
+            between: Callable[["Attempts", BaseException], None] | None = None,
+            give_up: Callable[["Attempts", BaseException], BaseException] | None = None,
+            level: int = logging.DEBUG, logger: logging.Logger | None = None) -> T:
+        """``call(attempts)`` until it returns, raises an error that is not ``retriable``,
+        or the policy gives up (``give_up(attempts, last error)`` says how; by default
+        ``Attempts.gave_up``). Each retry is logged at ``level`` naming ``what``; ``between``
+        runs after each wait, before the next attempt (a metadata refresh)."""
+        tries = self.start(what)
+        while True:
+            try:
+                return call(tries)
+            except Exception as e:  # noqa: BLE001 -- `retriable` decides
+                if not retriable(e):
+                    raise
+                delay = tries.failed_once()
+                if delay is None:
+                    ended = (give_up or Attempts.gave_up)(tries, e)
+                    if ended is e:
+                        raise
+                    raise ended.with_traceback(e.__traceback__) from e
+                (logger or log).log(level, "%s failed (attempt %d%s), retrying in %d ms: %s",
+                                    what, tries.count, tries.of(), round(delay * 1000), e)
+                time.sleep(delay)
+                if between is not None:
+                    between(tries, e)
+
+
+class Attempts:
+    """One run of a ``RetryPolicy``: the attempts failed so far and the deadline."""
+
+    def __init__(self, policy: RetryPolicy, what: str):
+        self.policy, self.what = policy, what
+        self.count = 0  # failed attempts
+        self.started = time.monotonic()
+        self.deadline: float | None = None
+        self.restart_clock()
+
+    def restart_clock(self) -> None:
+        """Progress was made: the timeout counts from now and the backoff starts over
+        (the fetcher's poll timeout)."""
+        self.count = 0
+        if self.policy.timeout_ms is not None:
+            self.deadline = time.monotonic() + self.policy.timeout_ms / 1000
+
+    def time_left_s(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+    def of(self) -> str:
+        return f" of {self.policy.attempts}" if self.policy.attempts else ""
+
+    def failed_once(self) -> float | None:
+        """Counts a failed attempt; the seconds to wait before the next one, or None when
+        the policy gives up (the count is spent, or the next attempt would start late)."""
+        self.count += 1
+        if self.policy.attempts and self.count >= self.policy.attempts:
+            return None
+        delay = self.policy.delay_s(self.count)
+        if self.deadline is not None and time.monotonic() + delay > self.deadline:
+            return None
+        return delay
+
+    def waited_ms(self) -> int:
+        return round((time.monotonic() - self.started) * 1000)
+
+    def summary(self) -> str:
+        tried = "1 attempt" if self.count == 1 else f"{self.count} attempts"
+        return f"gave up after {tried} in {self.waited_ms()} ms"
+
+    def timed_out(self) -> bool:
+        """The policy gave up for lack of time (not of attempts)."""
+        return not (self.policy.attempts and self.count >= self.policy.attempts)
+
+    def gave_up(self, error: BaseException) -> BaseException:
+        """The error the policy ends with (see the module's text). An error of the
+        caller's own kind (not Kafka's, not the network's) is left as it is, for the
+        caller to word."""
+        if not is_retriable(error):
+            return error
+        if self.timed_out() and self.policy.timeout_ms is not None:
+            return KafkaTimeoutError(f"{self.what} did not succeed within "
+                                     f"{self.policy.timeout_ms} ms ({self.summary()}); "
+                                     f"last error: {error}")
+        if type(error) in (KafkaConnectionError, KafkaTimeoutError):
+            return type(error)(f"{error} ({self.what}: {self.summary()})")
+        return error
