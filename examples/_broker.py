@@ -80,6 +80,6 @@ def spark_session(app_name: str):
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     # Automatic once the package is installed (pyspark_pykafka.DefaultSource); registering
-    # by hand as well is harmless, and needed with --py-files (see the README).
+    # by hand as well is harmless, and needed with --py-files (see docs/loading.md).
     spark.dataSource.register(KafkaDataSource)
     return spark

@@ -32,7 +32,7 @@ CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
     "kafka.connections.max.idle.ms", "540000",
     "How long a Python worker keeps an unused client (its broker connections, metadata "
     "and, for the writer, its idempotent producer id) for the next task; 0 closes it after "
-    "each task, -1 keeps it while the worker lives. See the README's Connection pool.")
+    "each task, -1 keeps it while the worker lives. See docs/pool.md.")
 
 #: The connection security options, the same for the reader and the writer:
 #: (name, default, meaning).

@@ -139,7 +139,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "Write in Kafka transactions that the driver commits once Spark commits the "
                  "job or micro-batch: a batch write becomes visible to read_committed "
                  "readers all at once or not at all, each micro-batch exactly once, also "
-                 "across restarts from the checkpoint (see the README)."),
+                 "across restarts from the checkpoint (see docs/writing.md)."),
     WriterOption("transactionalIdPrefix", "from the checkpoint (streaming)",
                  "Prefix of the transactional ids (prefix-partition-attempt; batch writes "
                  "put a token of the job after the prefix) and of the consumer groups that "

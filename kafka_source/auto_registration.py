@@ -13,7 +13,7 @@ from a checkout did, and a job that registers the source only when Spark did not
 So the connector offers itself to that lookup only when it is importable from the rest of
 ``sys.path`` (installed, an editable install, the zip on ``PYTHONPATH``), never from the
 lookup's working directory alone; the job then registers ``KafkaDataSource`` itself, with
-the session's Python files, as the README says for ``--py-files``.
+the session's Python files, as docs/loading.md says for ``--py-files``.
 """
 
 from __future__ import annotations

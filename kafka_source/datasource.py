@@ -3,9 +3,9 @@
 Registered automatically as ``pyspark_pykafka.DefaultSource`` when the package is
 installed (or on the executors' Python path); otherwise register it by hand with
 ``spark.dataSource.register(KafkaDataSource)``. The options are documented in
-``kafka_source.options`` and the README.
+``kafka_source.options`` and docs/options.md.
 
-Where Spark's Python workers cannot import the connector (README, "Ways to load the
+Where Spark's Python workers cannot import the connector (docs/loading.md, "Ways to load the
 connector"), the two failures Spark would report as a bare ``No module named
 'kafka_source'`` are turned into errors that say what to install:
 

@@ -1,5 +1,5 @@
 """``python -m kafka_testbed``: a Kafka broker and a Schema Registry on this machine, to try
-the connector (and the README's Schema Registry section) on a laptop.
+the connector (and docs/schema-registry.md) on a laptop.
 
     python -m kafka_testbed                         # embedded broker + registry
     python -m kafka_testbed --topic orders:3        # ... with a topic of 3 partitions
