@@ -1,7 +1,7 @@
 """Cluster administration: create and delete topics, delete records.
 
 ``AdminRequests`` is a part of ``KafkaClient`` (a mixin built on its connections, metadata
-and ``retrying``): ``create_topics`` (then waits until every partition has a leader),
+and ``retrying``): ``create_topics`` (then waits until every partition's leader answers),
 ``wait_for_topics``, ``delete_topics`` and ``delete_records``. The connector itself never
 creates or deletes anything; tests, examples and the benchmark do.
 """
@@ -31,7 +31,7 @@ class AdminRequests:
     def create_topics(self, topics: dict[str, int], replication_factor: int = 1, *,
                       configs: dict[str, str] | None = None, exist_ok: bool = False,
                       timeout_ms: int = 30_000) -> None:
-        """Create ``{name: partitions}``; waits until metadata shows every partition led."""
+        """Create ``{name: partitions}``; waits until every partition's leader answers."""
         from .schemas import CREATE_TOPICS
         body = {"topics": [{"name": name, "num_partitions": n,
                             "replication_factor": replication_factor, "assignments": [],
@@ -53,6 +53,8 @@ class AdminRequests:
         self.wait_for_topics(topics, timeout_ms)
 
     def wait_for_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> None:
+        """Until the metadata shows every partition of ``topics`` led, and each leader
+        answers."""
         names = list(topics)
 
         def attempt():
@@ -66,6 +68,12 @@ class AdminRequests:
                         raise BrokerError.for_code(5, topic=name, partition=part.partition)
 
         self.retrying("waiting for topics", attempt, timeout_ms)
+        # A leader the metadata names may not take requests yet: for a moment Kafka answers
+        # NOT_LEADER_OR_FOLLOWER to Produce and ListOffsets alike. A ListOffsets answered
+        # by every leader (retried until then) is what "ready" means.
+        meta = self.metadata(names)
+        self.list_offsets({(name, p): -1 for name in names
+                           for p in meta.topics[name].partitions}, timeout_ms=timeout_ms)
 
     def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
                       timeout_ms: int = 30_000) -> None:
