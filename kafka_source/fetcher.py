@@ -74,8 +74,10 @@ class _RangeReader:
         self.offset, self.end = rng.start, rng.end
         self.pending = None  # the Fetch in flight
         self.last_error: Exception | None = None
-        self.stable_end: int | None = None  # read_committed: the last stable offset we wait behind
-        self.past_end: tuple[int, int] | None = None  # (offset, first batch) of an answer past `end`
+        # read_committed: the last stable offset the reading waits behind
+        self.stable_end: int | None = None
+        # (offset, first batch) of an answer that starts past `end`
+        self.past_end: tuple[int, int] | None = None
         self.progressed = False  # the last answer moved `offset`
         self.finished = False  # the range ended before `end` (records gone, compacted away)
         self.poll_s = self.base.retry_backoff_ms / 1000

@@ -4,8 +4,9 @@ the cache a pooled client keeps grow with the query, not with the cluster.
 
 On Apache Kafka behind fault proxies, with 200 other topics: the session's 1-node Kafka
 (``proxied_kafka``, in ``make test``) and a 3-node Kafka with a proxy per node (``make
-test-faults``, marker ``broker_faults``). A proxy answers one Fetch or ListOffsets with NOT_LEADER_OR_FOLLOWER (what a
-broker says after a leader moved, which no broker does on demand) and keeps every
+test-faults``, marker ``broker_faults``). A proxy answers one Fetch or ListOffsets with
+NOT_LEADER_OR_FOLLOWER (what a broker says after a leader moved, which no broker does on
+demand) and keeps every
 Metadata request the client sends, which the test decodes: each one names the query's
 topic, or no topic (the brokers only), never every topic.
 """
