@@ -3,10 +3,10 @@
 Over Spark Connect a session can ship the connector as a Python artifact
 (``spark.addArtifacts(zip, pyfile=True)``), but Spark 4.3 gives a streaming query's Python
 workers no session artifacts (docs/loading.md, "Ways to load the connector"): the worker
-that plans a streaming read, and the tasks of streaming reads and writes, cannot import it. Yet those
-workers get the connector's objects pickled: the data source, the stream reader, the stream
-writer. So when this process imported the connector from a zip (or from the bytes of one, as
-below), those objects pickle as::
+that plans a streaming read, and the tasks of streaming reads and writes, cannot import
+it. Yet those workers get the connector's objects pickled: the data source, the stream
+reader, the stream writer. So when this process imported the connector from a zip (or
+from the bytes of one, as below), those objects pickle as::
 
     itemgetter(1)((_put_on_path(<the zip's bytes>), <the object, pickled as usual>))
 

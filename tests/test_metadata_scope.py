@@ -36,27 +36,27 @@ class _Proxies:
 
     def __init__(self, proxies):
         self.proxies = list(proxies)
-        self.address = ",".join(p.address for p in self.proxies)
+        self.address = ",".join(each.address for each in self.proxies)
 
     def reset(self) -> None:
-        for p in self.proxies:
-            p.reset()
+        for each in self.proxies:
+            each.reset()
 
     def keep_requests(self, api_key: int) -> None:
-        for p in self.proxies:
-            p.keep_requests(api_key)
+        for each in self.proxies:
+            each.keep_requests(api_key)
 
     def rewrite_response(self, api_key: int, rewrite, count: int = 1) -> None:
-        for p in self.proxies:
-            p.rewrite_response(api_key, rewrite, count)
+        for each in self.proxies:
+            each.rewrite_response(api_key, rewrite, count)
 
     @property
     def kept(self) -> list:
-        return [frame for p in self.proxies for frame in p.kept]
+        return [frame for each in self.proxies for frame in each.kept]
 
     @property
     def stats(self) -> dict:
-        return {"rewrites": sum(p.stats["rewrites"] for p in self.proxies)}
+        return {"rewrites": sum(each.stats["rewrites"] for each in self.proxies)}
 
 
 def _three_brokers_behind_proxies():
@@ -66,11 +66,12 @@ def _three_brokers_behind_proxies():
 
     from .fault_proxy import FaultProxy
     proxies = [FaultProxy() for _ in range(3)]
-    cluster = KafkaCluster(nodes=3, proxied={i + 1: p.port for i, p in enumerate(proxies)})
+    cluster = KafkaCluster(nodes=3,
+                           proxied={i + 1: each.port for i, each in enumerate(proxies)})
     cluster.start()
-    for node, p in enumerate(proxies, start=1):
+    for node, each in enumerate(proxies, start=1):
         host, port = cluster.listener("PROXIED", node_ids=[node]).split(":")
-        p.set_target(host, int(port))
+        each.set_target(host, int(port))
     return _Proxies(proxies), cluster
 
 
@@ -101,8 +102,8 @@ def crowded(request):
     finally:
         if own is not None:
             own[1].stop()
-            for p in own[0].proxies:
-                p.close()
+            for each in own[0].proxies:
+                each.close()
 
 
 @pytest.fixture
