@@ -53,7 +53,7 @@ from kafka_source.options import parse_reader_options
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA, SASL_USERS
 from protocol.cluster import KafkaClient
 from protocol.connection import BrokerConnection
-from protocol.errors import AuthenticationError, BrokerError, KafkaConnectionError
+from protocol.errors import AuthenticationError, KafkaConnectionError
 from protocol.records.batch import Record, build_batch, decode_batch, iter_batches
 from protocol.schemas import METADATA
 
@@ -189,16 +189,8 @@ def round_trip(client: KafkaClient, topic: str, values: list[bytes]) -> list[byt
     client.wait_for_topics([topic])
     now = int(time.time() * 1000)
     batch = build_batch([Record(i, now, None, v) for i, v in enumerate(values)])
-
-    def produce_once() -> dict:
-        # a new topic's leader is in the metadata a moment before it takes writes: Kafka
-        # answers NOT_LEADER_OR_FOLLOWER, retriable, meanwhile (seen on 4.1.2)
-        answer = client.produce(topic, 0, batch)
-        if answer["error_code"]:
-            raise BrokerError.for_code(answer["error_code"], topic=topic, partition=0)
-        return answer
-
-    answer = client.retrying(f"Produce to {topic!r}", produce_once)
+    answer = client.produce(topic, 0, batch)
+    assert answer["error_code"] == 0, answer
     records = client.fetch({(topic, 0): answer["base_offset"]})[(topic, 0)]["records"]
     return [r.value for pos, *_ in iter_batches(records) for r in decode_batch(records, pos)[1]]
 

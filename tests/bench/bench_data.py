@@ -125,9 +125,6 @@ def produce(bootstrap: str, ds: DataSet) -> DataSet:
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({ds.topic: ds.partitions})
         client.wait_for_topics([ds.topic])
-        # Apache Kafka names a new partition's leader in its metadata a moment before that
-        # leader takes records (NOT_LEADER_OR_FOLLOWER): ListOffsets retries until it answers
-        client.latest_offsets([(ds.topic, p) for p in range(ds.partitions)])
     ds.per_batch = max(1, BATCH_BYTES // (ds.record_bytes + 8))
     per_partition = ds.records // ds.partitions
     sizes = [0] * ds.partitions

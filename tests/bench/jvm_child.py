@@ -31,11 +31,10 @@ for _path in (ROOT, HERE):
     if _path not in sys.path:
         sys.path.insert(0, _path)
 
+from streaming_cases import _latency_run  # noqa: E402
 from tests.worker_stats import children, cmdline  # noqa: E402
 
 FORMATS = ("kafka", "pykafka")
-PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
-          "commitOffsets", "triggerExecution")
 
 
 def log(message: str) -> None:
@@ -286,60 +285,19 @@ class SteadyProducer:
             raise RuntimeError(f"the steady producer failed: {self.error}")
 
 
-def percentile(values: list[float], q: float) -> float:
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    at = min(len(values) - 1, max(0, int(round(q / 100 * len(values) + 0.5)) - 1))
-    return values[at]
-
-
 def latency_run(spark, fmt: str, bootstrap: str, topic: str, warmup: float, seconds: float,
                 broker_pids: list[int]) -> dict:
-    """readStream (default trigger, latest offsets) into foreachBatch, which collects the
-    batch and times each row against its send time once collected in the driver; figures
-    over ``seconds`` after a warm-up of ``warmup`` past the first micro-batch."""
-    arrivals: list[tuple[float, list[float]]] = []
-
-    def sink(df, batch_id):
-        values = [r[0] for r in df.selectExpr("CAST(value AS STRING)").collect()]
-        now = time.time()
-        arrivals.append((now, [now - float(v) for v in values]))
-
-    checkpoint = tempfile.mkdtemp(prefix="bench-jvm-latency-")
-    query = (reader(spark, fmt, bootstrap, topic, stream=True).load()
-             .writeStream.foreachBatch(sink).option("checkpointLocation", checkpoint).start())
-    try:
-        deadline = time.monotonic() + 180
-        while query.lastProgress is None:
-            if query.exception() is not None:
-                raise RuntimeError(f"{fmt} latency stream failed: {query.exception()}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{fmt} latency stream: no micro-batch in 180 s")
-            time.sleep(0.2)
-        time.sleep(warmup)
-        mark = time.time()
-        first = query.lastProgress["batchId"]
+    """readStream (default trigger, latest offsets) into foreachBatch, timed as the streaming
+    section times it (``streaming_cases._latency_run``), with the CPU of every process over
+    the measured seconds."""
+    def cpu_over_the_window():
         before = cpu_snapshot(broker_pids)
-        time.sleep(seconds)
-        cpu = cpu_between(before, cpu_snapshot(broker_pids))
-        end = time.time()
-        last = query.lastProgress["batchId"]
-        if query.exception() is not None:
-            raise RuntimeError(f"{fmt} latency stream failed: {query.exception()}")
-        progress = [p for p in query.recentProgress if first < p["batchId"] <= last]
-    finally:
-        query.stop()
-        shutil.rmtree(checkpoint, ignore_errors=True)
-    window = [(t, lat) for t, lat in arrivals if mark < t <= end]
-    latencies = [x for _, lat in window for x in lat]
-    phases = {ph: statistics.median(p["durationMs"].get(ph, 0) for p in progress)
-              for ph in PHASES} if progress else {}
-    return {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
-            "batches": len(window), "per_second": len(window) / seconds,
-            "records": len(latencies), "phases": phases, "cpu": cpu,
-            "rows_per_batch": statistics.median(len(lat) for _, lat in window) if window
-            else 0}
+        return lambda: cpu_between(before, cpu_snapshot(broker_pids))
+
+    stream = reader(spark, fmt, bootstrap, topic, stream=True).load()
+    res = _latency_run(spark, stream, warmup, seconds, measure=cpu_over_the_window)
+    res["cpu"] = res.pop("measured")
+    return res
 
 
 def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:

@@ -106,9 +106,12 @@ def _warm_up(query, seconds: float, what: str) -> None:
         raise RuntimeError(f"{what} failed: {query.exception()}")
 
 
-def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None) -> dict:
+def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None,
+                 measure=None) -> dict:
     """Run ``stream_df`` (a ``value`` column holding the send time) with the default
-    trigger into foreachBatch for ``warmup + seconds``; figures over the last ``seconds``."""
+    trigger into foreachBatch for ``warmup + seconds``; figures over the last ``seconds``.
+    ``measure``: called when the measured ``seconds`` start, it returns what to call when
+    they end (the JVM section's CPU counters), whose result is kept as ``"measured"``."""
     arrivals: list[tuple[float, list[float]]] = []
 
     def sink(df, batch_id):
@@ -124,7 +127,9 @@ def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None) ->
         mark = time.time()
         accepted = proxy.stats["connections"] if proxy is not None else 0
         first_batch = query.lastProgress["batchId"]
+        measure_end = measure() if measure is not None else None
         time.sleep(seconds)
+        measured = measure_end() if measure_end is not None else None
         end = time.time()
         connections = (proxy.stats["connections"] - accepted) if proxy is not None else None
         last_batch = query.lastProgress["batchId"]
@@ -142,7 +147,9 @@ def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None) ->
               for ph in PHASES} if progress else {}
     return {"p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
             "batches": batches, "per_second": batches / seconds, "records": len(latencies),
-            "connections": connections, "phases": phases}
+            "connections": connections, "phases": phases, "measured": measured,
+            "rows_per_batch": statistics.median(len(lat) for _, lat in window) if window
+            else 0}
 
 
 def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
