@@ -34,10 +34,27 @@ class KafkaInputPartition(InputPartition):
         self.range = rng
         self.open_end = open_end
 
+    @property
+    def ranges(self) -> tuple[OffsetRange, ...]:
+        return (self.range,)
+
     def __repr__(self) -> str:
         r = self.range
         end = f"{r.end}.." if self.open_end is not None else r.end
         return f"KafkaInputPartition({r.topic}-{r.partition} [{r.start}, {end}))"
+
+
+class KafkaRangesPartition(InputPartition):
+    """Several closed offset ranges read one after the other by one task: a small
+    micro-batch's (``planning.one_task``); small and picklable."""
+
+    def __init__(self, ranges):
+        super().__init__(tuple(tuple(r) for r in ranges))
+        self.ranges = tuple(ranges)
+
+    def __repr__(self) -> str:
+        return "KafkaRangesPartition(" + ", ".join(
+            f"{r.topic}-{r.partition} [{r.start}, {r.end})" for r in self.ranges) + ")"
 
 
 def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenEnd | None:

@@ -64,14 +64,14 @@ from kafka_common.import_path import CarriesImportPath
 from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
-from .batch_reader import KafkaInputPartition
+from .batch_reader import KafkaInputPartition, KafkaRangesPartition
 from .fetcher import DataLossError, read_range
 from .offset_reader import OffsetReader
 from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
 from .options import ReaderOptions
 from .planning import (discover_partitions, metadata_topics, partitions_from_metadata,
-                       plan_ranges, resolve_offsets)
+                       one_task, plan_ranges, resolve_offsets)
 
 log = logging.getLogger("pykafka.source")
 
@@ -413,8 +413,10 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 continue
             if e > b:
                 ranges.append(OffsetRange(tp[0], tp[1], b, e))
-        ranges = plan_ranges(ranges, self.options.min_partitions,
-                             self.options.max_records_per_partition)
+        o = self.options
+        ranges = plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        if one_task(ranges, o.min_partitions, o.max_records_per_partition):
+            return [KafkaRangesPartition(ranges)]
         return [KafkaInputPartition(r) for r in ranges]
 
     def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:
@@ -454,8 +456,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 f"than end offset during running query with Trigger.AvailableNow. {hint} "
                 f"latest offset: {fmt(latest)}, end offset: {fmt(until)}")
 
-    def read(self, partition: KafkaInputPartition) -> Iterator:
-        yield from read_range(self.options, partition.range)
+    def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+        for rng in partition.ranges:
+            yield from read_range(self.options, rng)
 
     def commit(self, end: dict) -> None:
         group = self.options.commit_offsets_to_group

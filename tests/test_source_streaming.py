@@ -32,7 +32,7 @@ from kafka_source.offset_reader import OffsetReader
 from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
                                        SpecificOffsets, SpecificTimestamps)
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import PlanningError
+from kafka_source.planning import ONE_TASK_RECORDS, PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
                                        rate_limit, start_is_reproducible, to_json)
 from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
@@ -682,6 +682,28 @@ def test_available_now_start_bound_before_the_target():
     assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 9}}
 
 
+def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
+    """Tasks in waves were most of a low-rate stream's latency: up to ONE_TASK_RECORDS
+    records, one task reads every range of the micro-batch; past it, or when the user asks
+    for a split (minPartitions, maxRecordsPerPartition), a task per range as Spark's
+    connector plans them."""
+    start = {"a": {"0": 0, "1": 0}, "b": {"0": 0}}
+    small = {"a": {"0": 10, "1": 3}, "b": {"0": ONE_TASK_RECORDS - 13}}
+    large = {"a": {"0": 10, "1": 3}, "b": {"0": ONE_TASK_RECORDS - 12}}
+    reader = stub_reader(StubClient({A0: 0, A1: 0, B0: 0}), startingOffsets="earliest")
+    [one] = reader.partitions(start, small)
+    assert [tuple(r[:4]) for r in one.ranges] == [
+        ("a", 0, 0, 10), ("a", 1, 0, 3), ("b", 0, 0, ONE_TASK_RECORDS - 13)]
+    assert [[tuple(r[:4]) for r in p.ranges] for p in reader.partitions(start, large)] == [
+        [("a", 0, 0, 10)], [("a", 1, 0, 3)], [("b", 0, 0, ONE_TASK_RECORDS - 12)]]
+    for option, value, tasks in (("minPartitions", "2", 3), ("minPartitions", "4", 4),
+                                 ("maxRecordsPerPartition", "100000", 3)):
+        split = stub_reader(StubClient({A0: 0, A1: 0, B0: 0}), startingOffsets="earliest",
+                            **{option: value})
+        assert len(split.partitions(start, small)) == tasks, option
+        assert all(len(p.ranges) == 1 for p in split.partitions(start, small)), option
+
+
 def test_available_now_batch_end_is_checked_against_the_target_and_latest():
     """verifyEndOffsetForTriggerAvailableNow: a batch may not end beyond the offsets the run
     set out to read, nor beyond the partitions' latest offsets, nor name other partitions."""
@@ -690,7 +712,7 @@ def test_available_now_batch_end_is_checked_against_the_target_and_latest():
     reader.prepareForTriggerAvailableNow()
     start = reader.initialOffset()
     reader.latestOffset(start, ReadAllAvailable())
-    assert len(reader.partitions(start, {"a": {"0": 10, "1": 10}})) == 2
+    assert [len(p.ranges) for p in reader.partitions(start, {"a": {"0": 10, "1": 10}})] == [2]
     with pytest.raises(AvailableNowEndError, match="pre-fetched offset: {a-0: 10, a-1: 10}"):
         reader.partitions(start, {"a": {"0": 11, "1": 10}})
     with pytest.raises(AvailableNowEndError, match="same topic partitions"):
@@ -815,8 +837,8 @@ def test_added_partition_not_starting_at_zero_is_data_loss(fail_on_data_loss):
                                                 "instead of 0.*failOnDataLoss"):
             reader.partitions(start, end)
     else:
-        assert sorted(tuple(p.range[:4]) for p in reader.partitions(start, end)) == [
-            ("a", 0, 4, 10), ("b", 0, 100, 108)]
+        assert sorted(tuple(r[:4]) for p in reader.partitions(start, end)
+                      for r in p.ranges) == [("a", 0, 4, 10), ("b", 0, 100, 108)]
 
 
 def test_latest_offset_going_back_is_asked_again_before_data_loss():
