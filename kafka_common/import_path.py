@@ -31,14 +31,28 @@ def connector_zip() -> bytes | None:
     if archive:
         cached = _ZIPS.get(archive)
         if cached is None:
-            with open(archive, "rb") as f:
-                cached = _ZIPS[archive] = f.read()
+            cached = _ZIPS[archive] = _sources_of(archive)
         return cached
     data = getattr(loader, "zip_bytes", None)  # imported by _put_on_path's finder
     return data if isinstance(data, bytes) else None
 
 
 _ZIPS: dict[str, bytes] = {}
+
+
+def _sources_of(archive: str) -> bytes:
+    """The zip at ``archive`` with its ``.py`` entries only: what ``_put_on_path`` reads.
+    The --py-files zip also carries byte-code for the Python that built it (three times
+    the size), which would only weigh down every pickled reader and writer."""
+    import io
+    import zipfile
+    out = io.BytesIO()
+    with zipfile.ZipFile(archive) as src, \
+            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            if info.filename.endswith(".py"):
+                dst.writestr(info, src.read(info))
+    return out.getvalue()
 
 
 class _Boot:

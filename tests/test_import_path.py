@@ -81,6 +81,10 @@ def test_a_worker_without_the_connector_unpickles_what_a_zip_import_pickled(
     empty = tmp_path / "cwd"
     empty.mkdir()
     _run(PICKLER, zip_path, str(pickles), kafka.bootstrap, topic_name, cwd=str(empty))
+    for name in ("source", "reader", "writer"):  # the sources ride along, not the byte-code
+        data = (pickles / name).read_bytes()
+        assert b"kafka_sink/writer.py" in data and b"kafka_sink/writer.pyc" not in data, name
+        assert len(data) < os.path.getsize(zip_path) / 2, (name, len(data))
     out = _run(UNPICKLER, zip_path, str(pickles), cwd=str(empty)).split()
     assert out[:4] == ["KafkaDataSource", "KafkaStreamReader", "KafkaStreamArrowWriter", "1"]
     assert out[4] == "<pyspark-pykafka", out  # imported from the zip's bytes, in memory

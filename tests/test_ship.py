@@ -30,6 +30,7 @@ well the lookup finds it there (``tests/test_load_paths.py``).
 from __future__ import annotations
 
 import fcntl
+import importlib.util
 import json
 import os
 import subprocess
@@ -172,9 +173,162 @@ def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
                     "kafka_source", "kafka_sink"):
         assert f"{package}/__init__.py" in names
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka.py", "protocol", "kafka_common", "kafka_source",
-                    "kafka_sink"}
-    assert all(name.endswith(".py") and "__pycache__" not in name for name in names)
+    assert tops == {"pyspark_pykafka.py", "pyspark_pykafka.pyc", "protocol", "kafka_common",
+                    "kafka_source", "kafka_sink"}
+    assert all(name.endswith((".py", ".pyc")) and "__pycache__" not in name for name in names)
+
+
+def test_every_source_has_its_byte_code_beside_it(pyfiles_zip):
+    """``pkg/mod.pyc`` next to each ``pkg/mod.py`` (where zipimport looks), and nothing
+    else: this Python's magic number, PEP 552 flags "hash-based, unchecked" and the hash
+    of the very source beside it."""
+    with zipfile.ZipFile(pyfiles_zip) as zf:
+        entries = {name: zf.read(name) for name in zf.namelist()}
+    sources = sorted(name for name in entries if name.endswith(".py"))
+    assert sorted(name for name in entries if name.endswith(".pyc")) == [
+        name + "c" for name in sources]
+    for name in sources:
+        pyc = entries[name + "c"]
+        assert pyc[:4] == importlib.util.MAGIC_NUMBER, name
+        assert int.from_bytes(pyc[4:8], "little") == 0b01, name
+        assert pyc[8:16] == importlib.util.source_hash(entries[name]), name
+
+
+def test_the_zip_is_reproducible(pyfiles_zip, tmp_path):
+    """Two more builds, in interpreters with other string hash seeds (the order of a
+    frozenset constant in marshalled code would follow it): the same bytes."""
+    builds = []
+    for seed in ("1", "2"):
+        out = tmp_path / seed
+        done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
+                                                            "build_pyfiles_zip.py"),
+                               "--out-dir", str(out)], capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        with open(done.stdout.strip(), "rb") as f:
+            builds.append(f.read())
+    with open(pyfiles_zip, "rb") as f:
+        assert builds == [f.read()] * 2
+
+
+# Run in a child Python whose only way to the connector is the zip (argv[1]): what the
+# modules' specs, code objects and tracebacks say about where their code came from.
+IMPORT_PROBE = textwrap.dedent("""
+    import importlib.util, json, sys, traceback
+    assert importlib.util.find_spec("kafka_sink") is None  # not installed here
+    executed = set()  # co_filename of each module body run: importers exec() it
+    sys.addaudithook(lambda event, args: executed.add(args[0].co_filename)
+                     if event == "exec" and args[0].co_name == "<module>" else None)
+    sys.path.insert(0, sys.argv[1])
+    import kafka_sink.writer, kafka_source.datasource
+    from kafka_source.options import parse_duration_ms
+    report = {"executed": sorted(executed)}
+    for name in ("kafka_sink", "kafka_sink.writer", "kafka_sink.options", "kafka_source",
+                 "kafka_source.datasource"):
+        module = sys.modules[name]
+        report[name] = {
+            "loader": type(module.__loader__).__module__ + "." + type(module.__loader__).__name__,
+            "archive": module.__loader__.archive, "origin": module.__spec__.origin,
+            "file": module.__file__, "cached": module.__cached__}
+    try:
+        parse_duration_ms("soon")
+    except Exception as exc:
+        last = traceback.extract_tb(exc.__traceback__)[-1]
+        report["traceback"] = [last.filename, last.lineno, last.line]
+        report["formatted"] = traceback.format_exc()
+    print(json.dumps(report))
+""")
+
+
+def import_probe(zip_path: str, *flags: str) -> dict:
+    """What ``IMPORT_PROBE`` reports, run isolated (``-I``: no ``PYTHONPATH``, no working
+    directory on ``sys.path``) by the Python of the ``--py-files`` runs."""
+    python = pyfiles_python()
+    done = subprocess.run([python, "-I", *flags, "-c", IMPORT_PROBE, zip_path],
+                          cwd=os.path.dirname(zip_path), capture_output=True, text=True,
+                          env=clean_env(python), timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)
+
+
+def copy_of_zip(zip_path: str, out: str, change) -> str:
+    """A copy of the zip at ``out`` with each entry's bytes as ``change(name, data)``
+    returns them (None: left out)."""
+    with zipfile.ZipFile(zip_path) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = change(info.filename, src.read(info))
+            if data is not None:
+                dst.writestr(info, data)
+    return out
+
+
+def assert_from_byte_code(report: dict, zip_path: str, name: str, path: str) -> None:
+    """``name`` ran the zip's ``path + "c"``: zipimport's spec names the .pyc as origin,
+    ``__file__`` and ``__cached__``, and the module body run carries the name the builder
+    compiled it with, the bare path inside the zip (zipimport compiling the source names it
+    ``<zip>/path``)."""
+    module = report[name]
+    assert module["loader"] == "zipimport.zipimporter" and module["archive"] == zip_path
+    pyc = os.path.join(zip_path, path + "c")
+    assert (module["origin"], module["file"], module["cached"]) == (pyc, pyc, pyc), name
+    assert path in report["executed"], name
+    assert os.path.join(zip_path, path) not in report["executed"], name
+
+
+def test_modules_run_the_zip_s_byte_code_with_source_lines_in_tracebacks(pyfiles_zip):
+    for flags in ((), ("--check-hash-based-pycs", "always")):  # also: the hashes match
+        report = import_probe(pyfiles_zip, *flags)
+        for name, path in (("kafka_sink", "kafka_sink/__init__.py"),
+                           ("kafka_sink.writer", "kafka_sink/writer.py"),
+                           ("kafka_sink.options", "kafka_sink/options.py"),
+                           ("kafka_source", "kafka_source/__init__.py"),
+                           ("kafka_source.datasource", "kafka_source/datasource.py")):
+            assert_from_byte_code(report, pyfiles_zip, name, path)
+    # The traceback names the file inside the zip and shows its source line (linecache
+    # asks the module's loader, the zip importer, for the source).
+    filename, lineno, line = report["traceback"]
+    with zipfile.ZipFile(pyfiles_zip) as zf:
+        source = zf.read("kafka_source/options.py").decode().splitlines()
+    assert filename == "kafka_source/options.py"
+    assert line == source[lineno - 1].strip() == "raise ConfigError("
+    assert (f'File "kafka_source/options.py", line {lineno}, in parse_duration_ms\n'
+            "    raise ConfigError(\n") in report["formatted"]
+
+
+def test_byte_code_whose_source_is_gone_still_imports(pyfiles_zip, tmp_path):
+    """The proof that the .pyc is what runs: a copy of the zip without the sources of
+    the modules imported (their .pyc kept) imports them all the same."""
+    gone = {"kafka_sink/writer.py", "kafka_source/datasource.py", "kafka_source/__init__.py"}
+    copy = copy_of_zip(pyfiles_zip, str(tmp_path / "no-sources.zip"),
+                       lambda name, data: None if name in gone else data)
+    report = import_probe(copy)
+    for name, path in (("kafka_sink.writer", "kafka_sink/writer.py"),
+                       ("kafka_source", "kafka_source/__init__.py"),
+                       ("kafka_source.datasource", "kafka_source/datasource.py")):
+        assert_from_byte_code(report, copy, name, path)
+
+
+def test_another_python_version_compiles_the_sources(pyfiles_zip, tmp_path):
+    """A .pyc of another Python version (another magic number, as a zip built by it would
+    carry) is skipped by zipimport (``_unmarshal_code`` raises "bad magic number", which
+    ``_get_module_code`` takes as "try the next suffix"), which then compiles the ``.py``
+    beside it: for a module and for a package's ``__init__``; the others still run
+    their byte-code."""
+    own = importlib.util.MAGIC_NUMBER
+    foreign = (int.from_bytes(own[:2], "little") + 1).to_bytes(2, "little") + own[2:]
+    stale = {"kafka_sink/writer.pyc", "kafka_source/__init__.pyc"}
+    copy = copy_of_zip(pyfiles_zip, str(tmp_path / "foreign.zip"),
+                       lambda name, data: foreign + data[4:] if name in stale else data)
+    report = import_probe(copy)
+    for name, path in (("kafka_sink.writer", "kafka_sink/writer.py"),
+                       ("kafka_source", "kafka_source/__init__.py")):
+        module = report[name]
+        source = os.path.join(copy, path)
+        assert module["loader"] == "zipimport.zipimporter" and module["archive"] == copy
+        assert (module["origin"], module["file"]) == (source, source), name
+        assert source in report["executed"], name  # compiled here, from the source
+        assert path not in report["executed"], name
+    assert_from_byte_code(report, copy, "kafka_sink.options", "kafka_sink/options.py")
+    assert_from_byte_code(report, copy, "kafka_source.datasource", "kafka_source/datasource.py")
 
 
 def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path):
@@ -195,8 +349,8 @@ def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path)
     done = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
                           text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == repr({"pyspark_pykafka": (
-        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka.py"))})
+    assert done.stdout.strip() == repr({"pyspark_pykafka": (  # run from its byte-code
+        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka.pyc"))})
 
 
 def test_the_lookup_does_not_register_the_connector_from_its_working_directory_alone(
