@@ -379,6 +379,14 @@ class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamAr
     """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
 
     def commit(self, messages, batchId: int) -> None:
+        if messages and all(m is None for m in messages):
+            # Every task of ours answers with a message; Spark's continuous execution
+            # runs none of them and commits each epoch with a None per partition.
+            raise ConfigError(
+                f"Data source pykafka does not support continuous processing: under "
+                f"trigger(continuous=...) Spark runs none of the sink's tasks, so epoch "
+                f"{batchId} wrote nothing to Kafka and is not committed. Use a "
+                f"processing-time or availableNow trigger.")
         if self.prefix is not None:
             counts = _end_transactions(self.options, self.prefix, messages, batchId, True)
             log.info("Kafka micro-batch %d: %s", batchId, counts)

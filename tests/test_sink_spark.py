@@ -11,11 +11,15 @@ write needs ``.mode("append")`` (Spark's Kafka sink takes the default as append)
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import confluent_kafka
 import pytest
 
 from kafka.partitioner.default import murmur2 as referee_murmur2
+
+from protocol.cluster import KafkaClient
 
 from .test_sink_producer import consume, make_topic
 
@@ -152,3 +156,34 @@ def test_write_stream_from_one_topic_to_another(spark, kafka, topic_name, tmp_pa
         for key, value, headers, _ in rs:
             assert (referee_murmur2(key) & 0x7FFFFFFF) % 3 == partition
             assert headers == [("n", str(int(value[1:])).encode())]
+
+
+def test_a_continuous_trigger_commits_no_epoch(spark, kafka, topic_name, tmp_path):
+    """Spark starts a continuous query into format("pykafka") but runs none of the sink's
+    tasks: each epoch reached the sink's commit with a None message per partition, and
+    was committed with nothing written (its source's offsets moving on). The commit now
+    refuses such an epoch, so none is committed: nothing is skipped. (Spark logs the
+    refusal and keeps the query running; nothing fails the query from a continuous
+    sink's commit.)"""
+    make_topic(kafka, topic_name, 1)
+    checkpoint = tmp_path / "checkpoint"
+    query = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
+             .selectExpr("CAST(value AS STRING) AS value")
+             .writeStream.format("pykafka")
+             .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
+             .option("checkpointLocation", str(checkpoint))
+             .trigger(continuous="1 second").start())
+    try:
+        deadline = time.monotonic() + 120
+        while not (checkpoint / "offsets" / "2").exists():  # epochs 0-2 ended
+            assert query.isActive and time.monotonic() < deadline, query.exception()
+            time.sleep(0.5)
+        time.sleep(3)  # epoch 0's commit had its turn
+        assert query.isActive
+        commits = checkpoint / "commits"
+        assert not commits.exists() or not os.listdir(commits)
+    finally:
+        query.stop()
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 0}
+
