@@ -22,6 +22,7 @@ read raw by both. Nothing is asserted: the goals are reported met or not.
 from __future__ import annotations
 
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -403,11 +404,12 @@ def render_latency(r: dict, args) -> list[str]:
                       f"against the same producer (medians of 20): `latestOffset` "
                       f"{parts['latest_ms']:.1f} ms and `partitions` "
                       f"{parts['partitions_ms']:.1f} ms (the driver's offsets and planning); "
-                      f"one task's `read_range` of its range {parts['read_range_ms']:.1f} ms "
-                      f"(fetch + decode, its connections included), of which a bare Fetch of "
-                      f"the same offsets by a connected client takes {parts['fetch_ms']:.1f} "
-                      "ms (broker and network); the rest of addBatch is Spark's task launch, "
-                      "the Python worker's round trip and the sink."]
+                      f"one task's `read_range` of its ranges {parts['read_range_ms']:.1f} ms "
+                      f"(fetch + decode, its connections included; "
+                      f"{parts.get('tasks') or '?'} task(s) a micro-batch), of which bare "
+                      f"Fetches of the same offsets by a connected client take "
+                      f"{parts['fetch_ms']:.1f} ms (broker and network); the rest of addBatch "
+                      "is Spark's task launch, the Python worker's round trip and the sink."]
     return lines
 
 
@@ -415,11 +417,12 @@ def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
     """The issue's phases of one micro-batch (median ms): offsets, planning, task launch,
     fetch, decode, commit. Spark's durationMs gives offsets, planning and commit for both;
     addBatch holds the rest. For ours, fetch and decode come from our own timings of one
-    task (``our_parts``), times the waves of tasks a micro-batch runs (partitions / cores),
+    task (``our_parts``), times the waves of tasks a micro-batch runs (its tasks / cores),
     and task launch (with the sink's collect) is what addBatch leaves."""
     def med(fmt, *phases):
         return statistics.median(sum(x["phases"].get(p, 0) for p in phases) for x in lat[fmt])
-    waves = -(-args.stream_partitions // args.cores)
+    tasks = (parts or {}).get("tasks") or args.stream_partitions
+    waves = math.ceil(tasks / args.cores)
     rows = []
     for fmt, name in (("kafka", "JVM connector"), ("pykafka", "ours")):
         offsets, planning = med(fmt, "latestOffset"), med(fmt, "queryPlanning", "getBatch")
@@ -434,9 +437,9 @@ def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
         rows.append(f"| {name} | {offsets:.0f} | {planning:.0f} | {' | '.join(cells)} | "
                     f"{commit:.0f} | {whole:.0f} |")
     return ["", f"The same micro-batch in the issue's phases (ms; fetch and decode of ours: one "
-                f"task's, times the {waves} waves of tasks of {args.stream_partitions} "
-                f"partitions on {args.cores} cores; task launch = addBatch minus them, with "
-                "Spark's Python worker round trip and the foreachBatch collect):", "",
+                f"task's, times the {waves} wave(s) of its {tasks:g} task(s) on {args.cores} "
+                "cores; task launch = addBatch minus them, with Spark's Python worker round "
+                "trip and the foreachBatch collect):", "",
             "| Connector | offsets | planning | task launch + sink | fetch | decode | commit | "
             "micro-batch |", "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
 

@@ -304,8 +304,9 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
     """Our source's part of one micro-batch, timed in this driver against the running
     producer (medians): the driver's ``latestOffset`` and ``partitions`` (the planning our
     code does), one task's ``read_range`` of its range (fetch + decode, with its own
-    connections) and a bare Fetch of the same offsets by a client already connected (what
-    of ``read_range`` is the broker and the network)."""
+    connections; one task reads every range of a small micro-batch), a bare Fetch of the
+    same offsets by a client already connected (what of it is the broker and the network),
+    and the number of tasks of a micro-batch."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from kafka_source.fetcher import read_range
@@ -316,7 +317,7 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
                                     "subscribe": topic}, for_streaming=True)
     source = KafkaStreamReader(options)
     start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
-    latest, plan, read, fetch = [], [], [], []
+    latest, plan, read, fetch, tasks = [], [], [], [], []
     try:
         with KafkaClient(bootstrap_servers=bootstrap) as client:
             for _ in range(rounds):
@@ -328,14 +329,15 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
                 latest.append(t1 - t0)
                 plan.append(time.perf_counter() - t1)
                 if ranges:
-                    r = ranges[0].range
+                    tasks.append(len(ranges))
                     t2 = time.perf_counter()
-                    for _ in read_range(options, r):
-                        pass
+                    for r in ranges[0].ranges:  # what the first task reads
+                        for _ in read_range(options, r):
+                            pass
                     read.append(time.perf_counter() - t2)
-                    tp = (r.topic, r.partition)
                     t3 = time.perf_counter()
-                    client.fetch({tp: r.start}, max_wait_ms=0)
+                    for r in ranges[0].ranges:
+                        client.fetch({(r.topic, r.partition): r.start}, max_wait_ms=0)
                     fetch.append(time.perf_counter() - t3)
                 start = end
     finally:
@@ -343,7 +345,8 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
     med = statistics.median
     return {"latest_ms": med(latest) * 1000, "partitions_ms": med(plan) * 1000,
             "read_range_ms": med(read) * 1000 if read else None,
-            "fetch_ms": med(fetch) * 1000 if fetch else None}
+            "fetch_ms": med(fetch) * 1000 if fetch else None,
+            "tasks": med(tasks) if tasks else None}
 
 
 # ---- the first write of a session ----------------------------------------------------------
