@@ -5,10 +5,15 @@ through Spark's own ``format("kafka")`` (jars in ``spark.jars``) and through our
 gave as JSON for the test to compare.
 
 Run as ``python jvm_referee_child.py <spec.json> <results.json>``. The spec holds
-``bootstrap``, ``jars`` and ``scenarios``; a scenario is
+``bootstrap``, ``jars`` and ``scenarios``, and may hold ``spark_conf`` (settings the
+session starts with, e.g. a changed ``spark.network.timeout``) and ``"avro": false`` (no
+spark-avro check). A scenario runs through both connectors unless its ``formats`` names
+one, and is
 
 - ``{"name", "kind": "read", "options": {...}, "stream": false, "partitions": false}``:
-  the bootstrap servers are added unless ``"no_bootstrap"``; gives the schema, the rows
+  the bootstrap servers are added unless ``"no_bootstrap"`` (or the options name their
+  own); ``<name>`` in an option value is replaced by ``subst[format][name]`` (topics of
+  each connector's own); gives the schema, the rows
   (every column; binary as hex, timestamps as epoch microseconds), the number of Spark
   partitions when asked, or the error and where it came (``load`` or ``collect``);
   a stream (``"stream": true``) runs with ``Trigger.AvailableNow`` into a memory table and
@@ -45,24 +50,27 @@ from concurrent.futures import ThreadPoolExecutor
 FORMATS = ("kafka", "pykafka")
 
 
-def session(jars: list[str]):
-    """local[2], UTC, quiet; both connectors available."""
+def session(jars: list[str], conf: dict[str, str] | None = None):
+    """local[2], UTC, quiet; both connectors available; ``conf``: Spark settings of the
+    spec's own (``spark_conf``), set last."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
     from kafka_source import KafkaDataSource
 
-    spark = (SparkSession.builder.master("local[2]").appName("jvm-referee")
-             .config("spark.jars", ",".join(jars))
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             # a short-lived driver: the quick compiler only, one GC thread (less CPU)
-             .config("spark.driver.extraJavaOptions",
-                     "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
-             .getOrCreate())
+    builder = (SparkSession.builder.master("local[2]").appName("jvm-referee")
+               .config("spark.jars", ",".join(jars))
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.python.authenticate.socketTimeout", "120s")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               # a short-lived driver: the quick compiler only, one GC thread (less CPU)
+               .config("spark.driver.extraJavaOptions",
+                       "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     return spark
@@ -114,7 +122,8 @@ def substitute(value, subst: dict[str, str]):
 
 
 def reader(spark, fmt: str, bootstrap: str, scenario: dict, stream: bool):
-    options = dict(scenario.get("options", {}))
+    subst = {"fmt": fmt, **scenario.get("subst", {}).get(fmt, {})}
+    options = substitute(dict(scenario.get("options", {})), subst)
     if not scenario.get("no_bootstrap"):
         options.setdefault("kafka.bootstrap.servers", bootstrap)
     read = spark.readStream if stream else spark.read
@@ -307,7 +316,8 @@ def stream_write(spark, fmt: str, bootstrap: str, step: dict, checkpoint: str) -
     """``step["from"]`` read by Spark's connector from earliest, written to ``step["to"]``
     by the sink ``fmt`` in ``output_mode``, with Trigger.AvailableNow or (``trigger``
     "continuous") a continuous trigger stopped once ``until_rows`` rows landed or after
-    ``timeout_s``; then ``to`` read back by Spark's connector."""
+    ``timeout_s``; then ``to`` read back by Spark's connector, and the checkpoint's commit
+    log listed."""
     source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
               .option("subscribe", step["from"]).option("startingOffsets", "earliest")
               .load().select("key", "value"))
@@ -333,8 +343,16 @@ def stream_write(spark, fmt: str, bootstrap: str, step: dict, checkpoint: str) -
         if query.exception() is not None:
             raise RuntimeError(str(query.exception()))
     except Exception as exc:
-        return {"error": error_of(exc, "stream_write"), "rows": landed()}
-    return {"rows": landed()}
+        return {"error": error_of(exc, "stream_write"), "rows": landed(),
+                "commits": committed(checkpoint)}
+    return {"rows": landed(), "commits": committed(checkpoint)}
+
+
+def committed(checkpoint: str) -> list[int]:
+    """The batches or epochs the query's commit log holds."""
+    commits = os.path.join(checkpoint, "commits")
+    return sorted(int(n) for n in os.listdir(commits) if n.isdigit()) \
+        if os.path.isdir(commits) else []
 
 
 def run_steps(spark, fmt: str, bootstrap: str, scenario: dict) -> dict:
@@ -417,7 +435,7 @@ def avro_round_trip(spark) -> dict:
 def run_scenario(spark, bootstrap: str, scenario: dict) -> dict:
     run = {"write": run_write, "steps": run_steps}.get(scenario["kind"], run_read)
     result = {}
-    for fmt in FORMATS:
+    for fmt in scenario.get("formats", FORMATS):
         began = time.monotonic()
         try:
             result[fmt] = run(spark, fmt, bootstrap, scenario)
@@ -462,9 +480,10 @@ def main(spec_path: str, results_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
     began = time.monotonic()
-    spark = session(spec["jars"])
-    results = {"_session_seconds": round(time.monotonic() - began, 2),
-               "_avro": avro_round_trip(spark)}
+    spark = session(spec["jars"], spec.get("spark_conf"))
+    results = {"_session_seconds": round(time.monotonic() - began, 2)}
+    if spec.get("avro", True):
+        results["_avro"] = avro_round_trip(spark)
     lock = threading.Lock()
 
     def run(scenario: dict) -> None:

@@ -19,23 +19,37 @@ written by the other connector, a partition added, a topic deleted).
 
 Where the two differ by design, the test pins the difference README's "How it differs
 from Spark's Kafka connector" documents: both sides' outcomes are asserted.
+
+A second child (``edge_referee``, at the end) runs what needs more than the session's
+broker: a Kafka with a TLS listener (Java truststore options against PEM files), reached
+through a fault proxy that spoils ListOffsets and Fetch answers by topic
+(``fetchOffset.numRetries`` against broker errors), in a Spark session started with a
+4 s ``spark.network.timeout`` (Spark's connector takes its poll timeout from it, ours not).
 """
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import subprocess
+import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
+import trustme
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kafka_testbed.apache_kafka import java_executable
 from kafka_testbed.maven_jars import spark_kafka_jars
+from protocol.cluster import KafkaClient
+from protocol.framing import decode_response_header
+from protocol.schemas import FETCH, LIST_OFFSETS
 
-from .broker_setup import create_topic
+from .broker_setup import create_topic, kafka_behind_fault_proxy
 from .own_envs import own_env
 from .test_ship import clean_env
 
@@ -913,9 +927,9 @@ def test_min_offsets_wait_for_max_trigger_delay_alike(referee):
 def test_stream_writes_in_update_mode_or_continuous_are_sparks_only(referee):
     """Documented differences (writes; no continuous trigger): Spark's sink writes a
     stream in update mode and under a continuous trigger. For ours Spark 4.2 refuses update
-    mode when the query starts; a continuous query starts, commits its epochs and lands
-    nothing, without an error (a gap to close: Spark never hands the Python sink the
-    rows)."""
+    mode when the query starts; a continuous query starts, but Spark never hands the
+    Python sink the rows, and its commit refuses every epoch: nothing lands and no epoch
+    is committed (so the source's offsets do not move on)."""
     name = "steps-stream-writes-update-mode-and-continuous"
     jvm, ours = steps_runs(referee, name, "kafka"), steps_runs(referee, name, "pykafka")
     for run in jvm:
@@ -927,6 +941,8 @@ def test_stream_writes_in_update_mode_or_continuous_are_sparks_only(referee):
         update["error"]["message"].lower(), update
     assert "error" not in continuous, continuous["error"]
     assert update["rows"] == continuous["rows"] == []
+    assert continuous["commits"] == [], continuous  # test_sink_spark's continuous test
+    # waits until epochs have ended to show that none is committed
 
 
 def test_a_batch_dataframe_run_twice_sees_new_records_not_new_partitions(referee):
@@ -969,3 +985,356 @@ def test_jars_are_the_connector_and_what_it_needs_beyond_pyspark(referee):
                      f"spark-avro_2.13-{SPARK_VERSION}.jar",
                      f"spark-sql-kafka-0-10_2.13-{SPARK_VERSION}.jar",
                      f"spark-token-provider-kafka-0-10_2.13-{SPARK_VERSION}.jar"]
+
+
+# ---- TLS stores, broker errors, spark.network.timeout: a run of their own ------------------
+# Three documented differences need what the run above lacks: a broker with a TLS listener,
+# a fault proxy in front of it (tests/fault_proxy.py; the broker advertises the proxy's
+# port, so every connection of both connectors, Java's admin client and consumers
+# included, goes through it) and a Spark session started with a changed
+# spark.network.timeout. So one more Apache Kafka (PLAINTEXT, SSL and the proxied
+# listener) and one more child driver, whose session has spark.network.timeout=4s. Each
+# connector reads topics of its own (``sink_topic``), and the proxy picks the answers it
+# spoils by topic, so both meet the same faults, however the two order their requests.
+
+NETWORK_TIMEOUT_S = 4
+WITHHELD_S = 8  # how long Fetch answers come without their records (> NETWORK_TIMEOUT_S)
+RETRY_INTERVAL_MS = 500  # fetchOffset.retryIntervalMs of the offset scenarios
+UNKNOWN_SERVER_ERROR, NOT_LEADER_OR_FOLLOWER = -1, 6
+# short client timeouts where the scenario would wait for them (defaults: 30 s, 60 s); Kafka's
+# admin client refuses a default.api.timeout.ms below request.timeout.ms
+REQUEST_TIMEOUT_MS, API_TIMEOUT_MS = 1000, 2000
+SHORT_TIMEOUTS = {"kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
+                  "kafka.default.api.timeout.ms": str(API_TIMEOUT_MS)}
+EDGE_RECORDS = 4
+TRUSTSTORE_PASSWORD = "store-secret"
+EDGE_SPARK_CONF = {
+    "spark.network.timeout": f"{NETWORK_TIMEOUT_S}s",
+    # Spark refuses to start with these above spark.network.timeout
+    "spark.network.timeoutInterval": "1s", "spark.executor.heartbeatInterval": "1s",
+    # the RPC timeouts stay at 120 s: they too take their default from it
+    "spark.rpc.askTimeout": "120s", "spark.rpc.lookupTimeout": "120s"}
+# Every scenario but the one about it sets the poll timeout to the usual 120 s, so that the
+# session's short spark.network.timeout cannot fail Spark's reads on a busy machine.
+USUAL_POLL_TIMEOUT = {"kafkaConsumer.pollTimeoutMs": "120000"}
+
+# The driver's offset lookups answered with a broker error: the proxy sets the error in
+# ListOffsets answers for the scenario's topic, the first ``times`` of them (None: every
+# one). UNKNOWN_SERVER_ERROR is not retriable to Kafka's clients (each attempt fails at
+# once: fetchOffset.numRetries is what retries it); NOT_LEADER_OR_FOLLOWER is, so each
+# client retries it within an attempt first. (error, times, stream, options)
+OFFSET_FAULTS = {
+    "offsets-broker-error-twice": (UNKNOWN_SERVER_ERROR, 2, True, {}),
+    "offsets-broker-error-always": (UNKNOWN_SERVER_ERROR, None, True, {}),
+    # a batch read from earliest to latest: Spark's connector resolves both in its tasks
+    "offsets-broker-error-always-batch": (UNKNOWN_SERVER_ERROR, None, False, SHORT_TIMEOUTS),
+    "offsets-not-leader-always": (NOT_LEADER_OR_FOLLOWER, None, True, SHORT_TIMEOUTS),
+}
+WITHHELD = "records-withheld-past-the-network-timeout"
+
+
+class BrokerFaults:
+    """The answers the fault proxy spoils, chosen by topic: ListOffsets answers carry an
+    error (``fail_offsets``), Fetch answers come without their records for a while
+    (``withhold_records``). ``answers[topic]`` keeps when each spoiled answer passed
+    (``time.monotonic()``), to count the attempts and measure the waits."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.offset_errors: dict[str, list] = {}  # topic -> [error, answers left or None]
+        self.withheld: dict[object, list] = {}  # topic id -> [topic, seconds, first or None]
+        self.answers: dict[str, list[float]] = collections.defaultdict(list)
+
+    def fail_offsets(self, topic: str, error: int, times: int | None) -> None:
+        self.offset_errors[topic] = [error, times]
+
+    def withhold_records(self, topic: str, topic_id, seconds: float) -> None:
+        """Fetch answers (v13 and later name topics by id) hold the partitions' high
+        watermark but no records for ``seconds`` from the first one."""
+        self.withheld[topic_id] = [topic, seconds, None]
+
+    def install(self, proxy) -> None:
+        proxy.rewrite_response(LIST_OFFSETS.key, self._list_offsets, count=10**9)
+        proxy.rewrite_response(FETCH.key, self._fetch, count=10**9)
+
+    def _list_offsets(self, frame: bytearray, version: int):
+        pos, body = _decoded(LIST_OFFSETS, frame, version)
+        spoiled = False
+        with self.lock:
+            for topic in body["topics"]:
+                rule = self.offset_errors.get(topic["name"])
+                if rule is None or rule[1] == 0:
+                    continue
+                if rule[1] is not None:
+                    rule[1] -= 1
+                spoiled = True
+                self.answers[topic["name"]].append(time.monotonic())
+                for p in topic["partitions"]:
+                    p.update(error_code=rule[0], offset=-1, timestamp=-1)
+        return _encoded(LIST_OFFSETS, frame, version, pos, body) if spoiled else None
+
+    def _fetch(self, frame: bytearray, version: int):
+        """Java's consumer asks again at once for records an answer lacked (the broker has
+        them, so it answers at once too): each spoiled answer is held 50 ms, so that this
+        loop does not spin the proxy."""
+        pos, body = _decoded(FETCH, frame, version)
+        now, spoiled = time.monotonic(), False
+        with self.lock:
+            for topic in body["responses"]:
+                rule = self.withheld.get(topic.get("topic_id")) or \
+                    next((r for r in self.withheld.values() if r[0] == topic.get("topic")), None)
+                if rule is None or not any(p.get("records") for p in topic["partitions"]):
+                    continue
+                rule[2] = now if rule[2] is None else rule[2]
+                if now - rule[2] > rule[1]:
+                    continue
+                spoiled = True
+                self.answers[rule[0]].append(now)
+                for p in topic["partitions"]:
+                    p["records"] = b""
+        if not spoiled:
+            return None
+        time.sleep(0.05)
+        return _encoded(FETCH, frame, version, pos, body)
+
+
+def _decoded(api, frame: bytearray, version: int) -> tuple[int, dict]:
+    view = memoryview(bytes(frame))[4:]
+    _, pos = decode_response_header(api, version, view)
+    body, _ = api.response.decode(version, view[pos:])
+    return pos, body
+
+
+def _encoded(api, frame: bytearray, version: int, pos: int, body: dict) -> bytearray:
+    out = bytearray(frame[:4 + pos])
+    api.response.encode(version, body, out)
+    out[:4] = (len(out) - 4).to_bytes(4, "big")
+    return out
+
+
+def make_pki(directory: Path) -> tuple[str, str, str]:
+    """A CA and the broker's certificate for 127.0.0.1: (CA PEM, chain PEM, key PEM)."""
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_pem.write_to_path(str(directory / "server.key"))
+    (directory / "server.pem").write_bytes(b"".join(c.bytes() for c in server.cert_chain_pems))
+    return tuple(str(directory / name) for name in ("ca.pem", "server.pem", "server.key"))
+
+
+def java_truststore(ca_pem: str, path: Path) -> str:
+    """A PKCS12 truststore holding the CA, made by the JDK's keytool (as a Java user has
+    one)."""
+    keytool = Path(os.path.realpath(java_executable())).with_name("keytool")
+    done = subprocess.run([str(keytool), "-importcert", "-noprompt", "-alias", "ca",
+                           "-file", ca_pem, "-keystore", str(path), "-storetype", "PKCS12",
+                           "-storepass", TRUSTSTORE_PASSWORD],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return str(path)
+
+
+def fill_topic(bootstrap: str, topic: str) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for i in range(EDGE_RECORDS):
+        producer.produce(topic, key=f"k{i}", value=f"v{i}")
+    assert producer.flush(30) == 0
+
+
+def per_connector(prefix: str, name: str, options: dict, **scenario) -> dict:
+    """A read scenario whose ``<S>`` is a topic of each connector's own."""
+    return {"name": name, "kind": "read", "options": {"subscribe": "<S>", **options},
+            "subst": {fmt: {"S": sink_topic(prefix, name, fmt)} for fmt in ("kafka", "pykafka")},
+            **scenario}
+
+
+def edge_scenarios(prefix: str, cluster, proxy, ca_pem: str, truststore: str) -> list[dict]:
+    tls = {"kafka.bootstrap.servers": cluster.listener("SSL"), "subscribe": f"{prefix}-tls",
+           "kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": truststore,
+           "kafka.ssl.truststore.password": TRUSTSTORE_PASSWORD,
+           "kafka.ssl.truststore.type": "PKCS12", **USUAL_POLL_TIMEOUT}
+    out = [{"name": "tls-truststore", "kind": "read", "options": tls},
+           {"name": "tls-cafile", "kind": "read", "formats": ["pykafka"],
+            "options": {**tls, "kafka.ssl.cafile": ca_pem}}]
+    proxied = {"kafka.bootstrap.servers": proxy.bootstrap}
+    for name, (_, _, stream, options) in OFFSET_FAULTS.items():
+        out.append(per_connector(prefix, name, {
+            **proxied, **USUAL_POLL_TIMEOUT,
+            "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
+            **({"startingOffsets": "earliest"} if stream else {}), **options}, stream=stream))
+    out.append(per_connector(prefix, WITHHELD, proxied))
+    return out
+
+
+def prepare_edge_topics(cluster, prefix: str, faults: BrokerFaults) -> None:
+    """Every scenario's topics, filled; the faults set on them."""
+    names = [f"{prefix}-tls"] + [sink_topic(prefix, name, fmt)
+                                 for name in [*OFFSET_FAULTS, WITHHELD]
+                                 for fmt in ("kafka", "pykafka")]
+    for topic in names:
+        create_topic(cluster, topic, 1)
+        fill_topic(cluster.bootstrap, topic)
+    for name, (error, times, _, _) in OFFSET_FAULTS.items():
+        for fmt in ("kafka", "pykafka"):
+            faults.fail_offsets(sink_topic(prefix, name, fmt), error, times)
+    withheld = [sink_topic(prefix, WITHHELD, fmt) for fmt in ("kafka", "pykafka")]
+    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+        metadata = client.refresh_metadata(withheld)
+    for topic in withheld:
+        faults.withhold_records(topic, metadata.topics[topic].topic_id, WITHHELD_S)
+
+
+@pytest.fixture(scope="module")
+def edge_referee(tmp_path_factory):
+    """The scenarios of this section through both connectors, as ``referee``, with
+    ``_answers``: when the proxy spoiled each answer, by topic."""
+    began = time.monotonic()
+    python = own_env(f"pyspark-{SPARK_VERSION}", [f"pyspark=={SPARK_VERSION}"])
+    jars = [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
+    workdir = tmp_path_factory.mktemp("edges")
+    (workdir / "pki").mkdir()
+    ca_pem, chain_pem, key_pem = make_pki(workdir / "pki")
+    truststore = java_truststore(ca_pem, workdir / "pki" / "truststore.p12")
+    prefix = f"jvmedge-{uuid.uuid4().hex[:8]}"
+    faults = BrokerFaults()
+    with kafka_behind_fault_proxy(ssl=(chain_pem, key_pem)) as (proxy, cluster):
+        prepare_edge_topics(cluster, prefix, faults)
+        faults.install(proxy)
+        prepared = time.monotonic()
+        results = run_child(python, {
+            "bootstrap": cluster.bootstrap, "jars": jars, "threads": CHILD_THREADS,
+            "avro": False, "spark_conf": EDGE_SPARK_CONF,
+            "scenarios": edge_scenarios(prefix, cluster, proxy, ca_pem, truststore)},
+            str(workdir))
+    keep = os.environ.get("PYKAFKA_JVM_REFEREE_RESULTS")
+    if keep:  # as the referee's, next to them
+        with open(f"{keep}.edges.json", "w") as f:
+            json.dump(results, f, indent=1)
+    results["_answers"] = {topic: times for topic, times in faults.answers.items()}
+    results["_names"] = {"P": prefix}
+    print(f"\njvm edge referee: setup {prepared - began:.1f} s, child "
+          f"{time.monotonic() - prepared:.1f} s (session {results['_session_seconds']} s)")
+    return results
+
+
+def spoiled(edge_referee, name: str, fmt: str) -> list[float]:
+    """When the proxy spoiled an answer for the scenario's topic of ``fmt``."""
+    return edge_referee["_answers"].get(sink_topic(edge_referee["_names"]["P"], name, fmt), [])
+
+
+def values(rows: list[dict]) -> list[str]:
+    return [bytes.fromhex(r["value"]).decode() for r in by_position(rows)]
+
+
+def error_text(result: dict, part: str = "message") -> str:
+    """The error's ``message`` (its first 6000 characters) or ``gist`` (the connector's own
+    exception line: for ours, the end of a long Python traceback)."""
+    assert "error" in result, f"no error: {json.dumps(result)[:2000]}"
+    return result["error"][part]
+
+
+def test_tls_truststore_options_serve_spark_only_cafile_serves_ours(edge_referee):
+    """Documented difference (TLS takes PEM files): with the same truststore options Spark's
+    connector reads over TLS; ours ignores them (with a warning), so it cannot verify the
+    broker and fails in seconds with a typed error naming the certificate check; with
+    kafka.ssl.cafile (the CA's PEM) it reads the same rows."""
+    jvm = ok(edge_referee["tls-truststore"]["kafka"])
+    assert values(jvm["rows"]) == [f"v{i}" for i in range(EDGE_RECORDS)]
+    ours = edge_referee["tls-truststore"]["pykafka"]
+    gist = error_text(ours, "gist")
+    assert gist.startswith("protocol.errors.AuthenticationError: TLS handshake"), gist
+    assert "CERTIFICATE_VERIFY_FAILED" in gist and "kafka.ssl.cafile" in gist
+    assert ours["seconds"] < 30, ours["seconds"]  # a few attempts, not a hang
+    with_cafile = ok(edge_referee["tls-cafile"]["pykafka"])
+    assert by_position(with_cafile["rows"]) == by_position(jvm["rows"])
+
+
+def intervals(times: list[float]) -> list[float]:
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_offset_lookups_outlast_broker_errors_within_the_attempts_alike(edge_referee):
+    """A stream whose driver's offset lookups get a broker error twice (not retriable to
+    Kafka's clients, so each attempt fails at once) reads every record in both: the third
+    of fetchOffset.numRetries' 3 attempts succeeds, fetchOffset.retryIntervalMs after the
+    second."""
+    name = "offsets-broker-error-twice"
+    for fmt in ("kafka", "pykafka"):
+        run = ok(edge_referee[name][fmt])
+        assert values(run["rows"]) == [f"v{i}" for i in range(EDGE_RECORDS)], fmt
+        times = spoiled(edge_referee, name, fmt)
+        assert len(times) == 2, (fmt, times)
+        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), \
+            (fmt, intervals(times))
+
+
+def test_a_lasting_broker_error_fails_after_fetch_offset_num_retries_alike(edge_referee):
+    """Every answer an error: both streams fail after exactly 3 lookups (the default
+    fetchOffset.numRetries counts attempts), fetchOffset.retryIntervalMs apart, naming the
+    broker's error."""
+    name = "offsets-broker-error-always"
+    jvm, ours = edge_referee[name]["kafka"], edge_referee[name]["pykafka"]
+    assert "UnknownServerException" in error_text(jvm, "gist")
+    assert "UNKNOWN_SERVER_ERROR" in error_text(ours, "gist")
+    for fmt in ("kafka", "pykafka"):
+        times = spoiled(edge_referee, name, fmt)
+        assert len(times) == 3, (fmt, times)
+        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), \
+            (fmt, intervals(times))
+
+
+def test_a_batch_read_resolves_earliest_and_latest_in_spark_tasks_on_our_driver(edge_referee):
+    """Documented difference (fetchOffset.numRetries): a batch read from earliest to latest
+    (the defaults). Spark's connector leaves both to its tasks, whose Kafka consumer asks
+    again and again until kafka.default.api.timeout.ms (2 s here; 60 s by default) and
+    then fails the task: fetchOffset.numRetries plays no part. Ours looks them up on the
+    driver: 3 attempts, then the broker's error (kafka.default.api.timeout.ms is ignored)."""
+    name = "offsets-broker-error-always-batch"
+    jvm, ours = edge_referee[name]["kafka"], edge_referee[name]["pykafka"]
+    topic = sink_topic(edge_referee["_names"]["P"], name, "kafka")
+    gist = error_text(jvm, "gist")
+    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage "
+                           "failure"), gist  # a task's
+    assert (f"Timeout of {API_TIMEOUT_MS}ms expired before the position for partition "
+            f"{topic}-0 could be determined") in gist
+    assert len(spoiled(edge_referee, name, "kafka")) > 3
+    assert "UNKNOWN_SERVER_ERROR" in error_text(ours, "gist")
+    # raised while Spark plans the read (in our reader's partitions()), not by a task
+    assert "Failed to generate Python data source read partitions" in error_text(ours)
+    assert len(spoiled(edge_referee, name, "pykafka")) == 3
+
+
+def test_a_retriable_error_is_retried_within_each_attempt_up_to_different_bounds(edge_referee):
+    """Documented difference: NOT_LEADER_OR_FOLLOWER in every answer. Both clients retry it
+    within an attempt, then fetchOffset.numRetries makes 3 attempts; each of Spark's lasts
+    kafka.default.api.timeout.ms (Kafka's admin client; 2 s here, 60 s by default), each of
+    ours kafka.request.timeout.ms (1 s here, 30 s by default)."""
+    name = "offsets-not-leader-always"
+    jvm, ours = edge_referee[name]["kafka"], edge_referee[name]["pykafka"]
+    assert "TimeoutException: Timed out waiting for a node assignment. Call: listOffsets" \
+        in error_text(jvm, "gist")
+    assert jvm["seconds"] >= 3 * API_TIMEOUT_MS / 1000, jvm["seconds"]
+    gist = error_text(ours, "gist")
+    assert gist.startswith("protocol.errors.KafkaTimeoutError: ListOffsets did not succeed "
+                           f"within {REQUEST_TIMEOUT_MS} ms"), gist
+    assert "NOT_LEADER_OR_FOLLOWER" in gist and "gave up after 3 attempts" in gist, gist
+    for fmt in ("kafka", "pykafka"):  # each attempt asked more than once
+        assert len(spoiled(edge_referee, name, fmt)) > 3, fmt
+
+
+def test_a_changed_network_timeout_is_the_poll_timeout_of_spark_only(edge_referee):
+    """Documented difference (kafkaConsumer.pollTimeoutMs): the broker answers Fetch without
+    the records for 8 s. Spark's connector takes its poll timeout from the session's
+    spark.network.timeout (4 s) and fails the task after 4 s; ours keeps its 120 s and
+    reads every record once they come."""
+    jvm, ours = edge_referee[WITHHELD]["kafka"], edge_referee[WITHHELD]["pykafka"]
+    gist = error_text(jvm, "gist")
+    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage "
+                           "failure"), gist  # a task's
+    assert f"Cannot fetch record for offset 0 in {NETWORK_TIMEOUT_S * 1000} milliseconds" \
+        in gist
+    jvm_waited = spoiled(edge_referee, WITHHELD, "kafka")
+    assert jvm_waited and jvm_waited[-1] - jvm_waited[0] < WITHHELD_S - 1
+    assert values(ok(ours)["rows"]) == [f"v{i}" for i in range(EDGE_RECORDS)]
+    our_wait = spoiled(edge_referee, WITHHELD, "pykafka")
+    assert our_wait[-1] - our_wait[0] >= WITHHELD_S - 1, our_wait
