@@ -114,6 +114,12 @@ class BrokerConnection:
             check_hostname=c.ssl_check_hostname, verify=c.ssl_verify)
         try:
             return context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as e:
+            hint = ("" if c.ssl_cafile else " (no CA file given, so only the system's CAs "
+                    "are trusted: give the broker's CA in PEM with kafka.ssl.cafile; Java "
+                    "truststores, kafka.ssl.truststore.*, are not read)")
+            raise AuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} failed: {e}{hint}") from e
         except ssl.SSLError as e:
             raise AuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {e}") from e

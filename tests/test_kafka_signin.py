@@ -316,6 +316,21 @@ def test_tls_refuses_a_broker_certificate_from_an_unknown_ca(cluster, pki):
         with client_for(tls_options(cluster, pki, ca="other-ca.pem")) as client:
             client.refresh_metadata([])
     assert f"TLS handshake with {cluster.listener('SSL')} failed" in str(info.value)
+    assert "kafka.ssl.cafile" not in str(info.value)  # one was given
+
+
+def test_tls_without_a_ca_file_says_which_option_takes_one(cluster, pki):
+    """Java truststore options are ignored (with a warning in the task's log); the error
+    itself says which option takes the broker's CA."""
+    options = tls_options(cluster, pki)
+    del options["kafka.ssl.cafile"]
+    options.update({"kafka.ssl.truststore.location": str(pki / "truststore.p12"),
+                    "kafka.ssl.truststore.password": "unused"})
+    with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED") as info:
+        with client_for(options) as client:
+            client.refresh_metadata([])
+    assert "give the broker's CA in PEM with kafka.ssl.cafile" in str(info.value)
+    assert "kafka.ssl.truststore.*, are not read" in str(info.value)
 
 
 @pytest.mark.parametrize("client_cert", [None, "stranger"])
