@@ -22,6 +22,9 @@ def pipeline(spark, bootstrap: str, source: str, target: str, checkpoint: str, p
             .option("kafka.bootstrap.servers", bootstrap)
             .option("subscribe", source)
             .option("startingOffsets", "earliest")
+            # a task per source partition: a micro-batch this small would be one task,
+            # and the kill between two tasks' commits needs two
+            .option("minPartitions", "2")
             .load()
             .selectExpr("key", "value")
             .writeStream.format("pykafka")

@@ -35,6 +35,7 @@ from kafka_sink.kill_points import ENV as KILL_AT
 from protocol.cluster import MAX_TIMESTAMP, KafkaClient
 
 from .broker_setup import create_topic
+from .eos_stream_child import pipeline
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           log_of, open_transactions, stable_offsets_behind)
 
@@ -501,7 +502,7 @@ def _crash_and_restart(spark, bootstrap: str, tmp_path, source: str, target: str
         child.stderr.close()
     assert child.returncode == -signal.SIGKILL, err  # killed by its own hook
     assert not Path(checkpoint, "commits", "0").exists()
-    _run_available_now(_stream(spark, bootstrap, source, target, checkpoint, prefix))
+    _run_available_now(pipeline(spark, bootstrap, source, target, checkpoint, prefix))
 
 
 @pytest.mark.spark
