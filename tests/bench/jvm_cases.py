@@ -36,6 +36,7 @@ CHILD = os.path.join(HERE, "jvm_child.py")
 TRACE_DIR = os.path.join(HERE, "first_write_trace")
 SPARK_VERSION = "4.2.0"  # the newest Spark whose Kafka connector Maven serves
 FORMATS = ("kafka", "pykafka")
+FLOOR = "benchfloor"  # floor_source.py's format: a Python sink that drops the rows
 KINDS = ("jvm", "python workers", "broker", "driver")
 
 # Goals (issue 30 item 4; reported, never asserted)
@@ -79,9 +80,9 @@ def run_child(python: str, spec: dict, workdir: str, timeout: float) -> dict:
     results_path = os.path.join(workdir, f"results-{name}.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    env = clean_env(python, PYTHONPATH=ROOT, TZ="UTC")
+    env = clean_env(python, PYTHONPATH=os.pathsep.join([ROOT, HERE]), TZ="UTC")
     if mode == "first-write":
-        env.update(PYTHONPATH=os.pathsep.join([TRACE_DIR, ROOT]),
+        env.update(PYTHONPATH=os.pathsep.join([TRACE_DIR, ROOT, HERE]),
                    PYKAFKA_WRITE_TRACE=os.path.join(workdir, f"write-trace-{name}.jsonl"))
     done = subprocess.run([python, CHILD, spec_path, results_path], cwd=workdir, env=env,
                           timeout=timeout)
@@ -119,8 +120,11 @@ def run_jvm(args, log) -> list[str]:
         # in a second fresh session. The first query of a session also pays Spark's own
         # first-query costs, so each connector goes first once.
         first = {}
+        # A third session starts with Spark's floor for a Python sink (a Python data
+        # source whose tasks drop the rows): what any Python sink's first write costs.
         for fmt, order in (("pykafka", ["pykafka", "pykafka", "kafka", "pykafka"]),
-                           ("kafka", ["kafka", "kafka", "pykafka", "kafka"])):
+                           ("kafka", ["kafka", "kafka", "pykafka", "kafka"]),
+                           (FLOOR, [FLOOR, FLOOR, "pykafka"])):
             first[fmt] = run_child(python, {"mode": "first-write", "bootstrap": bootstrap,
                                             "jars": jars, "cores": args.cores,
                                             "records": write_records,
@@ -162,7 +166,7 @@ def run_jvm(args, log) -> list[str]:
             registry.stop()
     results["first_write_profile"] = first["pykafka"]
     results["first_write_fresh"] = {fmt: dict(first[fmt]["phases"])[f"write 1 ({fmt})"]
-                                    for fmt in FORMATS}
+                                    for fmt in (*FORMATS, FLOOR)}
     results["load_at_start"] = load_start
     os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
     with open(os.path.join(ROOT, ".cache", "bench-jvm-results.json"), "w") as f:  # raw figures
@@ -228,7 +232,7 @@ def render(r: dict, sets, args, elapsed: float) -> list[str]:
         "\"ours / JVM\" is the median of per-round ratios. CPU s per M records by process "
         "(medians): Spark's JVM, its Python workers, the broker, the driver (Python). "
         f"Load average at start {r.get('load_at_start', '?')}, at end "
-        f"{r.get('load_at_end', '?')}; other jobs shared the machine. `--scale "
+        f"{r.get('load_at_end', '?')}. `--scale "
         f"{getattr(args, 'scale', 1.0):g}` (the Records column), {elapsed / 60:.1f} min.",
         "",
         "| Case | Records | JVM records/s | ours records/s | ours / JVM | JVM CPU: JVM / Py / "
@@ -256,10 +260,21 @@ def render(r: dict, sets, args, elapsed: float) -> list[str]:
     fresh = r.get("first_write_fresh")
     if fresh and "write" in cases:
         n = cases["write"]["kafka"]["records"]
+        floor = (f"; Spark's floor for a Python sink (a Python data source whose tasks drop "
+                 f"the rows, `floor_source.py`) {fresh[FLOOR]:.2f} s, floor / JVM "
+                 f"{fresh['kafka'] / fresh[FLOOR]:.2f}x: what Spark costs any Python sink's "
+                 "first write" if FLOOR in fresh else "")
         lines += ["", f"Each connector's first `df.write` in a fresh session of its own (the "
                       f"session's first query; ours first, on a broker nothing had written to "
                       f"yet): JVM {fresh['kafka']:.2f} s, ours {fresh['pykafka']:.2f} s, ours / "
-                      f"JVM {fresh['kafka'] / fresh['pykafka']:.2f}x ({n:,} rows)."]
+                      f"JVM {fresh['kafka'] / fresh['pykafka']:.2f}x ({n:,} rows){floor}."]
+    write = cases.get("write", {})
+    if FLOOR in write and "kafka" in write:
+        lines += ["", f"The same warm `df.write` into Spark's floor for a Python sink (its "
+                      f"tasks drop the rows): {_fmt_rate(statistics.median(_rates(write[FLOOR])))}"
+                      f" records/s, {ratio(write, FLOOR, 'kafka'):.2f}x the JVM connector (the "
+                      f"most a Python sink can reach here), ours "
+                      f"{ratio(write, 'pykafka', FLOOR):.2f}x the floor."]
     lines += render_first_write_profile(r.get("first_write_profile"))
     lines += render_latency(r, args)
     lines += ["", "Goals (issue 30; reported, not asserted):", ""]
@@ -460,10 +475,16 @@ def goals(r: dict) -> list[str]:
     if "write" in cases:
         steady = ratio(cases["write"])
         first = fw["kafka"] / fw["pykafka"] if fw else float("nan")
+        w = cases["write"]
+        ceiling = ""
+        if FLOOR in w and fw and FLOOR in fw:
+            ceiling = (f"; Spark's floor for a Python sink, which drops the rows, reaches "
+                       f"{ratio(w, FLOOR, 'kafka'):.2f}x warm and "
+                       f"{fw['kafka'] / fw[FLOOR]:.2f}x on a first write")
         out.append(f"- write >= {GOAL_WRITE}x the JVM connector, the first write of the "
                    f"session included: {verdict(min(steady, first) >= GOAL_WRITE)} (after "
                    f"warm-up {steady:.2f}x, by CPU {cpu_ratio(cases['write']):.2f}x; first "
-                   f"writes, each in a fresh session, {first:.2f}x)")
+                   f"writes, each in a fresh session, {first:.2f}x{ceiling})")
     lat = r.get("latency")
     if lat and all(lat.get(f) for f in FORMATS):
         p50, p99 = (statistics.median(x[k] for x in lat["pykafka"])

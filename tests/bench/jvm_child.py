@@ -35,6 +35,7 @@ from streaming_cases import _latency_run  # noqa: E402
 from tests.worker_stats import children, cmdline  # noqa: E402
 
 FORMATS = ("kafka", "pykafka")
+FLOOR = "benchfloor"  # floor_source.py: a Python data source whose write drops the rows
 
 
 def log(message: str) -> None:
@@ -59,6 +60,8 @@ def session(jars: list[str], cores: int):
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
+    from floor_source import FloorDataSource  # tests/bench is on the child's PYTHONPATH
+    spark.dataSource.register(FloorDataSource)
     return spark
 
 
@@ -128,11 +131,12 @@ class Recorder:
     def case(self, case: str, records: int, runs: dict, warmups: int, rounds: int) -> None:
         """``runs[fmt]()`` -> seconds: warm-ups for each connector, then interleaved rounds
         (the order flips every round, so neither always goes first)."""
-        for fmt in FORMATS:
+        fmts = list(runs)
+        for fmt in fmts:
             for _ in range(warmups):
                 self.timed(case, fmt, records, runs[fmt], keep=False)
         for r in range(rounds):
-            for fmt in (FORMATS if r % 2 == 0 else FORMATS[::-1]):
+            for fmt in (fmts if r % 2 == 0 else fmts[::-1]):
                 self.timed(case, fmt, records, runs[fmt])
 
 
@@ -203,6 +207,10 @@ def generated_rows(spark, records: int, partitions: int):
 
 def write(df, fmt: str, bootstrap: str, partitions: int) -> float:
     """``df.write`` to a new topic of ``partitions`` (created outside the clock)."""
+    if fmt == FLOOR:
+        t = time.perf_counter()
+        df.write.format(FLOOR).mode("append").save()
+        return time.perf_counter() - t
     topic = new_topic(bootstrap, partitions)
     t = time.perf_counter()
     (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
@@ -436,7 +444,7 @@ def main(spec_path: str, results_path: str) -> None:
     rec.save()
     rec.case("write", w["records"],
              {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"]))
-              for fmt in FORMATS}, warmups, rounds)
+              for fmt in (*FORMATS, FLOOR)}, warmups, rounds)
     df.unpersist()
 
     for ds in spec["reads"]:
