@@ -451,8 +451,8 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
 @pytest.mark.spark
 def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, proxy,
                                                    topic_name, tmp_path):
-    """readStream -> writeStream on Apache Kafka behind the proxy: after the first
-    micro-batch no new broker connection per micro-batch, the connections the broker
+    """readStream -> writeStream on Apache Kafka behind the proxy: once warm, no new broker
+    connection per micro-batch, the connections the broker
     (proxy) closes between two micro-batches are replaced, every record arrives once, and
     the sink's record batches carry no more producer ids than there are Python workers."""
     _, kafka = proxied
@@ -479,31 +479,45 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
              .option("kafka.bootstrap.servers", proxy.address).option("topic", sink)
              .option("checkpointLocation", str(tmp_path / "ck"))
              .start())
-    new_connections = {}
-    rounds = 6
+    # Spark hands each micro-batch's read and write to whichever pooled Python workers are
+    # idle, so a worker may first serve a read and later a write: each opens its
+    # connections for a role the first time it serves it. Warm up until a round opens none.
+    new_connections: list[int] = []
+    warm_up_rounds = 4
+
+    def run_round() -> int:
+        before = proxy.stats["connections"]
+        produce_round(len(new_connections))
+        query.processAllAvailable()
+        new_connections.append(proxy.stats["connections"] - before)
+        return new_connections[-1]
+
     try:
-        for r in range(rounds):
-            if r == 3:  # the broker closes every connection between two micro-batches
-                proxy.cut_all()
-                time.sleep(0.5)
-            before = proxy.stats["connections"]
-            produce_round(r)
-            query.processAllAvailable()
-            new_connections[r] = proxy.stats["connections"] - before
+        while run_round() and len(new_connections) < warm_up_rounds:
+            pass
+        warmed = len(new_connections)
+        assert new_connections[-1] == 0, f"every round opens connections: {new_connections}"
+        steady = [run_round() for _ in range(2)]
+        proxy.cut_all()  # the broker closes every connection between two micro-batches
+        time.sleep(0.5)
+        after_cut = [run_round() for _ in range(3)]
         assert query.exception() is None
         batches_run = sum(1 for p in query.recentProgress if p["numInputRows"])
     finally:
         query.stop()
+    rounds = len(new_connections)
     expected = sorted(b"r%d-p%d-%s" % (r, p, b"%03d" % i if i < 40 else b"end")
                       for r in range(rounds) for p in range(2) for i in range(41))
     got = consume(proxy.address, sink, 2, len(expected))
     assert sorted(v for rs in got.values() for _, v, _, _ in rs) == expected
-    # After the warm-up, outside the round whose connections were cut: no new connection,
-    # but for one that Spark's late start of another Python worker may open.
-    assert sum(new_connections[r] for r in (1, 2, 4, 5)) <= 2, new_connections
-    assert new_connections[0] > 0 and new_connections[3] > 0  # the proxy saw the clients
+    # Once warm, no new connection, but for one that Spark's late start of another Python
+    # worker may open.
+    assert new_connections[0] > 0 and sum(steady) <= 2, new_connections
+    # The cut connections are replaced, and no more of them than the warm-up opened.
+    warm_up_total = sum(new_connections[:warmed])
+    assert 0 < after_cut[0] and sum(after_cut) <= warm_up_total + 2, (warmed, new_connections)
     # Each task runs its read and its write in two Python workers: with local[2], at most
-    # 4 workers, so at most 4 producer ids however many tasks wrote (here 2 a batch).
+    # 4 workers, so at most 4 producer ids however many tasks wrote.
     headers = {p: raw_batches(proxy.address, sink, p) for p in range(2)}
     pids = {h.producer_id for hs in headers.values() for h in hs}
     assert batches_run >= rounds and 1 <= len(pids) <= 4 < 2 * batches_run, (batches_run,
