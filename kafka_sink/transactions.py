@@ -48,7 +48,15 @@ The driver (``commit_transactions``), per committed task, in partition order:
 2. EndTxn(commit);
 3. then the losing attempts of every partition it can name are fenced: InitProducerId on
    ``{prefix}-{partition}-{a}`` for every attempt a below the winner's and for the next
-   one, which aborts what they left open.
+   one, which aborts what they left open;
+4. streams only: then every other transaction still open under one of the query's task
+   ids is fenced too (``fence_leftovers``): ListTransactions (Kafka 3.0+) asks every
+   broker once for its Ongoing transactions, and those whose id is exactly
+   ``{prefix}-{number}-{number}`` are leftovers, since Spark calls the streaming commit
+   only after every task of the micro-batch ended and starts no task of the next one
+   before it returns. A broker without ListTransactions (or unreachable) is skipped with a
+   warning; the broker's transaction timeout remains there. Batch writes do not do this:
+   other jobs may share the ``transactionalIdPrefix`` and run at the same time.
 
 ``abort(messages)`` aborts the transactions of the tasks that finished and fences
 attempts 0..3 (``spark.task.maxFailures``' default) of those that did not.
@@ -59,17 +67,21 @@ Closed (a stream restarted from its checkpoint sees each micro-batch exactly onc
 
 - killed before the tasks end, or after they end but before the driver commits: their
   transactions stay open; the re-run batch's tasks use the same ids (attempt 0) and
-  InitProducerId aborts them. An attempt above 0 that was left open is aborted by the
-  broker after ``kafka.transaction.timeout.ms``; until then read_committed readers of its
-  partitions wait (the last stable offset stays below it), and nothing is duplicated.
+  InitProducerId aborts them. What no task of the re-run batch takes again (an attempt
+  above 0, or a task whose partition the re-run batch does not have because it planned
+  fewer tasks) is fenced by the re-run's commit (step 4), so read_committed readers of
+  its partitions wait until that commit, not until ``kafka.transaction.timeout.ms``;
+  nothing is duplicated. (Before Kafka 3.0, or on a broker that does not answer
+  ListTransactions, the broker aborts them after that timeout.)
 - killed between two EndTxn of one micro-batch, or after the last one but before Spark
   wrote its commit log: the re-run batch's tasks whose marker shows the batch write
   nothing; the others write and commit. This needs each task of a re-run batch to get the
   same rows as before, which holds for Spark's Kafka source and file sources and for
   hash-partitioned stages, not for a ``repartition(n)`` without columns (round robin).
 - a task retried or run speculatively: only the attempt Spark commits becomes visible;
-  the others are aborted by the fencing in step 3, or by the broker after the transaction
-  timeout for one the driver cannot name (an attempt more than one above the winner's).
+  the others are aborted by the fencing in step 3, and in a stream one it cannot name
+  (an attempt more than one above the winner's) by step 4; in a batch write such an
+  attempt is aborted by the broker after the transaction timeout.
   A stage retried by Spark restarts attempt numbers at 0: a new attempt then fences an
   old one of the same number, and if Spark had taken that one's result the driver's
   EndTxn fails (the batch fails, nothing is duplicated); in a batch write the new attempt
@@ -89,7 +101,8 @@ Not closed:
   ``kafka.transaction.timeout.ms`` (the next job uses other ids, so it cannot abort them).
 - in a stream, a task attempt that opens its transaction after the driver ended the
   micro-batch (ids are stable across batches and restarts, so an epoch tells nothing):
-  the next run of an id aborts it, else the broker after ``kafka.transaction.timeout.ms``.
+  the next micro-batch's commit fences it (step 4), or the next run of its id aborts it,
+  else the broker after ``kafka.transaction.timeout.ms``.
 - a transaction that the broker aborts because ``kafka.transaction.timeout.ms`` passed
   before the driver's commit: EndTxn fails (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED or
   INVALID_TXN_STATE) and the write fails with an error naming that option; nothing of
@@ -105,11 +118,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass
 
 from protocol import transactions as txn
-from protocol.errors import BrokerError, ConfigError
+from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
 from .kill_points import maybe_kill
 from .txn_errors import transaction_hint
@@ -125,6 +139,10 @@ log = logging.getLogger("pykafka.sink")
 BATCH_ID_PROPERTY = "streaming.sql.batchId"
 #: Attempts fenced for a task that failed in a batch write (spark.task.maxFailures).
 FAILED_TASK_ATTEMPTS = 4
+#: How long a stream's commit waits for the brokers' lists of open transactions: a hung
+#: broker that the metadata still names delays every micro-batch by this much, not by
+#: kafka.request.timeout.ms (the listing is a clean-up; the transaction timeout remains).
+LIST_TIMEOUT_MS = 5_000
 
 
 class TransactionCommitError(Exception):
@@ -235,8 +253,13 @@ def fence(client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int,
           transaction_timeout_ms: int) -> None:
     """InitProducerId on ``prefix-partition-attempt`` for each pair: aborts what it left
     open. Failures are logged: the broker's transaction timeout remains the backstop."""
-    for partition_id, attempt in ids:
-        tid = transactional_id(prefix, partition_id, attempt)
+    fence_ids(client, [transactional_id(prefix, p, a) for p, a in ids], timeout_ms,
+              transaction_timeout_ms)
+
+
+def fence_ids(client, tids: list[str], timeout_ms: int, transaction_timeout_ms: int) -> None:
+    """``fence`` by transactional id."""
+    for tid in tids:
         try:
             txn.init_producer_id(client, tid, transaction_timeout_ms, timeout_ms=timeout_ms)
         except Exception as e:  # noqa: BLE001 - the timeout aborts it anyway
@@ -292,7 +315,47 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
     losers = sorted({(t.partition_id, a) for t in tasks
                      for a in [*range(t.attempt), t.attempt + 1]})
     fence(client, prefix, losers, timeout, options.transaction_timeout_ms)
+    if batch_id is not None:
+        ended = {t.transactional_id for t in tasks}
+        ended.update(transactional_id(prefix, p, a) for p, a in losers)
+        fence_leftovers(client, prefix, ended, timeout, options.transaction_timeout_ms)
     return counts
+
+
+def task_id_pattern(prefix: str) -> str:
+    """A regular expression for the whole of a stream's task ids under ``prefix``: the
+    prefix, then a partition and an attempt number (not a batch job's ids under the same
+    option, which carry a token, nor another prefix that merely starts with this one)."""
+    return f"{re.escape(prefix)}-[0-9]+-[0-9]+"
+
+
+def fence_leftovers(client, prefix: str, ended: set[str], timeout_ms: int,
+                    transaction_timeout_ms: int) -> list[str]:
+    """After a stream's micro-batch commit: fence every Ongoing transaction of a task id
+    under ``prefix`` other than ``ended`` (the ones this commit just ended or fenced);
+    returns their ids.
+
+    Spark calls the streaming commit only after every task of the batch ended and starts
+    no task of the next batch before it returns, so such a transaction is a leftover: a
+    crashed run's task whose partition the re-run batch does not have (it planned fewer
+    tasks), an attempt more than one above a winner's, a zombie. InitProducerId aborts it
+    now instead of after ``kafka.transaction.timeout.ms``. One ListTransactions per
+    broker; a broker that cannot answer it is skipped (``open_transactional_ids``)."""
+    pattern = task_id_pattern(prefix)
+    try:
+        open_ids = txn.open_transactional_ids(client, f"^{pattern}$",
+                                              timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS))
+    except PyKafkaError as e:
+        log.warning("could not list open transactions to fence those an earlier run of "
+                    "prefix %s left (the broker aborts them after "
+                    "kafka.transaction.timeout.ms): %s", prefix, e)
+        return []
+    leftovers = sorted(t for t in open_ids if re.fullmatch(pattern, t) and t not in ended)
+    if leftovers:
+        fence_ids(client, leftovers, timeout_ms, transaction_timeout_ms)
+        log.info("fenced %d open transaction(s) left under prefix %s by an earlier run or "
+                 "attempt: %s", len(leftovers), prefix, ", ".join(leftovers))
+    return leftovers
 
 
 def abort_transactions(client, options, prefix: str, messages) -> int:

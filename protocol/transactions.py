@@ -17,23 +17,28 @@ request version higher than 4 within a transaction") and (in ``kafka_sink``) tra
 Produce at v11, as Kafka's Java client does on clusters without version 2. InitProducerId
 stays below v6 (two-phase commit, KIP-939; unstable in Kafka 4.x).
 
-Every function retries what the coordinator answers while it is busy or moving
-(CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...) within
-``timeout_ms`` (the client's request timeout by default) and raises the ``BrokerError``
-of anything else.
+Every function of one transactional id retries what the coordinator answers while it is
+busy or moving (CONCURRENT_TRANSACTIONS, COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR, ...)
+within ``timeout_ms`` (the client's request timeout by default) and raises the
+``BrokerError`` of anything else. ``open_transactional_ids`` asks every broker once
+(ListTransactions, Kafka 3.0+) and skips, with a warning, a broker that cannot answer.
 """
 
 from __future__ import annotations
 
+import logging
+import weakref
 from typing import Iterable
 
-from .errors import BrokerError
+from .errors import BrokerError, PyKafkaError
 from .group_offsets import (MAX_OFFSET_FETCH_VERSION, TRANSACTION_KEY, commit_request_topics,
                             fetch_request_topics, raise_commit_errors)
 
 __all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
            "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
-           "end_txn", "fetch_stable_offsets"]
+           "end_txn", "fetch_stable_offsets", "open_transactional_ids"]
+
+log = logging.getLogger("pykafka.protocol.transactions")
 
 TopicPartition = tuple[str, int]
 
@@ -174,3 +179,57 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
         return out
 
     return client.retrying(f"OffsetFetch for group {group!r}", attempt, timeout_ms)
+
+
+def open_transactional_ids(client, pattern: str | None = None, *,
+                           timeout_ms: int | None = None) -> set[str]:
+    """The transactional ids of the cluster's Ongoing transactions: ListTransactions to
+    every broker (each answers for the ids it coordinates), all sent before any answer is
+    read. ``pattern``, a regular expression the whole id must match, goes to brokers that
+    take one (v2, KIP-1152) to keep their answers short; the caller still filters, as
+    older brokers send every id.
+
+    Best effort, one round: a broker that does not speak ListTransactions (Kafka before
+    3.0, some stand-ins), cannot be reached or answers an error is skipped with a
+    warning, and its transactions are missing from the result."""
+    from .schemas import LIST_TRANSACTIONS
+    body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
+            "transactional_id_pattern": pattern}
+    sent = []
+    for node in sorted(client.metadata().brokers):
+        try:
+            conn = client.connection(node)
+            if LIST_TRANSACTIONS.key not in conn.api_versions:
+                _warn_once_per_connection(conn)
+                continue
+            version = conn.version_for(LIST_TRANSACTIONS)
+            sent.append((node, conn, conn.send(LIST_TRANSACTIONS, body, version)))
+        except PyKafkaError as e:
+            log.warning("open transactions: broker %s skipped (ListTransactions not "
+                        "sent): %s", node, e)
+    found: set[str] = set()
+    for node, conn, correlation_id in sent:
+        try:
+            response = conn.receive(correlation_id, timeout_ms)
+            if response["error_code"]:
+                raise BrokerError.for_code(response["error_code"], "ListTransactions")
+        except PyKafkaError as e:
+            log.warning("open transactions: broker %s skipped: %s", node, e)
+            continue
+        found.update(t["transactional_id"] for t in response["transaction_states"]
+                     if t["transaction_state"] == "Ongoing")
+    return found
+
+
+#: The connections already warned about (weak: one that is gone drops out).
+_WARNED = weakref.WeakSet()
+
+
+def _warn_once_per_connection(conn) -> None:
+    """A broker without ListTransactions stays without it: warn once per connection (a
+    pooled client keeps its connections), not at every micro-batch's commit."""
+    level = logging.DEBUG if conn in _WARNED else logging.WARNING
+    _WARNED.add(conn)
+    log.log(level, "open transactions: broker %s:%s does not support ListTransactions "
+            "(Kafka 3.0+): skipped, its open transactions end by their timeout",
+            conn.host, conn.port)

@@ -222,7 +222,8 @@ def test_exactly_once_requests(cluster, monkeypatch):
     AddPartitionsToTxn, transactional Produce, OffsetFetch (require_stable),
     AddOffsetsToTxn, TxnOffsetCommit and EndTxn, each at the version of the first
     transaction protocol, answered without error (also on transaction.version 2, where
-    the broker would take the second protocol's versions, and on 3.9)."""
+    the broker would take the second protocol's versions, and on 3.9); and the
+    ListTransactions that looks for leftovers to fence, at the highest common version."""
     broker = broker_ranges(cluster.bootstrap)
     topic, prefix = f"pv-{uuid.uuid4().hex[:10]}", f"pv-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
@@ -236,7 +237,7 @@ def test_exactly_once_requests(cluster, monkeypatch):
         assert commit_transactions(client, options, prefix, [message], 3)["committed"] == 1
     check_exchanges(wire, broker, TXN_CAPS, {
         "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "Produce", "OffsetFetch",
-        "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn"})
+        "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "ListTransactions"})
 
 
 def test_sign_in_requests(kafka_clusters, monkeypatch):

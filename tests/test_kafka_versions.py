@@ -28,9 +28,9 @@ from protocol import cluster, group_offsets, transactions
 from protocol.cluster import KafkaClient
 from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS,
                               CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH,
-                              FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, METADATA,
-                              OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, SASL_AUTHENTICATE,
-                              SASL_HANDSHAKE, TXN_OFFSET_COMMIT)
+                              FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS,
+                              LIST_TRANSACTIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE,
+                              SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT)
 from tests.scripted_broker import NODE_ID, Request, ScriptedBroker, metadata_answer, response_frame
 from tests.test_logging import ROOT, library_sources
 
@@ -67,6 +67,8 @@ SENDS = [
     (TXN_OFFSET_COMMIT, transactions.MAX_TXN_OFFSET_COMMIT_VERSION, True,
      "protocol/transactions.py"),
     (END_TXN, transactions.MAX_END_TXN_VERSION, True, "protocol/transactions.py"),
+    (LIST_TRANSACTIONS, None, False,
+     "protocol/transactions.py: open_transactional_ids (a stream's commit)"),
 ]
 
 # The calls that pick a request version, by file: ``version_for(...)`` and ``.request`` /
@@ -78,7 +80,7 @@ PICKS = {
     "protocol/cluster.py": 3,
     "protocol/connection.py": 3,
     "protocol/group_offsets.py": 3,
-    "protocol/transactions.py": 4,
+    "protocol/transactions.py": 5,
 }
 
 

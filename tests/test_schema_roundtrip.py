@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol.errors import ProtocolError
 from protocol.schema import UNKNOWN_TAGS, F, Message, Struct
-from protocol.schemas import (ALL_APIS, API_VERSIONS, CREATE_TOPICS, FETCH, METADATA,
-                              PRODUCE, SASL_AUTHENTICATE)
+from protocol.schemas import (ALL_APIS, API_VERSIONS, CREATE_TOPICS, FETCH,
+                              LIST_TRANSACTIONS, METADATA, PRODUCE, SASL_AUTHENTICATE)
 
 KINDS = ("request", "response")
 JUNK = object()  # what we put in fields a version lacks: the encoder must never look at it
@@ -363,6 +363,49 @@ def test_golden_fetch_response_v12_with_a_tagged_struct():
     assert part["aborted_transactions"] is None and part["records"] is None
     assert decoded["node_endpoints"] == []  # a v16+ field: its default
     assert bytes(FETCH.response.encode(12, decoded)) == golden
+
+
+def test_golden_list_transactions_request_v0_to_v2():
+    value = {"state_filters": ["Ongoing"], "producer_id_filters": [],
+             "duration_filter": -1, "transactional_id_pattern": "^p-[0-9]$"}
+    filters = b"".join([
+        b"\x02",          # state_filters: compact array, 1 + 1
+        b"\x08Ongoing",   # state_filters[0]: compact string, 7 + 1
+        b"\x01",          # producer_id_filters: compact array, empty
+    ])
+    duration = b"\xff" * 8   # duration_filter -1 (v1+)
+    pattern = b"\x0a^p-[0-9]$"  # transactional_id_pattern: compact nullable, 9 + 1 (v2)
+    v0, v1, v2 = filters + b"\x00", filters + duration + b"\x00", \
+        filters + duration + pattern + b"\x00"  # each ends with no tagged fields
+    assert bytes(LIST_TRANSACTIONS.request.encode(0, value)) == v0
+    assert bytes(LIST_TRANSACTIONS.request.encode(1, value)) == v1
+    assert bytes(LIST_TRANSACTIONS.request.encode(2, value)) == v2
+    assert LIST_TRANSACTIONS.request.decode(2, v2)[0] == value
+    assert LIST_TRANSACTIONS.request.decode(0, v0)[0]["duration_filter"] == -1  # default
+    null_pattern = {**value, "transactional_id_pattern": None}
+    assert bytes(LIST_TRANSACTIONS.request.encode(2, null_pattern)) == \
+        filters + duration + b"\x00\x00"  # null: compact length 0
+    assert LIST_TRANSACTIONS.request_header_version(0) == 2
+    assert LIST_TRANSACTIONS.response_header_version(0) == 1
+
+
+def test_golden_list_transactions_response_v1():
+    golden = b"".join([
+        b"\x00\x00\x00\x00",                  # throttle_time_ms
+        b"\x00\x00",                          # error_code
+        b"\x01",                              # unknown_state_filters: empty
+        b"\x02",                              # transaction_states: 1
+        b"\x06p-0-0",                         # transactional_id: compact string, 5 + 1
+        b"\x00\x00\x00\x00\x00\x00\x03\xe8",  # producer_id 1000
+        b"\x08Ongoing",                       # transaction_state
+        b"\x00",                              # transaction_states[0] tagged fields: none
+        b"\x00",                              # tagged fields: none
+    ])
+    decoded, _ = LIST_TRANSACTIONS.response.decode(1, golden)
+    assert decoded["transaction_states"] == [
+        {"transactional_id": "p-0-0", "producer_id": 1000, "transaction_state": "Ongoing"}]
+    assert decoded["unknown_state_filters"] == [] and decoded["error_code"] == 0
+    assert bytes(LIST_TRANSACTIONS.response.encode(1, decoded)) == golden
 
 
 def test_fetch_request_defaults_are_kafkas():
