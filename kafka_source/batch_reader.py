@@ -6,6 +6,12 @@ that a second ``count()`` sees the records written since the first, the last ran
 partition whose end is "latest" (``endingOffsets`` latest or -1, or an ending timestamp)
 looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that had nothing
 to read at planning gets an empty range that does the same.
+
+A small read (``planning.one_task``: at most ``ONE_TASK_RECORDS`` records at planning, no
+``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range, open
+ends included, one after the other: Spark takes longer to launch a Python task than a task
+takes to read that many records, and a topic with more partitions than cores ran its tasks
+in waves.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .offset_specs import (LATEST, GlobalTimestamp, LatestOffsets, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition)
-from .planning import plan_ranges, resolve_batch
+from .planning import one_task, plan_ranges, resolve_batch
 
 
 class KafkaInputPartition(InputPartition):
@@ -38,6 +44,10 @@ class KafkaInputPartition(InputPartition):
     def ranges(self) -> tuple[OffsetRange, ...]:
         return (self.range,)
 
+    @property
+    def open_ends(self) -> tuple[OpenEnd | None, ...]:
+        return (self.open_end,)
+
     def __repr__(self) -> str:
         r = self.range
         end = f"{r.end}.." if self.open_end is not None else r.end
@@ -45,16 +55,20 @@ class KafkaInputPartition(InputPartition):
 
 
 class KafkaRangesPartition(InputPartition):
-    """Several closed offset ranges read one after the other by one task: a small
-    micro-batch's (``planning.one_task``); small and picklable."""
+    """Several offset ranges read one after the other by one task: a small micro-batch's
+    or batch read's (``planning.one_task``); a batch read's ranges may have open ends
+    (``open_ends``, aligned with ``ranges``). Small and picklable."""
 
-    def __init__(self, ranges):
+    def __init__(self, ranges, open_ends=None):
         super().__init__(tuple(tuple(r) for r in ranges))
         self.ranges = tuple(ranges)
+        self.open_ends = (tuple(open_ends) if open_ends is not None
+                          else (None,) * len(self.ranges))
 
     def __repr__(self) -> str:
         return "KafkaRangesPartition(" + ", ".join(
-            f"{r.topic}-{r.partition} [{r.start}, {r.end})" for r in self.ranges) + ")"
+            f"{r.topic}-{r.partition} [{r.start}, {r.end}{'..' if e is not None else ''})"
+            for r, e in zip(self.ranges, self.open_ends)) + ")"
 
 
 def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenEnd | None:
@@ -70,9 +84,10 @@ def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenE
     return None
 
 
-def plan_partitions(options: ReaderOptions, client, narrowing=None) -> list[KafkaInputPartition]:
-    """``planning.plan_batch``'s ranges as input partitions, with open ends (see the module
-    docstring)."""
+def plan_partitions(options: ReaderOptions, client, narrowing=None
+                    ) -> list[KafkaInputPartition] | list[KafkaRangesPartition]:
+    """``planning.plan_batch``'s ranges as input partitions, with open ends, or one
+    partition holding them all for a small read (see the module docstring)."""
     ranges, ends = resolve_batch(options, client, narrowing)
     split = plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     cap = narrowing.offset_max if narrowing is not None else None
@@ -94,6 +109,9 @@ def plan_partitions(options: ReaderOptions, client, narrowing=None) -> list[Kafk
         if open_end is None or (cap is not None and cap <= start):
             continue
         parts.append(KafkaInputPartition(OffsetRange(tp[0], tp[1], start, start), open_end))
+    if one_task([p.range for p in parts], options.min_partitions,
+                options.max_records_per_partition):
+        return [KafkaRangesPartition([p.range for p in parts], [p.open_end for p in parts])]
     return parts
 
 
@@ -109,9 +127,9 @@ class KafkaBatchReader(DataSourceReader):
                                    o.fetch_offset_retry_interval_ms)
             return plan_partitions(o, offsets, narrowing=self.pushed)
 
-    def read(self, partition: KafkaInputPartition) -> Iterator:
-        yield from read_range(self.options, partition.range,
-                              getattr(partition, "open_end", None))
+    def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+        for rng, open_end in zip(partition.ranges, partition.open_ends):
+            yield from read_range(self.options, rng, open_end)
 
 
 class KafkaPushdownBatchReader(KafkaBatchReader):

@@ -13,7 +13,8 @@ types it works on, ``Subscription``, the offset specs and ``OffsetRange``, live 
 - ``plan_ranges``: ranges split for ``maxRecordsPerPartition`` and ``minPartitions`` exactly
   as Spark's ``KafkaOffsetRangeCalculator`` splits them;
 - ``plan_batch``: the four steps above, in order, for a batch read;
-- ``one_task``: whether a micro-batch is small enough for one task to read all its ranges.
+- ``one_task``: whether a micro-batch or batch read is small enough for one task to read
+  all its ranges.
 
 Errors that come from the options not fitting the cluster (a topic that does not exist,
 no offset at a timestamp, a start after its end) are ``PlanningError``, a ``ConfigError``:
@@ -352,17 +353,17 @@ def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None
     return result
 
 
-#: A micro-batch of at most this many records is read by one task. Spark takes tens of
-#: milliseconds to hand a task to a Python worker, more than one task takes to fetch and
-#: decode this many records; with one task per Kafka partition, a low-rate stream over
-#: more partitions than cores ran its tasks in waves, each wave adding that cost to the
-#: micro-batch's latency.
+#: A micro-batch or batch read of at most this many records is read by one task. Spark
+#: takes tens of milliseconds to hand a task to a Python worker, more than one task takes
+#: to fetch and decode this many records; with one task per Kafka partition, a low-rate
+#: stream or a small topic over more partitions than cores ran its tasks in waves, each
+#: wave adding that cost to the read's latency.
 ONE_TASK_RECORDS = 20_000
 
 
 def one_task(ranges: Sequence[OffsetRange], min_partitions: int | None,
              max_records_per_partition: int | None) -> bool:
-    """Whether ``plan_ranges``'s ranges of a micro-batch go to a single task: several
+    """Whether ``plan_ranges``'s ranges of a read go to a single task: several
     ranges, ``ONE_TASK_RECORDS`` records or fewer in all, and neither ``minPartitions`` nor
     ``maxRecordsPerPartition`` set (a user who asks for a split gets it)."""
     return (len(ranges) > 1 and min_partitions is None and max_records_per_partition is None

@@ -243,6 +243,9 @@ SPLITS = {
 # only ranges given as offsets; ours splits every range. (scenario, Spark's, ours)
 MAX_RECORDS_EARLIEST_LATEST = ("max-records-per-partition-earliest-to-latest",
                                {"subscribe": "<B>", "maxRecordsPerPartition": "2"}, 3, 9)
+# Documented difference: a small read (here 18 records) is one task of ours, a task per
+# Kafka partition of Spark's. (scenario, Spark's, ours)
+SMALL_READ = ("small-read-in-one-task", {"subscribe": "<B>"}, 3, 1)
 
 # Streams (Trigger.AvailableNow into a memory table): rows and input rows per micro-batch.
 STREAMS = {
@@ -487,8 +490,8 @@ def read_scenarios() -> list[dict]:
     out = [{"name": n, "kind": "read", "options": o} for n, (o, _) in READS.items()]
     out += [{"name": n, "kind": "read", "options": o, "partitions": True}
             for n, (o, _) in SPLITS.items()]
-    out.append({"name": MAX_RECORDS_EARLIEST_LATEST[0], "kind": "read",
-                "options": MAX_RECORDS_EARLIEST_LATEST[1], "partitions": True})
+    for name, options, _, _ in (MAX_RECORDS_EARLIEST_LATEST, SMALL_READ):
+        out.append({"name": name, "kind": "read", "options": options, "partitions": True})
     out += [{"name": n, "kind": "read", "options": o, "stream": True}
             for n, (o, _) in STREAMS.items()]
     out.append({"name": AVAILABLE_NOW_MIN_OFFSETS[0], "kind": "read",
@@ -679,6 +682,13 @@ def test_split_reads_agree_with_the_same_spark_partitions(referee, name):
 
 def test_max_records_per_partition_splits_earliest_to_latest_here_only(referee):
     name, _, jvm_partitions, our_partitions = MAX_RECORDS_EARLIEST_LATEST
+    jvm, ours = ok(referee[name]["kafka"]), ok(referee[name]["pykafka"])
+    assert by_position(ours["rows"]) == by_position(jvm["rows"]) and len(jvm["rows"]) == 18
+    assert (jvm["partitions"], ours["partitions"]) == (jvm_partitions, our_partitions)
+
+
+def test_a_small_read_is_one_task_here_and_a_task_per_partition_there(referee):
+    name, _, jvm_partitions, our_partitions = SMALL_READ
     jvm, ours = ok(referee[name]["kafka"]), ok(referee[name]["pykafka"])
     assert by_position(ours["rows"]) == by_position(jvm["rows"]) and len(jvm["rows"]) == 18
     assert (jvm["partitions"], ours["partitions"]) == (jvm_partitions, our_partitions)

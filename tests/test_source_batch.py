@@ -99,7 +99,15 @@ def test_offsets_options_select_exact_slices(spark, kafka, numbered_topic):
     assert pattern.count() == 600
 
 
-def test_min_partitions_and_max_records_split_the_plan(spark, kafka, numbered_topic):
+def test_a_small_read_is_one_task_and_min_partitions_or_max_records_split_the_plan(
+        spark, kafka, numbered_topic):
+    """Up to ONE_TASK_RECORDS records, one task reads every partition's range (Spark's
+    launch of a Python task costs more than reading them); a user who asks for a split
+    gets it, a task per range as Spark's connector plans them."""
+    df = read(spark, kafka.bootstrap, subscribe=numbered_topic)
+    assert df.rdd.getNumPartitions() == 1
+    assert sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect()
+                  ) == [(p, o) for p in range(3) for o in range(200)]
     df = read(spark, kafka.bootstrap, subscribe=numbered_topic, minPartitions="12")
     assert df.rdd.getNumPartitions() >= 12
     assert df.count() == 600

@@ -32,8 +32,8 @@ def test_batch_assign_reads_the_partitions_that_exist(mock_cluster, topic_name):
     produce(mock_cluster.bootstrap, topic_name, values_for("v", 2, [3, 4]))
     reader = KafkaBatchReader(_options(mock_cluster.bootstrap, streaming=False,
                                        assign=f'{{"{topic_name}":[0,1,5]}}'))
-    ranges = sorted((p.range.partition, p.range.start, p.range.end)
-                    for p in reader.partitions())
+    ranges = sorted((r.partition, r.start, r.end)
+                    for p in reader.partitions() for r in p.ranges)
     assert ranges == [(0, 0, 3), (1, 0, 4)]
 
 

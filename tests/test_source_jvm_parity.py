@@ -97,19 +97,26 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, kafk
 
 def test_second_action_on_a_batch_dataframe_sees_new_records(spark, kafka, topic_name):
     """count() twice on one DataFrame: the second sees what was written in between, also
-    in a partition that was empty at the first and with the plan split by minPartitions;
-    a DataFrame with explicit end offsets does not move."""
+    in a partition that was empty at the first, with the plan split by minPartitions and
+    with the small read's one task; a DataFrame with explicit end offsets does not move."""
     create_topic(kafka, topic_name, 2)
     produce(kafka.bootstrap, topic_name, {0: [f"a{i}" for i in range(30)]})
-    base = spark.read.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap) \
-        .option("subscribe", topic_name)
-    df = base.option("minPartitions", "3").load()
-    fixed = base.option("endingOffsets", f'{{"{topic_name}":{{"0":30,"1":-1}}}}').load()
-    assert df.count() == 30 and fixed.count() == 30
+
+    def base():  # a new reader each: DataFrameReader.option changes the reader it is on
+        return (spark.read.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
+                .option("subscribe", topic_name))
+    df = base().option("minPartitions", "3").load()
+    one_task = base().load()
+    fixed = base().option("endingOffsets", f'{{"{topic_name}":{{"0":30,"1":-1}}}}').load()
+    assert df.count() == 30 and fixed.count() == 30 and one_task.count() == 30
+    # minPartitions: partition 0 in three, and the empty partition 1's open range
+    assert (df.rdd.getNumPartitions(), one_task.rdd.getNumPartitions()) == (4, 1)
     produce(kafka.bootstrap, topic_name, {0: ["b0", "b1", "b2"], 1: ["c0", "c1"]})
     assert df.count() == 35
-    rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
-    assert rows == [(0, o) for o in range(33)] + [(1, 0), (1, 1)]
+    for each in (df, one_task):
+        rows = sorted((r.partition, r.offset)
+                      for r in each.select("partition", "offset").collect())
+        assert rows == [(0, o) for o in range(33)] + [(1, 0), (1, 1)]
     assert fixed.count() == 32  # partition 0 ends at 30; partition 1 at "latest" (-1)
 
 

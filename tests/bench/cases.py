@@ -228,7 +228,7 @@ def plan_batch(bootstrap: str, topic: str, partitions: int) -> float:
     start = time.perf_counter()
     parts = KafkaBatchReader(options).partitions()
     elapsed = time.perf_counter() - start
-    if len({p.range.topic_partition for p in parts}) != partitions:
+    if len({r.topic_partition for p in parts for r in p.ranges}) != partitions:
         raise RuntimeError(f"planning {topic}: {len(parts)} input partitions, "
                            f"{partitions} expected")
     return elapsed

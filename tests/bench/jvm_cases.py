@@ -11,7 +11,8 @@ topics, starts the Schema Registry, runs the child twice (a fresh session's firs
 timed phase by phase, then the cases) and renders the results.md block.
 
 Cases (full scale; ``--scale`` multiplies the record counts): ``spark.read`` -> noop of 1 M
-x 100 B, 500 k x 100 B lz4 and zstd, 250 k x 1 KB (4 partitions each); ``df.write`` of
+x 100 B, 500 k x 100 B lz4 and zstd, 250 k x 1 KB, and a small read of 1,000 x 100 B at
+any scale (4 partitions each); ``df.write`` of
 500 k x 100 B cached rows; readStream Trigger.AvailableNow of the 100 B topic; latency of
 a readStream with the default trigger at ``--stream-rate`` records/s into foreachBatch;
 registry Avro (1 M flat records) decoded by ours (``valueFormat=avro``) and by
@@ -46,6 +47,7 @@ GOAL_WRITE = 2.5
 GOAL_LATENCY = 0.8  # ours / the JVM connector's, p50 and p99
 GOAL_AVRO_VS_FROM_AVRO = 4.0
 GOAL_AVRO_VS_RAW = 0.95
+SMALL_READ_RECORDS = 1_000
 
 
 def data_sets(scale: float, read_records: int, partitions: int):
@@ -56,7 +58,9 @@ def data_sets(scale: float, read_records: int, partitions: int):
     return [DataSet("100B", n(read_records), 100, "none", partitions),
             DataSet("1KB", n(read_records // 4), 1000, "none", partitions),
             DataSet("100B-lz4", n(read_records // 2), 100, "lz4", partitions),
-            DataSet("100B-zstd", n(read_records // 2), 100, "zstd", partitions)]
+            DataSet("100B-zstd", n(read_records // 2), 100, "zstd", partitions),
+            # a small read (at any scale): one task of ours, a task per partition of theirs
+            DataSet("100B-small", SMALL_READ_RECORDS, 100, "none", partitions)]
 
 
 def child_python() -> tuple[str, list[str]]:
@@ -209,6 +213,8 @@ CASE_LABELS = {
     "read 1KB": "spark.read -> noop, 1 KB values",
     "read 100B-lz4": "spark.read -> noop, 100 B values, lz4",
     "read 100B-zstd": "spark.read -> noop, 100 B values, zstd",
+    "read 100B-small": "spark.read -> noop, a small read (100 B values): one task of ours, "
+                       "a task per partition of the JVM's",
     "write": "df.write of cached rows (10 B keys, 100 B values) to a new topic, after "
              "warm-up",
     "stream AvailableNow": "readStream AvailableNow -> noop, 100 B values",
