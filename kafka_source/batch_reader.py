@@ -9,9 +9,10 @@ to read at planning gets an empty range that does the same.
 
 A small read (``planning.one_task``: at most ``ONE_TASK_RECORDS`` records at planning, no
 ``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range, open
-ends included, one after the other: Spark takes longer to launch a Python task than a task
-takes to read that many records, and a topic with more partitions than cores ran its tasks
-in waves.
+ends included, one after the other (``planning.small_read_groups``: a task per
+``RANGES_PER_SMALL_TASK`` ranges): Spark takes longer to launch a Python task than a task
+takes to read that many records, and a topic with more partitions than cores ran its
+tasks in waves.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .offset_specs import (LATEST, GlobalTimestamp, LatestOffsets, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition)
-from .planning import one_task, plan_ranges, resolve_batch
+from .planning import one_task, plan_ranges, resolve_batch, small_read_groups
 
 
 class KafkaInputPartition(InputPartition):
@@ -111,7 +112,8 @@ def plan_partitions(options: ReaderOptions, client, narrowing=None
         parts.append(KafkaInputPartition(OffsetRange(tp[0], tp[1], start, start), open_end))
     if one_task([p.range for p in parts], options.min_partitions,
                 options.max_records_per_partition):
-        return [KafkaRangesPartition([p.range for p in parts], [p.open_end for p in parts])]
+        return [KafkaRangesPartition([p.range for p in group], [p.open_end for p in group])
+                for group in small_read_groups(parts)]
     return parts
 
 

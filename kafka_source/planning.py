@@ -14,7 +14,7 @@ types it works on, ``Subscription``, the offset specs and ``OffsetRange``, live 
   as Spark's ``KafkaOffsetRangeCalculator`` splits them;
 - ``plan_batch``: the four steps above, in order, for a batch read;
 - ``one_task``: whether a micro-batch or batch read is small enough for one task to read
-  all its ranges.
+  all its ranges (``small_read_groups``: one task per 32 of them).
 
 Errors that come from the options not fitting the cluster (a topic that does not exist,
 no offset at a timestamp, a start after its end) are ``PlanningError``, a ``ConfigError``:
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from kafka_common.option_map import warn_once
 from kafka_common.retries import missing_topics_message
@@ -44,8 +44,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "PlanningError", "partitions_from_metadata", "fetch_metadata", "discover_partitions",
     "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
-    "resolve_batch", "one_task", "ONE_TASK_RECORDS",
+    "resolve_batch", "one_task", "small_read_groups", "ONE_TASK_RECORDS",
+    "RANGES_PER_SMALL_TASK",
 ]
+
+T = TypeVar("T")
 
 
 log = logging.getLogger("pykafka.source")
@@ -359,6 +362,11 @@ def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None
 #: stream or a small topic over more partitions than cores ran its tasks in waves, each
 #: wave adding that cost to the read's latency.
 ONE_TASK_RECORDS = 20_000
+#: A small read's task reads at most this many ranges: each costs it one or two round
+#: trips to a broker (ListOffsets for an open end, then Fetch), and 32 of them on a
+#: data-centre network stay below what Spark takes to launch one more Python task; a
+#: small read of a topic with hundreds of partitions still spreads over several tasks.
+RANGES_PER_SMALL_TASK = 32
 
 
 def one_task(ranges: Sequence[OffsetRange], min_partitions: int | None,
@@ -368,6 +376,17 @@ def one_task(ranges: Sequence[OffsetRange], min_partitions: int | None,
     ``maxRecordsPerPartition`` set (a user who asks for a split gets it)."""
     return (len(ranges) > 1 and min_partitions is None and max_records_per_partition is None
             and sum(r.size for r in ranges) <= ONE_TASK_RECORDS)
+
+
+def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:
+    """A small read's ranges (or input partitions), in order, cut into the fewest
+    consecutive groups of at most ``RANGES_PER_SMALL_TASK``, as even as can be: a task
+    each (one task up to that many)."""
+    if not items:
+        return []
+    tasks = -(-len(items) // RANGES_PER_SMALL_TASK)
+    size = -(-len(items) // tasks)
+    return [items[i:i + size] for i in range(0, len(items), size)]
 
 
 # ---- all together -----------------------------------------------------------------------

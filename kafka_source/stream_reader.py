@@ -71,7 +71,7 @@ from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange
                            SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
 from .options import ReaderOptions
 from .planning import (discover_partitions, metadata_topics, partitions_from_metadata,
-                       one_task, plan_ranges, resolve_offsets)
+                       one_task, plan_ranges, resolve_offsets, small_read_groups)
 
 log = logging.getLogger("pykafka.source")
 
@@ -416,7 +416,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         o = self.options
         ranges = plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
         if one_task(ranges, o.min_partitions, o.max_records_per_partition):
-            return [KafkaRangesPartition(ranges)]
+            return [KafkaRangesPartition(group) for group in small_read_groups(ranges)]
         return [KafkaInputPartition(r) for r in ranges]
 
     def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:

@@ -27,12 +27,13 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
                                               ReadMinRows)
 
+from kafka_source.batch_reader import plan_partitions
 from kafka_source.fetcher import DataLossError
 from kafka_source.offset_reader import OffsetReader
 from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
                                        SpecificOffsets, SpecificTimestamps)
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import ONE_TASK_RECORDS, PlanningError
+from kafka_source.planning import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK, PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
                                        rate_limit, start_is_reproducible, to_json)
 from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
@@ -702,6 +703,32 @@ def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
                             **{option: value})
         assert len(split.partitions(start, small)) == tasks, option
         assert all(len(p.ranges) == 1 for p in split.partitions(start, small)), option
+
+
+def test_a_small_read_over_many_partitions_shares_few_tasks():
+    """Each range costs its task a round trip or two to a broker: a small micro-batch or
+    batch read over more than RANGES_PER_SMALL_TASK partitions is cut into the fewest
+    tasks of at most that many ranges, as even as can be, every range once and in order
+    (a batch read's with their open ends)."""
+    n = 2 * RANGES_PER_SMALL_TASK + 1
+    tps = {("c", p): 1 for p in range(n)}
+    reader = stub_reader(StubClient(tps), startingOffsets="earliest")
+    micro_batch = reader.partitions({"c": {str(p): 0 for p in range(n)}},
+                                    {"c": {str(p): 1 for p in range(n)}})
+    batch = plan_partitions(parse_reader_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "c"}), StubClient(tps))
+    for parts in (micro_batch, batch):
+        sizes = [len(p.ranges) for p in parts]
+        assert len(sizes) == 3 and max(sizes) <= RANGES_PER_SMALL_TASK
+        assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
+        assert [(r.partition, r.start, r.end) for p in parts for r in p.ranges] == [
+            (p, 0, 1) for p in range(n)]
+    assert all(e is not None for p in batch for e in p.open_ends)  # endingOffsets latest
+    exactly = {("c", p): 0 for p in range(RANGES_PER_SMALL_TASK)}
+    reader = stub_reader(StubClient(exactly), startingOffsets="earliest")
+    assert len(reader.partitions({"c": {str(p): 0 for p in range(RANGES_PER_SMALL_TASK)}},
+                                 {"c": {str(p): 1 for p in range(RANGES_PER_SMALL_TASK)}})
+               ) == 1
 
 
 def test_available_now_batch_end_is_checked_against_the_target_and_latest():
