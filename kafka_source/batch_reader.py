@@ -57,8 +57,8 @@ class KafkaInputPartition(InputPartition):
 
 class KafkaRangesPartition(InputPartition):
     """Several offset ranges read one after the other by one task: a small micro-batch's
-    or batch read's (``planning.one_task``); a batch read's ranges may have open ends
-    (``open_ends``, aligned with ``ranges``). Small and picklable."""
+    or batch read's (``planning.one_task``, ``small_read_groups``); a batch read's ranges
+    may have open ends (``open_ends``, aligned with ``ranges``). Small and picklable."""
 
     def __init__(self, ranges, open_ends=None):
         super().__init__(tuple(tuple(r) for r in ranges))
@@ -87,8 +87,8 @@ def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenE
 
 def plan_partitions(options: ReaderOptions, client, narrowing=None
                     ) -> list[KafkaInputPartition] | list[KafkaRangesPartition]:
-    """``planning.plan_batch``'s ranges as input partitions, with open ends, or one
-    partition holding them all for a small read (see the module docstring)."""
+    """``planning.plan_batch``'s ranges as input partitions, with open ends; for a small
+    read, a partition per group of them (see the module docstring)."""
     ranges, ends = resolve_batch(options, client, narrowing)
     split = plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
     cap = narrowing.offset_max if narrowing is not None else None
