@@ -83,12 +83,15 @@ def test_open_transactional_ids_asks_every_coordinator(kafka_clusters, topic_nam
     cluster = kafka_clusters.get(nodes=3)
     create(cluster, topic_name, 1)
     base = f"lt3-{uuid.uuid4().hex[:8]}"
-    tids = [f"{base}-{i}" for i in range(8)]
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
         client.metadata([topic_name])
+        by_node: dict[int, list[str]] = {}
+        for tid in (f"{base}-{i}" for i in range(24)):  # all 24 on one node: 3**-23
+            by_node.setdefault(client.coordinator(tid, TRANSACTION_KEY).node_id,
+                               []).append(tid)
+        assert len(by_node) >= 2, by_node
+        tids = [tid for ids in by_node.values() for tid in ids[:3]]
         opened = {tid: open_in_txn(client, tid, topic_name) for tid in tids}
-        coordinators = {client.coordinator(tid, TRANSACTION_KEY).node_id for tid in tids}
-        assert len(coordinators) >= 2, coordinators  # 8 ids on one of 3 nodes: 3**-7
         assert set(tids) <= txn.open_transactional_ids(client)
         for tid, (pid, epoch) in opened.items():
             txn.end_txn(client, tid, pid, epoch, False)
