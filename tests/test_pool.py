@@ -452,9 +452,9 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
 def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, proxy,
                                                    topic_name, tmp_path):
     """readStream -> writeStream on Apache Kafka behind the proxy: once warm, no new broker
-    connection per micro-batch, the connections the broker
-    (proxy) closes between two micro-batches are replaced, every record arrives once, and
-    the sink's record batches carry no more producer ids than there are Python workers."""
+    connection per micro-batch, the connections the broker (proxy) closes between two
+    micro-batches are replaced, every record arrives once, and the sink's record batches
+    carry no more producer ids than there are Python workers."""
     _, kafka = proxied
     source, sink = topic_name + "-in", topic_name + "-out"
     create_topic(kafka, source, 2)
