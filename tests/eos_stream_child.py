@@ -16,16 +16,18 @@ from kafka_sink.kill_points import SESSION_ENV
 from tests.child_session import child_spark
 
 
-def pipeline(spark, bootstrap: str, source: str, target: str, checkpoint: str, prefix: str):
-    """The query of the crashed run and of the restart (not started)."""
-    return (spark.readStream.format("pykafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", source)
-            .option("startingOffsets", "earliest")
-            # a task per source partition: a micro-batch this small would be one task,
-            # and the kill between two tasks' commits needs two
-            .option("minPartitions", "2")
-            .load()
+def pipeline(spark, bootstrap: str, source: str, target: str, checkpoint: str, prefix: str,
+             min_partitions: str | None = "2"):
+    """The query of the crashed run and of the restart (not started). By default a task per
+    source partition: a micro-batch this small would be one task, and the kill between two
+    tasks' commits needs two."""
+    reader = (spark.readStream.format("pykafka")
+              .option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", source)
+              .option("startingOffsets", "earliest"))
+    if min_partitions is not None:
+        reader = reader.option("minPartitions", min_partitions)
+    return (reader.load()
             .selectExpr("key", "value")
             .writeStream.format("pykafka")
             .option("kafka.bootstrap.servers", bootstrap)

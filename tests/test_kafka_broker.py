@@ -480,10 +480,11 @@ def test_exactly_once_stream_publishes_its_progress_to_a_group(spark, kafka, top
 
 
 def _crash_and_restart(spark, bootstrap: str, tmp_path, source: str, target: str,
-                       prefix: str, point: str) -> None:
+                       prefix: str, point: str, restart_min_partitions: str | None) -> None:
     """tests/eos_stream_child.py runs the stream in a child driver that kills itself
-    (driver, JVM, workers) at ``point`` of micro-batch 0; the same query then runs to the
-    end here on the same checkpoint."""
+    (driver, JVM, workers) at ``point`` of micro-batch 0 (a task per source partition);
+    the query then runs to the end here on the same checkpoint, with
+    ``restart_min_partitions`` (None: the option left out)."""
     checkpoint = str(tmp_path / "ck")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
@@ -502,15 +503,19 @@ def _crash_and_restart(spark, bootstrap: str, tmp_path, source: str, target: str
         child.stderr.close()
     assert child.returncode == -signal.SIGKILL, err  # killed by its own hook
     assert not Path(checkpoint, "commits", "0").exists()
-    _run_available_now(pipeline(spark, bootstrap, source, target, checkpoint, prefix))
+    _run_available_now(pipeline(spark, bootstrap, source, target, checkpoint, prefix,
+                                restart_min_partitions))
 
 
 @pytest.mark.spark
 def test_exactly_once_stream_killed_and_restarted(spark, kafka_broker, topic_name, tmp_path):
-    """The stream SIGKILLed before the driver commits micro-batch 0 and restarted from its
-    checkpoint: the restart aborts the crashed run's transactions and writes every source
-    row once; librdkafka's read_committed consumer and our reader show exactly the source
-    rows, and no transaction is left open (every kill point runs in
+    """The stream SIGKILLed before the driver commits micro-batch 0 (two tasks, both
+    transactions open) and restarted from its checkpoint without minPartitions, so that
+    the re-run batch is one task: the restart writes every source row once and ends both
+    crashed transactions, the one its task's id takes again and the one no task takes
+    (fenced by the commit, not left to the 60 s transaction timeout); librdkafka's
+    read_committed consumer and our reader show exactly the source rows at once, and no
+    transaction is left open (every kill point, restarted alike, runs in
     tests/test_sink_exactly_once_spark.py)."""
     broker = kafka_broker
     source, target = f"{topic_name}-src", f"{topic_name}-dst"
@@ -519,7 +524,8 @@ def test_exactly_once_stream_killed_and_restarted(spark, kafka_broker, topic_nam
     _produce(broker.bootstrap, source, [{"partition": p, "value": f"r-{p}-{i}"}
                                         for p in (0, 1) for i in range(30)])
     _crash_and_restart(spark, broker.bootstrap, tmp_path, source, target,
-                       f"q-{uuid.uuid4().hex[:8]}", "before_driver_commit")
+                       f"q-{uuid.uuid4().hex[:8]}", "before_driver_commit",
+                       restart_min_partitions=None)
     expected = sorted(f"r-{p}-{i}" for p in (0, 1) for i in range(30))
     assert sorted(committed_values(broker.bootstrap, target, 2)) == expected
     assert aborted_values(broker.bootstrap, target, 2)  # the crashed run's copies
