@@ -515,7 +515,7 @@ def test_exactly_once_stream_killed_and_restarted(spark, kafka_broker, topic_nam
     crashed transactions, the one its task's id takes again and the one no task takes
     (fenced by the commit, not left to the 60 s transaction timeout); librdkafka's
     read_committed consumer and our reader show exactly the source rows at once, and no
-    transaction is left open (every kill point, restarted alike, runs in
+    transaction is left open (every kill point, each restarting the same query, runs in
     tests/test_sink_exactly_once_spark.py)."""
     broker = kafka_broker
     source, target = f"{topic_name}-src", f"{topic_name}-dst"
