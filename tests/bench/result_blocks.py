@@ -1,8 +1,8 @@
 """Blocks of results.md that one section of the bench rewrites on its own.
 
-``run.py --only streaming`` (or ``--only avro``, ``--only jvm``, or several) runs just those
-sections and replaces only their blocks in the last full run's results.md; a full run
-writes them too.
+``run.py --only streaming`` (or ``--only avro``, ``--only jvm``, ``--only pyfiles``, or
+several) runs just those sections and replaces only their blocks in the last full run's
+results.md; a full run writes them too.
 Each block sits between ``begin(name)`` and ``end(name)`` and opens with the line
 ``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes.
 """
@@ -10,9 +10,9 @@ Each block sits between ``begin(name)`` and ``end(name)`` and opens with the lin
 from __future__ import annotations
 
 #: The sections whose results live in a block of their own.
-SECTIONS = ("streaming", "avro", "jvm")
+SECTIONS = ("streaming", "avro", "jvm", "pyfiles")
 #: How a block's opening line names its section (else the name, capitalized).
-TITLES = {"jvm": "JVM"}
+TITLES = {"jvm": "JVM", "pyfiles": "Pyfiles (--py-files)"}
 
 
 def begin(name: str) -> str:

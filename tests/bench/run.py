@@ -4,7 +4,7 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm]
+        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm,pyfiles]
         [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
@@ -59,6 +59,12 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    first write of the session apart), readStream AvailableNow, streaming latency, registry
    Avro against ``from_avro``; CPU per process kind; the issue's goals. ``--only jvm
    --scale 0.25`` runs this section alone and rewrites only its block of results.md.
+11. pyfiles (issue 38, pyfiles_cases.py): the connector shipped with ``spark-submit
+   --py-files`` (the zip, with its compiled record decoder and encoder) against the same
+   connector installed, same Python, ``local[cores]``: a ``spark.read`` into ``noop`` and a
+   ``df.write`` of ``--pyfiles-records`` records, the two alternated twice; ratios zip /
+   installed and the goal (>= 0.9x). ``--only pyfiles`` runs this section alone (about
+   3 min) and rewrites only its block of results.md.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -91,9 +97,9 @@ import result_blocks  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
 SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming",
-            "avro", "jvm")
+            "avro", "jvm", "pyfiles")
 # sections that make their own topics (the data sets are not produced for them alone)
-OWN_TOPICS = {"scale", "streaming", "avro", "jvm"}
+OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -249,6 +255,8 @@ def main(argv=None) -> int:
                         help="warm-up rounds per connector of each jvm case (the JIT)")
     parser.add_argument("--jvm-latency-runs", type=int, default=1,
                         help="latency runs per connector in the jvm section")
+    parser.add_argument("--pyfiles-records", type=int, default=300_000,
+                        help="records of the pyfiles section's read and write (times --scale)")
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -281,6 +289,7 @@ def main(argv=None) -> int:
     scale: dict = {}
     streaming: dict = {}
     avro_lines: list[str] = []
+    pyfiles_lines: list[str] = []
     sets = data_sets(args.scale, args.partitions)
     notes: list[str] = []
     spark = None
@@ -327,6 +336,14 @@ def main(argv=None) -> int:
             avro_lines = run_avro(spark, bootstrap, max(1000, int(args.avro_records *
                                                                    args.scale)),
                                   args.rounds, args.partitions, log)
+        if "pyfiles" in only:
+            # spark-submit children of their own (--py-files against installed) on this
+            # run's broker; this process's Spark is done by then
+            if spark is not None:
+                spark.stop()
+                spark = None
+            from pyfiles_cases import run_pyfiles
+            pyfiles_lines = run_pyfiles(bootstrap, args, log)
     finally:
         pool.shutdown()
         if spark is not None:
@@ -349,6 +366,8 @@ def main(argv=None) -> int:
         blocks["avro"] = avro_lines
     if jvm_lines:
         blocks["jvm"] = jvm_lines
+    if pyfiles_lines:
+        blocks["pyfiles"] = pyfiles_lines
     when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
             f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
             f"{info['load at start']}, at end {info['load at end']})")
