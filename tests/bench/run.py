@@ -62,8 +62,9 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
 11. pyfiles (issue 38, pyfiles_cases.py): the connector shipped with ``spark-submit
    --py-files`` (the zip, with its compiled record decoder and encoder) against the same
    connector installed, same Python, ``local[cores]``: a ``spark.read`` into ``noop`` and a
-   ``df.write`` of ``--pyfiles-records`` records, the two alternated twice; ratios zip /
-   installed and the goal (>= 0.9x). ``--only pyfiles`` runs this section alone (about
+   ``df.write`` of ``--pyfiles-records`` records, the two alternated twice
+   (``--pyfiles-rounds`` rounds each time); ratios zip / installed, the Python workers' CPU,
+   and the goal (>= 0.9x). ``--only pyfiles`` runs this section alone (about
    3 min) and rewrites only its block of results.md.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
@@ -257,6 +258,8 @@ def main(argv=None) -> int:
                         help="latency runs per connector in the jvm section")
     parser.add_argument("--pyfiles-records", type=int, default=300_000,
                         help="records of the pyfiles section's read and write (times --scale)")
+    parser.add_argument("--pyfiles-rounds", type=int, default=5,
+                        help="timed reads and writes in each of the pyfiles section's children")
     parser.add_argument("--note", default="",
                         help="a sentence for results.md about the run (e.g. a busy machine)")
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
