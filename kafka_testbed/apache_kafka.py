@@ -31,6 +31,13 @@ bootstrap string):
 
 ``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
 
+``authorizer=True`` turns on KRaft's ``StandardAuthorizer`` with
+``allow.everyone.if.no.acl.found=false``: a principal may do only what an ACL allows. The
+super user is ``User:ANONYMOUS``, the principal of every ``PLAINTEXT`` connection: the
+brokers' and controllers' own traffic and the tests' admin (``kafka.bootstrap``, where
+topics and ACLs are made); the users of :data:`SASL_USERS` on the ``SASL`` listener start
+with no permission. ``kafka.acl(...)`` adds ACLs with Kafka's own ``AclCommand``.
+
 A node is ready when it logs ``Kafka Server started``; a cluster when every node is and
 Metadata lists them all. A node that does not come up fails with the tail of its log.
 """
@@ -67,6 +74,9 @@ _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMo
 _JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _OAUTH_PREFIX = "listener.name.oauth.oauthbearer.sasl.oauthbearer."  # OAUTH listener's validator
 _READY_LINE = "Kafka Server started"
+_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+#: The super user of an ``authorizer=True`` cluster: every PLAINTEXT connection's principal.
+SUPER_USER = "User:ANONYMOUS"
 
 
 class KafkaStartError(RuntimeError):
@@ -153,7 +163,7 @@ class KafkaCluster:
                  transaction_version: int | None = None, sasl: bool = False,
                  oauth_jwks: str | None = None, ssl: tuple[str, str] | None = None,
                  ssl_client_ca: str | None = None, reauth_ms: int | None = None,
-                 heap_mb: int = 512, num_partitions: int = 1,
+                 authorizer: bool = False, heap_mb: int = 512, num_partitions: int = 1,
                  broker_config: dict[str, str] | None = None,
                  proxied: dict[int, int] | None = None,
                  start_timeout_s: float = 120.0):
@@ -166,6 +176,7 @@ class KafkaCluster:
         self.transaction_version = transaction_version
         self.sasl, self.oauth_jwks, self.ssl, self.ssl_client_ca = sasl, oauth_jwks, ssl, ssl_client_ca
         self.reauth_ms = reauth_ms
+        self.authorizer = authorizer
         self.heap_mb = heap_mb
         self.num_partitions = num_partitions
         self.broker_config = dict(broker_config or {})
@@ -301,6 +312,43 @@ class KafkaCluster:
                                f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
         return run
 
+    def acl(self, principal: str, operations, *, topics=(), groups=(), transactional_ids=(),
+            cluster: bool = False, prefixed: bool = False, remove: bool = False) -> None:
+        """Allow (``remove``: no longer allow) ``principal`` (``"User:alice"``) each of
+        ``operations`` (``"Read"``, ``"Write"``, ``"Describe"``, ...) on each resource named,
+        literal or (``prefixed``) every name starting with it, with Kafka's own
+        ``AclCommand`` through the PLAINTEXT listener (the super user of an
+        ``authorizer=True`` cluster). One JVM run: give every resource of one pattern type
+        at once (each operation must apply to each resource type given)."""
+        if isinstance(operations, str):
+            operations = [operations]
+        args = ["--bootstrap-server", self.bootstrap, "--remove" if remove else "--add",
+                "--allow-principal", principal]
+        if remove:
+            args.append("--force")
+        for operation in operations:
+            args += ["--operation", operation]
+        for flag, names in (("--topic", topics), ("--group", groups),
+                            ("--transactional-id", transactional_ids)):
+            for name in ([names] if isinstance(names, str) else names):
+                args += [flag, name]
+        if cluster:
+            args.append("--cluster")
+        if prefixed:
+            args += ["--resource-pattern-type", "prefixed"]
+        self.tool(self._acl_command(), *args)
+
+    def _acl_command(self) -> str:
+        """``AclCommand``'s class: ``kafka.admin``'s moved to ``org.apache.kafka.tools``
+        (Kafka 4.0); the one these jars have."""
+        import zipfile
+        for jar in self.classpath.split(os.pathsep):
+            if Path(jar).name.startswith("kafka-tools-"):
+                with zipfile.ZipFile(jar) as z:
+                    if "org/apache/kafka/tools/AclCommand.class" in z.namelist():
+                        return "org.apache.kafka.tools.AclCommand"
+        return "kafka.admin.AclCommand"
+
     # ---- internals ----------------------------------------------------------------------
 
     def _write_config(self, node: _Node) -> None:
@@ -395,6 +443,9 @@ class KafkaCluster:
                     "listener.name.ssl.ssl.truststore.certificates":
                         Path(self.ssl_client_ca).read_text().strip().replace("\n", "\\n"),
                 })
+        if self.authorizer:
+            props.update({"authorizer.class.name": _AUTHORIZER, "super.users": SUPER_USER,
+                          "allow.everyone.if.no.acl.found": "false"})
         props.update(self.broker_config)
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self._write_log_config(node)
