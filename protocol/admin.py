@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .authorization import request_error
 from .connection import BrokerConnection
 from .errors import BrokerError
 from .primitives import ZERO_UUID
@@ -47,7 +48,8 @@ class AdminRequests:
                 if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
                     continue
                 if code:
-                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+                    raise request_error(code, "CreateTopics", t.get("error_message"),
+                                        topic=t["name"])
 
         self.retrying("CreateTopics", attempt, timeout_ms)
         self.wait_for_topics(topics, timeout_ms)
@@ -89,7 +91,8 @@ class AdminRequests:
                 if code == 3 and missing_ok:
                     continue
                 if code:
-                    raise BrokerError.for_code(code, t.get("error_message"), topic=t["name"])
+                    raise request_error(code, "DeleteTopics", t.get("error_message"),
+                                        topic=t["name"])
 
         self.retrying("DeleteTopics", attempt, timeout_ms)
         if self._metadata is not None:
@@ -118,8 +121,8 @@ class AdminRequests:
                     for p in t["partitions"]:
                         tp = (t["name"], p["partition_index"])
                         if p["error_code"]:
-                            raise BrokerError.for_code(p["error_code"], topic=tp[0],
-                                                       partition=tp[1])
+                            raise request_error(p["error_code"], "DeleteRecords",
+                                                topic=tp[0], partition=tp[1])
                         done[tp] = p["low_watermark"]
                         pending.pop(tp, None)
             return done

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from .admin import AdminRequests
+from .authorization import request_error
 from .config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
 from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
@@ -275,7 +276,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         if info is None:
             raise UnknownTopicOrPartition(f"topic {name!r} does not exist", topic=name)
         if info.error_code:
-            raise BrokerError.for_code(info.error_code, topic=name)
+            raise request_error(info.error_code, "Metadata", topic=name)
         return info
 
     def partitions_for(self, topic: str) -> list[int]:
@@ -536,7 +537,8 @@ def _take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError
             if tp not in pending:
                 continue
             if p["error_code"]:
-                err = BrokerError.for_code(p["error_code"], topic=tp[0], partition=tp[1])
+                err = request_error(p["error_code"], "ListOffsets", topic=tp[0],
+                                    partition=tp[1])
                 if not is_retriable(err):
                     raise err
                 first_error = first_error or err
@@ -578,7 +580,7 @@ class PendingFetch:
                  if timeout_ms is None else timeout_ms) for s in self._sent]
         for _, _, response, _ in _gather(sent):
             if response.get("error_code"):
-                raise BrokerError.for_code(response["error_code"], "Fetch failed")
+                raise request_error(response["error_code"], "Fetch", "Fetch failed")
             for t in response["responses"]:
                 name = t.get("topic") or self._names_by_id.get(t.get("topic_id"))
                 for p in t["partitions"]:

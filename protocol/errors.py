@@ -70,6 +70,8 @@ class BrokerError(PyKafkaError):
     name: str = "UNKNOWN_SERVER_ERROR"
     retriable: bool = False
     description: str = ""
+    #: For an authorization failure: its ``protocol.authorization.Authorization``.
+    authorization = None
 
     def __init__(self, message: str | None = None, *, topic: str | None = None,
                  partition: int | None = None):

@@ -4,21 +4,23 @@
 ``retrying``): ``coordinator`` finds the coordinator of a group or of a transactional id
 (FindCoordinator), ``commit_offsets`` commits offsets to a group as admin tools do
 (generation -1, no member id) and ``committed_offsets`` reads them back (OffsetFetch).
-``commit_request_topics``, ``raise_commit_errors`` and ``fetch_request_topics`` are the
-parts of those requests that ``protocol.transactions`` shares (TxnOffsetCommit, OffsetFetch
-with require_stable).
+``commit_request_topics`` and ``raise_commit_errors`` are the parts of OffsetCommit that
+``protocol.transactions`` shares (TxnOffsetCommit); ``fetch_offsets`` is the one OffsetFetch
+of both (``committed_offsets`` here, ``fetch_stable_offsets`` there with require_stable).
+Errors are raised through ``protocol.authorization.request_error``: an authorization
+failure names the group or topic and the operation Kafka wants.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
 
+from .authorization import request_error
 from .connection import BrokerConnection
-from .errors import BrokerError
 
 __all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "MAX_OFFSET_COMMIT_VERSION",
            "MAX_OFFSET_FETCH_VERSION", "commit_request_topics", "raise_commit_errors",
-           "fetch_request_topics"]
+           "fetch_offsets"]
 
 TopicPartition = tuple[str, int]
 
@@ -46,22 +48,60 @@ def commit_request_topics(offsets: dict[TopicPartition, int],
     return [{"name": t, "partitions": ps} for t, ps in topics.items()]
 
 
-def raise_commit_errors(response: dict, what: str) -> None:
+def raise_commit_errors(response: dict, request: str, what: str, group: str,
+                        transactional_id: str | None = None) -> None:
     """Raise the ``BrokerError`` of the first partition an OffsetCommit or TxnOffsetCommit
-    ``response`` refused (``what`` says which request, for whom)."""
+    (``request``) ``response`` refused (``what`` says which request, for whom; Kafka
+    answers a refused group, too, in every partition)."""
     for t in response["topics"]:
         for p in t["partitions"]:
             if p["error_code"]:
-                raise BrokerError.for_code(p["error_code"], what, topic=t["name"],
-                                           partition=p["partition_index"])
+                raise request_error(p["error_code"], request, what, topic=t["name"],
+                                    partition=p["partition_index"], group=group,
+                                    transactional_id=transactional_id)
 
 
-def fetch_request_topics(tps: Iterable[TopicPartition]) -> list[dict]:
-    """The ``topics`` of an OffsetFetch request: the partitions of ``tps`` by topic."""
-    topics: dict[str, list] = {}
-    for t, p in tps:
-        topics.setdefault(t, []).append(p)
-    return [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
+                  require_stable: bool, timeout_ms: int | None = None
+                  ) -> dict[TopicPartition, tuple[int, str | None]]:
+    """OffsetFetch: the offsets and metadata ``group`` has committed for ``tps`` (``(-1,
+    None)`` or ``(-1, "")`` where none; every partition the group has when ``tps`` is
+    None), ``require_stable`` asking the coordinator to wait for the transactions that
+    write to them (UNSTABLE_OFFSET_COMMIT, retried, while one is open). An error of the
+    group or of any partition raises its typed ``BrokerError`` (retried within
+    ``timeout_ms`` when Kafka calls it retriable): a partition the principal may not
+    describe is TOPIC_AUTHORIZATION_FAILED, not an offset of -1."""
+    from .schemas import OFFSET_FETCH
+    wanted = None
+    if tps is not None:
+        topics: dict[str, list] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append(p)
+        wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
+    body = {"group_id": group, "topics": wanted, "require_stable": require_stable,
+            "groups": [{"group_id": group, "topics": wanted}]}
+    what = f"OffsetFetch for group {group!r}"
+
+    def attempt():
+        conn = client.coordinator(group)
+        # null topics (every partition) needs v2+; require_stable v7+ (older: ignored)
+        response = conn.request(OFFSET_FETCH, body,
+                                conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
+        out = {}
+        for g in response.get("groups") or [response]:
+            if g.get("error_code"):
+                raise request_error(g["error_code"], "OffsetFetch", what, group=group)
+            for t in g["topics"]:
+                for p in t["partitions"]:
+                    if p.get("error_code"):
+                        raise request_error(p["error_code"], "OffsetFetch", what,
+                                            topic=t["name"], partition=p["partition_index"],
+                                            group=group)
+                    out[(t["name"], p["partition_index"])] = (p["committed_offset"],
+                                                              p.get("metadata"))
+        return out
+
+    return client.retrying(what, attempt, timeout_ms)
 
 
 class GroupOffsets:
@@ -85,8 +125,11 @@ class GroupOffsets:
                                                        "coordinator_keys": [key]}, version)
             found = response["coordinators"][0] if response.get("coordinators") else response
             if found["error_code"]:
-                raise BrokerError.for_code(found["error_code"], found.get("error_message")
-                                           or f"no coordinator for {what} {key!r}")
+                raise request_error(found["error_code"], "FindCoordinator",
+                                    found.get("error_message")
+                                    or f"no coordinator for {what} {key!r}",
+                                    **{"group" if key_type == GROUP_KEY
+                                       else "transactional_id": key})
             node_id, host, port = found["node_id"], found["host"], found["port"]
             conn = self._connections.get(node_id)
             if conn is None or not conn.connected:
@@ -112,30 +155,14 @@ class GroupOffsets:
             conn = self.coordinator(group)
             response = conn.request(OFFSET_COMMIT, body,
                                     conn.version_for(OFFSET_COMMIT, MAX_OFFSET_COMMIT_VERSION))
-            raise_commit_errors(response, f"committing offsets for group {group!r}")
+            raise_commit_errors(response, "OffsetCommit",
+                                f"committing offsets for group {group!r}", group)
 
         self.retrying(f"OffsetCommit for group {group!r}", attempt)
 
     def committed_offsets(self, group: str,
                           tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        """The offsets ``group`` has committed for ``tps`` (-1 where none)."""
-        from .schemas import OFFSET_FETCH
-        wanted = fetch_request_topics(tps)
-        body = {"group_id": group, "topics": wanted, "require_stable": False,
-                "groups": [{"group_id": group, "topics": wanted}]}
-
-        def attempt():
-            conn = self.coordinator(group)
-            response = conn.request(OFFSET_FETCH, body,
-                                    conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
-            groups = response.get("groups") or [response]
-            out = {}
-            for g in groups:
-                if g.get("error_code"):
-                    raise BrokerError.for_code(g["error_code"], f"group {group!r}")
-                for t in g["topics"]:
-                    for p in t["partitions"]:
-                        out[(t["name"], p["partition_index"])] = p["committed_offset"]
-            return out
-
-        return self.retrying(f"OffsetFetch for group {group!r}", attempt)
+        """The offsets ``group`` has committed for ``tps`` (-1 where none); an error of the
+        group or of a partition raises (``fetch_offsets``)."""
+        return {tp: offset for tp, (offset, _) in
+                fetch_offsets(self, group, tps, require_stable=False).items()}

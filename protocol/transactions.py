@@ -30,9 +30,10 @@ import logging
 import weakref
 from typing import Iterable
 
-from .errors import BrokerError, PyKafkaError
-from .group_offsets import (MAX_OFFSET_FETCH_VERSION, TRANSACTION_KEY, commit_request_topics,
-                            fetch_request_topics, raise_commit_errors)
+from .authorization import request_error
+from .errors import PyKafkaError
+from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_offsets,
+                            raise_commit_errors)
 
 __all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
            "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id", "add_partitions", "add_offsets", "txn_offset_commit",
@@ -50,13 +51,15 @@ MAX_INIT_PRODUCER_ID_VERSION = 5  # v6 is two-phase commit (KIP-939)
 
 
 def _txn_request(client, txn_id: str, api, body: dict, what: str, timeout_ms=None,
-                 max_version: int | None = None) -> dict:
+                 max_version: int | None = None, request: str | None = None) -> dict:
     def attempt():
         conn = client.coordinator(txn_id, TRANSACTION_KEY)
         response = conn.request(api, body, conn.version_for(api, max_version))
         code = response.get("error_code", 0)
         if code:
-            raise BrokerError.for_code(code, f"{what} for transactional id {txn_id!r}")
+            raise request_error(code, request or what,
+                                f"{what} for transactional id {txn_id!r}",
+                                transactional_id=txn_id, group=body.get("group_id"))
         return response
 
     return client.retrying(f"{what} for transactional id {txn_id!r}", attempt, timeout_ms)
@@ -98,9 +101,11 @@ def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
                 # OPERATION_NOT_ATTEMPTED (55) marks the partitions that were fine when
                 # another partition of the request failed
                 if code and code != 55 and (first is None or first.retriable):
-                    first = BrokerError.for_code(
-                        code, f"AddPartitionsToTxn for transactional id {txn_id!r}",
-                        topic=t["name"], partition=p["partition_index"])
+                    first = request_error(
+                        code, "AddPartitionsToTxn",
+                        f"AddPartitionsToTxn for transactional id {txn_id!r}",
+                        topic=t["name"], partition=p["partition_index"],
+                        transactional_id=txn_id)
         if first is not None:
             raise first
 
@@ -131,8 +136,8 @@ def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: 
         conn = client.coordinator(group)
         version = conn.version_for(TXN_OFFSET_COMMIT, MAX_TXN_OFFSET_COMMIT_VERSION)
         response = conn.request(TXN_OFFSET_COMMIT, body, version)
-        raise_commit_errors(response, f"TxnOffsetCommit to group {group!r} for "
-                                      f"transactional id {txn_id!r}")
+        raise_commit_errors(response, "TxnOffsetCommit", f"TxnOffsetCommit to group "
+                            f"{group!r} for transactional id {txn_id!r}", group, txn_id)
 
     client.retrying(f"TxnOffsetCommit to group {group!r}", attempt, timeout_ms)
 
@@ -144,7 +149,7 @@ def end_txn(client, txn_id: str, producer_id: int, epoch: int, commit: bool, *,
     _txn_request(client, txn_id, END_TXN, {
         "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
         "committed": commit}, "EndTxn commit" if commit else "EndTxn abort", timeout_ms,
-        max_version=MAX_END_TXN_VERSION)
+        max_version=MAX_END_TXN_VERSION, request="EndTxn")
 
 
 def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
@@ -153,32 +158,7 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
     """The offsets and metadata ``group`` has committed for ``tps`` (``(-1, None)`` where
     none; every partition the group has when ``tps`` is None), asking the coordinator to wait for the transactions that write to them
     (``require_stable``: UNSTABLE_OFFSET_COMMIT, retried, while one is open)."""
-    from .schemas import OFFSET_FETCH
-    wanted = None if tps is None else fetch_request_topics(tps)
-    body = {"group_id": group, "topics": wanted, "require_stable": True,
-            "groups": [{"group_id": group, "topics": wanted}]}
-
-    def attempt():
-        conn = client.coordinator(group)
-        # null topics (every partition) needs v2+; require_stable v7+ (older: ignored)
-        response = conn.request(OFFSET_FETCH, body,
-                                conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
-        groups = response.get("groups") or [response]
-        out = {}
-        for g in groups:
-            if g.get("error_code"):
-                raise BrokerError.for_code(g["error_code"], f"OffsetFetch for group {group!r}")
-            for t in g["topics"]:
-                for p in t["partitions"]:
-                    if p.get("error_code"):
-                        raise BrokerError.for_code(
-                            p["error_code"], f"OffsetFetch for group {group!r}",
-                            topic=t["name"], partition=p["partition_index"])
-                    out[(t["name"], p["partition_index"])] = (p["committed_offset"],
-                                                              p.get("metadata"))
-        return out
-
-    return client.retrying(f"OffsetFetch for group {group!r}", attempt, timeout_ms)
+    return fetch_offsets(client, group, tps, require_stable=True, timeout_ms=timeout_ms)
 
 
 def open_transactional_ids(client, pattern: str | None = None, *,
@@ -212,7 +192,8 @@ def open_transactional_ids(client, pattern: str | None = None, *,
         try:
             response = conn.receive(correlation_id, timeout_ms)
             if response["error_code"]:
-                raise BrokerError.for_code(response["error_code"], "ListTransactions")
+                raise request_error(response["error_code"], "ListTransactions",
+                                    "ListTransactions")
         except PyKafkaError as e:
             log.warning("open transactions: broker %s skipped: %s", node, e)
             continue
