@@ -125,6 +125,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kafka_common.retries import ATTEMPTS
+from protocol.authorization import CLUSTER, RESOURCE_TYPES, refine, request_error
 from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, UnsupportedVersionError)
@@ -136,7 +137,7 @@ from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MO
                           Partition, ProduceError, Request, describe, first_uncertain,
                           next_sequence, restamp)
 from .options import WriterOptions
-from .txn_errors import transaction_hint
+from .txn_errors import WRITE_GRANT, transaction_hint
 
 __all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS",
            "next_sequence", "IDENTITY_STATE_KEY"]
@@ -250,6 +251,9 @@ class TaskProducer:
             answers[0] += 1
             for name in topics:
                 info = meta.topics.get(name)
+                if info is not None and info.error_code in RESOURCE_TYPES:
+                    raise refine(request_error(info.error_code, "Metadata", topic=name),
+                                 grant=WRITE_GRANT)
                 if info is not None and not info.error_code and info.partitions:
                     self._topic_ids[name] = info.topic_id
                     found[name] = len(info.partitions)
@@ -316,7 +320,8 @@ class TaskProducer:
                 f"the broker does not support transactions ({e}); exactlyOnce needs Kafka "
                 f"0.11 or later with transactions enabled: set exactlyOnce=false") from e
         except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id)) from e
+            raise ProduceError(transaction_hint(e, self.transactional_id,
+                                                self.options.transactional_id_prefix)) from e
         self.producer_ids.append(self.producer_id)
         log.debug("transactional id %s: producer id %d epoch %d", self.transactional_id,
                   self.producer_id, self.epoch)
@@ -333,7 +338,8 @@ class TaskProducer:
                                         self.epoch, new,
                                         timeout_ms=self.options.delivery_timeout_ms)
         except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id)) from e
+            raise ProduceError(transaction_hint(e, self.transactional_id,
+                                                self.options.transactional_id_prefix)) from e
         self._enlisted.update(new)
 
     def abort_transaction(self) -> bool:
@@ -378,16 +384,18 @@ class TaskProducer:
                 "transactional_id": None, "transaction_timeout_ms": 60_000,
                 "producer_id": -1, "producer_epoch": -1}, version)
             if response["error_code"]:
-                raise BrokerError.for_code(response["error_code"], "InitProducerId failed")
+                raise request_error(response["error_code"], "InitProducerId",
+                                    "InitProducerId failed")
             return response["producer_id"], response["producer_epoch"]
 
         try:
             self.producer_id, self.epoch = self.client.retrying(
                 "InitProducerId", attempt, self.options.delivery_timeout_ms)
         except BrokerError as e:
-            hint = (" (the principal needs the IdempotentWrite permission on the cluster, or "
-                    "set kafka.enable.idempotence=false)" if e.code == 31 else "")
-            raise ProduceError(f"could not get a producer id: {e}{hint}") from e
+            refine(e, resource_type=CLUSTER, grant=("Write",), on="the topics written (Kafka 2.8+ takes it for "
+                   "IdempotentWrite on the cluster)", advice="or grant IdempotentWrite on "
+                   "the cluster, or set kafka.enable.idempotence=false")
+            raise ProduceError(f"could not get a producer id: {e}") from e
         self.producer_ids.append(self.producer_id)
         log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
 
@@ -681,8 +689,8 @@ class TaskProducer:
         if code == 0 or (code == DUPLICATE and self.idempotent):
             self._acked(p, b)
             return
-        error = BrokerError.for_code(code, describe(part), topic=b.topic,
-                                     partition=b.partition)
+        error = request_error(code, "Produce", describe(part), topic=b.topic,
+                              partition=b.partition, transactional_id=self.transactional_id)
         if code in FENCED:
             if self.transactional_id is not None:
                 raise ProduceError(f"Writing to {p.name} failed: "
@@ -712,6 +720,12 @@ class TaskProducer:
             self._retry(p, b, str(error), rejected=code in REJECTED,
                         refresh=code in REFRESH)
             return
+        if error.authorization is not None:
+            said = (transaction_hint(error, self.transactional_id,
+                                     self.options.transactional_id_prefix)
+                    if self.transactional_id is not None
+                    else str(refine(error, grant=WRITE_GRANT)))
+            raise ProduceError(f"Writing to {p.name} failed: {said}")
         raise ProduceError(f"Writing to {p.name} failed: {error}")
 
     def _acked(self, p: Partition, b: Batch) -> None:

@@ -126,7 +126,7 @@ from protocol import transactions as txn
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
 from .kill_points import maybe_kill
-from .txn_errors import transaction_hint
+from .txn_errors import exactly_once_grant, transaction_hint
 
 __all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
            "marker_partition", "job_prefix", "refuse_used_id",
@@ -233,20 +233,25 @@ def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None,
                     topic: str | None = None) -> int:
     """The last micro-batch id committed by partition ``partition_id``, -1 if none: the
     highest offset of its marker group, on partition 0 of ``topic`` or on any."""
-    offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id),
-                                       None if topic is None else [(topic, 0)],
-                                       timeout_ms=timeout_ms)
+    try:
+        offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id),
+                                           None if topic is None else [(topic, 0)],
+                                           timeout_ms=timeout_ms)
+    except BrokerError as e:
+        raise exactly_once_grant(e, prefix)
     return max((o for o, _ in offsets.values()), default=-1)
 
 
-def _end(client, t: TaskTransaction, commit: bool, timeout_ms) -> None:
+def _end(client, t: TaskTransaction, commit: bool, timeout_ms,
+         prefix: str | None = None) -> None:
     try:
         txn.end_txn(client, t.transactional_id, t.producer_id, t.epoch, commit,
                     timeout_ms=timeout_ms)
     except BrokerError as e:
         raise TransactionCommitError(
             f"{'committing' if commit else 'aborting'} the transaction of Spark partition "
-            f"{t.partition_id} failed: {transaction_hint(e, t.transactional_id)}") from e
+            f"{t.partition_id} failed: {transaction_hint(e, t.transactional_id, prefix)}"
+        ) from e
 
 
 def fence(client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int,
@@ -306,9 +311,10 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
             except BrokerError as e:
                 raise TransactionCommitError(
                     f"recording micro-batch {batch_id} for Spark partition "
-                    f"{t.partition_id} failed: {transaction_hint(e, t.transactional_id)}"
+                    f"{t.partition_id} failed: "
+                    f"{transaction_hint(e, t.transactional_id, options.transactional_id_prefix)}"
                 ) from e
-        _end(client, t, True, timeout)
+        _end(client, t, True, timeout, options.transactional_id_prefix)
         counts["committed"] += 1
         done += 1
     maybe_kill("after_commit", batch_id)

@@ -42,6 +42,7 @@ from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from protocol import pool
+from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 from protocol.records import accel
 
@@ -51,6 +52,7 @@ from .options import WriterOptions, parse_writer_options
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
 from .kill_points import maybe_fail, maybe_kill
 from .producer import IDENTITY_STATE_KEY, TaskProducer
+from .txn_errors import WRITE_GRANT
 from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
                            committed_batch, job_prefix, marker_partition, refuse_used_id,
                            resolve_prefix, task_identity, transactional_id)
@@ -484,6 +486,11 @@ def _check_once(options: WriterOptions) -> None:
         if options.topic is None:
             return
         info = meta.topics.get(options.topic)
+        if info is not None and info.error_code in RESOURCE_TYPES:
+            # Kafka answers a topic the principal may not describe (existing or not) so,
+            # with no partitions: not a missing topic to wait for
+            raise refine(request_error(info.error_code, "Metadata", topic=options.topic),
+                         grant=WRITE_GRANT)
         if info is None or info.error_code in _TOPIC_NOT_THERE or not info.partitions:
             raise _TopicNotInMetadata(f"topic {options.topic!r} is not in the metadata")
         if info.error_code:

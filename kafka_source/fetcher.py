@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Iterator, NamedTuple
 
 from protocol import pool
+from protocol.authorization import request_error
 from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
@@ -184,7 +185,8 @@ class _RangeReader:
             self.tries.restart_clock()
             return None
         if code:
-            err = BrokerError.for_code(code, topic=self.rng.topic, partition=self.rng.partition)
+            err = request_error(code, "Fetch", topic=self.rng.topic,
+                                partition=self.rng.partition)
             if not (err.retriable or err.name in ("FENCED_LEADER_EPOCH",
                                                    "UNKNOWN_LEADER_EPOCH")):
                 raise err

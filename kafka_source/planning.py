@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence, TypeVar
 
 from kafka_common.option_map import warn_once
 from kafka_common.retries import missing_topics_message
-from protocol.errors import BrokerError, ConfigError
+from protocol.authorization import refine, request_error
+from protocol.errors import ConfigError
 
 from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
                            OffsetRange, OffsetSpec, SpecificOffsets, SpecificTimestamps,
@@ -49,6 +50,9 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+#: What a read needs on its topics (Kafka takes Read for Describe; both are named).
+READ_GRANT = ("Read", "Describe")
 
 
 log = logging.getLogger("pykafka.source")
@@ -76,8 +80,9 @@ def partitions_from_metadata(subscription: Subscription,
     As Spark's connector, which lists partitions with its admin client:
 
     - a subscribed or assigned topic missing from the cluster is a ``PlanningError``
-      naming it, and a topic the broker answered with an error (authorization, for
-      instance) raises that ``BrokerError``;
+      naming it, and a topic the broker answered with an error raises that
+      ``BrokerError`` (an authorization failure names the grant a read needs: Read and
+      Describe on the topic);
     - internal topics (``__consumer_offsets``, ...) are never read, by any strategy (a
       warning names one that ``subscribe`` or ``assign`` names);
     - an assigned partition the topic does not have (yet) is left out, with a warning: a
@@ -106,7 +111,8 @@ def partitions_from_metadata(subscription: Subscription,
     for name in names:
         info = topics[name]
         if info.error_code:
-            raise BrokerError.for_code(info.error_code, topic=name)
+            raise refine(request_error(info.error_code, "Metadata", topic=name),
+                         grant=READ_GRANT)
         found.extend((name, p) for p in info.partitions)
 
     if subscription.kind == "assign":

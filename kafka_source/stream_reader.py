@@ -61,6 +61,8 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
     SupportsTriggerAvailableNow = object
 
 from kafka_common.import_path import CarriesImportPath
+from kafka_common.repeated_warnings import RepeatedWarnings
+from protocol.authorization import GROUP, refine
 from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
@@ -183,6 +185,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         self._latest: dict[TopicPartition, int] | None = None
         self._bytes_per_offset: dict[TopicPartition, tuple[float, int]] = {}
         self._committed: dict | None = None  # last offsets committed to the group
+        self._warnings = RepeatedWarnings(log)  # this query's, said once then counted
         self._initial: dict | None = None  # a fresh query's start, resolved once
         self._after_initial = False  # initialOffset answered, nothing asked since
         self._partitions: list[TopicPartition] = []  # those of the last discovery
@@ -468,8 +471,12 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         try:
             self.client.commit_offsets(group, offsets)
             self._committed = end
+            self._warnings.forget("commit:")
         except PyKafkaError as e:  # lag reporting must never stop the query
-            log.warning("could not commit offsets to consumer group %r: %s", group, e)
+            # the coordinator lookup wants Describe on the group, the commit Read
+            refine(e, resource_type=GROUP, grant=("Read",))
+            self._warnings.warn(f"commit:{type(e).__name__}", "could not commit offsets to "
+                                "consumer group %r (commitOffsetsToGroup): %s", group, e)
 
     def stop(self) -> None:
         if self._client is not None:
