@@ -18,9 +18,10 @@ from typing import Any
 
 from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, parse_host_port
 from protocol.errors import ConfigError
-from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, parse_jaas_config
+from protocol.sasl import SCRAM_LOGIN_MODULE, canonical_class, parse_jaas_config
 
 from .oauth.option_table import OAUTH_OPTIONS
+from .trust import check_login_module
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
@@ -140,15 +141,12 @@ def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
                               "kafka.sasl.username and kafka.sasl.password, not both")
         username, password, module = parse_jaas_config(jaas)
         if mechanism is None:
-            if module == SCRAM_LOGIN_MODULE:
+            if canonical_class(module) == SCRAM_LOGIN_MODULE:
                 raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
                                   "SCRAM-SHA-512 with the ScramLoginModule of "
                                   "kafka.sasl.jaas.config")
             mechanism = "PLAIN"
-        expected = PLAIN_LOGIN_MODULE if mechanism == "PLAIN" else SCRAM_LOGIN_MODULE
-        if module != expected:
-            raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not "
-                              f"fit kafka.sasl.mechanism {mechanism}; use {expected}")
+        check_login_module(module, mechanism)
     else:
         mechanism = mechanism or "PLAIN"
         if not username or not password:

@@ -21,8 +21,10 @@ The checks run where the options are read (the driver, before any task) and agai
 process that uses them (each executor's Python worker), against that process's environment.
 Errors name the option, the value and the variable to set. Also here: HTTP without
 redirects and with bounded answers (``open_url``, ``read_bounded``), the names a registry's
-answer may give files (``safe_relative_path``), and the one warning about secrets that
-would travel in the clear (``warn_plaintext``).
+answer may give files (``safe_relative_path``), the one warning about secrets that would
+travel in the clear (``warn_plaintext``), and the one check of the login module a
+``kafka.sasl.jaas.config`` names (``check_login_module``: the class of the mechanism, with
+or without the ``kafkashaded.`` prefix of Databricks' shaded Kafka client).
 """
 
 from __future__ import annotations
@@ -36,12 +38,14 @@ import urllib.parse
 import urllib.request
 
 from protocol.errors import AuthenticationError, ConfigError
+from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, canonical_class
 
 from .option_map import warn_once
 
 __all__ = ["URLS_ENV", "CALLBACKS_ENV", "CALLBACK_ENTRY_POINTS", "NotAllowedError",
            "check_url", "check_callback", "load_callback", "open_url", "read_bounded",
-           "safe_relative_path", "warn_plaintext", "RedirectRefused"]
+           "safe_relative_path", "warn_plaintext", "RedirectRefused", "LOGIN_MODULES",
+           "check_login_module"]
 
 URLS_ENV = "PYKAFKA_ALLOWED_URLS"
 CALLBACKS_ENV = "PYKAFKA_ALLOWED_CALLBACKS"
@@ -239,6 +243,29 @@ def safe_relative_path(name: str, what: str) -> str:
                           "(segments of letters, digits, '_', '.', '+', '-' separated by '/'; "
                           "no '..', no absolute path, no drive letter)")
     return "/".join(segments)
+
+
+# ---- login modules -------------------------------------------------------------------------
+
+#: The JAAS login module of each SASL mechanism (Kafka's Java client's class names).
+LOGIN_MODULES = {
+    "PLAIN": PLAIN_LOGIN_MODULE,
+    "SCRAM-SHA-256": SCRAM_LOGIN_MODULE,
+    "SCRAM-SHA-512": SCRAM_LOGIN_MODULE,
+    "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
+    "AWS_MSK_IAM": "software.amazon.msk.auth.iam.IAMLoginModule",
+}
+
+
+def check_login_module(module: str, mechanism: str) -> str:
+    """``module`` (the class a ``kafka.sasl.jaas.config`` names) without a ``kafkashaded.``
+    prefix, if it is the login module of ``mechanism``; else ConfigError naming the one to
+    use. The class is only compared, never loaded."""
+    expected = LOGIN_MODULES[mechanism]
+    if canonical_class(module) != expected:
+        raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
+                          f"kafka.sasl.mechanism {mechanism}; use {expected}")
+    return expected
 
 
 # ---- secrets in the clear --------------------------------------------------------------------

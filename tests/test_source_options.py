@@ -474,6 +474,23 @@ def test_sasl_with_jaas_config():
     assert o.client_config.sasl_mechanism == "SCRAM-SHA-256"
 
 
+@pytest.mark.parametrize("mechanism, jaas", [(None, PLAIN_JAAS), ("PLAIN", PLAIN_JAAS),
+                                             ("SCRAM-SHA-512", SCRAM_JAAS)])
+def test_databricks_kafkashaded_login_modules_are_accepted(mechanism, jaas):
+    """Issue 39: Databricks users write the shaded class names; the OAUTHBEARER and MSK
+    paths took them, PLAIN and SCRAM refused them (one check now, kafka_common.trust)."""
+    options = {"kafka.security.protocol": "SASL_SSL",
+               "kafka.sasl.jaas.config": "kafkashaded." + jaas}
+    if mechanism:
+        options["kafka.sasl.mechanism"] = mechanism
+    c = parse(options).client_config
+    assert (c.sasl_mechanism, c.sasl_username) == (mechanism or "PLAIN", "alice")
+    assert c.sasl_password.reveal() == PASSWORD
+    # the shaded ScramLoginModule, like the plain one, still needs a SCRAM mechanism named
+    fails({"kafka.security.protocol": "SASL_SSL",
+           "kafka.sasl.jaas.config": "kafkashaded." + SCRAM_JAAS}, "kafka.sasl.mechanism")
+
+
 @pytest.mark.parametrize("extra, option", [
     ({"kafka.sasl.jaas.config": SCRAM_JAAS}, "kafka.sasl.mechanism"),
     ({"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": SCRAM_JAAS},

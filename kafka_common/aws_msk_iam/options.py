@@ -30,7 +30,7 @@ from .credentials import MskCredentials
 __all__ = ["IAM_LOGIN_MODULE", "MskIamFactory", "MskOAuthSource", "msk_iam_factory",
            "msk_oauth_source", "USER_AGENT"]
 
-IAM_LOGIN_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"
+IAM_LOGIN_MODULE = trust.LOGIN_MODULES["AWS_MSK_IAM"]
 IAM_CLIENT_HANDLER = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
 USER_AGENT = "pyspark-pykafka/0.1.0"
 _KNOWN = {"awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsStsRegion",
@@ -135,9 +135,7 @@ def msk_iam_factory(opts) -> MskIamFactory:
     jaas = opts.get("kafka.sasl.jaas.config")
     module, options = (parse_jaas_options(jaas) if jaas is not None
                        else (IAM_LOGIN_MODULE, {}))
-    if canonical_class(module) != IAM_LOGIN_MODULE:
-        raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
-                          f"kafka.sasl.mechanism AWS_MSK_IAM; use {IAM_LOGIN_MODULE}")
+    trust.check_login_module(module, "AWS_MSK_IAM")
     handler = opts.get("kafka.sasl.client.callback.handler.class")
     if handler is not None and canonical_class(handler) != IAM_CLIENT_HANDLER:
         raise ConfigError(f"kafka.sasl.client.callback.handler.class: {handler} is not "

@@ -36,7 +36,7 @@ from .tokens import TOKEN_CACHE, RefreshPolicy
 __all__ = ["OAUTH_OPTIONS", "OAUTHBEARER_LOGIN_MODULE", "oauthbearer_factory",
            "OAuthBearerFactory", "canonical_class"]
 
-OAUTHBEARER_LOGIN_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+OAUTHBEARER_LOGIN_MODULE = trust.LOGIN_MODULES["OAUTHBEARER"]
 _LOGIN_HANDLERS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
@@ -157,9 +157,7 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
     jaas = opts.get("kafka.sasl.jaas.config")
     module, options = (parse_jaas_options(jaas) if jaas is not None
                        else (OAUTHBEARER_LOGIN_MODULE, {}))
-    if canonical_class(module) != OAUTHBEARER_LOGIN_MODULE:
-        raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
-                          f"kafka.sasl.mechanism OAUTHBEARER; use {OAUTHBEARER_LOGIN_MODULE}")
+    trust.check_login_module(module, "OAUTHBEARER")
     extensions = check_extensions(
         {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")},
         "kafka.sasl.jaas.config: extension")
