@@ -17,7 +17,8 @@ from dataclasses import dataclass, replace
 
 from kafka_common.option_map import OptionMap
 from kafka_common.schema_registry import (REGISTRY_OPTIONS, SCHEMA_TYPE, RegistryClient,
-                                          RegistryError, RegistrySettings, registry_settings)
+                                          RegistryError, RegistrySettings,
+                                          check_binary_column, registry_settings)
 from protocol.errors import ConfigError
 
 __all__ = ["SINK_FORMAT_OPTIONS", "SINK_READER_ONLY", "SinkFormat", "parse_sink_formats",
@@ -82,9 +83,9 @@ def parse_sink_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, 
     for column in ("value", "key"):
         fmt = (opts.get(f"{column}Format") or "binary").lower()
         if fmt == "binary":
-            for suffix in ("Subject", "Schema"):
-                if opts.has(column + suffix):
-                    raise ConfigError(f"{column}{suffix} is set but {column}Format is binary")
+            # the reader's check and words; valueSchemaVersion is the reader's only (passed
+            # over silently by a writer, SINK_READER_ONLY)
+            check_binary_column(opts, column, ("Subject", "Schema", "MessageName"))
             continue
         if fmt not in SCHEMA_TYPE:
             raise ConfigError(f"{column}Format must be binary, avro, protobuf or json, got "

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 
 from kafka_common.option_map import OptionMap
 from kafka_common.schema_registry import (REGISTRY_OPTIONS, SCHEMA_TYPE, RegistryClient,
-                                          RegistryError, RegistrySettings, registry_settings)
+                                          RegistryError, RegistrySettings,
+                                          check_binary_column, registry_settings)
 from protocol.errors import ConfigError
 
 from .offset_specs import Subscription
@@ -136,10 +137,7 @@ def parse_formats(opts: OptionMap, subscription: Subscription) -> Formats | None
             raise ConfigError(f"{column}Format must be one of {', '.join(FORMATS)}, "
                               f"got {opts.get(f'{column}Format')!r}")
         if fmt == "binary":
-            for suffix in ("Subject", "SchemaVersion", "Schema", "MessageName"):
-                if opts.has(column + suffix):
-                    raise ConfigError(f"{column}{suffix} is set but {column}Format is binary "
-                                      f"(set {column}Format to avro, protobuf or json)")
+            check_binary_column(opts, column)
             continue
         subject = opts.get(f"{column}Subject")
         inline = opts.get(f"{column}Schema")

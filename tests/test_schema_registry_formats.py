@@ -252,6 +252,24 @@ def test_writer_refuses_a_ddl_as_a_json_schema(registry):
     assert parse_sink_formats(opts, "orders")[0].inline_schema.strip() == '{"type": "object"}'
 
 
+@pytest.mark.parametrize("option", ["valueMessageName", "keyMessageName", "valueSubject",
+                                    "keySchema"])
+def test_a_schema_option_of_a_binary_column_is_refused_alike_by_reader_and_writer(option):
+    """Issue 39: the writer ignored valueMessageName (and keyMessageName) with a binary
+    value format, where the reader refuses it: the same words on both sides now."""
+    from kafka_sink.options import parse_writer_options
+    from protocol.errors import ConfigError
+    servers = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
+    with pytest.raises(ConfigError) as read:
+        parse_reader_options({**servers, "subscribe": "t", option: "x"})
+    with pytest.raises(ConfigError) as write:
+        parse_writer_options({**servers, "topic": "t", option: "x"})
+    column = option[:3] if option.startswith("key") else "value"
+    assert str(read.value) == str(write.value) == (
+        f"{option} is set but {column}Format is binary (set {column}Format to avro, "
+        "protobuf or json)")
+
+
 def test_proto_message_names_and_recursion_as_from_protobuf_needs():
     from kafka_common.protobuf import arrow_type, message_descriptor
     from protocol.errors import ConfigError

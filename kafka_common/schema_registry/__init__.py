@@ -10,8 +10,10 @@
 
 from .client import (SCHEMA_TYPE, RegisteredSchema, RegistryAuthError, RegistryClient,
                      RegistryError)
-from .settings import REGISTRY_OPTIONS, RegistrySettings, registry_settings
+from .settings import (REGISTRY_OPTIONS, SCHEMA_OPTION_SUFFIXES, RegistrySettings,
+                       check_binary_column, registry_settings)
 
 __all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
            "SCHEMA_TYPE",
-           "REGISTRY_OPTIONS", "RegistrySettings", "registry_settings"]
+           "REGISTRY_OPTIONS", "RegistrySettings", "registry_settings",
+           "SCHEMA_OPTION_SUFFIXES", "check_binary_column"]

@@ -6,6 +6,9 @@ Named as Confluent's clients name them (``schema.registry.url``,
 retrying a registry that is down, slow or answers 5xx before the query fails. The user
 info and the token are kept as ``protocol.config.Secret`` and never appear in a repr, a
 log line or an error.
+
+Also the one check both sides make of a column left binary (``check_binary_column``): the
+options that name its schema are refused in the same words by the reader and the writer.
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from protocol.errors import ConfigError
 from .. import trust
 from ..option_map import INT32_MAX, OptionMap
 
-__all__ = ["REGISTRY_OPTIONS", "RegistrySettings", "registry_settings"]
+__all__ = ["REGISTRY_OPTIONS", "RegistrySettings", "registry_settings", "SCHEMA_OPTION_SUFFIXES",
+           "check_binary_column"]
+
+#: The options of a column's schema (``valueSubject``, ``keyMessageName``, ...): they mean
+#: nothing while the column's format is binary.
+SCHEMA_OPTION_SUFFIXES = ("Subject", "SchemaVersion", "Schema", "MessageName")
 
 #: (name, default, meaning) of each registry option, for the option tables.
 REGISTRY_OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -49,6 +57,16 @@ REGISTRY_OPTIONS: tuple[tuple[str, str, str], ...] = (
 SECRET_OPTIONS = frozenset({"schema.registry.basic.auth.user.info",
                             "schema.registry.bearer.auth.token",
                             "schema.registry.ssl.key.password"})
+
+
+def check_binary_column(opts: OptionMap, column: str,
+                        suffixes: tuple[str, ...] = SCHEMA_OPTION_SUFFIXES) -> None:
+    """ConfigError for the first option of ``column``'s schema (``column`` + each of
+    ``suffixes``) set while ``{column}Format`` is binary."""
+    for suffix in suffixes:
+        if opts.has(column + suffix):
+            raise ConfigError(f"{column}{suffix} is set but {column}Format is binary "
+                              f"(set {column}Format to avro, protobuf or json)")
 
 
 @dataclass(frozen=True)
