@@ -20,15 +20,21 @@ from protocol.errors import ConfigError
 from .kafka_client_configs import KAFKA_CLIENT_CONFIGS
 
 __all__ = ["OptionMap", "warn_once", "check_names", "INT32_MAX", "INT64_MAX",
-           "VERBATIM_OPTIONS", "TYPO_CUTOFF"]
+           "SECRET_OPTIONS", "TYPO_CUTOFF"]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-#: Options whose values are kept exactly as given (passwords, and the JAAS line holding one).
-VERBATIM_OPTIONS = frozenset({"kafka.sasl.password", "kafka.ssl.key.password",
-                              "kafka.sasl.jaas.config",
-                              "kafka.sasl.oauthbearer.client.credentials.client.secret"})
+#: The options whose values are secrets, the reader's and the writer's alike: passwords,
+#: the JAAS line holding one, the OAUTHBEARER client secret, the Schema Registry's
+#: credentials. Kept exactly as given (a password may start or end with a space) and never
+#: quoted; the registry client also keeps its secrets out of what a registry answers.
+SECRET_OPTIONS = frozenset({"kafka.sasl.password", "kafka.ssl.key.password",
+                            "kafka.sasl.jaas.config",
+                            "kafka.sasl.oauthbearer.client.credentials.client.secret",
+                            "schema.registry.basic.auth.user.info",
+                            "schema.registry.bearer.auth.token",
+                            "schema.registry.ssl.key.password"})
 
 
 class OptionMap:
@@ -62,7 +68,7 @@ class OptionMap:
         value = self.raw.get(name.lower())
         if value is None:
             return default
-        return value if name.lower() in VERBATIM_OPTIONS else value.strip()
+        return value if name.lower() in SECRET_OPTIONS else value.strip()
 
     def boolean(self, name: str, default: bool) -> bool:
         value = self.get(name)

@@ -6,6 +6,7 @@ written by confluent-kafka's ``AvroSerializer`` (referee: its ``AvroDeserializer
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 
 import confluent_kafka
@@ -280,6 +281,56 @@ def test_bearer_token_is_sent_and_never_shown():
         assert "tok-" not in str(err.value) + repr(bad.settings) + repr(good.settings)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("option, secret", [
+    ("schema.registry.basic.auth.user.info", "alice: s3cr3t-pass "),
+    ("schema.registry.bearer.auth.token", "tok-s3cr3t-123"),
+])
+def test_a_registry_echoing_the_credentials_never_gets_them_into_errors_or_logs(
+        option, secret, caplog):
+    """Issue 39: the registry's secret options (option_map.SECRET_OPTIONS) stay out of every
+    error and log line, also when a registry, or a proxy before it, echoes the
+    Authorization header and what it decodes to in its answers: a 503 (logged while the
+    client waits) then a 401 (the error)."""
+    import base64
+    import http.server
+    import threading
+
+    class Echo(http.server.BaseHTTPRequestHandler):
+        answers = iter([503, 401])
+
+        def do_GET(self):
+            header = self.headers.get("Authorization", "")
+            decoded = header.split(" ", 1)[-1]
+            if header.startswith("Basic "):
+                decoded = base64.b64decode(decoded).decode()
+            body = json.dumps({"error_code": 40101, "message": f"refused {header!r} for "
+                               f"{decoded!r}, password {decoded.partition(':')[2]!r}"})
+            self.send_response(next(self.answers, 401))
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Echo)
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
+    caplog.set_level(logging.DEBUG, logger="pykafka")
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        with pytest.raises(RegistryAuthError, match="HTTP 401") as err:
+            client_for(url, **{option: secret}).versions("s-value")
+    finally:
+        server.shutdown()
+        server.server_close()
+    said = str(err.value) + "\n" + caplog.text
+    assert "HTTP 503" in caplog.text and "refused" in said  # the echoes were read
+    forms = [secret, secret.partition(":")[2], base64.b64encode(secret.encode()).decode()]
+    for form in filter(str.strip, forms):
+        assert form not in said, (form, said)
+    assert "s3cr3t" not in said
 
 
 def test_https_registry_with_the_ssl_options(tmp_path):

@@ -13,7 +13,8 @@ URLs in turn, until ``schema.registry.timeout.ms`` has passed, then raises
 down). Each attempt waits at most the timeout divided by the number of URLs, so that a
 first URL that never answers still leaves time for the next one. 401 and 403 raise
 ``RegistryAuthError`` at once; other 4xx raise ``RegistryError`` with the registry's
-``error_code`` and message. No error or repr holds a credential.
+``error_code`` and message. No error, log line or repr holds a credential, also when
+the registry's message echoes one (``RegistrySettings.secrets`` are redacted from it).
 
 A schema id or GUID the registry does not have (404) is remembered as missing for
 ``MISSING_TTL_S`` (at most ``MISSING_MAX`` of them): under PERMISSIVE, values that merely
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from protocol.config import redact
 from protocol.errors import ConfigError, PyKafkaError
 from protocol.retry import RetryPolicy
 
@@ -291,6 +293,8 @@ class RegistryClient:
             if status < 300:
                 return payload
             code, message = _error_of(payload)
+            for secret in s.secrets():  # a registry (or a proxy) may echo a credential
+                message = redact(message, secret)
             if 300 <= status < 400:
                 raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, a "
                                     "redirect; redirects are not followed (the request "

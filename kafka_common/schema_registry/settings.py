@@ -4,8 +4,9 @@ Named as Confluent's clients name them (``schema.registry.url``,
 ``schema.registry.basic.auth.user.info``, ``schema.registry.bearer.auth.token``,
 ``schema.registry.ssl.*``), plus ``schema.registry.timeout.ms``: how long a call may keep
 retrying a registry that is down, slow or answers 5xx before the query fails. The user
-info and the token are kept as ``protocol.config.Secret`` and never appear in a repr, a
-log line or an error.
+info, the token and the key password are secrets (``option_map.SECRET_OPTIONS``), kept as
+``protocol.config.Secret``: they never appear in a repr, a log line or an error, nor does
+a registry's answer that echoes one (``RegistrySettings.secrets``, redacted by the client).
 
 Also the one check both sides make of a column left binary (``check_binary_column``): the
 options that name its schema are refused in the same words by the reader and the writer.
@@ -13,6 +14,7 @@ options that name its schema are refused in the same words by the reader and the
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -54,11 +56,6 @@ REGISTRY_OPTIONS: tuple[tuple[str, str, str], ...] = (
      "refused connections included, before the query fails (401/403 fail at once)."),
 )
 
-SECRET_OPTIONS = frozenset({"schema.registry.basic.auth.user.info",
-                            "schema.registry.bearer.auth.token",
-                            "schema.registry.ssl.key.password"})
-
-
 def check_binary_column(opts: OptionMap, column: str,
                         suffixes: tuple[str, ...] = SCHEMA_OPTION_SUFFIXES) -> None:
     """ConfigError for the first option of ``column``'s schema (``column`` + each of
@@ -83,6 +80,20 @@ class RegistrySettings:
     check_hostname: bool = True
     timeout_ms: int = 30_000
 
+    def secrets(self) -> tuple[str, ...]:
+        """The secret values, in every form a registry's answer could echo them in: the
+        user info (whole, its password, as the Basic header carries it), the token and the
+        key password; the longest first."""
+        found = []
+        if self.user_info is not None:
+            info = self.user_info.reveal()
+            found += [info, info.partition(":")[2],
+                      base64.b64encode(info.encode()).decode()]
+        for secret in (self.bearer_token, self.key_password):
+            if secret is not None:
+                found.append(secret.reveal())
+        return tuple(sorted({s for s in found if s}, key=len, reverse=True))
+
 
 def registry_settings(opts: OptionMap) -> RegistrySettings | None:
     """The registry settings in ``opts``, or None when ``schema.registry.url`` is not set."""
@@ -104,10 +115,11 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
             raise ConfigError("schema.registry.url: put the credentials in "
                               "schema.registry.basic.auth.user.info, not in the URL")
         trust.check_url(url, "schema.registry.url", "registry")
-    user_info = opts.raw.get("schema.registry.basic.auth.user.info")
+    # secrets (option_map.SECRET_OPTIONS): read exactly as given
+    user_info = opts.get("schema.registry.basic.auth.user.info")
     if user_info is not None and ":" not in user_info:
         raise ConfigError("schema.registry.basic.auth.user.info must be user:password")
-    token = opts.raw.get("schema.registry.bearer.auth.token")
+    token = opts.get("schema.registry.bearer.auth.token")
     if user_info is not None and token is not None:
         raise ConfigError("schema.registry.basic.auth.user.info and "
                           "schema.registry.bearer.auth.token cannot both be set")
@@ -121,7 +133,7 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
         trust.warn_plaintext("registry", "schema.registry.url has an http: URL: the "
                              "registry credentials (schema.registry.basic.auth.user.info or "
                              "bearer.auth.token) travel in the clear; use https:.")
-    key_password = opts.raw.get("schema.registry.ssl.key.password")
+    key_password = opts.get("schema.registry.ssl.key.password")
     return RegistrySettings(
         urls=urls,
         user_info=Secret(user_info) if user_info is not None else None,
