@@ -3,13 +3,16 @@
 One Apache Kafka (the newest pinned version, one node) for the module, with KRaft's
 ``StandardAuthorizer`` and ``allow.everyone.if.no.acl.found=false``; its PLAINTEXT listener
 is the super user (the admin here), and ``alice`` signs in on the SASL listener with
-SCRAM-SHA-256. Alice's grants, made with Kafka's own ``AclCommand`` (three prefixed ACLs):
+SCRAM-SHA-256. Alice's grants, made with Kafka's own ``AclCommand`` (prefixed ACLs, three
+runs):
 
-- Read on topics ``r-*`` and on groups ``app-*``;
-- Write on topics ``w-*`` and on transactional ids ``app-*``;
+- Read on topics ``r-*`` and ``rw-*`` and on groups ``app-*``;
+- Write on topics ``w-*`` and ``rw-*`` and on transactional ids ``app-*``;
 - Describe on topics ``d-*``;
 
-and nothing on topic ``closed``, group ``other-g`` or transactional ids ``other-*``.
+and nothing on topic ``closed``, group ``other-g`` or transactional ids ``other-*``. Each
+test shows the query working with its grants (the rows of the table in
+``docs/security.md``) and refused without one.
 
 Every refusal must name the resource, its type, the operation Kafka's authorizer wanted and
 the grant the query needs, within 10 s, never as a topic that does not exist or a
@@ -40,7 +43,7 @@ import pytest
 from kafka_sink.options import parse_writer_options
 from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.transactions import (TransactionCommitError, abort_transactions,
-                                     commit_transactions)
+                                     commit_transactions, job_prefix)
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _check_topic_exists, write_task
 from kafka_source.batch_reader import KafkaBatchReader
@@ -62,11 +65,13 @@ def secured():
     cluster = KafkaCluster(sasl=True, authorizer=True).start()
     try:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-            admin.create_topics({"closed": 1, "r-in": 1, "w-out": 1, "d-seen": 1})
+            admin.create_topics({"closed": 1, "r-in": 1, "w-plain": 1, "w-out": 1,
+                                 "rw-out": 1, "d-seen": 1})
             for topic in ("r-in", "d-seen"):
                 admin.produce(topic, 0, build_batch([Record(0, 0, None, b"v")]))
-        cluster.acl(PRINCIPAL, "Read", topics="r-", groups="app-", prefixed=True)
-        cluster.acl(PRINCIPAL, "Write", topics="w-", transactional_ids="app-", prefixed=True)
+        cluster.acl(PRINCIPAL, "Read", topics=["r-", "rw-"], groups="app-", prefixed=True)
+        cluster.acl(PRINCIPAL, "Write", topics=["w-", "rw-"], transactional_ids="app-",
+                    prefixed=True)
         cluster.acl(PRINCIPAL, "Describe", topics="d-", prefixed=True)
         yield cluster
     finally:
@@ -99,7 +104,8 @@ def plan(topic: str) -> WritePlan:
 
 
 def values(cluster, topic: str, **options) -> list:
-    """The values of ``topic`` as the admin reads them (read_committed by default)."""
+    """The values of ``topic`` as the admin reads them (read_committed by default;
+    ``options``: another reader's)."""
     read = parse_reader_options({"kafka.bootstrap.servers": cluster.bootstrap,
                                  "subscribe": topic, "kafka.isolation.level":
                                  "read_committed", **options})
@@ -109,16 +115,24 @@ def values(cluster, topic: str, **options) -> list:
 
 def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
     """The user's report: the writer's check said "topic(s) 'closed' do not exist in the
-    cluster ... create it first" after 2 s. It names the grant at once now, and so does a
-    task whose rows go there; nothing is written."""
+    cluster ... create it first" after 2 s. It names the grant now, and so does a task
+    whose rows go there; nothing is written. Write alone is enough to write (Kafka takes it
+    for Describe, and for the idempotent producer's InitProducerId)."""
+    rows = pa.record_batch({"value": pa.array([b"x"], pa.binary())})
+    granted = parse_writer_options(alice(secured, topic="w-plain"))
+    _check_topic_exists(granted)
+    with KafkaClient(granted.client_config) as c:
+        message = write_task(iter([rows]), granted, plan("w-plain"), client=c)
+    assert message.partitions[("w-plain", 0)][0] == 1 and message.producer_ids
+    assert values(secured, "w-plain") == [b"x"]
+
     options = parse_writer_options(alice(secured, topic="closed"))
     said = refused(lambda: _check_topic_exists(options))
     assert said.startswith("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe "
                            "topic 'closed' (Metadata): grant the principal Write and "
                            "Describe on it (Kafka answers so for every topic the principal "
                            "may not describe, whether it exists or not)"), said
-    rows = pa.record_batch({"value": pa.array([b"x"], pa.binary())})
-    with KafkaClient(parse_writer_options(alice(secured, topic="closed")).client_config) as c:
+    with KafkaClient(options.client_config) as c:
         said = refused(lambda: write_task(iter([rows]), options, plan("closed"), client=c))
     assert "not authorized to Describe topic 'closed'" in said
     assert "grant the principal Write and Describe on it" in said
@@ -126,8 +140,14 @@ def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
 
 
 def test_a_read_the_user_may_not_describe_or_read_names_the_grant(secured):
-    """Planning a read of a topic the user may not describe names Read and Describe; with
-    Describe only, planning works and the task's Fetch is refused naming Read."""
+    """Read on a topic reads it, and subscribePattern sees the topics the user may
+    describe only. Planning a read of a topic the user may not describe names Read and
+    Describe; with Describe only, planning works and the task's Fetch is refused naming
+    Read."""
+    assert values(secured, "r-in", **alice(secured)) == [b"v"]
+    pattern = KafkaBatchReader(parse_reader_options(alice(secured, subscribePattern=".*")))
+    assert sorted({r.topic for p in pattern.partitions() for r in p.ranges}) == [
+        "d-seen", "r-in", "rw-out", "w-out", "w-plain"]
     closed = parse_reader_options(alice(secured, subscribe="closed"))
     said = refused(lambda: KafkaBatchReader(closed).partitions())
     assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
@@ -177,10 +197,13 @@ def test_commit_offsets_to_a_group_without_read_warns_once_a_query(secured, capl
     assert len(said(logging.WARNING)) == 2
 
 
-def test_exactly_once_without_its_grants_names_them(secured):
-    """InitProducerId with a transactional id outside the user's grants names the prefix
-    to grant; with the ids and groups granted but not Read on the topic, an exactlyOnce
-    stream's commit is refused naming Read on the topic, and nothing becomes visible."""
+def test_exactly_once_needs_its_ids_and_a_stream_its_groups_and_read_on_its_topic(secured):
+    """A batch exactlyOnce write needs Write on its transactional ids (by their prefix) and
+    on its topic; a transactional id outside them is refused naming the prefix to grant. A
+    stream records each micro-batch as an offset of a group under the prefix on partition
+    0 of its topic, which Kafka's TxnOffsetCommit allows with Read on the group and on the
+    topic: with Write alone on the topic the commit is refused naming Read, and nothing of
+    it becomes visible; with Read and Write it commits."""
     other = parse_writer_options(alice(secured, topic="w-out", exactlyOnce="true",
                                        transactionalIdPrefix="other-x"))
     with TaskProducer(other, transactional_id="other-x-0-0") as producer:
@@ -192,23 +215,39 @@ def test_exactly_once_without_its_grants_names_them(secured):
         "task's id starts with the transactionalIdPrefix); or choose a "
         "transactionalIdPrefix the principal may use")
 
-    options = parse_writer_options(alice(secured, topic="w-out", exactlyOnce="true",
-                                         transactionalIdPrefix="app-s"))
     rows = pa.record_batch({"value": pa.array([b"a", b"b"], pa.binary())})
-    with KafkaClient(options.client_config) as client:
-        message = write_task(iter([rows]), options, plan("w-out"), client=client,
-                             prefix="app-s",
-                             task=(0, 0, 1))
-        said = refused(lambda: commit_transactions(client, options, "app-s", [message], 1),
+
+    def write(topic, prefix, batch_id):
+        options = parse_writer_options(alice(secured, topic=topic, exactlyOnce="true",
+                                             transactionalIdPrefix=prefix))
+        client = KafkaClient(options.client_config)
+        job = prefix if batch_id is not None else job_prefix(prefix)
+        message = write_task(iter([rows]), options, plan(topic), client=client, prefix=job,
+                             task=(0, 0, batch_id), fresh_ids=batch_id is None)
+        return client, options, job, message
+
+    client, options, job, message = write("w-out", "app-b", None)  # a batch job
+    with client:
+        assert commit_transactions(client, options, job, [message], None)["committed"] == 1
+    assert values(secured, "w-out") == [b"a", b"b"]
+
+    client, options, job, message = write("w-out", "app-s", 1)  # a stream's batch 1
+    with client:
+        said = refused(lambda: commit_transactions(client, options, job, [message], 1),
                        TransactionCommitError)
-        abort_transactions(client, options, "app-s", [message])
+        abort_transactions(client, options, job, [message])
     assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'w-out' "
             "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
             "records each micro-batch's id as an offset of partition 0 of the topic it "
             "writes") in said
-    assert values(secured, "w-out") == []
+    assert values(secured, "w-out") == [b"a", b"b"]  # the batch job's only
     assert values(secured, "w-out", **{"kafka.isolation.level": "read_uncommitted"}) == [
-        b"a", b"b"]  # written, then aborted
+        b"a", b"b"] * 2  # the stream's, written then aborted
+
+    client, options, job, message = write("rw-out", "app-r", 1)
+    with client:
+        assert commit_transactions(client, options, job, [message], 1)["committed"] == 1
+    assert values(secured, "rw-out") == [b"a", b"b"]
 
 
 def test_committed_offsets_raise_a_partition_s_error(secured):
