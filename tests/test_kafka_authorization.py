@@ -51,7 +51,7 @@ from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
 from kafka_source.stream_reader import KafkaStreamReader
 from kafka_testbed import SASL_USERS, KafkaCluster
-from protocol.cluster import KafkaClient
+from protocol.cluster import READ_COMMITTED, KafkaClient
 from protocol.errors import TopicAuthorizationFailed
 from protocol.records.batch import Record, build_batch
 
@@ -111,6 +111,19 @@ def values(cluster, topic: str, **options) -> list:
                                  "read_committed", **options})
     return [v for part in KafkaBatchReader(read).partitions() for rng in part.ranges
             for batch in read_range(read, rng) for v in batch.column("value").to_pylist()]
+
+
+def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
+    """``values(cluster, topic)`` once every transaction on partition 0 ended: a commit or
+    an abort returns before its markers are written, and until then a read_committed
+    reader stops before the transaction."""
+    tp = (topic, 0)
+    deadline = time.monotonic() + timeout_s
+    with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
+        while (admin.latest_offsets([tp], READ_COMMITTED) != admin.latest_offsets([tp])
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+    return values(cluster, topic)
 
 
 def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
@@ -229,7 +242,7 @@ def test_exactly_once_needs_its_ids_and_a_stream_its_groups_and_read_on_its_topi
     client, options, job, message = write("w-out", "app-b", None)  # a batch job
     with client:
         assert commit_transactions(client, options, job, [message], None)["committed"] == 1
-    assert values(secured, "w-out") == [b"a", b"b"]
+    assert committed_values(secured, "w-out") == [b"a", b"b"]
 
     client, options, job, message = write("w-out", "app-s", 1)  # a stream's batch 1
     with client:
@@ -240,14 +253,14 @@ def test_exactly_once_needs_its_ids_and_a_stream_its_groups_and_read_on_its_topi
             "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
             "records each micro-batch's id as an offset of partition 0 of the topic it "
             "writes") in said
-    assert values(secured, "w-out") == [b"a", b"b"]  # the batch job's only
-    assert values(secured, "w-out", **{"kafka.isolation.level": "read_uncommitted"}) == [
-        b"a", b"b"] * 2  # the stream's, written then aborted
+    uncommitted = {"kafka.isolation.level": "read_uncommitted"}
+    assert values(secured, "w-out", **uncommitted) == [b"a", b"b"] * 2  # and the stream's
+    assert committed_values(secured, "w-out") == [b"a", b"b"]  # the stream's aborted
 
     client, options, job, message = write("rw-out", "app-r", 1)
     with client:
         assert commit_transactions(client, options, job, [message], 1)["committed"] == 1
-    assert values(secured, "rw-out") == [b"a", b"b"]
+    assert committed_values(secured, "rw-out") == [b"a", b"b"]
 
 
 def test_committed_offsets_raise_a_partition_s_error(secured):
