@@ -129,8 +129,9 @@ def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
 def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
     """The user's report: the writer's check said "topic(s) 'closed' do not exist in the
     cluster ... create it first" after 2 s. It names the grant now, and so does a task
-    whose rows go there; nothing is written. Write alone is enough to write (Kafka takes it
-    for Describe, and for the idempotent producer's InitProducerId)."""
+    whose rows go there; nothing is written. With Describe only, the Produce is refused
+    naming Write. Write alone is enough to write (Kafka takes it for Describe, and for the
+    idempotent producer's InitProducerId)."""
     rows = pa.record_batch({"value": pa.array([b"x"], pa.binary())})
     granted = parse_writer_options(alice(secured, topic="w-plain"))
     _check_topic_exists(granted)
@@ -150,6 +151,15 @@ def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
     assert "not authorized to Describe topic 'closed'" in said
     assert "grant the principal Write and Describe on it" in said
     assert values(secured, "closed") == []
+    described = parse_writer_options(alice(secured, topic="d-seen"))  # Describe, no Write
+    with KafkaClient(described.client_config) as c:
+        said = refused(lambda: write_task(iter([rows]), described, plan("d-seen"), client=c),
+                       ProduceError)
+    assert said == ("Writing to topic 'd-seen' partition 0 failed: "
+                    "[TOPIC_AUTHORIZATION_FAILED (29)] not "
+                    "authorized to Write topic 'd-seen' (Produce): grant the principal Write "
+                    "and Describe on it")
+    assert values(secured, "d-seen") == [b"v"]
 
 
 def test_a_read_the_user_may_not_describe_or_read_names_the_grant(secured):
