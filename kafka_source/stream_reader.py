@@ -61,6 +61,7 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
     SupportsTriggerAvailableNow = object
 
 from kafka_common.import_path import CarriesImportPath
+from kafka_common.worker_heap import settle_worker_heap
 from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
@@ -457,6 +458,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 f"latest offset: {fmt(latest)}, end offset: {fmt(until)}")
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+        settle_worker_heap()
         for rng in partition.ranges:
             yield from read_range(self.options, rng)
 
