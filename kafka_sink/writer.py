@@ -41,6 +41,7 @@ from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrow
 from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
+from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
@@ -350,6 +351,7 @@ class _TaskWriting:
         self.prefix = prefix
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
+        settle_worker_heap()
         return write_task(iterator, self.options, self.plan, prefix=self.prefix,
                           fresh_ids=self.FRESH_IDS and self.prefix is not None)
 

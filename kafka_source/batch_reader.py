@@ -22,6 +22,7 @@ from typing import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
 
 from .fetcher import OpenEnd, read_range
@@ -130,6 +131,7 @@ class KafkaBatchReader(DataSourceReader):
             return plan_partitions(o, offsets, narrowing=self.pushed)
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+        settle_worker_heap()
         for rng, open_end in zip(partition.ranges, partition.open_ends):
             yield from read_range(self.options, rng, open_end)
 

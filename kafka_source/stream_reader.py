@@ -62,6 +62,7 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
 
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
+from kafka_common.worker_heap import settle_worker_heap
 from protocol.authorization import GROUP, refine
 from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
@@ -460,6 +461,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 f"latest offset: {fmt(latest)}, end offset: {fmt(until)}")
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+        settle_worker_heap()
         for rng in partition.ranges:
             yield from read_range(self.options, rng)
 

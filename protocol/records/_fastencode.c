@@ -18,7 +18,10 @@
  * flattened header arrays hkey_* / hvalue_* (header keys are never null).
  *
  * Returns the records section as bytes, or None when a record would be 2 GiB or more (the
- * pure path then raises its error). Every index and length is checked against the buffer
+ * pure path then raises its error). With a bytearray as the optional last argument
+ * (``out``) the section is appended to it instead (one pass, no copy of the section: the
+ * caller writes the batch header in front and its CRC in place) and the new length of
+ * ``out`` is returned (None as above, ``out`` left as it was). Every index and length is checked against the buffer
  * it points into (ValueError): they come from the caller's Arrow arrays, never from the
  * wire, so a failed check is a bug in the caller.
  *
@@ -133,12 +136,19 @@ encode_section(PyObject *self, PyObject *args)
         "hkey_lens", "hkey_data", "hvalue_starts", "hvalue_lens", "hvalue_data"};
     static const int optional[NVIEWS] = {1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     PyObject *objs[NVIEWS];
+    PyObject *out = NULL;
     long long first_offset;
-    if (!PyArg_ParseTuple(args, "OOLOOOOOOOOOOOOOO", &objs[ROWS], &objs[TS], &first_offset,
+    if (!PyArg_ParseTuple(args, "OOLOOOOOOOOOOOOOO|O", &objs[ROWS], &objs[TS], &first_offset,
                           &objs[KS], &objs[KL], &objs[KD], &objs[VS], &objs[VL], &objs[VD],
                           &objs[HF], &objs[HC], &objs[HKS], &objs[HKL], &objs[HKD],
-                          &objs[HVS], &objs[HVL], &objs[HVD]))
+                          &objs[HVS], &objs[HVL], &objs[HVD], &out))
         return NULL;
+    if (out == Py_None)
+        out = NULL;
+    if (out != NULL && !PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "encode_section: out must be a bytearray");
+        return NULL;
+    }
     Py_buffer v[NVIEWS];
     int got = 0;
     PyObject *result = NULL;
@@ -232,11 +242,22 @@ encode_section(PyObject *self, PyObject *args)
         bodies[i] = body;
         total += varint_size(zigzag(body)) + body;
     }
-    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    if (!result)
-        goto done;
+    uint8_t *p;
+    if (out != NULL) {
+        Py_ssize_t at = PyByteArray_GET_SIZE(out);
+        if (PyByteArray_Resize(out, at + (Py_ssize_t)total) < 0)
+            goto done;
+        result = PyLong_FromSsize_t(at + (Py_ssize_t)total);
+        if (!result)
+            goto done;
+        p = (uint8_t *)PyByteArray_AS_STRING(out) + at;
+    } else {
+        result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+        if (!result)
+            goto done;
+        p = (uint8_t *)PyBytes_AS_STRING(result);
+    }
     /* Second pass: the bytes, in wire order. */
-    uint8_t *p = (uint8_t *)PyBytes_AS_STRING(result);
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t r = rows ? rows[i] : i;
         int64_t kl = key.lens ? key.lens[r] : -1, vl = value.lens[r];

@@ -258,14 +258,14 @@ def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset:
     now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
     written uncompressed (the codec is per batch, consumers read both).
     """
-    return encode_rows([(RowSource(keys, values, headers), None)],
+    return bytes(encode_rows([(RowSource(keys, values, headers), None)],
                        timestamps_ms=timestamps_ms, base_offset=base_offset,
                        partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
                        producer_epoch=producer_epoch, base_sequence=base_sequence,
                        transactional=transactional, compression=compression,
                        compression_level=compression_level,
                        compression_fallback=compression_fallback, topic=topic,
-                       partition=partition)
+                       partition=partition))
 
 
 def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
@@ -273,15 +273,17 @@ def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
                 producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
                 compression="none", compression_level: int | None = None,
                 compression_fallback: bool = True, topic: str | None = None,
-                partition: int | None = None) -> bytes:
+                partition: int | None = None) -> bytearray:
     """One v2 record batch of the rows ``parts`` names, in order: ``[(RowSource, rows)]``,
     ``rows`` an int64 array of row indices into that source (None: all its rows).
     ``timestamps_ms`` covers every encoded row (or is one int, or None for now); the rest
     as ``encode_batch``.
 
     With the compiled encoder (``accel.encoder()``) each part is written straight from its
-    source's buffers; the pure path gathers the rows' columns and lays them out with numpy
-    and Arrow. Both write the same bytes."""
+    source's buffers into the batch's own buffer, behind the room left for its header,
+    which is then written in front and its CRC in place: the records are written once, never
+    copied; the pure path gathers the rows' columns and lays them out with numpy and Arrow.
+    Both write the same bytes (a bytearray: the batch is the producer's to send as is)."""
     counts = [src.n if rows is None else len(rows) for src, rows in parts]
     n = sum(counts)
     if n == 0:
@@ -289,45 +291,48 @@ def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
     codec = _compression.codec_id(compression)
     ts = _timestamps(timestamps_ms, n)
     ts_delta = ts - ts[0]
-    section = None
+    batch = None
     ext = accel.encoder()
     if ext is not None:
-        section = _compiled_section(ext, parts, counts, ts_delta)
-    if section is None:
-        section = _pure_section(parts, ts_delta)
+        batch = _compiled_batch(ext, parts, counts, ts_delta)
+    if batch is None:  # the header's room, then the records section
+        batch = bytearray(_batch.BATCH_HEADER_SIZE)
+        batch += _pure_section(parts, ts_delta)
 
     attributes = (_batch.TRANSACTIONAL_MASK if transactional else 0)
-    payload = section
     if codec:
+        section = memoryview(batch)[_batch.BATCH_HEADER_SIZE:]
         compressed = _compression.compress(codec, section, level=compression_level,
                                            topic=topic, partition=partition)
-        if len(compressed) < len(section) or not compression_fallback:
-            payload = compressed
+        smaller = len(compressed) < len(section)
+        section.release()
+        if smaller or not compression_fallback:
+            batch = bytearray(_batch.BATCH_HEADER_SIZE) + compressed
             attributes |= codec
-    header = bytearray(_batch.BATCH_HEADER_SIZE)
     _batch.HEADER_STRUCT.pack_into(
-        header, 0, base_offset, _batch.MIN_BATCH_LENGTH + len(payload), partition_leader_epoch,
+        batch, 0, base_offset, len(batch) - _batch.LOG_OVERHEAD, partition_leader_epoch,
         _batch.MAGIC_V2, 0, attributes, n - 1, int(ts[0]), int(ts.max()), producer_id,
         producer_epoch, base_sequence, n)
-    crc = _batch.crc32c(memoryview(header)[_batch.ATTRIBUTES_OFFSET:])
-    crc = _batch.crc32c(payload, crc)
-    _UINT32.pack_into(header, _batch.CRC_OFFSET, crc)
-    return b"".join((header, payload))
+    with memoryview(batch) as view:
+        crc = _batch.crc32c(view[_batch.ATTRIBUTES_OFFSET:])
+    _UINT32.pack_into(batch, _batch.CRC_OFFSET, crc)
+    return batch
 
 
-def _compiled_section(ext, parts, counts, ts_delta):
-    """The records section from the compiled encoder, or None (the pure path decides)."""
-    pieces, at = [], 0
+def _compiled_batch(ext, parts, counts, ts_delta) -> bytearray | None:
+    """The header's room, then the records section written by the compiled encoder straight
+    into the same buffer (no copy of the section); None: the pure path decides."""
+    batch = bytearray(_batch.BATCH_HEADER_SIZE)
+    at = 0
     for (src, rows), count in zip(parts, counts):
         if count == 0:
             continue
         index = None if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
-        piece = ext.encode_section(index, ts_delta[at:at + count], at, *src.buffers())
-        if piece is None:
+        if ext.encode_section(index, ts_delta[at:at + count], at, *src.buffers(),
+                              batch) is None:
             return None
-        pieces.append(piece)
         at += count
-    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+    return batch
 
 
 def _pure_section(parts, ts_delta):

@@ -3,7 +3,8 @@
 Format ``benchfloor``:
 
 - read: every input partition yields ready-made Arrow batches with the pykafka schema
-  (headers included) until it has produced ``rows`` rows -- what Spark spends taking Arrow
+  (headers included; ``headers=false``: the reader's seven columns, its default) until it
+  has produced ``rows`` rows -- what Spark spends taking Arrow
   batches from Python workers and turning them into rows, with nothing to fetch or decode;
 - write: the task consumes the Arrow batches Spark hands it and drops them -- what Spark
   spends turning rows into Arrow batches for Python workers, with nothing to encode or send;
@@ -96,9 +97,9 @@ class _Partition(InputPartition):
 
 class _Reader(DataSourceReader):
     def __init__(self, partitions: int, rows: int, value_size: int, shape: str = "kafka",
-                 batch_rows: int = BATCH_ROWS):
+                 batch_rows: int = BATCH_ROWS, headers: bool = True):
         self.n, self.rows, self.value_size = partitions, rows, value_size
-        self.shape, self.batch_rows = shape, batch_rows
+        self.shape, self.batch_rows, self.headers = shape, batch_rows, headers
 
     def partitions(self):
         per = self.rows // self.n
@@ -110,6 +111,9 @@ class _Reader(DataSourceReader):
         n = min(self.batch_rows, partition.rows)
         batch = (_avro_batch(0, n, partition.index) if getattr(partition, "shape", "") == "avro"
                  else _batch(0, n, partition.value_size, partition.index))
+        if not getattr(self, "headers", True) and getattr(partition, "shape", "") != "avro":
+            from protocol.records import SCHEMA  # the reader's seven columns, no headers
+            batch = pa.RecordBatch.from_arrays(batch.columns[:len(SCHEMA)], schema=SCHEMA)
         left = partition.rows
         while left > 0:
             yield batch if left >= batch.num_rows else batch.slice(0, left)
@@ -237,13 +241,13 @@ class FloorDataSource(DataSource):
         if self.options.get("shape") == "avro":
             return AVRO_DDL
         from kafka_source.spark_schema import kafka_schema_ddl
-        return kafka_schema_ddl(True)
+        return kafka_schema_ddl(self.options.get("headers", "true") == "true")
 
     def reader(self, schema):
         o = self.options
         return _Reader(int(o.get("partitions", 4)), int(o["rows"]),
                        int(o.get("valueSize", 100)), o.get("shape", "kafka"),
-                       int(o.get("batchRows", BATCH_ROWS)))
+                       int(o.get("batchRows", BATCH_ROWS)), o.get("headers", "true") == "true")
 
     def streamReader(self, schema):
         o = self.options

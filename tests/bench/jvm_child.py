@@ -5,8 +5,9 @@ and through ours (``format("pykafka")``, imported from the checkout on PYTHONPAT
 same SparkSession, on the same Apache Kafka and the same topics.
 
 Run as ``python jvm_child.py <spec.json> <results.json>`` (``mode`` in the spec:
-``bench``, or ``first-write`` to time the first ``df.write`` of a fresh session phase by
-phase). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
+``bench``, ``first-write`` to time the first ``df.write`` of a fresh session phase by
+phase, or ``latency`` for the streaming latency of both connectors and of Spark's floor for
+a Python streaming source, micro-batch by micro-batch). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
 two or three), then ``rounds`` times with the connectors interleaved; each timed round
 records the CPU seconds of every process kind (this driver, Spark's JVM, its Python
 workers, the broker, whose pid the spec gives). Results are written as they come, so a
@@ -35,6 +36,8 @@ from streaming_cases import _latency_run  # noqa: E402
 from tests.worker_stats import children, cmdline  # noqa: E402
 
 FORMATS = ("kafka", "pykafka")
+CLOCK = "benchclock"  # floor_source.py: a Python streaming source of the clock, no Kafka
+LATENCY_SOURCES = ("kafka", "pykafka", CLOCK)
 FLOOR = "benchfloor"  # floor_source.py: a Python data source whose write drops the rows
 
 
@@ -44,8 +47,9 @@ def log(message: str) -> None:
 
 # ---- the session ---------------------------------------------------------------------------
 
-def session(jars: list[str], cores: int):
-    """local[cores] with both connectors, as the main bench's session (4 GB driver)."""
+def session(jars: list[str], cores: int, **conf: str):
+    """local[cores] with both connectors, as the main bench's session (4 GB driver);
+    ``conf``: more Spark settings."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
@@ -57,11 +61,13 @@ def session(jars: list[str], cores: int):
              .config("spark.driver.memory", "4g")
              .config("spark.sql.shuffle.partitions", str(cores))
              .config("spark.python.authenticate.socketTimeout", "120s")
+             .config(map={k.replace("_", "."): v for k, v in conf.items()})
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
-    from floor_source import FloorDataSource  # tests/bench is on the child's PYTHONPATH
+    from floor_source import ClockDataSource, FloorDataSource  # tests/bench is on the path
     spark.dataSource.register(FloorDataSource)
+    spark.dataSource.register(ClockDataSource)
     return spark
 
 
@@ -294,15 +300,20 @@ class SteadyProducer:
 
 
 def latency_run(spark, fmt: str, bootstrap: str, topic: str, warmup: float, seconds: float,
-                broker_pids: list[int]) -> dict:
+                broker_pids: list[int], partitions: int = 4, rate: float = 400) -> dict:
     """readStream (default trigger, latest offsets) into foreachBatch, timed as the streaming
     section times it (``streaming_cases._latency_run``), with the CPU of every process over
-    the measured seconds."""
+    the measured seconds. ``fmt`` CLOCK is Spark's floor: a Python streaming source of the
+    same rows with no Kafka (its offsets are the clock)."""
     def cpu_over_the_window():
         before = cpu_snapshot(broker_pids)
         return lambda: cpu_between(before, cpu_snapshot(broker_pids))
 
-    stream = reader(spark, fmt, bootstrap, topic, stream=True).load()
+    if fmt == CLOCK:
+        stream = (spark.readStream.format(CLOCK).option("partitions", partitions)
+                  .option("rate", rate).load())
+    else:
+        stream = reader(spark, fmt, bootstrap, topic, stream=True).load()
     res = _latency_run(spark, stream, warmup, seconds, measure=cpu_over_the_window)
     res["cpu"] = res.pop("measured")
     return res
@@ -416,12 +427,49 @@ def read_trace() -> list:
         return sorted((json.loads(line) for line in f if line.strip()), key=lambda e: e[0])
 
 
+def latency_mode(spec: dict, results_path: str) -> None:
+    """The streaming latency of the JVM connector, ours and Spark's floor for a Python
+    streaming source (the clock, no Kafka), ``runs`` times each, interleaved (the order
+    turns each run), in one session of their own whose Python processes trace themselves
+    (stream_trace/sitecustomize.py); each micro-batch's phases are kept, so the slowest can
+    be told apart from the median (jvm_cases.slowest_micro_batches)."""
+    out: dict = {"latency": {fmt: [] for fmt in LATENCY_SOURCES}}
+    rec = Recorder(results_path, spec["broker_pids"], out)
+    lat, bootstrap = spec["latency"], spec["bootstrap"]
+    spark = session(spec["jars"], spec["cores"],
+                    spark_sql_streaming_numRecentProgressUpdates="100000")
+    activate(spark)
+    producer = SteadyProducer(bootstrap, lat["topic"], lat["partitions"], lat["rate"]).start()
+    try:
+        for r in range(lat["runs"]):
+            k = r % len(LATENCY_SOURCES)
+            for fmt in LATENCY_SOURCES[k:] + LATENCY_SOURCES[:k]:
+                log(f"latency {fmt}: {lat['rate']:.0f} records/s, {lat['warmup']:.0f} s "
+                    f"warm-up + {lat['seconds']:.0f} s (run {r + 1} of {lat['runs']})")
+                res = latency_run(spark, fmt, bootstrap, lat["topic"], lat["warmup"],
+                                  lat["seconds"], spec["broker_pids"], lat["partitions"],
+                                  lat["rate"])
+                out["latency"][fmt].append(res)
+                log(f"  {fmt}: p50 {res['p50'] * 1000:.0f} ms, p99 {res['p99'] * 1000:.0f}"
+                    f" ms, {res['per_second']:.2f} micro-batches/s")
+                rec.save()
+        out["our_parts"] = our_micro_batch_parts(bootstrap, lat["topic"])
+        log(f"  our micro-batch parts: {out['our_parts']}")
+    finally:
+        producer.stop()
+    rec.save()
+    spark.stop()
+
+
 def main(spec_path: str, results_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
     if spec.get("mode") == "first-write":
         with open(results_path, "w") as f:
             json.dump(first_write_profile(spec), f)
+        return
+    if spec.get("mode") == "latency":
+        latency_mode(spec, results_path)
         return
     out: dict = {}
     rec = Recorder(results_path, spec["broker_pids"], out)
@@ -449,9 +497,14 @@ def main(spec_path: str, results_path: str) -> None:
 
     for ds in spec["reads"]:
         log(f"read {ds['name']}: {ds['records']:,} records, topic {ds['topic']}")
-        rec.case(f"read {ds['name']}", ds["records"],
-                 {fmt: (lambda fmt=fmt: read_noop(spark, fmt, bootstrap, ds["topic"]))
-                  for fmt in FORMATS}, warmups, rounds)
+        runs = {fmt: (lambda fmt=fmt: read_noop(spark, fmt, bootstrap, ds["topic"]))
+                for fmt in FORMATS}
+        if ds.get("floor"):  # Spark's floor for a Python source: the same rows, no Kafka
+            runs[FLOOR] = lambda ds=ds: noop(lambda: (
+                spark.read.format(FLOOR).option("rows", ds["records"])
+                .option("partitions", ds["partitions"]).option("valueSize", ds["value_size"])
+                .option("headers", "false").load()))
+        rec.case(f"read {ds['name']}", ds["records"], runs, warmups, rounds)
     ds = spec["reads"][0]
     rec.case("stream AvailableNow", ds["records"],
              {fmt: (lambda fmt=fmt: stream_available_now(spark, fmt, bootstrap, ds["topic"],
@@ -464,27 +517,6 @@ def main(spec_path: str, results_path: str) -> None:
         rec.case("avro decoded", avro["records"], runs["decoded"], warmups, rounds)
         rec.case("avro raw", avro["records"], runs["raw"], warmups, rounds)
 
-    lat = spec.get("latency")
-    if lat:
-        producer = SteadyProducer(bootstrap, lat["topic"], lat["partitions"],
-                                  lat["rate"]).start()
-        try:
-            out["latency"] = {fmt: [] for fmt in FORMATS}
-            for r in range(lat["runs"]):
-                for fmt in (FORMATS if r % 2 == 0 else FORMATS[::-1]):
-                    log(f"latency {fmt}: {lat['rate']:.0f} records/s, {lat['warmup']:.0f} s "
-                        f"warm-up + {lat['seconds']:.0f} s")
-                    res = latency_run(spark, fmt, bootstrap, lat["topic"], lat["warmup"],
-                                      lat["seconds"], spec["broker_pids"])
-                    out["latency"][fmt].append(res)
-                    log(f"  {fmt}: p50 {res['p50'] * 1000:.0f} ms, p99 {res['p99'] * 1000:.0f}"
-                        f" ms, {res['per_second']:.2f} micro-batches/s, phases "
-                        f"{res['phases']}")
-                    rec.save()
-            out["our_parts"] = our_micro_batch_parts(bootstrap, lat["topic"])
-            log(f"  our micro-batch parts: {out['our_parts']}")
-        finally:
-            producer.stop()
     out["load_at_end"] = "%.2f %.2f %.2f" % os.getloadavg()
     rec.save()
     spark.stop()

@@ -254,8 +254,11 @@ def main(argv=None) -> int:
                         help="rows of the jvm section's df.write (times --scale)")
     parser.add_argument("--jvm-warmups", type=int, default=2,
                         help="warm-up rounds per connector of each jvm case (the JIT)")
-    parser.add_argument("--jvm-latency-runs", type=int, default=1,
-                        help="latency runs per connector in the jvm section")
+    parser.add_argument("--jvm-latency-runs", type=int, default=3,
+                        help="latency runs per source in the jvm section (the JVM connector, "
+                             "ours, Spark's floor for a Python streaming source; 0: none)")
+    parser.add_argument("--jvm-latency-seconds", type=float, default=120,
+                        help="seconds measured per latency run of the jvm section")
     parser.add_argument("--pyfiles-records", type=int, default=300_000,
                         help="records of the pyfiles section's read and write (times --scale)")
     parser.add_argument("--pyfiles-rounds", type=int, default=5,

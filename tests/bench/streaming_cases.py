@@ -113,11 +113,13 @@ def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None,
     ``measure``: called when the measured ``seconds`` start, it returns what to call when
     they end (the JVM section's CPU counters), whose result is kept as ``"measured"``."""
     arrivals: list[tuple[float, list[float]]] = []
+    batch_of_arrival: list[int] = []
 
     def sink(df, batch_id):
         values = [r[0] for r in df.selectExpr("CAST(value AS STRING)").collect()]
         now = time.time()
         arrivals.append((now, [now - float(v) for v in values]))
+        batch_of_arrival.append(batch_id)
 
     checkpoint = tempfile.mkdtemp(prefix="bench-latency-")
     query = (stream_df.writeStream.foreachBatch(sink)
@@ -149,7 +151,31 @@ def _latency_run(spark, stream_df, warmup: float, seconds: float, proxy=None,
             "batches": batches, "per_second": batches / seconds, "records": len(latencies),
             "connections": connections, "phases": phases, "measured": measured,
             "rows_per_batch": statistics.median(len(lat) for _, lat in window) if window
-            else 0}
+            else 0,
+            "micro_batches": micro_batches(progress, arrivals, batch_of_arrival),
+            "window": [mark, end]}
+
+
+def _epoch(stamp: str) -> float:
+    """A progress ``timestamp`` (``2026-11-27T10:12:13.456Z``, UTC) as epoch seconds."""
+    from datetime import datetime, timezone
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+        tzinfo=timezone.utc).timestamp()
+
+
+def micro_batches(progress: list, arrivals: list, batch_of_arrival: list) -> list[dict]:
+    """Each micro-batch of ``progress``: its id, start (epoch s), Spark's ``durationMs``
+    phases, input rows, and the latencies of its rows once collected (ms: the largest, and
+    their count), for the slowest-micro-batch analysis (jvm_cases.slowest_micro_batches)."""
+    rows_of = {b: lat for b, (_, lat) in zip(batch_of_arrival, arrivals)}
+    out = []
+    for p in progress:
+        lat = rows_of.get(p["batchId"], [])
+        out.append({"id": p["batchId"], "start": _epoch(p["timestamp"]),
+                    "ms": {ph: p["durationMs"].get(ph, 0) for ph in PHASES},
+                    "rows": p.get("numInputRows", 0),
+                    "max_latency_ms": max(lat) * 1000 if lat else None})
+    return out
 
 
 def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
