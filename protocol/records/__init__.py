@@ -8,10 +8,28 @@
   codec the vectorised one is tested against.
 """
 
-from .compression import DEFAULT_MAX_DECOMPRESSED, codec_id
-from .decode_arrow import SCHEMA, SCHEMA_WITH_HEADERS, decode_records, spark_schema
-from .encode_arrow import encode_batch, record_sizes, split_for_batch_size
+import importlib
 
-__all__ = ["DEFAULT_MAX_DECOMPRESSED", "SCHEMA", "SCHEMA_WITH_HEADERS", "codec_id",
-           "decode_records", "encode_batch", "record_sizes", "spark_schema",
-           "split_for_batch_size"]
+# Imported on first use (PEP 562): a writer's process never loads the decoder (nor the
+# pyarrow.compute it needs), a planner neither codec; each such import costs a fresh Python
+# process tens of milliseconds on the first write of a session.
+_LAZY = {"DEFAULT_MAX_DECOMPRESSED": "compression", "codec_id": "compression",
+         "SCHEMA": "decode_arrow", "SCHEMA_WITH_HEADERS": "decode_arrow",
+         "decode_records": "decode_arrow", "spark_schema": "decode_arrow",
+         "encode_batch": "encode_arrow", "record_sizes": "encode_arrow",
+         "split_for_batch_size": "encode_arrow"}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

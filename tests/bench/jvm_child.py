@@ -247,8 +247,19 @@ def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
     def raw(fmt):
         return lambda: noop(lambda: reader(spark, fmt, bootstrap, topic).load()
                             .select("value"))
-    return {"decoded": {"pykafka": ours, "kafka": theirs},
-            "raw": {"pykafka": raw("pykafka"), "kafka": raw("kafka")}}
+
+    def floor(**options):
+        # Spark's floor: the same number of values as ready Arrow batches, no Kafka, no
+        # decoding: typed columns (shape=avro) against one binary column (the raw read's)
+        def run():
+            r = spark.read.format(FLOOR).option("rows", avro["records"])
+            for k, v in options.items():
+                r = r.option(k, v)
+            return noop(lambda: r.load().select("value"))
+        return run
+    return {"decoded": {"pykafka": ours, "kafka": theirs, FLOOR: floor(shape="avro")},
+            "raw": {"pykafka": raw("pykafka"), "kafka": raw("kafka"),
+                    FLOOR: floor(valueSize=avro.get("value_size", 40), headers="false")}}
 
 
 # ---- streaming latency ---------------------------------------------------------------------
