@@ -87,7 +87,8 @@ docs: $(STAMP)
 
 # An sdist and a wheel (pip install dist/*.whl; platform-specific when the optional C
 # extensions compiled), checked with twine as a package index would, and a zip for
-# spark-submit --py-files (pure Python), all in dist/.
+# spark-submit --py-files (the sources, and the compiled record codecs for this Python with
+# a manifest of their hashes; another Python runs the pure path), all in dist/.
 dist: $(STAMP)
 	rm -f dist/pyspark_pykafka-*
 	$(PY) -m build --sdist --wheel --outdir dist .

@@ -22,6 +22,7 @@ collector is off (``gc.disable()``).
 from __future__ import annotations
 
 import gc
+import sys
 
 __all__ = ["settle_worker_heap"]
 
@@ -41,5 +42,7 @@ def settle_worker_heap() -> bool:
 
 
 def _in_spark_task() -> bool:
-    from pyspark import TaskContext
-    return TaskContext.get() is not None
+    """Whether a Spark task runs in this process (asked of pyspark only when something
+    imported it: this wing imports no Spark)."""
+    pyspark = sys.modules.get("pyspark")
+    return pyspark is not None and pyspark.TaskContext.get() is not None

@@ -30,13 +30,11 @@ import dataclasses
 import logging
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterator
 
-import numpy as np
-import pyarrow as pa
-from pyspark.sql.datasource import (DataSourceArrowWriter, DataSourceStreamArrowWriter,
-                                    WriterCommitMessage)
+from typing import TYPE_CHECKING
+
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
 from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
@@ -45,279 +43,35 @@ from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
-from protocol.records import accel
 
-from .batching import PartitionBatcher, Slice
-from .columns import Rows, prepare
+from .commit_message import KafkaCommitMessage, totals
 from .options import WriterOptions, parse_writer_options
-from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
-from .kill_points import maybe_fail, maybe_kill
-from .producer import IDENTITY_STATE_KEY, TaskProducer
 from .txn_errors import WRITE_GRANT
-from .transactions import (TaskTransaction, abort_transactions, commit_transactions,
-                           committed_batch, job_prefix, marker_partition, refuse_used_id,
-                           resolve_prefix, task_identity, transactional_id)
-from .validation import WritePlan, check_rows, check_save_mode, check_schema
-from .value_encoding import encode_formats
+from .transactions import (abort_transactions, commit_transactions, job_prefix,
+                           resolve_prefix)
+from .validation import WritePlan, check_save_mode, check_schema
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from .producer import TaskProducer
 
 __all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
-           "create_writer", "create_stream_writer", "write_task", "route_rows"]
+           "create_writer", "create_stream_writer"]
 
 log = logging.getLogger("pykafka.sink")
 
-
-@dataclass
-class KafkaCommitMessage(WriterCommitMessage):
-    """What one task wrote: ``{(topic, partition): (records, bytes)}`` (bytes of record
-    batches as sent, after compression) and the producer ids it used."""
-
-    partitions: dict = field(default_factory=dict)
-    producer_ids: tuple = ()
-    transaction: TaskTransaction | None = None
-
-    @property
-    def records(self) -> int:
-        return sum(r for r, _ in self.partitions.values())
-
-    @property
-    def bytes(self) -> int:
-        return sum(b for _, b in self.partitions.values())
-
-    def per_topic(self) -> dict[str, tuple[int, int]]:
-        out: dict[str, list[int]] = {}
-        for (topic, _), (records, size) in self.partitions.items():
-            entry = out.setdefault(topic, [0, 0])
-            entry[0] += records
-            entry[1] += size
-        return {t: (r, b) for t, (r, b) in out.items()}
+#: What a task runs lives in ``kafka_sink.task``, imported by the task alone: the driver's
+#: planner and commit processes, which unpickle the writer, never load the encoder, the
+#: producer or numpy (tens of milliseconds each on a session's first write).
+_TASK_NAMES = ("write_task", "route_rows", "_hand_over", "_send_rows", "_write_task")
 
 
-def totals(messages: Iterable) -> dict[str, tuple[int, int]]:
-    """Records and bytes per topic over the commit messages of a job (None skipped)."""
-    out: dict[str, list[int]] = {}
-    for message in messages:
-        if isinstance(message, KafkaCommitMessage):
-            for topic, (records, size) in message.per_topic().items():
-                entry = out.setdefault(topic, [0, 0])
-                entry[0] += records
-                entry[1] += size
-    return {t: (r, b) for t, (r, b) in sorted(out.items())}
-
-
-# ---- one task -------------------------------------------------------------------------------
-
-def route_rows(rows: Rows, counts: dict[str, int], sticky, *,
-               use_keys: bool = True) -> np.ndarray:
-    """The partition of every row (the rows passed ``check_rows``): the partition column,
-    else (``use_keys``) murmur2 of the key, else ``sticky.assign`` (a
-    ``StickyPartitioner`` or a ``RoundRobinPartitioner``)."""
-    n = rows.n
-    partition = np.zeros(n, dtype=np.int32)
-    decided = np.zeros(n, dtype=bool)
-    if rows.partition is not None:
-        decided = rows.partition_valid.copy()
-        partition[decided] = rows.partition[decided]
-    hashes = key_valid = None
-    if use_keys and rows.key is not None and not decided.all():
-        hashes = to_positive(murmur2(rows.key))
-        key_valid = (np.ones(n, dtype=bool) if rows.key.null_count == 0 else
-                     np.asarray(rows.key.is_valid().to_numpy(zero_copy_only=False), bool))
-    single = len(rows.topics) == 1
-    for code, topic in enumerate(rows.topics):
-        count = counts[topic]
-        need = ~decided if single else (~decided & (rows.topic_codes == code))
-        if hashes is not None:
-            keyed = need & key_valid
-            partition[keyed] = (hashes[keyed] % np.uint32(count)).astype(np.int32)
-            need &= ~key_valid
-        index = np.flatnonzero(need)
-        if index.size:
-            partition[index] = sticky.assign(topic, rows.sizes[index], count)
-    return partition
-
-
-def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> None:
-    """Group the rows by (topic, partition), keeping their order, and add each group as
-    the indices of its rows. With the compiled encoder the columns stay as they are (it
-    reads each group's rows from them by index); the pure encoder gets them copied once in
-    group order, each group a run of rows."""
-    n = rows.n
-    group = (rows.topic_codes.astype(np.int64) << 32) | partition.astype(np.int64)
-    if not n:
-        return
-    source, ts, valid = rows.source, rows.timestamp_ms, rows.timestamp_valid
-    sizes, base_sizes = rows.sizes, rows.base_sizes
-    order = np.arange(n, dtype=np.int64)
-    if n > 1 and (group[1:] < group[:-1]).any():
-        key = group
-        if len(rows.topics) == 1 and int(partition.max()) < 1 << 15:
-            key = partition.astype(np.int16)  # one topic: numpy's radix sort of small ints
-        by_group = np.argsort(key, kind="stable")
-        group = group[by_group]
-        if accel.encoder() is not None:
-            order = by_group
-        else:
-            # the pure encoder copies rows it takes by index: one copy of each column in
-            # group order now, then every group is a run of it (sliced, not copied)
-            source = source.take(by_group)
-            ts = None if ts is None else ts[by_group]
-            valid = None if valid is None else valid[by_group]
-            sizes, base_sizes = rows.sizes[by_group], rows.base_sizes[by_group]
-    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    stops = np.r_[starts[1:], n]
-    for start, stop in zip(starts.tolist(), stops.tolist()):
-        topic = rows.topics[int(group[start] >> 32)]
-        part = int(group[start] & 0xFFFFFFFF)
-        index = order[start:stop]
-        batcher.add(topic, part, Slice(
-            source, index, None if ts is None else ts[index],
-            None if ts is None else valid[index], int(sizes[index].sum()), base_sizes[index]))
-
-
-def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,
-               *, client=None, producer: TaskProducer | None = None,
-               prefix: str | None = None, task: tuple | None = None,
-               fresh_ids: bool = False) -> KafkaCommitMessage:
-    """Write one task's Arrow batches; returns what was written once all is acknowledged.
-    With ``prefix`` (exactlyOnce) the task writes in a transaction it leaves open, and
-    aborts it if the write raises; ``task`` is its (partition id, attempt, batch id or
-    None), from Spark's TaskContext when not given. ``fresh_ids``: the prefix is one batch
-    job's own (``transactions.job_prefix``), so an id used before this attempt is refused
-    (``StaleAttemptError``) before anything is written.
-
-    Without ``client`` or ``producer`` the task checks a client out of this worker's pool
-    (``protocol.pool``) and, idempotent and not transactional, goes on with the producer
-    identity the last task that used it left there; it leaves its own identity there only
-    when every batch it sent was acknowledged (``TaskProducer.identity_to_keep``)."""
-    lease = None
-    if client is None and producer is None:
-        lease = pool.checkout(options.client_config)
-        client = lease.client
-    try:
-        identity = None
-        if lease is not None and prefix is None and options.enable_idempotence:
-            # Taken out now: after a failure nothing is put back (a fresh id next time).
-            identity = lease.state.pop(IDENTITY_STATE_KEY, None)
-        message, producer = _write_task(batches, options, plan, client, producer, prefix,
-                                        task, fresh_ids, identity)
-        if lease is not None and prefix is None and options.enable_idempotence:
-            kept = producer.identity_to_keep()
-            if kept is not None:
-                lease.state[IDENTITY_STATE_KEY] = kept
-        return message
-    finally:
-        if lease is not None:
-            lease.give_back()
-
-
-def _write_task(batches, options: WriterOptions, plan: WritePlan, client, producer,
-                prefix, task, fresh_ids, identity) -> tuple[KafkaCommitMessage, TaskProducer]:
-    """One task's write: its transaction opened (exactlyOnce), its rows sent, its commit
-    message for the driver."""
-    iterator = iter(batches)
-    txn_info = None
-    if prefix is not None:
-        producer, txn_info, skipped = _open_transaction(options, client, producer, prefix,
-                                                        task, fresh_ids)
-        if skipped is not None:
-            try:
-                for _ in iterator:  # the micro-batch was committed before a restart
-                    pass
-            except BaseException:
-                producer.close()
-                raise
-            return skipped, producer
-    producer = producer or TaskProducer(options, client, identity=identity)
-    try:
-        _send_rows(iterator, options, plan, producer)
-        return _commit_message(options, producer, txn_info), producer
-    except BaseException:
-        if txn_info is not None and producer.abort_transaction():
-            log.warning("the task's write failed: its transaction %s was aborted",
-                        txn_info[0])
-        raise
-    finally:
-        producer.close()
-
-
-def _open_transaction(options: WriterOptions, client, producer, prefix: str, task,
-                      fresh_ids: bool):
-    """(producer, (transactional id, partition, attempt, batch id), the commit message of
-    a task that writes nothing because its micro-batch was committed before, or None)."""
-    partition_id, attempt, batch_id = task if task is not None else task_identity()
-    tid = transactional_id(prefix, partition_id, attempt)
-    producer = producer or TaskProducer(options, client, transactional_id=tid)
-    try:
-        producer.producer_identity()  # aborts what this id left open, fences zombies
-        if fresh_ids:
-            refuse_used_id(tid, producer.epoch)
-        skipped = None
-        if (batch_id is not None and committed_batch(
-                producer.client, prefix, partition_id, options.request_timeout_ms,
-                options.topic) >= batch_id):
-            skipped = KafkaCommitMessage(transaction=TaskTransaction(
-                tid, producer.producer_id, producer.epoch, partition_id, attempt,
-                skipped=True))
-    except BaseException:
-        producer.close()
-        raise
-    return producer, (tid, partition_id, attempt, batch_id), skipped
-
-
-def _send_rows(iterator, options: WriterOptions, plan: WritePlan,
-               producer: TaskProducer) -> None:
-    """Every row of Spark's batches routed to its partition, batched and sent; returns once
-    the broker acknowledged them all."""
-    batcher = PartitionBatcher(options, producer)
-    if options.partitioner == "round_robin":
-        sticky = RoundRobinPartitioner()
-    else:
-        sticky = StickyPartitioner(options.batch_size)
-    use_keys = options.partitioner == "default"
-    counts: dict[str, int] = {}
-    while True:
-        waited = time.monotonic()
-        batch = next(iterator, None)
-        if batch is None:
-            break
-        batcher.input_waited(time.monotonic() - waited)
-        parts = batch.to_batches() if isinstance(batch, pa.Table) else [batch]
-        for rb in parts:
-            if rb.num_rows == 0:
-                continue
-            if options.formats:
-                rb = encode_formats(rb, options.formats)
-            rows = prepare(rb, plan)
-            missing = [t for t in rows.topics if t not in counts]
-            if missing:
-                counts.update(producer.partition_counts(missing))
-            check_rows(rows, counts, options.max_request_size, producer.missing_lookup_ms)
-            _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys), batcher)
-            if producer.buffered_bytes >= options.buffer_memory:
-                producer.wait_for_room(options.buffer_memory // 2)
-            elif (producer.started
-                  or producer.buffered_bytes >= options.check_before_send_bytes):
-                producer.start()
-                producer.poll(0)
-    batcher.flush()
-    producer.flush()
-
-
-def _commit_message(options: WriterOptions, producer: TaskProducer,
-                    txn_info) -> KafkaCommitMessage:
-    """What the task wrote, per partition, and its open transaction for the driver."""
-    transaction = None
-    if txn_info is not None:
-        tid, partition_id, attempt, batch_id = txn_info
-        maybe_kill("before_task_end", batch_id)
-        maybe_fail("before_task_end", partition_id, attempt)
-        written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
-        transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
-                                      partition_id, attempt,
-                                      marker_partition(options, written))
-    return KafkaCommitMessage(
-        partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
-        producer_ids=tuple(producer.producer_ids), transaction=transaction)
+def __getattr__(name: str):
+    if name in _TASK_NAMES:
+        from . import task
+        return getattr(task, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- Spark's writers ------------------------------------------------------------------------
@@ -352,6 +106,7 @@ class _TaskWriting:
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         settle_worker_heap()
+        from .task import write_task
         return write_task(iterator, self.options, self.plan, prefix=self.prefix,
                           fresh_ids=self.FRESH_IDS and self.prefix is not None)
 
@@ -478,6 +233,7 @@ def _check_topic_exists(options: WriterOptions) -> None:
 
 
 def _check_once(options: WriterOptions) -> None:
+    from .producer import TaskProducer
     lease = pool.checkout(options.client_config)
     producer = TaskProducer(options, lease.client)
     try:

@@ -1,5 +1,6 @@
-"""The ``jvm`` section of ``make bench`` (issue 30): Spark's own JVM Kafka connector
-(``format("kafka")``) beside ours (``format("pykafka")``), same Spark, same Apache Kafka,
+"""The ``jvm`` section of ``make bench`` (issues 30 and 38): Spark's own JVM Kafka connector
+(``format("kafka")``) beside ours (``format("pykafka")``) and beside Spark's floors (Python
+data sources that do no Kafka work: ``floor_source.py``), same Spark, same Apache Kafka,
 same data, one run.
 
 Maven serves the JVM connector up to Spark 4.2.0, so the cases run in a child driver
@@ -7,14 +8,18 @@ Maven serves the JVM connector up to Spark 4.2.0, so the cases run in a child dr
 one the differential suite uses), with the connector's jars and spark-avro
 (``kafka_testbed.maven_jars.spark_kafka_jars``) in ``spark.jars`` and ours imported from
 the checkout. This process starts Apache Kafka (``NEWEST_KAFKA``, one node), produces the
-topics, starts the Schema Registry, runs the child twice (a fresh session's first writes
-timed phase by phase, then the cases) and renders the results.md block.
+topics, starts the Schema Registry, runs the child (fresh sessions' first writes timed
+phase by phase, the cases, then the streaming latency in a session of its own whose Python
+processes trace themselves) and renders the results.md block.
 
 Cases (full scale; ``--scale`` multiplies the record counts): ``spark.read`` -> noop of 1 M
 x 100 B, 500 k x 100 B lz4 and zstd, 250 k x 1 KB, and a small read of 1,000 x 100 B at
 any scale (4 partitions each); ``df.write`` of
 500 k x 100 B cached rows; readStream Trigger.AvailableNow of the 100 B topic; latency of
-a readStream with the default trigger at ``--stream-rate`` records/s into foreachBatch;
+a readStream with the default trigger at ``--stream-rate`` records/s into foreachBatch,
+beside Spark's floor for a Python streaming source, ``--jvm-latency-runs`` runs of
+``--jvm-latency-seconds`` each, every micro-batch's phases kept (the slowest 1% against the
+median);
 registry Avro (1 M flat records) decoded by ours (``valueFormat=avro``) and by
 ``from_avro`` over the JVM connector's value minus its 5-byte header, and the same topic
 read raw by both. Nothing is asserted: the goals are reported met or not.

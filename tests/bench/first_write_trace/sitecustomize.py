@@ -4,8 +4,8 @@ Python process of that session imports this module at start, Spark's workers inc
 
 With ``PYKAFKA_WRITE_TRACE=<file>``, each process appends JSON lines ``[epoch seconds, pid,
 process kind, event]`` to the file: when the process began (fork or exec, from
-/proc/self/stat), the imports of ``kafka_sink``, ``kafka_sink.writer`` and
-``kafka_source`` (begin, end), and the sink's steps
+/proc/self/stat), the imports of ``kafka_sink``, ``kafka_sink.writer``,
+``kafka_sink.task`` and ``kafka_source`` (begin, end), and the sink's steps
 wrapped once imported: ``create_writer`` (the driver's planner: options, schema, the topic
 check), a task's ``write``, ``TaskProducer._init_producer_id``, the job's ``commit``. Test
 and bench code only; nothing in the product knows of it.
@@ -86,24 +86,30 @@ def _task_write(fn):
 
 
 def _patch(writer) -> None:
-    from kafka_sink import batching, producer
     writer.create_writer = _timed("create_writer", writer.create_writer)
     writer._check_topic_exists = _timed("topic check", writer._check_topic_exists)
     writer._TaskWriting.write = _task_write(writer._TaskWriting.write)
+    writer.KafkaArrowWriter.commit = _timed("commit", writer.KafkaArrowWriter.commit)
+
+
+def _patch_task(task) -> None:
+    """The task's own modules, patched when a task imports them (the planner and the
+    commit processes never do)."""
+    from kafka_sink import batching, producer
     input_waited = batching.PartitionBatcher.input_waited
 
     def counted(self, seconds):
         _waited[0] += seconds
         return input_waited(self, seconds)
     batching.PartitionBatcher.input_waited = counted
-    writer.KafkaArrowWriter.commit = _timed("commit", writer.KafkaArrowWriter.commit)
     producer.TaskProducer._init_producer_id = _timed(
         "InitProducerId", producer.TaskProducer._init_producer_id)
 
 
 #: the modules whose import is timed: the sink's package (its options, the clients' option
-#: parsing) and its writer module (Spark's data source API, the encoder, the producer)
-TIMED = ("kafka_sink", "kafka_sink.writer", "kafka_source")
+#: parsing), its writer module (Spark's data source API, the checks, the commit) and the
+#: task's module (the encoder, the producer)
+TIMED = ("kafka_sink", "kafka_sink.writer", "kafka_sink.task", "kafka_source")
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -123,6 +129,8 @@ class _Finder(importlib.abc.MetaPathFinder):
             emit(f"import {name} end")
             if name == "kafka_sink.writer":
                 _patch(module)
+            elif name == "kafka_sink.task":
+                _patch_task(module)
         spec.loader.exec_module = timed_exec
         return spec
 
