@@ -70,12 +70,15 @@ def summary(results: str) -> str:
 
 
 JVM_HEADING = "## Spark's JVM connector beside ours"
-JVM_GOALS = "Goals (issue 30; reported, not asserted):"
+JVM_GOALS = "Goals (issue 38; reported, not asserted):"
+LATENCY_RUNS = ("Each run (p50 / p99 ms; ours against the JVM connector and against the "
+                "floor, in the same run):")
 
 
 def _jvm(lines: list[str]) -> list[str]:
-    """The JVM connector section's run description, first table and goals, first on the
-    page (issue 30: the page leads with these ratios), when results.md has them
+    """The JVM connector section's run description, first table, latency tables and goals,
+    first on the page (issues 30 and 38: the page leads with these ratios, the floors beside
+    them), when results.md has them
     (``run.py --only jvm`` rewrites that block alone)."""
     if JVM_HEADING not in lines:
         return []
@@ -99,8 +102,15 @@ def _jvm(lines: list[str]) -> list[str]:
             elif goals and not line.strip():
                 break
     out = ["Spark's own JVM connector beside ours: " + about, ""] + table
+    if LATENCY_RUNS in section:  # the latency of each run, beside the floor's
+        latency = []
+        for line in section[section.index(LATENCY_RUNS) + 2:]:
+            if not line.startswith("|"):
+                break
+            latency.append(line)
+        out += ["", "Stream latency, each run (p50 / p99 ms):", ""] + latency
     if goals:
-        out += ["", "Goals (issue 30):", ""] + goals
+        out += ["", "Goals (issue 38):", ""] + goals
     return out + ["", "Beside the Python clients:", ""]
 
 
