@@ -3,7 +3,7 @@
 ``create_writer`` / ``create_stream_writer`` (called by ``KafkaDataSource.writer`` and
 ``streamWriter`` on the driver) check the save mode, the options and the DataFrame's
 schema before any task starts, and the topic of the ``topic`` option exists. Each task
-then runs ``write_task`` over its Arrow batches:
+then runs ``write_task`` (``kafka_sink.task``) over its Arrow batches:
 
 1. ``columns.prepare`` reads the batch; ``validation.check_rows`` checks it (null topics,
    unknown topics, partitions out of range, records too large...). Nothing of a batch is
@@ -30,9 +30,7 @@ import dataclasses
 import logging
 import sys
 import time
-from typing import Iterator
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
