@@ -74,6 +74,13 @@ class ClusterMetadata:
     fetched_at: float = field(default_factory=time.monotonic)
 
 
+#: A broker that failed within this much of the deadline spent the time: the next is not
+#: tried. Its timeouts are whole milliseconds of the time left, and a socket's timer may
+#: fire a few milliseconds early, so "now >= deadline" alone could let a second broker
+#: take a whole timeout more.
+_DEADLINE_SLACK_S = 0.05
+
+
 class KafkaClient(GroupOffsets, AdminRequests):
     """Talks to a Kafka cluster. Not thread-safe; create one per thread or task.
 
@@ -162,7 +169,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         candidates = [(None, hp) for hp in self._bootstrap]
         candidates += [(n, hp) for n, hp in known if hp not in self._bootstrap]
         for node_id, (host, port) in candidates:
-            if errors and self.deadline is not None and time.monotonic() >= self.deadline:
+            if (errors and self.deadline is not None
+                    and time.monotonic() >= self.deadline - _DEADLINE_SLACK_S):
                 errors.append("no time left to try the other brokers")
                 break
             conn = BrokerConnection(host, port, self.config, node_id)

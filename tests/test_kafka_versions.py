@@ -55,7 +55,8 @@ SENDS = [
     (OFFSET_COMMIT, group_offsets.MAX_OFFSET_COMMIT_VERSION, False,
      "protocol/group_offsets.py: v10 names topics by id only"),
     (OFFSET_FETCH, group_offsets.MAX_OFFSET_FETCH_VERSION, False,
-     "protocol/group_offsets.py, protocol/transactions.py: v10 names topics by id only"),
+     "protocol/group_offsets.py (also for transactions.py's committed micro-batches): v10 "
+     "names topics by id only"),
     (CREATE_TOPICS, None, False, "protocol/admin.py"),
     (DELETE_TOPICS, None, False, "protocol/admin.py"),
     (DELETE_RECORDS, None, False, "protocol/admin.py"),
@@ -80,7 +81,7 @@ PICKS = {
     "protocol/cluster.py": 3,
     "protocol/connection.py": 3,
     "protocol/group_offsets.py": 3,
-    "protocol/transactions.py": 5,
+    "protocol/transactions.py": 4,
 }
 
 
