@@ -246,6 +246,8 @@ CASE_LABELS = {
                        "a task per partition of the JVM's",
     "write": "df.write of cached rows (10 B keys, 100 B values) to a new topic, after "
              "warm-up",
+    "write headers": "the same df.write with one header a row (6 B key, 8 B value)",
+    "write lz4": "the same df.write, kafka.compression.type=lz4",
     "stream AvailableNow": "readStream AvailableNow -> noop, 100 B values",
     "avro decoded": "registry Avro -> value struct (JVM: from_avro)",
     "avro raw": "the Avro topic read raw (binary value)",
@@ -631,6 +633,13 @@ def goals(r: dict) -> list[str]:
                    f"{cpu_ratio(cases['write']):.2f}x{of_floor}{ceiling})")
         out.append(f"- a first write in a fresh session >= {GOAL_FIRST_WRITE:g}x the JVM "
                    f"connector's: {verdict(first >= GOAL_FIRST_WRITE)} ({first:.2f}x)")
+        for name in ("write headers", "write lz4"):
+            if name in cases and all(f in cases[name] for f in FORMATS):
+                floor = (f"; {ratio(cases[name], 'pykafka', FLOOR):.2f} of the floor"
+                         if FLOOR in cases[name] else "")
+                out.append(f"- (beside it, no goal) {CASE_LABELS[name]}: "
+                           f"{ratio(cases[name]):.2f}x (by CPU "
+                           f"{cpu_ratio(cases[name]):.2f}x{floor})")
     lat = r.get("latency")
     if lat and all(lat.get(f) for f in FORMATS):
         p50, p99 = (statistics.median(x[k] for x in lat["pykafka"])

@@ -211,17 +211,31 @@ def generated_rows(spark, records: int, partitions: int):
     return df
 
 
-def write(df, fmt: str, bootstrap: str, partitions: int) -> float:
-    """``df.write`` to a new topic of ``partitions`` (created outside the clock)."""
+def write(df, fmt: str, bootstrap: str, partitions: int, **options) -> float:
+    """``df.write`` to a new topic of ``partitions`` (created outside the clock);
+    ``options``: more writer options (``kafka.compression.type``...), both connectors'."""
     if fmt == FLOOR:
         t = time.perf_counter()
         df.write.format(FLOOR).mode("append").save()
         return time.perf_counter() - t
     topic = new_topic(bootstrap, partitions)
     t = time.perf_counter()
-    (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", topic).save())
+    w = (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
+         .option("topic", topic))
+    for k, v in options.items():
+        w = w.option(k, v)
+    w.save()
     return time.perf_counter() - t
+
+
+def with_header(df):
+    """The rows with one header each (a 6-byte key, an 8-byte value), cached: the
+    ``headers`` column both connectors write."""
+    out = df.selectExpr("key", "value", "array(named_struct('key', 'source', 'value', "
+                        "CAST(lpad(CAST(length(value) AS STRING), 8, '0') AS BINARY))) "
+                        "AS headers").cache()
+    out.count()
+    return out
 
 
 def activate(spark) -> None:
@@ -504,6 +518,15 @@ def main(spec_path: str, results_path: str) -> None:
     rec.case("write", w["records"],
              {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"]))
               for fmt in (*FORMATS, FLOOR)}, warmups, rounds)
+    rec.case("write lz4", w["records"],
+             {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"],
+                                          **{"kafka.compression.type": "lz4"}))
+              for fmt in FORMATS}, warmups, rounds)
+    headed = with_header(df)
+    rec.case("write headers", w["records"],
+             {fmt: (lambda fmt=fmt: write(headed, fmt, bootstrap, w["partitions"]))
+              for fmt in (*FORMATS, FLOOR)}, warmups, rounds)
+    headed.unpersist()
     df.unpersist()
 
     for ds in spec["reads"]:
