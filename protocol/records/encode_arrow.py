@@ -258,14 +258,13 @@ def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset:
     now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
     written uncompressed (the codec is per batch, consumers read both).
     """
-    return bytes(encode_rows([(RowSource(keys, values, headers), None)],
-                       timestamps_ms=timestamps_ms, base_offset=base_offset,
-                       partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
-                       producer_epoch=producer_epoch, base_sequence=base_sequence,
-                       transactional=transactional, compression=compression,
-                       compression_level=compression_level,
-                       compression_fallback=compression_fallback, topic=topic,
-                       partition=partition))
+    return bytes(encode_rows(
+        [(RowSource(keys, values, headers), None)], timestamps_ms=timestamps_ms,
+        base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+        transactional=transactional, compression=compression,
+        compression_level=compression_level, compression_fallback=compression_fallback,
+        topic=topic, partition=partition))
 
 
 def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
