@@ -21,9 +21,9 @@
  * pure path then raises its error). With a bytearray as the optional last argument
  * (``out``) the section is appended to it instead (one pass, no copy of the section: the
  * caller writes the batch header in front and its CRC in place) and the new length of
- * ``out`` is returned (None as above, ``out`` left as it was). Every index and length is checked against the buffer
- * it points into (ValueError): they come from the caller's Arrow arrays, never from the
- * wire, so a failed check is a bug in the caller.
+ * ``out`` is returned (None as above, ``out`` left as it was). Every index and length is
+ * checked against the buffer it points into (ValueError): they come from the caller's
+ * Arrow arrays, never from the wire, so a failed check is a bug in the caller.
  *
  * base_sizes(...) and murmur2(...) below serve the writer's sizing and key partitioning
  * the same way: loops over the same per-row buffers, equal to their numpy versions.
