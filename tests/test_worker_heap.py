@@ -4,13 +4,14 @@ process: freezing is process-wide)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-ROOT = __import__("os").path.dirname(__import__("os").path.dirname(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _child(body: str) -> str:
