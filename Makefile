@@ -37,7 +37,7 @@ lint-ci: $(STAMP)
 
 # Suites that stay out of `make test` to keep it within half an hour (virtualenvs of their
 # own, Spark jobs and servers of their own, a 3-node cluster whose nodes die: pytest
-# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee` and `broker_faults`,
+# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee`, `broker_faults` and `wide_topic`,
 # deselected by default in pyproject.toml); .ci/run runs each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
 # test-versions: batch, a stream and --py-files under each supported PySpark
@@ -69,6 +69,13 @@ test-jvm: $(STAMP)
 
 test-faults: $(STAMP)
 	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py $(PYTEST_ARGS)
+
+# test-wide: request counts on a topic of 10,000 partitions (tests/test_wide_topic.py, marker
+# wide_topic; make test runs the same tests at 1,000 partitions): an Apache Kafka node of its
+# own with a 2 GB heap, the topic created (in two steps) and filled in about 30 s.
+.PHONY: test-wide
+test-wide: $(STAMP)
+	$(PY) -m pytest -q -m wide_topic tests/test_wide_topic.py $(PYTEST_ARGS)
 
 # A broker and a Schema Registry on this machine, to try the connector on a laptop
 # (python -m kafka_testbed; TESTBED_ARGS="--topic orders:3 --kafka" for Apache Kafka).
