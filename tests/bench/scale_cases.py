@@ -185,6 +185,7 @@ def run_scale_jvm(args, log) -> list[str]:
         results = run_child(python, spec, workdir, 4 * 3600)
     results["spec"] = {k: v for k, v in spec.items() if k not in ("jars",)}
     results["points"] = args.scale_points
+    results["when"] = time.strftime("%Y-%m-%d")
     os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
     with open(os.path.join(ROOT, ".cache", "bench-scale-results.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -234,13 +235,15 @@ def stream_figures(results: dict) -> list[dict]:
 
 
 def draw(results: dict, directory: str) -> list[str]:
-    """The curves as PNGs in ``directory``; returns their paths."""
+    """The curves as PNGs in ``directory``, each titled with the run's points and date;
+    returns their paths."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     os.makedirs(directory, exist_ok=True)
     families = read_figures(results)
     paths = []
+    run = f"\n(--scale-points {results.get('points', '?')}, {results.get('when', '')})"
     titles = {"partitions": ("spark.read of one topic -> noop, "
                              f"{PER_PARTITION} records a partition", "partitions", "seconds"),
               "topics": (f"subscribePattern over topics of {PATTERN_PARTITIONS} partitions, "
@@ -270,7 +273,7 @@ def draw(results: dict, directory: str) -> list[str]:
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(title + run, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         path = os.path.join(directory, f"scale-{family}.png")
@@ -290,8 +293,8 @@ def draw(results: dict, directory: str) -> list[str]:
         ax.set_yscale("log")
         ax.set_xlabel("partitions of the topic")
         ax.set_ylabel("seconds (median micro-batch with rows)")
-        ax.set_title(f"readStream at {STREAM_RATE:,} records/s, default trigger -> noop",
-                     fontsize=9)
+        ax.set_title(f"readStream at {STREAM_RATE:,} records/s, default trigger -> noop"
+                     + run, fontsize=9)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         path = os.path.join(directory, "scale-micro-batch.png")
