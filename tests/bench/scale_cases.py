@@ -20,6 +20,11 @@ time for the whole is the sample's scaled by partitions / sample, marked "sample
 micro-batches beyond that many partitions are not run). ``--scale-points quick`` runs
 reduced points (a few minutes) to check the section; ``full`` is the issue's.
 
+At 10,000 partitions x ``PER_PARTITION`` records (200,000, above
+``planning.ONE_TASK_RECORDS``) ours runs a task per partition too, as any read of more
+than 20,000 records does: about 50 ms a task on 2 cores, minutes a read. That point is
+where a planner that packs small ranges into tasks would show (not done yet).
+
 The curves are drawn with matplotlib into ``docs/images/scale-*.png`` (a quick run draws
 them under ``.cache/`` instead) and the table goes to results.md's ``scale`` block.
 Nothing is asserted.
