@@ -1,16 +1,15 @@
 """Signing in to Apache Kafka itself: SASL PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (the
-broker's unsecured validator and its JWKS validator), TLS with PEM files, and KIP-368
-re-authentication.
+broker's unsecured validator and its JWKS validator), over SASL_PLAINTEXT and SASL_SSL, and
+KIP-368 re-authentication (TLS and its refusals: ``tests/test_kafka_tls.py``).
 
-Every way of signing in is on one cluster of the newest pinned Kafka (shared through
-``kafka_clusters``): the listener ``SASL`` (PLAIN and SCRAM for ``SASL_USERS``, OAUTHBEARER
-checked by the unsecured validator), ``OAUTH`` (OAUTHBEARER checked against the JWKS of the
-test OIDC issuer, ``tests/oidc_issuer.py``), ``SSL`` (a trustme CA's certificate, client
-certificates required) and ``connections.max.reauth.ms`` of 3 s on both SASL listeners, so
-every session ends 3 s after it began unless the client signs in again. The oldest pinned
-version (3.9.2) and a middle one (4.1.2) get the same cluster for the compatibility pass.
-The PKI, the issuer and its JWKS file are made once per session: their paths are part of a
-cluster's kind in ``kafka_clusters``.
+Every way of signing in is on one cluster of the newest pinned Kafka, shared with the other
+sign-in tests (``signin_kafka``, ``tests/signin_cluster.py``): the listener ``SASL`` (PLAIN
+and SCRAM for ``SASL_USERS``, OAUTHBEARER checked by the unsecured validator), ``OAUTH``
+(OAUTHBEARER checked against the JWKS of the test OIDC issuer, ``tests/oidc_issuer.py``),
+``SASL_SSL`` (the same over TLS), ``SSL`` (client certificates required), and
+``connections.max.reauth.ms`` of 3 s on the SASL listeners, so every session ends 3 s after
+it began unless the client signs in again. The oldest pinned version (3.9.2) and a middle
+one (4.1.2) get the same cluster for the compatibility pass.
 
 What was found on these brokers:
 
@@ -29,7 +28,8 @@ What was found on these brokers:
   replaced instead (the tests' SASL fronts close on a late SaslHandshake).
 * TLS 1.3: the broker refuses a missing or untrusted client certificate with an alert in
   place of the first answer, which surfaced as a broken connection (retried until the
-  timeout); it is now an AuthenticationError naming ``kafka.ssl.certfile``.
+  timeout); it is now an AuthenticationError naming ``kafka.ssl.certfile``
+  (``tests/test_kafka_tls.py``).
 * Kafka's OAUTHBEARER refusal text is its JSON status, which the error showed twice.
 """
 
@@ -268,7 +268,7 @@ def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(spark, clu
                                                          enumerate(expected)]
 
 
-# ---- 4. KIP-368 re-authentication ------------------------------------------------------------
+# ---- 3. KIP-368 re-authentication ------------------------------------------------------------
 
 class SignIns:
     """Every SASL sign-in from now on: ``(connection, socket, requests were in flight)``."""
@@ -387,7 +387,7 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
         assert conn.wait_handle() is not sock and conn.session_lifetime_ms == REAUTH_MS
 
 
-# ---- 5. the same sign-ins on older brokers ---------------------------------------------------
+# ---- 4. the same sign-ins on older brokers ---------------------------------------------------
 
 @pytest.mark.parametrize("way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS",
                                  "SASL_SSL-SCRAM-SHA-256"])
