@@ -17,11 +17,11 @@ bootstrap string):
 * ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
   of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
   ``alg: none`` token with ``sub`` and ``exp``);
-* ``OAUTH`` (``oauth_jwks=path``): SASL_PLAINTEXT with OAUTHBEARER checked by the broker's
-  JWKS validator against that ``file:`` JWKS (the URL is put on the broker JVM's
-  ``org.apache.kafka.sasl.oauthbearer.allowed.urls``): RS256 signature, ``exp``, ``sub``;
-  not the audience nor the issuer (all settings listener-prefixed; checked on 3.9.2, 4.1.2
-  and 4.4.0);
+* ``OAUTH`` (``oauth_jwks=path`` or an ``http(s)`` URL, an issuer's JWKS endpoint):
+  SASL_PLAINTEXT with OAUTHBEARER checked by the broker's JWKS validator against that JWKS
+  (its URL is put on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``):
+  RS256 signature, ``exp``, ``sub``, and the ``iss`` claim when ``oauth_issuer`` is given;
+  not the audience (all settings listener-prefixed; checked on 3.9.2, 4.1.2 and 4.4.0);
 * ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
   require client certificates signed by that CA;
 * ``SASL_SSL`` (``sasl_ssl=True``, with ``ssl`` and ``sasl``): SASL over TLS with the ``SSL``
@@ -169,7 +169,8 @@ class KafkaCluster:
 
     def __init__(self, version: str = NEWEST_KAFKA, nodes: int = 1, *,
                  transaction_version: int | None = None, sasl: bool = False,
-                 oauth_jwks: str | None = None, ssl: tuple[str, str] | None = None,
+                 oauth_jwks: str | None = None, oauth_issuer: str | None = None,
+                 ssl: tuple[str, str] | None = None,
                  ssl_client_ca: str | None = None, sasl_ssl: bool = False,
                  ssl_listeners=None,
                  reauth_ms: int | None = None,
@@ -193,6 +194,7 @@ class KafkaCluster:
             raise ValueError(f"ssl_listeners: {sorted(taken)} are names of the testbed's own")
         self.sasl, self.oauth_jwks, self.ssl, self.ssl_client_ca = sasl, oauth_jwks, ssl, ssl_client_ca
         self.sasl_ssl = sasl_ssl
+        self.oauth_issuer = oauth_issuer
         self.reauth_ms = reauth_ms
         self.authorizer = authorizer
         self.heap_mb = heap_mb
@@ -465,22 +467,36 @@ class KafkaCluster:
                 f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
                 f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;"}
 
+    @property
+    def jwks_url(self) -> str | None:
+        """The JWKS the validators read: ``oauth_jwks`` as given when it is an http(s) URL,
+        else as a ``file:`` URL."""
+        if not self.oauth_jwks:
+            return None
+        if self.oauth_jwks.startswith(("http://", "https://")):
+            return self.oauth_jwks
+        return Path(self.oauth_jwks).resolve().as_uri()
+
     def _jwks_props(self, listener: str) -> dict[str, str]:
         """OAUTHBEARER on ``listener`` checked by Kafka's JWKS validator against the
-        ``oauth_jwks`` file (its URL is allowed in ``_launch``)."""
-        prefix = f"listener.name.{listener}.oauthbearer."
-        return {
-            f"{prefix}sasl.jaas.config": f"{_OAUTH_MODULE} required;",
-            f"{prefix}sasl.server.callback.handler.class": _JWKS_VALIDATOR,
-            f"{prefix}sasl.oauthbearer.jwks.endpoint.url":
-                Path(self.oauth_jwks).resolve().as_uri(),
+        ``oauth_jwks`` JWKS (its URL is allowed in ``_launch``)."""
+        prefix = f"listener.name.{listener}.oauthbearer.sasl.oauthbearer."
+        props = {
+            f"listener.name.{listener}.oauthbearer.sasl.jaas.config":
+                f"{_OAUTH_MODULE} required;",
+            f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class":
+                _JWKS_VALIDATOR,
+            f"{prefix}jwks.endpoint.url": self.jwks_url,
             # Kafka 4.4 refuses to start a JWKS validator that checks neither the
-            # audience nor the issuer; tests' tokens carry no "aud", and their issuer's
-            # URL is not known when a cluster's kind is chosen (older versions ignore
-            # these two with an "unknown config" line).
-            f"{prefix}sasl.oauthbearer.allow.unverified.audience": "true",
-            f"{prefix}sasl.oauthbearer.allow.unverified.issuer": "true",
+            # audience nor the issuer; tests' tokens carry no "aud" (older versions ignore
+            # the allow.unverified settings with an "unknown config" line).
+            f"{prefix}allow.unverified.audience": "true",
         }
+        if self.oauth_issuer:
+            props[f"{prefix}expected.issuer"] = self.oauth_issuer
+        else:
+            props[f"{prefix}allow.unverified.issuer"] = "true"
+        return props
 
     @staticmethod
     def _keystore_props(listener: str, cert: str, key: str) -> dict[str, str]:
@@ -561,8 +577,7 @@ class KafkaCluster:
                "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
                "-Djava.awt.headless=true", *self._log_config_args(log_config)]
         if self.oauth_jwks:
-            jvm.append("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="
-                       + Path(self.oauth_jwks).resolve().as_uri())
+            jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url}")
         with open(node.log_file, "a") as marker:
             marker.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n")
         stdout = open(node.directory / "stdout.log", "ab")

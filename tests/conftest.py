@@ -21,7 +21,7 @@ import uuid
 
 import pytest
 
-from .signin_cluster import (signin_cluster_options, signin_issuer, signin_jwks,  # noqa: F401
+from .signin_cluster import (signin_cluster_options, signin_issuer,  # noqa: F401
                              signin_kafka, signin_pki)
 
 _topic_seq = itertools.count()

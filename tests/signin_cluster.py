@@ -11,7 +11,9 @@
 * ``expired.pem``/``.key``: a broker certificate for 127.0.0.1 that ended yesterday.
 
 ``signin_issuer`` is the test OIDC issuer (``tests/oidc_issuer.py``, RS256 client-credentials
-tokens for ``CLIENT``); its JWKS file is the brokers' (``signin_jwks``).
+tokens for ``CLIENT``): the brokers' JWKS validators fetch its JWKS from its endpoint (on
+the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``) and check the ``iss``
+of each token against it.
 
 ``signin_cluster_options`` are the ``KafkaCluster`` options of the sign-in cluster, which
 ``kafka_clusters`` shares with every test asking for the same (``signin_kafka``: the newest
@@ -35,7 +37,6 @@ EXPIRED    SSL            anyone; its certificate has expired
 from __future__ import annotations
 
 import datetime
-import json
 import time
 from pathlib import Path
 
@@ -81,24 +82,18 @@ def signin_pki(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def signin_issuer():
-    """The test OIDC issuer for the whole session: the brokers' JWKS file holds its key."""
+    """The test OIDC issuer for the whole session: the brokers fetch its JWKS."""
     from .oidc_issuer import OidcIssuer
     with OidcIssuer({CLIENT: {"secret": CLIENT_SECRET, "scopes": ["kafka"]}}) as running:
         yield running
 
 
 @pytest.fixture(scope="session")
-def signin_jwks(signin_issuer, tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("signin-jwks") / "jwks.json"
-    path.write_text(json.dumps({"keys": signin_issuer.jwks}))
-    return str(path)
-
-
-@pytest.fixture(scope="session")
-def signin_cluster_options(signin_pki, signin_jwks) -> dict:
+def signin_cluster_options(signin_pki, signin_issuer) -> dict:
     """Every listener at once; the same options (so the same files) for every version."""
     pki = signin_pki
-    return dict(sasl=True, oauth_jwks=signin_jwks,
+    return dict(sasl=True, oauth_jwks=signin_issuer.jwks_endpoint,
+                oauth_issuer=signin_issuer.issuer,
                 ssl=(str(pki / "server.pem"), str(pki / "server.key")),
                 ssl_client_ca=str(pki / "ca.pem"), sasl_ssl=True,
                 ssl_listeners=(("WRONG_HOST", (str(pki / "wrong-host.pem"),

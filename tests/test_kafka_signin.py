@@ -18,8 +18,10 @@ What was found on these brokers:
   ``unsecuredLogin*`` options of the JAAS line sign in; the issuer's RS256 token is refused
   with ``invalid_token``. The JWKS validator is the other way round.
 * Kafka 4.4 does not start a JWKS validator that checks neither the audience nor the
-  issuer; the testbed now sets ``allow.unverified.audience/issuer`` (listener-prefixed,
-  as 3.9.2, 4.1.2 and 4.4.0 honour; the unprefixed JWKS URL it also set is not needed).
+  issuer; the testbed sets the issuer to expect (the test issuer's URL) and
+  ``allow.unverified.audience`` (listener-prefixed, as 3.9.2, 4.1.2 and 4.4.0 honour).
+  All three fetch the JWKS from the issuer's http endpoint once it is on the JVM's
+  ``org.apache.kafka.sasl.oauthbearer.allowed.urls``.
 * A busy producer's connection (requests always in flight) was never renewed: it was
   renewed by reconnecting only while idle, so the broker closed it at every session's end
   and the producer resent. ``protocol.connection`` now re-authenticates on the same

@@ -2,9 +2,10 @@
 
 OAUTHBEARER signs in to Apache Kafka itself: the sign-in cluster's SASL_SSL listener
 (``tests/signin_cluster.py``), where Kafka's own JWKS validator checks the tokens the
-connector fetched from the tests' OIDC issuer (the JWKS file is on the broker JVM's
-``org.apache.kafka.sasl.oauthbearer.allowed.urls``), over TLS, with sessions of 3 s that
-long-lived connections (the driver's offset reader, the stream's) must renew.
+connector fetched from the tests' OIDC issuer (Kafka fetches the issuer's JWKS from its
+endpoint, on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``, and
+expects its ``iss``), over TLS, with sessions of 3 s that long-lived connections (the
+driver's offset reader, the stream's) must renew.
 
 AWS_MSK_IAM is spoken by no Kafka these tests can run, so it alone keeps a stand-in: a SASL
 front (``tests.sasl_relay_broker``) that recomputes each MSK IAM signature with botocore

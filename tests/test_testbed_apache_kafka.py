@@ -126,9 +126,10 @@ def test_the_jar_cache_is_not_fetched_again(kafka, monkeypatch):
     assert any(p.name == f"kafka_2.13-{kafka.version}.jar" for p in folder.glob("*.jar"))
 
 
-def test_listener_options_that_cannot_work_are_refused_before_any_start(tmp_path):
+def test_listener_options_are_checked_before_any_start(tmp_path):
     """SASL_SSL takes the SSL listener's certificate and the SASL listener's users; a
-    further TLS listener may not take a name the testbed gives its own."""
+    further TLS listener may not take a name the testbed gives its own; the JWKS is read
+    from the URL given or the file."""
     files = (str(tmp_path / "c.pem"), str(tmp_path / "k.pem"))
     with pytest.raises(ValueError, match="sasl_ssl=True needs ssl"):
         KafkaCluster(sasl=True, sasl_ssl=True)
@@ -139,3 +140,7 @@ def test_listener_options_that_cannot_work_are_refused_before_any_start(tmp_path
     cluster = KafkaCluster(sasl=True, ssl=files, sasl_ssl=True,
                            ssl_listeners=(("expired", files),))
     assert cluster.listeners == ["PLAINTEXT", "SASL", "SSL", "SASL_SSL", "EXPIRED"]
+    # the JWKS: an issuer's endpoint as it is, a file as a file: URL
+    assert KafkaCluster(oauth_jwks="http://127.0.0.1:1/jwks").jwks_url == \
+        "http://127.0.0.1:1/jwks"
+    assert KafkaCluster(oauth_jwks=files[0]).jwks_url == (tmp_path / "c.pem").as_uri()
