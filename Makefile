@@ -112,7 +112,7 @@ bench: $(STAMP)
 # `fuzz` extra, installed on first use if it installs; else the hypothesis fuzzers with 50
 # times their examples) and renders it.
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
-	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py \
+	tests/test_fuzz_decoders.py tests/test_security.py tests/test_kafka_tls.py \
 	tests/test_soak_stream.py tests/test_kafka_faults.py
 FUZZ_SECONDS ?= 120
 # The figures of these runs go to a file of their own (a concurrent `make test` records
