@@ -46,7 +46,8 @@ lint-ci: $(STAMP)
 # 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
 # test-jvm: Spark's own JVM Kafka connector as referee (tests/test_jvm_connector_differential.py:
 # the same queries through format("kafka") and format("pykafka") under PySpark 4.2.0, in
-# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/).
+# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/), and what each
+# needs granted on an Apache Kafka with an authorizer (tests/test_jvm_connector_grants.py).
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
 # small sizes; make soak runs them at full size); and a 3-node Kafka with 200 other topics
@@ -70,7 +71,7 @@ test-loading: $(STAMP)
 	$(PY) -m pytest -q -m loading tests/test_load_paths.py tests/test_connect.py $(PYTEST_ARGS)
 
 test-jvm: $(STAMP)
-	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py tests/test_jvm_connector_grants.py $(PYTEST_ARGS)
 
 test-faults: $(STAMP)
 	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py $(PYTEST_ARGS)
