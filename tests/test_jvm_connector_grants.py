@@ -8,7 +8,8 @@ One child driver (``tests/jvm_referee_child.py`` under PySpark 4.2.0, as the dif
 suite runs it) signs in with SCRAM through ``kafka.sasl.jaas.config`` (both connectors take
 it) as
 
-- ``bob``, granted Read on topics ``r-*`` and nothing else: a batch read and a
+- ``bob``, granted Read on topics ``r-*`` and nothing else: a batch read (from earliest,
+  by time, by a pattern that also matches a topic he may not describe) and a
   ``readStream`` work in both connectors. Spark's reads plan with an admin client and their
   executors' consumers, though given a group id (``spark-kafka-relation-<uuid>-executor``,
   ``spark-kafka-source-<uuid>-...-executor``), are assigned partitions and never reach the
@@ -62,6 +63,11 @@ def scenarios(cluster) -> list[dict]:
     return [
         {"name": "batch", **read},
         {"name": "stream", **read, "stream": True},
+        {"name": "by-time", "kind": "read",
+         "options": {**bob, "subscribe": "r-in", "startingTimestamp": "1000",
+                     "endingTimestamp": "3000"}},
+        {"name": "pattern", "kind": "read",
+         "options": {**bob, "subscribePattern": "^(r-in|closed)$"}},
         {"name": "batch-deprecated-fetching", **read, "sql_conf": DEPRECATED_FETCHING},
         {"name": "stream-deprecated-fetching", **read, "stream": True,
          "sql_conf": DEPRECATED_FETCHING},
@@ -80,10 +86,11 @@ def grants(tmp_path_factory):
     jars = [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
     with KafkaCluster(sasl=True, authorizer=True) as cluster:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-            admin.create_topics({"r-in": 1, "w-kafka": 1, "w-pykafka": 1, "r-wkafka": 1,
-                                 "r-wpykafka": 1})
-            admin.produce("r-in", 0, build_batch([Record(i, 0, None, v)
+            admin.create_topics({"r-in": 1, "closed": 1, "w-kafka": 1, "w-pykafka": 1,
+                                 "r-wkafka": 1, "r-wpykafka": 1})
+            admin.produce("r-in", 0, build_batch([Record(i, 1_000 * (i + 1), None, v)
                                                   for i, v in enumerate(RECORDS)]))
+            admin.produce("closed", 0, build_batch([Record(0, 0, None, b"z")]))
         cluster.acl("User:bob", "Read", topics="r-", prefixed=True)
         cluster.acl("User:alice", "Read", topics="r-", groups="app-", prefixed=True)
         cluster.acl("User:alice", "Write", topics="w-", prefixed=True)
@@ -108,11 +115,15 @@ def failure(result: dict) -> str:
     return "\n".join([result["error"]["message"], *result["error"].get("causes", [])])
 
 
-@pytest.mark.parametrize("name", ["batch", "stream"])
-def test_reads_need_read_on_their_topics_and_no_group_in_both(grants, name):
-    """bob, with Read on the topic alone, reads the same records through both."""
-    assert read_values(grants[name]["kafka"]) == RECORDS
-    assert read_values(grants[name]["pykafka"]) == RECORDS
+@pytest.mark.parametrize("name,records", [("batch", RECORDS), ("stream", RECORDS),
+                                          ("by-time", RECORDS[:2]), ("pattern", RECORDS)])
+def test_reads_need_read_on_their_topics_and_no_group_in_both(grants, name, records):
+    """bob, with Read on the topic alone, reads the same records through both: from
+    earliest, as a stream, between two timestamps (ListOffsets by time wants Describe),
+    and by a pattern that also matches a topic he may not describe, which Kafka leaves
+    out of both connectors' topic lists."""
+    assert read_values(grants[name]["kafka"]) == records
+    assert read_values(grants[name]["pykafka"]) == records
 
 
 @pytest.mark.parametrize("name,group", [("batch-deprecated-fetching", "spark-kafka-relation-"),
