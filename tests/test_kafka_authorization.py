@@ -248,7 +248,8 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
     so bob's pattern finds the ``r-*`` topics and leaves the others out (no error: Kafka
     does not say they exist). A pattern that finds nothing says so once, naming the grant.
     A topic alice may describe but not read (``d-seen``) is found, and its Fetch refused
-    naming Read."""
+    naming Read. A stream's topic that the pattern no longer finds because its grant was
+    taken away fails the micro-batch naming the grant."""
     caplog.set_level(logging.WARNING, logger="pykafka.source")
 
     def found(options):
@@ -268,6 +269,19 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
         "principal Read on the topics to read")
     said = refused(lambda: read(alice(secured, subscribePattern="^d-")))
     assert "not authorized to Read topic 'd-seen' (Fetch)" in said
+
+    # A stream's topic whose grant is taken away drops out of Kafka's listing, so its
+    # partitions leave the micro-batch's end: refused naming the grant, not reported as a
+    # deleted topic (data loss, which failOnDataLoss=false would skip without a word).
+    for lossy in ("true", "false"):
+        stream = KafkaStreamReader(parse_reader_options(
+            bob(secured, subscribePattern="^(r-in|closed)$", failOnDataLoss=lossy),
+            for_streaming=True))
+        said = refused(lambda: stream.partitions({"closed": {"0": 0}, "r-in": {"0": 0}},
+                                                 {"r-in": {"0": 1}}))
+        stream.stop()
+        assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
+                "Read and Describe on it") in said
 
 
 def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secured, caplog):

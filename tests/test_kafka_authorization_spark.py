@@ -8,8 +8,9 @@ and grant by grant, in ``make test``; here each is a real ``spark.read``, ``read
 - a batch read with ``startingTimestamp``/``endingTimestamp`` and Read alone, and a topic
   without a grant refused naming it;
 - a ``readStream`` with Read alone and ``commitOffsetsToGroup`` with Read on its group
-  (Kafka's admin sees the offsets), and a running ``readStream`` whose Read is revoked: its
-  next trigger fails the query within 10 s naming Read on the topic;
+  (Kafka's admin sees the offsets), and two running ``readStream``s (``subscribe``,
+  ``subscribePattern``) whose Read is revoked: the next trigger fails each within 10 s
+  naming Read on the topic;
 - a ``writeStream`` and a ``df.write`` with Write alone; a ``writeStream`` to a topic with
   Describe only fails within 10 s naming Write and writes nothing, a ``df.write`` to a
   topic without a grant fails at its check naming the grant;
@@ -110,11 +111,12 @@ def test_a_batch_read_by_time_needs_read_alone(spark, secured):
 
 def test_a_stream_reads_with_read_and_fails_at_the_trigger_after_read_is_revoked(
         spark, secured, tmp_path):
-    """Rows "Streaming read" and "commitOffsetsToGroup": alice's readStream with Read on
-    the topic and on its group reads every record and commits the end offsets to the
-    group, which Kafka's admin sees. bob's running readStream (Read on ``rv-in``) fails
-    within 10 s of the grant's revocation, at its next trigger, naming Read on the
-    topic."""
+    """Rows "Streaming read", "subscribePattern" and "commitOffsetsToGroup": alice's
+    readStream with Read on the topic and on its group reads every record and commits the
+    end offsets to the group, which Kafka's admin sees. bob's two running readStreams of
+    ``rv-in`` (by ``subscribe`` and by ``subscribePattern``, whose listing then leaves the
+    topic out) fail within 10 s of the grant's revocation, at their next trigger, naming
+    Read on the topic, not as a deleted topic."""
     query = (spark.readStream.format("pykafka").options(**signed_in(secured, "alice"))
              .option("subscribe", "r-src").option("startingOffsets", "earliest")
              .option("commitOffsetsToGroup", "app-lag").load()
@@ -128,24 +130,33 @@ def test_a_stream_reads_with_read_and_fails_at_the_trigger_after_read_is_revoked
         assert admin.committed_offsets("app-lag", [("r-src", 0), ("r-src", 1)]) == {
             ("r-src", 0): 3, ("r-src", 1): 3}
 
-    query = (spark.readStream.format("pykafka").options(**signed_in(secured, "bob"))
-             .option("subscribe", "rv-in").option("startingOffsets", "earliest").load()
-             .writeStream.format("memory").queryName("authz_revoked")
-             .option("checkpointLocation", str(tmp_path / "revoked"))
-             .trigger(processingTime="500 milliseconds").start())
+    queries = {strategy: (
+        spark.readStream.format("pykafka").options(**signed_in(secured, "bob"))
+        .option(strategy, value).option("startingOffsets", "earliest").load()
+        .writeStream.format("memory").queryName(f"authz_revoked_{strategy}")
+        .option("checkpointLocation", str(tmp_path / strategy))
+        .trigger(processingTime="500 milliseconds").start())
+        for strategy, value in (("subscribe", "rv-in"), ("subscribePattern", "^rv-"))}
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while not spark.table("authz_revoked").count() and time.monotonic() < deadline:
-            assert query.isActive, query.exception()
-            time.sleep(0.2)
-        assert [bytes(r.value) for r in spark.table("authz_revoked").collect()] == [b"v"]
+        for strategy, query in queries.items():
+            table = f"authz_revoked_{strategy}"
+            while not spark.table(table).count() and time.monotonic() < deadline:
+                assert query.isActive, query.exception()
+                time.sleep(0.2)
+            assert [bytes(r.value) for r in spark.table(table).collect()] == [b"v"]
         secured.acl("User:bob", "Read", topics="rv-", prefixed=True, remove=True)
-        said, took = failure_of(query, time.monotonic())
+        revoked = time.monotonic()
+        failures = {strategy: failure_of(query, revoked)
+                    for strategy, query in queries.items()}
     finally:
-        query.stop()
-    assert took < LIMIT_S, took
-    assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic 'rv-in' "
-            "(Metadata): grant the principal Read and Describe on it") in said, said[-3000:]
+        for query in queries.values():
+            query.stop()
+    for strategy, (said, took) in failures.items():
+        assert took < LIMIT_S, (strategy, took)
+        assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic 'rv-in' "
+                "(Metadata): grant the principal Read and Describe on it") in said, \
+            (strategy, said[-3000:])
 
 
 def test_writes_need_write_on_their_topic(spark, secured, tmp_path):
