@@ -371,19 +371,19 @@ def fence_leftovers(client, prefix: str, ended: set[str], timeout_ms: int,
     now instead of after ``kafka.transaction.timeout.ms``. One ListTransactions per
     broker; a broker that cannot answer it is skipped (``open_transactional_ids``)."""
     pattern = task_id_pattern(prefix)
-    warnings = query_warnings(prefix)
+    repeated = query_warnings(prefix)
     skipped: dict[int, BaseException] = {}
     try:
         open_ids = txn.open_transactional_ids(client, f"^{pattern}$",
                                               timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS),
                                               skipped=skipped)
     except PyKafkaError as e:
-        warnings.warn(f"list:{type(e).__name__}", "could not list open transactions to "
+        repeated.warn(f"list:{type(e).__name__}", "could not list open transactions to "
                       "fence those an earlier run of prefix %s left (the broker aborts "
                       "them after kafka.transaction.timeout.ms): %s", prefix, e)
         return []
     for node, e in sorted(skipped.items()):
-        warnings.warn(f"list:{node}:{type(e).__name__}", "open transactions: broker %s "
+        repeated.warn(f"list:{node}:{type(e).__name__}", "open transactions: broker %s "
                       "skipped (the open transactions it coordinates end by "
                       "kafka.transaction.timeout.ms): %s", node, e)
     leftovers = sorted(t for t in open_ids if re.fullmatch(pattern, t) and t not in ended)
