@@ -37,8 +37,9 @@ lint-ci: $(STAMP)
 
 # Suites that stay out of `make test` to keep it within half an hour (virtualenvs of their
 # own, Spark jobs and servers of their own, a 3-node cluster whose nodes die: pytest
-# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee`, `broker_faults` and `wide_topic`,
-# deselected by default in pyproject.toml); .ci/run runs each after it.
+# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee`, `broker_faults`,
+# `authorization` and `wide_topic`, deselected by default in pyproject.toml); .ci/run runs
+# each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
 # test-versions: batch, a stream and --py-files under each supported PySpark
 # (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
@@ -46,15 +47,21 @@ lint-ci: $(STAMP)
 # 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
 # test-jvm: Spark's own JVM Kafka connector as referee (tests/test_jvm_connector_differential.py:
 # the same queries through format("kafka") and format("pykafka") under PySpark 4.2.0, in
-# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/).
+# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/), and what each
+# needs granted on an Apache Kafka with an authorizer (tests/test_jvm_connector_grants.py).
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
 # small sizes; make soak runs them at full size); and a 3-node Kafka with 200 other topics
 # whose retriable errors must refresh the query's topics only (tests/test_metadata_scope.py).
+# test-authz: the grants each query needs (docs/security.md's table) as Spark queries on an
+# Apache Kafka with an authorizer (tests/test_kafka_authorization_spark.py: a batch read by
+# time, a readStream whose grant is revoked, writeStream and df.write, an exactlyOnce
+# stream's marker groups); tests/test_kafka_authorization.py, in make test, does each row
+# driver-side.
 # test-loading: a job for each way of loading the connector (tests/test_load_paths.py:
 # editable install, --py-files, PYTHONPATH, addPyFile) and a local Spark Connect server
 # (tests/test_connect.py: the wheel on the server, addArtifacts from a client).
-.PHONY: test-sail test-versions test-loading test-jvm test-faults
+.PHONY: test-sail test-versions test-loading test-jvm test-faults test-authz
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
 
@@ -65,10 +72,13 @@ test-loading: $(STAMP)
 	$(PY) -m pytest -q -m loading tests/test_load_paths.py tests/test_connect.py $(PYTEST_ARGS)
 
 test-jvm: $(STAMP)
-	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py tests/test_jvm_connector_grants.py $(PYTEST_ARGS)
 
 test-faults: $(STAMP)
 	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py $(PYTEST_ARGS)
+
+test-authz: $(STAMP)
+	$(PY) -m pytest -q -m authorization tests/test_kafka_authorization_spark.py $(PYTEST_ARGS)
 
 # test-wide: request counts on a topic of 10,000 partitions (tests/test_wide_topic.py, marker
 # wide_topic; make test runs the same tests at 1,000 partitions): an Apache Kafka node of its
@@ -121,7 +131,7 @@ bench: $(STAMP)
 # `fuzz` extra, installed on first use if it installs; else the hypothesis fuzzers with 50
 # times their examples) and renders it.
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \
-	tests/test_fuzz_decoders.py tests/test_security.py tests/test_tls_broker.py \
+	tests/test_fuzz_decoders.py tests/test_security.py tests/test_kafka_tls.py \
 	tests/test_soak_stream.py tests/test_kafka_faults.py tests/test_soak_hour.py
 FUZZ_SECONDS ?= 120
 # The figures of these runs go to a file of their own (a concurrent `make test` records

@@ -122,6 +122,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
+from kafka_common.bounded_cache import BoundedCache
+from kafka_common.repeated_warnings import RepeatedWarnings
 from protocol import transactions as txn
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
@@ -143,6 +145,17 @@ FAILED_TASK_ATTEMPTS = 4
 #: broker that the metadata still names delays every micro-batch by this much, not by
 #: kafka.request.timeout.ms (the listing is a clean-up; the transaction timeout remains).
 LIST_TIMEOUT_MS = 5_000
+#: The warnings of the fencing, by transactional id prefix (a stream's: one per query; a
+#: batch job's carries its token). A stream's commit fences and lists at every micro-batch,
+#: and Spark makes the streaming writer again for each commit in a reused Python worker,
+#: so the warnings outlive the writer here: said once per query, then counted.
+_WARNINGS: BoundedCache[str, RepeatedWarnings] = BoundedCache(256)
+
+
+def query_warnings(prefix: str) -> RepeatedWarnings:
+    """The ``RepeatedWarnings`` of the query (or batch job) whose ids start with
+    ``prefix``."""
+    return _WARNINGS.get_or_make(prefix, lambda: RepeatedWarnings(log))
 
 
 class TransactionCommitError(Exception):
@@ -258,18 +271,28 @@ def fence(client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int,
           transaction_timeout_ms: int) -> None:
     """InitProducerId on ``prefix-partition-attempt`` for each pair: aborts what it left
     open. Failures are logged: the broker's transaction timeout remains the backstop."""
-    fence_ids(client, [transactional_id(prefix, p, a) for p, a in ids], timeout_ms,
+    fence_ids(client, prefix, [transactional_id(prefix, p, a) for p, a in ids], timeout_ms,
               transaction_timeout_ms)
 
 
-def fence_ids(client, tids: list[str], timeout_ms: int, transaction_timeout_ms: int) -> None:
-    """``fence`` by transactional id."""
+def fence_ids(client, prefix: str, tids: list[str], timeout_ms: int,
+              transaction_timeout_ms: int) -> None:
+    """``fence`` by transactional id (all under ``prefix``). The ids that could not be
+    fenced are one warning per kind of error, once per query (``query_warnings``): a
+    stream fences the same ids at every micro-batch, and a grant narrower than the prefix
+    would otherwise warn at each."""
+    failed: dict[str, tuple[list[str], BaseException]] = {}
     for tid in tids:
         try:
             txn.init_producer_id(client, tid, transaction_timeout_ms, timeout_ms=timeout_ms)
         except Exception as e:  # noqa: BLE001 - the timeout aborts it anyway
-            log.warning("could not fence transactional id %s (the broker aborts its open "
-                        "transaction after kafka.transaction.timeout.ms): %s", tid, e)
+            kind = f"{type(e).__name__}:{getattr(e, 'code', '')}"
+            failed.setdefault(kind, ([], exactly_once_grant(e, prefix)))[0].append(tid)
+    for kind, (ids, error) in failed.items():
+        query_warnings(prefix).warn(
+            f"fence:{kind}", "could not fence transactional id(s) %s (the broker aborts "
+            "their open transactions after kafka.transaction.timeout.ms): %s",
+            ", ".join(ids), error)
 
 
 def commit_transactions(client, options, prefix: str, messages, batch_id: int | None
@@ -348,17 +371,24 @@ def fence_leftovers(client, prefix: str, ended: set[str], timeout_ms: int,
     now instead of after ``kafka.transaction.timeout.ms``. One ListTransactions per
     broker; a broker that cannot answer it is skipped (``open_transactional_ids``)."""
     pattern = task_id_pattern(prefix)
+    repeated = query_warnings(prefix)
+    skipped: dict[int, BaseException] = {}
     try:
         open_ids = txn.open_transactional_ids(client, f"^{pattern}$",
-                                              timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS))
+                                              timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS),
+                                              skipped=skipped)
     except PyKafkaError as e:
-        log.warning("could not list open transactions to fence those an earlier run of "
-                    "prefix %s left (the broker aborts them after "
-                    "kafka.transaction.timeout.ms): %s", prefix, e)
+        repeated.warn(f"list:{type(e).__name__}", "could not list open transactions to "
+                      "fence those an earlier run of prefix %s left (the broker aborts "
+                      "them after kafka.transaction.timeout.ms): %s", prefix, e)
         return []
+    for node, e in sorted(skipped.items()):
+        repeated.warn(f"list:{node}:{type(e).__name__}", "open transactions: broker %s "
+                      "skipped (the open transactions it coordinates end by "
+                      "kafka.transaction.timeout.ms): %s", node, e)
     leftovers = sorted(t for t in open_ids if re.fullmatch(pattern, t) and t not in ended)
     if leftovers:
-        fence_ids(client, leftovers, timeout_ms, transaction_timeout_ms)
+        fence_ids(client, prefix, leftovers, timeout_ms, transaction_timeout_ms)
         log.info("fenced %d open transaction(s) left under prefix %s by an earlier run or "
                  "attempt: %s", len(leftovers), prefix, ", ".join(leftovers))
     return leftovers

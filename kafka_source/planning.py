@@ -79,6 +79,8 @@ def partitions_from_metadata(subscription: Subscription,
 
     As Spark's connector, which lists partitions with its admin client:
 
+    - a pattern that matches no topic reads nothing, with a warning once per process
+      (under an authorizer, Kafka leaves out the topics the principal may not describe);
     - a subscribed or assigned topic missing from the cluster is a ``PlanningError``
       naming it, and a topic the broker answered with an error raises that
       ``BrokerError`` (an authorization failure names the grant a read needs: Read and
@@ -93,6 +95,13 @@ def partitions_from_metadata(subscription: Subscription,
         regex = subscription.regex
         names = [name for name, info in topics.items()
                  if not info.is_internal and regex.search(name)]
+        if not names:
+            warn_once(log, f"pattern-none:{regex.pattern}",
+                      "subscribePattern %r matches no topic the cluster lists: nothing is "
+                      "read. On a cluster with an authorizer Kafka lists a principal only "
+                      "the topics it may describe, so a topic without a grant is left out, "
+                      "not refused: grant the principal Read on the topics to read",
+                      regex.pattern)
     else:
         wanted = (subscription.topics if subscription.kind == "subscribe"
                   else tuple(dict.fromkeys(t for t, _ in subscription.partitions)))

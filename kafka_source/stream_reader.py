@@ -63,7 +63,7 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
 from kafka_common.worker_heap import settle_worker_heap
-from protocol.authorization import GROUP, refine
+from protocol.authorization import GROUP, RESOURCE_TYPES, refine, request_error
 from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
@@ -73,8 +73,9 @@ from .offset_reader import OffsetReader
 from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
 from .options import ReaderOptions
-from .planning import (discover_partitions, metadata_topics, partitions_from_metadata,
-                       one_task, plan_ranges, resolve_offsets, small_read_groups)
+from .planning import (READ_GRANT, discover_partitions, metadata_topics,
+                       partitions_from_metadata, one_task, plan_ranges, resolve_offsets,
+                       small_read_groups)
 
 log = logging.getLogger("pykafka.source")
 
@@ -401,10 +402,12 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                                     "instead of 0: its first records were deleted before "
                                     "the query saw them, so records may have been missed.")
             begin.update(found)
-        for tp in begin:
-            if tp not in until:
-                self._data_loss(f"Partition {format_tp(tp)} is gone: its topic was deleted "
-                                "or lost partitions, so records may have been missed.")
+        gone = [tp for tp in begin if tp not in until]
+        if gone:
+            self._refused_topics(sorted({t for t, _ in gone}))
+        for tp in gone:
+            self._data_loss(f"Partition {format_tp(tp)} is gone: its topic was deleted "
+                            "or lost partitions, so records may have been missed.")
         ranges = []
         for tp, e in sorted(until.items()):
             if tp not in begin:
@@ -422,6 +425,18 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         if one_task(ranges, o.min_partitions, o.max_records_per_partition):
             return [KafkaRangesPartition(group) for group in small_read_groups(ranges)]
         return [KafkaInputPartition(r) for r in ranges]
+
+    def _refused_topics(self, topics: list[str]) -> None:
+        """Raise, naming the grant, when a topic whose partitions left the subscription is
+        one the principal may no longer describe: Kafka lists a pattern only the topics
+        it may describe, so a grant taken away from a ``subscribePattern`` stream's topic
+        looks like a deleted topic, which is not data loss to report or skip."""
+        metadata = self.client.refresh_metadata(topics)
+        for topic in topics:
+            info = metadata.topics.get(topic)
+            if info is not None and info.error_code in RESOURCE_TYPES:
+                raise refine(request_error(info.error_code, "Metadata", topic=topic),
+                             grant=READ_GRANT)
 
     def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:
         """Spark's ``verifyEndOffsetForTriggerAvailableNow``: a batch of a

@@ -17,13 +17,21 @@ bootstrap string):
 * ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
   of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
   ``alg: none`` token with ``sub`` and ``exp``);
-* ``OAUTH`` (``oauth_jwks=path``): SASL_PLAINTEXT with OAUTHBEARER checked by the broker's
-  JWKS validator against that ``file:`` JWKS (the URL is put on the broker JVM's
-  ``org.apache.kafka.sasl.oauthbearer.allowed.urls``): RS256 signature, ``exp``, ``sub``;
-  not the audience nor the issuer (all settings listener-prefixed; checked on 3.9.2, 4.1.2
-  and 4.4.0);
+* ``OAUTH`` (``oauth_jwks=path`` or an ``http(s)`` URL, an issuer's JWKS endpoint):
+  SASL_PLAINTEXT with OAUTHBEARER checked by the broker's JWKS validator against that JWKS
+  (its URL is put on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``):
+  RS256 signature, ``exp``, ``sub``, and the ``iss`` claim when ``oauth_issuer`` is given;
+  not the audience (all settings listener-prefixed; checked on 3.9.2, 4.1.2 and 4.4.0);
 * ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
   require client certificates signed by that CA;
+* ``SASL_SSL`` (``sasl_ssl=True``, with ``ssl`` and ``sasl``): SASL over TLS with the ``SSL``
+  listener's certificate and no client certificate asked: PLAIN, SCRAM-SHA-256 and
+  SCRAM-SHA-512 for :data:`SASL_USERS`, and OAUTHBEARER checked by the JWKS validator when
+  ``oauth_jwks`` is given (as the ``OAUTH`` listener checks it);
+* further TLS listeners (``ssl_listeners={name: (cert_chain_pem, key_pem)}``, or those pairs
+  as a tuple, hashable for ``kafka_clusters``), each with a certificate of its own and no
+  client certificate asked: a certificate past its end, one naming another host (Kafka
+  starts with either; only clients judge them);
 * ``PROXIED`` (``proxied={node_id: port}``): PLAINTEXT, advertised at ``127.0.0.1:port``
   (a fault proxy's, forwarding to ``kafka.listener("PROXIED")``): clients that bootstrap
   through the proxy reach every broker through it, while the brokers' own traffic
@@ -66,13 +74,13 @@ __all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
 SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
 _LISTENER_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SASL": "SASL_PLAINTEXT",
-                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "PROXIED": "PLAINTEXT",
-                       "CONTROLLER": "PLAINTEXT"}
+                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "SASL_SSL": "SASL_SSL",
+                       "PROXIED": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+_PASSWORD_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 _JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
-_OAUTH_PREFIX = "listener.name.oauth.oauthbearer.sasl.oauthbearer."  # OAUTH listener's validator
 _READY_LINE = "Kafka Server started"
 _AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 #: The super user of an ``authorizer=True`` cluster: every PLAINTEXT connection's principal.
@@ -161,8 +169,11 @@ class KafkaCluster:
 
     def __init__(self, version: str = NEWEST_KAFKA, nodes: int = 1, *,
                  transaction_version: int | None = None, sasl: bool = False,
-                 oauth_jwks: str | None = None, ssl: tuple[str, str] | None = None,
-                 ssl_client_ca: str | None = None, reauth_ms: int | None = None,
+                 oauth_jwks: str | None = None, oauth_issuer: str | None = None,
+                 ssl: tuple[str, str] | None = None,
+                 ssl_client_ca: str | None = None, sasl_ssl: bool = False,
+                 ssl_listeners=None,
+                 reauth_ms: int | None = None,
                  authorizer: bool = False, heap_mb: int = 512, num_partitions: int = 1,
                  broker_config: dict[str, str] | None = None,
                  proxied: dict[int, int] | None = None,
@@ -174,7 +185,16 @@ class KafkaCluster:
         if transaction_version is not None and self.major < 4 and transaction_version > 0:
             raise ValueError(f"Kafka {version} has no transaction.version {transaction_version}")
         self.transaction_version = transaction_version
+        if sasl_ssl and not (ssl and sasl):
+            raise ValueError("sasl_ssl=True needs ssl (its certificate) and sasl (its users)")
+        self.ssl_listeners = {name.upper(): files
+                              for name, files in dict(ssl_listeners or ()).items()}
+        taken = set(_LISTENER_PROTOCOLS) & set(self.ssl_listeners)
+        if taken:
+            raise ValueError(f"ssl_listeners: {sorted(taken)} are names of the testbed's own")
         self.sasl, self.oauth_jwks, self.ssl, self.ssl_client_ca = sasl, oauth_jwks, ssl, ssl_client_ca
+        self.sasl_ssl = sasl_ssl
+        self.oauth_issuer = oauth_issuer
         self.reauth_ms = reauth_ms
         self.authorizer = authorizer
         self.heap_mb = heap_mb
@@ -188,6 +208,7 @@ class KafkaCluster:
         self.proxied = dict(proxied or {})
         self.listeners = ["PLAINTEXT"] + (["SASL"] if sasl else []) + \
             (["OAUTH"] if oauth_jwks else []) + (["SSL"] if ssl else []) + \
+            (["SASL_SSL"] if sasl_ssl else []) + list(self.ssl_listeners) + \
             (["PROXIED"] if proxied else [])
         self._dir: Path | None = None
         self.nodes: dict[int, _Node] = {}
@@ -355,7 +376,7 @@ class KafkaCluster:
         n = len(self.nodes)
         voters = ",".join(f"{m.node_id}@127.0.0.1:{m.ports['CONTROLLER']}"
                           for m in self.nodes.values())
-        protocols = ",".join(f"{name}:{_LISTENER_PROTOCOLS[name]}"
+        protocols = ",".join(f"{name}:{_LISTENER_PROTOCOLS.get(name, 'SSL')}"
                              for name in self.listeners + ["CONTROLLER"])
         listeners = ",".join(f"{name}://127.0.0.1:{node.ports[name]}"
                              for name in self.listeners + ["CONTROLLER"])
@@ -399,43 +420,19 @@ class KafkaCluster:
             "broker.heartbeat.interval.ms": "1000",
         }
         if self.sasl:
-            users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
-            props.update({
-                "listener.name.sasl.sasl.enabled.mechanisms":
-                    "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER",
-                "listener.name.sasl.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
-                "listener.name.sasl.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
-                "listener.name.sasl.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
-                "listener.name.sasl.oauthbearer.sasl.jaas.config":
-                    f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker";',
-            })
+            props.update(self._password_props("sasl"))
+            props["listener.name.sasl.sasl.enabled.mechanisms"] = \
+                _PASSWORD_MECHANISMS + ",OAUTHBEARER"
+            props["listener.name.sasl.oauthbearer.sasl.jaas.config"] = \
+                f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker";'
         if self.oauth_jwks:
-            url = Path(self.oauth_jwks).resolve().as_uri()
-            props.update({
-                "listener.name.oauth.sasl.enabled.mechanisms": "OAUTHBEARER",
-                "listener.name.oauth.oauthbearer.sasl.jaas.config": f"{_OAUTH_MODULE} required;",
-                "listener.name.oauth.oauthbearer.sasl.server.callback.handler.class":
-                    _JWKS_VALIDATOR,
-                "listener.name.oauth.oauthbearer.sasl.oauthbearer.jwks.endpoint.url": url,
-                # Kafka 4.4 refuses to start a JWKS validator that checks neither the
-                # audience nor the issuer; tests' tokens carry no "aud", and their issuer's
-                # URL is not known when a cluster's kind is chosen (older versions ignore
-                # these two with an "unknown config" line).
-                f"{_OAUTH_PREFIX}allow.unverified.audience": "true",
-                f"{_OAUTH_PREFIX}allow.unverified.issuer": "true",
-            })
+            props.update(self._jwks_props("oauth"))
+            props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
         if self.reauth_ms is not None:
-            for name in ("sasl", "oauth"):
+            for name in ("sasl", "oauth", "sasl_ssl"):
                 props[f"listener.name.{name}.connections.max.reauth.ms"] = str(self.reauth_ms)
         if self.ssl:
-            cert, key = self.ssl
-            props.update({
-                "listener.name.ssl.ssl.keystore.type": "PEM",
-                "listener.name.ssl.ssl.keystore.certificate.chain":
-                    Path(cert).read_text().strip().replace("\n", "\\n"),
-                "listener.name.ssl.ssl.keystore.key":
-                    _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n"),
-            })
+            props.update(self._keystore_props("ssl", *self.ssl))
             if self.ssl_client_ca:
                 props.update({
                     "listener.name.ssl.ssl.client.auth": "required",
@@ -443,12 +440,72 @@ class KafkaCluster:
                     "listener.name.ssl.ssl.truststore.certificates":
                         Path(self.ssl_client_ca).read_text().strip().replace("\n", "\\n"),
                 })
+        if self.sasl_ssl:
+            props.update(self._keystore_props("sasl_ssl", *self.ssl))
+            props.update(self._password_props("sasl_ssl"))
+            mechanisms = _PASSWORD_MECHANISMS
+            if self.oauth_jwks:
+                props.update(self._jwks_props("sasl_ssl"))
+                mechanisms += ",OAUTHBEARER"
+            props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = mechanisms
+        for name, (cert, key) in self.ssl_listeners.items():
+            props.update(self._keystore_props(name.lower(), cert, key))
         if self.authorizer:
             props.update({"authorizer.class.name": _AUTHORIZER, "super.users": SUPER_USER,
                           "allow.everyone.if.no.acl.found": "false"})
         props.update(self.broker_config)
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self._write_log_config(node)
+
+    @staticmethod
+    def _password_props(listener: str) -> dict[str, str]:
+        """PLAIN (the users of :data:`SASL_USERS` in the JAAS line) and SCRAM (the users
+        made at format time) on ``listener``."""
+        users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
+        prefix = f"listener.name.{listener}"
+        return {f"{prefix}.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
+                f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+                f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;"}
+
+    @property
+    def jwks_url(self) -> str | None:
+        """The JWKS the validators read: ``oauth_jwks`` as given when it is an http(s) URL,
+        else as a ``file:`` URL."""
+        if not self.oauth_jwks:
+            return None
+        if self.oauth_jwks.startswith(("http://", "https://")):
+            return self.oauth_jwks
+        return Path(self.oauth_jwks).resolve().as_uri()
+
+    def _jwks_props(self, listener: str) -> dict[str, str]:
+        """OAUTHBEARER on ``listener`` checked by Kafka's JWKS validator against the
+        ``oauth_jwks`` JWKS (its URL is allowed in ``_launch``)."""
+        prefix = f"listener.name.{listener}.oauthbearer.sasl.oauthbearer."
+        props = {
+            f"listener.name.{listener}.oauthbearer.sasl.jaas.config":
+                f"{_OAUTH_MODULE} required;",
+            f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class":
+                _JWKS_VALIDATOR,
+            f"{prefix}jwks.endpoint.url": self.jwks_url,
+            # Kafka 4.4 refuses to start a JWKS validator that checks neither the
+            # audience nor the issuer; tests' tokens carry no "aud" (older versions ignore
+            # the allow.unverified settings with an "unknown config" line).
+            f"{prefix}allow.unverified.audience": "true",
+        }
+        if self.oauth_issuer:
+            props[f"{prefix}expected.issuer"] = self.oauth_issuer
+        else:
+            props[f"{prefix}allow.unverified.issuer"] = "true"
+        return props
+
+    @staticmethod
+    def _keystore_props(listener: str, cert: str, key: str) -> dict[str, str]:
+        """``listener``'s certificate chain and key, inline PEM (the key as PKCS#8)."""
+        prefix = f"listener.name.{listener}.ssl.keystore"
+        return {f"{prefix}.type": "PEM",
+                f"{prefix}.certificate.chain":
+                    Path(cert).read_text().strip().replace("\n", "\\n"),
+                f"{prefix}.key": _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n")}
 
     def _format(self, node: _Node, classpath: str) -> None:
         cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
@@ -520,8 +577,7 @@ class KafkaCluster:
                "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
                "-Djava.awt.headless=true", *self._log_config_args(log_config)]
         if self.oauth_jwks:
-            jvm.append("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls="
-                       + Path(self.oauth_jwks).resolve().as_uri())
+            jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url}")
         with open(node.log_file, "a") as marker:
             marker.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n")
         stdout = open(node.directory / "stdout.log", "ab")

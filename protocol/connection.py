@@ -46,6 +46,10 @@ SESSION_RENEW_AT = 0.85
 #: client's certificate: BAD_CERTIFICATE, CERTIFICATE_REQUIRED, CERTIFICATE_UNKNOWN /
 #: _EXPIRED / _REVOKED, UNSUPPORTED_CERTIFICATE, UNKNOWN_CA, ACCESS_DENIED.
 _CERTIFICATE_ALERTS = ("CERTIFICATE", "UNKNOWN_CA", "ACCESS_DENIED")
+#: OpenSSL's verify codes (X509_V_ERR_*) for a certificate naming another host or IP
+#: address, and for one that expired or is not yet valid.
+_HOST_MISMATCH = (62, 64)
+_EXPIRED = (9, 10)
 
 
 class BrokerConnection:
@@ -93,6 +97,8 @@ class BrokerConnection:
                 if refusal is None:
                     raise
                 raise refusal from e
+            except ProtocolError as e:  # the first answer is not Kafka's: say from whom
+                raise ProtocolError(f"{self.host}:{self.port}: {e}") from e
             if self.config.uses_sasl:
                 self._authenticate()
         except BaseException:
@@ -115,17 +121,35 @@ class BrokerConnection:
         try:
             return context.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLCertVerificationError as e:
-            hint = ("" if c.ssl_cafile else " (no CA file given, so only the system's CAs "
-                    "are trusted: give the broker's CA in PEM with kafka.ssl.cafile; Java "
-                    "truststores, kafka.ssl.truststore.*, are not read)")
+            raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: "
+                                      f"{e}{self._verify_hint(e)}") from e
+        except ssl.SSLError as e:
+            hint = ("; the broker closed the connection in the handshake, as a listener "
+                    "without TLS does: check that kafka.security.protocol (SSL, SASL_SSL) is "
+                    "the listener's" if isinstance(e, ssl.SSLEOFError) else "")
             raise AuthenticationError(
                 f"TLS handshake with {self.host}:{self.port} failed: {e}{hint}") from e
-        except ssl.SSLError as e:
-            raise AuthenticationError(
-                f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
         except OSError as e:
             raise KafkaConnectionError(
                 f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+
+    def _verify_hint(self, error) -> str:
+        """What to do about the broker's certificate, by OpenSSL's verify code."""
+        code, c = getattr(error, "verify_code", None), self.config
+        if code in _HOST_MISMATCH:
+            return (f" (the broker's certificate does not name {self.host!r}, the host it "
+                    "was reached at: use a name the certificate holds, or set "
+                    "kafka.ssl.endpoint.identification.algorithm to an empty string to skip "
+                    "the host-name check; the chain is still verified)")
+        if code in _EXPIRED:
+            return (" (the broker's certificate, or one of its chain, is outside its "
+                    "validity period: it must be renewed on the broker)")
+        if not c.ssl_cafile:
+            return (" (no CA file given, so only the system's CAs are trusted: give the "
+                    "broker's CA in PEM with kafka.ssl.cafile; Java truststores, "
+                    "kafka.ssl.truststore.*, are not read)")
+        return (f" (the broker's certificate is not signed by a CA of kafka.ssl.cafile "
+                f"{c.ssl_cafile!r})")
 
     def _tls_refusal(self, error: KafkaConnectionError) -> AuthenticationError | None:
         """A TLS alert instead of the first answer, as an AuthenticationError (no retry
@@ -142,7 +166,7 @@ class BrokerConnection:
         return AuthenticationError(
             f"TLS with {self.host}:{self.port}: the broker ended the connection with "
             f"{cause.reason}; a broker that requires client certificates (mutual TLS) "
-            "refuses a missing or untrusted one: check kafka.ssl.certfile and "
+            "refuses a missing, untrusted or expired one: check kafka.ssl.certfile and "
             "kafka.ssl.keyfile")
 
     def close(self) -> None:

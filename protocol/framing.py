@@ -23,6 +23,15 @@ from .schema import Api
 
 _SIZE = struct.Struct(">i")
 DEFAULT_MAX_RESPONSE_SIZE = 128 * 1024 * 1024
+#: A TLS record begins with its content type and version 3.x (RFC 8446, 5.1): as a frame
+#: size, the 352 or 369 MB a plaintext client reads when a TLS listener answers it.
+_TLS_RECORDS = {0x15: "alert", 0x16: "handshake"}
+
+
+def _tls_record(head: bytes) -> str | None:
+    """The kind of TLS record ``head`` (a frame's 4 size bytes) begins, if it looks like one."""
+    kind = _TLS_RECORDS.get(head[0])
+    return kind if kind and head[1] == 3 and head[2] <= 4 else None
 
 
 def encode_request_header(out: bytearray, api: Api, version: int, correlation_id: int,
@@ -133,6 +142,12 @@ class FrameBuffer:
             if size < 0:
                 raise ProtocolError(f"negative frame size {size}")
             if size > self.max_frame_size:
+                tls = _tls_record(bytes(buf[start:start + 4]))
+                if tls:
+                    raise ProtocolError(
+                        f"the broker answered with a TLS {tls} record, not a Kafka frame: "
+                        "its listener wants TLS; set kafka.security.protocol to SSL (or "
+                        "SASL_SSL) and give the broker's CA with kafka.ssl.cafile")
                 raise ProtocolError(
                     f"frame size {size} exceeds the maximum response size "
                     f"{self.max_frame_size}")

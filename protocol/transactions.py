@@ -162,7 +162,8 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
 
 
 def open_transactional_ids(client, pattern: str | None = None, *,
-                           timeout_ms: int | None = None) -> set[str]:
+                           timeout_ms: int | None = None,
+                           skipped: dict | None = None) -> set[str]:
     """The transactional ids of the cluster's Ongoing transactions: ListTransactions to
     every broker (each answers for the ids it coordinates), all sent before any answer is
     read. ``pattern``, a regular expression the whole id must match, goes to brokers that
@@ -170,8 +171,11 @@ def open_transactional_ids(client, pattern: str | None = None, *,
     older brokers send every id.
 
     Best effort, one round: a broker that does not speak ListTransactions (Kafka before
-    3.0, some stand-ins), cannot be reached or answers an error is skipped with a
-    warning, and its transactions are missing from the result."""
+    3.0, some stand-ins), cannot be reached or answers an error is skipped, and its
+    transactions are missing from the result. A broker without ListTransactions is a
+    warning once per connection; one that cannot be reached or answers an error is a
+    warning, or with ``skipped`` (a dict) put there as node id -> error for the caller
+    to say (a stream's commit lists at every micro-batch)."""
     from .schemas import LIST_TRANSACTIONS
     body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
             "transactional_id_pattern": pattern}
@@ -185,8 +189,7 @@ def open_transactional_ids(client, pattern: str | None = None, *,
             version = conn.version_for(LIST_TRANSACTIONS)
             sent.append((node, conn, conn.send(LIST_TRANSACTIONS, body, version)))
         except PyKafkaError as e:
-            log.warning("open transactions: broker %s skipped (ListTransactions not "
-                        "sent): %s", node, e)
+            _skip(skipped, node, e, "ListTransactions not sent")
     found: set[str] = set()
     for node, conn, correlation_id in sent:
         try:
@@ -195,11 +198,18 @@ def open_transactional_ids(client, pattern: str | None = None, *,
                 raise request_error(response["error_code"], "ListTransactions",
                                     "ListTransactions")
         except PyKafkaError as e:
-            log.warning("open transactions: broker %s skipped: %s", node, e)
+            _skip(skipped, node, e, "no answer used")
             continue
         found.update(t["transactional_id"] for t in response["transaction_states"]
                      if t["transaction_state"] == "Ongoing")
     return found
+
+
+def _skip(skipped: dict | None, node: int, error: BaseException, what: str) -> None:
+    if skipped is None:
+        log.warning("open transactions: broker %s skipped (%s): %s", node, what, error)
+    else:
+        skipped[node] = error
 
 
 #: The connections already warned about (weak: one that is gone drops out).

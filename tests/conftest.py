@@ -8,7 +8,9 @@ broker log), never a skip.
 tests. ``kafka_clusters`` hands out other Apache Kafka clusters (a version, 3 nodes, a
 transaction.version, SASL/TLS listeners), shared by every test that asks for the same kind
 and stopped when the session ends (at most a few kept running at once). A test that kills,
-pauses or restarts nodes starts a ``KafkaCluster`` of its own.
+pauses or restarts nodes starts a ``KafkaCluster`` of its own. ``signin_kafka`` is the one
+with every sign-in listener (SASL, OIDC, TLS, mutual TLS, SASL over TLS), with its
+certificates (``signin_pki``) and OIDC issuer (``signin_issuer``): ``tests/signin_cluster.py``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,9 @@ import os
 import uuid
 
 import pytest
+
+from .signin_cluster import (signin_cluster_options, signin_issuer,  # noqa: F401
+                             signin_kafka, signin_pki)
 
 _topic_seq = itertools.count()
 

@@ -30,6 +30,9 @@ one, and is
   checkpoint, with records produced, partitions added, a topic or records deleted between
   (or during) the runs; and a batch DataFrame's actions.
 
+Any scenario may hold ``sql_conf``: session settings (``spark.conf.set``) in force while it
+runs, and unset after (such a scenario runs alone, as the streams do).
+
 Each scenario runs first through Spark's connector, then through ours; two scenarios run at
 a time (``threads`` in the spec), then the streams and the steps one by one.
 """
@@ -97,7 +100,8 @@ def rows_of(df) -> list[dict]:
 def error_of(exc: BaseException, phase: str) -> dict:
     """The error, with its gist: the ``...Error:``/``...Exception:`` line of the message
     (the last after a Python traceback, which ends with the connector's own error; else
-    the first, the JVM's top exception), or its first line."""
+    the first, the JVM's top exception), or its first line; and ``causes``, the JVM's
+    ``Caused by:`` lines (which a long stack trace puts beyond the message kept)."""
     message = str(exc)
     lines = [line.strip(" :\t") for line in message.splitlines()
              if re.match(r"^[\s:]*[\w.$]*(Error|Exception)(: |$)", line)]
@@ -105,8 +109,10 @@ def error_of(exc: BaseException, phase: str) -> dict:
         gist = lines[-1] if "Traceback (most recent call last)" in message else lines[0]
     else:
         gist = message.splitlines()[0] if message else ""
+    causes = [line.strip()[:1500] for line in message.splitlines()
+              if line.strip().startswith("Caused by:")][:10]
     return {"phase": phase, "type": type(exc).__name__, "message": message[:6000],
-            "gist": gist[:1500]}
+            "gist": gist[:1500], "causes": causes}
 
 
 def substitute(value, subst: dict[str, str]):
@@ -426,13 +432,21 @@ def avro_round_trip(spark) -> dict:
 def run_scenario(spark, bootstrap: str, scenario: dict) -> dict:
     run = {"write": run_write, "steps": run_steps}.get(scenario["kind"], run_read)
     result = {}
-    for fmt in scenario.get("formats", FORMATS):
-        began = time.monotonic()
-        try:
-            result[fmt] = run(spark, fmt, bootstrap, scenario)
-        except Exception as exc:  # a bug of this child: keep it visible in the result
-            result[fmt] = {"error": error_of(exc, "child"), "trace": traceback.format_exc()}
-        result[fmt]["seconds"] = round(time.monotonic() - began, 2)
+    conf = scenario.get("sql_conf", {})
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        for fmt in scenario.get("formats", FORMATS):
+            began = time.monotonic()
+            try:
+                result[fmt] = run(spark, fmt, bootstrap, scenario)
+            except Exception as exc:  # a bug of this child: keep it visible in the result
+                result[fmt] = {"error": error_of(exc, "child"),
+                               "trace": traceback.format_exc()}
+            result[fmt]["seconds"] = round(time.monotonic() - began, 2)
+    finally:
+        for key in conf:
+            spark.conf.unset(key)
     return result
 
 
@@ -484,7 +498,8 @@ def main(spec_path: str, results_path: str) -> None:
             results[scenario["name"]] = result
             json.dump(results, f)
 
-    alone = [s for s in spec["scenarios"] if s.get("stream") or s["kind"] == "steps"]
+    alone = [s for s in spec["scenarios"]
+             if s.get("stream") or s["kind"] == "steps" or s.get("sql_conf")]
     together = [s for s in spec["scenarios"] if s not in alone]
     with ThreadPoolExecutor(spec.get("threads", 1)) as pool:
         list(pool.map(run, together))

@@ -61,7 +61,8 @@ class OidcIssuer:
         port = self.issuer.rsplit(":", 1)[1].rstrip("/")
         self.base = f"http://127.0.0.1:{port}"
         self.token_endpoint = f"{self.base}/token"
-        with urllib.request.urlopen(f"{self.base}/jwks", timeout=10) as response:
+        self.jwks_endpoint = f"{self.base}/jwks"
+        with urllib.request.urlopen(self.jwks_endpoint, timeout=10) as response:
             self.jwks = json.load(response)["keys"]
         return self
 

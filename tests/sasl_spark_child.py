@@ -1,7 +1,8 @@
 """A Spark driver for ``tests/test_sasl_end_to_end.py``, run as a child process so that the
 environment it is given (AWS credentials and region for MSK IAM) reaches its Python
 workers: for each named set of connection options, a batch write, a batch read back, and a
-stream with ``exactlyOnce`` from that topic to another, all through a SASL front.
+stream with ``exactlyOnce`` from that topic to another, all signed in with those options
+(OAUTHBEARER on Apache Kafka, AWS_MSK_IAM through a SASL front over Tansu).
 
     python -m tests.sasl_spark_child JSON
 

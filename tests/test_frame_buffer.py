@@ -74,6 +74,21 @@ def test_a_frame_over_the_limit_is_refused_before_anything_is_allocated():
         FrameBuffer().feed(struct.pack(">i", -5))
 
 
+@pytest.mark.parametrize("record,kind", [
+    (b"\x15\x03\x03\x00\x02\x02\x28", "alert"),       # TLS 1.2 alert: fatal, handshake_failure
+    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc", "handshake"),  # a ServerHello's start
+])
+def test_a_tls_record_where_a_frame_should_be_is_named(record, kind):
+    """A TLS listener answering a plaintext client: its record header, read as a size, is
+    over 350 MB; the error says it is TLS and which option to set, not the size."""
+    with pytest.raises(ProtocolError, match=f"answered with a TLS {kind} record, not a Kafka "
+                                            "frame: .* set kafka.security.protocol to SSL"):
+        FrameBuffer().feed(record)
+    # bytes of the same size that are no TLS record keep the size's words
+    with pytest.raises(ProtocolError, match="frame size 352583680 exceeds"):
+        FrameBuffer().feed(b"\x15\x04\x00\x00")
+
+
 def test_the_scratch_buffer_must_hold_a_frame_below_the_direct_size():
     with pytest.raises(ValueError):
         FrameBuffer(scratch_size=1024, direct_size=1024)

@@ -1,41 +1,53 @@
-"""Kafka's authorizer as the referee (issue 39): what a principal without a grant is told.
+"""Kafka's authorizer as the referee (issue 39): the grants each query needs, and what a
+principal without one of them is told. One test per row of the table "Authorization: the
+grants each query needs" in ``docs/security.md``: with exactly the grants of its row the
+query works (its data checked); with each grant of the row taken away in turn it fails
+within 10 s naming that grant (resource, type, operation), or for a group commit warns once
+a query; a refused write leaves nothing in the topic.
 
 One Apache Kafka (the newest pinned version, one node) for the module, with KRaft's
 ``StandardAuthorizer`` and ``allow.everyone.if.no.acl.found=false``; its PLAINTEXT listener
-is the super user (the admin here), and ``alice`` signs in on the SASL listener with
-SCRAM-SHA-256. Alice's grants, made with Kafka's own ``AclCommand`` (prefixed ACLs, three
+is the super user (the admin here), and ``alice`` and ``bob`` sign in on the SASL listener
+with SCRAM-SHA-256. Their grants, made with Kafka's own ``AclCommand`` (prefixed ACLs, four
 runs):
 
-- Read on topics ``r-*`` and ``rw-*`` and on groups ``app-*``;
-- Write on topics ``w-*`` and ``rw-*`` and on transactional ids ``app-*``;
-- Describe on topics ``d-*``;
+- bob: Read on topics ``r-*``, nothing else: the reads' rows, and a write by a principal
+  with no Write anywhere;
+- alice: Read on topics ``r-*`` and ``rw-*`` and on groups ``app-*``, ``gro-*`` and
+  ``<FX>-*``; Write on topics ``w-*`` and ``rw-*`` and on transactional ids ``app-*``,
+  ``nog-*`` and ``<FX>-0-0*``; Describe on topics ``d-*``;
 
-and nothing on topic ``closed``, group ``other-g`` or transactional ids ``other-*``. Each
-test shows the query working with its grants (the rows of the table in
-``docs/security.md``) and refused without one.
+and nothing on topic ``closed``, group ``other-g`` or transactional ids ``other-*``. Rows
+do not share resources: each query's topics, groups and transactional ids carry exactly
+its row's grants (a row "taken away" one grant runs on resources that have all the others:
+an exactlyOnce stream under prefix ``nog-q`` has Write on its ids and no Read on its
+groups, one under ``gro-q`` the groups and not the ids).
 
-Every refusal must name the resource, its type, the operation Kafka's authorizer wanted and
-the grant the query needs, within 10 s, never as a topic that does not exist or a
-coordinator that is missing. The driver-side functions are called directly (no Spark): the
-writer's topic check and a task's write, a batch read's planning and a task's read, a
-stream's group commit, a transactional producer's InitProducerId and an exactlyOnce
-stream's commit.
+The driver-side functions are called directly (no Spark): a batch read's planning and a
+task's read, a stream reader's offsets, partitions and reads, a stream's group commit, the
+writer's topic check and a task's write, a transactional task's write and the driver's
+exactlyOnce commit and fencing. ``tests/test_kafka_authorization_spark.py`` (``make
+test-authz``) runs the rows as Spark queries.
 
 What Apache Kafka 4.4.0 answered that this rests on (``protocol.authorization``): Metadata
 answers TOPIC_AUTHORIZATION_FAILED, with no partitions, for a topic the principal may not
 describe whether it exists or not (the writer took that for a missing topic and retried it
-for 2 s); FindCoordinator refuses a group or transactional id with Describe (the group
-commit said "no coordinator"); OffsetFetch refuses a partition alone, with offset -1 and
+for 2 s), and lists to a pattern only the topics the principal may describe;
+FindCoordinator refuses a group or transactional id with Describe (the group commit said
+"no coordinator"); OffsetFetch refuses a partition alone, with offset -1 and
 TOPIC_AUTHORIZATION_FAILED (``committed_offsets`` read it as "no offset"); Write on a topic
-lets the principal describe it; and TxnOffsetCommit wants Read on the topic of the offsets,
-so an exactlyOnce stream, which records its micro-batch ids as offsets of partition 0 of
-the topic it writes, needs Read on that topic as well as Write.
+lets the principal describe it, and Write on any topic gives the idempotent producer's
+InitProducerId; TxnOffsetCommit wants Read on the topic of the offsets, so an exactlyOnce
+stream, which records its micro-batch ids as offsets of partition 0 of the topic it writes,
+needs Read on that topic as well as Write; and ListTransactions lists only the
+transactional ids the principal may describe, which Write on them allows.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import pyarrow as pa
 import pytest
@@ -45,19 +57,22 @@ from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.transactions import (TransactionCommitError, abort_transactions,
                                      commit_transactions, job_prefix)
 from kafka_sink.validation import WritePlan
-from kafka_sink.writer import _check_topic_exists, write_task
+from kafka_sink.writer import _CHECKED, _check_key, _check_topic_exists, write_task
 from kafka_source.batch_reader import KafkaBatchReader
 from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
+from kafka_source.planning import discover_partitions
 from kafka_source.stream_reader import KafkaStreamReader
 from kafka_testbed import SASL_USERS, KafkaCluster
 from protocol.cluster import READ_COMMITTED, KafkaClient
-from protocol.errors import TopicAuthorizationFailed
+from protocol.errors import PyKafkaError, TopicAuthorizationFailed
 from protocol.records.batch import Record, build_batch
 
-USER = "alice"
-PRINCIPAL = f"User:{USER}"
 LIMIT_S = 10  # every refusal within this
+#: A prefix whose grant is narrower than a stream's ids: Write on ``<FX>-0-0*`` only.
+FX = f"fx{uuid.uuid4().hex[:6]}"
+#: The records of topic r-time: (timestamp ms, value).
+TIMED = [(1_000, b"a"), (2_000, b"b"), (3_000, b"c")]
 
 
 @pytest.fixture(scope="module")
@@ -65,35 +80,49 @@ def secured():
     cluster = KafkaCluster(sasl=True, authorizer=True).start()
     try:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-            admin.create_topics({"closed": 1, "r-in": 1, "w-plain": 1, "w-out": 1,
-                                 "rw-out": 1, "d-seen": 1})
-            for topic in ("r-in", "d-seen"):
+            admin.create_topics({"closed": 1, "r-in": 1, "r-stream": 1, "r-time": 1,
+                                 "r-eos": 1, "w-plain": 1, "w-out": 1, "w-eos": 1,
+                                 "rw-out": 1, "rw-left": 1, "rw-fx": 1, "rw-nog": 1,
+                                 "rw-gro": 1, "d-seen": 1})
+            for topic in ("r-in", "d-seen", "closed"):
                 admin.produce(topic, 0, build_batch([Record(0, 0, None, b"v")]))
-        cluster.acl(PRINCIPAL, "Read", topics=["r-", "rw-"], groups="app-", prefixed=True)
-        cluster.acl(PRINCIPAL, "Write", topics=["w-", "rw-"], transactional_ids="app-",
-                    prefixed=True)
-        cluster.acl(PRINCIPAL, "Describe", topics="d-", prefixed=True)
+            admin.produce("r-time", 0, build_batch(
+                [Record(i, ts, None, v) for i, (ts, v) in enumerate(TIMED)]))
+        cluster.acl("User:bob", "Read", topics="r-", prefixed=True)
+        cluster.acl("User:alice", "Read", topics=["r-", "rw-"],
+                    groups=["app-", "gro-", f"{FX}-"], prefixed=True)
+        cluster.acl("User:alice", "Write", topics=["w-", "rw-"],
+                    transactional_ids=["app-", "nog-", f"{FX}-0-0"], prefixed=True)
+        cluster.acl("User:alice", "Describe", topics="d-", prefixed=True)
         yield cluster
     finally:
         cluster.stop()
 
 
-def alice(cluster, **options) -> dict:
+def signed_in(cluster, user: str, **options) -> dict:
     return {"kafka.bootstrap.servers": cluster.listener("SASL"),
             "kafka.security.protocol": "SASL_PLAINTEXT",
-            "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": USER,
-            "kafka.sasl.password": SASL_USERS[USER], "kafka.request.timeout.ms": "10000",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": user,
+            "kafka.sasl.password": SASL_USERS[user], "kafka.request.timeout.ms": "10000",
             **options}
 
 
-def refused(call, error=TopicAuthorizationFailed) -> str:
-    """What ``call()`` raised (of type ``error``), checked to come within ``LIMIT_S``."""
+def alice(cluster, **options) -> dict:
+    return signed_in(cluster, "alice", **options)
+
+
+def bob(cluster, **options) -> dict:
+    return signed_in(cluster, "bob", **options)
+
+
+def refused(call, error=TopicAuthorizationFailed, within_s: float = LIMIT_S) -> str:
+    """What ``call()`` raised (of type ``error``), checked to come within ``within_s``."""
     started = time.monotonic()
     with pytest.raises(error) as info:
         call()
     took = time.monotonic() - started
     said = str(info.value)
-    assert took < LIMIT_S, (took, said)
+    assert took < within_s, (took, said)
     assert "not exist" not in said and "no coordinator" not in said, said
     return said
 
@@ -103,20 +132,33 @@ def plan(topic: str) -> WritePlan:
                      headers_column=False, partition_column=False, timestamp_kind=None)
 
 
+ROWS = pa.record_batch({"value": pa.array([b"a", b"b"], pa.binary())})
+
+
+def read(options: dict) -> list:
+    """The values a batch read with ``options`` gives: planned, then each task's read."""
+    parsed = parse_reader_options(options)
+    return [v for part in KafkaBatchReader(parsed).partitions() for rng in part.ranges
+            for batch in read_range(parsed, rng) for v in batch.column("value").to_pylist()]
+
+
 def values(cluster, topic: str, **options) -> list:
     """The values of ``topic`` as the admin reads them (read_committed by default;
     ``options``: another reader's)."""
-    read = parse_reader_options({"kafka.bootstrap.servers": cluster.bootstrap,
-                                 "subscribe": topic, "kafka.isolation.level":
-                                 "read_committed", **options})
-    return [v for part in KafkaBatchReader(read).partitions() for rng in part.ranges
-            for batch in read_range(read, rng) for v in batch.column("value").to_pylist()]
+    return read({"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic,
+                 "kafka.isolation.level": "read_committed", **options})
+
+
+def everything(cluster, topic: str) -> list:
+    """Every value in ``topic``, open and aborted transactions' too: what a refused write
+    must not have added to."""
+    return values(cluster, topic, **{"kafka.isolation.level": "read_uncommitted"})
 
 
 def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
-    """``values(cluster, topic)`` once every transaction on partition 0 ended: a commit or
-    an abort returns before its markers are written, and until then a read_committed
-    reader stops before the transaction."""
+    """``values(cluster, topic)`` once every transaction on partition 0 ended (within
+    ``timeout_s``): a commit or an abort returns before its markers are written, and until
+    then a read_committed reader stops before the transaction."""
     tp = (topic, 0)
     deadline = time.monotonic() + timeout_s
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
@@ -126,55 +168,19 @@ def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
     return values(cluster, topic)
 
 
-def test_a_write_to_a_topic_the_user_may_not_describe_names_the_grant(secured):
-    """The user's report: the writer's check said "topic(s) 'closed' do not exist in the
-    cluster ... create it first" after 2 s. It names the grant now, and so does a task
-    whose rows go there; nothing is written. With Describe only, the Produce is refused
-    naming Write. Write alone is enough to write (Kafka takes it for Describe, and for the
-    idempotent producer's InitProducerId)."""
-    rows = pa.record_batch({"value": pa.array([b"x"], pa.binary())})
-    granted = parse_writer_options(alice(secured, topic="w-plain"))
-    _check_topic_exists(granted)
-    with KafkaClient(granted.client_config) as c:
-        message = write_task(iter([rows]), granted, plan("w-plain"), client=c)
-    assert message.partitions[("w-plain", 0)][0] == 1 and message.producer_ids
-    assert values(secured, "w-plain") == [b"x"]
+# ---- reads ---------------------------------------------------------------------------------
 
-    options = parse_writer_options(alice(secured, topic="closed"))
-    said = refused(lambda: _check_topic_exists(options))
-    assert said.startswith("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe "
-                           "topic 'closed' (Metadata): grant the principal Write and "
-                           "Describe on it (Kafka answers so for every topic the principal "
-                           "may not describe, whether it exists or not)"), said
-    with KafkaClient(options.client_config) as c:
-        said = refused(lambda: write_task(iter([rows]), options, plan("closed"), client=c))
-    assert "not authorized to Describe topic 'closed'" in said
-    assert "grant the principal Write and Describe on it" in said
-    assert values(secured, "closed") == []
-    described = parse_writer_options(alice(secured, topic="d-seen"))  # Describe, no Write
-    with KafkaClient(described.client_config) as c:
-        said = refused(lambda: write_task(iter([rows]), described, plan("d-seen"), client=c),
-                       ProduceError)
-    assert said == ("Writing to topic 'd-seen' partition 0 failed: "
-                    "[TOPIC_AUTHORIZATION_FAILED (29)] not "
-                    "authorized to Write topic 'd-seen' (Produce): grant the principal Write "
-                    "and Describe on it")
-    assert values(secured, "d-seen") == [b"v"]
-
-
-def test_a_read_the_user_may_not_describe_or_read_names_the_grant(secured):
-    """Read on a topic reads it, and subscribePattern sees the topics the user may
-    describe only. Planning a read of a topic the user may not describe names Read and
-    Describe; with Describe only, planning works and the task's Fetch is refused naming
-    Read."""
-    assert values(secured, "r-in", **alice(secured)) == [b"v"]
-    pattern = KafkaBatchReader(parse_reader_options(alice(secured, subscribePattern=".*")))
-    assert sorted({r.topic for p in pattern.partitions() for r in p.ranges}) == [
-        "d-seen", "r-in", "rw-out", "w-out", "w-plain"]
-    closed = parse_reader_options(alice(secured, subscribe="closed"))
-    said = refused(lambda: KafkaBatchReader(closed).partitions())
-    assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
-            "Read and Describe on it") in said
+def test_batch_read_needs_read_on_its_topics(secured):
+    """Row "Batch read": bob, granted Read on ``r-*`` and nothing else, reads a topic by
+    ``subscribe`` and by ``assign``. A topic he may not describe is refused when the read is
+    planned, naming Read and Describe on it; with Describe only (alice on ``d-seen``)
+    planning works and the task's Fetch is refused naming Read."""
+    assert read(bob(secured, subscribe="r-in")) == [b"v"]
+    assert read(bob(secured, assign='{"r-in":[0]}')) == [b"v"]
+    for strategy in ({"subscribe": "closed"}, {"assign": '{"closed":[0]}'}):
+        said = refused(lambda: read(bob(secured, **strategy)))
+        assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic "
+                "'closed' (Metadata): grant the principal Read and Describe on it") in said
     seen = parse_reader_options(alice(secured, subscribe="d-seen"))
     [part] = KafkaBatchReader(seen).partitions()
     said = refused(lambda: [b for rng in part.ranges for b in read_range(seen, rng)])
@@ -182,20 +188,125 @@ def test_a_read_the_user_may_not_describe_or_read_names_the_grant(secured):
             "(Fetch): grant the principal Read on it") in said
 
 
-def test_commit_offsets_to_a_group_without_read_warns_once_a_query(secured, caplog):
-    """commitOffsetsToGroup to a group the user may not read: the stream goes on; one
-    warning per query names Read on the group (it said "no coordinator for group" at every
-    micro-batch), the repeats are debug lines that count. With Read on the group the
-    offsets are committed and the admin sees them."""
+def test_streaming_read_needs_read_on_its_topics_at_every_trigger(secured):
+    """Row "Streaming read": bob's stream reader binds its start, plans and reads
+    micro-batch after micro-batch with Read on the topic (each trigger asks Metadata and
+    ListOffsets again, the tasks Fetch). Without a grant the query's start is refused naming
+    Read and Describe; with Describe only a micro-batch's read is refused naming Read."""
+    def micro_batch(reader, start):
+        end = reader.latestOffset(start)
+        got = [v for p in reader.partitions(start, end) for b in reader.read(p)
+               for v in b.column("value").to_pylist()]
+        return end, got
+
+    reader = KafkaStreamReader(parse_reader_options(
+        bob(secured, subscribe="r-stream", startingOffsets="earliest"), for_streaming=True))
+    start = reader.initialOffset()
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        admin.produce("r-stream", 0, build_batch([Record(0, 0, None, b"one")]))
+        start, got = micro_batch(reader, start)
+        assert got == [b"one"] and start == {"r-stream": {"0": 1}}
+        admin.produce("r-stream", 0, build_batch([Record(0, 0, None, b"two")]))
+    start, got = micro_batch(reader, start)
+    assert got == [b"two"] and start == {"r-stream": {"0": 2}}
+    reader.stop()
+
+    closed = KafkaStreamReader(parse_reader_options(bob(secured, subscribe="closed"),
+                                                    for_streaming=True))
+    said = refused(closed.initialOffset)
+    assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
+            "Read and Describe on it") in said
+    seen = KafkaStreamReader(parse_reader_options(
+        alice(secured, subscribe="d-seen", startingOffsets="earliest"), for_streaming=True))
+    begin = seen.initialOffset()
+    end = seen.latestOffset(begin)
+    [part] = seen.partitions(begin, end)
+    said = refused(lambda: list(seen.read(part)))
+    assert "not authorized to Read topic 'd-seen' (Fetch): grant the principal Read on it" \
+        in said
+    seen.stop()
+
+
+def test_offsets_by_time_need_nothing_more_than_the_read(secured):
+    """Row "Offsets by time": ListOffsets by timestamp wants Describe on the topic, which
+    Read gives: bob reads ``r-time`` between timestamps (global and per partition) with
+    Read alone. Without a grant the read is refused when planned, naming Read and
+    Describe."""
+    assert read(bob(secured, subscribe="r-time", startingTimestamp="2000")) == [b"b", b"c"]
+    assert read(bob(secured, subscribe="r-time", startingTimestamp="1500",
+                    endingTimestamp="3000")) == [b"b"]
+    assert read(bob(secured, subscribe="r-time",
+                    startingOffsetsByTimestamp='{"r-time": {"0": 1000}}',
+                    endingOffsetsByTimestamp='{"r-time": {"0": 2000}}')) == [b"a"]
+    said = refused(lambda: read(bob(secured, subscribe="closed", startingTimestamp="0")))
+    assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
+            "Read and Describe on it") in said
+
+
+def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
+    """Row "subscribePattern": Kafka lists to a principal only the topics it may describe,
+    so bob's pattern finds the ``r-*`` topics and leaves the others out (no error: Kafka
+    does not say they exist). A pattern that finds nothing says so once, naming the grant.
+    A topic alice may describe but not read (``d-seen``) is found, and its Fetch refused
+    naming Read. A stream's topic that the pattern no longer finds because its grant was
+    taken away fails the micro-batch naming the grant."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+
+    def found(options):
+        parsed = parse_reader_options(options)
+        with KafkaClient(parsed.client_config) as client:
+            return sorted({t for t, _ in discover_partitions(parsed.subscription, client)})
+
+    assert found(bob(secured, subscribePattern=".*")) == ["r-eos", "r-in", "r-stream",
+                                                         "r-time"]
+    assert found(alice(secured, subscribePattern="^[dc]")) == ["d-seen"]
+    assert read(bob(secured, subscribePattern="^clo")) == []
+    [warning] = [r.getMessage() for r in caplog.records if "'^clo'" in r.getMessage()]
+    assert warning == (
+        "subscribePattern '^clo' matches no topic the cluster lists: nothing is read. On a "
+        "cluster with an authorizer Kafka lists a principal only the topics it may "
+        "describe, so a topic without a grant is left out, not refused: grant the "
+        "principal Read on the topics to read")
+    said = refused(lambda: read(alice(secured, subscribePattern="^d-")))
+    assert "not authorized to Read topic 'd-seen' (Fetch)" in said
+
+    # A stream's topic whose grant is taken away drops out of Kafka's listing, so its
+    # partitions leave the micro-batch's end: refused naming the grant, not reported as a
+    # deleted topic (data loss, which failOnDataLoss=false would skip without a word).
+    for lossy in ("true", "false"):
+        stream = KafkaStreamReader(parse_reader_options(
+            bob(secured, subscribePattern="^(r-in|closed)$", failOnDataLoss=lossy),
+            for_streaming=True))
+        said = refused(lambda: stream.partitions({"closed": {"0": 0}, "r-in": {"0": 0}},
+                                                 {"r-in": {"0": 1}}))
+        stream.stop()
+        assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
+                "Read and Describe on it") in said
+
+
+def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secured, caplog):
+    """Row "commitOffsetsToGroup": with Read on the group (and on the topic, which the read
+    has) the offsets are committed and Kafka's admin sees them. Without Read on the group
+    the stream goes on; one warning per query names Read on the group (it said "no
+    coordinator for group" at every micro-batch), the repeats are debug lines that count.
+    Without Read on the topic (Describe only) the commit's OffsetCommit is refused for
+    that partition, warned naming Read on the topic."""
     caplog.set_level(logging.DEBUG, logger="pykafka.source")
 
-    def query(group):
+    def query(group, topic="r-in"):
         return KafkaStreamReader(parse_reader_options(
-            alice(secured, subscribe="r-in", commitOffsetsToGroup=group), for_streaming=True))
+            alice(secured, subscribe=topic, commitOffsetsToGroup=group), for_streaming=True))
 
     def said(level):
         return [r.getMessage() for r in caplog.records
                 if r.levelno == level and "commitOffsetsToGroup" in r.getMessage()]
+
+    granted = query("app-g")
+    granted.commit({"r-in": {"0": 1}})
+    granted.stop()
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        assert admin.committed_offsets("app-g", [("r-in", 0)]) == {("r-in", 0): 1}
+    assert said(logging.WARNING) == []
 
     refused_query = query("other-g")
     started = time.monotonic()
@@ -212,65 +323,16 @@ def test_commit_offsets_to_a_group_without_read_warns_once_a_query(secured, capl
     query("other-g").commit({"r-in": {"0": 1}})  # another query: warned about again
     assert len(said(logging.WARNING)) == 2
 
-    granted = query("app-g")
-    granted.commit({"r-in": {"0": 1}})
-    granted.stop()
+    unread = query("app-d", topic="d-seen")
+    unread.commit({"d-seen": {"0": 1}})
+    unread.commit({"d-seen": {"0": 2}})
+    unread.stop()
+    assert said(logging.WARNING)[2:] == [
+        "could not commit offsets to consumer group 'app-d' (commitOffsetsToGroup): "
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'd-seen' "
+        "(OffsetCommit): grant the principal Read on it"]
     with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
-        assert admin.committed_offsets("app-g", [("r-in", 0)]) == {("r-in", 0): 1}
-    assert len(said(logging.WARNING)) == 2
-
-
-def test_exactly_once_needs_its_ids_and_a_stream_its_groups_and_read_on_its_topic(secured):
-    """A batch exactlyOnce write needs Write on its transactional ids (by their prefix) and
-    on its topic; a transactional id outside them is refused naming the prefix to grant. A
-    stream records each micro-batch as an offset of a group under the prefix on partition
-    0 of its topic, which Kafka's TxnOffsetCommit allows with Read on the group and on the
-    topic: with Write alone on the topic the commit is refused naming Read, and nothing of
-    it becomes visible; with Read and Write it commits."""
-    other = parse_writer_options(alice(secured, topic="w-out", exactlyOnce="true",
-                                       transactionalIdPrefix="other-x"))
-    with TaskProducer(other, transactional_id="other-x-0-0") as producer:
-        said = refused(producer.producer_identity, ProduceError)
-    assert said == (
-        "[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
-        "transactional id 'other-x-0-0' (FindCoordinator): grant the principal Write and "
-        "Describe on transactional ids starting with 'other-x' (a prefixed ACL: every "
-        "task's id starts with the transactionalIdPrefix); or choose a "
-        "transactionalIdPrefix the principal may use")
-
-    rows = pa.record_batch({"value": pa.array([b"a", b"b"], pa.binary())})
-
-    def write(topic, prefix, batch_id):
-        options = parse_writer_options(alice(secured, topic=topic, exactlyOnce="true",
-                                             transactionalIdPrefix=prefix))
-        client = KafkaClient(options.client_config)
-        job = prefix if batch_id is not None else job_prefix(prefix)
-        message = write_task(iter([rows]), options, plan(topic), client=client, prefix=job,
-                             task=(0, 0, batch_id), fresh_ids=batch_id is None)
-        return client, options, job, message
-
-    client, options, job, message = write("w-out", "app-b", None)  # a batch job
-    with client:
-        assert commit_transactions(client, options, job, [message], None)["committed"] == 1
-    assert committed_values(secured, "w-out") == [b"a", b"b"]
-
-    client, options, job, message = write("w-out", "app-s", 1)  # a stream's batch 1
-    with client:
-        said = refused(lambda: commit_transactions(client, options, job, [message], 1),
-                       TransactionCommitError)
-        abort_transactions(client, options, job, [message])
-    assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'w-out' "
-            "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
-            "records each micro-batch's id as an offset of partition 0 of the topic it "
-            "writes") in said
-    uncommitted = {"kafka.isolation.level": "read_uncommitted"}
-    assert values(secured, "w-out", **uncommitted) == [b"a", b"b"] * 2  # and the stream's
-    assert committed_values(secured, "w-out") == [b"a", b"b"]  # the stream's aborted
-
-    client, options, job, message = write("rw-out", "app-r", 1)
-    with client:
-        assert commit_transactions(client, options, job, [message], 1)["committed"] == 1
-    assert committed_values(secured, "rw-out") == [b"a", b"b"]
+        assert admin.committed_offsets("app-d", [("d-seen", 0)]) == {("d-seen", 0): -1}
 
 
 def test_committed_offsets_raise_a_partition_s_error(secured):
@@ -282,3 +344,211 @@ def test_committed_offsets_raise_a_partition_s_error(secured):
         said = refused(lambda: client.committed_offsets("app-h", [("r-in", 0), ("closed", 0)]))
     assert ("not authorized to Describe topic 'closed' (OffsetFetch): grant the principal "
             "Describe on it") in said
+
+
+# ---- writes --------------------------------------------------------------------------------
+
+def test_a_write_needs_write_on_its_topic(secured):
+    """Rows "df.write" and "writeStream" (the same requests: the writer's check on the
+    driver, then each task's InitProducerId and Produce): Write alone is enough (Kafka takes
+    it for Describe, and for the idempotent producer's InitProducerId). Taken away:
+
+    - a topic the user may not describe: the writer's check said "topic(s) 'closed' do not
+      exist in the cluster ... create it first" after 2 s; it names the grant now, at once
+      (not retried as a broken lookup is: also when a check passed before, which a
+      stream's writer repeats every ``kafka.metadata.max.age.ms`` and retries for up to
+      ``kafka.max.block.ms``, 60 s, to ride out an outage), and so does a task whose rows
+      go there;
+    - Describe only (alice on ``d-seen``): the Produce is refused naming Write;
+    - a principal with no Write on any topic (bob, who may read ``r-in``): the idempotent
+      producer's InitProducerId is refused, naming Write on the topics written.
+
+    Nothing is written by any of them."""
+    granted = parse_writer_options(alice(secured, topic="w-plain"))
+    _check_topic_exists(granted)
+    with KafkaClient(granted.client_config) as c:
+        message = write_task(iter([ROWS]), granted, plan("w-plain"), client=c)
+    assert message.partitions[("w-plain", 0)][0] == 2 and message.producer_ids
+    assert values(secured, "w-plain") == [b"a", b"b"]
+
+    options = parse_writer_options(alice(secured, topic="closed"))
+    said = refused(lambda: _check_topic_exists(options), within_s=1)
+    assert said.startswith("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe "
+                           "topic 'closed' (Metadata): grant the principal Write and "
+                           "Describe on it (Kafka answers so for every topic the principal "
+                           "may not describe, whether it exists or not)"), said
+    _CHECKED.put(_check_key(options), time.monotonic() - 3600)  # passed once, long ago
+    assert refused(lambda: _check_topic_exists(options), within_s=1) == said
+    with KafkaClient(options.client_config) as c:
+        said = refused(lambda: write_task(iter([ROWS]), options, plan("closed"), client=c))
+    assert "not authorized to Describe topic 'closed'" in said
+    assert "grant the principal Write and Describe on it" in said
+    assert everything(secured, "closed") == [b"v"]
+
+    described = parse_writer_options(alice(secured, topic="d-seen"))  # Describe, no Write
+    _check_topic_exists(described)
+    with KafkaClient(described.client_config) as c:
+        said = refused(lambda: write_task(iter([ROWS]), described, plan("d-seen"), client=c),
+                       ProduceError)
+    assert said == ("Writing to topic 'd-seen' partition 0 failed: "
+                    "[TOPIC_AUTHORIZATION_FAILED (29)] not "
+                    "authorized to Write topic 'd-seen' (Produce): grant the principal Write "
+                    "and Describe on it")
+    assert everything(secured, "d-seen") == [b"v"]
+
+    reader_only = parse_writer_options(bob(secured, topic="r-in"))
+    _check_topic_exists(reader_only)
+    with KafkaClient(reader_only.client_config) as c:
+        said = refused(lambda: write_task(iter([ROWS]), reader_only, plan("r-in"), client=c),
+                       ProduceError)
+    assert said == (
+        "could not get a producer id: [CLUSTER_AUTHORIZATION_FAILED (31)] not authorized "
+        "to IdempotentWrite the cluster (InitProducerId): grant the principal Write on the "
+        "topics written (Kafka 2.8+ takes it for IdempotentWrite on the cluster); or grant "
+        "IdempotentWrite on the cluster, or set kafka.enable.idempotence=false")
+    assert everything(secured, "r-in") == [b"v"]
+
+
+def eos_write(cluster, topic: str, prefix: str, batch_id: int | None, partition: int = 0,
+              rows=ROWS):
+    """One exactlyOnce task of alice's (a batch job's when ``batch_id`` is None, else
+    Spark partition ``partition`` of a stream's micro-batch ``batch_id``), its transaction
+    left open: (client, options, job prefix, commit message)."""
+    options = parse_writer_options(alice(cluster, topic=topic, exactlyOnce="true",
+                                         transactionalIdPrefix=prefix))
+    client = KafkaClient(options.client_config)
+    job = prefix if batch_id is not None else job_prefix(prefix)
+    try:
+        message = write_task(iter([rows]), options, plan(topic), client=client, prefix=job,
+                             task=(partition, 0, batch_id), fresh_ids=batch_id is None)
+    except BaseException:
+        client.close()
+        raise
+    return client, options, job, message
+
+
+def eos_refused(cluster, topic: str, prefix: str, batch_id: int | None,
+                error=ProduceError) -> str:
+    """An exactlyOnce task refused within ``LIMIT_S``, having written nothing."""
+    before = everything(cluster, topic)
+    said = refused(lambda: eos_write(cluster, topic, prefix, batch_id), error)
+    assert everything(cluster, topic) == before
+    return said
+
+
+def test_an_exactly_once_batch_write_needs_its_ids_and_its_topic(secured):
+    """Row "exactlyOnce batch write": Write on the topic and on the transactional ids that
+    start with the prefix; the job commits. Taken away: ids outside the grant are refused
+    at the task's InitProducerId naming the prefix to grant; a topic with Describe only at
+    its AddPartitionsToTxn naming Write. Neither writes anything."""
+    other = parse_writer_options(alice(secured, topic="w-out", exactlyOnce="true",
+                                       transactionalIdPrefix="other-x"))
+    with TaskProducer(other, transactional_id="other-x-0-0") as producer:
+        said = refused(producer.producer_identity, ProduceError)
+    assert said == (
+        "[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
+        "transactional id 'other-x-0-0' (FindCoordinator): grant the principal Write and "
+        "Describe on transactional ids starting with 'other-x' (a prefixed ACL: every "
+        "task's id starts with the transactionalIdPrefix); or choose a "
+        "transactionalIdPrefix the principal may use")
+
+    client, options, job, message = eos_write(secured, "w-out", "app-b", None)
+    with client:
+        assert commit_transactions(client, options, job, [message], None)["committed"] == 1
+    assert committed_values(secured, "w-out") == [b"a", b"b"]
+
+    said = eos_refused(secured, "w-out", "other-b", None)
+    assert ("not authorized to Describe transactional id 'other-b-" in said
+            and "grant the principal Write and Describe on transactional ids starting with "
+                "'other-b'" in said), said
+    said = eos_refused(secured, "d-seen", "app-b", None)
+    assert said == ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
+                    "'d-seen' (AddPartitionsToTxn): grant the principal Write and Describe "
+                    "on it")
+
+
+def test_an_exactly_once_stream_needs_its_ids_groups_and_read_and_write_on_its_topic(
+        secured, caplog):
+    """Row "exactlyOnce stream": Write and Read on the topic, Write on the transactional
+    ids and Read on the groups that start with the prefix. Micro-batch 1 commits with its
+    marker in group ``<prefix>-0`` (Kafka's admin sees it), and a transaction a crashed run
+    left open under the prefix (Spark partition 1) is listed (ListTransactions shows the
+    ids the principal may describe, which Write on them allows) and fenced by that commit.
+    Each grant taken away:
+
+    - Read on the topic (``w-out``: Write only): the driver's TxnOffsetCommit is refused
+      naming Read, and nothing of the micro-batch becomes visible;
+    - Write on the topic (``r-eos``: Read only): the task's AddPartitionsToTxn, naming
+      Write;
+    - Read on the groups (prefix ``nog-q``): the task's look at its marker, naming Read on
+      the groups under the prefix;
+    - Write on the ids (prefix ``gro-q``): the task's InitProducerId, naming the prefix.
+
+    The refused tasks write nothing."""
+    caplog.set_level(logging.INFO, logger="pykafka.sink")
+    leftover = eos_write(secured, "rw-left", "app-r", 1, partition=1,
+                         rows=pa.record_batch({"value": pa.array([b"x"], pa.binary())}))
+    leftover[0].close()
+    client, options, job, message = eos_write(secured, "rw-left", "app-r", 1)
+    with client:
+        assert commit_transactions(client, options, job, [message], 1)["committed"] == 1
+    assert committed_values(secured, "rw-left", timeout_s=5) == [b"a", b"b"]
+    assert any("fenced 1 open transaction(s) left under prefix app-r by an earlier run or "
+               "attempt: app-r-1-0" in r.getMessage() for r in caplog.records)
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        assert admin.committed_offsets("app-r-0", [("rw-left", 0)]) == {("rw-left", 0): 1}
+
+    before = committed_values(secured, "w-out")
+    client, options, job, message = eos_write(secured, "w-out", "app-s", 1)
+    with client:
+        said = refused(lambda: commit_transactions(client, options, job, [message], 1),
+                       TransactionCommitError)
+        abort_transactions(client, options, job, [message])
+    assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'w-out' "
+            "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
+            "records each micro-batch's id as an offset of partition 0 of the topic it "
+            "writes") in said
+    assert committed_values(secured, "w-out") == before  # the micro-batch's aborted
+
+    said = eos_refused(secured, "r-eos", "app-t", 1)
+    assert said == ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
+                    "'r-eos' (AddPartitionsToTxn): grant the principal Write and Describe "
+                    "on it")
+    said = eos_refused(secured, "rw-nog", "nog-q", 1, PyKafkaError)
+    assert said == (
+        "[GROUP_AUTHORIZATION_FAILED (30)] not authorized to Describe group 'nog-q-0' "
+        "(FindCoordinator): grant the principal Read on groups starting with 'nog-q' (a "
+        "prefixed ACL): an exactlyOnce stream records each committed micro-batch in the "
+        "group 'nog-q-<Spark partition>'")
+    said = eos_refused(secured, "rw-gro", "gro-q", 1)
+    assert said.startswith(
+        "[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
+        "transactional id 'gro-q-0-0' (FindCoordinator): grant the principal Write and "
+        "Describe on transactional ids starting with 'gro-q'"), said
+
+
+def test_fencing_refused_by_a_narrow_grant_warns_once_a_query(secured, caplog):
+    """Write on the transactional id ``<FX>-0-0`` alone, not on every id under the prefix:
+    the stream's micro-batches commit, but the fencing of the next attempt's id
+    (``<FX>-0-1``, at every commit) is refused. It said so at every micro-batch; now once
+    per query, naming the grant, then debug lines that count."""
+    caplog.set_level(logging.DEBUG, logger="pykafka.sink")
+    for batch_id, value in ((1, b"one"), (2, b"two")):
+        client, options, job, message = eos_write(
+            secured, "rw-fx", FX, batch_id,
+            rows=pa.record_batch({"value": pa.array([value], pa.binary())}))
+        with client:
+            counts = commit_transactions(client, options, job, [message], batch_id)
+        assert counts["committed"] == 1
+    assert committed_values(secured, "rw-fx") == [b"one", b"two"]
+    fencing = [r for r in caplog.records if "could not fence" in r.getMessage()]
+    assert [r.levelno for r in fencing] == [logging.WARNING, logging.DEBUG]
+    assert fencing[0].getMessage() == (
+        f"could not fence transactional id(s) {FX}-0-1 (the broker aborts their open "
+        f"transactions after kafka.transaction.timeout.ms): "
+        f"[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
+        f"transactional id '{FX}-0-1' (FindCoordinator): grant the principal Write and "
+        f"Describe on transactional ids starting with '{FX}' (a prefixed ACL: every task's "
+        f"id starts with the transactionalIdPrefix); or choose a transactionalIdPrefix the "
+        f"principal may use")
+    assert fencing[1].getMessage().endswith("(again: 1 times since the warning)")

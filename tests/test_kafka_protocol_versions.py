@@ -240,10 +240,10 @@ def test_exactly_once_requests(cluster, monkeypatch):
         "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "ListTransactions"})
 
 
-def test_sign_in_requests(kafka_clusters, monkeypatch):
+def test_sign_in_requests(signin_kafka, monkeypatch):
     """SaslHandshake and SaslAuthenticate (SCRAM-SHA-512) on the newest Kafka's SASL
-    listener, then Metadata over the signed-in connection."""
-    sasl = kafka_clusters.get(version=NEWEST_KAFKA, sasl=True)
+    listener (the sign-in tests' cluster), then Metadata over the signed-in connection."""
+    sasl = signin_kafka
     user, password = next(iter(SASL_USERS.items()))
     config = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
               "sasl_username": user, "sasl_password": password}

@@ -1,16 +1,15 @@
 """Signing in to Apache Kafka itself: SASL PLAIN, SCRAM-SHA-256/512, OAUTHBEARER (the
-broker's unsecured validator and its JWKS validator), TLS with PEM files, and KIP-368
-re-authentication.
+broker's unsecured validator and its JWKS validator), over SASL_PLAINTEXT and SASL_SSL, and
+KIP-368 re-authentication (TLS and its refusals: ``tests/test_kafka_tls.py``).
 
-Every way of signing in is on one cluster of the newest pinned Kafka (shared through
-``kafka_clusters``): the listener ``SASL`` (PLAIN and SCRAM for ``SASL_USERS``, OAUTHBEARER
-checked by the unsecured validator), ``OAUTH`` (OAUTHBEARER checked against the JWKS of the
-test OIDC issuer, ``tests/oidc_issuer.py``), ``SSL`` (a trustme CA's certificate, client
-certificates required) and ``connections.max.reauth.ms`` of 3 s on both SASL listeners, so
-every session ends 3 s after it began unless the client signs in again. The oldest pinned
-version (3.9.2) and a middle one (4.1.2) get the same cluster for the compatibility pass.
-The PKI, the issuer and its JWKS file are made once per session: their paths are part of a
-cluster's kind in ``kafka_clusters``.
+Every way of signing in is on one cluster of the newest pinned Kafka, shared with the other
+sign-in tests (``signin_kafka``, ``tests/signin_cluster.py``): the listener ``SASL`` (PLAIN
+and SCRAM for ``SASL_USERS``, OAUTHBEARER checked by the unsecured validator), ``OAUTH``
+(OAUTHBEARER checked against the JWKS of the test OIDC issuer, ``tests/oidc_issuer.py``),
+``SASL_SSL`` (the same over TLS), ``SSL`` (client certificates required), and
+``connections.max.reauth.ms`` of 3 s on the SASL listeners, so every session ends 3 s after
+it began unless the client signs in again. The oldest pinned version (3.9.2) and a middle
+one (4.1.2) get the same cluster for the compatibility pass.
 
 What was found on these brokers:
 
@@ -19,8 +18,10 @@ What was found on these brokers:
   ``unsecuredLogin*`` options of the JAAS line sign in; the issuer's RS256 token is refused
   with ``invalid_token``. The JWKS validator is the other way round.
 * Kafka 4.4 does not start a JWKS validator that checks neither the audience nor the
-  issuer; the testbed now sets ``allow.unverified.audience/issuer`` (listener-prefixed,
-  as 3.9.2, 4.1.2 and 4.4.0 honour; the unprefixed JWKS URL it also set is not needed).
+  issuer; the testbed sets the issuer to expect (the test issuer's URL) and
+  ``allow.unverified.audience`` (listener-prefixed, as 3.9.2, 4.1.2 and 4.4.0 honour).
+  All three fetch the JWKS from the issuer's http endpoint once it is on the JVM's
+  ``org.apache.kafka.sasl.oauthbearer.allowed.urls``.
 * A busy producer's connection (requests always in flight) was never renewed: it was
   renewed by reconnecting only while idle, so the broker closed it at every session's end
   and the producer resent. ``protocol.connection`` now re-authenticates on the same
@@ -29,7 +30,8 @@ What was found on these brokers:
   replaced instead (the tests' SASL fronts close on a late SaslHandshake).
 * TLS 1.3: the broker refuses a missing or untrusted client certificate with an alert in
   place of the first answer, which surfaced as a broken connection (retried until the
-  timeout); it is now an AuthenticationError naming ``kafka.ssl.certfile``.
+  timeout); it is now an AuthenticationError naming ``kafka.ssl.certfile``
+  (``tests/test_kafka_tls.py``).
 * Kafka's OAUTHBEARER refusal text is its JSON status, which the error showed twice.
 """
 
@@ -38,11 +40,9 @@ from __future__ import annotations
 import base64
 import json
 import time
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
-import trustme
 
 import protocol.connection as connection_module
 from kafka_common.oauth.tokens import TOKEN_CACHE
@@ -50,14 +50,14 @@ from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import write_task
 from kafka_source.options import parse_reader_options
-from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA, SASL_USERS
+from kafka_testbed import OLDEST_KAFKA, SASL_USERS
 from protocol.cluster import KafkaClient
 from protocol.connection import BrokerConnection
 from protocol.errors import AuthenticationError, KafkaConnectionError
-from protocol.records.batch import Record, build_batch, decode_batch, iter_batches
+from protocol.records.batch import Record, build_batch
 from protocol.schemas import METADATA
 
-from .oidc_issuer import OidcIssuer
+from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
 from .test_sasl import assert_no_secret
 from .trust_env import allow_urls, spark_worker_env
 
@@ -65,8 +65,6 @@ MIDDLE_KAFKA = "4.1.2"
 METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,
                  "include_cluster_authorized_operations": False,
                  "include_topic_authorized_operations": False}
-REAUTH_MS = 3000
-CLIENT, CLIENT_SECRET = "spark-app", "Cl1ent-s3cret-for-kafka"
 USER = "alice"
 PASSWORD = SASL_USERS[USER]
 WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
@@ -75,55 +73,16 @@ OAUTH_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCa
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
-# ---- the PKI, the issuer and the clusters (once per session) ---------------------------------
+# ---- the cluster (tests/signin_cluster.py), as this file calls it ---------------------------
 
-@pytest.fixture(scope="session")
-def pki(tmp_path_factory) -> Path:
-    """A CA with the broker's certificate (127.0.0.1) and a client's; another CA with a
-    client certificate the broker does not trust."""
-    d = tmp_path_factory.mktemp("signin-pki")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    server = ca.issue_cert("127.0.0.1", "localhost")
-    server.private_key_pem.write_to_path(str(d / "server.key"))
-    (d / "server.pem").write_bytes(b"".join(c.bytes() for c in server.cert_chain_pems))
-    client = ca.issue_cert("pykafka-client")
-    client.private_key_pem.write_to_path(str(d / "client.key"))
-    client.cert_chain_pems[0].write_to_path(str(d / "client.pem"))
-    other = trustme.CA()
-    other.cert_pem.write_to_path(str(d / "other-ca.pem"))
-    stranger = other.issue_cert("pykafka-client")
-    stranger.private_key_pem.write_to_path(str(d / "stranger.key"))
-    stranger.cert_chain_pems[0].write_to_path(str(d / "stranger.pem"))
-    return d
-
-
-@pytest.fixture(scope="session")
-def issuer():
-    """The test OIDC issuer (RS256 client-credentials tokens), for the whole session: the
-    brokers' JWKS file holds its key."""
-    with OidcIssuer({CLIENT: {"secret": CLIENT_SECRET, "scopes": ["kafka"]}}) as running:
-        yield running
-
-
-@pytest.fixture(scope="session")
-def jwks_file(issuer, tmp_path_factory) -> str:
-    path = tmp_path_factory.mktemp("signin-jwks") / "jwks.json"
-    path.write_text(json.dumps({"keys": issuer.jwks}))
-    return str(path)
-
-
-@pytest.fixture(scope="session")
-def cluster_options(pki, jwks_file) -> dict:
-    """Every listener at once; the same options (so the same files) for every version."""
-    return dict(sasl=True, oauth_jwks=jwks_file,
-                ssl=(str(pki / "server.pem"), str(pki / "server.key")),
-                ssl_client_ca=str(pki / "ca.pem"), reauth_ms=REAUTH_MS)
+@pytest.fixture
+def cluster(signin_kafka):
+    return signin_kafka
 
 
 @pytest.fixture
-def cluster(kafka_clusters, cluster_options):
-    return kafka_clusters.get(version=NEWEST_KAFKA, **cluster_options)
+def issuer(signin_issuer):
+    return signin_issuer
 
 
 @pytest.fixture(autouse=True)
@@ -146,6 +105,13 @@ def sasl_options(cluster, mechanism: str, user: str = USER, password: str = PASS
             "kafka.request.timeout.ms": "10000"}
 
 
+def sasl_ssl_options(cluster, pki, mechanism: str) -> dict:
+    """SASL over TLS (the SASL_SSL listener): the broker's CA, no client certificate."""
+    return {**sasl_options(cluster, mechanism), "kafka.security.protocol": "SASL_SSL",
+            "kafka.bootstrap.servers": cluster.listener("SASL_SSL"),
+            "kafka.ssl.cafile": str(pki / "ca.pem")}
+
+
 def oauth_options(bootstrap: str, **extra) -> dict:
     return {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
             "kafka.sasl.mechanism": "OAUTHBEARER", "kafka.request.timeout.ms": "10000", **extra}
@@ -164,35 +130,6 @@ def unsecured_token_options(bootstrap: str) -> dict:
     """Kafka's unsecured (unsigned) development token, built by the connector."""
     jaas = f'{OAUTH_MODULE} required unsecuredLoginStringClaim_sub="{USER}";'
     return oauth_options(bootstrap, **{"kafka.sasl.jaas.config": jaas})
-
-
-def tls_options(cluster, pki: Path, *, client_cert: str | None = "client",
-                ca: str = "ca.pem") -> dict:
-    options = {"kafka.bootstrap.servers": cluster.listener("SSL"),
-               "kafka.security.protocol": "SSL", "kafka.ssl.cafile": str(pki / ca),
-               "kafka.request.timeout.ms": "10000"}
-    if client_cert:
-        options.update({"kafka.ssl.certfile": str(pki / f"{client_cert}.pem"),
-                        "kafka.ssl.keyfile": str(pki / f"{client_cert}.key")})
-    return options
-
-
-def client_for(options: dict) -> KafkaClient:
-    """A client built from reader options, as a Spark task builds it."""
-    return KafkaClient(parse_reader_options({**options, "subscribe": "unused"}).client_config)
-
-
-def round_trip(client: KafkaClient, topic: str, values: list[bytes]) -> list[bytes]:
-    """Create ``topic``, produce ``values`` to it and fetch them back, all through
-    ``client`` (so through its sign-in)."""
-    client.create_topics({topic: 1})
-    client.wait_for_topics([topic])
-    now = int(time.time() * 1000)
-    batch = build_batch([Record(i, now, None, v) for i, v in enumerate(values)])
-    answer = client.produce(topic, 0, batch)
-    assert answer["error_code"] == 0, answer
-    records = client.fetch({(topic, 0): answer["base_offset"]})[(topic, 0)]["records"]
-    return [r.value for pos, *_ in iter_batches(records) for r in decode_batch(records, pos)[1]]
 
 
 def _b64(data: bytes) -> str:
@@ -302,68 +239,22 @@ def test_tokens_the_validator_does_not_trust_are_refused(cluster, issuer, tmp_pa
     assert_no_secret(info.value, secrets=[sent, CLIENT_SECRET])
 
 
-# ---- 3. TLS ----------------------------------------------------------------------------------
-
-def test_tls_with_a_client_certificate_carries_data(cluster, pki, topic_name):
-    """The broker's certificate is verified against the CA (host name included), the broker
-    verifies ours."""
-    with client_for(tls_options(cluster, pki)) as client:
-        assert round_trip(client, topic_name, [b"over-tls"]) == [b"over-tls"]
-
-
-def test_tls_refuses_a_broker_certificate_from_an_unknown_ca(cluster, pki):
-    with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED") as info:
-        with client_for(tls_options(cluster, pki, ca="other-ca.pem")) as client:
-            client.refresh_metadata([])
-    assert f"TLS handshake with {cluster.listener('SSL')} failed" in str(info.value)
-    assert "kafka.ssl.cafile" not in str(info.value)  # one was given
-
-
-def test_tls_without_a_ca_file_says_which_option_takes_one(cluster, pki):
-    """Java truststore options are ignored (with a warning in the task's log); the error
-    itself says which option takes the broker's CA."""
-    options = tls_options(cluster, pki)
-    del options["kafka.ssl.cafile"]
-    options.update({"kafka.ssl.truststore.location": str(pki / "truststore.p12"),
-                    "kafka.ssl.truststore.password": "unused"})
-    with pytest.raises(AuthenticationError, match="CERTIFICATE_VERIFY_FAILED") as info:
-        with client_for(options) as client:
-            client.refresh_metadata([])
-    assert "give the broker's CA in PEM with kafka.ssl.cafile" in str(info.value)
-    assert "kafka.ssl.truststore.*, are not read" in str(info.value)
-
-
-@pytest.mark.parametrize("client_cert", [None, "stranger"])
-def test_tls_without_a_trusted_client_certificate_is_refused_by_the_broker(cluster, pki,
-                                                                          client_cert):
-    """No client certificate, or one from a CA the broker does not trust. With TLS 1.3 the
-    broker checks it after the client's side of the handshake: the refusal is an alert in
-    place of the first answer. It is an AuthenticationError naming the options, not a
-    broken connection (which readers and writers retry until their timeouts)."""
-    with pytest.raises(AuthenticationError) as info:
-        with client_for(tls_options(cluster, pki, client_cert=client_cert)) as client:
-            client.refresh_metadata([])
-    message = str(info.value)
-    assert f"TLS with {cluster.listener('SSL')}: the broker ended the connection" in message
-    # Kafka's words: BAD_CERTIFICATE for none, CERTIFICATE_UNKNOWN for an untrusted one
-    alert = "SSLV3_ALERT_BAD_CERTIFICATE" if client_cert is None else \
-        "SSLV3_ALERT_CERTIFICATE_UNKNOWN"
-    assert f"with {alert};" in message and "kafka.ssl.certfile" in message
-
-
 # ---- Spark, through the same options ---------------------------------------------------------
 
 @pytest.mark.spark
-def test_spark_writes_with_scram_and_reads_with_an_oidc_token(spark, cluster, issuer,
-                                                              topic_name):
-    """df.write signed in with SCRAM-SHA-512 (the JVM-style JAAS line), then spark.read of
-    the same records with an OIDC token the broker checks against the issuer's JWKS: the
-    options reach the tasks, which sign in themselves."""
-    with client_for(sasl_options(cluster, "SCRAM-SHA-512")) as client:
-        client.create_topics({topic_name: 2})
-    scram = {**sasl_options(cluster, "SCRAM-SHA-512"), "kafka.sasl.jaas.config":
+def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(spark, cluster, issuer,
+                                                                     signin_pki, topic_name):
+    """Over the SASL_SSL listener: df.write signed in with SCRAM-SHA-512 (the JVM-style JAAS
+    line), then spark.read of the same records with an OIDC token the broker checks against
+    the issuer's JWKS: the options (the CA file too) reach the tasks, which sign in
+    themselves."""
+    tls = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
+           "kafka.bootstrap.servers": cluster.listener("SASL_SSL")}
+    scram = {**sasl_options(cluster, "SCRAM-SHA-512"), **tls, "kafka.sasl.jaas.config":
              f'{SCRAM_MODULE} required username="{USER}" password="{PASSWORD}";'}
     del scram["kafka.sasl.username"], scram["kafka.sasl.password"]
+    with client_for(scram) as client:
+        client.create_topics({topic_name: 2})
     expected = [f"row-{i:02d}" for i in range(20)]
     (spark.createDataFrame([(v, i % 2) for i, v in enumerate(expected)],
                            "value string, partition int")
@@ -372,14 +263,14 @@ def test_spark_writes_with_scram_and_reads_with_an_oidc_token(spark, cluster, is
     # the operator's allow-list reaches Spark's Python workers as spark.executorEnv does
     with spark_worker_env(spark, PYKAFKA_ALLOWED_URLS=issuer.token_endpoint):
         rows = (spark.read.format("pykafka")
-                .options(**issuer_token_options(cluster.listener("OAUTH"), issuer))
+                .options(**{**issuer_token_options(cluster.listener("SASL_SSL"), issuer), **tls})
                 .option("subscribe", topic_name).load()
                 .selectExpr("CAST(value AS STRING) AS v", "partition").collect())
     assert sorted((r.v, r.partition) for r in rows) == [(v, i % 2) for i, v in
                                                          enumerate(expected)]
 
 
-# ---- 4. KIP-368 re-authentication ------------------------------------------------------------
+# ---- 3. KIP-368 re-authentication ------------------------------------------------------------
 
 class SignIns:
     """Every SASL sign-in from now on: ``(connection, socket, requests were in flight)``."""
@@ -498,17 +389,20 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
         assert conn.wait_handle() is not sock and conn.session_lifetime_ms == REAUTH_MS
 
 
-# ---- 5. the same sign-ins on older brokers ---------------------------------------------------
+# ---- 4. the same sign-ins on older brokers ---------------------------------------------------
 
-@pytest.mark.parametrize("way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS"])
+@pytest.mark.parametrize("way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS",
+                                 "SASL_SSL-SCRAM-SHA-256"])
 @pytest.mark.parametrize("version", [OLDEST_KAFKA, MIDDLE_KAFKA])
-def test_sign_ins_on_older_kafka(kafka_clusters, cluster_options, pki, issuer, topic_name,
-                                 version, way):
-    older = kafka_clusters.get(version=version, **cluster_options)
+def test_sign_ins_on_older_kafka(kafka_clusters, signin_cluster_options, signin_pki, issuer,
+                                 topic_name, version, way):
+    older = kafka_clusters.get(version=version, **signin_cluster_options)
     if way == "OAUTHBEARER-JWKS":
         options = issuer_token_options(older.listener("OAUTH"), issuer)
     elif way == "mTLS":
-        options = tls_options(older, pki)
+        options = tls_options(older, signin_pki)
+    elif way.startswith("SASL_SSL-"):
+        options = sasl_ssl_options(older, signin_pki, way.removeprefix("SASL_SSL-"))
     else:
         options = sasl_options(older, way)
     with client_for(options) as client:

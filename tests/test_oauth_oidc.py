@@ -1,11 +1,14 @@
 """OAUTHBEARER with OIDC client credentials against a real token issuer.
 
 The issuer is the npm package oauth2-mock-server (``tests/oidc_issuer.py``): RS256 tokens
-for registered clients only, a JWKS to check them with. The broker is the scripted broker
-following Kafka's OAuthBearerSaslServer, checking each token's signature against that
-JWKS, its expiry, issuer and scope. librdkafka (confluent-kafka with
-``sasl.oauthbearer.method=oidc``) is the referee: against the same issuer and broker, its
-client initial response has the same framing and extensions as ours.
+for registered clients only, a JWKS to check them with. The sign-in runs on Apache Kafka
+(the sign-in cluster's OAUTH listener, ``tests/signin_cluster.py``), whose own JWKS
+validator checks the token the connector fetched; its refusals are in
+``tests/test_kafka_signin.py``. The rest needs no broker (the token endpoint's answers, the
+refresh, an https endpoint) but one: librdkafka (confluent-kafka with
+``sasl.oauthbearer.method=oidc``) is the referee of our client initial response, byte for
+byte, which only a broker that records what it receives can compare: the scripted broker
+following Kafka's OAuthBearerSaslServer (``tests/fake_sasl_broker.py``) takes both.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from protocol.errors import AuthenticationError
 
 from .fake_sasl_broker import FakeSaslBroker
 from .oidc_issuer import OidcIssuer
+from .signin_cluster import CLIENT_SECRET as SIGNIN_SECRET
+from .signin_cluster import REAUTH_MS
 from .test_sasl import assert_no_secret
 from .trust_env import allow_urls
 
@@ -63,20 +68,28 @@ def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str 
         "kafka.request.timeout.ms": "5000"}
 
 
-def test_client_credentials_token_signs_in(issuer, caplog):
+def test_client_credentials_token_signs_in_at_apache_kafka(signin_kafka, signin_issuer,
+                                                             topic_name, monkeypatch, caplog):
+    """The options a JVM user copies (single quotes, extensions): the connector fetches a
+    token from the sign-in issuer, Kafka's JWKS validator takes it (the extensions it
+    accepts without checking) and grants a 3 s session; a second connection signs in with
+    the same cached token. Neither the client secret nor the token is logged."""
     caplog.set_level(logging.DEBUG)
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 2},
-                        check_token=issuer.check) as fake:
-        config = parse_reader_options(jvm_options(fake.bootstrap,
-                                                  issuer.token_endpoint)).client_config
-        with KafkaClient(config) as client:
-            assert client.partitions_for("t") == [0, 1]
-        with BrokerConnection("127.0.0.1", fake.port, config):
-            pass  # a second connection: the same cached token
-    (first, extensions), (second, _) = fake.bearer
-    assert first == second and issuer.check(first) is None
-    assert extensions == {"logicalCluster": "lkc-abc12", "identityPoolId": "pool-Xy9"}
-    assert SECRET not in caplog.text and first not in caplog.text
+    allow_urls(monkeypatch, signin_issuer.token_endpoint)
+    bootstrap = signin_kafka.listener("OAUTH")
+    config = parse_reader_options(jvm_options(bootstrap, signin_issuer.token_endpoint,
+                                              secret=SIGNIN_SECRET)).client_config
+    with KafkaClient(config) as client:
+        client.create_topics({topic_name: 2})
+        client.wait_for_topics([topic_name])
+        assert client.partitions_for(topic_name) == [0, 1]
+    factory = config.sasl_mechanism_factory
+    first = TOKEN_CACHE.get(factory.source, factory.policy)
+    host, port = bootstrap.split(":")
+    with BrokerConnection(host, int(port), config) as conn:
+        assert conn.session_lifetime_ms == REAUTH_MS
+    assert TOKEN_CACHE.get(factory.source, factory.policy) is first
+    assert SIGNIN_SECRET not in caplog.text and first.value.reveal() not in caplog.text
 
 
 def test_wrong_client_secret_names_the_options_never_the_secret(issuer):
@@ -87,18 +100,6 @@ def test_wrong_client_secret_names_the_options_never_the_secret(issuer):
     message = str(info.value)
     assert "HTTP 401" in message and "invalid_client" in message and "clientSecret" in message
     assert_no_secret(info.value, secrets=["Wr0ng-s3cret", SECRET])
-
-
-def test_broker_refusing_the_scope_shows_its_status(issuer):
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
-                        check_token=lambda t, e: issuer.check(t, scope="kafka-admin")) as fake:
-        config = parse_reader_options(jvm_options(fake.bootstrap,
-                                                  issuer.token_endpoint)).client_config
-        with pytest.raises(AuthenticationError) as info:
-            KafkaClient(config).refresh_metadata()
-    assert '"status": "insufficient_scope"' in str(info.value)
-    assert fake.received[-1] == b"\x01"
-    assert_no_secret(info.value, secrets=[fake.bearer[0][0], SECRET])
 
 
 def test_librdkafka_sends_the_same_framing_and_extensions(issuer):
@@ -130,7 +131,8 @@ def test_librdkafka_sends_the_same_framing_and_extensions(issuer):
             pass
         ours = [t for t in fake.received if t.startswith(b"n,")][-1]
     assert framing(ours) == framing(theirs)
-    assert fake.bearer[0][1] == fake.bearer[-1][1]
+    assert fake.bearer[0][1] == fake.bearer[-1][1] == {"logicalCluster": "lkc-abc12",
+                                                       "identityPoolId": "pool-Xy9"}
     assert all(issuer.check(token) is None for token, _ in fake.bearer)
 
 

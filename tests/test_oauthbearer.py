@@ -2,9 +2,12 @@
 token sources that need no network (unsecured, file, callable), the per-process cache with
 Kafka's refresh rules, and re-authentication before a session's end.
 
-The broker side is ``tests.fake_sasl_broker`` grown to follow Kafka's OAuthBearerSaslServer
-(its grammar, its JSON status then SASL_AUTHENTICATION_FAILED); the OIDC issuer and the
-signature checks are in ``tests/test_oauth_oidc.py``.
+The sign-ins run on Apache Kafka (the sign-in cluster, ``tests/signin_cluster.py``): its
+SASL listener's unsecured validator takes the unsigned tokens of these sources and ends
+every session after 3 s; its OAUTH listener's JWKS validator refuses them. What the client
+sent (token, extensions) is read back from its client initial response (``sent``). The
+OIDC issuer and signed tokens are in ``tests/test_oauth_oidc.py`` and
+``tests/test_kafka_signin.py``.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from protocol.errors import AuthenticationError, ConfigError, ProtocolError
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, client_initial_response
 from protocol.schemas import METADATA
 
-from .fake_sasl_broker import OAUTH_CLIENT_FIRST, FakeSaslBroker
+from .fake_sasl_broker import OAUTH_CLIENT_FIRST
 from .test_sasl import assert_no_secret
 from .trust_env import allow_callbacks, allow_urls
 
@@ -105,16 +108,47 @@ def test_a_hostile_challenge_is_a_protocol_error(challenge):
         mech.respond(challenge)
 
 
-# ---- end to end against the scripted broker -----------------------------------------------
+# ---- end to end on Apache Kafka --------------------------------------------------------------
 
-def test_unsecured_token_signs_in_with_extensions():
-    """Kafka's default handler: an alg-none JWS from unsecuredLoginStringClaim_sub."""
+@pytest.fixture
+def sent(monkeypatch) -> list[tuple[str, dict]]:
+    """``(token, extensions)`` of every OAUTHBEARER sign-in the client makes from now on,
+    read back from the client initial response it sends."""
+    record = []
+    original = OAuthBearerMechanism.initial_response
+
+    def recording(self):
+        message = original(self)
+        match = OAUTH_CLIENT_FIRST.fullmatch(message.decode())
+        pairs = dict(kv.split("=", 1) for kv in match.group("kvpairs").split("\x01") if kv)
+        record.append((pairs.pop("auth").removeprefix("Bearer "), pairs))
+        return message
+
+    monkeypatch.setattr(OAuthBearerMechanism, "initial_response", recording)
+    return record
+
+
+def unsecured_jwt(claims: dict) -> str:
+    """A token Kafka's unsecured validator takes: ``alg: none``, an empty signature, and
+    ``sub`` and ``exp`` (seconds) among ``claims``."""
+    return jwt({"iat": int(time.time()), **claims})[:-len("sig")]
+
+
+def sasl_listener(signin_kafka) -> tuple[str, int]:
+    host, port = signin_kafka.listener("SASL").split(":")
+    return host, int(port)
+
+
+def test_unsecured_token_signs_in_with_extensions(signin_kafka, sent):
+    """Kafka's default handler: an alg-none JWS from unsecuredLoginStringClaim_sub, which
+    Kafka's unsecured validator takes (with the extension, which it accepts unchecked)."""
     jaas = (f'{MODULE} required unsecuredLoginStringClaim_sub="alice" '
             'unsecuredLoginNumberClaim_n="7" extension_logicalCluster="lkc-1";')
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 2}) as fake:
-        with KafkaClient(config(fake.bootstrap, **{"kafka.sasl.jaas.config": jaas})) as c:
-            assert c.partitions_for("t") == [0, 1]
-    (token, extensions), = fake.bearer
+    with BrokerConnection(*sasl_listener(signin_kafka),
+                          config(signin_kafka.listener("SASL"),
+                                 **{"kafka.sasl.jaas.config": jaas})) as conn:
+        assert conn.session_lifetime_ms == 3000  # signed in, for the listener's session
+    (token, extensions), = sent
     assert extensions == {"logicalCluster": "lkc-1"}
     header, claims = (json.loads(__import__("base64").urlsafe_b64decode(p + "==")) for p in
                       token.split(".")[:2])
@@ -123,74 +157,70 @@ def test_unsecured_token_signs_in_with_extensions():
     assert 3590 <= claims["exp"] - claims["iat"] <= 3600
 
 
-def test_refused_token_shows_the_status_and_option_never_the_token(caplog, tmp_path,
-                                                                    monkeypatch):
+def test_refused_token_shows_the_status_and_option_never_the_token(signin_kafka, caplog,
+                                                                    tmp_path, monkeypatch):
+    """An unsigned token from a file at the OAUTH listener, whose JWKS validator refuses
+    it: Kafka's status, the option the token came from, never the token."""
     caplog.set_level(logging.DEBUG)
-    token = jwt({"sub": "alice", "exp": time.time() + 3600})
+    token = unsecured_jwt({"sub": "alice", "exp": int(time.time()) + 3600})
     path = tmp_path / "token.jwt"
     path.write_text(token)
     allow_urls(monkeypatch, path.as_uri())
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
-                        check_token=lambda t, e: {"status": "invalid_token"}) as fake:
-        cfg = config(fake.bootstrap, **{
-            "kafka.sasl.jaas.config": f"{MODULE} required;",
-            "kafka.sasl.login.callback.handler.class": HANDLER,
-            "kafka.sasl.oauthbearer.token.endpoint.url": path.as_uri()})
-        with pytest.raises(AuthenticationError) as info:
-            KafkaClient(cfg).refresh_metadata()
-        assert 3 not in fake.requests
-        assert fake.received[-1] == b"\x01"  # the client's answer to the status
+    cfg = config(signin_kafka.listener("OAUTH"), **{
+        "kafka.sasl.jaas.config": f"{MODULE} required;",
+        "kafka.sasl.login.callback.handler.class": HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": path.as_uri()})
+    with pytest.raises(AuthenticationError) as info:
+        KafkaClient(cfg).refresh_metadata()
     message = str(info.value)
     assert '"status": "invalid_token"' in message and "token.endpoint.url" in message
     assert_no_secret(info.value, secrets=[token])
     assert token not in caplog.text
 
 
-def test_token_file_is_read_again_when_it_changes(tmp_path, monkeypatch):
+def test_token_file_is_read_again_when_it_changes(signin_kafka, tmp_path, monkeypatch, sent):
     path = tmp_path / "token.jwt"
     allow_urls(monkeypatch, path.as_uri())
-    first = jwt({"sub": "alice", "exp": time.time() + 3600})
-    second = jwt({"sub": "bob", "exp": time.time() + 7200})
+    first = unsecured_jwt({"sub": "alice", "exp": int(time.time()) + 3600})
+    second = unsecured_jwt({"sub": "bob", "exp": int(time.time()) + 7200})
     path.write_text(first + "\n")
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1}) as fake:
-        cfg = config(fake.bootstrap, **{
-            "kafka.sasl.jaas.config": f"{MODULE} required;",
-            "kafka.sasl.login.callback.handler.class": "kafkashaded." + HANDLER,
-            "kafka.sasl.oauthbearer.token.endpoint.url": path.as_uri()})
-        for expected in (first, first, second):
-            if expected is second:
-                path.write_text(second)
-                os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
-            with BrokerConnection("127.0.0.1", fake.port, cfg):
-                pass
-            assert fake.bearer[-1][0] == expected
+    cfg = config(signin_kafka.listener("SASL"), **{
+        "kafka.sasl.jaas.config": f"{MODULE} required;",
+        "kafka.sasl.login.callback.handler.class": "kafkashaded." + HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": path.as_uri()})
+    for expected in (first, first, second):
+        if expected is second:
+            path.write_text(second)
+            os.utime(path, ns=(time.time_ns(), time.time_ns() + 10**9))
+        with BrokerConnection(*sasl_listener(signin_kafka), cfg) as conn:
+            assert conn.session_lifetime_ms == 3000  # Kafka took the token
+        assert sent[-1][0] == expected
 
 
 def token_callback(config_string):
     """A confluent-kafka oauth_cb: (token, expiry, principal, extensions)."""
     token_callback.calls.append(config_string)
-    return jwt({"sub": "cb", "n": len(token_callback.calls)}), time.time() + 3600, "cb", \
-        {"identityPoolId": "pool-9"}
+    expiry = time.time() + 3600
+    return unsecured_jwt({"sub": "cb", "n": len(token_callback.calls), "exp": int(expiry)}), \
+        expiry, "cb", {"identityPoolId": "pool-9"}
 
 
 token_callback.calls = []
 
 
-def test_python_callable_gives_the_token_and_extensions(monkeypatch):
+def test_python_callable_gives_the_token_and_extensions(signin_kafka, monkeypatch, sent):
     token_callback.calls.clear()
     allow_callbacks(monkeypatch, f"{__name__}:token_callback")
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1}) as fake:
-        cfg = config(fake.bootstrap, **{
-            "kafka.sasl.login.callback.handler.class": f"{__name__}:token_callback",
-            "kafka.sasl.oauthbearer.config": "scope=kafka",
-            "kafka.sasl.jaas.config": f'{MODULE} required extension_logicalCluster="lkc";'})
-        assert "scope=kafka" not in repr(cfg)
-        for _ in range(2):
-            with BrokerConnection("127.0.0.1", fake.port, cfg):
-                pass
+    cfg = config(signin_kafka.listener("SASL"), **{
+        "kafka.sasl.login.callback.handler.class": f"{__name__}:token_callback",
+        "kafka.sasl.oauthbearer.config": "scope=kafka",
+        "kafka.sasl.jaas.config": f'{MODULE} required extension_logicalCluster="lkc";'})
+    assert "scope=kafka" not in repr(cfg)
+    for _ in range(2):
+        with BrokerConnection(*sasl_listener(signin_kafka), cfg) as conn:
+            assert conn.session_lifetime_ms == 3000
     assert token_callback.calls == ["scope=kafka"]  # cached in the process
-    assert [e for _, e in fake.bearer] == [{"logicalCluster": "lkc",
-                                            "identityPoolId": "pool-9"}] * 2
+    assert [e for _, e in sent] == [{"logicalCluster": "lkc", "identityPoolId": "pool-9"}] * 2
 
 
 @pytest.mark.parametrize("options, words", [
@@ -291,34 +321,36 @@ def test_jwt_claims_errors_never_quote_the_token(tmp_path, monkeypatch):
 
 # ---- re-authentication (KIP-368) ----------------------------------------------------------
 
-def test_a_long_lived_connection_signs_in_again_with_a_fresh_token(monkeypatch):
-    """The broker ends sessions after 1.5 s: the connection notices before the end,
-    reconnects and signs in with a new token from the source, and requests keep working."""
+def test_a_long_lived_connection_signs_in_again_with_a_fresh_token(signin_kafka, monkeypatch,
+                                                                    sent):
+    """Kafka ends sessions after 3 s: the connection signs in again before the end (on
+    the same connection, KIP-368) with a new token from the source, and requests keep
+    working: a request after the end would have been met by Kafka closing it."""
     counter = iter(range(1, 100))
 
     def fresh(_config):
-        return jwt({"sub": "r", "n": next(counter)}), time.time() + 3600
+        expiry = time.time() + 3600
+        return unsecured_jwt({"sub": "r", "n": next(counter), "exp": int(expiry)}), expiry
 
     monkeypatch.setattr(sys.modules[__name__], "token_fresh", fresh, raising=False)
     allow_callbacks(monkeypatch, f"{__name__}:token_fresh")
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
-                        session_lifetime_ms=1500) as fake:
-        cfg = config(fake.bootstrap, **{
-            "kafka.sasl.login.callback.handler.class": f"{__name__}:token_fresh",
-            "kafka.sasl.login.refresh.min.period.seconds": "0",
-            "kafka.sasl.login.refresh.buffer.seconds": "3599",
-            "kafka.sasl.jaas.config": f"{MODULE} required;"})
-        with BrokerConnection("127.0.0.1", fake.port, cfg) as conn:
-            deadline = time.monotonic() + 4
-            while time.monotonic() < deadline:
-                response = conn.request(METADATA, {"topics": None,
-                                                   "allow_auto_topic_creation": False},
-                                        version=1)
-                assert response["brokers"]
-                time.sleep(0.2)
-    tokens = [t for t, _ in fake.bearer]
-    assert len(tokens) >= 3 and len(set(tokens)) == len(tokens)
-    assert fake.expired_sessions == 0  # never a request on a session past its end
+    cfg = config(signin_kafka.listener("SASL"), **{
+        "kafka.sasl.login.callback.handler.class": f"{__name__}:token_fresh",
+        "kafka.sasl.login.refresh.min.period.seconds": "0",
+        "kafka.sasl.login.refresh.buffer.seconds": "3599",
+        "kafka.sasl.jaas.config": f"{MODULE} required;"})
+    with BrokerConnection(*sasl_listener(signin_kafka), cfg) as conn:
+        sock = conn.wait_handle()
+        deadline = time.monotonic() + 20
+        while len(sent) < 3 and time.monotonic() < deadline:
+            response = conn.request(METADATA, {"topics": None,
+                                               "allow_auto_topic_creation": False},
+                                    version=1)
+            assert response["brokers"]
+            time.sleep(0.2)
+        assert conn.wait_handle() is sock  # never cut: renewed before each end
+    tokens = [t for t, _ in sent]
+    assert len(tokens) == 3 and len(set(tokens)) == 3
 
 
 # ---- Google Managed Kafka's token shape ---------------------------------------------------

@@ -5,8 +5,8 @@ rides with a pooled client, on real brokers, without Spark.
   the proxy counts the connections it accepts, and cuts them as the broker or the network
   would; clients that bootstrap through it reach the broker only through it);
 - librdkafka's mock cluster for leader moves and injected Produce errors;
-- ``tests.fake_sasl_broker`` for a SASL session lifetime (it counts the handshakes a
-  client makes, which a real broker does not show).
+- the sign-in cluster's SASL listener (``signin_kafka``) for a SASL session lifetime of
+  3 s (the test counts the client's sign-ins).
 
 Every test runs on a pool of its own (``fresh_pool`` replaces the process-wide one), so the
 order of the tests does not matter.
@@ -27,16 +27,18 @@ from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
+from kafka_testbed import SASL_USERS
 from protocol import pool
 from protocol.config import ClientConfig
+from protocol.connection import SESSION_RENEW_AT, BrokerConnection
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
-from .fake_sasl_broker import FakeSaslBroker
+from .signin_cluster import REAUTH_MS
 from .test_sink_producer import (assert_exactly_once_in_order, batches, consume, make_topic,
                                  options as writer_options, plan_for, raw_batches)
 
-FETCH, PRODUCE, SASL_HANDSHAKE = 1, 0, 17
+FETCH, PRODUCE = 1, 0
 
 
 @pytest.fixture
@@ -393,30 +395,41 @@ def test_a_task_that_writes_nothing_keeps_the_identity(fresh_pool, mock_cluster,
 
 # ---- SASL sessions -------------------------------------------------------------------------
 
-def test_a_sasl_session_is_renewed_before_it_ends():
-    with FakeSaslBroker({"alice": "pw"}, topics={"t": 1}, session_lifetime_ms=600) as broker:
-        config = ClientConfig(bootstrap_servers=[broker.address],
-                              security_protocol="SASL_PLAINTEXT", sasl_username="alice",
-                              sasl_password="pw")
-        p = pool.ClientPool()
-        try:
-            with p.borrow(config) as lease:
-                lease.client.refresh_metadata(["t"])
-                conn = lease.client._any_connection()
-                assert conn.session_lifetime_ms == 600
-                lease.client.refresh_metadata(["t"])  # well within the session: same one
-                assert broker.requests.count(SASL_HANDSHAKE) == 1
-                time.sleep(0.6 * 0.85 + 0.05)
-                lease.client.refresh_metadata(["t"])  # renewed before the request
-                assert broker.requests.count(SASL_HANDSHAKE) == 2
-            time.sleep(0.6 * 0.85 + 0.05)
-            with p.borrow(config) as lease:  # idle in the pool past the renewal point
-                assert lease.reused and p.stats["replaced_connections"] == 1
-                assert lease.client.open_connections == 0
-                lease.client.refresh_metadata(["t"])
-                assert broker.requests.count(SASL_HANDSHAKE) == 3
-        finally:
-            p.close()
+def test_a_sasl_session_is_renewed_before_it_ends(signin_kafka, monkeypatch):
+    """Apache Kafka's SASL listener grants 3 s sessions; a pooled client renews its
+    connection's session before the end, and a connection left idle in the pool past the
+    renewal point is replaced at the next checkout."""
+    sign_ins = []
+    original = BrokerConnection._authenticate
+
+    def counting(self):
+        sign_ins.append(self)
+        return original(self)
+
+    monkeypatch.setattr(BrokerConnection, "_authenticate", counting)
+    config = ClientConfig(bootstrap_servers=[signin_kafka.listener("SASL")],
+                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
+                          sasl_username="alice", sasl_password=SASL_USERS["alice"])
+    renew_after = REAUTH_MS / 1000 * SESSION_RENEW_AT + 0.05
+    p = pool.ClientPool()
+    try:
+        with p.borrow(config) as lease:
+            lease.client.refresh_metadata([])
+            conn = lease.client._any_connection()
+            assert conn.session_lifetime_ms == REAUTH_MS
+            lease.client.refresh_metadata([])  # well within the session: same one
+            assert len(sign_ins) == 1
+            time.sleep(renew_after)
+            lease.client.refresh_metadata([])  # renewed before the request
+            assert len(sign_ins) == 2
+        time.sleep(renew_after)
+        with p.borrow(config) as lease:  # idle in the pool past the renewal point
+            assert lease.reused and p.stats["replaced_connections"] == 1
+            assert lease.client.open_connections == 0
+            lease.client.refresh_metadata([])
+            assert len(sign_ins) == 3
+    finally:
+        p.close()
 
 
 def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):

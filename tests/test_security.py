@@ -1,16 +1,21 @@
 """SASL end to end, and the password kept out of everything a user or an operator sees.
 
-End to end here means the real client (``KafkaClient`` / ``BrokerConnection`` built from
-the source's and the sink's options) against ``tests.fake_sasl_broker``, which computes
-the real server side of SCRAM (RFC 5802/7677) and PLAIN, and answers as a test scripts it
-(the logins against Apache Kafka itself are in ``tests/test_kafka_signin.py``).
+End to end here means the real client (``KafkaClient`` built from the source's and the
+sink's options) against Apache Kafka's SASL listener (``signin_kafka``,
+``tests/signin_cluster.py``): signing in with each mechanism, through a JAAS line and the
+sink's options, and Kafka refusing a password, the reader's and the writer's, and through
+``spark.read`` (more sign-ins on Kafka are in ``tests/test_kafka_signin.py`` and
+``tests/test_kafka_tls.py``).
 
 Passwords never appear in: exception messages and their chains (of bad options, a closed
-port, a real broker that refuses every login -- Tansu with SASL on --, a scripted one that
-answers "authentication failed"), reprs of the option and client objects, the DEBUG log, ``df.explain("extended")``, Spark's driver and executor
-output, the exceptions of failed batch reads, writes and streaming queries, and the Spark
-event log (checked in a subprocess with a SparkSession of its own, since the event log
-must be enabled before the session starts).
+port, Apache Kafka refusing the login), reprs of the option and client objects, the DEBUG
+log, ``df.explain("extended")``, Spark's driver and executor output, the exceptions of
+failed batch reads, writes and streaming queries, and the Spark event log (checked in a
+subprocess with a SparkSession of its own, since the event log must be enabled before the
+session starts). That last check runs on ``tests.fake_sasl_broker``, which signs the user
+in and then closes the connection at every Fetch and Produce: reads and writes that fail
+inside Spark's tasks with the password in their options, which no real broker does on
+demand.
 
 What was found about Spark 4.3: neither plan strings (``explain``: ``BatchScan pykafka[...]
 (Python)``) nor any event of the event log (SQL execution start with the physical plan
@@ -31,7 +36,6 @@ import glob
 import logging
 import os
 import pickle
-import struct
 import subprocess
 import sys
 import time
@@ -41,17 +45,18 @@ import pytest
 
 from kafka_sink.options import parse_writer_options
 from kafka_source.options import parse_reader_options
+from kafka_testbed import SASL_USERS
 from protocol.cluster import KafkaClient
 from protocol.connection import BrokerConnection
 from protocol.errors import AuthenticationError, PyKafkaError
-from protocol.schemas import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 
-from .fake_broker import FakeBroker, correlation_id, frame
 from .fake_sasl_broker import FakeSaslBroker
 from .reliability_report import record
 from .test_sasl import assert_no_secret
 
 USER = "alice"
+#: alice's password on Apache Kafka (``signin_kafka``); PASSWORD is refused there.
+KAFKA_PASSWORD = SASL_USERS[USER]
 PASSWORD = "Corr3ct-h0rse-\u00e9-password"
 WRONG = "Wr0ng-batt3ry-staple-password"
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -67,54 +72,52 @@ def reader_config(bootstrap: str, mechanism: str, password: str = PASSWORD, **ex
     return parse_reader_options(options).client_config
 
 
-# ---- end to end ----------------------------------------------------------------------------
+# ---- end to end, on Apache Kafka --------------------------------------------------------
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
-def test_authenticates_and_reads_metadata(mechanism, caplog):
-    """The right password: authenticated (the server checked our proof, we checked its
-    signature), then Metadata answered on the same connection. No token but PLAIN's
-    carries the password; the DEBUG log never does."""
+def test_authenticates_and_reads_metadata(signin_kafka, mechanism, caplog):
+    """The right password: Kafka's SASL listener signs the user in (and grants the 3 s
+    session it is configured for), Metadata is answered; the DEBUG log never holds the
+    password."""
     caplog.set_level(logging.DEBUG)
-    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 3}) as fake:
-        with KafkaClient(reader_config(fake.bootstrap, mechanism)) as client:
-            assert client.partitions_for("t") == [0, 1, 2]
-        assert fake.authenticated.is_set()
-        assert fake.requests[:2] == [18, 17]
-        carrying = [t for t in fake.received if PASSWORD.encode() in t]
-        assert len(carrying) == (1 if mechanism == "PLAIN" else 0)
-    assert PASSWORD not in caplog.text
+    config = reader_config(signin_kafka.listener("SASL"), mechanism, KAFKA_PASSWORD)
+    with KafkaClient(config) as client:
+        brokers = client.refresh_metadata([]).brokers
+        assert brokers and client.connection(next(iter(brokers))).session_lifetime_ms == 3000
+    assert "authenticated to" in caplog.text and KAFKA_PASSWORD not in caplog.text
 
 
-def test_jaas_config_and_the_sink_options_authenticate_too():
+def test_jaas_config_and_the_sink_options_authenticate_too(signin_kafka, topic_name):
     jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            f'username="{USER}" password="{PASSWORD}";')
-    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 1}) as fake:
-        reader = parse_reader_options({
-            "kafka.bootstrap.servers": fake.bootstrap, "subscribe": "t",
-            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
-            "kafka.sasl.jaas.config": jaas}).client_config
-        writer = parse_writer_options({
-            "kafka.bootstrap.servers": fake.bootstrap, "topic": "t",
-            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
-            "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD}).client_config
-        for config in (reader, writer):
-            with KafkaClient(config) as client:
-                assert client.partitions_for("t") == [0]
+            f'username="{USER}" password="{KAFKA_PASSWORD}";')
+    bootstrap = signin_kafka.listener("SASL")
+    reader = parse_reader_options({
+        "kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": jaas}).client_config
+    writer = parse_writer_options({
+        "kafka.bootstrap.servers": bootstrap, "topic": topic_name,
+        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.username": USER, "kafka.sasl.password": KAFKA_PASSWORD}).client_config
+    with KafkaClient(writer) as client:
+        client.create_topics({topic_name: 2})
+    for config in (reader, writer):
+        with KafkaClient(config) as client:
+            assert client.partitions_for(topic_name) == [0, 1]
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
-def test_wrong_password_is_refused_without_naming_either_password(mechanism, caplog):
+def test_wrong_password_is_refused_without_naming_either_password(signin_kafka, mechanism,
+                                                                   caplog):
     caplog.set_level(logging.DEBUG)
-    with FakeSaslBroker({USER: PASSWORD}, topics={"t": 1}) as fake:
-        started = time.monotonic()
-        with pytest.raises(AuthenticationError) as info:
-            KafkaClient(reader_config(fake.bootstrap, mechanism, WRONG)).refresh_metadata()
-        assert time.monotonic() - started < 2
-        assert fake.closed_by_client.wait(2)
-        assert 3 not in fake.requests  # no Metadata on an unauthenticated connection
-    assert USER in str(info.value)
-    assert_no_secret(info.value, secrets=[PASSWORD, WRONG])
-    assert PASSWORD not in caplog.text and WRONG not in caplog.text
+    started = time.monotonic()
+    with pytest.raises(AuthenticationError) as info:
+        KafkaClient(reader_config(signin_kafka.listener("SASL"), mechanism,
+                                  WRONG)).refresh_metadata()
+    assert time.monotonic() - started < 2
+    assert repr(USER) in str(info.value)
+    assert_no_secret(info.value, secrets=[KAFKA_PASSWORD, WRONG])
+    assert KAFKA_PASSWORD not in caplog.text and WRONG not in caplog.text
 
 
 def test_reprs_and_messages_never_hold_a_password():
@@ -279,72 +282,36 @@ def test_closed_port(debug_records):
     assert PASSWORD not in logged
 
 
-@pytest.fixture(scope="module")
-def authenticating_tansu():
-    """A real broker that wants SASL and accepts nobody (see kafka_testbed.tansu)."""
-    from kafka_testbed import TansuBroker
-    with TansuBroker(authentication=True) as broker:
-        yield broker
-
-
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
-def test_a_broker_that_refuses_the_login(authenticating_tansu, mechanism, debug_records):
-    """SCRAM runs to the broker's "unknown-user"; PLAIN is not offered and the broker
-    drops the connection."""
-    options = sasl_options(authenticating_tansu.bootstrap, mechanism)
+def test_apache_kafka_refusing_the_login(signin_kafka, mechanism, debug_records):
+    """A password Kafka does not take, through the reader's and the writer's options: the
+    error is Kafka's own words with the user's name, the password is nowhere (error, its
+    chain, its traceback, the DEBUG log), and it comes at once (Kafka's SASL listener
+    delays no refusal)."""
+    options = sasl_options(signin_kafka.listener("SASL"), mechanism)
+    words = ("Invalid username or password" if mechanism == "PLAIN" else
+             f"invalid credentials with SASL mechanism {mechanism}")
     for parsed in (parse_reader_options(options), parse_writer_options(options)):
-        with pytest.raises(PyKafkaError) as info:
+        started = time.monotonic()
+        with pytest.raises(AuthenticationError) as info:
             with KafkaClient(parsed.client_config) as client:
                 client.metadata()
+        assert time.monotonic() - started < 3
         said = everything_said(info.value) + "".join(traceback.format_exception(info.value))
-        if mechanism != "PLAIN":
-            assert isinstance(info.value, AuthenticationError)
-            assert "unknown-user" in said
+        assert words in said and repr(USER) in said
         assert PASSWORD not in said
     assert PASSWORD not in debug_records()
 
 
-def _answer(api, version, body):
-    def respond(request: bytes) -> bytes:
-        payload = bytes(api.response.encode(version, body))
-        return frame(struct.pack(">i", correlation_id(request)) + payload)
-    return respond
-
-
-def test_a_scripted_broker_that_fails_the_authentication(debug_records):
-    """Handshake accepted, then SaslAuthenticate answers SASL_AUTHENTICATION_FAILED (58)
-    with a message: the error carries the broker's message and the user name only."""
-    script = [
-        _answer(API_VERSIONS, 3, {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-            {"api_key": 18, "min_version": 0, "max_version": 3},
-            {"api_key": 17, "min_version": 0, "max_version": 1},
-            {"api_key": 36, "min_version": 0, "max_version": 1}]}),
-        _answer(SASL_HANDSHAKE, 1, {"error_code": 0, "mechanisms": ["PLAIN"]}),
-        _answer(SASL_AUTHENTICATE, 1, {"error_code": 58, "auth_bytes": b"",
-                                       "error_message": "Authentication failed: Invalid "
-                                                        "username or password"}),
-    ]
-    with FakeBroker(script) as fake:
-        config = parse_reader_options(sasl_options(fake.address, "PLAIN")).client_config
-        conn = BrokerConnection("127.0.0.1", fake.port, config)
-        with pytest.raises(AuthenticationError) as info:
-            conn.connect()
-        # The password did go to the broker, inside the PLAIN message ...
-        assert PASSWORD.encode() in fake.requests[2]
-    # ... and comes back nowhere.
-    said = everything_said(info.value) + "".join(traceback.format_exception(info.value))
-    assert "Invalid username or password" in said and repr(USER) in said
-    assert PASSWORD not in said
-    assert PASSWORD not in debug_records()
-
-
 @pytest.mark.spark
-def test_spark_s_error_for_a_refused_login(spark, authenticating_tansu):
-    """What the user sees from spark.read (the error crosses Spark's Python worker)."""
-    options = sasl_options(authenticating_tansu.bootstrap, "SCRAM-SHA-512",
+def test_spark_s_error_for_a_refused_login(spark, signin_kafka):
+    """What the user sees from spark.read when Apache Kafka refuses the password (the error
+    crosses Spark's Python worker)."""
+    options = sasl_options(signin_kafka.listener("SASL"), "SCRAM-SHA-512",
                            **{"fetchOffset.numRetries": "1"})
     with pytest.raises(Exception) as info:
         spark.read.format("pykafka").options(**options).load().count()
     said = everything_said(info.value)
-    assert "unknown-user" in said
+    assert ("SASL SCRAM-SHA-512 authentication of user 'alice' failed" in said and
+            "invalid credentials" in said)
     assert PASSWORD not in said

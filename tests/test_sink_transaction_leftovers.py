@@ -13,7 +13,8 @@ too, and across the coordinators of a 3-node cluster); the crashed run simulated
 transactions left open, then the re-run's commit with one task, on the newest Kafka (the
 broker filters by the ids' pattern, ListTransactions v2) and on the oldest pinned Kafka
 (v1: the driver filters); and on librdkafka's mock cluster, which does not speak
-ListTransactions, the commit going on without it.
+ListTransactions, the commit going on without it, as behind a proxy that turns every
+answer into an error (one warning per query, not per micro-batch).
 """
 
 from __future__ import annotations
@@ -193,3 +194,45 @@ def test_a_broker_without_list_transactions_is_skipped(mock_cluster, topic_name,
             assert len(warnings()) == 3, warnings()  # the mock's three brokers, once
     assert committed_values(mock_cluster.bootstrap, topic_name, 1) == (
         values("x", 10) + values("y", 10))
+
+
+def _busy(frame: bytearray, version: int) -> bytearray:
+    """A ListTransactions answer turned into COORDINATOR_LOAD_IN_PROGRESS: its error code
+    sits after the size, the correlation id, the header's tagged fields (one byte, none)
+    and throttle_time_ms."""
+    frame[13:15] = (14).to_bytes(2, "big")
+    return frame
+
+
+def test_a_broker_that_cannot_list_is_a_warning_once_a_query(proxied_kafka, topic_name,
+                                                             caplog):
+    """A broker whose answer to the stream's ListTransactions is an error at every
+    micro-batch's commit (the proxy makes it COORDINATOR_LOAD_IN_PROGRESS): the
+    micro-batches commit; the skipped broker is one warning per query (it was one per
+    micro-batch), then debug lines that count; another query (another prefix) warns
+    again."""
+    proxy, cluster = proxied_kafka
+    proxy.reset()
+    create(cluster, topic_name, 1)
+    first, second = (f"eos-{uuid.uuid4().hex[:8]}" for _ in range(2))
+    caplog.set_level(logging.DEBUG, logger="pykafka.sink")
+    proxy.rewrite_response(LIST_TRANSACTIONS.key, _busy, count=3)
+    try:
+        with KafkaClient(bootstrap_servers=proxy.address) as client:
+            for batch_id, prefix in ((1, first), (2, first), (1, second)):
+                message = task(cluster, topic_name, prefix, f"{prefix}-{batch_id}", 2,
+                               batch_id=batch_id)
+                assert commit_transactions(client, options(cluster, topic_name), prefix,
+                                           [message], batch_id)["committed"] == 1
+        assert proxy.pending_rewrites(LIST_TRANSACTIONS.key) == 0
+    finally:
+        proxy.reset()
+    skipped = [r for r in caplog.records if "open transactions: broker" in r.getMessage()]
+    assert [r.levelno for r in skipped] == [logging.WARNING, logging.DEBUG, logging.WARNING]
+    said = skipped[0].getMessage()
+    assert said.startswith("open transactions: broker 1 skipped (the open transactions it "
+                           "coordinates end by kafka.transaction.timeout.ms): "
+                           "[COORDINATOR_LOAD_IN_PROGRESS (14)]"), said
+    assert skipped[1].getMessage().endswith("(again: 1 times since the warning)")
+    assert sorted(committed_values(cluster.bootstrap, topic_name, 1)) == sorted(
+        values(f"{first}-1", 2) + values(f"{first}-2", 2) + values(f"{second}-1", 2))

@@ -2,7 +2,9 @@
 records survive a SIGKILL and a restart on the same log directory, a SIGSTOPped node
 answers nothing until SIGCONT, a SIGTERM is a clean shutdown, the transaction.version it was
 formatted with is the one its controller finalized, Kafka's own tools run from its jars, a
-node that cannot start fails loudly with its log, and the jar cache is never fetched twice.
+node that cannot start fails loudly with its log, the jar cache is never fetched twice, and
+listener options that cannot work are refused before anything starts (the listeners
+themselves are proven by the tests that sign in on them: test_kafka_signin, test_kafka_tls).
 
 confluent-kafka (librdkafka) is the independent client.
 """
@@ -122,3 +124,23 @@ def test_the_jar_cache_is_not_fetched_again(kafka, monkeypatch):
     folder = maven_jars.kafka_jar_dir(kafka.version)
     assert (folder / ".complete").exists()
     assert any(p.name == f"kafka_2.13-{kafka.version}.jar" for p in folder.glob("*.jar"))
+
+
+def test_listener_options_are_checked_before_any_start(tmp_path):
+    """SASL_SSL takes the SSL listener's certificate and the SASL listener's users; a
+    further TLS listener may not take a name the testbed gives its own; the JWKS is read
+    from the URL given or the file."""
+    files = (str(tmp_path / "c.pem"), str(tmp_path / "k.pem"))
+    with pytest.raises(ValueError, match="sasl_ssl=True needs ssl"):
+        KafkaCluster(sasl=True, sasl_ssl=True)
+    with pytest.raises(ValueError, match="sasl_ssl=True needs ssl"):
+        KafkaCluster(ssl=files, sasl_ssl=True)
+    with pytest.raises(ValueError, match=r"\['SASL'\] are names of the testbed's own"):
+        KafkaCluster(ssl_listeners={"sasl": files})
+    cluster = KafkaCluster(sasl=True, ssl=files, sasl_ssl=True,
+                           ssl_listeners=(("expired", files),))
+    assert cluster.listeners == ["PLAINTEXT", "SASL", "SSL", "SASL_SSL", "EXPIRED"]
+    # the JWKS: an issuer's endpoint as it is, a file as a file: URL
+    assert KafkaCluster(oauth_jwks="http://127.0.0.1:1/jwks").jwks_url == \
+        "http://127.0.0.1:1/jwks"
+    assert KafkaCluster(oauth_jwks=files[0]).jwks_url == (tmp_path / "c.pem").as_uri()
