@@ -107,7 +107,7 @@ def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
     ranges = [r for part in planned for r in part.ranges]
     assert sorted(r.partition for r in ranges) == list(range(partitions))
     assert {(r.start, r.end) for r in ranges} == {(0, PER_PARTITION)}
-    # a small read: a task per 32 ranges, as planning.small_read_groups cuts them
+    # a small read: a task per 1,000 ranges, as planning.small_read_groups cuts them
     assert all(isinstance(part, KafkaRangesPartition) for part in planned)
     assert len(planned) == len(small_read_groups(range(partitions)))
 
@@ -157,8 +157,7 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     # Planning's two (earliest, latest) and one per task, each to every broker it reads;
     # every range's records come in its first answer: one Fetch per task and broker. On a
     # loaded machine a request that timed out is sent again and a failed task runs again:
-    # twice that is allowed, and is still a tenth of one per partition (the tasks read 32
-    # partitions each).
+    # twice that is allowed, far below one per partition (a task reads up to 1,000).
     list_offsets, fetches = proxy.requests(LIST_OFFSETS.key), proxy.requests(FETCH.key)
     print(f"{partitions} partitions, {tasks} tasks: {list_offsets} ListOffsets, "
           f"{fetches} Fetch requests")
