@@ -11,11 +11,12 @@ partitions, counted by the fault proxy in front of the broker (``FaultProxy.requ
   broker each (the first Fetch of all its ranges goes out at once), not one per partition.
 
 ``make test`` runs them on a topic of ``WIDE`` partitions on the session's Apache Kafka
-behind its proxy (created and filled in about 4 s); ``make test-wide`` (marker
-``wide_topic``) on ``WIDEST`` partitions on a node of its own with a larger heap (about
-12 s to create in two steps: KRaft refuses an operation of more than 10,000 metadata
-records, ``broker_setup.create_wide_topic``; 20 s to fill), which would take more than
-``make test`` can spare.
+behind its proxy (created and filled in about 5 s); ``make test-wide`` (marker
+``wide_topic``) on ``WIDEST`` partitions on a node of its own with a larger heap (created
+in two steps, since KRaft refuses an operation of more than 10,000 metadata records,
+``broker_setup.create_wide_topic``, and filled in 35 s), which would take more than
+``make test`` can spare. One record a partition keeps the read small
+(``ONE_TASK_RECORDS``): above 20,000 records a read runs a task per partition.
 Times are never asserted: ``make bench``'s ``scale`` section measures them.
 """
 
@@ -29,7 +30,7 @@ import pytest
 
 from kafka_source.batch_reader import KafkaBatchReader, KafkaRangesPartition
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import small_read_groups
+from kafka_source.planning import ONE_TASK_RECORDS, small_read_groups
 from kafka_source.stream_reader import KafkaStreamReader
 from protocol.cluster import KafkaClient
 from protocol.records import encode_batch
@@ -39,7 +40,7 @@ from .broker_setup import create_wide_topic, kafka_behind_fault_proxy
 
 WIDE = 1_000
 WIDEST = 10_000
-PER_PARTITION = 2  # records in every partition
+PER_PARTITION = 1  # records in every partition (10,000 stay a small read: ONE_TASK_RECORDS)
 #: The heap of the node that holds the WIDEST topic (the default 512 MB runs out of it).
 WIDEST_HEAP_MB = 2048
 
@@ -150,6 +151,7 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     with KafkaClient(bootstrap_servers=bootstrap) as client:  # not through the proxy
         written = sum(client.latest_offsets([(topic, p) for p in range(partitions)]).values())
     assert proxy.requests(LIST_OFFSETS.key) == 0
+    assert written <= ONE_TASK_RECORDS  # a small read: its tasks read many ranges each
     df = spark.read.format("pykafka").options(**_options(proxy, topic)).load()
     rows, distinct = df.agg(F.count("*"), F.countDistinct("partition")).first()
     assert (rows, distinct) == (written, partitions)
