@@ -85,13 +85,17 @@ demo: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
 
-# An sdist and a wheel (pip install dist/*.whl; platform-specific when the optional C
-# extensions compiled), checked with twine as a package index would, and a zip for
-# spark-submit --py-files (the sources, and the compiled record codecs for this Python with
-# a manifest of their hashes; another Python runs the pure path), all in dist/.
+# The sdist, a wheel for each supported CPython (3.10 to 3.13, pyenv's or python3.X on PATH:
+# scripts/build_wheels.py) with the compiled record decoder and encoder inside, tagged
+# manylinux_2_17 by auditwheel (docs/support.md says why), all checked with twine as a
+# package index would, and a zip for spark-submit --py-files (the sources, and the compiled
+# record codecs for this Python with a manifest of their hashes; another Python runs the
+# pure path), all in dist/. Each wheel's Python gets a small build env (.venv-build-3.X,
+# setuptools alone) on first use. make test-pythons installs each wheel and tests it.
 dist: $(STAMP)
 	rm -f dist/pyspark_pykafka-*
-	$(PY) -m build --sdist --wheel --outdir dist .
+	$(PY) -m build --sdist --outdir dist .
+	$(PY) scripts/build_wheels.py --out-dir dist
 	$(PY) -m twine check --strict dist/*.tar.gz dist/*.whl
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
@@ -136,4 +140,5 @@ reliability-report:
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
-	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* build dist *.egg-info .pytest_cache site
+	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* .venv-python-* .venv-build-* build \
+		dist *.egg-info .pytest_cache site
