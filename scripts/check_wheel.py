@@ -5,8 +5,9 @@ the pure-Python path.
     python scripts/check_wheel.py
 
 Run by the Python the wheel is installed in, from a directory that is not a checkout (so
-``protocol`` is the installed one): cibuildwheel's test command runs it on every wheel a
-release builds (pyproject.toml), tests/test_pythons.py on every wheel ``make dist`` builds.
+``protocol`` is the installed one): the release workflow runs it on every wheel it builds
+(cibuildwheel's test command on macOS, pyproject.toml; its test-linux-wheels job on
+Linux), tests/test_pythons.py on every wheel ``make dist`` builds.
 Exits non-zero, saying what is wrong, on any failure; prints a JSON report otherwise.
 
 The write: one record batch of keys (some null), values and headers, encoded by

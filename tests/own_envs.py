@@ -1,7 +1,8 @@
-"""Virtualenvs of their own for the tests of other engines and other PySpark versions
-(``make test-sail``, ``make test-versions``): one per set of requirements, built on first
-use under the checkout (``.venv-<name>``), reused while its requirements stay the same, and
-given the connector's wheel afresh at each test session (so it tests the code as it is).
+"""Virtualenvs of their own for the tests of other engines, other PySpark versions and
+other Pythons (``make test-sail``, ``make test-versions``, ``make test-pythons``): one per
+set of requirements, built on first use under the checkout (``.venv-<name>``), reused
+while its requirements stay the same, and given the connector's wheel afresh at each test
+session (so it tests the code as it is).
 
 PySpark comes from PyPI as an sdist of about 400 MB that pip builds into a wheel: the first
 build of a version takes a few minutes, later ones reuse pip's cache of built wheels.
