@@ -37,10 +37,16 @@ lint-ci: $(STAMP)
 
 # Suites that stay out of `make test` to keep it within half an hour (virtualenvs of their
 # own, Spark jobs and servers of their own, a 3-node cluster whose nodes die: pytest
-# markers `sail`, `pyspark_versions`, `loading`, `jvm_referee`, `broker_faults`,
-# `authorization` and `wide_topic`, deselected by default in pyproject.toml); .ci/run runs
-# each after it.
+# markers `sail`, `pyspark_versions`, `pythons`, `loading`, `jvm_referee`,
+# `broker_faults`, `authorization` and `wide_topic`, deselected by default in
+# pyproject.toml); .ci/run runs each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
+# test-pythons: each supported CPython (3.10 to 3.13; tests/test_pythons.py): its wheel built
+# as make dist builds it, installed without a C compiler and checked (compiled paths in use,
+# the same bytes as the pure path), and in .venv-python-3.X (PySpark, pytest, hypothesis) a
+# selection of the suite (protocol round trips, record batches, compiled/pure equivalence)
+# and a Spark job (batch write and read, a stream). A first run makes the four envs (about
+# 1 min each with pip's cache warm); later runs reuse them.
 # test-versions: batch, a stream and --py-files under each supported PySpark
 # (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
 # for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
@@ -61,12 +67,15 @@ lint-ci: $(STAMP)
 # test-loading: a job for each way of loading the connector (tests/test_load_paths.py:
 # editable install, --py-files, PYTHONPATH, addPyFile) and a local Spark Connect server
 # (tests/test_connect.py: the wheel on the server, addArtifacts from a client).
-.PHONY: test-sail test-versions test-loading test-jvm test-faults test-authz
+.PHONY: test-sail test-versions test-pythons test-loading test-jvm test-faults test-authz
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
 
 test-versions: $(STAMP)
 	$(PY) -m pytest -q -m pyspark_versions tests/test_pyspark_versions.py $(PYTEST_ARGS)
+
+test-pythons: $(STAMP)
+	$(PY) -m pytest -q -m pythons tests/test_pythons.py $(PYTEST_ARGS)
 
 test-loading: $(STAMP)
 	$(PY) -m pytest -q -m loading tests/test_load_paths.py tests/test_connect.py $(PYTEST_ARGS)
@@ -102,13 +111,17 @@ demo: $(STAMP)
 docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
 
-# An sdist and a wheel (pip install dist/*.whl; platform-specific when the optional C
-# extensions compiled), checked with twine as a package index would, and a zip for
-# spark-submit --py-files (the sources, and the compiled record codecs for this Python with
-# a manifest of their hashes; another Python runs the pure path), all in dist/.
+# The sdist, a wheel for each supported CPython (3.10 to 3.13, pyenv's or python3.X on PATH:
+# scripts/build_wheels.py) with the compiled record decoder and encoder inside, tagged
+# manylinux_2_17 by auditwheel (docs/support.md says why), all checked with twine as a
+# package index would, and a zip for spark-submit --py-files (the sources, and the compiled
+# record codecs for this Python with a manifest of their hashes; another Python runs the
+# pure path), all in dist/. Each wheel's Python gets a small build env (.venv-build-3.X,
+# setuptools alone) on first use. make test-pythons installs each wheel and tests it.
 dist: $(STAMP)
 	rm -f dist/pyspark_pykafka-*
-	$(PY) -m build --sdist --wheel --outdir dist .
+	$(PY) -m build --sdist --outdir dist .
+	$(PY) scripts/build_wheels.py --out-dir dist
 	$(PY) -m twine check --strict dist/*.tar.gz dist/*.whl
 	$(PY) scripts/build_pyfiles_zip.py --out-dir dist
 
@@ -165,4 +178,5 @@ soak-hour: $(STAMP)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
-	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* build dist *.egg-info .pytest_cache site
+	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* .venv-python-* .venv-build-* build \
+		dist *.egg-info .pytest_cache site

@@ -1,7 +1,8 @@
-"""Virtualenvs of their own for the tests of other engines and other PySpark versions
-(``make test-sail``, ``make test-versions``): one per set of requirements, built on first
-use under the checkout (``.venv-<name>``), reused while its requirements stay the same, and
-given the connector's wheel afresh at each test session (so it tests the code as it is).
+"""Virtualenvs of their own for the tests of other engines, other PySpark versions and
+other Pythons (``make test-sail``, ``make test-versions``, ``make test-pythons``): one per
+set of requirements, built on first use under the checkout (``.venv-<name>``), reused
+while its requirements stay the same, and given the connector's wheel afresh at each test
+session (so it tests the code as it is).
 
 PySpark comes from PyPI as an sdist of about 400 MB that pip builds into a wheel: the first
 build of a version takes a few minutes, later ones reuse pip's cache of built wheels.
@@ -21,9 +22,13 @@ from .test_ship import RUNTIME_DEPENDENCIES, clean_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def own_env(name: str, requirements: list[str]) -> str:
+def own_env(name: str, requirements: list[str], base: str = sys.executable,
+            no_compile: tuple[str, ...] = ()) -> str:
     """``.venv-<name>/bin/python`` with ``requirements`` and the connector's runtime
-    dependencies installed (not the connector). Prints how long a (re)build took."""
+    dependencies installed (not the connector), made by the Python ``base`` (this one by
+    default). ``no_compile``: requirements installed without byte-compiling them (PySpark:
+    a Python worker compiles the few modules it imports). Prints how long a (re)build
+    took."""
     path = os.path.join(ROOT, f".venv-{name}")
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, ".requirements")
@@ -37,9 +42,12 @@ def own_env(name: str, requirements: list[str]) -> str:
         except FileNotFoundError:
             pass
         began = time.monotonic()
-        subprocess.run([sys.executable, "-m", "venv", "--clear", path], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *wanted.split("\n")], check=True)
+        subprocess.run([base, "-m", "venv", "--clear", path], check=True)
+        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        compiled = [r for r in wanted.split("\n") if r not in no_compile]
+        subprocess.run([*pip, *compiled], check=True)
+        if no_compile:
+            subprocess.run([*pip, "--no-compile", *no_compile], check=True)
         with open(stamp, "w") as f:
             f.write(wanted)
         print(f"\n{path}: built in {time.monotonic() - began:.0f} s", file=sys.stderr)
