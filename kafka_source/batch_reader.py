@@ -8,11 +8,13 @@ looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that 
 to read at planning gets an empty range that does the same.
 
 A small read (``planning.one_task``: at most ``ONE_TASK_RECORDS`` records at planning, no
-``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range, open
-ends included, one after the other (``planning.small_read_groups``: a task per
-``RANGES_PER_SMALL_TASK`` ranges): Spark takes longer to launch a Python task than a task
-takes to read that many records, and a topic with more partitions than cores ran its
-tasks in waves.
+``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range one
+after the other (``planning.small_read_groups``: a task per ``RANGES_PER_SMALL_TASK``
+ranges): Spark takes longer to launch a Python task than a task takes to read that many
+records, and a topic with more partitions than cores ran its tasks in waves. Such a task
+looks all its open ends up first, in one ListOffsets request per leader
+(``fetcher.resolve_open_ends``), and sends the first Fetch of all its ranges at once
+(``fetcher.read_ranges``), not one of each per range.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
 
-from .fetcher import OpenEnd, read_range
+from .fetcher import OpenEnd, read_range, read_ranges, resolve_open_ends
 from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .offset_specs import (LATEST, GlobalTimestamp, LatestOffsets, OffsetRange, OffsetSpec,
@@ -132,8 +134,13 @@ class KafkaBatchReader(DataSourceReader):
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
         settle_worker_heap()
-        for rng, open_end in zip(partition.ranges, partition.open_ends):
-            yield from read_range(self.options, rng, open_end)
+        if len(partition.ranges) == 1:
+            yield from read_range(self.options, partition.ranges[0], partition.open_ends[0])
+            return
+        # A small read's task: every open end looked up in one round, and every range's
+        # first Fetch in one, not one per range.
+        yield from read_ranges(self.options, resolve_open_ends(
+            self.options, partition.ranges, partition.open_ends))
 
 
 class KafkaPushdownBatchReader(KafkaBatchReader):

@@ -89,6 +89,9 @@ class _RangeReader:
     # ---- the loop -------------------------------------------------------------------------
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        # the poll timeout counts from when this range's reading starts (read_ranges makes
+        # a task's readers, and sends their first Fetch, before the first of them runs)
+        self.tries.restart_clock()
         try:
             while self.offset < self.end and not self.finished:
                 if self.tries.expired():
@@ -285,11 +288,7 @@ class _RangeReader:
         self.stalled_since = None
 
     def start(self, offset: int):
-        o = self.o
-        return self.client.start_fetch(
-            {self.tp: offset}, max_wait_ms=o.fetch_max_wait_ms, min_bytes=o.fetch_min_bytes,
-            max_bytes=o.fetch_max_bytes, partition_max_bytes=o.max_partition_fetch_bytes,
-            isolation_level=o.isolation_level_code)
+        return _start_fetch(self.client, self.o, {self.tp: offset})
 
     def lost(self, start: int, end: int, why: str) -> None:
         message = data_loss_message(self.rng.topic, self.rng.partition, start, end, why)
@@ -310,16 +309,96 @@ class _RangeReader:
         return self.rng.end
 
 
+def _start_fetch(client: KafkaClient, o, offsets: dict):
+    """A Fetch of ``offsets`` with the reader's fetch options, sent (one request per
+    leader), not waited for."""
+    return client.start_fetch(
+        offsets, max_wait_ms=o.fetch_max_wait_ms, min_bytes=o.fetch_min_bytes,
+        max_bytes=o.fetch_max_bytes, partition_max_bytes=o.max_partition_fetch_bytes,
+        isolation_level=o.isolation_level_code)
+
+
+class _SharedFetch:
+    """One Fetch (a request per leader) holding the first answer of several readers; each
+    takes its partition's part (``share(tp)``), and only its own: the part is dropped from
+    here once taken. A failure is each reader's to retry on its own."""
+
+    def __init__(self, pending):
+        self._pending = pending
+        self._parts: dict | None = None
+        self._error: PyKafkaError | None = None
+
+    def share(self, tp) -> "_Share":
+        return _Share(self, tp)
+
+    def part(self, tp, timeout_ms: int | None) -> dict:
+        if self._parts is None and self._error is None:
+            try:
+                self._parts = self._pending.result(timeout_ms)
+            except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+                self._error = e
+        if self._error is not None:
+            raise self._error
+        return {tp: self._parts.pop(tp)} if tp in self._parts else {}
+
+    def cancel(self) -> None:
+        if self._parts is None and self._error is None:
+            self._pending.cancel()
+
+
+class _Share(NamedTuple):
+    """A reader's view of a ``_SharedFetch``: what ``PendingFetch`` is to a lone reader."""
+
+    fetch: _SharedFetch
+    tp: tuple
+
+    def result(self, timeout_ms: int | None = None) -> dict:
+        return self.fetch.part(self.tp, timeout_ms)
+
+    def cancel(self) -> None:
+        self.fetch.cancel()
+
+
 def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange,
                       open_end: OpenEnd) -> int:
-    tp = (rng.topic, rng.partition)
+    return _resolve_open_ends(client, options, [(rng, open_end)])[0]
+
+
+def _resolve_open_ends(client: KafkaClient, options,
+                       pairs: list[tuple[OffsetRange, OpenEnd]]) -> list[int]:
+    """The end of each ``(range, open end)``, all looked up together: one ListOffsets
+    request per leader for the lot (and one more per leader for the timestamps that no
+    record has reached yet), however many ranges a task reads. A partition is asked once
+    (Kafka refuses a partition twice in one ListOffsets request)."""
     level = options.isolation_level_code
-    wanted = LATEST_TIMESTAMP if open_end.timestamp is None else open_end.timestamp
-    found = client.list_offsets({tp: wanted}, level)[tp][0]
-    if found < 0:  # no record at or after the timestamp: the end is the latest offset
-        found = client.latest_offsets([tp], level)[tp]
-    end = max(rng.end, found)
-    return end if open_end.cap is None else min(end, max(rng.end, open_end.cap))
+    wanted = {}
+    for rng, open_end in pairs:
+        wanted[(rng.topic, rng.partition)] = (LATEST_TIMESTAMP if open_end.timestamp is None
+                                              else open_end.timestamp)
+    found = {tp: o for tp, (o, _) in client.list_offsets(wanted, level).items()}
+    # no record at or after the timestamp: the end is the latest offset
+    beyond = [tp for tp, o in found.items() if o < 0]
+    if beyond:
+        found.update(client.latest_offsets(beyond, level))
+    ends = []
+    for rng, open_end in pairs:
+        end = max(rng.end, found[(rng.topic, rng.partition)])
+        ends.append(end if open_end.cap is None else min(end, max(rng.end, open_end.cap)))
+    return ends
+
+
+def resolve_open_ends(options, ranges, open_ends) -> list[OffsetRange]:
+    """``ranges`` with every open end (``open_ends``, aligned with them; None where the
+    end is fixed) looked up now, in one round of ListOffsets (``_resolve_open_ends``):
+    what a task that reads several ranges does first, so that its requests grow with the
+    brokers it reads from, not with its ranges."""
+    pairs = [(r, e) for r, e in zip(ranges, open_ends) if e is not None]
+    if not pairs:
+        return list(ranges)
+    with pool.borrow(options.client_config) as lease:
+        ends = iter(_resolve_open_ends(lease.client, options, pairs))
+    return [r if e is None else r._replace(end=next(ends))
+            for r, e in zip(ranges, open_ends)]
 
 
 def read_range(options, rng: OffsetRange,
@@ -340,6 +419,40 @@ def read_range(options, rng: OffsetRange,
     lease = pool.checkout(config)
     try:
         yield from _read(options, rng, open_end, lease.client, config, decode_records)
+    finally:
+        lease.give_back()
+
+
+def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
+    """Yield the records of several ranges (their ends fixed), one range after the other,
+    as ``read_range`` would, with one client and the first Fetch of every range sent at
+    once (a request per leader for all of them): a task that reads many small ranges (a
+    small read's, a small micro-batch's) waits about one round trip for them, not one per
+    range, and sends a Fetch request per broker, not one per partition."""
+    ranges = [r for r in ranges if r.end > r.start]
+    if len(ranges) <= 1:
+        for rng in ranges:
+            yield from read_range(options, rng)
+        return
+    from protocol.records.decode_arrow import decode_records  # executor side, see above
+    config = dataclasses.replace(options.client_config)
+    lease = pool.checkout(config)
+    try:
+        readers = [_RangeReader(options, rng, lease.client, config, decode_records)
+                   for rng in ranges]
+        first: dict = {}
+        for reader in readers:  # a partition read twice shares only its first range
+            first.setdefault(reader.tp, reader)
+        try:
+            shared = _SharedFetch(_start_fetch(lease.client, options,
+                                               {tp: r.offset for tp, r in first.items()}))
+        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+            log.debug("the shared first Fetch was not sent (each range sends its own): %s", e)
+        else:
+            for tp, reader in first.items():
+                reader.pending = shared.share(tp)
+        for reader in readers:
+            yield from reader.batches()
     finally:
         lease.give_back()
 

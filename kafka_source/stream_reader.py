@@ -68,7 +68,7 @@ from protocol.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
-from .fetcher import DataLossError, read_range
+from .fetcher import DataLossError, read_ranges
 from .offset_reader import OffsetReader
 from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
                            SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
@@ -477,8 +477,8 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
         settle_worker_heap()
-        for rng in partition.ranges:
-            yield from read_range(self.options, rng)
+        # a small micro-batch's task: the first Fetch of all its ranges at once
+        yield from read_ranges(self.options, partition.ranges)
 
     def commit(self, end: dict) -> None:
         group = self.options.commit_offsets_to_group

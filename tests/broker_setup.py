@@ -67,3 +67,33 @@ def tansu_behind_fault_proxy() -> Iterator[tuple[FaultProxy, TansuBroker]]:
     finally:
         proxy.close()
         broker.stop()
+
+
+#: KRaft's controller refuses an operation of more than 10,000 metadata records
+#: (POLICY_VIOLATION "Unable to perform excessively large batch operation"): a topic record
+#: and one per partition. A wider topic is created in steps of at most this many partitions.
+PARTITIONS_PER_STEP = 5_000
+
+
+def create_wide_topic(bootstrap: str, name: str, partitions: int,
+                      configs: dict[str, str] | None = None, timeout_s: float = 300) -> None:
+    """``name`` with ``partitions`` partitions on Apache Kafka: created with at most
+    ``PARTITIONS_PER_STEP`` and grown by that many at a time (CreatePartitions, through
+    confluent-kafka's admin client), then waited for until every partition has a leader."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    first = min(partitions, PARTITIONS_PER_STEP)
+    futures = admin.create_topics([NewTopic(name, first, 1, config=dict(configs or {}))],
+                                  operation_timeout=timeout_s)
+    futures[name].result(timeout_s)
+    total = first
+    while total < partitions:
+        total = min(partitions, total + PARTITIONS_PER_STEP)
+        futures = admin.create_partitions([NewPartitions(name, total)],
+                                          operation_timeout=timeout_s)
+        futures[name].result(timeout_s)
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))
+        got = len(client.metadata([name]).topics[name].partitions)
+    if got != partitions:
+        raise RuntimeError(f"topic {name}: {got} partitions, {partitions} asked for")

@@ -20,6 +20,9 @@ and responses, not just on bytes:
   ``rewrite(frame, version)``, which returns the frame to send instead or None to leave it
   alone, until ``count`` of them were rewritten.
 
+``requests(api_key)`` counts the requests of ``api_key`` that went through (what a client
+sent, seen from outside it).
+
 The proxy rewrites nothing else: for a broker to be reached only through it, the broker
 must advertise the proxy's port (``TansuBroker(advertised_port=proxy.port)``); create the
 proxy first, start the broker, then ``proxy.set_target(...)``. ``stats`` counts what it
@@ -246,6 +249,11 @@ class FaultProxy:
             with self._lock:
                 self._pipes.discard(pipe)
             pipe.close()
+
+    def requests(self, api_key: int) -> int:
+        """How many requests of ``api_key`` went through since the start or ``reset()``."""
+        with self._lock:
+            return self._seen[api_key]
 
     def keep_requests(self, api_key: int) -> None:
         """Keep every request frame of ``api_key`` from now on in ``kept`` (what the

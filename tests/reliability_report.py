@@ -93,6 +93,7 @@ def record(name: str, *, section: str, what: str, faults: int | None = None,
     (default: "soak" under ``PYKAFKA_SOAK=1``, else "default")."""
     path = json_path()
     entries = load(path)
+    series = details.pop("series", None)
     entries[name] = {
         "section": section, "what": what, "faults": faults, "records": records,
         "lost": lost, "duplicated": duplicated,
@@ -101,6 +102,8 @@ def record(name: str, *, section: str, what: str, faults: int | None = None,
         "mode": mode or ("soak" if soak() else "default"),
         "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
+    if series:
+        entries[name]["series"] = series
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w") as f:
         json.dump(entries, f, indent=1, sort_keys=True)
@@ -117,7 +120,62 @@ def _cell(value) -> str:
     return str(value)
 
 
-def render(entries: dict) -> str:
+#: Series a test samples over its run (``record(..., series={column: [values]})``, with a
+#: ``t_s`` column of seconds), drawn one panel each into a picture beside the page.
+SERIES_PANELS = [("workers_rss_mb", "Python workers' RSS (MB, summed)"),
+                 ("jvm_rss_mb", "Spark's JVM RSS (MB)"),
+                 ("fds", "open descriptors (workers + JVM)"),
+                 ("connections", "broker connections"),
+                 ("producer_ids", "producer ids")]
+
+
+def draw_series(name: str, series: dict, directory: str) -> str | None:
+    """The series of one test as a PNG in ``directory`` (matplotlib, the dev extra's);
+    returns its file name, or None without matplotlib or samples."""
+    try:
+        import matplotlib
+    except ImportError:
+        return None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    t = [v / 60 for v in series.get("t_s") or []]
+    panels = [(k, title) for k, title in SERIES_PANELS
+              if any(v is not None for v in series.get(k) or [])]
+    if not t or not panels:
+        return None
+    fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.6 * len(panels)), sharex=True)
+    for ax, (key, title) in zip(axes if len(panels) > 1 else [axes], panels):
+        ax.plot(t, series[key], ".-", markersize=3)
+        ax.set_title(title, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(True, alpha=0.3)
+    (axes[-1] if len(panels) > 1 else axes).set_xlabel("minutes", fontsize=8)
+    fig.tight_layout()
+    file = "reliability-" + "".join(c if c.isalnum() else "-" for c in name) + ".png"
+    fig.savefig(os.path.join(directory, file), dpi=90)
+    plt.close(fig)
+    return file
+
+
+def _series_lines(name: str, series: dict, directory: str) -> list[str]:
+    """The picture and a table of the samples, one row every five minutes or so."""
+    file = draw_series(name, series, directory)
+    out = [f"![{name}]({file})", ""] if file else []
+    t = series.get("t_s") or []
+    if not t:
+        return out
+    columns = [c for c in series if c != "t_s"]
+    step = max(1, len(t) // 12)
+    rows = list(range(0, len(t), step)) + ([len(t) - 1] if (len(t) - 1) % step else [])
+    out += [f"`{name}`, sampled:", "", "| minutes | " + " | ".join(columns) + " |",
+            "|---:|" + "---:|" * len(columns)]
+    for i in rows:
+        out.append(f"| {t[i] / 60:.1f} | "
+                   + " | ".join(_cell(series[c][i]) for c in columns) + " |")
+    return out + [""]
+
+
+def render(entries: dict, directory: str | None = None) -> str:
     lines = [
         "# Reliability figures",
         "",
@@ -156,6 +214,10 @@ def render(entries: dict) -> str:
                 text = ", ".join(f"{k}={_cell(v)}" for k, v in sorted(d.items()))
                 lines.append(f"- `{name}`: {text}")
         lines.append("")
+        for name, e in rows:
+            if e.get("series"):
+                lines += _series_lines(name, e["series"],
+                                       directory or os.path.dirname(DEFAULT_OUT))
     return "\n".join(lines)
 
 
@@ -169,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no figures in {args.json}: run the reliability tests first", file=sys.stderr)
         return 1
     with open(args.out, "w") as f:
-        f.write(render(entries))
+        f.write(render(entries, os.path.dirname(os.path.abspath(args.out))))
     print(f"wrote {args.out} ({len(entries)} tests)")
     return 0
 

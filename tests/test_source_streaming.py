@@ -706,8 +706,8 @@ def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
 
 
 def test_a_small_read_over_many_partitions_shares_few_tasks():
-    """Each range costs its task a round trip or two to a broker: a small micro-batch or
-    batch read over more than RANGES_PER_SMALL_TASK partitions is cut into the fewest
+    """A small micro-batch or batch read over more than RANGES_PER_SMALL_TASK partitions
+    is cut into the fewest
     tasks of at most that many ranges, as even as can be, every range once and in order
     (a batch read's with their open ends)."""
     n = 2 * RANGES_PER_SMALL_TASK + 1

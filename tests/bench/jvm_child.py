@@ -6,8 +6,9 @@ same SparkSession, on the same Apache Kafka and the same topics.
 
 Run as ``python jvm_child.py <spec.json> <results.json>`` (``mode`` in the spec:
 ``bench``, ``first-write`` to time the first ``df.write`` of a fresh session phase by
-phase, or ``latency`` for the streaming latency of both connectors and of Spark's floor for
-a Python streaming source, micro-batch by micro-batch). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
+phase, ``latency`` for the streaming latency of both connectors and of Spark's floor for
+a Python streaming source, micro-batch by micro-batch, or ``scale`` for the ``scale``
+section's curves: scale_cases.py). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
 two or three), then ``rounds`` times with the connectors interleaved; each timed round
 records the CPU seconds of every process kind (this driver, Spark's JVM, its Python
 workers, the broker, whose pid the spec gives). Results are written as they come, so a
@@ -486,9 +487,141 @@ def latency_mode(spec: dict, results_path: str) -> None:
     spark.stop()
 
 
+# ---- scale (issue 41, scale_cases.py) -------------------------------------------------------
+
+def read_with(spark, fmt: str, bootstrap: str, options: dict):
+    r = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def _reset_peaks(pids) -> None:
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/clear_refs", "w") as f:
+                f.write("5")  # the peak RSS (VmHWM) starts again from the RSS now
+        except OSError:
+            pass
+
+
+def _peak_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def timed_read(spark, fmt: str, bootstrap: str, options: dict, rows: int | None,
+               peaks: list | None = None) -> float:
+    """``load()`` into noop, timed; the rows checked where ``rows`` is given (a count
+    outside the clock); ``peaks`` gets the Python workers' peak RSS of the run (kB, each
+    forked worker's), for ours."""
+    from tests.worker_stats import forked_workers
+    if peaks is not None:
+        _reset_peaks(forked_workers())
+    seconds = noop(lambda: read_with(spark, fmt, bootstrap, options))
+    if peaks is not None:
+        peaks.append(sorted((_peak_kb(pid) for pid in forked_workers()), reverse=True))
+    if rows is not None:
+        got = read_with(spark, fmt, bootstrap, options).count()
+        if got != rows:
+            raise RuntimeError(f"{fmt} read {got} rows of {options}, {rows} expected")
+    return seconds
+
+
+def stream_durations(spark, fmt: str, bootstrap: str, topic: str, warmup: float,
+                     seconds: float, options: dict | None = None) -> dict:
+    """A readStream (default trigger, from latest) into noop for ``warmup + seconds``: the
+    ``triggerExecution`` duration of every micro-batch with rows after the warm-up."""
+    checkpoint = tempfile.mkdtemp(prefix="bench-scale-ckpt-")
+    r = spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
+    for k, v in (options or {"subscribe": topic}).items():
+        r = r.option(k, v)
+    query = (r.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
+             .start())
+    try:
+        time.sleep(warmup)
+        first = (query.lastProgress or {}).get("batchId", -1)
+        time.sleep(seconds)
+        if query.exception() is not None:
+            raise RuntimeError(f"{fmt} stream failed: {query.exception()}")
+        window = [p for p in query.recentProgress if p["batchId"] > first]
+    finally:
+        query.stop()
+        shutil.rmtree(checkpoint, ignore_errors=True)
+    progress = [p for p in window if p["numInputRows"] > 0]
+    durations = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress]
+    # the rate the stream took in over the window (the producer's, if it kept up)
+    return {"durations": durations, "rows": [p["numInputRows"] for p in progress],
+            "rate": sum(p["numInputRows"] for p in window) / seconds}
+
+
+def scale_mode(spec: dict, results_path: str) -> None:
+    """The ``scale`` section's points (scale_cases.py): each read point through ours and
+    through the JVM connector (on a sample of its partitions where the whole would take
+    longer than the budget: ``jvm_options``, ``jvm_share``), then each micro-batch point
+    under a steady producer (a child of the bench's own Python)."""
+    import subprocess
+    out: dict = {"reads": {}, "streams": {}, "peaks": {}}
+    rec = Recorder(results_path, spec["broker_pids"], out)
+    bootstrap = spec["bootstrap"]
+    spark = session(spec["jars"], spec["cores"],
+                    spark_sql_streaming_numRecentProgressUpdates="100000")
+    activate(spark)
+    import pyspark
+    out["spark"] = pyspark.__version__
+    for point in spec["reads"]:
+        case = point["case"]
+        log(f"scale {case}: {point['records']:,} records")
+        peaks = out["peaks"].setdefault(case, [])
+        runs = {"pykafka": (lambda p=point: timed_read(spark, "pykafka", bootstrap,
+                                                       p["options"], None, peaks))}
+        if point.get("jvm", True):
+            runs["kafka"] = (lambda p=point: timed_read(
+                spark, "kafka", bootstrap, p.get("jvm_options") or p["options"], None))
+        # correctness outside the clock: every record, through each connector
+        timed_read(spark, "pykafka", bootstrap, point["options"], point["records"])
+        rec.case(case, point["records"], runs, point.get("warmups", 1), point.get("rounds", 1))
+        out["reads"][case] = {k: v for k, v in point.items() if k != "options"}
+        rec.save()
+    for point in spec["streams"]:
+        case = point["case"]
+        producer = subprocess.Popen(
+            [spec["producer_python"], os.path.join(HERE, "steady_producer.py"), bootstrap,
+             point["topic"], str(point["partitions"]), str(point["rate"])],
+            stdin=subprocess.PIPE)
+        try:
+            results = {}
+            for fmt in ["pykafka"] + (["kafka"] if point.get("jvm", True) else []):
+                options = point.get("jvm_options") if fmt == "kafka" else None
+                log(f"scale {case} {fmt}: {point['rate']} records/s, {point['warmup']:.0f} s "
+                    f"warm-up + {point['seconds']:.0f} s")
+                results[fmt] = stream_durations(spark, fmt, bootstrap, point["topic"],
+                                                point["warmup"], point["seconds"], options)
+                d = results[fmt]["durations"]
+                log(f"  {fmt}: {len(d)} micro-batches with rows, median "
+                    f"{statistics.median(d) if d else float('nan'):.2f} s")
+            out["streams"][case] = {**point, "results": results}
+        finally:
+            producer.stdin.close()
+            producer.wait(30)
+        rec.save()
+    out["load_at_end"] = "%.2f %.2f %.2f" % os.getloadavg()
+    rec.save()
+    spark.stop()
+
+
 def main(spec_path: str, results_path: str) -> None:
     with open(spec_path) as f:
         spec = json.load(f)
+    if spec.get("mode") == "scale":
+        scale_mode(spec, results_path)
+        return
     if spec.get("mode") == "first-write":
         with open(results_path, "w") as f:
             json.dump(first_write_profile(spec), f)

@@ -39,7 +39,13 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    times that many records (0.5 M and 8 M, from 4 partitions), with the workers' peak RSS
    and the driver's planning time of each, and the planning of a topic of
    ``--wide-partitions`` partitions (batch read and one micro-batch), timed in this
-   process (``--only scale`` runs this section alone);
+   process (``--only scale`` runs this section alone); and beside Spark's JVM connector in
+   one run (issue 41, scale_cases.py, the jvm section's child driver on Apache Kafka): a
+   read of one topic of 4 -> 10,000 partitions, of 1 -> 1,000 topics under a pattern, of
+   100 B -> 8 MB values (bytes/s, with our workers' peak RSS), and a micro-batch's duration
+   at 1,000 records/s over 4 -> 10,000 partitions, drawn as curves into docs/images/
+   (``--scale-points quick`` for reduced points, ``--scale-parts jvm`` for this part
+   alone; its table is results.md's ``scale`` block);
 8. streaming (issue 22, streaming_cases.py): a readStream with the default trigger into
    foreachBatch under a steady produce rate, latency p50/p99 and micro-batches per second
    against a Python streaming source that reads no Kafka (the readStream once on Tansu and
@@ -238,6 +244,19 @@ def main(argv=None) -> int:
                         help="records of the scale section's partition reads (times --scale)")
     parser.add_argument("--wide-partitions", type=int, default=1000,
                         help="partitions of the topic whose planning the scale section times")
+    parser.add_argument("--scale-parts", default="tansu,jvm",
+                        help="the scale section's parts: tansu (ours alone on the bench's "
+                             "Tansu) and jvm (the curves beside the JVM connector on Apache "
+                             "Kafka: scale_cases.py)")
+    parser.add_argument("--scale-points", choices=sorted(("quick", "full")), default="full",
+                        help="the scale curves' points: full (the issue's: up to 10,000 "
+                             "partitions, 1,000 topics, 8 MB values) or quick (reduced, a "
+                             "few minutes, to check the section)")
+    parser.add_argument("--scale-jvm-tasks", type=int, default=200,
+                        help="beyond this many partitions a point's JVM connector reads a "
+                             "sample of this many (its whole read would take minutes)")
+    parser.add_argument("--scale-rounds", type=int, default=1,
+                        help="timed rounds per connector of each scale curve point")
     parser.add_argument("--stream-seconds", type=float, default=40,
                         help="seconds measured per streaming case, after the warm-up")
     parser.add_argument("--stream-warmup", type=float, default=10,
@@ -269,6 +288,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-output", action="store_true")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
+    scale_parts = set(args.scale_parts.split(","))
     unknown = only - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
@@ -311,7 +331,8 @@ def main(argv=None) -> int:
             log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
         list(pool.map(cases.warm_task, range(args.cores * 2)))
 
-        need_spark = only & {"read", "stream", "write", "memory", "scale", "streaming", "avro"}
+        need_spark = only & {"read", "stream", "write", "memory", "streaming", "avro"}
+        need_spark = need_spark or ("scale" in only and "tansu" in scale_parts)
         if need_spark:
             from spark_cases import start_spark
             spark = start_spark(args.cores, args.sail_source)
@@ -332,7 +353,7 @@ def main(argv=None) -> int:
             run_write(results, spark, bootstrap,
                       sets[0].head(int(args.write_records * args.scale)), args.rounds,
                       int(args.slow_write_records * args.scale))
-        if "scale" in only:
+        if "scale" in only and "tansu" in scale_parts:
             scale = run_scale(spark, bootstrap, args)
         if "streaming" in only:
             from streaming_cases import run_streaming
@@ -361,6 +382,12 @@ def main(argv=None) -> int:
         # its own, once this run's Spark and Tansu are gone
         from jvm_cases import run_jvm
         jvm_lines = run_jvm(args, log)
+    scale_lines: list[str] = []
+    if "scale" in only and "jvm" in scale_parts:
+        # the curves beside the JVM connector (issue 41): the jvm section's child driver,
+        # on an Apache Kafka of their own
+        from scale_cases import run_scale_jvm
+        scale_lines = run_scale_jvm(args, log)
 
     elapsed = time.monotonic() - started
     info["load at end"] = "%.2f %.2f %.2f" % os.getloadavg()
@@ -372,6 +399,8 @@ def main(argv=None) -> int:
         blocks["avro"] = avro_lines
     if jvm_lines:
         blocks["jvm"] = jvm_lines
+    if scale_lines:
+        blocks["scale"] = scale_lines
     if pyfiles_lines:
         blocks["pyfiles"] = pyfiles_lines
     when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
