@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 import pytest
-import trustme
 
 from kafka_source.options import parse_reader_options
 from protocol.cluster import KafkaClient
@@ -59,6 +58,9 @@ def _write(leaf, directory: Path, name: str) -> None:
 
 def make_pki(directory: Path) -> Path:
     """The files listed in the module's docstring, in ``directory``."""
+    import trustme  # here, not above: conftest imports this module, and the suites run
+    # under other Pythons (make test-pythons) have no trustme
+
     now = datetime.datetime.now(datetime.timezone.utc)
     ended = dict(not_before=now - datetime.timedelta(days=3),
                  not_after=now - datetime.timedelta(days=1))
