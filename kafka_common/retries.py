@@ -21,7 +21,6 @@ import logging
 import time
 from typing import Callable, Iterable, TypeVar
 
-from protocol.authorization import is_authorization_error
 from protocol.errors import ConfigError, PyKafkaError
 from protocol.retry import RetryPolicy
 
@@ -47,8 +46,7 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
                  deadline: float | None = None) -> T:
     """``call()`` under ``protocol.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
     (at least once), ``interval_ms`` apart, while it raises ``PyKafkaError`` other than
-    ``ConfigError`` or an authorization failure (a grant does not come back by waiting:
-    it names the grant at once); each retry is logged as a warning naming ``what``. ``between`` runs
+    ``ConfigError``; each retry is logged as a warning naming ``what``. ``between`` runs
     before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
     ``time.monotonic()``)."""
     timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic())
@@ -56,7 +54,6 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
     policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
     return policy.run(
         what, lambda _tries: call(),
-        retriable=lambda e: (isinstance(e, PyKafkaError) and not isinstance(e, ConfigError)
-                             and not is_authorization_error(e)),
+        retriable=lambda e: isinstance(e, PyKafkaError) and not isinstance(e, ConfigError),
         between=None if between is None else (lambda _tries, _error: between()),
         level=logging.WARNING, logger=log)

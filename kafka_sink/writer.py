@@ -39,7 +39,8 @@ from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
-from protocol.authorization import RESOURCE_TYPES, refine, request_error
+from protocol.authorization import (RESOURCE_TYPES, is_authorization_error, refine,
+                                    request_error)
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
 from .commit_message import KafkaCommitMessage, totals
@@ -191,6 +192,15 @@ class _TopicNotInMetadata(PyKafkaError):
     (a topic created a moment ago may take one more round to show)."""
 
 
+class _Refused(Exception):
+    """An authorization failure met by the check: not an outage to wait out, so it leaves
+    the retries at once (``error`` is raised)."""
+
+    def __init__(self, error: BaseException):
+        super().__init__(str(error))
+        self.error = error
+
+
 #: Metadata error codes of a topic that does not exist, or not yet everywhere.
 _TOPIC_NOT_THERE = (3, 5)  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
 
@@ -222,6 +232,8 @@ def _check_topic_exists(options: WriterOptions) -> None:
         with_retries(what, lambda: _check_once(options), log=log,
                      attempts=ATTEMPTS if checked is None else sys.maxsize,
                      deadline=started + options.max_block_ms / 1000)
+    except _Refused as refused:
+        raise refused.error from None
     except _TopicNotInMetadata:
         waited_ms = round((time.monotonic() - started) * 1000)
         raise ConfigError(
@@ -232,6 +244,15 @@ def _check_topic_exists(options: WriterOptions) -> None:
 
 
 def _check_once(options: WriterOptions) -> None:
+    try:
+        _check_topic(options)
+    except BrokerError as e:
+        if is_authorization_error(e):
+            raise _Refused(e) from None
+        raise
+
+
+def _check_topic(options: WriterOptions) -> None:
     from .producer import TaskProducer
     lease = pool.checkout(options.client_config)
     producer = TaskProducer(options, lease.client)
