@@ -50,6 +50,7 @@ from typing import Any, Mapping, NamedTuple
 from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
                                              client_config)
 from kafka_common.option_map import INT32_MAX, INT64_MAX, OptionMap, check_names, warn_once
+from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
@@ -57,7 +58,6 @@ from .offset_json import parse_assign, parse_offsets_json, parse_timestamps_json
 from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
                            OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription,
                            format_tp)
-from .value_formats import FORMAT_OPTIONS, Formats, parse_formats
 
 __all__ = [
     "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
@@ -178,7 +178,7 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
     *(ReaderOption(name, default, _BOTH, meaning)
       for name, default, meaning in SECURITY_OPTIONS),
     *(ReaderOption(name, default, _BOTH, meaning)
-      for name, default, meaning in FORMAT_OPTIONS),
+      for name, default, meaning in reader_format_options()),
 )
 
 
@@ -298,7 +298,7 @@ class ReaderOptions:
     max_bytes_per_trigger: int | None = None
     commit_offsets_to_group: str | None = None
     ignored_kafka_options: tuple[str, ...] = field(default=())
-    formats: Formats | None = None  # valueFormat/keyFormat (kafka_source.value_formats)
+    formats: Formats | None = None  # valueFormat/keyFormat (kafka_common.value_formats)
 
     @property
     def isolation_level_code(self) -> int:
@@ -457,27 +457,37 @@ def check_reader_options(options: Mapping[str, Any]) -> None:
     raise ConfigError(f"{batch} (in a batch query); {stream} (in a streaming query)")
 
 
+def _named_topics(subscription: Subscription) -> tuple[str, ...] | None:
+    """The topics a subscription names (subscribe, assign), or None for a pattern: what a
+    column's default subject ``<topic>-value`` is made from."""
+    if subscription.kind == "subscribe":
+        return subscription.topics
+    if subscription.kind == "assign":
+        return tuple(dict.fromkeys(tp[0] for tp in subscription.partitions))
+    return None
+
+
 def reader_formats(options: Mapping[str, Any]) -> Formats | None:
     """Just the ``valueFormat``/``keyFormat`` options (for the DataFrame's schema)."""
     opts = OptionMap(options, _CANONICAL)
-    return parse_formats(opts, _subscription(opts, _quiet))
+    return parse_reader_formats(opts, _named_topics(_subscription(opts, _quiet)))
 
 
-def _parse(options: Mapping[str, Any], for_streaming: bool,
-           logger: logging.Logger) -> ReaderOptions:
-    opts = OptionMap(options, _CANONICAL)
+def _check_streaming_only_ending(opts: OptionMap, logger: logging.Logger) -> None:
+    """Spark's validateStreamOptions: a stream has no end."""
+    if opts.has("endingOffsets"):
+        raise ConfigError("endingOffsets: ending offset not valid in streaming queries")
+    if opts.has("endingOffsetsByTimestamp"):
+        raise ConfigError("endingOffsetsByTimestamp: ending timestamp not valid in "
+                          "streaming queries")
+    if opts.has("endingTimestamp"):  # Spark does not check this one, so ignores it
+        _warn_once("stream:endingTimestamp", "endingTimestamp option ignored in "
+                   "streaming queries", logger=logger)
 
-    # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
-    if for_streaming:
-        if opts.has("endingOffsets"):
-            raise ConfigError("endingOffsets: ending offset not valid in streaming queries")
-        if opts.has("endingOffsetsByTimestamp"):
-            raise ConfigError("endingOffsetsByTimestamp: ending timestamp not valid in "
-                              "streaming queries")
-        if opts.has("endingTimestamp"):  # Spark does not check this one, so ignores it
-            _warn_once("stream:endingTimestamp", "endingTimestamp option ignored in "
-                       "streaming queries", logger=logger)
 
+def _offset_range(opts: OptionMap, for_streaming: bool,
+                  logger: logging.Logger) -> tuple[OffsetSpec, OffsetSpec | None]:
+    """(start, end) of the read; no end for a stream."""
     strategy = (opts.get("startingOffsetsByTimestampStrategy") or "error").lower()
     if strategy not in ("error", "latest"):
         raise ConfigError(f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
@@ -488,37 +498,39 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
     if not for_streaming:
         ending = _offset_spec(opts, starting=False, for_streaming=False, strategy=strategy,
                               logger=logger)
+    return starting, ending
 
-    # General rules, in Spark's order (validateGeneralOptions).
-    subscription = _subscription(opts, logger)
-    min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
-    max_records = opts.integer("maxRecordsPerPartition")
-    group_id = opts.get("kafka.group.id")
-    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
-                          side="source")
-    if opts.get("kafka.bootstrap.servers") is None:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          "Kafka consumer")
+
+def _trigger_offsets(opts: OptionMap) -> tuple[int | None, int | None]:
+    """(maxOffsetsPerTrigger, minOffsetsPerTrigger), the minimum not above the maximum."""
     max_offsets = opts.integer("maxOffsetsPerTrigger")
     min_offsets = opts.integer("minOffsetsPerTrigger")
     if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
         raise ConfigError(f"The value of minOffsetPerTrigger({min_offsets}) is higher than "
                           f"the maxOffsetsPerTrigger({max_offsets}).")
+    return max_offsets, min_offsets
 
-    if ending is not None:
-        _check_start_before_end(starting, ending)
 
-    max_trigger_delay_ms = parse_duration_ms(
-        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay")
+def _max_bytes_per_trigger(opts: OptionMap) -> int | None:
     max_bytes = opts.get("maxBytesPerTrigger")
     max_bytes_per_trigger = parse_bytes(max_bytes, "maxBytesPerTrigger") \
         if max_bytes is not None else None
     if max_bytes_per_trigger == 0:
         raise ConfigError("maxBytesPerTrigger must be positive")
+    return max_bytes_per_trigger
+
+
+def _commit_group(opts: OptionMap) -> str | None:
     commit = opts.get("commitOffsetsToGroup")
     if commit is not None and not commit.strip():
         raise ConfigError("commitOffsetsToGroup: give the consumer group to commit the "
                           "query's offsets to (an empty name is not a group)")
+    return commit
+
+
+def _warn_ignored(opts: OptionMap, group_id: str | None, for_streaming: bool,
+                  logger: logging.Logger) -> None:
+    """The options that do nothing here, each warned about once."""
     if group_id is not None:
         _warn_once("group.id", "Kafka option 'kafka.group.id' is ignored: this connector "
                    "reads partitions directly and never joins a consumer group (use "
@@ -530,11 +542,44 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
                 _warn_once(f"batch:{name}", "%s option ignored in batch queries", name,
                            logger=logger)
 
+
+def _isolation_level(opts: OptionMap) -> str:
     isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise ConfigError(f"kafka.isolation.level: Invalid value "
                           f"{opts.get('kafka.isolation.level')!r}; String must be one of: "
                           f"read_committed, read_uncommitted")
+    return isolation
+
+
+def _parse(options: Mapping[str, Any], for_streaming: bool,
+           logger: logging.Logger) -> ReaderOptions:
+    opts = OptionMap(options, _CANONICAL)
+
+    # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
+    if for_streaming:
+        _check_streaming_only_ending(opts, logger)
+    starting, ending = _offset_range(opts, for_streaming, logger)
+
+    # General rules, in Spark's order (validateGeneralOptions).
+    subscription = _subscription(opts, logger)
+    min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
+    max_records = opts.integer("maxRecordsPerPartition")
+    group_id = opts.get("kafka.group.id")
+    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
+                          side="source")
+    if opts.get("kafka.bootstrap.servers") is None:
+        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
+                          "Kafka consumer")
+    max_offsets, min_offsets = _trigger_offsets(opts)
+    if ending is not None:
+        _check_start_before_end(starting, ending)
+    max_trigger_delay_ms = parse_duration_ms(
+        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay")
+    max_bytes_per_trigger = _max_bytes_per_trigger(opts)
+    commit = _commit_group(opts)
+    _warn_ignored(opts, group_id, for_streaming, logger)
+    isolation = _isolation_level(opts)
 
     return ReaderOptions(
         subscription=subscription,
@@ -568,5 +613,5 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
         max_bytes_per_trigger=max_bytes_per_trigger,
         commit_offsets_to_group=commit.strip() if commit and for_streaming else None,
         ignored_kafka_options=ignored,
-        formats=parse_formats(opts, subscription),
+        formats=parse_reader_formats(opts, _named_topics(subscription)),
     )

@@ -40,7 +40,7 @@ def formatted_schema(include_headers: bool, formats):
     from pyspark.sql.pandas.types import from_arrow_type
     from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
 
-    from .value_codecs import reader_type
+    from kafka_common.value_formats.codecs import reader_type
     conversion = dict(formats.conversion)
     fields = list(kafka_schema(include_headers).fields)
     for col in formats.columns:

@@ -14,7 +14,7 @@ import pyarrow as pa
 from kafka_common.bounded_cache import BoundedCache
 from protocol.errors import ConfigError
 
-from .value_formats import ColumnFormat
+from .specs import ColumnFormat
 
 __all__ = ["reader_type", "decoder_for"]
 

@@ -1,6 +1,6 @@
-"""Executor side of ``valueFormat``/``keyFormat``: turn the binary value (key) column of a
-decoded record batch into the typed column, plus ``valueSchemaId`` and, under PERMISSIVE,
-``valueCorruptRecord``.
+"""Decode: the executor side of the reader's ``valueFormat``/``keyFormat``. The binary
+value (key) column of a decoded record batch becomes the typed column, plus
+``valueSchemaId`` and, under PERMISSIVE, ``valueCorruptRecord``.
 
 Rows are grouped by writer schema id (usually one or two per batch) and each group is
 decoded column-wise by the compiled decoder for (id, reader schema); the results are put
@@ -28,8 +28,8 @@ from kafka_common.schema_registry import RegistryAuthError, RegistryClient, Regi
 from kafka_common.schema_registry.framing import BAD, NULL, OK, read_frames
 from protocol.errors import PyKafkaError
 
-from .value_codecs import decoder_for, reader_type
-from .value_formats import ColumnFormat, Formats
+from .codecs import decoder_for, reader_type
+from .specs import ColumnFormat, Formats
 
 __all__ = ["ValueDecodeError", "decode_formats", "extra_fields"]
 
