@@ -6,7 +6,9 @@ columnar decoder and encoder between Avro's binary encoding and Arrow arrays.
   ``spark_type``, and ``avro_schema_of`` (the schema Spark's ``to_avro`` writes with);
 - ``resolution``: ``resolve(writer, reader)`` by the Avro specification's rules;
 - ``decoder``: ``Decoder(writer, reader, options).decode(values, starts)`` -> (array, errors),
-  record-parallel with NumPy (``kernels`` reads the primitive encodings at many positions);
+  record-parallel with NumPy (``kernels`` reads the primitive encodings at many positions,
+  ``skipping`` reads past values and walks array and map blocks, ``arrays`` builds the
+  Arrow arrays);
 - ``encoder``: ``Encoder(schema).encode(array)`` -> Avro binary datums.
 
 Spark-free, like ``protocol``: pyarrow and numpy only.
