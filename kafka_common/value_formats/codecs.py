@@ -16,7 +16,7 @@ from protocol.errors import ConfigError
 
 from .specs import ColumnFormat
 
-__all__ = ["reader_type", "decoder_for"]
+__all__ = ["reader_type", "decoder_for", "formatted_columns"]
 
 # compiled decoders and reader types, per (writer schema, reader schema, options)
 _decoders: BoundedCache[tuple, object] = BoundedCache(256)
@@ -123,3 +123,17 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet")
     return _decoders.put(key, found)
+
+
+def formatted_columns(formats) -> tuple[dict[str, pa.DataType], list[pa.Field]]:
+    """What the formats make of the reader's columns: the type of each decoded column (by
+    name: the reader schema's), and the columns added after Kafka's own, in order:
+    ``<column>SchemaId`` and, under PERMISSIVE, ``<column>CorruptRecord``."""
+    conversion = dict(formats.conversion)
+    typed = {col.column: reader_type(col, conversion) for col in formats.columns}
+    added = []
+    for col in formats.columns:
+        added.append(pa.field(f"{col.column}SchemaId", pa.int32()))
+        if formats.permissive:
+            added.append(pa.field(f"{col.column}CorruptRecord", pa.binary()))
+    return typed, added

@@ -31,7 +31,7 @@ from protocol.errors import PyKafkaError
 from .codecs import decoder_for, reader_type
 from .specs import ColumnFormat, Formats
 
-__all__ = ["ValueDecodeError", "decode_formats", "extra_fields"]
+__all__ = ["ValueDecodeError", "decode_formats"]
 
 _clients: BoundedCache[object, RegistryClient] = BoundedCache(16)  # by registry settings
 
@@ -64,16 +64,6 @@ PLAIN_JSON_HINT = (
 def _hint(col: ColumnFormat, reason: str) -> str:
     looks_plain = reason.endswith(("unknown magic byte 123", "unknown magic byte 91"))
     return reason + PLAIN_JSON_HINT if col.format == "json" and looks_plain else reason
-
-
-def extra_fields(formats: Formats, conversion: dict) -> list[pa.Field]:
-    """The columns added after Kafka's own, in order."""
-    fields = []
-    for col in formats.columns:
-        fields.append(pa.field(f"{col.column}SchemaId", pa.int32()))
-        if formats.permissive:
-            fields.append(pa.field(f"{col.column}CorruptRecord", pa.binary()))
-    return fields
 
 
 def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: str | None):
