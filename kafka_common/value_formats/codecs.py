@@ -1,4 +1,5 @@
-"""The codecs behind ``valueFormat``/``keyFormat``: reader types and compiled decoders.
+"""The codecs behind ``valueFormat``/``keyFormat``: reader types (and the DataFrame columns
+the formats make), and compiled decoders.
 
 Imported lazily (it pulls in pyarrow and the codecs): on the driver when the DataFrame's
 schema is built, on the executors when a task decodes. Each Python worker keeps its
@@ -7,7 +8,6 @@ compiles a writer schema once per worker, not once per micro-batch.
 """
 
 from __future__ import annotations
-
 
 import pyarrow as pa
 
