@@ -49,10 +49,10 @@ from typing import Any, Mapping, NamedTuple
 from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
                                              client_config)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from kafka_common.value_formats import (parse_writer_formats, writer_format_options,
+                                        writer_passes_over)
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
-
-from .value_formats import SINK_FORMAT_OPTIONS, SINK_READER_ONLY, parse_sink_formats
 
 __all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
            "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
@@ -154,7 +154,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
-    *(WriterOption(*option) for option in SINK_FORMAT_OPTIONS),
+    *(WriterOption(*option) for option in writer_format_options()),
 )
 
 
@@ -193,7 +193,7 @@ _READER_ONLY = (
     "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
     "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
-    "checkpointLocation", "path", *SINK_READER_ONLY)
+    "checkpointLocation", "path", *writer_passes_over())
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -226,7 +226,7 @@ class WriterOptions:
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = 60_000
     ignored_kafka_options: tuple[str, ...] = ()
-    formats: tuple = ()  # valueFormat/keyFormat (kafka_sink.value_formats.SinkFormat)
+    formats: tuple = ()  # valueFormat/keyFormat (kafka_common.value_formats.SinkFormat)
 
     @property
     def bootstrap_servers(self) -> list[str]:
@@ -375,5 +375,5 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         transactional_id_prefix=prefix,
         transaction_timeout_ms=txn_timeout,
         ignored_kafka_options=ignored,
-        formats=parse_sink_formats(opts, topic),
+        formats=parse_writer_formats(opts, topic),
     )

@@ -12,6 +12,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 
+from kafka_common.value_formats.encoding import encode_formats
 from protocol import pool
 from protocol.records import accel
 
@@ -25,7 +26,6 @@ from .transactions import (TaskTransaction, committed_batch, marker_partition, r
                            task_identity, transactional_id)
 from .validation import WritePlan, check_rows
 from .commit_message import KafkaCommitMessage
-from .value_encoding import encode_formats
 
 __all__ = ["write_task", "route_rows"]
 

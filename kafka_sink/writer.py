@@ -282,7 +282,7 @@ def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan
     parsed = parse_writer_options(options)
     plan = check_schema(schema, parsed.topic, {f.column for f in parsed.formats})
     if parsed.formats:
-        from .value_formats import resolve_sink_formats
+        from kafka_common.value_formats import resolve_sink_formats
         parsed = dataclasses.replace(parsed, formats=resolve_sink_formats(parsed.formats,
                                                                           schema))
     prefix = resolve_prefix(parsed, options, streaming) if parsed.exactly_once else None

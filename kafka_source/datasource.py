@@ -133,8 +133,9 @@ class KafkaDataSource(DataSource):
         if formats is not None:
             # valueFormat/keyFormat: the reader schema is fetched from the registry now, so
             # that the DataFrame's schema is fixed for the query.
+            from kafka_common.value_formats import resolve_formats
+
             from .spark_schema import formatted_schema
-            from .value_formats import resolve_formats
             return formatted_schema(_include_headers(self.options),
                                     resolve_formats(formats, with_writers=False))
         # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
@@ -147,8 +148,9 @@ class KafkaDataSource(DataSource):
             return options, kafka_schema(options.include_headers)
         import dataclasses
 
+        from kafka_common.value_formats import resolve_formats
+
         from .spark_schema import formatted_schema
-        from .value_formats import resolve_formats
         formats = resolve_formats(options.formats)
         return (dataclasses.replace(options, formats=formats),
                 formatted_schema(options.include_headers, formats))

@@ -223,7 +223,7 @@ class _RangeReader:
         if not batch.num_rows:
             return None
         if self.formats is not None:
-            from .value_decoding import decode_formats
+            from kafka_common.value_formats.decoding import decode_formats
             batch = decode_formats(batch, self.formats, topic=self.rng.topic,
                                    partition=self.rng.partition,
                                    keep_headers=self.o.include_headers)

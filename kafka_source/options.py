@@ -27,7 +27,9 @@ offset reader; write ``^name.*$`` to match whole names.
 
 The connection options (bootstrap servers, client id, TLS, SASL) are read by
 ``kafka_common.connection_options``, as the writer's are; the offset and partition JSON of
-``startingOffsets``, ``assign`` and the like by ``offset_json``.
+``startingOffsets``, ``assign`` and the like by ``offset_json``; the subscription and the
+start and end of a read by ``offset_options``; ``valueFormat``/``keyFormat`` and their
+options by ``kafka_common.value_formats``.
 
 ``check_reader_options(options)`` runs when Spark loads the source (``load()``, through
 ``KafkaDataSource.schema()``): Spark does not say there whether the read is a batch or a
@@ -49,15 +51,14 @@ from typing import Any, Mapping, NamedTuple
 
 from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
                                              client_config)
-from kafka_common.option_map import INT32_MAX, INT64_MAX, OptionMap, check_names, warn_once
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
-from .offset_json import parse_assign, parse_offsets_json, parse_timestamps_json
-from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                           OffsetSpec, SpecificOffsets, SpecificTimestamps, Subscription,
-                           format_tp)
-from .value_formats import FORMAT_OPTIONS, Formats, parse_formats
+from .offset_options import (check_start_before_end, check_stream_has_no_end, named_topics,
+                             offset_range, read_subscription)
+from .offset_specs import OffsetSpec, Subscription
 
 __all__ = [
     "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
@@ -178,7 +179,7 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
     *(ReaderOption(name, default, _BOTH, meaning)
       for name, default, meaning in SECURITY_OPTIONS),
     *(ReaderOption(name, default, _BOTH, meaning)
-      for name, default, meaning in FORMAT_OPTIONS),
+      for name, default, meaning in reader_format_options()),
 )
 
 
@@ -197,7 +198,6 @@ def options_table_markdown() -> str:
 
 
 _CANONICAL = {name.lower(): name for name in reader_option_names()}
-_STRATEGIES = ("subscribe", "subscribePattern", "assign")
 _STREAMING_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
                    "maxBytesPerTrigger", "commitOffsetsToGroup")
 _DEFAULT_MAX_TRIGGER_DELAY = "15m"
@@ -298,7 +298,7 @@ class ReaderOptions:
     max_bytes_per_trigger: int | None = None
     commit_offsets_to_group: str | None = None
     ignored_kafka_options: tuple[str, ...] = field(default=())
-    formats: Formats | None = None  # valueFormat/keyFormat (kafka_source.value_formats)
+    formats: Formats | None = None  # valueFormat/keyFormat (kafka_common.value_formats)
 
     @property
     def isolation_level_code(self) -> int:
@@ -311,124 +311,6 @@ class ReaderOptions:
 
 
 # ---- parsing ----------------------------------------------------------------------------
-
-def _offset_spec(opts: OptionMap, *, starting: bool, for_streaming: bool,
-                 strategy: str, logger: logging.Logger = log) -> OffsetSpec:
-    """Spark's ``getKafkaOffsetRangeLimit``: the first of the timestamp, timestamp-JSON and
-    offsets options that is set, else the default; with the batch-only checks."""
-    side = "starting" if starting else "ending"
-    ts_option = f"{side}Timestamp"
-    by_ts_option = f"{side}OffsetsByTimestamp"
-    offsets_option = f"{side}Offsets"
-    given = [o for o in (ts_option, by_ts_option, offsets_option) if opts.has(o)]
-    chosen = given[0] if given else None
-    for other in given[1:]:
-        _warn_once(f"precedence:{other}", "Option %s is ignored because %s is set (it takes "
-                   "precedence).", other, chosen, logger=logger)
-
-    if chosen == ts_option:
-        text = opts.get(ts_option)
-        if not re.fullmatch(r"[+-]?[0-9]+", text) or abs(int(text)) > INT64_MAX:
-            raise ConfigError(f"{ts_option}: Expected a single long value, got {text}")
-        timestamp = int(text)
-        if timestamp < EARLIEST:
-            raise ConfigError(f"{ts_option}: timestamp {timestamp} is not valid; use "
-                              f"milliseconds since the epoch (>= 0), -1 for latest or -2 "
-                              f"for earliest")
-        return GlobalTimestamp(timestamp, strategy, ts_option)
-    if chosen == by_ts_option:
-        return parse_timestamps_json(by_ts_option, opts.get(by_ts_option), strategy)
-
-    text = opts.get(offsets_option)
-    if text is None:
-        if starting:
-            return (LatestOffsets(offsets_option) if for_streaming
-                    else EarliestOffsets(offsets_option))
-        return LatestOffsets(offsets_option)
-    if text.lower() == "latest":
-        if starting and not for_streaming:
-            raise ConfigError("startingOffsets: starting offset can't be latest for batch "
-                              "queries on Kafka")
-        return LatestOffsets(offsets_option)
-    if text.lower() == "earliest":
-        if not starting:
-            raise ConfigError("endingOffsets: ending offset can't be earliest for batch "
-                              "queries on Kafka")
-        return EarliestOffsets(offsets_option)
-    spec = parse_offsets_json(offsets_option, text)
-    if not for_streaming:
-        for tp, offset in spec.offsets:
-            if starting and offset == LATEST:
-                raise ConfigError(f"startingOffsets for {format_tp(tp)} can't be latest for "
-                                  f"batch queries on Kafka")
-            if not starting and offset == EARLIEST:
-                raise ConfigError(f"endingOffsets: ending offset for {format_tp(tp)} can't "
-                                  f"be earliest for batch queries on Kafka")
-    return spec
-
-
-def _check_start_before_end(start: OffsetSpec, end: OffsetSpec) -> None:
-    """Spark's ``checkOffsetLimitValidity`` on the unresolved specs of a batch query."""
-    if isinstance(start, SpecificOffsets) and isinstance(end, SpecificOffsets):
-        pairs, what = (start.as_dict, end.as_dict), "offset"
-    elif isinstance(start, SpecificTimestamps) and isinstance(end, SpecificTimestamps):
-        pairs, what = (start.as_dict, end.as_dict), "timestamp"
-    elif isinstance(start, GlobalTimestamp) and isinstance(end, GlobalTimestamp):
-        if start.timestamp > end.timestamp >= 0:
-            raise ConfigError(f"startingTimestamp/endingTimestamp: The specified start "
-                              f"timestamp {start.timestamp} is greater than the end "
-                              f"timestamp {end.timestamp}.")
-        return
-    else:
-        return
-    first, last = pairs
-    if set(first) != set(last):
-        raise ConfigError(
-            f"{start.option}/{end.option}: The specified start offset and end offset should "
-            f"have the same topic-partitions. Topic-partitions for start offset: "
-            f"{{{', '.join(format_tp(tp) for tp in sorted(first))}}}, topic-partitions for "
-            f"end offset: {{{', '.join(format_tp(tp) for tp in sorted(last))}}}.")
-    for tp in sorted(first):
-        if first[tp] > last[tp] >= 0:
-            raise ConfigError(
-                f"{start.option}/{end.option}: The specified start {what} {first[tp]} is "
-                f"greater than the end {what} {last[tp]} for topic {tp[0]} partition "
-                f"{tp[1]}.")
-
-
-def _subscription(opts: OptionMap, logger: logging.Logger = log) -> Subscription:
-    given = [name for name in _STRATEGIES if opts.has(name)]
-    if not given:
-        raise ConfigError("One of the following options must be specified for Kafka source: "
-                          "subscribe, subscribePattern, assign. See the docs for more details.")
-    if len(given) > 1:
-        raise ConfigError("Only one of the following options can be specified for Kafka "
-                          "source: subscribe, subscribePattern, assign. See the docs for "
-                          "more details.")
-    kind = given[0]
-    value = opts.get(kind)
-    if kind == "subscribe":
-        topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
-        if not topics:
-            raise ConfigError("No topics to subscribe to as specified value for option "
-                              f"'subscribe' is '{value}'")
-        return Subscription("subscribe", topics=topics)
-    if kind == "subscribePattern":
-        if not value:
-            raise ConfigError("Pattern to subscribe is empty as specified value for option "
-                              f"'subscribePattern' is '{value}'")
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ConfigError(f"subscribePattern: {value!r} is not a valid Python regular "
-                              f"expression ({exc})") from None
-        return Subscription("subscribePattern", pattern=value)
-    partitions = parse_assign(value)
-    if not partitions:
-        _warn_once(f"assign-empty:{value}", "Option 'assign' is %s: it names no partition, "
-                   "so the query reads nothing.", value, logger=logger)
-    return Subscription("assign", partitions=partitions)
-
 
 def parse_reader_options(options: Mapping[str, Any], *,
                          for_streaming: bool = False) -> ReaderOptions:
@@ -460,65 +342,39 @@ def check_reader_options(options: Mapping[str, Any]) -> None:
 def reader_formats(options: Mapping[str, Any]) -> Formats | None:
     """Just the ``valueFormat``/``keyFormat`` options (for the DataFrame's schema)."""
     opts = OptionMap(options, _CANONICAL)
-    return parse_formats(opts, _subscription(opts, _quiet))
+    return parse_reader_formats(opts, named_topics(read_subscription(opts, _quiet)))
 
 
-def _parse(options: Mapping[str, Any], for_streaming: bool,
-           logger: logging.Logger) -> ReaderOptions:
-    opts = OptionMap(options, _CANONICAL)
-
-    # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
-    if for_streaming:
-        if opts.has("endingOffsets"):
-            raise ConfigError("endingOffsets: ending offset not valid in streaming queries")
-        if opts.has("endingOffsetsByTimestamp"):
-            raise ConfigError("endingOffsetsByTimestamp: ending timestamp not valid in "
-                              "streaming queries")
-        if opts.has("endingTimestamp"):  # Spark does not check this one, so ignores it
-            _warn_once("stream:endingTimestamp", "endingTimestamp option ignored in "
-                       "streaming queries", logger=logger)
-
-    strategy = (opts.get("startingOffsetsByTimestampStrategy") or "error").lower()
-    if strategy not in ("error", "latest"):
-        raise ConfigError(f"startingOffsetsByTimestampStrategy must be 'error' or 'latest', "
-                          f"got {opts.get('startingOffsetsByTimestampStrategy')!r}")
-    starting = _offset_spec(opts, starting=True, for_streaming=for_streaming,
-                            strategy=strategy, logger=logger)
-    ending = None
-    if not for_streaming:
-        ending = _offset_spec(opts, starting=False, for_streaming=False, strategy=strategy,
-                              logger=logger)
-
-    # General rules, in Spark's order (validateGeneralOptions).
-    subscription = _subscription(opts, logger)
-    min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
-    max_records = opts.integer("maxRecordsPerPartition")
-    group_id = opts.get("kafka.group.id")
-    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
-                          side="source")
-    if opts.get("kafka.bootstrap.servers") is None:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          "Kafka consumer")
+def _trigger_offsets(opts: OptionMap) -> tuple[int | None, int | None]:
+    """(maxOffsetsPerTrigger, minOffsetsPerTrigger), the minimum not above the maximum."""
     max_offsets = opts.integer("maxOffsetsPerTrigger")
     min_offsets = opts.integer("minOffsetsPerTrigger")
     if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
         raise ConfigError(f"The value of minOffsetPerTrigger({min_offsets}) is higher than "
                           f"the maxOffsetsPerTrigger({max_offsets}).")
+    return max_offsets, min_offsets
 
-    if ending is not None:
-        _check_start_before_end(starting, ending)
 
-    max_trigger_delay_ms = parse_duration_ms(
-        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay")
+def _max_bytes_per_trigger(opts: OptionMap) -> int | None:
     max_bytes = opts.get("maxBytesPerTrigger")
     max_bytes_per_trigger = parse_bytes(max_bytes, "maxBytesPerTrigger") \
         if max_bytes is not None else None
     if max_bytes_per_trigger == 0:
         raise ConfigError("maxBytesPerTrigger must be positive")
+    return max_bytes_per_trigger
+
+
+def _commit_group(opts: OptionMap) -> str | None:
     commit = opts.get("commitOffsetsToGroup")
     if commit is not None and not commit.strip():
         raise ConfigError("commitOffsetsToGroup: give the consumer group to commit the "
                           "query's offsets to (an empty name is not a group)")
+    return commit
+
+
+def _warn_ignored(opts: OptionMap, group_id: str | None, for_streaming: bool,
+                  logger: logging.Logger) -> None:
+    """The options that do nothing here, each warned about once."""
     if group_id is not None:
         _warn_once("group.id", "Kafka option 'kafka.group.id' is ignored: this connector "
                    "reads partitions directly and never joins a consumer group (use "
@@ -530,11 +386,44 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
                 _warn_once(f"batch:{name}", "%s option ignored in batch queries", name,
                            logger=logger)
 
+
+def _isolation_level(opts: OptionMap) -> str:
     isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
         raise ConfigError(f"kafka.isolation.level: Invalid value "
                           f"{opts.get('kafka.isolation.level')!r}; String must be one of: "
                           f"read_committed, read_uncommitted")
+    return isolation
+
+
+def _parse(options: Mapping[str, Any], for_streaming: bool,
+           logger: logging.Logger) -> ReaderOptions:
+    opts = OptionMap(options, _CANONICAL)
+
+    # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
+    if for_streaming:
+        check_stream_has_no_end(opts, logger)
+    starting, ending = offset_range(opts, for_streaming, logger)
+
+    # General rules, in Spark's order (validateGeneralOptions).
+    subscription = read_subscription(opts, logger)
+    min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
+    max_records = opts.integer("maxRecordsPerPartition")
+    group_id = opts.get("kafka.group.id")
+    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
+                          side="source")
+    if opts.get("kafka.bootstrap.servers") is None:
+        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
+                          "Kafka consumer")
+    max_offsets, min_offsets = _trigger_offsets(opts)
+    if ending is not None:
+        check_start_before_end(starting, ending)
+    max_trigger_delay_ms = parse_duration_ms(
+        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay")
+    max_bytes_per_trigger = _max_bytes_per_trigger(opts)
+    commit = _commit_group(opts)
+    _warn_ignored(opts, group_id, for_streaming, logger)
+    isolation = _isolation_level(opts)
 
     return ReaderOptions(
         subscription=subscription,
@@ -568,5 +457,5 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
         max_bytes_per_trigger=max_bytes_per_trigger,
         commit_offsets_to_group=commit.strip() if commit and for_streaming else None,
         ignored_kafka_options=ignored,
-        formats=parse_formats(opts, subscription),
+        formats=parse_reader_formats(opts, named_topics(subscription)),
     )

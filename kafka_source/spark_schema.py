@@ -38,18 +38,13 @@ def formatted_schema(include_headers: bool, formats):
     schema's type, then ``valueSchemaId`` (``keySchemaId``) and, under PERMISSIVE,
     ``valueCorruptRecord``. Needs resolved formats; imports pyarrow and the codecs."""
     from pyspark.sql.pandas.types import from_arrow_type
-    from pyspark.sql.types import BinaryType, IntegerType, StructField, StructType
+    from pyspark.sql.types import StructField, StructType
 
-    from .value_codecs import reader_type
-    conversion = dict(formats.conversion)
-    fields = list(kafka_schema(include_headers).fields)
-    for col in formats.columns:
-        i = [f.name for f in fields].index(col.column)
-        fields[i] = StructField(col.column, from_arrow_type(reader_type(col, conversion)))
-    for col in formats.columns:
-        fields.append(StructField(f"{col.column}SchemaId", IntegerType()))
-        if formats.permissive:
-            fields.append(StructField(f"{col.column}CorruptRecord", BinaryType()))
+    from kafka_common.value_formats.codecs import formatted_columns
+    typed, added = formatted_columns(formats)
+    fields = [StructField(f.name, from_arrow_type(typed[f.name])) if f.name in typed else f
+              for f in kafka_schema(include_headers).fields]
+    fields += [StructField(f.name, from_arrow_type(f.type)) for f in added]
     return StructType(fields)
 def as_struct_type(schema):
     """``schema`` as a ``StructType``: Spark's as is, a ``pyarrow.Schema`` (Sail) converted

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_common.avro import Decoder, parse_schema
-from kafka_common.avro.decoder import ZERO_WIDTH_ITEMS_LIMIT
+from kafka_common.avro.skipping import ZERO_WIDTH_ITEMS_LIMIT
 from protocol.records.vectorized import encode_varints
 from tests.avro_strategies import datum, schemas
 
@@ -199,7 +199,7 @@ def test_gather_slices_lays_the_slices_end_to_end(lengths):
 
 
 def test_data_nested_deeper_than_the_limit_fails_its_row_not_the_stack():
-    from kafka_common.avro.decoder import MAX_NESTING
+    from kafka_common.avro.skipping import MAX_NESTING
     linked = {"type": "record", "name": "Node", "fields": [
         {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
     w = parse_schema(json.dumps(linked))

@@ -247,14 +247,14 @@ def test_the_kafka_client_option_names_are_kafka_s_own():
 # ---- 2. plain JSON with a DDL and no registry ------------------------------------------------
 
 def _json_formats(**extra):
-    from kafka_source.value_formats import resolve_formats
+    from kafka_common.value_formats import resolve_formats
     o = parse_reader_options({**BASE, "valueFormat": "json",
                               "valueSchema": "id INT, name STRING, at TIMESTAMP", **extra})
     return resolve_formats(o.formats)
 
 
 def _decode(formats, values: list):
-    from kafka_source.value_decoding import decode_formats
+    from kafka_common.value_formats.decoding import decode_formats
     batch = pa.RecordBatch.from_arrays(
         [pa.array(values, pa.binary()), pa.array(range(len(values)), pa.int64())],
         names=["value", "offset"])
@@ -277,7 +277,7 @@ def test_plain_json_is_read_with_a_ddl_and_no_registry_as_from_json_reads_it():
 
 
 def test_with_a_registry_a_plain_json_value_fails_with_the_way_to_read_it():
-    from kafka_source.value_decoding import ValueDecodeError
+    from kafka_common.value_formats.decoding import ValueDecodeError
     from kafka_testbed import RegistryServer
     registry = RegistryServer().start()
     try:
@@ -412,7 +412,7 @@ def test_an_auto_registered_json_schema_reads_back_the_spark_types():
     from pyspark.sql import types as T
 
     from kafka_common.json_schema import arrow_type
-    from kafka_sink.value_formats import json_schema_of
+    from kafka_common.json_schema.spark_types import json_schema_of
     spark_type = T.StructType([
         T.StructField("i", T.IntegerType()), T.StructField("s", T.ShortType()),
         T.StructField("b", T.ByteType()), T.StructField("l", T.LongType()),

@@ -18,8 +18,8 @@ from kafka_common.schema_registry import (RegistryAuthError, RegistryClient, Reg
 from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
-from kafka_source.value_decoding import ValueDecodeError
-from kafka_source.value_formats import resolve_formats
+from kafka_common.value_formats.decoding import ValueDecodeError
+from kafka_common.value_formats import resolve_formats
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic

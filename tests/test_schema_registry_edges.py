@@ -21,8 +21,8 @@ from kafka_common.option_map import OptionMap
 from kafka_common.schema_registry import RegistryClient, RegistryError, registry_settings
 from kafka_common.schema_registry.framing import BAD, OK, read_frames
 from kafka_source.options import parse_reader_options
-from kafka_source.value_decoding import ValueDecodeError, decode_formats
-from kafka_source.value_formats import resolve_formats
+from kafka_common.value_formats.decoding import ValueDecodeError, decode_formats
+from kafka_common.value_formats import resolve_formats
 
 from .schema_registry_server import RegistryServer
 
@@ -109,10 +109,10 @@ def _spark_order():
 
 
 def _encode(registry, batch, spark_schema, **options):
-    from kafka_sink.value_encoding import encode_formats
-    from kafka_sink.value_formats import parse_sink_formats, resolve_sink_formats
+    from kafka_common.value_formats.encoding import encode_formats
+    from kafka_common.value_formats import parse_writer_formats, resolve_sink_formats
     opts = OptionMap({"schema.registry.url": registry.url, **options})
-    formats = resolve_sink_formats(parse_sink_formats(opts, "orders"), spark_schema)
+    formats = resolve_sink_formats(parse_writer_formats(opts, "orders"), spark_schema)
     return encode_formats(batch, formats)
 
 

@@ -15,8 +15,8 @@ import pytest
 from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
-from kafka_source.value_decoding import ValueDecodeError
-from kafka_source.value_formats import resolve_formats
+from kafka_common.value_formats.decoding import ValueDecodeError
+from kafka_common.value_formats import resolve_formats
 
 from .broker_setup import create_topic
 from .schema_registry_server import RegistryServer
@@ -156,10 +156,10 @@ def test_json_schema_values(mock_cluster, registry, topic_name):
 
 def _encode(registry, fmt, schema, batch, **options):
     from kafka_common.option_map import OptionMap
-    from kafka_sink.value_encoding import encode_formats
-    from kafka_sink.value_formats import parse_sink_formats, resolve_sink_formats
+    from kafka_common.value_formats.encoding import encode_formats
+    from kafka_common.value_formats import parse_writer_formats, resolve_sink_formats
     opts = OptionMap({"valueFormat": fmt, "schema.registry.url": registry.url, **options})
-    formats = resolve_sink_formats(parse_sink_formats(opts, "orders"), schema)
+    formats = resolve_sink_formats(parse_writer_formats(opts, "orders"), schema)
     return encode_formats(batch, formats).column(0).to_pylist()
 
 
@@ -238,18 +238,18 @@ def test_writer_refuses_a_ddl_as_a_json_schema(registry):
     """A Spark DDL is a reader schema only: the writer says so instead of sending it to the
     registry as if it were a JSON Schema."""
     from kafka_common.option_map import OptionMap
-    from kafka_sink.value_formats import parse_sink_formats
+    from kafka_common.value_formats import parse_writer_formats
     from protocol.errors import ConfigError
     opts = OptionMap({"valueFormat": "json", "schema.registry.url": registry.url,
                       "valueSchema": "id BIGINT, name STRING"})
     registry.reset_calls()
     with pytest.raises(ConfigError, match="valueSchema with valueFormat=json must be a JSON "
                                           "Schema document.*auto.register.schemas=true"):
-        parse_sink_formats(opts, "orders")
+        parse_writer_formats(opts, "orders")
     assert registry.calls() == []
     opts = OptionMap({"valueFormat": "json", "schema.registry.url": registry.url,
                       "valueSchema": ' {"type": "object"}'})
-    assert parse_sink_formats(opts, "orders")[0].inline_schema.strip() == '{"type": "object"}'
+    assert parse_writer_formats(opts, "orders")[0].inline_schema.strip() == '{"type": "object"}'
 
 
 @pytest.mark.parametrize("option", ["valueMessageName", "keyMessageName", "valueSubject",

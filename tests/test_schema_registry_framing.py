@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from kafka_common.schema_registry.framing import (BAD, NULL, OK, frame, message_index_bytes,
                                                   read_frames)
-from kafka_sink.value_encoding import framed
+from kafka_common.value_formats.encoding import framed
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 

@@ -3,10 +3,12 @@ columnar decoder and encoder between Avro's binary encoding and Arrow arrays.
 
 - ``schema``: ``parse_schema`` (Avro JSON, named types, registry references) -> ``AvroSchema``;
 - ``spark_types``: ``arrow_type`` (what Spark's ``from_avro`` gives, as Arrow), ``spark_ddl``,
-  ``spark_type``;
+  ``spark_type``, and ``avro_schema_of`` (the schema Spark's ``to_avro`` writes with);
 - ``resolution``: ``resolve(writer, reader)`` by the Avro specification's rules;
 - ``decoder``: ``Decoder(writer, reader, options).decode(values, starts)`` -> (array, errors),
-  record-parallel with NumPy (``kernels`` reads the primitive encodings at many positions);
+  record-parallel with NumPy (``kernels`` reads the primitive encodings at many positions,
+  ``skipping`` reads past values and walks array and map blocks, ``arrays`` builds the
+  Arrow arrays);
 - ``encoder``: ``Encoder(schema).encode(array)`` -> Avro binary datums.
 
 Spark-free, like ``protocol``: pyarrow and numpy only.

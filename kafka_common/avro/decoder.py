@@ -20,136 +20,22 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .arrays import (assemble, binary_array, decimal_array, from_buffers, nulls_where,
+                     width_ordered)
 from .defaults import default_array
 from .kernels import (Cursor, gather_slices, padded, read_blobs, read_fixed_width,
                       read_lengths, read_varint)
 from .resolution import Resolution, resolve
 from .schema import AvroField, AvroSchema
+from .skipping import MAX_NESTING, Node, Skip, fixed_width, min_size, walk_blocks
 from .spark_types import MappingOptions, arrow_field_of, member_names, union_shape
 
-# an array or map of values that take no bytes (nulls, empty records) may not claim more
-# items than this per row: the bytes cannot bound it, the memory must
-ZERO_WIDTH_ITEMS_LIMIT = 1 << 16
+__all__ = ["Decoder", "compile_node"]
+
 _I64_MAX = np.iinfo(np.int64).max
-# records inside records a datum may nest (only a recursive schema lets the data choose the
-# depth; each level is a few Python frames): deeper rows are corrupt, not a RecursionError
-MAX_NESTING = 64
 
 
-def _min_size(node: AvroSchema, seen=None) -> int:
-    """The fewest bytes a value of ``node`` takes (0 for null and empty records)."""
-    seen = set() if seen is None else seen
-    t = node.type
-    if t == "null":
-        return 0
-    if t == "float":
-        return 4
-    if t == "double":
-        return 8
-    if t == "fixed":
-        return node.size
-    if t == "record":
-        if id(node) in seen:
-            return 1
-        seen = seen | {id(node)}
-        return sum(_min_size(f.type, seen) for f in node.fields)
-    return 1
-
-
-def _from_buffers(atype, values: np.ndarray) -> pa.Array:
-    return pa.Array.from_buffers(atype, values.size, [None, pa.py_buffer(values)])
-
-
-def _nulls_where(arr: pa.Array, mask: np.ndarray) -> pa.Array:
-    """``arr`` with the rows of ``mask`` null."""
-    if not mask.any():
-        return arr
-    idx = np.arange(len(arr), dtype=np.int64)
-    return arr.take(pa.array(idx, mask=mask))
-
-
-def _assemble(n: int, parts, atype) -> pa.Array:
-    """One array of ``n`` rows from ``(slots, array)`` parts; rows in no part are null."""
-    parts = [(s, a) for s, a in parts if s.size]
-    if len(parts) == 1 and parts[0][0].size == n:
-        return parts[0][1]
-    if not parts:
-        return pa.nulls(n, atype)
-    combined = pa.concat_arrays([a for _, a in parts])
-    inv = np.full(n, -1, dtype=np.int64)
-    start = 0
-    for s, a in parts:
-        inv[s] = np.arange(start, start + s.size)
-        start += s.size
-    return combined.take(pa.array(inv, mask=inv < 0))
-
-
-def _binary_array(atype, data: np.ndarray, offsets: np.ndarray) -> pa.Array:
-    if offsets[-1] > np.iinfo(np.int32).max:
-        raise OverflowError("more than 2 GiB of bytes in one column of one batch")
-    return pa.Array.from_buffers(atype, offsets.size - 1,
-                                 [None, pa.py_buffer(offsets.astype(np.int32)),
-                                  pa.py_buffer(data)])
-
-
-# 10**p for p = 0..38 as (high int64, low uint64) words: the decimal precision check
-_POW10 = [10 ** p for p in range(39)]
-
-
-def _decimal_array(cur: Cursor, starts, lengths, row, atype) -> pa.Array:
-    """Big-endian two's complement unscaled values (Avro's decimal) as decimal128; rows
-    whose value needs more than ``atype.precision`` digits are bad (Spark fails them)."""
-    n = starts.size
-    words = np.zeros((n, 16), dtype=np.uint8)
-    if n:
-        long_ = lengths > 16
-        if long_.any():  # leading bytes must be the sign's extension
-            for i in np.flatnonzero(long_):
-                raw = cur.a[starts[i]:starts[i] + lengths[i]].tobytes()
-                v = int.from_bytes(raw, "big", signed=True)
-                if v.bit_length() > 127:
-                    cur.bad[row[i]] = True
-                    v = 0
-                words[i] = np.frombuffer(v.to_bytes(16, "big", signed=True), dtype=np.uint8)
-            short = np.flatnonzero(~long_)
-        else:
-            short = np.arange(n)
-        ls = lengths[short]
-        ss = starts[short]
-        neg = np.zeros(short.size, dtype=bool)
-        has = ls > 0
-        neg[has] = cur.a[ss[has]] >= 0x80
-        words[short[neg]] = 0xFF
-        total = int(ls.sum())
-        if total:
-            rows = np.repeat(short, ls)
-            within = np.arange(total) - np.repeat(np.cumsum(ls) - ls, ls)
-            cols = np.repeat(16 - ls, ls) + within
-            words[rows, cols] = cur.a[np.repeat(ss, ls) + within]
-    le = np.ascontiguousarray(words[:, ::-1])
-    lo = le[:, :8].copy().view(np.uint64).ravel()
-    hi = le[:, 8:].copy().view(np.int64).ravel()
-    limit = _POW10[atype.precision]
-    if n and atype.precision < 38:
-        lim_hi, lim_lo = limit >> 64, limit & ((1 << 64) - 1)
-        neg = hi < 0
-        alo = np.where(neg, ~lo + np.uint64(1), lo)
-        ahi = np.where(neg, ~hi + (alo == 0).astype(np.int64), hi).astype(np.uint64)
-        over = (ahi > np.uint64(lim_hi)) | ((ahi == np.uint64(lim_hi)) & (alo >= np.uint64(lim_lo)))
-        if over.any():
-            cur.bad[row[over]] = True
-            le[over] = 0
-    return pa.Array.from_buffers(atype, n, [None, pa.py_buffer(le)])
-
-
-class _Node:
-    """A compiled part of a resolution: ``read`` decodes the value at every position."""
-
-    def read(self, cur: Cursor, pos, end, row):  # pragma: no cover - interface
-        raise NotImplementedError
-
-
-class _Primitive(_Node):
+class _Primitive(Node):
     def __init__(self, writer: AvroSchema, reader: AvroSchema, atype: pa.DataType):
         self.w, self.r, self.atype = writer, reader, atype
 
@@ -173,7 +59,7 @@ class _Primitive(_Node):
                 v = m.astype(np.uint32).view("<f4")
                 if atype == pa.float64():
                     v = v.astype(np.float64)
-            return _from_buffers(atype, np.ascontiguousarray(v)), pos
+            return from_buffers(atype, np.ascontiguousarray(v)), pos
         if wt == "fixed":
             size = self.w.size
             starts = pos
@@ -187,18 +73,18 @@ class _Primitive(_Node):
             lengths, starts = read_lengths(cur, pos, end, row)
             pos = starts + lengths
         if pa.types.is_decimal(atype):
-            return _decimal_array(cur, starts, lengths, row, atype), pos
+            return decimal_array(cur, starts, lengths, row, atype), pos
         data, offsets = gather_slices(cur.a, starts, lengths)
-        return _binary_array(atype, data, offsets), pos
+        return binary_array(atype, data, offsets), pos
 
     def _number(self, cur, v, row):
         atype = self.atype
         if atype == pa.int64():
-            return _from_buffers(atype, v)
+            return from_buffers(atype, v)
         if atype == pa.int32() or atype == pa.date32():
-            return _from_buffers(atype, v.astype(np.int32))
+            return from_buffers(atype, v.astype(np.int32))
         if pa.types.is_floating(atype):
-            return _from_buffers(atype, v.astype(atype.to_pandas_dtype()))
+            return from_buffers(atype, v.astype(atype.to_pandas_dtype()))
         if pa.types.is_timestamp(atype):
             if (self.r.logical or "").endswith("millis"):
                 over = np.abs(v) > _I64_MAX // 1000
@@ -206,11 +92,11 @@ class _Primitive(_Node):
                     cur.bad[row[over]] = True
                     v = np.where(over, 0, v)
                 v = v * 1000
-            return _from_buffers(atype, v)
+            return from_buffers(atype, v)
         raise TypeError(f"cannot read Avro {self.w.type} as {atype}")
 
 
-class _Enum(_Node):
+class _Enum(Node):
     def __init__(self, res: Resolution):
         self.map = np.asarray(res.enum_map + [-1], dtype=np.int64)  # last: out of range
         self.nw = len(res.enum_map)
@@ -229,171 +115,7 @@ class _Enum(_Node):
         return self.symbols.take(pa.array(r)), pos
 
 
-class _Skip(_Node):
-    """Reads past a writer value nobody reads."""
-
-    def __init__(self, writer: AvroSchema):
-        self.w = writer
-        self._children = None
-
-    def children(self):
-        if self._children is None:
-            w = self.w
-            if w.type == "record":
-                self._children = [_Skip(f.type) for f in w.fields]
-            elif w.type == "array":
-                self._children = [_Skip(w.items)]
-            elif w.type == "map":
-                self._children = [_Skip(AvroSchema("record", fields=[
-                    AvroField("key", AvroSchema("string")), AvroField("value", w.values)]))]
-            elif w.type == "union":
-                self._children = [_Skip(b) for b in w.branches]
-            else:
-                self._children = []
-        return self._children
-
-    def read(self, cur, pos, end, row):
-        return None, self.skip(cur, pos, end, row)
-
-    def skip(self, cur, pos, end, row):
-        t = self.w.type
-        if t == "null" or pos.size == 0:
-            return pos
-        if t in ("int", "long", "enum"):
-            return read_varint(cur, pos, end, row)[1]
-        if t in ("boolean", "float", "double", "fixed"):
-            width = {"boolean": 1, "float": 4, "double": 8}.get(t, self.w.size)
-            pos = pos + width
-            cur.check_end(pos, end, row)
-            return pos
-        if t in ("bytes", "string"):
-            length, pos = read_lengths(cur, pos, end, row)
-            return pos + length
-        if t == "record":
-            if cur.depth >= MAX_NESTING:
-                cur.bad[row] = True
-                return end.copy()
-            cur.depth += 1
-            try:
-                for c in self.children():
-                    pos = c.skip(cur, pos, end, row)
-            finally:
-                cur.depth -= 1
-            return pos
-        if t == "union":
-            k, pos = read_varint(cur, pos, end, row, 5)
-            out = pos.copy()
-            for i, c in enumerate(self.children()):
-                sel = np.flatnonzero(k == i)
-                if sel.size:
-                    out[sel] = c.skip(cur, pos[sel], end[sel], row[sel])
-            wrong = (k < 0) | (k >= len(self.children()))
-            cur.fail(row, out, end, wrong)
-            return out
-        # array, map: blocks; a block with its byte size is jumped over
-        item = self.w.items if t == "array" else self.w.values
-        width = _fixed_width(item) if t == "array" else None
-        return _blocks(cur, pos, end, row, _min_size(item) + (t == "map"), self.children()[0],
-                       width)
-
-
-def _fixed_width(node: AvroSchema, seen=None):
-    """The bytes every value of ``node`` takes when that is one number, else None."""
-    t = node.type
-    if t in ("null", "boolean", "float", "double", "fixed"):
-        return _min_size(node)
-    if t == "record":
-        seen = set() if seen is None else seen
-        if id(node) in seen:
-            return None
-        widths = [_fixed_width(f.type, seen | {id(node)}) for f in node.fields]
-        return None if any(w is None for w in widths) else sum(widths)
-    return None
-
-
-def _blocks(cur, pos, end, row, min_item, skipper, width=None, record=False):
-    """Walk the blocks of an array or map at every position, reading past the items with
-    ``skipper`` (items of one ``width`` are jumped over, as are blocks that carry their
-    byte size when ``record`` is False). Returns the positions after the value; with
-    ``record``, also each slot's item count and, per group of items found, ``(slots, item
-    index, item start)``.
-
-    Per block: every slot's item count is read, the slots are sorted by it (most first),
-    and round ``j`` passes item ``j`` of the leading slots that have one (a slice, no
-    gather); a slot whose row turns out corrupt stops there."""
-    n = pos.size
-    pos = pos.copy()
-    count = np.zeros(n, dtype=np.int64)
-    found = []
-    todo = np.arange(n)  # slots whose next block header is due
-    while todo.size:
-        todo = todo[~cur.bad[row[todo]]]
-        if not todo.size:
-            break
-        e, r = end[todo], row[todo]
-        c, p = read_varint(cur, pos[todo], e, r)
-        jumped = np.zeros(todo.size, dtype=bool)
-        neg = np.flatnonzero(c < 0)
-        if neg.size:  # a negative count is followed by the block's size in bytes
-            size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
-            p[neg] = p2
-            c[neg] = -c[neg]  # -(min int64) stays negative: refused below
-            if not record:
-                fits = (size >= 0) & (size <= e[neg] - p2)
-                cur.fail(r[neg], p2, e[neg], ~fits)
-                p[neg] = np.where(fits, p2 + size, p2)
-                c[neg] = 0
-                jumped[neg] = fits
-        room = e - p
-        bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[todo]
-        wrong = (c < 0) | (c > bound)
-        if wrong.any():
-            cur.fail(r, p, e, wrong)
-            c = np.where(wrong, 0, c)
-        pos[todo] = p
-        go = c > 0
-        slots = todo[go]
-        if slots.size and width is not None:  # every item's start is known
-            cs = c[go]
-            ps = pos[slots]
-            if record:
-                total = int(cs.sum())
-                first = np.repeat(np.cumsum(cs) - cs, cs)
-                within = np.arange(total, dtype=np.int64) - first
-                found.append((np.repeat(slots, cs), np.repeat(count[slots], cs) + within,
-                              np.repeat(ps, cs) + within * width))
-            pos[slots] = ps + cs * width
-            count[slots] += cs
-        elif slots.size:
-            cs = c[go]
-            order = np.argsort(-cs, kind="stable")
-            slots, cs = slots[order], cs[order]
-            ps, es, rs, base = pos[slots], end[slots], row[slots], count[slots]
-            desc = -cs
-            j, top = 0, int(cs[0])
-            while j < top:
-                k = int(np.searchsorted(desc, -j, side="left"))  # slots with more than j
-                if record:
-                    found.append((slots[:k], base[:k] + j, ps[:k].copy()))
-                ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
-                j += 1
-                bad = cur.bad[rs[:k]]
-                if bad.any():  # corrupt rows stop here; the others keep their order
-                    cs[:k][bad] = j
-                    order = np.argsort(-cs, kind="stable")
-                    slots, cs, ps, es, rs, base = (slots[order], cs[order], ps[order],
-                                                   es[order], rs[order], base[order])
-                    desc = -cs
-                    top = int(cs[0])
-            pos[slots] = ps
-            count[slots] += cs
-        todo = todo[go | jumped]
-    if not record:
-        return pos
-    return pos, count, found
-
-
-class _Repeated(_Node):
+class _Repeated(Node):
     """Arrays and maps: one walk over the blocks finds every item's start (reading past
     the items), then the items are decoded in one go, already in list order."""
 
@@ -402,9 +124,9 @@ class _Repeated(_Node):
         self.is_map = res.kind == "map"
         w = res.writer
         item = w.values if self.is_map else w.items
-        self.min_item = _min_size(item) + self.is_map
-        self.width = None if self.is_map else _fixed_width(item)
-        self.skipper = _Skip(AvroSchema("record", fields=[
+        self.min_item = min_size(item) + self.is_map
+        self.width = None if self.is_map else fixed_width(item)
+        self.skipper = Skip(AvroSchema("record", fields=[
             AvroField("key", AvroSchema("string")), AvroField("value", item)])
             if self.is_map else item)
         self._child = None
@@ -416,7 +138,7 @@ class _Repeated(_Node):
         return self._child
 
     def read(self, cur, pos, end, row):
-        pos, count, found = _blocks(cur, pos, end, row, self.min_item, self.skipper,
+        pos, count, found = walk_blocks(cur, pos, end, row, self.min_item, self.skipper,
                                     self.width, record=True)
         offsets = np.zeros(pos.size + 1, dtype=np.int64)
         np.cumsum(count, out=offsets[1:])
@@ -435,7 +157,7 @@ class _Repeated(_Node):
         item_end, item_row = end[slot], row[slot]
         if self.is_map:
             data, koff, starts = read_blobs(cur, starts, item_end, item_row)
-            keys = _binary_array(pa.string(), data, koff)
+            keys = binary_array(pa.string(), data, koff)
         values, _ = self.child().read(cur, starts, item_end, item_row)
         off32 = pa.array(offsets.astype(np.int32))
         if self.is_map:
@@ -443,15 +165,7 @@ class _Repeated(_Node):
         return pa.ListArray.from_arrays(off32, values, type=self.atype), pos
 
 
-def width_ordered(group, offsets) -> bool:
-    """Whether one group of items found is already in list order (the fixed-width path
-    finds them slot by slot, in slot order, when all slots are in one block)."""
-    sl, index, _ = group
-    return bool(sl.size == 0 or (np.all(sl[1:] >= sl[:-1])
-                                 and np.array_equal(offsets[sl] + index, np.arange(sl.size))))
-
-
-class _Record(_Node):
+class _Record(Node):
     def __init__(self, res: Resolution, atype: pa.StructType, opts):
         self.res, self.atype, self.opts = res, atype, opts
         self._steps = None
@@ -463,7 +177,7 @@ class _Record(_Node):
             for j, child in self.res.steps:
                 i = -1 if j is None else self.atype.get_field_index(r.fields[j].name)
                 if i < 0:  # not read, or dropped by recursiveFieldMaxDepth
-                    steps.append((-1, _Skip(child.writer)))
+                    steps.append((-1, Skip(child.writer)))
                 else:
                     steps.append((i, compile_node(child, self.atype.field(i).type, self.opts)))
             self._steps = steps
@@ -497,7 +211,7 @@ class _Record(_Node):
         return pa.StructArray.from_arrays(arrays, fields=fields), pos
 
 
-class _WriterUnion(_Node):
+class _WriterUnion(Node):
     def __init__(self, res: Resolution, atype, opts):
         self.res, self.atype, self.opts = res, atype, opts
         self._branches = None
@@ -524,10 +238,10 @@ class _WriterUnion(_Node):
             arr, out[sel] = node.read(cur, pos[sel], end[sel], row[sel])
             parts.append((sel, arr))
         cur.fail(row, out, end, wrong)
-        return _assemble(pos.size, parts, self.atype), out
+        return assemble(pos.size, parts, self.atype), out
 
 
-class _ReaderUnion(_Node):
+class _ReaderUnion(Node):
     """A writer value read into one branch of the reader's union, shown as Spark shows
     the union (a nullable value, a widened number or a struct of members)."""
 
@@ -549,7 +263,7 @@ class _ReaderUnion(_Node):
                 t = self.atype.field(self.member).type if self.member >= 0 else None
             else:
                 t = self.atype
-            self._child = (_Skip(self.res.writer) if t is None
+            self._child = (Skip(self.res.writer) if t is None
                            else compile_node(self.res.child, t, self.opts))
         return self._child
 
@@ -558,7 +272,7 @@ class _ReaderUnion(_Node):
         if self.null:
             return pa.nulls(n, self.atype), pos
         node = self.child()
-        if isinstance(node, _Skip):  # the member was dropped by recursiveFieldMaxDepth
+        if isinstance(node, Skip):  # the member was dropped by recursiveFieldMaxDepth
             return self._struct(n, None), node.skip(cur, pos, end, row)
         arr, pos = node.read(cur, pos, end, row)
         if self.kind != "struct":
@@ -572,7 +286,7 @@ class _ReaderUnion(_Node):
         return pa.StructArray.from_arrays(children, fields=fields)
 
 
-def compile_node(res: Resolution, atype: pa.DataType, opts: MappingOptions) -> _Node:
+def compile_node(res: Resolution, atype: pa.DataType, opts: MappingOptions) -> Node:
     kind = res.kind
     if kind == "primitive" or kind == "fixed":
         return _Primitive(res.writer, res.reader, atype)
@@ -587,7 +301,7 @@ def compile_node(res: Resolution, atype: pa.DataType, opts: MappingOptions) -> _
     if kind == "reader_union":
         return _ReaderUnion(res, atype, opts)
     if kind == "skip":
-        return _Skip(res.writer)
+        return Skip(res.writer)
     raise ValueError(f"unknown resolution {kind}")
 
 
@@ -653,7 +367,7 @@ class Decoder:
             arr, _ = self.root.read(cur, begin, end.copy(), rows)
         else:
             part, _ = self.root.read(cur, begin[rows], end[rows].copy(), rows)
-            arr = _assemble(n, [(rows, part)], self.arrow_type)
+            arr = assemble(n, [(rows, part)], self.arrow_type)
         errors = cur.bad
-        arr = _nulls_where(arr, errors)
+        arr = nulls_where(arr, errors)
         return arr, errors

@@ -1,4 +1,8 @@
-"""The Arrow (and Spark) type of what Spark's ``from_avro(value, schema)`` gives for a schema.
+"""Spark's Avro type mapping, both directions (as Spark's ``SchemaConverters``).
+
+Avro -> Spark: the Arrow (and Spark) type of what ``from_avro(value, schema)`` gives for a
+schema (``arrow_type``). Spark -> Avro: the schema ``to_avro`` writes a column of a Spark
+type with (``avro_schema_of``, for the writer's ``auto.register.schemas``).
 
 The mapping is Spark's (``SchemaConverters.toSqlType``): records are structs, enums strings,
 fixed and bytes binary (decimal128 with a valid ``decimal`` logical type), ``date`` dates,
@@ -15,6 +19,8 @@ the field is dropped.
 from __future__ import annotations
 
 import pyarrow as pa
+
+from protocol.errors import ConfigError
 
 from .schema import AvroSchema, AvroSchemaError
 
@@ -202,3 +208,57 @@ def spark_type(t: pa.DataType):
     if t in simple:
         return simple[t]()
     raise TypeError(f"no Spark type for Arrow type {t}")
+
+
+# ---- Spark -> Avro (to_avro) -----------------------------------------------------------
+
+def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord",
+                   namespace: str = ""):
+    """The Avro schema Spark's ``to_avro`` (``SchemaConverters.toAvroType``) writes a
+    column of ``data_type`` with: records named after their fields, nullable types as a
+    union of the type and null."""
+    from pyspark.sql import types as T
+    t = data_type
+    if isinstance(t, T.BooleanType):
+        avro = "boolean"
+    elif isinstance(t, (T.ByteType, T.ShortType, T.IntegerType)):
+        avro = "int"
+    elif isinstance(t, T.LongType):
+        avro = "long"
+    elif isinstance(t, T.FloatType):
+        avro = "float"
+    elif isinstance(t, T.DoubleType):
+        avro = "double"
+    elif isinstance(t, T.StringType):
+        avro = "string"
+    elif isinstance(t, T.BinaryType):
+        avro = "bytes"
+    elif isinstance(t, T.DateType):
+        avro = {"type": "int", "logicalType": "date"}
+    elif isinstance(t, T.TimestampNTZType):
+        avro = {"type": "long", "logicalType": "local-timestamp-micros"}
+    elif isinstance(t, T.TimestampType):
+        avro = {"type": "long", "logicalType": "timestamp-micros"}
+    elif isinstance(t, T.DecimalType):
+        size = next(n for n in range(1, 17) if 2 ** (8 * n - 1) > 10 ** t.precision)
+        avro = {"type": "fixed", "name": name,
+                **({"namespace": namespace} if namespace else {}), "size": size,
+                "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+    elif isinstance(t, T.ArrayType):
+        avro = {"type": "array", "items": avro_schema_of(t.elementType, t.containsNull, name,
+                                                          namespace)}
+    elif isinstance(t, T.MapType):
+        if not isinstance(t.keyType, T.StringType):
+            raise ConfigError(f"Avro maps need string keys, not {t.keyType.simpleString()}")
+        avro = {"type": "map", "values": avro_schema_of(t.valueType, t.valueContainsNull,
+                                                         name, namespace)}
+    elif isinstance(t, T.StructType):
+        inner = f"{namespace}.{name}" if namespace else name
+        avro = {"type": "record", "name": name,
+                **({"namespace": namespace} if namespace else {}),
+                "fields": [{"name": f.name, "type": avro_schema_of(f.dataType, f.nullable,
+                                                                   f.name, inner)}
+                           for f in t.fields]}
+    else:
+        raise ConfigError(f"no Avro type for Spark's {t.simpleString()}")
+    return [avro, "null"] if nullable else avro

@@ -1,8 +1,12 @@
 """JSON values as Arrow columns of a Spark type.
 
-- ``spark_types``: ``arrow_type(schema_text)``, the Spark type of a JSON Schema document;
+- ``spark_types``: ``arrow_type(schema_text)``, the Spark type of a JSON Schema document,
+  and ``json_schema_of(spark_type)``, the JSON Schema the writer registers with
+  ``auto.register.schemas``;
 - ``decoder``: ``Decoder(atype).decode(values, starts)`` -> (array, errors, reasons), each
-  payload converted as Spark's ``from_json`` converts it;
+  payload parsed and converted (``converters``) as Spark's ``from_json`` converts it;
+- ``encoder``: ``Encoder().encode(array)`` -> JSON text, as confluent-kafka's
+  JSONSerializer writes it;
 - ``inline_type(text, option)``: the type of a reader schema given in ``valueSchema``
   (``keySchema``): a JSON Schema document (a JSON object) or a Spark DDL string
   (``"id INT, name STRING"``, as ``from_json`` takes).

@@ -1,4 +1,6 @@
-"""The Spark type (as Arrow) of a JSON Schema document.
+"""JSON Schema <-> Spark types: the Spark type (as Arrow) of a JSON Schema document
+(``arrow_type``), and a JSON Schema of a Spark type (``json_schema_of``, for the writer's
+``auto.register.schemas``).
 
 ``arrow_type(schema_text)``: object with properties -> struct in property order, object
 with only ``additionalProperties`` -> map, string (``format`` date-time -> timestamp, date
@@ -16,7 +18,7 @@ import pyarrow as pa
 
 from protocol.errors import ConfigError
 
-__all__ = ["arrow_type"]
+__all__ = ["arrow_type", "json_schema_of"]
 
 
 def _resolve(node, root, depth=0):
@@ -85,3 +87,40 @@ def arrow_type(schema_text: str) -> pa.DataType:
     except ValueError as exc:
         raise ConfigError(f"the JSON Schema is not JSON: {exc}") from None
     return _type(root, root)
+
+
+# ---- Spark -> JSON Schema (auto.register.schemas) ---------------------------------------
+
+def json_schema_of(data_type) -> dict:
+    """A JSON Schema (draft-07) of a Spark type, for auto.register.schemas with json."""
+    from pyspark.sql import types as T
+    t = data_type
+    if isinstance(t, T.StructType):
+        return {"type": "object", "properties": {f.name: _nullable(json_schema_of(
+            f.dataType), f.nullable) for f in t.fields}}
+    if isinstance(t, T.ArrayType):
+        return {"type": "array", "items": _nullable(json_schema_of(t.elementType),
+                                                    t.containsNull)}
+    if isinstance(t, T.MapType):
+        return {"type": "object", "additionalProperties": _nullable(
+            json_schema_of(t.valueType), t.valueContainsNull)}
+    if isinstance(t, T.BooleanType):
+        return {"type": "boolean"}
+    for kind, bits in ((T.ByteType, 8), (T.ShortType, 16), (T.IntegerType, 32)):
+        if isinstance(t, kind):
+            # the type's range: validators hold values to it, and the reader
+            # (kafka_common.json_schema.spark_types) reads the type back from it
+            return {"type": "integer", "minimum": -2 ** (bits - 1),
+                    "maximum": 2 ** (bits - 1) - 1}
+    if isinstance(t, T.LongType):
+        return {"type": "integer"}
+    if isinstance(t, (T.FloatType, T.DoubleType, T.DecimalType)):
+        return {"type": "number"}
+    if isinstance(t, (T.DateType, T.TimestampType, T.TimestampNTZType)):
+        return {"type": "string", "format": "date" if isinstance(t, T.DateType)
+                else "date-time"}
+    return {"type": "string"}
+
+
+def _nullable(schema: dict, nullable: bool) -> dict:
+    return {"oneOf": [{"type": "null"}, schema]} if nullable else schema

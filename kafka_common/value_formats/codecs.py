@@ -1,4 +1,5 @@
-"""The codecs behind ``valueFormat``/``keyFormat``: reader types and compiled decoders.
+"""The codecs behind ``valueFormat``/``keyFormat``: reader types (and the DataFrame columns
+the formats make), and compiled decoders.
 
 Imported lazily (it pulls in pyarrow and the codecs): on the driver when the DataFrame's
 schema is built, on the executors when a task decodes. Each Python worker keeps its
@@ -8,15 +9,14 @@ compiles a writer schema once per worker, not once per micro-batch.
 
 from __future__ import annotations
 
-
 import pyarrow as pa
 
 from kafka_common.bounded_cache import BoundedCache
 from protocol.errors import ConfigError
 
-from .value_formats import ColumnFormat
+from .specs import ColumnFormat
 
-__all__ = ["reader_type", "decoder_for"]
+__all__ = ["reader_type", "decoder_for", "formatted_columns"]
 
 # compiled decoders and reader types, per (writer schema, reader schema, options)
 _decoders: BoundedCache[tuple, object] = BoundedCache(256)
@@ -123,3 +123,17 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet")
     return _decoders.put(key, found)
+
+
+def formatted_columns(formats) -> tuple[dict[str, pa.DataType], list[pa.Field]]:
+    """What the formats make of the reader's columns: the type of each decoded column (by
+    name: the reader schema's), and the columns added after Kafka's own, in order:
+    ``<column>SchemaId`` and, under PERMISSIVE, ``<column>CorruptRecord``."""
+    conversion = dict(formats.conversion)
+    typed = {col.column: reader_type(col, conversion) for col in formats.columns}
+    added = []
+    for col in formats.columns:
+        added.append(pa.field(f"{col.column}SchemaId", pa.int32()))
+        if formats.permissive:
+            added.append(pa.field(f"{col.column}CorruptRecord", pa.binary()))
+    return typed, added

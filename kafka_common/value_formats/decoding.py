@@ -1,6 +1,6 @@
-"""Executor side of ``valueFormat``/``keyFormat``: turn the binary value (key) column of a
-decoded record batch into the typed column, plus ``valueSchemaId`` and, under PERMISSIVE,
-``valueCorruptRecord``.
+"""Decode: the executor side of the reader's ``valueFormat``/``keyFormat``. The binary
+value (key) column of a decoded record batch becomes the typed column, plus
+``valueSchemaId`` and, under PERMISSIVE, ``valueCorruptRecord``.
 
 Rows are grouped by writer schema id (usually one or two per batch) and each group is
 decoded column-wise by the compiled decoder for (id, reader schema); the results are put
@@ -28,10 +28,10 @@ from kafka_common.schema_registry import RegistryAuthError, RegistryClient, Regi
 from kafka_common.schema_registry.framing import BAD, NULL, OK, read_frames
 from protocol.errors import PyKafkaError
 
-from .value_codecs import decoder_for, reader_type
-from .value_formats import ColumnFormat, Formats
+from .codecs import decoder_for, reader_type
+from .specs import ColumnFormat, Formats
 
-__all__ = ["ValueDecodeError", "decode_formats", "extra_fields"]
+__all__ = ["ValueDecodeError", "decode_formats"]
 
 _clients: BoundedCache[object, RegistryClient] = BoundedCache(16)  # by registry settings
 
@@ -64,16 +64,6 @@ PLAIN_JSON_HINT = (
 def _hint(col: ColumnFormat, reason: str) -> str:
     looks_plain = reason.endswith(("unknown magic byte 123", "unknown magic byte 91"))
     return reason + PLAIN_JSON_HINT if col.format == "json" and looks_plain else reason
-
-
-def extra_fields(formats: Formats, conversion: dict) -> list[pa.Field]:
-    """The columns added after Kafka's own, in order."""
-    fields = []
-    for col in formats.columns:
-        fields.append(pa.field(f"{col.column}SchemaId", pa.int32()))
-        if formats.permissive:
-            fields.append(pa.field(f"{col.column}CorruptRecord", pa.binary()))
-    return fields
 
 
 def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: str | None):
