@@ -68,7 +68,7 @@ def spark_session(app_name: str):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers use this venv
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     spark = (SparkSession.builder.master("local[2]").appName(app_name)
              .config("spark.ui.enabled", "false")

@@ -99,7 +99,7 @@ def spark_demo(bootstrap: str) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession, functions as F
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     step("starting Spark (local[2])")
     spark = (SparkSession.builder.master("local[2]").appName("pykafka-demo")

@@ -1,6 +1,6 @@
 """The pykafka sink: ``df.write`` and ``writeStream`` to Kafka with an idempotent producer.
 
-Spark reaches it through ``kafka_source.KafkaDataSource`` (format ``"pykafka"``), whose
+Spark reaches it through ``pyspark_pykafka.KafkaDataSource`` (format ``"pykafka"``), whose
 ``writer()`` and ``streamWriter()`` return the writers of ``kafka_sink.writer``. The
 modules, one concern each: ``options`` (the writer's options), ``validation`` (schema and
 data checks), ``columns`` (Arrow batches read into record columns), ``partitioner``

@@ -2,8 +2,8 @@
 
     python scripts/build_pyfiles_zip.py [--out-dir dist] [--pure]
 
-The zip holds the library and nothing else: ``pyspark_pykafka.py`` (Spark's automatic
-registration hook) and the packages ``protocol``, ``kafka_common``, ``kafka_source`` and
+The zip holds the library and nothing else: ``pyspark_pykafka`` (the data source and
+Spark's automatic registration hook) and the packages ``protocol``, ``kafka_common``, ``kafka_source`` and
 ``kafka_sink``, as source files at the root of the archive, so Python's zip importer finds
 them once the zip is on ``sys.path`` (which is what ``--py-files`` does, on the driver and every executor).
 Tests and the embedded test brokers (``kafka_testbed``) are left out.
@@ -56,8 +56,8 @@ import textwrap
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES = ("pyspark_pykafka.py",)
-PACKAGES = ("protocol", "kafka_common", "kafka_source", "kafka_sink")
+MODULES: tuple[str, ...] = ()
+PACKAGES = ("pyspark_pykafka", "protocol", "kafka_common", "kafka_source", "kafka_sink")
 # 1980-01-01, the earliest time a zip entry can carry: same input, same archive.
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # PEP 552 flags of a .pyc: bit 0 "validated by a hash of the source, not its mtime", bit 1

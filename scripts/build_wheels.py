@@ -59,7 +59,7 @@ EXTENSIONS = ("_fastdecode", "_fastencode")
 # What a build of the project reads (pyproject.toml's packages and module, its readme and
 # license).
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE",
-           "pyspark_pykafka.py", "protocol",
+           "pyspark_pykafka", "protocol",
            "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
 
 

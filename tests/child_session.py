@@ -13,7 +13,7 @@ def child_spark(master: str, app_name: str):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     spark = (SparkSession.builder.master(master).appName(app_name)
              .config("spark.ui.enabled", "false")

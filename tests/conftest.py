@@ -171,7 +171,7 @@ def spark():
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     session = (SparkSession.builder.master("local[2]")
                .appName("pyspark-pykafka-tests")

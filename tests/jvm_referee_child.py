@@ -59,7 +59,7 @@ def session(jars: list[str], conf: dict[str, str] | None = None):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     builder = (SparkSession.builder.master("local[2]").appName("jvm-referee")
                .config("spark.jars", ",".join(jars))

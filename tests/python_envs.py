@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # What a build of the project reads (pyproject.toml's packages and module, its readme and
 # license).
 SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE",
-           "pyspark_pykafka.py", "protocol",
+           "pyspark_pykafka", "protocol",
            "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
 
 

@@ -37,7 +37,7 @@ def main(bootstrap: str, user: str, password: str, wrong: str, event_dir: str) -
     logging.getLogger("pykafka").setLevel(logging.DEBUG)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark = (SparkSession.builder.master("local[1]").appName("pykafka-secrets")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

@@ -18,7 +18,7 @@ Two ways of loading the connector are checked, as docs/loading.md's table says:
 * **Only the client's artifacts** (``spark.addArtifacts(zip, pyfile=True)`` and
   ``spark.dataSource.register``, nothing of the connector on the server): batch writes and
   reads work, and so do streaming reads and writes: Spark 4.3 gives a streaming query's
-  Python workers no session artifacts (see ``kafka_source/datasource.py``), and they import
+  Python workers no session artifacts (see ``pyspark_pykafka/datasource.py``), and they import
   the connector from the zip its pickled data source, stream reader and stream writer carry
   (``kafka_common/import_path.py``).
 
@@ -290,7 +290,7 @@ def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_clu
 def _add_connector(spark, pyfiles_zip: str) -> None:
     """What docs/loading.md's "Spark Connect" section tells a client to do."""
     spark.addArtifacts(pyfiles_zip, pyfile=True)
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark.dataSource.register(KafkaDataSource)
 
 

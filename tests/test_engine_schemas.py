@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql.types import (BinaryType, IntegerType, StringType, StructField, StructType,
                                TimestampNTZType, TimestampType)
 
-from kafka_source import KafkaDataSource
+from pyspark_pykafka import KafkaDataSource
 from protocol.errors import ConfigError
 from kafka_source.spark_schema import as_struct_type, kafka_schema
 from kafka_sink.validation import check_schema

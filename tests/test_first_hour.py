@@ -336,7 +336,7 @@ def test_the_lookup_from_an_editable_checkout_registers_and_says_nothing(tmp_pat
     assert (f"only in the driver's working directory ({root}), which Spark's executors do "
             "not see. Either install it (in a checkout: pip install -e .), or run the job "
             "from another directory with the connector on PYTHONPATH (the zip 'make dist' "
-            "builds), or register it in the job: from kafka_source import KafkaDataSource; "
+            "builds), or register it in the job: from pyspark_pykafka import KafkaDataSource; "
             "spark.dataSource.register(KafkaDataSource)") in alone.stderr
 
 

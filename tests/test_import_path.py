@@ -34,7 +34,7 @@ PICKLER = WITHOUT_CHECKOUT + """
 sys.path.insert(0, sys.argv[1])
 from pyspark import cloudpickle
 from pyspark.sql.types import StringType, StructField, StructType
-from kafka_source.datasource import KafkaDataSource
+from pyspark_pykafka import KafkaDataSource
 from kafka_source.spark_schema import kafka_schema
 from kafka_sink.writer import create_stream_writer
 import kafka_source
@@ -96,7 +96,7 @@ def test_an_installed_connector_pickles_as_usual():
     """From the checkout (not a zip) nothing is added to the pickles."""
     from pyspark import cloudpickle
 
-    from kafka_source.datasource import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     from kafka_source.spark_schema import kafka_schema
     source = KafkaDataSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
     for obj in (source, source.streamReader(kafka_schema(False))):

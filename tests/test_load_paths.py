@@ -65,7 +65,7 @@ JOB = textwrap.dedent('''
     if add_py_file:
         spark.sparkContext.addPyFile(add_py_file)
     if not report["auto_registered"]:
-        from kafka_source import KafkaDataSource
+        from pyspark_pykafka import KafkaDataSource
         spark.dataSource.register(KafkaDataSource)
     import kafka_source
     report["driver_imports"] = kafka_source.__file__

@@ -7,7 +7,7 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY = ("protocol", "kafka_common", "kafka_source", "kafka_sink", "pyspark_pykafka.py")
+LIBRARY = ("protocol", "kafka_common", "kafka_source", "kafka_sink", "pyspark_pykafka")
 
 
 def library_sources():

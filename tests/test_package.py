@@ -102,14 +102,14 @@ def test_the_sdist_builds_the_same_wheel(built):
                 assert a.read(name) == b.read(name), name
     assert os.path.basename(built["rebuilt"]) == os.path.basename(built["wheel"])
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka.py", "protocol", "kafka_common", "kafka_source",
+    assert tops == {"pyspark_pykafka", "protocol", "kafka_common", "kafka_source",
                     "kafka_sink", "kafka_testbed", f"{NAME}.dist-info"}
     assert f"{NAME}.dist-info/licenses/LICENSE" in names
     with tarfile.open(built["sdist"]) as tf:
         files = set(tf.getnames())
     assert {name.split("/")[1] for name in files if name.count("/")} == {
         "pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "README.md", "LICENSE",
-        "PKG-INFO", "pyspark_pykafka.py", "pyspark_pykafka.egg-info", "protocol",
+        "PKG-INFO", "pyspark_pykafka", "pyspark_pykafka.egg-info", "protocol",
         "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed"}  # no tests/
     for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE",
                  "protocol/records/_fastdecode.c", "protocol/records/_fastencode.c",

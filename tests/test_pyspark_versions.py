@@ -57,7 +57,7 @@ JOB = textwrap.dedent('''
         sys.argv[1:4] + [int(a) for a in sys.argv[4:7]])
     spark = SparkSession.builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark.dataSource.register(KafkaDataSource)
     report = {"pyspark": pyspark.__version__, "imported_from": sys.modules["kafka_source"].__file__}
 

@@ -61,7 +61,7 @@ JOB = textwrap.dedent('''
     except Exception as exc:
         report["auto_registered"] = first_line(exc)
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark.dataSource.register(KafkaDataSource)
 
     df = spark.range(0, rows, 1, 2).selectExpr(

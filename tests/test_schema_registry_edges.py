@@ -282,7 +282,7 @@ def test_planning_fetches_each_version_once_and_the_schema_call_none(registry):
     """Spark asks the data source for its schema at load() and for a reader when the
     query is planned: the first fetched every version of the subject as well, and the
     second fetched them all again (and the latest a second time)."""
-    from kafka_source.datasource import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     for n in range(3):
         registry.register("t-value", {"schema": json.dumps(
             {**RECORD, "fields": RECORD["fields"] + [{"name": f"f{i}", "type": "int",

@@ -18,11 +18,11 @@ looks ``pyspark_*`` modules up once per driver JVM, in a Python worker it starts
 ``python -m pyspark.sql.worker.lookup_data_sources``: its ``sys.path`` is the driver's
 working directory (put there by ``-m``), pyspark's own path and the ``PYTHONPATH`` the JVM
 was started with; the ``--py-files`` are not on it. Run from the checkout, that lookup sees
-the checkout's ``pyspark_pykafka.py``; Spark registered it with none of the session's
+the checkout's ``pyspark_pykafka``; Spark registered it with none of the session's
 Python files, and the executors, which see neither the checkout nor the zip then, failed
 the first write with ``No module named 'kafka_sink'`` while loading the task. The connector
 now offers itself to the lookup only from the Python path proper
-(``kafka_source.auto_registration``), so the job below, which registers the source only
+(``pyspark_pykafka.auto_registration``), so the job below, which registers the source only
 when Spark did not, registers it itself, with the zip. With the zip on ``PYTHONPATH`` as
 well the lookup finds it there (``tests/test_load_paths.py``).
 """
@@ -168,12 +168,11 @@ def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
     with zipfile.ZipFile(pyfiles_zip) as zf:
         names = zf.namelist()
     assert os.path.basename(pyfiles_zip) == f"pyspark_pykafka-{_project_version()}.zip"
-    assert "pyspark_pykafka.py" in names
-    for package in ("protocol", "protocol/records", "protocol/schemas", "kafka_common",
+    for package in ("pyspark_pykafka", "protocol", "protocol/records", "protocol/schemas", "kafka_common",
                     "kafka_source", "kafka_sink"):
         assert f"{package}/__init__.py" in names
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka.py", "pyspark_pykafka.pyc", "protocol", "kafka_common",
+    assert tops == {"pyspark_pykafka", "protocol", "kafka_common",
                     "kafka_source", "kafka_sink"}
     # besides the modules, only the compiled record decoder and encoder and their manifest
     # (tests/test_pyfiles_compiled.py)
@@ -224,11 +223,11 @@ IMPORT_PROBE = textwrap.dedent("""
     sys.addaudithook(lambda event, args: executed.add(args[0].co_filename)
                      if event == "exec" and args[0].co_name == "<module>" else None)
     sys.path.insert(0, sys.argv[1])
-    import kafka_sink.writer, kafka_source.datasource
+    import kafka_sink.writer, pyspark_pykafka.datasource
     from kafka_source.options import parse_duration_ms
     report = {"executed": sorted(executed)}
     for name in ("kafka_sink", "kafka_sink.writer", "kafka_sink.options", "kafka_source",
-                 "kafka_source.datasource"):
+                 "pyspark_pykafka.datasource"):
         module = sys.modules[name]
         report[name] = {
             "loader": type(module.__loader__).__module__ + "." + type(module.__loader__).__name__,
@@ -286,7 +285,7 @@ def test_modules_run_the_zip_s_byte_code_with_source_lines_in_tracebacks(pyfiles
                            ("kafka_sink.writer", "kafka_sink/writer.py"),
                            ("kafka_sink.options", "kafka_sink/options.py"),
                            ("kafka_source", "kafka_source/__init__.py"),
-                           ("kafka_source.datasource", "kafka_source/datasource.py")):
+                           ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")):
             assert_from_byte_code(report, pyfiles_zip, name, path)
     # The traceback names the file inside the zip and shows its source line (linecache
     # asks the module's loader, the zip importer, for the source).
@@ -302,13 +301,13 @@ def test_modules_run_the_zip_s_byte_code_with_source_lines_in_tracebacks(pyfiles
 def test_byte_code_whose_source_is_gone_still_imports(pyfiles_zip, tmp_path):
     """The proof that the .pyc is what runs: a copy of the zip without the sources of
     the modules imported (their .pyc kept) imports them all the same."""
-    gone = {"kafka_sink/writer.py", "kafka_source/datasource.py", "kafka_source/__init__.py"}
+    gone = {"kafka_sink/writer.py", "pyspark_pykafka/datasource.py", "kafka_source/__init__.py"}
     copy = copy_of_zip(pyfiles_zip, str(tmp_path / "no-sources.zip"),
                        lambda name, data: None if name in gone else data)
     report = import_probe(copy)
     for name, path in (("kafka_sink.writer", "kafka_sink/writer.py"),
                        ("kafka_source", "kafka_source/__init__.py"),
-                       ("kafka_source.datasource", "kafka_source/datasource.py")):
+                       ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")):
         assert_from_byte_code(report, copy, name, path)
 
 
@@ -333,7 +332,7 @@ def test_another_python_version_compiles_the_sources(pyfiles_zip, tmp_path):
         assert source in report["executed"], name  # compiled here, from the source
         assert path not in report["executed"], name
     assert_from_byte_code(report, copy, "kafka_sink.options", "kafka_sink/options.py")
-    assert_from_byte_code(report, copy, "kafka_source.datasource", "kafka_source/datasource.py")
+    assert_from_byte_code(report, copy, "pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")
 
 
 def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path):
@@ -355,7 +354,7 @@ def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path)
                           text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == repr({"pyspark_pykafka": (  # run from its byte-code
-        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka.pyc"))})
+        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka", "__init__.pyc"))})
 
 
 def test_the_lookup_does_not_register_the_connector_from_its_working_directory_alone(
@@ -416,8 +415,8 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfi
                "--py-files", pyfiles_zip,
                str(job), kafka.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
     # As the README says: from the checkout, with no PYTHONPATH. The checkout's own
-    # pyspark_pykafka.py is then in the working directory of Spark's registration lookup.
-    assert os.path.isfile(os.path.join(ROOT, "pyspark_pykafka.py"))
+    # pyspark_pykafka is then in the working directory of Spark's registration lookup.
+    assert os.path.isfile(os.path.join(ROOT, "pyspark_pykafka", "__init__.py"))
     done = subprocess.run(command, cwd=ROOT, env=clean_env(python),
                           capture_output=True, text=True, timeout=600)
     reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]

@@ -32,7 +32,7 @@ def allow_callbacks(monkeypatch, *names: str) -> None:
 @contextlib.contextmanager
 def spark_worker_env(spark, **variables: str):
     """Spark's Python workers (planning and tasks) see ``variables`` inside the block."""
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
 
     environment = spark.sparkContext.environment
     saved = dict(environment)

@@ -45,7 +45,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     from kafka_testbed import TansuBroker
     from protocol.cluster import KafkaClient
 

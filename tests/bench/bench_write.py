@@ -93,7 +93,7 @@ def bench_spark(bootstrap: str, topic: str, n: int, cores: int) -> float:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench-write")
              .config("spark.ui.enabled", "false").getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

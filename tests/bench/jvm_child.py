@@ -54,7 +54,7 @@ def session(jars: list[str], cores: int, **conf: str):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark = (SparkSession.builder.master(f"local[{cores}]").appName("pykafka-bench-jvm")
              .config("spark.jars", ",".join(jars))
              .config("spark.ui.enabled", "false")

@@ -91,7 +91,7 @@ def main(argv=None) -> int:
     from pyspark.sql import SparkSession
 
     from floor_source import FloorDataSource
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     from kafka_testbed import NEWEST_KAFKA, KafkaCluster
     from protocol.cluster import KafkaClient
     from protocol.records.batch import iter_batches, parse_header

@@ -66,7 +66,7 @@ def main() -> None:
     spark = SparkSession.builder.appName(f"pykafka-bench-pyfiles-{spec['mode']}").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     import kafka_source
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     from protocol.cluster import KafkaClient
     from protocol.records import accel
     spark.dataSource.register(KafkaDataSource)

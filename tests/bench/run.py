@@ -218,7 +218,7 @@ def compile_checkout() -> None:
     import compileall
     for name in ("protocol", "kafka_common", "kafka_source", "kafka_sink"):
         compileall.compile_dir(os.path.join(ROOT, name), quiet=1)
-    compileall.compile_file(os.path.join(ROOT, "pyspark_pykafka.py"), quiet=1)
+    compileall.compile_dir(os.path.join(ROOT, "pyspark_pykafka"), quiet=1)
 
 
 def main(argv=None) -> int:

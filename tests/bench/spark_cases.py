@@ -46,14 +46,14 @@ def start_spark(cores: int, sail_source: str | None = None):
     """A ``local[cores]`` session with the pykafka source registered (and, given the path
     of lakehq/sail's ``kafka.py``, that source registered as format ``sailkafka``)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # Spark's streaming planner process gets no addPyFile files (see kafka_source.datasource):
+    # Spark's streaming planner process gets no addPyFile files (see pyspark_pykafka.datasource):
     # the floor source's stream needs this folder on the path Spark's JVM inherits
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if HERE not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([HERE, *paths])
     from pyspark.sql import SparkSession
 
-    from kafka_source import KafkaDataSource
+    from pyspark_pykafka import KafkaDataSource
     spark = (SparkSession.builder.master(f"local[{cores}]").appName("pykafka-bench")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")

@@ -1,4 +1,4 @@
-"""Whether Spark's automatic registration should see the connector (``pyspark_pykafka.py``).
+"""Whether Spark's automatic registration should see the connector (the ``pyspark_pykafka`` package).
 
 Spark 4 looks for ``pyspark_*`` modules once per driver (or Spark Connect server) in a
 Python worker it starts as ``python -m pyspark.sql.worker.lookup_data_sources``, and ``-m``
@@ -61,5 +61,5 @@ def not_registered_warning(cwd: str) -> str:
         f"lookup finds it only in the driver's working directory ({cwd}), which Spark's "
         "executors do not see. Either install it (in a checkout: pip install -e .), or run "
         "the job from another directory with the connector on PYTHONPATH (the zip 'make "
-        "dist' builds), or register it in the job: from kafka_source import "
+        "dist' builds), or register it in the job: from pyspark_pykafka import "
         "KafkaDataSource; spark.dataSource.register(KafkaDataSource)")

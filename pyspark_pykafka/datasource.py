@@ -1,4 +1,6 @@
-"""The ``pykafka`` data source: Spark's Kafka connector, in Python.
+"""The ``pykafka`` data source: Spark's Kafka connector, in Python. It stands above the
+reader (``kafka_source``) and the writer (``kafka_sink``) and hands out both, so neither
+package imports the other.
 
 Registered automatically as ``pyspark_pykafka.DefaultSource`` when the package is
 installed (or on the executors' Python path); otherwise register it by hand with
@@ -36,7 +38,7 @@ from pyspark.sql.datasource import DataSource
 from kafka_common.import_path import connector_zip, with_import_path
 from protocol.errors import ConfigError
 
-from .spark_schema import as_struct_type, kafka_schema
+from kafka_source.spark_schema import as_struct_type, kafka_schema
 
 
 _INSTALL_HINT = (
@@ -127,7 +129,7 @@ class KafkaDataSource(DataSource):
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
         # raise option errors there, as Spark's connector does (only those of batch and
         # streaming reads alike: Spark does not say here which one this is).
-        from .options import check_reader_options, reader_formats
+        from kafka_source.options import check_reader_options, reader_formats
         check_reader_options(self.options)
         formats = reader_formats(self.options)
         if formats is not None:
@@ -135,7 +137,7 @@ class KafkaDataSource(DataSource):
             # that the DataFrame's schema is fixed for the query.
             from kafka_common.value_formats import resolve_formats
 
-            from .spark_schema import formatted_schema
+            from kafka_source.spark_schema import formatted_schema
             return formatted_schema(_include_headers(self.options),
                                     resolve_formats(formats, with_writers=False))
         # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
@@ -150,7 +152,7 @@ class KafkaDataSource(DataSource):
 
         from kafka_common.value_formats import resolve_formats
 
-        from .spark_schema import formatted_schema
+        from kafka_source.spark_schema import formatted_schema
         formats = resolve_formats(options.formats)
         return (dataclasses.replace(options, formats=formats),
                 formatted_schema(options.include_headers, formats))
@@ -164,16 +166,16 @@ class KafkaDataSource(DataSource):
                 "was defined needs the DataFrame defined again")
 
     def reader(self, schema):
-        from .batch_reader import KafkaBatchReader, KafkaPushdownBatchReader, pushdown_enabled
-        from .options import parse_reader_options
+        from kafka_source.batch_reader import KafkaBatchReader, KafkaPushdownBatchReader, pushdown_enabled
+        from kafka_source.options import parse_reader_options
         options, expected = self._resolved(parse_reader_options(self.options))
         self._check_schema(schema, expected)
         cls = KafkaPushdownBatchReader if pushdown_enabled() else KafkaBatchReader
         return cls(options)
 
     def streamReader(self, schema):
-        from .options import parse_reader_options
-        from .stream_reader import KafkaStreamReader, check_pyspark_supports
+        from kafka_source.options import parse_reader_options
+        from kafka_source.stream_reader import KafkaStreamReader, check_pyspark_supports
         options, expected = self._resolved(parse_reader_options(self.options,
                                                                 for_streaming=True))
         self._check_schema(schema, expected)

@@ -1,9 +1,9 @@
-"""Spark 4 registers Python data sources found in top-level ``pyspark_*`` modules that
-expose ``DefaultSource``: this module makes ``format("pykafka")`` work after install.
+"""The connector's entry point. Spark 4 registers Python data sources found in top-level
+``pyspark_*`` modules that expose ``DefaultSource``: this package makes ``format("pykafka")`` work after install.
 
 Not when Spark's lookup finds it only in the driver's working directory (a checkout, or
 the zip unpacked there): Spark would register it without the session's Python files and
-its tasks would fail on the executors (``kafka_source.auto_registration`` says why). There
+its tasks would fail on the executors (``pyspark_pykafka.auto_registration`` says why). There
 it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`` itself.
 
 It also offers the lag helper (``kafka_source.lag``): the offsets a stream is behind the
@@ -11,11 +11,12 @@ latest, from its progress reports, as Spark's JVM Kafka source reports them."""
 
 import logging
 
-from kafka_source import KafkaDataSource
-from kafka_source.auto_registration import not_registered_warning, only_in_lookup_working_directory
 from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_metrics
 
-__all__ = ["DefaultSource", "KafkaLagListener", "offsets_behind_latest", "with_lag_metrics"]
+from .auto_registration import not_registered_warning, only_in_lookup_working_directory
+from .datasource import KafkaDataSource
+
+__all__ = ["DefaultSource", "KafkaDataSource", "KafkaLagListener", "offsets_behind_latest", "with_lag_metrics"]
 
 _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:
