@@ -140,7 +140,8 @@ bench: $(STAMP)
 # through leader moves, broker outages and cut connections; an hour of an exactlyOnce stream
 # at 3,000 x 1 KB records/s beside a readStream over 10,000 partitions: test_soak_hour.py)
 # and renders the page from their
-# figures; `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (the
+# figures, merged into tests/reliability-figures.json (the page's source: a run replaces its
+# own tests' entries and keeps the others'); `make fuzz` fuzzes every decoder for FUZZ_SECONDS per target with atheris (the
 # `fuzz` extra, installed on first use if it installs; else the hypothesis fuzzers with 50
 # times their examples) and renders it.
 RELIABILITY_TESTS := tests/test_faults.py tests/test_hostile_broker.py tests/test_timeouts.py \

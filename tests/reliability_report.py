@@ -4,8 +4,11 @@ The tests call ``record(name, ...)`` with what they measured (faults injected, r
 checked, lost, duplicated, seconds); the figures go to a JSON file in the temp directory
 (``$PYKAFKA_RELIABILITY_JSON`` to choose another), one entry per test, the last run's
 winning. ``python tests/reliability_report.py [--json FILE]`` renders that file as
-``tests/RELIABILITY.md``. ``make soak`` and ``make fuzz`` record into a file of their own
-and render it after their runs; ``make test`` only records, into the default file.
+``tests/RELIABILITY.md``. ``make soak``, ``make soak-hour`` and ``make fuzz`` record into a
+file of their own and, after their runs, merge it into the figures the page is made from
+(``tests/reliability-figures.json``, kept with the page: a run replaces its own tests'
+entries and keeps the others') and render the page; ``make test`` only records, into the
+default file.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import tempfile
 
 DEFAULT_JSON = os.path.join(tempfile.gettempdir(), "pyspark-pykafka-reliability.json")
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RELIABILITY.md")
+#: Every test's last figures, the page's source: runs merge theirs in (``main``).
+FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reliability-figures.json")
 
 #: Sections of the page, in order, and the tests' name prefixes that belong to them.
 SECTIONS = [
@@ -224,15 +229,21 @@ def render(entries: dict, directory: str | None = None) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=json_path(), help="figures recorded by the tests")
+    parser.add_argument("--figures", default=FIGURES,
+                        help="the figures the page is made from, which the run's join")
     parser.add_argument("--out", default=DEFAULT_OUT, help="the page to write")
     args = parser.parse_args(argv)
-    entries = load(args.json)
-    if not entries:
+    run = load(args.json)
+    if not run:
         print(f"no figures in {args.json}: run the reliability tests first", file=sys.stderr)
         return 1
+    entries = {**load(args.figures), **run}
+    with open(args.figures, "w") as f:
+        json.dump(entries, f, indent=1, sort_keys=True)
+        f.write("\n")
     with open(args.out, "w") as f:
         f.write(render(entries, os.path.dirname(os.path.abspath(args.out))))
-    print(f"wrote {args.out} ({len(entries)} tests)")
+    print(f"wrote {args.out} ({len(run)} tests of this run, {len(entries)} in all)")
     return 0
 
 
