@@ -12,7 +12,8 @@ partition, up to ``max.request.size`` bytes of batches; at most
 ``max.in.flight.requests.per.connection`` requests wait for answers on one connection (so
 at most that many batches of one partition are in flight: the broker remembers the last
 five of an idempotent producer). Answers come back in order on a connection; the producer
-waits on whichever connections have something to read (``select``).
+waits on whichever connections have something to read
+(``protocol.connection.wait_readable``).
 
 Idempotence (the default)
 -------------------------
@@ -31,7 +32,7 @@ The answer to a batch decides its fate:
   NOT_ENOUGH_REPLICAS[_AFTER_APPEND], a broken connection, no answer in
   ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
   still in flight is answered, refreshes the metadata when the leader may have moved, backs
-  off (``retry.backoff.ms``, doubling up to 1 s) and resends every unacknowledged batch
+  off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter) and resends every unacknowledged batch
   from the oldest, in order, unchanged.
 - OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
   partition is still unacknowledged, this is the echo of that batch's failure and is
@@ -118,7 +119,6 @@ answered: a batch counts as delivered once written to the socket.
 from __future__ import annotations
 
 import logging
-import select
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -127,10 +127,11 @@ from typing import Callable
 from kafka_common.retries import ATTEMPTS
 from protocol.authorization import CLUSTER, RESOURCE_TYPES, refine, request_error
 from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
+from protocol.connection import wait_readable
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, UnsupportedVersionError)
 from protocol.primitives import ZERO_UUID
-from protocol.retry import RetryPolicy
+from protocol.retry import RetryPolicy, pause_until
 from protocol.transactions import MAX_INIT_PRODUCER_ID_VERSION, MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
@@ -144,7 +145,6 @@ __all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS
 
 log = logging.getLogger("pykafka.sink")
 
-_MAX_BACKOFF_MS = 1000
 OUT_OF_ORDER = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
 #: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
 IDENTITY_STATE_KEY = "idempotent-producer"
@@ -195,10 +195,10 @@ class TaskProducer:
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
         self._backoff0 = options.retry_backoff_ms / 1000
-        # the waits before a partition's resends (how many: kafka.retries per batch; how
-        # long: delivery.timeout.ms per batch, both counted by the batches themselves)
-        self._resend_policy = RetryPolicy(backoff_ms=options.retry_backoff_ms,
-                                          max_backoff_ms=_MAX_BACKOFF_MS)
+        # the waits before a partition's resends (retry.backoff.ms / .max.ms); how many
+        # sends a batch gets: kafka.retries + 1 (delivery.timeout.ms bounds them too)
+        self._resend_policy = RetryPolicy.for_client(options.client_config)
+        self._send_policy = RetryPolicy(attempts=options.retries + 1)
         # An identity an earlier task of this worker left (see "Producer ids that outlive
         # a task"); taken on at the first append, so a task that writes nothing keeps it.
         self._carried = (identity if identity is not None and self.idempotent
@@ -243,12 +243,13 @@ class TaskProducer:
         up to ``max.block.ms``. ``missing_lookup_ms``: how long the last lookup took."""
         topics = sorted(set(topics))
         found: dict[str, int] = {}
-        answers = [0]
+        # the answers a missing topic is asked for: ATTEMPTS in all
+        answers = RetryPolicy(attempts=ATTEMPTS).start(f"topics {topics}")
         started = time.monotonic()
 
         def attempt(_tries) -> dict[str, int]:
             meta = self.client.refresh_metadata(topics)
-            answers[0] += 1
+            answers.begin()
             for name in topics:
                 info = meta.topics.get(name)
                 if info is not None and info.error_code in RESOURCE_TYPES:
@@ -257,7 +258,7 @@ class TaskProducer:
                 if info is not None and not info.error_code and info.partitions:
                     self._topic_ids[name] = info.topic_id
                     found[name] = len(info.partitions)
-            if len(found) < len(topics) and answers[0] < ATTEMPTS:
+            if len(found) < len(topics) and not answers.exhausted():
                 raise _TopicsMissing()
             return found
 
@@ -270,7 +271,7 @@ class TaskProducer:
                 f"{error}")
 
         policy = RetryPolicy(backoff_ms=self.options.retry_backoff_ms or 50,
-                             max_backoff_ms=_MAX_BACKOFF_MS,
+                             max_backoff_ms=self.options.client_config.retry_backoff_max_ms,
                              timeout_ms=self.options.max_block_ms)
         try:
             return policy.run(f"metadata of topics {topics}", attempt, give_up=gave_up,
@@ -451,7 +452,8 @@ class TaskProducer:
             producer_id, epoch, sequence = -1, -1, -1
         data = build(producer_id, epoch, sequence)
         b = Batch(topic, partition, data, count,
-                   time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence)
+                  time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence,
+                  tries=self._send_policy.start(f"sending to {key}"))
         p.queue.append(b)
         self.buffered_bytes += len(data)
 
@@ -494,7 +496,7 @@ class TaskProducer:
                 raise ProduceError(
                     f"Delivery to {p.name} timed out: {b.count} records not acknowledged "
                     f"within {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms)"
-                    f" after {b.attempts} attempts; last error: {b.last_error or 'none'}")
+                    f" after {b.tries.made} attempts; last error: {b.last_error or 'none'}")
 
     # ---- sending --------------------------------------------------------------------------
 
@@ -512,8 +514,8 @@ class TaskProducer:
         b = p.queue[p.next_index]
         if self._new_id_pending and b is not first_uncertain(p):
             return None  # only batches of unknown fate may go before the new id
-        if b.attempts > self.options.retries:
-            raise ProduceError(f"Writing to {p.name} failed after {b.attempts - 1} retries "
+        if b.tries.exhausted():
+            raise ProduceError(f"Writing to {p.name} failed after {b.tries.made - 1} retries "
                                f"(kafka.retries); last error: {b.last_error}")
         return b
 
@@ -582,7 +584,7 @@ class TaskProducer:
             return False
         for p, b in items:
             b.sent = True
-            b.attempts += 1
+            b.tries.begin()
             p.next_index += 1
         if acks0:
             for p, b in items:
@@ -602,29 +604,19 @@ class TaskProducer:
         waiting = {node: q for node, q in self._requests.items() if q}
         if not waiting:
             if timeout > 0 and self.pending:
+                # nothing in flight: wait for the first partition's backoff to end
                 now = time.monotonic()
                 retry = min((p.retry_at for p in self._partitions.values() if p.queue),
                             default=now)
-                time.sleep(max(0.0, min(timeout, retry - now, 0.05)))
+                pause_until(retry, at_most=min(timeout, 0.05))
             return
         ready = [node for node, q in waiting.items() if q[0].conn.has_response(q[0].cid)]
         if not ready:
-            now = time.monotonic()
             first_deadline = min(q[0].deadline for q in waiting.values())
-            socks = {}
-            for node, q in waiting.items():
-                sock = q[0].conn.wait_handle()
-                if sock is None:
-                    ready.append(node)
-                else:
-                    socks[sock] = node
-            if not ready:
-                wait = max(0.0, min(timeout, first_deadline - now))
-                try:
-                    readable, _, _ = select.select(list(socks), [], [], wait)
-                except (OSError, ValueError):
-                    readable = list(socks)
-                ready = [socks[s] for s in readable]
+            node_of = {id(q[0].conn): node for node, q in waiting.items()}
+            wait = min(timeout, first_deadline - time.monotonic())
+            ready = [node_of[id(c)] for c in wait_readable(
+                [q[0].conn for q in waiting.values()], wait)]
             for node, q in waiting.items():  # requests past their deadline
                 if node not in ready and q[0].deadline <= time.monotonic():
                     ready.append(node)
@@ -741,7 +733,7 @@ class TaskProducer:
         while p.queue and p.queue[0].acked:
             p.queue.popleft()
             p.next_index = max(0, p.next_index - 1)
-        p.resends = 0
+        p.resends = None
 
     def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
                refresh: bool) -> None:
@@ -749,8 +741,9 @@ class TaskProducer:
         b.rejected = rejected
         if not p.resend:
             p.resend = True
-            p.resends += 1
-            p.retry_at = time.monotonic() + self._resend_policy.delay_s(p.resends)
+            if p.resends is None:
+                p.resends = self._resend_policy.start(f"resending to {p.name}")
+            p.retry_at = time.monotonic() + p.resends.failed_once()
         if refresh:
             self._metadata_stale = True
         log.debug("%s: will resend from the oldest unacknowledged batch: %s", p.name, message)

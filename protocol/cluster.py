@@ -305,12 +305,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
         """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
-        errors retried ``retry.backoff.ms`` apart, doubling up to 1 s, until it succeeds,
+        errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
+        (with jitter), until it succeeds,
         a non-retriable error, or ``timeout_ms`` (default ``request.timeout.ms``); the
         topics in use are looked up afresh before each new attempt."""
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-        policy = RetryPolicy(backoff_ms=self.config.retry_backoff_ms, max_backoff_ms=1000,
-                             timeout_ms=timeout_ms)
+        policy = RetryPolicy.for_client(self.config, timeout_ms)
 
         def retriable(e: BaseException) -> bool:
             # a coordinator that moved answers NOT_COORDINATOR (or its connection
