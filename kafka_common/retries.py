@@ -50,7 +50,10 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
     (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
     (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning naming ``what``. ``between`` runs
     before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
-    ``time.monotonic()``)."""
+    ``time.monotonic()``). An attempt may be a ``KafkaClient`` call, which retries what
+    Kafka marks retriable within its request timeout: that is one attempt here, as each of
+    Spark's ``fetchOffset`` attempts is one admin-client call that retries inside
+    (``tests/test_jvm_connector_differential.py`` compares the two)."""
     timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic())
                                                             * 1000))
     policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)

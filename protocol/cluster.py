@@ -70,6 +70,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         # A time.monotonic() past which no further broker is tried for a connection (the
         # fetcher sets it to its poll deadline); None: try every candidate.
         self.deadline: float | None = None
+        self._retrying = False  # inside ``retrying``: a nested call makes one attempt
 
     def close(self) -> None:
         for conn in list(self._connections.values()):
@@ -275,9 +276,13 @@ class KafkaClient(GroupOffsets, AdminRequests):
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
         """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
         errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
-        (with jitter), until it succeeds,
-        a non-retriable error, or ``timeout_ms`` (default ``request.timeout.ms``); the
-        topics in use are looked up afresh before each new attempt."""
+        (with jitter), until it succeeds, a non-retriable error, or ``timeout_ms`` (default
+        ``request.timeout.ms``); the topics in use are looked up afresh before each new
+        attempt. Called again inside an attempt (OffsetFetch looking its coordinator up
+        with FindCoordinator), it makes one attempt: the outer loop retries, not a second
+        one nested in it."""
+        if self._retrying:
+            return attempt()
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         policy = RetryPolicy.for_client(self.config, timeout_ms)
 
@@ -293,8 +298,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
             except (KafkaConnectionError, KafkaTimeoutError):
                 pass
 
-        return policy.run(what, lambda _tries: attempt(), retriable=retriable, between=refresh,
-                          logger=log)
+        self._retrying = True
+        try:
+            return policy.run(what, lambda _tries: attempt(), retriable=retriable,
+                              between=refresh, logger=log)
+        finally:
+            self._retrying = False
 
     def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         tps = list(tps)

@@ -280,3 +280,27 @@ def test_the_guard_catches_a_loop_written_outside_the_policy():
     assert [what for _, what in retry_findings(snippet)] == [
         "counter attempts", "counter attempts", "time.sleep()", "counter self.retries",
         "self.stop.wait(timeout) as a sleep", "loop over attempt"]
+
+
+def test_a_client_retry_inside_another_makes_one_attempt():
+    """OffsetFetch looks its coordinator up inside its own attempt: the lookup does not
+    loop inside the outer loop, the outer loop retries both."""
+    from protocol.cluster import KafkaClient
+    client = KafkaClient(bootstrap_servers="127.0.0.1:1", retry_backoff_ms=1,
+                         connect_timeout_ms=200)
+    inner_calls = []
+
+    def inner():
+        inner_calls.append(1)
+        if len(inner_calls) < 3:
+            raise KafkaConnectionError("coordinator moved")
+        return "found"
+
+    outer_calls = []
+
+    def outer():
+        outer_calls.append(1)
+        return client.retrying("inner", inner)
+
+    assert client.retrying("outer", outer, 5000) == "found"
+    assert len(inner_calls) == len(outer_calls) == 3 and not client._retrying
