@@ -32,8 +32,9 @@ The answer to a batch decides its fate:
   NOT_ENOUGH_REPLICAS[_AFTER_APPEND], a broken connection, no answer in
   ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
   still in flight is answered, refreshes the metadata when the leader may have moved, backs
-  off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter) and resends every unacknowledged batch
-  from the oldest, in order, unchanged.
+  off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter:
+  ``protocol.retry``) and resends every unacknowledged batch from the oldest, in order,
+  unchanged.
 - OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
   partition is still unacknowledged, this is the echo of that batch's failure and is
   handled as a retriable error. If every older batch is acknowledged, the broker has lost
