@@ -8,10 +8,12 @@ same path (``with_retries``, the same defaults, ``kafka.max.block.ms`` as an upp
 so a write to the same mistake fails as fast and says the same thing:
 
 - ``with_retries``: a lookup tried ``attempts`` times, ``interval_ms`` apart, under the
-  library's one retry policy (``protocol.retry``): an error that comes from the options
-  (``ConfigError``) fails at once, since another attempt cannot change it; when the
-  attempts run out, a connection or timeout error says how many attempts were made and
-  how long they really took;
+  library's one retry policy (``protocol.retry``); what it retries is the caller's
+  selection of ``protocol.retry.RETRIABLE`` (by default any failure of the cluster, as
+  Spark's ``withRetries``; the writer's topic check leaves authorization failures out);
+  an error that comes from the options (``ConfigError``) fails at once, since another
+  attempt cannot change it; when the attempts run out, a connection or timeout error says
+  how many attempts were made and how long they really took;
 - ``missing_topics_message``: the words for topics the cluster does not have.
 """
 
@@ -21,8 +23,7 @@ import logging
 import time
 from typing import Callable, Iterable, TypeVar
 
-from protocol.errors import ConfigError, PyKafkaError
-from protocol.retry import RetryPolicy
+from protocol.retry import RetryPolicy, is_kafka_failure
 
 __all__ = ["ATTEMPTS", "INTERVAL_MS", "with_retries", "missing_topics_message"]
 
@@ -43,17 +44,21 @@ def missing_topics_message(option: str, topics: Iterable[str]) -> str:
 def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
                  interval_ms: int = INTERVAL_MS, log: logging.Logger,
                  between: Callable[[], None] | None = None,
-                 deadline: float | None = None) -> T:
+                 deadline: float | None = None,
+                 retriable: Callable[[BaseException], bool] = is_kafka_failure) -> T:
     """``call()`` under ``protocol.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
-    (at least once), ``interval_ms`` apart, while it raises ``PyKafkaError`` other than
-    ``ConfigError``; each retry is logged as a warning naming ``what``. ``between`` runs
+    (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
+    (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning naming ``what``. ``between`` runs
     before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
-    ``time.monotonic()``)."""
+    ``time.monotonic()``). An attempt may be a ``KafkaClient`` call, which retries what
+    Kafka marks retriable within its request timeout: that is one attempt here, as each of
+    Spark's ``fetchOffset`` attempts is one admin-client call that retries inside
+    (``tests/test_jvm_connector_differential.py`` compares the two)."""
     timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic())
                                                             * 1000))
     policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
     return policy.run(
         what, lambda _tries: call(),
-        retriable=lambda e: isinstance(e, PyKafkaError) and not isinstance(e, ConfigError),
+        retriable=retriable,
         between=None if between is None else (lambda _tries, _error: between()),
         level=logging.WARNING, logger=log)

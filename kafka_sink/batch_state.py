@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
+from protocol.retry import Attempts
 
 __all__ = ["SEQUENCE_MODULUS", "ProduceError", "next_sequence", "restamp", "Batch",
            "Partition", "Request", "REJECTED", "REFRESH", "FENCED", "DUPLICATE", "GAP",
@@ -68,7 +69,8 @@ class Batch:
     in_flight: bool = False
     acked: bool = False
     rejected: bool = False  # the last answer says the broker did not write it
-    attempts: int = 0
+    #: the sends of this batch (``kafka.retries``), a ``protocol.retry.Attempts``
+    tries: Attempts | None = None
     last_error: str | None = None
 
 
@@ -83,7 +85,9 @@ class Partition:
     next_sequence: int = 0
     resend: bool = False  # restart from the oldest once nothing is in flight
     retry_at: float = 0.0
-    resends: int = 0  # resends in a row, for the backoff before the next one
+    #: the resends in a row (their backoff), a ``protocol.retry.Attempts``; None once
+    #: the broker acknowledged a batch again
+    resends: Attempts | None = None
     leader: int | None = None
 
     @property

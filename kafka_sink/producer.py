@@ -12,13 +12,14 @@ partition, up to ``max.request.size`` bytes of batches; at most
 ``max.in.flight.requests.per.connection`` requests wait for answers on one connection (so
 at most that many batches of one partition are in flight: the broker remembers the last
 five of an idempotent producer). Answers come back in order on a connection; the producer
-waits on whichever connections have something to read (``select``).
+waits on whichever connections have something to read
+(``protocol.connection.wait_readable``).
 
 Idempotence (the default)
 -------------------------
 One InitProducerId (``transactional_id`` null) gives a producer id and epoch, at most one
 per task and usually none once the worker's pool holds an identity (see "Producer ids that
-outlive a task" below).
+outlive a task" in ``kafka_sink.producer_ids``, which also says how transactions use them).
 Every batch of a partition gets the next sequence number when it is appended: the first
 is 0 (or where a carried identity left the partition), the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
 bytes of a batch never change while its producer id lives: a resend is the same bytes, so
@@ -31,8 +32,9 @@ The answer to a batch decides its fate:
   NOT_ENOUGH_REPLICAS[_AFTER_APPEND], a broken connection, no answer in
   ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
   still in flight is answered, refreshes the metadata when the leader may have moved, backs
-  off (``retry.backoff.ms``, doubling up to 1 s) and resends every unacknowledged batch
-  from the oldest, in order, unchanged.
+  off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter:
+  ``protocol.retry``) and resends every unacknowledged batch from the oldest, in order,
+  unchanged.
 - OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
   partition is still unacknowledged, this is the echo of that batch's failure and is
   handled as a retriable error. If every older batch is acknowledged, the broker has lost
@@ -58,57 +60,6 @@ A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after
 appended (or after sending started, for a batch held back until then), or after
 ``retries`` resends.
 
-Producer ids that outlive a task
---------------------------------
-A write task checks its client out of the Python worker's pool (``protocol.pool``), and
-with it the identity the last task that used that client left: producer id, epoch and the
-next sequence number of every partition written (``ProducerIdentity``, in the lease's
-``state`` under ``IDENTITY_STATE_KEY``). The task goes on from there: a partition written
-before continues at its next sequence, a new one starts at 0. One task at a time holds a
-client, so one task at a time holds an identity, and successive tasks of a worker use one
-producer id (as Kafka's Java producer does when Spark caches it) instead of one each. The
-rules, and why each keeps every record once and in order per partition:
-
-- The identity is taken out of the pool when the task starts and put back only when the
-  task ends with every batch it sent acknowledged, nothing queued or in flight and no new
-  producer id pending (``identity_to_keep``). Then the broker's last sequence of each
-  partition for this id is exactly the one kept, so the next task's first batch is the
-  next in line: nothing it sends can be mistaken for a duplicate of an earlier batch, and
-  no gap opens. A task that writes nothing hands on what it was given unchanged.
-- A task that fails for any reason (an error of its own, a fenced epoch, a delivery
-  timeout, a killed worker) hands on nothing: batches of unknown fate may have been
-  written or may still land, and the next task would not know which sequences they took.
-  The next task asks for a new producer id (InitProducerId): its batches share no sequence
-  space with the failed task's, so none of them is taken for a duplicate (and dropped) or
-  refused as out of order; the failed task's records are written again by Spark's retry,
-  at least once, exactly as without the pool.
-- OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID on the oldest unacknowledged batch
-  (the broker lost this id's state, e.g. after ``producer.id.expiration.ms`` of an idle
-  worker, or a partition's log emptied): as within a task (below), the producer drives
-  every batch of unknown fate to an answer under the old id, then takes a new id and
-  renumbers what is unacknowledged from 0, and forgets the sequences carried for
-  partitions this task has not touched (a new id starts every partition at 0). The new
-  identity is the one handed on. The old id writes nothing more, so no batch can appear
-  twice under both ids.
-- INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: the task fails (below), so the identity is
-  dropped, and the next task starts with a new id.
-- Transactional producers (``exactlyOnce``) never carry an identity: their transactional
-  ids are already stable per stream partition and attempt, and InitProducerId on one is
-  what fences the attempts before it.
-
-Transactions (``transactional_id``, for ``exactlyOnce``)
--------------------------------------------------------
-InitProducerId goes to the transaction coordinator with the transactional id (which aborts
-whatever the id left open and fences its earlier holders), every partition is enlisted
-with AddPartitionsToTxn before its first Produce, and batches carry the transactional bit
-and the id. The producer never commits the transaction: ``kafka_sink.transactions`` does,
-on the driver; ``abort_transaction`` aborts it when the task fails. A gap
-(OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest unacknowledged batch, UNKNOWN_PRODUCER_ID)
-cannot be repaired with a new producer id inside a transaction, so it fails the task (Spark
-re-runs it under a new transactional id; what this attempt wrote is aborted); an
-OUT_OF_ORDER_SEQUENCE_NUMBER behind an older unacknowledged batch is its echo and resent,
-as above.
-
 Without idempotence (``kafka.enable.idempotence=false``) batches carry no producer id; the
 retry rules are the same, so a resend after an unclear failure may duplicate records
 (at-least-once, as Java's producer without idempotence). With ``acks=0`` nothing is
@@ -118,58 +69,32 @@ answered: a batch counts as delivered once written to the socket.
 from __future__ import annotations
 
 import logging
-import select
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable
 
 from kafka_common.retries import ATTEMPTS
-from protocol.authorization import CLUSTER, RESOURCE_TYPES, refine, request_error
+from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
-from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             ProtocolError, UnsupportedVersionError)
+from protocol.connection import wait_readable
+from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.primitives import ZERO_UUID
-from protocol.retry import RetryPolicy
-from protocol.transactions import MAX_INIT_PRODUCER_ID_VERSION, MAX_TXN_PRODUCE_VERSION
+from protocol.retry import RetryPolicy, pause_until
+from protocol.transactions import MAX_TXN_PRODUCE_VERSION
 
-from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, SEQUENCE_MODULUS, Batch,
-                          Partition, ProduceError, Request, describe, first_uncertain,
-                          next_sequence, restamp)
+from .batch_state import (SEQUENCE_MODULUS, Batch, Partition, ProduceError, Request,
+                          first_uncertain, next_sequence)
 from .options import WriterOptions
-from .txn_errors import WRITE_GRANT, transaction_hint
+from .produce_answers import ProduceAnswers
+from .producer_ids import IDENTITY_STATE_KEY, ProducerIdentity, ProducerIds
+from .txn_errors import WRITE_GRANT
 
 __all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS",
            "next_sequence", "IDENTITY_STATE_KEY"]
 
 log = logging.getLogger("pykafka.sink")
 
-_MAX_BACKOFF_MS = 1000
-OUT_OF_ORDER = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
-#: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
-IDENTITY_STATE_KEY = "idempotent-producer"
-
-
-def _oldest_unacked(p: Partition) -> Batch:
-    """The partition's oldest batch the broker has not acknowledged: the next sequence."""
-    return next(q for q in p.queue if not q.acked)
-
-
-@dataclass(frozen=True)
-class ProducerIdentity:
-    """An idempotent producer's identity between tasks: producer id, epoch and the next
-    sequence number of every partition it wrote to."""
-
-    producer_id: int
-    epoch: int
-    sequences: dict = field(default_factory=dict)  # (topic, partition) -> next sequence
-
-    def __repr__(self) -> str:
-        return (f"ProducerIdentity(producer_id={self.producer_id}, epoch={self.epoch}, "
-                f"partitions={len(self.sequences)})")
-
-
-class TaskProducer:
+class TaskProducer(ProduceAnswers, ProducerIds):
     """Delivers the record batches of one write task. Not thread-safe."""
 
     def __init__(self, options: WriterOptions, client: KafkaClient | None = None, *,
@@ -195,10 +120,10 @@ class TaskProducer:
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
         self._backoff0 = options.retry_backoff_ms / 1000
-        # the waits before a partition's resends (how many: kafka.retries per batch; how
-        # long: delivery.timeout.ms per batch, both counted by the batches themselves)
-        self._resend_policy = RetryPolicy(backoff_ms=options.retry_backoff_ms,
-                                          max_backoff_ms=_MAX_BACKOFF_MS)
+        # the waits before a partition's resends (retry.backoff.ms / .max.ms); how many
+        # sends a batch gets: kafka.retries + 1 (delivery.timeout.ms bounds them too)
+        self._resend_policy = RetryPolicy.for_client(options.client_config)
+        self._send_policy = RetryPolicy(attempts=options.retries + 1)
         # An identity an earlier task of this worker left (see "Producer ids that outlive
         # a task"); taken on at the first append, so a task that writes nothing keeps it.
         self._carried = (identity if identity is not None and self.idempotent
@@ -243,12 +168,13 @@ class TaskProducer:
         up to ``max.block.ms``. ``missing_lookup_ms``: how long the last lookup took."""
         topics = sorted(set(topics))
         found: dict[str, int] = {}
-        answers = [0]
+        # the answers a missing topic is asked for: ATTEMPTS in all
+        answers = RetryPolicy(attempts=ATTEMPTS).start(f"topics {topics}")
         started = time.monotonic()
 
         def attempt(_tries) -> dict[str, int]:
             meta = self.client.refresh_metadata(topics)
-            answers[0] += 1
+            answers.begin()
             for name in topics:
                 info = meta.topics.get(name)
                 if info is not None and info.error_code in RESOURCE_TYPES:
@@ -257,7 +183,7 @@ class TaskProducer:
                 if info is not None and not info.error_code and info.partitions:
                     self._topic_ids[name] = info.topic_id
                     found[name] = len(info.partitions)
-            if len(found) < len(topics) and answers[0] < ATTEMPTS:
+            if len(found) < len(topics) and not answers.exhausted():
                 raise _TopicsMissing()
             return found
 
@@ -270,7 +196,7 @@ class TaskProducer:
                 f"{error}")
 
         policy = RetryPolicy(backoff_ms=self.options.retry_backoff_ms or 50,
-                             max_backoff_ms=_MAX_BACKOFF_MS,
+                             max_backoff_ms=self.options.client_config.retry_backoff_max_ms,
                              timeout_ms=self.options.max_block_ms)
         try:
             return policy.run(f"metadata of topics {topics}", attempt, give_up=gave_up,
@@ -307,129 +233,6 @@ class TaskProducer:
             self._metadata_stale = True
             self._metadata_retry_at = now + self._backoff0
 
-    # ---- producer id ----------------------------------------------------------------------
-
-    def _init_transactional_id(self) -> None:
-        from protocol import transactions
-        try:
-            self.producer_id, self.epoch = transactions.init_producer_id(
-                self.client, self.transactional_id, self.options.transaction_timeout_ms,
-                timeout_ms=self.options.delivery_timeout_ms)
-        except UnsupportedVersionError as e:
-            raise ProduceError(
-                f"the broker does not support transactions ({e}); exactlyOnce needs Kafka "
-                f"0.11 or later with transactions enabled: set exactlyOnce=false") from e
-        except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id,
-                                                self.options.transactional_id_prefix)) from e
-        self.producer_ids.append(self.producer_id)
-        log.debug("transactional id %s: producer id %d epoch %d", self.transactional_id,
-                  self.producer_id, self.epoch)
-
-    def _enlist(self) -> None:
-        """AddPartitionsToTxn for the partitions about to get their first batch."""
-        from protocol import transactions
-        new = [key for key, p in self._partitions.items()
-               if p.queue and key not in self._enlisted]
-        if not new:
-            return
-        try:
-            transactions.add_partitions(self.client, self.transactional_id, self.producer_id,
-                                        self.epoch, new,
-                                        timeout_ms=self.options.delivery_timeout_ms)
-        except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id,
-                                                self.options.transactional_id_prefix)) from e
-        self._enlisted.update(new)
-
-    def abort_transaction(self) -> bool:
-        """EndTxn(abort) for a transaction this producer enlisted partitions in, within
-        ``request.timeout.ms``; for a task that fails. Best effort: an error is logged,
-        never raised (the driver's fencing and the broker's transaction timeout remain).
-        True when the abort was acknowledged."""
-        from protocol import transactions
-        if self.transactional_id is None or not self._enlisted:
-            return False
-        try:
-            transactions.end_txn(self.client, self.transactional_id, self.producer_id,
-                                 self.epoch, False,
-                                 timeout_ms=self.options.request_timeout_ms)
-        except Exception as e:  # noqa: BLE001 - the task's own error is the one to raise
-            log.warning("could not abort the transaction of %s after the task failed (the "
-                        "driver fences it, or the broker aborts it after "
-                        "kafka.transaction.timeout.ms): %s", self.transactional_id, e)
-            return False
-        self._enlisted.clear()
-        return True
-
-    def _init_producer_id(self) -> None:
-        from protocol.schemas import INIT_PRODUCER_ID
-        if self.transactional_id is not None:
-            self._init_transactional_id()
-            return
-
-        def attempt():
-            meta = self.client.metadata()
-            nodes = sorted(meta.brokers)
-            if not nodes:
-                raise KafkaConnectionError("no broker in the cluster metadata")
-            conn = self.client.connection(nodes[len(self.producer_ids) % len(nodes)])
-            try:
-                version = conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION)
-            except UnsupportedVersionError as e:
-                raise ProduceError(
-                    f"the broker does not support idempotent producers (InitProducerId): "
-                    f"{e}; set kafka.enable.idempotence=false to write without") from e
-            response = conn.request(INIT_PRODUCER_ID, {
-                "transactional_id": None, "transaction_timeout_ms": 60_000,
-                "producer_id": -1, "producer_epoch": -1}, version)
-            if response["error_code"]:
-                raise request_error(response["error_code"], "InitProducerId",
-                                    "InitProducerId failed")
-            return response["producer_id"], response["producer_epoch"]
-
-        try:
-            self.producer_id, self.epoch = self.client.retrying(
-                "InitProducerId", attempt, self.options.delivery_timeout_ms)
-        except BrokerError as e:
-            refine(e, resource_type=CLUSTER, grant=("Write",), on="the topics written (Kafka 2.8+ takes it for "
-                   "IdempotentWrite on the cluster)", advice="or grant IdempotentWrite on "
-                   "the cluster, or set kafka.enable.idempotence=false")
-            raise ProduceError(f"could not get a producer id: {e}") from e
-        self.producer_ids.append(self.producer_id)
-        log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
-
-    def producer_identity(self) -> tuple[int, int]:
-        """``(producer_id, epoch)`` for new batches: the carried identity, else fetched on
-        first use."""
-        if self.idempotent and self.producer_id < 0:
-            carried, self._carried = self._carried, None
-            if carried is not None:
-                self.producer_id, self.epoch = carried.producer_id, carried.epoch
-                self._carried_sequences = dict(carried.sequences)
-                self.producer_ids.append(self.producer_id)
-                log.debug("producer id %d epoch %d carried over from an earlier task",
-                          self.producer_id, self.epoch)
-            else:
-                self._init_producer_id()
-        return self.producer_id, self.epoch
-
-    def identity_to_keep(self) -> ProducerIdentity | None:
-        """The identity the next task of this worker may go on with, or None. Only an
-        idempotent, non-transactional producer's, and only when every batch it sent is
-        acknowledged: nothing in flight, nothing queued, no new producer id pending (see
-        the module doc: a batch of unknown fate makes the sequence numbers unsafe)."""
-        if not self.idempotent or self.transactional_id is not None:
-            return None
-        if self.producer_id < 0:
-            return self._carried  # wrote nothing: what it was given is still good
-        if (self._new_id_pending or self.pending or any(self._requests.values())
-                or any(p.in_flight for p in self._partitions.values())):
-            return None
-        sequences = dict(self._carried_sequences)
-        sequences.update({key: p.next_sequence for key, p in self._partitions.items()})
-        return ProducerIdentity(self.producer_id, self.epoch, sequences)
-
     # ---- appending ------------------------------------------------------------------------
 
     def append(self, topic: str, partition: int, count: int,
@@ -451,7 +254,8 @@ class TaskProducer:
             producer_id, epoch, sequence = -1, -1, -1
         data = build(producer_id, epoch, sequence)
         b = Batch(topic, partition, data, count,
-                   time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence)
+                  time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence,
+                  tries=self._send_policy.start(f"sending to {key}"))
         p.queue.append(b)
         self.buffered_bytes += len(data)
 
@@ -494,7 +298,7 @@ class TaskProducer:
                 raise ProduceError(
                     f"Delivery to {p.name} timed out: {b.count} records not acknowledged "
                     f"within {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms)"
-                    f" after {b.attempts} attempts; last error: {b.last_error or 'none'}")
+                    f" after {b.tries.made} attempts; last error: {b.last_error or 'none'}")
 
     # ---- sending --------------------------------------------------------------------------
 
@@ -512,8 +316,8 @@ class TaskProducer:
         b = p.queue[p.next_index]
         if self._new_id_pending and b is not first_uncertain(p):
             return None  # only batches of unknown fate may go before the new id
-        if b.attempts > self.options.retries:
-            raise ProduceError(f"Writing to {p.name} failed after {b.attempts - 1} retries "
+        if b.tries.exhausted():
+            raise ProduceError(f"Writing to {p.name} failed after {b.tries.made - 1} retries "
                                f"(kafka.retries); last error: {b.last_error}")
         return b
 
@@ -582,7 +386,7 @@ class TaskProducer:
             return False
         for p, b in items:
             b.sent = True
-            b.attempts += 1
+            b.tries.begin()
             p.next_index += 1
         if acks0:
             for p, b in items:
@@ -602,29 +406,19 @@ class TaskProducer:
         waiting = {node: q for node, q in self._requests.items() if q}
         if not waiting:
             if timeout > 0 and self.pending:
+                # nothing in flight: wait for the first partition's backoff to end
                 now = time.monotonic()
                 retry = min((p.retry_at for p in self._partitions.values() if p.queue),
                             default=now)
-                time.sleep(max(0.0, min(timeout, retry - now, 0.05)))
+                pause_until(retry, at_most=min(timeout, 0.05))
             return
         ready = [node for node, q in waiting.items() if q[0].conn.has_response(q[0].cid)]
         if not ready:
-            now = time.monotonic()
             first_deadline = min(q[0].deadline for q in waiting.values())
-            socks = {}
-            for node, q in waiting.items():
-                sock = q[0].conn.wait_handle()
-                if sock is None:
-                    ready.append(node)
-                else:
-                    socks[sock] = node
-            if not ready:
-                wait = max(0.0, min(timeout, first_deadline - now))
-                try:
-                    readable, _, _ = select.select(list(socks), [], [], wait)
-                except (OSError, ValueError):
-                    readable = list(socks)
-                ready = [socks[s] for s in readable]
+            node_of = {id(q[0].conn): node for node, q in waiting.items()}
+            wait = min(timeout, first_deadline - time.monotonic())
+            ready = [node_of[id(c)] for c in wait_readable(
+                [q[0].conn for q in waiting.values()], wait)]
             for node, q in waiting.items():  # requests past their deadline
                 if node not in ready and q[0].deadline <= time.monotonic():
                     ready.append(node)
@@ -656,132 +450,6 @@ class TaskProducer:
                 self._retry(p, b, f"no answer from broker {node}: {error}", rejected=False,
                             refresh=True)
         self._metadata_stale = True
-
-    def _handle_response(self, request: Request, response: dict) -> None:
-        by_key = {(b.topic, b.partition): b for b in request.batches}
-        names = {v: k for k, v in self._topic_ids.items()}
-        answered = set()
-        for topic in response.get("responses", ()):
-            name = topic.get("name") or names.get(topic.get("topic_id"))
-            for part in topic["partition_responses"]:
-                key = (name, part["index"])
-                b = by_key.get(key)
-                if b is None or key in answered:
-                    continue
-                answered.add(key)
-                self._handle_partition(b, part)
-        for key, b in by_key.items():
-            if key not in answered:
-                p = self._partitions[key]
-                self._landed(p, b)
-                self._retry(p, b, f"broker {request.node} did not answer for this partition",
-                            rejected=False, refresh=True)
-
-    def _landed(self, p: Partition, b: Batch) -> None:
-        if b.in_flight:
-            b.in_flight = False
-            p.in_flight -= 1
-
-    def _handle_partition(self, b: Batch, part: dict) -> None:
-        p = self._partitions[(b.topic, b.partition)]
-        self._landed(p, b)
-        code = part["error_code"]
-        if code == 0 or (code == DUPLICATE and self.idempotent):
-            self._acked(p, b)
-            return
-        error = request_error(code, "Produce", describe(part), topic=b.topic,
-                              partition=b.partition, transactional_id=self.transactional_id)
-        if code in FENCED:
-            if self.transactional_id is not None:
-                raise ProduceError(f"Writing to {p.name} failed: "
-                                   + transaction_hint(error, self.transactional_id))
-            raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
-                               f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
-        if code in GAP and self.transactional_id is not None:
-            if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
-                # an earlier batch has not landed (it failed with a retriable error such as
-                # NOT_LEADER_OR_FOLLOWER on a new topic, or is still on its way): this one
-                # was refused, not lost; resend from the oldest, as Kafka's Java producer
-                # retries an out-of-order batch that is not the next sequence
-                self._retry(p, b, str(error), rejected=True, refresh=False)
-                return
-            raise ProduceError(f"Writing to {p.name} failed: {error}: the broker lost this "
-                               f"transaction's sequence; the task fails and its transaction "
-                               f"is aborted")
-        if code in GAP and self.idempotent:
-            if _oldest_unacked(p) is b:
-                log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
-                            "starting over with a new producer id", p.name, error.name,
-                            b.sequence)
-                self._new_id_pending = True
-            self._retry(p, b, str(error), rejected=True, refresh=False)
-            return
-        if error.retriable or code in REJECTED:
-            self._retry(p, b, str(error), rejected=code in REJECTED,
-                        refresh=code in REFRESH)
-            return
-        if error.authorization is not None:
-            said = (transaction_hint(error, self.transactional_id,
-                                     self.options.transactional_id_prefix)
-                    if self.transactional_id is not None
-                    else str(refine(error, grant=WRITE_GRANT)))
-            raise ProduceError(f"Writing to {p.name} failed: {said}")
-        raise ProduceError(f"Writing to {p.name} failed: {error}")
-
-    def _acked(self, p: Partition, b: Batch) -> None:
-        if b.acked:
-            return
-        b.acked = True
-        b.rejected = False
-        p.confirmed = True
-        self.buffered_bytes -= len(b.data)
-        stat = self.stats.setdefault((b.topic, b.partition), [0, 0])
-        stat[0] += b.count
-        stat[1] += len(b.data)
-        while p.queue and p.queue[0].acked:
-            p.queue.popleft()
-            p.next_index = max(0, p.next_index - 1)
-        p.resends = 0
-
-    def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
-               refresh: bool) -> None:
-        b.last_error = message
-        b.rejected = rejected
-        if not p.resend:
-            p.resend = True
-            p.resends += 1
-            p.retry_at = time.monotonic() + self._resend_policy.delay_s(p.resends)
-        if refresh:
-            self._metadata_stale = True
-        log.debug("%s: will resend from the oldest unacknowledged batch: %s", p.name, message)
-
-    # ---- a new producer id ----------------------------------------------------------------
-
-    def _maybe_new_producer_id(self) -> None:
-        """Once no batch of unknown fate is left, take a new producer id and renumber."""
-        for p in self._partitions.values():
-            if p.in_flight or first_uncertain(p) is not None:
-                return  # _sendable resends the batch of unknown fate first
-        old = self.producer_id
-        self._init_producer_id()
-        self._carried_sequences.clear()  # a new id starts every partition at 0
-        log.warning("new producer id %d (was %d): renumbering the unacknowledged batches",
-                    self.producer_id, old)
-        for p in self._partitions.values():
-            kept = deque(q for q in p.queue if not q.acked)
-            sequence = 0
-            for q in kept:
-                q.data = restamp(q.data, self.producer_id, self.epoch, sequence)
-                q.sequence = sequence
-                q.sent = q.rejected = False
-                sequence = next_sequence(sequence, q.count)
-            p.queue = kept
-            p.next_sequence = sequence
-            p.next_index = 0
-            p.resend = False
-            p.confirmed = False  # the broker knows nothing of the new id
-        self._new_id_pending = False
-
 
 class _TopicsMissing(Exception):
     """Topics the metadata does not have (yet): asked again, ``ATTEMPTS`` answers in all."""

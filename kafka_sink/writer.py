@@ -39,9 +39,9 @@ from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from kafka_common.worker_heap import settle_worker_heap
 from protocol import pool
-from protocol.authorization import (RESOURCE_TYPES, is_authorization_error, refine,
-                                    request_error)
+from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
+from protocol.retry import RETRIABLE
 
 from .commit_message import KafkaCommitMessage, totals
 from .options import WriterOptions, parse_writer_options
@@ -192,15 +192,6 @@ class _TopicNotInMetadata(PyKafkaError):
     (a topic created a moment ago may take one more round to show)."""
 
 
-class _Refused(Exception):
-    """An authorization failure met by the check: not an outage to wait out, so it leaves
-    the retries at once (``error`` is raised)."""
-
-    def __init__(self, error: BaseException):
-        super().__init__(str(error))
-        self.error = error
-
-
 #: Metadata error codes of a topic that does not exist, or not yet everywhere.
 _TOPIC_NOT_THERE = (3, 5)  # UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE
 
@@ -229,11 +220,10 @@ def _check_topic_exists(options: WriterOptions) -> None:
     what = (f"checking topic {options.topic!r}" if options.topic is not None
             else "reaching the brokers")
     try:
-        with_retries(what, lambda: _check_once(options), log=log,
+        with_retries(what, lambda: _check_topic(options), log=log,
                      attempts=ATTEMPTS if checked is None else sys.maxsize,
-                     deadline=started + options.max_block_ms / 1000)
-    except _Refused as refused:
-        raise refused.error from None
+                     deadline=started + options.max_block_ms / 1000,
+                     retriable=RETRIABLE["topic check"])
     except _TopicNotInMetadata:
         waited_ms = round((time.monotonic() - started) * 1000)
         raise ConfigError(
@@ -241,15 +231,6 @@ def _check_topic_exists(options: WriterOptions) -> None:
             f"present in metadata after {waited_ms} ms; topics are not created by the "
             f"writer: create it first)") from None
     _CHECKED.put(key, time.monotonic())
-
-
-def _check_once(options: WriterOptions) -> None:
-    try:
-        _check_topic(options)
-    except BrokerError as e:
-        if is_authorization_error(e):
-            raise _Refused(e) from None
-        raise
 
 
 def _check_topic(options: WriterOptions) -> None:

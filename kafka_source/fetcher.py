@@ -18,7 +18,7 @@ from protocol.authorization import request_error
 from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
-from protocol.retry import RetryPolicy
+from protocol.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
 
@@ -57,7 +57,8 @@ class _RangeReader:
     """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
 
     Its waits follow the library's retry policy (``protocol.retry``): an error is retried
-    after ``retry.backoff.ms`` doubling up to 1 s, within ``kafkaConsumer.pollTimeoutMs``
+    after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (1 s), with jitter,
+    within ``kafkaConsumer.pollTimeoutMs``
     of the last progress; an answer with nothing to read yet is asked again after
     ``retry.backoff.ms``."""
 
@@ -82,8 +83,7 @@ class _RangeReader:
         self.progressed = False  # the last answer moved `offset`
         self.finished = False  # the range ended before `end` (records gone, compacted away)
         self.poll_s = self.base.retry_backoff_ms / 1000
-        self.tries = RetryPolicy(backoff_ms=self.base.retry_backoff_ms, max_backoff_ms=1000,
-                                 timeout_ms=options.poll_timeout_ms).start(
+        self.tries = RetryPolicy.for_client(self.base, options.poll_timeout_ms).start(
             f"reading topic {rng.topic!r} partition {rng.partition}")
 
     # ---- the loop -------------------------------------------------------------------------
@@ -151,7 +151,7 @@ class _RangeReader:
             response = self.pending.result(wait_ms).get(self.tp)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             self.pending = None
-            if isinstance(e, BrokerError) and not e.retriable:
+            if not is_retriable(e):
                 raise
             if not isinstance(e, BrokerError):
                 self.stalled(self.offset, e, left_ms)
@@ -164,16 +164,14 @@ class _RangeReader:
             self.last_error = ProtocolError(
                 f"the Fetch response had no answer for topic {self.rng.topic!r} partition "
                 f"{self.rng.partition}")
-            time.sleep(self.poll_s)
+            pause(self.poll_s)
         return response
 
     def _retry_after(self, error: Exception) -> None:
         """Wait as the retry policy says (at most until the deadline), then refresh the
         metadata of the topics in use: the leader may have moved."""
         self.last_error = error
-        delay = self.tries.failed_once()
-        left = max(0.0, self.tries.time_left_s())
-        time.sleep(left if delay is None else min(delay, left))
+        self.tries.wait()
         self.bound_waits_to_deadline()  # the refresh may wait only for what is left
         try:
             self.client.refresh_in_use()
@@ -190,8 +188,7 @@ class _RangeReader:
         if code:
             err = request_error(code, "Fetch", topic=self.rng.topic,
                                 partition=self.rng.partition)
-            if not (err.retriable or err.name in ("FENCED_LEADER_EPOCH",
-                                                   "UNKNOWN_LEADER_EPOCH")):
+            if not is_retriable(err):
                 raise err
             self._retry_after(err)
             return None
@@ -245,7 +242,7 @@ class _RangeReader:
                 f"the Fetch answer for topic {self.rng.topic!r} partition "
                 f"{self.rng.partition} at offset {self.offset} starts with a batch at offset "
                 f"{first}, past the high watermark {high_watermark}")
-            time.sleep(self.poll_s)
+            pause(self.poll_s)
 
     def _nothing_yet(self, response) -> None:
         """No complete batch at ``offset``: is the rest of the range still to come?"""
@@ -259,7 +256,7 @@ class _RangeReader:
             return
         self.stable_end = limit if self.read_committed and limit <= self.offset else None
         self.last_error = None
-        time.sleep(self.poll_s)
+        pause(self.poll_s)
 
     # ---- what the loop reports and asks -----------------------------------------------------
 

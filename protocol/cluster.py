@@ -7,24 +7,25 @@ LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, a broken connectio
 refresh the metadata and retry with backoff until the deadline; other errors surface at
 once, naming the topic and partition. Group offsets and coordinator lookups
 (``group_offsets``) and topic administration (``admin``) are mixed into the client from
-modules of their own.
+modules of their own; the metadata it caches is in ``cluster_metadata``, the requests it
+scatters to leaders and gathers in ``leader_requests``.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
-from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from .admin import AdminRequests
 from .authorization import request_error
 from .config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
+from .cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition
 from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
                      PyKafkaError, UnknownTopicOrPartition)
 from .group_offsets import GroupOffsets
+from .leader_requests import PendingFetch, gather, list_offsets_request, take_list_offsets
 from .primitives import ZERO_UUID
 from .retry import RetryPolicy, is_retriable
 
@@ -41,38 +42,6 @@ READ_COMMITTED = 1
 # when a topic's id is unknown (brokers without ids, or Metadata without them).
 MAX_FETCH_VERSION_BY_NAME = 12
 MAX_PRODUCE_VERSION_BY_NAME = 12
-
-TopicPartition = tuple[str, int]
-
-
-@dataclass
-class PartitionInfo:
-    topic: str
-    partition: int
-    leader: int
-    leader_epoch: int = -1
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-    error_code: int = 0
-
-
-@dataclass
-class TopicInfo:
-    name: str
-    topic_id: uuid.UUID
-    partitions: dict[int, PartitionInfo]
-    error_code: int = 0
-    is_internal: bool = False
-
-
-@dataclass
-class ClusterMetadata:
-    brokers: dict[int, tuple[str, int]]
-    controller_id: int
-    cluster_id: str | None
-    topics: dict[str, TopicInfo]
-    fetched_at: float = field(default_factory=time.monotonic)
-
 
 #: A broker that failed within this much of the deadline spent the time: the next is not
 #: tried. Its timeouts are whole milliseconds of the time left, and a socket's timer may
@@ -101,6 +70,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         # A time.monotonic() past which no further broker is tried for a connection (the
         # fetcher sets it to its poll deadline); None: try every candidate.
         self.deadline: float | None = None
+        self._retrying = False  # inside ``retrying``: a nested call makes one attempt
 
     def close(self) -> None:
         for conn in list(self._connections.values()):
@@ -305,12 +275,16 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
         """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
-        errors retried ``retry.backoff.ms`` apart, doubling up to 1 s, until it succeeds,
-        a non-retriable error, or ``timeout_ms`` (default ``request.timeout.ms``); the
-        topics in use are looked up afresh before each new attempt."""
+        errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
+        (with jitter), until it succeeds, a non-retriable error, or ``timeout_ms`` (default
+        ``request.timeout.ms``); the topics in use are looked up afresh before each new
+        attempt. Called again inside an attempt (OffsetFetch looking its coordinator up
+        with FindCoordinator), it makes one attempt: the outer loop retries, not a second
+        one nested in it."""
+        if self._retrying:
+            return attempt()
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
-        policy = RetryPolicy(backoff_ms=self.config.retry_backoff_ms, max_backoff_ms=1000,
-                             timeout_ms=timeout_ms)
+        policy = RetryPolicy.for_client(self.config, timeout_ms)
 
         def retriable(e: BaseException) -> bool:
             # a coordinator that moved answers NOT_COORDINATOR (or its connection
@@ -324,8 +298,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
             except (KafkaConnectionError, KafkaTimeoutError):
                 pass
 
-        return policy.run(what, lambda _tries: attempt(), retriable=retriable, between=refresh,
-                          logger=log)
+        self._retrying = True
+        try:
+            return policy.run(what, lambda _tries: attempt(), retriable=retriable,
+                              between=refresh, logger=log)
+        finally:
+            self._retrying = False
 
     def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
         tps = list(tps)
@@ -340,7 +318,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
                  version_cap: Callable[[list[TopicPartition]], int | None] | None = None):
         """Send one request per leader, then gather; returns ``[(node, tps, response,
         version)]``."""
-        return _gather(self._send_all(api, groups, build, version_cap))
+        return gather(self._send_all(api, groups, build, version_cap))
 
     def _send_all(self, api, groups, build, version_cap=None) -> list:
         sent = []
@@ -364,7 +342,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         from .schemas import LIST_OFFSETS
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
-        build = _list_offsets_request(pending, isolation_level)
+        build = list_offsets_request(pending, isolation_level)
 
         def attempt():
             if not pending:
@@ -372,7 +350,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             first_error = None
             for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending),
                                                    build):
-                first_error = _take_list_offsets(response, pending, done) or first_error
+                first_error = take_list_offsets(response, pending, done) or first_error
             if pending:
                 raise first_error or BrokerError.for_code(
                     7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending))
@@ -403,7 +381,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         pending = dict(timestamps)
         try:
             sent = self._send_all(LIST_OFFSETS, groups,
-                                  _list_offsets_request(pending, isolation_level))
+                                  list_offsets_request(pending, isolation_level))
         except PyKafkaError as e:  # a leader's connection: the usual path will find out
             log.debug("pipelined ListOffsets not sent: %s", e)
             return self.refresh_metadata(topics), None
@@ -411,7 +389,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             metadata = self.refresh_metadata(topics)
         finally:
             try:  # read every answer, so that nothing is left on a connection
-                responses = _gather(sent)
+                responses = gather(sent)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 log.debug("pipelined ListOffsets failed: %s", e)
                 responses = None
@@ -420,7 +398,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         done: dict[TopicPartition, tuple[int, int]] = {}
         try:
             for _, _, response, _ in responses:
-                if _take_list_offsets(response, pending, done) is not None:
+                if take_list_offsets(response, pending, done) is not None:
                     return metadata, None
         except BrokerError:
             return metadata, None
@@ -518,87 +496,6 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return {"index": partition, "error_code": 0, "base_offset": -1}
         response = conn.request(PRODUCE, body, version)
         return response["responses"][0]["partition_responses"][0]
-
-
-def _list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level: int):
-    """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
-    each at its time in ``timestamps``."""
-    def build(conn, version, tps):
-        topics: dict[str, list] = {}
-        for t, p in tps:
-            topics.setdefault(t, []).append({
-                "partition_index": p, "current_leader_epoch": -1,
-                "timestamp": timestamps[(t, p)], "max_num_offsets": 1})
-        return {"replica_id": -1, "isolation_level": isolation_level,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
-    return build
-
-
-def _take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError | None:
-    """Move the partitions ``response`` answers from ``pending`` into ``done`` as
-    ``(offset, timestamp)``. Raises a non-retriable partition error; returns the first
-    retriable one (its partition stays pending)."""
-    first_error = None
-    for t in response["topics"]:
-        for p in t["partitions"]:
-            tp = (t["name"], p["partition_index"])
-            if tp not in pending:
-                continue
-            if p["error_code"]:
-                err = request_error(p["error_code"], "ListOffsets", topic=tp[0],
-                                    partition=tp[1])
-                if not is_retriable(err):
-                    raise err
-                first_error = first_error or err
-                continue
-            offset = p.get("offset", -1)
-            if offset == -1 and p.get("old_style_offsets"):
-                offset = p["old_style_offsets"][0]
-            done[tp] = (offset, p.get("timestamp", -1))
-            del pending[tp]
-    return first_error
-
-
-def _gather(sent: list) -> list:
-    """Wait for every request ``_send_all`` sent; a broken connection fails only its own
-    group, raised after the others are read so no response is left on a socket."""
-    results, failure = [], None
-    for node, tps, conn, version, cid, *timeout in sent:
-        try:
-            results.append((node, tps, conn.receive(cid, *timeout), version))
-        except (KafkaConnectionError, KafkaTimeoutError) as e:
-            failure = failure or e
-    if failure is not None:
-        raise failure
-    return results
-
-
-class PendingFetch:
-    """Fetch requests in flight; ``result()`` gathers them into partition responses."""
-
-    def __init__(self, sent: list, names_by_id: dict, max_wait_ms: int):
-        self._sent, self._names_by_id = sent, names_by_id
-        self._max_wait_ms = max_wait_ms
-
-    def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
-        """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
-        the Fetch's max wait) for each."""
-        out: dict[TopicPartition, dict] = {}
-        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms
-                 if timeout_ms is None else timeout_ms) for s in self._sent]
-        for _, _, response, _ in _gather(sent):
-            if response.get("error_code"):
-                raise request_error(response["error_code"], "Fetch", "Fetch failed")
-            for t in response["responses"]:
-                name = t.get("topic") or self._names_by_id.get(t.get("topic_id"))
-                for p in t["partitions"]:
-                    out[(name, p["partition_index"])] = p
-        return out
-
-    def cancel(self) -> None:
-        """Abandon the requests: close their connections (the responses would desync)."""
-        for _, _, conn, *_ in self._sent:
-            conn.close()
 
 
 __all__ = ["PendingFetch", "KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo",

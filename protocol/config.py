@@ -66,6 +66,7 @@ class ClientConfig:
     request_timeout_ms: int = 30_000
     connect_timeout_ms: int = 10_000
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1000
     max_response_size: int = 128 * 1024 * 1024
     metadata_max_age_ms: int = 300_000
     #: How long a pooled client may sit unused before it is closed (``protocol.pool``);

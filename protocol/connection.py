@@ -464,6 +464,24 @@ class BrokerConnection:
         return self.receive(self.send(api, body, version))
 
 
+def wait_readable(conns: list[BrokerConnection], timeout_s: float) -> list[BrokerConnection]:
+    """Wait at most ``timeout_s`` for any of ``conns`` to have bytes to read; returns those
+    that do (the producer's wait on the brokers it has requests at). A connection that
+    needs no wait (closed, or TLS already holds decrypted bytes: ``wait_handle``) is
+    returned at once; when the wait itself fails, every connection is returned, for its
+    ``receive`` to find out."""
+    import select
+    ready = [c for c in conns if c.wait_handle() is None]
+    if ready:
+        return ready
+    by_socket = {c.wait_handle(): c for c in conns}
+    try:
+        readable, _, _ = select.select(list(by_socket), [], [], max(0.0, timeout_s))
+    except (OSError, ValueError):
+        return list(conns)
+    return [by_socket[s] for s in readable]
+
+
 def _same_status(text: str, status: dict | None) -> bool:
     """Whether a broker's error text is the JSON status it sent before (OAUTHBEARER)."""
     if not status or not text.startswith("{"):

@@ -68,7 +68,7 @@ log = logging.getLogger("pykafka.protocol.pool")
 
 #: ``ClientConfig`` fields that bound waits and do not tell connections apart.
 NOT_IDENTITY = frozenset({"request_timeout_ms", "connect_timeout_ms", "retry_backoff_ms",
-                          "metadata_max_age_ms", "connections_max_idle_ms"})
+                          "retry_backoff_max_ms", "metadata_max_age_ms", "connections_max_idle_ms"})
 DEFAULT_MAX_IDLE_CLIENTS = 8
 ENV_ENABLED = "PYKAFKA_CLIENT_POOL"
 ENV_MAX_IDLE = "PYKAFKA_CLIENT_POOL_MAX_IDLE"

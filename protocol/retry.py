@@ -1,15 +1,22 @@
 """The one retry policy: what is retried, how often, for how long, with what backoff, and
-what the error says when it gives up. Every loop of the library that retries takes its
-rules from here; ``RetryPolicy.run`` is the only retry loop.
+what the error says when it gives up. Every loop of the library that retries or waits to
+try again takes its rules from here, and only this module sleeps for them.
 
-- **What** is retried is the caller's ``retriable(error)``: for Kafka requests
-  ``is_retriable`` (a broker error Kafka marks retriable, a lost connection, a timeout);
-  a mistake in the options (``ConfigError``) never is, another attempt cannot change it.
+- **What** is retried: one table (``RETRIABLE``), a selection per kind of call, because the
+  callers differ on purpose: a Kafka request retries what Kafka marks retriable, what a
+  fresh look at the metadata cures, a lost connection and a timeout (``is_retriable``); a
+  driver lookup retries any failure of the cluster, as Spark's ``withRetries`` does
+  (``is_kafka_failure``); the writer's topic check retries the same, except an
+  authorization failure, which waiting does not cure (``is_outage``). A mistake in the
+  options (``ConfigError``) is never retried: another attempt cannot change it.
 - **How often, how long:** at most ``attempts`` attempts (0: as many as the time allows),
   and no retry that would start after ``timeout_ms`` from the first attempt (None: only
   the count bounds it).
-- **Backoff:** ``backoff_ms`` before the first retry, doubling up to ``max_backoff_ms``
-  (the two equal: a fixed interval, as Spark's ``fetchOffset.retryIntervalMs``).
+- **Backoff:** as Kafka's clients (``retry.backoff.ms``, default 100, doubling up to
+  ``retry.backoff.max.ms``, default 1000, each wait moved by up to ``jitter`` (20 %) either
+  way and never past the cap). ``RetryPolicy.fixed`` is Spark's fixed interval
+  (``fetchOffset.retryIntervalMs``), without jitter; ``RetryPolicy.for_client`` reads a
+  ``ClientConfig``.
 - **The end:** when the time runs out, a ``KafkaTimeoutError`` naming what was tried, the
   timeout and the last error; when the count runs out, the last error itself, a network
   error's message extended with the attempts made and the time they really took. Both say
@@ -17,24 +24,39 @@ rules from here; ``RetryPolicy.run`` is the only retry loop.
   Kafka's, not the network's) ends as it is, and a caller whose errors name options of its
   own (the registry's, a token endpoint's) passes ``give_up`` to word its end.
 
-Loops that are not a call retried (the fetcher waiting for records, the producer resending
-batches per partition) hold an ``Attempts`` of their policy: its deadline, its backoff, its
-count and its ending, so that their rules are these too.
+``RetryPolicy.run`` retries a call. Loops that are not a call retried (the fetcher waiting
+for records, the producer resending batches per partition) hold an ``Attempts`` of their
+policy: its deadline, its backoff (``Attempts.failed_once``, ``Attempts.wait``), its count
+and its ending; ``pause``/``pause_until`` are the waits of such loops that are not
+backoffs of a failure (asking again for records not there yet).
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from dataclasses import dataclass
 from typing import Callable, TypeVar
 
-from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
+from .authorization import is_authorization_error
+from .errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
+                     PyKafkaError)
 
-__all__ = ["RetryPolicy", "Attempts", "is_retriable"]
+__all__ = ["RetryPolicy", "Attempts", "RETRIABLE", "is_retriable", "is_kafka_failure",
+           "is_outage", "pause", "pause_until", "DEFAULT_BACKOFF_MS", "DEFAULT_MAX_BACKOFF_MS",
+           "JITTER"]
 
 T = TypeVar("T")
 log = logging.getLogger("pykafka.retry")
+
+#: Kafka's defaults of ``retry.backoff.ms`` and ``retry.backoff.max.ms``, and the jitter of
+#: its ``ExponentialBackoff`` (``CommonClientConfigs.RETRY_BACKOFF_JITTER``).
+DEFAULT_BACKOFF_MS = 100
+DEFAULT_MAX_BACKOFF_MS = 1000
+JITTER = 0.2
+
+# ---- the table of which errors retry ----------------------------------------------------
 
 # Broker errors Kafka does not mark retriable but that a fresh look at the metadata cures.
 _CURED_BY_METADATA = ("NOT_CONTROLLER", "UNKNOWN_LEADER_EPOCH", "FENCED_LEADER_EPOCH")
@@ -48,20 +70,51 @@ def is_retriable(exc: BaseException) -> bool:
     return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError))
 
 
+def is_kafka_failure(exc: BaseException) -> bool:
+    """Any failure of the cluster or of the way to it, whether Kafka marks it retriable or
+    not (Spark's ``KafkaOffsetReaderAdmin.withRetries``); not a mistake in the options."""
+    return isinstance(exc, PyKafkaError) and not isinstance(exc, ConfigError)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """A failure that waiting may cure: any of ``is_kafka_failure`` but an authorization
+    failure (a grant does not come back by waiting)."""
+    return is_kafka_failure(exc) and not is_authorization_error(exc)
+
+
+#: Which errors retry, per kind of call (the ``retriable`` of ``RetryPolicy.run``).
+RETRIABLE: dict[str, Callable[[BaseException], bool]] = {
+    "request": is_retriable,        # a Kafka request: KafkaClient.retrying, the fetcher
+    "driver lookup": is_kafka_failure,  # the reader's offset and metadata lookups
+    "topic check": is_outage,       # the writer's driver-side check of its topic
+}
+
+# ---- the policy ---------------------------------------------------------------------------
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often, how long and how far apart attempts are made (see the module's text)."""
-    backoff_ms: int = 100
-    max_backoff_ms: int = 1000
+    backoff_ms: int = DEFAULT_BACKOFF_MS
+    max_backoff_ms: int = DEFAULT_MAX_BACKOFF_MS
     attempts: int = 0
     timeout_ms: int | None = None
+    jitter: float = JITTER
+
+    @classmethod
+    def for_client(cls, config, timeout_ms: int | None = None,
+                   attempts: int = 0) -> "RetryPolicy":
+        """The backoff of a ``ClientConfig`` (``kafka.retry.backoff.ms`` / ``.max.ms``)."""
+        return cls(backoff_ms=config.retry_backoff_ms,
+                   max_backoff_ms=config.retry_backoff_max_ms,
+                   attempts=attempts, timeout_ms=timeout_ms)
 
     @classmethod
     def fixed(cls, interval_ms: int, attempts: int,
               timeout_ms: int | None = None) -> "RetryPolicy":
         """``attempts`` attempts ``interval_ms`` apart (Spark's ``fetchOffset.*``)."""
         return cls(backoff_ms=interval_ms, max_backoff_ms=interval_ms,
-                   attempts=max(1, attempts), timeout_ms=timeout_ms)
+                   attempts=max(1, attempts), timeout_ms=timeout_ms, jitter=0.0)
 
     @classmethod
     def within_backoff(cls, backoff_ms: int, max_backoff_ms: int) -> "RetryPolicy":
@@ -70,12 +123,22 @@ class RetryPolicy:
         attempts, waited, wait = 1, 0, max(1, backoff_ms)
         while waited + wait <= max_backoff_ms:
             attempts, waited, wait = attempts + 1, waited + wait, min(wait * 2, max_backoff_ms)
-        return cls(backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms, attempts=attempts)
+        return cls(backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms, attempts=attempts,
+                   jitter=0.0)
 
     def delay_s(self, retry: int) -> float:
-        """The wait before retry number ``retry`` (1: the first retry), in seconds."""
+        """The wait before retry number ``retry`` (1: the first retry) without jitter, in
+        seconds."""
         first = max(0, self.backoff_ms)
         return min(first * 2 ** min(max(retry - 1, 0), 30), max(first, self.max_backoff_ms)) / 1000
+
+    def jittered_delay_s(self, retry: int) -> float:
+        """``delay_s`` moved at random by up to ``jitter`` either way, never past the cap."""
+        delay = self.delay_s(retry)
+        if self.jitter <= 0 or delay <= 0:
+            return delay
+        cap = max(self.backoff_ms, self.max_backoff_ms) / 1000
+        return min(cap, delay * random.uniform(1 - self.jitter, 1 + self.jitter))
 
     def start(self, what: str) -> "Attempts":
         return Attempts(self, what)
@@ -115,6 +178,7 @@ class Attempts:
     def __init__(self, policy: RetryPolicy, what: str):
         self.policy, self.what = policy, what
         self.count = 0  # failed attempts
+        self.made = 0  # attempts started (``begin``), for loops that count sends
         self.started = time.monotonic()
         self.deadline: float | None = None
         self.restart_clock()
@@ -141,10 +205,27 @@ class Attempts:
         self.count += 1
         if self.policy.attempts and self.count >= self.policy.attempts:
             return None
-        delay = self.policy.delay_s(self.count)
+        delay = self.policy.jittered_delay_s(self.count)
         if self.deadline is not None and time.monotonic() + delay > self.deadline:
             return None
         return delay
+
+    def wait(self) -> None:
+        """Counts a failed attempt and waits its backoff, at most until the deadline (the
+        caller finds out with ``expired`` whether it is over)."""
+        delay = self.failed_once()
+        left = self.time_left_s()
+        if delay is None:
+            delay = 0.0 if left is None else left
+        pause(delay if left is None else min(delay, left))
+
+    def begin(self) -> None:
+        """Counts an attempt that starts (the producer's send of a batch)."""
+        self.made += 1
+
+    def exhausted(self) -> bool:
+        """Every attempt the policy allows has started."""
+        return bool(self.policy.attempts) and self.made >= self.policy.attempts
 
     def waited_ms(self) -> int:
         return round((time.monotonic() - self.started) * 1000)
@@ -170,3 +251,14 @@ class Attempts:
         if type(error) in (KafkaConnectionError, KafkaTimeoutError):
             return type(error)(f"{error} ({self.what}: {self.summary()})")
         return error
+
+
+def pause(seconds: float) -> None:
+    """Wait ``seconds`` (nothing when not positive): the one sleep of the library's loops."""
+    if seconds > 0:
+        time.sleep(seconds)
+
+
+def pause_until(moment: float, *, at_most: float) -> None:
+    """Wait until ``moment`` (a ``time.monotonic()``), at most ``at_most`` seconds."""
+    pause(min(at_most, moment - time.monotonic()))

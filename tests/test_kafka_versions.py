@@ -61,7 +61,7 @@ SENDS = [
     (DELETE_TOPICS, None, False, "protocol/admin.py"),
     (DELETE_RECORDS, None, False, "protocol/admin.py"),
     (INIT_PRODUCER_ID, transactions.MAX_INIT_PRODUCER_ID_VERSION, False,
-     "kafka_sink/producer.py (idempotent), protocol/transactions.py"),
+     "kafka_sink/producer_ids.py (idempotent), protocol/transactions.py"),
     (ADD_PARTITIONS_TO_TXN, transactions.MAX_ADD_PARTITIONS_VERSION, True,
      "protocol/transactions.py"),
     (ADD_OFFSETS_TO_TXN, None, True, "protocol/transactions.py"),
@@ -76,7 +76,8 @@ SENDS = [
 # ``.send`` without a version (which pick the highest common one). A new one means a new
 # request or a new code path: add what it sends to SENDS, then count it here.
 PICKS = {
-    "kafka_sink/producer.py": 2,
+    "kafka_sink/producer.py": 1,
+    "kafka_sink/producer_ids.py": 1,
     "protocol/admin.py": 2,
     "protocol/cluster.py": 3,
     "protocol/connection.py": 3,

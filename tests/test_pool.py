@@ -540,3 +540,33 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
         for h in hs:
             assert h.base_sequence == last.get(h.producer_id, 0)
             last[h.producer_id] = h.base_sequence + h.record_count
+
+
+def test_wait_readable_returns_the_connections_with_bytes_to_read():
+    """The producer's wait on several brokers goes through the connection module: it
+    returns the connections with something to read, after at most the timeout."""
+    import socket
+    import time
+
+    from protocol.config import ClientConfig
+    from protocol.connection import BrokerConnection, wait_readable
+
+    config = ClientConfig(bootstrap_servers="127.0.0.1:1")
+    pairs = [socket.socketpair() for _ in range(2)]
+    conns = []
+    for ours, _ in pairs:
+        conn = BrokerConnection("127.0.0.1", 1, config, len(conns))
+        conn._sock = ours
+        conns.append(conn)
+    try:
+        began = time.monotonic()
+        assert wait_readable(conns, 0.05) == []
+        assert time.monotonic() - began >= 0.04
+        pairs[1][1].sendall(b"x")
+        assert wait_readable(conns, 5) == [conns[1]]
+        closed = BrokerConnection("127.0.0.1", 1, config, 9)  # never connected: no wait
+        assert wait_readable([conns[0], closed], 5) == [closed]
+    finally:
+        for a, b in pairs:
+            a.close()
+            b.close()

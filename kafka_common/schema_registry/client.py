@@ -61,6 +61,12 @@ _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _MAX_ANSWER = 8 << 20  # bytes: a schema with its metadata is far smaller
 
 
+#: The waits between a call's attempts (the registry has no option for them): 100 ms,
+#: doubling up to 1.6 s, with the policy's jitter; ``schema.registry.timeout.ms`` bounds
+#: them all.
+_BACKOFF_MS = 100
+_MAX_BACKOFF_MS = 1600
+
 class RegistryError(PyKafkaError):
     """The registry refused a call or could not be reached within the timeout."""
 
@@ -320,7 +326,8 @@ class RegistryClient:
                 f"Schema Registry did not answer {what} within schema.registry.timeout.ms="
                 f"{s.timeout_ms} ({tries.summary()}; last: {error})")
 
-        policy = RetryPolicy(backoff_ms=100, max_backoff_ms=1600, timeout_ms=s.timeout_ms)
+        policy = RetryPolicy(backoff_ms=_BACKOFF_MS, max_backoff_ms=_MAX_BACKOFF_MS,
+                             timeout_ms=s.timeout_ms)
         return policy.run(what, attempt, retriable=lambda e: isinstance(e, _Unavailable),
                           between=say_waiting, give_up=gave_up)
 

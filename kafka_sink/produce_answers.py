@@ -1,0 +1,130 @@
+"""What a Produce answer means for each batch it answers (``TaskProducer`` mixes
+``ProduceAnswers`` in; its state lives there): acknowledged, resent from the partition's
+oldest unacknowledged batch after the resend backoff (``protocol.retry``), a new producer
+id to take first (a gap in the sequence), or the task's end (fenced, refused, an error
+that is not retriable). The module doc of ``kafka_sink.producer`` gives the rules."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from protocol.authorization import refine, request_error
+
+from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, Batch, Partition,
+                          ProduceError, Request, describe)
+from .txn_errors import WRITE_GRANT, transaction_hint
+
+__all__ = ["ProduceAnswers"]
+
+log = logging.getLogger("pykafka.sink")
+
+OUT_OF_ORDER = 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+
+
+def _oldest_unacked(p: Partition) -> Batch:
+    """The partition's oldest batch the broker has not acknowledged: the next sequence."""
+    return next(q for q in p.queue if not q.acked)
+
+
+class ProduceAnswers:
+    """The answer-handling half of ``TaskProducer``."""
+
+    def _handle_response(self, request: Request, response: dict) -> None:
+        by_key = {(b.topic, b.partition): b for b in request.batches}
+        names = {v: k for k, v in self._topic_ids.items()}
+        answered = set()
+        for topic in response.get("responses", ()):
+            name = topic.get("name") or names.get(topic.get("topic_id"))
+            for part in topic["partition_responses"]:
+                key = (name, part["index"])
+                b = by_key.get(key)
+                if b is None or key in answered:
+                    continue
+                answered.add(key)
+                self._handle_partition(b, part)
+        for key, b in by_key.items():
+            if key not in answered:
+                p = self._partitions[key]
+                self._landed(p, b)
+                self._retry(p, b, f"broker {request.node} did not answer for this partition",
+                            rejected=False, refresh=True)
+
+    def _landed(self, p: Partition, b: Batch) -> None:
+        if b.in_flight:
+            b.in_flight = False
+            p.in_flight -= 1
+
+    def _handle_partition(self, b: Batch, part: dict) -> None:
+        p = self._partitions[(b.topic, b.partition)]
+        self._landed(p, b)
+        code = part["error_code"]
+        if code == 0 or (code == DUPLICATE and self.idempotent):
+            self._acked(p, b)
+            return
+        error = request_error(code, "Produce", describe(part), topic=b.topic,
+                              partition=b.partition, transactional_id=self.transactional_id)
+        if code in FENCED:
+            if self.transactional_id is not None:
+                raise ProduceError(f"Writing to {p.name} failed: "
+                                   + transaction_hint(error, self.transactional_id))
+            raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
+                               f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
+        if code in GAP and self.transactional_id is not None:
+            if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
+                # an earlier batch has not landed (it failed with a retriable error such as
+                # NOT_LEADER_OR_FOLLOWER on a new topic, or is still on its way): this one
+                # was refused, not lost; resend from the oldest, as Kafka's Java producer
+                # retries an out-of-order batch that is not the next sequence
+                self._retry(p, b, str(error), rejected=True, refresh=False)
+                return
+            raise ProduceError(f"Writing to {p.name} failed: {error}: the broker lost this "
+                               f"transaction's sequence; the task fails and its transaction "
+                               f"is aborted")
+        if code in GAP and self.idempotent:
+            if _oldest_unacked(p) is b:
+                log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
+                            "starting over with a new producer id", p.name, error.name,
+                            b.sequence)
+                self._new_id_pending = True
+            self._retry(p, b, str(error), rejected=True, refresh=False)
+            return
+        if error.retriable or code in REJECTED:
+            self._retry(p, b, str(error), rejected=code in REJECTED,
+                        refresh=code in REFRESH)
+            return
+        if error.authorization is not None:
+            said = (transaction_hint(error, self.transactional_id,
+                                     self.options.transactional_id_prefix)
+                    if self.transactional_id is not None
+                    else str(refine(error, grant=WRITE_GRANT)))
+            raise ProduceError(f"Writing to {p.name} failed: {said}")
+        raise ProduceError(f"Writing to {p.name} failed: {error}")
+
+    def _acked(self, p: Partition, b: Batch) -> None:
+        if b.acked:
+            return
+        b.acked = True
+        b.rejected = False
+        p.confirmed = True
+        self.buffered_bytes -= len(b.data)
+        stat = self.stats.setdefault((b.topic, b.partition), [0, 0])
+        stat[0] += b.count
+        stat[1] += len(b.data)
+        while p.queue and p.queue[0].acked:
+            p.queue.popleft()
+            p.next_index = max(0, p.next_index - 1)
+        p.resends = None
+
+    def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
+               refresh: bool) -> None:
+        b.last_error = message
+        b.rejected = rejected
+        if not p.resend:
+            p.resend = True
+            if p.resends is None:
+                p.resends = self._resend_policy.start(f"resending to {p.name}")
+            p.retry_at = time.monotonic() + p.resends.failed_once()
+        if refresh:
+            self._metadata_stale = True
+        log.debug("%s: will resend from the oldest unacknowledged batch: %s", p.name, message)

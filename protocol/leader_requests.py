@@ -1,0 +1,94 @@
+"""Requests sent to partition leaders, one per broker, and their answers gathered:
+the ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are taken,
+``gather`` (a broken connection fails only its own group, after the others are read) and
+``PendingFetch`` (Fetch requests in flight while a reader decodes the last answer)."""
+
+from __future__ import annotations
+
+from .authorization import request_error
+from .cluster_metadata import TopicPartition
+from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
+from .retry import is_retriable
+
+__all__ = ["PendingFetch", "list_offsets_request", "take_list_offsets", "gather"]
+
+
+def list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level: int):
+    """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
+    each at its time in ``timestamps``."""
+    def build(conn, version, tps):
+        topics: dict[str, list] = {}
+        for t, p in tps:
+            topics.setdefault(t, []).append({
+                "partition_index": p, "current_leader_epoch": -1,
+                "timestamp": timestamps[(t, p)], "max_num_offsets": 1})
+        return {"replica_id": -1, "isolation_level": isolation_level,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+    return build
+
+
+def take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError | None:
+    """Move the partitions ``response`` answers from ``pending`` into ``done`` as
+    ``(offset, timestamp)``. Raises a non-retriable partition error; returns the first
+    retriable one (its partition stays pending)."""
+    first_error = None
+    for t in response["topics"]:
+        for p in t["partitions"]:
+            tp = (t["name"], p["partition_index"])
+            if tp not in pending:
+                continue
+            if p["error_code"]:
+                err = request_error(p["error_code"], "ListOffsets", topic=tp[0],
+                                    partition=tp[1])
+                if not is_retriable(err):
+                    raise err
+                first_error = first_error or err
+                continue
+            offset = p.get("offset", -1)
+            if offset == -1 and p.get("old_style_offsets"):
+                offset = p["old_style_offsets"][0]
+            done[tp] = (offset, p.get("timestamp", -1))
+            del pending[tp]
+    return first_error
+
+
+def gather(sent: list) -> list:
+    """Wait for every request ``_send_all`` sent; a broken connection fails only its own
+    group, raised after the others are read so no response is left on a socket."""
+    results, failure = [], None
+    for node, tps, conn, version, cid, *timeout in sent:
+        try:
+            results.append((node, tps, conn.receive(cid, *timeout), version))
+        except (KafkaConnectionError, KafkaTimeoutError) as e:
+            failure = failure or e
+    if failure is not None:
+        raise failure
+    return results
+
+
+class PendingFetch:
+    """Fetch requests in flight; ``result()`` gathers them into partition responses."""
+
+    def __init__(self, sent: list, names_by_id: dict, max_wait_ms: int):
+        self._sent, self._names_by_id = sent, names_by_id
+        self._max_wait_ms = max_wait_ms
+
+    def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
+        """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
+        the Fetch's max wait) for each."""
+        out: dict[TopicPartition, dict] = {}
+        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms
+                 if timeout_ms is None else timeout_ms) for s in self._sent]
+        for _, _, response, _ in gather(sent):
+            if response.get("error_code"):
+                raise request_error(response["error_code"], "Fetch", "Fetch failed")
+            for t in response["responses"]:
+                name = t.get("topic") or self._names_by_id.get(t.get("topic_id"))
+                for p in t["partitions"]:
+                    out[(name, p["partition_index"])] = p
+        return out
+
+    def cancel(self) -> None:
+        """Abandon the requests: close their connections (the responses would desync)."""
+        for _, _, conn, *_ in self._sent:
+            conn.close()
