@@ -25,8 +25,8 @@ from .trust import check_login_module
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
-__all__ = ["SECURITY_OPTIONS", "CONNECTIONS_MAX_IDLE_OPTION", "security_settings",
-           "client_config"]
+__all__ = ["SECURITY_OPTIONS", "CONNECTIONS_MAX_IDLE_OPTION", "RETRY_BACKOFF_OPTIONS",
+           "security_settings", "client_config"]
 
 #: The pool's idle bound, the same for the reader and the writer: (name, default, meaning).
 CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
@@ -34,6 +34,18 @@ CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
     "How long a Python worker keeps an unused client (its broker connections, metadata "
     "and, for the writer, its idempotent producer id) for the next task; 0 closes it after "
     "each task, -1 keeps it while the worker lives. See docs/pool.md.")
+
+#: The backoff of every retry (protocol.retry's policy), named as Kafka's clients name it,
+#: the same for the reader and the writer: (name, default, meaning).
+RETRY_BACKOFF_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("kafka.retry.backoff.ms", "100",
+     "Wait before the first retry of a request (a resend, a metadata refresh, a lookup "
+     "after a retriable error); doubles at each retry, with 20% jitter, up to "
+     "kafka.retry.backoff.max.ms."),
+    ("kafka.retry.backoff.max.ms", "1000",
+     "Longest wait between two retries; below kafka.retry.backoff.ms, every wait is this "
+     "long (as Kafka's clients do)."),
+)
 
 #: The connection security options, the same for the reader and the writer:
 #: (name, default, meaning).
@@ -171,7 +183,12 @@ def client_config(opts: OptionMap, *, role: str, log: logging.Logger,
     client_id = opts.get("kafka.client.id")
     if client_id is not None and not client_id:
         raise ConfigError("kafka.client.id must not be empty")
+    backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=INT32_MAX)
+    backoff_max = opts.integer("kafka.retry.backoff.max.ms", 1000, minimum=0,
+                               maximum=INT32_MAX)
     return ClientConfig(
+        retry_backoff_ms=min(backoff, backoff_max),
+        retry_backoff_max_ms=backoff_max,
         bootstrap_servers=servers,
         client_id=client_id or ClientConfig.client_id,
         request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000,

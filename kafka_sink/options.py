@@ -46,7 +46,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple
 
-from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
+from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION,
+                                             RETRY_BACKOFF_OPTIONS, SECURITY_OPTIONS,
                                              client_config)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from kafka_common.value_formats import (parse_writer_formats, writer_format_options,
@@ -115,8 +116,6 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
     WriterOption("kafka.retries", "2147483647",
                  "Resends of one batch before the task fails (delivery.timeout.ms bounds "
                  "them in any case); must not be 0 with idempotence."),
-    WriterOption("kafka.retry.backoff.ms", "100",
-                 "Wait before the first resend to a partition; doubles up to 1 s."),
     WriterOption("kafka.max.block.ms", "60000",
                  "Upper bound of the driver's check that the brokers answer and the topic "
                  "exists (3 lookups 1 s apart, as the reader's: a wrong address or a missing "
@@ -153,6 +152,7 @@ WRITER_OPTIONS: tuple[WriterOption, ...] = (
     WriterOption("kafka.client.id", '"pyspark-pykafka"',
                  "Client id sent to the brokers (visible in their logs and quotas)."),
     WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
+    *(WriterOption(*option) for option in RETRY_BACKOFF_OPTIONS),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
     *(WriterOption(*option) for option in writer_format_options()),
 )
@@ -300,8 +300,8 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     opts = OptionMap(options, _CANONICAL)
     ignored = check_names(opts, _CANONICAL, _REJECTED, log=log, side="writer",
                           quiet=_READER_ONLY, warn_unknown=False)
-    backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=INT32_MAX)
-    connection = client_config(opts, role="producer", log=log, retry_backoff_ms=backoff)
+    connection = client_config(opts, role="producer", log=log)
+    backoff = connection.retry_backoff_ms
 
     topic = opts.get("topic")
     if topic is not None and not topic:

@@ -49,7 +49,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
-from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION, SECURITY_OPTIONS,
+from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION,
+                                             RETRY_BACKOFF_OPTIONS, SECURITY_OPTIONS,
                                              client_config)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
@@ -166,6 +167,8 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
                  "Timeout (ms) of one request to a broker."),
     ReaderOption(CONNECTIONS_MAX_IDLE_OPTION[0], CONNECTIONS_MAX_IDLE_OPTION[1], _BOTH,
                  CONNECTIONS_MAX_IDLE_OPTION[2]),
+    *(ReaderOption(name, default, _BOTH, meaning)
+      for name, default, meaning in RETRY_BACKOFF_OPTIONS),
     ReaderOption("kafka.fetch.max.bytes", "52428800", _BOTH,
                  "Maximum bytes a broker returns for one fetch request."),
     ReaderOption("kafka.max.partition.fetch.bytes", "1048576", _BOTH,

@@ -304,3 +304,27 @@ def test_a_client_retry_inside_another_makes_one_attempt():
 
     assert client.retrying("outer", outer, 5000) == "found"
     assert len(inner_calls) == len(outer_calls) == 3 and not client._retrying
+
+
+def test_the_backoff_options_reach_every_retry_on_both_sides():
+    """``kafka.retry.backoff.ms`` / ``kafka.retry.backoff.max.ms``, as Kafka's clients name
+    them, set the policy of the reader's and the writer's clients alike; a maximum below
+    the first wait makes every wait that long, as in Kafka's clients."""
+    from kafka_sink.options import parse_writer_options
+    from kafka_source.options import parse_reader_options
+
+    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t",
+            "kafka.retry.backoff.ms": "50", "kafka.retry.backoff.max.ms": "400"}
+    reader = parse_reader_options({**base, "subscribe": "t"}, for_streaming=False)
+    writer = parse_writer_options(base)
+    for config in (reader.client_config, writer.client_config):
+        policy = RetryPolicy.for_client(config)
+        assert (policy.backoff_ms, policy.max_backoff_ms) == (50, 400)
+    assert writer.retry_backoff_ms == 50
+    low = parse_writer_options({**base, "kafka.retry.backoff.max.ms": "20"}).client_config
+    assert (low.retry_backoff_ms, low.retry_backoff_max_ms) == (20, 20)
+    defaults = parse_writer_options({"kafka.bootstrap.servers": "h:1", "topic": "t"})
+    assert (defaults.client_config.retry_backoff_ms,
+            defaults.client_config.retry_backoff_max_ms) == (100, 1000)
+    with pytest.raises(ConfigError, match="kafka.retry.backoff.max.ms"):
+        parse_writer_options({**base, "kafka.retry.backoff.max.ms": "soon"})
