@@ -13,7 +13,8 @@ import difflib
 import logging
 import re
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any
+from collections.abc import Iterable, Mapping
 
 from protocol.errors import ConfigError
 

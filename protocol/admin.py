@@ -8,7 +8,7 @@ creates or deletes anything; tests, examples and the benchmark do.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .authorization import request_error
 from .connection import BrokerConnection

@@ -25,7 +25,7 @@ Write on a topic may describe it.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from .errors import BrokerError
 

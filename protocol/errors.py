@@ -83,7 +83,7 @@ class BrokerError(PyKafkaError):
 
     @staticmethod
     def for_code(code: int, message: str | None = None, *, topic: str | None = None,
-                 partition: int | None = None) -> "BrokerError":
+                 partition: int | None = None) -> BrokerError:
         cls = _BY_CODE.get(code)
         if cls is None:
             cls = type(f"UnknownError{code}", (BrokerError,),

@@ -26,7 +26,8 @@ encoders are compiled once per (message, version) and cached.
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from . import primitives as p
 from .errors import ProtocolError
@@ -44,7 +45,7 @@ class Versions:
     hi: int | None
 
     @classmethod
-    def parse(cls, spec: "str | Versions | None") -> "Versions":
+    def parse(cls, spec: str | Versions | None) -> Versions:
         if isinstance(spec, Versions):
             return spec
         if spec is None or spec == "none":
@@ -70,7 +71,7 @@ class Versions:
 
 @dataclass
 class Struct:
-    fields: list["F"]
+    fields: list[F]
 
 
 @dataclass

@@ -98,7 +98,7 @@ class MskOAuthSource:
     region: str | None = None
     user_agent: str = USER_AGENT
 
-    def for_host(self, host: str) -> "MskOAuthSource":
+    def for_host(self, host: str) -> MskOAuthSource:
         if self.region:
             return self
         return MskOAuthSource(self.credentials, _env_region() or region_from_host(host),

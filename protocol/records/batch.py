@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import struct
 import warnings
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Iterable, Sequence
 
 from ..errors import CorruptRecordError, ProtocolError
 from ..primitives import read_varint, read_varlong, write_varint, write_varlong

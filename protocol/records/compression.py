@@ -23,7 +23,8 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from ..errors import ConfigError, CorruptRecordError, MissingCodecError
 

@@ -161,14 +161,14 @@ class RowSource:
         self._buffers = None
 
     @property
-    def hdr(self) -> "_Headers | None":
+    def hdr(self) -> _Headers | None:
         """The flattened headers (None when no row has one); checked on first use."""
         if self._hdr is _UNSET:
             hdr = None if self.headers is None else _Headers(self.headers, self.n)
             self._hdr = None if hdr is None or hdr.total == 0 else hdr
         return self._hdr
 
-    def take(self, order: np.ndarray) -> "RowSource":
+    def take(self, order: np.ndarray) -> RowSource:
         """A source of this one's rows in ``order``, its columns copied in that order."""
         index = pa.array(order, pa.int64())
         out = RowSource.__new__(RowSource)
