@@ -12,7 +12,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .error_codes import ERROR_CODES
+
+if TYPE_CHECKING:
+    from .authorization import Authorization
 
 
 class PyKafkaError(Exception):
@@ -71,7 +76,7 @@ class BrokerError(PyKafkaError):
     retriable: bool = False
     description: str = ""
     #: For an authorization failure: its ``protocol.authorization.Authorization``.
-    authorization = None
+    authorization: Authorization | None = None
 
     def __init__(self, message: str | None = None, *, topic: str | None = None,
                  partition: int | None = None):

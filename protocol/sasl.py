@@ -430,7 +430,7 @@ class _JaasReader:
         escapes the next character."""
         start, self.pos = self.pos, self.pos + 1
         quote = self.text[start]
-        out = []
+        out: list[str] = []
         while self.pos < len(self.text):
             ch = self.text[self.pos]
             if ch == quote:

@@ -8,6 +8,8 @@ lets the reference decoder (batch.py) name the problem in that record's batch.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -59,7 +61,7 @@ def decode_arena(p, counts, batch_of_last, topic, partition, start_offset, end_o
         (ts_delta[i:j], offset_delta[i:j], key_start[i:j], key_len[i:j], value_start[i:j],
          value_len[i:j], plain[i:j]) = _fields(a, starts[i:j], ends[i:j], i)
     header_count = None
-    header_parts = None
+    header_parts: Any = None  # (count, key starts, key lengths, value starts, value lengths)
     if not plain.all():
         with_headers = np.flatnonzero(~plain)
         header_parts = _decode_headers(a, (value_start + np.maximum(value_len, 0))[with_headers],

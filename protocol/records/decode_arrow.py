@@ -132,6 +132,7 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
         raise ConfigError(f"topic must be a str, not {type(topic).__name__}")
     if not 0 < max_decompressed <= _MAX_DECOMPRESSED_LIMIT:
         raise ConfigError(f"max_decompressed must be in 1..{_MAX_DECOMPRESSED_LIMIT}")
+    buf: bytes | bytearray | memoryview
     if records is None:
         buf = b""
     elif isinstance(records, (bytes, bytearray)):

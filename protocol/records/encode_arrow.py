@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -124,7 +125,7 @@ def _record_sizes(key_len, value_len, ts_delta_bound, offset_delta, hdr):
     n = key_len.size
     if hdr is None:
         s_h = np.ones(n, dtype=np.int64)
-        header_bytes = 0
+        header_bytes: np.ndarray | int = 0
     else:
         s_h = varint_sizes(zigzag_encode(hdr.count))
         per = (varint_sizes(zigzag_encode(hdr.key_len)) + hdr.key_len
@@ -167,7 +168,7 @@ class RowSource:
         if self._hdr is _UNSET:
             hdr = None if self.headers is None else _Headers(self.headers, self.n)
             self._hdr = None if hdr is None or hdr.total == 0 else hdr
-        return self._hdr
+        return cast("_Headers | None", self._hdr)
 
     def take(self, order: np.ndarray) -> RowSource:
         """A source of this one's rows in ``order``, its columns copied in that order."""
@@ -217,6 +218,7 @@ class RowSource:
             key = ((None, None, None) if self.keys is None else
                    (_starts(self.keys), self.key_len, _data(self.keys)))
             value = (_starts(self.values), self.value_len, _data(self.values))
+            hdr: tuple[Any, ...]
             if self.hdr is None:
                 hdr = (None,) * 8
             else:
