@@ -77,7 +77,7 @@ def _bomb(codec: str, max_size: int, topic, partition, offset):
         topic=topic, partition=partition, offset=offset)
 
 
-def _corrupt(codec: str, err: Exception | str, topic, partition, offset):
+def _corrupt(codec: str, err: object, topic, partition, offset):
     return CorruptRecordError(f"invalid {codec} data: {err}", topic=topic, partition=partition,
                               offset=offset)
 
