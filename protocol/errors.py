@@ -12,12 +12,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from .error_codes import ERROR_CODES
-
-if TYPE_CHECKING:
-    from .authorization import Authorization
 
 
 class PyKafkaError(Exception):
@@ -76,7 +73,7 @@ class BrokerError(PyKafkaError):
     retriable: bool = False
     description: str = ""
     #: For an authorization failure: its ``protocol.authorization.Authorization``.
-    authorization: Authorization | None = None
+    authorization: Any = None  # (not imported here: authorization.py imports this module)
 
     def __init__(self, message: str | None = None, *, topic: str | None = None,
                  partition: int | None = None):
