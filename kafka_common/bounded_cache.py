@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable, Generic, Hashable, TypeVar
+from typing import Generic, TypeVar
+from collections.abc import Callable, Hashable
 
 __all__ = ["BoundedCache"]
 

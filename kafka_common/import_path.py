@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from typing import cast
 
 def connector_zip() -> bytes | None:
     """The bytes of the zip this process imported the connector from, or None."""
@@ -94,7 +95,7 @@ class CarriesImportPath:
     """Mixed into the classes whose objects Spark pickles for its Python workers."""
 
     def __reduce_ex__(self, protocol):
-        return with_import_path(object.__reduce_ex__(self, protocol))
+        return with_import_path(cast(tuple, object.__reduce_ex__(self, protocol)))
 
 
 def _put_on_path(data: bytes) -> None:
@@ -136,7 +137,7 @@ def _put_on_path(data: bytes) -> None:
                 return None
             spec = importlib.util.spec_from_loader(fullname, self, origin=found,
                                                    is_package=package)
-            spec.has_location = False
+            spec.has_location = False  # type: ignore[union-attr]  # a loader: a spec
             return spec
 
         def create_module(self, spec):

@@ -13,7 +13,8 @@ import difflib
 import logging
 import re
 import threading
-from typing import Any, Iterable, Mapping
+from typing import Any, overload
+from collections.abc import Iterable, Mapping
 
 from protocol.errors import ConfigError
 
@@ -64,6 +65,13 @@ class OptionMap:
     def has(self, name: str) -> bool:
         return name.lower() in self.raw
 
+    @overload
+    def get(self, name: str) -> str | None: ...
+    @overload
+    def get(self, name: str, default: str) -> str: ...
+    @overload
+    def get(self, name: str, default: str | None) -> str | None: ...
+
     def get(self, name: str, default: str | None = None) -> str | None:
         value = self.raw.get(name.lower())
         if value is None:
@@ -77,6 +85,13 @@ class OptionMap:
         if value.lower() not in ("true", "false"):
             raise ConfigError(f"{name} must be true or false, got {value!r}")
         return value.lower() == "true"
+
+    @overload
+    def integer(self, name: str, default: int, *, minimum: int = 1,
+                maximum: int = INT64_MAX) -> int: ...
+    @overload
+    def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
+                maximum: int = INT64_MAX) -> int | None: ...
 
     def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
                 maximum: int = INT64_MAX) -> int | None:

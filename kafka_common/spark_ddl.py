@@ -18,6 +18,7 @@ comments are read and dropped: ``from_json`` makes every field nullable.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import pyarrow as pa
 
@@ -60,7 +61,7 @@ class _Parser:
                 if text[pos:].strip() == "":
                     break
                 raise self.error(f"unexpected character {text[pos]!r}", pos)
-            kind = m.lastgroup
+            kind = cast(str, m.lastgroup)  # every alternative of _TOKEN is a named group
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
         self.i = 0
@@ -154,7 +155,7 @@ class _Parser:
     def fields(self, closing: str | None = None) -> list[pa.Field]:
         out, seen = [], set()
         while True:
-            at = self.peek()
+            at = cast("tuple[str, str, int]", self.peek())  # self.name() refuses the end
             name = self.name()
             self.accept(":")
             t = self.data_type()
@@ -162,7 +163,7 @@ class _Parser:
                 self.take("null")
             if self.accept("comment"):
                 self.take(kind="string")
-                while self.peek() is not None and self.peek()[0] == "string":
+                while (nxt := self.peek()) is not None and nxt[0] == "string":
                     self.i += 1     # adjacent literals: one string, as in Spark SQL
             if name in seen:
                 raise self.error(f"field {name!r} appears twice", at[2])

@@ -40,7 +40,7 @@ class Slice:
     size: int  # the sum of the rows' size bounds
     base_sizes: np.ndarray  # each row's record_base_sizes: batch sizing needs no recount
 
-    def cut(self, lo: int, hi: int | None = None) -> "Slice":
+    def cut(self, lo: int, hi: int | None = None) -> Slice:
         """Rows ``[lo, hi)`` of this slice (size left at 0: the caller estimates it)."""
         def part(a):
             return None if a is None else a[lo:hi]

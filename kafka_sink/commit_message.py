@@ -6,7 +6,7 @@ made by the task (``kafka_sink.task``) and read by the driver's commit
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable
+from collections.abc import Iterable
 
 from pyspark.sql.datasource import WriterCommitMessage
 

@@ -251,7 +251,7 @@ def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None,
                                            None if topic is None else [(topic, 0)],
                                            timeout_ms=timeout_ms)
     except BrokerError as e:
-        raise exactly_once_grant(e, prefix)
+        raise exactly_once_grant(e, prefix) from e
     return max((o for o, _ in offsets.values()), default=-1)
 
 

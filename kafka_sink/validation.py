@@ -18,7 +18,7 @@ All of them raise ``ConfigError``.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 

@@ -30,7 +30,8 @@ import dataclasses
 import logging
 import sys
 import time
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 

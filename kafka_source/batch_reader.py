@@ -20,7 +20,7 @@ looks all its open ends up first, in one ListOffsets request per leader
 from __future__ import annotations
 
 import sys
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 

@@ -38,7 +38,8 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Callable, Mapping
+from typing import Any
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger("pykafka.lag")
 

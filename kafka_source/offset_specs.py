@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from protocol.errors import ConfigError
 
@@ -156,5 +156,5 @@ class GlobalTimestamp:
     option: str = "startingTimestamp"
 
 
-OffsetSpec = Union[EarliestOffsets, LatestOffsets, SpecificOffsets, SpecificTimestamps,
-                   GlobalTimestamp]
+OffsetSpec = (EarliestOffsets | LatestOffsets | SpecificOffsets | SpecificTimestamps
+              | GlobalTimestamp)

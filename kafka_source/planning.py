@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Iterable, Mapping, Protocol, Sequence, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
+from collections.abc import Iterable, Mapping, Sequence
 
 from kafka_common.option_map import warn_once
 from kafka_common.retries import missing_topics_message
@@ -74,7 +75,7 @@ class _ListsOffsets(Protocol):
 # ---- topic resolution -------------------------------------------------------------------
 
 def partitions_from_metadata(subscription: Subscription,
-                             metadata: "ClusterMetadata") -> list[TopicPartition]:
+                             metadata: ClusterMetadata) -> list[TopicPartition]:
     """The topic-partitions ``subscription`` selects in ``metadata``, sorted.
 
     As Spark's connector, which lists partitions with its admin client:
@@ -146,7 +147,7 @@ def metadata_topics(subscription: Subscription) -> list[str] | None:
             else sorted({t for t, _ in subscription.partitions}))
 
 
-def fetch_metadata(subscription: Subscription, client) -> "ClusterMetadata":
+def fetch_metadata(subscription: Subscription, client) -> ClusterMetadata:
     """Fresh metadata for ``subscription`` (``metadata_topics``). ``client`` is a
     ``KafkaClient`` (``refresh_metadata``)."""
     return client.refresh_metadata(metadata_topics(subscription))
@@ -157,7 +158,7 @@ def discover_partitions(subscription: Subscription, client) -> list[TopicPartiti
     return partitions_from_metadata(subscription, fetch_metadata(subscription, client))
 
 
-def leader_hosts(metadata: "ClusterMetadata",
+def leader_hosts(metadata: ClusterMetadata,
                  partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
     """The host of each partition's leader, where ``metadata`` knows it."""
     hosts = {}
@@ -408,7 +409,7 @@ def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:
 
 # ---- all together -----------------------------------------------------------------------
 
-def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetRange]:
+def plan_batch(options: ReaderOptions, client, narrowing=None) -> list[OffsetRange]:
     """The input partitions of a batch read: discover the partitions, resolve both ends,
     pair them, narrow them by pushed filters (``pushdown.Narrowing``), split them.
     ``client`` is a ``protocol.cluster.KafkaClient`` (or anything with
@@ -417,7 +418,7 @@ def plan_batch(options: "ReaderOptions", client, narrowing=None) -> list[OffsetR
     return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
 
-def resolve_batch(options: "ReaderOptions", client, narrowing=None
+def resolve_batch(options: ReaderOptions, client, narrowing=None
                   ) -> tuple[list[OffsetRange], dict[TopicPartition, int]]:
     """``plan_batch`` before the split: the narrowed ranges, and the resolved end offset
     of every partition read (also of those whose range came out empty)."""

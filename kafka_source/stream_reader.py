@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources

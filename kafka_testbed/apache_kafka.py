@@ -216,7 +216,7 @@ class KafkaCluster:
 
     # ---- lifecycle ----------------------------------------------------------------------
 
-    def __enter__(self) -> "KafkaCluster":
+    def __enter__(self) -> KafkaCluster:
         self.start()
         return self
 
@@ -224,7 +224,8 @@ class KafkaCluster:
         self.stop()
 
     def __repr__(self) -> str:
-        return f"KafkaCluster({self.version}, nodes={len(self.nodes) or '?'}, {self.bootstrap_or_none()})"
+        nodes = len(self.nodes) or "?"
+        return f"KafkaCluster({self.version}, nodes={nodes}, {self.bootstrap_or_none()})"
 
     @property
     def classpath(self) -> str:
@@ -232,7 +233,7 @@ class KafkaCluster:
             self._classpath = kafka_classpath(self.version)
         return self._classpath
 
-    def start(self) -> "KafkaCluster":
+    def start(self) -> KafkaCluster:
         classpath = self.classpath  # fetch before any port is chosen
         self._dir = Path(tempfile.mkdtemp(prefix=f"kafka-{self.version}-"))
         n = self.node_count
@@ -381,7 +382,8 @@ class KafkaCluster:
         listeners = ",".join(f"{name}://127.0.0.1:{node.ports[name]}"
                              for name in self.listeners + ["CONTROLLER"])
         advertised = ",".join(
-            f"{name}://127.0.0.1:{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
+            f"{name}://127.0.0.1:"
+            f"{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
             for name in self.listeners)
         rf = min(3, n)
         props = {

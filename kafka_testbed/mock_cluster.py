@@ -58,7 +58,8 @@ import ctypes
 import glob
 import os
 import threading
-from typing import Iterable, NamedTuple, Sequence
+from typing import NamedTuple
+from collections.abc import Iterable, Sequence
 
 __all__ = ["MockCluster", "MockRequest", "librdkafka_path"]
 
@@ -237,7 +238,7 @@ class MockCluster:
         if rk:
             self._lib.rd_kafka_destroy(rk)
 
-    def __enter__(self) -> "MockCluster":
+    def __enter__(self) -> MockCluster:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -319,7 +320,8 @@ class MockCluster:
     # -- error injection -------------------------------------------------
 
     def push_request_errors(self, api_key: int, errors: Sequence[int]) -> None:
-        """The next ``len(errors)`` requests of ``api_key`` (to any broker) fail with these codes."""
+        """The next ``len(errors)`` requests of ``api_key`` (to any broker) fail with these
+        codes."""
         arr = (_int * len(errors))(*errors)
         self._lib.rd_kafka_mock_push_request_errors_array(self._mc, api_key, len(errors), arr)
 

@@ -46,7 +46,7 @@ class RegistryServer:
 
     # ---- control ------------------------------------------------------------------------
 
-    def start(self) -> "RegistryServer":
+    def start(self) -> RegistryServer:
         registry = self
 
         class Handler(_Handler):

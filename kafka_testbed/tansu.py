@@ -96,7 +96,7 @@ import threading
 import time
 import uuid
 import weakref
-from typing import Sequence
+from collections.abc import Sequence
 
 __all__ = ["TansuBroker", "TansuStartError", "tansu_binary"]
 
@@ -220,7 +220,7 @@ class _TlsFront:
         while not self._stop.is_set():
             try:
                 conn, _ = self._sock.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 break
@@ -393,7 +393,7 @@ class TansuBroker:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def start(self) -> "TansuBroker":
+    def start(self) -> TansuBroker:
         """Start the broker and wait until it answers; raises :class:`TansuStartError`."""
         if self._proc is not None:
             raise RuntimeError("already started")
@@ -538,7 +538,7 @@ class TansuBroker:
         self._cleanup_logdir()
         self.port = self.backend_port = None
 
-    def __enter__(self) -> "TansuBroker":
+    def __enter__(self) -> TansuBroker:
         if self._proc is None:
             self.start()
         return self

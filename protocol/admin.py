@@ -8,7 +8,8 @@ creates or deletes anything; tests, examples and the benchmark do.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .authorization import request_error
 from .connection import BrokerConnection
@@ -22,6 +23,17 @@ TopicPartition = tuple[str, int]
 
 class AdminRequests:
     """Topic and record administration; mixed into ``KafkaClient``."""
+
+    if TYPE_CHECKING:  # what KafkaClient (cluster.py) brings
+        _metadata: Any
+        metadata: Any
+        refresh_metadata: Any
+        connection: Any
+        _any_connection: Any
+        retrying: Any
+        list_offsets: Any
+        _scatter: Any
+        _by_leader: Any
 
     def _controller(self) -> BrokerConnection:
         meta = self.metadata()

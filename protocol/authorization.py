@@ -24,8 +24,9 @@ Write on a topic may describe it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Mapping, Sequence
+from typing import cast
 
 from .errors import BrokerError
 
@@ -151,6 +152,8 @@ def refine(error: BaseException, *, resource_type: str | None = None,
     details = replace(details, grant=tuple(grant) if grant is not None else details.grant,
                       on=on if on is not None else details.on,
                       advice=advice if advice is not None else details.advice)
-    error.authorization = details
-    error.args = (f"[{error.name} ({error.code})] {authorization_message(details)}",)
+    broker_error = cast(BrokerError, error)  # only a BrokerError carries an authorization
+    broker_error.authorization = details
+    broker_error.args = (
+        f"[{broker_error.name} ({broker_error.code})] {authorization_message(details)}",)
     return error

@@ -29,7 +29,7 @@ class Secret(str):
         return str.__str__(self)
 
 
-def redact(text: str, secret: str) -> str:
+def redact(text: str, secret: str | None) -> str:
     """``text`` with ``secret`` replaced by ``******``, also in the forms an error text
     may carry it: escaped as a Python str or bytes repr would show it, or URL-encoded (a
     form body echoed back)."""

@@ -12,6 +12,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from .error_codes import ERROR_CODES
 
 
@@ -71,7 +73,7 @@ class BrokerError(PyKafkaError):
     retriable: bool = False
     description: str = ""
     #: For an authorization failure: its ``protocol.authorization.Authorization``.
-    authorization = None
+    authorization: Any = None  # (not imported here: authorization.py imports this module)
 
     def __init__(self, message: str | None = None, *, topic: str | None = None,
                  partition: int | None = None):
@@ -83,7 +85,7 @@ class BrokerError(PyKafkaError):
 
     @staticmethod
     def for_code(code: int, message: str | None = None, *, topic: str | None = None,
-                 partition: int | None = None) -> "BrokerError":
+                 partition: int | None = None) -> BrokerError:
         cls = _BY_CODE.get(code)
         if cls is None:
             cls = type(f"UnknownError{code}", (BrokerError,),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def encode_request_header(out: bytearray, api: Api, version: int, correlation_id
 
 
 def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None,
-                   body: dict) -> bytearray:
+                   body: dict[str, Any]) -> bytearray:
     """A whole frame: int32 size, header, body (the bytearray it was built in: a Produce
     frame holds megabytes of records, which are not copied once more)."""
     out = bytearray(b"\0\0\0\0")
@@ -56,7 +57,7 @@ def encode_request(api: Api, version: int, correlation_id: int, client_id: str |
     return out
 
 
-def decode_response_header(api: Api, version: int, frame) -> tuple[int, int]:
+def decode_response_header(api: Api, version: int, frame: p.Buffer) -> tuple[int, int]:
     """Returns ``(correlation_id, body_start)``."""
     correlation_id, pos = p.read_int32(frame, 0)
     if api.response_header_version(version) >= 1:
@@ -73,7 +74,7 @@ def decode_response_header(api: Api, version: int, frame) -> tuple[int, int]:
 def _uninitialised(size: int) -> memoryview:
     """A writable buffer of ``size`` bytes that are not zeroed first (numpy's empty: the
     pages are touched once, by the receive that fills them)."""
-    return memoryview(np.empty(size, dtype=np.uint8)).cast("B")
+    return np.empty(size, dtype=np.uint8).data.cast("B")
 
 
 class FrameBuffer:
@@ -99,7 +100,7 @@ class FrameBuffer:
         self._frame: memoryview | None = None  # a large frame being received in place
         self._filled = 0
 
-    def feed(self, data) -> list[memoryview]:
+    def feed(self, data: p.Buffer) -> list[memoryview]:
         """Take bytes already received; returns the frames now complete."""
         frames: list[memoryview] = []
         view = memoryview(data).cast("B")
@@ -135,7 +136,7 @@ class FrameBuffer:
         return self._cut()
 
     def _cut(self) -> list[memoryview]:
-        frames = []
+        frames: list[memoryview] = []
         buf, start, end = self._scratch, self._start, self._end
         while end - start >= 4:
             size = _SIZE.unpack_from(buf, start)[0]
@@ -190,7 +191,7 @@ class ClientFraming:
         self._in_flight: deque[InFlight] = deque()
         self._next_id = 0
 
-    def request(self, api: Api, version: int, body: dict,
+    def request(self, api: Api, version: int, body: dict[str, Any],
                 expect_response: bool = True) -> tuple[int, bytearray]:
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
@@ -208,7 +209,7 @@ class ClientFraming:
         """No request waits for its answer and no byte of one is buffered."""
         return not self._in_flight and not self._frames.pending
 
-    def receive_data(self, data: bytes) -> list[tuple[int, dict]]:
+    def receive_data(self, data: bytes) -> list[tuple[int, dict[str, Any]]]:
         """Feed received bytes; returns ``[(correlation_id, response_body), ...]``."""
         return self._responses(self._frames.feed(data))
 
@@ -216,11 +217,11 @@ class ClientFraming:
         """Where to receive the next bytes (``sock.recv_into``), then call ``received``."""
         return self._frames.receive_buffer()
 
-    def received(self, n: int) -> list[tuple[int, dict]]:
+    def received(self, n: int) -> list[tuple[int, dict[str, Any]]]:
         """``n`` bytes arrived in ``receive_buffer()``: the responses now complete."""
         return self._responses(self._frames.received(n))
 
-    def _responses(self, frames) -> list[tuple[int, dict]]:
+    def _responses(self, frames: list[memoryview]) -> list[tuple[int, dict[str, Any]]]:
         out = []
         for frame in frames:
             if not self._in_flight:
@@ -236,7 +237,7 @@ class ClientFraming:
         return out
 
 
-def decode_response_body(api: Api, version: int, body) -> dict:
+def decode_response_body(api: Api, version: int, body: p.Buffer) -> dict[str, Any]:
     if api.key == 18 and version > 0 and len(body) >= 2:
         # A broker that does not know our ApiVersions version answers in v0 with
         # UNSUPPORTED_VERSION (35) and its own version ranges.

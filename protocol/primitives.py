@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import struct
 import uuid as _uuid
+from collections.abc import Callable
+from typing import Any, TypeAlias
 
 from .errors import ProtocolError
 
@@ -23,25 +25,29 @@ _FLOAT64 = struct.Struct(">d")
 
 ZERO_UUID = _uuid.UUID(int=0)
 
+# What the readers read from: a response's bytes or a view into them.
+Buffer: TypeAlias = "bytes | bytearray | memoryview"
 
-def _need(buf, pos: int, size: int, what: str) -> None:
+
+def _need(buf: Buffer, pos: int, size: int, what: str) -> None:
     if size < 0 or pos + size > len(buf):
         raise ProtocolError(
             f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left")
 
 
-def _fixed(st: struct.Struct, what: str):
+def _fixed(st: struct.Struct, what: str) -> tuple[Callable[[Buffer, int], tuple[Any, int]],
+                                                  Callable[[bytearray, Any], None]]:
     size = st.size
     unpack_from = st.unpack_from
     pack = st.pack
 
-    def read(buf, pos: int):
+    def read(buf: Buffer, pos: int) -> tuple[Any, int]:
         if pos + size > len(buf):
             raise ProtocolError(
                 f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left")
         return unpack_from(buf, pos)[0], pos + size
 
-    def write(out: bytearray, value) -> None:
+    def write(out: bytearray, value: Any) -> None:
         try:
             out += pack(value)
         except struct.error as e:
@@ -59,7 +65,7 @@ read_uint32, write_uint32 = _fixed(_UINT32, "uint32")
 read_float64, write_float64 = _fixed(_FLOAT64, "float64")
 
 
-def read_boolean(buf, pos: int):
+def read_boolean(buf: Buffer, pos: int) -> tuple[bool, int]:
     _need(buf, pos, 1, "boolean")
     return buf[pos] != 0, pos + 1
 
@@ -68,18 +74,18 @@ def write_boolean(out: bytearray, value: bool) -> None:
     out.append(1 if value else 0)
 
 
-def read_uuid(buf, pos: int):
+def read_uuid(buf: Buffer, pos: int) -> tuple[_uuid.UUID, int]:
     _need(buf, pos, 16, "uuid")
     return _uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
 
 
-def write_uuid(out: bytearray, value) -> None:
+def write_uuid(out: bytearray, value: _uuid.UUID | None) -> None:
     out += (value or ZERO_UUID).bytes
 
 
 # ---- variable-length integers -------------------------------------------------------------
 
-def read_unsigned_varint(buf, pos: int, max_bytes: int = 5):
+def read_unsigned_varint(buf: Buffer, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     """Unsigned LEB128; ``max_bytes`` is 5 for 32-bit values and 10 for 64-bit values."""
     bits = 32 if max_bytes <= 5 else 64
     result = 0
@@ -116,7 +122,7 @@ def zigzag_decode(value: int) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-def read_varint(buf, pos: int):
+def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     raw, pos = read_unsigned_varint(buf, pos, 5)
     return zigzag_decode(raw), pos
 
@@ -127,7 +133,7 @@ def write_varint(out: bytearray, value: int) -> None:
     write_unsigned_varint(out, zigzag_encode(value, 32))
 
 
-def read_varlong(buf, pos: int):
+def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     raw, pos = read_unsigned_varint(buf, pos, 10)
     return zigzag_decode(raw), pos
 
@@ -145,21 +151,21 @@ def write_varlong(out: bytearray, value: int) -> None:
 
 MAX_STRING_BYTES = 0x7FFF
 
-def _slice(buf, pos: int, length: int, what: str):
+def _slice(buf: Buffer, pos: int, length: int, what: str) -> tuple[Buffer, int]:
     if length > len(buf) - pos:
         raise ProtocolError(
             f"{what} length {length} exceeds the {len(buf) - pos} bytes left at position {pos}")
     return buf[pos:pos + length], pos + length
 
 
-def _decode_utf8(raw, what: str) -> str:
+def _decode_utf8(raw: Buffer, what: str) -> str:
     try:
         return bytes(raw).decode("utf-8")
     except UnicodeDecodeError as e:
         raise ProtocolError(f"{what} is not valid UTF-8") from e
 
 
-def read_string(buf, pos: int, nullable: bool = False):
+def read_string(buf: Buffer, pos: int, nullable: bool = False) -> tuple[str | None, int]:
     length, pos = read_int16(buf, pos)
     if length < 0:
         if nullable and length == -1:
@@ -180,7 +186,8 @@ def write_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def read_compact_string(buf, pos: int, nullable: bool = False):
+def read_compact_string(buf: Buffer, pos: int,
+                        nullable: bool = False) -> tuple[str | None, int]:
     n, pos = read_unsigned_varint(buf, pos)
     if n == 0:
         if nullable:
@@ -203,7 +210,7 @@ def write_compact_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def read_bytes(buf, pos: int, nullable: bool = False):
+def read_bytes(buf: Buffer, pos: int, nullable: bool = False) -> tuple[Buffer | None, int]:
     """INT32-length bytes; returns a zero-copy slice of ``buf`` (a memoryview if buf is one)."""
     length, pos = read_int32(buf, pos)
     if length < 0:
@@ -213,7 +220,7 @@ def read_bytes(buf, pos: int, nullable: bool = False):
     return _slice(buf, pos, length, "bytes")
 
 
-def write_bytes(out: bytearray, value) -> None:
+def write_bytes(out: bytearray, value: Buffer | None) -> None:
     if value is None:
         out += _INT32.pack(-1)
         return
@@ -221,7 +228,8 @@ def write_bytes(out: bytearray, value) -> None:
     out += value
 
 
-def read_compact_bytes(buf, pos: int, nullable: bool = False):
+def read_compact_bytes(buf: Buffer, pos: int,
+                       nullable: bool = False) -> tuple[Buffer | None, int]:
     n, pos = read_unsigned_varint(buf, pos)
     if n == 0:
         if nullable:
@@ -230,7 +238,7 @@ def read_compact_bytes(buf, pos: int, nullable: bool = False):
     return _slice(buf, pos, n - 1, "compact bytes")
 
 
-def write_compact_bytes(out: bytearray, value) -> None:
+def write_compact_bytes(out: bytearray, value: Buffer | None) -> None:
     if value is None:
         out.append(0)
         return
@@ -240,7 +248,8 @@ def write_compact_bytes(out: bytearray, value) -> None:
 
 # ---- array counts -------------------------------------------------------------------------
 
-def read_array_count(buf, pos: int, compact: bool, nullable: bool = False):
+def read_array_count(buf: Buffer, pos: int, compact: bool,
+                     nullable: bool = False) -> tuple[int | None, int]:
     """An array's element count; None for a null array. Each element takes at least one
     byte, so a count above the bytes left is rejected before any list is built."""
     if compact:

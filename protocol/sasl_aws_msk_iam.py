@@ -88,11 +88,12 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     return _hmac(_hmac(_hmac(key, region), service), "aws4_request")
 
 
-def presign(credentials: AwsCredentials, host: str, region: str, when: _dt.datetime, *,
+def presign(credentials: AwsCredentials, host: str, region: str | None, when: _dt.datetime, *,
             params: dict[str, str] | None = None,
             expires: int = EXPIRES_S, service: str = SERVICE) -> list[tuple[str, str]]:
     """The query parameters of a SigV4 presigned ``GET https://host/?params``: the
-    operation's, then the auth ones (in botocore's order), then ``X-Amz-Signature``."""
+    operation's, then the auth ones (in botocore's order), then ``X-Amz-Signature``. No
+    ``region`` is a ConfigError."""
     if not region:
         raise ConfigError("AWS MSK IAM: no AWS region (none in the broker host name; set "
                           "the AWS_REGION environment variable)")
@@ -116,7 +117,7 @@ def presign(credentials: AwsCredentials, host: str, region: str, when: _dt.datet
     return query + [("X-Amz-Signature", signature)]
 
 
-def msk_iam_payload(credentials: AwsCredentials, host: str, region: str,
+def msk_iam_payload(credentials: AwsCredentials, host: str, region: str | None,
                     when: _dt.datetime, user_agent: str) -> bytes:
     """The AWS_MSK_IAM client message for the broker at ``host``."""
     query = presign(credentials, host, region, when)
@@ -125,7 +126,7 @@ def msk_iam_payload(credentials: AwsCredentials, host: str, region: str,
     return json.dumps(payload, separators=(",", ":")).encode("utf-8")
 
 
-def msk_oauth_token(credentials: AwsCredentials, region: str, when: _dt.datetime,
+def msk_oauth_token(credentials: AwsCredentials, region: str | None, when: _dt.datetime,
                     user_agent: str) -> str:
     """The OAUTHBEARER token of AWS's MSK IAM signer: base64url of the presigned URL."""
     host = f"kafka.{region}.amazonaws.com"

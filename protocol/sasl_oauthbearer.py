@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 from .config import redact
 from .errors import AuthenticationError, ConfigError, ProtocolError
@@ -97,7 +98,7 @@ class OAuthBearerMechanism(Mechanism):
         self._token: str | None = token  # kept only to redact a broker's echo of it
         self.extension_names = tuple(check_extensions(extensions))
         self.hint = hint
-        self.server_status: dict | None = None
+        self.server_status: dict[str, Any] | None = None
         self._state = "initial"
 
     def __repr__(self) -> str:
@@ -154,7 +155,7 @@ class OAuthBearerMechanism(Mechanism):
         return "; ".join(parts)
 
 
-def _parse_status(challenge: bytes) -> dict:
+def _parse_status(challenge: bytes) -> dict[str, Any]:
     """The broker's JSON error status (RFC 7628 section 3.2.2); ProtocolError if the bytes
     are not a JSON object of strings."""
     if len(challenge) > _MAX_CHALLENGE:

@@ -26,13 +26,19 @@ encoders are compiled once per (message, version) and cached.
 from __future__ import annotations
 
 from dataclasses import dataclass, field as dc_field
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any, TypeAlias, cast
 
 from . import primitives as p
 from .errors import ProtocolError
 
 UNKNOWN_TAGS = "_unknown_tagged_fields"
 _MISSING = object()
+
+# A reader returns (value, next position); a writer appends a value's bytes.
+Reader: TypeAlias = Callable[[p.Buffer, int], tuple[Any, int]]
+Writer: TypeAlias = Callable[[bytearray, Any], None]
+Codec: TypeAlias = tuple[Reader, Writer]
 
 
 # ---- version ranges -----------------------------------------------------------------------
@@ -44,7 +50,7 @@ class Versions:
     hi: int | None
 
     @classmethod
-    def parse(cls, spec: "str | Versions | None") -> "Versions":
+    def parse(cls, spec: str | Versions | None) -> Versions:
         if isinstance(spec, Versions):
             return spec
         if spec is None or spec == "none":
@@ -60,7 +66,7 @@ class Versions:
     def __contains__(self, version: int) -> bool:
         return version >= self.lo and (self.hi is None or version <= self.hi)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[int]:
         if self.hi is None:
             raise ValueError("cannot iterate an open-ended version range")
         return iter(range(self.lo, self.hi + 1))
@@ -70,7 +76,7 @@ class Versions:
 
 @dataclass
 class Struct:
-    fields: list["F"]
+    fields: list[F]
 
 
 @dataclass
@@ -95,14 +101,20 @@ class F:
             return False
         return self.tagged is None or version in self.tagged
 
-    def default_value(self):
+    def default_value(self) -> Any:
         if self.default is not _MISSING:
             return self.default
-        nullable_somewhere = self.nullable.hi is None or self.nullable.lo <= self.nullable.hi
+        nullable = _parsed(self.nullable)
+        nullable_somewhere = nullable.hi is None or nullable.lo <= nullable.hi
         return None if nullable_somewhere else _type_default(self.type)
 
 
-def _type_default(t):
+def _parsed(versions: str | Versions | None) -> Versions:
+    """A range ``__post_init__`` has parsed (the fields are typed as they are given)."""
+    return cast(Versions, versions)
+
+
+def _type_default(t: Any) -> Any:
     if isinstance(t, list) or (isinstance(t, str) and t.startswith("[")):
         return []
     if isinstance(t, Struct):
@@ -117,30 +129,35 @@ class Message:
     versions: str | Versions
     fields: list[F]
     flexible: str | Versions | None = None
-    _compiled: dict = dc_field(default_factory=dict, repr=False)
+    _compiled: dict[int, tuple[Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+                               Callable[[bytearray, dict[str, Any]], None]]] = dc_field(
+        default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.versions = Versions.parse(self.versions)
         self.flexible = Versions.parse(self.flexible)
 
     def is_flexible(self, version: int) -> bool:
-        return version in self.flexible
+        return version in _parsed(self.flexible)
 
-    def _codec(self, version: int):
+    def _codec(self, version: int) -> tuple[Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+                                           Callable[[bytearray, dict[str, Any]], None]]:
         codec = self._compiled.get(version)
         if codec is None:
-            if version not in self.versions:
+            if version not in _parsed(self.versions):
                 raise ValueError(f"version {version} outside {self.versions}")
             codec = _compile_struct(self.fields, version, self.is_flexible(version))
             self._compiled[version] = codec
         return codec
 
-    def encode(self, version: int, value: dict, out: bytearray | None = None) -> bytearray:
+    def encode(self, version: int, value: dict[str, Any],
+               out: bytearray | None = None) -> bytearray:
         out = bytearray() if out is None else out
         self._codec(version)[1](out, value)
         return out
 
-    def decode(self, version: int, buf, pos: int = 0, *, exact: bool = True):
+    def decode(self, version: int, buf: p.Buffer, pos: int = 0, *,
+               exact: bool = True) -> tuple[dict[str, Any], int]:
         """Decode a body; returns ``(dict, end_pos)``. ``exact`` rejects trailing bytes."""
         try:
             value, end = self._codec(version)[0](buf, pos)
@@ -152,7 +169,7 @@ class Message:
             raise ProtocolError(f"{len(buf) - end} unexpected trailing bytes after the message")
         return value, end
 
-    def describe(self, version: int) -> list[tuple]:
+    def describe(self, version: int) -> list[tuple[str, str, Any]]:
         """The non-tagged field tree of a version, with the guide's type names:
         ``[(name, TYPE, children_or_None), ...]``; an array is ``ARRAY`` / ``COMPACT_ARRAY``
         (nullable or not: the guide cannot tell) with its element fields, or its element TYPE
@@ -169,7 +186,7 @@ class Api:
 
     @property
     def versions(self) -> Versions:
-        return self.request.versions
+        return _parsed(self.request.versions)
 
     def request_header_version(self, version: int) -> int:
         return 2 if self.request.is_flexible(version) else 1
@@ -202,20 +219,20 @@ def _guide_name(t: str, compact: bool, nullable: bool) -> str:
     return ("COMPACT_" if compact else "") + ("NULLABLE_" if nullable else "") + base
 
 
-def _primitive_codec(t: str, compact: bool, nullable: bool):
+def _primitive_codec(t: str, compact: bool, nullable: bool) -> Codec:
     if t in _FIXED:
-        return _FIXED[t][0], _FIXED[t][1]
+        return _FIXED[t][0], cast(Writer, _FIXED[t][1])
     if t == "string":
-        rd = p.read_compact_string if compact else p.read_string
-        wr = p.write_compact_string if compact else p.write_string
+        read_s = p.read_compact_string if compact else p.read_string
+        write_s = p.write_compact_string if compact else p.write_string
 
-        def read_str(buf, pos):
-            return rd(buf, pos, nullable)
+        def read_str(buf: p.Buffer, pos: int) -> tuple[str | None, int]:
+            return read_s(buf, pos, nullable)
 
-        def write_str(out, v):
+        def write_str(out: bytearray, v: str | None) -> None:
             if v is None and not nullable:
                 raise ValueError("null value for a non-nullable string")
-            wr(out, v)
+            write_s(out, v)
         return read_str, write_str
     if t in ("bytes", "records"):
         rd = p.read_compact_bytes if compact else p.read_bytes
@@ -223,11 +240,11 @@ def _primitive_codec(t: str, compact: bool, nullable: bool):
         copy = t == "bytes"
         nullable = nullable or t == "records"
 
-        def read_b(buf, pos):
+        def read_b(buf: p.Buffer, pos: int) -> tuple[p.Buffer | None, int]:
             v, pos = rd(buf, pos, nullable)
             return (bytes(v) if copy and v is not None else v), pos
 
-        def write_b(out, v):
+        def write_b(out: bytearray, v: p.Buffer | None) -> None:
             if v is None and not nullable:
                 raise ValueError("null value for non-nullable bytes")
             wr(out, v)
@@ -235,22 +252,23 @@ def _primitive_codec(t: str, compact: bool, nullable: bool):
     raise TypeError(f"unknown primitive type {t!r}")
 
 
-def _field_codec(f: F, version: int, flexible: bool):
+def _field_codec(f: F, version: int, flexible: bool) -> Codec:
     """Reader and writer for one field's value (not its tag framing)."""
     t = f.type
-    nullable = version in f.nullable
+    nullable = version in _parsed(f.nullable)
     if isinstance(t, Struct):
         rd, wr = _compile_struct(t.fields, version, flexible)
         if not nullable:
             return rd, wr
 
-        def read_opt(buf, pos):  # nullable structs carry a leading int8: -1 null, 1 present
+        # nullable structs carry a leading int8: -1 null, 1 present
+        def read_opt(buf: p.Buffer, pos: int) -> tuple[Any, int]:
             marker, pos = p.read_int8(buf, pos)
             if marker < 0:
                 return None, pos
             return rd(buf, pos)
 
-        def write_opt(out, v):
+        def write_opt(out: bytearray, v: Any) -> None:
             if v is None:
                 out.append(0xFF)
             else:
@@ -266,22 +284,22 @@ def _field_codec(f: F, version: int, flexible: bool):
     return _primitive_codec(t, flexible, nullable)
 
 
-def _array_codec(erd, ewr, compact: bool, nullable: bool):
+def _array_codec(erd: Reader, ewr: Writer, compact: bool, nullable: bool) -> Codec:
     read_count = p.read_array_count
     write_count = p.write_array_count
 
-    def read_array(buf, pos):
+    def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
         n, pos = read_count(buf, pos, compact, nullable)
         if n is None:
             return None, pos
-        items = []
+        items: list[Any] = []
         append = items.append
         for _ in range(n):
             item, pos = erd(buf, pos)
             append(item)
         return items, pos
 
-    def write_array(out, items):
+    def write_array(out: bytearray, items: list[Any] | None) -> None:
         if items is None:
             if not nullable:
                 raise ValueError("null value for a non-nullable array")
@@ -293,21 +311,24 @@ def _array_codec(erd, ewr, compact: bool, nullable: bool):
     return read_array, write_array
 
 
-def _compile_struct(fields: list[F], version: int, flexible: bool):
-    plain: list[tuple[str, Callable, Callable, Any]] = []
-    tagged: dict[int, tuple[str, Callable, Callable, Any]] = {}
+def _compile_struct(fields: list[F], version: int, flexible: bool) -> tuple[
+        Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+        Callable[[bytearray, dict[str, Any]], None]]:
+    plain: list[tuple[str, Reader, Writer, Any]] = []
+    tagged: dict[int, tuple[str, Reader, Writer, Any]] = {}
     absent: list[tuple[str, Any]] = []
     for f in fields:
-        if version not in f.versions:
+        if version not in _parsed(f.versions):
             absent.append((f.name, f.default_value()))
             continue
         rd, wr = _field_codec(f, version, flexible)
         default = f.default_value()
-        if default is None and version not in f.nullable and not isinstance(f.type, Struct):
+        if (default is None and version not in _parsed(f.nullable)
+                and not isinstance(f.type, Struct)):
             default = _type_default(f.type)  # null default only where null can be written
         entry = (f.name, rd, wr, default)
         if f.is_tagged(version, flexible):
-            tagged[f.tag] = entry
+            tagged[cast(int, f.tag)] = entry
             absent.append((f.name, f.default_value()))  # a tagged field may be left out
         else:
             plain.append(entry)
@@ -315,17 +336,17 @@ def _compile_struct(fields: list[F], version: int, flexible: bool):
     plain_write = [(name, wr, default) for name, _, wr, default in plain]
     tags_in_order = sorted(tagged.items())
 
-    def decode(buf, pos):
-        d = {}
+    def decode(buf: p.Buffer, pos: int) -> tuple[dict[str, Any], int]:
+        d: dict[str, Any] = {}
         for name, default in absent:
             d[name] = list(default) if type(default) is list else default
-        for name, rd in plain_read:
-            d[name], pos = rd(buf, pos)
+        for name, read in plain_read:
+            d[name], pos = read(buf, pos)
         if flexible:
             pos = _read_tagged_section(buf, pos, tagged, d)
         return d, pos
 
-    def encode(out, d):
+    def encode(out: bytearray, d: dict[str, Any]) -> None:
         get = d.get
         for name, wr, default in plain_write:
             v = get(name, _MISSING)
@@ -336,7 +357,9 @@ def _compile_struct(fields: list[F], version: int, flexible: bool):
     return decode, encode
 
 
-def _read_tagged_section(buf, pos, tagged, d):
+def _read_tagged_section(buf: p.Buffer, pos: int,
+                         tagged: dict[int, tuple[str, Reader, Writer, Any]],
+                         d: dict[str, Any]) -> int:
     count, pos = p.read_unsigned_varint(buf, pos)
     if count > len(buf) - pos:
         raise ProtocolError(f"tagged field count {count} exceeds the bytes left")
@@ -364,8 +387,10 @@ def _read_tagged_section(buf, pos, tagged, d):
     return pos
 
 
-def _write_tagged_section(out, d, tags_in_order):
-    items = []
+def _write_tagged_section(out: bytearray, d: dict[str, Any],
+                          tags_in_order: list[tuple[int, tuple[str, Reader, Writer, Any]]]
+                          ) -> None:
+    items: list[tuple[int, bytes | bytearray]] = []
     for tag, (name, _, wr, default) in tags_in_order:
         v = d.get(name, default)
         if v is None or v == default:
@@ -378,18 +403,18 @@ def _write_tagged_section(out, d, tags_in_order):
         items.extend((tag, raw) for tag, raw in unknown.items() if tag not in dict(items))
         items.sort(key=lambda item: item[0])
     p.write_unsigned_varint(out, len(items))
-    for tag, body in items:
+    for tag, raw in items:
         p.write_unsigned_varint(out, tag)
-        p.write_unsigned_varint(out, len(body))
-        out += body
+        p.write_unsigned_varint(out, len(raw))
+        out += raw
 
 
-def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple]:
-    rows = []
+def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple[str, str, Any]]:
+    rows: list[tuple[str, str, Any]] = []
     for f in fields:
-        if version not in f.versions or f.is_tagged(version, flexible):
+        if version not in _parsed(f.versions) or f.is_tagged(version, flexible):
             continue
-        nullable = version in f.nullable
+        nullable = version in _parsed(f.nullable)
         t = f.type
         # The guide's BNF cannot show whether an array may be null, so an array is ARRAY or
         # COMPACT_ARRAY whatever its nullability (which the round-trip tests cover instead).

@@ -24,7 +24,7 @@ _PREFIX = "kafka.ssl."
 def _readable_path(option: str, path: object) -> str:
     """The path as a string, after checking the file exists and can be read."""
     try:
-        name = os.fspath(path)  # type: ignore[arg-type]
+        name = os.fspath(path)  # type: ignore[call-overload]
     except TypeError:
         raise ConfigError(f"{_PREFIX}{option} must be a file path, "
                           f"not {type(path).__name__}") from None

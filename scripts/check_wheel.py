@@ -78,7 +78,7 @@ def main() -> None:
     def refuse(*args, **kwargs):
         raise AssertionError("the compiled path fell back to the pure one")
 
-    report = {"python": "%d.%d" % sys.version_info[:2], "origin": accel.origin(),
+    report = {"python": "{}.{}".format(*sys.version_info[:2]), "origin": accel.origin(),
               "decoder": accel.module().__file__, "encoder": accel.encoder().__file__,
               "codecs": {}}
     for codec in ("none", "lz4", "zstd"):

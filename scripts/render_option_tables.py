@@ -48,7 +48,7 @@ def render(text: str) -> str:
             raise SystemExit(f"docs/options.md needs exactly one '<!-- BEGIN {name} ... -->' ... "
                              f"'<!-- END {name} -->' block")
         fresh = table(name)
-        text = pattern.sub(lambda m: m.group(1) + fresh + "\n" + m.group(3), text)
+        text = pattern.sub(lambda m, fresh=fresh: m.group(1) + fresh + "\n" + m.group(3), text)
     return text
 
 

@@ -12,7 +12,7 @@ to as well, goes through the proxy (the broker's own traffic does not);
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 from kafka_testbed import KafkaCluster, TansuBroker
 from protocol.cluster import KafkaClient

@@ -3,7 +3,7 @@ each with whatever bytes the test scripted (or nothing, or a closed socket)."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from .scripted_broker import ScriptedBroker, correlation_id, frame
 

@@ -15,9 +15,9 @@ sends (a nonce that does not extend the client's, an iteration count out of boun
 signature...), ``reply`` replaces the whole answer to a request with raw bytes (frame
 sizes, counts and lengths near 2**31), ``auth_error`` fails SaslAuthenticate with a
 message of its choice (or made from the client's token), ``session_lifetime_ms`` is the
-session lifetime granted with a successful authentication (KIP-368; 0: none). Every request is recorded (``requests``: API keys), and
-``closed_by_client`` is set when the client hangs up. The socket side is
-``tests.scripted_broker.ScriptedBroker``.
+session lifetime granted with a successful authentication (KIP-368; 0: none). Every request
+is recorded (``requests``: API keys), and ``closed_by_client`` is set when the client hangs
+up. The socket side is ``tests.scripted_broker.ScriptedBroker``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import json
 import re
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.errors import ProtocolError
 from protocol.schemas import (API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, SASL_AUTHENTICATE,
@@ -66,10 +66,10 @@ class FakeSaslBroker(ScriptedBroker):
 
     # ---- serving ------------------------------------------------------------------------
 
-    def open_session(self) -> "_Session":
+    def open_session(self) -> _Session:
         return _Session()
 
-    def answer(self, frame: bytes, s: "_Session") -> bytes | None:
+    def answer(self, frame: bytes, s: _Session) -> bytes | None:
         req = Request.read(frame)
         self.requests.append(req.api_key)
         if self.reply_hook is not None:
@@ -115,7 +115,7 @@ class FakeSaslBroker(ScriptedBroker):
             return None  # Fetch (or anything else): the connection is closed
         return response_frame(api, req.version, req.correlation_id, answer)
 
-    def _authenticate(self, s: "_Session", token: bytes) -> dict:
+    def _authenticate(self, s: _Session, token: bytes) -> dict:
         def fail(message: str) -> dict:
             return {"error_code": 58, "error_message": message, "auth_bytes": b"",
                     "session_lifetime_ms": 0}
@@ -199,7 +199,7 @@ class FakeSaslBroker(ScriptedBroker):
         return ok(final.encode())
 
 
-    def _oauthbearer(self, s: "_Session", message: bytes, ok, fail) -> dict:
+    def _oauthbearer(self, s: _Session, message: bytes, ok, fail) -> dict:
         """Kafka's OAuthBearerSaslServer: the client initial response's grammar, then the
         token check; a refused token gets a JSON status, and the client's ``\x01`` answer
         to it SASL_AUTHENTICATION_FAILED with that status as the message."""

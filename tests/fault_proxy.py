@@ -184,7 +184,7 @@ class FaultProxy:
         for t in list(self._threads):
             t.join(5)
 
-    def __enter__(self) -> "FaultProxy":
+    def __enter__(self) -> FaultProxy:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -200,7 +200,7 @@ class FaultProxy:
         while not self._stop.is_set():
             try:
                 client, _ = self._server.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             except OSError:
                 return

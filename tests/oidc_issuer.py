@@ -49,7 +49,7 @@ class OidcIssuer:
         self.clients, self.token_ttl_s = clients, token_ttl_s
         self._process: subprocess.Popen | None = None
 
-    def __enter__(self) -> "OidcIssuer":
+    def __enter__(self) -> OidcIssuer:
         ensure_installed()
         env = dict(os.environ, OIDC_CLIENTS=json.dumps(self.clients),
                    OIDC_TOKEN_TTL=str(self.token_ttl_s))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 from kafka_testbed import TansuBroker
 from protocol.schemas import API_VERSIONS, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE

@@ -19,7 +19,7 @@ import socket
 import struct
 import threading
 from dataclasses import dataclass
-from typing import Iterable
+from collections.abc import Iterable
 
 from protocol import primitives as p
 from protocol.schema import Api
@@ -52,7 +52,7 @@ class Request:
     header_end: int  # where the client id ends (header v2 tagged fields follow)
 
     @classmethod
-    def read(cls, request_frame: bytes) -> "Request":
+    def read(cls, request_frame: bytes) -> Request:
         api_key, pos = p.read_int16(request_frame, 0)
         version, pos = p.read_int16(request_frame, pos)
         cid, pos = p.read_int32(request_frame, pos)
@@ -177,7 +177,7 @@ class ScriptedBroker:
                                            or accepted < self._connections):
             try:
                 conn, _ = self._server.accept()
-            except (socket.timeout, OSError):
+            except (TimeoutError, OSError):
                 continue
             accepted += 1
             t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
@@ -224,7 +224,7 @@ class ScriptedBroker:
         while len(buf) < n:
             try:
                 chunk = conn.recv(n - len(buf))
-            except socket.timeout:
+            except TimeoutError:
                 if self._stop.is_set():
                     return None
                 continue

@@ -37,7 +37,7 @@ def test_threads_never_push_it_past_its_limit():
 
     def fill(base: int) -> None:
         for i in range(2000):
-            cache.get_or_make(base + i, lambda: i)
+            cache.get_or_make(base + i, lambda i=i: i)
 
     threads = [threading.Thread(target=fill, args=(n * 10_000,)) for n in range(4)]
     for t in threads:

@@ -178,7 +178,7 @@ def test_batch_read_needs_read_on_its_topics(secured):
     assert read(bob(secured, subscribe="r-in")) == [b"v"]
     assert read(bob(secured, assign='{"r-in":[0]}')) == [b"v"]
     for strategy in ({"subscribe": "closed"}, {"assign": '{"closed":[0]}'}):
-        said = refused(lambda: read(bob(secured, **strategy)))
+        said = refused(lambda strategy=strategy: read(bob(secured, **strategy)))
         assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic "
                 "'closed' (Metadata): grant the principal Read and Describe on it") in said
     seen = parse_reader_options(alice(secured, subscribe="d-seen"))
@@ -277,8 +277,8 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
         stream = KafkaStreamReader(parse_reader_options(
             bob(secured, subscribePattern="^(r-in|closed)$", failOnDataLoss=lossy),
             for_streaming=True))
-        said = refused(lambda: stream.partitions({"closed": {"0": 0}, "r-in": {"0": 0}},
-                                                 {"r-in": {"0": 1}}))
+        said = refused(lambda stream=stream: stream.partitions(
+            {"closed": {"0": 0}, "r-in": {"0": 0}}, {"r-in": {"0": 1}}))
         stream.stop()
         assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
                 "Read and Describe on it") in said

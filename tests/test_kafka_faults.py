@@ -139,7 +139,7 @@ class SourceProducer:
             self.producer.poll(0)
             time.sleep(period)
 
-    def start(self) -> "SourceProducer":
+    def start(self) -> SourceProducer:
         self._thread.start()
         return self
 

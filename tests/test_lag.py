@@ -15,7 +15,6 @@ import json
 import time
 
 import pytest
-from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from kafka_source.lag import (KafkaLagListener, java_double, offsets_behind_latest,
                               source_lag, with_lag_metrics)

@@ -360,7 +360,9 @@ def test_google_token_shape_fits_kafkas_grammar():
     value = token_value("ya29.a0Af-x_y", 1_800_000_000, "sa@p.iam.gserviceaccount.com",
                         1_799_996_400)
     header, claims, access = value.split(".")
-    decode = lambda part: __import__("base64").urlsafe_b64decode(part + "=" * (-len(part) % 4))
+    def decode(part):
+        return __import__("base64").urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
     assert json.loads(decode(header)) == {"typ": "JWT", "alg": "GOOG_OAUTH2_TOKEN"}
     assert json.loads(decode(claims)) == {"exp": 1_800_000_000, "iat": 1_799_996_400,
                                           "iss": "Google", "scope": "kafka",

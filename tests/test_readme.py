@@ -198,6 +198,23 @@ def test_make_docs_builds_the_site_strictly_and_ci_runs_it_after_the_tests():
     assert steps[:2] == ["test", "docs"], steps
 
 
+def test_ci_runs_make_lint_after_the_docs():
+    makefile = read("Makefile")
+    assert re.search(r"^lint: \$\(STAMP\)\n\t\$\(VENV\)/bin/ruff check \.\n", makefile, re.M)
+    for step in ("ruff format --check .", "-m mypy"):
+        assert step in makefile.split("\nlint: ", 1)[1].split("\n\n", 1)[0], step
+    steps = re.findall(r"^make ([\w-]+)$", read(".ci/run"), re.M)
+    assert steps.index("lint") == steps.index("docs") + 1, steps
+
+
+def test_ruff_and_mypy_are_pinned_in_the_dev_extra():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        dev = tomllib.load(f)["project"]["optional-dependencies"]["dev"]
+    assert [d for d in dev if d.startswith(("ruff", "mypy"))] == ["ruff==0.17.5", "mypy==2.4.1"]
+
+
 def test_mkdocs_is_pinned_in_the_dev_extra():
     import tomllib
 

@@ -88,7 +88,7 @@ def _records(n, start=0, seed=0, headers=True):
     return [B.Record(start + i, TS + rnd.randrange(-500, 500),
                      None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 20)),
                      None if rnd.random() < 0.1 else rnd.randbytes(rnd.randrange(0, 300)),
-                     tuple(("h%d" % j, None if rnd.random() < 0.3 else rnd.randbytes(j))
+                     tuple((f"h{j}", None if rnd.random() < 0.3 else rnd.randbytes(j))
                            for j in range(rnd.randrange(0, 4))) if headers else ())
             for i in range(n)]
 

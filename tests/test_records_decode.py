@@ -54,7 +54,7 @@ def make_batch(offsets, *, value_size=20, headers=False, seed=0, **kw):
     recs = [B.Record(o, TS + rnd.randrange(-1000, 1000),
                      None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 12)),
                      None if rnd.random() < 0.1 else rnd.randbytes(value_size),
-                     (("h%d" % o, None if o % 2 else b"v"),) if headers else ())
+                     ((f"h{o}", None if o % 2 else b"v"),) if headers else ())
             for o in offsets]
     return B.build_batch(recs, **kw), recs
 
@@ -171,7 +171,7 @@ def test_negative_timestamp_deltas_and_ancient_timestamps():
 def test_headers_with_null_values_and_many_headers():
     recs = [B.Record(0, TS, None, b"a", ()),
             B.Record(1, TS, None, b"b", (("a", None), ("b", b""), ("", b"x"))),
-            B.Record(2, TS, b"k", None, tuple(("k%d" % i, b"%d" % i) for i in range(40)))]
+            B.Record(2, TS, b"k", None, tuple((f"k{i}", b"%d" % i) for i in range(40)))]
     batch, _ = decode(B.build_batch(recs), include_headers=True)
     assert rows(batch) == expected_rows(recs)
     assert batch.column("headers").to_pylist()[0] is None

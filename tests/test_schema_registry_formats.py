@@ -106,7 +106,7 @@ def test_protobuf_values_read_as_from_protobuf_types_them(mock_cluster, registry
     de = ProtobufDeserializer(shop.Order, {"use.deprecated.format": False})
     back = de(written[0], ctx)
     assert rows[0]["id"] == back.id == 7 and rows[0]["customer"] == back.customer
-    assert rows[0]["lines"] == [{"sku": l.sku, "qty": l.qty} for l in back.lines]
+    assert rows[0]["lines"] == [{"sku": line.sku, "qty": line.qty} for line in back.lines]
     assert rows[0]["counts"] == list(back.counts.items())
     assert rows[0]["status"] == "PAID" and rows[0]["discount"] == 0.0  # set: present
     assert rows[0]["at"].timestamp() == back.at.seconds
@@ -199,7 +199,7 @@ def test_writer_protobuf_and_json_bytes_read_by_confluent_s_deserializers(regist
     assert out[0][:6] == b"\x00" + (1).to_bytes(4, "big") + b"\x00"
     order = ProtobufDeserializer(shop.Order, {"use.deprecated.format": False})(out[0], ctx)
     assert (order.id, order.customer, order.status, order.discount) == (7, "ann", 1, 0.5)
-    assert [(l.sku, l.qty) for l in order.lines] == [("a", 2)]
+    assert [(line.sku, line.qty) for line in order.lines] == [("a", 2)]
     assert dict(order.counts) == {"x": 3} and order.at.ToDatetime(dt.timezone.utc) == at
 
     out = _encode(registry, "json", spark_schema, batch, **{"auto.register.schemas": "true"})

@@ -44,7 +44,8 @@ def test_protobuf_message_indexes_and_ids_in_headers():
     assert "message index" in f.reasons[3]
     # The same on a slice (Arrow offsets not starting at 0).
     g = read_frames(values.slice(1, 3), protobuf=True, headers=headers.slice(1, 3))
-    assert g.ids.tolist() == [3, 9, 4]  # a bad index still names its id and g.indexes == {0: (1, 2), 1: (2,)}
+    # a bad index still names its id and g.indexes == {0: (1, 2), 1: (2,)}
+    assert g.ids.tolist() == [3, 9, 4]
 
 
 def test_sink_framing_keeps_nulls_and_handles_slices():

@@ -237,7 +237,7 @@ def test_parsed_options_never_show_the_password(jaas):
     writer = parse_writer_options({k: v for k, v in options.items() if k != "subscribe"})
     for parsed in (reader, streaming, writer):
         for text in (repr(parsed), str(parsed), repr(parsed.client_config),
-                     str(parsed.client_config), f"{parsed!r:}", "%s" % (parsed,)):
+                     str(parsed.client_config), f"{parsed!r:}", "%s" % (parsed,)):  # noqa: UP031
             assert PASSWORD not in text
         # ... yet it survives pickling (the executors need it) and reaches the wire.
         clone = pickle.loads(pickle.dumps(parsed))

@@ -59,7 +59,8 @@ JOB = textwrap.dedent('''
 
     from pyspark.sql import SparkSession
 
-    bootstrap, topic, rows, partitions = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    bootstrap, topic = sys.argv[1], sys.argv[2]
+    rows, partitions = int(sys.argv[3]), int(sys.argv[4])
     spark = SparkSession.builder.appName("pykafka-ship-test").getOrCreate()
     report = {"master": spark.sparkContext.master}
 
@@ -442,7 +443,7 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfi
     by_id = {int(key[1:]): (key, value, partition, offset)
              for key, value, partition, offset in rows}
     assert sorted(by_id) == list(range(ROWS))
-    for i, (key, value, partition, offset) in by_id.items():
+    for i, (key, value, partition, _offset) in by_id.items():
         assert (key, value, partition) == (f"k{i:05d}", f"v{i:05d}", i % PARTITIONS)
     for p in range(PARTITIONS):
         offsets = sorted(offset for _, _, partition, offset in rows if partition == p)

@@ -71,7 +71,7 @@ def test_rows_become_batches_within_the_size_limit_in_order():
     batcher.flush()
     got = decoded(producer)
     total = 0
-    for (topic, partition), entries in got.items():
+    for (_topic, partition), entries in got.items():
         sequence = 0
         values = []
         for header, records in entries:

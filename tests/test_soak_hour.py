@@ -123,7 +123,7 @@ class HourSampler:
             except Exception as e:  # noqa: BLE001 - reported by the test
                 self.errors.append(e)
 
-    def __enter__(self) -> "HourSampler":
+    def __enter__(self) -> HourSampler:
         self._thread.start()
         return self
 

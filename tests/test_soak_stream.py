@@ -43,7 +43,7 @@ import threading
 import time
 import uuid
 from contextlib import contextmanager
-from typing import Iterator
+from collections.abc import Iterator
 
 import confluent_kafka
 import pytest
@@ -101,7 +101,7 @@ class Sampler:
                                      sum(open_fds(p) for p in pids), len(pids)))
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self._thread.start()
         return self
 

@@ -51,7 +51,7 @@ def log_of(bootstrap: str, topic: str, partitions: int, from_earliest: bool = Fa
                 part = client.fetch({(topic, p): offset})[(topic, p)]
                 data = bytes(part["records"] or b"")
                 moved = False
-                for pos, base, size, _ in iter_batches(data):
+                for pos, _base, size, _ in iter_batches(data):
                     h = parse_header(data, pos)
                     if h.base_offset + h.last_offset_delta < offset:
                         continue

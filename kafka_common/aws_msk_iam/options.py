@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocol.config import Secret
@@ -80,7 +81,7 @@ class MskIamFactory:
 
     credentials: MskCredentials
     user_agent: str = USER_AGENT
-    clock: object = None  # tests: a callable returning the signing datetime
+    clock: Callable[[], _dt.datetime] | None = None  # tests: the signing datetime
 
     def __call__(self, host: str) -> AwsMskIamMechanism:
         region = region_from_host(host) or _env_region()
@@ -98,7 +99,7 @@ class MskOAuthSource:
     region: str | None = None
     user_agent: str = USER_AGENT
 
-    def for_host(self, host: str) -> "MskOAuthSource":
+    def for_host(self, host: str) -> MskOAuthSource:
         if self.region:
             return self
         return MskOAuthSource(self.credentials, _env_region() or region_from_host(host),
@@ -121,7 +122,7 @@ class MskOAuthSource:
         when = _dt.datetime.fromtimestamp(int(now), _dt.timezone.utc)
         credentials = self.credentials.resolve()
         token = msk_oauth_token(credentials, self.region, when, self.user_agent)
-        expires_at = int(now) + EXPIRES_S
+        expires_at: float = int(now) + EXPIRES_S
         if credentials.expires_at is not None:
             expires_at = min(expires_at, credentials.expires_at)
         return BearerToken(Secret(token), expires_at, "", int(now))

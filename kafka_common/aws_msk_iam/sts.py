@@ -21,6 +21,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import xml.etree.ElementTree as ET
+from typing import Any
 
 from protocol.config import Secret
 from protocol.errors import AuthenticationError, ConfigError
@@ -103,8 +104,10 @@ def assume_role(base: AwsCredentials, role_arn: str, session_name: str,
     try:
         root = ET.fromstring(document)
         creds = root.find(f"{_NS}AssumeRoleResult/{_NS}Credentials")
-        values = {name: creds.find(_NS + name).text for name in
-                  ("AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration")}
+        # a missing element is None, whose .find or .text is the AttributeError caught below
+        values: dict[str, Any] = {
+            name: creds.find(_NS + name).text  # type: ignore[union-attr]
+            for name in ("AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration")}
     except (ET.ParseError, AttributeError):
         raise AuthenticationError(f"STS AssumeRole of {role_arn}: the answer is not an "
                                   "AssumeRoleResponse") from None

@@ -9,6 +9,7 @@
 """
 
 import importlib
+from typing import Any
 
 # Imported on first use (PEP 562): a writer's process never loads the decoder (nor the
 # pyarrow.compute it needs), a planner neither codec; each such import costs a fresh Python
@@ -22,7 +23,7 @@ _LAZY = {"DEFAULT_MAX_DECOMPRESSED": "compression", "codec_id": "compression",
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -31,5 +32,5 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))

@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import struct
 import warnings
-from typing import Iterable, NamedTuple, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, cast
 
 from ..errors import CorruptRecordError, ProtocolError
-from ..primitives import read_varint, read_varlong, write_varint, write_varlong
+from ..primitives import Buffer, read_varint, read_varlong, write_varint, write_varlong
 from . import compression as _compression
 
 # ---- header layout -------------------------------------------------------------------------
@@ -92,15 +93,15 @@ _NOT_LOADED = object()
 #: package looks its own version up when imported (``importlib.metadata`` scans every
 #: ``sys.path`` entry, and Spark's processes have ``pyspark.zip`` there: about 0.3 s), a cost
 #: that processes which never check a CRC (Spark's planner processes) need not pay.
-_crc32c_native = _NOT_LOADED
+_crc32c_native: object = _NOT_LOADED
 
 
-def _load_native_crc32c():
+def _load_native_crc32c() -> Callable[[Buffer, int], int] | None:
     global _crc32c_native
     try:
         from crc32c import crc32c as native
     except ImportError:  # exercised by a test that hides the package
-        native = None
+        native = None  # type: ignore[assignment]  # None: no package
     _crc32c_native = native
     return native
 
@@ -122,7 +123,7 @@ def _crc32c_table() -> list[int]:
     return _CRC32C_TABLE
 
 
-def crc32c_python(data, value: int = 0) -> int:
+def crc32c_python(data: Buffer, value: int = 0) -> int:
     """CRC-32C (Castagnoli) in pure Python: slow, used only without the ``crc32c`` package."""
     table = _crc32c_table()
     crc = value ^ 0xFFFFFFFF
@@ -131,13 +132,13 @@ def crc32c_python(data, value: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def crc32c(data, value: int = 0) -> int:
+def crc32c(data: Buffer, value: int = 0) -> int:
     """CRC-32C of ``data`` (continuing from ``value``), as record batches v2 use."""
     native = _crc32c_native
     if native is _NOT_LOADED:
         native = _load_native_crc32c()
     if native is not None:
-        return native(data, value)
+        return cast("Callable[[Buffer, int], int]", native)(data, value)
     global _warned_slow_crc
     if not _warned_slow_crc:
         _warned_slow_crc = True
@@ -203,7 +204,7 @@ class BatchHeader(NamedTuple):
         return LOG_OVERHEAD + self.batch_length
 
 
-def parse_header(buf, pos: int = 0) -> BatchHeader:
+def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
     """Unpack the header at ``pos``; the caller has checked that 61 bytes are there."""
     return BatchHeader(*HEADER_STRUCT.unpack_from(buf, pos))
 
@@ -217,7 +218,7 @@ class Record(NamedTuple):
     timestamp: int
     key: bytes | None
     value: bytes | None
-    headers: tuple = ()  # of (str, bytes | None)
+    headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp_type: int = CREATE_TIME
 
 
@@ -239,11 +240,13 @@ def control_type(key: bytes | None) -> int | None:
     """The type of a control record from its key; None when the key is not one."""
     if key is None or len(key) < 4:
         return None
-    return struct.unpack_from(">hh", key)[1]
+    return cast(int, struct.unpack_from(">hh", key)[1])
 
 
-def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, value,
-                  headers: Iterable = (), attributes: int = 0) -> None:
+def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int,
+                  key: bytes | None, value: bytes | None,
+                  headers: Iterable[tuple[str, bytes | None]] = (),
+                  attributes: int = 0) -> None:
     """Append one record, length prefix included, to ``out``."""
     body = bytearray()
     body.append(attributes & 0xFF)
@@ -270,7 +273,8 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int, key, 
     out += body
 
 
-def build_batch(records: Sequence, *, base_offset: int | None = None, compression=0,
+def build_batch(records: Sequence[Any], *, base_offset: int | None = None,
+                compression: str | int = 0,
                 compression_level: int | None = None, timestamp_type: int = CREATE_TIME,
                 transactional: bool = False, control: bool = False,
                 delete_horizon: bool = False, producer_id: int = -1, producer_epoch: int = -1,
@@ -293,13 +297,14 @@ def build_batch(records: Sequence, *, base_offset: int | None = None, compressio
         max_timestamp = max((r.timestamp for r in recs), default=-1)
     if last_offset_delta is None:
         last_offset_delta = (recs[-1].offset - base_offset) if recs else 0
-    body = bytearray()
+    encoded = bytearray()
     for r in recs:
-        encode_record(body, r.offset - base_offset, r.timestamp - base_timestamp, r.key,
+        encode_record(encoded, r.offset - base_offset, r.timestamp - base_timestamp, r.key,
                       r.value, r.headers)
+    body: bytes | bytearray = encoded
     codec = _compression.codec_id(compression)
     if codec:
-        body = _compression.compress(codec, bytes(body), level=compression_level)
+        body = _compression.compress(codec, bytes(encoded), level=compression_level)
     attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
                   | (TRANSACTIONAL_MASK if transactional else 0)
                   | (CONTROL_MASK if control else 0)
@@ -326,9 +331,10 @@ def build_control_batch(control_type_: int, *, offset: int, producer_id: int,
                        producer_epoch=producer_epoch, base_sequence=-1)
 
 
-def check_header(h: BatchHeader, *, topic=None, partition=None) -> None:
+def check_header(h: BatchHeader, *, topic: str | None = None,
+                 partition: int | None = None) -> None:
     """The header checks every decoder applies before touching the records."""
-    def bad(msg):
+    def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=h.base_offset)
     if h.magic != MAGIC_V2:
         raise bad(f"record batch has magic {h.magic}, expected {MAGIC_V2}")
@@ -343,9 +349,10 @@ def check_header(h: BatchHeader, *, topic=None, partition=None) -> None:
                   f"{h.last_offset_delta}")
 
 
-def records_section(buf, pos: int, h: BatchHeader, *, topic=None, partition=None,
+def records_section(buf: Buffer, pos: int, h: BatchHeader, *, topic: str | None = None,
+                    partition: int | None = None,
                     max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-                    verify_crc: bool = True):
+                    verify_crc: bool = True) -> Buffer:
     """The (decompressed) records bytes of the complete batch at ``pos``, CRC checked."""
     end = pos + h.size
     view = memoryview(buf)[pos:end]
@@ -355,7 +362,7 @@ def records_section(buf, pos: int, h: BatchHeader, *, topic=None, partition=None
             raise CorruptRecordError(
                 f"record batch CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
                 topic=topic, partition=partition, offset=h.base_offset)
-    data = view[RECORDS_OFFSET:]
+    data: Buffer = view[RECORDS_OFFSET:]
     if h.compression:
         data = _compression.decompress(h.compression, data, max_size=max_decompressed,
                                        topic=topic, partition=partition, offset=h.base_offset)
@@ -369,7 +376,8 @@ def records_section(buf, pos: int, h: BatchHeader, *, topic=None, partition=None
     return data
 
 
-def parse_records(data, h: BatchHeader, *, topic=None, partition=None) -> list[Record]:
+def parse_records(data: Buffer, h: BatchHeader, *, topic: str | None = None,
+                  partition: int | None = None) -> list[Record]:
     """Decode the records of a batch one by one (the reference for the vectorised path)."""
     out = []
     pos = 0
@@ -439,7 +447,8 @@ def parse_records(data, h: BatchHeader, *, topic=None, partition=None) -> list[R
     return out
 
 
-def decode_batch(buf, pos: int = 0, *, topic=None, partition=None,
+def decode_batch(buf: Buffer, pos: int = 0, *, topic: str | None = None,
+                 partition: int | None = None,
                  max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
                  verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
     """Reference decoder of the complete v2 batch at ``pos``."""
@@ -456,7 +465,7 @@ def decode_batch(buf, pos: int = 0, *, topic=None, partition=None,
     return h, parse_records(data, h, topic=topic, partition=partition)
 
 
-def iter_batches(buf):
+def iter_batches(buf: Buffer) -> Iterator[tuple[int, int, int, int]]:
     """Yield ``(position, base_offset, size, magic)`` of each complete entry (v0, v1 or v2)
     in a RECORDS blob; stops quietly at a truncated trailing entry."""
     n = len(buf)

@@ -23,7 +23,8 @@ from __future__ import annotations
 import importlib
 import struct
 import zlib
-from typing import Callable, NamedTuple
+from typing import NamedTuple
+from collections.abc import Callable
 
 from ..errors import ConfigError, CorruptRecordError, MissingCodecError
 
@@ -76,7 +77,7 @@ def _bomb(codec: str, max_size: int, topic, partition, offset):
         topic=topic, partition=partition, offset=offset)
 
 
-def _corrupt(codec: str, err: Exception | str, topic, partition, offset):
+def _corrupt(codec: str, err: object, topic, partition, offset):
     return CorruptRecordError(f"invalid {codec} data: {err}", topic=topic, partition=partition,
                               offset=offset)
 

@@ -24,6 +24,7 @@ import struct
 import zlib
 
 from ..errors import CorruptRecordError
+from ..primitives import Buffer
 from . import compression as _compression
 from .batch import CREATE_TIME, LOG_APPEND_TIME, LOG_OVERHEAD, NO_TIMESTAMP_TYPE, Record
 
@@ -37,7 +38,9 @@ TIMESTAMP_TYPE_MASK = 0x08
 MIN_MESSAGE_SIZE = {0: 14, 1: 22}
 
 
-def _message(buf, pos: int, *, topic, partition, verify_crc: bool):
+def _message(buf: Buffer, pos: int, *, topic: str | None, partition: int | None,
+             verify_crc: bool) -> tuple[int, int, int, int, memoryview | None,
+                                        memoryview | None]:
     """Parse the entry at ``pos`` (complete, bounds checked by the caller).
 
     Returns (offset, magic, attributes, timestamp, key, value).
@@ -45,7 +48,7 @@ def _message(buf, pos: int, *, topic, partition, verify_crc: bool):
     offset, size, crc, magic, attributes = _ENTRY.unpack_from(buf, pos)
     end = pos + LOG_OVERHEAD + size
 
-    def bad(msg):
+    def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=offset)
 
     if magic not in MIN_MESSAGE_SIZE:
@@ -61,7 +64,7 @@ def _message(buf, pos: int, *, topic, partition, verify_crc: bool):
     if magic == 1:
         (timestamp,) = _INT64.unpack_from(buf, p)
         p += 8
-    blobs = []
+    blobs: list[memoryview | None] = []
     for what in ("key", "value"):
         if p + 4 > end:
             raise bad(f"message {what} length runs past the message")
@@ -76,13 +79,14 @@ def _message(buf, pos: int, *, topic, partition, verify_crc: bool):
     return offset, magic, attributes, timestamp, blobs[0], blobs[1]
 
 
-def _timestamp_fields(magic, attributes, timestamp):
+def _timestamp_fields(magic: int, attributes: int, timestamp: int) -> tuple[int, int]:
     if magic == 0:
         return -1, NO_TIMESTAMP_TYPE
     return timestamp, LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
 
-def decode_entry(buf, pos: int, *, topic=None, partition=None,
+def decode_entry(buf: Buffer, pos: int, *, topic: str | None = None,
+                 partition: int | None = None,
                  max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
                  verify_crc: bool = True) -> tuple[list[Record], int]:
     """Decode the complete legacy entry at ``pos``: its records and the entry's offset (the
@@ -95,7 +99,7 @@ def decode_entry(buf, pos: int, *, topic=None, partition=None,
         return [Record(offset, ts, None if key is None else bytes(key),
                        None if value is None else bytes(value), (), ts_type)], offset
 
-    def bad(msg):
+    def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=offset)
 
     if codec not in (_compression.GZIP, _compression.SNAPPY, _compression.LZ4):
@@ -145,7 +149,8 @@ def decode_entry(buf, pos: int, *, topic=None, partition=None,
     return out, offset
 
 
-def decode_message_set(buf, *, topic=None, partition=None,
+def decode_message_set(buf: Buffer, *, topic: str | None = None,
+                       partition: int | None = None,
                        max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
                        verify_crc: bool = True) -> tuple[list[Record], int | None]:
     """Decode every complete entry of a magic 0/1 message set.

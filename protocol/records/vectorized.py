@@ -293,7 +293,7 @@ def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int,
 def walk_records_general(data, count: int, limit: int, start: int = 0):
     """Like ``walk_records`` but for any varint length; stops at the first record whose
     prefix is malformed or runs past ``limit``. Returns (ends, error message or None)."""
-    ends = []
+    ends: list[int] = []
     p = start
     for _ in range(count):
         raw = shift = 0

@@ -226,10 +226,10 @@ def _import(package: str, paths: dict) -> dict:
             fullname = f"{package}.{name}"
             spec = spec_from_file_location(fullname, path,
                                            loader=ExtensionFileLoader(fullname, path))
-            module = module_from_spec(spec)
+            module = module_from_spec(spec)  # type: ignore[arg-type]  # a path: a spec
             sys.modules[fullname] = module
             modules[name] = module
-            spec.loader.exec_module(module)
+            spec.loader.exec_module(module)  # type: ignore[union-attr]  # the loader given
     except BaseException:
         for name in modules:
             sys.modules.pop(f"{package}.{name}", None)

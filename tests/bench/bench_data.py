@@ -51,7 +51,7 @@ class DataSet:
     def payload_mb(self) -> float:
         return self.records * self.record_bytes / 1e6
 
-    def head(self, records: int) -> "DataSet":
+    def head(self, records: int) -> DataSet:
         """The first ``records`` of this data set (rounded down to whole partitions' worth),
         the same number from each partition."""
         per = max(1, min(records, self.records) // self.partitions)
@@ -67,7 +67,7 @@ class DataSet:
                 f"stored {self.wire_bytes / 1e6:,.0f} MB ({ratio:.1f}x)")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pool(value_size: int, count: int = 512, seed: int = 7) -> np.ndarray:
     """``count`` distinct JSON-like texts of exactly ``value_size`` bytes, as uint8 rows."""
     rng = np.random.default_rng(seed + value_size)

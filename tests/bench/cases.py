@@ -1,13 +1,12 @@
 """The benchmark cases that need no Spark: the wire limit, the decoders and pykafka's
-one-process read (the peers' reads and writes are in peers.py). Each returns the seconds it took (and checks the
-record count, so a fast wrong answer cannot pass for a fast right one)."""
+one-process read (the peers' reads and writes are in peers.py). Each returns the seconds it
+took (and checks the record count, so a fast wrong answer cannot pass for a fast right one)."""
 
 from __future__ import annotations
 
 import os
 import time
 
-import pyarrow as pa
 
 # Fetch sizes of the reader's defaults (kafka.max.partition.fetch.bytes, fetch.max.bytes):
 # the wire limit is measured with what the reader asks for.

@@ -8,11 +8,11 @@ Run as ``python jvm_child.py <spec.json> <results.json>`` (``mode`` in the spec:
 ``bench``, ``first-write`` to time the first ``df.write`` of a fresh session phase by
 phase, ``latency`` for the streaming latency of both connectors and of Spark's floor for
 a Python streaming source, micro-batch by micro-batch, or ``scale`` for the ``scale``
-section's curves: scale_cases.py). Every timed case runs ``warmups`` times per connector first (the JVM's JIT needs
-two or three), then ``rounds`` times with the connectors interleaved; each timed round
-records the CPU seconds of every process kind (this driver, Spark's JVM, its Python
-workers, the broker, whose pid the spec gives). Results are written as they come, so a
-killed child keeps some.
+section's curves: scale_cases.py). Every timed case runs ``warmups`` times per connector
+first (the JVM's JIT needs two or three), then ``rounds`` times with the connectors
+interleaved; each timed round records the CPU seconds of every process kind (this driver,
+Spark's JVM, its Python workers, the broker, whose pid the spec gives). Results are written
+as they come, so a killed child keeps some.
 """
 
 from __future__ import annotations
@@ -314,7 +314,7 @@ class SteadyProducer:
         except BaseException as e:  # noqa: BLE001 - reported by the caller
             self.error = e
 
-    def start(self) -> "SteadyProducer":
+    def start(self) -> SteadyProducer:
         self._thread.start()
         return self
 

@@ -148,7 +148,8 @@ def main(argv=None) -> int:
                               * 1e6 / args.rows, 2) for k in kinds}
             print(f"  {fmt:8s} {m:.3f} s  {args.rows / m / 1e3:,.0f} k rows/s  CPU s per M "
                   f"rows: {json.dumps(per_m)}")
-        print(f"  ours / floor: {statistics.median(seconds['floor']) / statistics.median(seconds['pykafka']):.2f}")
+        ratio = statistics.median(seconds["floor"]) / statistics.median(seconds["pykafka"])
+        print(f"  ours / floor: {ratio:.2f}")
 
         with KafkaClient(bootstrap_servers=bootstrap) as client:  # the last topic's batches
             topic = topics[-1]
@@ -200,7 +201,7 @@ def main(argv=None) -> int:
                                    capture_output=True, timeout=60)
                 for _ in range(6):
                     write(fmt)
-                for name, pid in (("broker", broker_pids[0]), ("spark", spark_pid)):
+                for _name, pid in (("broker", broker_pids[0]), ("spark", spark_pid)):
                     subprocess.run(["jcmd", str(pid), "JFR.stop", f"name={fmt}"],
                                    capture_output=True, timeout=60)
                 for name, path in paths.items():

@@ -263,7 +263,7 @@ class RssSampler:
             self.samples += 1
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "RssSampler":
+    def __enter__(self) -> RssSampler:
         self._thread.start()
         return self
 

@@ -82,7 +82,7 @@ class SteadyProducer:
                 time.sleep(delay)
         self.producer.flush(30)
 
-    def start(self) -> "SteadyProducer":
+    def start(self) -> SteadyProducer:
         self._thread.start()
         return self
 
@@ -194,7 +194,7 @@ def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
                                     partition_max_bytes=4 << 20).get(tp) or {}
                 records = part.get("records") or b""
                 moved = False
-                for pos, base, size, magic in iter_batches(records):
+                for pos, _base, _size, magic in iter_batches(records):
                     if magic != 2:
                         continue
                     h = parse_header(records, pos)
@@ -263,7 +263,7 @@ class WorkerCounter:
             self.peak = max(self.peak, len(forked_workers()))
             self._stop.wait(self.interval)
 
-    def __enter__(self) -> "WorkerCounter":
+    def __enter__(self) -> WorkerCounter:
         self._thread.start()
         return self
 

@@ -22,7 +22,7 @@ import struct
 import time
 import tracemalloc
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from protocol.errors import AuthenticationError, ProtocolError
 from protocol.framing import ClientFraming, FrameBuffer
