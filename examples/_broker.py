@@ -49,7 +49,7 @@ def kafka(bootstrap_servers: str | None):
 def create_topic(bootstrap: str, cluster, name: str, partitions: int) -> None:
     """Create ``name`` unless it exists (the mock cluster has no CreateTopics API: on it
     the topic is created through librdkafka, or must exist already)."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.errors import UnsupportedVersionError
 
     with KafkaClient(bootstrap_servers=bootstrap) as client:

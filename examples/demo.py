@@ -24,7 +24,7 @@ import pyarrow as pa
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)  # run from a checkout without installing
 
-from protocol.cluster import KafkaClient  # noqa: E402
+from protocol.client.cluster import KafkaClient  # noqa: E402
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError  # noqa: E402
 from protocol.records import decode_records, encode_batch  # noqa: E402
 

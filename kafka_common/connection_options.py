@@ -35,7 +35,7 @@ CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
     "and, for the writer, its idempotent producer id) for the next task; 0 closes it after "
     "each task, -1 keeps it while the worker lives. See docs/pool.md.")
 
-#: The backoff of every retry (protocol.retry's policy), named as Kafka's clients name it,
+#: The backoff of every retry (protocol.client.retry's policy), named as Kafka's clients name it,
 #: the same for the reader and the writer: (name, default, meaning).
 RETRY_BACKOFF_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("kafka.retry.backoff.ms", "100",

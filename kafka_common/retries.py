@@ -8,8 +8,8 @@ same path (``with_retries``, the same defaults, ``kafka.max.block.ms`` as an upp
 so a write to the same mistake fails as fast and says the same thing:
 
 - ``with_retries``: a lookup tried ``attempts`` times, ``interval_ms`` apart, under the
-  library's one retry policy (``protocol.retry``); what it retries is the caller's
-  selection of ``protocol.retry.RETRIABLE`` (by default any failure of the cluster, as
+  library's one retry policy (``protocol.client.retry``); what it retries is the caller's
+  selection of ``protocol.client.retry.RETRIABLE`` (by default any failure of the cluster, as
   Spark's ``withRetries``; the writer's topic check leaves authorization failures out);
   an error that comes from the options (``ConfigError``) fails at once, since another
   attempt cannot change it; when the attempts run out, a connection or timeout error says
@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable, Iterable
 
-from protocol.retry import RetryPolicy, is_kafka_failure
+from protocol.client.retry import RetryPolicy, is_kafka_failure
 
 __all__ = ["ATTEMPTS", "INTERVAL_MS", "with_retries", "missing_topics_message"]
 
@@ -46,7 +47,7 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
                  between: Callable[[], None] | None = None,
                  deadline: float | None = None,
                  retriable: Callable[[BaseException], bool] = is_kafka_failure) -> T:
-    """``call()`` under ``protocol.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
+    """``call()`` under ``protocol.client.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
     (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
     (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning naming ``what``. ``between`` runs
     before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
-from protocol.retry import Attempts
+from protocol.client.retry import Attempts
 
 __all__ = ["SEQUENCE_MODULUS", "ProduceError", "next_sequence", "restamp", "Batch",
            "Partition", "Request", "REJECTED", "REFRESH", "FENCED", "DUPLICATE", "GAP",
@@ -69,7 +69,7 @@ class Batch:
     in_flight: bool = False
     acked: bool = False
     rejected: bool = False  # the last answer says the broker did not write it
-    #: the sends of this batch (``kafka.retries``), a ``protocol.retry.Attempts``
+    #: the sends of this batch (``kafka.retries``), a ``protocol.client.retry.Attempts``
     tries: Attempts | None = None
     last_error: str | None = None
 
@@ -85,7 +85,7 @@ class Partition:
     next_sequence: int = 0
     resend: bool = False  # restart from the oldest once nothing is in flight
     retry_at: float = 0.0
-    #: the resends in a row (their backoff), a ``protocol.retry.Attempts``; None once
+    #: the resends in a row (their backoff), a ``protocol.client.retry.Attempts``; None once
     #: the broker acknowledged a batch again
     resends: Attempts | None = None
     leader: int | None = None

@@ -1,6 +1,6 @@
 """What a Produce answer means for each batch it answers (``TaskProducer`` mixes
 ``ProduceAnswers`` in; its state lives there): acknowledged, resent from the partition's
-oldest unacknowledged batch after the resend backoff (``protocol.retry``), a new producer
+oldest unacknowledged batch after the resend backoff (``protocol.client.retry``), a new producer
 id to take first (a gap in the sequence), or the task's end (fenced, refused, an error
 that is not retriable). The module doc of ``kafka_sink.producer`` gives the rules."""
 

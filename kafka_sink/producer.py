@@ -13,7 +13,7 @@ partition, up to ``max.request.size`` bytes of batches; at most
 at most that many batches of one partition are in flight: the broker remembers the last
 five of an idempotent producer). Answers come back in order on a connection; the producer
 waits on whichever connections have something to read
-(``protocol.connection.wait_readable``).
+(``protocol.client.connection.wait_readable``).
 
 Idempotence (the default)
 -------------------------
@@ -33,7 +33,7 @@ The answer to a batch decides its fate:
   ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
   still in flight is answered, refreshes the metadata when the leader may have moved, backs
   off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter:
-  ``protocol.retry``) and resends every unacknowledged batch from the oldest, in order,
+  ``protocol.client.retry``) and resends every unacknowledged batch from the oldest, in order,
   unchanged.
 - OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
   partition is still unacknowledged, this is the echo of that batch's failure and is
@@ -71,16 +71,16 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from kafka_common.retries import ATTEMPTS
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
-from protocol.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
-from protocol.connection import wait_readable
+from protocol.client.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
+from protocol.client.connection import wait_readable
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.primitives import ZERO_UUID
-from protocol.retry import RetryPolicy, pause_until
-from protocol.transactions import MAX_TXN_PRODUCE_VERSION
+from protocol.client.retry import RetryPolicy, pause_until
+from protocol.client.transactions import MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (SEQUENCE_MODULUS, Batch, Partition, ProduceError, Request,
                           first_uncertain, next_sequence)
@@ -136,7 +136,7 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         if self._own_client:
             self.client.close()
 
-    def __enter__(self) -> "TaskProducer":
+    def __enter__(self) -> TaskProducer:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,7 +3,7 @@ fetched, carried over between tasks, renewed after a gap, and the transactional 
 
 Producer ids that outlive a task
 --------------------------------
-A write task checks its client out of the Python worker's pool (``protocol.pool``), and
+A write task checks its client out of the Python worker's pool (``protocol.client.pool``), and
 with it the identity the last task that used that client left: producer id, epoch and the
 next sequence number of every partition written (``ProducerIdentity``, in the lease's
 ``state`` under ``IDENTITY_STATE_KEY``). The task goes on from there: a partition written
@@ -61,7 +61,7 @@ from dataclasses import dataclass, field
 
 from protocol.authorization import CLUSTER, refine, request_error
 from protocol.errors import BrokerError, KafkaConnectionError, UnsupportedVersionError
-from protocol.transactions import MAX_INIT_PRODUCER_ID_VERSION
+from protocol.client.transactions import MAX_INIT_PRODUCER_ID_VERSION
 
 from .batch_state import ProduceError, first_uncertain, next_sequence, restamp
 from .txn_errors import transaction_hint
@@ -70,7 +70,7 @@ __all__ = ["ProducerIdentity", "ProducerIds", "IDENTITY_STATE_KEY"]
 
 log = logging.getLogger("pykafka.sink")
 
-#: Where a pooled client (``protocol.pool.Lease.state``) keeps the identity for the next task.
+#: Where a pooled client (``protocol.client.pool.Lease.state``) keeps the identity for the next task.
 IDENTITY_STATE_KEY = "idempotent-producer"
 
 
@@ -94,7 +94,7 @@ class ProducerIds:
     # ---- producer id ----------------------------------------------------------------------
 
     def _init_transactional_id(self) -> None:
-        from protocol import transactions
+        from protocol.client import transactions
         try:
             self.producer_id, self.epoch = transactions.init_producer_id(
                 self.client, self.transactional_id, self.options.transaction_timeout_ms,
@@ -112,7 +112,7 @@ class ProducerIds:
 
     def _enlist(self) -> None:
         """AddPartitionsToTxn for the partitions about to get their first batch."""
-        from protocol import transactions
+        from protocol.client import transactions
         new = [key for key, p in self._partitions.items()
                if p.queue and key not in self._enlisted]
         if not new:
@@ -131,7 +131,7 @@ class ProducerIds:
         ``request.timeout.ms``; for a task that fails. Best effort: an error is logged,
         never raised (the driver's fencing and the broker's transaction timeout remain).
         True when the abort was acknowledged."""
-        from protocol import transactions
+        from protocol.client import transactions
         if self.transactional_id is None or not self._enlisted:
             return False
         try:

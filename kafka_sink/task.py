@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from kafka_common.value_formats.encoding import encode_formats
-from protocol import pool
+from protocol.client import pool
 from protocol.records import accel
 
 from .batching import PartitionBatcher, Slice
@@ -112,7 +112,7 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
     (``StaleAttemptError``) before anything is written.
 
     Without ``client`` or ``producer`` the task checks a client out of this worker's pool
-    (``protocol.pool``) and, idempotent and not transactional, goes on with the producer
+    (``protocol.client.pool``) and, idempotent and not transactional, goes on with the producer
     identity the last task that used it left there; it leaves its own identity there only
     when every batch it sent was acknowledged (``TaskProducer.identity_to_keep``)."""
     lease = None

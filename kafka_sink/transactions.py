@@ -124,7 +124,7 @@ from dataclasses import dataclass
 
 from kafka_common.bounded_cache import BoundedCache
 from kafka_common.repeated_warnings import RepeatedWarnings
-from protocol import transactions as txn
+from protocol.client import transactions as txn
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
 from .kill_points import maybe_kill

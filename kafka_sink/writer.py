@@ -39,10 +39,10 @@ from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from kafka_common.worker_heap import settle_worker_heap
-from protocol import pool
+from protocol.client import pool
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
-from protocol.retry import RETRIABLE
+from protocol.client.retry import RETRIABLE
 
 from .commit_message import KafkaCommitMessage, totals
 from .options import WriterOptions, parse_writer_options

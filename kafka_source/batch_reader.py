@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from kafka_common.worker_heap import settle_worker_heap
-from protocol import pool
+from protocol.client import pool
 
 from .fetcher import OpenEnd, read_range, read_ranges, resolve_open_ends
 from .offset_reader import OffsetReader

@@ -11,14 +11,15 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, Iterator, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+from collections.abc import Iterator
 
-from protocol import pool
+from protocol.client import pool
 from protocol.authorization import request_error
-from protocol.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
+from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              ProtocolError, PyKafkaError)
-from protocol.retry import RetryPolicy, is_retriable, pause
+from protocol.client.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
 
@@ -56,7 +57,7 @@ def data_loss_message(topic: str, partition: int, start: int, end: int, why: str
 class _RangeReader:
     """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
 
-    Its waits follow the library's retry policy (``protocol.retry``): an error is retried
+    Its waits follow the library's retry policy (``protocol.client.retry``): an error is retried
     after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (1 s), with jitter,
     within ``kafkaConsumer.pollTimeoutMs``
     of the last progress; an answer with nothing to read yet is asked again after
@@ -325,7 +326,7 @@ class _SharedFetch:
         self._parts: dict | None = None
         self._error: PyKafkaError | None = None
 
-    def share(self, tp) -> "_Share":
+    def share(self, tp) -> _Share:
         return _Share(self, tp)
 
     def part(self, tp, timeout_ms: int | None) -> dict:
@@ -410,7 +411,7 @@ def read_range(options, rng: OffsetRange,
     from protocol.records.decode_arrow import decode_records
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
-    # The client comes warm from this worker's pool (``protocol.pool``) and takes it on.
+    # The client comes warm from this worker's pool (``protocol.client.pool``) and takes it on.
     base = options.client_config
     config = dataclasses.replace(base)
     lease = pool.checkout(config)

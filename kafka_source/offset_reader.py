@@ -20,12 +20,12 @@ errors within the request timeout; this layer retries the whole lookup, as Spark
 from __future__ import annotations
 
 import logging
-from typing import Mapping
+from collections.abc import Mapping
 
-from protocol.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
+from protocol.client.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
 from kafka_common.retries import with_retries
 from protocol.errors import PyKafkaError
-from protocol.retry import RetryPolicy
+from protocol.client.retry import RetryPolicy
 
 from .offset_specs import format_tp
 

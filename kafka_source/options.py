@@ -47,7 +47,8 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping, NamedTuple
+from typing import Any, NamedTuple
+from collections.abc import Mapping
 
 from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION,
                                              RETRY_BACKOFF_OPTIONS, SECURITY_OPTIONS,

@@ -39,7 +39,7 @@ from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, L
 from .pushdown import keeps_partition, narrow_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from protocol.cluster import ClusterMetadata
+    from protocol.client.cluster import ClusterMetadata
 
     from .options import ReaderOptions
 
@@ -412,7 +412,7 @@ def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:
 def plan_batch(options: ReaderOptions, client, narrowing=None) -> list[OffsetRange]:
     """The input partitions of a batch read: discover the partitions, resolve both ends,
     pair them, narrow them by pushed filters (``pushdown.Narrowing``), split them.
-    ``client`` is a ``protocol.cluster.KafkaClient`` (or anything with
+    ``client`` is a ``protocol.client.cluster.KafkaClient`` (or anything with
     ``refresh_metadata`` and ``list_offsets``)."""
     ranges, _ = resolve_batch(options, client, narrowing)
     return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)

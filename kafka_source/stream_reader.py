@@ -64,7 +64,7 @@ from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.authorization import GROUP, RESOURCE_TYPES, refine, request_error
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import ConfigError, PyKafkaError
 
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition

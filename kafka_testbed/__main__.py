@@ -57,7 +57,7 @@ def _broker(version: str | None):
                 cluster.create_topic(name, partitions, 1)
             yield cluster.bootstrap, "embedded broker (librdkafka's mock cluster)", create
         return
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
 
     from .apache_kafka import KafkaCluster
     from .maven_jars import NEWEST_KAFKA

@@ -621,7 +621,7 @@ class KafkaCluster:
 
     def _wait_brokers_listed(self) -> None:
         """Metadata from every running node lists every running node."""
-        from protocol.cluster import KafkaClient
+        from protocol.client.cluster import KafkaClient
         from protocol.errors import PyKafkaError
         want = {i for i in self.nodes if self.running(i)}
         deadline = time.monotonic() + 60

@@ -69,7 +69,7 @@ class ClientConfig:
     retry_backoff_max_ms: int = 1000
     max_response_size: int = 128 * 1024 * 1024
     metadata_max_age_ms: int = 300_000
-    #: How long a pooled client may sit unused before it is closed (``protocol.pool``);
+    #: How long a pooled client may sit unused before it is closed (``protocol.client.pool``);
     #: 0: not pooled, -1: no limit. Not part of a connection's identity.
     connections_max_idle_ms: int = 540_000
 

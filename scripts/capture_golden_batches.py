@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 import confluent_kafka  # noqa: E402
 
 from kafka_testbed import TansuBroker  # noqa: E402
-from protocol.cluster import KafkaClient  # noqa: E402
+from protocol.client.cluster import KafkaClient  # noqa: E402
 
 
 def _b64(value: bytes | None) -> str | None:

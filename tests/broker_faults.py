@@ -27,9 +27,9 @@ import time
 from dataclasses import dataclass
 
 from kafka_testbed import KafkaCluster
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import PyKafkaError
-from protocol.group_offsets import TRANSACTION_KEY
+from protocol.client.group_offsets import TRANSACTION_KEY
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 #: Coordinator states of a transaction that is not over (kafka-transactions.sh list).

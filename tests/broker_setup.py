@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from collections.abc import Iterator
 
 from kafka_testbed import KafkaCluster, TansuBroker
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .fault_proxy import FaultProxy
 

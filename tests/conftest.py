@@ -130,7 +130,7 @@ def kafka_broker(request):
     bootstrap = os.environ.get(BOOTSTRAP_ENV, "").strip()
     if not bootstrap:
         return request.getfixturevalue("kafka")
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.errors import PyKafkaError
 
     try:

@@ -257,7 +257,7 @@ class Admin:
 
     def delete_records(self, topic: str, partition: int, before: int) -> None:
         """Through the project's own client (Py4J finds no RecordsToDelete here)."""
-        from protocol.cluster import KafkaClient
+        from protocol.client.cluster import KafkaClient
         with KafkaClient(bootstrap_servers=self.bootstrap) as client:
             assert client.delete_records({(topic, partition): before}) == \
                 {(topic, partition): before}

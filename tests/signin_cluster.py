@@ -43,7 +43,7 @@ from pathlib import Path
 import pytest
 
 from kafka_source.options import parse_reader_options
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch, decode_batch, iter_batches
 
 REAUTH_MS = 3000

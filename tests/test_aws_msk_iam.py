@@ -25,7 +25,7 @@ from botocore.credentials import Credentials  # noqa: E402
 from kafka_common.aws_msk_iam.credentials import MskCredentials  # noqa: E402
 from kafka_common.oauth.tokens import TOKEN_CACHE  # noqa: E402
 from kafka_source.options import parse_reader_options  # noqa: E402
-from protocol.cluster import KafkaClient  # noqa: E402
+from protocol.client.cluster import KafkaClient  # noqa: E402
 from protocol.config import Secret  # noqa: E402
 from protocol.errors import AuthenticationError, ConfigError  # noqa: E402
 from protocol.sasl_aws_msk_iam import (AwsCredentials, msk_iam_payload,  # noqa: E402

@@ -20,7 +20,7 @@ import uuid
 
 import pytest
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .worker_stats import python_workers, rss_kb
 

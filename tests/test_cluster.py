@@ -11,7 +11,7 @@ import confluent_kafka
 import pytest
 from kafka.record import MemoryRecords
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
                              TopicAlreadyExists, TopicAuthorizationFailed)
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
@@ -131,7 +131,7 @@ def test_metadata_and_offsets_share_one_round_trip(mock_cluster, topic_name, mon
     """A stream's latestOffset: the ListOffsets requests (to the cached leaders) and the
     Metadata request are all sent before any answer is read, and the answers are those of
     the two calls made one after the other."""
-    from protocol.connection import BrokerConnection
+    from protocol.client.connection import BrokerConnection
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         make_topic(mock_cluster, client, topic_name, 3)
         produce(mock_cluster.bootstrap, topic_name,

@@ -19,7 +19,7 @@ LONG_MODULES = {
     "kafka_source/stream_reader.py": "the stream reader, one line over",
     "kafka_testbed/apache_kafka.py": "the test broker's lifecycle and its configuration",
     "kafka_testbed/tansu.py": "the Tansu test broker and its TLS front",
-    "protocol/cluster.py": "the client; being split by issue 40's client work",
+    "protocol/client/cluster.py": "the client; being split by issue 40's client work",
 }
 LONG_FUNCTIONS = {
     "kafka_common/avro/schema.py:parse": "one branch per Avro type",

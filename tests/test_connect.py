@@ -38,7 +38,7 @@ import time
 
 import pytest
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .python_envs import build_wheel, can_import_connector, layered_env, pip
 from .test_ship import clean_env

@@ -37,7 +37,7 @@ from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
 from kafka_testbed import MockCluster
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 
 from .reliability_report import record, soak

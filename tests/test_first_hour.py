@@ -443,7 +443,7 @@ def test_make_demo_against_a_broker_that_is_not_up_asks_whether_it_runs():
 # ---- 7. python -m kafka_testbed --------------------------------------------------------------
 
 def test_python_m_kafka_testbed_starts_a_broker_and_a_registry_and_prints_the_options():
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     proc = subprocess.Popen([sys.executable, "-m", "kafka_testbed", "--topic", "orders:3"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -20,7 +20,7 @@ import tracemalloc
 import pytest
 
 from protocol.config import ClientConfig
-from protocol.connection import BrokerConnection
+from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, ProtocolError, PyKafkaError
 
 from .fake_sasl_broker import FakeSaslBroker

@@ -8,7 +8,7 @@ import tracemalloc
 import pytest
 
 from protocol.config import ClientConfig
-from protocol.connection import BrokerConnection
+from protocol.client.connection import BrokerConnection
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.schemas.api_versions import API_VERSIONS
 from tests.fake_broker import FakeBroker, correlation_id, frame

@@ -45,7 +45,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kafka_testbed.apache_kafka import java_executable
 from kafka_testbed.maven_jars import spark_kafka_jars
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.framing import decode_response_header
 from protocol.schemas import FETCH, LIST_OFFSETS
 

@@ -33,7 +33,7 @@ import pytest
 
 from kafka_testbed import SASL_USERS, KafkaCluster
 from kafka_testbed.maven_jars import spark_kafka_jars
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
 from .own_envs import own_env

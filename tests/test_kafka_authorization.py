@@ -64,7 +64,7 @@ from kafka_source.options import parse_reader_options
 from kafka_source.planning import discover_partitions
 from kafka_source.stream_reader import KafkaStreamReader
 from kafka_testbed import SASL_USERS, KafkaCluster
-from protocol.cluster import READ_COMMITTED, KafkaClient
+from protocol.client.cluster import READ_COMMITTED, KafkaClient
 from protocol.errors import PyKafkaError, TopicAuthorizationFailed
 from protocol.records.batch import Record, build_batch
 

@@ -32,7 +32,7 @@ import time
 import pytest
 
 from kafka_testbed import SASL_USERS, KafkaCluster
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
 pytestmark = [pytest.mark.spark, pytest.mark.authorization, pytest.mark.timeout(600)]

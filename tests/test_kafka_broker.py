@@ -32,7 +32,7 @@ import confluent_kafka
 import pytest
 
 from kafka_sink.kill_points import ENV as KILL_AT
-from protocol.cluster import MAX_TIMESTAMP, KafkaClient
+from protocol.client.cluster import MAX_TIMESTAMP, KafkaClient
 
 from .broker_setup import create_topic
 from .eos_stream_child import pipeline

@@ -45,7 +45,7 @@ import pytest
 
 from kafka_sink.kill_points import ENV as KILL_AT
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .broker_faults import (SESSION_TIMEOUT_S, Clusters, FaultInjector,
                             broker_not_controlling, coordinator_of, coordinators_list,

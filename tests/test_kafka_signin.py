@@ -24,7 +24,7 @@ What was found on these brokers:
   ``org.apache.kafka.sasl.oauthbearer.allowed.urls``.
 * A busy producer's connection (requests always in flight) was never renewed: it was
   renewed by reconnecting only while idle, so the broker closed it at every session's end
-  and the producer resent. ``protocol.connection`` now re-authenticates on the same
+  and the producer resent. ``protocol.client.connection`` now re-authenticates on the same
   connection (SaslHandshake + SaslAuthenticate, as KIP-368 and Java's client do); Kafka
   takes that even after the session's end, but an idle connection whose session ended is
   replaced instead (the tests' SASL fronts close on a late SaslHandshake).
@@ -44,15 +44,15 @@ import time
 import pyarrow as pa
 import pytest
 
-import protocol.connection as connection_module
+import protocol.client.connection as connection_module
 from kafka_common.oauth.tokens import TOKEN_CACHE
 from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import write_task
 from kafka_source.options import parse_reader_options
 from kafka_testbed import OLDEST_KAFKA, SASL_USERS
-from protocol.cluster import KafkaClient
-from protocol.connection import BrokerConnection
+from protocol.client.cluster import KafkaClient
+from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, KafkaConnectionError
 from protocol.records.batch import Record, build_batch
 from protocol.schemas import METADATA

@@ -32,7 +32,7 @@ import pytest
 from kafka_sink.options import parse_writer_options
 from kafka_source.options import parse_reader_options
 from kafka_testbed import SASL_USERS
-from protocol import pool
+from protocol.client import pool
 from protocol.errors import AuthenticationError, PyKafkaError
 
 from .signin_cluster import client_for, round_trip, tls_options

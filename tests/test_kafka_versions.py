@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from protocol import cluster, group_offsets, transactions
-from protocol.cluster import KafkaClient
+from protocol.client import cluster, group_offsets, transactions
+from protocol.client.cluster import KafkaClient
 from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS,
                               CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH,
                               FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS,
@@ -41,35 +41,35 @@ KAFKA4 = KAFKA["apis"]
 # What the client sends: (api, the cap its code path puts on the version (None: none),
 # sent inside a transaction, where). ApiVersions goes out at v3 before anything is known.
 SENDS = [
-    (API_VERSIONS, 3, False, "protocol/connection.py: first request on a connection"),
-    (SASL_HANDSHAKE, None, False, "protocol/connection.py"),
-    (SASL_AUTHENTICATE, None, False, "protocol/connection.py"),
-    (METADATA, None, False, "protocol/cluster.py"),
-    (LIST_OFFSETS, None, False, "protocol/cluster.py"),
-    (FETCH, None, False, "protocol/cluster.py: topic ids known"),
-    (FETCH, cluster.MAX_FETCH_VERSION_BY_NAME, False, "protocol/cluster.py: an id unknown"),
-    (PRODUCE, None, False, "protocol/cluster.py, kafka_sink/producer.py: topic ids known"),
+    (API_VERSIONS, 3, False, "protocol/client/connection.py: first request on a connection"),
+    (SASL_HANDSHAKE, None, False, "protocol/client/connection.py"),
+    (SASL_AUTHENTICATE, None, False, "protocol/client/connection.py"),
+    (METADATA, None, False, "protocol/client/cluster.py"),
+    (LIST_OFFSETS, None, False, "protocol/client/cluster.py"),
+    (FETCH, None, False, "protocol/client/cluster.py: topic ids known"),
+    (FETCH, cluster.MAX_FETCH_VERSION_BY_NAME, False, "protocol/client/cluster.py: an id unknown"),
+    (PRODUCE, None, False, "protocol/client/cluster.py, kafka_sink/producer.py: topic ids known"),
     (PRODUCE, cluster.MAX_PRODUCE_VERSION_BY_NAME, False, "an id unknown"),
     (PRODUCE, transactions.MAX_TXN_PRODUCE_VERSION, True, "kafka_sink/producer.py"),
-    (FIND_COORDINATOR, None, False, "protocol/group_offsets.py"),
+    (FIND_COORDINATOR, None, False, "protocol/client/group_offsets.py"),
     (OFFSET_COMMIT, group_offsets.MAX_OFFSET_COMMIT_VERSION, False,
-     "protocol/group_offsets.py: v10 names topics by id only"),
+     "protocol/client/group_offsets.py: v10 names topics by id only"),
     (OFFSET_FETCH, group_offsets.MAX_OFFSET_FETCH_VERSION, False,
-     "protocol/group_offsets.py (also for transactions.py's committed micro-batches): v10 "
+     "protocol/client/group_offsets.py (also for transactions.py's committed micro-batches): v10 "
      "names topics by id only"),
-    (CREATE_TOPICS, None, False, "protocol/admin.py"),
-    (DELETE_TOPICS, None, False, "protocol/admin.py"),
-    (DELETE_RECORDS, None, False, "protocol/admin.py"),
+    (CREATE_TOPICS, None, False, "protocol/client/admin.py"),
+    (DELETE_TOPICS, None, False, "protocol/client/admin.py"),
+    (DELETE_RECORDS, None, False, "protocol/client/admin.py"),
     (INIT_PRODUCER_ID, transactions.MAX_INIT_PRODUCER_ID_VERSION, False,
-     "kafka_sink/producer_ids.py (idempotent), protocol/transactions.py"),
+     "kafka_sink/producer_ids.py (idempotent), protocol/client/transactions.py"),
     (ADD_PARTITIONS_TO_TXN, transactions.MAX_ADD_PARTITIONS_VERSION, True,
-     "protocol/transactions.py"),
-    (ADD_OFFSETS_TO_TXN, None, True, "protocol/transactions.py"),
+     "protocol/client/transactions.py"),
+    (ADD_OFFSETS_TO_TXN, None, True, "protocol/client/transactions.py"),
     (TXN_OFFSET_COMMIT, transactions.MAX_TXN_OFFSET_COMMIT_VERSION, True,
-     "protocol/transactions.py"),
-    (END_TXN, transactions.MAX_END_TXN_VERSION, True, "protocol/transactions.py"),
+     "protocol/client/transactions.py"),
+    (END_TXN, transactions.MAX_END_TXN_VERSION, True, "protocol/client/transactions.py"),
     (LIST_TRANSACTIONS, None, False,
-     "protocol/transactions.py: open_transactional_ids (a stream's commit)"),
+     "protocol/client/transactions.py: open_transactional_ids (a stream's commit)"),
 ]
 
 # The calls that pick a request version, by file: ``version_for(...)`` and ``.request`` /
@@ -78,11 +78,11 @@ SENDS = [
 PICKS = {
     "kafka_sink/producer.py": 1,
     "kafka_sink/producer_ids.py": 1,
-    "protocol/admin.py": 2,
-    "protocol/cluster.py": 3,
-    "protocol/connection.py": 3,
-    "protocol/group_offsets.py": 3,
-    "protocol/transactions.py": 4,
+    "protocol/client/admin.py": 2,
+    "protocol/client/cluster.py": 3,
+    "protocol/client/connection.py": 3,
+    "protocol/client/group_offsets.py": 3,
+    "protocol/client/transactions.py": 4,
 }
 
 

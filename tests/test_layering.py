@@ -115,3 +115,34 @@ def test_the_planner_side_of_the_source_loads_no_decoder():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stderr
+
+
+# The sans-IO half of ``protocol`` (everything outside ``protocol/client/``): no socket, no
+# thread, no clock, and nothing of the client. The one clock: a record written without a
+# timestamp gets the time it is encoded at, as Kafka's producer stamps it.
+_IO_MODULES = {"socket", "select", "selectors", "ssl", "threading", "time", "asyncio"}
+_CLOCK_ALLOWED = {"protocol.records.encode_arrow": {"time"}}
+
+
+def test_the_protocol_core_is_sans_io():
+    paths = {_module_name(p): p for p in library_sources()}
+    offenders = []
+    for module, path in sorted(paths.items()):
+        if not module.startswith("protocol.") or module.startswith("protocol.client"):
+            continue
+        for target in _imports(path, module):
+            top = target.split(".")[0]
+            if target.startswith("protocol.client"):
+                offenders.append(f"{module} imports {target}")
+            elif top in _IO_MODULES and top not in _CLOCK_ALLOWED.get(module, ()):
+                offenders.append(f"{module} imports {top}")
+    assert not offenders, offenders
+    assert "protocol.client.connection" in paths  # the client half is where it should be
+
+
+def test_only_the_connection_module_touches_sockets():
+    paths = {_module_name(p): p for p in library_sources()}
+    users = sorted(module for module, path in paths.items()
+                   if {t.split(".")[0] for t in _imports(path, module)} & {"socket", "select",
+                                                                          "selectors"})
+    assert users == ["protocol.client.connection"], users

@@ -22,7 +22,7 @@ import textwrap
 
 import pytest
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .python_envs import copy_sources, layered_env, pip
 from .test_ship import clean_env, pyfiles_python

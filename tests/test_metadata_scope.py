@@ -22,7 +22,7 @@ from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
 from protocol import primitives as p
-from protocol.cluster import LATEST_TIMESTAMP, KafkaClient
+from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient
 from protocol.framing import decode_response_header
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA
 

@@ -21,8 +21,8 @@ import pytest
 
 from kafka_common.oauth.tokens import TOKEN_CACHE
 from kafka_source.options import parse_reader_options
-from protocol.cluster import KafkaClient
-from protocol.connection import BrokerConnection
+from protocol.client.cluster import KafkaClient
+from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError
 
 from .fake_sasl_broker import FakeSaslBroker

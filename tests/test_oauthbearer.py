@@ -25,9 +25,9 @@ from kafka_common.oauth.sources import TokenFile
 from kafka_common.oauth.tokens import (TOKEN_CACHE, BearerToken, RefreshPolicy, TokenCache,
                                        b64url, jwt_claims)
 from kafka_source.options import parse_reader_options
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.config import Secret
-from protocol.connection import BrokerConnection
+from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, ConfigError, ProtocolError
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, client_initial_response
 from protocol.schemas import METADATA

@@ -141,7 +141,7 @@ def test_metadata_says_what_the_project_is(built):
 def test_the_version_is_written_once():
     """pyproject.toml, the zip's name and the client software version sent to brokers
     all read protocol/version.py."""
-    from protocol.connection import CLIENT_SOFTWARE_VERSION
+    from protocol.client.connection import CLIENT_SOFTWARE_VERSION
 
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:

@@ -1,4 +1,4 @@
-"""The client pool of a Python worker (``protocol.pool``) and the producer identity that
+"""The client pool of a Python worker (``protocol.client.pool``) and the producer identity that
 rides with a pooled client, on real brokers, without Spark.
 
 - the session's Apache Kafka behind ``tests.fault_proxy.FaultProxy`` (``proxied_kafka``:
@@ -28,9 +28,9 @@ from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
 from kafka_testbed import SASL_USERS
-from protocol import pool
+from protocol.client import pool
 from protocol.config import ClientConfig
-from protocol.connection import SESSION_RENEW_AT, BrokerConnection
+from protocol.client.connection import SESSION_RENEW_AT, BrokerConnection
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
@@ -549,7 +549,7 @@ def test_wait_readable_returns_the_connections_with_bytes_to_read():
     import time
 
     from protocol.config import ClientConfig
-    from protocol.connection import BrokerConnection, wait_readable
+    from protocol.client.connection import BrokerConnection, wait_readable
 
     config = ClientConfig(bootstrap_servers="127.0.0.1:1")
     pairs = [socket.socketpair() for _ in range(2)]

@@ -9,7 +9,7 @@ each aborted transaction), so a wrong list from either side shows.
 
 import confluent_kafka
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records import decode_records
 from protocol.records.batch import ABORT, control_type, iter_batches, parse_header, parse_records
 

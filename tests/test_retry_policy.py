@@ -1,4 +1,4 @@
-"""The one retry policy (``protocol.retry``): what it retries, how often, for how long, with
+"""The one retry policy (``protocol.client.retry``): what it retries, how often, for how long, with
 what backoff, what the error says at the end, and that no other module of the library
 sleeps or counts its own retries (issues 33 and 40: eight loops each had rules of their
 own)."""
@@ -16,7 +16,7 @@ import pytest
 from protocol.config import ClientConfig
 from protocol.errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
                              NotLeaderOrFollower)
-from protocol.retry import RETRIABLE, RetryPolicy, is_retriable
+from protocol.client.retry import RETRIABLE, RetryPolicy, is_retriable
 from tests.test_logging import ROOT, library_sources
 
 
@@ -165,7 +165,7 @@ _RETRY_WORDS = {"attempt", "attempts", "retry", "retries", "tries", "tried", "re
 #: What the guard finds that is not a retry, by module and what it found; why next to each.
 ALLOWED = {
     # the idle-client reaper thread waits for its next expiry or to be woken: no retry
-    (os.path.join("protocol", "pool.py"), "self._wake.wait(timeout) as a sleep"),
+    (os.path.join("protocol", "client", "pool.py"), "self._wake.wait(timeout) as a sleep"),
     # a caller waits (at most its patience) for another thread's token refresh to end
     (os.path.join("kafka_common", "oauth", "tokens.py"), "done.wait(timeout) as a sleep"),
     # an LZ4 frame is decoded with its header as written and as repaired: two readings of
@@ -174,7 +174,7 @@ ALLOWED = {
 }
 
 #: The policy's own modules: the only ones that sleep between attempts.
-POLICY = {os.path.join("protocol", "retry.py")}
+POLICY = {os.path.join("protocol", "client", "retry.py")}
 
 
 def _words(name: str) -> set[str]:
@@ -247,7 +247,7 @@ def test_only_the_policy_sleeps_or_counts_retries():
                     allowed_seen.add((rel, what))
                 else:
                     offenders.append(f"{rel}:{line}: {what}")
-    assert not offenders, ("retry outside protocol.retry (hold an Attempts of a "
+    assert not offenders, ("retry outside protocol.client.retry (hold an Attempts of a "
                            "RetryPolicy instead):\n" + "\n".join(offenders))
     assert allowed_seen == ALLOWED, f"stale entries: {ALLOWED - allowed_seen}"
 
@@ -285,7 +285,7 @@ def test_the_guard_catches_a_loop_written_outside_the_policy():
 def test_a_client_retry_inside_another_makes_one_attempt():
     """OffsetFetch looks its coordinator up inside its own attempt: the lookup does not
     loop inside the outer loop, the outer loop retries both."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     client = KafkaClient(bootstrap_servers="127.0.0.1:1", retry_backoff_ms=1,
                          connect_timeout_ms=200)
     inner_calls = []

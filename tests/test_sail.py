@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .own_envs import install_connector, own_env, run_job, write_job
 from .test_ship import clean_env

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from kafka_source.options import parse_reader_options
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic
 from .sasl_relay_broker import SaslRelayBroker, tansu_behind

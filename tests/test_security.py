@@ -46,8 +46,8 @@ import pytest
 from kafka_sink.options import parse_writer_options
 from kafka_source.options import parse_reader_options
 from kafka_testbed import SASL_USERS
-from protocol.cluster import KafkaClient
-from protocol.connection import BrokerConnection
+from protocol.client.cluster import KafkaClient
+from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, PyKafkaError
 
 from .fake_sasl_broker import FakeSaslBroker

@@ -36,7 +36,7 @@ from kafka_sink.batch_state import next_sequence, restamp
 from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import write_task
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 
@@ -298,7 +298,7 @@ def test_lost_answers_and_broken_connections_are_resent_once(kafka, topic_name, 
     the connection is dropped: Kafka recognises the resends as duplicates, and every
     record is there once, in order."""
     make_topic(kafka, topic_name, 2)
-    from protocol.connection import BrokerConnection
+    from protocol.client.connection import BrokerConnection
     real_receive = BrokerConnection.receive
     calls = {"n": 0}
 
@@ -324,7 +324,7 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
     """A Produce request vanishes while later ones reach the broker: Kafka answers the later
     ones OUT_OF_ORDER_SEQUENCE_NUMBER, and the producer resends all in order."""
     make_topic(kafka, topic_name, 1)
-    from protocol.connection import BrokerConnection
+    from protocol.client.connection import BrokerConnection
     real_send = BrokerConnection.send
     state = {"n": 0, "dropped": None}
 

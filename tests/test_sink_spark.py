@@ -19,7 +19,7 @@ import pytest
 
 from kafka.partitioner.default import murmur2 as referee_murmur2
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .test_sink_producer import consume, make_topic
 

@@ -18,7 +18,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from kafka_sink import writer
 from kafka_sink.writer import create_stream_writer
-from protocol import pool
+from protocol.client import pool
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
@@ -43,7 +43,7 @@ def forget_checks():
 
 
 def _checks() -> int:
-    """Clients the checks took from this process's pool (``protocol.pool``)."""
+    """Clients the checks took from this process's pool (``protocol.client.pool``)."""
     stats = pool.default_pool().stats
     return stats["created"] + stats["reused"]
 

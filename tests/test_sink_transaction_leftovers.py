@@ -29,10 +29,10 @@ import pytest
 
 from kafka_sink.transactions import commit_transactions
 from kafka_testbed import OLDEST_KAFKA
-from protocol import transactions as txn
-from protocol.cluster import KafkaClient
+from protocol.client import transactions as txn
+from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError
-from protocol.group_offsets import TRANSACTION_KEY
+from protocol.client.group_offsets import TRANSACTION_KEY
 from protocol.schemas import LIST_TRANSACTIONS
 
 from .broker_setup import create_topic

@@ -29,8 +29,8 @@ from kafka_sink.transactions import (StaleAttemptError, TransactionCommitError,
                                      job_prefix)
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import create_writer, write_task
-from protocol import transactions as txn
-from protocol.cluster import KafkaClient
+from protocol.client import transactions as txn
+from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError, ConfigError, KafkaTimeoutError
 from protocol.framing import decode_response_header
 from protocol.records.encode_arrow import encode_batch

@@ -18,7 +18,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, L
 from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import check_save_mode, check_schema
 from kafka_sink.writer import create_stream_writer, create_writer, write_task
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.errors import ConfigError
 
 from .test_sink_producer import HEADERS_TYPE, make_topic, options, plan_for, rows

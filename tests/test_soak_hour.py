@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 from kafka_testbed import KafkaCluster
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_wide_topic
 from .reliability_report import record

@@ -49,7 +49,7 @@ import confluent_kafka
 import pytest
 
 from kafka_testbed import KafkaCluster, MockCluster
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic
 from .fault_proxy import FaultProxy

@@ -10,7 +10,7 @@ import uuid
 import confluent_kafka
 import pytest
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic
 

@@ -104,7 +104,7 @@ def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
     """fetchOffset.numRetries / retryIntervalMs: the driver's offset lookups are retried
     that many times, that far apart, around the client's own retries."""
     from kafka_source.offset_reader import OffsetReader
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     mock_cluster.create_topic(topic_name, 1, 1)
     produce(mock_cluster.bootstrap, topic_name, 5)
     tp = (topic_name, 0)

@@ -15,7 +15,7 @@ from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestO
 from kafka_source.planning import (PlanningError, build_ranges, discover_partitions,
                                    partitions_from_metadata, plan_batch, plan_ranges,
                                    resolve_offsets)
-from protocol.cluster import ClusterMetadata, PartitionInfo, TopicInfo
+from protocol.client.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.errors import BrokerError, ConfigError
 
 

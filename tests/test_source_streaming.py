@@ -36,7 +36,7 @@ from kafka_source.options import parse_reader_options
 from kafka_source.planning import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK, PlanningError
 from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
                                        rate_limit, start_is_reproducible, to_json)
-from protocol.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
+from protocol.client.cluster import ClusterMetadata, KafkaClient, PartitionInfo, TopicInfo
 from protocol.primitives import ZERO_UUID
 
 from .broker_setup import create_topic

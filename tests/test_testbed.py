@@ -265,7 +265,7 @@ def _send_twice(bootstrap: str, topic: str) -> tuple[list[int], list[bytes]]:
     """One idempotent (not transactional) batch, producer id, epoch and base sequence 0,
     sent twice as a producer re-sends a batch whose answer it never got: the two
     Produce error codes and the values the partition then holds."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records.batch import Record, build_batch
     from protocol.schemas import INIT_PRODUCER_ID
 

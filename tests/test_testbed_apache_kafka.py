@@ -64,7 +64,7 @@ def test_records_survive_a_sigkill_and_a_restart_on_the_same_log(own_cluster, to
 
 
 def test_a_paused_node_answers_nothing_until_it_is_resumed(own_cluster):
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.errors import PyKafkaError
 
     own_cluster.pause(1)

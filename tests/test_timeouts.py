@@ -29,9 +29,9 @@ from kafka_sink.producer import ProduceError, TaskProducer
 from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
 from kafka_source.offset_specs import OffsetRange
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.config import ClientConfig
-from protocol.connection import BrokerConnection
+from protocol.client.connection import BrokerConnection
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
 from protocol.records import batch as rb
 

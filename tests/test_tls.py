@@ -12,7 +12,7 @@ import trustme
 from cryptography.hazmat.primitives import serialization
 
 from protocol.errors import ConfigError
-from protocol.tls import build_ssl_context
+from protocol.client.tls import build_ssl_context
 
 HOSTNAME = "broker-1.kafka.test"
 
@@ -119,7 +119,7 @@ def test_directory_instead_of_file(tmp_path):
 
 def test_unreadable_file_reported_even_as_root(files, monkeypatch):
     """Root can read a mode-000 file, so simulate the refusal."""
-    import protocol.tls as tls_module
+    import protocol.client.tls as tls_module
 
     def refuse(path, mode="r"):
         raise PermissionError(13, "Permission denied", path)

@@ -32,7 +32,7 @@ from kafka_source.batch_reader import KafkaBatchReader, KafkaRangesPartition
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import ONE_TASK_RECORDS, small_read_groups
 from kafka_source.stream_reader import KafkaStreamReader
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records import encode_batch
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA
 

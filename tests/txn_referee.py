@@ -27,7 +27,7 @@ import time
 
 import confluent_kafka
 
-from protocol.cluster import KafkaClient
+from protocol.client.cluster import KafkaClient
 from protocol.records.batch import (ABORT, COMMIT, control_type, iter_batches, parse_header,
                                     parse_records)
 

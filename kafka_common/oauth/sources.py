@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from protocol.config import Secret, redact
 from protocol.errors import AuthenticationError, ConfigError
-from protocol.retry import RetryPolicy
+from protocol.client.retry import RetryPolicy
 from protocol.sasl_oauthbearer import check_extensions, check_token
 
 from .. import trust
@@ -108,7 +108,7 @@ class ClientCredentials:
         if self.urlencode_header:
             user, secret = urllib.parse.quote(user, safe=""), urllib.parse.quote(secret, safe="")
         import base64
-        basic = base64.b64encode(f"{user}:{secret}".encode("utf-8")).decode("ascii")
+        basic = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
         form = {"grant_type": "client_credentials"}
         if self.scope:
             form["scope"] = self.scope
@@ -209,7 +209,7 @@ class TokenFile:
     url: str = ""  # as the option gave it; the path's file: URL when empty
 
     @classmethod
-    def from_url(cls, url: str, sub_claim: str = "sub") -> "TokenFile":
+    def from_url(cls, url: str, sub_claim: str = "sub") -> TokenFile:
         parsed = urllib.parse.urlparse(url)
         return cls(urllib.request.url2pathname(parsed.path), sub_claim, url)
 

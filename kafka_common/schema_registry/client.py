@@ -32,7 +32,6 @@ from __future__ import annotations
 import base64
 import http.client
 import json
-import socket
 import ssl
 import threading
 import time
@@ -42,7 +41,7 @@ from urllib.parse import quote, urlsplit
 
 from protocol.config import redact
 from protocol.errors import ConfigError, PyKafkaError
-from protocol.retry import RetryPolicy
+from protocol.client.retry import RetryPolicy
 
 from .. import trust
 from ..bounded_cache import BoundedCache
@@ -244,7 +243,7 @@ class RegistryClient:
 
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
-            from protocol.tls import build_ssl_context
+            from protocol.client.tls import build_ssl_context
             s = self.settings
             try:
                 self._ssl = build_ssl_context(
@@ -275,7 +274,7 @@ class RegistryClient:
             raise
 
     def _call(self, method: str, path: str, body: Any = None, *, what: str) -> Any:
-        """One REST call under the library's retry policy (``protocol.retry``): a URL that
+        """One REST call under the library's retry policy (``protocol.client.retry``): a URL that
         cannot be reached, a 5xx or a 429 is retried on the next URL, 100 ms apart doubling
         up to 1.6 s, until ``schema.registry.timeout.ms``; any other answer ends it."""
         s = self.settings
@@ -350,7 +349,7 @@ class RegistryClient:
                                      f"Schema Registry {url}")
         except ConfigError as exc:  # sent too much: no retry will change that
             raise RegistryError(str(exc)) from None
-        except socket.timeout as exc:
+        except TimeoutError as exc:
             raise TimeoutError(f"no answer within {timeout:.1f}s") from exc
         finally:
             conn.close()

@@ -52,7 +52,7 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int,
     from confluent_kafka.schema_registry.avro import AvroSerializer
     from confluent_kafka.serialization import MessageField, SerializationContext
 
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({topic: partitions})
         client.wait_for_topics([topic])

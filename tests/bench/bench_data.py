@@ -119,7 +119,7 @@ def columns(first: int, n: int, value_size: int, seed: int = 7):
 
 def produce(bootstrap: str, ds: DataSet) -> DataSet:
     """Create ``ds.topic`` and write the data set to it, one thread per partition."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records import encode_batch
 
     with KafkaClient(bootstrap_servers=bootstrap) as client:

@@ -47,7 +47,7 @@ def main() -> None:
 
     from pyspark_pykafka import KafkaDataSource
     from kafka_testbed import TansuBroker
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
 
     broker = None
     bootstrap = args.bootstrap

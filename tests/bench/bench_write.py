@@ -32,7 +32,7 @@ VALUE_SIZE = 100
 
 
 def make_topic(bootstrap: str, partitions: int) -> str:
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     name = f"bench-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})

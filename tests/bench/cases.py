@@ -58,14 +58,14 @@ def _fetch_partition(client, topic: str, partition: int, start: int, end: int,
 
 def wire_task(bootstrap: str, topic: str, partition: int, end: int) -> tuple[int, int]:
     """One partition's raw bytes, no decoding (runs in a pool process)."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         return _fetch_partition(client, topic, partition, 0, end)
 
 
 def warm_task(_=None) -> int:
     """Start a pool process and import the client (kept out of the timed runs)."""
-    import protocol.cluster  # noqa: F401
+    import protocol.client.cluster  # noqa: F401
     time.sleep(0.2)
     return os.getpid()
 
@@ -84,7 +84,7 @@ def wire(pool, bootstrap: str, ds) -> float:
 
 def fetch_responses(bootstrap: str, ds) -> list:
     """The Fetch responses' RECORDS bytes of the whole topic: the decoders' input."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     keep: list = []
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         for p, end in ds.ends.items():
@@ -170,7 +170,7 @@ def read_one_process(bootstrap: str, ds, include_headers: bool = True) -> float:
 def count_records(bootstrap: str, topic: str) -> int:
     """Records in ``topic``, counted from the batch headers of a full Fetch (Tansu's
     ListOffsets "latest" is unreliable; its Fetch high watermark is right)."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     total = 0
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         for p in client.partitions_for(topic):
@@ -199,7 +199,7 @@ def wide_topic(bootstrap: str, topic: str, partitions: int, records_each: int = 
     """A topic of ``partitions`` partitions with ``records_each`` records in each (one small
     batch per partition, written one partition after another). Returns partition -> end."""
     from bench_data import columns
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records import encode_batch
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({topic: partitions})

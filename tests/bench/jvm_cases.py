@@ -164,7 +164,7 @@ def run_jvm(args, log) -> list[str]:
             produce_avro(bootstrap, registry.url, avro_topic, avro_records, partitions)
             log(f"jvm: produced {avro_records:,} Avro records in {time.perf_counter() - t:.1f} s")
             latency_topic = "bench-jvm-latency"
-            from protocol.cluster import KafkaClient
+            from protocol.client.cluster import KafkaClient
             with KafkaClient(bootstrap_servers=bootstrap) as client:
                 client.create_topics({latency_topic: args.stream_partitions})
                 client.wait_for_topics([latency_topic])

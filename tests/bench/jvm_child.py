@@ -190,7 +190,7 @@ def stream_available_now(spark, fmt, bootstrap, topic, records) -> float:
 
 
 def new_topic(bootstrap: str, partitions: int, prefix: str = "bench-jvm-out") -> str:
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})
@@ -294,7 +294,7 @@ class SteadyProducer:
     def _run(self) -> None:
         import pyarrow as pa
 
-        from protocol.cluster import KafkaClient
+        from protocol.client.cluster import KafkaClient
         from protocol.records import encode_batch
         period = 1.0 / self.rate
         try:
@@ -357,7 +357,7 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
     from kafka_source.fetcher import read_range
     from kafka_source.options import parse_reader_options
     from kafka_source.stream_reader import KafkaStreamReader
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
                                     "subscribe": topic}, for_streaming=True)
     source = KafkaStreamReader(options)

@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     from floor_source import FloorDataSource
     from pyspark_pykafka import KafkaDataSource
     from kafka_testbed import NEWEST_KAFKA, KafkaCluster
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records.batch import iter_batches, parse_header
 
     work = tempfile.mkdtemp(prefix="profile-write-")

@@ -67,7 +67,7 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     import kafka_source
     from pyspark_pykafka import KafkaDataSource
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records import accel
     spark.dataSource.register(KafkaDataSource)
     bootstrap, topic, records = spec["bootstrap"], spec["topic"], spec["records"]

@@ -91,7 +91,7 @@ def _assign(topics_partitions: list[tuple[str, int]]) -> str:
 def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) -> dict:
     """Create and fill every topic (timed), and the child's spec of read and stream
     points."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     reads, streams, created = [], [], {}
     warmups = points["read_warmups"]
     run = f"{int(time.time()) % 100000}"

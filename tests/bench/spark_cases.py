@@ -194,7 +194,7 @@ def tiny_topic(bootstrap: str, partitions: int) -> str:
 
 
 def new_topic(bootstrap: str, partitions: int) -> str:
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     name = f"bench-out-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})

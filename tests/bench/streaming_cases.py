@@ -181,7 +181,7 @@ def micro_batches(progress: list, arrivals: list, batch_of_arrival: list) -> lis
 def _producer_ids_by_offset(bootstrap: str, topic: str, partitions: int
                             ) -> list[tuple[int, int, int]]:
     """``(partition, base offset, producer id)`` of every record batch of ``topic``."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     from protocol.records.batch import iter_batches, parse_header
     out = []
     with KafkaClient(bootstrap_servers=bootstrap) as client:
@@ -314,7 +314,7 @@ def broker_probe(bootstrap: str, topic: str, partitions: int, rounds: int = 5) -
     latestOffset) and a Fetch of the last 25 records of partition 0 (one task), with how
     many record batches each partition holds by then. Tansu's in-memory storage finds an
     offset by walking the partition's log, so both grow with its length."""
-    from protocol.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient
     tps = [(topic, p) for p in range(partitions)]
     lookups, fetches = [], []
     with KafkaClient(bootstrap_servers=bootstrap) as client:

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import Iterable
+from collections.abc import Iterable
 
-from .authorization import request_error
-from .errors import PyKafkaError
+from ..authorization import request_error
+from ..errors import PyKafkaError
 from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_offsets,
                             raise_commit_errors)
 
@@ -69,7 +69,7 @@ def init_producer_id(client, txn_id: str, transaction_timeout_ms: int, *,
                      timeout_ms: int | None = None) -> tuple[int, int]:
     """InitProducerId for ``txn_id``: ``(producer_id, epoch)``. The coordinator aborts a
     transaction the id left open and bumps the epoch, fencing every earlier holder."""
-    from .schemas import INIT_PRODUCER_ID
+    from ..schemas import INIT_PRODUCER_ID
     response = _txn_request(client, txn_id, INIT_PRODUCER_ID, {
         "transactional_id": txn_id, "transaction_timeout_ms": transaction_timeout_ms,
         "producer_id": -1, "producer_epoch": -1, "enable2_pc": False,
@@ -81,7 +81,7 @@ def init_producer_id(client, txn_id: str, transaction_timeout_ms: int, *,
 def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
                    tps: Iterable[TopicPartition], *, timeout_ms: int | None = None) -> None:
     """AddPartitionsToTxn: enlist ``tps`` before the first Produce to them."""
-    from .schemas import ADD_PARTITIONS_TO_TXN
+    from ..schemas import ADD_PARTITIONS_TO_TXN
     topics: dict[str, list[int]] = {}
     for t, p in sorted(set(tps)):
         topics.setdefault(t, []).append(p)
@@ -116,7 +116,7 @@ def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
 def add_offsets(client, txn_id: str, producer_id: int, epoch: int, group: str, *,
                 timeout_ms: int | None = None) -> None:
     """AddOffsetsToTxn: the offsets of ``group`` will be part of the transaction."""
-    from .schemas import ADD_OFFSETS_TO_TXN
+    from ..schemas import ADD_OFFSETS_TO_TXN
     _txn_request(client, txn_id, ADD_OFFSETS_TO_TXN, {
         "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
         "group_id": group}, "AddOffsetsToTxn", timeout_ms)
@@ -127,7 +127,7 @@ def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: 
                       timeout_ms: int | None = None) -> None:
     """TxnOffsetCommit to ``group``'s coordinator: the offsets become the group's when the
     transaction commits, and are dropped if it aborts."""
-    from .schemas import TXN_OFFSET_COMMIT
+    from ..schemas import TXN_OFFSET_COMMIT
     body = {"transactional_id": txn_id, "group_id": group, "producer_id": producer_id,
             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
             "group_instance_id": None, "topics": commit_request_topics(offsets, metadata)}
@@ -145,7 +145,7 @@ def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: 
 def end_txn(client, txn_id: str, producer_id: int, epoch: int, commit: bool, *,
             timeout_ms: int | None = None) -> None:
     """EndTxn: commit (``commit=True``) or abort the transaction."""
-    from .schemas import END_TXN
+    from ..schemas import END_TXN
     _txn_request(client, txn_id, END_TXN, {
         "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
         "committed": commit}, "EndTxn commit" if commit else "EndTxn abort", timeout_ms,
@@ -176,7 +176,7 @@ def open_transactional_ids(client, pattern: str | None = None, *,
     warning once per connection; one that cannot be reached or answers an error is a
     warning, or with ``skipped`` (a dict) put there as node id -> error for the caller
     to say (a stream's commit lists at every micro-batch)."""
-    from .schemas import LIST_TRANSACTIONS
+    from ..schemas import LIST_TRANSACTIONS
     body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
             "transactional_id_pattern": pattern}
     sent = []

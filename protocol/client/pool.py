@@ -38,7 +38,7 @@ gives it back when it ends.
 
 Use::
 
-    from protocol import pool
+    from protocol.client import pool
     with pool.borrow(config) as lease:
         lease.client.list_offsets(...)
 
@@ -55,10 +55,10 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .cluster import KafkaClient
-from .config import ClientConfig
+from ..config import ClientConfig
 
 __all__ = ["ClientPool", "Lease", "pool_key", "NOT_IDENTITY", "default_pool", "borrow",
            "checkout", "give_back", "DEFAULT_MAX_IDLE_CLIENTS", "ENV_ENABLED",
@@ -106,7 +106,7 @@ class Lease:
 
     __slots__ = ("client", "state", "key", "reused", "_pool", "_done")
 
-    def __init__(self, pool: "ClientPool", key: tuple, client: KafkaClient, state: dict,
+    def __init__(self, pool: ClientPool, key: tuple, client: KafkaClient, state: dict,
                  reused: bool):
         self._pool, self.key, self.client, self.state = pool, key, client, state
         self.reused = reused

@@ -5,7 +5,7 @@
 (FindCoordinator), ``commit_offsets`` commits offsets to a group as admin tools do
 (generation -1, no member id) and ``committed_offsets`` reads them back (OffsetFetch).
 ``commit_request_topics`` and ``raise_commit_errors`` are the parts of OffsetCommit that
-``protocol.transactions`` shares (TxnOffsetCommit); ``fetch_offsets`` is the one OffsetFetch
+``protocol.client.transactions`` shares (TxnOffsetCommit); ``fetch_offsets`` is the one OffsetFetch
 of both (``committed_offsets`` here, ``fetch_stable_offsets`` there with require_stable).
 Errors are raised through ``protocol.authorization.request_error``: an authorization
 failure names the group or topic and the operation Kafka wants.
@@ -13,9 +13,9 @@ failure names the group or topic and the operation Kafka wants.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
-from .authorization import request_error
+from ..authorization import request_error
 from .connection import BrokerConnection
 
 __all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "MAX_OFFSET_COMMIT_VERSION",
@@ -71,7 +71,7 @@ def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
     group or of any partition raises its typed ``BrokerError`` (retried within
     ``timeout_ms`` when Kafka calls it retriable): a partition the principal may not
     describe is TOPIC_AUTHORIZATION_FAILED, not an offset of -1."""
-    from .schemas import OFFSET_FETCH
+    from ..schemas import OFFSET_FETCH
     wanted = None
     if tps is not None:
         topics: dict[str, list] = {}
@@ -112,7 +112,7 @@ class GroupOffsets:
         or a transactional id's (``TRANSACTION_KEY``), found with FindCoordinator once and
         remembered until a request fails (``KafkaClient.retrying`` forgets them): an
         exactlyOnce commit sends several requests to each coordinator."""
-        from .schemas import FIND_COORDINATOR
+        from ..schemas import FIND_COORDINATOR
         what = "group" if key_type == GROUP_KEY else "transactional id"
         known = self._connections.get(self._coordinators.get((key_type, key), -1))
         if known is not None and known.connected:
@@ -146,7 +146,7 @@ class GroupOffsets:
                        metadata: str | None = None) -> None:
         """Commit ``offsets`` to ``group`` without joining it (generation -1, no member id),
         as admin tools do; Kafka accepts this for groups with no active members."""
-        from .schemas import OFFSET_COMMIT
+        from ..schemas import OFFSET_COMMIT
         body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
                 "group_instance_id": None, "retention_time_ms": -1,
                 "topics": commit_request_topics(offsets, metadata)}

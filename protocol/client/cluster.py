@@ -15,18 +15,18 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from .admin import AdminRequests
-from .authorization import request_error
-from .config import ClientConfig, parse_host_port
+from ..authorization import request_error
+from ..config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
 from .cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition
-from .errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
+from ..errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
                      PyKafkaError, UnknownTopicOrPartition)
 from .group_offsets import GroupOffsets
 from .leader_requests import PendingFetch, gather, list_offsets_request, take_list_offsets
-from .primitives import ZERO_UUID
+from ..primitives import ZERO_UUID
 from .retry import RetryPolicy, is_retriable
 
 log = logging.getLogger("pykafka.protocol.cluster")
@@ -80,13 +80,13 @@ class KafkaClient(GroupOffsets, AdminRequests):
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
 
-    def __enter__(self) -> "KafkaClient":
+    def __enter__(self) -> KafkaClient:
         return self
 
-    # ---- reuse (protocol.pool) ------------------------------------------------------------
+    # ---- reuse (protocol.client.pool) ------------------------------------------------------------
 
     def use_config(self, config: ClientConfig) -> None:
-        """Go on with ``config``: the same connection identity (``protocol.pool.pool_key``)
+        """Go on with ``config``: the same connection identity (``protocol.client.pool.pool_key``)
         with other timeouts, e.g. those of the task that checked this client out. Open
         connections take it too."""
         self.config = config
@@ -177,7 +177,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
         """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache."""
-        from .schemas import METADATA
+        from ..schemas import METADATA
         topics = None if topics is None else list(topics)
         while True:
             # A connection opened earlier may have been closed by its broker since (a
@@ -274,7 +274,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
     # ---- retries --------------------------------------------------------------------------
 
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
-        """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
+        """Run ``attempt`` under the client's retry policy (``protocol.client.retry``): retriable
         errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
         (with jitter), until it succeeds, a non-retriable error, or ``timeout_ms`` (default
         ``request.timeout.ms``); the topics in use are looked up afresh before each new
@@ -339,7 +339,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         ms, EARLIEST_TIMESTAMP (-2) or LATEST_TIMESTAMP (-1). Returns
         ``{(topic, partition): (offset, timestamp)}``; offset -1 when no record is at or
         after the timestamp."""
-        from .schemas import LIST_OFFSETS
+        from ..schemas import LIST_OFFSETS
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
         build = list_offsets_request(pending, isolation_level)
@@ -373,7 +373,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         connection that failed on the way. The caller then asks ``list_offsets`` with the
         fresh metadata (which retries and follows leaders as usual). Errors of the Metadata
         request itself are raised as ``refresh_metadata`` raises them."""
-        from .schemas import LIST_OFFSETS
+        from ..schemas import LIST_OFFSETS
         topics = None if topics is None else list(topics)
         groups = self._cached_leaders(timestamps)
         if not groups:
@@ -448,10 +448,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
     def start_fetch(self, offsets: dict[TopicPartition, int], *, max_wait_ms: int = 500,
                     min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
                     partition_max_bytes: int = 1024 * 1024,
-                    isolation_level: int = READ_UNCOMMITTED) -> "PendingFetch":
+                    isolation_level: int = READ_UNCOMMITTED) -> PendingFetch:
         """Send the Fetch requests and return at once; ``.result()`` waits for them. This
         lets a reader keep the next Fetch in flight while it decodes the previous one."""
-        from .schemas import FETCH
+        from ..schemas import FETCH
         meta = self.metadata({t for t, _ in offsets})
         ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
         names_by_id = {v: k for k, v in ids.items()}
@@ -482,7 +482,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 timeout_ms: int = 30_000, transactional_id: str | None = None) -> dict:
         """Send one record batch to a partition's leader; returns the partition response
         (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``."""
-        from .schemas import PRODUCE
+        from ..schemas import PRODUCE
         info = self.topic(topic)
         conn = self.connection(self.leader_for(topic, partition))
         # Produce v13+ names topics by id; stay below it when the id is unknown.

@@ -37,10 +37,11 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import TypeVar
+from collections.abc import Callable
 
-from .authorization import is_authorization_error
-from .errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
+from ..authorization import is_authorization_error
+from ..errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
                      PyKafkaError)
 
 __all__ = ["RetryPolicy", "Attempts", "RETRIABLE", "is_retriable", "is_kafka_failure",
@@ -103,7 +104,7 @@ class RetryPolicy:
 
     @classmethod
     def for_client(cls, config, timeout_ms: int | None = None,
-                   attempts: int = 0) -> "RetryPolicy":
+                   attempts: int = 0) -> RetryPolicy:
         """The backoff of a ``ClientConfig`` (``kafka.retry.backoff.ms`` / ``.max.ms``)."""
         return cls(backoff_ms=config.retry_backoff_ms,
                    max_backoff_ms=config.retry_backoff_max_ms,
@@ -111,13 +112,13 @@ class RetryPolicy:
 
     @classmethod
     def fixed(cls, interval_ms: int, attempts: int,
-              timeout_ms: int | None = None) -> "RetryPolicy":
+              timeout_ms: int | None = None) -> RetryPolicy:
         """``attempts`` attempts ``interval_ms`` apart (Spark's ``fetchOffset.*``)."""
         return cls(backoff_ms=interval_ms, max_backoff_ms=interval_ms,
                    attempts=max(1, attempts), timeout_ms=timeout_ms, jitter=0.0)
 
     @classmethod
-    def within_backoff(cls, backoff_ms: int, max_backoff_ms: int) -> "RetryPolicy":
+    def within_backoff(cls, backoff_ms: int, max_backoff_ms: int) -> RetryPolicy:
         """Doubling waits from ``backoff_ms`` for as long as their sum stays within
         ``max_backoff_ms`` (Kafka's ``sasl.login.retry.backoff.ms`` / ``.max.ms``)."""
         attempts, waited, wait = 1, 0, max(1, backoff_ms)
@@ -140,13 +141,13 @@ class RetryPolicy:
         cap = max(self.backoff_ms, self.max_backoff_ms) / 1000
         return min(cap, delay * random.uniform(1 - self.jitter, 1 + self.jitter))
 
-    def start(self, what: str) -> "Attempts":
+    def start(self, what: str) -> Attempts:
         return Attempts(self, what)
 
-    def run(self, what: str, call: Callable[["Attempts"], T], *,
+    def run(self, what: str, call: Callable[[Attempts], T], *,
             retriable: Callable[[BaseException], bool] = is_retriable,
-            between: Callable[["Attempts", BaseException], None] | None = None,
-            give_up: Callable[["Attempts", BaseException], BaseException] | None = None,
+            between: Callable[[Attempts, BaseException], None] | None = None,
+            give_up: Callable[[Attempts, BaseException], BaseException] | None = None,
             level: int = logging.DEBUG, logger: logging.Logger | None = None) -> T:
         """``call(attempts)`` until it returns, raises an error that is not ``retriable``,
         or the policy gives up (``give_up(attempts, last error)`` says how; by default

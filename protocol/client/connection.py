@@ -8,7 +8,7 @@ flight at once (answered in order). Every wait is bounded by the request timeout
 protocol error or timeout closes the connection, so a broken peer can never leave a
 half-read stream behind.
 
-For reuse (``protocol.pool`` keeps connections warm across tasks):
+For reuse (``protocol.client.pool`` keeps connections warm across tasks):
 ``close_unless_reusable()`` tells whether an idle connection can serve another request
 (the peer has not closed it, nothing unexpected arrived on it, its SASL session is not
 about to end), closing it when not. A
@@ -28,12 +28,12 @@ import logging
 import socket
 import time
 
-from .config import ClientConfig, redact
-from .errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
+from ..config import ClientConfig, redact
+from ..errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
                      ProtocolError, UnsupportedVersionError, BrokerError)
-from .framing import ClientFraming
-from .schema import Api
-from .version import __version__
+from ..framing import ClientFraming
+from ..schema import Api
+from ..version import __version__
 
 log = logging.getLogger("pykafka.protocol.connection")
 
@@ -75,7 +75,7 @@ class BrokerConnection:
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    def connect(self) -> "BrokerConnection":
+    def connect(self) -> BrokerConnection:
         if self._sock is not None:
             return self
         timeout = self.config.connect_timeout_ms / 1000
@@ -228,7 +228,7 @@ class BrokerConnection:
         self.close()
         return False
 
-    def __enter__(self) -> "BrokerConnection":
+    def __enter__(self) -> BrokerConnection:
         return self.connect()
 
     def __exit__(self, *exc) -> None:
@@ -237,7 +237,7 @@ class BrokerConnection:
     # ---- versions -------------------------------------------------------------------------
 
     def _negotiate_versions(self) -> None:
-        from .schemas.api_versions import API_VERSIONS
+        from ..schemas.api_versions import API_VERSIONS
         version = min(3, API_VERSIONS.request.versions.hi or 3)
         body = {"client_software_name": CLIENT_SOFTWARE_NAME,
                 "client_software_version": CLIENT_SOFTWARE_VERSION}
@@ -272,8 +272,8 @@ class BrokerConnection:
     # ---- SASL -----------------------------------------------------------------------------
 
     def _authenticate(self) -> None:
-        from .sasl import mechanism_for
-        from .schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
+        from ..sasl import mechanism_for
+        from ..schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
         c = self.config
         if c.sasl_mechanism_factory is None and (c.sasl_username is None
                                                  or c.sasl_password is None):
@@ -316,7 +316,7 @@ class BrokerConnection:
         """Drive a mechanism from ``ClientConfig.sasl_mechanism_factory`` (OAUTHBEARER,
         AWS_MSK_IAM): a fresh one, so a fresh token or signature, for every authentication.
         A refusal shows the broker's text and status and the options to look at."""
-        from .schemas import SASL_AUTHENTICATE
+        from ..schemas import SASL_AUTHENTICATE
         where = f"SASL {mech.name} authentication at {self.host}:{self.port} failed"
         redact = getattr(mech, "redact", lambda text: text)
         message = mech.initial_response()
@@ -393,7 +393,7 @@ class BrokerConnection:
         correlation_id, frame = self._framing.request(api, version, body, expect_response)
         try:
             self._sock.sendall(frame)
-        except socket.timeout as e:
+        except TimeoutError as e:
             self.close()
             raise KafkaTimeoutError(f"sending {api.name} to {self.host}:{self.port} "
                                     f"timed out") from e
@@ -420,7 +420,7 @@ class BrokerConnection:
             try:
                 self._sock.settimeout(remaining)
                 received = self._sock.recv_into(self._framing.receive_buffer())
-            except socket.timeout as e:
+            except TimeoutError as e:
                 self.close()
                 raise KafkaTimeoutError(
                     f"no response from {self.host}:{self.port} within {timeout} ms") from e

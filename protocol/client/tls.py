@@ -12,7 +12,7 @@ import os
 import ssl
 from typing import NoReturn, Union
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 __all__ = ["build_ssl_context"]
 

@@ -5,9 +5,9 @@ the ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are 
 
 from __future__ import annotations
 
-from .authorization import request_error
+from ..authorization import request_error
 from .cluster_metadata import TopicPartition
-from .errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
+from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 from .retry import is_retriable
 
 __all__ = ["PendingFetch", "list_offsets_request", "take_list_offsets", "gather"]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from .authorization import request_error
+from ..authorization import request_error
 from .connection import BrokerConnection
-from .errors import BrokerError
-from .primitives import ZERO_UUID
+from ..errors import BrokerError
+from ..primitives import ZERO_UUID
 
 __all__ = ["AdminRequests"]
 
@@ -45,7 +45,7 @@ class AdminRequests:
                       configs: dict[str, str] | None = None, exist_ok: bool = False,
                       timeout_ms: int = 30_000) -> None:
         """Create ``{name: partitions}``; waits until every partition's leader answers."""
-        from .schemas import CREATE_TOPICS
+        from ..schemas import CREATE_TOPICS
         body = {"topics": [{"name": name, "num_partitions": n,
                             "replication_factor": replication_factor, "assignments": [],
                             "configs": [{"name": k, "value": v}
@@ -91,7 +91,7 @@ class AdminRequests:
 
     def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
                       timeout_ms: int = 30_000) -> None:
-        from .schemas import DELETE_TOPICS
+        from ..schemas import DELETE_TOPICS
         names = list(names)
         body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
                 "topic_names": names, "timeout_ms": timeout_ms}
@@ -115,7 +115,7 @@ class AdminRequests:
                        timeout_ms: int = 30_000) -> dict[TopicPartition, int]:
         """Delete records before ``{(topic, partition): offset}`` (-1: the high watermark).
         Returns the new low watermarks."""
-        from .schemas import DELETE_RECORDS
+        from ..schemas import DELETE_RECORDS
         pending = dict(offsets)
         done: dict[TopicPartition, int] = {}
 
