@@ -146,3 +146,36 @@ def test_only_the_connection_module_touches_sockets():
                    if {t.split(".")[0] for t in _imports(path, module)} & {"socket", "select",
                                                                           "selectors"})
     assert users == ["protocol.client.connection"], users
+
+
+# ---- docs/architecture.md and the tree agree -----------------------------------------------
+
+_WINGS = ("pyspark_pykafka", "kafka_source", "kafka_sink", "kafka_common",
+          "kafka_common/value_formats", "protocol", "protocol/client")
+
+
+def test_the_architecture_page_names_every_module_of_every_wing_and_no_other():
+    import re
+
+    with open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8") as f:
+        page = f.read()
+    named = set(re.findall(r"\b([a-z_]+\.py)\b", page))
+    missing = []
+    present = set()
+    for wing in _WINGS:
+        folder = os.path.join(ROOT, wing)
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if name.endswith(".py") and name != "__init__.py":
+                present.add(name)
+                if name not in named:
+                    missing.append(f"{wing}/{name}")
+            elif os.path.isfile(os.path.join(path, "__init__.py")):
+                if f"{name}/" not in page:
+                    missing.append(f"{wing}/{name}/")
+    assert not missing, f"modules docs/architecture.md does not place: {missing}"
+    everywhere = {n for top in ("pyspark_pykafka", "kafka_source", "kafka_sink",
+                                "kafka_common", "protocol", "kafka_testbed", "tests", "scripts")
+                  for _, _, files in os.walk(os.path.join(ROOT, top))
+                  for n in files if n.endswith(".py")}
+    assert not named - everywhere, f"the page names modules that do not exist: {named - everywhere}"
