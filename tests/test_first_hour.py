@@ -180,7 +180,7 @@ def test_kafka_s_own_client_options_still_pass_with_a_warning(caplog, monkeypatc
     warning), even where a name is close to one of ours."""
     monkeypatch.setattr(option_map, "_warned", set())
     jvm_options = {"kafka.ssl.keystore.password": "x", "kafka.session.timeout.ms": "1",
-                   "kafka.retry.backoff.max.ms": "1", "kafka.metadata.max.age.ms": "1",
+                   "kafka.reconnect.backoff.max.ms": "1", "kafka.metadata.max.age.ms": "1",
                    "kafka.foo.bar": "far from every known name"}
     with caplog.at_level(logging.WARNING):
         o = parse_reader_options({**BASE, **jvm_options})
