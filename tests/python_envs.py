@@ -14,7 +14,7 @@ import shutil
 import subprocess
 import sys
 
-from .test_ship import clean_env, pyfiles_python
+from .helpers.envs import clean_env, pyfiles_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

@@ -205,7 +205,7 @@ def test_we_read_what_kafkas_console_producer_wrote(spark, kafka, topic_name):
     a null header value and a null value; spark.read returns them field for field, with
     CreateTime timestamps taken while it ran."""
     create_topic(kafka, topic_name, 1)
-    lines = [f"h1:a,h2:b\tk1\tv1", f"h1:c\t{NULL}\tv2", f"h3:{NULL}\tk3\tv3",
+    lines = ["h1:a,h2:b\tk1\tv1", f"h1:c\t{NULL}\tv2", f"h3:{NULL}\tk3\tv3",
              f"h4:d\tk4\t{NULL}"]
     before = int(time.time() * 1000)
     kafka.tool(CONSOLE_PRODUCER, "--bootstrap-server", kafka.bootstrap, "--topic",

@@ -55,8 +55,8 @@ from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import child_env
 from .reliability_report import record, soak
 from .soak_forensics import committed_ends
-from .test_sink_exactly_once_spark import our_read_committed
-from .test_sink_producer import consume
+from .helpers.read_committed import our_read_committed
+from .helpers.sink import consume
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           log_of, open_transactions, stable_offsets_behind)
 

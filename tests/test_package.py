@@ -26,7 +26,7 @@ import pytest
 from protocol.version import __version__
 
 from .python_envs import copy_sources, layered_env, site_packages
-from .test_ship import clean_env
+from .helpers.envs import clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = f"pyspark_pykafka-{__version__}"

@@ -35,8 +35,8 @@ from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
 from .signin_cluster import REAUTH_MS
-from .test_sink_producer import (assert_exactly_once_in_order, batches, consume, make_topic,
-                                 options as writer_options, plan_for, raw_batches)
+from .helpers.sink import (assert_exactly_once_in_order, batches, consume, make_topic,
+                           options as writer_options, plan_for, raw_batches)
 
 FETCH, PRODUCE = 1, 0
 
@@ -48,19 +48,6 @@ def fresh_pool(monkeypatch):
     monkeypatch.setattr(pool, "_default", p)
     yield p
     p.close()
-
-
-@pytest.fixture(scope="module")
-def proxied(proxied_kafka):
-    return proxied_kafka
-
-
-@pytest.fixture
-def proxy(proxied):
-    p, _ = proxied
-    p.reset()
-    yield p
-    p.reset()
 
 
 def reader_options(bootstrap: str, **extra):

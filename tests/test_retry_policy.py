@@ -14,7 +14,7 @@ import pytest
 from protocol.errors import (ConfigError, KafkaConnectionError, KafkaTimeoutError,
                              NotLeaderOrFollower)
 from protocol.retry import RetryPolicy, is_retriable
-from tests.test_logging import ROOT, library_sources
+from tests.helpers.library import ROOT, library_sources
 
 
 def failing(errors: list[BaseException], then=None):

@@ -28,10 +28,12 @@ from pyspark.sql import functions as F
 from .eos_retry_child import ROWS
 from .helpers.kill_points import ENV, FAIL_ENV, POINTS, child_env
 from .eos_stream_child import pipeline
-from .test_source_streaming import QUERY_TIMEOUT_S, create_topic, produce, values_for
+from .broker_setup import create_topic
+from .helpers.streaming import QUERY_TIMEOUT_S, produce, values_for
 from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
                           kafka_transactions_verdict, librdkafka_read_committed,
                           open_transactions, stable_offsets_behind)
+from .helpers.read_committed import our_read_committed
 
 pytestmark = pytest.mark.spark
 
@@ -42,13 +44,6 @@ REPO = Path(__file__).resolve().parent.parent
 def eos_kafka(request):
     """Apache Kafka with transaction.version 2 (the session's) and 1."""
     return kafka_of_transaction_version(request, request.param)
-
-
-def our_read_committed(spark, bootstrap, topic):
-    return [r.v for r in spark.read.format("pykafka")
-            .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-            .option("kafka.isolation.level", "read_committed").load()
-            .selectExpr("CAST(value AS STRING) AS v").collect()]
 
 
 def assert_every_referee_sees(spark, broker, topic, partitions, prefix, expected) -> None:

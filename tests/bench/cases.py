@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import time
 
-import pyarrow as pa
 
 # Fetch sizes of the reader's defaults (kafka.max.partition.fetch.bytes, fetch.max.bytes):
 # the wire limit is measured with what the reader asks for.

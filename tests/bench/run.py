@@ -484,7 +484,7 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             if ds is first:
                 timed_round(results, "read:spark-pykafka-tiny", ds,
                             lambda: spark_read_tiny(spark, bootstrap, ds), len(ds.ends))
-    del responses, sample
+    responses = sample = None  # free the fetched batches (the lambdas above read these names)
 
 
 def spark_read_tiny(spark, bootstrap, ds):
