@@ -60,7 +60,9 @@ from protocol.schemas import METADATA
 from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
 from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls, spark_worker_env
-from .helpers.signin import OAUTH_HANDLER, OAUTH_MODULE, PASSWORD, USER, issuer_token_options, oauth_options, sasl_options, sasl_ssl_options
+from .helpers.signin import (OAUTH_HANDLER, OAUTH_MODULE, PASSWORD, USER,
+                             issuer_token_options, oauth_options, sasl_options,
+                             sasl_ssl_options)
 
 MIDDLE_KAFKA = "4.1.2"
 METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,

@@ -14,7 +14,8 @@ from protocol.errors import AuthenticationError, ConfigError, ProtocolError
 from protocol.sasl import (DEFAULT_MAX_ITERATIONS, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE,
                            SUPPORTED_MECHANISMS, PlainMechanism, ScramMechanism,
                            escape_saslname, mechanism_for, parse_jaas_config)
-from .helpers.secrets import RFC_NONCE, RFC_PASSWORD, RFC_PROOF, RFC_SALT, RFC_USER, _RFC_SALTED, assert_no_secret
+from .helpers.secrets import (RFC_NONCE, RFC_PASSWORD, RFC_PROOF, RFC_SALT, RFC_USER,
+                              _RFC_SALTED, assert_no_secret)
 
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_NONCE = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"

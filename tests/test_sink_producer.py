@@ -39,7 +39,8 @@ from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 
 from .txn_referee import log_of
-from .helpers.sink import assert_exactly_once_in_order, batches, consume, make_topic, options, plan_for, raw_batches, rows
+from .helpers.sink import (assert_exactly_once_in_order, batches, consume, make_topic,
+                           options, plan_for, raw_batches, rows)
 
 
 # ---- helpers -------------------------------------------------------------------------------

@@ -37,7 +37,8 @@ from .broker_setup import create_topic
 from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
                           kafka_transactions_verdict, librdkafka_read_committed,
                           open_transactions, stable_offsets_behind)
-from .helpers.transactions import PLAN_KEY_VALUE, assert_read_committed_shows, commit, create, options, produce_in_txn, rows, task, values
+from .helpers.transactions import (PLAN_KEY_VALUE, assert_read_committed_shows, commit,
+                                   create, options, produce_in_txn, rows, task, values)
 
 INIT_PRODUCER_ID_KEY, END_TXN_KEY = 22, 26
 READ_COMMITTED = 1

@@ -39,7 +39,9 @@ from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader,
 from protocol.cluster import KafkaClient
 
 from .broker_setup import create_topic
-from .helpers.streaming import A0, A1, B0, QUERY_TIMEOUT_S, StubClient, expected_rows, produce, read_sink, run_available_now, start_query, stub_reader, values_for
+from .helpers.streaming import (A0, A1, B0, QUERY_TIMEOUT_S, StubClient, expected_rows,
+                                produce, read_sink, run_available_now, start_query,
+                                stub_reader, values_for)
 
 
 # ---- helpers ----------------------------------------------------------------------------

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from protocol import cluster, group_offsets, transactions
-from protocol.schemas import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, API_VERSIONS, CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH, FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS, LIST_TRANSACTIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT
-from tests.helpers.library import ROOT
+from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, API_VERSIONS,
+                              CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH,
+                              FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS,
+                              LIST_TRANSACTIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
+                              PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT)
+from .library import ROOT
 
 
 KAFKA = json.loads((Path(ROOT) / "tests" / "data" / "kafka_request_versions.json")

@@ -1,4 +1,5 @@
-"""Helpers of the reader's streaming tests: topics, produced values, stub clients and readers, the query's time limit."""
+"""Helpers of the reader's streaming tests: produced values, stub clients and readers, the
+query's time limit."""
 
 from __future__ import annotations
 

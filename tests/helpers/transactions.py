@@ -1,4 +1,5 @@
-"""Helpers of the transactional writer's tests: options, creating and committing writers, what read_committed readers see."""
+"""Helpers of the transactional writer's tests: options, creating and committing writers,
+what read_committed readers see."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from protocol import transactions as txn
 from protocol.cluster import KafkaClient
 from protocol.errors import BrokerError
 from protocol.records.encode_arrow import encode_batch
-from ..txn_referee import committed_values, librdkafka_read_committed, open_transactions, stable_offsets_behind
+from ..txn_referee import (committed_values, librdkafka_read_committed, open_transactions,
+                           stable_offsets_behind)
 
 
 def create(broker, topic, partitions=2):
