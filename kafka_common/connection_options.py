@@ -18,10 +18,10 @@ from typing import Any
 
 from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, parse_host_port
 from protocol.errors import ConfigError
-from protocol.sasl import SCRAM_LOGIN_MODULE, canonical_class, parse_jaas_config
+from protocol.sasl import parse_jaas_config
 
 from .oauth.option_table import OAUTH_OPTIONS
-from .trust import check_login_module
+from .trust import login_mechanism
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
@@ -152,13 +152,7 @@ def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
             raise ConfigError("kafka.sasl.jaas.config: give either kafka.sasl.jaas.config or "
                               "kafka.sasl.username and kafka.sasl.password, not both")
         username, password, module = parse_jaas_config(jaas)
-        if mechanism is None:
-            if canonical_class(module) == SCRAM_LOGIN_MODULE:
-                raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
-                                  "SCRAM-SHA-512 with the ScramLoginModule of "
-                                  "kafka.sasl.jaas.config")
-            mechanism = "PLAIN"
-        check_login_module(module, mechanism)
+        mechanism = login_mechanism(module, mechanism)
     else:
         mechanism = mechanism or "PLAIN"
         if not username or not password:

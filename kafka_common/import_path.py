@@ -25,6 +25,9 @@ import functools
 import operator
 from typing import cast
 
+from protocol.version import RUNTIME_NAMES
+
+
 def connector_zip() -> bytes | None:
     """The bytes of the zip this process imported the connector from, or None."""
     loader = getattr(globals().get("__spec__"), "loader", None)
@@ -98,11 +101,12 @@ class CarriesImportPath:
         return with_import_path(cast(tuple, object.__reduce_ex__(self, protocol)))
 
 
-def _put_on_path(data: bytes) -> None:
+def _put_on_path(data: bytes, top: tuple = RUNTIME_NAMES) -> None:
     """Let this process import the connector's packages from ``data`` (a zip's bytes).
 
     Pickled by value (see the ``__module__`` below), so it runs where the connector cannot be
-    imported. Once per process; nothing where the connector is importable already."""
+    imported (``top``, the names the zip serves, travels with it as a default). Once per
+    process; nothing where the connector is importable already."""
     import importlib.abc
     import importlib.util
     import io
@@ -112,7 +116,6 @@ def _put_on_path(data: bytes) -> None:
     name = "PyKafkaZipFinder"
     if any(type(f).__name__ == name for f in _sys.meta_path):
         return
-    top = ("kafka_source", "kafka_sink", "kafka_common", "protocol", "pyspark_pykafka")
     if "kafka_source" in _sys.modules or importlib.util.find_spec("kafka_source") is not None:
         return
     with zipfile.ZipFile(io.BytesIO(data)) as z:

@@ -38,7 +38,8 @@ import urllib.parse
 import urllib.request
 
 from protocol.errors import AuthenticationError, ConfigError
-from protocol.sasl import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, canonical_class
+from protocol.sasl import (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, canonical_class,
+                           parse_jaas_options)
 
 from .option_map import warn_once
 
@@ -266,6 +267,30 @@ def check_login_module(module: str, mechanism: str) -> str:
         raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
                           f"kafka.sasl.mechanism {mechanism}; use {expected}")
     return expected
+
+
+def login_mechanism(module: str, mechanism: str | None) -> str:
+    """The mechanism of a ``kafka.sasl.jaas.config`` naming ``module`` with
+    ``kafka.sasl.mechanism`` ``mechanism`` (PLAIN when unset, but the ScramLoginModule needs
+    one of the SCRAM mechanisms said), once ``check_login_module`` accepts the pair."""
+    if mechanism is None:
+        if canonical_class(module) == SCRAM_LOGIN_MODULE:
+            raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
+                              "SCRAM-SHA-512 with the ScramLoginModule of "
+                              "kafka.sasl.jaas.config")
+        mechanism = "PLAIN"
+    check_login_module(module, mechanism)
+    return mechanism
+
+
+def jaas_options(jaas: str | None, mechanism: str) -> dict[str, str]:
+    """The options of ``jaas`` (a ``kafka.sasl.jaas.config``, or None: no options) once its
+    login module is ``mechanism``'s (``check_login_module``)."""
+    if jaas is None:
+        return {}
+    module, options = parse_jaas_options(jaas)
+    check_login_module(module, mechanism)
+    return options
 
 
 # ---- secrets in the clear --------------------------------------------------------------------

@@ -18,7 +18,7 @@ from protocol.records import accel
 
 from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
-from .kill_points import maybe_fail, maybe_kill
+from .hook_points import reached
 from .options import WriterOptions
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
 from .producer import IDENTITY_STATE_KEY, TaskProducer
@@ -235,8 +235,8 @@ def _commit_message(options: WriterOptions, producer: TaskProducer,
     transaction = None
     if txn_info is not None:
         tid, partition_id, attempt, batch_id = txn_info
-        maybe_kill("before_task_end", batch_id)
-        maybe_fail("before_task_end", partition_id, attempt)
+        reached("before_task_end", batch_id=batch_id, partition_id=partition_id,
+                attempt=attempt)
         written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
         transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
                                       partition_id, attempt,

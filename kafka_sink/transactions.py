@@ -127,7 +127,7 @@ from kafka_common.repeated_warnings import RepeatedWarnings
 from protocol.client import transactions as txn
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
-from .kill_points import maybe_kill
+from .hook_points import reached
 from .txn_errors import exactly_once_grant, transaction_hint
 
 __all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
@@ -304,7 +304,7 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
     tasks = [m.transaction for m in messages
              if m is not None and getattr(m, "transaction", None) is not None]
     counts = {"committed": 0, "replayed": 0, "skipped": 0}
-    maybe_kill("before_driver_commit", batch_id)
+    reached("before_driver_commit", batch_id=batch_id)
     done = 0
     for t in sorted(tasks, key=lambda t: t.partition_id):
         if t.skipped:
@@ -313,7 +313,7 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
         if t.marker is None:
             continue  # the task wrote nothing: no partition joined its transaction
         if done:
-            maybe_kill("between_commits", batch_id)
+            reached("between_commits", batch_id=batch_id)
         if batch_id is not None:
             group = marker_group(prefix, t.partition_id)
             if committed_batch(client, prefix, t.partition_id, timeout,
@@ -340,7 +340,7 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
         _end(client, t, True, timeout, options.transactional_id_prefix)
         counts["committed"] += 1
         done += 1
-    maybe_kill("after_commit", batch_id)
+    reached("after_commit", batch_id=batch_id)
     losers = sorted({(t.partition_id, a) for t in tasks
                      for a in [*range(t.attempt), t.attempt + 1]})
     fence(client, prefix, losers, timeout, options.transaction_timeout_ms)

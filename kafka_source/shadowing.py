@@ -19,7 +19,8 @@ import sys
 
 __all__ = ["INSTALLED_NAMES", "check_own_modules", "ShadowedModuleError"]
 
-#: The top-level import names the package installs (pyproject.toml).
+#: The top-level import names the package installs: a copy of ``protocol.version``'s, as
+#: this module imports nothing of the connector (tests/test_package.py compares the two).
 INSTALLED_NAMES = ("pyspark_pykafka", "kafka_source", "kafka_sink", "kafka_common",
                    "protocol", "kafka_testbed")
 #: The packages ``kafka_source`` imports, checked before it imports them.

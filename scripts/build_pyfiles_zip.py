@@ -49,6 +49,7 @@ import importlib.util
 import json
 import marshal
 import os
+import runpy
 import subprocess
 import sys
 import sysconfig
@@ -57,8 +58,11 @@ import textwrap
 import zipfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODULES: tuple[str, ...] = ()
-PACKAGES = ("pyspark_pykafka", "protocol", "kafka_common", "kafka_source", "kafka_sink")
+# protocol/version.py, run by path: the package itself needs its dependencies.
+_NAMES = runpy.run_path(os.path.join(ROOT, "protocol", "version.py"))
+# The files and packages the zip carries (protocol/version.py names them).
+MODULES = tuple(f"{m}.py" for m in _NAMES["MODULES"])
+PACKAGES = _NAMES["RUNTIME_PACKAGES"]
 # 1980-01-01, the earliest time a zip entry can carry: same input, same archive.
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 # PEP 552 flags of a .pyc: bit 0 "validated by a hash of the source, not its mtime", bit 1

@@ -40,6 +40,7 @@ import glob
 import os
 import platform
 import re
+import runpy
 import shutil
 import subprocess
 import sys
@@ -56,11 +57,12 @@ MANYLINUX = "manylinux_2_17"
 # asks for setuptools>=77).
 BUILD_REQUIREMENTS = ("setuptools==84.2.1",)
 EXTENSIONS = ("_fastdecode", "_fastencode")
-# What a build of the project reads (pyproject.toml's packages and module, its readme and
-# license).
-SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE",
-           "pyspark_pykafka", "protocol",
-           "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
+# What a build of the project reads: its configuration, readme and license, and the
+# modules and packages protocol/version.py names (run by path: the package needs its
+# dependencies). tests/python_envs.py copies the same.
+_NAMES = runpy.run_path(os.path.join(ROOT, "protocol", "version.py"))
+SOURCES = (("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE")
+           + tuple(f"{m}.py" for m in _NAMES["MODULES"]) + _NAMES["PACKAGES"])
 
 
 def _version_of(python: str) -> str | None:

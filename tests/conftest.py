@@ -80,6 +80,22 @@ def proxied_kafka():
         yield pair
 
 
+@pytest.fixture(scope="module")
+def proxied(proxied_kafka):
+    """``(proxy, kafka)``: ``proxied_kafka``, for a module's fixtures (the proxy is not
+    reset: ``proxy`` does that)."""
+    return proxied_kafka
+
+
+@pytest.fixture
+def proxy(proxied_kafka):
+    """The fault proxy of ``proxied_kafka``, reset before and after the test."""
+    p, _ = proxied_kafka
+    p.reset()
+    yield p
+    p.reset()
+
+
 @pytest.fixture(scope="session")
 def kafka():
     """Apache Kafka, the newest pinned version, one node, PLAINTEXT (``.bootstrap``),

@@ -1,7 +1,7 @@
 """A batch-writing driver for ``tests/test_sink_exactly_once_spark.py`` whose Spark retries
 a failed task once (master ``local[2,2]``; the test session's Spark allows no retry): it
 writes 400 rows in two Spark partitions into TOPIC with ``exactlyOnce``. Run as a child
-process with ``PYKAFKA_TEST_FAIL_AT`` set (``kafka_sink.kill_points.maybe_fail``) to make
+process with ``PYKAFKA_TEST_FAIL_AT`` set (``tests.helpers.kill_points.maybe_fail``) to make
 chosen task attempts fail after their rows reached the broker. Exits 0 when the job
 succeeded.
 

@@ -1,7 +1,7 @@
 """A streaming driver for ``tests/test_sink_exactly_once_spark.py`` to crash: topic to
 topic with ``exactlyOnce``, run as a child process in a session of its own with
 ``PYKAFKA_TEST_KILL_AT`` set (it sets ``PYKAFKA_TEST_KILL_SESSION`` itself), so that
-``kafka_sink.kill_points`` SIGKILLs the driver and its JVM at one point of one
+``tests.helpers.kill_points`` SIGKILLs the driver and its JVM at one point of one
 micro-batch.
 
     python -m tests.eos_stream_child BOOTSTRAP SOURCE TARGET CHECKPOINT PREFIX
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from kafka_sink.kill_points import SESSION_ENV
+from tests.helpers.kill_points import SESSION_ENV
 from tests.child_session import child_spark
 
 

@@ -6,7 +6,7 @@ kill it, or read everything it and its Python workers wrote to stderr).
 
 ``eos``: topic to topic with ``exactlyOnce`` (``tests.eos_stream_child.pipeline``), a
 micro-batch a second, in a session of its own with ``PYKAFKA_TEST_KILL_AT`` set by the
-test, so that ``kafka_sink.kill_points`` SIGKILLs it at one point of one micro-batch.
+test, so that ``tests.helpers.kill_points`` SIGKILLs it at one point of one micro-batch.
 
 ``read``: ``readStream`` from the earliest offset with ``kafka.request.timeout.ms`` =
 REQUEST_MS; each micro-batch's rows (partition, offset, value, the record's timestamp in
@@ -22,7 +22,7 @@ import os
 import sys
 import time
 
-from kafka_sink.kill_points import SESSION_ENV
+from tests.helpers.kill_points import SESSION_ENV
 from tests.child_session import child_spark
 from tests.eos_stream_child import pipeline
 

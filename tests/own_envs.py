@@ -17,7 +17,7 @@ import sys
 import time
 
 from .python_envs import build_wheel, pip
-from .test_ship import RUNTIME_DEPENDENCIES, clean_env
+from .helpers.envs import RUNTIME_DEPENDENCIES, clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -14,14 +14,14 @@ import shutil
 import subprocess
 import sys
 
-from .test_ship import clean_env, pyfiles_python
+from .helpers.envs import clean_env, pyfiles_python
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# What a build of the project reads (pyproject.toml's packages and module, its readme and
-# license).
-SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE",
-           "pyspark_pykafka", "protocol",
-           "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed")
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+try:
+    from build_wheels import SOURCES  # what a build of the project reads
+finally:
+    sys.path.pop(0)
 
 
 def site_packages(python: str) -> str:

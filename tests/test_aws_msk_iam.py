@@ -18,7 +18,7 @@ import urllib.parse
 import pytest
 
 botocore = pytest.importorskip("botocore")
-from botocore.auth import SigV4Auth, SigV4QueryAuth  # noqa: E402
+from botocore.auth import SigV4Auth  # noqa: E402
 from botocore.awsrequest import AWSRequest  # noqa: E402
 from botocore.credentials import Credentials  # noqa: E402
 
@@ -32,8 +32,8 @@ from protocol.sasl_aws_msk_iam import (AwsCredentials, msk_iam_payload,  # noqa:
                                        msk_oauth_token, region_from_host)
 
 from .fake_sasl_broker import FakeSaslBroker  # noqa: E402
+from .helpers.msk_iam import KEY, SECRET, SESSION, botocore_presign, check_msk_payload
 
-KEY, SECRET, SESSION = "AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", "FQoG/Zx+tok=="
 WHEN = dt.datetime(2026, 11, 24, 5, 30, 0, tzinfo=dt.timezone.utc)
 HOST = "b-1.mycluster.abc123.c2.kafka.eu-west-1.amazonaws.com"
 UA = "pyspark-pykafka/0.1.0"
@@ -57,21 +57,6 @@ def clean(monkeypatch):
 
 def ours(token: bool) -> AwsCredentials:
     return AwsCredentials(KEY, Secret(SECRET), Secret(SESSION) if token else None)
-
-
-def botocore_presign(url: str, region: str, when: dt.datetime, token: bool) -> AWSRequest:
-    """botocore's presigned request (its own clock frozen at ``when``), as AWS's Python
-    MSK signer makes it."""
-    auth = SigV4QueryAuth(Credentials(KEY, SECRET, SESSION if token else None),
-                      "kafka-cluster", region, expires=900)
-    request = AWSRequest(method="GET", url=url, params={"Action": "kafka-cluster:Connect"})
-    original = botocore.auth.get_current_datetime
-    botocore.auth.get_current_datetime = lambda: when.replace(tzinfo=None)
-    try:
-        auth.add_auth(request)
-    finally:
-        botocore.auth.get_current_datetime = original
-    return request
 
 
 @pytest.mark.parametrize("token", [False, True])
@@ -104,19 +89,6 @@ def test_region_comes_from_the_broker_host():
 
 
 # ---- the scripted broker recomputes every signature with botocore --------------------------
-
-def check_msk_payload(payload: dict, _extensions=None) -> dict | None:
-    """The broker's side of AWS_MSK_IAM: recompute the signature from the payload's own
-    date and the secret the broker knows."""
-    when = dt.datetime.strptime(payload["x-amz-date"], "%Y%m%dT%H%M%SZ").replace(
-        tzinfo=dt.timezone.utc)
-    region = payload["x-amz-credential"].split("/")[2]
-    request = botocore_presign(f"https://{payload['host']}/", region, when,
-                               "x-amz-security-token" in payload)
-    query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(request.url).query))
-    if payload["x-amz-signature"] != query["X-Amz-Signature"]:
-        return {"status": "Access denied: signature mismatch"}
-    return None
 
 
 def check_msk_oauth(token: str, _extensions) -> dict | None:

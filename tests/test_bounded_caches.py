@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from kafka_common.bounded_cache import BoundedCache
-from tests.test_logging import ROOT, library_sources
+from tests.helpers.library import ROOT, library_sources
 
 # Module-level maps that are tables of a fixed size, not caches: Kafka's error codes, the
 # compression modules, the connector's own zip on the import path.

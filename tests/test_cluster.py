@@ -17,6 +17,7 @@ from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutErro
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 
 from .broker_setup import create_topic
+from .helpers.waiting import wait_until
 
 LIST_OFFSETS_KEY = 2
 
@@ -62,10 +63,8 @@ def test_topic_create_describe_delete(kafka, topic_name):
         client.create_topics({topic_name: 3}, exist_ok=True)
         client.delete_topics([topic_name])
         # Kafka deletes asynchronously: the broker's metadata drops the topic soon after
-        deadline = time.monotonic() + 10
-        while topic_name in client.refresh_metadata().topics:
-            assert time.monotonic() < deadline, "the deleted topic is still in the metadata"
-            time.sleep(0.1)
+        wait_until(lambda: topic_name not in client.refresh_metadata().topics, 10,
+                   "the deleted topic gone from the metadata", interval=0.1)
 
 
 def test_list_offsets_earliest_and_latest(broker, topic_name):

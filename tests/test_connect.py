@@ -41,7 +41,7 @@ import pytest
 from protocol.client.cluster import KafkaClient
 
 from .python_envs import build_wheel, can_import_connector, layered_env, pip
-from .test_ship import clean_env
+from .helpers.envs import clean_env
 
 pytestmark = [pytest.mark.spark, pytest.mark.loading]
 

@@ -34,14 +34,14 @@ import pytest
 
 from kafka_sink.writer import write_task
 from kafka_source.fetcher import read_range
-from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
 from kafka_testbed import MockCluster
 from protocol.client.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 
 from .reliability_report import record, soak
-from .test_sink_producer import batches, consume, options as writer_options, plan_for
+from .helpers.sink import batches, consume, options as writer_options, plan_for
+from .helpers.faults import produce_numbered, reader_options
 
 SOAK = soak()
 READ_RECORDS = 1_000_000 if SOAK else 200_000
@@ -54,49 +54,9 @@ CUT_EVERY_MS = 200
 # ---- brokers -------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def proxied(proxied_kafka):
-    """``(proxy, kafka)``: the session's Apache Kafka node that clients reach through a
-    fault proxy (``proxy.address``) or directly (``kafka.bootstrap``)."""
-    return proxied_kafka
-
-
-@pytest.fixture
-def proxy(proxied):
-    p, _ = proxied
-    p.reset()
-    yield p
-    p.reset()
-
-
-@pytest.fixture(scope="module")
 def private_mock():
     with MockCluster(brokers=3) as cluster:
         yield cluster
-
-
-def reader_options(bootstrap: str, **extra):
-    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "unused"}
-    base.update({k: str(v) for k, v in extra.items()})
-    return parse_reader_options(base)
-
-
-def produce_numbered(bootstrap: str, topic: str, total: int, partitions: int,
-                     batch: int = 10_000) -> None:
-    """Records ``i`` (key ``k<i>``, a value of varying length, a header on every 7th) to
-    partition ``i % partitions``, in order, in record batches of at most ``batch``."""
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20,
-                                  "batch.num.messages": batch, "enable.idempotence": True})
-    for i in range(total):
-        value = b"v%09d-" % i + b"x" * (i % 37)
-        headers = [("h", b"%d" % i)] if i % 7 == 0 else None
-        while True:
-            try:
-                p.produce(topic, key=b"k%d" % i, value=value, partition=i % partitions,
-                          headers=headers)
-                break
-            except BufferError:
-                p.poll(0.05)
-    assert p.flush(60) == 0
 
 
 def read_partitions(opts, topic: str, ends: dict[int, int]) -> dict[int, pa.Table]:

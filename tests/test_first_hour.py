@@ -386,7 +386,7 @@ def test_a_registry_that_does_not_answer_says_what_it_waits_for(caplog):
 def test_the_lag_line_names_the_query_and_its_topics(caplog):
     from kafka_source.lag import KafkaLagListener
 
-    from .test_lag import PROGRESS
+    from .helpers.lag import PROGRESS
 
     class Unnamed:
         id, name, batchId = "88ee6b30", None, 7
@@ -512,7 +512,7 @@ def test_a_check_that_passed_before_rides_out_an_outage_a_first_one_fails_fast(
 
     from kafka_sink import writer
 
-    from .test_sink_topic_check import METADATA
+    from .helpers.topic_check import METADATA
     schema = StructType([StructField("value", BinaryType())])
     proxy, kafka = proxied_kafka
     proxy.reset()

@@ -25,7 +25,7 @@ from protocol.errors import AuthenticationError, ProtocolError, PyKafkaError
 
 from .fake_sasl_broker import FakeSaslBroker
 from .reliability_report import record
-from .test_sasl import assert_no_secret
+from .helpers.secrets import assert_no_secret
 
 USER, PASSWORD = "alice", "Pa55-\u00e9-s3cr3t-XYZ"
 _FIGURES: dict[str, list] = {"frames": [], "scram": []}

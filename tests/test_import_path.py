@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 from tests.broker_setup import create_topic
-from tests.test_logging import ROOT
+from tests.helpers.library import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 try:

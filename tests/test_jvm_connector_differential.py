@@ -51,12 +51,8 @@ from protocol.schemas import FETCH, LIST_OFFSETS
 
 from .broker_setup import create_topic, kafka_behind_fault_proxy
 from .own_envs import own_env
-from .test_ship import clean_env
+from .helpers.jvm_connector import SPARK_VERSION, ok, run_child
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CHILD = os.path.join(ROOT, "tests", "jvm_referee_child.py")
-SPARK_VERSION = "4.2.0"  # the newest Spark whose Kafka connector Maven serves
-CHILD_TIMEOUT_S = 900
 CHILD_THREADS = 2  # scenarios the child runs at a time
 
 # A first run builds .venv-pyspark-4.2.0 (pip builds PySpark's sdist) inside the fixture.
@@ -573,20 +569,6 @@ def prepare_topics(kafka, names: dict[str, str], t0: int) -> None:
     produce_log_append_time(kafka.bootstrap, names["L"])
 
 
-def run_child(python: str, spec: dict, workdir: str) -> dict:
-    spec_path = os.path.join(workdir, "spec.json")
-    results_path = os.path.join(workdir, "results.json")
-    with open(spec_path, "w") as f:
-        json.dump(spec, f)
-    done = subprocess.run([python, CHILD, spec_path, results_path], cwd=workdir,
-                          env=clean_env(python, PYTHONPATH=ROOT, TZ="UTC"),
-                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    assert done.returncode == 0 and os.path.exists(results_path), (
-        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
-    with open(results_path) as f:
-        return json.load(f)
-
-
 @pytest.fixture(scope="module")
 def referee(kafka, tmp_path_factory):
     """Every scenario's results through both connectors: {name: {"kafka": .., "pykafka": ..}},
@@ -624,10 +606,6 @@ def referee(kafka, tmp_path_factory):
 
 
 # ---- judging -------------------------------------------------------------------------------
-
-def ok(result: dict) -> dict:
-    assert "error" not in result, json.dumps(result["error"], indent=1)[:6000]
-    return result
 
 
 def by_position(rows: list[dict]) -> list[dict]:

@@ -37,7 +37,7 @@ from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
 from .own_envs import own_env
-from .test_jvm_connector_differential import SPARK_VERSION, ok, run_child
+from .helpers.jvm_connector import SPARK_VERSION, ok, run_child
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_referee, pytest.mark.timeout(1800)]
 

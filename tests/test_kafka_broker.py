@@ -31,11 +31,12 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from kafka_sink.kill_points import ENV as KILL_AT
 from protocol.client.cluster import MAX_TIMESTAMP, KafkaClient
 
 from .broker_setup import create_topic
 from .eos_stream_child import pipeline
+from .helpers.kill_points import ENV as KILL_AT
+from .helpers.kill_points import child_env
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           log_of, open_transactions, stable_offsets_behind)
 
@@ -486,9 +487,7 @@ def _crash_and_restart(spark, bootstrap: str, tmp_path, source: str, target: str
     the query then runs to the end here on the same checkpoint, with
     ``restart_min_partitions`` (None: the option left out)."""
     checkpoint = str(tmp_path / "ck")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    env[KILL_AT] = f"{point}:0"
+    env = child_env(**{KILL_AT: f"{point}:0"})
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.eos_stream_child", bootstrap, source, target,
          checkpoint, prefix], cwd=REPO, env=env, stdout=subprocess.DEVNULL,

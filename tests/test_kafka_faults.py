@@ -43,7 +43,6 @@ from pathlib import Path
 import confluent_kafka
 import pytest
 
-from kafka_sink.kill_points import ENV as KILL_AT
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA
 from protocol.client.cluster import KafkaClient
 
@@ -52,10 +51,12 @@ from .broker_faults import (SESSION_TIMEOUT_S, Clusters, FaultInjector,
                             create_topic, hanging_transactions, heal, leader_of, unfinished,
                             wait_in_sync, wait_leader_moved)
 from .eos_stream_child import pipeline
+from .helpers.kill_points import ENV as KILL_AT
+from .helpers.kill_points import child_env
 from .reliability_report import record, soak
 from .soak_forensics import committed_ends
-from .test_sink_exactly_once_spark import our_read_committed
-from .test_sink_producer import consume
+from .helpers.read_committed import our_read_committed
+from .helpers.sink import consume
 from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
                           log_of, open_transactions, stable_offsets_behind)
 
@@ -437,7 +438,7 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.kafka_faults_child", "read", cluster.bootstrap,
              topic, str(tmp_path / "ck"), str(out), str(stopfile), str(REQUEST_TIMEOUT_MS)],
-            cwd=REPO, env=_child_env(), stdout=subprocess.PIPE, stderr=stderr,
+            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=stderr,
             start_new_session=True)
     try:
         def alive():
@@ -572,13 +573,6 @@ def test_a_fetch_the_silent_leader_leaves_unanswered_is_a_warning_naming_it(kafk
 
 # ---- 2. an exactly-once stream through broker faults and driver kills ---------------------
 
-def _child_env(**extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    env.update(extra)
-    return env
-
-
 def _tail(path: Path, chars: int = 3000) -> str:
     try:
         return path.read_text(errors="replace")[-chars:]
@@ -607,7 +601,7 @@ def kill_driver_at(cluster, point: str, source: str, target: str, checkpoint: Pa
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.kafka_faults_child", "eos", cluster.bootstrap,
              source, target, str(checkpoint), prefix], cwd=REPO,
-            env=_child_env(**{KILL_AT: f"{point}:{batch}"}), stdout=subprocess.DEVNULL,
+            env=child_env(**{KILL_AT: f"{point}:{batch}"}), stdout=subprocess.DEVNULL,
             stderr=stderr, start_new_session=True)
     try:
         child.wait(CHILD_TIMEOUT_S)

@@ -41,7 +41,7 @@ from protocol.primitives import ZERO_UUID
 from protocol.records.encode_arrow import encode_batch
 from protocol.schemas import (ALL_APIS, BY_NAME, FETCH, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE)
 
-from .test_kafka_versions import KAFKA4, SENDS, _problems
+from .helpers.kafka_versions import KAFKA4, SENDS, _problems
 
 #: The caps the code paths put on versions (None: the highest both sides speak).
 CAPS = {

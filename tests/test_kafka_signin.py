@@ -58,18 +58,17 @@ from protocol.records.batch import Record, build_batch
 from protocol.schemas import METADATA
 
 from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
-from .test_sasl import assert_no_secret
+from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls, spark_worker_env
+from .helpers.signin import (OAUTH_HANDLER, OAUTH_MODULE, PASSWORD, USER,
+                             issuer_token_options, oauth_options, sasl_options,
+                             sasl_ssl_options)
 
 MIDDLE_KAFKA = "4.1.2"
 METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,
                  "include_cluster_authorized_operations": False,
                  "include_topic_authorized_operations": False}
-USER = "alice"
-PASSWORD = SASL_USERS[USER]
 WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
-OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-OAUTH_HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
@@ -97,33 +96,6 @@ def fresh_tokens(request, monkeypatch):
 
 
 # ---- options, as a user writes them ----------------------------------------------------------
-
-def sasl_options(cluster, mechanism: str, user: str = USER, password: str = PASSWORD) -> dict:
-    return {"kafka.bootstrap.servers": cluster.listener("SASL"),
-            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
-            "kafka.sasl.username": user, "kafka.sasl.password": password,
-            "kafka.request.timeout.ms": "10000"}
-
-
-def sasl_ssl_options(cluster, pki, mechanism: str) -> dict:
-    """SASL over TLS (the SASL_SSL listener): the broker's CA, no client certificate."""
-    return {**sasl_options(cluster, mechanism), "kafka.security.protocol": "SASL_SSL",
-            "kafka.bootstrap.servers": cluster.listener("SASL_SSL"),
-            "kafka.ssl.cafile": str(pki / "ca.pem")}
-
-
-def oauth_options(bootstrap: str, **extra) -> dict:
-    return {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
-            "kafka.sasl.mechanism": "OAUTHBEARER", "kafka.request.timeout.ms": "10000", **extra}
-
-
-def issuer_token_options(bootstrap: str, issuer) -> dict:
-    """OIDC client credentials from the issuer's token endpoint (Kafka's handler's options)."""
-    return oauth_options(bootstrap, **{
-        "kafka.sasl.oauthbearer.token.endpoint.url": issuer.token_endpoint,
-        "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
-        "kafka.sasl.jaas.config": (f"{OAUTH_MODULE} required clientId='{CLIENT}' "
-                                   f"clientSecret='{CLIENT_SECRET}' scope='kafka';")})
 
 
 def unsecured_token_options(bootstrap: str) -> dict:

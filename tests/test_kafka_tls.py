@@ -36,8 +36,8 @@ from protocol.client import pool
 from protocol.errors import AuthenticationError, PyKafkaError
 
 from .signin_cluster import client_for, round_trip, tls_options
-from .test_kafka_signin import issuer_token_options, sasl_ssl_options
-from .test_sasl import assert_no_secret
+from .helpers.signin import issuer_token_options, sasl_ssl_options
+from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls
 
 REFUSED_WITHIN_S = 3.0

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 
-from tests.test_logging import ROOT, library_sources
+from tests.helpers.library import ROOT, library_sources
 
 # The packages each package may import (besides itself).
 ALLOWED = {

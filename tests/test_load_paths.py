@@ -25,7 +25,7 @@ import pytest
 from protocol.client.cluster import KafkaClient
 
 from .python_envs import copy_sources, layered_env, pip
-from .test_ship import clean_env, pyfiles_python
+from .helpers.envs import clean_env, pyfiles_python
 
 pytestmark = [pytest.mark.spark, pytest.mark.loading]
 

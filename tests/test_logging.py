@@ -5,21 +5,7 @@ from __future__ import annotations
 
 import ast
 import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-LIBRARY = ("protocol", "kafka_common", "kafka_source", "kafka_sink", "pyspark_pykafka")
-
-
-def library_sources():
-    for entry in LIBRARY:
-        path = os.path.join(ROOT, entry)
-        if os.path.isfile(path):
-            yield path
-            continue
-        for dirpath, _, filenames in os.walk(path):
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    yield os.path.join(dirpath, name)
+from .helpers.library import ROOT, library_sources
 
 
 def test_library_code_never_prints():

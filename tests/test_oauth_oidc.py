@@ -29,12 +29,9 @@ from .fake_sasl_broker import FakeSaslBroker
 from .oidc_issuer import OidcIssuer
 from .signin_cluster import CLIENT_SECRET as SIGNIN_SECRET
 from .signin_cluster import REAUTH_MS
-from .test_sasl import assert_no_secret
+from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls
-
-CLIENT, SECRET = "spark-app", "Cl1ent-s3cret-\u00e9"
-MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+from .helpers.oidc import CLIENT, SECRET, jvm_options
 
 
 @pytest.fixture(scope="module")
@@ -51,21 +48,6 @@ def fresh_cache(request, monkeypatch):
     TOKEN_CACHE.clear()
     yield
     TOKEN_CACHE.clear()
-
-
-def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str = "kafka"):
-    """The options a JVM user of Confluent Cloud copies (single quotes and all), with the
-    kafka. prefix."""
-    return {
-        "kafka.bootstrap.servers": bootstrap, "subscribe": "t",
-        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
-        "kafka.sasl.oauthbearer.token.endpoint.url": endpoint,
-        "kafka.sasl.login.callback.handler.class": HANDLER,
-        "kafka.sasl.jaas.config": (f"{MODULE} required clientId='{CLIENT}' "
-                                   f"clientSecret='{secret}' scope='{scope}' "
-                                   "extension_logicalCluster='lkc-abc12' "
-                                   "extension_identityPoolId='pool-Xy9';"),
-        "kafka.request.timeout.ms": "5000"}
 
 
 def test_client_credentials_token_signs_in_at_apache_kafka(signin_kafka, signin_issuer,

@@ -23,7 +23,7 @@ import pytest
 
 from kafka_common.oauth.sources import TokenFile
 from kafka_common.oauth.tokens import (TOKEN_CACHE, BearerToken, RefreshPolicy, TokenCache,
-                                       b64url, jwt_claims)
+                                       jwt_claims)
 from kafka_source.options import parse_reader_options
 from protocol.client.cluster import KafkaClient
 from protocol.config import Secret
@@ -33,8 +33,9 @@ from protocol.sasl_oauthbearer import OAuthBearerMechanism, client_initial_respo
 from protocol.schemas import METADATA
 
 from .fake_sasl_broker import OAUTH_CLIENT_FIRST
-from .test_sasl import assert_no_secret
+from .helpers.secrets import assert_no_secret
 from .trust_env import allow_callbacks, allow_urls
+from .helpers.tokens import jwt
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -53,11 +54,6 @@ def config(bootstrap: str, **options):
             "kafka.request.timeout.ms": "3000"}
     base.update(options)
     return parse_reader_options(base).client_config
-
-
-def jwt(claims: dict, header: dict | None = None) -> str:
-    return ".".join((b64url(json.dumps(header or {"alg": "none"}).encode()),
-                     b64url(json.dumps(claims).encode()), "sig"))
 
 
 # ---- the mechanism ------------------------------------------------------------------------

@@ -26,7 +26,7 @@ import pytest
 from protocol.version import __version__
 
 from .python_envs import copy_sources, layered_env, site_packages
-from .test_ship import clean_env
+from .helpers.envs import clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = f"pyspark_pykafka-{__version__}"
@@ -158,6 +158,29 @@ def test_the_version_is_written_once():
                         if f'"{__version__}"' in f.read():
                             written.append(os.path.relpath(os.path.join(dirpath, name), ROOT))
     assert written == [os.path.join("protocol", "version.py")]
+
+
+def test_the_top_level_names_are_written_once():
+    """The packages and modules are named in protocol/version.py; every other place that
+    names them all reads it, but for kafka_source.shadowing's copy (it checks that
+    ``protocol`` is ours before it imports it), which must match."""
+    from kafka_source.shadowing import INSTALLED_NAMES as copy
+    from protocol import version
+
+    assert sorted(copy) == sorted(version.INSTALLED_NAMES)
+    assert set(version.RUNTIME_NAMES) | {"kafka_testbed"} == set(version.INSTALLED_NAMES)
+    quoted = [f'"{n}"' for n in version.INSTALLED_NAMES]
+    written = set()
+    for name in ("setup.py", "pyproject.toml", "scripts", "kafka_common", "kafka_source",
+                 "kafka_sink", "pyspark_pykafka.py", "tests/python_envs.py"):
+        path = os.path.join(ROOT, name)
+        paths = ([os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs
+                  if f.endswith(".py")] if os.path.isdir(path) else [path])
+        for p in paths:
+            with open(p, encoding="utf-8") as f:
+                if any(sum(q in line for q in quoted) >= 3 for line in f):
+                    written.add(os.path.relpath(p, ROOT))
+    assert written == {os.path.join("kafka_source", "shadowing.py")}
 
 
 @pytest.mark.timeout(900)

@@ -34,9 +34,10 @@ from protocol.client.connection import SESSION_RENEW_AT, BrokerConnection
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
+from .helpers.waiting import wait_until
 from .signin_cluster import REAUTH_MS
-from .test_sink_producer import (assert_exactly_once_in_order, batches, consume, make_topic,
-                                 options as writer_options, plan_for, raw_batches)
+from .helpers.sink import (assert_exactly_once_in_order, batches, consume, make_topic,
+                           options as writer_options, plan_for, raw_batches)
 
 FETCH, PRODUCE = 1, 0
 
@@ -48,19 +49,6 @@ def fresh_pool(monkeypatch):
     monkeypatch.setattr(pool, "_default", p)
     yield p
     p.close()
-
-
-@pytest.fixture(scope="module")
-def proxied(proxied_kafka):
-    return proxied_kafka
-
-
-@pytest.fixture
-def proxy(proxied):
-    p, _ = proxied
-    p.reset()
-    yield p
-    p.reset()
 
 
 def reader_options(bootstrap: str, **extra):
@@ -175,9 +163,8 @@ def test_idle_clients_are_evicted_and_zero_turns_pooling_off(mock_cluster, topic
             lease.client.partitions_for(topic_name)
             client = lease.client
         assert p.idle_clients() == 1 and client.open_connections >= 1
-        deadline = time.monotonic() + 5
-        while p.idle_clients() and time.monotonic() < deadline:
-            time.sleep(0.05)  # the reaper thread, no checkout needed
+        wait_until(lambda: not p.idle_clients(), 5,  # the reaper thread, no checkout needed
+                   "the idle client evicted")
         assert p.idle_clients() == 0 and p.stats["evicted_idle"] == 1
         assert client.open_connections == 0
         with p.borrow(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
@@ -213,9 +200,7 @@ def test_a_give_back_wakes_the_reaper_only_for_an_earlier_expiry(mock_cluster, t
                                    connections_max_idle_ms=150)) as lease:
             lease.client.partitions_for(topic_name)
         assert wakes == [1]
-        deadline = time.monotonic() + 5
-        while p.stats["evicted_idle"] == 0 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: p.stats["evicted_idle"], 5, "the woken reaper's eviction")
         assert p.stats["evicted_idle"] == 1 and p.idle_clients() == 0
     finally:
         p.close()

@@ -25,7 +25,7 @@ import pytest
 
 from .broker_setup import create_topic
 from .own_envs import own_env, run_job, write_job
-from .test_ship import pyfiles_python
+from .helpers.envs import pyfiles_python
 
 pytestmark = pytest.mark.pyspark_versions
 

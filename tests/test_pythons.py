@@ -51,7 +51,7 @@ from protocol.version import __version__
 from .broker_setup import create_topic
 from .own_envs import own_env, run_job, write_job
 from .python_envs import pip, site_packages
-from .test_ship import clean_env
+from .helpers.envs import clean_env
 
 pytestmark = pytest.mark.pythons
 

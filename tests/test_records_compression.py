@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from protocol.errors import ConfigError, CorruptRecordError, MissingCodecError
 from protocol.records import compression as C
+from .helpers.compression import _break_lz4_header
 
 CODECS = [C.NONE, C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD]
 
@@ -131,14 +132,6 @@ def test_xxh32_known_values():
     assert C.xxh32(b"a") == 0x550D7456
     assert C.xxh32(b"abc") == 0x32D153FF
     assert C.xxh32(b"Nobody inspects the spammish repetition") == 0xE2293B2F
-
-
-def _break_lz4_header(frame: bytes) -> bytes:
-    """Recreate the header checksum Kafka < 0.10 wrote: xxh32 over magic + descriptor."""
-    flg = frame[4]
-    end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
-    hc = (C.xxh32(frame[0:end]) >> 8) & 0xFF
-    return frame[:end] + bytes([hc]) + frame[end + 1:]
 
 
 def test_legacy_lz4_header_checksum_is_repaired():

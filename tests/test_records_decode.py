@@ -15,9 +15,9 @@ from protocol.records import batch as B
 from protocol.records import decode_arrow as D
 from protocol.records import decode_records, spark_schema
 
-from .test_records_batch import GOLDEN_V2, TS
+from .helpers.golden_batches import GOLDEN_V2, TS
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
-from .test_records_legacy import GOLDEN_V0, GOLDEN_V1, wrapper
+from .helpers.golden_legacy import GOLDEN_V0, GOLDEN_V1, wrapper
 
 TOPIC, PART = "events", 3
 

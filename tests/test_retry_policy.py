@@ -17,7 +17,7 @@ from protocol.config import ClientConfig
 from protocol.errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
                              NotLeaderOrFollower)
 from protocol.client.retry import RETRIABLE, RetryPolicy, is_retriable
-from tests.test_logging import ROOT, library_sources
+from tests.helpers.library import ROOT, library_sources
 
 
 def failing(errors: list[BaseException], then=None):

@@ -31,7 +31,7 @@ import pytest
 from protocol.client.cluster import KafkaClient
 
 from .own_envs import install_connector, own_env, run_job, write_job
-from .test_ship import clean_env
+from .helpers.envs import clean_env
 
 pytestmark = pytest.mark.sail
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
-import traceback
 
 import pytest
 from hypothesis import given, settings
@@ -15,38 +14,14 @@ from protocol.errors import AuthenticationError, ConfigError, ProtocolError
 from protocol.sasl import (DEFAULT_MAX_ITERATIONS, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE,
                            SUPPORTED_MECHANISMS, PlainMechanism, ScramMechanism,
                            escape_saslname, mechanism_for, parse_jaas_config)
+from .helpers.secrets import (RFC_NONCE, RFC_PASSWORD, RFC_PROOF, RFC_SALT, RFC_USER,
+                              _RFC_SALTED, assert_no_secret)
 
-# RFC 7677, section 3: the SCRAM-SHA-256 example exchange.
-RFC_USER, RFC_PASSWORD, RFC_NONCE = "user", "pencil", "rOprNGfwEbeRWgbNEkqO"
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_NONCE = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
-RFC_SALT = "W22ZaJ0SNY7soEsUEjb6gQ=="
 RFC_SERVER_FIRST = f"r={RFC_SERVER_NONCE},s={RFC_SALT},i=4096".encode()
-RFC_PROOF = "dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
 RFC_CLIENT_FINAL = f"c=biws,r={RFC_SERVER_NONCE},p={RFC_PROOF}".encode()
 RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
-
-_RFC_SALTED = hashlib.pbkdf2_hmac("sha256", b"pencil", base64.b64decode(RFC_SALT), 4096)
-#: Strings that must never appear in an error message or a repr.
-SECRETS = [RFC_PASSWORD, RFC_PROOF, base64.b64encode(_RFC_SALTED).decode(), _RFC_SALTED.hex()]
-
-
-def assert_no_secret(*objects: object, secrets: list[str] = SECRETS) -> None:
-    """Neither the str nor the repr of an object, nor of any exception chained to it
-    (``__cause__`` / ``__context__``), may mention a secret."""
-    pending, seen = list(objects), []
-    while pending:
-        obj = pending.pop()
-        seen.append(obj)
-        if isinstance(obj, BaseException):
-            pending.extend(e for e in (obj.__cause__, obj.__context__) if e is not None)
-    for obj in seen:
-        texts = [str(obj), repr(obj)]
-        if isinstance(obj, BaseException):
-            texts.append("".join(traceback.format_exception_only(obj)))
-        for text in texts:
-            for secret in secrets:
-                assert secret not in text, f"secret leaked into {text!r}"
 
 
 def rfc_mechanism(**kwargs) -> ScramMechanism:

@@ -33,8 +33,8 @@ from protocol.client.cluster import KafkaClient
 from .broker_setup import create_topic
 from .sasl_relay_broker import SaslRelayBroker, tansu_behind
 from .signin_cluster import CLIENT_SECRET
-from .test_aws_msk_iam import KEY, SECRET, check_msk_payload
-from .test_oauth_oidc import jvm_options
+from .helpers.msk_iam import KEY, SECRET, check_msk_payload
+from .helpers.oidc import jvm_options
 
 REPO = Path(__file__).resolve().parent.parent
 IAM_MODULE = "software.amazon.msk.auth.iam.IAMLoginModule"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 
 import confluent_kafka
 import pyarrow as pa
@@ -23,24 +22,7 @@ from .schema_registry_server import RegistryServer
 
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
-
-PROTO = """
-syntax = "proto3";
-package shop;
-import "google/protobuf/timestamp.proto";
-
-message Order {
-  int64 id = 1;
-  string customer = 2;
-  repeated Line lines = 3;
-  map<string, int32> counts = 4;
-  Status status = 5;
-  google.protobuf.Timestamp at = 6;
-  optional double discount = 7;
-  message Line { string sku = 1; uint32 qty = 2; }
-  enum Status { NEW = 0; PAID = 1; }
-}
-"""
+from .helpers.schema_formats import DDL, EVENTS, LOOSE, PROTO, _pb2
 
 
 @pytest.fixture
@@ -55,23 +37,6 @@ def _read(bootstrap, topic, end, start=0, **options):
                                  **options})
     opts = dataclasses.replace(opts, formats=resolve_formats(opts.formats))
     return pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, start, end))))
-
-
-def _pb2(tmp_path, text=PROTO, name="shop"):
-    """The Python module protoc generates for ``text`` (saved as ``<name>.proto``)."""
-    import importlib
-    import importlib.resources
-
-    from grpc_tools import protoc
-    (tmp_path / f"{name}.proto").write_text(text)
-    include = str(importlib.resources.files("grpc_tools") / "_proto")
-    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}",
-                        f"--python_out={tmp_path}", f"{name}.proto"]) == 0
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return importlib.import_module(f"{name}_pb2")
-    finally:
-        sys.path.remove(str(tmp_path))
 
 
 def test_protobuf_values_read_as_from_protobuf_types_them(mock_cluster, registry,
@@ -291,20 +256,6 @@ def test_proto_message_names_and_recursion_as_from_protobuf_needs():
         ("name", pa.string())])))])
 
 
-EVENTS = """
-syntax = "proto3";
-package events;
-
-message Created { string id = 1; int64 cents = 2; }
-message Refund {
-  string order = 1;
-  int64 cents = 2;
-  Reason reason = 3;
-  message Reason { string code = 1; int32 level = 2; }
-}
-"""
-
-
 def test_protobuf_message_index_picks_the_message_and_another_is_a_mismatch(
         mock_cluster, registry, topic_name, tmp_path):
     """confluent-kafka's ProtobufSerializer writes the message index of the class it is
@@ -404,19 +355,6 @@ def test_protobuf_message_index_outside_the_schema_is_a_corrupt_record(
                        r"\[2\] names no message of schema id"):
         _read(mock_cluster.bootstrap, topic_name, 3, valueFormat="protobuf",
               **{"schema.registry.url": registry.url})
-
-
-# A JSON Schema loose enough that JSONSerializer (which validates) lets through values
-# that do not fit the reader's DDL: the DDL decides, as from_json's schema does.
-LOOSE = {"type": "object", "properties": {
-    "id": {"type": ["integer", "string", "number"]}, "name": {"type": ["string", "object"]},
-    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
-    "price": {"type": ["number", "string"]}, "at": {"type": ["string", "integer"]},
-    "day": {"type": "string"}, "attrs": {"type": "object"},
-    "where": {"type": ["object", "string"]}}}
-DDL = ("id INT, name STRING, tags ARRAY<STRING>, price DECIMAL(6, 2), at TIMESTAMP, "
-       "day DATE, attrs MAP<STRING, BIGINT>, `where` STRUCT<lat: DOUBLE, lon: DOUBLE>, "
-       "missing STRING NOT NULL COMMENT 'never written'")
 
 
 def _from_json(doc: dict) -> dict:

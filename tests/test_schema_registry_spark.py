@@ -14,7 +14,7 @@ import pytest
 
 from .broker_setup import create_topic
 from .schema_registry_server import RegistryServer
-from .test_schema_registry import V1, V2, produce
+from .helpers.schema_registry import V1, V2, produce
 
 pytestmark = pytest.mark.spark
 
@@ -201,7 +201,7 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
     from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
                                                           ProtobufSerializer)
 
-    from .test_schema_registry_formats import DDL, EVENTS, LOOSE, _pb2
+    from .helpers.schema_formats import DDL, EVENTS, LOOSE, _pb2
     events = _pb2(tmp_path, EVENTS, "events")
     sr = SchemaRegistryClient({"url": registry.url})
     p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})

@@ -52,7 +52,7 @@ from protocol.errors import AuthenticationError, PyKafkaError
 
 from .fake_sasl_broker import FakeSaslBroker
 from .reliability_report import record
-from .test_sasl import assert_no_secret
+from .helpers.secrets import assert_no_secret
 
 USER = "alice"
 #: alice's password on Apache Kafka (``signin_kafka``); PASSWORD is refused there.

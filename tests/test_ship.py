@@ -29,7 +29,6 @@ well the lookup finds it there (``tests/test_load_paths.py``).
 
 from __future__ import annotations
 
-import fcntl
 import importlib.util
 import json
 import os
@@ -41,13 +40,10 @@ import zipfile
 import pytest
 
 from .broker_setup import create_topic
+from .helpers.envs import ROOT, clean_env, pyfiles_python
 
 pytestmark = pytest.mark.spark
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYFILES_VENV = os.path.join(ROOT, ".venv-pyfiles")
-RUNTIME_DEPENDENCIES = ("pyarrow>=15", "numpy>=1.26", "crc32c>=2.3", "lz4>=4.0",
-                        "zstandard>=0.22", "cramjam>=2.8")
 PARTITIONS = 3
 ROWS = 3000  # a multiple of PARTITIONS
 
@@ -113,47 +109,6 @@ def _project_version() -> str:
     finally:
         sys.path.pop(0)
     return project_version()
-
-
-def _pyspark_version() -> str:
-    import pyspark
-    return pyspark.__version__
-
-
-def pyfiles_python() -> str:
-    """``.venv-pyfiles/bin/python``: pyspark and the runtime dependencies, not the connector.
-
-    Built on first use (about half a minute with pip's cache), rebuilt when the list of
-    requirements changes; a lock keeps two test processes from building it at once."""
-    requirements = [f"pyspark=={_pyspark_version()}", *RUNTIME_DEPENDENCIES]
-    python = os.path.join(PYFILES_VENV, "bin", "python")
-    stamp = os.path.join(PYFILES_VENV, ".requirements")
-    wanted = "\n".join(requirements)
-    os.makedirs(os.path.dirname(PYFILES_VENV), exist_ok=True)
-    with open(PYFILES_VENV + ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            with open(stamp) as f:
-                if f.read() == wanted and os.path.exists(python):
-                    return python
-        except FileNotFoundError:
-            pass
-        subprocess.run([sys.executable, "-m", "venv", "--clear", PYFILES_VENV], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *requirements], check=True)
-        with open(stamp, "w") as f:
-            f.write(wanted)
-    return python
-
-
-def clean_env(python: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYTHONHOME")
-           and not k.startswith(("PYSPARK_", "PYTEST_"))}
-    env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python,
-               PATH=os.path.dirname(python) + os.pathsep + env.get("PATH", ""),
-               SPARK_LOCAL_IP="127.0.0.1", **extra)
-    return env
 
 
 @pytest.fixture(scope="module")

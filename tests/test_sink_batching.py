@@ -23,7 +23,7 @@ from kafka_sink.writer import _hand_over, route_rows
 from protocol.records import batch as rb
 
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: both encoders)
-from .test_sink_producer import HEADERS_TYPE, plan_for, rows
+from .helpers.sink import HEADERS_TYPE, plan_for, rows
 
 
 class RecordingProducer:

@@ -24,14 +24,16 @@ from pathlib import Path
 import pytest
 from pyspark.sql import functions as F
 
-from kafka_sink.kill_points import ENV, FAIL_ENV, POINTS
 
 from .eos_retry_child import ROWS
+from .helpers.kill_points import ENV, FAIL_ENV, POINTS, child_env
 from .eos_stream_child import pipeline
-from .test_source_streaming import QUERY_TIMEOUT_S, create_topic, produce, values_for
+from .broker_setup import create_topic
+from .helpers.streaming import QUERY_TIMEOUT_S, produce, values_for
 from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
                           kafka_transactions_verdict, librdkafka_read_committed,
                           open_transactions, stable_offsets_behind)
+from .helpers.read_committed import our_read_committed
 
 pytestmark = pytest.mark.spark
 
@@ -42,13 +44,6 @@ REPO = Path(__file__).resolve().parent.parent
 def eos_kafka(request):
     """Apache Kafka with transaction.version 2 (the session's) and 1."""
     return kafka_of_transaction_version(request, request.param)
-
-
-def our_read_committed(spark, bootstrap, topic):
-    return [r.v for r in spark.read.format("pykafka")
-            .option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-            .option("kafka.isolation.level", "read_committed").load()
-            .selectExpr("CAST(value AS STRING) AS v").collect()]
 
 
 def assert_every_referee_sees(spark, broker, topic, partitions, prefix, expected) -> None:
@@ -109,13 +104,6 @@ def test_batch_write_whose_last_task_fails_leaves_nothing_visible(spark, kafka, 
     assert_every_referee_sees(spark, kafka, topic_name, 2, prefix, [])
 
 
-def _child_env(**extra) -> dict:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
-    env.update(extra)
-    return env
-
-
 def test_retried_task_attempts_leave_no_duplicates(spark, kafka, topic_name):
     """A batch write in a child driver whose Spark retries a failed task once
     (``local[2,2]``): attempt 0 of Spark partition 0 raises after its rows reached the
@@ -133,7 +121,7 @@ def test_retried_task_attempts_leave_no_duplicates(spark, kafka, topic_name):
     failures = "before_task_end:0:0,before_task_end:1:0:exit"
     child = subprocess.run(
         [sys.executable, "-m", "tests.eos_retry_child", kafka.bootstrap, topic_name, prefix],
-        cwd=REPO, env=_child_env(**{FAIL_ENV: failures}), stdout=subprocess.DEVNULL,
+        cwd=REPO, env=child_env(**{FAIL_ENV: failures}), stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE, timeout=QUERY_TIMEOUT_S * 2)
     err = child.stderr.decode()
     assert child.returncode == 0, err[-3000:]
@@ -156,7 +144,7 @@ def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
     """The stream of ``tests.eos_stream_child`` SIGKILLed by its own hook at ``point`` of
     micro-batch 0, then restarted here from its checkpoint until it has read everything."""
     checkpoint = str(tmp_path / "ck")
-    env = _child_env(**{ENV: f"{point}:0"})  # batch 0 reads every row (from "earliest")
+    env = child_env(**{ENV: f"{point}:0"})  # batch 0 reads every row (from "earliest")
     child = subprocess.Popen(
         [sys.executable, "-m", "tests.eos_stream_child", broker.bootstrap, source, target,
          checkpoint, prefix], cwd=REPO, env=env, stdout=subprocess.DEVNULL,

@@ -21,7 +21,7 @@ from kafka.partitioner.default import murmur2 as referee_murmur2
 
 from protocol.client.cluster import KafkaClient
 
-from .test_sink_producer import consume, make_topic
+from .helpers.sink import consume, make_topic
 
 pytestmark = pytest.mark.spark
 

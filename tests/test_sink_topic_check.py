@@ -22,17 +22,9 @@ from protocol.client import pool
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
+from .helpers.topic_check import METADATA
 
-METADATA = 3
 SCHEMA = StructType([StructField("value", BinaryType())])
-
-
-@pytest.fixture
-def proxied(proxied_kafka):
-    proxy, kafka = proxied_kafka
-    proxy.reset()
-    yield proxy, kafka
-    proxy.reset()
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +40,7 @@ def _checks() -> int:
     return stats["created"] + stats["reused"]
 
 
-def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name):
+def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxy, proxied, topic_name):
     proxy, kafka = proxied
     create_topic(kafka, topic_name, 2)
     create_topic(kafka, topic_name + "-2", 1)
@@ -76,7 +68,7 @@ def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxied, topic_name
 
 @pytest.mark.parametrize("extra", [{}, {"exactlyOnce": "true",
                                        "transactionalIdPrefix": "topic-check"}])
-def test_a_connection_cut_during_the_check_is_retried(proxied, topic_name, extra):
+def test_a_connection_cut_during_the_check_is_retried(proxy, proxied, topic_name, extra):
     """With exactlyOnce the first Metadata request is the transactions check's, which
     failed the soak's query at a micro-batch's commit before."""
     proxy, kafka = proxied
@@ -87,7 +79,7 @@ def test_a_connection_cut_during_the_check_is_retried(proxied, topic_name, extra
     assert proxy.pending_drops(METADATA) == 0
 
 
-def test_the_retries_end_at_max_block_ms(proxied, topic_name):
+def test_the_retries_end_at_max_block_ms(proxy, proxied, topic_name):
     from protocol.errors import KafkaConnectionError, KafkaTimeoutError
     proxy, kafka = proxied
     create_topic(kafka, topic_name, 1)

@@ -36,8 +36,8 @@ from protocol.client.group_offsets import TRANSACTION_KEY
 from protocol.schemas import LIST_TRANSACTIONS
 
 from .broker_setup import create_topic
-from .test_sink_transactions import (assert_read_committed_shows, commit, create, options,
-                                     produce_in_txn, task, values)
+from .helpers.transactions import (assert_read_committed_shows, commit, create, options,
+                                   produce_in_txn, task, values)
 from .txn_referee import (aborted_values, committed_values, kafka_transaction_states,
                           open_transactions, stable_offsets_behind)
 

@@ -20,10 +20,8 @@ import logging
 import time
 import uuid
 
-import pyarrow as pa
 import pytest
 from kafka_sink.batch_state import ProduceError
-from kafka_sink.options import parse_writer_options
 from kafka_sink.transactions import (StaleAttemptError, TransactionCommitError,
                                      abort_transactions, commit_transactions, committed_batch,
                                      job_prefix)
@@ -33,13 +31,14 @@ from protocol.client import transactions as txn
 from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError, ConfigError, KafkaTimeoutError
 from protocol.framing import decode_response_header
-from protocol.records.encode_arrow import encode_batch
 from protocol.schemas import API_VERSIONS
 
 from .broker_setup import create_topic
 from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
                           kafka_transactions_verdict, librdkafka_read_committed,
                           open_transactions, stable_offsets_behind)
+from .helpers.transactions import (PLAN_KEY_VALUE, assert_read_committed_shows, commit,
+                                   create, options, produce_in_txn, rows, task, values)
 
 INIT_PRODUCER_ID_KEY, END_TXN_KEY = 22, 26
 READ_COMMITTED = 1
@@ -49,71 +48,6 @@ READ_COMMITTED = 1
 def eos_kafka(request):
     """Apache Kafka with transaction.version 2 (the session's) and 1 (KIP-890)."""
     return kafka_of_transaction_version(request, request.param)
-
-
-def create(broker, topic, partitions=2):
-    with KafkaClient(bootstrap_servers=broker.bootstrap) as c:
-        c.create_topics({topic: partitions})
-
-
-def produce_in_txn(client, tid, pid, epoch, topic, value: bytes) -> None:
-    """Partition 0 of ``topic`` joins the open transaction and gets one record, ``value``
-    (resent while the broker answers a retriable error: a new topic's leader may not be
-    ready yet, NOT_LEADER_OR_FOLLOWER)."""
-    txn.add_partitions(client, tid, pid, epoch, [(topic, 0)])
-    batch = encode_batch(None, pa.array([value]), producer_id=pid, producer_epoch=epoch,
-                         base_sequence=0, transactional=True)
-
-    def attempt():
-        code = client.produce(topic, 0, batch, transactional_id=tid)["error_code"]
-        if code:
-            raise BrokerError.for_code(code, "Produce", topic=topic, partition=0)
-
-    client.retrying(f"Produce to {topic!r}", attempt)
-
-
-def options(broker, topic, **extra):
-    return parse_writer_options({"kafka.bootstrap.servers": broker.bootstrap, "topic": topic,
-                                 "exactlyOnce": "true", **extra})
-
-
-def rows(tag, n):
-    return pa.RecordBatch.from_arrays(
-        [pa.array([b"k%d" % i for i in range(n)]),
-         pa.array([f"{tag}-{i}".encode() for i in range(n)])], names=["key", "value"])
-
-
-PLAN_KEY_VALUE = dict(topic_column=False, key_column=True, headers_column=False,
-                      partition_column=False, timestamp_kind=None)
-
-
-def task(broker, topic, prefix, tag, n, partition_id=0, attempt=0, batch_id=None,
-         fresh_ids=False, **extra):
-    plan = WritePlan(topic_option=topic, **PLAN_KEY_VALUE)
-    return write_task(iter([rows(tag, n)]), options(broker, topic, **extra), plan,
-                      prefix=prefix, task=(partition_id, attempt, batch_id),
-                      fresh_ids=fresh_ids)
-
-
-def values(tag, n):
-    return [f"{tag}-{i}" for i in range(n)]
-
-
-def commit(broker, topic, prefix, messages, batch_id=None):
-    with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
-        return commit_transactions(client, options(broker, topic), prefix, messages,
-                                   batch_id)
-
-
-def assert_read_committed_shows(broker, topic, partitions, expected) -> None:
-    """Kafka's rule on the log and librdkafka's read_committed consumer (which relies on
-    the broker's last stable offset and AbortedTransactions) both show ``expected``, and
-    nothing is left open, once Kafka has written its markers (after EndTxn answered)."""
-    assert stable_offsets_behind(broker.bootstrap, topic, partitions) == []
-    assert open_transactions(broker.bootstrap, topic, partitions) == []
-    assert sorted(committed_values(broker.bootstrap, topic, partitions)) == sorted(expected)
-    assert sorted(librdkafka_read_committed(broker.bootstrap, topic, partitions,
-                                            idle_s=1.5)) == sorted(expected)
 
 
 def test_nothing_is_visible_until_the_driver_commits(kafka, topic_name):

@@ -21,7 +21,7 @@ from kafka_sink.writer import create_stream_writer, create_writer, write_task
 from protocol.client.cluster import KafkaClient
 from protocol.errors import ConfigError
 
-from .test_sink_producer import HEADERS_TYPE, make_topic, options, plan_for, rows
+from .helpers.sink import HEADERS_TYPE, make_topic, options, plan_for, rows
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()),
                                 StructField("value", BinaryType())]))

@@ -19,7 +19,8 @@ from kafka_source.batch_reader import KafkaBatchReader
 from kafka_source.options import parse_reader_options
 from kafka_source.stream_reader import KafkaStreamReader
 
-from .test_source_streaming import create_topic, produce, values_for
+from .broker_setup import create_topic
+from .helpers.streaming import produce, values_for
 
 
 def _options(bootstrap: str, *, streaming: bool, **extra: str):

@@ -32,8 +32,8 @@ from protocol.schemas import BY_KEY
 
 from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .stream_kill_child import stream, write_batch
-from .test_source_streaming import (QUERY_TIMEOUT_S, expected_rows, produce, read_sink,
-                                    run_available_now, values_for)
+from .helpers.streaming import (QUERY_TIMEOUT_S, expected_rows, produce, read_sink,
+                                run_available_now, values_for)
 
 pytestmark = pytest.mark.spark
 

@@ -14,7 +14,7 @@ from kafka_source import stream_reader
 from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError
 
-from .test_source_streaming import A0, A1, StubClient, stub_reader
+from .helpers.streaming import A0, A1, StubClient, stub_reader
 
 
 def test_fresh_query_from_latest_binds_its_start_at_the_first_latest_offset():

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+import confluent_kafka  # noqa: E402, F401  (a dev dependency: missing means a broken install)
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 

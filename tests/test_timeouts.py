@@ -37,8 +37,8 @@ from protocol.records import batch as rb
 
 from .fake_sasl_broker import FakeSaslBroker
 from .reliability_report import record
-from .test_faults import produce_numbered, proxied, proxy, reader_options  # noqa: F401
-from .test_sink_producer import batches, options as writer_options, plan_for
+from .helpers.faults import produce_numbered, reader_options
+from .helpers.sink import batches, options as writer_options, plan_for
 
 REQUEST_MS = 1000
 SLACK_S = 1.0

@@ -32,8 +32,8 @@ from protocol.config import Secret
 from protocol.errors import AuthenticationError, ConfigError
 
 from .schema_registry_server import RegistryServer
-from .test_oauthbearer import jwt
-from .test_sasl import assert_no_secret
+from .helpers.tokens import jwt
+from .helpers.secrets import assert_no_secret
 from .trust_env import allow_callbacks, allow_urls
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"

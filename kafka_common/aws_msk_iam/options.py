@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from protocol.config import Secret
 from protocol.errors import ConfigError
-from protocol.sasl import canonical_class, parse_jaas_options
+from protocol.sasl import canonical_class
 from protocol.sasl_aws_msk_iam import (EXPIRES_S, AwsCredentials, AwsMskIamMechanism,
                                        msk_iam_payload, msk_oauth_token, region_from_host)
 
@@ -134,9 +134,7 @@ def msk_oauth_source(options: dict[str, str]) -> MskOAuthSource:
 
 def msk_iam_factory(opts) -> MskIamFactory:
     jaas = opts.get("kafka.sasl.jaas.config")
-    module, options = (parse_jaas_options(jaas) if jaas is not None
-                       else (IAM_LOGIN_MODULE, {}))
-    trust.check_login_module(module, "AWS_MSK_IAM")
+    options = trust.jaas_options(jaas, "AWS_MSK_IAM")
     handler = opts.get("kafka.sasl.client.callback.handler.class")
     if handler is not None and canonical_class(handler) != IAM_CLIENT_HANDLER:
         raise ConfigError(f"kafka.sasl.client.callback.handler.class: {handler} is not "

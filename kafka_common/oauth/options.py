@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from protocol.config import Secret
 from protocol.errors import ConfigError
-from protocol.sasl import canonical_class, parse_jaas_options
+from protocol.sasl import canonical_class
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, check_extensions
 
 from .. import trust
@@ -155,9 +155,7 @@ def _client_credentials(opts, options: dict[str, str], endpoint: str) -> ClientC
 def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBearerFactory:
     """The factory of the OAUTHBEARER options; ConfigError for anything missing or unknown."""
     jaas = opts.get("kafka.sasl.jaas.config")
-    module, options = (parse_jaas_options(jaas) if jaas is not None
-                       else (OAUTHBEARER_LOGIN_MODULE, {}))
-    trust.check_login_module(module, "OAUTHBEARER")
+    options = trust.jaas_options(jaas, "OAUTHBEARER")
     extensions = check_extensions(
         {k[len("extension_"):]: v for k, v in options.items() if k.startswith("extension_")},
         "kafka.sasl.jaas.config: extension")

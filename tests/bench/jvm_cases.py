@@ -87,7 +87,7 @@ def run_child(python: str, spec: dict, workdir: str, timeout: float) -> dict:
     """The child with ``spec``; its log goes to this process's output. The first-write
     child runs with first_write_trace/ first on PYTHONPATH: every Python process of its
     session logs the sink's steps with timestamps (see its sitecustomize.py)."""
-    from tests.test_ship import clean_env
+    from tests.helpers.envs import clean_env
     mode = spec.get("mode", "bench")
     name = "-".join(filter(None, (mode, spec.get("tag"))))
     spec_path = os.path.join(workdir, f"spec-{name}.json")

@@ -50,7 +50,7 @@ def _build_zip(out_dir: str) -> str:
 
 def run_child(python: str, mode: str, zip_path: str, spec: dict, workdir: str, tag: str,
               cores: int, log) -> dict:
-    from tests.test_ship import clean_env
+    from tests.helpers.envs import clean_env
     spec_path = os.path.join(workdir, f"spec-{tag}.json")
     results_path = os.path.join(workdir, f"results-{tag}.json")
     with open(spec_path, "w") as f:
@@ -82,7 +82,7 @@ def run_child(python: str, mode: str, zip_path: str, spec: dict, workdir: str, t
 def run_pyfiles(bootstrap: str, args, log) -> list[str]:
     """Everything of the section; returns its results.md lines."""
     from bench_data import DataSet, produce
-    from tests.test_ship import pyfiles_python
+    from tests.helpers.envs import pyfiles_python
 
     python = pyfiles_python()
     workdir = tempfile.mkdtemp(prefix="bench-pyfiles-")

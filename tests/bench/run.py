@@ -218,7 +218,7 @@ def compile_checkout() -> None:
     import compileall
     for name in ("protocol", "kafka_common", "kafka_source", "kafka_sink"):
         compileall.compile_dir(os.path.join(ROOT, name), quiet=1)
-    compileall.compile_dir(os.path.join(ROOT, "pyspark_pykafka"), quiet=1)
+    compileall.compile_file(os.path.join(ROOT, "pyspark_pykafka.py"), quiet=1)
 
 
 def main(argv=None) -> int:
@@ -408,7 +408,7 @@ def main(argv=None) -> int:
             f"{info['load at start']}, at end {info['load at end']})")
     if only <= set(result_blocks.SECTIONS):
         # these sections alone: only their blocks of the last full run's results change
-        for _name, block in blocks.items():
+        for name, block in blocks.items():
             print("\n".join(block))
         if not args.no_output:
             with open(args.output) as f:
@@ -451,7 +451,7 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             spark_read(spark, bootstrap, ds)
             spark_floor_read(spark, ds)
         # the peers' imports and first connections, outside the clock
-        for _name, read in peers.READERS.items():
+        for name, read in peers.READERS.items():
             read(bootstrap, ds.head(len(ds.ends) * 2), False)
     log(f"{ds.name}: {args.rounds} rounds")
     for _ in range(args.rounds):
@@ -484,7 +484,7 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             if ds is first:
                 timed_round(results, "read:spark-pykafka-tiny", ds,
                             lambda: spark_read_tiny(spark, bootstrap, ds), len(ds.ends))
-    responses = sample = None  # the decode inputs let go (the lambdas above ran)
+    responses = sample = None  # free the fetched batches (the lambdas above read these names)
 
 
 def spark_read_tiny(spark, bootstrap, ds):
@@ -538,7 +538,7 @@ def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
     # warm the writers (workers, imports, first connections) with a small write
     write_pykafka(df.limit(1000), bootstrap, new_topic(bootstrap, ds.partitions), "none")
     floor_write(df.limit(1000))
-    for _name, write in peers.WRITERS.items():
+    for name, write in peers.WRITERS.items():
         write(bootstrap, new_topic(bootstrap, ds.partitions),
               tuple(column[:1000] for column in rows), "none", True)
     log(f"write floor {ds.name}: {rounds} rounds")

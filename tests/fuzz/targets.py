@@ -125,7 +125,7 @@ _EMPTY_REQUEST = {
 
 
 def seeds_frames() -> list[bytes]:
-    from tests.test_schema_roundtrip import _encoded
+    from tests.helpers.schema_roundtrip import _encoded
     out = []
     stream = bytearray()
     for cid, (api, version) in enumerate(_IN_FLIGHT):
@@ -155,7 +155,7 @@ def run_response(data: bytes) -> None:
 
 
 def seeds_response() -> list[bytes]:
-    from tests.test_schema_roundtrip import _encoded
+    from tests.helpers.schema_roundtrip import _encoded
     out = []
     for i, (api, version) in enumerate(_VERSIONS):
         for nulls in (False, True):
@@ -238,7 +238,7 @@ def seeds_compressed() -> list[bytes]:
         out.append(bytes([codec]) + packed)
         if codec:
             out.append(bytes([codec]) + C.compress(codec, plain[:100]) + C.compress(codec, b"x"))
-    from tests.test_records_compression import _break_lz4_header
+    from tests.helpers.compression import _break_lz4_header
     out.append(bytes([0x80 | C.LZ4]) + _break_lz4_header(C.compress(C.LZ4, plain)))
     import cramjam
     out.append(bytes([C.SNAPPY]) + bytes(cramjam.snappy.compress_raw(plain)))

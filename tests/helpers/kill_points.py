@@ -1,15 +1,16 @@
-"""A test hook: kill a whole driver at a named point of an exactly-once write.
+"""Kill a whole driver, or fail a task attempt, at a named point of an exactly-once write
+(``kafka_sink.hook_points``). Test code only: the processes a test starts with
+``child_env`` get ``worker_hooks/sitecustomize.py`` on their path, which calls ``install``
+in every Python process of that tree (the driver and Spark's Python workers) when one of
+the variables below is set.
 
 A driver that leads a session of its own (``start_new_session``) and sets
 ``PYKAFKA_TEST_KILL_SESSION`` to its pid, with ``PYKAFKA_TEST_KILL_AT=point`` (or
 ``point:batch_id``) in its environment, is SIGKILLed with its JVM (its process group) and
-the calling Python worker (whose group Spark's worker daemon sets apart) when
-``maybe_kill(point, batch_id)`` is reached in any process of that session. The tests of
-``exactlyOnce`` use it to crash a streaming driver at one point and restart it from its
-checkpoint. Points: ``before_task_end`` (in a task, after its rows are written, before it
-returns), ``before_driver_commit``, ``between_commits`` (after the first transaction is
-committed), ``after_commit`` (after the last, before Spark records the batch). Without
-both variables, or outside that session, nothing happens.
+the calling Python worker (whose group Spark's worker daemon sets apart) when ``point`` is
+reached with that batch id in any process of that session. The tests of ``exactlyOnce``
+use it to crash a streaming driver at one point and restart it from its checkpoint.
+Without both variables, or outside that session, nothing happens.
 
 The other hook fails one task attempt instead of killing a driver, so that Spark retries
 it: with ``PYKAFKA_TEST_FAIL_AT=point:partition:attempt[:how]`` (several separated by
@@ -23,14 +24,19 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
+
+from kafka_sink.hook_points import POINTS
 
 __all__ = ["ENV", "SESSION_ENV", "FAIL_ENV", "POINTS", "InjectedTaskFailure", "maybe_kill",
-           "maybe_fail"]
+           "maybe_fail", "install", "child_env"]
 
 ENV = "PYKAFKA_TEST_KILL_AT"
 SESSION_ENV = "PYKAFKA_TEST_KILL_SESSION"
 FAIL_ENV = "PYKAFKA_TEST_FAIL_AT"
-POINTS = ("before_task_end", "before_driver_commit", "between_commits", "after_commit")
+REPO = Path(__file__).resolve().parents[2]
+#: The directory of the ``sitecustomize`` that installs these hooks.
+HOOKS_DIR = Path(__file__).resolve().parent / "worker_hooks"
 
 
 class InjectedTaskFailure(RuntimeError):
@@ -59,3 +65,26 @@ def maybe_fail(point: str, partition_id: int, attempt: int) -> None:
             os._exit(1)
         raise InjectedTaskFailure(f"{FAIL_ENV}: attempt {attempt} of Spark partition "
                                   f"{partition_id} fails at {point}")
+
+
+def _on_point(point: str, batch_id: int | None = None, partition_id: int | None = None,
+              attempt: int | None = None) -> None:
+    maybe_kill(point, batch_id)
+    if partition_id is not None:
+        maybe_fail(point, partition_id, attempt)
+
+
+def install() -> None:
+    """Kill and fail at the points the environment names, in this process."""
+    from kafka_sink import hook_points
+    if _on_point not in hook_points._HOOKS:
+        hook_points.register(_on_point)
+
+
+def child_env(**extra: str) -> dict:
+    """The environment of a child driver: this checkout and the hooks' ``sitecustomize``
+    first on ``PYTHONPATH`` (the JVM's Python workers inherit it), plus ``extra``."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(REPO), str(HOOKS_DIR)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env.update(extra)
+    return env

@@ -1,0 +1,6 @@
+"""The request the topic-check tests count."""
+
+from __future__ import annotations
+
+
+METADATA = 3
