@@ -172,7 +172,7 @@ def test_the_top_level_names_are_written_once():
     quoted = [f'"{n}"' for n in version.INSTALLED_NAMES]
     written = set()
     for name in ("setup.py", "pyproject.toml", "scripts", "kafka_common", "kafka_source",
-                 "kafka_sink", "pyspark_pykafka.py", "tests/python_envs.py"):
+                 "kafka_sink", "pyspark_pykafka", "tests/python_envs.py"):
         path = os.path.join(ROOT, name)
         paths = ([os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs
                   if f.endswith(".py")] if os.path.isdir(path) else [path])
