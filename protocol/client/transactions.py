@@ -213,7 +213,7 @@ def _skip(skipped: dict | None, node: int, error: BaseException, what: str) -> N
 
 
 #: The connections already warned about (weak: one that is gone drops out).
-_WARNED = weakref.WeakSet()
+_WARNED: weakref.WeakSet[object] = weakref.WeakSet()
 
 
 def _warn_once_per_connection(conn) -> None:
