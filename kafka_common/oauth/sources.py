@@ -208,7 +208,8 @@ def _error_text(error: urllib.error.HTTPError) -> str:
     return raw[:_MAX_ERROR_TEXT]
 
 
-_FILE_SEEN: BoundedCache[str, tuple[int, int] | None] = BoundedCache(64)  # path -> (mtime_ns, size) last read
+#: path -> (mtime_ns, size) when last read (None: it could not be stat'ed)
+_FILE_SEEN: BoundedCache[str, tuple[int, int] | None] = BoundedCache(64)
 
 
 @dataclass(frozen=True)

@@ -223,7 +223,7 @@ def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
     combined = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
     positions = np.full(n, len(combined) - 1, dtype=np.int64)
     at = 0
-    for rows, array in pieces:
+    for rows, _ in pieces:
         positions[rows] = np.arange(at, at + len(rows))
         at += len(rows)
     return combined.take(pa.array(positions))
