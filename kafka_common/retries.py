@@ -49,7 +49,8 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
                  retriable: Callable[[BaseException], bool] = is_kafka_failure) -> T:
     """``call()`` under ``protocol.client.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
     (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
-    (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning naming ``what``. ``between`` runs
+    (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning
+    naming ``what``. ``between`` runs
     before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
     ``time.monotonic()``). An attempt may be a ``KafkaClient`` call, which retries what
     Kafka marks retriable within its request timeout: that is one attempt here, as each of

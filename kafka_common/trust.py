@@ -173,7 +173,7 @@ def load_callback(name: str, option: str):
     except Exception as e:
         raise ConfigError(f"{option}: cannot import module {module_name!r} "
                           f"({type(e).__name__}: {e})") from None
-    target = module
+    target: object = module
     for part in attr.split("."):
         target = getattr(target, part, None)
         if target is None:
@@ -214,7 +214,8 @@ def read_bounded(response, limit: int, deadline: float, what: str) -> bytes:
     """At most ``limit`` bytes of ``response``'s body, read by ``deadline`` (monotonic);
     ConfigError/TimeoutError naming ``what`` when it sends more or takes longer (a slow
     drip would otherwise hold a sign-in for as long as it likes)."""
-    chunks, size = [], 0
+    chunks: list[bytes] = []
+    size = 0
     while True:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what} kept sending past its time limit")

@@ -21,7 +21,8 @@ One InitProducerId (``transactional_id`` null) gives a producer id and epoch, at
 per task and usually none once the worker's pool holds an identity (see "Producer ids that
 outlive a task" in ``kafka_sink.producer_ids``, which also says how transactions use them).
 Every batch of a partition gets the next sequence number when it is appended: the first
-is 0 (or where a carried identity left the partition), the next ``base + record count``, wrapping from 2**31 - 1 to 0 as Kafka does. The
+is 0 (or where a carried identity left the partition), the next ``base + record count``,
+wrapping from 2**31 - 1 to 0 as Kafka does. The
 bytes of a batch never change while its producer id lives: a resend is the same bytes, so
 the broker recognises a batch it already has.
 

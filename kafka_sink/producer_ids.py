@@ -70,7 +70,8 @@ __all__ = ["ProducerIdentity", "ProducerIds", "IDENTITY_STATE_KEY"]
 
 log = logging.getLogger("pykafka.sink")
 
-#: Where a pooled client (``protocol.client.pool.Lease.state``) keeps the identity for the next task.
+#: Where a pooled client (``protocol.client.pool.Lease.state``) keeps the identity for the
+#: next task.
 IDENTITY_STATE_KEY = "idempotent-producer"
 
 
@@ -176,7 +177,8 @@ class ProducerIds:
             self.producer_id, self.epoch = self.client.retrying(
                 "InitProducerId", attempt, self.options.delivery_timeout_ms)
         except BrokerError as e:
-            refine(e, resource_type=CLUSTER, grant=("Write",), on="the topics written (Kafka 2.8+ takes it for "
+            refine(e, resource_type=CLUSTER, grant=("Write",),
+                   on="the topics written (Kafka 2.8+ takes it for "
                    "IdempotentWrite on the cluster)", advice="or grant IdempotentWrite on "
                    "the cluster, or set kafka.enable.idempotence=false")
             raise ProduceError(f"could not get a producer id: {e}") from e

@@ -192,7 +192,8 @@ class KafkaCluster:
         taken = set(_LISTENER_PROTOCOLS) & set(self.ssl_listeners)
         if taken:
             raise ValueError(f"ssl_listeners: {sorted(taken)} are names of the testbed's own")
-        self.sasl, self.oauth_jwks, self.ssl, self.ssl_client_ca = sasl, oauth_jwks, ssl, ssl_client_ca
+        self.sasl, self.oauth_jwks = sasl, oauth_jwks
+        self.ssl, self.ssl_client_ca = ssl, ssl_client_ca
         self.sasl_ssl = sasl_ssl
         self.oauth_issuer = oauth_issuer
         self.reauth_ms = reauth_ms

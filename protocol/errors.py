@@ -80,7 +80,8 @@ class BrokerError(PyKafkaError):
         self.topic, self.partition = topic, partition
         text = f"[{self.name} ({self.code})] {message or self.description}"
         if topic is not None:
-            text += f" (topic {topic!r}" + (f", partition {partition})" if partition is not None else ")")
+            text += f" (topic {topic!r}" + (f", partition {partition})" if partition is not None
+                                            else ")")
         super().__init__(text)
 
     @staticmethod

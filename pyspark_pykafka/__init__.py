@@ -1,5 +1,6 @@
 """The connector's entry point. Spark 4 registers Python data sources found in top-level
-``pyspark_*`` modules that expose ``DefaultSource``: this package makes ``format("pykafka")`` work after install.
+``pyspark_*`` modules that expose ``DefaultSource``: this package makes ``format("pykafka")``
+work after install.
 
 Not when Spark's lookup finds it only in the driver's working directory (a checkout, or
 the zip unpacked there): Spark would register it without the session's Python files and
@@ -16,7 +17,8 @@ from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_m
 from .auto_registration import not_registered_warning, only_in_lookup_working_directory
 from .datasource import KafkaDataSource
 
-__all__ = ["DefaultSource", "KafkaDataSource", "KafkaLagListener", "offsets_behind_latest", "with_lag_metrics"]
+__all__ = ["DefaultSource", "KafkaDataSource", "KafkaLagListener", "offsets_behind_latest",
+           "with_lag_metrics"]
 
 _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:

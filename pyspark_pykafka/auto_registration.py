@@ -1,4 +1,5 @@
-"""Whether Spark's automatic registration should see the connector (the ``pyspark_pykafka`` package).
+"""Whether Spark's automatic registration should see the connector (the ``pyspark_pykafka``
+package).
 
 Spark 4 looks for ``pyspark_*`` modules once per driver (or Spark Connect server) in a
 Python worker it starts as ``python -m pyspark.sql.worker.lookup_data_sources``, and ``-m``

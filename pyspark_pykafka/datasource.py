@@ -166,7 +166,8 @@ class KafkaDataSource(DataSource):
                 "was defined needs the DataFrame defined again")
 
     def reader(self, schema):
-        from kafka_source.batch_reader import KafkaBatchReader, KafkaPushdownBatchReader, pushdown_enabled
+        from kafka_source.batch_reader import (KafkaBatchReader, KafkaPushdownBatchReader,
+                                               pushdown_enabled)
         from kafka_source.options import parse_reader_options
         options, expected = self._resolved(parse_reader_options(self.options))
         self._check_schema(schema, expected)

@@ -3,7 +3,8 @@
     python scripts/build_pyfiles_zip.py [--out-dir dist] [--pure]
 
 The zip holds the library and nothing else: ``pyspark_pykafka`` (the data source and
-Spark's automatic registration hook) and the packages ``protocol``, ``kafka_common``, ``kafka_source`` and
+Spark's automatic registration hook) and the packages ``protocol``, ``kafka_common``,
+``kafka_source`` and
 ``kafka_sink``, as source files at the root of the archive, so Python's zip importer finds
 them once the zip is on ``sys.path`` (which is what ``--py-files`` does, on the driver and
 every executor).

@@ -704,7 +704,8 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
           f"{killed_batches}", *(" ".join(r) for r in listed), sep="\n")
     record(f"kafka-faults/exactly_once_stream_{_kind(*kind)}", section=SECTION, mode=MODE,
            what=f"exactlyOnce stream topic to topic on Kafka {version} "
-                f"({f'transaction.version {tv}' if tv is not None else 'classic transactions'}): nodes "
+                f"({f'transaction.version {tv}' if tv is not None else 'classic transactions'})"
+                ": nodes "
                 f"SIGKILLed or SIGSTOPped in turn, the driver SIGKILLed "
                 f"{len(DRIVER_KILLS)} time(s) ({', '.join(DRIVER_KILLS)}) and restarted",
            faults=len(injector.faults) + len(killed_batches), records=sum(expected.values()),

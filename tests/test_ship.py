@@ -124,8 +124,8 @@ def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
     with zipfile.ZipFile(pyfiles_zip) as zf:
         names = zf.namelist()
     assert os.path.basename(pyfiles_zip) == f"pyspark_pykafka-{_project_version()}.zip"
-    for package in ("pyspark_pykafka", "protocol", "protocol/records", "protocol/schemas", "kafka_common",
-                    "kafka_source", "kafka_sink"):
+    for package in ("pyspark_pykafka", "protocol", "protocol/records", "protocol/schemas",
+                    "kafka_common", "kafka_source", "kafka_sink"):
         assert f"{package}/__init__.py" in names
     tops = {name.split("/")[0] for name in names}
     assert tops == {"pyspark_pykafka", "protocol", "kafka_common",
@@ -288,7 +288,8 @@ def test_another_python_version_compiles_the_sources(pyfiles_zip, tmp_path):
         assert source in report["executed"], name  # compiled here, from the source
         assert path not in report["executed"], name
     assert_from_byte_code(report, copy, "kafka_sink.options", "kafka_sink/options.py")
-    assert_from_byte_code(report, copy, "pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")
+    assert_from_byte_code(report, copy, "pyspark_pykafka.datasource",
+                          "pyspark_pykafka/datasource.py")
 
 
 def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path):

@@ -153,7 +153,8 @@ def test_tansu_tls(tmp_path, topic_name: str) -> None:
         assert [b.port for b in admin.list_topics(timeout=10).brokers.values()] == [broker.port]
 
         # No client certificate: the TLS front refuses the handshake.
-        no_cert = {k: v for k, v in conf.items() if not k.startswith("ssl.c") and k != "ssl.key.location"}
+        no_cert = {k: v for k, v in conf.items()
+                   if not k.startswith("ssl.c") and k != "ssl.key.location"}
         no_cert["ssl.ca.location"] = str(ca_pem)
         err = wait_for_error(no_cert)
         assert err.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN)
@@ -215,7 +216,8 @@ def test_mock_leader_move(mock_cluster: MockCluster, topic_name: str) -> None:
     assert [m.key() for m in msgs] == [f"key-{i}".encode() for i in range(20)]
 
 
-def test_mock_injected_produce_errors_are_survived(mock_cluster: MockCluster, topic_name: str) -> None:
+def test_mock_injected_produce_errors_are_survived(mock_cluster: MockCluster,
+                                                   topic_name: str) -> None:
     mock_cluster.create_topic(topic_name, 1, 3)
     conf = {"bootstrap.servers": mock_cluster.bootstrap}
     mock_cluster.start_request_tracking()
@@ -224,7 +226,8 @@ def test_mock_injected_produce_errors_are_survived(mock_cluster: MockCluster, to
         produce({**conf, "retry.backoff.ms": 10}, topic_name, n=10, partitions=1)
         produce_requests = [r for r in mock_cluster.get_requests() if r.api_key == PRODUCE]
         assert len(produce_requests) >= 4  # 3 rejected + at least one accepted
-        assert any(r.api_key == METADATA for r in mock_cluster.get_requests())  # refresh after NOT_LEADER
+        # a metadata refresh after NOT_LEADER
+        assert any(r.api_key == METADATA for r in mock_cluster.get_requests())
     finally:
         mock_cluster.clear_request_errors(PRODUCE)
         mock_cluster.stop_request_tracking()
@@ -236,7 +239,8 @@ def test_mock_broker_error_rtts(mock_cluster: MockCluster, topic_name: str) -> N
     mock_cluster.create_topic(topic_name, 1, 3)
     conf = {"bootstrap.servers": mock_cluster.bootstrap}
     leader = leaders(AdminClient(conf), topic_name)[0]
-    mock_cluster.broker_push_request_error_rtts(leader, PRODUCE, [(NOT_LEADER_OR_FOLLOWER, 50), (0, 200)])
+    mock_cluster.broker_push_request_error_rtts(leader, PRODUCE,
+                                                [(NOT_LEADER_OR_FOLLOWER, 50), (0, 200)])
     assert mock_cluster.broker_error_stack_count(leader, PRODUCE) == 2
     t0 = time.monotonic()
     produce({**conf, "retry.backoff.ms": 10}, topic_name, n=1, partitions=1)

@@ -64,7 +64,8 @@ def bounded(name: str, limit_s: float, errors, call, what: str):
     elapsed = time.monotonic() - started
     time.sleep(0.05)
     leftover = [t for t in set(threading.enumerate()) - before
-                if t.is_alive() and not t.name.startswith(("fault-proxy", "fake-sasl", "pykafka-pool-reaper"))]
+                if t.is_alive() and not t.name.startswith(("fault-proxy", "fake-sasl",
+                                                            "pykafka-pool-reaper"))]
     record(f"timeouts/{name}", section="timeouts", what=what, faults=1, seconds=elapsed,
            limit_s=limit_s, error=type(info.value).__name__, threads_left=len(leftover))
     assert elapsed < limit_s, f"{name}: {elapsed:.2f} s, limit {limit_s} s"

@@ -36,7 +36,7 @@ def assemble(n: int, parts, atype) -> pa.Array:
     combined = pa.concat_arrays([a for _, a in parts])
     inv = np.full(n, -1, dtype=np.int64)
     start = 0
-    for s, a in parts:
+    for s, _ in parts:
         inv[s] = np.arange(start, start + s.size)
         start += s.size
     return combined.take(pa.array(inv, mask=inv < 0))

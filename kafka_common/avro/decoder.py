@@ -100,7 +100,7 @@ class _Enum(Node):
     def __init__(self, res: Resolution):
         self.map = np.asarray(res.enum_map + [-1], dtype=np.int64)  # last: out of range
         self.nw = len(res.enum_map)
-        self.symbols = pa.array(list(res.reader.symbols), type=pa.string())
+        self.symbols = pa.array(list(res.read_as.symbols), type=pa.string())
 
     def read(self, cur, pos, end, row):
         v, pos = read_varint(cur, pos, end, row, 5)
@@ -122,19 +122,18 @@ class _Repeated(Node):
     def __init__(self, res: Resolution, atype, opts):
         self.res, self.atype, self.opts = res, atype, opts
         self.is_map = res.kind == "map"
-        w = res.writer
-        item = w.values if self.is_map else w.items
+        item = res.writer.element
         self.min_item = min_size(item) + self.is_map
         self.width = None if self.is_map else fixed_width(item)
         self.skipper = Skip(AvroSchema("record", fields=[
             AvroField("key", AvroSchema("string")), AvroField("value", item)])
             if self.is_map else item)
-        self._child = None
+        self._child: Node | None = None
 
-    def child(self):
+    def child(self) -> Node:
         if self._child is None:
             t = self.atype.item_type if self.is_map else self.atype.value_type
-            self._child = compile_node(self.res.child, t, self.opts)
+            self._child = compile_node(self.res.inner, t, self.opts)
         return self._child
 
     def read(self, cur, pos, end, row):
@@ -168,12 +167,12 @@ class _Repeated(Node):
 class _Record(Node):
     def __init__(self, res: Resolution, atype: pa.StructType, opts):
         self.res, self.atype, self.opts = res, atype, opts
-        self._steps = None
+        self._steps: list[tuple[int, Node]] | None = None
 
-    def steps(self):
+    def steps(self) -> list[tuple[int, Node]]:
         if self._steps is None:
-            steps = []
-            r = self.res.reader
+            steps: list[tuple[int, Node]] = []
+            r = self.res.read_as
             for j, child in self.res.steps:
                 i = -1 if j is None else self.atype.get_field_index(r.fields[j].name)
                 if i < 0:  # not read, or dropped by recursiveFieldMaxDepth
@@ -192,13 +191,13 @@ class _Record(Node):
         cur.depth += 1
         try:
             for i, node in self.steps():
-                if i < 0:
+                if isinstance(node, Skip):  # exactly the steps of index -1
                     pos = node.skip(cur, pos, end, row)
                 else:
                     arrays[i], pos = node.read(cur, pos, end, row)
         finally:
             cur.depth -= 1
-        r = self.res.reader
+        r = self.res.read_as
         for j in self.res.defaults:
             f = r.fields[j]
             i = self.atype.get_field_index(f.name)
@@ -214,9 +213,9 @@ class _Record(Node):
 class _WriterUnion(Node):
     def __init__(self, res: Resolution, atype, opts):
         self.res, self.atype, self.opts = res, atype, opts
-        self._branches = None
+        self._branches: list[Node | None] | None = None
 
-    def branches(self):
+    def branches(self) -> list[Node | None]:
         if self._branches is None:
             self._branches = [None if isinstance(b, str) else compile_node(b, self.atype, self.opts)
                               for b in self.res.branches]
@@ -247,8 +246,8 @@ class _ReaderUnion(Node):
 
     def __init__(self, res: Resolution, atype, opts):
         self.res, self.atype, self.opts = res, atype, opts
-        self._child = None
-        r = res.reader
+        self._child: Node | None = None
+        r = res.read_as
         self.kind, branches, _ = union_shape(r)
         chosen = r.branches[res.branch]
         self.null = chosen.type == "null"
@@ -257,14 +256,14 @@ class _ReaderUnion(Node):
             name = member_names(branches, opts)[branches.index(chosen)]
             self.member = atype.get_field_index(name)
 
-    def child(self):
+    def child(self) -> Node:
         if self._child is None:
             if self.kind == "struct":
                 t = self.atype.field(self.member).type if self.member >= 0 else None
             else:
                 t = self.atype
             self._child = (Skip(self.res.writer) if t is None
-                           else compile_node(self.res.child, t, self.opts))
+                           else compile_node(self.res.inner, t, self.opts))
         return self._child
 
     def read(self, cur, pos, end, row):
@@ -289,7 +288,7 @@ class _ReaderUnion(Node):
 def compile_node(res: Resolution, atype: pa.DataType, opts: MappingOptions) -> Node:
     kind = res.kind
     if kind == "primitive" or kind == "fixed":
-        return _Primitive(res.writer, res.reader, atype)
+        return _Primitive(res.writer, res.read_as, atype)
     if kind == "enum":
         return _Enum(res)
     if kind == "record":

@@ -49,9 +49,9 @@ def default_value(node: AvroSchema, value, atype: pa.DataType, opts: MappingOpti
             out[f.name] = default_value(f.type, v, atype.field(i).type, opts)
         return out
     if t == "array":
-        return [default_value(node.items, v, atype.value_type, opts) for v in value]
+        return [default_value(node.element, v, atype.value_type, opts) for v in value]
     if t == "map":
-        return [(k, default_value(node.values, v, atype.item_type, opts))
+        return [(k, default_value(node.element, v, atype.item_type, opts))
                 for k, v in value.items()]
     if t in ("bytes", "fixed"):
         raw = _blob(value)
@@ -60,7 +60,7 @@ def default_value(node: AvroSchema, value, atype: pa.DataType, opts: MappingOpti
             return decimal.Decimal(unscaled).scaleb(-atype.scale, context=decimal.Context(prec=80))
         return raw
     if t == "long" and pa.types.is_timestamp(atype):
-        return int(value) * (1000 if node.logical.endswith("millis") else 1)
+        return int(value) * (1000 if (node.logical or "").endswith("millis") else 1)
     if pa.types.is_floating(atype):
         return float(value)
     if pa.types.is_string(atype) and isinstance(value, str):

@@ -117,7 +117,7 @@ def _decimal_bytes(arr: pa.Array, fixed_size: int | None, where: str):
 class _Enc:
     def __init__(self, schema: AvroSchema, where: str):
         self.s, self.where = schema, where
-        self._kids = {}
+        self._kids: dict[object, _Enc] = {}
 
     def kid(self, key, schema, where):
         if key not in self._kids:

@@ -54,6 +54,20 @@ class Resolution:
     branches: list = field(default_factory=list)
     branch: int = -1
 
+    @property
+    def read_as(self) -> AvroSchema:
+        """The reader's schema, which every kind but ``skip`` has."""
+        if self.reader is None:
+            raise AvroResolutionError(f"{self!r} has no reader schema")
+        return self.reader
+
+    @property
+    def inner(self) -> Resolution:
+        """The child of an ``array``, ``map`` or ``reader_union`` node."""
+        if self.child is None:
+            raise AvroResolutionError(f"{self!r} has no child")
+        return self.child
+
     def __repr__(self) -> str:
         return f"Resolution({self.kind}: {self.writer!r} -> {self.reader!r})"
 
@@ -135,12 +149,12 @@ class _Resolver:
             if w.type == "array":
                 node = Resolution("array", w, r)
                 self.memo[key] = node
-                node.child = self.resolve(w.items, r.items, path + "[]")
+                node.child = self.resolve(w.element, r.element, path + "[]")
                 return node
             if w.type == "map":
                 node = Resolution("map", w, r)
                 self.memo[key] = node
-                node.child = self.resolve(w.values, r.values, path + "{}")
+                node.child = self.resolve(w.element, r.element, path + "{}")
                 return node
             return self._leaf("primitive", w, r, key)
         if r.type in PROMOTIONS.get(w.type, ()):
@@ -156,7 +170,7 @@ class _Resolver:
     def _record(self, w: AvroSchema, r: AvroSchema, path: str, key) -> Resolution:
         node = Resolution("record", w, r)
         self.memo[key] = node
-        by_name = {}
+        by_name: dict[str, int] = {}
         for j, rf in enumerate(r.fields):
             by_name.setdefault(rf.name, j)
         for j, rf in enumerate(r.fields):
@@ -164,8 +178,8 @@ class _Resolver:
                 by_name.setdefault(a, j)
         used = set()
         for wf in w.fields:
-            j = by_name.get(wf.name)
-            if j is None or j in used:
+            j = by_name.get(wf.name, -1)
+            if j < 0 or j in used:
                 node.steps.append((None, skip(wf.type)))
                 continue
             used.add(j)

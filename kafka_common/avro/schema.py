@@ -66,6 +66,14 @@ class AvroSchema:
             return self.name.rsplit(".", 1)[-1]
         return self.type
 
+    @property
+    def element(self) -> AvroSchema:
+        """An array's item schema or a map's value schema."""
+        element = self.items if self.type == "array" else self.values
+        if element is None:
+            raise AvroSchemaError(f"{self!r} is neither an array nor a map")
+        return element
+
     def __repr__(self) -> str:
         return f"AvroSchema({self.name or self.type})"
 

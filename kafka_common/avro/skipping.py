@@ -56,18 +56,18 @@ class Skip(Node):
 
     def __init__(self, writer: AvroSchema):
         self.w = writer
-        self._children = None
+        self._children: list[Skip] | None = None
 
-    def children(self):
+    def children(self) -> list[Skip]:
         if self._children is None:
             w = self.w
             if w.type == "record":
                 self._children = [Skip(f.type) for f in w.fields]
             elif w.type == "array":
-                self._children = [Skip(w.items)]
+                self._children = [Skip(w.element)]
             elif w.type == "map":
                 self._children = [Skip(AvroSchema("record", fields=[
-                    AvroField("key", AvroSchema("string")), AvroField("value", w.values)]))]
+                    AvroField("key", AvroSchema("string")), AvroField("value", w.element)]))]
             elif w.type == "union":
                 self._children = [Skip(b) for b in w.branches]
             else:
@@ -113,10 +113,10 @@ class Skip(Node):
             cur.fail(row, out, end, wrong)
             return out
         # array, map: blocks; a block with its byte size is jumped over
-        item = self.w.items if t == "array" else self.w.values
-        width = fixed_width(item) if t == "array" else None
+        item = self.w.element
+        item_width = fixed_width(item) if t == "array" else None
         return walk_blocks(cur, pos, end, row, min_size(item) + (t == "map"), self.children()[0],
-                       width)
+                       item_width)
 
 
 def fixed_width(node: AvroSchema, seen=None):

@@ -119,12 +119,12 @@ def arrow_field_of(node: AvroSchema, opts: MappingOptions, depths: dict | None =
                 fields.append(pa.field(f.name, got[0], nullable=got[1]))
         return pa.struct(fields), False
     if t == "array":
-        got = arrow_field_of(node.items, opts, depths)
+        got = arrow_field_of(node.element, opts, depths)
         if got is None:
             return None
         return pa.list_(pa.field("element", got[0], nullable=got[1])), False
     if t == "map":
-        got = arrow_field_of(node.values, opts, depths)
+        got = arrow_field_of(node.element, opts, depths)
         if got is None:
             return None
         return pa.map_(pa.field("key", pa.string(), nullable=False),
@@ -219,6 +219,7 @@ def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord",
     union of the type and null."""
     from pyspark.sql import types as T
     t = data_type
+    avro: str | dict[str, object]
     if isinstance(t, T.BooleanType):
         avro = "boolean"
     elif isinstance(t, (T.ByteType, T.ShortType, T.IntegerType)):

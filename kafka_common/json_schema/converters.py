@@ -69,9 +69,9 @@ def _java_double(x: float) -> str:
     if x == 0 or 1e-3 <= abs(x) < 1e7:
         return repr(x)          # the shortest round-trip digits, as Java's since JDK 19
     sign, digits, exponent = decimal.Decimal(repr(x)).as_tuple()
-    power = exponent + len(digits) - 1
-    digits = "".join(map(str, digits)).rstrip("0") or "0"
-    return f"{'-' if sign else ''}{digits[0]}.{digits[1:] or '0'}E{power}"
+    power = int(exponent) + len(digits) - 1  # an int: x is finite
+    shown = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"
 
 
 def _text(v) -> str:
@@ -114,7 +114,7 @@ def _parse_datetime(s: str, where: str) -> dt.datetime:
         if m is None:
             raise ValueError
         y, mo, d, h, mi, sec, frac, zone = m.groups()
-        tz = None
+        tz: dt.tzinfo | None = None
         if zone in ("Z", "UTC", "GMT"):
             tz = dt.timezone.utc
         elif zone and zone[0] in "+-":

@@ -46,7 +46,8 @@ class Decoder:
         self.convert = converter(atype)
         decoder = json.JSONDecoder(parse_float=decimal.Decimal) if _has_decimal(atype) \
             else json.JSONDecoder()
-        self.loads, self.scan = decoder.decode, decoder.scan_once
+        # scan_once is set by JSONDecoder.__init__; typeshed does not declare it
+        self.loads, self.scan = decoder.decode, decoder.scan_once  # type: ignore[attr-defined]
 
     def decode(self, values: pa.Array, starts):
         with gc_paused():
@@ -69,7 +70,8 @@ class Decoder:
         return whole.decode("ascii"), begins, (offsets[1:] - base).tolist()
 
     def _decode(self, values: pa.Array, starts):
-        rows, errors, reasons = [], np.zeros(len(values), dtype=bool), {}
+        rows: list[object] = []
+        errors, reasons = np.zeros(len(values), dtype=bool), {}
         convert, loads, scan = self.convert, self.loads, self.scan
         text, begins, ends = self._payloads(values, starts)
         for i, (raw, start) in enumerate(zip(values.to_pylist() if text is None else

@@ -30,7 +30,8 @@ from .. import trust
 from ..option_map import warn_once
 from .google import GCP_HANDLER
 from .option_table import ENDPOINT_OPTION, HANDLER_OPTION, OAUTH_OPTIONS
-from .sources import ClientCredentials, TokenCallback, TokenFile, UnsecuredToken, resolve_callable
+from .sources import (ClientCredentials, TokenCallback, TokenFile, TokenSource, UnsecuredToken,
+                      resolve_callable)
 from .tokens import TOKEN_CACHE, RefreshPolicy
 
 __all__ = ["OAUTH_OPTIONS", "OAUTHBEARER_LOGIN_MODULE", "oauthbearer_factory",
@@ -53,7 +54,7 @@ class OAuthBearerFactory:
     """``ClientConfig.sasl_mechanism_factory`` for OAUTHBEARER: a mechanism holding the
     source's current token (from the per-process cache) for each authentication."""
 
-    source: object
+    source: TokenSource
     extensions: dict[str, str] = field(default_factory=dict)
     policy: RefreshPolicy = RefreshPolicy()
 
@@ -164,6 +165,7 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
                   "SASL_PLAINTEXT sends the token in the clear; use SASL_SSL outside a test "
                   "setup.")
     handler = canonical_class(opts.get(HANDLER_OPTION))
+    source: TokenSource
     endpoint = opts.get(ENDPOINT_OPTION)
     retriever = canonical_class(opts.get("kafka.sasl.oauthbearer.jwt.retriever.class"))
     if retriever is not None and retriever not in _RETRIEVERS:
@@ -174,7 +176,7 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
             raise ConfigError(f"{HANDLER_OPTION} {handler.rsplit('.', 1)[1]} needs "
                               f"{ENDPOINT_OPTION} (the identity provider's token endpoint "
                               "or a file: URL)")
-        kind = _RETRIEVERS.get(retriever) or ("file" if endpoint.lower().startswith("file:")
+        kind = _RETRIEVERS.get(retriever or "") or ("file" if endpoint.lower().startswith("file:")
                                              else "oidc")
         if kind == "file":
             source = TokenFile.from_url(endpoint, opts.get(

@@ -30,6 +30,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from typing import Protocol, cast
 
 from protocol.config import Secret, redact
 from protocol.errors import AuthenticationError, ConfigError
@@ -40,7 +41,7 @@ from .. import trust
 from ..bounded_cache import BoundedCache
 from .tokens import BearerToken, b64url, jwt_claims
 
-__all__ = ["ClientCredentials", "TokenFile", "TokenCallback", "UnsecuredToken"]
+__all__ = ["ClientCredentials", "TokenFile", "TokenCallback", "UnsecuredToken", "TokenSource"]
 
 log = logging.getLogger("pykafka.oauth")
 
@@ -69,6 +70,16 @@ def _claims_token(value: str, what: str, sub_claim: str = "sub",
     iat = claims.get("iat")
     issued = float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else 0.0
     return BearerToken(Secret(value), float(exp), principal, issued, dict(extensions or {}))
+
+
+class TokenSource(Protocol):
+    """What ``TOKEN_CACHE`` uses of a token source (these classes, AWS MSK's)."""
+
+    @property
+    def cache_key(self) -> str: ...
+    def changed(self) -> bool: ...
+    def describe(self) -> str: ...
+    def fetch(self) -> BearerToken: ...
 
 
 class _Unreachable(Exception):
@@ -197,7 +208,8 @@ def _error_text(error: urllib.error.HTTPError) -> str:
     return raw[:_MAX_ERROR_TEXT]
 
 
-_FILE_SEEN: BoundedCache[str, tuple] = BoundedCache(64)  # path -> (mtime_ns, size) last read
+#: path -> (mtime_ns, size) when last read (None: it could not be stat'ed)
+_FILE_SEEN: BoundedCache[str, tuple[int, int] | None] = BoundedCache(64)
 
 
 @dataclass(frozen=True)
@@ -320,5 +332,6 @@ class UnsecuredToken:
         claims.setdefault("exp", int(now) + self.lifetime_s)
         header = b64url(json.dumps({"alg": "none"}, separators=(",", ":")).encode())
         payload = b64url(json.dumps(claims, separators=(",", ":")).encode())
-        return BearerToken(Secret(f"{header}.{payload}."), float(claims["exp"]),
+        exp = cast("float | str", claims["exp"])  # a number, or one given as a string
+        return BearerToken(Secret(f"{header}.{payload}."), float(exp),
                            str(claims.get(self.principal_claim, "")), now)

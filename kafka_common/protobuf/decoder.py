@@ -102,7 +102,7 @@ class Decoder:
             return self._decode(values, starts)
 
     def _decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
-        rows = []
+        rows: list[object] = []
         errors = np.zeros(len(values), dtype=bool)
         parse, convert = self.cls.FromString, self.convert
         for i, (raw, start) in enumerate(zip(values.to_pylist(), starts.tolist()

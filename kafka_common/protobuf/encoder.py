@@ -32,7 +32,7 @@ class Encoder:
 
     def encode(self, array: pa.Array) -> pa.Array:
         from google.protobuf import json_format
-        out = []
+        out: list[bytes | None] = []
         for row in rows(array):
             if row is None:
                 out.append(None)

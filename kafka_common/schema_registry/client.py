@@ -36,7 +36,7 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 from urllib.parse import quote, urlsplit
 
 from protocol.config import redact
@@ -192,7 +192,8 @@ class RegistryClient:
         body = self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}",
                           what=f"subject {subject!r} version {version}")
         found = _schema_from(body, subject=subject)
-        self._by_version.put((subject, int(found.version)), found)
+        # The versions endpoint always answers the version.
+        self._by_version.put((subject, int(cast(int, found.version))), found)
         if self._by_id.get(found.id) is None:
             self._by_id.put(found.id, found)
         return found
@@ -335,12 +336,13 @@ class RegistryClient:
         trust.check_url(url, "schema.registry.url", "registry")
         deadline = time.monotonic() + timeout
         parts = urlsplit(url)
+        host = parts.hostname or ""  # RegistrySettings admits only URLs with a host
+        conn: http.client.HTTPConnection
         if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(parts.hostname, parts.port or 443,
+            conn = http.client.HTTPSConnection(host, parts.port or 443,
                                                timeout=timeout, context=self._context())
         else:
-            conn = http.client.HTTPConnection(parts.hostname, parts.port or 80,
-                                              timeout=timeout)
+            conn = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout)
         try:
             conn.request(method, (parts.path or "") + path, body=data,
                          headers=self._headers())

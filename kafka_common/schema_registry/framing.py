@@ -133,14 +133,14 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
                    | (data[b + 3].astype(np.int64) << 8) | data[b + 4].astype(np.int64))
         starts[v0] = 5
     v1 = valid & (magic == 1) & (length >= 17)
-    for row in np.flatnonzero(v1):
-        b = int(begin[row])
-        guids[int(row)] = str(uuid.UUID(bytes=data[b + 1:b + 17].tobytes()))
+    for row in np.flatnonzero(v1).tolist():
+        at = int(begin[row])
+        guids[int(row)] = str(uuid.UUID(bytes=data[at + 1:at + 17].tobytes()))
         starts[row] = 17
     bad = valid & ~v0 & ~v1
     if plain:
         bad &= (magic == 0) | (magic == 1) | (length == 0)
-    for row in np.flatnonzero(bad):
+    for row in np.flatnonzero(bad).tolist():
         if int(row) in in_header:
             continue
         status[row] = BAD

@@ -41,6 +41,7 @@ def _avro_reader(col: ColumnFormat):
 
 def _proto_reader(col: ColumnFormat):
     from kafka_common.protobuf import message_descriptor
+    assert col.reader_schema is not None  # filled by registry_lookups.resolve_formats
     return message_descriptor(col.reader_schema, col.reader_references, col.message_name)
 
 
@@ -52,15 +53,16 @@ def reader_type(col: ColumnFormat, conversion: dict) -> pa.DataType:
     if found is not None:
         return found
     if col.format == "avro":
-        from kafka_common.avro import arrow_type
-        found = arrow_type(_avro_reader(col), dict(conversion))
+        from kafka_common.avro import arrow_type as avro_type
+        found = avro_type(_avro_reader(col), dict(conversion))
     elif col.format == "protobuf":
-        from kafka_common.protobuf import arrow_type
-        found = arrow_type(_proto_reader(col), dict(conversion))
+        from kafka_common.protobuf import arrow_type as protobuf_type
+        found = protobuf_type(_proto_reader(col), dict(conversion))
     elif col.format == "json":
-        from kafka_common.json_schema import arrow_type, inline_type
+        from kafka_common.json_schema import arrow_type as json_type, inline_type
+        assert col.reader_schema is not None  # filled by registry_lookups.resolve_formats
         found = (inline_type(col.reader_schema, col.option("Schema"))
-                 if col.inline_schema is not None else arrow_type(col.reader_schema))
+                 if col.inline_schema is not None else json_type(col.reader_schema))
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet by this "
                           "build of pyspark-pykafka (avro is)")
@@ -100,15 +102,15 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
         raise ConfigError(f"{col.column}Format={col.format}: schema id {schema_id} is a "
                           f"{schema_type} schema, not {col.schema_type}")
     if col.format == "avro":
-        from kafka_common.avro import Decoder, parse_schema
+        from kafka_common.avro import Decoder as AvroDecoder, parse_schema
         writer_schema = parse_schema(text, _avro_named(references))
-        found = Decoder(writer_schema, _avro_reader(col), dict(conversion))
+        found = AvroDecoder(writer_schema, _avro_reader(col), dict(conversion))
     elif col.format == "protobuf":
         # The message index names the writer's message; it must be the reader's (by full
         # name): the payload is then read with the reader's message (field numbers carry
         # the evolution), as from_protobuf reads it. Another message is a mismatch, not a
         # guess: its fields would land in the reader's by number.
-        from kafka_common.protobuf import Decoder
+        from kafka_common.protobuf import Decoder as ProtobufDecoder
         reader = _proto_reader(col)
         written = _proto_writer_message(col, writer, tuple(path))
         if written != reader.full_name:
@@ -116,10 +118,10 @@ def decoder_for(col: ColumnFormat, writer: tuple, conversion: dict,
                 f"its message index {list(path)} names message {written}, not the reader's "
                 f"{reader.full_name} (set {col.option('MessageName')}={written} to read "
                 "those values)")
-        found = Decoder(reader, dict(conversion))
+        found = ProtobufDecoder(reader, dict(conversion))
     elif col.format == "json":
-        from kafka_common.json_schema import Decoder
-        found = Decoder(reader_type(col, conversion))
+        from kafka_common.json_schema import Decoder as JsonDecoder
+        found = JsonDecoder(reader_type(col, conversion))
     else:
         raise ConfigError(f"{col.column}Format={col.format} is not supported yet")
     return _decoders.put(key, found)

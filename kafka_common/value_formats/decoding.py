@@ -18,6 +18,7 @@ mode: data is never turned into nulls because the registry is down.
 
 from __future__ import annotations
 
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -41,9 +42,10 @@ class ValueDecodeError(PyKafkaError):
 
 
 def _client(formats: Formats) -> RegistryClient | None:
-    if formats.registry is None:
+    registry = formats.registry
+    if registry is None:
         return None
-    return _clients.get_or_make(formats.registry, lambda: RegistryClient(formats.registry))
+    return _clients.get_or_make(registry, lambda: RegistryClient(registry))
 
 
 def reads_plain_json(col: ColumnFormat, formats: Formats) -> bool:
@@ -86,7 +88,7 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
         raise LookupError("no schema.registry.url to look it up in")
     try:
         found = client.schema_by_guid(guid) if guid is not None else \
-            client.schema_by_id(schema_id)
+            client.schema_by_id(cast(int, schema_id))  # a key without a guid has an id
     except RegistryAuthError:
         raise
     except RegistryError as exc:
@@ -130,12 +132,12 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
     return decoded, id_array, raw
 
 
-def _rows_by_writer(frames) -> dict[tuple, object]:
+def _rows_by_writer(frames) -> dict[tuple, Any]:
     """The readable rows grouped by (schema id, guid, Protobuf message index): rows with a
     guid or with a message index other than the first message's are rare and looked at
     one by one."""
     status, ids = frames.status, frames.ids
-    groups: dict[tuple, object] = {}
+    groups: dict[tuple, Any] = {}  # rows: an index array, or a list for the odd rows
     ok_rows = np.flatnonzero(status == OK)
     odd_rows = set(frames.guids) | set(frames.indexes)
     plain = ok_rows[~np.isin(ok_rows, list(odd_rows))] if odd_rows else ok_rows
@@ -221,7 +223,7 @@ def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
     combined = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
     positions = np.full(n, len(combined) - 1, dtype=np.int64)
     at = 0
-    for rows, array in pieces:
+    for rows, _ in pieces:
         positions[rows] = np.arange(at, at + len(rows))
         at += len(rows)
     return combined.take(pa.array(positions))

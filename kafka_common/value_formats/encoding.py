@@ -23,16 +23,17 @@ def _encoder(f: SinkFormat):
     key = (f.format, f.schema_id, f.schema, f.message_name)
     found = _encoders.get(key)
     if found is None:
+        assert f.schema is not None  # filled by registry_lookups.resolve_sink_formats
         if f.format == "avro":
-            from kafka_common.avro import Encoder, parse_schema
-            found = (Encoder(parse_schema(f.schema, [t for _, t in f.references])), b"")
+            from kafka_common.avro import Encoder as AvroEncoder, parse_schema
+            found = (AvroEncoder(parse_schema(f.schema, [t for _, t in f.references])), b"")
         elif f.format == "protobuf":
-            from kafka_common.protobuf.encoder import Encoder
-            encoder = Encoder(f.schema, f.references, f.message_name)
+            from kafka_common.protobuf.encoder import Encoder as ProtobufEncoder
+            encoder = ProtobufEncoder(f.schema, f.references, f.message_name)
             found = (encoder, message_index_bytes(encoder.path))
         else:
-            from kafka_common.json_schema.encoder import Encoder
-            found = (Encoder(), b"")
+            from kafka_common.json_schema.encoder import Encoder as JsonEncoder
+            found = (JsonEncoder(), b"")
         _encoders.put(key, found)
     return found
 
@@ -74,6 +75,7 @@ def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa
         i = names.index(f.column)
         column = columns[i]
         encoder, after_id = _encoder(f)
+        assert f.schema_id is not None  # filled by registry_lookups.resolve_sink_formats
         payloads = encoder.encode(column)
         if column.null_count:
             # A null value is a tombstone, as Spark's to_avro gives null for null: never

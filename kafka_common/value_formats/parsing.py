@@ -144,7 +144,8 @@ def parse_reader_formats(opts: OptionMap, topics: tuple[str, ...] | None) -> For
     mode = (opts.get("mode") or "FAILFAST").upper()
     if mode not in ("FAILFAST", "PERMISSIVE"):
         raise ConfigError(f"mode must be FAILFAST or PERMISSIVE, got {opts.get('mode')!r}")
-    conversion = tuple((name, opts.get(name)) for name in CONVERSION_OPTIONS if opts.has(name))
+    conversion = tuple((name, opts.get(name, "")) for name in CONVERSION_OPTIONS
+                       if opts.has(name))
     return Formats(columns.get("value"), columns.get("key"), mode == "PERMISSIVE", settings,
                    conversion)
 
@@ -157,6 +158,7 @@ def parse_writer_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat
         c = _parse_column(opts, column, _WRITER, settings,
                           (topic,) if topic is not None else None)
         if c is not None:
+            assert settings is not None  # _parse_column requires it for the writer
             out.append(SinkFormat(column, c.format, c.subject, c.inline,
                                   opts.boolean("auto.register.schemas", False), settings,
                                   opts.get(f"{column}MessageName")))

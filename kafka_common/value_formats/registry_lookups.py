@@ -37,6 +37,7 @@ def _resolve_column(c: ColumnFormat, client: RegistryClient | None,
     if c.inline_schema is not None:
         return replace(c, reader_schema=c.inline_schema, writers=tuple(writers),
                        guids=tuple(guids))
+    assert client is not None  # parsing requires a registry without an inline schema
     reader = latest if c.version == "latest" and latest is not None else \
         client.version(c.subject, c.version)
     if reader.schema_type != c.schema_type:
@@ -77,7 +78,7 @@ def _writer_schemas(c: ColumnFormat, client: RegistryClient):
         writers.append((s.id, s.schema_type, s.text, refs))
         if s.guid:
             guids.append((s.guid, s.id))
-        if latest is None or s.version > latest.version:
+        if latest is None or (s.version or 0) > (latest.version or 0):  # versions answer one
             latest = s
     return writers, guids, latest
 

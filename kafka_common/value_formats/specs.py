@@ -21,7 +21,7 @@ class ColumnFormat:
 
     column: str                  # "value" or "key"
     format: str                  # avro, protobuf, json
-    subject: str | None
+    subject: str
     version: str = "latest"
     inline_schema: str | None = None
     message_name: str | None = None

@@ -23,13 +23,16 @@ from ..config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
 from .cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition
 from ..errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
-                     PyKafkaError, UnknownTopicOrPartition)
+                     PyKafkaError, error_class)
 from .group_offsets import GroupOffsets
 from .leader_requests import PendingFetch, gather, list_offsets_request, take_list_offsets
 from ..primitives import ZERO_UUID
 from .retry import RetryPolicy, is_retriable
 
 log = logging.getLogger("pykafka.protocol.cluster")
+
+#: The class ``protocol.errors`` generates for error code 3.
+UnknownTopicOrPartition = error_class("UNKNOWN_TOPIC_OR_PARTITION")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -105,10 +108,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
             if not conn.close_unless_reusable():
                 del self._connections[node_id]
                 dropped += was_open
-        conn = self._bootstrap_conn
-        if conn is not None:
-            was_open = conn.connected
-            if not conn.close_unless_reusable():
+        boot = self._bootstrap_conn
+        if boot is not None:
+            was_open = boot.connected
+            if not boot.close_unless_reusable():
                 self._bootstrap_conn = None
                 dropped += was_open
         return dropped
@@ -134,9 +137,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 return conn
         if self._bootstrap_conn is not None and self._bootstrap_conn.connected:
             return self._bootstrap_conn
-        errors = []
+        errors: list[str] = []
         known = list(self._metadata.brokers.items()) if self._metadata else []
-        candidates = [(None, hp) for hp in self._bootstrap]
+        candidates: list[tuple[int | None, tuple[str, int]]] = [(None, hp)
+                                                                for hp in self._bootstrap]
         candidates += [(n, hp) for n, hp in known if hp not in self._bootstrap]
         for node_id, (host, port) in candidates:
             if (errors and self.deadline is not None
@@ -244,10 +248,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
                  time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000)
         if topics is not None:
             topics = list(topics)
-            if not stale and all(t in meta.topics for t in topics):
+            if meta is not None and not stale and all(t in meta.topics for t in topics):
                 return meta
             return self.refresh_metadata(topics)
-        return self.refresh_in_use() if stale else meta
+        return self.refresh_in_use() if stale or meta is None else meta
 
     def topic(self, name: str) -> TopicInfo:
         info = self.metadata([name]).topics.get(name)
@@ -385,6 +389,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         except PyKafkaError as e:  # a leader's connection: the usual path will find out
             log.debug("pipelined ListOffsets not sent: %s", e)
             return self.refresh_metadata(topics), None
+        responses: list | None
         try:
             metadata = self.refresh_metadata(topics)
         finally:

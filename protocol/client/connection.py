@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
+from typing import cast
 
 from ..config import ClientConfig, redact
 from ..errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
@@ -238,7 +239,7 @@ class BrokerConnection:
 
     def _negotiate_versions(self) -> None:
         from ..schemas.api_versions import API_VERSIONS
-        version = min(3, API_VERSIONS.request.versions.hi or 3)
+        version = min(3, API_VERSIONS.versions.hi or 3)
         body = {"client_software_name": CLIENT_SOFTWARE_NAME,
                 "client_software_version": CLIENT_SOFTWARE_VERSION}
         response = self._roundtrip(API_VERSIONS, version, body)
@@ -254,7 +255,7 @@ class BrokerConnection:
 
     def version_for(self, api: Api, max_version: int | None = None) -> int:
         """The highest version of ``api`` both sides speak."""
-        ours = api.request.versions
+        ours = api.versions
         theirs = self.api_versions.get(api.key)
         if theirs is None:
             raise UnsupportedVersionError(
@@ -272,7 +273,7 @@ class BrokerConnection:
     # ---- SASL -----------------------------------------------------------------------------
 
     def _authenticate(self) -> None:
-        from ..sasl import mechanism_for
+        from ..sasl import ScramMechanism, mechanism_for
         from ..schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
         c = self.config
         if c.sasl_mechanism_factory is None and (c.sasl_username is None
@@ -290,14 +291,16 @@ class BrokerConnection:
         if c.sasl_mechanism_factory is not None:
             self._authenticate_with(c.sasl_mechanism_factory(self.host), version)
             return
-        mech = mechanism_for(c.sasl_mechanism, c.sasl_username, c.sasl_password.reveal())
+        username, password = c.sasl_username, c.sasl_password
+        assert username is not None and password is not None  # checked above
+        mech = mechanism_for(c.sasl_mechanism, username, password.reveal())
 
         def step(token: bytes) -> bytes:
             r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
             if r["error_code"]:
                 # The broker's text is quoted, but never the password: PLAIN hands it to
                 # the broker, which could send it back.
-                text = redact(r.get("error_message") or "", c.sasl_password.reveal())
+                text = redact(r.get("error_message") or "", password.reveal())
                 raise AuthenticationError(
                     f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
                     f"failed at {self.host}:{self.port}: {text}".rstrip())
@@ -306,10 +309,11 @@ class BrokerConnection:
 
         if c.sasl_mechanism == "PLAIN":
             step(mech.initial_response())
-        else:
-            server_first = step(mech.client_first())
-            server_final = step(self._sasl_verdict(mech.client_final, server_first))
-            self._sasl_verdict(mech.verify_server_final, server_final)
+        else:  # the config admits only SCRAM besides PLAIN here
+            scram = cast(ScramMechanism, mech)
+            server_first = step(scram.client_first())
+            server_final = step(self._sasl_verdict(scram.client_final, server_first))
+            self._sasl_verdict(scram.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
 
     def _authenticate_with(self, mech, version: int) -> None:
@@ -379,7 +383,8 @@ class BrokerConnection:
              expect_response: bool = True) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``."""
         if self._sock is not None and self.session_ending:
-            if self.idle and time.monotonic() >= self._session_end:
+            end = self._session_end  # set whenever session_ending is
+            if self.idle and end is not None and time.monotonic() >= end:
                 # Ended while idle: a new connection is as cheap as it is sure (a broker
                 # takes a late SaslHandshake, a stricter server may close on it).
                 log.debug("%s: SASL session ended while idle: reconnecting", self)
@@ -388,11 +393,13 @@ class BrokerConnection:
                 self._reauthenticate()
         if self._sock is None:
             self.connect()
+        sock = self._sock
+        assert sock is not None  # connect() opens it or raises
         if version is None:
             version = self.version_for(api)
         correlation_id, frame = self._framing.request(api, version, body, expect_response)
         try:
-            self._sock.sendall(frame)
+            sock.sendall(frame)
         except TimeoutError as e:
             self.close()
             raise KafkaTimeoutError(f"sending {api.name} to {self.host}:{self.port} "
@@ -474,7 +481,7 @@ def wait_readable(conns: list[BrokerConnection], timeout_s: float) -> list[Broke
     ready = [c for c in conns if c.wait_handle() is None]
     if ready:
         return ready
-    by_socket = {c.wait_handle(): c for c in conns}
+    by_socket = {h: c for c in conns if (h := c.wait_handle()) is not None}
     try:
         readable, _, _ = select.select(list(by_socket), [], [], max(0.0, timeout_s))
     except (OSError, ValueError):

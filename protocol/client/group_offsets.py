@@ -14,8 +14,10 @@ failure names the group or topic and the operation Kafka wants.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..authorization import request_error
+from ..config import ClientConfig
 from .connection import BrokerConnection
 
 __all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "MAX_OFFSET_COMMIT_VERSION",
@@ -107,6 +109,13 @@ def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
 class GroupOffsets:
     """Coordinator lookups and group offsets; mixed into ``KafkaClient``."""
 
+    if TYPE_CHECKING:  # what KafkaClient (cluster.py) brings
+        config: ClientConfig
+        _connections: dict[int, BrokerConnection]
+        _coordinators: dict[tuple[int, str], int]
+        _any_connection: Any
+        retrying: Any
+
     def coordinator(self, key: str, key_type: int = GROUP_KEY) -> BrokerConnection:
         """The connection to the coordinator of ``key``: a consumer group's (``GROUP_KEY``)
         or a transactional id's (``TRANSACTION_KEY``), found with FindCoordinator once and
@@ -128,8 +137,8 @@ class GroupOffsets:
                 raise request_error(found["error_code"], "FindCoordinator",
                                     found.get("error_message")
                                     or f"no coordinator for {what} {key!r}",
-                                    **{"group" if key_type == GROUP_KEY
-                                       else "transactional_id": key})
+                                    group=key if key_type == GROUP_KEY else None,
+                                    transactional_id=None if key_type == GROUP_KEY else key)
             node_id, host, port = found["node_id"], found["host"], found["port"]
             conn = self._connections.get(node_id)
             if conn is None or not conn.connected:

@@ -5,6 +5,8 @@ the ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are 
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..authorization import request_error
 from .cluster_metadata import TopicPartition
 from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
@@ -83,7 +85,8 @@ class PendingFetch:
             if response.get("error_code"):
                 raise request_error(response["error_code"], "Fetch", "Fetch failed")
             for t in response["responses"]:
-                name = t.get("topic") or self._names_by_id.get(t.get("topic_id"))
+                # Ids answered are ones the request named, so a name is always found.
+                name = cast(str, t.get("topic") or self._names_by_id.get(t.get("topic_id")))
                 for p in t["partitions"]:
                     out[(name, p["partition_index"])] = p
         return out

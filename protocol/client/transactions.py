@@ -156,7 +156,8 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
                          timeout_ms: int | None = None
                          ) -> dict[TopicPartition, tuple[int, str | None]]:
     """The offsets and metadata ``group`` has committed for ``tps`` (``(-1, None)`` where
-    none; every partition the group has when ``tps`` is None), asking the coordinator to wait for the transactions that write to them
+    none; every partition the group has when ``tps`` is None), asking the coordinator to
+    wait for the transactions that write to them
     (``require_stable``: UNSTABLE_OFFSET_COMMIT, retried, while one is open)."""
     return fetch_offsets(client, group, tps, require_stable=True, timeout_ms=timeout_ms)
 
@@ -213,7 +214,7 @@ def _skip(skipped: dict | None, node: int, error: BaseException, what: str) -> N
 
 
 #: The connections already warned about (weak: one that is gone drops out).
-_WARNED = weakref.WeakSet()
+_WARNED: weakref.WeakSet[object] = weakref.WeakSet()
 
 
 def _warn_once_per_connection(conn) -> None:

@@ -8,7 +8,8 @@ METADATA = Api(3, "Metadata",
         F("topics", [
             F("topic_id", "uuid", "10+"),
             F("name", "string", nullable="10+"),
-        ], nullable="1+", about="null (v1+) for every topic; in v0 an empty list means every topic"),
+        ], nullable="1+", about="null (v1+) for every topic; in v0 an empty list means "
+           "every topic"),
         F("allow_auto_topic_creation", "bool", "4+", default=True),
         F("include_cluster_authorized_operations", "bool", "8-10"),
         F("include_topic_authorized_operations", "bool", "8+"),

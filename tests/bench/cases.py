@@ -184,7 +184,8 @@ def count_records(bootstrap: str, topic: str) -> int:
                     size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
                     if pos + size > len(records):
                         break
-                    if not view[pos + 22] & 0x20:  # control batches (commit markers) hold no records
+                    # control batches (commit markers) hold no records
+                    if not view[pos + 22] & 0x20:
                         total += int.from_bytes(view[pos + 57:pos + 61], "big")
                     pos += size
                 if after is None or after >= response["high_watermark"]:

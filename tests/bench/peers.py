@@ -100,7 +100,8 @@ CONFLUENT_PRODUCER = [
     Setting("callback", "none", "produce(topic, value, key[, headers=]) without "
             "a per-message on_delivery callback; errors would surface in flush()", call=True),
     Setting("poll_every", 10_000, "poll(0) once per this many produce() calls "
-            "(serves delivery reports without a call per message); every 1 and 1000 tried", call=True),
+            "(serves delivery reports without a call per message); every 1 and 1000 tried",
+            call=True),
 ]
 
 

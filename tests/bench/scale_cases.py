@@ -355,7 +355,8 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
         base = streams[0]["ours"]
         for r in streams:
             jvm = _s(r["jvm"]) if r["jvm"] else "not run (a task per partition with rows: minutes)"
-            growth = f" ({r['ours'] / base:.2f}x of {streams[0]['x']})" if base and r["ours"] else ""
+            growth = (f" ({r['ours'] / base:.2f}x of {streams[0]['x']})"
+                      if base and r["ours"] else "")
             rate = f"{r['rate']:,.0f}" if r.get("rate") is not None else "-"
             lines.append(f"| {r['x']:,} | {_s(r['ours'])}{growth} | {r['batches']} "
                          f"| {r['rows']:,.0f} | {rate} | {jvm} |")
