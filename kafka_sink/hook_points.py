@@ -11,7 +11,7 @@ and ``after_commit`` (after the last, before Spark records the batch; these thre
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 __all__ = ["POINTS", "register", "reached"]
 

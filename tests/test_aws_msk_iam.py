@@ -32,7 +32,8 @@ from protocol.sasl_aws_msk_iam import (AwsCredentials, msk_iam_payload,  # noqa:
                                        msk_oauth_token, region_from_host)
 
 from .fake_sasl_broker import FakeSaslBroker  # noqa: E402
-from .helpers.msk_iam import KEY, SECRET, SESSION, botocore_presign, check_msk_payload
+from .helpers.msk_iam import (KEY, SECRET, SESSION, botocore_presign,  # noqa: E402
+                              check_msk_payload)
 
 WHEN = dt.datetime(2026, 11, 24, 5, 30, 0, tzinfo=dt.timezone.utc)
 HOST = "b-1.mycluster.abc123.c2.kafka.eu-west-1.amazonaws.com"

@@ -35,7 +35,8 @@ from kafka_sink.writer import write_task
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA, SASL_USERS
 from protocol import framing
 from protocol.client import transactions
-from protocol.client.cluster import MAX_FETCH_VERSION_BY_NAME, MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
+from protocol.client.cluster import (MAX_FETCH_VERSION_BY_NAME, MAX_PRODUCE_VERSION_BY_NAME,
+                                     KafkaClient)
 from protocol.client.group_offsets import MAX_OFFSET_COMMIT_VERSION, MAX_OFFSET_FETCH_VERSION
 from protocol.primitives import ZERO_UUID
 from protocol.records.encode_arrow import encode_batch

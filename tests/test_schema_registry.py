@@ -29,7 +29,7 @@ warnings.filterwarnings("ignore", module="authlib.*")
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
-from .helpers.schema_registry import V1, V2, produce
+from .helpers.schema_registry import V1, V2, produce  # noqa: E402
 
 
 @pytest.fixture

@@ -98,7 +98,7 @@ class BackgroundProducer:
             time.sleep(0.05)
         p.flush(10)
 
-    def __enter__(self) -> "BackgroundProducer":
+    def __enter__(self) -> BackgroundProducer:
         self._thread.start()
         return self
 

@@ -408,7 +408,7 @@ def main(argv=None) -> int:
             f"{info['load at start']}, at end {info['load at end']})")
     if only <= set(result_blocks.SECTIONS):
         # these sections alone: only their blocks of the last full run's results change
-        for name, block in blocks.items():
+        for block in blocks.values():
             print("\n".join(block))
         if not args.no_output:
             with open(args.output) as f:
@@ -451,7 +451,7 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             spark_read(spark, bootstrap, ds)
             spark_floor_read(spark, ds)
         # the peers' imports and first connections, outside the clock
-        for name, read in peers.READERS.items():
+        for read in peers.READERS.values():
             read(bootstrap, ds.head(len(ds.ends) * 2), False)
     log(f"{ds.name}: {args.rounds} rounds")
     for _ in range(args.rounds):
@@ -538,7 +538,7 @@ def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
     # warm the writers (workers, imports, first connections) with a small write
     write_pykafka(df.limit(1000), bootstrap, new_topic(bootstrap, ds.partitions), "none")
     floor_write(df.limit(1000))
-    for name, write in peers.WRITERS.items():
+    for write in peers.WRITERS.values():
         write(bootstrap, new_topic(bootstrap, ds.partitions),
               tuple(column[:1000] for column in rows), "none", True)
     log(f"write floor {ds.name}: {rounds} rounds")

@@ -122,7 +122,7 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
             part = client.fetch({(topic, partition): offset}, max_wait_ms=100)[(topic, partition)]
             data = part["records"] or b""
             found = False
-            for pos, base, size, magic in rb.iter_batches(data):
+            for pos, _base, _size, _magic in rb.iter_batches(data):
                 h = rb.parse_header(data, pos)
                 if h.base_offset < offset:
                     continue
