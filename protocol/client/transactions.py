@@ -37,7 +37,8 @@ from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_offset
 
 __all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
            "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id",
-           "add_partitions", "add_offsets", "txn_offset_commit", "end_txn", "fetch_stable_offsets", "open_transactional_ids"]
+           "add_partitions", "add_offsets", "txn_offset_commit", "end_txn",
+           "fetch_stable_offsets", "open_transactional_ids"]
 
 log = logging.getLogger("pykafka.protocol.transactions")
 
