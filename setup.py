@@ -16,14 +16,23 @@ import runpy
 
 from setuptools import Extension, find_packages, setup
 
-NAMES = runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                    "protocol", "version.py"))
+NAMES = runpy.run_path(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "protocol", "version.py")
+)
 
 REQUIRED = os.environ.get("PYKAFKA_REQUIRE_EXTENSIONS", "") not in ("", "0")
 FLAGS = ["-O2"] + (["-g0"] if os.name != "nt" else [])
 
-setup(packages=find_packages(include=[f"{p}*" for p in NAMES["PACKAGES"]]),
-      py_modules=list(NAMES["MODULES"]),
-      ext_modules=[Extension(f"protocol.records.{name}", [f"protocol/records/{name}.c"],
-                             extra_compile_args=FLAGS, optional=not REQUIRED)
-                   for name in ("_fastdecode", "_fastencode")])
+setup(
+    packages=find_packages(include=[f"{p}*" for p in NAMES["PACKAGES"]]),
+    py_modules=list(NAMES["MODULES"]),
+    ext_modules=[
+        Extension(
+            f"protocol.records.{name}",
+            [f"protocol/records/{name}.c"],
+            extra_compile_args=FLAGS,
+            optional=not REQUIRED,
+        )
+        for name in ("_fastdecode", "_fastencode")
+    ],
+)

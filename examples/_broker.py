@@ -16,19 +16,23 @@ try:
     import kafka_source  # noqa: F401  (installed: `make install` or `pip install .`)
 except ImportError:  # a plain checkout: this process and Spark's Python workers use it
     sys.path.append(ROOT)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (os.environ.get("PYTHONPATH"), ROOT) if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (os.environ.get("PYTHONPATH"), ROOT) if p)
 
 
 def arguments(doc: str, **topics: str) -> argparse.Namespace:
     """``--bootstrap-servers`` and one ``--<name>`` option per topic (with its default)."""
-    parser = argparse.ArgumentParser(description=doc,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
-                        help="a Kafka to use instead of the embedded broker")
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        metavar="HOST:PORT",
+        help="a Kafka to use instead of the embedded broker",
+    )
     for name, default in topics.items():
-        parser.add_argument(f"--{name.replace('_', '-')}", default=default,
-                            help=f"(default: {default})")
+        parser.add_argument(
+            f"--{name.replace('_', '-')}", default=default, help=f"(default: {default})"
+        )
     return parser.parse_args()
 
 
@@ -41,6 +45,7 @@ def kafka(bootstrap_servers: str | None):
         yield bootstrap_servers, None
         return
     from kafka_testbed import MockCluster
+
     with MockCluster(brokers=1) as cluster:
         print(f"embedded Kafka broker (librdkafka mock cluster) at {cluster.bootstrap}")
         yield cluster.bootstrap, cluster
@@ -70,14 +75,17 @@ def spark_session(app_name: str):
 
     from pyspark_pykafka import KafkaDataSource
 
-    spark = (SparkSession.builder.master("local[2]").appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2")
-             .config("spark.sql.session.timeZone", "UTC")
-             # Python workers can be slow to start on a busy laptop (15 s by default)
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        # Python workers can be slow to start on a busy laptop (15 s by default)
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     # Automatic once the package is installed (pyspark_pykafka.DefaultSource); registering
     # by hand as well is harmless, and needed with --py-files (see docs/loading.md).

@@ -31,32 +31,41 @@ def main() -> None:
                 "to_json(named_struct('order', id, 'amount', (id * 37) % 500,"
                 "                     'currency', 'EUR')) AS value",
                 "array(named_struct('key', 'source',"
-                "                   'value', cast('batch_write.py' AS binary))) AS headers")
+                "                   'value', cast('batch_write.py' AS binary))) AS headers",
+            )
 
-            (orders.write.format("pykafka")
-             .option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", args.topic)
-             .option("kafka.compression.type", "zstd")  # none, gzip, snappy, lz4, zstd
-             .mode("append")  # Spark's Kafka sinks append; the default mode is refused
-             .save())
+            (
+                orders.write.format("pykafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", args.topic)
+                .option("kafka.compression.type", "zstd")  # none, gzip, snappy, lz4, zstd
+                .mode("append")  # Spark's Kafka sinks append; the default mode is refused
+                .save()
+            )
             print(f"wrote {ORDERS} records to topic {args.topic!r}")
 
             # Read the topic back to see where the records went.
-            written = (spark.read.format("pykafka")
-                       .option("kafka.bootstrap.servers", bootstrap)
-                       .option("subscribe", args.topic)
-                       .option("includeHeaders", "true")
-                       .load())
-            per_partition = (written.groupBy("partition")
-                             .agg(F.count("*").alias("records"),
-                                  F.count_distinct("key").alias("customers"))
-                             .orderBy("partition"))
+            written = (
+                spark.read.format("pykafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", args.topic)
+                .option("includeHeaders", "true")
+                .load()
+            )
+            per_partition = (
+                written.groupBy("partition")
+                .agg(F.count("*").alias("records"), F.count_distinct("key").alias("customers"))
+                .orderBy("partition")
+            )
             for row in per_partition.collect():
-                print(f"partition {row.partition}: {row.records} records, "
-                      f"{row.customers} customers")
+                print(
+                    f"partition {row.partition}: {row.records} records, {row.customers} customers"
+                )
             first = written.orderBy("partition", "offset").first()
-            print(f"first record: key={first.key.decode()} value={first.value.decode()} "
-                  f"headers={[(h.key, h.value.decode()) for h in first.headers]}")
+            print(
+                f"first record: key={first.key.decode()} value={first.value.decode()} "
+                f"headers={[(h.key, h.value.decode()) for h in first.headers]}"
+            )
         finally:
             spark.stop()
 

@@ -26,25 +26,40 @@ def main() -> None:
         try:
             readings = spark.range(RECORDS).selectExpr(
                 "format_string('sensor-%d', id % 4) AS key",
-                "cast(round(20 + (id % 50) / 10, 1) AS string) AS value")
-            (readings.write.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", args.topic).mode("append").save())
+                "cast(round(20 + (id % 50) / 10, 1) AS string) AS value",
+            )
+            (
+                readings.write.format("pykafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", args.topic)
+                .mode("append")
+                .save()
+            )
 
-            stream = (spark.readStream.format("pykafka")
-                      .option("kafka.bootstrap.servers", bootstrap)
-                      .option("subscribe", args.topic)
-                      .option("startingOffsets", "earliest")  # streams start at latest
-                      .option("maxOffsetsPerTrigger", "200")  # records per micro-batch
-                      .load()
-                      .selectExpr("CAST(key AS STRING) AS sensor",
-                                  "CAST(value AS STRING) AS celsius", "partition", "offset"))
+            stream = (
+                spark.readStream.format("pykafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", args.topic)
+                .option("startingOffsets", "earliest")  # streams start at latest
+                .option("maxOffsetsPerTrigger", "200")  # records per micro-batch
+                .load()
+                .selectExpr(
+                    "CAST(key AS STRING) AS sensor",
+                    "CAST(value AS STRING) AS celsius",
+                    "partition",
+                    "offset",
+                )
+            )
 
             with tempfile.TemporaryDirectory() as checkpoint:
-                query = (stream.writeStream.format("console")
-                         .option("numRows", "3").option("truncate", "false")
-                         .option("checkpointLocation", checkpoint)  # where progress is kept
-                         .trigger(availableNow=True)
-                         .start())
+                query = (
+                    stream.writeStream.format("console")
+                    .option("numRows", "3")
+                    .option("truncate", "false")
+                    .option("checkpointLocation", checkpoint)  # where progress is kept
+                    .trigger(availableNow=True)
+                    .start()
+                )
                 if not query.awaitTermination(timeout=300):  # seconds; True once finished
                     query.stop()
                     raise SystemExit("the query did not finish in time")

@@ -40,8 +40,7 @@ def _maps_as_dicts(t: pa.DataType):
             return dict
         return lambda pairs: {k: None if x is None else item(x) for k, x in pairs}
     if pa.types.is_struct(t):
-        inner = [(t.field(i).name, _maps_as_dicts(t.field(i).type))
-                 for i in range(t.num_fields)]
+        inner = [(t.field(i).name, _maps_as_dicts(t.field(i).type)) for i in range(t.num_fields)]
         inner = [(name, f) for name, f in inner if f is not None]
         if not inner:
             return None
@@ -52,6 +51,7 @@ def _maps_as_dicts(t: pa.DataType):
                 if out.get(name) is not None:
                     out[name] = f(out[name])
             return out
+
         return struct
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
         item = _maps_as_dicts(t.value_type)

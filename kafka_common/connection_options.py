@@ -25,57 +25,72 @@ from .trust import login_mechanism
 
 from .option_map import INT32_MAX, OptionMap, warn_once
 
-__all__ = ["SECURITY_OPTIONS", "CONNECTIONS_MAX_IDLE_OPTION", "RETRY_BACKOFF_OPTIONS",
-           "security_settings", "client_config"]
+__all__ = [
+    "SECURITY_OPTIONS",
+    "CONNECTIONS_MAX_IDLE_OPTION",
+    "RETRY_BACKOFF_OPTIONS",
+    "security_settings",
+    "client_config",
+]
 
 #: The pool's idle bound, the same for the reader and the writer: (name, default, meaning).
 CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
-    "kafka.connections.max.idle.ms", "540000",
+    "kafka.connections.max.idle.ms",
+    "540000",
     "How long a Python worker keeps an unused client (its broker connections, metadata "
     "and, for the writer, its idempotent producer id) for the next task; 0 closes it after "
-    "each task, -1 keeps it while the worker lives. See docs/pool.md.")
+    "each task, -1 keeps it while the worker lives. See docs/pool.md.",
+)
 
 #: The backoff of every retry (protocol.client.retry's policy), named as Kafka's clients name it,
 #: the same for the reader and the writer: (name, default, meaning).
 RETRY_BACKOFF_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("kafka.retry.backoff.ms", "100",
-     "Wait before the first retry of a request (a resend, a metadata refresh, a lookup "
-     "after a retriable error); doubles at each retry, with 20% jitter, up to "
-     "kafka.retry.backoff.max.ms."),
-    ("kafka.retry.backoff.max.ms", "1000",
-     "Longest wait between two retries; below kafka.retry.backoff.ms, every wait is this "
-     "long (as Kafka's clients do)."),
+    (
+        "kafka.retry.backoff.ms",
+        "100",
+        "Wait before the first retry of a request (a resend, a metadata refresh, a lookup "
+        "after a retriable error); doubles at each retry, with 20% jitter, up to "
+        "kafka.retry.backoff.max.ms.",
+    ),
+    (
+        "kafka.retry.backoff.max.ms",
+        "1000",
+        "Longest wait between two retries; below kafka.retry.backoff.ms, every wait is this "
+        "long (as Kafka's clients do).",
+    ),
 )
 
 #: The connection security options, the same for the reader and the writer:
 #: (name, default, meaning).
 SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("kafka.security.protocol", '"PLAINTEXT"',
-     "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
-    ("kafka.sasl.mechanism", '"PLAIN"',
-     "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM."),
-    ("kafka.sasl.username", "none",
-     "SASL user name (or give kafka.sasl.jaas.config)."),
-    ("kafka.sasl.password", "none",
-     "SASL password; never logged."),
-    ("kafka.sasl.jaas.config", "none",
-     "JVM-style JAAS line holding the username and password, e.g. "
-     'org.apache.kafka.common.security.plain.PlainLoginModule required '
-     'username="u" password="p"; for OAUTHBEARER the OAuthBearerLoginModule line with '
-     "clientId, clientSecret, scope and extension_<name> (or unsecuredLogin* options); "
-     "for AWS_MSK_IAM software.amazon.msk.auth.iam.IAMLoginModule (awsProfileName, "
-     "awsRoleArn...)."),
-    ("kafka.ssl.cafile", "system CAs",
-     "PEM file of the certificate authorities to trust."),
-    ("kafka.ssl.certfile", "none",
-     "PEM client certificate for mutual TLS."),
-    ("kafka.ssl.keyfile", "none",
-     "PEM private key of the client certificate."),
-    ("kafka.ssl.key.password", "none",
-     "Password of an encrypted kafka.ssl.keyfile; never logged."),
-    ("kafka.ssl.endpoint.identification.algorithm", '"https"',
-     '"https" checks the broker\'s host name against its certificate; an empty '
-     "string skips that check (the chain is still verified)."),
+    ("kafka.security.protocol", '"PLAINTEXT"', "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL."),
+    (
+        "kafka.sasl.mechanism",
+        '"PLAIN"',
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM.",
+    ),
+    ("kafka.sasl.username", "none", "SASL user name (or give kafka.sasl.jaas.config)."),
+    ("kafka.sasl.password", "none", "SASL password; never logged."),
+    (
+        "kafka.sasl.jaas.config",
+        "none",
+        "JVM-style JAAS line holding the username and password, e.g. "
+        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+        'username="u" password="p"; for OAUTHBEARER the OAuthBearerLoginModule line with '
+        "clientId, clientSecret, scope and extension_<name> (or unsecuredLogin* options); "
+        "for AWS_MSK_IAM software.amazon.msk.auth.iam.IAMLoginModule (awsProfileName, "
+        "awsRoleArn...).",
+    ),
+    ("kafka.ssl.cafile", "system CAs", "PEM file of the certificate authorities to trust."),
+    ("kafka.ssl.certfile", "none", "PEM client certificate for mutual TLS."),
+    ("kafka.ssl.keyfile", "none", "PEM private key of the client certificate."),
+    ("kafka.ssl.key.password", "none", "Password of an encrypted kafka.ssl.keyfile; never logged."),
+    (
+        "kafka.ssl.endpoint.identification.algorithm",
+        '"https"',
+        '"https" checks the broker\'s host name against its certificate; an empty '
+        "string skips that check (the chain is still verified).",
+    ),
     *OAUTH_OPTIONS,
 )
 
@@ -85,38 +100,68 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
     security protocol leaves unused go to ``log`` (once)."""
     protocol = (opts.get("kafka.security.protocol") or "PLAINTEXT").upper()
     if protocol not in SECURITY_PROTOCOLS:
-        raise ConfigError(f"kafka.security.protocol: unknown value {protocol!r}; use one of "
-                          f"{', '.join(SECURITY_PROTOCOLS)}")
+        raise ConfigError(
+            f"kafka.security.protocol: unknown value {protocol!r}; use one of "
+            f"{', '.join(SECURITY_PROTOCOLS)}"
+        )
     uses_sasl = protocol.startswith("SASL_")
     uses_tls = protocol in ("SSL", "SASL_SSL")
     settings: dict[str, Any] = {"security_protocol": protocol}
 
-    sasl_options = [o for o in ("kafka.sasl.mechanism", "kafka.sasl.username",
-                                "kafka.sasl.password", "kafka.sasl.jaas.config",
-                                *(name for name, _, _ in OAUTH_OPTIONS)) if opts.has(o)]
-    ssl_options = [o for o in ("kafka.ssl.cafile", "kafka.ssl.certfile", "kafka.ssl.keyfile",
-                               "kafka.ssl.key.password",
-                               "kafka.ssl.endpoint.identification.algorithm") if opts.has(o)]
+    sasl_options = [
+        o
+        for o in (
+            "kafka.sasl.mechanism",
+            "kafka.sasl.username",
+            "kafka.sasl.password",
+            "kafka.sasl.jaas.config",
+            *(name for name, _, _ in OAUTH_OPTIONS),
+        )
+        if opts.has(o)
+    ]
+    ssl_options = [
+        o
+        for o in (
+            "kafka.ssl.cafile",
+            "kafka.ssl.certfile",
+            "kafka.ssl.keyfile",
+            "kafka.ssl.key.password",
+            "kafka.ssl.endpoint.identification.algorithm",
+        )
+        if opts.has(o)
+    ]
     if sasl_options and not uses_sasl:
-        warn_once(log, f"sasl-unused:{protocol}", "Options %s are ignored because "
-                   "kafka.security.protocol is %s (use SASL_PLAINTEXT or SASL_SSL).",
-                   ", ".join(sasl_options), protocol)
+        warn_once(
+            log,
+            f"sasl-unused:{protocol}",
+            "Options %s are ignored because "
+            "kafka.security.protocol is %s (use SASL_PLAINTEXT or SASL_SSL).",
+            ", ".join(sasl_options),
+            protocol,
+        )
     if ssl_options and not uses_tls:
-        warn_once(log, f"ssl-unused:{protocol}", "Options %s are ignored because "
-                   "kafka.security.protocol is %s (use SSL or SASL_SSL).",
-                   ", ".join(ssl_options), protocol)
+        warn_once(
+            log,
+            f"ssl-unused:{protocol}",
+            "Options %s are ignored because kafka.security.protocol is %s (use SSL or SASL_SSL).",
+            ", ".join(ssl_options),
+            protocol,
+        )
 
     if uses_tls:
         algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm", "https")
         if algorithm.lower() not in ("https", ""):
-            raise ConfigError(f"kafka.ssl.endpoint.identification.algorithm: unsupported "
-                              f"value {algorithm!r}; use 'https' or '' (no host name check)")
+            raise ConfigError(
+                f"kafka.ssl.endpoint.identification.algorithm: unsupported "
+                f"value {algorithm!r}; use 'https' or '' (no host name check)"
+            )
         settings.update(
             ssl_cafile=opts.get("kafka.ssl.cafile") or None,
             ssl_certfile=opts.get("kafka.ssl.certfile") or None,
             ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
             ssl_key_password=opts.get("kafka.ssl.key.password"),
-            ssl_check_hostname=algorithm.lower() == "https")
+            ssl_check_hostname=algorithm.lower() == "https",
+        )
         if settings["ssl_certfile"] is None:
             for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
                 if opts.has(option):
@@ -126,12 +171,15 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
         mechanism = (opts.get("kafka.sasl.mechanism") or "").upper()
         if mechanism == "OAUTHBEARER":
             from .oauth.options import oauthbearer_factory
-            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=oauthbearer_factory(
-                opts, log, uses_tls=uses_tls))
+
+            settings.update(
+                sasl_mechanism=mechanism,
+                sasl_mechanism_factory=oauthbearer_factory(opts, log, uses_tls=uses_tls),
+            )
         elif mechanism == "AWS_MSK_IAM":
             from .aws_msk_iam.options import msk_iam_factory
-            settings.update(sasl_mechanism=mechanism,
-                            sasl_mechanism_factory=msk_iam_factory(opts))
+
+            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=msk_iam_factory(opts))
         else:
             settings.update(_sasl_credentials(opts, protocol))
     return settings
@@ -142,52 +190,58 @@ def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
     if mechanism is not None:
         mechanism = mechanism.upper()
         if mechanism not in SASL_MECHANISMS:
-            raise ConfigError(f"kafka.sasl.mechanism: unsupported {mechanism!r}; use one of "
-                              f"{', '.join(SASL_MECHANISMS)}")
+            raise ConfigError(
+                f"kafka.sasl.mechanism: unsupported {mechanism!r}; use one of "
+                f"{', '.join(SASL_MECHANISMS)}"
+            )
     jaas = opts.get("kafka.sasl.jaas.config")
     username = opts.get("kafka.sasl.username")
     password = opts.get("kafka.sasl.password")
     if jaas is not None:
         if username is not None or password is not None:
-            raise ConfigError("kafka.sasl.jaas.config: give either kafka.sasl.jaas.config or "
-                              "kafka.sasl.username and kafka.sasl.password, not both")
+            raise ConfigError(
+                "kafka.sasl.jaas.config: give either kafka.sasl.jaas.config or "
+                "kafka.sasl.username and kafka.sasl.password, not both"
+            )
         username, password, module = parse_jaas_config(jaas)
         mechanism = login_mechanism(module, mechanism)
     else:
         mechanism = mechanism or "PLAIN"
         if not username or not password:
-            raise ConfigError(f"kafka.security.protocol {protocol} needs credentials: set "
-                              f"kafka.sasl.jaas.config, or kafka.sasl.username and "
-                              f"kafka.sasl.password")
+            raise ConfigError(
+                f"kafka.security.protocol {protocol} needs credentials: set "
+                f"kafka.sasl.jaas.config, or kafka.sasl.username and "
+                f"kafka.sasl.password"
+            )
     return {"sasl_mechanism": mechanism, "sasl_username": username, "sasl_password": password}
 
 
-def client_config(opts: OptionMap, *, role: str, log: logging.Logger,
-                  **settings: Any) -> ClientConfig:
+def client_config(
+    opts: OptionMap, *, role: str, log: logging.Logger, **settings: Any
+) -> ClientConfig:
     """The ``ClientConfig`` of the bootstrap servers, client id, request timeout and
     security options; ``role`` ("consumer" or "producer") words the error of missing
     servers as Spark's does, ``settings`` adds the side's own ``ClientConfig`` fields."""
     servers_text = opts.get("kafka.bootstrap.servers")
     servers = [s.strip() for s in (servers_text or "").split(",") if s.strip()]
     if not servers:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          f"Kafka {role}")
+        raise ConfigError(
+            f"Option 'kafka.bootstrap.servers' must be specified for configuring Kafka {role}"
+        )
     for server in servers:
         parse_host_port(server)  # raises a ConfigError naming kafka.bootstrap.servers
     client_id = opts.get("kafka.client.id")
     if client_id is not None and not client_id:
         raise ConfigError("kafka.client.id must not be empty")
     backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=INT32_MAX)
-    backoff_max = opts.integer("kafka.retry.backoff.max.ms", 1000, minimum=0,
-                               maximum=INT32_MAX)
+    backoff_max = opts.integer("kafka.retry.backoff.max.ms", 1000, minimum=0, maximum=INT32_MAX)
     return ClientConfig(
         retry_backoff_ms=min(backoff, backoff_max),
         retry_backoff_max_ms=backoff_max,
         bootstrap_servers=servers,
         client_id=client_id or ClientConfig.client_id,
-        request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000,
-                                        maximum=INT32_MAX),
-        connections_max_idle_ms=opts.integer("kafka.connections.max.idle.ms", 540_000,
-                                             minimum=-1),
+        request_timeout_ms=opts.integer("kafka.request.timeout.ms", 30_000, maximum=INT32_MAX),
+        connections_max_idle_ms=opts.integer("kafka.connections.max.idle.ms", 540_000, minimum=-1),
         **settings,
-        **security_settings(opts, log))
+        **security_settings(opts, log),
+    )

@@ -50,9 +50,9 @@ def _sources_of(archive: str) -> bytes:
     the size), which would only weigh down every pickled reader and writer."""
     import io
     import zipfile
+
     out = io.BytesIO()
-    with zipfile.ZipFile(archive) as src, \
-            zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+    with zipfile.ZipFile(archive) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
         for info in src.infolist():
             if info.filename.endswith(".py"):
                 dst.writestr(info, src.read(info))
@@ -119,8 +119,11 @@ def _put_on_path(data: bytes, top: tuple = RUNTIME_NAMES) -> None:
     if "kafka_source" in _sys.modules or importlib.util.find_spec("kafka_source") is not None:
         return
     with zipfile.ZipFile(io.BytesIO(data)) as z:
-        files = {n: z.read(n) for n in z.namelist()
-                 if n.endswith(".py") and n.split("/", 1)[0].removesuffix(".py") in top}
+        files = {
+            n: z.read(n)
+            for n in z.namelist()
+            if n.endswith(".py") and n.split("/", 1)[0].removesuffix(".py") in top
+        }
 
     class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         zip_bytes = data
@@ -138,8 +141,7 @@ def _put_on_path(data: bytes, top: tuple = RUNTIME_NAMES) -> None:
             found, package = self._path(fullname)
             if found is None:
                 return None
-            spec = importlib.util.spec_from_loader(fullname, self, origin=found,
-                                                   is_package=package)
+            spec = importlib.util.spec_from_loader(fullname, self, origin=found, is_package=package)
             spec.has_location = False  # type: ignore[union-attr]  # a loader: a spec
             return spec
 

@@ -20,8 +20,15 @@ from protocol.errors import ConfigError
 
 from .kafka_client_configs import KAFKA_CLIENT_CONFIGS
 
-__all__ = ["OptionMap", "warn_once", "check_names", "INT32_MAX", "INT64_MAX",
-           "SECRET_OPTIONS", "TYPO_CUTOFF"]
+__all__ = [
+    "OptionMap",
+    "warn_once",
+    "check_names",
+    "INT32_MAX",
+    "INT64_MAX",
+    "SECRET_OPTIONS",
+    "TYPO_CUTOFF",
+]
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -30,12 +37,17 @@ INT64_MAX = 2**63 - 1
 #: the JAAS line holding one, the OAUTHBEARER client secret, the Schema Registry's
 #: credentials. Kept exactly as given (a password may start or end with a space) and never
 #: quoted; the registry client also keeps its secrets out of what a registry answers.
-SECRET_OPTIONS = frozenset({"kafka.sasl.password", "kafka.ssl.key.password",
-                            "kafka.sasl.jaas.config",
-                            "kafka.sasl.oauthbearer.client.credentials.client.secret",
-                            "schema.registry.basic.auth.user.info",
-                            "schema.registry.bearer.auth.token",
-                            "schema.registry.ssl.key.password"})
+SECRET_OPTIONS = frozenset(
+    {
+        "kafka.sasl.password",
+        "kafka.ssl.key.password",
+        "kafka.sasl.jaas.config",
+        "kafka.sasl.oauthbearer.client.credentials.client.secret",
+        "schema.registry.basic.auth.user.info",
+        "schema.registry.bearer.auth.token",
+        "schema.registry.ssl.key.password",
+    }
+)
 
 
 class OptionMap:
@@ -55,8 +67,10 @@ class OptionMap:
                 raise ConfigError(f"option names must be strings, not {type(key).__name__}")
             lower = key.lower()
             if lower in spelled:
-                raise ConfigError(f"option {canonical.get(lower, key)!r} is given twice "
-                                  f"(as {spelled[lower]!r} and {key!r})")
+                raise ConfigError(
+                    f"option {canonical.get(lower, key)!r} is given twice "
+                    f"(as {spelled[lower]!r} and {key!r})"
+                )
             spelled[lower] = key
             if value is None:
                 continue
@@ -87,14 +101,17 @@ class OptionMap:
         return value.lower() == "true"
 
     @overload
-    def integer(self, name: str, default: int, *, minimum: int = 1,
-                maximum: int = INT64_MAX) -> int: ...
+    def integer(
+        self, name: str, default: int, *, minimum: int = 1, maximum: int = INT64_MAX
+    ) -> int: ...
     @overload
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
-                maximum: int = INT64_MAX) -> int | None: ...
+    def integer(
+        self, name: str, default: int | None = None, *, minimum: int = 1, maximum: int = INT64_MAX
+    ) -> int | None: ...
 
-    def integer(self, name: str, default: int | None = None, *, minimum: int = 1,
-                maximum: int = INT64_MAX) -> int | None:
+    def integer(
+        self, name: str, default: int | None = None, *, minimum: int = 1, maximum: int = INT64_MAX
+    ) -> int | None:
         value = self.get(name)
         if value is None:
             return default
@@ -102,8 +119,11 @@ class OptionMap:
             raise ConfigError(f"{name}: expected an integer, got {value!r}")
         number = int(value)
         if number < minimum:
-            raise ConfigError(f"{name} must be positive" if minimum == 1 else
-                              f"{name} must be at least {minimum}, got {number}")
+            raise ConfigError(
+                f"{name} must be positive"
+                if minimum == 1
+                else f"{name} must be at least {minimum}, got {number}"
+            )
         if number > maximum:
             raise ConfigError(f"{name} must be at most {maximum}, got {number}")
         return number
@@ -137,8 +157,12 @@ def _one_edit_apart(a: str, b: str) -> bool:
     i = 0
     while i < min(len(a), len(b)) and a[i] == b[i]:
         i += 1
-    return (a[i + 1:] == b[i + 1:] or a[i + 1:] == b[i:] or a[i:] == b[i + 1:]
-            or (a[i:i + 2] == b[i:i + 2][::-1] and a[i + 2:] == b[i + 2:]))
+    return (
+        a[i + 1 :] == b[i + 1 :]
+        or a[i + 1 :] == b[i:]
+        or a[i:] == b[i + 1 :]
+        or (a[i : i + 2] == b[i : i + 2][::-1] and a[i + 2 :] == b[i + 2 :])
+    )
 
 
 def _misspelling_of(lower: str, known: Mapping[str, str]) -> str | None:
@@ -149,9 +173,16 @@ def _misspelling_of(lower: str, known: Mapping[str, str]) -> str | None:
     return known[close[0]] if close else None
 
 
-def check_names(opts: OptionMap, canonical: Mapping[str, str], rejected: Mapping[str, str], *,
-                log: logging.Logger, side: str, quiet: Iterable[str] = (),
-                warn_unknown: bool = True) -> tuple[str, ...]:
+def check_names(
+    opts: OptionMap,
+    canonical: Mapping[str, str],
+    rejected: Mapping[str, str],
+    *,
+    log: logging.Logger,
+    side: str,
+    quiet: Iterable[str] = (),
+    warn_unknown: bool = True,
+) -> tuple[str, ...]:
     """Check the option names of one side (``side``: "source" or "writer").
 
     An option in ``rejected`` (lower-case name -> Spark's message) raises ``ConfigError``.
@@ -167,8 +198,7 @@ def check_names(opts: OptionMap, canonical: Mapping[str, str], rejected: Mapping
         if opts.has(lower):
             raise ConfigError(message)
     quiet = frozenset(name.lower() for name in quiet)
-    known = {**{name: name for name in quiet}, **{name: name for name in rejected},
-             **canonical}
+    known = {**{name: name for name in quiet}, **{name: name for name in rejected}, **canonical}
     ignored = []
     for lower in sorted(opts.raw):
         if lower in canonical or lower in quiet:
@@ -176,18 +206,30 @@ def check_names(opts: OptionMap, canonical: Mapping[str, str], rejected: Mapping
         typed = opts.spelled.get(lower, lower)
         is_kafka = lower.startswith("kafka.")
         meant = None
-        if not (is_kafka and lower[len("kafka."):] in KAFKA_CLIENT_CONFIGS):
+        if not (is_kafka and lower[len("kafka.") :] in KAFKA_CLIENT_CONFIGS):
             meant = _misspelling_of(lower, known)
         if meant is not None:
             kind = "Kafka option" if is_kafka else "Option"
-            raise ConfigError(f"{kind} '{typed}' is not an option of the pyspark-pykafka "
-                              f"{side}. Did you mean '{meant}'?")
+            raise ConfigError(
+                f"{kind} '{typed}' is not an option of the pyspark-pykafka "
+                f"{side}. Did you mean '{meant}'?"
+            )
         if is_kafka:
             ignored.append(lower)
-            warn_once(log, f"unknown:{lower}", "Kafka option '%s' is not used by the "
-                      "pyspark-pykafka %s and is ignored.", typed, side)
+            warn_once(
+                log,
+                f"unknown:{lower}",
+                "Kafka option '%s' is not used by the pyspark-pykafka %s and is ignored.",
+                typed,
+                side,
+            )
             continue
         if warn_unknown:
-            warn_once(log, f"unknown:{lower}", "Option '%s' is not a pykafka %s option and "
-                      "is ignored.", typed, side)
+            warn_once(
+                log,
+                f"unknown:{lower}",
+                "Option '%s' is not a pykafka %s option and is ignored.",
+                typed,
+                side,
+            )
     return tuple(ignored)

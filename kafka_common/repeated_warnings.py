@@ -38,8 +38,12 @@ class RepeatedWarnings:
             return
         seen[1] += 1
         if now - seen[0] >= self.every_s:
-            self.logger.warning(message + " (the same warning %d times since it was last "
-                                "logged, %.0f min ago)", *args, seen[1], (now - seen[0]) / 60)
+            self.logger.warning(
+                message + " (the same warning %d times since it was last logged, %.0f min ago)",
+                *args,
+                seen[1],
+                (now - seen[0]) / 60,
+            )
             seen[0], seen[1] = now, 0
             return
         self.logger.debug(message + " (again: %d times since the warning)", *args, seen[1])

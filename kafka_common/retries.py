@@ -38,15 +38,20 @@ T = TypeVar("T")
 def missing_topics_message(option: str, topics: Iterable[str]) -> str:
     """``subscribe: topic(s) 'a', 'b' do not exist in the cluster`` (``option`` names what
     the user typed the topics in)."""
-    return (f"{option}: topic(s) {', '.join(repr(t) for t in topics)} do not exist in the "
-            f"cluster")
+    return f"{option}: topic(s) {', '.join(repr(t) for t in topics)} do not exist in the cluster"
 
 
-def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
-                 interval_ms: int = INTERVAL_MS, log: logging.Logger,
-                 between: Callable[[], None] | None = None,
-                 deadline: float | None = None,
-                 retriable: Callable[[BaseException], bool] = is_kafka_failure) -> T:
+def with_retries(
+    what: str,
+    call: Callable[[], T],
+    *,
+    attempts: int = ATTEMPTS,
+    interval_ms: int = INTERVAL_MS,
+    log: logging.Logger,
+    between: Callable[[], None] | None = None,
+    deadline: float | None = None,
+    retriable: Callable[[BaseException], bool] = is_kafka_failure,
+) -> T:
     """``call()`` under ``protocol.client.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
     (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
     (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning
@@ -56,11 +61,13 @@ def with_retries(what: str, call: Callable[[], T], *, attempts: int = ATTEMPTS,
     Kafka marks retriable within its request timeout: that is one attempt here, as each of
     Spark's ``fetchOffset`` attempts is one admin-client call that retries inside
     (``tests/test_jvm_connector_differential.py`` compares the two)."""
-    timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic())
-                                                            * 1000))
+    timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic()) * 1000))
     policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
     return policy.run(
-        what, lambda _tries: call(),
+        what,
+        lambda _tries: call(),
         retriable=retriable,
         between=None if between is None else (lambda _tries, _error: between()),
-        level=logging.WARNING, logger=log)
+        level=logging.WARNING,
+        logger=log,
+    )

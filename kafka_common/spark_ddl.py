@@ -31,21 +31,36 @@ class DDLError(ConfigError):
     """A DDL string this parser (Spark's DDL subset) does not accept."""
 
 
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<quoted>`(?:[^`]|``)*`)
   | (?P<string>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")
   | (?P<number>\d+)
   | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<punct>[<>(),:])
-)""", re.VERBOSE)
+)""",
+    re.VERBOSE,
+)
 
 _SIMPLE = {
-    "boolean": pa.bool_(), "tinyint": pa.int8(), "byte": pa.int8(),
-    "smallint": pa.int16(), "short": pa.int16(), "int": pa.int32(), "integer": pa.int32(),
-    "bigint": pa.int64(), "long": pa.int64(), "float": pa.float32(), "real": pa.float32(),
-    "double": pa.float64(), "string": pa.string(), "binary": pa.binary(),
-    "date": pa.date32(), "timestamp": pa.timestamp("us", tz="UTC"),
-    "timestamp_ltz": pa.timestamp("us", tz="UTC"), "timestamp_ntz": pa.timestamp("us"),
+    "boolean": pa.bool_(),
+    "tinyint": pa.int8(),
+    "byte": pa.int8(),
+    "smallint": pa.int16(),
+    "short": pa.int16(),
+    "int": pa.int32(),
+    "integer": pa.int32(),
+    "bigint": pa.int64(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "real": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "date": pa.date32(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "timestamp_ltz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ntz": pa.timestamp("us"),
 }
 _REFUSED = {"interval", "void", "variant", "object", "calendarinterval", "time"}
 
@@ -69,7 +84,7 @@ class _Parser:
     def error(self, what: str, pos: int | None = None) -> DDLError:
         if pos is None:
             pos = self.tokens[self.i][2] if self.i < len(self.tokens) else len(self.text)
-        near = self.text[pos:pos + 20] or "the end"
+        near = self.text[pos : pos + 20] or "the end"
         return DDLError(f"{what} at position {pos} (near {near!r})")
 
     def peek(self) -> tuple[str, str, int] | None:
@@ -77,8 +92,11 @@ class _Parser:
 
     def take(self, value: str | None = None, kind: str | None = None) -> str:
         tok = self.peek()
-        if tok is None or (value is not None and tok[1].lower() != value) or \
-                (kind is not None and tok[0] != kind):
+        if (
+            tok is None
+            or (value is not None and tok[1].lower() != value)
+            or (kind is not None and tok[0] != kind)
+        ):
             want = repr(value) if value else kind
             raise self.error(f"expected {want}")
         self.i += 1
@@ -122,8 +140,11 @@ class _Parser:
                     scale = self.number()
                 self.take(")")
             if not 1 <= precision <= 38 or scale > precision:
-                raise self.error(f"decimal({precision}, {scale}): Spark's decimals have a "
-                                 "precision of 1 to 38 and a scale not above it", tok[2])
+                raise self.error(
+                    f"decimal({precision}, {scale}): Spark's decimals have a "
+                    "precision of 1 to 38 and a scale not above it",
+                    tok[2],
+                )
             return pa.decimal128(precision, scale)
         if word in ("varchar", "char", "character"):
             self.take("(")
@@ -164,7 +185,7 @@ class _Parser:
             if self.accept("comment"):
                 self.take(kind="string")
                 while (nxt := self.peek()) is not None and nxt[0] == "string":
-                    self.i += 1     # adjacent literals: one string, as in Spark SQL
+                    self.i += 1  # adjacent literals: one string, as in Spark SQL
             if name in seen:
                 raise self.error(f"field {name!r} appears twice", at[2])
             seen.add(name)

@@ -38,15 +38,31 @@ import urllib.parse
 import urllib.request
 
 from protocol.errors import AuthenticationError, ConfigError
-from protocol.sasl import (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, canonical_class,
-                           parse_jaas_options)
+from protocol.sasl import (
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    canonical_class,
+    parse_jaas_options,
+)
 
 from .option_map import warn_once
 
-__all__ = ["URLS_ENV", "CALLBACKS_ENV", "CALLBACK_ENTRY_POINTS", "NotAllowedError",
-           "check_url", "check_callback", "load_callback", "open_url", "read_bounded",
-           "safe_relative_path", "warn_plaintext", "RedirectRefused", "LOGIN_MODULES",
-           "check_login_module"]
+__all__ = [
+    "URLS_ENV",
+    "CALLBACKS_ENV",
+    "CALLBACK_ENTRY_POINTS",
+    "NotAllowedError",
+    "check_url",
+    "check_callback",
+    "load_callback",
+    "open_url",
+    "read_bounded",
+    "safe_relative_path",
+    "warn_plaintext",
+    "RedirectRefused",
+    "LOGIN_MODULES",
+    "check_login_module",
+]
 
 URLS_ENV = "PYKAFKA_ALLOWED_URLS"
 CALLBACKS_ENV = "PYKAFKA_ALLOWED_CALLBACKS"
@@ -56,8 +72,7 @@ BUILTIN_CALLBACKS = frozenset({"kafka_common.oauth.google:token"})
 
 #: What each kind of URL is, for the messages; registry URLs are allowed while the list is
 #: unset, the others are not.
-URL_KINDS = {"token endpoint": False, "token file": False, "STS endpoint": False,
-             "registry": True}
+URL_KINDS = {"token endpoint": False, "token file": False, "STS endpoint": False, "registry": True}
 
 log = logging.getLogger("pykafka.trust")
 
@@ -71,6 +86,7 @@ class RedirectRefused(AuthenticationError):
 
 
 # ---- the allow-lists ------------------------------------------------------------------------
+
 
 def _listed(variable: str) -> tuple[str, ...] | None:
     """The entries of ``variable`` (None when unset or empty)."""
@@ -90,13 +106,19 @@ def _same_url(url: str, entry: str) -> bool:
     if url.rstrip("/") == entry.rstrip("/"):
         return True
     path, listed = _file_path(url), _file_path(entry)
-    return path is not None and listed is not None and path == listed and \
-        urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(entry).netloc
+    return (
+        path is not None
+        and listed is not None
+        and path == listed
+        and urllib.parse.urlsplit(url).netloc == urllib.parse.urlsplit(entry).netloc
+    )
 
 
 def _where() -> str:
-    return (f"the environment variable {URLS_ENV} of the driver and of every executor "
-            f"(spark.executorEnv.{URLS_ENV})")
+    return (
+        f"the environment variable {URLS_ENV} of the driver and of every executor "
+        f"(spark.executorEnv.{URLS_ENV})"
+    )
 
 
 def check_url(url: str, option: str, kind: str) -> str:
@@ -105,28 +127,36 @@ def check_url(url: str, option: str, kind: str) -> str:
     url = url.strip()
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() == "file" and parts.netloc not in ("", "localhost"):
-        raise NotAllowedError(f"{option}: {url!r} names a file on another host "
-                              f"({parts.netloc}); only local token files can be used")
+        raise NotAllowedError(
+            f"{option}: {url!r} names a file on another host "
+            f"({parts.netloc}); only local token files can be used"
+        )
     entries = _listed(URLS_ENV)
     if entries is not None:
         wild = [e for e in entries if "*" in e]
         if wild:
-            raise NotAllowedError(f"{URLS_ENV}: {wild[0]!r}: wildcards are not supported; "
-                                  "list each URL exactly")
+            raise NotAllowedError(
+                f"{URLS_ENV}: {wild[0]!r}: wildcards are not supported; list each URL exactly"
+            )
         if any(_same_url(url, e) for e in entries):
             return url
-        raise NotAllowedError(f"{option}: the {kind} URL {url!r} is not in {_where()}; "
-                              f"the operator must add {url} to it")
+        raise NotAllowedError(
+            f"{option}: the {kind} URL {url!r} is not in {_where()}; "
+            f"the operator must add {url} to it"
+        )
     if URL_KINDS[kind]:
         return url
-    raise NotAllowedError(f"{option}: the {kind} URL {url!r} is not allowed: {kind} URLs "
-                          f"must be listed in {_where()}, which is not set (none allowed); "
-                          f"the operator must set {URLS_ENV}={url}")
+    raise NotAllowedError(
+        f"{option}: the {kind} URL {url!r} is not allowed: {kind} URLs "
+        f"must be listed in {_where()}, which is not set (none allowed); "
+        f"the operator must set {URLS_ENV}={url}"
+    )
 
 
 def _entry_point_callbacks() -> set[str]:
     """The ``module:function`` values installed packages declare as token callbacks."""
     from importlib.metadata import entry_points
+
     try:
         found = entry_points(group=CALLBACK_ENTRY_POINTS)
     except Exception:  # a broken distribution's metadata must not break sign-in
@@ -157,13 +187,15 @@ def check_callback(name: str, option: str) -> str:
         f"the environment variable {CALLBACKS_ENV} of the driver and of every executor "
         f"(spark.executorEnv.{CALLBACKS_ENV}), {state}, or declared by an installed package "
         f"under the entry-point group {CALLBACK_ENTRY_POINTS}; the operator must add "
-        f"{wanted} to {CALLBACKS_ENV}")
+        f"{wanted} to {CALLBACKS_ENV}"
+    )
 
 
 def load_callback(name: str, option: str):
     """The allowed function ``module:function``: checked by ``check_callback`` first (an
     import runs the module's code), then imported; ConfigError naming ``option``."""
     import importlib
+
     wanted = check_callback(name, option)
     module_name, _, attr = wanted.partition(":")
     if not module_name or not attr:
@@ -171,8 +203,9 @@ def load_callback(name: str, option: str):
     try:
         module = importlib.import_module(module_name)
     except Exception as e:
-        raise ConfigError(f"{option}: cannot import module {module_name!r} "
-                          f"({type(e).__name__}: {e})") from None
+        raise ConfigError(
+            f"{option}: cannot import module {module_name!r} ({type(e).__name__}: {e})"
+        ) from None
     target: object = module
     for part in attr.split("."):
         target = getattr(target, part, None)
@@ -184,6 +217,7 @@ def load_callback(name: str, option: str):
 
 
 # ---- HTTP: no redirects, bounded answers -----------------------------------------------------
+
 
 def _origin(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
@@ -199,7 +233,8 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         raise RedirectRefused(
             f"{req.full_url} answered HTTP {code}, a redirect to {_origin(target)}; "
             "redirects are not followed (the request carries credentials): configure the "
-            "final URL instead")
+            "final URL instead"
+        )
 
 
 def open_url(request: urllib.request.Request, *, timeout: float, context=None):
@@ -239,11 +274,18 @@ def safe_relative_path(name: str, what: str) -> str:
     letter, no backslash. ConfigError naming ``what`` otherwise (the name came from a
     registry's answer: it is data)."""
     segments = name.split("/")
-    if (not name or name.startswith("/") or "\\" in name or ":" in name
-            or any(s in ("", ".", "..") or not _SEGMENT.fullmatch(s) for s in segments)):
-        raise ConfigError(f"{what}: {name[:200]!r} is not a safe relative file name "
-                          "(segments of letters, digits, '_', '.', '+', '-' separated by '/'; "
-                          "no '..', no absolute path, no drive letter)")
+    if (
+        not name
+        or name.startswith("/")
+        or "\\" in name
+        or ":" in name
+        or any(s in ("", ".", "..") or not _SEGMENT.fullmatch(s) for s in segments)
+    ):
+        raise ConfigError(
+            f"{what}: {name[:200]!r} is not a safe relative file name "
+            "(segments of letters, digits, '_', '.', '+', '-' separated by '/'; "
+            "no '..', no absolute path, no drive letter)"
+        )
     return "/".join(segments)
 
 
@@ -265,8 +307,10 @@ def check_login_module(module: str, mechanism: str) -> str:
     use. The class is only compared, never loaded."""
     expected = LOGIN_MODULES[mechanism]
     if canonical_class(module) != expected:
-        raise ConfigError(f"kafka.sasl.jaas.config: the login module {module} does not fit "
-                          f"kafka.sasl.mechanism {mechanism}; use {expected}")
+        raise ConfigError(
+            f"kafka.sasl.jaas.config: the login module {module} does not fit "
+            f"kafka.sasl.mechanism {mechanism}; use {expected}"
+        )
     return expected
 
 
@@ -276,9 +320,11 @@ def login_mechanism(module: str, mechanism: str | None) -> str:
     one of the SCRAM mechanisms said), once ``check_login_module`` accepts the pair."""
     if mechanism is None:
         if canonical_class(module) == SCRAM_LOGIN_MODULE:
-            raise ConfigError("kafka.sasl.mechanism must be SCRAM-SHA-256 or "
-                              "SCRAM-SHA-512 with the ScramLoginModule of "
-                              "kafka.sasl.jaas.config")
+            raise ConfigError(
+                "kafka.sasl.mechanism must be SCRAM-SHA-256 or "
+                "SCRAM-SHA-512 with the ScramLoginModule of "
+                "kafka.sasl.jaas.config"
+            )
         mechanism = "PLAIN"
     check_login_module(module, mechanism)
     return mechanism
@@ -295,6 +341,7 @@ def jaas_options(jaas: str | None, mechanism: str) -> dict[str, str]:
 
 
 # ---- secrets in the clear --------------------------------------------------------------------
+
 
 def warn_plaintext(key: str, message: str) -> None:
     """Warn once per process that a secret would travel unencrypted (``message`` says which

@@ -23,9 +23,22 @@ from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
 from protocol.client.retry import Attempts
 
-__all__ = ["SEQUENCE_MODULUS", "ProduceError", "next_sequence", "restamp", "Batch",
-           "Partition", "Request", "REJECTED", "REFRESH", "FENCED", "DUPLICATE", "GAP",
-           "first_uncertain", "describe"]
+__all__ = [
+    "SEQUENCE_MODULUS",
+    "ProduceError",
+    "next_sequence",
+    "restamp",
+    "Batch",
+    "Partition",
+    "Request",
+    "REJECTED",
+    "REFRESH",
+    "FENCED",
+    "DUPLICATE",
+    "GAP",
+    "first_uncertain",
+    "describe",
+]
 
 SEQUENCE_MODULUS = 2**31
 #: Errors after which the broker has certainly not written the batch.
@@ -52,7 +65,7 @@ def restamp(data: bytes, producer_id: int, epoch: int, base_sequence: int) -> by
     """The batch with new producer id, epoch and base sequence, and its CRC redone."""
     out = bytearray(data)
     _HEADER_IDS.pack_into(out, _batch.PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
-    crc = _batch.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET:])
+    crc = _batch.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET :])
     _UINT32.pack_into(out, _batch.CRC_OFFSET, crc)
     return bytes(out)
 

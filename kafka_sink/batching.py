@@ -42,10 +42,18 @@ class Slice:
 
     def cut(self, lo: int, hi: int | None = None) -> Slice:
         """Rows ``[lo, hi)`` of this slice (size left at 0: the caller estimates it)."""
+
         def part(a):
             return None if a is None else a[lo:hi]
-        return Slice(self.source, self.rows[lo:hi], part(self.timestamp_ms),
-                     part(self.timestamp_valid), 0, self.base_sizes[lo:hi])
+
+        return Slice(
+            self.source,
+            self.rows[lo:hi],
+            part(self.timestamp_ms),
+            part(self.timestamp_valid),
+            0,
+            self.base_sizes[lo:hi],
+        )
 
 
 @dataclass
@@ -60,10 +68,14 @@ def _timestamps(slices: list[Slice], counts: list[int]) -> np.ndarray | None:
     if all(s.timestamp_ms is None for s in slices):
         return None
     now = int(time.time() * 1000)
-    return np.concatenate([
-        np.full(c, now, dtype=np.int64) if s.timestamp_ms is None
-        else np.where(s.timestamp_valid, s.timestamp_ms, now)
-        for s, c in zip(slices, counts)])
+    return np.concatenate(
+        [
+            np.full(c, now, dtype=np.int64)
+            if s.timestamp_ms is None
+            else np.where(s.timestamp_valid, s.timestamp_ms, now)
+            for s, c in zip(slices, counts)
+        ]
+    )
 
 
 class PartitionBatcher:
@@ -111,11 +123,15 @@ class PartitionBatcher:
         bounds = np.zeros(len(slices) + 1, dtype=np.int64)
         np.cumsum(counts, out=bounds[1:])
         total = int(bounds[-1])
-        base_sizes = (slices[0].base_sizes if len(slices) == 1 else
-                      np.concatenate([s.base_sizes for s in slices]))
+        base_sizes = (
+            slices[0].base_sizes
+            if len(slices) == 1
+            else np.concatenate([s.base_sizes for s in slices])
+        )
         ts = _timestamps(slices, counts)
-        ranges = split_for_batch_size(None, None, max_batch_bytes=self.limit,
-                                      timestamps_ms=ts, base_sizes=base_sizes)
+        ranges = split_for_batch_size(
+            None, None, max_batch_bytes=self.limit, timestamps_ms=ts, base_sizes=base_sizes
+        )
         if keep_tail and len(ranges) > 1:
             tail_start = ranges[-1][0]  # the last range is not full: wait for more rows
             ranges = ranges[:-1]
@@ -129,15 +145,22 @@ class PartitionBatcher:
             t = None if ts is None else ts[start:stop]
 
             def build(producer_id, epoch, sequence, parts=parts, t=t):
-                return encode_rows(parts, timestamps_ms=t, producer_id=producer_id,
-                                   producer_epoch=epoch, base_sequence=sequence,
-                                   compression=compression, transactional=transactional,
-                                   topic=topic, partition=partition)
+                return encode_rows(
+                    parts,
+                    timestamps_ms=t,
+                    producer_id=producer_id,
+                    producer_epoch=epoch,
+                    base_sequence=sequence,
+                    compression=compression,
+                    transactional=transactional,
+                    topic=topic,
+                    partition=partition,
+                )
 
             self.producer.append(topic, partition, stop - start, build)
         if tail_start < total:
             first = int(np.searchsorted(bounds, tail_start, side="right")) - 1
-            tail = [slices[first].cut(tail_start - int(bounds[first]))] + slices[first + 1:]
+            tail = [slices[first].cut(tail_start - int(bounds[first]))] + slices[first + 1 :]
             pending.size = int(np.ceil(pending.size * (total - tail_start) / total))
             pending.slices = tail
             pending.since = self.idle  # a new batch starts lingering now

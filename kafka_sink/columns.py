@@ -83,8 +83,10 @@ def _timestamp_ms(arr: pa.Array, kind: str) -> tuple[np.ndarray, np.ndarray]:
         seconds = arr.to_numpy(zero_copy_only=False).astype(np.float64)
         finite = np.isfinite(seconds)
         if (valid & ~finite).any():
-            raise ConfigError("timestamp column: a double timestamp is NaN or infinite; it "
-                              "cannot be cast to a timestamp")
+            raise ConfigError(
+                "timestamp column: a double timestamp is NaN or infinite; it "
+                "cannot be cast to a timestamp"
+            )
         with np.errstate(invalid="ignore", over="ignore"):
             micros = np.where(valid & finite, seconds * 1_000_000, 0).astype(np.int64)
     else:
@@ -144,8 +146,9 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
         column = _column(batch, PARTITION)
         partition_valid = _valid(column)
         if partition_valid.any():
-            partition = column.cast(pa.int32()).fill_null(0).to_numpy(
-                zero_copy_only=False).astype(np.int32)
+            partition = (
+                column.cast(pa.int32()).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int32)
+            )
         else:
             partition_valid = None
 
@@ -155,12 +158,23 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
         if column.null_count < n:
             timestamp_ms, timestamp_valid = _timestamp_ms(column, plan.timestamp_kind)
 
-    rows = Rows(n=n, topics=topics, topic_codes=codes, null_topics=null_topics, key=key,
-                value=value, headers=headers, null_header_keys=max(null_keys, 0),
-                null_header_entries=null_entries, partition=partition,
-                partition_valid=partition_valid, timestamp_ms=timestamp_ms,
-                timestamp_valid=timestamp_valid, sizes=np.zeros(n, dtype=np.int64),
-                base_sizes=np.zeros(n, dtype=np.int64))
+    rows = Rows(
+        n=n,
+        topics=topics,
+        topic_codes=codes,
+        null_topics=null_topics,
+        key=key,
+        value=value,
+        headers=headers,
+        null_header_keys=max(null_keys, 0),
+        null_header_entries=null_entries,
+        partition=partition,
+        partition_valid=partition_valid,
+        timestamp_ms=timestamp_ms,
+        timestamp_valid=timestamp_valid,
+        sizes=np.zeros(n, dtype=np.int64),
+        base_sizes=np.zeros(n, dtype=np.int64),
+    )
     if n and not (null_keys or null_entries):
         rows.source = RowSource(key, value, headers)
         rows.base_sizes = rows.source.base_sizes()
@@ -175,6 +189,7 @@ def _timestamp_span(rows: Rows) -> int:
     if rows.timestamp_valid.all():
         return int(rows.timestamp_ms.max() - rows.timestamp_ms.min())
     # a null timestamp becomes "now": size the deltas as if it were the largest
-    filled = np.where(rows.timestamp_valid, rows.timestamp_ms,
-                      max(int(rows.timestamp_ms.max()), 2**41))
+    filled = np.where(
+        rows.timestamp_valid, rows.timestamp_ms, max(int(rows.timestamp_ms.max()), 2**41)
+    )
     return int(filled.max() - filled.min())

@@ -47,18 +47,33 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 from collections.abc import Mapping
 
-from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION,
-                                             RETRY_BACKOFF_OPTIONS, SECURITY_OPTIONS,
-                                             client_config)
+from kafka_common.connection_options import (
+    CONNECTIONS_MAX_IDLE_OPTION,
+    RETRY_BACKOFF_OPTIONS,
+    SECURITY_OPTIONS,
+    client_config,
+)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
-from kafka_common.value_formats import (parse_writer_formats, writer_format_options,
-                                        writer_passes_over)
+from kafka_common.value_formats import (
+    parse_writer_formats,
+    writer_format_options,
+    writer_passes_over,
+)
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
-__all__ = ["WriterOption", "WRITER_OPTIONS", "WriterOptions", "parse_writer_options",
-           "writer_option_names", "options_table_markdown", "ACKS_ALL", "COMPRESSION_TYPES",
-           "MAX_IN_FLIGHT_IDEMPOTENT", "PARTITIONERS"]
+__all__ = [
+    "WriterOption",
+    "WRITER_OPTIONS",
+    "WriterOptions",
+    "parse_writer_options",
+    "writer_option_names",
+    "options_table_markdown",
+    "ACKS_ALL",
+    "COMPRESSION_TYPES",
+    "MAX_IN_FLIGHT_IDEMPOTENT",
+    "PARTITIONERS",
+]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -78,80 +93,136 @@ class WriterOption(NamedTuple):
 
 #: Every option the writer accepts, in the order the documentation lists them.
 WRITER_OPTIONS: tuple[WriterOption, ...] = (
-    WriterOption("kafka.bootstrap.servers", "(required)",
-                 "Comma-separated host:port list of brokers to bootstrap from."),
-    WriterOption("topic", "none",
-                 "Topic every row is written to; overrides the topic column when both are "
-                 "given. Without it the DataFrame needs a string column 'topic'."),
-    WriterOption("includeHeaders", "false",
-                 "Accepted for symmetry with the reader; the headers column is written "
-                 "whenever the DataFrame has one."),
-    WriterOption("kafka.acks", '"all"',
-                 '"all" (= -1): every in-sync replica has the records; "1": the leader has '
-                 'them; "0": no answer is awaited. 0 and 1 need '
-                 "kafka.enable.idempotence=false."),
-    WriterOption("kafka.enable.idempotence", "true",
-                 "Write through an idempotent producer: a producer id (kept by the Python "
-                 "worker from task to task) and a "
-                 "sequence number per batch, so retries never duplicate or reorder records."),
-    WriterOption("kafka.compression.type", '"none"',
-                 "none, gzip, snappy, lz4 or zstd."),
-    WriterOption("kafka.batch.size", "1048576",
-                 "Most uncompressed record bytes in one batch (one batch per partition per "
-                 "request). Larger than Java's 16384: a bulk writer has its rows at hand."),
-    WriterOption("kafka.linger.ms", "5",
-                 "How long a partly filled batch may wait for more of the task's input "
-                 "(counted only while the task waits for input) before it is sent; never "
-                 "delays rows already at hand."),
-    WriterOption("kafka.max.request.size", "1048576",
-                 "Most bytes of batches in one Produce request; a larger record is an error."),
-    WriterOption("kafka.max.in.flight.requests.per.connection", "5",
-                 "Requests sent to one broker before waiting for an answer; at most 5 "
-                 "with idempotence."),
-    WriterOption("kafka.delivery.timeout.ms", "120000",
-                 "Longest time from a batch's creation to its acknowledgement, retries "
-                 "included; the task fails after it. At least linger.ms + "
-                 "request.timeout.ms."),
-    WriterOption("kafka.request.timeout.ms", "30000",
-                 "Longest wait for the answer to one request."),
-    WriterOption("kafka.retries", "2147483647",
-                 "Resends of one batch before the task fails (delivery.timeout.ms bounds "
-                 "them in any case); must not be 0 with idempotence."),
-    WriterOption("kafka.max.block.ms", "60000",
-                 "Upper bound of the driver's check that the brokers answer and the topic "
-                 "exists (3 lookups 1 s apart, as the reader's: a wrong address or a missing "
-                 "topic fails in seconds) and of a task's wait for a topic of the topic "
-                 "column to appear in the metadata."),
-    WriterOption("kafka.buffer.memory", "33554432",
-                 "Most encoded bytes a task holds while waiting for acknowledgements."),
-    WriterOption("checkBeforeSendBytes", "4194304",
-                 "Encoded bytes a task holds, every row checked, before its first send "
-                 "(at most kafka.buffer.memory): a task whose input fits fails on a bad "
-                 "row with nothing written. Larger keeps that for larger tasks and starts "
-                 "sending later, which is slower; 0 sends as soon as a batch is full."),
-    WriterOption("kafka.partitioner.class", "none",
-                 "Where rows without a partition value go: unset, DefaultPartitioner or "
-                 "BuiltInPartitioner: murmur2 of the key, sticky runs for null keys; "
-                 "UniformStickyPartitioner: sticky runs, keys ignored; RoundRobinPartitioner:"
-                 " one partition after the other, keys ignored. Other classes are refused: "
-                 "compute the partition and write it in the partition column."),
-    WriterOption("exactlyOnce", "false",
-                 "Write in Kafka transactions that the driver commits once Spark commits the "
-                 "job or micro-batch: a batch write becomes visible to read_committed "
-                 "readers all at once or not at all, each micro-batch exactly once, also "
-                 "across restarts from the checkpoint (see docs/writing.md)."),
-    WriterOption("transactionalIdPrefix", "from the checkpoint (streaming)",
-                 "Prefix of the transactional ids (prefix-partition-attempt; batch writes "
-                 "put a token of the job after the prefix) and of the consumer groups that "
-                 "record committed micro-batches (prefix-partition). "
-                 "Required for batch writes with exactlyOnce; streams derive it from the "
-                 "checkpoint location. Unique per query: two writers must not share it."),
-    WriterOption("kafka.transaction.timeout.ms", "60000",
-                 "How long the broker keeps a transaction open before aborting it; must "
-                 "cover a task's write plus the time until the driver commits. At most the "
-                 "broker's transaction.max.timeout.ms (15 minutes by default)."),
-    WriterOption("kafka.client.id", '"pyspark-pykafka"',
-                 "Client id sent to the brokers (visible in their logs and quotas)."),
+    WriterOption(
+        "kafka.bootstrap.servers",
+        "(required)",
+        "Comma-separated host:port list of brokers to bootstrap from.",
+    ),
+    WriterOption(
+        "topic",
+        "none",
+        "Topic every row is written to; overrides the topic column when both are "
+        "given. Without it the DataFrame needs a string column 'topic'.",
+    ),
+    WriterOption(
+        "includeHeaders",
+        "false",
+        "Accepted for symmetry with the reader; the headers column is written "
+        "whenever the DataFrame has one.",
+    ),
+    WriterOption(
+        "kafka.acks",
+        '"all"',
+        '"all" (= -1): every in-sync replica has the records; "1": the leader has '
+        'them; "0": no answer is awaited. 0 and 1 need '
+        "kafka.enable.idempotence=false.",
+    ),
+    WriterOption(
+        "kafka.enable.idempotence",
+        "true",
+        "Write through an idempotent producer: a producer id (kept by the Python "
+        "worker from task to task) and a "
+        "sequence number per batch, so retries never duplicate or reorder records.",
+    ),
+    WriterOption("kafka.compression.type", '"none"', "none, gzip, snappy, lz4 or zstd."),
+    WriterOption(
+        "kafka.batch.size",
+        "1048576",
+        "Most uncompressed record bytes in one batch (one batch per partition per "
+        "request). Larger than Java's 16384: a bulk writer has its rows at hand.",
+    ),
+    WriterOption(
+        "kafka.linger.ms",
+        "5",
+        "How long a partly filled batch may wait for more of the task's input "
+        "(counted only while the task waits for input) before it is sent; never "
+        "delays rows already at hand.",
+    ),
+    WriterOption(
+        "kafka.max.request.size",
+        "1048576",
+        "Most bytes of batches in one Produce request; a larger record is an error.",
+    ),
+    WriterOption(
+        "kafka.max.in.flight.requests.per.connection",
+        "5",
+        "Requests sent to one broker before waiting for an answer; at most 5 with idempotence.",
+    ),
+    WriterOption(
+        "kafka.delivery.timeout.ms",
+        "120000",
+        "Longest time from a batch's creation to its acknowledgement, retries "
+        "included; the task fails after it. At least linger.ms + "
+        "request.timeout.ms.",
+    ),
+    WriterOption(
+        "kafka.request.timeout.ms", "30000", "Longest wait for the answer to one request."
+    ),
+    WriterOption(
+        "kafka.retries",
+        "2147483647",
+        "Resends of one batch before the task fails (delivery.timeout.ms bounds "
+        "them in any case); must not be 0 with idempotence.",
+    ),
+    WriterOption(
+        "kafka.max.block.ms",
+        "60000",
+        "Upper bound of the driver's check that the brokers answer and the topic "
+        "exists (3 lookups 1 s apart, as the reader's: a wrong address or a missing "
+        "topic fails in seconds) and of a task's wait for a topic of the topic "
+        "column to appear in the metadata.",
+    ),
+    WriterOption(
+        "kafka.buffer.memory",
+        "33554432",
+        "Most encoded bytes a task holds while waiting for acknowledgements.",
+    ),
+    WriterOption(
+        "checkBeforeSendBytes",
+        "4194304",
+        "Encoded bytes a task holds, every row checked, before its first send "
+        "(at most kafka.buffer.memory): a task whose input fits fails on a bad "
+        "row with nothing written. Larger keeps that for larger tasks and starts "
+        "sending later, which is slower; 0 sends as soon as a batch is full.",
+    ),
+    WriterOption(
+        "kafka.partitioner.class",
+        "none",
+        "Where rows without a partition value go: unset, DefaultPartitioner or "
+        "BuiltInPartitioner: murmur2 of the key, sticky runs for null keys; "
+        "UniformStickyPartitioner: sticky runs, keys ignored; RoundRobinPartitioner:"
+        " one partition after the other, keys ignored. Other classes are refused: "
+        "compute the partition and write it in the partition column.",
+    ),
+    WriterOption(
+        "exactlyOnce",
+        "false",
+        "Write in Kafka transactions that the driver commits once Spark commits the "
+        "job or micro-batch: a batch write becomes visible to read_committed "
+        "readers all at once or not at all, each micro-batch exactly once, also "
+        "across restarts from the checkpoint (see docs/writing.md).",
+    ),
+    WriterOption(
+        "transactionalIdPrefix",
+        "from the checkpoint (streaming)",
+        "Prefix of the transactional ids (prefix-partition-attempt; batch writes "
+        "put a token of the job after the prefix) and of the consumer groups that "
+        "record committed micro-batches (prefix-partition). "
+        "Required for batch writes with exactlyOnce; streams derive it from the "
+        "checkpoint location. Unique per query: two writers must not share it.",
+    ),
+    WriterOption(
+        "kafka.transaction.timeout.ms",
+        "60000",
+        "How long the broker keeps a transaction open before aborting it; must "
+        "cover a task's write plus the time until the driver commits. At most the "
+        "broker's transaction.max.timeout.ms (15 minutes by default).",
+    ),
+    WriterOption(
+        "kafka.client.id",
+        '"pyspark-pykafka"',
+        "Client id sent to the brokers (visible in their logs and quotas).",
+    ),
     WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
     *(WriterOption(*option) for option in RETRY_BACKOFF_OPTIONS),
     *(WriterOption(*option) for option in SECURITY_OPTIONS),
@@ -176,25 +247,47 @@ _CANONICAL = {name.lower(): name for name in writer_option_names()}
 
 _REJECTED = {
     "kafka.key.serializer": "Kafka option 'key.serializer' is not supported as keys are "
-                            "serialized with ByteArraySerializer.",
+    "serialized with ByteArraySerializer.",
     "kafka.value.serializer": "Kafka option 'value.serializer' is not supported as value are "
-                              "serialized with ByteArraySerializer.",
+    "serialized with ByteArraySerializer.",
     "kafka.transactional.id": "Kafka option 'transactional.id' is not supported: set "
-                              "exactlyOnce=true (and transactionalIdPrefix) to write in "
-                              "transactions; each task gets its own transactional id.",
+    "exactlyOnce=true (and transactionalIdPrefix) to write in "
+    "transactions; each task gets its own transactional id.",
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
 # Options that only matter to a reader: passing the same options to both sides is common.
 _READER_ONLY = (
-    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets",
-    "startingTimestamp", "endingTimestamp", "startingOffsetsByTimestamp",
-    "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy", "failOnDataLoss",
-    "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
-    "minOffsetsPerTrigger", "maxTriggerDelay", "maxBytesPerTrigger", "kafka.group.id",
-    "kafka.isolation.level", "kafka.fetch.max.bytes", "kafka.max.partition.fetch.bytes",
-    "kafka.fetch.max.wait.ms", "kafka.fetch.min.bytes", "kafkaConsumer.pollTimeoutMs",
-    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "commitOffsetsToGroup",
-    "checkpointLocation", "path", *writer_passes_over())
+    "subscribe",
+    "subscribePattern",
+    "assign",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "maxBytesPerTrigger",
+    "kafka.group.id",
+    "kafka.isolation.level",
+    "kafka.fetch.max.bytes",
+    "kafka.max.partition.fetch.bytes",
+    "kafka.fetch.max.wait.ms",
+    "kafka.fetch.min.bytes",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "commitOffsetsToGroup",
+    "checkpointLocation",
+    "path",
+    *writer_passes_over(),
+)
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -245,8 +338,10 @@ def _acks(opts: OptionMap) -> int:
         return ACKS_ALL
     value = {"all": -1, "-1": -1, "0": 0, "1": 1}.get(text.lower())
     if value is None:
-        raise ConfigError(f"kafka.acks: Invalid value {text} for configuration acks: String "
-                          f"must be one of: all, -1, 0, 1")
+        raise ConfigError(
+            f"kafka.acks: Invalid value {text} for configuration acks: String "
+            f"must be one of: all, -1, 0, 1"
+        )
     return value
 
 
@@ -255,9 +350,11 @@ def _compression(opts: OptionMap) -> str:
     if text is None:
         return "none"
     if text.lower() not in COMPRESSION_TYPES:
-        raise ConfigError(f"kafka.compression.type: Invalid value {text} for configuration "
-                          f"compression.type: String must be one of: "
-                          f"{', '.join(COMPRESSION_TYPES)}")
+        raise ConfigError(
+            f"kafka.compression.type: Invalid value {text} for configuration "
+            f"compression.type: String must be one of: "
+            f"{', '.join(COMPRESSION_TYPES)}"
+        )
     return text.lower()
 
 
@@ -283,14 +380,17 @@ def _partitioner(opts: OptionMap) -> str:
         f"classes. It understands DefaultPartitioner, BuiltInPartitioner, "
         f"UniformStickyPartitioner and RoundRobinPartitioner; for any other rule compute "
         f"the partition in Spark and write it in the 'partition' column (an int column; "
-        f"rows where it is null follow the default rule).")
+        f"rows where it is null follow the default rule)."
+    )
 
 
 def _prefix_ok(prefix: str) -> str:
     if not prefix or len(prefix) > 200:
-        raise ConfigError(f"transactionalIdPrefix: {prefix!r} must be 1 to 200 characters "
-                          f"(the transactional ids append -partition-attempt to it, after "
-                          f"a job token in batch writes)")
+        raise ConfigError(
+            f"transactionalIdPrefix: {prefix!r} must be 1 to 200 characters "
+            f"(the transactional ids append -partition-attempt to it, after "
+            f"a job token in batch writes)"
+        )
     return prefix
 
 
@@ -299,15 +399,18 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     ``WRITER_OPTIONS``). Raises ``ConfigError`` naming the option at the first problem;
     never quotes a password."""
     opts = OptionMap(options, _CANONICAL)
-    ignored = check_names(opts, _CANONICAL, _REJECTED, log=log, side="writer",
-                          quiet=_READER_ONLY, warn_unknown=False)
+    ignored = check_names(
+        opts, _CANONICAL, _REJECTED, log=log, side="writer", quiet=_READER_ONLY, warn_unknown=False
+    )
     connection = client_config(opts, role="producer", log=log)
     backoff = connection.retry_backoff_ms
 
     topic = opts.get("topic")
     if topic is not None and not topic:
-        raise ConfigError("topic: the topic option is empty; give a topic name or leave the "
-                          "option out and use a 'topic' column")
+        raise ConfigError(
+            "topic: the topic option is empty; give a topic name or leave the "
+            "option out and use a 'topic' column"
+        )
 
     idempotence = opts.boolean("kafka.enable.idempotence", True)
     acks = _acks(opts)
@@ -315,18 +418,22 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         raise ConfigError(
             f"kafka.acks: Must set acks to all in order to use the idempotent producer. "
             f"Otherwise we cannot guarantee idempotence. (kafka.acks={opts.get('kafka.acks')}"
-            f" needs kafka.enable.idempotence=false.)")
-    max_in_flight = opts.integer("kafka.max.in.flight.requests.per.connection", 5,
-                                 maximum=INT32_MAX)
+            f" needs kafka.enable.idempotence=false.)"
+        )
+    max_in_flight = opts.integer(
+        "kafka.max.in.flight.requests.per.connection", 5, maximum=INT32_MAX
+    )
     if idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT:
         raise ConfigError(
             "kafka.max.in.flight.requests.per.connection: Must set "
             "max.in.flight.requests.per.connection to at most 5 to use the idempotent "
-            f"producer (got {max_in_flight}).")
+            f"producer (got {max_in_flight})."
+        )
     retries = opts.integer("kafka.retries", INT32_MAX, minimum=0, maximum=INT32_MAX)
     if idempotence and retries == 0:
-        raise ConfigError("kafka.retries: Must set retries to non-zero when using the "
-                          "idempotent producer.")
+        raise ConfigError(
+            "kafka.retries: Must set retries to non-zero when using the idempotent producer."
+        )
 
     request_timeout = connection.request_timeout_ms
     linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=INT32_MAX)
@@ -335,22 +442,23 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         raise ConfigError(
             f"kafka.delivery.timeout.ms: delivery.timeout.ms should be equal to or larger "
             f"than linger.ms + request.timeout.ms ({delivery_timeout} < {linger} + "
-            f"{request_timeout})")
+            f"{request_timeout})"
+        )
     batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=INT32_MAX)
     max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=INT32_MAX)
     buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
-    check_before_send = opts.integer("checkBeforeSendBytes", 4_194_304, minimum=0,
-                                     maximum=2**62)
+    check_before_send = opts.integer("checkBeforeSendBytes", 4_194_304, minimum=0, maximum=2**62)
     exactly_once = opts.boolean("exactlyOnce", False)
     prefix = opts.get("transactionalIdPrefix")
     if prefix is not None:
         prefix = _prefix_ok(prefix)
-    txn_timeout = opts.integer("kafka.transaction.timeout.ms", 60_000, minimum=1,
-                               maximum=INT32_MAX)
+    txn_timeout = opts.integer("kafka.transaction.timeout.ms", 60_000, minimum=1, maximum=INT32_MAX)
     if exactly_once and not idempotence:
-        raise ConfigError("exactlyOnce: transactions need the idempotent producer; remove "
-                          "kafka.enable.idempotence=false (and kafka.acks, which must be "
-                          "all).")
+        raise ConfigError(
+            "exactlyOnce: transactions need the idempotent producer; remove "
+            "kafka.enable.idempotence=false (and kafka.acks, which must be "
+            "all)."
+        )
 
     return WriterOptions(
         client_config=connection,
@@ -367,8 +475,7 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         request_timeout_ms=request_timeout,
         retries=retries,
         retry_backoff_ms=backoff,
-        max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0,
-                                  maximum=INT32_MAX),
+        max_block_ms=opts.integer("kafka.max.block.ms", 60_000, minimum=0, maximum=INT32_MAX),
         buffer_memory=buffer_memory,
         check_before_send_bytes=min(check_before_send, buffer_memory),
         partitioner=_partitioner(opts),

@@ -35,8 +35,14 @@ import pyarrow as pa
 
 from protocol.records import accel
 
-__all__ = ["murmur2", "murmur2_bytes", "to_positive", "key_partitions", "StickyPartitioner",
-           "RoundRobinPartitioner"]
+__all__ = [
+    "murmur2",
+    "murmur2_bytes",
+    "to_positive",
+    "key_partitions",
+    "StickyPartitioner",
+    "RoundRobinPartitioner",
+]
 
 SEED = 0x9747B28C
 _M = np.uint32(0x5BD1E995)
@@ -70,9 +76,8 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     n = len(arr)
     if bufs[1] is None:
         return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
-    offsets = np.frombuffer(bufs[1], dtype=off_type)[arr.offset:arr.offset + n + 1]
-    data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None
-            else np.zeros(0, np.uint8))
+    offsets = np.frombuffer(bufs[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets.astype(np.int64), data
 
 
@@ -84,8 +89,8 @@ def _fixed_width_words(padded: np.ndarray, offsets: np.ndarray, n: int) -> np.nd
     if int(offsets[-1] - offsets[0]) != width * n or not (np.diff(offsets) == width).all():
         return None
     first = int(offsets[0])
-    rows = padded[first:first + width * n].reshape(n, width)
-    return np.ascontiguousarray(rows[:, :width // 4 * 4]).view("<u4")
+    rows = padded[first : first + width * n].reshape(n, width)
+    return np.ascontiguousarray(rows[:, : width // 4 * 4]).view("<u4")
 
 
 def murmur2(keys: pa.Array) -> np.ndarray:
@@ -104,11 +109,15 @@ def murmur2(keys: pa.Array) -> np.ndarray:
         lengths = np.where(valid, lengths, 0)
     ext = accel.encoder()
     if ext is not None:  # the compiled loop (protocol/records/_fastencode.c), same hashes
-        return np.frombuffer(ext.murmur2(np.ascontiguousarray(starts), np.ascontiguousarray(
-            lengths, dtype=np.int64), data), dtype=np.uint32)
+        return np.frombuffer(
+            ext.murmur2(
+                np.ascontiguousarray(starts), np.ascontiguousarray(lengths, dtype=np.int64), data
+            ),
+            dtype=np.uint32,
+        )
     # 3 bytes of padding so the tail gather below never leaves the buffer
     padded = np.zeros(len(data) + 4, np.uint8)
-    padded[:len(data)] = data
+    padded[: len(data)] = data
 
     with np.errstate(over="ignore"):
         h = np.uint32(SEED) ^ lengths.astype(np.uint32)
@@ -129,10 +138,12 @@ def murmur2(keys: pa.Array) -> np.ndarray:
                 k = table[:, i].copy()
             else:
                 pos = sorted_starts[:a] + 4 * i
-                k = (padded[pos].astype(np.uint32)
-                     | (padded[pos + 1].astype(np.uint32) << np.uint32(8))
-                     | (padded[pos + 2].astype(np.uint32) << np.uint32(16))
-                     | (padded[pos + 3].astype(np.uint32) << np.uint32(24)))
+                k = (
+                    padded[pos].astype(np.uint32)
+                    | (padded[pos + 1].astype(np.uint32) << np.uint32(8))
+                    | (padded[pos + 2].astype(np.uint32) << np.uint32(16))
+                    | (padded[pos + 3].astype(np.uint32) << np.uint32(24))
+                )
             k *= _M
             k ^= k >> _R
             k *= _M
@@ -188,8 +199,10 @@ class StickyPartitioner:
         run = before // self.batch_size
         parts = ((start + run) % num_partitions).astype(np.int32)
         total = used + int(sizes.sum())
-        self._state[topic] = ((start + total // self.batch_size) % num_partitions,
-                              total % self.batch_size)
+        self._state[topic] = (
+            (start + total // self.batch_size) % num_partitions,
+            total % self.batch_size,
+        )
         return parts
 
 

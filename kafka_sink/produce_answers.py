@@ -11,8 +11,18 @@ import time
 
 from protocol.authorization import refine, request_error
 
-from .batch_state import (DUPLICATE, FENCED, GAP, REFRESH, REJECTED, Batch, Partition,
-                          ProduceError, Request, describe)
+from .batch_state import (
+    DUPLICATE,
+    FENCED,
+    GAP,
+    REFRESH,
+    REJECTED,
+    Batch,
+    Partition,
+    ProduceError,
+    Request,
+    describe,
+)
 from .txn_errors import WRITE_GRANT, transaction_hint
 
 __all__ = ["ProduceAnswers"]
@@ -47,8 +57,13 @@ class ProduceAnswers:
             if key not in answered:
                 p = self._partitions[key]
                 self._landed(p, b)
-                self._retry(p, b, f"broker {request.node} did not answer for this partition",
-                            rejected=False, refresh=True)
+                self._retry(
+                    p,
+                    b,
+                    f"broker {request.node} did not answer for this partition",
+                    rejected=False,
+                    refresh=True,
+                )
 
     def _landed(self, p: Partition, b: Batch) -> None:
         if b.in_flight:
@@ -62,14 +77,23 @@ class ProduceAnswers:
         if code == 0 or (code == DUPLICATE and self.idempotent):
             self._acked(p, b)
             return
-        error = request_error(code, "Produce", describe(part), topic=b.topic,
-                              partition=b.partition, transactional_id=self.transactional_id)
+        error = request_error(
+            code,
+            "Produce",
+            describe(part),
+            topic=b.topic,
+            partition=b.partition,
+            transactional_id=self.transactional_id,
+        )
         if code in FENCED:
             if self.transactional_id is not None:
-                raise ProduceError(f"Writing to {p.name} failed: "
-                                   + transaction_hint(error, self.transactional_id))
-            raise ProduceError(f"Writing to {p.name} failed: the producer was fenced "
-                               f"(producer id {self.producer_id}, epoch {self.epoch}): {error}")
+                raise ProduceError(
+                    f"Writing to {p.name} failed: " + transaction_hint(error, self.transactional_id)
+                )
+            raise ProduceError(
+                f"Writing to {p.name} failed: the producer was fenced "
+                f"(producer id {self.producer_id}, epoch {self.epoch}): {error}"
+            )
         if code in GAP and self.transactional_id is not None:
             if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
                 # an earlier batch has not landed (it failed with a retriable error such as
@@ -78,26 +102,32 @@ class ProduceAnswers:
                 # retries an out-of-order batch that is not the next sequence
                 self._retry(p, b, str(error), rejected=True, refresh=False)
                 return
-            raise ProduceError(f"Writing to {p.name} failed: {error}: the broker lost this "
-                               f"transaction's sequence; the task fails and its transaction "
-                               f"is aborted")
+            raise ProduceError(
+                f"Writing to {p.name} failed: {error}: the broker lost this "
+                f"transaction's sequence; the task fails and its transaction "
+                f"is aborted"
+            )
         if code in GAP and self.idempotent:
             if _oldest_unacked(p) is b:
-                log.warning("%s: %s on the oldest unacknowledged batch (sequence %d): "
-                            "starting over with a new producer id", p.name, error.name,
-                            b.sequence)
+                log.warning(
+                    "%s: %s on the oldest unacknowledged batch (sequence %d): "
+                    "starting over with a new producer id",
+                    p.name,
+                    error.name,
+                    b.sequence,
+                )
                 self._new_id_pending = True
             self._retry(p, b, str(error), rejected=True, refresh=False)
             return
         if error.retriable or code in REJECTED:
-            self._retry(p, b, str(error), rejected=code in REJECTED,
-                        refresh=code in REFRESH)
+            self._retry(p, b, str(error), rejected=code in REJECTED, refresh=code in REFRESH)
             return
         if error.authorization is not None:
-            said = (transaction_hint(error, self.transactional_id,
-                                     self.options.transactional_id_prefix)
-                    if self.transactional_id is not None
-                    else str(refine(error, grant=WRITE_GRANT)))
+            said = (
+                transaction_hint(error, self.transactional_id, self.options.transactional_id_prefix)
+                if self.transactional_id is not None
+                else str(refine(error, grant=WRITE_GRANT))
+            )
             raise ProduceError(f"Writing to {p.name} failed: {said}")
         raise ProduceError(f"Writing to {p.name} failed: {error}")
 
@@ -116,8 +146,9 @@ class ProduceAnswers:
             p.next_index = max(0, p.next_index - 1)
         p.resends = None
 
-    def _retry(self, p: Partition, b: Batch, message: str, *, rejected: bool,
-               refresh: bool) -> None:
+    def _retry(
+        self, p: Partition, b: Batch, message: str, *, rejected: bool, refresh: bool
+    ) -> None:
         b.last_error = message
         b.rejected = rejected
         if not p.resend:

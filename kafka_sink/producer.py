@@ -83,24 +83,43 @@ from protocol.primitives import ZERO_UUID
 from protocol.client.retry import RetryPolicy, pause_until
 from protocol.client.transactions import MAX_TXN_PRODUCE_VERSION
 
-from .batch_state import (SEQUENCE_MODULUS, Batch, Partition, ProduceError, Request,
-                          first_uncertain, next_sequence)
+from .batch_state import (
+    SEQUENCE_MODULUS,
+    Batch,
+    Partition,
+    ProduceError,
+    Request,
+    first_uncertain,
+    next_sequence,
+)
 from .options import WriterOptions
 from .produce_answers import ProduceAnswers
 from .producer_ids import IDENTITY_STATE_KEY, ProducerIdentity, ProducerIds
 from .txn_errors import WRITE_GRANT
 
-__all__ = ["TaskProducer", "ProducerIdentity", "ProduceError", "SEQUENCE_MODULUS",
-           "next_sequence", "IDENTITY_STATE_KEY"]
+__all__ = [
+    "TaskProducer",
+    "ProducerIdentity",
+    "ProduceError",
+    "SEQUENCE_MODULUS",
+    "next_sequence",
+    "IDENTITY_STATE_KEY",
+]
 
 log = logging.getLogger("pykafka.sink")
+
 
 class TaskProducer(ProduceAnswers, ProducerIds):
     """Delivers the record batches of one write task. Not thread-safe."""
 
-    def __init__(self, options: WriterOptions, client: KafkaClient | None = None, *,
-                 transactional_id: str | None = None,
-                 identity: ProducerIdentity | None = None):
+    def __init__(
+        self,
+        options: WriterOptions,
+        client: KafkaClient | None = None,
+        *,
+        transactional_id: str | None = None,
+        identity: ProducerIdentity | None = None,
+    ):
         self.options = options
         self.transactional_id = transactional_id
         self._enlisted: set[tuple[str, int]] = set()
@@ -127,8 +146,11 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         self._send_policy = RetryPolicy(attempts=options.retries + 1)
         # An identity an earlier task of this worker left (see "Producer ids that outlive
         # a task"); taken on at the first append, so a task that writes nothing keeps it.
-        self._carried = (identity if identity is not None and self.idempotent
-                         and transactional_id is None else None)
+        self._carried = (
+            identity
+            if identity is not None and self.idempotent and transactional_id is None
+            else None
+        )
         self._carried_sequences: dict[tuple[str, int], int] = {}
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -179,8 +201,9 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             for name in topics:
                 info = meta.topics.get(name)
                 if info is not None and info.error_code in RESOURCE_TYPES:
-                    raise refine(request_error(info.error_code, "Metadata", topic=name),
-                                 grant=WRITE_GRANT)
+                    raise refine(
+                        request_error(info.error_code, "Metadata", topic=name), grant=WRITE_GRANT
+                    )
                 if info is not None and not info.error_code and info.partitions:
                     self._topic_ids[name] = info.topic_id
                     found[name] = len(info.partitions)
@@ -194,16 +217,23 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             return KafkaTimeoutError(
                 f"could not fetch the metadata of topics {topics} within "
                 f"{self.options.max_block_ms} ms (kafka.max.block.ms; {tries.summary()}): "
-                f"{error}")
+                f"{error}"
+            )
 
-        policy = RetryPolicy(backoff_ms=self.options.retry_backoff_ms or 50,
-                             max_backoff_ms=self.options.client_config.retry_backoff_max_ms,
-                             timeout_ms=self.options.max_block_ms)
+        policy = RetryPolicy(
+            backoff_ms=self.options.retry_backoff_ms or 50,
+            max_backoff_ms=self.options.client_config.retry_backoff_max_ms,
+            timeout_ms=self.options.max_block_ms,
+        )
         try:
-            return policy.run(f"metadata of topics {topics}", attempt, give_up=gave_up,
-                              retriable=lambda e: isinstance(
-                                  e, (_TopicsMissing, KafkaConnectionError,
-                                      KafkaTimeoutError)))
+            return policy.run(
+                f"metadata of topics {topics}",
+                attempt,
+                give_up=gave_up,
+                retriable=lambda e: isinstance(
+                    e, (_TopicsMissing, KafkaConnectionError, KafkaTimeoutError)
+                ),
+            )
         except _TopicsMissing:
             return dict(found)
         finally:
@@ -236,8 +266,9 @@ class TaskProducer(ProduceAnswers, ProducerIds):
 
     # ---- appending ------------------------------------------------------------------------
 
-    def append(self, topic: str, partition: int, count: int,
-               build: Callable[[int, int, int], bytes]) -> None:
+    def append(
+        self, topic: str, partition: int, count: int, build: Callable[[int, int, int], bytes]
+    ) -> None:
         """Queue one batch of ``count`` records. ``build(producer_id, epoch,
         base_sequence)`` returns its bytes (-1s without idempotence)."""
         key = (topic, partition)
@@ -254,9 +285,15 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         else:
             producer_id, epoch, sequence = -1, -1, -1
         data = build(producer_id, epoch, sequence)
-        b = Batch(topic, partition, data, count,
-                  time.monotonic() + self.options.delivery_timeout_ms / 1000, sequence,
-                  tries=self._send_policy.start(f"sending to {key}"))
+        b = Batch(
+            topic,
+            partition,
+            data,
+            count,
+            time.monotonic() + self.options.delivery_timeout_ms / 1000,
+            sequence,
+            tries=self._send_policy.start(f"sending to {key}"),
+        )
         p.queue.append(b)
         self.buffered_bytes += len(data)
 
@@ -299,7 +336,8 @@ class TaskProducer(ProduceAnswers, ProducerIds):
                 raise ProduceError(
                     f"Delivery to {p.name} timed out: {b.count} records not acknowledged "
                     f"within {self.options.delivery_timeout_ms} ms (kafka.delivery.timeout.ms)"
-                    f" after {b.tries.made} attempts; last error: {b.last_error or 'none'}")
+                    f" after {b.tries.made} attempts; last error: {b.last_error or 'none'}"
+                )
 
     # ---- sending --------------------------------------------------------------------------
 
@@ -311,15 +349,21 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             p.next_index = 0
         while p.next_index < len(p.queue) and p.queue[p.next_index].acked:
             p.next_index += 1
-        if (p.next_index >= len(p.queue) or p.in_flight >= self._in_flight_limit(p)
-                or now < p.retry_at or p.leader is None):
+        if (
+            p.next_index >= len(p.queue)
+            or p.in_flight >= self._in_flight_limit(p)
+            or now < p.retry_at
+            or p.leader is None
+        ):
             return None
         b = p.queue[p.next_index]
         if self._new_id_pending and b is not first_uncertain(p):
             return None  # only batches of unknown fate may go before the new id
         if b.tries.exhausted():
-            raise ProduceError(f"Writing to {p.name} failed after {b.tries.made - 1} retries "
-                               f"(kafka.retries); last error: {b.last_error}")
+            raise ProduceError(
+                f"Writing to {p.name} failed after {b.tries.made - 1} retries "
+                f"(kafka.retries); last error: {b.last_error}"
+            )
         return b
 
     def _in_flight_limit(self, p: Partition) -> int:
@@ -362,19 +406,24 @@ class TaskProducer(ProduceAnswers, ProducerIds):
 
     def _send_request(self, node: int, items: list) -> bool:
         from protocol.schemas import PRODUCE
+
         topics: dict[str, list] = {}
         for p, b in items:
             topics.setdefault(p.topic, []).append({"index": p.partition, "records": b.data})
         ids = {t: self._topic_ids.get(t, ZERO_UUID) for t in topics}
-        body = {"transactional_id": self.transactional_id, "acks": self.options.acks,
-                "timeout_ms": self.options.request_timeout_ms,
-                "topic_data": [{"name": t, "topic_id": ids[t], "partition_data": parts}
-                               for t, parts in topics.items()]}
+        body = {
+            "transactional_id": self.transactional_id,
+            "acks": self.options.acks,
+            "timeout_ms": self.options.request_timeout_ms,
+            "topic_data": [
+                {"name": t, "topic_id": ids[t], "partition_data": parts}
+                for t, parts in topics.items()
+            ],
+        }
         acks0 = self.options.acks == 0
         try:
             conn = self.client.connection(node)
-            cap = (MAX_PRODUCE_VERSION_BY_NAME if any(i == ZERO_UUID for i in ids.values())
-                   else None)
+            cap = MAX_PRODUCE_VERSION_BY_NAME if any(i == ZERO_UUID for i in ids.values()) else None
             if self.transactional_id is not None:
                 cap = MAX_TXN_PRODUCE_VERSION
             version = conn.version_for(PRODUCE, cap)
@@ -382,8 +431,9 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as e:
             self._connection_failed(node, e)
             for p, b in items:
-                self._retry(p, b, f"sending to broker {node} failed: {e}", rejected=False,
-                            refresh=True)
+                self._retry(
+                    p, b, f"sending to broker {node} failed: {e}", rejected=False, refresh=True
+                )
             return False
         for p, b in items:
             b.sent = True
@@ -398,7 +448,8 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             p.in_flight += 1
         deadline = time.monotonic() + self.options.request_timeout_ms / 1000
         self._requests.setdefault(node, deque()).append(
-            Request(node, conn, cid, [b for _, b in items], deadline))
+            Request(node, conn, cid, [b for _, b in items], deadline)
+        )
         return True
 
     # ---- receiving ------------------------------------------------------------------------
@@ -409,8 +460,7 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             if timeout > 0 and self.pending:
                 # nothing in flight: wait for the first partition's backoff to end
                 now = time.monotonic()
-                retry = min((p.retry_at for p in self._partitions.values() if p.queue),
-                            default=now)
+                retry = min((p.retry_at for p in self._partitions.values() if p.queue), default=now)
                 pause_until(retry, at_most=min(timeout, 0.05))
             return
         ready = [node for node, q in waiting.items() if q[0].conn.has_response(q[0].cid)]
@@ -418,8 +468,9 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             first_deadline = min(q[0].deadline for q in waiting.values())
             node_of = {id(q[0].conn): node for node, q in waiting.items()}
             wait = min(timeout, first_deadline - time.monotonic())
-            ready = [node_of[id(c)] for c in wait_readable(
-                [q[0].conn for q in waiting.values()], wait)]
+            ready = [
+                node_of[id(c)] for c in wait_readable([q[0].conn for q in waiting.values()], wait)
+            ]
             for node, q in waiting.items():  # requests past their deadline
                 if node not in ready and q[0].deadline <= time.monotonic():
                     ready.append(node)
@@ -448,9 +499,11 @@ class TaskProducer(ProduceAnswers, ProducerIds):
             for b in request.batches:
                 p = self._partitions[(b.topic, b.partition)]
                 self._landed(p, b)
-                self._retry(p, b, f"no answer from broker {node}: {error}", rejected=False,
-                            refresh=True)
+                self._retry(
+                    p, b, f"no answer from broker {node}: {error}", rejected=False, refresh=True
+                )
         self._metadata_stale = True
+
 
 class _TopicsMissing(Exception):
     """Topics the metadata does not have (yet): asked again, ``ATTEMPTS`` answers in all."""

@@ -85,8 +85,10 @@ class ProducerIdentity:
     sequences: dict = field(default_factory=dict)  # (topic, partition) -> next sequence
 
     def __repr__(self) -> str:
-        return (f"ProducerIdentity(producer_id={self.producer_id}, epoch={self.epoch}, "
-                f"partitions={len(self.sequences)})")
+        return (
+            f"ProducerIdentity(producer_id={self.producer_id}, epoch={self.epoch}, "
+            f"partitions={len(self.sequences)})"
+        )
 
 
 class ProducerIds:
@@ -96,35 +98,51 @@ class ProducerIds:
 
     def _init_transactional_id(self) -> None:
         from protocol.client import transactions
+
         try:
             self.producer_id, self.epoch = transactions.init_producer_id(
-                self.client, self.transactional_id, self.options.transaction_timeout_ms,
-                timeout_ms=self.options.delivery_timeout_ms)
+                self.client,
+                self.transactional_id,
+                self.options.transaction_timeout_ms,
+                timeout_ms=self.options.delivery_timeout_ms,
+            )
         except UnsupportedVersionError as e:
             raise ProduceError(
                 f"the broker does not support transactions ({e}); exactlyOnce needs Kafka "
-                f"0.11 or later with transactions enabled: set exactlyOnce=false") from e
+                f"0.11 or later with transactions enabled: set exactlyOnce=false"
+            ) from e
         except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id,
-                                                self.options.transactional_id_prefix)) from e
+            raise ProduceError(
+                transaction_hint(e, self.transactional_id, self.options.transactional_id_prefix)
+            ) from e
         self.producer_ids.append(self.producer_id)
-        log.debug("transactional id %s: producer id %d epoch %d", self.transactional_id,
-                  self.producer_id, self.epoch)
+        log.debug(
+            "transactional id %s: producer id %d epoch %d",
+            self.transactional_id,
+            self.producer_id,
+            self.epoch,
+        )
 
     def _enlist(self) -> None:
         """AddPartitionsToTxn for the partitions about to get their first batch."""
         from protocol.client import transactions
-        new = [key for key, p in self._partitions.items()
-               if p.queue and key not in self._enlisted]
+
+        new = [key for key, p in self._partitions.items() if p.queue and key not in self._enlisted]
         if not new:
             return
         try:
-            transactions.add_partitions(self.client, self.transactional_id, self.producer_id,
-                                        self.epoch, new,
-                                        timeout_ms=self.options.delivery_timeout_ms)
+            transactions.add_partitions(
+                self.client,
+                self.transactional_id,
+                self.producer_id,
+                self.epoch,
+                new,
+                timeout_ms=self.options.delivery_timeout_ms,
+            )
         except BrokerError as e:
-            raise ProduceError(transaction_hint(e, self.transactional_id,
-                                                self.options.transactional_id_prefix)) from e
+            raise ProduceError(
+                transaction_hint(e, self.transactional_id, self.options.transactional_id_prefix)
+            ) from e
         self._enlisted.update(new)
 
     def abort_transaction(self) -> bool:
@@ -133,22 +151,33 @@ class ProducerIds:
         never raised (the driver's fencing and the broker's transaction timeout remain).
         True when the abort was acknowledged."""
         from protocol.client import transactions
+
         if self.transactional_id is None or not self._enlisted:
             return False
         try:
-            transactions.end_txn(self.client, self.transactional_id, self.producer_id,
-                                 self.epoch, False,
-                                 timeout_ms=self.options.request_timeout_ms)
+            transactions.end_txn(
+                self.client,
+                self.transactional_id,
+                self.producer_id,
+                self.epoch,
+                False,
+                timeout_ms=self.options.request_timeout_ms,
+            )
         except Exception as e:  # noqa: BLE001 - the task's own error is the one to raise
-            log.warning("could not abort the transaction of %s after the task failed (the "
-                        "driver fences it, or the broker aborts it after "
-                        "kafka.transaction.timeout.ms): %s", self.transactional_id, e)
+            log.warning(
+                "could not abort the transaction of %s after the task failed (the "
+                "driver fences it, or the broker aborts it after "
+                "kafka.transaction.timeout.ms): %s",
+                self.transactional_id,
+                e,
+            )
             return False
         self._enlisted.clear()
         return True
 
     def _init_producer_id(self) -> None:
         from protocol.schemas import INIT_PRODUCER_ID
+
         if self.transactional_id is not None:
             self._init_transactional_id()
             return
@@ -164,23 +193,37 @@ class ProducerIds:
             except UnsupportedVersionError as e:
                 raise ProduceError(
                     f"the broker does not support idempotent producers (InitProducerId): "
-                    f"{e}; set kafka.enable.idempotence=false to write without") from e
-            response = conn.request(INIT_PRODUCER_ID, {
-                "transactional_id": None, "transaction_timeout_ms": 60_000,
-                "producer_id": -1, "producer_epoch": -1}, version)
+                    f"{e}; set kafka.enable.idempotence=false to write without"
+                ) from e
+            response = conn.request(
+                INIT_PRODUCER_ID,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout_ms": 60_000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                version,
+            )
             if response["error_code"]:
-                raise request_error(response["error_code"], "InitProducerId",
-                                    "InitProducerId failed")
+                raise request_error(
+                    response["error_code"], "InitProducerId", "InitProducerId failed"
+                )
             return response["producer_id"], response["producer_epoch"]
 
         try:
             self.producer_id, self.epoch = self.client.retrying(
-                "InitProducerId", attempt, self.options.delivery_timeout_ms)
+                "InitProducerId", attempt, self.options.delivery_timeout_ms
+            )
         except BrokerError as e:
-            refine(e, resource_type=CLUSTER, grant=("Write",),
-                   on="the topics written (Kafka 2.8+ takes it for "
-                   "IdempotentWrite on the cluster)", advice="or grant IdempotentWrite on "
-                   "the cluster, or set kafka.enable.idempotence=false")
+            refine(
+                e,
+                resource_type=CLUSTER,
+                grant=("Write",),
+                on="the topics written (Kafka 2.8+ takes it for IdempotentWrite on the cluster)",
+                advice="or grant IdempotentWrite on "
+                "the cluster, or set kafka.enable.idempotence=false",
+            )
             raise ProduceError(f"could not get a producer id: {e}") from e
         self.producer_ids.append(self.producer_id)
         log.debug("producer id %d epoch %d", self.producer_id, self.epoch)
@@ -194,8 +237,11 @@ class ProducerIds:
                 self.producer_id, self.epoch = carried.producer_id, carried.epoch
                 self._carried_sequences = dict(carried.sequences)
                 self.producer_ids.append(self.producer_id)
-                log.debug("producer id %d epoch %d carried over from an earlier task",
-                          self.producer_id, self.epoch)
+                log.debug(
+                    "producer id %d epoch %d carried over from an earlier task",
+                    self.producer_id,
+                    self.epoch,
+                )
             else:
                 self._init_producer_id()
         return self.producer_id, self.epoch
@@ -209,8 +255,12 @@ class ProducerIds:
             return None
         if self.producer_id < 0:
             return self._carried  # wrote nothing: what it was given is still good
-        if (self._new_id_pending or self.pending or any(self._requests.values())
-                or any(p.in_flight for p in self._partitions.values())):
+        if (
+            self._new_id_pending
+            or self.pending
+            or any(self._requests.values())
+            or any(p.in_flight for p in self._partitions.values())
+        ):
             return None
         sequences = dict(self._carried_sequences)
         sequences.update({key: p.next_sequence for key, p in self._partitions.items()})
@@ -226,8 +276,11 @@ class ProducerIds:
         old = self.producer_id
         self._init_producer_id()
         self._carried_sequences.clear()  # a new id starts every partition at 0
-        log.warning("new producer id %d (was %d): renumbering the unacknowledged batches",
-                    self.producer_id, old)
+        log.warning(
+            "new producer id %d (was %d): renumbering the unacknowledged batches",
+            self.producer_id,
+            old,
+        )
         for p in self._partitions.values():
             kept = deque(q for q in p.queue if not q.acked)
             sequence = 0

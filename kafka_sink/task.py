@@ -22,8 +22,14 @@ from .hook_points import reached
 from .options import WriterOptions
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
 from .producer import IDENTITY_STATE_KEY, TaskProducer
-from .transactions import (TaskTransaction, committed_batch, marker_partition, refuse_used_id,
-                           task_identity, transactional_id)
+from .transactions import (
+    TaskTransaction,
+    committed_batch,
+    marker_partition,
+    refuse_used_id,
+    task_identity,
+    transactional_id,
+)
 from .validation import WritePlan, check_rows
 from .commit_message import KafkaCommitMessage
 
@@ -32,8 +38,7 @@ __all__ = ["write_task", "route_rows"]
 log = logging.getLogger("pykafka.sink")
 
 
-def route_rows(rows: Rows, counts: dict[str, int], sticky, *,
-               use_keys: bool = True) -> np.ndarray:
+def route_rows(rows: Rows, counts: dict[str, int], sticky, *, use_keys: bool = True) -> np.ndarray:
     """The partition of every row (the rows passed ``check_rows``): the partition column,
     else (``use_keys``) murmur2 of the key, else ``sticky.assign`` (a
     ``StickyPartitioner`` or a ``RoundRobinPartitioner``)."""
@@ -46,8 +51,11 @@ def route_rows(rows: Rows, counts: dict[str, int], sticky, *,
     hashes = key_valid = None
     if use_keys and rows.key is not None and not decided.all():
         hashes = to_positive(murmur2(rows.key))
-        key_valid = (np.ones(n, dtype=bool) if rows.key.null_count == 0 else
-                     np.asarray(rows.key.is_valid().to_numpy(zero_copy_only=False), bool))
+        key_valid = (
+            np.ones(n, dtype=bool)
+            if rows.key.null_count == 0
+            else np.asarray(rows.key.is_valid().to_numpy(zero_copy_only=False), bool)
+        )
     single = len(rows.topics) == 1
     for code, topic in enumerate(rows.topics):
         count = counts[topic]
@@ -95,15 +103,31 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
         topic = rows.topics[int(group[start] >> 32)]
         part = int(group[start] & 0xFFFFFFFF)
         index = order[start:stop]
-        batcher.add(topic, part, Slice(
-            source, index, None if ts is None else ts[index],
-            None if ts is None else valid[index], int(sizes[index].sum()), base_sizes[index]))
+        batcher.add(
+            topic,
+            part,
+            Slice(
+                source,
+                index,
+                None if ts is None else ts[index],
+                None if ts is None else valid[index],
+                int(sizes[index].sum()),
+                base_sizes[index],
+            ),
+        )
 
 
-def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: WritePlan,
-               *, client=None, producer: TaskProducer | None = None,
-               prefix: str | None = None, task: tuple | None = None,
-               fresh_ids: bool = False) -> KafkaCommitMessage:
+def write_task(
+    batches: Iterator[pa.RecordBatch],
+    options: WriterOptions,
+    plan: WritePlan,
+    *,
+    client=None,
+    producer: TaskProducer | None = None,
+    prefix: str | None = None,
+    task: tuple | None = None,
+    fresh_ids: bool = False,
+) -> KafkaCommitMessage:
     """Write one task's Arrow batches; returns what was written once all is acknowledged.
     With ``prefix`` (exactlyOnce) the task writes in a transaction it leaves open, and
     aborts it if the write raises; ``task`` is its (partition id, attempt, batch id or
@@ -124,8 +148,9 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
         if lease is not None and prefix is None and options.enable_idempotence:
             # Taken out now: after a failure nothing is put back (a fresh id next time).
             identity = lease.state.pop(IDENTITY_STATE_KEY, None)
-        message, producer = _write_task(batches, options, plan, client, producer, prefix,
-                                        task, fresh_ids, identity)
+        message, producer = _write_task(
+            batches, options, plan, client, producer, prefix, task, fresh_ids, identity
+        )
         if lease is not None and prefix is None and options.enable_idempotence:
             kept = producer.identity_to_keep()
             if kept is not None:
@@ -136,15 +161,25 @@ def write_task(batches: Iterator[pa.RecordBatch], options: WriterOptions, plan: 
             lease.give_back()
 
 
-def _write_task(batches, options: WriterOptions, plan: WritePlan, client, producer,
-                prefix, task, fresh_ids, identity) -> tuple[KafkaCommitMessage, TaskProducer]:
+def _write_task(
+    batches,
+    options: WriterOptions,
+    plan: WritePlan,
+    client,
+    producer,
+    prefix,
+    task,
+    fresh_ids,
+    identity,
+) -> tuple[KafkaCommitMessage, TaskProducer]:
     """One task's write: its transaction opened (exactlyOnce), its rows sent, its commit
     message for the driver."""
     iterator = iter(batches)
     txn_info = None
     if prefix is not None:
-        producer, txn_info, skipped = _open_transaction(options, client, producer, prefix,
-                                                        task, fresh_ids)
+        producer, txn_info, skipped = _open_transaction(
+            options, client, producer, prefix, task, fresh_ids
+        )
         if skipped is not None:
             try:
                 for _ in iterator:  # the micro-batch was committed before a restart
@@ -159,15 +194,13 @@ def _write_task(batches, options: WriterOptions, plan: WritePlan, client, produc
         return _commit_message(options, producer, txn_info), producer
     except BaseException:
         if txn_info is not None and producer.abort_transaction():
-            log.warning("the task's write failed: its transaction %s was aborted",
-                        txn_info[0])
+            log.warning("the task's write failed: its transaction %s was aborted", txn_info[0])
         raise
     finally:
         producer.close()
 
 
-def _open_transaction(options: WriterOptions, client, producer, prefix: str, task,
-                      fresh_ids: bool):
+def _open_transaction(options: WriterOptions, client, producer, prefix: str, task, fresh_ids: bool):
     """(producer, (transactional id, partition, attempt, batch id), the commit message of
     a task that writes nothing because its micro-batch was committed before, or None)."""
     partition_id, attempt, batch_id = task if task is not None else task_identity()
@@ -178,20 +211,25 @@ def _open_transaction(options: WriterOptions, client, producer, prefix: str, tas
         if fresh_ids:
             refuse_used_id(tid, producer.epoch)
         skipped = None
-        if (batch_id is not None and committed_batch(
-                producer.client, prefix, partition_id, options.request_timeout_ms,
-                options.topic) >= batch_id):
-            skipped = KafkaCommitMessage(transaction=TaskTransaction(
-                tid, producer.producer_id, producer.epoch, partition_id, attempt,
-                skipped=True))
+        if (
+            batch_id is not None
+            and committed_batch(
+                producer.client, prefix, partition_id, options.request_timeout_ms, options.topic
+            )
+            >= batch_id
+        ):
+            skipped = KafkaCommitMessage(
+                transaction=TaskTransaction(
+                    tid, producer.producer_id, producer.epoch, partition_id, attempt, skipped=True
+                )
+            )
     except BaseException:
         producer.close()
         raise
     return producer, (tid, partition_id, attempt, batch_id), skipped
 
 
-def _send_rows(iterator, options: WriterOptions, plan: WritePlan,
-               producer: TaskProducer) -> None:
+def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: TaskProducer) -> None:
     """Every row of Spark's batches routed to its partition, batched and sent; returns once
     the broker acknowledged them all."""
     batcher = PartitionBatcher(options, producer)
@@ -221,26 +259,30 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan,
             _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys), batcher)
             if producer.buffered_bytes >= options.buffer_memory:
                 producer.wait_for_room(options.buffer_memory // 2)
-            elif (producer.started
-                  or producer.buffered_bytes >= options.check_before_send_bytes):
+            elif producer.started or producer.buffered_bytes >= options.check_before_send_bytes:
                 producer.start()
                 producer.poll(0)
     batcher.flush()
     producer.flush()
 
 
-def _commit_message(options: WriterOptions, producer: TaskProducer,
-                    txn_info) -> KafkaCommitMessage:
+def _commit_message(options: WriterOptions, producer: TaskProducer, txn_info) -> KafkaCommitMessage:
     """What the task wrote, per partition, and its open transaction for the driver."""
     transaction = None
     if txn_info is not None:
         tid, partition_id, attempt, batch_id = txn_info
-        reached("before_task_end", batch_id=batch_id, partition_id=partition_id,
-                attempt=attempt)
+        reached("before_task_end", batch_id=batch_id, partition_id=partition_id, attempt=attempt)
         written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
-        transaction = TaskTransaction(tid, producer.producer_id, producer.epoch,
-                                      partition_id, attempt,
-                                      marker_partition(options, written))
+        transaction = TaskTransaction(
+            tid,
+            producer.producer_id,
+            producer.epoch,
+            partition_id,
+            attempt,
+            marker_partition(options, written),
+        )
     return KafkaCommitMessage(
         partitions={tp: (r, b) for tp, (r, b) in sorted(producer.stats.items())},
-        producer_ids=tuple(producer.producer_ids), transaction=transaction)
+        producer_ids=tuple(producer.producer_ids),
+        transaction=transaction,
+    )

@@ -130,10 +130,22 @@ from protocol.errors import BrokerError, ConfigError, PyKafkaError
 from .hook_points import reached
 from .txn_errors import exactly_once_grant, transaction_hint
 
-__all__ = ["TaskTransaction", "BATCH_ID_PROPERTY", "transactional_id", "marker_group",
-           "marker_partition", "job_prefix", "refuse_used_id",
-           "resolve_prefix", "task_identity", "committed_batch", "commit_transactions",
-           "abort_transactions", "TransactionCommitError", "StaleAttemptError"]
+__all__ = [
+    "TaskTransaction",
+    "BATCH_ID_PROPERTY",
+    "transactional_id",
+    "marker_group",
+    "marker_partition",
+    "job_prefix",
+    "refuse_used_id",
+    "resolve_prefix",
+    "task_identity",
+    "committed_batch",
+    "commit_transactions",
+    "abort_transactions",
+    "TransactionCommitError",
+    "StaleAttemptError",
+]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -201,7 +213,8 @@ def refuse_used_id(tid: str, epoch: int) -> None:
             f"transactional id {tid!r} was used before this task attempt (epoch {epoch}): "
             f"the driver already ended this write (the job failed, or committed another "
             f"attempt of this partition) or an earlier attempt of the stage ran it; this "
-            f"attempt writes nothing (exactlyOnce)")
+            f"attempt writes nothing (exactlyOnce)"
+        )
 
 
 def resolve_prefix(options, raw_options, streaming: bool) -> str:
@@ -217,16 +230,22 @@ def resolve_prefix(options, raw_options, streaming: bool) -> str:
     if checkpoint:
         digest = hashlib.sha256(os.path.abspath(str(checkpoint)).encode()).hexdigest()[:20]
         return f"pykafka-{digest}"
-    what = ("the stream has no checkpointLocation option to derive it from" if streaming
-            else "a batch write has nothing stable to derive it from")
-    raise ConfigError(f"transactionalIdPrefix: exactlyOnce needs a transactionalIdPrefix "
-                      f"({what}); give each query or job its own, e.g. "
-                      f".option(\"transactionalIdPrefix\", \"orders-to-lake\")")
+    what = (
+        "the stream has no checkpointLocation option to derive it from"
+        if streaming
+        else "a batch write has nothing stable to derive it from"
+    )
+    raise ConfigError(
+        f"transactionalIdPrefix: exactlyOnce needs a transactionalIdPrefix "
+        f"({what}); give each query or job its own, e.g. "
+        f'.option("transactionalIdPrefix", "orders-to-lake")'
+    )
 
 
 def task_identity() -> tuple[int, int, int | None]:
     """(partition id, attempt number, micro-batch id or None) of the running Spark task."""
     from pyspark import TaskContext
+
     ctx = TaskContext.get()
     if ctx is None:
         raise RuntimeError("exactlyOnce writes run inside Spark tasks (no TaskContext)")
@@ -242,24 +261,28 @@ def marker_partition(options, written) -> tuple[str, int] | None:
     return written[0] if written else None
 
 
-def committed_batch(client, prefix: str, partition_id: int, timeout_ms=None,
-                    topic: str | None = None) -> int:
+def committed_batch(
+    client, prefix: str, partition_id: int, timeout_ms=None, topic: str | None = None
+) -> int:
     """The last micro-batch id committed by partition ``partition_id``, -1 if none: the
     highest offset of its marker group, on partition 0 of ``topic`` or on any."""
     try:
-        offsets = txn.fetch_stable_offsets(client, marker_group(prefix, partition_id),
-                                           None if topic is None else [(topic, 0)],
-                                           timeout_ms=timeout_ms)
+        offsets = txn.fetch_stable_offsets(
+            client,
+            marker_group(prefix, partition_id),
+            None if topic is None else [(topic, 0)],
+            timeout_ms=timeout_ms,
+        )
     except BrokerError as e:
         raise exactly_once_grant(e, prefix) from e
     return max((o for o, _ in offsets.values()), default=-1)
 
 
-def _end(client, t: TaskTransaction, commit: bool, timeout_ms,
-         prefix: str | None = None) -> None:
+def _end(client, t: TaskTransaction, commit: bool, timeout_ms, prefix: str | None = None) -> None:
     try:
-        txn.end_txn(client, t.transactional_id, t.producer_id, t.epoch, commit,
-                    timeout_ms=timeout_ms)
+        txn.end_txn(
+            client, t.transactional_id, t.producer_id, t.epoch, commit, timeout_ms=timeout_ms
+        )
     except BrokerError as e:
         raise TransactionCommitError(
             f"{'committing' if commit else 'aborting'} the transaction of Spark partition "
@@ -267,16 +290,23 @@ def _end(client, t: TaskTransaction, commit: bool, timeout_ms,
         ) from e
 
 
-def fence(client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int,
-          transaction_timeout_ms: int) -> None:
+def fence(
+    client, prefix: str, ids: list[tuple[int, int]], timeout_ms: int, transaction_timeout_ms: int
+) -> None:
     """InitProducerId on ``prefix-partition-attempt`` for each pair: aborts what it left
     open. Failures are logged: the broker's transaction timeout remains the backstop."""
-    fence_ids(client, prefix, [transactional_id(prefix, p, a) for p, a in ids], timeout_ms,
-              transaction_timeout_ms)
+    fence_ids(
+        client,
+        prefix,
+        [transactional_id(prefix, p, a) for p, a in ids],
+        timeout_ms,
+        transaction_timeout_ms,
+    )
 
 
-def fence_ids(client, prefix: str, tids: list[str], timeout_ms: int,
-              transaction_timeout_ms: int) -> None:
+def fence_ids(
+    client, prefix: str, tids: list[str], timeout_ms: int, transaction_timeout_ms: int
+) -> None:
     """``fence`` by transactional id (all under ``prefix``). The ids that could not be
     fenced are one warning per kind of error, once per query (``query_warnings``): a
     stream fences the same ids at every micro-batch, and a grant narrower than the prefix
@@ -290,19 +320,26 @@ def fence_ids(client, prefix: str, tids: list[str], timeout_ms: int,
             failed.setdefault(kind, ([], exactly_once_grant(e, prefix)))[0].append(tid)
     for kind, (ids, error) in failed.items():
         query_warnings(prefix).warn(
-            f"fence:{kind}", "could not fence transactional id(s) %s (the broker aborts "
+            f"fence:{kind}",
+            "could not fence transactional id(s) %s (the broker aborts "
             "their open transactions after kafka.transaction.timeout.ms): %s",
-            ", ".join(ids), error)
+            ", ".join(ids),
+            error,
+        )
 
 
-def commit_transactions(client, options, prefix: str, messages, batch_id: int | None
-                        ) -> dict[str, int]:
+def commit_transactions(
+    client, options, prefix: str, messages, batch_id: int | None
+) -> dict[str, int]:
     """End every committed task's transaction (see the module docstring); returns counts
     of ``committed``, ``replayed`` (aborted: the batch was committed before) and
     ``skipped`` (tasks that wrote nothing for that reason)."""
     timeout = options.request_timeout_ms
-    tasks = [m.transaction for m in messages
-             if m is not None and getattr(m, "transaction", None) is not None]
+    tasks = [
+        m.transaction
+        for m in messages
+        if m is not None and getattr(m, "transaction", None) is not None
+    ]
     counts = {"committed": 0, "replayed": 0, "skipped": 0}
     reached("before_driver_commit", batch_id=batch_id)
     done = 0
@@ -316,21 +353,30 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
             reached("between_commits", batch_id=batch_id)
         if batch_id is not None:
             group = marker_group(prefix, t.partition_id)
-            if committed_batch(client, prefix, t.partition_id, timeout,
-                               options.topic) >= batch_id:
+            if committed_batch(client, prefix, t.partition_id, timeout, options.topic) >= batch_id:
                 _end(client, t, False, timeout)
                 counts["replayed"] += 1
-                log.warning("micro-batch %d of Spark partition %d was committed before a "
-                            "restart: its re-run transaction is aborted", batch_id,
-                            t.partition_id)
+                log.warning(
+                    "micro-batch %d of Spark partition %d was committed before a "
+                    "restart: its re-run transaction is aborted",
+                    batch_id,
+                    t.partition_id,
+                )
                 continue
             try:
-                txn.add_offsets(client, t.transactional_id, t.producer_id, t.epoch, group,
-                                timeout_ms=timeout)
-                txn.txn_offset_commit(client, t.transactional_id, t.producer_id, t.epoch,
-                                      group, {t.marker: batch_id},
-                                      f"pyspark-pykafka exactlyOnce batch {batch_id}",
-                                      timeout_ms=timeout)
+                txn.add_offsets(
+                    client, t.transactional_id, t.producer_id, t.epoch, group, timeout_ms=timeout
+                )
+                txn.txn_offset_commit(
+                    client,
+                    t.transactional_id,
+                    t.producer_id,
+                    t.epoch,
+                    group,
+                    {t.marker: batch_id},
+                    f"pyspark-pykafka exactlyOnce batch {batch_id}",
+                    timeout_ms=timeout,
+                )
             except BrokerError as e:
                 raise TransactionCommitError(
                     f"recording micro-batch {batch_id} for Spark partition "
@@ -341,8 +387,9 @@ def commit_transactions(client, options, prefix: str, messages, batch_id: int | 
         counts["committed"] += 1
         done += 1
     reached("after_commit", batch_id=batch_id)
-    losers = sorted({(t.partition_id, a) for t in tasks
-                     for a in [*range(t.attempt), t.attempt + 1]})
+    losers = sorted(
+        {(t.partition_id, a) for t in tasks for a in [*range(t.attempt), t.attempt + 1]}
+    )
     fence(client, prefix, losers, timeout, options.transaction_timeout_ms)
     if batch_id is not None:
         ended = {t.transactional_id for t in tasks}
@@ -358,8 +405,9 @@ def task_id_pattern(prefix: str) -> str:
     return f"{re.escape(prefix)}-[0-9]+-[0-9]+"
 
 
-def fence_leftovers(client, prefix: str, ended: set[str], timeout_ms: int,
-                    transaction_timeout_ms: int) -> list[str]:
+def fence_leftovers(
+    client, prefix: str, ended: set[str], timeout_ms: int, transaction_timeout_ms: int
+) -> list[str]:
     """After a stream's micro-batch commit: fence every Ongoing transaction of a task id
     under ``prefix`` other than ``ended`` (the ones this commit just ended or fenced);
     returns their ids.
@@ -374,23 +422,37 @@ def fence_leftovers(client, prefix: str, ended: set[str], timeout_ms: int,
     repeated = query_warnings(prefix)
     skipped: dict[int, BaseException] = {}
     try:
-        open_ids = txn.open_transactional_ids(client, f"^{pattern}$",
-                                              timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS),
-                                              skipped=skipped)
+        open_ids = txn.open_transactional_ids(
+            client, f"^{pattern}$", timeout_ms=min(timeout_ms, LIST_TIMEOUT_MS), skipped=skipped
+        )
     except PyKafkaError as e:
-        repeated.warn(f"list:{type(e).__name__}", "could not list open transactions to "
-                      "fence those an earlier run of prefix %s left (the broker aborts "
-                      "them after kafka.transaction.timeout.ms): %s", prefix, e)
+        repeated.warn(
+            f"list:{type(e).__name__}",
+            "could not list open transactions to "
+            "fence those an earlier run of prefix %s left (the broker aborts "
+            "them after kafka.transaction.timeout.ms): %s",
+            prefix,
+            e,
+        )
         return []
     for node, e in sorted(skipped.items()):
-        repeated.warn(f"list:{node}:{type(e).__name__}", "open transactions: broker %s "
-                      "skipped (the open transactions it coordinates end by "
-                      "kafka.transaction.timeout.ms): %s", node, e)
+        repeated.warn(
+            f"list:{node}:{type(e).__name__}",
+            "open transactions: broker %s "
+            "skipped (the open transactions it coordinates end by "
+            "kafka.transaction.timeout.ms): %s",
+            node,
+            e,
+        )
     leftovers = sorted(t for t in open_ids if re.fullmatch(pattern, t) and t not in ended)
     if leftovers:
         fence_ids(client, prefix, leftovers, timeout_ms, transaction_timeout_ms)
-        log.info("fenced %d open transaction(s) left under prefix %s by an earlier run or "
-                 "attempt: %s", len(leftovers), prefix, ", ".join(leftovers))
+        log.info(
+            "fenced %d open transaction(s) left under prefix %s by an earlier run or attempt: %s",
+            len(leftovers),
+            prefix,
+            ", ".join(leftovers),
+        )
     return leftovers
 
 

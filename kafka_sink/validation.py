@@ -24,12 +24,29 @@ import numpy as np
 
 from protocol.errors import ConfigError
 
-__all__ = ["WritePlan", "check_save_mode", "check_schema", "check_rows", "TOPIC", "KEY",
-           "VALUE", "HEADERS", "PARTITION", "TIMESTAMP", "HEADERS_CATALOG_STRING",
-           "BATCH_OVERHEAD"]
+__all__ = [
+    "WritePlan",
+    "check_save_mode",
+    "check_schema",
+    "check_rows",
+    "TOPIC",
+    "KEY",
+    "VALUE",
+    "HEADERS",
+    "PARTITION",
+    "TIMESTAMP",
+    "HEADERS_CATALOG_STRING",
+    "BATCH_OVERHEAD",
+]
 
 TOPIC, KEY, VALUE, HEADERS, PARTITION, TIMESTAMP = (
-    "topic", "key", "value", "headers", "partition", "timestamp")
+    "topic",
+    "key",
+    "value",
+    "headers",
+    "partition",
+    "timestamp",
+)
 HEADERS_CATALOG_STRING = "array<struct<key:string,value:binary>>"
 #: Bytes of a batch v2 header: Java counts them in a record's serialized size bound.
 BATCH_OVERHEAD = 61
@@ -48,9 +65,11 @@ class WritePlan:
 
 
 #: What to write instead of a refused save mode: the one mode both Spark and Kafka take.
-SAVE_MODE_HINT = ('Write with .mode("append"): records are only ever appended to a topic, '
-                  "and Spark refuses its default save mode (ErrorIfExists) for Python data "
-                  "sources, so append must be named.")
+SAVE_MODE_HINT = (
+    'Write with .mode("append"): records are only ever appended to a topic, '
+    "and Spark refuses its default save mode (ErrorIfExists) for Python data "
+    "sources, so append must be named."
+)
 
 
 def check_save_mode(overwrite: bool, mode: str = "Overwrite") -> None:
@@ -66,40 +85,52 @@ def _catalog_string(data_type) -> str:
 
 
 def _unsupported(name: str, data_type, desired: str) -> ConfigError:
-    return ConfigError(f"{name} attribute unsupported type {_catalog_string(data_type)}. "
-                       f"{name} must be a(n) {desired}")
+    return ConfigError(
+        f"{name} attribute unsupported type {_catalog_string(data_type)}. "
+        f"{name} must be a(n) {desired}"
+    )
 
 
 def _is_headers_type(data_type) -> bool:
     from pyspark.sql.types import ArrayType, BinaryType, StringType, StructType
+
     if not isinstance(data_type, ArrayType):
         return False
     element = data_type.elementType
     if not isinstance(element, StructType) or len(element.fields) != 2:
         return False
     key, value = element.fields
-    return (key.name.lower() == "key" and isinstance(key.dataType, StringType)
-            and value.name.lower() == "value" and isinstance(value.dataType, BinaryType))
+    return (
+        key.name.lower() == "key"
+        and isinstance(key.dataType, StringType)
+        and value.name.lower() == "value"
+        and isinstance(value.dataType, BinaryType)
+    )
 
 
 def check_schema(schema, topic_option: str | None, formatted=()) -> WritePlan:
     """Spark's ``KafkaWriter.validateQuery`` (plus its timestamp rule) on a ``StructType``.
     Column names are matched exactly, as Spark does. The columns in ``formatted`` (key,
     value under keyFormat/valueFormat) may be of any type: they are encoded first."""
-    from pyspark.sql.types import (BinaryType, DoubleType, IntegerType, StringType,
-                                   TimestampType)
+    from pyspark.sql.types import BinaryType, DoubleType, IntegerType, StringType, TimestampType
+
     fields = {f.name: f.dataType for f in schema.fields}
 
     topic_column = False
     if topic_option is None:
         if TOPIC not in fields:
-            raise ConfigError("topic option required when no 'topic' attribute is present. "
-                              "Use the topic option for setting a topic.")
+            raise ConfigError(
+                "topic option required when no 'topic' attribute is present. "
+                "Use the topic option for setting a topic."
+            )
         if not isinstance(fields[TOPIC], StringType):
             raise _unsupported(TOPIC, fields[TOPIC], "string")
         topic_column = True
-    if KEY in fields and KEY not in formatted and not isinstance(fields[KEY],
-                                                                 (StringType, BinaryType)):
+    if (
+        KEY in fields
+        and KEY not in formatted
+        and not isinstance(fields[KEY], (StringType, BinaryType))
+    ):
         raise _unsupported(KEY, fields[KEY], "string or binary")
     if VALUE not in fields:
         raise ConfigError("Required attribute 'value' not found")
@@ -118,17 +149,23 @@ def check_schema(schema, topic_option: str | None, formatted=()) -> WritePlan:
             timestamp_kind = "double"
         else:
             raise _unsupported(TIMESTAMP, data_type, "double or timestamp")
-    return WritePlan(topic_option=topic_option, topic_column=topic_column,
-                     key_column=KEY in fields, headers_column=HEADERS in fields,
-                     partition_column=PARTITION in fields, timestamp_kind=timestamp_kind)
+    return WritePlan(
+        topic_option=topic_option,
+        topic_column=topic_column,
+        key_column=KEY in fields,
+        headers_column=HEADERS in fields,
+        partition_column=PARTITION in fields,
+        timestamp_kind=timestamp_kind,
+    )
 
 
 def _first(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int,
-               lookup_ms: int = 0) -> None:
+def check_rows(
+    rows, partition_counts: Mapping[str, int], max_request_size: int, lookup_ms: int = 0
+) -> None:
     """The data-dependent checks on one prepared Arrow batch (``columns.Rows``), in this
     order: null topics, unknown topics, partitions out of range, negative timestamps, null
     header keys, records too large. ``partition_counts`` has every topic that exists (the
@@ -136,13 +173,15 @@ def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int,
     if rows.null_topics:
         raise ConfigError(
             f"null topic present in the data ({rows.null_topics} of {rows.n} rows in this "
-            f"batch). Use the topic option for setting a default topic.")
+            f"batch). Use the topic option for setting a default topic."
+        )
     missing = [topic for topic in rows.topics if topic not in partition_counts]
     if missing:
         raise ConfigError(
             f"the records' topic(s) {', '.join(repr(t) for t in missing)} do not exist in "
             f"the cluster (Topic {missing[0]} not present in metadata after {lookup_ms} ms; "
-            f"topics are not created by the writer: create it first)")
+            f"topics are not created by the writer: create it first)"
+        )
     if rows.partition is not None:
         for t, topic in enumerate(rows.topics):
             count = partition_counts[topic]
@@ -154,21 +193,28 @@ def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int,
                     f"partition column: Invalid partition given with record: "
                     f"{int(rows.partition[i])} is not in the range [0...{count}) of topic "
                     f"{topic!r}, which has {count} partitions ({int(bad.sum())} such rows in "
-                    f"this batch, the first at row {i})")
+                    f"this batch, the first at row {i})"
+                )
     if rows.timestamp_ms is not None:
         negative = rows.timestamp_valid & (rows.timestamp_ms < 0)
         if negative.any():
             i = _first(negative)
-            raise ConfigError(f"timestamp column: Invalid timestamp: "
-                              f"{int(rows.timestamp_ms[i])}. Timestamp should always be "
-                              f"non-negative or null. (row {i} of this batch)")
+            raise ConfigError(
+                f"timestamp column: Invalid timestamp: "
+                f"{int(rows.timestamp_ms[i])}. Timestamp should always be "
+                f"non-negative or null. (row {i} of this batch)"
+            )
     if rows.null_header_keys:
-        raise ConfigError(f"headers column: Null header keys are not permitted "
-                          f"({rows.null_header_keys} null keys in this batch)")
+        raise ConfigError(
+            f"headers column: Null header keys are not permitted "
+            f"({rows.null_header_keys} null keys in this batch)"
+        )
     if rows.null_header_entries:
-        raise ConfigError(f"headers column: a header entry is null "
-                          f"({rows.null_header_entries} in this batch); every entry needs "
-                          f"a key")
+        raise ConfigError(
+            f"headers column: a header entry is null "
+            f"({rows.null_header_entries} in this batch); every entry needs "
+            f"a key"
+        )
     serialized = rows.sizes + BATCH_OVERHEAD
     too_large = serialized > max_request_size
     if too_large.any():
@@ -178,4 +224,5 @@ def check_rows(rows, partition_counts: Mapping[str, int], max_request_size: int,
             f"The message is {int(serialized[i])} bytes when serialized which is larger than "
             f"{max_request_size}, which is the value of the max.request.size configuration "
             f"(kafka.max.request.size). Topic {topic!r}, row {i} of this batch; "
-            f"{int(too_large.sum())} such rows in this batch.")
+            f"{int(too_large.sum())} such rows in this batch."
+        )

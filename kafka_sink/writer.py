@@ -47,8 +47,7 @@ from protocol.client.retry import RETRIABLE
 from .commit_message import KafkaCommitMessage, totals
 from .options import WriterOptions, parse_writer_options
 from .txn_errors import WRITE_GRANT
-from .transactions import (abort_transactions, commit_transactions, job_prefix,
-                           resolve_prefix)
+from .transactions import abort_transactions, commit_transactions, job_prefix, resolve_prefix
 from .validation import WritePlan, check_save_mode, check_schema
 
 if TYPE_CHECKING:
@@ -56,8 +55,13 @@ if TYPE_CHECKING:
 
     from .producer import TaskProducer
 
-__all__ = ["KafkaArrowWriter", "KafkaStreamArrowWriter", "KafkaCommitMessage",
-           "create_writer", "create_stream_writer"]
+__all__ = [
+    "KafkaArrowWriter",
+    "KafkaStreamArrowWriter",
+    "KafkaCommitMessage",
+    "create_writer",
+    "create_stream_writer",
+]
 
 log = logging.getLogger("pykafka.sink")
 
@@ -70,11 +74,13 @@ _TASK_NAMES = ("write_task", "route_rows", "_hand_over", "_send_rows", "_write_t
 def __getattr__(name: str):
     if name in _TASK_NAMES:
         from . import task
+
         return getattr(task, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---- Spark's writers ------------------------------------------------------------------------
+
 
 def _log_totals(what: str, messages) -> None:
     per_topic = totals(messages)
@@ -107,8 +113,14 @@ class _TaskWriting:
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
         settle_worker_heap()
         from .task import write_task
-        return write_task(iterator, self.options, self.plan, prefix=self.prefix,
-                          fresh_ids=self.FRESH_IDS and self.prefix is not None)
+
+        return write_task(
+            iterator,
+            self.options,
+            self.plan,
+            prefix=self.prefix,
+            fresh_ids=self.FRESH_IDS and self.prefix is not None,
+        )
 
 
 class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
@@ -125,12 +137,20 @@ class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
         done = [m for m in messages if m is not None]
         if self.prefix is not None:
             aborted = _end_transactions(self.options, self.prefix, messages, None, False)
-            log.warning("Kafka write aborted: %d of %d tasks had finished; their %d "
-                        "transactions were aborted, nothing is visible to read_committed "
-                        "readers", len(done), len(messages), aborted)
+            log.warning(
+                "Kafka write aborted: %d of %d tasks had finished; their %d "
+                "transactions were aborted, nothing is visible to read_committed "
+                "readers",
+                len(done),
+                len(messages),
+                aborted,
+            )
             return
-        log.warning("Kafka write aborted: %d of %d tasks had finished; records they "
-                    "wrote stay in Kafka", len(done), len(messages))
+        log.warning(
+            "Kafka write aborted: %d of %d tasks had finished; records they wrote stay in Kafka",
+            len(done),
+            len(messages),
+        )
         _log_totals("Kafka write aborted", done)
 
 
@@ -145,7 +165,8 @@ class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamAr
                 f"Data source pykafka does not support continuous processing: under "
                 f"trigger(continuous=...) Spark runs none of the sink's tasks, so epoch "
                 f"{batchId} wrote nothing to Kafka and is not committed. Use a "
-                f"processing-time or availableNow trigger.")
+                f"processing-time or availableNow trigger."
+            )
         if self.prefix is not None:
             counts = _end_transactions(self.options, self.prefix, messages, batchId, True)
             log.info("Kafka micro-batch %d: %s", batchId, counts)
@@ -155,11 +176,21 @@ class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamAr
         done = [m for m in messages if m is not None]
         if self.prefix is not None:
             _end_transactions(self.options, self.prefix, messages, batchId, False)
-            log.warning("Kafka micro-batch %d aborted: %d of %d tasks had finished; their "
-                        "transactions were aborted", batchId, len(done), len(messages))
+            log.warning(
+                "Kafka micro-batch %d aborted: %d of %d tasks had finished; their "
+                "transactions were aborted",
+                batchId,
+                len(done),
+                len(messages),
+            )
             return
-        log.warning("Kafka micro-batch %d aborted: %d of %d tasks had finished; records "
-                    "they wrote stay in Kafka", batchId, len(done), len(messages))
+        log.warning(
+            "Kafka micro-batch %d aborted: %d of %d tasks had finished; records "
+            "they wrote stay in Kafka",
+            batchId,
+            len(done),
+            len(messages),
+        )
 
 
 #: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
@@ -172,8 +203,10 @@ def _check_transactions(producer: TaskProducer) -> None:
         versions = producer.client.connection(node).api_versions
         missing = [k for k in _TRANSACTION_APIS if k not in versions]
         if missing:
-            raise ConfigError(f"exactlyOnce: broker {node} does not support transactions "
-                              f"(no API keys {missing}); set exactlyOnce=false")
+            raise ConfigError(
+                f"exactlyOnce: broker {node} does not support transactions "
+                f"(no API keys {missing}); set exactlyOnce=false"
+            )
 
 
 #: Checks that passed in this process: key -> monotonic time. Spark's Python runner makes
@@ -218,24 +251,31 @@ def _check_topic_exists(options: WriterOptions) -> None:
     if checked is not None and time.monotonic() - checked < max_age:
         return
     started = time.monotonic()
-    what = (f"checking topic {options.topic!r}" if options.topic is not None
-            else "reaching the brokers")
+    what = (
+        f"checking topic {options.topic!r}" if options.topic is not None else "reaching the brokers"
+    )
     try:
-        with_retries(what, lambda: _check_topic(options), log=log,
-                     attempts=ATTEMPTS if checked is None else sys.maxsize,
-                     deadline=started + options.max_block_ms / 1000,
-                     retriable=RETRIABLE["topic check"])
+        with_retries(
+            what,
+            lambda: _check_topic(options),
+            log=log,
+            attempts=ATTEMPTS if checked is None else sys.maxsize,
+            deadline=started + options.max_block_ms / 1000,
+            retriable=RETRIABLE["topic check"],
+        )
     except _TopicNotInMetadata:
         waited_ms = round((time.monotonic() - started) * 1000)
         raise ConfigError(
             f"{missing_topics_message('topic', [options.topic])} (Topic {options.topic} not "
             f"present in metadata after {waited_ms} ms; topics are not created by the "
-            f"writer: create it first)") from None
+            f"writer: create it first)"
+        ) from None
     _CHECKED.put(key, time.monotonic())
 
 
 def _check_topic(options: WriterOptions) -> None:
     from .producer import TaskProducer
+
     lease = pool.checkout(options.client_config)
     producer = TaskProducer(options, lease.client)
     try:
@@ -249,8 +289,9 @@ def _check_topic(options: WriterOptions) -> None:
         if info is not None and info.error_code in RESOURCE_TYPES:
             # Kafka answers a topic the principal may not describe (existing or not) so,
             # with no partitions: not a missing topic to wait for
-            raise refine(request_error(info.error_code, "Metadata", topic=options.topic),
-                         grant=WRITE_GRANT)
+            raise refine(
+                request_error(info.error_code, "Metadata", topic=options.topic), grant=WRITE_GRANT
+            )
         if info is None or info.error_code in _TOPIC_NOT_THERE or not info.partitions:
             raise _TopicNotInMetadata(f"topic {options.topic!r} is not in the metadata")
         if info.error_code:
@@ -265,8 +306,8 @@ def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan
     plan = check_schema(schema, parsed.topic, {f.column for f in parsed.formats})
     if parsed.formats:
         from kafka_common.value_formats import resolve_sink_formats
-        parsed = dataclasses.replace(parsed, formats=resolve_sink_formats(parsed.formats,
-                                                                          schema))
+
+        parsed = dataclasses.replace(parsed, formats=resolve_sink_formats(parsed.formats, schema))
     prefix = resolve_prefix(parsed, options, streaming) if parsed.exactly_once else None
     _check_topic_exists(parsed)
     return parsed, plan, prefix

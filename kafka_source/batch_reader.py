@@ -30,8 +30,16 @@ from protocol.client import pool
 from .fetcher import OpenEnd, read_range, read_ranges, resolve_open_ends
 from .offset_reader import OffsetReader
 from .options import ReaderOptions
-from .offset_specs import (LATEST, GlobalTimestamp, LatestOffsets, OffsetRange, OffsetSpec,
-                           SpecificOffsets, SpecificTimestamps, TopicPartition)
+from .offset_specs import (
+    LATEST,
+    GlobalTimestamp,
+    LatestOffsets,
+    OffsetRange,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    TopicPartition,
+)
 from .planning import one_task, plan_ranges, resolve_batch, small_read_groups
 
 
@@ -66,13 +74,17 @@ class KafkaRangesPartition(InputPartition):
     def __init__(self, ranges, open_ends=None):
         super().__init__(tuple(tuple(r) for r in ranges))
         self.ranges = tuple(ranges)
-        self.open_ends = (tuple(open_ends) if open_ends is not None
-                          else (None,) * len(self.ranges))
+        self.open_ends = tuple(open_ends) if open_ends is not None else (None,) * len(self.ranges)
 
     def __repr__(self) -> str:
-        return "KafkaRangesPartition(" + ", ".join(
-            f"{r.topic}-{r.partition} [{r.start}, {r.end}{'..' if e is not None else ''})"
-            for r, e in zip(self.ranges, self.open_ends)) + ")"
+        return (
+            "KafkaRangesPartition("
+            + ", ".join(
+                f"{r.topic}-{r.partition} [{r.start}, {r.end}{'..' if e is not None else ''})"
+                for r, e in zip(self.ranges, self.open_ends)
+            )
+            + ")"
+        )
 
 
 def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenEnd | None:
@@ -88,8 +100,9 @@ def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenE
     return None
 
 
-def plan_partitions(options: ReaderOptions, client, narrowing=None
-                    ) -> list[KafkaInputPartition] | list[KafkaRangesPartition]:
+def plan_partitions(
+    options: ReaderOptions, client, narrowing=None
+) -> list[KafkaInputPartition] | list[KafkaRangesPartition]:
     """``planning.plan_batch``'s ranges as input partitions, with open ends; for a small
     read, a partition per group of them (see the module docstring)."""
     ranges, ends = resolve_batch(options, client, narrowing)
@@ -101,10 +114,15 @@ def plan_partitions(options: ReaderOptions, client, narrowing=None
         j = last.get(r.topic_partition)
         if j is None or r.end > split[j].end:
             last[r.topic_partition] = i
-    parts = [KafkaInputPartition(r, open_end_for(options.ending_offsets, r.topic_partition,
-                                                 cap) if last[r.topic_partition] == i
-                                 else None)
-             for i, r in enumerate(split)]
+    parts = [
+        KafkaInputPartition(
+            r,
+            open_end_for(options.ending_offsets, r.topic_partition, cap)
+            if last[r.topic_partition] == i
+            else None,
+        )
+        for i, r in enumerate(split)
+    ]
     for tp, end in sorted(ends.items()):
         if tp in last:
             continue
@@ -113,10 +131,13 @@ def plan_partitions(options: ReaderOptions, client, narrowing=None
         if open_end is None or (cap is not None and cap <= start):
             continue
         parts.append(KafkaInputPartition(OffsetRange(tp[0], tp[1], start, start), open_end))
-    if one_task([p.range for p in parts], options.min_partitions,
-                options.max_records_per_partition):
-        return [KafkaRangesPartition([p.range for p in group], [p.open_end for p in group])
-                for group in small_read_groups(parts)]
+    if one_task(
+        [p.range for p in parts], options.min_partitions, options.max_records_per_partition
+    ):
+        return [
+            KafkaRangesPartition([p.range for p in group], [p.open_end for p in group])
+            for group in small_read_groups(parts)
+        ]
     return parts
 
 
@@ -128,8 +149,9 @@ class KafkaBatchReader(DataSourceReader):
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
         with pool.borrow(o.client_config) as lease:
-            offsets = OffsetReader(lease.client, o.fetch_offset_num_retries,
-                                   o.fetch_offset_retry_interval_ms)
+            offsets = OffsetReader(
+                lease.client, o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms
+            )
             return plan_partitions(o, offsets, narrowing=self.pushed)
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
@@ -139,8 +161,9 @@ class KafkaBatchReader(DataSourceReader):
             return
         # A small read's task: every open end looked up in one round, and every range's
         # first Fetch in one, not one per range.
-        yield from read_ranges(self.options, resolve_open_ends(
-            self.options, partition.ranges, partition.open_ends))
+        yield from read_ranges(
+            self.options, resolve_open_ends(self.options, partition.ranges, partition.open_ends)
+        )
 
 
 class KafkaPushdownBatchReader(KafkaBatchReader):
@@ -151,6 +174,7 @@ class KafkaPushdownBatchReader(KafkaBatchReader):
 
     def pushFilters(self, filters):
         from .pushdown import narrowing_from_filters
+
         filters = list(filters)
         self.pushed = narrowing_from_filters(filters)
         # Every filter is still evaluated by Spark: pushdown only narrows what is read,

@@ -17,8 +17,13 @@ from collections.abc import Iterator
 from protocol.client import pool
 from protocol.authorization import request_error
 from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
-from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             ProtocolError, PyKafkaError)
+from protocol.errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    PyKafkaError,
+)
 from protocol.client.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
@@ -47,11 +52,13 @@ class DataLossError(PyKafkaError):
 
 
 def data_loss_message(topic: str, partition: int, start: int, end: int, why: str) -> str:
-    return (f"Offsets [{start}, {end}) of topic {topic!r} partition {partition} are no longer "
-            f"available in Kafka ({why}): the data was deleted or aged out, or the topic was "
-            "deleted and recreated, before the query read it. Some data may have been lost. "
-            "If you do not want the query to fail in such cases, set the source option "
-            "\"failOnDataLoss\" to \"false\".")
+    return (
+        f"Offsets [{start}, {end}) of topic {topic!r} partition {partition} are no longer "
+        f"available in Kafka ({why}): the data was deleted or aged out, or the topic was "
+        "deleted and recreated, before the query read it. Some data may have been lost. "
+        "If you do not want the query to fail in such cases, set the source option "
+        '"failOnDataLoss" to "false".'
+    )
 
 
 class _RangeReader:
@@ -63,8 +70,7 @@ class _RangeReader:
     of the last progress; an answer with nothing to read yet is asked again after
     ``retry.backoff.ms``."""
 
-    def __init__(self, options, rng: OffsetRange, client: KafkaClient, config,
-                 decode_records):
+    def __init__(self, options, rng: OffsetRange, client: KafkaClient, config, decode_records):
         self.o, self.rng, self.client = options, rng, client
         self.base, self.config = options.client_config, config
         self.decode_records = decode_records
@@ -85,7 +91,8 @@ class _RangeReader:
         self.finished = False  # the range ended before `end` (records gone, compacted away)
         self.poll_s = self.base.retry_backoff_ms / 1000
         self.tries = RetryPolicy.for_client(self.base, options.poll_timeout_ms).start(
-            f"reading topic {rng.topic!r} partition {rng.partition}")
+            f"reading topic {rng.topic!r} partition {rng.partition}"
+        )
 
     # ---- the loop -------------------------------------------------------------------------
 
@@ -110,9 +117,13 @@ class _RangeReader:
                     self.tries.restart_clock()
                     self.answered_at = time.monotonic()
             if self.lost_records:
-                log.warning("topic %r partition %d: skipped %d offsets that were no longer "
-                            "available (failOnDataLoss=false)", self.rng.topic,
-                            self.rng.partition, self.lost_records)
+                log.warning(
+                    "topic %r partition %d: skipped %d offsets that were no longer "
+                    "available (failOnDataLoss=false)",
+                    self.rng.topic,
+                    self.rng.partition,
+                    self.lost_records,
+                )
         finally:
             if self.pending is not None:
                 self.pending.cancel()
@@ -130,17 +141,21 @@ class _RangeReader:
         """The poll timeout passed without progress: data loss while read_committed waits
         behind a stable offset (as Spark's consumer), else a timeout."""
         if self.stable_end is not None:
-            self.lost(self.offset, self.end,
-                      f"the last stable offset stayed at {self.stable_end} for "
-                      f"kafkaConsumer.pollTimeoutMs={self.o.poll_timeout_ms} ms: a "
-                      "transaction was left open, or the records were aborted or deleted")
+            self.lost(
+                self.offset,
+                self.end,
+                f"the last stable offset stayed at {self.stable_end} for "
+                f"kafkaConsumer.pollTimeoutMs={self.o.poll_timeout_ms} ms: a "
+                "transaction was left open, or the records were aborted or deleted",
+            )
             self.finished = True
             return
         raise KafkaTimeoutError(
             f"Reading topic {self.rng.topic!r} partition {self.rng.partition} made no "
             f"progress at offset {self.offset} (range ends at {self.end}) within "
             f"kafkaConsumer.pollTimeoutMs={self.o.poll_timeout_ms} ms; last error: "
-            f"{self.last_error}")
+            f"{self.last_error}"
+        )
 
     def _answer(self):
         """This partition's part of the next Fetch answer; None after a failure (retried)."""
@@ -164,7 +179,8 @@ class _RangeReader:
             # the answer was garbled into another partition's: ask again.
             self.last_error = ProtocolError(
                 f"the Fetch response had no answer for topic {self.rng.topic!r} partition "
-                f"{self.rng.partition}")
+                f"{self.rng.partition}"
+            )
             pause(self.poll_s)
         return response
 
@@ -187,19 +203,25 @@ class _RangeReader:
             self.tries.restart_clock()
             return None
         if code:
-            err = request_error(code, "Fetch", topic=self.rng.topic,
-                                partition=self.rng.partition)
+            err = request_error(code, "Fetch", topic=self.rng.topic, partition=self.rng.partition)
             if not is_retriable(err):
                 raise err
             self._retry_after(err)
             return None
         batch, next_offset = self.decode_records(
-            response["records"], topic=self.rng.topic, partition=self.rng.partition,
-            start_offset=self.offset, end_offset=self.end,
+            response["records"],
+            topic=self.rng.topic,
+            partition=self.rng.partition,
+            start_offset=self.offset,
+            end_offset=self.end,
             include_headers=self.o.include_headers or self.formats is not None,
-            read_committed=self.read_committed, verify_crc=self.o.check_crcs,
-            aborted_transactions=[(a["producer_id"], a["first_offset"])
-                                  for a in response.get("aborted_transactions") or ()])
+            read_committed=self.read_committed,
+            verify_crc=self.o.check_crcs,
+            aborted_transactions=[
+                (a["producer_id"], a["first_offset"])
+                for a in response.get("aborted_transactions") or ()
+            ],
+        )
         self.answered(self.offset)
         if next_offset > self.offset:
             return self._advance(batch, next_offset)
@@ -222,9 +244,14 @@ class _RangeReader:
             return None
         if self.formats is not None:
             from kafka_common.value_formats.decoding import decode_formats
-            batch = decode_formats(batch, self.formats, topic=self.rng.topic,
-                                   partition=self.rng.partition,
-                                   keep_headers=self.o.include_headers)
+
+            batch = decode_formats(
+                batch,
+                self.formats,
+                topic=self.rng.topic,
+                partition=self.rng.partition,
+                keep_headers=self.o.include_headers,
+            )
         return batch
 
     def _past_end(self, first: int, high_watermark: int) -> None:
@@ -242,7 +269,8 @@ class _RangeReader:
             self.last_error = ProtocolError(
                 f"the Fetch answer for topic {self.rng.topic!r} partition "
                 f"{self.rng.partition} at offset {self.offset} starts with a batch at offset "
-                f"{first}, past the high watermark {high_watermark}")
+                f"{first}, past the high watermark {high_watermark}"
+            )
             pause(self.poll_s)
 
     def _nothing_yet(self, response) -> None:
@@ -269,10 +297,16 @@ class _RangeReader:
         if self.stalled_since is not None:
             return
         self.stalled_since = self.answered_at
-        log.warning("topic %r partition %d: no answer to a Fetch at offset %d: %s; "
-                    "fetching again after a metadata refresh, for up to "
-                    "kafkaConsumer.pollTimeoutMs (%d ms left)", self.rng.topic,
-                    self.rng.partition, offset, error, left_ms)
+        log.warning(
+            "topic %r partition %d: no answer to a Fetch at offset %d: %s; "
+            "fetching again after a metadata refresh, for up to "
+            "kafkaConsumer.pollTimeoutMs (%d ms left)",
+            self.rng.topic,
+            self.rng.partition,
+            offset,
+            error,
+            left_ms,
+        )
 
     def answered(self, offset: int) -> None:
         """A Fetch was answered: the end of a stall, if there was one, is a warning too
@@ -280,9 +314,13 @@ class _RangeReader:
         self.answered_at = time.monotonic()
         if self.stalled_since is None:
             return
-        log.warning("topic %r partition %d: reading again at offset %d after %.1f s "
-                    "without an answer", self.rng.topic, self.rng.partition, offset,
-                    self.answered_at - self.stalled_since)
+        log.warning(
+            "topic %r partition %d: reading again at offset %d after %.1f s without an answer",
+            self.rng.topic,
+            self.rng.partition,
+            offset,
+            self.answered_at - self.stalled_since,
+        )
         self.stalled_since = None
 
     def start(self, offset: int):
@@ -311,9 +349,13 @@ def _start_fetch(client: KafkaClient, o, offsets: dict):
     """A Fetch of ``offsets`` with the reader's fetch options, sent (one request per
     leader), not waited for."""
     return client.start_fetch(
-        offsets, max_wait_ms=o.fetch_max_wait_ms, min_bytes=o.fetch_min_bytes,
-        max_bytes=o.fetch_max_bytes, partition_max_bytes=o.max_partition_fetch_bytes,
-        isolation_level=o.isolation_level_code)
+        offsets,
+        max_wait_ms=o.fetch_max_wait_ms,
+        min_bytes=o.fetch_min_bytes,
+        max_bytes=o.fetch_max_bytes,
+        partition_max_bytes=o.max_partition_fetch_bytes,
+        isolation_level=o.isolation_level_code,
+    )
 
 
 class _SharedFetch:
@@ -357,13 +399,13 @@ class _Share(NamedTuple):
         self.fetch.cancel()
 
 
-def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange,
-                      open_end: OpenEnd) -> int:
+def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange, open_end: OpenEnd) -> int:
     return _resolve_open_ends(client, options, [(rng, open_end)])[0]
 
 
-def _resolve_open_ends(client: KafkaClient, options,
-                       pairs: list[tuple[OffsetRange, OpenEnd]]) -> list[int]:
+def _resolve_open_ends(
+    client: KafkaClient, options, pairs: list[tuple[OffsetRange, OpenEnd]]
+) -> list[int]:
     """The end of each ``(range, open end)``, all looked up together: one ListOffsets
     request per leader for the lot (and one more per leader for the timestamps that no
     record has reached yet), however many ranges a task reads. A partition is asked once
@@ -371,8 +413,9 @@ def _resolve_open_ends(client: KafkaClient, options,
     level = options.isolation_level_code
     wanted = {}
     for rng, open_end in pairs:
-        wanted[(rng.topic, rng.partition)] = (LATEST_TIMESTAMP if open_end.timestamp is None
-                                              else open_end.timestamp)
+        wanted[(rng.topic, rng.partition)] = (
+            LATEST_TIMESTAMP if open_end.timestamp is None else open_end.timestamp
+        )
     found = {tp: o for tp, (o, _) in client.list_offsets(wanted, level).items()}
     # no record at or after the timestamp: the end is the latest offset
     beyond = [tp for tp, o in found.items() if o < 0]
@@ -395,12 +438,12 @@ def resolve_open_ends(options, ranges, open_ends) -> list[OffsetRange]:
         return list(ranges)
     with pool.borrow(options.client_config) as lease:
         ends = iter(_resolve_open_ends(lease.client, options, pairs))
-    return [r if e is None else r._replace(end=next(ends))
-            for r, e in zip(ranges, open_ends)]
+    return [r if e is None else r._replace(end=next(ends)) for r, e in zip(ranges, open_ends)]
 
 
-def read_range(options, rng: OffsetRange,
-               open_end: OpenEnd | None = None) -> Iterator[pa.RecordBatch]:
+def read_range(
+    options, rng: OffsetRange, open_end: OpenEnd | None = None
+) -> Iterator[pa.RecordBatch]:
     """Yield the records of ``rng`` (offsets ``[start, end)``) as Spark-schema batches;
     with ``open_end``, the end is looked up first (see ``OpenEnd``)."""
     if rng.end <= rng.start and open_end is None:
@@ -409,6 +452,7 @@ def read_range(options, rng: OffsetRange,
     # streaming query) import this module but never decode, and the decoders (with the
     # crc32c package) cost them a few hundred milliseconds.
     from protocol.records.decode_arrow import decode_records
+
     # A private copy of the client settings whose timeouts shrink to what is left of
     # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
     # The client comes warm from this worker's pool (``protocol.client.pool``) and takes it on.
@@ -433,17 +477,20 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
             yield from read_range(options, rng)
         return
     from protocol.records.decode_arrow import decode_records  # executor side, see above
+
     config = dataclasses.replace(options.client_config)
     lease = pool.checkout(config)
     try:
-        readers = [_RangeReader(options, rng, lease.client, config, decode_records)
-                   for rng in ranges]
+        readers = [
+            _RangeReader(options, rng, lease.client, config, decode_records) for rng in ranges
+        ]
         first: dict = {}
         for reader in readers:  # a partition read twice shares only its first range
             first.setdefault(reader.tp, reader)
         try:
-            shared = _SharedFetch(_start_fetch(lease.client, options,
-                                               {tp: r.offset for tp, r in first.items()}))
+            shared = _SharedFetch(
+                _start_fetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
+            )
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             log.debug("the shared first Fetch was not sent (each range sends its own): %s", e)
         else:
@@ -455,8 +502,9 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
         lease.give_back()
 
 
-def _read(options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient,
-          config, decode_records) -> Iterator[pa.RecordBatch]:
+def _read(
+    options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient, config, decode_records
+) -> Iterator[pa.RecordBatch]:
     if open_end is not None:
         rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
@@ -469,9 +517,10 @@ def _first_batch_offset(records) -> int | None:
     not; None when there is none or it is a legacy message set (magic 0 or 1, whose
     offset is that of its last inner message)."""
     from protocol.records.batch import MAGIC_OFFSET, MAGIC_V2  # executor side, as decoding
+
     if records is None or len(records) <= MAGIC_OFFSET:
         return None
-    head = bytes(records[:MAGIC_OFFSET + 1])
+    head = bytes(records[: MAGIC_OFFSET + 1])
     if head[MAGIC_OFFSET] != MAGIC_V2:
         return None
     return int.from_bytes(head[:8], "big", signed=True)

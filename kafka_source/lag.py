@@ -55,8 +55,10 @@ def _as_dict(progress: Any) -> dict:
     text = getattr(progress, "json", None)
     if isinstance(text, str):
         return json.loads(text)
-    raise TypeError("a StreamingQueryProgress, its json text or a dict was expected, got "
-                    f"{type(progress).__name__}")
+    raise TypeError(
+        "a StreamingQueryProgress, its json text or a dict was expected, got "
+        f"{type(progress).__name__}"
+    )
 
 
 def _partition_offsets(value: Any) -> dict[tuple[str, int], int] | None:
@@ -92,9 +94,11 @@ def source_lag(source: Mapping) -> dict[str, str]:
     behind = [offset - end[tp] for tp, offset in latest.items() if tp in end]
     if not behind:
         return {}
-    return {"minOffsetsBehindLatest": str(min(behind)),
-            "maxOffsetsBehindLatest": str(max(behind)),
-            "avgOffsetsBehindLatest": java_double(sum(behind) / len(behind))}
+    return {
+        "minOffsetsBehindLatest": str(min(behind)),
+        "maxOffsetsBehindLatest": str(max(behind)),
+        "avgOffsetsBehindLatest": java_double(sum(behind) / len(behind)),
+    }
 
 
 def java_double(x: float) -> str:
@@ -105,6 +109,7 @@ def java_double(x: float) -> str:
     if x == 0 or 1e-3 <= abs(x) < 1e7:
         return repr(x) if x != 0 else ("-0.0" if str(x).startswith("-") else "0.0")
     from decimal import Decimal
+
     sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
     text = "".join(map(str, digits))
     power = exponent + len(text) - 1
@@ -158,6 +163,7 @@ def _with_topics(progress: Any, lags: list[dict[str, str]]) -> list[dict[str, st
 
 def _listener_base():
     from pyspark.sql.streaming import StreamingQueryListener
+
     return StreamingQueryListener
 
 
@@ -186,9 +192,13 @@ class KafkaLagListener(_listener_base()):
                 return
             lags = _with_topics(progress, lags)
             for lag in lags:
-                log.info("%s batch %s: topics %s: offsets behind latest min %s, max %s, "
-                         "avg %s", query_label(progress), progress.batchId,
-                         lag["topics"], *(lag[m] for m in METRICS))
+                log.info(
+                    "%s batch %s: topics %s: offsets behind latest min %s, max %s, avg %s",
+                    query_label(progress),
+                    progress.batchId,
+                    lag["topics"],
+                    *(lag[m] for m in METRICS),
+                )
         except Exception as e:  # a listener must not break the listener bus
             log.warning("could not report the offsets behind latest: %s", e)
 

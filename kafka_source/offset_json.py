@@ -21,8 +21,7 @@ import re
 from kafka_common.option_map import INT32_MAX, INT64_MAX
 from protocol.errors import ConfigError
 
-from .offset_specs import (EARLIEST, SpecificOffsets, SpecificTimestamps, TopicPartition,
-                           format_tp)
+from .offset_specs import EARLIEST, SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp
 
 __all__ = ["parse_offsets_json", "parse_timestamps_json", "parse_assign"]
 
@@ -56,13 +55,16 @@ def _partition_number(option: str, topic: str, key: object, text: str, example: 
     elif _int_value(key) is not None:
         number = _int_value(key)
     if number is None or not 0 <= number <= INT32_MAX:
-        raise ConfigError(f"{option}: partition {key!r} of topic {topic!r} is not a "
-                          f"partition number. Expected e.g. {example}, got {text}")
+        raise ConfigError(
+            f"{option}: partition {key!r} of topic {topic!r} is not a "
+            f"partition number. Expected e.g. {example}, got {text}"
+        )
     return number
 
 
-def _parse_partition_values(option: str, text: str, example: str,
-                            what: str) -> tuple[tuple[TopicPartition, int], ...]:
+def _parse_partition_values(
+    option: str, text: str, example: str, what: str
+) -> tuple[tuple[TopicPartition, int], ...]:
     """``{"topic": {"0": value, ...}, ...}`` into sorted ``((topic, p), value)`` pairs."""
     data = _json_object(option, text, example)
     pairs: dict[TopicPartition, int] = {}
@@ -73,15 +75,18 @@ def _parse_partition_values(option: str, text: str, example: str,
             partition = _partition_number(option, topic, key, text, example)
             number = _int_value(value)
             if number is None:
-                raise ConfigError(f"{option}: the {what} of {topic}-{partition} must be an "
-                                  f"integer, got {json.dumps(value)}. Expected e.g. {example}")
+                raise ConfigError(
+                    f"{option}: the {what} of {topic}-{partition} must be an "
+                    f"integer, got {json.dumps(value)}. Expected e.g. {example}"
+                )
             pairs[(topic, partition)] = number
     return tuple(sorted(pairs.items()))
 
 
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
-_TIMESTAMPS_EXAMPLE = '{"topicA": {"0": 123456789, "1": 123456789}, ' \
-                      '"topicB": {"0": 123456789, "1": 123456789}}'
+_TIMESTAMPS_EXAMPLE = (
+    '{"topicA": {"0": 123456789, "1": 123456789}, "topicB": {"0": 123456789, "1": 123456789}}'
+)
 _ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
 
 
@@ -89,8 +94,10 @@ def parse_offsets_json(option: str, text: str) -> SpecificOffsets:
     offsets = _parse_partition_values(option, text, _OFFSETS_EXAMPLE, "offset")
     for tp, offset in offsets:
         if offset < EARLIEST:
-            raise ConfigError(f"{option}: offset {offset} for {format_tp(tp)} is not valid; "
-                              f"use an offset >= 0, -2 for earliest or -1 for latest")
+            raise ConfigError(
+                f"{option}: offset {offset} for {format_tp(tp)} is not valid; "
+                f"use an offset >= 0, -2 for earliest or -1 for latest"
+            )
     return SpecificOffsets(offsets, option)
 
 
@@ -100,9 +107,11 @@ def parse_timestamps_json(option: str, text: str, strategy: str) -> SpecificTime
     timestamps = _parse_partition_values(option, text, _TIMESTAMPS_EXAMPLE, "timestamp")
     for tp, ts in timestamps:
         if ts < EARLIEST:
-            raise ConfigError(f"{option}: timestamp {ts} for {format_tp(tp)} is not valid; "
-                              f"use milliseconds since the epoch (>= 0), -1 for latest or "
-                              f"-2 for earliest")
+            raise ConfigError(
+                f"{option}: timestamp {ts} for {format_tp(tp)} is not valid; "
+                f"use milliseconds since the epoch (>= 0), -1 for latest or "
+                f"-2 for earliest"
+            )
     return SpecificTimestamps(timestamps, strategy, option)
 
 
@@ -110,8 +119,9 @@ def parse_assign(text: str) -> tuple[TopicPartition, ...]:
     """The partitions of ``assign``, sorted; possibly none (``{}``, ``{"t":[]}``), as
     Spark accepts them: such a query reads nothing."""
     if not text.strip().startswith("{"):
-        raise ConfigError("No topicpartitions to assign as specified value for option "
-                          f"'assign' is '{text}'")
+        raise ConfigError(
+            f"No topicpartitions to assign as specified value for option 'assign' is '{text}'"
+        )
     data = _json_object("assign", text, _ASSIGN_EXAMPLE)
     found: dict[TopicPartition, None] = {}
     for topic, parts in data.items():
@@ -121,9 +131,10 @@ def parse_assign(text: str) -> tuple[TopicPartition, ...]:
             raise ConfigError(f"assign: Expected e.g. {_ASSIGN_EXAMPLE}, got {text}")
         for part in parts:
             if isinstance(part, str):  # Spark's parser takes no quoted numbers here
-                raise ConfigError(f"assign: partition {part!r} of topic {topic!r} is not a "
-                                  f"partition number. Expected e.g. {_ASSIGN_EXAMPLE}, got "
-                                  f"{text}")
-            found[(topic, _partition_number("assign", topic, part, text,
-                                            _ASSIGN_EXAMPLE))] = None
+                raise ConfigError(
+                    f"assign: partition {part!r} of topic {topic!r} is not a "
+                    f"partition number. Expected e.g. {_ASSIGN_EXAMPLE}, got "
+                    f"{text}"
+                )
+            found[(topic, _partition_number("assign", topic, part, text, _ASSIGN_EXAMPLE))] = None
     return tuple(sorted(found))

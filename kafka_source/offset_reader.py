@@ -49,22 +49,29 @@ class OffsetReader:
         return getattr(self._client, name)
 
     def list_offsets(self, timestamps, isolation_level: int = READ_UNCOMMITTED):
-        return self._retry("fetching offsets",
-                           lambda: self._client.list_offsets(timestamps, isolation_level))
+        return self._retry(
+            "fetching offsets", lambda: self._client.list_offsets(timestamps, isolation_level)
+        )
 
     def refresh_metadata(self, topics=None):
         """The partition discovery of planning and of every micro-batch, retried like the
         offset lookups (as Spark's reader retries its whole lookup): a connection broken
         once must not fail the query."""
-        return self._retry("fetching metadata", lambda: self._client.refresh_metadata(topics),
-                           refresh=False)
+        return self._retry(
+            "fetching metadata", lambda: self._client.refresh_metadata(topics), refresh=False
+        )
 
     def _retry(self, what: str, call, refresh: bool = True):
         """``call`` retried by ``kafka_common.retries.with_retries``, the path the writer's
         driver-side check takes too."""
-        return with_retries(what, call, attempts=self.attempts,
-                            interval_ms=self.retry_interval_ms, log=log,
-                            between=self._refresh if refresh else None)
+        return with_retries(
+            what,
+            call,
+            attempts=self.attempts,
+            interval_ms=self.retry_interval_ms,
+            log=log,
+            between=self._refresh if refresh else None,
+        )
 
     def _refresh(self) -> None:
         try:
@@ -73,8 +80,10 @@ class OffsetReader:
             pass
 
     def earliest_offsets(self, tps):
-        return {tp: o for tp, (o, _) in
-                self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()}
+        return {
+            tp: o
+            for tp, (o, _) in self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()
+        }
 
     def metadata_and_latest(self, topics, tps, isolation_level: int = READ_UNCOMMITTED):
         """``refresh_metadata(topics)`` (retried as it is) and the latest offsets of
@@ -88,12 +97,17 @@ class OffsetReader:
         metadata, answers = self._retry(
             "fetching metadata",
             lambda: both(topics, {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level),
-            refresh=False)
-        return metadata, (None if answers is None
-                          else {tp: o for tp, (o, _) in answers.items()})
+            refresh=False,
+        )
+        return metadata, (None if answers is None else {tp: o for tp, (o, _) in answers.items()})
 
-    def latest_offsets(self, tps, isolation_level: int = READ_UNCOMMITTED,
-                       known: Mapping | None = None, first: Mapping | None = None):
+    def latest_offsets(
+        self,
+        tps,
+        isolation_level: int = READ_UNCOMMITTED,
+        known: Mapping | None = None,
+        first: Mapping | None = None,
+    ):
         """The latest offset of each of ``tps``. With ``known`` (offsets the query has
         already seen), an answer below a known offset is asked again, up to
         ``fetchOffset.numRetries`` attempts ``fetchOffset.retryIntervalMs`` apart; the last
@@ -107,27 +121,43 @@ class OffsetReader:
             if answer is not None:
                 latest = dict(answer)
             else:
-                latest = {tp: o for tp, (o, _) in self.list_offsets(
-                    {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level).items()}
-            behind = [(tp, known[tp], o) for tp, o in sorted(latest.items())
-                      if known and tp in known and known[tp] > o]
+                latest = {
+                    tp: o
+                    for tp, (o, _) in self.list_offsets(
+                        {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
+                    ).items()
+                }
+            behind = [
+                (tp, known[tp], o)
+                for tp, o in sorted(latest.items())
+                if known and tp in known and known[tp] > o
+            ]
             if behind:
-                raise _BehindKnown(latest, ", ".join(f"{format_tp(tp)} {k} -> {o}"
-                                                     for tp, k, o in behind))
+                raise _BehindKnown(
+                    latest, ", ".join(f"{format_tp(tp)} {k} -> {o}" for tp, k, o in behind)
+                )
             return latest
 
         def gave_up(tries, e: BaseException) -> BaseException:
             if isinstance(e, _BehindKnown):
-                log.warning("latest offsets below offsets already seen after %d attempts "
-                            "(partition, previous offset -> fetched offset): %s",
-                            tries.count, e)
+                log.warning(
+                    "latest offsets below offsets already seen after %d attempts "
+                    "(partition, previous offset -> fetched offset): %s",
+                    tries.count,
+                    e,
+                )
             return e
 
         try:
             return RetryPolicy.fixed(self.retry_interval_ms, self.attempts).run(
                 "latest offsets below offsets already seen (partition, previous offset -> "
-                "fetched offset)", attempt, retriable=lambda e: isinstance(e, _BehindKnown),
-                give_up=gave_up, level=logging.WARNING, logger=log)
+                "fetched offset)",
+                attempt,
+                retriable=lambda e: isinstance(e, _BehindKnown),
+                give_up=gave_up,
+                level=logging.WARNING,
+                logger=log,
+            )
         except _BehindKnown as e:
             return e.latest
 

@@ -21,9 +21,18 @@ from typing import NamedTuple
 from protocol.errors import ConfigError
 
 __all__ = [
-    "EARLIEST", "LATEST", "TopicPartition", "format_tp", "OffsetRange", "Subscription",
-    "EarliestOffsets", "LatestOffsets", "SpecificOffsets", "SpecificTimestamps",
-    "GlobalTimestamp", "OffsetSpec",
+    "EARLIEST",
+    "LATEST",
+    "TopicPartition",
+    "format_tp",
+    "OffsetRange",
+    "Subscription",
+    "EarliestOffsets",
+    "LatestOffsets",
+    "SpecificOffsets",
+    "SpecificTimestamps",
+    "GlobalTimestamp",
+    "OffsetSpec",
 ]
 
 #: In offset JSON, -2 stands for the earliest offset and -1 for the latest (as in Spark).
@@ -39,6 +48,7 @@ def format_tp(tp: TopicPartition) -> str:
 
 
 # ---- ranges -----------------------------------------------------------------------------
+
 
 class OffsetRange(NamedTuple):
     """Offsets ``[start, end)`` of one topic-partition: one Spark input partition.
@@ -64,6 +74,7 @@ class OffsetRange(NamedTuple):
 
 
 # ---- subscription -----------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
@@ -103,6 +114,7 @@ class Subscription:
 # ---- offset specs -----------------------------------------------------------------------
 # Each spec remembers the option it came from, so that errors found while resolving it can
 # name that option.
+
 
 @dataclass(frozen=True, slots=True)
 class EarliestOffsets:
@@ -156,5 +168,6 @@ class GlobalTimestamp:
     option: str = "startingTimestamp"
 
 
-OffsetSpec = (EarliestOffsets | LatestOffsets | SpecificOffsets | SpecificTimestamps
-              | GlobalTimestamp)
+OffsetSpec = (
+    EarliestOffsets | LatestOffsets | SpecificOffsets | SpecificTimestamps | GlobalTimestamp
+)

@@ -50,22 +50,37 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 from collections.abc import Mapping
 
-from kafka_common.connection_options import (CONNECTIONS_MAX_IDLE_OPTION,
-                                             RETRY_BACKOFF_OPTIONS, SECURITY_OPTIONS,
-                                             client_config)
+from kafka_common.connection_options import (
+    CONNECTIONS_MAX_IDLE_OPTION,
+    RETRY_BACKOFF_OPTIONS,
+    SECURITY_OPTIONS,
+    client_config,
+)
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
 from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
-from .offset_options import (check_start_before_end, check_stream_has_no_end, named_topics,
-                             offset_range, read_subscription)
+from .offset_options import (
+    check_start_before_end,
+    check_stream_has_no_end,
+    named_topics,
+    offset_range,
+    read_subscription,
+)
 from .offset_specs import OffsetSpec, Subscription
 
 __all__ = [
-    "ReaderOption", "READER_OPTIONS", "ReaderOptions", "parse_reader_options",
-    "reader_option_names", "options_table_markdown", "parse_duration_ms", "parse_bytes",
-    "check_reader_options", "reader_formats",
+    "ReaderOption",
+    "READER_OPTIONS",
+    "ReaderOptions",
+    "parse_reader_options",
+    "reader_option_names",
+    "options_table_markdown",
+    "parse_duration_ms",
+    "parse_bytes",
+    "check_reader_options",
+    "reader_formats",
 ]
 
 log = logging.getLogger("pykafka.source")
@@ -84,106 +99,232 @@ _BOTH, _BATCH, _STREAM = "batch and streaming", "batch", "streaming"
 
 #: Every option the reader accepts, in the order the documentation lists them.
 READER_OPTIONS: tuple[ReaderOption, ...] = (
-    ReaderOption("kafka.bootstrap.servers", "(required)", _BOTH,
-                 "Comma-separated host:port list of brokers to bootstrap from."),
-    ReaderOption("subscribe", "(one of three)", _BOTH,
-                 "Comma-separated list of topics to read (internal topics such as "
-                 "__consumer_offsets are skipped, as in Spark)."),
-    ReaderOption("subscribePattern", "(one of three)", _BOTH,
-                 "Python regular expression; every non-internal topic it matches "
-                 "(anywhere in the name) is read."),
-    ReaderOption("assign", "(one of three)", _BOTH,
-                 'JSON of the partitions to read, e.g. {"topicA":[0,1],"topicB":[2,4]}. A '
-                 "partition that does not exist (yet) is skipped; a stream reads it from "
-                 "its earliest offset once it does."),
-    ReaderOption("startingTimestamp", "none", _BOTH,
-                 "Start every partition at the first offset whose timestamp (ms) is at or "
-                 "after this one (-1: latest, -2: earliest). Takes precedence over "
-                 "startingOffsetsByTimestamp and startingOffsets."),
-    ReaderOption("startingOffsetsByTimestamp", "none", _BOTH,
-                 'JSON of a start timestamp (ms) per partition, e.g. '
-                 '{"topicA":{"0":1700000000000}}; -1 is latest, -2 earliest. Takes '
-                 'precedence over startingOffsets.'),
-    ReaderOption("startingOffsets", '"earliest" (batch), "latest" (streaming)', _BOTH,
-                 '"earliest", "latest" (streaming only) or JSON of an offset per partition, '
-                 'e.g. {"topicA":{"0":23,"1":-2}}; -2 is earliest, -1 latest (streaming '
-                 "only)."),
-    ReaderOption("startingOffsetsByTimestampStrategy", '"error"', _BOTH,
-                 'What a start timestamp with no offset at or after it does: "error" fails, '
-                 '"latest" starts that partition at its latest offset.'),
-    ReaderOption("endingTimestamp", "none", _BATCH,
-                 "End every partition at the first offset whose timestamp (ms) is at or "
-                 "after this one (the latest offset when there is none). Takes precedence "
-                 "over endingOffsetsByTimestamp and endingOffsets. Ignored by streams, as "
-                 "in Spark."),
-    ReaderOption("endingOffsetsByTimestamp", "none", _BATCH,
-                 "JSON of an end timestamp (ms) per partition. Takes precedence over "
-                 "endingOffsets."),
-    ReaderOption("endingOffsets", '"latest"', _BATCH,
-                 '"latest" or JSON of an (exclusive) end offset per partition; -1 is latest, '
-                 "-2 is not allowed."),
-    ReaderOption("failOnDataLoss", "true", _BOTH,
-                 "Fail when data may have been lost (deleted topics, offsets out of range) "
-                 "instead of logging a warning and going on."),
-    ReaderOption("minPartitions", "none", _BOTH,
-                 "Desired minimum number of Spark partitions; large Kafka partitions are "
-                 "split to reach about this many."),
-    ReaderOption("maxRecordsPerPartition", "none", _BOTH,
-                 "Split any Kafka partition's range so that no Spark partition reads more "
-                 "than this many offsets."),
-    ReaderOption("includeHeaders", "false", _BOTH,
-                 "Add the record headers as a column."),
-    ReaderOption("kafkaConsumer.pollTimeoutMs", "120000", _BOTH,
-                 "How long (ms) a task waits for records from a broker before failing. "
-                 "Does not follow spark.network.timeout, which a Python source cannot "
-                 "read: set it here."),
-    ReaderOption("fetchOffset.numRetries", "3", _BOTH,
-                 "Attempts at fetching offsets on the driver before giving up."),
-    ReaderOption("fetchOffset.retryIntervalMs", "1000", _BOTH,
-                 "Milliseconds to wait between two attempts at fetching offsets."),
-    ReaderOption("maxOffsetsPerTrigger", "none", _STREAM,
-                 "Upper bound on the offsets read per micro-batch, split across partitions "
-                 "in proportion to their backlog. PySpark 4.2 or later (refused on 4.1)."),
-    ReaderOption("minOffsetsPerTrigger", "none", _STREAM,
-                 "Delay a micro-batch until this many offsets are available (or "
-                 "maxTriggerDelay has passed). PySpark 4.2 or later (refused on 4.1)."),
-    ReaderOption("maxTriggerDelay", '"15m"', _STREAM,
-                 "Longest a micro-batch is delayed by minOffsetsPerTrigger, as a duration "
-                 "(e.g. 30s, 15m, 1h)."),
-    ReaderOption("maxBytesPerTrigger", "none", _STREAM,
-                 "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g). "
-                 "PySpark 4.2 or later (refused on 4.1)."),
-    ReaderOption("commitOffsetsToGroup", "none", _STREAM,
-                 "A consumer group name: the end offsets of each finished micro-batch are "
-                 "committed to it (without joining it), so Kafka's tools show the query's "
-                 "lag. They are never read back: the checkpoint stays the source of truth."),
-    ReaderOption("kafka.isolation.level", '"read_uncommitted"', _BOTH,
-                 '"read_committed" reads only committed transactional records.'),
-    ReaderOption("kafka.group.id", "none", _BOTH,
-                 "Accepted and ignored (with a warning): reading never joins a group; use "
-                 "commitOffsetsToGroup to publish progress."),
-    ReaderOption("kafka.client.id", '"pyspark-pykafka"', _BOTH,
-                 "Client id sent to the brokers (visible in their logs and quotas)."),
-    ReaderOption("kafka.request.timeout.ms", "30000", _BOTH,
-                 "Timeout (ms) of one request to a broker."),
-    ReaderOption(CONNECTIONS_MAX_IDLE_OPTION[0], CONNECTIONS_MAX_IDLE_OPTION[1], _BOTH,
-                 CONNECTIONS_MAX_IDLE_OPTION[2]),
-    *(ReaderOption(name, default, _BOTH, meaning)
-      for name, default, meaning in RETRY_BACKOFF_OPTIONS),
-    ReaderOption("kafka.fetch.max.bytes", "52428800", _BOTH,
-                 "Maximum bytes a broker returns for one fetch request."),
-    ReaderOption("kafka.max.partition.fetch.bytes", "1048576", _BOTH,
-                 "Maximum bytes a broker returns per partition in one fetch."),
-    ReaderOption("kafka.fetch.max.wait.ms", "500", _BOTH,
-                 "Longest (ms) a broker waits for kafka.fetch.min.bytes before answering."),
-    ReaderOption("kafka.fetch.min.bytes", "1", _BOTH,
-                 "Bytes a broker waits to accumulate before answering a fetch."),
-    ReaderOption("kafka.check.crcs", "true", _BOTH,
-                 "Verify the CRC-32C of every record batch read (Kafka's check.crcs)."),
-    *(ReaderOption(name, default, _BOTH, meaning)
-      for name, default, meaning in SECURITY_OPTIONS),
-    *(ReaderOption(name, default, _BOTH, meaning)
-      for name, default, meaning in reader_format_options()),
+    ReaderOption(
+        "kafka.bootstrap.servers",
+        "(required)",
+        _BOTH,
+        "Comma-separated host:port list of brokers to bootstrap from.",
+    ),
+    ReaderOption(
+        "subscribe",
+        "(one of three)",
+        _BOTH,
+        "Comma-separated list of topics to read (internal topics such as "
+        "__consumer_offsets are skipped, as in Spark).",
+    ),
+    ReaderOption(
+        "subscribePattern",
+        "(one of three)",
+        _BOTH,
+        "Python regular expression; every non-internal topic it matches "
+        "(anywhere in the name) is read.",
+    ),
+    ReaderOption(
+        "assign",
+        "(one of three)",
+        _BOTH,
+        'JSON of the partitions to read, e.g. {"topicA":[0,1],"topicB":[2,4]}. A '
+        "partition that does not exist (yet) is skipped; a stream reads it from "
+        "its earliest offset once it does.",
+    ),
+    ReaderOption(
+        "startingTimestamp",
+        "none",
+        _BOTH,
+        "Start every partition at the first offset whose timestamp (ms) is at or "
+        "after this one (-1: latest, -2: earliest). Takes precedence over "
+        "startingOffsetsByTimestamp and startingOffsets.",
+    ),
+    ReaderOption(
+        "startingOffsetsByTimestamp",
+        "none",
+        _BOTH,
+        "JSON of a start timestamp (ms) per partition, e.g. "
+        '{"topicA":{"0":1700000000000}}; -1 is latest, -2 earliest. Takes '
+        "precedence over startingOffsets.",
+    ),
+    ReaderOption(
+        "startingOffsets",
+        '"earliest" (batch), "latest" (streaming)',
+        _BOTH,
+        '"earliest", "latest" (streaming only) or JSON of an offset per partition, '
+        'e.g. {"topicA":{"0":23,"1":-2}}; -2 is earliest, -1 latest (streaming '
+        "only).",
+    ),
+    ReaderOption(
+        "startingOffsetsByTimestampStrategy",
+        '"error"',
+        _BOTH,
+        'What a start timestamp with no offset at or after it does: "error" fails, '
+        '"latest" starts that partition at its latest offset.',
+    ),
+    ReaderOption(
+        "endingTimestamp",
+        "none",
+        _BATCH,
+        "End every partition at the first offset whose timestamp (ms) is at or "
+        "after this one (the latest offset when there is none). Takes precedence "
+        "over endingOffsetsByTimestamp and endingOffsets. Ignored by streams, as "
+        "in Spark.",
+    ),
+    ReaderOption(
+        "endingOffsetsByTimestamp",
+        "none",
+        _BATCH,
+        "JSON of an end timestamp (ms) per partition. Takes precedence over endingOffsets.",
+    ),
+    ReaderOption(
+        "endingOffsets",
+        '"latest"',
+        _BATCH,
+        '"latest" or JSON of an (exclusive) end offset per partition; -1 is latest, '
+        "-2 is not allowed.",
+    ),
+    ReaderOption(
+        "failOnDataLoss",
+        "true",
+        _BOTH,
+        "Fail when data may have been lost (deleted topics, offsets out of range) "
+        "instead of logging a warning and going on.",
+    ),
+    ReaderOption(
+        "minPartitions",
+        "none",
+        _BOTH,
+        "Desired minimum number of Spark partitions; large Kafka partitions are "
+        "split to reach about this many.",
+    ),
+    ReaderOption(
+        "maxRecordsPerPartition",
+        "none",
+        _BOTH,
+        "Split any Kafka partition's range so that no Spark partition reads more "
+        "than this many offsets.",
+    ),
+    ReaderOption("includeHeaders", "false", _BOTH, "Add the record headers as a column."),
+    ReaderOption(
+        "kafkaConsumer.pollTimeoutMs",
+        "120000",
+        _BOTH,
+        "How long (ms) a task waits for records from a broker before failing. "
+        "Does not follow spark.network.timeout, which a Python source cannot "
+        "read: set it here.",
+    ),
+    ReaderOption(
+        "fetchOffset.numRetries",
+        "3",
+        _BOTH,
+        "Attempts at fetching offsets on the driver before giving up.",
+    ),
+    ReaderOption(
+        "fetchOffset.retryIntervalMs",
+        "1000",
+        _BOTH,
+        "Milliseconds to wait between two attempts at fetching offsets.",
+    ),
+    ReaderOption(
+        "maxOffsetsPerTrigger",
+        "none",
+        _STREAM,
+        "Upper bound on the offsets read per micro-batch, split across partitions "
+        "in proportion to their backlog. PySpark 4.2 or later (refused on 4.1).",
+    ),
+    ReaderOption(
+        "minOffsetsPerTrigger",
+        "none",
+        _STREAM,
+        "Delay a micro-batch until this many offsets are available (or "
+        "maxTriggerDelay has passed). PySpark 4.2 or later (refused on 4.1).",
+    ),
+    ReaderOption(
+        "maxTriggerDelay",
+        '"15m"',
+        _STREAM,
+        "Longest a micro-batch is delayed by minOffsetsPerTrigger, as a duration "
+        "(e.g. 30s, 15m, 1h).",
+    ),
+    ReaderOption(
+        "maxBytesPerTrigger",
+        "none",
+        _STREAM,
+        "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g). "
+        "PySpark 4.2 or later (refused on 4.1).",
+    ),
+    ReaderOption(
+        "commitOffsetsToGroup",
+        "none",
+        _STREAM,
+        "A consumer group name: the end offsets of each finished micro-batch are "
+        "committed to it (without joining it), so Kafka's tools show the query's "
+        "lag. They are never read back: the checkpoint stays the source of truth.",
+    ),
+    ReaderOption(
+        "kafka.isolation.level",
+        '"read_uncommitted"',
+        _BOTH,
+        '"read_committed" reads only committed transactional records.',
+    ),
+    ReaderOption(
+        "kafka.group.id",
+        "none",
+        _BOTH,
+        "Accepted and ignored (with a warning): reading never joins a group; use "
+        "commitOffsetsToGroup to publish progress.",
+    ),
+    ReaderOption(
+        "kafka.client.id",
+        '"pyspark-pykafka"',
+        _BOTH,
+        "Client id sent to the brokers (visible in their logs and quotas).",
+    ),
+    ReaderOption(
+        "kafka.request.timeout.ms", "30000", _BOTH, "Timeout (ms) of one request to a broker."
+    ),
+    ReaderOption(
+        CONNECTIONS_MAX_IDLE_OPTION[0],
+        CONNECTIONS_MAX_IDLE_OPTION[1],
+        _BOTH,
+        CONNECTIONS_MAX_IDLE_OPTION[2],
+    ),
+    *(
+        ReaderOption(name, default, _BOTH, meaning)
+        for name, default, meaning in RETRY_BACKOFF_OPTIONS
+    ),
+    ReaderOption(
+        "kafka.fetch.max.bytes",
+        "52428800",
+        _BOTH,
+        "Maximum bytes a broker returns for one fetch request.",
+    ),
+    ReaderOption(
+        "kafka.max.partition.fetch.bytes",
+        "1048576",
+        _BOTH,
+        "Maximum bytes a broker returns per partition in one fetch.",
+    ),
+    ReaderOption(
+        "kafka.fetch.max.wait.ms",
+        "500",
+        _BOTH,
+        "Longest (ms) a broker waits for kafka.fetch.min.bytes before answering.",
+    ),
+    ReaderOption(
+        "kafka.fetch.min.bytes",
+        "1",
+        _BOTH,
+        "Bytes a broker waits to accumulate before answering a fetch.",
+    ),
+    ReaderOption(
+        "kafka.check.crcs",
+        "true",
+        _BOTH,
+        "Verify the CRC-32C of every record batch read (Kafka's check.crcs).",
+    ),
+    *(ReaderOption(name, default, _BOTH, meaning) for name, default, meaning in SECURITY_OPTIONS),
+    *(
+        ReaderOption(name, default, _BOTH, meaning)
+        for name, default, meaning in reader_format_options()
+    ),
 )
 
 
@@ -196,14 +337,20 @@ def options_table_markdown() -> str:
     """``READER_OPTIONS`` as a Markdown table (option, default, queries, meaning)."""
     rows = ["| Option | Default | Queries | Meaning |", "| --- | --- | --- | --- |"]
     for o in READER_OPTIONS:
-        rows.append(f"| `{o.name}` | {o.default} | {o.queries} | "
-                    f"{o.meaning.replace('|', '&#124;')} |")
+        rows.append(
+            f"| `{o.name}` | {o.default} | {o.queries} | {o.meaning.replace('|', '&#124;')} |"
+        )
     return "\n".join(rows)
 
 
 _CANONICAL = {name.lower(): name for name in reader_option_names()}
-_STREAMING_ONLY = ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-                   "maxBytesPerTrigger", "commitOffsetsToGroup")
+_STREAMING_ONLY = (
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "maxBytesPerTrigger",
+    "commitOffsetsToGroup",
+)
 _DEFAULT_MAX_TRIGGER_DELAY = "15m"
 
 _AUTO_OFFSET_RESET_MESSAGE = (
@@ -213,17 +360,20 @@ _AUTO_OFFSET_RESET_MESSAGE = (
     "kafkaConsumer to do it. This will ensure that no data is missed when new "
     "topics/partitions are dynamically subscribed. Note that 'startingOffsets' only applies "
     "when a new Streaming query is started, and that resuming will always pick up from "
-    "where the query left off. See the docs for more details.")
+    "where the query left off. See the docs for more details."
+)
 _REJECTED_KAFKA_OPTIONS = {
     "kafka.auto.offset.reset": _AUTO_OFFSET_RESET_MESSAGE,
     "kafka.key.deserializer": (
         "Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
         "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
-        "deserialize the keys."),
+        "deserialize the keys."
+    ),
     "kafka.value.deserializer": (
         "Kafka option 'value.deserializer' is not supported as values are deserialized as "
         "byte arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly "
-        "deserialize the values."),
+        "deserialize the values."
+    ),
     "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported",
     "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported",
 }
@@ -241,10 +391,28 @@ def _warn_once(key: str, message: str, *args: Any, logger: logging.Logger = log)
 
 # ---- value parsers ----------------------------------------------------------------------
 
-_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000,
-                  "h": 3_600_000, "d": 86_400_000}
-_BYTE_UNITS = {"b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30,
-               "gb": 2**30, "t": 2**40, "tb": 2**40, "p": 2**50, "pb": 2**50}
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+_BYTE_UNITS = {
+    "b": 1,
+    "k": 2**10,
+    "kb": 2**10,
+    "m": 2**20,
+    "mb": 2**20,
+    "g": 2**30,
+    "gb": 2**30,
+    "t": 2**40,
+    "tb": 2**40,
+    "p": 2**50,
+    "pb": 2**50,
+}
 
 
 def parse_duration_ms(text: str, option: str = "maxTriggerDelay") -> int:
@@ -255,7 +423,8 @@ def parse_duration_ms(text: str, option: str = "maxTriggerDelay") -> int:
         raise ConfigError(
             f"{option}: cannot parse {text!r} as a duration. Time must be specified as "
             f"seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), hour "
-            f"(h), or day (d). E.g. 50s, 100ms, or 250us.")
+            f"(h), or day (d). E.g. 50s, 100ms, or 250us."
+        )
     value = int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"]
     return int(value)
 
@@ -267,11 +436,13 @@ def parse_bytes(text: str, option: str = "maxBytesPerTrigger") -> int:
         raise ConfigError(
             f"{option}: cannot parse {text!r} as a size. Size must be specified as bytes "
             f"(b), kibibytes (k), mebibytes (m), gibibytes (g), tebibytes (t), or pebibytes "
-            f"(p). E.g. 50b, 100k, or 250m.")
+            f"(p). E.g. 50b, 100k, or 250m."
+        )
     return int(match.group(1)) * _BYTE_UNITS[match.group(2) or "b"]
 
 
 # ---- the result -------------------------------------------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class ReaderOptions:
@@ -316,8 +487,10 @@ class ReaderOptions:
 
 # ---- parsing ----------------------------------------------------------------------------
 
-def parse_reader_options(options: Mapping[str, Any], *,
-                         for_streaming: bool = False) -> ReaderOptions:
+
+def parse_reader_options(
+    options: Mapping[str, Any], *, for_streaming: bool = False
+) -> ReaderOptions:
     """Check and parse the reader's options (see the module docstring and
     ``READER_OPTIONS``). ``for_streaming`` selects the streaming defaults and rules.
 
@@ -354,15 +527,18 @@ def _trigger_offsets(opts: OptionMap) -> tuple[int | None, int | None]:
     max_offsets = opts.integer("maxOffsetsPerTrigger")
     min_offsets = opts.integer("minOffsetsPerTrigger")
     if min_offsets is not None and max_offsets is not None and min_offsets > max_offsets:
-        raise ConfigError(f"The value of minOffsetPerTrigger({min_offsets}) is higher than "
-                          f"the maxOffsetsPerTrigger({max_offsets}).")
+        raise ConfigError(
+            f"The value of minOffsetPerTrigger({min_offsets}) is higher than "
+            f"the maxOffsetsPerTrigger({max_offsets})."
+        )
     return max_offsets, min_offsets
 
 
 def _max_bytes_per_trigger(opts: OptionMap) -> int | None:
     max_bytes = opts.get("maxBytesPerTrigger")
-    max_bytes_per_trigger = parse_bytes(max_bytes, "maxBytesPerTrigger") \
-        if max_bytes is not None else None
+    max_bytes_per_trigger = (
+        parse_bytes(max_bytes, "maxBytesPerTrigger") if max_bytes is not None else None
+    )
     if max_bytes_per_trigger == 0:
         raise ConfigError("maxBytesPerTrigger must be positive")
     return max_bytes_per_trigger
@@ -371,37 +547,47 @@ def _max_bytes_per_trigger(opts: OptionMap) -> int | None:
 def _commit_group(opts: OptionMap) -> str | None:
     commit = opts.get("commitOffsetsToGroup")
     if commit is not None and not commit.strip():
-        raise ConfigError("commitOffsetsToGroup: give the consumer group to commit the "
-                          "query's offsets to (an empty name is not a group)")
+        raise ConfigError(
+            "commitOffsetsToGroup: give the consumer group to commit the "
+            "query's offsets to (an empty name is not a group)"
+        )
     return commit
 
 
-def _warn_ignored(opts: OptionMap, group_id: str | None, for_streaming: bool,
-                  logger: logging.Logger) -> None:
+def _warn_ignored(
+    opts: OptionMap, group_id: str | None, for_streaming: bool, logger: logging.Logger
+) -> None:
     """The options that do nothing here, each warned about once."""
     if group_id is not None:
-        _warn_once("group.id", "Kafka option 'kafka.group.id' is ignored: this connector "
-                   "reads partitions directly and never joins a consumer group (use "
-                   "commitOffsetsToGroup to publish the query's progress to a group).",
-                   logger=logger)
+        _warn_once(
+            "group.id",
+            "Kafka option 'kafka.group.id' is ignored: this connector "
+            "reads partitions directly and never joins a consumer group (use "
+            "commitOffsetsToGroup to publish the query's progress to a group).",
+            logger=logger,
+        )
     if not for_streaming:
         for name in _STREAMING_ONLY:
             if opts.has(name):
-                _warn_once(f"batch:{name}", "%s option ignored in batch queries", name,
-                           logger=logger)
+                _warn_once(
+                    f"batch:{name}", "%s option ignored in batch queries", name, logger=logger
+                )
 
 
 def _isolation_level(opts: OptionMap) -> str:
     isolation = (opts.get("kafka.isolation.level") or "read_uncommitted").lower()
     if isolation not in ("read_uncommitted", "read_committed"):
-        raise ConfigError(f"kafka.isolation.level: Invalid value "
-                          f"{opts.get('kafka.isolation.level')!r}; String must be one of: "
-                          f"read_committed, read_uncommitted")
+        raise ConfigError(
+            f"kafka.isolation.level: Invalid value "
+            f"{opts.get('kafka.isolation.level')!r}; String must be one of: "
+            f"read_committed, read_uncommitted"
+        )
     return isolation
 
 
-def _parse(options: Mapping[str, Any], for_streaming: bool,
-           logger: logging.Logger) -> ReaderOptions:
+def _parse(
+    options: Mapping[str, Any], for_streaming: bool, logger: logging.Logger
+) -> ReaderOptions:
     opts = OptionMap(options, _CANONICAL)
 
     # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
@@ -414,16 +600,17 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
     min_partitions = opts.integer("minPartitions", maximum=INT32_MAX)
     max_records = opts.integer("maxRecordsPerPartition")
     group_id = opts.get("kafka.group.id")
-    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger,
-                          side="source")
+    ignored = check_names(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, log=logger, side="source")
     if opts.get("kafka.bootstrap.servers") is None:
-        raise ConfigError("Option 'kafka.bootstrap.servers' must be specified for configuring "
-                          "Kafka consumer")
+        raise ConfigError(
+            "Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer"
+        )
     max_offsets, min_offsets = _trigger_offsets(opts)
     if ending is not None:
         check_start_before_end(starting, ending)
     max_trigger_delay_ms = parse_duration_ms(
-        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay")
+        opts.get("maxTriggerDelay", _DEFAULT_MAX_TRIGGER_DELAY), "maxTriggerDelay"
+    )
     max_bytes_per_trigger = _max_bytes_per_trigger(opts)
     commit = _commit_group(opts)
     _warn_ignored(opts, group_id, for_streaming, logger)
@@ -440,21 +627,19 @@ def _parse(options: Mapping[str, Any], for_streaming: bool,
         max_records_per_partition=max_records,
         include_headers=opts.boolean("includeHeaders", False),
         poll_timeout_ms=opts.integer("kafkaConsumer.pollTimeoutMs", 120_000),
-        fetch_offset_num_retries=opts.integer("fetchOffset.numRetries", 3,
-                                              maximum=INT32_MAX),
-        fetch_offset_retry_interval_ms=opts.integer("fetchOffset.retryIntervalMs", 1000,
-                                                    minimum=0),
+        fetch_offset_num_retries=opts.integer("fetchOffset.numRetries", 3, maximum=INT32_MAX),
+        fetch_offset_retry_interval_ms=opts.integer("fetchOffset.retryIntervalMs", 1000, minimum=0),
         isolation_level=isolation,
         group_id=group_id,
-        fetch_max_bytes=opts.integer("kafka.fetch.max.bytes", 52_428_800,
-                                     maximum=INT32_MAX),
-        max_partition_fetch_bytes=opts.integer("kafka.max.partition.fetch.bytes", 1_048_576,
-                                               maximum=INT32_MAX),
-        fetch_max_wait_ms=opts.integer("kafka.fetch.max.wait.ms", 500, minimum=0,
-                                       maximum=INT32_MAX),
+        fetch_max_bytes=opts.integer("kafka.fetch.max.bytes", 52_428_800, maximum=INT32_MAX),
+        max_partition_fetch_bytes=opts.integer(
+            "kafka.max.partition.fetch.bytes", 1_048_576, maximum=INT32_MAX
+        ),
+        fetch_max_wait_ms=opts.integer(
+            "kafka.fetch.max.wait.ms", 500, minimum=0, maximum=INT32_MAX
+        ),
         check_crcs=opts.boolean("kafka.check.crcs", True),
-        fetch_min_bytes=opts.integer("kafka.fetch.min.bytes", 1, minimum=0,
-                                     maximum=INT32_MAX),
+        fetch_min_bytes=opts.integer("kafka.fetch.min.bytes", 1, minimum=0, maximum=INT32_MAX),
         max_offsets_per_trigger=max_offsets,
         min_offsets_per_trigger=min_offsets,
         max_trigger_delay_ms=max_trigger_delay_ms,

@@ -33,9 +33,20 @@ from kafka_common.retries import missing_topics_message
 from protocol.authorization import refine, request_error
 from protocol.errors import ConfigError
 
-from .offset_specs import (EARLIEST, LATEST, EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                           OffsetRange, OffsetSpec, SpecificOffsets, SpecificTimestamps,
-                           Subscription, TopicPartition, format_tp)
+from .offset_specs import (
+    EARLIEST,
+    LATEST,
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    OffsetRange,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscription,
+    TopicPartition,
+    format_tp,
+)
 from .pushdown import keeps_partition, narrow_ranges
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -44,9 +55,19 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from .options import ReaderOptions
 
 __all__ = [
-    "PlanningError", "partitions_from_metadata", "fetch_metadata", "discover_partitions",
-    "leader_hosts", "resolve_offsets", "build_ranges", "plan_ranges", "plan_batch",
-    "resolve_batch", "one_task", "small_read_groups", "ONE_TASK_RECORDS",
+    "PlanningError",
+    "partitions_from_metadata",
+    "fetch_metadata",
+    "discover_partitions",
+    "leader_hosts",
+    "resolve_offsets",
+    "build_ranges",
+    "plan_ranges",
+    "plan_batch",
+    "resolve_batch",
+    "one_task",
+    "small_read_groups",
+    "ONE_TASK_RECORDS",
     "RANGES_PER_SMALL_TASK",
 ]
 
@@ -68,14 +89,17 @@ def _format_tps(tps: Iterable[TopicPartition]) -> str:
 
 
 class _ListsOffsets(Protocol):
-    def list_offsets(self, timestamps: dict[TopicPartition, int],
-                     isolation_level: int = 0) -> dict[TopicPartition, tuple[int, int]]: ...
+    def list_offsets(
+        self, timestamps: dict[TopicPartition, int], isolation_level: int = 0
+    ) -> dict[TopicPartition, tuple[int, int]]: ...
 
 
 # ---- topic resolution -------------------------------------------------------------------
 
-def partitions_from_metadata(subscription: Subscription,
-                             metadata: ClusterMetadata) -> list[TopicPartition]:
+
+def partitions_from_metadata(
+    subscription: Subscription, metadata: ClusterMetadata
+) -> list[TopicPartition]:
     """The topic-partitions ``subscription`` selects in ``metadata``, sorted.
 
     As Spark's connector, which lists partitions with its admin client:
@@ -94,46 +118,63 @@ def partitions_from_metadata(subscription: Subscription,
     topics = metadata.topics
     if subscription.kind == "subscribePattern":
         regex = subscription.regex
-        names = [name for name, info in topics.items()
-                 if not info.is_internal and regex.search(name)]
+        names = [
+            name for name, info in topics.items() if not info.is_internal and regex.search(name)
+        ]
         if not names:
-            warn_once(log, f"pattern-none:{regex.pattern}",
-                      "subscribePattern %r matches no topic the cluster lists: nothing is "
-                      "read. On a cluster with an authorizer Kafka lists a principal only "
-                      "the topics it may describe, so a topic without a grant is left out, "
-                      "not refused: grant the principal Read on the topics to read",
-                      regex.pattern)
+            warn_once(
+                log,
+                f"pattern-none:{regex.pattern}",
+                "subscribePattern %r matches no topic the cluster lists: nothing is "
+                "read. On a cluster with an authorizer Kafka lists a principal only "
+                "the topics it may describe, so a topic without a grant is left out, "
+                "not refused: grant the principal Read on the topics to read",
+                regex.pattern,
+            )
     else:
-        wanted = (subscription.topics if subscription.kind == "subscribe"
-                  else tuple(dict.fromkeys(t for t, _ in subscription.partitions)))
+        wanted = (
+            subscription.topics
+            if subscription.kind == "subscribe"
+            else tuple(dict.fromkeys(t for t, _ in subscription.partitions))
+        )
         missing = [t for t in wanted if t not in topics]
         if missing:
             raise PlanningError(missing_topics_message(subscription.kind, missing))
         internal = [t for t in wanted if topics[t].is_internal]
         if internal:
-            warn_once(log, f"internal:{subscription.kind}:{','.join(internal)}",
-                      "%s: skipping internal topic(s) %s: Kafka's internal topics are not "
-                      "read (as in Spark's connector).", subscription.kind,
-                      ", ".join(internal))
+            warn_once(
+                log,
+                f"internal:{subscription.kind}:{','.join(internal)}",
+                "%s: skipping internal topic(s) %s: Kafka's internal topics are not "
+                "read (as in Spark's connector).",
+                subscription.kind,
+                ", ".join(internal),
+            )
         names = [t for t in wanted if not topics[t].is_internal]
 
     found: list[TopicPartition] = []
     for name in names:
         info = topics[name]
         if info.error_code:
-            raise refine(request_error(info.error_code, "Metadata", topic=name),
-                         grant=READ_GRANT)
+            raise refine(request_error(info.error_code, "Metadata", topic=name), grant=READ_GRANT)
         found.extend((name, p) for p in info.partitions)
 
     if subscription.kind == "assign":
         existing = set(found)
-        absent = [tp for tp in subscription.partitions
-                  if tp not in existing and not topics[tp[0]].is_internal]
+        absent = [
+            tp
+            for tp in subscription.partitions
+            if tp not in existing and not topics[tp[0]].is_internal
+        ]
         if absent:
-            warn_once(log, f"assign-absent:{_format_tps(absent)}",
-                      "assign: partition(s) %s do not exist (yet) and are not read; a "
-                      "stream reads them once they exist. The topics have partitions %s.",
-                      _format_tps(absent), _format_tps(existing))
+            warn_once(
+                log,
+                f"assign-absent:{_format_tps(absent)}",
+                "assign: partition(s) %s do not exist (yet) and are not read; a "
+                "stream reads them once they exist. The topics have partitions %s.",
+                _format_tps(absent),
+                _format_tps(existing),
+            )
         found = [tp for tp in subscription.partitions if tp in existing]
     return sorted(set(found))
 
@@ -143,8 +184,11 @@ def metadata_topics(subscription: Subscription) -> list[str] | None:
     subscribe/assign, None (every topic) for a pattern."""
     if subscription.kind == "subscribePattern":
         return None
-    return (list(subscription.topics) if subscription.kind == "subscribe"
-            else sorted({t for t, _ in subscription.partitions}))
+    return (
+        list(subscription.topics)
+        if subscription.kind == "subscribe"
+        else sorted({t for t, _ in subscription.partitions})
+    )
 
 
 def fetch_metadata(subscription: Subscription, client) -> ClusterMetadata:
@@ -158,8 +202,9 @@ def discover_partitions(subscription: Subscription, client) -> list[TopicPartiti
     return partitions_from_metadata(subscription, fetch_metadata(subscription, client))
 
 
-def leader_hosts(metadata: ClusterMetadata,
-                 partitions: Iterable[TopicPartition]) -> dict[TopicPartition, str]:
+def leader_hosts(
+    metadata: ClusterMetadata, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, str]:
     """The host of each partition's leader, where ``metadata`` knows it."""
     hosts = {}
     for topic, partition in partitions:
@@ -173,8 +218,10 @@ def leader_hosts(metadata: ClusterMetadata,
 
 # ---- offset resolution ------------------------------------------------------------------
 
-def _check_same_partitions(option: str, what: str, specified: set[TopicPartition],
-                           assigned: set[TopicPartition]) -> None:
+
+def _check_same_partitions(
+    option: str, what: str, specified: set[TopicPartition], assigned: set[TopicPartition]
+) -> None:
     """Spark's KAFKA_START_OFFSET_DOES_NOT_MATCH_ASSIGNED and
     KAFKA_TIMESTAMP_OFFSET_DOES_NOT_MATCH_ASSIGNED, naming the option and the difference."""
     if specified == assigned:
@@ -186,40 +233,51 @@ def _check_same_partitions(option: str, what: str, specified: set[TopicPartition
     if missing:
         details.append(f"not specified: {_format_tps(missing)}")
     if "timestamp" in what:
-        hint = ("Maybe topic partitions are created or deleted while the query is running, "
-                "or you didn't specify all the partitions.")
+        hint = (
+            "Maybe topic partitions are created or deleted while the query is running, "
+            "or you didn't specify all the partitions."
+        )
     else:
-        hint = ("Maybe topic partitions are created or deleted while the query is running. "
-                "Use -1 for latest, -2 for earliest.")
+        hint = (
+            "Maybe topic partitions are created or deleted while the query is running. "
+            "Use -1 for latest, -2 for earliest."
+        )
     raise PlanningError(
         f"{option}: Partitions specified for Kafka {what} don't match what are assigned. "
         f"{hint} Specified: {_format_tps(specified)} Assigned: {_format_tps(assigned)} "
-        f"({'; '.join(details)})")
+        f"({'; '.join(details)})"
+    )
 
 
-def _list(client: _ListsOffsets, request: dict[TopicPartition, int], isolation_level: int,
-          option: str) -> dict[TopicPartition, int]:
+def _list(
+    client: _ListsOffsets, request: dict[TopicPartition, int], isolation_level: int, option: str
+) -> dict[TopicPartition, int]:
     if not request:
         return {}
     answers = client.list_offsets(request, isolation_level)
     missing = [tp for tp in request if tp not in answers]
     if missing:
-        raise PlanningError(f"{option}: the cluster returned no offset for "
-                            f"{_format_tps(missing)}")
+        raise PlanningError(f"{option}: the cluster returned no offset for {_format_tps(missing)}")
     return {tp: answers[tp][0] for tp in request}
 
 
-def _bind_sentinels(client: _ListsOffsets, offsets: Mapping[TopicPartition, int],
-                    isolation_level: int, option: str) -> dict[TopicPartition, int]:
+def _bind_sentinels(
+    client: _ListsOffsets, offsets: Mapping[TopicPartition, int], isolation_level: int, option: str
+) -> dict[TopicPartition, int]:
     """Replace -2/-1 with the earliest/latest offsets, in one ListOffsets round."""
     sentinels = {tp: o for tp, o in offsets.items() if o in (EARLIEST, LATEST)}
     bound = _list(client, sentinels, isolation_level, option)
     return {tp: bound.get(tp, o) for tp, o in offsets.items()}
 
 
-def resolve_offsets(spec: OffsetSpec, partitions: Iterable[TopicPartition],
-                    client: _ListsOffsets, *, is_starting: bool = True,
-                    isolation_level: int = 0) -> dict[TopicPartition, int]:
+def resolve_offsets(
+    spec: OffsetSpec,
+    partitions: Iterable[TopicPartition],
+    client: _ListsOffsets,
+    *,
+    is_starting: bool = True,
+    isolation_level: int = 0,
+) -> dict[TopicPartition, int]:
     """Concrete offsets ``{(topic, partition): offset}`` for ``spec`` over ``partitions``.
 
     ``client`` needs only ``list_offsets({tp: timestamp_or_-2_-1}, isolation_level)``
@@ -240,14 +298,18 @@ def resolve_offsets(spec: OffsetSpec, partitions: Iterable[TopicPartition],
         return _list(client, {tp: LATEST for tp in tps}, isolation_level, spec.option)
     if isinstance(spec, SpecificOffsets):
         offsets = spec.as_dict
-        _check_same_partitions(spec.option, "start offsets" if is_starting
-                               else "end offsets", set(offsets), assigned)
+        _check_same_partitions(
+            spec.option, "start offsets" if is_starting else "end offsets", set(offsets), assigned
+        )
         return _bind_sentinels(client, offsets, isolation_level, spec.option)
     if isinstance(spec, SpecificTimestamps):
         timestamps = spec.as_dict
-        _check_same_partitions(spec.option, "timestamp based " +
-                               ("start" if is_starting else "end") + " offsets",
-                               set(timestamps), assigned)
+        _check_same_partitions(
+            spec.option,
+            "timestamp based " + ("start" if is_starting else "end") + " offsets",
+            set(timestamps),
+            assigned,
+        )
     elif isinstance(spec, GlobalTimestamp):
         timestamps = {tp: spec.timestamp for tp in tps}
     else:
@@ -263,7 +325,8 @@ def resolve_offsets(spec: OffsetSpec, partitions: Iterable[TopicPartition],
                     f"{spec.option}: No offset matched from request of topic-partition "
                     f"{format_tp(tp)} and timestamp {timestamps[tp]}. Set "
                     f"startingOffsetsByTimestampStrategy to 'latest' to start such "
-                    f"partitions at their latest offset instead.")
+                    f"partitions at their latest offset instead."
+                )
             offset = LATEST
         offsets[tp] = offset
     return _bind_sentinels(client, offsets, isolation_level, spec.option)
@@ -271,8 +334,12 @@ def resolve_offsets(spec: OffsetSpec, partitions: Iterable[TopicPartition],
 
 # ---- ranges -----------------------------------------------------------------------------
 
-def build_ranges(starting: Mapping[TopicPartition, int], ending: Mapping[TopicPartition, int],
-                 hosts: Mapping[TopicPartition, str] | None = None) -> list[OffsetRange]:
+
+def build_ranges(
+    starting: Mapping[TopicPartition, int],
+    ending: Mapping[TopicPartition, int],
+    hosts: Mapping[TopicPartition, str] | None = None,
+) -> list[OffsetRange]:
     """Pair resolved start and end offsets into ranges sorted by topic and partition.
 
     Both sides must cover the same partitions, and no start may be after its end (Spark's
@@ -282,7 +349,8 @@ def build_ranges(starting: Mapping[TopicPartition, int], ending: Mapping[TopicPa
         raise PlanningError(
             f"different topic partitions for starting offsets topics"
             f"[{','.join(format_tp(tp) for tp in sorted(starting))}] and ending offsets "
-            f"topics[{','.join(format_tp(tp) for tp in sorted(ending))}]")
+            f"topics[{','.join(format_tp(tp) for tp in sorted(ending))}]"
+        )
     ranges = []
     for tp in sorted(starting):
         start, end = starting[tp], ending[tp]
@@ -294,9 +362,9 @@ def build_ranges(starting: Mapping[TopicPartition, int], ending: Mapping[TopicPa
                 f"a value that after resolution, end offset is smaller than it (a start "
                 f"timestamp with an end offset, a start offset with an end timestamp, or a "
                 f"start offset with the end at latest). 2. The Kafka topic partition is "
-                f"broken.")
-        ranges.append(OffsetRange(tp[0], tp[1], start, end,
-                                  hosts.get(tp) if hosts else None))
+                f"broken."
+            )
+        ranges.append(OffsetRange(tp[0], tp[1], start, end, hosts.get(tp) if hosts else None))
     return ranges
 
 
@@ -321,8 +389,11 @@ def _part_count(size: int, total: int, min_parts: int) -> int:
     return max(_java_round(size / total * min_parts), 1)
 
 
-def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None,
-                max_records_per_partition: int | None = None) -> list[OffsetRange]:
+def plan_ranges(
+    ranges: Sequence[OffsetRange],
+    min_partitions: int | None = None,
+    max_records_per_partition: int | None = None,
+) -> list[OffsetRange]:
     """Split ranges into Spark input partitions as Spark's ``KafkaOffsetRangeCalculator``.
 
     Empty (and inverted) ranges are dropped. With neither option, or when there are already
@@ -337,21 +408,28 @@ def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None
     Parts of a range are contiguous and cover it exactly; split parts carry no
     ``preferred_host``. The order of the input is kept.
     """
-    for name, value in (("minPartitions", min_partitions),
-                        ("maxRecordsPerPartition", max_records_per_partition)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                  or value <= 0):
+    for name, value in (
+        ("minPartitions", min_partitions),
+        ("maxRecordsPerPartition", max_records_per_partition),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int) or value <= 0
+        ):
             raise ConfigError(f"{name} must be positive")
     offset_ranges = [r for r in ranges if r.size > 0]
 
-    if max_records_per_partition is None and (min_partitions is None or
-                                              len(offset_ranges) >= min_partitions):
+    if max_records_per_partition is None and (
+        min_partitions is None or len(offset_ranges) >= min_partitions
+    ):
         return offset_ranges
 
     if max_records_per_partition is not None:
-        offset_ranges = [piece for r in offset_ranges
-                         for piece in _divide(-(-r.size // max_records_per_partition), r)
-                         if piece.size > 0]
+        offset_ranges = [
+            piece
+            for r in offset_ranges
+            for piece in _divide(-(-r.size // max_records_per_partition), r)
+            if piece.size > 0
+        ]
 
     if min_partitions is None or min_partitions <= len(offset_ranges):
         return offset_ranges
@@ -366,8 +444,11 @@ def plan_ranges(ranges: Sequence[OffsetRange], min_partitions: int | None = None
 
     result = []
     for r in offset_ranges:
-        parts = (1 if r.topic_partition in unsplit_tps
-                 else _part_count(r.size, split_total, split_min_parts))
+        parts = (
+            1
+            if r.topic_partition in unsplit_tps
+            else _part_count(r.size, split_total, split_min_parts)
+        )
         result.extend(piece for piece in _divide(parts, r) if piece.size > 0)
     return result
 
@@ -387,13 +468,18 @@ ONE_TASK_RECORDS = 20_000
 RANGES_PER_SMALL_TASK = 1_000
 
 
-def one_task(ranges: Sequence[OffsetRange], min_partitions: int | None,
-             max_records_per_partition: int | None) -> bool:
+def one_task(
+    ranges: Sequence[OffsetRange], min_partitions: int | None, max_records_per_partition: int | None
+) -> bool:
     """Whether ``plan_ranges``'s ranges of a read go to a single task: several
     ranges, ``ONE_TASK_RECORDS`` records or fewer in all, and neither ``minPartitions`` nor
     ``maxRecordsPerPartition`` set (a user who asks for a split gets it)."""
-    return (len(ranges) > 1 and min_partitions is None and max_records_per_partition is None
-            and sum(r.size for r in ranges) <= ONE_TASK_RECORDS)
+    return (
+        len(ranges) > 1
+        and min_partitions is None
+        and max_records_per_partition is None
+        and sum(r.size for r in ranges) <= ONE_TASK_RECORDS
+    )
 
 
 def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:
@@ -404,10 +490,11 @@ def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:
         return []
     tasks = -(-len(items) // RANGES_PER_SMALL_TASK)
     size = -(-len(items) // tasks)
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 # ---- all together -----------------------------------------------------------------------
+
 
 def plan_batch(options: ReaderOptions, client, narrowing=None) -> list[OffsetRange]:
     """The input partitions of a batch read: discover the partitions, resolve both ends,
@@ -418,8 +505,9 @@ def plan_batch(options: ReaderOptions, client, narrowing=None) -> list[OffsetRan
     return plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
 
 
-def resolve_batch(options: ReaderOptions, client, narrowing=None
-                  ) -> tuple[list[OffsetRange], dict[TopicPartition, int]]:
+def resolve_batch(
+    options: ReaderOptions, client, narrowing=None
+) -> tuple[list[OffsetRange], dict[TopicPartition, int]]:
     """``plan_batch`` before the split: the narrowed ranges, and the resolved end offset
     of every partition read (also of those whose range came out empty)."""
     if options.for_streaming or options.ending_offsets is None:
@@ -430,15 +518,21 @@ def resolve_batch(options: ReaderOptions, client, narrowing=None
     if not partitions:
         return [], {}
     level = options.isolation_level_code
-    starting = resolve_offsets(options.starting_offsets, partitions, client,
-                               is_starting=True, isolation_level=level)
-    ending = resolve_offsets(options.ending_offsets, partitions, client,
-                             is_starting=False, isolation_level=level)
+    starting = resolve_offsets(
+        options.starting_offsets, partitions, client, is_starting=True, isolation_level=level
+    )
+    ending = resolve_offsets(
+        options.ending_offsets, partitions, client, is_starting=False, isolation_level=level
+    )
     ranges = build_ranges(starting, ending, leader_hosts(metadata, partitions))
     if narrowing is not None and not narrowing.empty:
         by_time = None
         if narrowing.timestamp_min_ms is not None:
-            by_time = _list(client, {tp: narrowing.timestamp_min_ms for tp in partitions},
-                            level, "timestamp filter")
+            by_time = _list(
+                client,
+                {tp: narrowing.timestamp_min_ms for tp in partitions},
+                level,
+                "timestamp filter",
+            )
         ranges = narrow_ranges(narrowing, ranges, by_time)
     return ranges, ending

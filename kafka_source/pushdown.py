@@ -34,9 +34,14 @@ class Narrowing:
 
     @property
     def empty(self) -> bool:
-        return (self.topics is None and self.partitions is None and self.offset_min is None
-                and self.offset_max is None and self.timestamp_min_ms is None
-                and self.offsets_in is None)
+        return (
+            self.topics is None
+            and self.partitions is None
+            and self.offset_min is None
+            and self.offset_max is None
+            and self.timestamp_min_ms is None
+            and self.offsets_in is None
+        )
 
 
 def _column(f) -> str | None:
@@ -57,8 +62,15 @@ def _intersect(current, new):
 
 
 def narrowing_from_filters(filters) -> Narrowing:
-    from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In,
-                                        LessThan, LessThanOrEqual)
+    from pyspark.sql.datasource import (
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        LessThan,
+        LessThanOrEqual,
+    )
+
     n = Narrowing()
     for f in filters:
         col = _column(f)
@@ -68,14 +80,16 @@ def narrowing_from_filters(filters) -> Narrowing:
             n.topics = _intersect(n.topics, frozenset(v for v in values if isinstance(v, str)))
         elif col == "partition" and isinstance(f, (EqualTo, In)):
             values = value if isinstance(f, In) else (value,)
-            n.partitions = _intersect(n.partitions,
-                                      frozenset(v for v in values if isinstance(v, int)))
+            n.partitions = _intersect(
+                n.partitions, frozenset(v for v in values if isinstance(v, int))
+            )
         elif col == "offset" and (isinstance(f, In) or isinstance(value, int)):
             if isinstance(f, EqualTo):
                 n.offsets_in = _intersect(n.offsets_in, frozenset([value]))
             elif isinstance(f, In):
-                n.offsets_in = _intersect(n.offsets_in,
-                                          frozenset(v for v in value if isinstance(v, int)))
+                n.offsets_in = _intersect(
+                    n.offsets_in, frozenset(v for v in value if isinstance(v, int))
+                )
             elif isinstance(f, GreaterThan):
                 n.offset_min = max(n.offset_min or 0, value + 1)
             elif isinstance(f, GreaterThanOrEqual):
@@ -83,8 +97,7 @@ def narrowing_from_filters(filters) -> Narrowing:
             elif isinstance(f, LessThan):
                 n.offset_max = value if n.offset_max is None else min(n.offset_max, value)
             elif isinstance(f, LessThanOrEqual):
-                n.offset_max = (value + 1 if n.offset_max is None
-                                else min(n.offset_max, value + 1))
+                n.offset_max = value + 1 if n.offset_max is None else min(n.offset_max, value + 1)
         elif col == "timestamp" and isinstance(f, (GreaterThan, GreaterThanOrEqual)):
             ms = _to_ms_floor(value)
             if ms is not None:
@@ -102,12 +115,14 @@ def narrowing_from_filters(filters) -> Narrowing:
 def keeps_partition(n: Narrowing | None, topic: str, partition: int) -> bool:
     if n is None:
         return True
-    return ((n.topics is None or topic in n.topics) and
-            (n.partitions is None or partition in n.partitions))
+    return (n.topics is None or topic in n.topics) and (
+        n.partitions is None or partition in n.partitions
+    )
 
 
-def narrow_ranges(n: Narrowing | None, ranges: list[OffsetRange],
-                  timestamp_starts: dict | None = None) -> list[OffsetRange]:
+def narrow_ranges(
+    n: Narrowing | None, ranges: list[OffsetRange], timestamp_starts: dict | None = None
+) -> list[OffsetRange]:
     """Cut ``[start, end)`` ranges by the offset bounds and the per-partition offsets that
     a timestamp lower bound resolved to; drop the ranges that become empty."""
     if n is None or n.empty:

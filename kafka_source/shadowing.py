@@ -21,8 +21,14 @@ __all__ = ["INSTALLED_NAMES", "check_own_modules", "ShadowedModuleError"]
 
 #: The top-level import names the package installs: a copy of ``protocol.version``'s, as
 #: this module imports nothing of the connector (tests/test_package.py compares the two).
-INSTALLED_NAMES = ("pyspark_pykafka", "kafka_source", "kafka_sink", "kafka_common",
-                   "protocol", "kafka_testbed")
+INSTALLED_NAMES = (
+    "pyspark_pykafka",
+    "kafka_source",
+    "kafka_sink",
+    "kafka_common",
+    "protocol",
+    "kafka_testbed",
+)
 #: The packages ``kafka_source`` imports, checked before it imports them.
 _SIBLINGS = ("protocol", "kafka_common", "kafka_sink")
 
@@ -80,4 +86,6 @@ def check_own_modules(own_spec) -> None:
             f"{where}, which is not part of pyspark-pykafka (installed in {ours}) and comes "
             f"first on sys.path. Rename that file (pyspark-pykafka installs the top-level "
             f"names {', '.join(INSTALLED_NAMES)}), or move it off the job's path.",
-            name=name, path=where)
+            name=name,
+            path=where,
+        )

@@ -47,9 +47,16 @@ import time
 from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
 try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
-    from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
-                                                  ReadMinRows, SupportsTriggerAvailableNow)
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxBytes,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+
     ADMISSION_CONTROL = True
 except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_without_start)
     ADMISSION_CONTROL = False
@@ -70,12 +77,28 @@ from protocol.errors import ConfigError, PyKafkaError
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
 from .fetcher import DataLossError, read_ranges
 from .offset_reader import OffsetReader
-from .offset_specs import (LATEST, EarliestOffsets, GlobalTimestamp, OffsetRange, OffsetSpec,
-                           SpecificOffsets, SpecificTimestamps, TopicPartition, format_tp)
+from .offset_specs import (
+    LATEST,
+    EarliestOffsets,
+    GlobalTimestamp,
+    OffsetRange,
+    OffsetSpec,
+    SpecificOffsets,
+    SpecificTimestamps,
+    TopicPartition,
+    format_tp,
+)
 from .options import ReaderOptions
-from .planning import (READ_GRANT, discover_partitions, metadata_topics,
-                       partitions_from_metadata, one_task, plan_ranges, resolve_offsets,
-                       small_read_groups)
+from .planning import (
+    READ_GRANT,
+    discover_partitions,
+    metadata_topics,
+    partitions_from_metadata,
+    one_task,
+    plan_ranges,
+    resolve_offsets,
+    small_read_groups,
+)
 
 log = logging.getLogger("pykafka.source")
 
@@ -91,13 +114,19 @@ def to_json(offsets: dict[TopicPartition, int]) -> dict:
 
 
 def from_json(offsets: dict | None) -> dict[TopicPartition, int]:
-    return {(topic, int(p)): int(o) for topic, parts in (offsets or {}).items()
-            for p, o in parts.items()}
+    return {
+        (topic, int(p)): int(o)
+        for topic, parts in (offsets or {}).items()
+        for p, o in parts.items()
+    }
 
 
-def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
-               budget: float, weight: dict[TopicPartition, float] | None = None
-               ) -> dict[TopicPartition, int]:
+def rate_limit(
+    begin: dict[TopicPartition, int],
+    end: dict[TopicPartition, int],
+    budget: float,
+    weight: dict[TopicPartition, float] | None = None,
+) -> dict[TopicPartition, int]:
     """Cut ``end`` so the total backlog read is about ``budget``, each partition getting a
     share proportional to its backlog.
 
@@ -108,8 +137,7 @@ def rate_limit(begin: dict[TopicPartition, int], end: dict[TopicPartition, int],
     (bytes per offset, for ``maxBytesPerTrigger``) the backlogs are weighted and the whole
     backlog is taken when it fits."""
     if weight is None:
-        sizes = {tp: e - begin[tp] for tp, e in end.items()
-                 if tp in begin and e - begin[tp] > 0}
+        sizes = {tp: e - begin[tp] for tp, e in end.items() if tp in begin and e - begin[tp] > 0}
         total = float(sum(sizes.values()))
         if total < 1:
             return dict(end)
@@ -157,9 +185,11 @@ class AvailableNowEndError(PyKafkaError):
     ``verifyEndOffsetForTriggerAvailableNow``)."""
 
 
-_RATE_OPTIONS = (("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
-                 ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
-                 ("maxBytesPerTrigger", "max_bytes_per_trigger"))
+_RATE_OPTIONS = (
+    ("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
+    ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
+    ("maxBytesPerTrigger", "max_bytes_per_trigger"),
+)
 
 
 def check_pyspark_supports(options: ReaderOptions) -> None:
@@ -167,17 +197,18 @@ def check_pyspark_supports(options: ReaderOptions) -> None:
     if ADMISSION_CONTROL:
         return
     import pyspark
+
     for name, attr in _RATE_OPTIONS:
         if getattr(options, attr) is not None:
             raise ConfigError(
                 f"{name} needs PySpark 4.2 or later: PySpark {pyspark.__version__} gives "
                 "Python streaming sources no admission control (no latestOffset(start, "
                 f"limit)), so every micro-batch would read all that is available. Remove "
-                f"{name} or upgrade PySpark.")
+                f"{name} or upgrade PySpark."
+            )
 
 
-class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
-                        SupportsTriggerAvailableNow):
+class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
         self.options = options
         self._client: OffsetReader | None = None
@@ -203,15 +234,18 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         """The driver's client; offset lookups retried per fetchOffset.* options."""
         if self._client is None:
             o = self.options
-            self._client = OffsetReader(KafkaClient(o.client_config),
-                                        o.fetch_offset_num_retries,
-                                        o.fetch_offset_retry_interval_ms)
+            self._client = OffsetReader(
+                KafkaClient(o.client_config),
+                o.fetch_offset_num_retries,
+                o.fetch_offset_retry_interval_ms,
+            )
         return self._client
 
     # ---- offsets ----------------------------------------------------------------------
 
-    def _latest_offsets(self, known: dict[TopicPartition, int] | None = None
-                        ) -> dict[TopicPartition, int]:
+    def _latest_offsets(
+        self, known: dict[TopicPartition, int] | None = None
+    ) -> dict[TopicPartition, int]:
         """The latest offsets of the partitions the subscription has now. Partitions are
         discovered anew every time (as Spark's connector describes its topics for every
         micro-batch); once a first discovery named them, the Metadata request and the
@@ -222,7 +256,8 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         level = o.isolation_level_code
         if self._partitions:
             metadata, latest = self.client.metadata_and_latest(
-                metadata_topics(o.subscription), self._partitions, level)
+                metadata_topics(o.subscription), self._partitions, level
+            )
             partitions = partitions_from_metadata(o.subscription, metadata)
             if latest is not None and set(latest) != set(partitions):
                 latest = None
@@ -235,9 +270,13 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         if self._initial is None:
             partitions = discover_partitions(self.options.subscription, self.client)
             self._partitions = partitions
-            start = resolve_offsets(self.options.starting_offsets, partitions, self.client,
-                                    is_starting=True,
-                                    isolation_level=self.options.isolation_level_code)
+            start = resolve_offsets(
+                self.options.starting_offsets,
+                partitions,
+                self.client,
+                is_starting=True,
+                isolation_level=self.options.isolation_level_code,
+            )
             self._initial = to_json(start)
             log.info("initial offsets: %s", self._initial)
         # only an empty batch 0 keeps a start that cannot be resolved again (see above)
@@ -275,11 +314,13 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 # Batch 0 of a fresh query: end it where it starts, so that the offset log
                 # holds the start before anything is read. Its progress still shows the
                 # latest offsets (reportLatestOffset), as every other batch's does.
-                self._latest = (self._target if self._target is not None
-                                else self._latest_offsets(known=begin))
+                self._latest = (
+                    self._target if self._target is not None else self._latest_offsets(known=begin)
+                )
                 return start
-        latest = dict(self._target) if self._target is not None else \
-            self._latest_offsets(known=begin)
+        latest = (
+            dict(self._target) if self._target is not None else self._latest_offsets(known=begin)
+        )
         self._latest = latest
         end = dict(latest)
         if limit is not None and not isinstance(limit, ReadAllAvailable):
@@ -309,8 +350,10 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
             # As Spark: the first batch of a run never waits, and the delay counts from the
             # last batch this check let through.
             now = time.monotonic()
-            if (self._last_batch_at is not None
-                    and (now - self._last_batch_at) * 1000 < o.max_trigger_delay_ms):
+            if (
+                self._last_batch_at is not None
+                and (now - self._last_batch_at) * 1000 < o.max_trigger_delay_ms
+            ):
                 backlog = sum(max(0, e - begin.get(tp, e)) for tp, e in end.items())
                 if backlog < minimum:
                     return None
@@ -318,11 +361,13 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
         if max_rows is not None:
             end = rate_limit(begin, end, max_rows)
-        max_bytes = (limit.max_bytes if isinstance(limit, ReadMaxBytes)
-                     else o.max_bytes_per_trigger)
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else o.max_bytes_per_trigger
         if max_bytes is not None:
-            weights = {tp: self._estimate_bytes_per_offset(tp, begin.get(tp, e))
-                       for tp, e in end.items() if e > begin.get(tp, e)}
+            weights = {
+                tp: self._estimate_bytes_per_offset(tp, begin.get(tp, e))
+                for tp, e in end.items()
+                if e > begin.get(tp, e)
+            }
             end = rate_limit(begin, end, max_bytes, weights)
         return end
 
@@ -333,17 +378,22 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         if cached is not None and abs(at - cached[1]) < 200_000:
             return cached[0]
         from protocol.records.batch import iter_batches
+
         estimate = float(_DEFAULT_BYTES_PER_OFFSET)
         try:
             # A broker may leave the partition out of its answer (Tansu does when told not
             # to wait at all): then the estimate falls back to the default.
-            part = self.client.fetch({tp: at}, max_wait_ms=100,
-                                     partition_max_bytes=_BYTES_SAMPLE).get(tp) or {}
+            part = (
+                self.client.fetch({tp: at}, max_wait_ms=100, partition_max_bytes=_BYTES_SAMPLE).get(
+                    tp
+                )
+                or {}
+            )
             records = part.get("records") or b""
             size, last = 0, None
             for pos, base, length, _ in iter_batches(records):
                 size += length
-                last = base + int.from_bytes(records[pos + 23:pos + 27], "big", signed=True)
+                last = base + int.from_bytes(records[pos + 23 : pos + 27], "big", signed=True)
             if last is not None and last >= at:
                 estimate = max(1.0, size / (last - max(at, 0) + 1))
         except PyKafkaError as e:
@@ -362,17 +412,23 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
 
     def _data_loss(self, message: str) -> None:
         if self.options.fail_on_data_loss:
-            raise DataLossError(message + " If you do not want the query to fail in such "
-                                "cases, set the source option \"failOnDataLoss\" to \"false\".")
+            raise DataLossError(
+                message + " If you do not want the query to fail in such "
+                'cases, set the source option "failOnDataLoss" to "false".'
+            )
         log.warning("failOnDataLoss is false, going on: %s", message)
 
     def _earliest_of_new(self, new: list[TopicPartition]) -> dict[TopicPartition, int]:
         """The earliest offsets of partitions that appeared since the batch's start; those
         gone again already (deleted with their topic) are missing from the answer."""
         metadata = self.client.refresh_metadata(sorted({t for t, _ in new}))
-        present = [tp for tp in new if tp[0] in metadata.topics
-                   and not metadata.topics[tp[0]].error_code
-                   and tp[1] in metadata.topics[tp[0]].partitions]
+        present = [
+            tp
+            for tp in new
+            if tp[0] in metadata.topics
+            and not metadata.topics[tp[0]].error_code
+            and tp[1] in metadata.topics[tp[0]].partitions
+        ]
         return self.client.earliest_offsets(present) if present else {}
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
@@ -381,9 +437,12 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
             # construction, whatever "latest" says now (see the module docstring).
             self._after_initial = False
             if start != end:
-                log.info("batch 0 again after a restart: it ends at %s, where the query "
-                         "started; nothing to read (startingOffsets now resolves to %s)",
-                         end, start)
+                log.info(
+                    "batch 0 again after a restart: it ends at %s, where the query "
+                    "started; nothing to read (startingOffsets now resolves to %s)",
+                    end,
+                    start,
+                )
             return []
         begin, until = from_json(start), from_json(end)
         if self._target is not None and start != end:
@@ -393,30 +452,38 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
             found = self._earliest_of_new(new)
             gone = [tp for tp in new if tp not in found]
             if gone:
-                self._data_loss(f"Cannot find earliest offsets of partition(s) "
-                                f"{', '.join(format_tp(tp) for tp in gone)}: they may have "
-                                "been deleted, so records may have been missed.")
+                self._data_loss(
+                    f"Cannot find earliest offsets of partition(s) "
+                    f"{', '.join(format_tp(tp) for tp in gone)}: they may have "
+                    "been deleted, so records may have been missed."
+                )
             for tp, offset in sorted(found.items()):
                 if offset != 0:
-                    self._data_loss(f"Added partition {format_tp(tp)} starts from {offset} "
-                                    "instead of 0: its first records were deleted before "
-                                    "the query saw them, so records may have been missed.")
+                    self._data_loss(
+                        f"Added partition {format_tp(tp)} starts from {offset} "
+                        "instead of 0: its first records were deleted before "
+                        "the query saw them, so records may have been missed."
+                    )
             begin.update(found)
         gone = [tp for tp in begin if tp not in until]
         if gone:
             self._refused_topics(sorted({t for t, _ in gone}))
         for tp in gone:
-            self._data_loss(f"Partition {format_tp(tp)} is gone: its topic was deleted "
-                            "or lost partitions, so records may have been missed.")
+            self._data_loss(
+                f"Partition {format_tp(tp)} is gone: its topic was deleted "
+                "or lost partitions, so records may have been missed."
+            )
         ranges = []
         for tp, e in sorted(until.items()):
             if tp not in begin:
                 continue  # appeared and went again: reported above
             b = begin[tp]
             if e < b:
-                self._data_loss(f"Partition {format_tp(tp)}'s offsets went back from {b} to "
-                                f"{e}: the topic may have been deleted and recreated, so "
-                                "records may have been missed.")
+                self._data_loss(
+                    f"Partition {format_tp(tp)}'s offsets went back from {b} to "
+                    f"{e}: the topic may have been deleted and recreated, so "
+                    "records may have been missed."
+                )
                 continue
             if e > b:
                 ranges.append(OffsetRange(tp[0], tp[1], b, e))
@@ -435,8 +502,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         for topic in topics:
             info = metadata.topics.get(topic)
             if info is not None and info.error_code in RESOURCE_TYPES:
-                raise refine(request_error(info.error_code, "Metadata", topic=topic),
-                             grant=READ_GRANT)
+                raise refine(
+                    request_error(info.error_code, "Metadata", topic=topic), grant=READ_GRANT
+                )
 
     def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:
         """Spark's ``verifyEndOffsetForTriggerAvailableNow``: a batch of a
@@ -446,8 +514,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         hint = "The error could be transient: restart the query, and report it if it stays."
 
         def fmt(offsets) -> str:
-            return "{" + ", ".join(f"{format_tp(tp)}: {o}" for tp, o in
-                                   sorted(offsets.items())) + "}"
+            return (
+                "{" + ", ".join(f"{format_tp(tp)}: {o}" for tp, o in sorted(offsets.items())) + "}"
+            )
 
         def tps(keys) -> str:
             return "{" + ", ".join(format_tp(tp) for tp in sorted(keys)) + "}"
@@ -457,23 +526,27 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
                 "Kafka data source in Trigger.AvailableNow should provide the same topic "
                 f"partitions in pre-fetched offset to end offset for each microbatch. {hint} "
                 f"topic-partitions for pre-fetched offset: {tps(target)}, topic-partitions "
-                f"for end offset: {tps(until)}.")
+                f"for end offset: {tps(until)}."
+            )
         if any(until[tp] > target[tp] for tp in until):
             raise AvailableNowEndError(
                 "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
                 "or equal offset per each topic partition than pre-fetched offset. "
-                f"{hint} pre-fetched offset: {fmt(target)}, end offset: {fmt(until)}.")
+                f"{hint} pre-fetched offset: {fmt(target)}, end offset: {fmt(until)}."
+            )
         latest = self._latest_offsets(known=until)
         if not set(until) <= set(latest):
             raise AvailableNowEndError(
                 "Some of partitions in Kafka topic(s) have been lost during running query "
                 f"with Trigger.AvailableNow. {hint} topic-partitions for latest offset: "
-                f"{tps(latest)}, topic-partitions for end offset: {tps(until)}")
+                f"{tps(latest)}, topic-partitions for end offset: {tps(until)}"
+            )
         if any(until[tp] > latest[tp] for tp in until):
             raise AvailableNowEndError(
                 "Some of partitions in Kafka topic(s) report available offset which is less "
                 f"than end offset during running query with Trigger.AvailableNow. {hint} "
-                f"latest offset: {fmt(latest)}, end offset: {fmt(until)}")
+                f"latest offset: {fmt(latest)}, end offset: {fmt(until)}"
+            )
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
         settle_worker_heap()
@@ -492,8 +565,12 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader,
         except PyKafkaError as e:  # lag reporting must never stop the query
             # the coordinator lookup wants Describe on the group, the commit Read
             refine(e, resource_type=GROUP, grant=("Read",))
-            self._warnings.warn(f"commit:{type(e).__name__}", "could not commit offsets to "
-                                "consumer group %r (commitOffsetsToGroup): %s", group, e)
+            self._warnings.warn(
+                f"commit:{type(e).__name__}",
+                "could not commit offsets to consumer group %r (commitOffsetsToGroup): %s",
+                group,
+                e,
+            )
 
     def stop(self) -> None:
         if self._client is not None:

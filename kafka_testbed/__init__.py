@@ -22,6 +22,16 @@ from .mock_cluster import MockCluster, MockRequest
 from .schema_registry import RegistryServer
 from .tansu import TansuBroker, TansuStartError
 
-__all__ = ["KAFKA_VERSIONS", "KafkaCluster", "KafkaStartError", "MockCluster", "MockRequest",
-           "NEWEST_KAFKA", "OLDEST_KAFKA", "RegistryServer", "SASL_USERS", "TansuBroker",
-           "TansuStartError"]
+__all__ = [
+    "KAFKA_VERSIONS",
+    "KafkaCluster",
+    "KafkaStartError",
+    "MockCluster",
+    "MockRequest",
+    "NEWEST_KAFKA",
+    "OLDEST_KAFKA",
+    "RegistryServer",
+    "SASL_USERS",
+    "TansuBroker",
+    "TansuStartError",
+]

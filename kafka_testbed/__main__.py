@@ -32,18 +32,34 @@ def _topic(text: str) -> tuple[str, int]:
 
 def _arguments(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m kafka_testbed", description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--topic", type=_topic, action="append", default=[],
-                        metavar="NAME[:PARTITIONS]", help="a topic to create (repeatable)")
-    parser.add_argument("--kafka", nargs="?", const="newest", metavar="VERSION",
-                        help="run Apache Kafka (needs Java; Maven fetches its jars on first "
-                             "use) instead of the embedded broker; VERSION one of "
-                             "kafka_testbed.KAFKA_VERSIONS, the newest by default")
-    parser.add_argument("--registry-port", type=int, default=0,
-                        help="port of the Schema Registry (default: any free port)")
-    parser.add_argument("--no-registry", action="store_true",
-                        help="start the broker alone")
+        prog="python -m kafka_testbed",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--topic",
+        type=_topic,
+        action="append",
+        default=[],
+        metavar="NAME[:PARTITIONS]",
+        help="a topic to create (repeatable)",
+    )
+    parser.add_argument(
+        "--kafka",
+        nargs="?",
+        const="newest",
+        metavar="VERSION",
+        help="run Apache Kafka (needs Java; Maven fetches its jars on first "
+        "use) instead of the embedded broker; VERSION one of "
+        "kafka_testbed.KAFKA_VERSIONS, the newest by default",
+    )
+    parser.add_argument(
+        "--registry-port",
+        type=int,
+        default=0,
+        help="port of the Schema Registry (default: any free port)",
+    )
+    parser.add_argument("--no-registry", action="store_true", help="start the broker alone")
     return parser.parse_args(argv)
 
 
@@ -52,21 +68,27 @@ def _broker(version: str | None):
     """Yield ``(bootstrap servers, what it is, create_topic(name, partitions))``."""
     if version is None:
         from .mock_cluster import MockCluster
+
         with MockCluster(brokers=1) as cluster:
+
             def create(name: str, partitions: int) -> None:
                 cluster.create_topic(name, partitions, 1)
+
             yield cluster.bootstrap, "embedded broker (librdkafka's mock cluster)", create
         return
     from protocol.client.cluster import KafkaClient
 
     from .apache_kafka import KafkaCluster
     from .maven_jars import NEWEST_KAFKA
+
     version = NEWEST_KAFKA if version == "newest" else version
     with KafkaCluster(version=version, nodes=1) as cluster:
+
         def create(name: str, partitions: int) -> None:
             with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
                 client.create_topics({name: partitions}, exist_ok=True)
                 client.wait_for_topics([name])
+
         yield cluster.bootstrap, f"Apache Kafka {version}", create
 
 
@@ -86,9 +108,11 @@ def main(argv=None) -> int:
         try:
             bootstrap, kind, create = stack.enter_context(_broker(args.kafka))
         except ModuleNotFoundError as e:
-            print(f"The embedded broker needs {e.name} (pip install confluent-kafka, or "
-                  "make install); or run Apache Kafka with --kafka (needs Java).",
-                  file=sys.stderr)
+            print(
+                f"The embedded broker needs {e.name} (pip install confluent-kafka, or "
+                "make install); or run Apache Kafka with --kafka (needs Java).",
+                file=sys.stderr,
+            )
             return 1
         for name, partitions in args.topic:
             create(name, partitions)
@@ -101,7 +125,7 @@ def main(argv=None) -> int:
             print(f"Schema Registry: {registry.url} (in memory)")
         for name, partitions in args.topic:
             print(f"topic {name!r}: {partitions} partition(s)")
-        print("Options for format(\"pykafka\"):")
+        print('Options for format("pykafka"):')
         print(options_text(bootstrap, registry.url if registry else None))
         print("Running; press Ctrl-C to stop.", flush=True)
         try:

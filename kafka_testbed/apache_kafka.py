@@ -73,9 +73,15 @@ __all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
 #: SCRAM users (both mechanisms) created at format time.
 SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
 
-_LISTENER_PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SASL": "SASL_PLAINTEXT",
-                       "OAUTH": "SASL_PLAINTEXT", "SSL": "SSL", "SASL_SSL": "SASL_SSL",
-                       "PROXIED": "PLAINTEXT", "CONTROLLER": "PLAINTEXT"}
+_LISTENER_PROTOCOLS = {
+    "PLAINTEXT": "PLAINTEXT",
+    "SASL": "SASL_PLAINTEXT",
+    "OAUTH": "SASL_PLAINTEXT",
+    "SSL": "SSL",
+    "SASL_SSL": "SASL_SSL",
+    "PROXIED": "PLAINTEXT",
+    "CONTROLLER": "PLAINTEXT",
+}
 _PASSWORD_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
@@ -107,9 +113,11 @@ def _pkcs8(key_pem: bytes) -> str:
     if b"BEGIN PRIVATE KEY" in key_pem:
         return key_pem.decode()
     from cryptography.hazmat.primitives import serialization
+
     key = serialization.load_pem_private_key(key_pem, password=None)
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                             serialization.NoEncryption()).decode()
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
 
 
 def _die_with_parent() -> None:
@@ -117,6 +125,7 @@ def _die_with_parent() -> None:
     test run killed by hand (or by a timeout) leaves no broker JVM behind (Linux only)."""
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
@@ -158,8 +167,9 @@ class _Node:
             text = self.log_file.read_text(errors="replace").splitlines()
         except OSError:
             return "(no log)"
-        causes = [line for line in text[:-lines]
-                  if " ERROR " in line or line.startswith("Caused by:")][:20]
+        causes = [
+            line for line in text[:-lines] if " ERROR " in line or line.startswith("Caused by:")
+        ][:20]
         head = ["errors earlier in the log:", *causes, "..."] if causes else []
         return "\n".join(head + text[-lines:])
 
@@ -167,17 +177,27 @@ class _Node:
 class KafkaCluster:
     """An Apache Kafka KRaft cluster of ``nodes`` combined broker+controller JVMs."""
 
-    def __init__(self, version: str = NEWEST_KAFKA, nodes: int = 1, *,
-                 transaction_version: int | None = None, sasl: bool = False,
-                 oauth_jwks: str | None = None, oauth_issuer: str | None = None,
-                 ssl: tuple[str, str] | None = None,
-                 ssl_client_ca: str | None = None, sasl_ssl: bool = False,
-                 ssl_listeners=None,
-                 reauth_ms: int | None = None,
-                 authorizer: bool = False, heap_mb: int = 512, num_partitions: int = 1,
-                 broker_config: dict[str, str] | None = None,
-                 proxied: dict[int, int] | None = None,
-                 start_timeout_s: float = 120.0):
+    def __init__(
+        self,
+        version: str = NEWEST_KAFKA,
+        nodes: int = 1,
+        *,
+        transaction_version: int | None = None,
+        sasl: bool = False,
+        oauth_jwks: str | None = None,
+        oauth_issuer: str | None = None,
+        ssl: tuple[str, str] | None = None,
+        ssl_client_ca: str | None = None,
+        sasl_ssl: bool = False,
+        ssl_listeners=None,
+        reauth_ms: int | None = None,
+        authorizer: bool = False,
+        heap_mb: int = 512,
+        num_partitions: int = 1,
+        broker_config: dict[str, str] | None = None,
+        proxied: dict[int, int] | None = None,
+        start_timeout_s: float = 120.0,
+    ):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         self.version = version
@@ -187,8 +207,9 @@ class KafkaCluster:
         self.transaction_version = transaction_version
         if sasl_ssl and not (ssl and sasl):
             raise ValueError("sasl_ssl=True needs ssl (its certificate) and sasl (its users)")
-        self.ssl_listeners = {name.upper(): files
-                              for name, files in dict(ssl_listeners or ()).items()}
+        self.ssl_listeners = {
+            name.upper(): files for name, files in dict(ssl_listeners or ()).items()
+        }
         taken = set(_LISTENER_PROTOCOLS) & set(self.ssl_listeners)
         if taken:
             raise ValueError(f"ssl_listeners: {sorted(taken)} are names of the testbed's own")
@@ -207,10 +228,15 @@ class KafkaCluster:
         if self.cluster_id.startswith("-"):
             self.cluster_id = "A" + self.cluster_id[1:]
         self.proxied = dict(proxied or {})
-        self.listeners = ["PLAINTEXT"] + (["SASL"] if sasl else []) + \
-            (["OAUTH"] if oauth_jwks else []) + (["SSL"] if ssl else []) + \
-            (["SASL_SSL"] if sasl_ssl else []) + list(self.ssl_listeners) + \
-            (["PROXIED"] if proxied else [])
+        self.listeners = (
+            ["PLAINTEXT"]
+            + (["SASL"] if sasl else [])
+            + (["OAUTH"] if oauth_jwks else [])
+            + (["SSL"] if ssl else [])
+            + (["SASL_SSL"] if sasl_ssl else [])
+            + list(self.ssl_listeners)
+            + (["PROXIED"] if proxied else [])
+        )
         self._dir: Path | None = None
         self.nodes: dict[int, _Node] = {}
         self._classpath: str | None = None
@@ -320,23 +346,47 @@ class KafkaCluster:
 
     # ---- Kafka's own tools --------------------------------------------------------------
 
-    def tool(self, main_class: str, *args: str, timeout: float = 120,
-             check: bool = True, input: str | None = None) -> subprocess.CompletedProcess:
+    def tool(
+        self,
+        main_class: str,
+        *args: str,
+        timeout: float = 120,
+        check: bool = True,
+        input: str | None = None,
+    ) -> subprocess.CompletedProcess:
         """Run one of Kafka's tools (a class in this version's jars) and return what it
         printed; ``--bootstrap-server`` is the caller's to pass (``self.bootstrap``).
         ``input`` is its standard input (ConsoleProducer reads its records there)."""
-        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
-               *self._log_config_args(self._tool_log_config()), "-cp", self.classpath,
-               main_class, *args]
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                             input=input)
+        cmd = [
+            java_executable(),
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            *self._log_config_args(self._tool_log_config()),
+            "-cp",
+            self.classpath,
+            main_class,
+            *args,
+        ]
+        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
         if check and run.returncode != 0:
-            raise RuntimeError(f"{main_class} {' '.join(args)} exited {run.returncode}:\n"
-                               f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}")
+            raise RuntimeError(
+                f"{main_class} {' '.join(args)} exited {run.returncode}:\n"
+                f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+            )
         return run
 
-    def acl(self, principal: str, operations, *, topics=(), groups=(), transactional_ids=(),
-            cluster: bool = False, prefixed: bool = False, remove: bool = False) -> None:
+    def acl(
+        self,
+        principal: str,
+        operations,
+        *,
+        topics=(),
+        groups=(),
+        transactional_ids=(),
+        cluster: bool = False,
+        prefixed: bool = False,
+        remove: bool = False,
+    ) -> None:
         """Allow (``remove``: no longer allow) ``principal`` (``"User:alice"``) each of
         ``operations`` (``"Read"``, ``"Write"``, ``"Describe"``, ...) on each resource named,
         literal or (``prefixed``) every name starting with it, with Kafka's own
@@ -345,15 +395,23 @@ class KafkaCluster:
         at once (each operation must apply to each resource type given)."""
         if isinstance(operations, str):
             operations = [operations]
-        args = ["--bootstrap-server", self.bootstrap, "--remove" if remove else "--add",
-                "--allow-principal", principal]
+        args = [
+            "--bootstrap-server",
+            self.bootstrap,
+            "--remove" if remove else "--add",
+            "--allow-principal",
+            principal,
+        ]
         if remove:
             args.append("--force")
         for operation in operations:
             args += ["--operation", operation]
-        for flag, names in (("--topic", topics), ("--group", groups),
-                            ("--transactional-id", transactional_ids)):
-            for name in ([names] if isinstance(names, str) else names):
+        for flag, names in (
+            ("--topic", topics),
+            ("--group", groups),
+            ("--transactional-id", transactional_ids),
+        ):
+            for name in [names] if isinstance(names, str) else names:
                 args += [flag, name]
         if cluster:
             args.append("--cluster")
@@ -365,6 +423,7 @@ class KafkaCluster:
         """``AclCommand``'s class: ``kafka.admin``'s moved to ``org.apache.kafka.tools``
         (Kafka 4.0); the one these jars have."""
         import zipfile
+
         for jar in self.classpath.split(os.pathsep):
             if Path(jar).name.startswith("kafka-tools-"):
                 with zipfile.ZipFile(jar) as z:
@@ -376,16 +435,21 @@ class KafkaCluster:
 
     def _write_config(self, node: _Node) -> None:
         n = len(self.nodes)
-        voters = ",".join(f"{m.node_id}@127.0.0.1:{m.ports['CONTROLLER']}"
-                          for m in self.nodes.values())
-        protocols = ",".join(f"{name}:{_LISTENER_PROTOCOLS.get(name, 'SSL')}"
-                             for name in self.listeners + ["CONTROLLER"])
-        listeners = ",".join(f"{name}://127.0.0.1:{node.ports[name]}"
-                             for name in self.listeners + ["CONTROLLER"])
+        voters = ",".join(
+            f"{m.node_id}@127.0.0.1:{m.ports['CONTROLLER']}" for m in self.nodes.values()
+        )
+        protocols = ",".join(
+            f"{name}:{_LISTENER_PROTOCOLS.get(name, 'SSL')}"
+            for name in self.listeners + ["CONTROLLER"]
+        )
+        listeners = ",".join(
+            f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners + ["CONTROLLER"]
+        )
         advertised = ",".join(
             f"{name}://127.0.0.1:"
             f"{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
-            for name in self.listeners)
+            for name in self.listeners
+        )
         rf = min(3, n)
         props = {
             "process.roles": "broker,controller",
@@ -424,10 +488,12 @@ class KafkaCluster:
         }
         if self.sasl:
             props.update(self._password_props("sasl"))
-            props["listener.name.sasl.sasl.enabled.mechanisms"] = \
+            props["listener.name.sasl.sasl.enabled.mechanisms"] = (
                 _PASSWORD_MECHANISMS + ",OAUTHBEARER"
-            props["listener.name.sasl.oauthbearer.sasl.jaas.config"] = \
+            )
+            props["listener.name.sasl.oauthbearer.sasl.jaas.config"] = (
                 f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker";'
+            )
         if self.oauth_jwks:
             props.update(self._jwks_props("oauth"))
             props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
@@ -437,12 +503,16 @@ class KafkaCluster:
         if self.ssl:
             props.update(self._keystore_props("ssl", *self.ssl))
             if self.ssl_client_ca:
-                props.update({
-                    "listener.name.ssl.ssl.client.auth": "required",
-                    "listener.name.ssl.ssl.truststore.type": "PEM",
-                    "listener.name.ssl.ssl.truststore.certificates":
-                        Path(self.ssl_client_ca).read_text().strip().replace("\n", "\\n"),
-                })
+                props.update(
+                    {
+                        "listener.name.ssl.ssl.client.auth": "required",
+                        "listener.name.ssl.ssl.truststore.type": "PEM",
+                        "listener.name.ssl.ssl.truststore.certificates": Path(self.ssl_client_ca)
+                        .read_text()
+                        .strip()
+                        .replace("\n", "\\n"),
+                    }
+                )
         if self.sasl_ssl:
             props.update(self._keystore_props("sasl_ssl", *self.ssl))
             props.update(self._password_props("sasl_ssl"))
@@ -454,8 +524,13 @@ class KafkaCluster:
         for name, (cert, key) in self.ssl_listeners.items():
             props.update(self._keystore_props(name.lower(), cert, key))
         if self.authorizer:
-            props.update({"authorizer.class.name": _AUTHORIZER, "super.users": SUPER_USER,
-                          "allow.everyone.if.no.acl.found": "false"})
+            props.update(
+                {
+                    "authorizer.class.name": _AUTHORIZER,
+                    "super.users": SUPER_USER,
+                    "allow.everyone.if.no.acl.found": "false",
+                }
+            )
         props.update(self.broker_config)
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self._write_log_config(node)
@@ -466,9 +541,11 @@ class KafkaCluster:
         made at format time) on ``listener``."""
         users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
         prefix = f"listener.name.{listener}"
-        return {f"{prefix}.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
-                f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
-                f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;"}
+        return {
+            f"{prefix}.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
+            f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+            f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+        }
 
     @property
     def jwks_url(self) -> str | None:
@@ -485,10 +562,10 @@ class KafkaCluster:
         ``oauth_jwks`` JWKS (its URL is allowed in ``_launch``)."""
         prefix = f"listener.name.{listener}.oauthbearer.sasl.oauthbearer."
         props = {
-            f"listener.name.{listener}.oauthbearer.sasl.jaas.config":
-                f"{_OAUTH_MODULE} required;",
-            f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class":
-                _JWKS_VALIDATOR,
+            f"listener.name.{listener}.oauthbearer.sasl.jaas.config": f"{_OAUTH_MODULE} required;",
+            (
+                f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class"
+            ): _JWKS_VALIDATOR,
             f"{prefix}jwks.endpoint.url": self.jwks_url,
             # Kafka 4.4 refuses to start a JWKS validator that checks neither the
             # audience nor the issuer; tests' tokens carry no "aud" (older versions ignore
@@ -505,16 +582,27 @@ class KafkaCluster:
     def _keystore_props(listener: str, cert: str, key: str) -> dict[str, str]:
         """``listener``'s certificate chain and key, inline PEM (the key as PKCS#8)."""
         prefix = f"listener.name.{listener}.ssl.keystore"
-        return {f"{prefix}.type": "PEM",
-                f"{prefix}.certificate.chain":
-                    Path(cert).read_text().strip().replace("\n", "\\n"),
-                f"{prefix}.key": _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n")}
+        return {
+            f"{prefix}.type": "PEM",
+            f"{prefix}.certificate.chain": Path(cert).read_text().strip().replace("\n", "\\n"),
+            f"{prefix}.key": _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n"),
+        }
 
     def _format(self, node: _Node, classpath: str) -> None:
-        cmd = [java_executable(), "-Xmx256m", "-XX:TieredStopAtLevel=1",
-               *self._log_config_args(self._tool_log_config()), "-cp", classpath,
-               "kafka.tools.StorageTool", "format", "-t", self.cluster_id,
-               "-c", str(node.config_file)]
+        cmd = [
+            java_executable(),
+            "-Xmx256m",
+            "-XX:TieredStopAtLevel=1",
+            *self._log_config_args(self._tool_log_config()),
+            "-cp",
+            classpath,
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            self.cluster_id,
+            "-c",
+            str(node.config_file),
+        ]
         if self.sasl:
             for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
                 for user, password in SASL_USERS.items():
@@ -523,49 +611,60 @@ class KafkaCluster:
             cmd += ["--feature", f"transaction.version={self.transaction_version}"]
         run = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
         if run.returncode != 0:
-            raise KafkaStartError(f"formatting node {node.node_id} of Kafka {self.version} "
-                                  f"failed ({run.returncode}):\n{run.stdout[-3000:]}\n"
-                                  f"{run.stderr[-3000:]}")
+            raise KafkaStartError(
+                f"formatting node {node.node_id} of Kafka {self.version} "
+                f"failed ({run.returncode}):\n{run.stdout[-3000:]}\n"
+                f"{run.stderr[-3000:]}"
+            )
 
     def _tool_log_config(self) -> Path:
         assert self._dir is not None or self.nodes
         base = self._dir if self._dir is not None else Path(tempfile.gettempdir())
-        path = base / ("tools-log4j2.properties" if uses_log4j2(self.version)
-                       else "tools-log4j.properties")
+        path = base / (
+            "tools-log4j2.properties" if uses_log4j2(self.version) else "tools-log4j.properties"
+        )
         if not path.exists():
             if uses_log4j2(self.version):
-                path.write_text("status = error\nrootLogger.level = error\n"
-                                "rootLogger.appenderRef.stderr.ref = STDERR\n"
-                                "appender.stderr.type = Console\nappender.stderr.name = STDERR\n"
-                                "appender.stderr.target = SYSTEM_ERR\n"
-                                "appender.stderr.layout.type = PatternLayout\n"
-                                "appender.stderr.layout.pattern = %p %m (%c)%n\n")
+                path.write_text(
+                    "status = error\nrootLogger.level = error\n"
+                    "rootLogger.appenderRef.stderr.ref = STDERR\n"
+                    "appender.stderr.type = Console\nappender.stderr.name = STDERR\n"
+                    "appender.stderr.target = SYSTEM_ERR\n"
+                    "appender.stderr.layout.type = PatternLayout\n"
+                    "appender.stderr.layout.pattern = %p %m (%c)%n\n"
+                )
             else:
-                path.write_text("log4j.rootLogger=ERROR, stderr\n"
-                                "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
-                                "log4j.appender.stderr.Target=System.err\n"
-                                "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
-                                "log4j.appender.stderr.layout.ConversionPattern=%p %m (%c)%n\n")
+                path.write_text(
+                    "log4j.rootLogger=ERROR, stderr\n"
+                    "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                    "log4j.appender.stderr.Target=System.err\n"
+                    "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.stderr.layout.ConversionPattern=%p %m (%c)%n\n"
+                )
         return path
 
     def _write_log_config(self, node: _Node) -> None:
         if uses_log4j2(self.version):
-            text = ("status = error\nrootLogger.level = info\n"
-                    "rootLogger.appenderRef.file.ref = FILE\n"
-                    "appender.file.type = File\nappender.file.name = FILE\n"
-                    f"appender.file.fileName = {node.log_file}\n"
-                    "appender.file.layout.type = PatternLayout\n"
-                    "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-                    "logger.kafka.name = kafka\nlogger.kafka.level = info\n"
-                    "logger.apache.name = org.apache.kafka\nlogger.apache.level = info\n")
+            text = (
+                "status = error\nrootLogger.level = info\n"
+                "rootLogger.appenderRef.file.ref = FILE\n"
+                "appender.file.type = File\nappender.file.name = FILE\n"
+                f"appender.file.fileName = {node.log_file}\n"
+                "appender.file.layout.type = PatternLayout\n"
+                "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
+                "logger.kafka.name = kafka\nlogger.kafka.level = info\n"
+                "logger.apache.name = org.apache.kafka\nlogger.apache.level = info\n"
+            )
             (node.directory / "log4j2.properties").write_text(text)
         else:
-            text = ("log4j.rootLogger=INFO, file\n"
-                    "log4j.appender.file=org.apache.log4j.FileAppender\n"
-                    f"log4j.appender.file.File={node.log_file}\n"
-                    "log4j.appender.file.Append=true\n"
-                    "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
-                    "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+            text = (
+                "log4j.rootLogger=INFO, file\n"
+                "log4j.appender.file=org.apache.log4j.FileAppender\n"
+                f"log4j.appender.file.File={node.log_file}\n"
+                "log4j.appender.file.Append=true\n"
+                "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+            )
             (node.directory / "log4j.properties").write_text(text)
 
     def _log_config_args(self, path: Path) -> list[str]:
@@ -574,11 +673,19 @@ class KafkaCluster:
         return [f"-Dlog4j.configuration=file:{path}"]
 
     def _launch(self, node: _Node) -> None:
-        log_config = node.directory / ("log4j2.properties" if uses_log4j2(self.version)
-                                       else "log4j.properties")
-        jvm = [java_executable(), f"-Xmx{self.heap_mb}m", f"-Xms{min(self.heap_mb, 256)}m",
-               "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:+ExitOnOutOfMemoryError",
-               "-Djava.awt.headless=true", *self._log_config_args(log_config)]
+        log_config = node.directory / (
+            "log4j2.properties" if uses_log4j2(self.version) else "log4j.properties"
+        )
+        jvm = [
+            java_executable(),
+            f"-Xmx{self.heap_mb}m",
+            f"-Xms{min(self.heap_mb, 256)}m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            *self._log_config_args(log_config),
+        ]
         if self.oauth_jwks:
             jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url}")
         with open(node.log_file, "a") as marker:
@@ -586,12 +693,16 @@ class KafkaCluster:
         stdout = open(node.directory / "stdout.log", "ab")
         node.process = subprocess.Popen(
             [*jvm, "-cp", self.classpath, "kafka.Kafka", str(node.config_file)],
-            stdout=stdout, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
             # the kernel ties this to the starting *thread*: a node restarted by a fault
             # thread must outlive that thread
-            preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread()
-            else None)
+            preexec_fn=_die_with_parent
+            if threading.current_thread() is threading.main_thread()
+            else None,
+        )
         stdout.close()
         node.log = node.log_file.stat().st_size if node.log_file.exists() else 0
 
@@ -604,7 +715,8 @@ class KafkaCluster:
                     raise KafkaStartError(
                         f"Kafka {self.version} node {node.node_id} exited "
                         f"({node.process.returncode}) while starting:\n{node.log_tail()}\n"
-                        f"{(node.directory / 'stdout.log').read_text(errors='replace')[-2000:]}")
+                        f"{(node.directory / 'stdout.log').read_text(errors='replace')[-2000:]}"
+                    )
                 try:
                     with open(node.log_file, "rb") as f:
                         f.seek(node.log or 0)
@@ -615,7 +727,8 @@ class KafkaCluster:
             if pending and time.monotonic() > deadline:
                 raise KafkaStartError(
                     f"Kafka {self.version} node {pending[0].node_id} not ready after "
-                    f"{self.start_timeout_s:.0f} s:\n{pending[0].log_tail()}")
+                    f"{self.start_timeout_s:.0f} s:\n{pending[0].log_tail()}"
+                )
             if pending:
                 time.sleep(0.1)
         self._wait_brokers_listed()
@@ -624,13 +737,17 @@ class KafkaCluster:
         """Metadata from every running node lists every running node."""
         from protocol.client.cluster import KafkaClient
         from protocol.errors import PyKafkaError
+
         want = {i for i in self.nodes if self.running(i)}
         deadline = time.monotonic() + 60
         last = None
         while time.monotonic() < deadline:
             try:
-                with KafkaClient(bootstrap_servers=self.listener("PLAINTEXT", sorted(want)),
-                                 request_timeout_ms=5000, connect_timeout_ms=2000) as c:
+                with KafkaClient(
+                    bootstrap_servers=self.listener("PLAINTEXT", sorted(want)),
+                    request_timeout_ms=5000,
+                    connect_timeout_ms=2000,
+                ) as c:
                     listed = set(c.metadata(topics=[]).brokers)
                 if want <= listed:
                     return

@@ -23,9 +23,18 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["KAFKA_VERSIONS", "NEWEST_KAFKA", "OLDEST_KAFKA", "MavenFetchError", "cache_dir",
-           "kafka_classpath", "kafka_jar_dir", "fetch_artifacts", "SPARK_KAFKA_CONNECTOR",
-           "spark_kafka_jars"]
+__all__ = [
+    "KAFKA_VERSIONS",
+    "NEWEST_KAFKA",
+    "OLDEST_KAFKA",
+    "MavenFetchError",
+    "cache_dir",
+    "kafka_classpath",
+    "kafka_jar_dir",
+    "fetch_artifacts",
+    "SPARK_KAFKA_CONNECTOR",
+    "spark_kafka_jars",
+]
 
 #: The Apache Kafka versions the tests run on: the newest 3.9.x and each 4.x minor's newest
 #: patch release that Maven served on 2026-11-25.
@@ -36,8 +45,10 @@ OLDEST_KAFKA = KAFKA_VERSIONS[0]
 DEPENDENCY_PLUGIN = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
 
 # Kafka 4.x logs through slf4j-api 1.7 and log4j2; 3.9 through reload4j (log4j 1).
-_LOG4J2 = [("org.apache.logging.log4j", "log4j-slf4j-impl", "2.24.3"),
-           ("org.apache.logging.log4j", "log4j-core", "2.24.3")]
+_LOG4J2 = [
+    ("org.apache.logging.log4j", "log4j-slf4j-impl", "2.24.3"),
+    ("org.apache.logging.log4j", "log4j-core", "2.24.3"),
+]
 _RELOAD4J = [("org.slf4j", "slf4j-reload4j", "1.7.36"), ("ch.qos.reload4j", "reload4j", "1.2.25")]
 
 #: Spark's JVM Kafka connector per Spark version: the versions of the jars it needs beyond
@@ -69,8 +80,10 @@ def uses_log4j2(version: str) -> bool:
 
 def kafka_jar_dir(version: str) -> Path:
     """The folder of ``version``'s broker and tool jars, fetched first if need be."""
-    artifacts = [("org.apache.kafka", "kafka_2.13", version),
-                 ("org.apache.kafka", "kafka-tools", version)]
+    artifacts = [
+        ("org.apache.kafka", "kafka_2.13", version),
+        ("org.apache.kafka", "kafka-tools", version),
+    ]
     artifacts += _LOG4J2 if uses_log4j2(version) else _RELOAD4J
     return fetch_artifacts(f"apache-kafka-{version}", artifacts)
 
@@ -86,21 +99,29 @@ def spark_kafka_jars(spark_version: str) -> list[Path]:
     ``kafka-clients``, ``commons-pool2`` and ``spark-avro``, fetched without their
     transitive dependencies (PySpark ships those). A referee for tests and benchmarks only."""
     if spark_version not in SPARK_KAFKA_CONNECTOR:
-        raise MavenFetchError(f"no pinned Kafka connector for Spark {spark_version} "
-                              f"(pinned: {', '.join(SPARK_KAFKA_CONNECTOR)})")
+        raise MavenFetchError(
+            f"no pinned Kafka connector for Spark {spark_version} "
+            f"(pinned: {', '.join(SPARK_KAFKA_CONNECTOR)})"
+        )
     pins = SPARK_KAFKA_CONNECTOR[spark_version]
-    artifacts = [("org.apache.spark", "spark-sql-kafka-0-10_2.13", spark_version),
-                 ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", spark_version),
-                 ("org.apache.spark", "spark-avro_2.13", spark_version),
-                 ("org.apache.kafka", "kafka-clients", pins["kafka-clients"]),
-                 ("org.apache.commons", "commons-pool2", pins["commons-pool2"])]
+    artifacts = [
+        ("org.apache.spark", "spark-sql-kafka-0-10_2.13", spark_version),
+        ("org.apache.spark", "spark-token-provider-kafka-0-10_2.13", spark_version),
+        ("org.apache.spark", "spark-avro_2.13", spark_version),
+        ("org.apache.kafka", "kafka-clients", pins["kafka-clients"]),
+        ("org.apache.commons", "commons-pool2", pins["commons-pool2"]),
+    ]
     folder = fetch_artifacts(f"spark-kafka-{spark_version}", artifacts, transitive=False)
     return sorted(folder.glob("*.jar"))
 
 
-def fetch_artifacts(name: str, artifacts: list[tuple[str, str, str]], *,
-                    exclude_group_ids: tuple[str, ...] = (),
-                    transitive: bool = True) -> Path:
+def fetch_artifacts(
+    name: str,
+    artifacts: list[tuple[str, str, str]],
+    *,
+    exclude_group_ids: tuple[str, ...] = (),
+    transitive: bool = True,
+) -> Path:
     """``artifacts`` (group, artifact, version) and their runtime dependencies in
     ``<cache>/<name>/``; fetched by Maven unless that folder is already complete."""
     target = cache_dir() / name
@@ -120,24 +141,36 @@ def fetch_artifacts(name: str, artifacts: list[tuple[str, str, str]], *,
         try:
             deps = "\n".join(
                 f"<dependency><groupId>{g}</groupId><artifactId>{a}</artifactId>"
-                f"<version>{v}</version></dependency>" for g, a, v in artifacts)
+                f"<version>{v}</version></dependency>"
+                for g, a, v in artifacts
+            )
             (work / "pom.xml").write_text(
                 '<project xmlns="http://maven.apache.org/POM/4.0.0">'
                 "<modelVersion>4.0.0</modelVersion><groupId>pykafka.testbed</groupId>"
                 f"<artifactId>fetch</artifactId><version>1</version><packaging>pom</packaging>"
-                f"<dependencies>{deps}</dependencies></project>")
+                f"<dependencies>{deps}</dependencies></project>"
+            )
             lib = work / "lib"
-            cmd = [mvn, "-B", "-q", "-f", str(work / "pom.xml"),
-                   f"{DEPENDENCY_PLUGIN}:copy-dependencies", "-DincludeScope=runtime",
-                   f"-DoutputDirectory={lib}"]
+            cmd = [
+                mvn,
+                "-B",
+                "-q",
+                "-f",
+                str(work / "pom.xml"),
+                f"{DEPENDENCY_PLUGIN}:copy-dependencies",
+                "-DincludeScope=runtime",
+                f"-DoutputDirectory={lib}",
+            ]
             if exclude_group_ids:
                 cmd.append(f"-DexcludeGroupIds={','.join(exclude_group_ids)}")
             if not transitive:
                 cmd.append("-DexcludeTransitive=true")
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             if run.returncode != 0 or not lib.is_dir():
-                raise MavenFetchError(f"Maven could not fetch {name} ({artifacts}):\n"
-                                      f"{run.stdout[-4000:]}{run.stderr[-4000:]}")
+                raise MavenFetchError(
+                    f"Maven could not fetch {name} ({artifacts}):\n"
+                    f"{run.stdout[-4000:]}{run.stderr[-4000:]}"
+                )
             (lib / ".complete").write_text("\n".join(":".join(a) for a in artifacts) + "\n")
             if target.exists():
                 shutil.rmtree(target)

@@ -267,14 +267,16 @@ class MockCluster:
     def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1) -> None:
         """Create a topic; ``replication_factor`` must be <= the broker count."""
         self._check(
-            self._lib.rd_kafka_mock_topic_create(self._mc, _b(name), partitions,
-                                                 replication_factor),
+            self._lib.rd_kafka_mock_topic_create(
+                self._mc, _b(name), partitions, replication_factor
+            ),
             f"create_topic({name!r})",
         )
 
     def delete_topic(self, name: str) -> None:
-        self._check(self._lib.rd_kafka_mock_topic_delete(self._mc, _b(name)),
-                    f"delete_topic({name!r})")
+        self._check(
+            self._lib.rd_kafka_mock_topic_delete(self._mc, _b(name)), f"delete_topic({name!r})"
+        )
 
     def topic_set_error(self, name: str, err: int) -> None:
         """Make Metadata report ``err`` for this topic (0 clears)."""
@@ -290,16 +292,18 @@ class MockCluster:
     def partition_set_follower(self, topic: str, partition: int, broker_id: int) -> None:
         """Set the preferred replica (follower) returned to fetching consumers."""
         self._check(
-            self._lib.rd_kafka_mock_partition_set_follower(self._mc, _b(topic), partition,
-                                                           broker_id),
+            self._lib.rd_kafka_mock_partition_set_follower(
+                self._mc, _b(topic), partition, broker_id
+            ),
             f"partition_set_follower({topic!r}, {partition}, {broker_id})",
         )
 
     def partition_set_follower_wmarks(self, topic: str, partition: int, lo: int, hi: int) -> None:
         """Override the follower's low/high watermarks (-1 = follow leader)."""
         self._check(
-            self._lib.rd_kafka_mock_partition_set_follower_wmarks(self._mc, _b(topic),
-                                                                  partition, lo, hi),
+            self._lib.rd_kafka_mock_partition_set_follower_wmarks(
+                self._mc, _b(topic), partition, lo, hi
+            ),
             f"partition_set_follower_wmarks({topic!r}, {partition})",
         )
 
@@ -317,8 +321,9 @@ class MockCluster:
     def partition_delete_records(self, topic: str, partition: int, before_offset: int) -> None:
         """Advance the log start offset to ``before_offset`` (like DeleteRecords)."""
         self._check(
-            self._lib.rd_kafka_mock_partition_delete_records(self._mc, _b(topic), partition,
-                                                             before_offset),
+            self._lib.rd_kafka_mock_partition_delete_records(
+                self._mc, _b(topic), partition, before_offset
+            ),
             f"partition_delete_records({topic!r}, {partition}, {before_offset})",
         )
 
@@ -350,8 +355,9 @@ class MockCluster:
         """How many injected errors are still queued for this broker/API key."""
         cnt = _sz(0)
         self._check(
-            self._lib.rd_kafka_mock_broker_error_stack_cnt(self._mc, broker_id, api_key,
-                                                           ctypes.byref(cnt)),
+            self._lib.rd_kafka_mock_broker_error_stack_cnt(
+                self._mc, broker_id, api_key, ctypes.byref(cnt)
+            ),
             f"broker_error_stack_count({broker_id}, {api_key})",
         )
         return cnt.value
@@ -360,8 +366,13 @@ class MockCluster:
         self, topic: str, partition: int, api_key: int, errors: Sequence[int]
     ) -> None:
         """Per partition error injection (librdkafka applies it to partition-level responses)."""
-        args: list[object] = [_vp(self._mc), _cp(_b(topic)), _i32(partition), _i16(api_key),
-                              _sz(len(errors))]
+        args: list[object] = [
+            _vp(self._mc),
+            _cp(_b(topic)),
+            _i32(partition),
+            _i16(api_key),
+            _sz(len(errors)),
+        ]
         args += [_int(e) for e in errors]
         self._check(
             self._lib.rd_kafka_mock_partition_push_request_errors(*args),
@@ -372,35 +383,40 @@ class MockCluster:
 
     def broker_set_down(self, broker_id: int) -> None:
         """Close all connections of the broker and refuse new ones (port is kept)."""
-        self._check(self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id),
-                    f"broker_set_down({broker_id})")
+        self._check(
+            self._lib.rd_kafka_mock_broker_set_down(self._mc, broker_id),
+            f"broker_set_down({broker_id})",
+        )
 
     def broker_set_up(self, broker_id: int) -> None:
-        self._check(self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id),
-                    f"broker_set_up({broker_id})")
+        self._check(
+            self._lib.rd_kafka_mock_broker_set_up(self._mc, broker_id),
+            f"broker_set_up({broker_id})",
+        )
 
     def broker_set_rtt(self, broker_id: int, rtt_ms: int) -> None:
         """Delay every response of this broker by ``rtt_ms``."""
         self._check(
             self._lib.rd_kafka_mock_broker_set_rtt(self._mc, broker_id, rtt_ms),
-            f"broker_set_rtt({broker_id})"
+            f"broker_set_rtt({broker_id})",
         )
 
     def broker_set_rack(self, broker_id: int, rack: str) -> None:
         self._check(
             self._lib.rd_kafka_mock_broker_set_rack(self._mc, broker_id, _b(rack)),
-            f"broker_set_rack({broker_id})"
+            f"broker_set_rack({broker_id})",
         )
 
     def broker_decommission(self, broker_id: int) -> None:
         self._check(
             self._lib.rd_kafka_mock_broker_decommission(self._mc, broker_id),
-            f"broker_decommission({broker_id})"
+            f"broker_decommission({broker_id})",
         )
 
     def broker_add(self, broker_id: int) -> None:
-        self._check(self._lib.rd_kafka_mock_broker_add(self._mc, broker_id),
-                    f"broker_add({broker_id})")
+        self._check(
+            self._lib.rd_kafka_mock_broker_add(self._mc, broker_id), f"broker_add({broker_id})"
+        )
 
     def coordinator_set(self, key_type: str, key: str, broker_id: int) -> None:
         """Pin the coordinator for ``key_type`` ("group" or "transaction") ``key``."""

@@ -29,18 +29,24 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 
 class RegistryServer:
-    def __init__(self, *, user_info: str | None = None, bearer_token: str | None = None,
-                 ssl_context=None, port: int = 0):
+    def __init__(
+        self,
+        *,
+        user_info: str | None = None,
+        bearer_token: str | None = None,
+        ssl_context=None,
+        port: int = 0,
+    ):
         """``ssl_context``: a server-side ``ssl.SSLContext`` to serve https instead;
         ``port``: where to listen on 127.0.0.1 (0: any free port)."""
         self.user_info, self.bearer_token = user_info, bearer_token
         self.port = port
         self.ssl_context = ssl_context
         self.lock = threading.Lock()
-        self.schemas: list[dict] = []             # index = id - 1
+        self.schemas: list[dict] = []  # index = id - 1
         self.subjects: dict[str, list[int]] = {}  # subject -> ids by version
         self.requests: list[tuple[str, str]] = []
-        self.failures: list[int] = []             # statuses to answer next, in order
+        self.failures: list[int] = []  # statuses to answer next, in order
         self.delay_s = 0.0
         self._server: ThreadingHTTPServer | None = None
 
@@ -51,12 +57,14 @@ class RegistryServer:
 
         class Handler(_Handler):
             pass
+
         Handler.registry = registry
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         if self.ssl_context is not None:
-            self._server.socket = self.ssl_context.wrap_socket(self._server.socket,
-                                                               server_side=True)
+            self._server.socket = self.ssl_context.wrap_socket(
+                self._server.socket, server_side=True
+            )
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
@@ -92,10 +100,14 @@ class RegistryServer:
                     schema_id = i + 1
                     break
             else:
-                self.schemas.append({"schema": body["schema"],
-                                     "schemaType": body.get("schemaType", "AVRO"),
-                                     "references": body.get("references") or [],
-                                     "guid": str(uuid.uuid4())})
+                self.schemas.append(
+                    {
+                        "schema": body["schema"],
+                        "schemaType": body.get("schemaType", "AVRO"),
+                        "references": body.get("references") or [],
+                        "guid": str(uuid.uuid4()),
+                    }
+                )
                 schema_id = len(self.schemas)
             versions = self.subjects.setdefault(subject, [])
             if schema_id not in versions:
@@ -116,8 +128,7 @@ def _key(body: dict):
             text = json.dumps(json.loads(text), sort_keys=True)
         except ValueError:
             pass
-    refs = tuple((r["name"], r["subject"], int(r["version"]))
-                 for r in body.get("references") or ())
+    refs = tuple((r["name"], r["subject"], int(r["version"])) for r in body.get("references") or ())
     return kind, text, refs
 
 
@@ -182,8 +193,9 @@ class _Handler(BaseHTTPRequestHandler):
         if delay:
             time.sleep(delay)
         if failure is not None:
-            return self._error(failure, 50001 if failure == 500 else failure * 100,
-                               "Injected failure")
+            return self._error(
+                failure, 50001 if failure == 500 else failure * 100, "Injected failure"
+            )
         if not self._authorized():
             return self._error(401, 401, "Unauthorized")
         seg = path.strip("/").split("/")

@@ -143,8 +143,9 @@ def _recv_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def _kafka_call(sock: socket.socket, api_key: int, api_version: int, corr: int,
-                body: bytes) -> bytes:
+def _kafka_call(
+    sock: socket.socket, api_key: int, api_version: int, corr: int, body: bytes
+) -> bytes:
     client_id = b"kafka_testbed-probe"
     header = struct.pack(">hhih", api_key, api_version, corr, len(client_id)) + client_id
     msg = header + body
@@ -206,8 +207,9 @@ class _TlsFront:
 
     _POLL = 0.1
 
-    def __init__(self, listen_sock: socket.socket, backend: tuple[str, int],
-                 ctx: ssl.SSLContext) -> None:
+    def __init__(
+        self, listen_sock: socket.socket, backend: tuple[str, int], ctx: ssl.SSLContext
+    ) -> None:
         self._sock = listen_sock
         self._backend = backend
         self._ctx = ctx
@@ -215,8 +217,9 @@ class _TlsFront:
         self._threads: set[threading.Thread] = set()
         self._lock = threading.Lock()
         listen_sock.settimeout(self._POLL)
-        self._acceptor = threading.Thread(target=self._accept_loop,
-                                          name="kafka_testbed-tls-accept", daemon=True)
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name="kafka_testbed-tls-accept", daemon=True
+        )
         self._acceptor.start()
 
     def _accept_loop(self) -> None:
@@ -227,8 +230,9 @@ class _TlsFront:
                 continue
             except OSError:
                 break
-            t = threading.Thread(target=self._serve, args=(conn,),
-                                 name="kafka_testbed-tls-conn", daemon=True)
+            t = threading.Thread(
+                target=self._serve, args=(conn,), name="kafka_testbed-tls-conn", daemon=True
+            )
             with self._lock:
                 self._threads = {x for x in self._threads if x.is_alive()}
                 self._threads.add(t)
@@ -434,8 +438,9 @@ class TansuBroker:
             self.port = self.backend_port = self._requested_port or _free_port(self.host)
 
         assert self._logdir is not None
-        self._log_file = open(os.path.join(self._logdir.name,
-                                           f"tansu-{self.backend_port}.log"), "wb")
+        self._log_file = open(
+            os.path.join(self._logdir.name, f"tansu-{self.backend_port}.log"), "wb"
+        )
         cmd = [
             binary,
             "broker",

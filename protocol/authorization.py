@@ -30,9 +30,19 @@ from typing import cast
 
 from .errors import BrokerError
 
-__all__ = ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID", "RESOURCE_TYPES", "OPERATIONS",
-           "Authorization", "authorization_message", "request_error", "refine",
-           "is_authorization_error"]
+__all__ = [
+    "TOPIC",
+    "GROUP",
+    "CLUSTER",
+    "TRANSACTIONAL_ID",
+    "RESOURCE_TYPES",
+    "OPERATIONS",
+    "Authorization",
+    "authorization_message",
+    "request_error",
+    "refine",
+    "is_authorization_error",
+]
 
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = "topic", "group", "cluster", "transactional id"
 
@@ -77,13 +87,13 @@ OPERATIONS: dict[tuple[str, str], str] = {
 class Authorization:
     """The parts of an authorization failure: what was refused and what to grant."""
 
-    request: str                 # the Kafka request, e.g. "Metadata"
-    resource_type: str           # TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID
-    name: str | None             # the resource's name (None: the cluster, or unknown)
-    operation: str | None        # what the authorizer checked (None: not in OPERATIONS)
-    grant: tuple[str, ...]       # the operations to grant
-    on: str | None = None        # where to grant them, when not on the resource itself
-    advice: str | None = None    # what else the user may do
+    request: str  # the Kafka request, e.g. "Metadata"
+    resource_type: str  # TOPIC, GROUP, CLUSTER or TRANSACTIONAL_ID
+    name: str | None  # the resource's name (None: the cluster, or unknown)
+    operation: str | None  # what the authorizer checked (None: not in OPERATIONS)
+    grant: tuple[str, ...]  # the operations to grant
+    on: str | None = None  # where to grant them, when not on the resource itself
+    advice: str | None = None  # what else the user may do
 
 
 def _and(words: Sequence[str]) -> str:
@@ -105,8 +115,10 @@ def authorization_message(a: Authorization) -> str:
     if a.grant:
         text += f": grant the principal {_and(a.grant)} on {a.on or 'it'}"
     if a.resource_type == TOPIC and a.operation == "Describe":
-        text += (" (Kafka answers so for every topic the principal may not describe, "
-                 "whether it exists or not)")
+        text += (
+            " (Kafka answers so for every topic the principal may not describe, "
+            "whether it exists or not)"
+        )
     if a.advice:
         text += f"; {a.advice}"
     return text
@@ -116,10 +128,17 @@ def is_authorization_error(error: BaseException) -> bool:
     return isinstance(error, BrokerError) and error.code in RESOURCE_TYPES
 
 
-def request_error(code: int, request: str, message: str | None = None, *,
-                  topic: str | None = None, partition: int | None = None,
-                  group: str | None = None, transactional_id: str | None = None,
-                  grant: Mapping[str, Sequence[str]] | None = None) -> BrokerError:
+def request_error(
+    code: int,
+    request: str,
+    message: str | None = None,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    group: str | None = None,
+    transactional_id: str | None = None,
+    grant: Mapping[str, Sequence[str]] | None = None,
+) -> BrokerError:
     """The typed ``BrokerError`` of ``code`` answered to ``request``. For an authorization
     code its message names the resource of that type among ``topic``, ``group`` and
     ``transactional_id``, the operation ``request`` needs on it (``OPERATIONS``) and, to
@@ -139,9 +158,14 @@ def request_error(code: int, request: str, message: str | None = None, *,
     return error
 
 
-def refine(error: BaseException, *, resource_type: str | None = None,
-           grant: Sequence[str] | None = None, on: str | None = None,
-           advice: str | None = None) -> BaseException:
+def refine(
+    error: BaseException,
+    *,
+    resource_type: str | None = None,
+    grant: Sequence[str] | None = None,
+    on: str | None = None,
+    advice: str | None = None,
+) -> BaseException:
     """``error`` with the grant its caller knows its query needs: for an authorization
     error (of ``resource_type`` when given), the operations to ``grant``, where (``on``,
     e.g. a prefix) and ``advice``, in ``authorization_message``'s words. Changed in place
@@ -149,11 +173,15 @@ def refine(error: BaseException, *, resource_type: str | None = None,
     details = getattr(error, "authorization", None)
     if details is None or (resource_type is not None and details.resource_type != resource_type):
         return error
-    details = replace(details, grant=tuple(grant) if grant is not None else details.grant,
-                      on=on if on is not None else details.on,
-                      advice=advice if advice is not None else details.advice)
+    details = replace(
+        details,
+        grant=tuple(grant) if grant is not None else details.grant,
+        on=on if on is not None else details.on,
+        advice=advice if advice is not None else details.advice,
+    )
     broker_error = cast(BrokerError, error)  # only a BrokerError carries an authorization
     broker_error.authorization = details
     broker_error.args = (
-        f"[{broker_error.name} ({broker_error.code})] {authorization_message(details)}",)
+        f"[{broker_error.name} ({broker_error.code})] {authorization_message(details)}",
+    )
     return error

@@ -36,8 +36,13 @@ def redact(text: str, secret: str | None) -> str:
     if not secret:
         return text
     from urllib.parse import quote
-    for form in {secret, repr(secret)[1:-1], repr(secret.encode("utf-8"))[2:-1],
-                 quote(secret, safe="")}:
+
+    for form in {
+        secret,
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8"))[2:-1],
+        quote(secret, safe=""),
+    }:
         text = text.replace(form, "******")
     return text
 
@@ -75,20 +80,30 @@ class ClientConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.bootstrap_servers, str):
-            self.bootstrap_servers = [s.strip() for s in self.bootstrap_servers.split(",")
-                                      if s.strip()]
+            self.bootstrap_servers = [
+                s.strip() for s in self.bootstrap_servers.split(",") if s.strip()
+            ]
         self.security_protocol = self.security_protocol.upper()
         if self.security_protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(f"kafka.security.protocol: unknown value "
-                              f"{self.security_protocol!r}; use one of {SECURITY_PROTOCOLS}")
+            raise ConfigError(
+                f"kafka.security.protocol: unknown value "
+                f"{self.security_protocol!r}; use one of {SECURITY_PROTOCOLS}"
+            )
         self.sasl_mechanism = self.sasl_mechanism.upper()
         if self.uses_sasl and self.sasl_mechanism not in SASL_MECHANISMS:
-            raise ConfigError(f"kafka.sasl.mechanism: unsupported {self.sasl_mechanism!r}; "
-                              f"use one of {SASL_MECHANISMS}")
-        if (self.uses_sasl and self.sasl_mechanism in FACTORY_MECHANISMS
-                and not callable(self.sasl_mechanism_factory)):
-            raise ConfigError(f"kafka.sasl.mechanism {self.sasl_mechanism} needs a token "
-                              "source (sasl_mechanism_factory)")
+            raise ConfigError(
+                f"kafka.sasl.mechanism: unsupported {self.sasl_mechanism!r}; "
+                f"use one of {SASL_MECHANISMS}"
+            )
+        if (
+            self.uses_sasl
+            and self.sasl_mechanism in FACTORY_MECHANISMS
+            and not callable(self.sasl_mechanism_factory)
+        ):
+            raise ConfigError(
+                f"kafka.sasl.mechanism {self.sasl_mechanism} needs a token "
+                "source (sasl_mechanism_factory)"
+            )
         if self.sasl_password is not None and not isinstance(self.sasl_password, Secret):
             self.sasl_password = Secret(self.sasl_password)
         if self.ssl_key_password is not None and not isinstance(self.ssl_key_password, Secret):

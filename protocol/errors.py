@@ -28,8 +28,14 @@ class ProtocolError(PyKafkaError):
 class CorruptRecordError(ProtocolError):
     """A record batch failed a check (CRC, length, count). Names where it was found."""
 
-    def __init__(self, message: str, *, topic: str | None = None, partition: int | None = None,
-                 offset: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+        offset: int | None = None,
+    ):
         where = []
         if topic is not None:
             where.append(f"topic {topic!r}")
@@ -75,23 +81,37 @@ class BrokerError(PyKafkaError):
     #: For an authorization failure: its ``protocol.authorization.Authorization``.
     authorization: Any = None  # (not imported here: authorization.py imports this module)
 
-    def __init__(self, message: str | None = None, *, topic: str | None = None,
-                 partition: int | None = None):
+    def __init__(
+        self, message: str | None = None, *, topic: str | None = None, partition: int | None = None
+    ):
         self.topic, self.partition = topic, partition
         text = f"[{self.name} ({self.code})] {message or self.description}"
         if topic is not None:
-            text += f" (topic {topic!r}" + (f", partition {partition})" if partition is not None
-                                            else ")")
+            text += f" (topic {topic!r}" + (
+                f", partition {partition})" if partition is not None else ")"
+            )
         super().__init__(text)
 
     @staticmethod
-    def for_code(code: int, message: str | None = None, *, topic: str | None = None,
-                 partition: int | None = None) -> BrokerError:
+    def for_code(
+        code: int,
+        message: str | None = None,
+        *,
+        topic: str | None = None,
+        partition: int | None = None,
+    ) -> BrokerError:
         cls = _BY_CODE.get(code)
         if cls is None:
-            cls = type(f"UnknownError{code}", (BrokerError,),
-                       {"code": code, "name": f"UNKNOWN_ERROR_{code}", "retriable": False,
-                        "description": "An error code this client does not know."})
+            cls = type(
+                f"UnknownError{code}",
+                (BrokerError,),
+                {
+                    "code": code,
+                    "name": f"UNKNOWN_ERROR_{code}",
+                    "retriable": False,
+                    "description": "An error code this client does not know.",
+                },
+            )
         return cls(message, topic=topic, partition=partition)
 
 
@@ -103,15 +123,24 @@ _BY_CODE: dict[int, type[BrokerError]] = {}
 for _code, (_name, _retriable, _message) in ERROR_CODES.items():
     if _code == 0:
         continue
-    _cls = type(_class_name(_name), (BrokerError,),
-                {"code": _code, "name": _name, "retriable": _retriable, "description": _message,
-                 "__module__": __name__})
+    _cls = type(
+        _class_name(_name),
+        (BrokerError,),
+        {
+            "code": _code,
+            "name": _name,
+            "retriable": _retriable,
+            "description": _message,
+            "__module__": __name__,
+        },
+    )
     _BY_CODE[_code] = _cls
     globals()[_cls.__name__] = _cls
 
 
-def raise_for_code(code: int, message: str | None = None, *, topic: str | None = None,
-                   partition: int | None = None) -> None:
+def raise_for_code(
+    code: int, message: str | None = None, *, topic: str | None = None, partition: int | None = None
+) -> None:
     """Raise the typed ``BrokerError`` for ``code``; do nothing for 0 (NONE)."""
     if code:
         raise BrokerError.for_code(code, message, topic=topic, partition=partition)

@@ -35,8 +35,9 @@ def _tls_record(head: bytes) -> str | None:
     return kind if kind and head[1] == 3 and head[2] <= 4 else None
 
 
-def encode_request_header(out: bytearray, api: Api, version: int, correlation_id: int,
-                          client_id: str | None) -> None:
+def encode_request_header(
+    out: bytearray, api: Api, version: int, correlation_id: int, client_id: str | None
+) -> None:
     """Request header v1 (key, version, correlation id, client id) or v2 (+ tagged fields)."""
     p.write_int16(out, api.key)
     p.write_int16(out, version)
@@ -46,8 +47,9 @@ def encode_request_header(out: bytearray, api: Api, version: int, correlation_id
         out.append(0)  # no tagged fields
 
 
-def encode_request(api: Api, version: int, correlation_id: int, client_id: str | None,
-                   body: dict[str, Any]) -> bytearray:
+def encode_request(
+    api: Api, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
+) -> bytearray:
     """A whole frame: int32 size, header, body (the bytearray it was built in: a Produce
     frame holds megabytes of records, which are not copied once more)."""
     out = bytearray(b"\0\0\0\0")
@@ -88,8 +90,12 @@ class FrameBuffer:
     kernel, instead of once per step of growing and cutting a byte string.
     """
 
-    def __init__(self, max_frame_size: int = DEFAULT_MAX_RESPONSE_SIZE,
-                 scratch_size: int = 256 * 1024, direct_size: int = 64 * 1024):
+    def __init__(
+        self,
+        max_frame_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        scratch_size: int = 256 * 1024,
+        direct_size: int = 64 * 1024,
+    ):
         if direct_size + 4 > scratch_size:
             raise ValueError("direct_size must leave room for a frame in the scratch buffer")
         self.max_frame_size = max_frame_size
@@ -115,13 +121,13 @@ class FrameBuffer:
     def receive_buffer(self) -> memoryview:
         """Writable room for the next received bytes (never empty)."""
         if self._frame is not None:
-            return self._frame[self._filled:]
+            return self._frame[self._filled :]
         buf = self._scratch
         if self._start and len(buf) - self._end < self.direct_size + 4:
             kept = self._end - self._start
-            buf[:kept] = buf[self._start:self._end]
+            buf[:kept] = buf[self._start : self._end]
             self._start, self._end = 0, kept
-        return memoryview(buf)[self._end:]
+        return memoryview(buf)[self._end :]
 
     def received(self, n: int) -> list[memoryview]:
         """``n`` bytes were written into the last ``receive_buffer()``: the frames now
@@ -143,22 +149,23 @@ class FrameBuffer:
             if size < 0:
                 raise ProtocolError(f"negative frame size {size}")
             if size > self.max_frame_size:
-                tls = _tls_record(bytes(buf[start:start + 4]))
+                tls = _tls_record(bytes(buf[start : start + 4]))
                 if tls:
                     raise ProtocolError(
                         f"the broker answered with a TLS {tls} record, not a Kafka frame: "
                         "its listener wants TLS; set kafka.security.protocol to SSL (or "
-                        "SASL_SSL) and give the broker's CA with kafka.ssl.cafile")
+                        "SASL_SSL) and give the broker's CA with kafka.ssl.cafile"
+                    )
                 raise ProtocolError(
-                    f"frame size {size} exceeds the maximum response size "
-                    f"{self.max_frame_size}")
+                    f"frame size {size} exceeds the maximum response size {self.max_frame_size}"
+                )
             have = end - start - 4
             if have >= size:
-                frames.append(memoryview(bytes(memoryview(buf)[start + 4:start + 4 + size])))
+                frames.append(memoryview(bytes(memoryview(buf)[start + 4 : start + 4 + size])))
                 start += 4 + size
             elif size > self.direct_size:
                 frame = _uninitialised(size)
-                frame[:have] = memoryview(buf)[start + 4:end]
+                frame[:have] = memoryview(buf)[start + 4 : end]
                 self._frame, self._filled = frame, have
                 start = end = 0
                 break
@@ -184,15 +191,19 @@ class InFlight:
 class ClientFraming:
     """The client side of one Kafka connection, as a sans-IO state machine."""
 
-    def __init__(self, client_id: str | None = "pyspark-pykafka",
-                 max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE):
+    def __init__(
+        self,
+        client_id: str | None = "pyspark-pykafka",
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+    ):
         self.client_id = client_id
         self._frames = FrameBuffer(max_response_size)
         self._in_flight: deque[InFlight] = deque()
         self._next_id = 0
 
-    def request(self, api: Api, version: int, body: dict[str, Any],
-                expect_response: bool = True) -> tuple[int, bytearray]:
+    def request(
+        self, api: Api, version: int, body: dict[str, Any], expect_response: bool = True
+    ) -> tuple[int, bytearray]:
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
         frame = encode_request(api, version, correlation_id, self.client_id, body)
@@ -231,7 +242,8 @@ class ClientFraming:
             if correlation_id != expected.correlation_id:
                 raise ProtocolError(
                     f"correlation id mismatch: expected {expected.correlation_id} for "
-                    f"{expected.api.name}, got {correlation_id}")
+                    f"{expected.api.name}, got {correlation_id}"
+                )
             body = decode_response_body(expected.api, expected.version, frame[pos:])
             out.append((correlation_id, body))
         return out

@@ -36,7 +36,7 @@ class _JaasReader:
 
     def peek(self) -> str:
         self.skip_space()
-        return self.text[self.pos:self.pos + 1]
+        return self.text[self.pos : self.pos + 1]
 
     def word(self, pattern: re.Pattern[str], what: str) -> str:
         self.skip_space()
@@ -90,16 +90,20 @@ def parse_jaas_options(text: str) -> tuple[str, dict[str, str]]:
     module = reader.word(_JAAS_MODULE_RE, "a login module class name")
     flag = reader.word(_JAAS_WORD_RE, "a control flag").lower() if reader.peek() else ""
     if flag not in _JAAS_FLAGS:
-        raise reader.error(f"expected a control flag ({', '.join(_JAAS_FLAGS)}) after the "
-                           "login module class name")
+        raise reader.error(
+            f"expected a control flag ({', '.join(_JAAS_FLAGS)}) after the login module class name"
+        )
     options: dict[str, str] = {}
     while reader.peek() not in (";", ""):
         name = reader.word(re.compile(r"[A-Za-z_][\w.\-]*", re.ASCII), "an option name")
         if reader.peek() != "=":
             raise reader.error("expected '=' after an option name")
         reader.pos += 1
-        value = reader.quoted() if reader.peek() in ('"', "'") else reader.word(
-            _JAAS_WORD_RE, "an option value")
+        value = (
+            reader.quoted()
+            if reader.peek() in ('"', "'")
+            else reader.word(_JAAS_WORD_RE, "an option value")
+        )
         if name in options:
             raise reader.error("an option is given twice")
         options[name] = value

@@ -32,11 +32,13 @@ Buffer: TypeAlias = "bytes | bytearray | memoryview"
 def _need(buf: Buffer, pos: int, size: int, what: str) -> None:
     if size < 0 or pos + size > len(buf):
         raise ProtocolError(
-            f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left")
+            f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left"
+        )
 
 
-def _fixed(st: struct.Struct, what: str) -> tuple[Callable[[Buffer, int], tuple[Any, int]],
-                                                  Callable[[bytearray, Any], None]]:
+def _fixed(
+    st: struct.Struct, what: str
+) -> tuple[Callable[[Buffer, int], tuple[Any, int]], Callable[[bytearray, Any], None]]:
     size = st.size
     unpack_from = st.unpack_from
     pack = st.pack
@@ -44,7 +46,8 @@ def _fixed(st: struct.Struct, what: str) -> tuple[Callable[[Buffer, int], tuple[
     def read(buf: Buffer, pos: int) -> tuple[Any, int]:
         if pos + size > len(buf):
             raise ProtocolError(
-                f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left")
+                f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left"
+            )
         return unpack_from(buf, pos)[0], pos + size
 
     def write(out: bytearray, value: Any) -> None:
@@ -76,7 +79,7 @@ def write_boolean(out: bytearray, value: bool) -> None:
 
 def read_uuid(buf: Buffer, pos: int) -> tuple[_uuid.UUID, int]:
     _need(buf, pos, 16, "uuid")
-    return _uuid.UUID(bytes=bytes(buf[pos:pos + 16])), pos + 16
+    return _uuid.UUID(bytes=bytes(buf[pos : pos + 16])), pos + 16
 
 
 def write_uuid(out: bytearray, value: _uuid.UUID | None) -> None:
@@ -84,6 +87,7 @@ def write_uuid(out: bytearray, value: _uuid.UUID | None) -> None:
 
 
 # ---- variable-length integers -------------------------------------------------------------
+
 
 def read_unsigned_varint(buf: Buffer, pos: int, max_bytes: int = 5) -> tuple[int, int]:
     """Unsigned LEB128; ``max_bytes`` is 5 for 32-bit values and 10 for 64-bit values."""
@@ -151,11 +155,13 @@ def write_varlong(out: bytearray, value: int) -> None:
 
 MAX_STRING_BYTES = 0x7FFF
 
+
 def _slice(buf: Buffer, pos: int, length: int, what: str) -> tuple[Buffer, int]:
     if length > len(buf) - pos:
         raise ProtocolError(
-            f"{what} length {length} exceeds the {len(buf) - pos} bytes left at position {pos}")
-    return buf[pos:pos + length], pos + length
+            f"{what} length {length} exceeds the {len(buf) - pos} bytes left at position {pos}"
+        )
+    return buf[pos : pos + length], pos + length
 
 
 def _decode_utf8(raw: Buffer, what: str) -> str:
@@ -186,8 +192,7 @@ def write_string(out: bytearray, value: str | None) -> None:
     out += data
 
 
-def read_compact_string(buf: Buffer, pos: int,
-                        nullable: bool = False) -> tuple[str | None, int]:
+def read_compact_string(buf: Buffer, pos: int, nullable: bool = False) -> tuple[str | None, int]:
     n, pos = read_unsigned_varint(buf, pos)
     if n == 0:
         if nullable:
@@ -228,8 +233,7 @@ def write_bytes(out: bytearray, value: Buffer | None) -> None:
     out += value
 
 
-def read_compact_bytes(buf: Buffer, pos: int,
-                       nullable: bool = False) -> tuple[Buffer | None, int]:
+def read_compact_bytes(buf: Buffer, pos: int, nullable: bool = False) -> tuple[Buffer | None, int]:
     n, pos = read_unsigned_varint(buf, pos)
     if n == 0:
         if nullable:
@@ -248,8 +252,10 @@ def write_compact_bytes(out: bytearray, value: Buffer | None) -> None:
 
 # ---- array counts -------------------------------------------------------------------------
 
-def read_array_count(buf: Buffer, pos: int, compact: bool,
-                     nullable: bool = False) -> tuple[int | None, int]:
+
+def read_array_count(
+    buf: Buffer, pos: int, compact: bool, nullable: bool = False
+) -> tuple[int | None, int]:
     """An array's element count; None for a null array. Each element takes at least one
     byte, so a count above the bytes left is rejected before any list is built."""
     if compact:
@@ -263,7 +269,8 @@ def read_array_count(buf: Buffer, pos: int, compact: bool,
         raise ProtocolError(f"negative array count {count}")
     if count > len(buf) - pos:
         raise ProtocolError(
-            f"array count {count} exceeds the {len(buf) - pos} bytes left at position {pos}")
+            f"array count {count} exceeds the {len(buf) - pos} bytes left at position {pos}"
+        )
     return count, pos
 
 

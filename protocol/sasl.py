@@ -34,10 +34,19 @@ from .errors import AuthenticationError, ConfigError, ProtocolError, PyKafkaErro
 from .jaas import canonical_class, parse_jaas_config, parse_jaas_options
 
 __all__ = [
-    "Mechanism", "PlainMechanism", "ScramMechanism", "SUPPORTED_MECHANISMS",
-    "DEFAULT_MIN_ITERATIONS", "DEFAULT_MAX_ITERATIONS", "PLAIN_LOGIN_MODULE",
-    "SCRAM_LOGIN_MODULE", "mechanism_for", "parse_jaas_config", "parse_jaas_options",
-    "canonical_class", "escape_saslname",
+    "Mechanism",
+    "PlainMechanism",
+    "ScramMechanism",
+    "SUPPORTED_MECHANISMS",
+    "DEFAULT_MIN_ITERATIONS",
+    "DEFAULT_MAX_ITERATIONS",
+    "PLAIN_LOGIN_MODULE",
+    "SCRAM_LOGIN_MODULE",
+    "mechanism_for",
+    "parse_jaas_config",
+    "parse_jaas_options",
+    "canonical_class",
+    "escape_saslname",
 ]
 
 #: Hash function name (for ``hashlib``) of each SCRAM mechanism.
@@ -55,9 +64,9 @@ DEFAULT_MAX_ITERATIONS = 100_000
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
-_GS2_HEADER = "n,,"            # no channel binding, no authorization identity
-_MAX_SERVER_MESSAGE = 4096     # bytes; real SCRAM server messages are ~100-200 bytes
-_MAX_ERROR_TEXT = 200          # characters of a server's e= text quoted in our message
+_GS2_HEADER = "n,,"  # no channel binding, no authorization identity
+_MAX_SERVER_MESSAGE = 4096  # bytes; real SCRAM server messages are ~100-200 bytes
+_MAX_ERROR_TEXT = 200  # characters of a server's e= text quoted in our message
 
 
 def _check_credentials(mechanism: str, username: object, password: object) -> bytes:
@@ -71,8 +80,9 @@ def _check_credentials(mechanism: str, username: object, password: object) -> by
     elif isinstance(password, (bytes, bytearray)):
         secret = bytes(password)
     else:
-        raise ConfigError(f"{mechanism}: the password must be str or bytes, "
-                          f"not {type(password).__name__}")
+        raise ConfigError(
+            f"{mechanism}: the password must be str or bytes, not {type(password).__name__}"
+        )
     if not secret:
         raise ConfigError(f"{mechanism}: the password is empty")
     return secret
@@ -138,8 +148,10 @@ class PlainMechanism(Mechanism):
             raise ConfigError("PLAIN: respond() called before initial_response() or twice")
         if challenge:
             self._state = "failed"
-            raise ProtocolError(f"PLAIN: the server sent an unexpected {len(challenge)}-byte "
-                                "challenge after the credentials")
+            raise ProtocolError(
+                f"PLAIN: the server sent an unexpected {len(challenge)}-byte "
+                "challenge after the credentials"
+            )
         self._state = "done"
         return None
 
@@ -173,8 +185,9 @@ def _parse_attributes(data: bytes, what: str) -> list[tuple[str, str]]:
     pairs = []
     for part in text.split(","):
         if len(part) < 3 or part[1] != "=" or part[0] not in string.ascii_letters:
-            raise ProtocolError(f"{what} is malformed: expected non-empty "
-                                "'name=value' attributes separated by ','")
+            raise ProtocolError(
+                f"{what} is malformed: expected non-empty 'name=value' attributes separated by ','"
+            )
         pairs.append((part[0], part[2:]))
     return pairs
 
@@ -213,25 +226,36 @@ class ScramMechanism(Mechanism):
     ``ConfigError``. After any failure the object is spent.
     """
 
-    def __init__(self, mechanism: str, username: str, password: str | bytes, *,
-                 nonce: str | None = None, min_iterations: int = DEFAULT_MIN_ITERATIONS,
-                 max_iterations: int = DEFAULT_MAX_ITERATIONS) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        username: str,
+        password: str | bytes,
+        *,
+        nonce: str | None = None,
+        min_iterations: int = DEFAULT_MIN_ITERATIONS,
+        max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    ) -> None:
         if mechanism not in _SCRAM_HASHES:
-            raise ConfigError(f"unknown SCRAM mechanism {mechanism!r}; supported: "
-                              f"{', '.join(_SCRAM_HASHES)}")
+            raise ConfigError(
+                f"unknown SCRAM mechanism {mechanism!r}; supported: {', '.join(_SCRAM_HASHES)}"
+            )
         self._password: bytes | None = _check_credentials(mechanism, username, password)
-        for label, value in (("min_iterations", min_iterations),
-                             ("max_iterations", max_iterations)):
+        for label, value in (
+            ("min_iterations", min_iterations),
+            ("max_iterations", max_iterations),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{mechanism}: {label} must be a positive integer")
         if min_iterations > max_iterations:
-            raise ConfigError(f"{mechanism}: min_iterations ({min_iterations}) exceeds "
-                              f"max_iterations ({max_iterations})")
+            raise ConfigError(
+                f"{mechanism}: min_iterations ({min_iterations}) exceeds "
+                f"max_iterations ({max_iterations})"
+            )
         if nonce is None:
-            nonce = secrets.token_urlsafe(24)   # 32 characters of [A-Za-z0-9_-]
+            nonce = secrets.token_urlsafe(24)  # 32 characters of [A-Za-z0-9_-]
         elif not isinstance(nonce, str) or not _is_printable_nonce(nonce):
-            raise ConfigError(f"{mechanism}: the nonce must be non-empty visible ASCII "
-                              "without ','")
+            raise ConfigError(f"{mechanism}: the nonce must be non-empty visible ASCII without ','")
         self.mechanism = mechanism
         self.username = username
         self.min_iterations = min_iterations
@@ -247,8 +271,10 @@ class ScramMechanism(Mechanism):
         return self.mechanism
 
     def __repr__(self) -> str:
-        return (f"ScramMechanism(mechanism={self.mechanism!r}, username={self.username!r}, "
-                f"state={self._state!r})")
+        return (
+            f"ScramMechanism(mechanism={self.mechanism!r}, username={self.username!r}, "
+            f"state={self._state!r})"
+        )
 
     @property
     def done(self) -> bool:
@@ -301,8 +327,9 @@ class ScramMechanism(Mechanism):
 
     def _expect(self, state: str, call: str) -> None:
         if self._state != state:
-            raise ConfigError(f"{self.mechanism}: {call} called out of order "
-                              f"(state {self._state!r})")
+            raise ConfigError(
+                f"{self.mechanism}: {call} called out of order (state {self._state!r})"
+            )
 
     def _fail(self) -> None:
         self._password = None
@@ -318,20 +345,27 @@ class ScramMechanism(Mechanism):
         if pairs[0][0] == "e":
             raise _server_error(mech, pairs[0][1])
         if pairs[0][0] == "m":
-            raise AuthenticationError(f"{mech}: the server requires a mandatory extension "
-                                      "(m=) this client does not support")
+            raise AuthenticationError(
+                f"{mech}: the server requires a mandatory extension "
+                "(m=) this client does not support"
+            )
         if [name for name, _ in pairs] != ["r", "s", "i"]:
-            raise AuthenticationError(f"{mech}: the server-first-message must hold exactly "
-                                      f"the attributes r, s, i in that order, not "
-                                      f"{_names(pairs)}")
+            raise AuthenticationError(
+                f"{mech}: the server-first-message must hold exactly "
+                f"the attributes r, s, i in that order, not "
+                f"{_names(pairs)}"
+            )
         (_, nonce), (_, salt_b64), (_, iterations_text) = pairs
 
         if not nonce.startswith(self._client_nonce) or len(nonce) <= len(self._client_nonce):
-            raise AuthenticationError(f"{mech}: the server nonce does not extend the client "
-                                      "nonce (possible replay or man-in-the-middle)")
+            raise AuthenticationError(
+                f"{mech}: the server nonce does not extend the client "
+                "nonce (possible replay or man-in-the-middle)"
+            )
         if not _is_printable_nonce(nonce):
-            raise AuthenticationError(f"{mech}: the server nonce holds characters outside "
-                                      "visible ASCII")
+            raise AuthenticationError(
+                f"{mech}: the server nonce holds characters outside visible ASCII"
+            )
         try:
             salt = _b64decode(salt_b64)
         except ValueError:
@@ -339,13 +373,16 @@ class ScramMechanism(Mechanism):
         if not salt:
             raise AuthenticationError(f"{mech}: the salt is empty")
         if not re.fullmatch(r"[1-9][0-9]{0,11}", iterations_text):
-            raise AuthenticationError(f"{mech}: the iteration count is not a positive "
-                                      "decimal integer")
+            raise AuthenticationError(
+                f"{mech}: the iteration count is not a positive decimal integer"
+            )
         iterations = int(iterations_text)
         if not self.min_iterations <= iterations <= self.max_iterations:
-            raise AuthenticationError(f"{mech}: the server asks for {iterations} iterations, "
-                                      f"outside the accepted range [{self.min_iterations}, "
-                                      f"{self.max_iterations}]")
+            raise AuthenticationError(
+                f"{mech}: the server asks for {iterations} iterations, "
+                f"outside the accepted range [{self.min_iterations}, "
+                f"{self.max_iterations}]"
+            )
 
         assert self._password is not None
         salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
@@ -354,8 +391,9 @@ class ScramMechanism(Mechanism):
         stored_key = hashlib.new(self._hash, client_key).digest()
         channel_binding = base64.b64encode(_GS2_HEADER.encode("ascii")).decode("ascii")
         without_proof = f"c={channel_binding},r={nonce}"
-        auth_message = ",".join((self._client_first_bare, bytes(server_first).decode("utf-8"),
-                                 without_proof)).encode("utf-8")
+        auth_message = ",".join(
+            (self._client_first_bare, bytes(server_first).decode("utf-8"), without_proof)
+        ).encode("utf-8")
         client_signature = self._hmac(stored_key, auth_message)
         proof = bytes(a ^ b for a, b in zip(client_key, client_signature))
         self._server_signature = self._hmac(self._hmac(salted, b"Server Key"), auth_message)
@@ -367,17 +405,20 @@ class ScramMechanism(Mechanism):
         if pairs[0][0] == "e":
             raise _server_error(mech, pairs[0][1])
         if [name for name, _ in pairs] != ["v"]:
-            raise AuthenticationError(f"{mech}: the server-final-message must hold exactly "
-                                      f"one attribute, v= or e=, not {_names(pairs)}")
+            raise AuthenticationError(
+                f"{mech}: the server-final-message must hold exactly "
+                f"one attribute, v= or e=, not {_names(pairs)}"
+            )
         try:
             signature = _b64decode(pairs[0][1])
         except ValueError:
-            raise AuthenticationError(f"{mech}: the server signature is not valid base64") \
-                from None
+            raise AuthenticationError(f"{mech}: the server signature is not valid base64") from None
         assert self._server_signature is not None
         if not hmac.compare_digest(signature, self._server_signature):
-            raise AuthenticationError(f"{mech}: the server signature does not match; the "
-                                      "server does not know these credentials")
+            raise AuthenticationError(
+                f"{mech}: the server signature does not match; the "
+                "server does not know these credentials"
+            )
 
 
 def mechanism_for(name: str, username: str, password: str | bytes) -> Mechanism:
@@ -387,5 +428,6 @@ def mechanism_for(name: str, username: str, password: str | bytes) -> Mechanism:
         return PlainMechanism(username, password)
     if key in _SCRAM_HASHES:
         return ScramMechanism(key, username, password)
-    raise ConfigError(f"unsupported SASL mechanism {name!r}; supported: "
-                      f"{', '.join(SUPPORTED_MECHANISMS)}")
+    raise ConfigError(
+        f"unsupported SASL mechanism {name!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}"
+    )

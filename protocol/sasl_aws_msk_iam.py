@@ -36,8 +36,16 @@ from .config import Secret
 from .errors import AuthenticationError, ConfigError, ProtocolError
 from .sasl import Mechanism
 
-__all__ = ["AwsCredentials", "presign", "msk_iam_payload", "msk_oauth_token",
-           "region_from_host", "AwsMskIamMechanism", "SERVICE", "EXPIRES_S"]
+__all__ = [
+    "AwsCredentials",
+    "presign",
+    "msk_iam_payload",
+    "msk_oauth_token",
+    "region_from_host",
+    "AwsMskIamMechanism",
+    "SERVICE",
+    "EXPIRES_S",
+]
 
 SERVICE = "kafka-cluster"
 ACTION = "kafka-cluster:Connect"
@@ -45,8 +53,10 @@ EXPIRES_S = 900
 VERSION = "2020_10_22"
 ALGORITHM = "AWS4-HMAC-SHA256"
 EMPTY_PAYLOAD_HASH = hashlib.sha256(b"").hexdigest()
-_REGION_RE = re.compile(r"(?<![a-z0-9])((?:[a-z]{2}|us-gov|us-iso[a-z]?|eu-isoe?|cn)"
-                        r"-[a-z]+-\d+)(?![a-z0-9])")
+_REGION_RE = re.compile(
+    r"(?<![a-z0-9])((?:[a-z]{2}|us-gov|us-iso[a-z]?|eu-isoe?|cn)"
+    r"-[a-z]+-\d+)(?![a-z0-9])"
+)
 _MAX_SERVER_MESSAGE = 8192
 
 
@@ -88,37 +98,52 @@ def signing_key(secret: str, date: str, region: str, service: str) -> bytes:
     return _hmac(_hmac(_hmac(key, region), service), "aws4_request")
 
 
-def presign(credentials: AwsCredentials, host: str, region: str | None, when: _dt.datetime, *,
-            params: dict[str, str] | None = None,
-            expires: int = EXPIRES_S, service: str = SERVICE) -> list[tuple[str, str]]:
+def presign(
+    credentials: AwsCredentials,
+    host: str,
+    region: str | None,
+    when: _dt.datetime,
+    *,
+    params: dict[str, str] | None = None,
+    expires: int = EXPIRES_S,
+    service: str = SERVICE,
+) -> list[tuple[str, str]]:
     """The query parameters of a SigV4 presigned ``GET https://host/?params``: the
     operation's, then the auth ones (in botocore's order), then ``X-Amz-Signature``. No
     ``region`` is a ConfigError."""
     if not region:
-        raise ConfigError("AWS MSK IAM: no AWS region (none in the broker host name; set "
-                          "the AWS_REGION environment variable)")
+        raise ConfigError(
+            "AWS MSK IAM: no AWS region (none in the broker host name; set "
+            "the AWS_REGION environment variable)"
+        )
     stamp = when.astimezone(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     date = stamp[:8]
     scope = f"{date}/{region}/{service}/aws4_request"
     query = list((params or {"Action": ACTION}).items())
-    query += [("X-Amz-Algorithm", ALGORITHM),
-              ("X-Amz-Credential", f"{credentials.access_key_id}/{scope}"),
-              ("X-Amz-Date", stamp), ("X-Amz-Expires", str(expires)),
-              ("X-Amz-SignedHeaders", "host")]
+    query += [
+        ("X-Amz-Algorithm", ALGORITHM),
+        ("X-Amz-Credential", f"{credentials.access_key_id}/{scope}"),
+        ("X-Amz-Date", stamp),
+        ("X-Amz-Expires", str(expires)),
+        ("X-Amz-SignedHeaders", "host"),
+    ]
     if credentials.session_token is not None:
         query.append(("X-Amz-Security-Token", credentials.session_token.reveal()))
     canonical_query = "&".join(f"{_quote(k)}={_quote(v)}" for k, v in sorted(query))
-    canonical_request = "\n".join(("GET", "/", canonical_query, f"host:{host}", "", "host",
-                                   EMPTY_PAYLOAD_HASH))
-    string_to_sign = "\n".join((ALGORITHM, stamp, scope, hashlib.sha256(
-        canonical_request.encode("utf-8")).hexdigest()))
+    canonical_request = "\n".join(
+        ("GET", "/", canonical_query, f"host:{host}", "", "host", EMPTY_PAYLOAD_HASH)
+    )
+    string_to_sign = "\n".join(
+        (ALGORITHM, stamp, scope, hashlib.sha256(canonical_request.encode("utf-8")).hexdigest())
+    )
     key = signing_key(credentials.secret_access_key.reveal(), date, region, service)
     signature = hmac.new(key, string_to_sign.encode("utf-8"), hashlib.sha256).hexdigest()
     return query + [("X-Amz-Signature", signature)]
 
 
-def msk_iam_payload(credentials: AwsCredentials, host: str, region: str | None,
-                    when: _dt.datetime, user_agent: str) -> bytes:
+def msk_iam_payload(
+    credentials: AwsCredentials, host: str, region: str | None, when: _dt.datetime, user_agent: str
+) -> bytes:
     """The AWS_MSK_IAM client message for the broker at ``host``."""
     query = presign(credentials, host, region, when)
     payload = {"version": VERSION, "host": host, "user-agent": user_agent}
@@ -126,8 +151,9 @@ def msk_iam_payload(credentials: AwsCredentials, host: str, region: str | None,
     return json.dumps(payload, separators=(",", ":")).encode("utf-8")
 
 
-def msk_oauth_token(credentials: AwsCredentials, region: str | None, when: _dt.datetime,
-                    user_agent: str) -> str:
+def msk_oauth_token(
+    credentials: AwsCredentials, region: str | None, when: _dt.datetime, user_agent: str
+) -> str:
     """The OAUTHBEARER token of AWS's MSK IAM signer: base64url of the presigned URL."""
     host = f"kafka.{region}.amazonaws.com"
     query = presign(credentials, host, region, when)
@@ -167,15 +193,18 @@ class AwsMskIamMechanism(Mechanism):
             raise ConfigError(f"AWS_MSK_IAM: respond() called in state {self._state!r}")
         challenge = bytes(challenge)
         if len(challenge) > _MAX_SERVER_MESSAGE:
-            raise ProtocolError(f"AWS_MSK_IAM: the broker's answer is too long "
-                                f"({len(challenge)} bytes)")
+            raise ProtocolError(
+                f"AWS_MSK_IAM: the broker's answer is too long ({len(challenge)} bytes)"
+            )
         try:
             answer = json.loads(challenge.decode("utf-8")) if challenge else None
         except (UnicodeDecodeError, ValueError):
             raise ProtocolError("AWS_MSK_IAM: the broker's answer is not JSON") from None
         if not isinstance(answer, dict) or answer.get("version") != VERSION:
-            raise AuthenticationError("AWS_MSK_IAM: the broker's answer is not a version "
-                                      f"{VERSION} authentication response")
+            raise AuthenticationError(
+                "AWS_MSK_IAM: the broker's answer is not a version "
+                f"{VERSION} authentication response"
+            )
         request_id = answer.get("request-id")
         self.request_id = request_id if isinstance(request_id, str) else None
         self._state = "done"

@@ -30,15 +30,20 @@ from .config import redact
 from .errors import AuthenticationError, ConfigError, ProtocolError
 from .sasl import Mechanism
 
-__all__ = ["OAuthBearerMechanism", "client_initial_response", "SEPARATOR",
-           "check_token", "check_extensions"]
+__all__ = [
+    "OAuthBearerMechanism",
+    "client_initial_response",
+    "SEPARATOR",
+    "check_token",
+    "check_extensions",
+]
 
 SEPARATOR = "\x01"
 _TOKEN_RE = re.compile(r"[-_.a-zA-Z0-9]+", re.ASCII)
 _KEY_RE = re.compile(r"[A-Za-z]+", re.ASCII)
 _VALUE_RE = re.compile(r"[\x21-\x7E \t\r\n]+", re.ASCII)
-_MAX_CHALLENGE = 8192     # bytes; Kafka's JSON status is well under 200
-_MAX_STATUS_TEXT = 300    # characters of the broker's status quoted in an error
+_MAX_CHALLENGE = 8192  # bytes; Kafka's JSON status is well under 200
+_MAX_STATUS_TEXT = 300  # characters of the broker's status quoted in an error
 
 
 def check_token(token: object, what: str = "OAUTHBEARER token") -> str:
@@ -50,8 +55,10 @@ def check_token(token: object, what: str = "OAUTHBEARER token") -> str:
     if not _TOKEN_RE.fullmatch(token):
         bad = sorted({ch for ch in token if not _TOKEN_RE.fullmatch(ch)})
         shown = ", ".join(repr(ch) for ch in bad[:5])
-        raise ConfigError(f"{what} ({len(token)} characters) holds characters Kafka does not "
-                          f"accept in a bearer token ({shown}); only [-_.a-zA-Z0-9] may appear")
+        raise ConfigError(
+            f"{what} ({len(token)} characters) holds characters Kafka does not "
+            f"accept in a bearer token ({shown}); only [-_.a-zA-Z0-9] may appear"
+        )
     return token
 
 
@@ -60,18 +67,20 @@ def check_extensions(extensions: object, what: str = "SASL extension") -> dict[s
     if extensions is None:
         return {}
     if not isinstance(extensions, dict):
-        raise ConfigError(f"{what}s must be a dict of str to str, not "
-                          f"{type(extensions).__name__}")
+        raise ConfigError(f"{what}s must be a dict of str to str, not {type(extensions).__name__}")
     checked: dict[str, str] = {}
     for key, value in extensions.items():
         if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
-            raise ConfigError(f"{what} name {key!r} is not allowed: names are letters "
-                              "[A-Za-z]+ only")
+            raise ConfigError(
+                f"{what} name {key!r} is not allowed: names are letters [A-Za-z]+ only"
+            )
         if key == "auth":
             raise ConfigError(f"{what} name 'auth' is reserved for the token itself")
         if not isinstance(value, str) or not _VALUE_RE.fullmatch(value):
-            raise ConfigError(f"{what} {key!r}: the value must be a non-empty string of "
-                              "visible ASCII, space, tab, CR or LF")
+            raise ConfigError(
+                f"{what} {key!r}: the value must be a non-empty string of "
+                "visible ASCII, space, tab, CR or LF"
+            )
         checked[key] = value
     return checked
 
@@ -92,8 +101,9 @@ class OAuthBearerMechanism(Mechanism):
 
     name = "OAUTHBEARER"
 
-    def __init__(self, token: str, extensions: dict[str, str] | None = None, *,
-                 hint: str = "") -> None:
+    def __init__(
+        self, token: str, extensions: dict[str, str] | None = None, *, hint: str = ""
+    ) -> None:
         self._message: bytes | None = client_initial_response(token, extensions)
         self._token: str | None = token  # kept only to redact a broker's echo of it
         self.extension_names = tuple(check_extensions(extensions))
@@ -102,8 +112,10 @@ class OAuthBearerMechanism(Mechanism):
         self._state = "initial"
 
     def __repr__(self) -> str:
-        return (f"OAuthBearerMechanism(extensions={list(self.extension_names)!r}, "
-                f"state={self._state!r})")
+        return (
+            f"OAuthBearerMechanism(extensions={list(self.extension_names)!r}, "
+            f"state={self._state!r})"
+        )
 
     @property
     def done(self) -> bool:
@@ -125,8 +137,10 @@ class OAuthBearerMechanism(Mechanism):
         """Empty bytes: accepted (None). A JSON status: refused; answer ``\\x01`` so the
         broker ends the exchange with SASL_AUTHENTICATION_FAILED."""
         if self._state == "refused":
-            raise AuthenticationError("OAUTHBEARER: the broker refused the token but did not "
-                                      f"end the exchange; {self.failure_text()}")
+            raise AuthenticationError(
+                "OAUTHBEARER: the broker refused the token but did not "
+                f"end the exchange; {self.failure_text()}"
+            )
         if self._state != "sent":
             raise ConfigError(f"OAUTHBEARER: respond() called in state {self._state!r}")
         challenge = bytes(challenge)
@@ -159,15 +173,15 @@ def _parse_status(challenge: bytes) -> dict[str, Any]:
     """The broker's JSON error status (RFC 7628 section 3.2.2); ProtocolError if the bytes
     are not a JSON object of strings."""
     if len(challenge) > _MAX_CHALLENGE:
-        raise ProtocolError(f"OAUTHBEARER: the broker's challenge is too long "
-                            f"({len(challenge)} bytes)")
+        raise ProtocolError(
+            f"OAUTHBEARER: the broker's challenge is too long ({len(challenge)} bytes)"
+        )
     try:
         status = json.loads(challenge.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise ProtocolError("OAUTHBEARER: the broker's challenge is not a JSON status") \
-            from None
+        raise ProtocolError("OAUTHBEARER: the broker's challenge is not a JSON status") from None
     if not isinstance(status, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in status.items()):
-        raise ProtocolError("OAUTHBEARER: the broker's challenge is not a JSON object of "
-                            "strings")
+        isinstance(k, str) and isinstance(v, str) for k, v in status.items()
+    ):
+        raise ProtocolError("OAUTHBEARER: the broker's challenge is not a JSON object of strings")
     return status

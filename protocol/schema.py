@@ -43,9 +43,11 @@ Codec: TypeAlias = tuple[Reader, Writer]
 
 # ---- version ranges -----------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Versions:
     """An inclusive range of versions; ``hi`` None means open-ended ("3+")."""
+
     lo: int
     hi: int | None
 
@@ -74,6 +76,7 @@ class Versions:
 
 # ---- the declarative part -----------------------------------------------------------------
 
+
 @dataclass
 class Struct:
     fields: list[F]
@@ -82,6 +85,7 @@ class Struct:
 @dataclass
 class F:
     """One field of a message or struct."""
+
     name: str
     type: Any
     versions: str | Versions = "0+"
@@ -119,19 +123,30 @@ def _type_default(t: Any) -> Any:
         return []
     if isinstance(t, Struct):
         return None
-    return {"bool": False, "uuid": p.ZERO_UUID, "string": "", "bytes": b"", "records": None,
-            "float64": 0.0}.get(t, 0)
+    return {
+        "bool": False,
+        "uuid": p.ZERO_UUID,
+        "string": "",
+        "bytes": b"",
+        "records": None,
+        "float64": 0.0,
+    }.get(t, 0)
 
 
 @dataclass
 class Message:
     """A request or response body: its version range, flexible versions and fields."""
+
     versions: str | Versions
     fields: list[F]
     flexible: str | Versions | None = None
-    _compiled: dict[int, tuple[Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-                               Callable[[bytearray, dict[str, Any]], None]]] = dc_field(
-        default_factory=dict, repr=False)
+    _compiled: dict[
+        int,
+        tuple[
+            Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+            Callable[[bytearray, dict[str, Any]], None],
+        ],
+    ] = dc_field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.versions = Versions.parse(self.versions)
@@ -140,8 +155,12 @@ class Message:
     def is_flexible(self, version: int) -> bool:
         return version in _parsed(self.flexible)
 
-    def _codec(self, version: int) -> tuple[Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-                                           Callable[[bytearray, dict[str, Any]], None]]:
+    def _codec(
+        self, version: int
+    ) -> tuple[
+        Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+        Callable[[bytearray, dict[str, Any]], None],
+    ]:
         codec = self._compiled.get(version)
         if codec is None:
             if version not in _parsed(self.versions):
@@ -150,14 +169,16 @@ class Message:
             self._compiled[version] = codec
         return codec
 
-    def encode(self, version: int, value: dict[str, Any],
-               out: bytearray | None = None) -> bytearray:
+    def encode(
+        self, version: int, value: dict[str, Any], out: bytearray | None = None
+    ) -> bytearray:
         out = bytearray() if out is None else out
         self._codec(version)[1](out, value)
         return out
 
-    def decode(self, version: int, buf: p.Buffer, pos: int = 0, *,
-               exact: bool = True) -> tuple[dict[str, Any], int]:
+    def decode(
+        self, version: int, buf: p.Buffer, pos: int = 0, *, exact: bool = True
+    ) -> tuple[dict[str, Any], int]:
         """Decode a body; returns ``(dict, end_pos)``. ``exact`` rejects trailing bytes."""
         try:
             value, end = self._codec(version)[0](buf, pos)
@@ -233,6 +254,7 @@ def _primitive_codec(t: str, compact: bool, nullable: bool) -> Codec:
             if v is None and not nullable:
                 raise ValueError("null value for a non-nullable string")
             write_s(out, v)
+
         return read_str, write_str
     if t in ("bytes", "records"):
         rd = p.read_compact_bytes if compact else p.read_bytes
@@ -248,6 +270,7 @@ def _primitive_codec(t: str, compact: bool, nullable: bool) -> Codec:
             if v is None and not nullable:
                 raise ValueError("null value for non-nullable bytes")
             wr(out, v)
+
         return read_b, write_b
     raise TypeError(f"unknown primitive type {t!r}")
 
@@ -274,6 +297,7 @@ def _field_codec(f: F, version: int, flexible: bool) -> Codec:
             else:
                 out.append(1)
                 wr(out, v)
+
         return read_opt, write_opt
     if isinstance(t, list) or (isinstance(t, str) and t.startswith("[")):
         if isinstance(t, list):
@@ -308,12 +332,16 @@ def _array_codec(erd: Reader, ewr: Writer, compact: bool, nullable: bool) -> Cod
         write_count(out, len(items), compact)
         for item in items:
             ewr(out, item)
+
     return read_array, write_array
 
 
-def _compile_struct(fields: list[F], version: int, flexible: bool) -> tuple[
-        Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-        Callable[[bytearray, dict[str, Any]], None]]:
+def _compile_struct(
+    fields: list[F], version: int, flexible: bool
+) -> tuple[
+    Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+    Callable[[bytearray, dict[str, Any]], None],
+]:
     plain: list[tuple[str, Reader, Writer, Any]] = []
     tagged: dict[int, tuple[str, Reader, Writer, Any]] = {}
     absent: list[tuple[str, Any]] = []
@@ -323,8 +351,11 @@ def _compile_struct(fields: list[F], version: int, flexible: bool) -> tuple[
             continue
         rd, wr = _field_codec(f, version, flexible)
         default = f.default_value()
-        if (default is None and version not in _parsed(f.nullable)
-                and not isinstance(f.type, Struct)):
+        if (
+            default is None
+            and version not in _parsed(f.nullable)
+            and not isinstance(f.type, Struct)
+        ):
             default = _type_default(f.type)  # null default only where null can be written
         entry = (f.name, rd, wr, default)
         if f.is_tagged(version, flexible):
@@ -357,9 +388,9 @@ def _compile_struct(fields: list[F], version: int, flexible: bool) -> tuple[
     return decode, encode
 
 
-def _read_tagged_section(buf: p.Buffer, pos: int,
-                         tagged: dict[int, tuple[str, Reader, Writer, Any]],
-                         d: dict[str, Any]) -> int:
+def _read_tagged_section(
+    buf: p.Buffer, pos: int, tagged: dict[int, tuple[str, Reader, Writer, Any]], d: dict[str, Any]
+) -> int:
     count, pos = p.read_unsigned_varint(buf, pos)
     if count > len(buf) - pos:
         raise ProtocolError(f"tagged field count {count} exceeds the bytes left")
@@ -377,19 +408,23 @@ def _read_tagged_section(buf: p.Buffer, pos: int,
         if entry is None:
             d.setdefault(UNKNOWN_TAGS, {})[tag] = bytes(buf[pos:end])
         else:
-            value, used = entry[1](buf[pos:end] if isinstance(buf, memoryview)
-                                   else memoryview(buf)[pos:end], 0)
+            value, used = entry[1](
+                buf[pos:end] if isinstance(buf, memoryview) else memoryview(buf)[pos:end], 0
+            )
             if used != size:
-                raise ProtocolError(f"tagged field {tag} ({entry[0]}) has {size - used} "
-                                    "unread bytes")
+                raise ProtocolError(
+                    f"tagged field {tag} ({entry[0]}) has {size - used} unread bytes"
+                )
             d[entry[0]] = value
         pos = end
     return pos
 
 
-def _write_tagged_section(out: bytearray, d: dict[str, Any],
-                          tags_in_order: list[tuple[int, tuple[str, Reader, Writer, Any]]]
-                          ) -> None:
+def _write_tagged_section(
+    out: bytearray,
+    d: dict[str, Any],
+    tags_in_order: list[tuple[int, tuple[str, Reader, Writer, Any]]],
+) -> None:
     items: list[tuple[int, bytes | bytearray]] = []
     for tag, (name, _, wr, default) in tags_in_order:
         v = d.get(name, default)
@@ -426,8 +461,13 @@ def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple[str, 
         elif t.startswith("["):
             kind = array
             inner = t[1:-1]
-            rows.append((f.name, kind, _FIXED[inner][2] if inner in _FIXED
-                         else _guide_name(inner, flexible, False)))
+            rows.append(
+                (
+                    f.name,
+                    kind,
+                    _FIXED[inner][2] if inner in _FIXED else _guide_name(inner, flexible, False),
+                )
+            )
         elif t in _FIXED:
             rows.append((f.name, _FIXED[t][2], None))
         else:

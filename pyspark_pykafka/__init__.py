@@ -17,8 +17,13 @@ from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_m
 from .auto_registration import not_registered_warning, only_in_lookup_working_directory
 from .datasource import KafkaDataSource
 
-__all__ = ["DefaultSource", "KafkaDataSource", "KafkaLagListener", "offsets_behind_latest",
-           "with_lag_metrics"]
+__all__ = [
+    "DefaultSource",
+    "KafkaDataSource",
+    "KafkaLagListener",
+    "offsets_behind_latest",
+    "with_lag_metrics",
+]
 
 _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:

@@ -63,4 +63,5 @@ def not_registered_warning(cwd: str) -> str:
         "executors do not see. Either install it (in a checkout: pip install -e .), or run "
         "the job from another directory with the connector on PYTHONPATH (the zip 'make "
         "dist' builds), or register it in the job: from pyspark_pykafka import "
-        "KafkaDataSource; spark.dataSource.register(KafkaDataSource)")
+        "KafkaDataSource; spark.dataSource.register(KafkaDataSource)"
+    )

@@ -44,7 +44,8 @@ from kafka_source.spark_schema import as_struct_type, kafka_schema
 _INSTALL_HINT = (
     "Install it where Spark runs its Python workers: pip install the pyspark-pykafka wheel "
     "('make dist' builds it) on the Spark driver or Spark Connect server and on every "
-    "executor, next to its dependencies.")
+    "executor, next to its dependencies."
+)
 
 
 def _restore_data_source(module_name: str, qualname: str, state: dict):
@@ -69,7 +70,8 @@ def _restore_data_source(module_name: str, qualname: str, state: dict):
             "(pyspark.sql.streaming.python_streaming_source_runner); batch reads and "
             "writes do get them. " + _INSTALL_HINT + " With spark-submit in client mode, "
             "putting the zip on the PYTHONPATH that spark-submit starts with also works.",
-            name=exc.name) from exc
+            name=exc.name,
+        ) from exc
     obj = module
     for part in qualname.split("."):
         obj = getattr(obj, part)
@@ -103,8 +105,12 @@ def _session_artifacts_only() -> str | None:
     if not here.startswith(root):
         return None
     from importlib.machinery import PathFinder
-    elsewhere = [p for p in sys.path
-                 if not os.path.normpath(os.path.abspath(p or os.curdir)).startswith(root)]
+
+    elsewhere = [
+        p
+        for p in sys.path
+        if not os.path.normpath(os.path.abspath(p or os.curdir)).startswith(root)
+    ]
     if PathFinder.find_spec("kafka_sink", elsewhere) is not None:
         return None  # installed as well: a streaming query's tasks find it
     return root.rstrip(os.sep)
@@ -123,13 +129,15 @@ class KafkaDataSource(DataSource):
     def __reduce__(self):
         cls = type(self)
         return with_import_path(
-            (_restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__))))
+            (_restore_data_source, (cls.__module__, cls.__qualname__, dict(self.__dict__)))
+        )
 
     def schema(self):
         # Spark calls this at load() (not for writes, and not when the user gives a schema):
         # raise option errors there, as Spark's connector does (only those of batch and
         # streaming reads alike: Spark does not say here which one this is).
         from kafka_source.options import check_reader_options, reader_formats
+
         check_reader_options(self.options)
         formats = reader_formats(self.options)
         if formats is not None:
@@ -138,8 +146,10 @@ class KafkaDataSource(DataSource):
             from kafka_common.value_formats import resolve_formats
 
             from kafka_source.spark_schema import formatted_schema
-            return formatted_schema(_include_headers(self.options),
-                                    resolve_formats(formats, with_writers=False))
+
+            return formatted_schema(
+                _include_headers(self.options), resolve_formats(formats, with_writers=False)
+            )
         # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
         return kafka_schema(_include_headers(self.options))
 
@@ -153,9 +163,12 @@ class KafkaDataSource(DataSource):
         from kafka_common.value_formats import resolve_formats
 
         from kafka_source.spark_schema import formatted_schema
+
         formats = resolve_formats(options.formats)
-        return (dataclasses.replace(options, formats=formats),
-                formatted_schema(options.include_headers, formats))
+        return (
+            dataclasses.replace(options, formats=formats),
+            formatted_schema(options.include_headers, formats),
+        )
 
     def _check_schema(self, schema, expected) -> None:
         if as_struct_type(schema) != expected:
@@ -163,12 +176,17 @@ class KafkaDataSource(DataSource):
                 "Kafka source has a fixed schema and cannot be set with a custom one "
                 f"(pykafka's schema is: {expected.simpleString()}); with valueFormat/"
                 "keyFormat, a reader schema that changed in the registry since the query "
-                "was defined needs the DataFrame defined again")
+                "was defined needs the DataFrame defined again"
+            )
 
     def reader(self, schema):
-        from kafka_source.batch_reader import (KafkaBatchReader, KafkaPushdownBatchReader,
-                                               pushdown_enabled)
+        from kafka_source.batch_reader import (
+            KafkaBatchReader,
+            KafkaPushdownBatchReader,
+            pushdown_enabled,
+        )
         from kafka_source.options import parse_reader_options
+
         options, expected = self._resolved(parse_reader_options(self.options))
         self._check_schema(schema, expected)
         cls = KafkaPushdownBatchReader if pushdown_enabled() else KafkaBatchReader
@@ -177,14 +195,15 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema):
         from kafka_source.options import parse_reader_options
         from kafka_source.stream_reader import KafkaStreamReader, check_pyspark_supports
-        options, expected = self._resolved(parse_reader_options(self.options,
-                                                                for_streaming=True))
+
+        options, expected = self._resolved(parse_reader_options(self.options, for_streaming=True))
         self._check_schema(schema, expected)
         check_pyspark_supports(options)
         return KafkaStreamReader(options)
 
     def writer(self, schema, overwrite: bool):
         from kafka_sink.writer import create_writer
+
         return create_writer(self.options, as_struct_type(schema), overwrite)
 
     def streamWriter(self, schema, overwrite: bool):
@@ -194,7 +213,10 @@ class KafkaDataSource(DataSource):
                 "Streaming writes with pyspark-pykafka need it installed on the Spark "
                 "Connect server: this session has it only from its Python artifacts "
                 f"(spark.addArtifacts, in {artifacts}), which Spark gives to batch queries "
-                "but not to the tasks of a streaming query. " + _INSTALL_HINT +
-                " Batch reads and writes work with addArtifacts alone.")
+                "but not to the tasks of a streaming query. "
+                + _INSTALL_HINT
+                + " Batch reads and writes work with addArtifacts alone."
+            )
         from kafka_sink.writer import create_stream_writer
+
         return create_stream_writer(self.options, as_struct_type(schema), overwrite)

@@ -103,8 +103,11 @@ def project_version(root: str = ROOT) -> str:
     with open(path, encoding="utf-8") as f:
         tree = ast.parse(f.read(), path)
     for node in tree.body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and getattr(node.targets[0], "id", None) == "__version__"):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and getattr(node.targets[0], "id", None) == "__version__"
+        ):
             return ast.literal_eval(node.value)
     raise SystemExit(f"no __version__ in {path}")
 
@@ -134,8 +137,12 @@ def byte_code(rel: str, source: bytes) -> bytes:
     Compiled as zipimport compiles a source (``dont_inherit``), without optimization whatever
     flags run this script, and named ``rel``: the archive's own path is not known here."""
     code = compile(source, rel, "exec", dont_inherit=True, optimize=0)
-    return (importlib.util.MAGIC_NUMBER + _UNCHECKED_HASH_PYC.to_bytes(4, "little")
-            + importlib.util.source_hash(source) + marshal.dumps(code))
+    return (
+        importlib.util.MAGIC_NUMBER
+        + _UNCHECKED_HASH_PYC.to_bytes(4, "little")
+        + importlib.util.source_hash(source)
+        + marshal.dumps(code)
+    )
 
 
 def compile_extensions(root: str, build_dir: str) -> dict[str, str] | None:
@@ -144,15 +151,28 @@ def compile_extensions(root: str, build_dir: str) -> dict[str, str] | None:
     compiler, no Python headers, no setuptools). Run in a child Python in ``root``, so the
     sources are named relative to it and the compiler's chatter stays out of this
     script's output."""
-    done = subprocess.run([sys.executable, "-c", _BUILD_EXT, build_dir, ",".join(EXTENSIONS),
-                           EXTENSION_PACKAGE], cwd=root, capture_output=True, text=True)
-    built = dict(line.split(" ", 1) for line in done.stdout.splitlines()
-                 if line.split(" ", 1)[0] in EXTENSIONS)
-    if done.returncode != 0 or sorted(built) != sorted(EXTENSIONS) or not all(
-            os.path.isfile(p) for p in built.values()):
+    done = subprocess.run(
+        [sys.executable, "-c", _BUILD_EXT, build_dir, ",".join(EXTENSIONS), EXTENSION_PACKAGE],
+        cwd=root,
+        capture_output=True,
+        text=True,
+    )
+    built = dict(
+        line.split(" ", 1)
+        for line in done.stdout.splitlines()
+        if line.split(" ", 1)[0] in EXTENSIONS
+    )
+    if (
+        done.returncode != 0
+        or sorted(built) != sorted(EXTENSIONS)
+        or not all(os.path.isfile(p) for p in built.values())
+    ):
         why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-        print(f"warning: the C extensions {', '.join(EXTENSIONS)} did not compile ({why}); "
-              "the zip is pure Python (the slower record decoder and encoder)", file=sys.stderr)
+        print(
+            f"warning: the C extensions {', '.join(EXTENSIONS)} did not compile ({why}); "
+            "the zip is pure Python (the slower record decoder and encoder)",
+            file=sys.stderr,
+        )
         return None
     return built
 
@@ -167,10 +187,14 @@ def compiled_entries(built: dict[str, str]) -> list[tuple[str, bytes]]:
             data = f.read()
         file_name = os.path.basename(path)
         entries.append((f"{COMPILED_DIR}/{file_name}", data))
-        manifest[name] = {"module": f"{EXTENSION_PACKAGE}.{name}", "file": file_name,
-                          "sha256": hashlib.sha256(data).hexdigest(),
-                          "cache_tag": sys.implementation.cache_tag, "ext_suffix": suffix,
-                          "platform": sysconfig.get_platform()}
+        manifest[name] = {
+            "module": f"{EXTENSION_PACKAGE}.{name}",
+            "file": file_name,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "cache_tag": sys.implementation.cache_tag,
+            "ext_suffix": suffix,
+            "platform": sysconfig.get_platform(),
+        }
     text = json.dumps({"format": 1, "extensions": manifest}, indent=2, sort_keys=True) + "\n"
     entries.append((MANIFEST, text.encode()))
     return entries
@@ -212,14 +236,18 @@ def build(out_dir: str, root: str = ROOT, compiled: bool = True) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default=os.path.join(ROOT, "dist"))
-    parser.add_argument("--pure", action="store_true",
-                        help="leave the compiled record decoder and encoder out")
+    parser.add_argument(
+        "--pure", action="store_true", help="leave the compiled record decoder and encoder out"
+    )
     args = parser.parse_args(argv)
     path = build(args.out_dir, compiled=not args.pure)
     with zipfile.ZipFile(path) as zf:
         names = zf.namelist()
-    compiled = ("with the compiled extensions for " + sys.implementation.cache_tag
-                if MANIFEST in names else "pure Python")
+    compiled = (
+        "with the compiled extensions for " + sys.implementation.cache_tag
+        if MANIFEST in names
+        else "pure Python"
+    )
     print(f"{os.path.relpath(path)}: {len(names)} files, {compiled}", file=sys.stderr)
     print(path)
 

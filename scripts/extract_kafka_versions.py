@@ -37,6 +37,7 @@ For every request definition (``apiKey``, ``"type": "request"``) it writes::
 The JSON is the project's own data: tests/test_kafka_versions.py reads it and never the
 definitions themselves.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ OUT = Path(__file__).resolve().parent.parent / "tests" / "data" / "kafka_request
 
 REMOVED = re.compile(r"Versions? (\d+)(?:-(\d+))? (?:was|were) removed in Apache Kafka")
 STILL_ADVERTISED = "have to be included in the api versions response"
-TXN_V1_MAX = re.compile(r"If V2 is disabled, the client can't use \w+ request version "
-                        r"higher than (\d+) within a transaction")
+TXN_V1_MAX = re.compile(
+    r"If V2 is disabled, the client can't use \w+ request version "
+    r"higher than (\d+) within a transaction"
+)
 TXN_V2_FROM = re.compile(r"Version (\d+) enables bumping epoch on every transaction")
 CLIENT_MAX = re.compile(r"Versions (\d+) and below will be exclusively used by clients")
 
@@ -136,9 +139,13 @@ def main() -> None:
     if not apis:
         parser.error(f"no *Request.json message definitions in {folder}")
     out = {"kafka_version": version, "source": args.source or str(args.path), "apis": apis}
-    lines = ["{", f' "kafka_version": {json.dumps(version)},',
-             f' "source": {json.dumps(out["source"])},', ' "apis": {']
-    rows = [f'  {json.dumps(name)}: {json.dumps(row)}' for name, row in apis.items()]
+    lines = [
+        "{",
+        f' "kafka_version": {json.dumps(version)},',
+        f' "source": {json.dumps(out["source"])},',
+        ' "apis": {',
+    ]
+    rows = [f"  {json.dumps(name)}: {json.dumps(row)}" for name, row in apis.items()]
     lines.append(",\n".join(rows))
     lines += [" }", "}"]
     OUT.write_text("\n".join(lines) + "\n", encoding="utf-8")

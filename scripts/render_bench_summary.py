@@ -41,9 +41,9 @@ def summary(results: str) -> str:
     if not table:
         raise ValueError("results.md has no results table")
     start = lines.index(table[0])
-    header = lines[start:start + 2]
+    header = lines[start : start + 2]
     rows = []
-    for line in lines[start + 2:]:
+    for line in lines[start + 2 :]:
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip("|").split("|")]
@@ -59,9 +59,13 @@ def summary(results: str) -> str:
                 break
     streaming = _streaming(lines)
     # results.md named as a path, not linked: the docs site holds no files outside docs/
-    out = _jvm(lines) + [f"{run} {machine}", "",
-           f"Data set {MAIN_DATA_SET} (the other data sets, the CPU split by process and "
-           "worker memory are in `tests/bench/results.md`):", ""]
+    out = _jvm(lines) + [
+        f"{run} {machine}",
+        "",
+        f"Data set {MAIN_DATA_SET} (the other data sets, the CPU split by process and "
+        "worker memory are in `tests/bench/results.md`):",
+        "",
+    ]
     out += header + rows
     if goals:
         out += ["", "Goals:", ""] + goals
@@ -71,8 +75,10 @@ def summary(results: str) -> str:
 
 JVM_HEADING = "## Spark's JVM connector beside ours"
 JVM_GOALS = "Goals (issue 38; reported, not asserted):"
-LATENCY_RUNS = ("Each run (p50 / p99 ms; ours against the JVM connector and against the "
-                "floor, in the same run):")
+LATENCY_RUNS = (
+    "Each run (p50 / p99 ms; ours against the JVM connector and against the "
+    "floor, in the same run):"
+)
 
 
 def _jvm(lines: list[str]) -> list[str]:
@@ -82,9 +88,10 @@ def _jvm(lines: list[str]) -> list[str]:
     (``run.py --only jvm`` rewrites that block alone)."""
     if JVM_HEADING not in lines:
         return []
-    section = lines[lines.index(JVM_HEADING) + 1:]
-    section = section[:next((i for i, line in enumerate(section) if line.startswith("## ")),
-                            len(section))]
+    section = lines[lines.index(JVM_HEADING) + 1 :]
+    section = section[
+        : next((i for i, line in enumerate(section) if line.startswith("## ")), len(section))
+    ]
     about = next((line for line in section if line.startswith("Spark ")), "")
     start = next((i for i, line in enumerate(section) if line.startswith("| Case |")), None)
     if start is None:
@@ -96,7 +103,7 @@ def _jvm(lines: list[str]) -> list[str]:
         table.append(line)
     goals = []
     if JVM_GOALS in section:
-        for line in section[section.index(JVM_GOALS) + 1:]:
+        for line in section[section.index(JVM_GOALS) + 1 :]:
             if line.startswith("- "):
                 goals.append(line)
             elif goals and not line.strip():
@@ -104,7 +111,7 @@ def _jvm(lines: list[str]) -> list[str]:
     out = ["Spark's own JVM connector beside ours: " + about, ""] + table
     if LATENCY_RUNS in section:  # the latency of each run, beside the floor's
         latency = []
-        for line in section[section.index(LATENCY_RUNS) + 2:]:
+        for line in section[section.index(LATENCY_RUNS) + 2 :]:
             if not line.startswith("|"):
                 break
             latency.append(line)
@@ -123,11 +130,18 @@ def _streaming(lines: list[str]) -> list[str]:
     run = next((line for line in lines if line.startswith("Streaming section run ")), None)
     if run is None or STREAMING_GOALS not in lines:
         return []
-    out = ["", run.replace("Streaming section run", "Streaming (latency against a Python "
-                                                    "source that reads no Kafka) run", 1),
-           ""]
-    head = next((i for i, line in enumerate(lines)
-                 if line.startswith("| Source | Micro-batches/s")), None)
+    out = [
+        "",
+        run.replace(
+            "Streaming section run",
+            "Streaming (latency against a Python source that reads no Kafka) run",
+            1,
+        ),
+        "",
+    ]
+    head = next(
+        (i for i, line in enumerate(lines) if line.startswith("| Source | Micro-batches/s")), None
+    )
     if head is not None:
         for line in lines[head:]:
             if not line.startswith("|"):
@@ -135,7 +149,7 @@ def _streaming(lines: list[str]) -> list[str]:
             out.append(line)
         out.append("")
     out += ["Streaming goals:", ""]
-    for line in lines[lines.index(STREAMING_GOALS) + 1:]:
+    for line in lines[lines.index(STREAMING_GOALS) + 1 :]:
         if line.startswith("- "):
             out.append(line)
         elif len(out) and out[-1].startswith("- ") and not line.strip():
@@ -144,8 +158,7 @@ def _streaming(lines: list[str]) -> list[str]:
 
 
 def render(page: str, results: str) -> str:
-    pattern = re.compile(rf"(<!-- BEGIN {MARKER}\b[^>]*-->\n)(.*?)(<!-- END {MARKER} -->)",
-                         re.S)
+    pattern = re.compile(rf"(<!-- BEGIN {MARKER}\b[^>]*-->\n)(.*?)(<!-- END {MARKER} -->)", re.S)
     if not pattern.search(page):
         raise ValueError(f"docs/performance.md has no {MARKER} block")
     return pattern.sub(lambda m: m.group(1) + summary(results) + m.group(3), page, count=1)
@@ -153,8 +166,11 @@ def render(page: str, results: str) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if docs/performance.md differs from what would be written")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if docs/performance.md differs from what would be written",
+    )
     args = parser.parse_args(argv)
     with open(PAGE, encoding="utf-8") as f:
         page = f.read()
@@ -163,8 +179,11 @@ def main(argv=None) -> int:
     updated = render(page, results)
     if args.check:
         if updated != page:
-            print("docs/performance.md does not quote tests/bench/results.md; "
-                  "run: python scripts/render_bench_summary.py", file=sys.stderr)
+            print(
+                "docs/performance.md does not quote tests/bench/results.md; "
+                "run: python scripts/render_bench_summary.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if updated != page:

@@ -29,8 +29,11 @@ TABLES = {"reader-options": "kafka_source.options", "writer-options": "kafka_sin
 
 
 def _block(name: str) -> re.Pattern:
-    return re.compile(rf"(<!-- BEGIN {re.escape(name)}\b[^>]*-->\n)(.*?)(<!-- END "
-                      rf"{re.escape(name)} -->)", re.S)
+    return re.compile(
+        rf"(<!-- BEGIN {re.escape(name)}\b[^>]*-->\n)(.*?)(<!-- END "
+        rf"{re.escape(name)} -->)",
+        re.S,
+    )
 
 
 def table(name: str) -> str:
@@ -45,8 +48,10 @@ def render(text: str) -> str:
     for name in TABLES:
         pattern = _block(name)
         if len(pattern.findall(text)) != 1:
-            raise SystemExit(f"docs/options.md needs exactly one '<!-- BEGIN {name} ... -->' ... "
-                             f"'<!-- END {name} -->' block")
+            raise SystemExit(
+                f"docs/options.md needs exactly one '<!-- BEGIN {name} ... -->' ... "
+                f"'<!-- END {name} -->' block"
+            )
         fresh = table(name)
         text = pattern.sub(lambda m, fresh=fresh: m.group(1) + fresh + "\n" + m.group(3), text)
     return text
@@ -54,8 +59,9 @@ def render(text: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="only report whether docs/options.md is up to date")
+    parser.add_argument(
+        "--check", action="store_true", help="only report whether docs/options.md is up to date"
+    )
     parser.add_argument("--page", default=PAGE)
     args = parser.parse_args(argv)
     with open(args.page, encoding="utf-8") as f:
@@ -63,8 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     fresh = render(current)
     if args.check:
         if fresh != current:
-            print(f"{args.page}: option tables are out of date; run "
-                  f"python scripts/render_option_tables.py", file=sys.stderr)
+            print(
+                f"{args.page}: option tables are out of date; run "
+                f"python scripts/render_option_tables.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     if fresh != current:

@@ -63,22 +63,39 @@ def _schema(draw, depth, counter, top=False):
     if kind == "logical":
         return dict(draw(st.sampled_from(LOGICAL)))
     if kind == "enum":
-        symbols = draw(st.lists(st.sampled_from(["A", "B", "C", "D", "E_1"]), min_size=1,
-                                max_size=5, unique=True))
+        symbols = draw(
+            st.lists(
+                st.sampled_from(["A", "B", "C", "D", "E_1"]), min_size=1, max_size=5, unique=True
+            )
+        )
         return {"type": "enum", "name": _name(counter, "E"), "namespace": "ns", "symbols": symbols}
     if kind == "fixed":
-        return {"type": "fixed", "name": _name(counter, "F"), "namespace": "ns",
-                "size": draw(st.integers(0, 20))}
+        return {
+            "type": "fixed",
+            "name": _name(counter, "F"),
+            "namespace": "ns",
+            "size": draw(st.integers(0, 20)),
+        }
     if kind == "decimal_fixed":
         size = draw(st.integers(1, 16))
         precision = draw(st.integers(1, max(1, min(38, int(2.408 * size - 0.302)))))
-        return {"type": "fixed", "name": _name(counter, "D"), "namespace": "ns", "size": size,
-                "logicalType": "decimal", "precision": precision,
-                "scale": draw(st.integers(0, precision))}
+        return {
+            "type": "fixed",
+            "name": _name(counter, "D"),
+            "namespace": "ns",
+            "size": size,
+            "logicalType": "decimal",
+            "precision": precision,
+            "scale": draw(st.integers(0, precision)),
+        }
     if kind == "record":
         names = draw(st.lists(FIELD_NAMES, max_size=5, unique=True))
-        return {"type": "record", "name": _name(counter, "R"), "namespace": "ns",
-                "fields": [{"name": n, "type": _schema(draw, depth - 1, counter)} for n in names]}
+        return {
+            "type": "record",
+            "name": _name(counter, "R"),
+            "namespace": "ns",
+            "fields": [{"name": n, "type": _schema(draw, depth - 1, counter)} for n in names],
+        }
     if kind == "array":
         return {"type": "array", "items": _schema(draw, depth - 1, counter)}
     if kind == "map":
@@ -92,9 +109,14 @@ def _union(draw, depth, counter):
         while isinstance(t, list):
             t = _schema(draw, depth - 1, counter)
         return ["null", t] if draw(st.booleans()) else [t, "null"]
-    pool = draw(st.lists(st.sampled_from(["null"] + PLAIN + ["record", "enum", "fixed", "array",
-                                                            "map"]),
-                         min_size=1, max_size=5, unique=True))
+    pool = draw(
+        st.lists(
+            st.sampled_from(["null"] + PLAIN + ["record", "enum", "fixed", "array", "map"]),
+            min_size=1,
+            max_size=5,
+            unique=True,
+        )
+    )
     if "int" in pool and "long" in pool and len([p for p in pool if p != "null"]) > 2:
         pool.remove("int")
     if "float" in pool and "double" in pool and len([p for p in pool if p != "null"]) > 2:
@@ -110,11 +132,19 @@ def _union(draw, depth, counter):
         if p in ("record", "enum", "fixed", "array", "map"):
             t = _schema(draw, depth - 1, counter) if p in ("array", "map") else None
             if p == "record":
-                t = {"type": "record", "name": _name(counter, "R"), "namespace": "ns",
-                     "fields": [{"name": "f", "type": _schema(draw, 0, counter)}]}
+                t = {
+                    "type": "record",
+                    "name": _name(counter, "R"),
+                    "namespace": "ns",
+                    "fields": [{"name": "f", "type": _schema(draw, 0, counter)}],
+                }
             elif p == "enum":
-                t = {"type": "enum", "name": _name(counter, "E"), "namespace": "ns",
-                     "symbols": ["X", "Y"]}
+                t = {
+                    "type": "enum",
+                    "name": _name(counter, "E"),
+                    "namespace": "ns",
+                    "symbols": ["X", "Y"],
+                }
             elif p == "fixed":
                 t = {"type": "fixed", "name": _name(counter, "F"), "namespace": "ns", "size": 3}
             elif p == "array":
@@ -133,6 +163,7 @@ def _plain_item(draw):
 
 # ---- data --------------------------------------------------------------------------------
 
+
 def _type_of(s):
     if isinstance(s, str):
         return s
@@ -145,8 +176,10 @@ def _member_names(branches, stable=False):
     non_null = [b for b in branches if _type_of(b) != "null"]
     if not stable:
         return [f"member{i}" for i in range(len(non_null))]
-    return [f"member_{b['name'] if isinstance(b, dict) and 'name' in b else _type_of(b)}"
-            for b in non_null]
+    return [
+        f"member_{b['name'] if isinstance(b, dict) and 'name' in b else _type_of(b)}"
+        for b in non_null
+    ]
 
 
 @st.composite
@@ -174,8 +207,12 @@ def _datum(draw, s, named):
     if lt == "date":
         d = draw(st.dates())
         return d, d
-    if lt in ("timestamp-millis", "timestamp-micros", "local-timestamp-millis",
-              "local-timestamp-micros"):
+    if lt in (
+        "timestamp-millis",
+        "timestamp-micros",
+        "local-timestamp-millis",
+        "local-timestamp-micros",
+    ):
         us = draw(MICROS)
         if lt.endswith("millis"):
             us -= us % 1000
@@ -226,8 +263,7 @@ def _datum(draw, s, named):
     if t == "map":
         keys = draw(st.lists(st.text(max_size=5), max_size=4, unique=True))
         pairs = [_datum(draw, s["values"], named) for _ in keys]
-        return ({k: p[0] for k, p in zip(keys, pairs)},
-                [(k, p[1]) for k, p in zip(keys, pairs)])
+        return ({k: p[0] for k, p in zip(keys, pairs)}, [(k, p[1]) for k, p in zip(keys, pairs)])
     if t == "record":
         w, e = {}, {}
         for f in s["fields"]:

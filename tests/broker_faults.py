@@ -50,8 +50,9 @@ class Clusters:
         kind = (version, transaction_version)
         if kind != self.kind:
             self.stop()
-            self.cluster = KafkaCluster(version, nodes=3,
-                                        transaction_version=transaction_version).start()
+            self.cluster = KafkaCluster(
+                version, nodes=3, transaction_version=transaction_version
+            ).start()
             self.kind = kind
         heal(self.cluster)
         return self.cluster
@@ -90,12 +91,18 @@ def wait_in_sync(cluster: KafkaCluster, timeout_s: float = 240) -> float:
     last = "no answer"
     while time.monotonic() - started < timeout_s:
         try:
-            with KafkaClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=5000,
-                             connect_timeout_ms=2000) as client:
+            with KafkaClient(
+                bootstrap_servers=cluster.bootstrap,
+                request_timeout_ms=5000,
+                connect_timeout_ms=2000,
+            ) as client:
                 meta = client.refresh_metadata(None)
-            behind = [f"{t}-{p.partition} isr {p.isr} of {p.replicas}"
-                      for t, info in meta.topics.items() for p in info.partitions.values()
-                      if p.leader < 0 or set(p.replicas) - set(p.isr)]
+            behind = [
+                f"{t}-{p.partition} isr {p.isr} of {p.replicas}"
+                for t, info in meta.topics.items()
+                for p in info.partitions.values()
+                if p.leader < 0 or set(p.replicas) - set(p.isr)
+            ]
             if set(meta.brokers) >= set(cluster.nodes) and not behind:
                 return time.monotonic() - started
             last = f"brokers {sorted(meta.brokers)}; behind: {behind[:5]}"
@@ -108,11 +115,15 @@ def wait_in_sync(cluster: KafkaCluster, timeout_s: float = 240) -> float:
 def leaders(cluster: KafkaCluster, asking=None) -> dict[tuple[str, int], int]:
     """The leader of every partition of every topic (internal ones too), asked of the
     nodes ``asking`` (every node by default)."""
-    with KafkaClient(bootstrap_servers=cluster.listener("PLAINTEXT", asking),
-                     request_timeout_ms=5000) as client:
+    with KafkaClient(
+        bootstrap_servers=cluster.listener("PLAINTEXT", asking), request_timeout_ms=5000
+    ) as client:
         meta = client.refresh_metadata(None)
-    return {(t, p.partition): p.leader for t, info in meta.topics.items()
-            for p in info.partitions.values()}
+    return {
+        (t, p.partition): p.leader
+        for t, info in meta.topics.items()
+        for p in info.partitions.values()
+    }
 
 
 def leader_of(cluster: KafkaCluster, topic: str, partition: int) -> int:
@@ -120,8 +131,9 @@ def leader_of(cluster: KafkaCluster, topic: str, partition: int) -> int:
         return client.refresh_metadata([topic]).topics[topic].partitions[partition].leader
 
 
-def wait_leader_moved(cluster: KafkaCluster, topic: str, partition: int, old: int,
-                      timeout_s: float = 60) -> int:
+def wait_leader_moved(
+    cluster: KafkaCluster, topic: str, partition: int, old: int, timeout_s: float = 60
+) -> int:
     """The new leader of ``partition`` once the controller moved it off ``old``."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -140,8 +152,13 @@ def active_controller(cluster: KafkaCluster) -> int:
     A paused broker is fenced after ``SESSION_TIMEOUT_S`` by the active controller; when
     the paused node is that controller, the quorum first elects another, which then
     starts counting."""
-    run = cluster.tool("org.apache.kafka.tools.MetadataQuorumCommand", "--bootstrap-server",
-                       cluster.bootstrap, "describe", "--status")
+    run = cluster.tool(
+        "org.apache.kafka.tools.MetadataQuorumCommand",
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "describe",
+        "--status",
+    )
     for line in run.stdout.splitlines():
         if line.startswith("LeaderId:"):
             return int(line.split(":", 1)[1])
@@ -180,10 +197,19 @@ class FaultInjector(threading.Thread):
     "SIGSTOP"; ``nodes`` (a callable giving the first node) picks where the turn starts.
     An error in the thread is kept in ``error`` for the test to raise."""
 
-    def __init__(self, cluster: KafkaCluster, *, count: int, every_s=(10.0, 15.0),
-                 first_after_s: float | None = None, kinds=("SIGKILL", "SIGSTOP"),
-                 kill_hold_s: float = 3.0, stop_hold_s: float = 5.0, first_node=None,
-                 seed: int = 29):
+    def __init__(
+        self,
+        cluster: KafkaCluster,
+        *,
+        count: int,
+        every_s=(10.0, 15.0),
+        first_after_s: float | None = None,
+        kinds=("SIGKILL", "SIGSTOP"),
+        kill_hold_s: float = 3.0,
+        stop_hold_s: float = 5.0,
+        first_node=None,
+        seed: int = 29,
+    ):
         super().__init__(name="kafka-fault-injector", daemon=True)
         self.cluster, self.count, self.every_s = cluster, count, every_s
         self.first_after_s = first_after_s
@@ -202,14 +228,18 @@ class FaultInjector(threading.Thread):
         try:
             nodes = sorted(self.cluster.nodes)
             start = self.first_node() if self.first_node else nodes[0]
-            order = nodes[nodes.index(start):] + nodes[:nodes.index(start)]
-            wait = self.first_after_s if self.first_after_s is not None \
+            order = nodes[nodes.index(start) :] + nodes[: nodes.index(start)]
+            wait = (
+                self.first_after_s
+                if self.first_after_s is not None
                 else self.rng.uniform(*self.every_s)
+            )
             for i in range(self.count):
                 if self._halt.wait(wait):
                     return
-                self.faults.append(self.inject(self.kinds[i % len(self.kinds)],
-                                               order[i % len(order)]))
+                self.faults.append(
+                    self.inject(self.kinds[i % len(self.kinds)], order[i % len(order)])
+                )
                 wait = self.rng.uniform(*self.every_s)
         except BaseException as e:  # raised by the test (check)
             self.error = e
@@ -259,17 +289,22 @@ class FaultInjector(threading.Thread):
             except PyKafkaError:
                 pass
             time.sleep(0.5)
-        raise AssertionError(f"node {node} SIGSTOPped {timeout_s:.0f} s and still leading "
-                             f"{[tp for tp in led if now.get(tp, node) in (node, -1)][:5]}")
+        raise AssertionError(
+            f"node {node} SIGSTOPped {timeout_s:.0f} s and still leading "
+            f"{[tp for tp in led if now.get(tp, node) in (node, -1)][:5]}"
+        )
 
     def check(self) -> None:
         if self.error is not None:
             raise AssertionError(f"the fault injector failed: {self.error!r}") from self.error
 
     def summary(self) -> list[str]:
-        return [f"{f.kind} node {f.node} at {time.strftime('%H:%M:%S', time.localtime(f.at))}"
-                f" ({f.held_s} s, healed after {f.healed_s} s, {f.leaders_moved} partitions "
-                f"led elsewhere)" for f in self.faults]
+        return [
+            f"{f.kind} node {f.node} at {time.strftime('%H:%M:%S', time.localtime(f.at))}"
+            f" ({f.held_s} s, healed after {f.healed_s} s, {f.leaders_moved} partitions "
+            f"led elsewhere)"
+            for f in self.faults
+        ]
 
 
 def _table_rows(text: str) -> list[list[str]]:
@@ -302,9 +337,16 @@ def hanging_transactions(cluster: KafkaCluster) -> dict[int, list[str]]:
 
     def one(node: int) -> None:
         try:
-            run = cluster.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", cluster.bootstrap,
-                               "find-hanging", "--broker-id", str(node),
-                               "--max-transaction-timeout", "0")
+            run = cluster.tool(
+                TRANSACTIONS_COMMAND,
+                "--bootstrap-server",
+                cluster.bootstrap,
+                "find-hanging",
+                "--broker-id",
+                str(node),
+                "--max-transaction-timeout",
+                "0",
+            )
             assert "Topic" in run.stdout, f"unexpected output: {run.stdout!r}"
             found[node] = [" ".join(r) for r in _table_rows(run.stdout)]
         except BaseException as e:
@@ -320,24 +362,43 @@ def hanging_transactions(cluster: KafkaCluster) -> dict[int, list[str]]:
     return found
 
 
-def create_topic(cluster: KafkaCluster, name: str, partitions: int, *, leader: int | None = None,
-                 configs: dict[str, str] | None = None) -> None:
+def create_topic(
+    cluster: KafkaCluster,
+    name: str,
+    partitions: int,
+    *,
+    leader: int | None = None,
+    configs: dict[str, str] | None = None,
+) -> None:
     """``name`` with three replicas per partition; with ``leader``, that node is the first
     replica (the preferred leader) of every partition, so one node leads them all."""
     from protocol.errors import BrokerError
     from protocol.schemas import CREATE_TOPICS
+
     nodes = sorted(cluster.nodes)
     assignments = []
     if leader is not None:
         others = [n for n in nodes if n != leader]
-        assignments = [{"partition_index": p,
-                        "broker_ids": [leader] + (others if p % 2 == 0 else others[::-1])}
-                       for p in range(partitions)]
-    body = {"topics": [{"name": name, "num_partitions": -1 if assignments else partitions,
-                        "replication_factor": -1 if assignments else len(nodes),
-                        "assignments": assignments,
-                        "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}],
-            "timeout_ms": 30_000, "validate_only": False}
+        assignments = [
+            {
+                "partition_index": p,
+                "broker_ids": [leader] + (others if p % 2 == 0 else others[::-1]),
+            }
+            for p in range(partitions)
+        ]
+    body = {
+        "topics": [
+            {
+                "name": name,
+                "num_partitions": -1 if assignments else partitions,
+                "replication_factor": -1 if assignments else len(nodes),
+                "assignments": assignments,
+                "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+            }
+        ],
+        "timeout_ms": 30_000,
+        "validate_only": False,
+    }
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
         response = client.connection(nodes[0]).request(CREATE_TOPICS, body)
         for t in response["topics"]:

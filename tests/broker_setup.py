@@ -20,8 +20,14 @@ from protocol.client.cluster import KafkaClient
 from .fault_proxy import FaultProxy
 
 
-def create_topic(broker, name: str, partitions: int, replication_factor: int = 1, *,
-                 client: KafkaClient | None = None) -> None:
+def create_topic(
+    broker,
+    name: str,
+    partitions: int,
+    replication_factor: int = 1,
+    *,
+    client: KafkaClient | None = None,
+) -> None:
     """``name`` with ``partitions`` partitions on ``broker``, through ``client`` or a
     client of its own. ``replication_factor`` is for the mock cluster (of three brokers);
     Tansu, one node, ignores replication factors (CreateTopics asks for 1)."""
@@ -75,22 +81,28 @@ def tansu_behind_fault_proxy() -> Iterator[tuple[FaultProxy, TansuBroker]]:
 PARTITIONS_PER_STEP = 5_000
 
 
-def create_wide_topic(bootstrap: str, name: str, partitions: int,
-                      configs: dict[str, str] | None = None, timeout_s: float = 300) -> None:
+def create_wide_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    configs: dict[str, str] | None = None,
+    timeout_s: float = 300,
+) -> None:
     """``name`` with ``partitions`` partitions on Apache Kafka: created with at most
     ``PARTITIONS_PER_STEP`` and grown by that many at a time (CreatePartitions, through
     confluent-kafka's admin client), then waited for until every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
+
     admin = AdminClient({"bootstrap.servers": bootstrap})
     first = min(partitions, PARTITIONS_PER_STEP)
-    futures = admin.create_topics([NewTopic(name, first, 1, config=dict(configs or {}))],
-                                  operation_timeout=timeout_s)
+    futures = admin.create_topics(
+        [NewTopic(name, first, 1, config=dict(configs or {}))], operation_timeout=timeout_s
+    )
     futures[name].result(timeout_s)
     total = first
     while total < partitions:
         total = min(partitions, total + PARTITIONS_PER_STEP)
-        futures = admin.create_partitions([NewPartitions(name, total)],
-                                          operation_timeout=timeout_s)
+        futures = admin.create_partitions([NewPartitions(name, total)], operation_timeout=timeout_s)
         futures[name].result(timeout_s)
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))

@@ -15,10 +15,13 @@ def child_spark(master: str, app_name: str):
 
     from pyspark_pykafka import KafkaDataSource
 
-    spark = (SparkSession.builder.master(master).appName(app_name)
-             .config("spark.ui.enabled", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .getOrCreate())
+    spark = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     return spark

@@ -21,8 +21,13 @@ import uuid
 
 import pytest
 
-from .signin_cluster import (signin_cluster_options, signin_issuer,  # noqa: F401
-                             signin_kafka, signin_pki)
+# The sign-in cluster's fixtures, imported to be registered for every test module.
+from .signin_cluster import (  # noqa: F401
+    signin_cluster_options,  # noqa: F401
+    signin_issuer,  # noqa: F401
+    signin_kafka,  # noqa: F401
+    signin_pki,  # noqa: F401
+)
 
 _topic_seq = itertools.count()
 
@@ -153,8 +158,7 @@ def kafka_broker(request):
         with KafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000) as client:
             client.metadata()
     except PyKafkaError as e:
-        pytest.fail(f"{BOOTSTRAP_ENV}={bootstrap}: no Kafka answers there: {e}",
-                    pytrace=False)
+        pytest.fail(f"{BOOTSTRAP_ENV}={bootstrap}: no Kafka answers there: {e}", pytrace=False)
     return ExternalKafka(bootstrap)
 
 
@@ -189,15 +193,17 @@ def spark():
 
     from pyspark_pykafka import KafkaDataSource
 
-    session = (SparkSession.builder.master("local[2]")
-               .appName("pyspark-pykafka-tests")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               # Python workers start slowly on a loaded 2-core machine (15 s by default)
-               .config("spark.python.authenticate.socketTimeout", "120s")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("pyspark-pykafka-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        # Python workers start slowly on a loaded 2-core machine (15 s by default)
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(KafkaDataSource)
     try:

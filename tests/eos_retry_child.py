@@ -19,14 +19,17 @@ ROWS = 400
 
 def main(bootstrap: str, topic: str, prefix: str) -> None:
     spark = child_spark("local[2,2]", "pykafka-eos-retry-child")
-    (spark.range(0, ROWS, numPartitions=2)
-     .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value")
-     .write.format("pykafka")
-     .option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", topic)
-     .option("exactlyOnce", "true")
-     .option("transactionalIdPrefix", prefix)
-     .mode("append").save())
+    (
+        spark.range(0, ROWS, numPartitions=2)
+        .selectExpr("CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value")
+        .write.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+        .save()
+    )
     spark.stop()
 
 

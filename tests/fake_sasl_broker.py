@@ -32,8 +32,14 @@ import time
 from collections.abc import Callable
 
 from protocol.errors import ProtocolError
-from protocol.schemas import (API_VERSIONS, FETCH, LIST_OFFSETS, METADATA, SASL_AUTHENTICATE,
-                              SASL_HANDSHAKE)
+from protocol.schemas import (
+    API_VERSIONS,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+)
 
 from .scripted_broker import Request, ScriptedBroker, metadata_answer, response_frame
 
@@ -41,16 +47,22 @@ _HASHES = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 
 
 class FakeSaslBroker(ScriptedBroker):
-    def __init__(self, users: dict[str, str], *,
-                 mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
-                 iterations: int = 4096, salt: bytes = b"fake-broker-salt",
-                 server_first: Callable[[str, str], str] | None = None,
-                 server_final: Callable[[str], str] | None = None,
-                 reply: Callable[[int, int, bytes], bytes | None] | None = None,
-                 auth_error: str | Callable[[bytes], str] | None = None,
-                 topics: dict[str, int] | None = None, log_end: int = 10,
-                 check_token: Callable[[str, dict], dict | None] | None = None,
-                 session_lifetime_ms: int = 0) -> None:
+    def __init__(
+        self,
+        users: dict[str, str],
+        *,
+        mechanisms: tuple[str, ...] = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"),
+        iterations: int = 4096,
+        salt: bytes = b"fake-broker-salt",
+        server_first: Callable[[str, str], str] | None = None,
+        server_final: Callable[[str], str] | None = None,
+        reply: Callable[[int, int, bytes], bytes | None] | None = None,
+        auth_error: str | Callable[[bytes], str] | None = None,
+        topics: dict[str, int] | None = None,
+        log_end: int = 10,
+        check_token: Callable[[str, dict], dict | None] | None = None,
+        session_lifetime_ms: int = 0,
+    ) -> None:
         self.users, self.mechanisms = users, mechanisms
         self.iterations, self.salt = iterations, salt
         self.server_first_hook, self.server_final_hook = server_first, server_final
@@ -88,12 +100,25 @@ class FakeSaslBroker(ScriptedBroker):
         except ProtocolError:
             return None  # a request this script cannot read: the connection is closed
         if api is API_VERSIONS:
-            answer = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
-                {"api_key": a.key, "min_version": a.request.versions.lo,
-                 "max_version": min(a.request.versions.hi, hi)}
-                for a, hi in ((API_VERSIONS, 3), (SASL_HANDSHAKE, 1),
-                              (SASL_AUTHENTICATE, 2), (METADATA, 12), (LIST_OFFSETS, 7),
-                              (FETCH, 12))]}
+            answer = {
+                "error_code": 0,
+                "throttle_time_ms": 0,
+                "api_keys": [
+                    {
+                        "api_key": a.key,
+                        "min_version": a.request.versions.lo,
+                        "max_version": min(a.request.versions.hi, hi),
+                    }
+                    for a, hi in (
+                        (API_VERSIONS, 3),
+                        (SASL_HANDSHAKE, 1),
+                        (SASL_AUTHENTICATE, 2),
+                        (METADATA, 12),
+                        (LIST_OFFSETS, 7),
+                        (FETCH, 12),
+                    )
+                ],
+            }
         elif api is SASL_HANDSHAKE:
             s.mechanism = body["mechanism"]
             ok = s.mechanism in self.mechanisms
@@ -103,32 +128,56 @@ class FakeSaslBroker(ScriptedBroker):
             self.received.append(token)
             answer = self._authenticate(s, token)
         elif api is METADATA:
-            answer = metadata_answer(self.port, "fake-sasl", [
-                (name, range(count)) for name, count in sorted(self.topics.items())])
+            answer = metadata_answer(
+                self.port,
+                "fake-sasl",
+                [(name, range(count)) for name, count in sorted(self.topics.items())],
+            )
         elif api is LIST_OFFSETS:
-            answer = {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": q["partition_index"], "error_code": 0, "timestamp": -1,
-                     "offset": 0 if q["timestamp"] == -2 else self.log_end, "leader_epoch": 0}
-                    for q in t["partitions"]]} for t in body["topics"]]}
+            answer = {
+                "throttle_time_ms": 0,
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {
+                                "partition_index": q["partition_index"],
+                                "error_code": 0,
+                                "timestamp": -1,
+                                "offset": 0 if q["timestamp"] == -2 else self.log_end,
+                                "leader_epoch": 0,
+                            }
+                            for q in t["partitions"]
+                        ],
+                    }
+                    for t in body["topics"]
+                ],
+            }
         else:
             return None  # Fetch (or anything else): the connection is closed
         return response_frame(api, req.version, req.correlation_id, answer)
 
     def _authenticate(self, s: _Session, token: bytes) -> dict:
         def fail(message: str) -> dict:
-            return {"error_code": 58, "error_message": message, "auth_bytes": b"",
-                    "session_lifetime_ms": 0}
+            return {
+                "error_code": 58,
+                "error_message": message,
+                "auth_bytes": b"",
+                "session_lifetime_ms": 0,
+            }
 
         def ok(data: bytes) -> dict:
             if self.session_lifetime_ms:
                 s.expires_at = time.monotonic() + self.session_lifetime_ms / 1000
-            return {"error_code": 0, "error_message": None, "auth_bytes": data,
-                    "session_lifetime_ms": self.session_lifetime_ms if s.authenticated else 0}
+            return {
+                "error_code": 0,
+                "error_message": None,
+                "auth_bytes": data,
+                "session_lifetime_ms": self.session_lifetime_ms if s.authenticated else 0,
+            }
 
         if self.auth_error is not None:
-            return fail(self.auth_error(token) if callable(self.auth_error)
-                        else self.auth_error)
+            return fail(self.auth_error(token) if callable(self.auth_error) else self.auth_error)
         if s.mechanism == "OAUTHBEARER":
             return self._oauthbearer(s, token, ok, fail)
         if s.mechanism == "AWS_MSK_IAM":
@@ -162,8 +211,7 @@ class FakeSaslBroker(ScriptedBroker):
             user = attrs["n"].replace("=2C", ",").replace("=3D", "=")
             s.user, client_nonce = user, attrs["r"]
             s.nonce = client_nonce + "Fk3-server-part"
-            message = (f"r={s.nonce},s={base64.b64encode(self.salt).decode()},"
-                       f"i={self.iterations}")
+            message = f"r={s.nonce},s={base64.b64encode(self.salt).decode()},i={self.iterations}"
             if self.server_first_hook is not None:
                 message = self.server_first_hook(message, client_nonce)
             s.server_first = message
@@ -176,8 +224,7 @@ class FakeSaslBroker(ScriptedBroker):
         if password is None:
             final = "e=unknown-user"
         else:
-            salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), self.salt,
-                                         self.iterations)
+            salted = hashlib.pbkdf2_hmac(hash_name, password.encode(), self.salt, self.iterations)
             client_key = hmac.new(salted, b"Client Key", hash_name).digest()
             stored_key = hashlib.new(hash_name, client_key).digest()
             server_key = hmac.new(salted, b"Server Key", hash_name).digest()
@@ -185,19 +232,21 @@ class FakeSaslBroker(ScriptedBroker):
             signature = hmac.new(stored_key, auth, hash_name).digest()
             proof = base64.b64decode(proof_attr[2:])
             recovered = bytes(a ^ b for a, b in zip(proof, signature))
-            if (without_proof != f"c=biws,r={s.nonce}"
-                    or hashlib.new(hash_name, recovered).digest() != stored_key):
+            if (
+                without_proof != f"c=biws,r={s.nonce}"
+                or hashlib.new(hash_name, recovered).digest() != stored_key
+            ):
                 final = "e=invalid-proof"
             else:
                 s.authenticated = True
                 self.authenticated.set()
-                final = "v=" + base64.b64encode(
-                    hmac.new(server_key, auth, hash_name).digest()).decode()
+                final = (
+                    "v=" + base64.b64encode(hmac.new(server_key, auth, hash_name).digest()).decode()
+                )
         if self.server_final_hook is not None:
             final = self.server_final_hook(final)
         # Kafka sends a failed exchange's e= inside the payload with error_code 0 too
         return ok(final.encode())
-
 
     def _oauthbearer(self, s: _Session, message: bytes, ok, fail) -> dict:
         """Kafka's OAuthBearerSaslServer: the client initial response's grammar, then the
@@ -232,7 +281,8 @@ class FakeSaslBroker(ScriptedBroker):
 # Kafka's OAuthBearerClientInitialResponse grammar, written from its patterns.
 OAUTH_CLIENT_FIRST = re.compile(
     r"n,(?:a=(?P<authzid>(?:[\x01-\x2B\x2D-\x3C\x3E-\x7F]|=2C|=3D)+))?,\x01"
-    r"(?P<kvpairs>(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+\x01)*)\x01")
+    r"(?P<kvpairs>(?:[A-Za-z]+=[\x21-\x7E \t\r\n]+\x01)*)\x01"
+)
 OAUTH_AUTH = re.compile(r"(?P<scheme>\w+) +(?P<token>[-_.a-zA-Z0-9]+)")
 
 

@@ -67,8 +67,9 @@ class FaultProxy:
         self._rewrites: list[list] = []  # [api key, rewrite, responses still to rewrite]
         self._cutter: threading.Thread | None = None
         self._cut_interval: float | None = None
-        self._accepter = threading.Thread(target=self._accept, name="fault-proxy-accept",
-                                          daemon=True)
+        self._accepter = threading.Thread(
+            target=self._accept, name="fault-proxy-accept", daemon=True
+        )
         self._accepter.start()
 
     @property
@@ -88,8 +89,9 @@ class FaultProxy:
         with self._lock:
             self._cut_interval = None if ms is None else ms / 1000
             if self._cut_interval is not None and self._cutter is None:
-                self._cutter = threading.Thread(target=self._cut_loop, name="fault-proxy-cut",
-                                                daemon=True)
+                self._cutter = threading.Thread(
+                    target=self._cut_loop, name="fault-proxy-cut", daemon=True
+                )
                 self._cutter.start()
 
     def cut_all(self) -> None:
@@ -119,17 +121,30 @@ class FaultProxy:
         with self._lock:
             self._stalled = False
 
-    def flip_byte(self, api_key: int, position: int | None = None, *, in_records: bool = False,
-                  record_byte: int = 0, xor: int = 0x01) -> None:
+    def flip_byte(
+        self,
+        api_key: int,
+        position: int | None = None,
+        *,
+        in_records: bool = False,
+        record_byte: int = 0,
+        xor: int = 0x01,
+    ) -> None:
         """Flip (xor) one byte of the next response of ``api_key``: at ``position`` in the
         frame (after the size prefix), or ``record_byte`` bytes into the record data of the
         first record batch (``in_records``: a Fetch response)."""
         if position is None and not in_records:
             raise ValueError("give a position or in_records=True")
         with self._lock:
-            self._flips.append({"api_key": api_key, "position": position,
-                                "in_records": in_records, "record_byte": record_byte,
-                                "xor": xor})
+            self._flips.append(
+                {
+                    "api_key": api_key,
+                    "position": position,
+                    "in_records": in_records,
+                    "record_byte": record_byte,
+                    "xor": xor,
+                }
+            )
 
     def rewrite_response(self, api_key: int, rewrite, count: int = 1) -> None:
         with self._lock:
@@ -191,8 +206,10 @@ class FaultProxy:
         self.close()
 
     def threads_alive(self) -> int:
-        return sum(t.is_alive() for t in [self._accepter, *self._threads]
-                   + ([self._cutter] if self._cutter else []))
+        return sum(
+            t.is_alive()
+            for t in [self._accepter, *self._threads] + ([self._cutter] if self._cutter else [])
+        )
 
     # ---- internals --------------------------------------------------------------------------
 
@@ -205,8 +222,9 @@ class FaultProxy:
             except OSError:
                 return
             self._count("connections")
-            t = threading.Thread(target=self._serve, args=(client,), name="fault-proxy-pipe",
-                                 daemon=True)
+            t = threading.Thread(
+                target=self._serve, args=(client,), name="fault-proxy-pipe", daemon=True
+            )
             with self._lock:
                 self._threads = [x for x in self._threads if x.is_alive()]
                 self._threads.append(t)
@@ -272,8 +290,10 @@ class FaultProxy:
         when the answer comes)?"""
         with self._lock:
             self._seen[api_key] += 1
-            return (self._drop_after.get(api_key, 0) > 0
-                    and self._seen[api_key] % self._drop_every.get(api_key, 1) == 0)
+            return (
+                self._drop_after.get(api_key, 0) > 0
+                and self._seen[api_key] % self._drop_every.get(api_key, 1) == 0
+            )
 
     def _take_drop(self, api_key: int) -> bool:
         with self._lock:
@@ -353,7 +373,7 @@ class _Pipe:
         self.proxy._count("cuts")
         if partial and len(self.down) > 1:
             try:
-                self.client.sendall(bytes(self.down[:len(self.down) // 2]))
+                self.client.sendall(bytes(self.down[: len(self.down) // 2]))
             except OSError:
                 pass
         try:
@@ -369,8 +389,8 @@ class _Pipe:
             if len(self.up) < 4 + size:
                 break
             api_key, version = struct.unpack_from(">hh", self.up, 4)
-            self.proxy._kept(api_key, version, bytes(self.up[4:4 + size]))
-            del self.up[:4 + size]
+            self.proxy._kept(api_key, version, bytes(self.up[4 : 4 + size]))
+            del self.up[: 4 + size]
             self.requests.append((api_key, version, self.proxy._drop_candidate(api_key)))
 
     def _from_server(self, data: bytes) -> bool:
@@ -380,8 +400,8 @@ class _Pipe:
             size = _SIZE.unpack_from(self.down, 0)[0]
             if len(self.down) < 4 + size:
                 return True
-            frame = bytearray(self.down[:4 + size])
-            del self.down[:4 + size]
+            frame = bytearray(self.down[: 4 + size])
+            del self.down[: 4 + size]
             api_key, version, drop = self.requests.popleft() if self.requests else (-1, -1, False)
             if drop and self.proxy._take_drop(api_key):
                 self.proxy._count("dropped_responses")
@@ -394,7 +414,7 @@ class _Pipe:
             if self.down_budget is not None:
                 if len(frame) >= self.down_budget:
                     try:
-                        self.client.sendall(bytes(frame[:self.down_budget]))
+                        self.client.sendall(bytes(frame[: self.down_budget]))
                     except OSError:
                         pass
                     self.down_budget = 0
@@ -433,6 +453,7 @@ def _first_records(frame: bytearray, api_key: int, version: int):
     Fetch response, or None when it carries no records."""
     from protocol.framing import decode_response_header
     from protocol.schemas import BY_KEY
+
     if api_key != 1:
         return None
     api = BY_KEY[1]

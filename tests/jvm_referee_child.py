@@ -61,16 +61,18 @@ def session(jars: list[str], conf: dict[str, str] | None = None):
 
     from pyspark_pykafka import KafkaDataSource
 
-    builder = (SparkSession.builder.master("local[2]").appName("jvm-referee")
-               .config("spark.jars", ",".join(jars))
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.python.authenticate.socketTimeout", "120s")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.session.timeZone", "UTC")
-               # a short-lived driver: the quick compiler only, one GC thread (less CPU)
-               .config("spark.driver.extraJavaOptions",
-                       "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"))
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("jvm-referee")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        # a short-lived driver: the quick compiler only, one GC thread (less CPU)
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+    )
     for key, value in (conf or {}).items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -103,16 +105,27 @@ def error_of(exc: BaseException, phase: str) -> dict:
     the first, the JVM's top exception), or its first line; and ``causes``, the JVM's
     ``Caused by:`` lines (which a long stack trace puts beyond the message kept)."""
     message = str(exc)
-    lines = [line.strip(" :\t") for line in message.splitlines()
-             if re.match(r"^[\s:]*[\w.$]*(Error|Exception)(: |$)", line)]
+    lines = [
+        line.strip(" :\t")
+        for line in message.splitlines()
+        if re.match(r"^[\s:]*[\w.$]*(Error|Exception)(: |$)", line)
+    ]
     if lines:
         gist = lines[-1] if "Traceback (most recent call last)" in message else lines[0]
     else:
         gist = message.splitlines()[0] if message else ""
-    causes = [line.strip()[:1500] for line in message.splitlines()
-              if line.strip().startswith("Caused by:")][:10]
-    return {"phase": phase, "type": type(exc).__name__, "message": message[:6000],
-            "gist": gist[:1500], "causes": causes}
+    causes = [
+        line.strip()[:1500]
+        for line in message.splitlines()
+        if line.strip().startswith("Caused by:")
+    ][:10]
+    return {
+        "phase": phase,
+        "type": type(exc).__name__,
+        "message": message[:6000],
+        "gist": gist[:1500],
+        "causes": causes,
+    }
 
 
 def substitute(value, subst: dict[str, str]):
@@ -167,27 +180,32 @@ def batches_of(query) -> list[dict]:
     for progress in query.recentProgress:
         p = json.loads(progress.json)
         source = p["sources"][0]
-        batch = {"batchId": p["batchId"], "numInputRows": source["numInputRows"],
-                 "began_ms": int(calendar.timegm(time.strptime(
-                     p["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000
-                     + int(p["timestamp"][20:23])),
-                 **{k: source.get(k) for k in ("startOffset", "endOffset", "latestOffset",
-                                               "metrics")}}
+        batch = {
+            "batchId": p["batchId"],
+            "numInputRows": source["numInputRows"],
+            "began_ms": int(
+                calendar.timegm(time.strptime(p["timestamp"][:19], "%Y-%m-%dT%H:%M:%S")) * 1000
+                + int(p["timestamp"][20:23])
+            ),
+            **{k: source.get(k) for k in ("startOffset", "endOffset", "latestOffset", "metrics")},
+        }
         if p["batchId"] not in out or batch["numInputRows"]:
             out.setdefault(p["batchId"], batch)
     return [out[k] for k in sorted(out)]
 
 
-def run_stream(spark, df, name: str, trigger: str = "availableNow",
-               checkpoint: str | None = None, until=None) -> dict:
+def run_stream(
+    spark, df, name: str, trigger: str = "availableNow", checkpoint: str | None = None, until=None
+) -> dict:
     """The stream into a memory table (with a ``checkpoint``, whose runs the memory sink
     cannot resume, into a list by ``foreachBatch``): its rows and its micro-batches
     (``batches_of``). ``Trigger.AvailableNow`` runs to its end; a processing-time trigger
     (``trigger`` is its interval) runs until ``until(query)`` says it is done."""
     collected: list[dict] = []
     if checkpoint:
-        writer = (df.writeStream.foreachBatch(lambda batch, _: collected.extend(rows_of(batch)))
-                  .option("checkpointLocation", checkpoint))
+        writer = df.writeStream.foreachBatch(
+            lambda batch, _: collected.extend(rows_of(batch))
+        ).option("checkpointLocation", checkpoint)
     else:
         writer = df.writeStream.format("memory").queryName(name)
     if trigger == "availableNow":
@@ -204,8 +222,10 @@ def run_stream(spark, df, name: str, trigger: str = "availableNow",
             raise
     finally:
         query.stop()
-    out = {"batches": batches_of(query),
-           "rows": collected if checkpoint else rows_of(spark.table(name))}
+    out = {
+        "batches": batches_of(query),
+        "rows": collected if checkpoint else rows_of(spark.table(name)),
+    }
     if query.exception() is not None:
         out["error"] = error_of(RuntimeError(str(query.exception())), "stream")
     return out
@@ -213,8 +233,10 @@ def run_stream(spark, df, name: str, trigger: str = "availableNow",
 
 def run_write(spark, fmt: str, bootstrap: str, scenario: dict) -> dict:
     subst = {"fmt": fmt, **scenario.get("subst", {}).get(fmt, {})}
-    options = {"kafka.bootstrap.servers": bootstrap,
-               **substitute(scenario.get("options", {}), subst)}
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        **substitute(scenario.get("options", {}), subst),
+    }
     out: dict = {}
     try:
         df = spark.sql(substitute(scenario["sql"], subst))
@@ -229,13 +251,19 @@ def run_write(spark, fmt: str, bootstrap: str, scenario: dict) -> dict:
             return out
     out["read_back"] = {}
     for topic in substitute(scenario.get("read_back", []), subst):
-        df = (spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("includeHeaders", "true").load())
+        df = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+            .load()
+        )
         out["read_back"][topic] = rows_of(df)
     return out
 
 
 # ---- scenarios of steps: streams run again on one checkpoint, with changes between ------
+
 
 class Admin:
     """Kafka's Java admin client (kafka-clients, in ``spark.jars``) through Py4J: what
@@ -258,9 +286,11 @@ class Admin:
     def delete_records(self, topic: str, partition: int, before: int) -> None:
         """Through the project's own client (Py4J finds no RecordsToDelete here)."""
         from protocol.client.cluster import KafkaClient
+
         with KafkaClient(bootstrap_servers=self.bootstrap) as client:
-            assert client.delete_records({(topic, partition): before}) == \
-                {(topic, partition): before}
+            assert client.delete_records({(topic, partition): before}) == {
+                (topic, partition): before
+            }
 
     def close(self) -> None:
         self.admin.close()
@@ -270,18 +300,27 @@ def produce(spark, bootstrap: str, topic: str, partition: int, count: int, tag: 
     """``count`` records ``<tag>-<i>`` (keys alike) into one partition, through Spark's
     sink in one task that sends them together (a long linger, then the task's flush): a
     stream polling meanwhile sees all of them or none."""
-    (spark.sql(f"SELECT concat('{tag}-', id) AS key, concat('{tag}-', id) AS value, "
-               f"{int(partition)} AS partition FROM range(0, {int(count)}, 1, 1)")
-     .write.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-     .option("kafka.linger.ms", "60000").option("topic", topic).mode("append").save())
+    (
+        spark.sql(
+            f"SELECT concat('{tag}-', id) AS key, concat('{tag}-', id) AS value, "
+            f"{int(partition)} AS partition FROM range(0, {int(count)}, 1, 1)"
+        )
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.linger.ms", "60000")
+        .option("topic", topic)
+        .mode("append")
+        .save()
+    )
 
 
 def do_change(spark, admin: Admin, bootstrap: str, step: dict) -> None:
     """One step that changes the topics: ``produce``, ``add_partitions``,
     ``delete_topic`` or ``delete_records``."""
     if step["do"] == "produce":
-        produce(spark, bootstrap, step["topic"], step.get("partition", 0), step["count"],
-                step["tag"])
+        produce(
+            spark, bootstrap, step["topic"], step.get("partition", 0), step["count"], step["tag"]
+        )
     elif step["do"] == "add_partitions":
         admin.add_partitions(step["topic"], step["total"])
     elif step["do"] == "delete_topic":
@@ -300,6 +339,7 @@ def run_until(spark, admin: Admin, bootstrap: str, step: dict):
     """For a processing-time run: ``during`` changes, each once the stream has read
     ``after_rows`` rows, then wait until it has read ``until_rows`` and ``settle_s`` more
     seconds passed (so that a batch that should not come would)."""
+
     def until(query) -> None:
         pending = list(step.get("during", []))
         deadline = time.monotonic() + step.get("timeout_s", 120)
@@ -313,8 +353,11 @@ def run_until(spark, admin: Admin, bootstrap: str, step: dict):
                 time.sleep(step.get("settle_s", 0))
                 return
             time.sleep(0.1)
-        raise TimeoutError(f"the stream read {input_rows(query)} rows, not "
-                           f"{step['until_rows']}, within {step.get('timeout_s', 120)} s")
+        raise TimeoutError(
+            f"the stream read {input_rows(query)} rows, not "
+            f"{step['until_rows']}, within {step.get('timeout_s', 120)} s"
+        )
+
     return until
 
 
@@ -323,23 +366,39 @@ def stream_write(spark, fmt: str, bootstrap: str, step: dict, checkpoint: str) -
     by the sink ``fmt`` in ``output_mode``, with Trigger.AvailableNow or (``trigger``
     "continuous") a continuous trigger stopped once ``until_rows`` rows landed or after
     ``timeout_s``; then ``to`` read back by Spark's connector."""
-    source = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", step["from"]).option("startingOffsets", "earliest")
-              .load().select("key", "value"))
-    writer = (source.writeStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-              .option("topic", step["to"]).option("checkpointLocation", checkpoint)
-              .outputMode(step.get("output_mode", "append")))
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", step["from"])
+        .option("startingOffsets", "earliest")
+        .load()
+        .select("key", "value")
+    )
+    writer = (
+        source.writeStream.format(fmt)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", step["to"])
+        .option("checkpointLocation", checkpoint)
+        .outputMode(step.get("output_mode", "append"))
+    )
 
     def landed() -> list[dict]:
-        return rows_of(spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
-                       .option("subscribe", step["to"]).load())
+        return rows_of(
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", step["to"])
+            .load()
+        )
 
     try:
         if step.get("trigger") == "continuous":
             query = writer.trigger(continuous="1 second").start()
             deadline = time.monotonic() + step.get("timeout_s", 60)
-            while (query.isActive and len(landed()) < step["until_rows"]
-                   and time.monotonic() < deadline):
+            while (
+                query.isActive
+                and len(landed()) < step["until_rows"]
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.5)
             query.stop()
         else:
@@ -365,8 +424,7 @@ def run_steps(spark, fmt: str, bootstrap: str, scenario: dict) -> dict:
     try:
         batch_dfs = {}
         for i, step in enumerate(steps):
-            run_fmt = fmt if step.get("format") != "other" else \
-                next(f for f in FORMATS if f != fmt)
+            run_fmt = fmt if step.get("format") != "other" else next(f for f in FORMATS if f != fmt)
             if step["do"] == "batch":  # a batch DataFrame, kept for "collect" steps
                 batch_dfs[step["df"]] = reader(spark, run_fmt, bootstrap, step, False).load()
                 continue
@@ -376,17 +434,28 @@ def run_steps(spark, fmt: str, bootstrap: str, scenario: dict) -> dict:
             if step["do"] not in ("stream", "stream_write"):
                 do_change(spark, admin, bootstrap, step)
                 continue
-            checkpoint = os.path.join(os.getcwd(), "checkpoints", scenario["name"], fmt,
-                                      step.get("checkpoint", f"run{i}"))
+            checkpoint = os.path.join(
+                os.getcwd(), "checkpoints", scenario["name"], fmt, step.get("checkpoint", f"run{i}")
+            )
             if step["do"] == "stream_write":
-                out["runs"].append({"format": run_fmt, **stream_write(
-                    spark, run_fmt, bootstrap, step, checkpoint)})
+                out["runs"].append(
+                    {"format": run_fmt, **stream_write(spark, run_fmt, bootstrap, step, checkpoint)}
+                )
                 continue
             df = reader(spark, run_fmt, bootstrap, step, stream=True).load()
-            until = None if step.get("trigger", "availableNow") == "availableNow" else \
-                run_until(spark, admin, bootstrap, step)
-            run = run_stream(spark, df, f"{scenario['name']}_{fmt}_{i}".replace("-", "_"),
-                             step.get("trigger", "availableNow"), checkpoint, until)
+            until = (
+                None
+                if step.get("trigger", "availableNow") == "availableNow"
+                else run_until(spark, admin, bootstrap, step)
+            )
+            run = run_stream(
+                spark,
+                df,
+                f"{scenario['name']}_{fmt}_{i}".replace("-", "_"),
+                step.get("trigger", "availableNow"),
+                checkpoint,
+                until,
+            )
             out["runs"].append({"format": run_fmt, **run})
     except Exception as exc:
         out["error"] = error_of(exc, "steps")
@@ -418,12 +487,21 @@ def avro_round_trip(spark) -> dict:
     from pyspark.sql import functions as F
     from pyspark.sql.avro.functions import from_avro, to_avro
 
-    schema = json.dumps({"type": "record", "name": "r", "fields": [
-        {"name": "n", "type": "long"}, {"name": "s", "type": "string"}]})
+    schema = json.dumps(
+        {
+            "type": "record",
+            "name": "r",
+            "fields": [{"name": "n", "type": "long"}, {"name": "s", "type": "string"}],
+        }
+    )
     try:
-        row = (spark.range(1, 2).select(to_avro(F.struct(F.col("id").alias("n"),
-                                                         F.lit("a").alias("s"))).alias("v"))
-               .select(from_avro("v", schema).alias("r")).select("r.n", "r.s").first())
+        row = (
+            spark.range(1, 2)
+            .select(to_avro(F.struct(F.col("id").alias("n"), F.lit("a").alias("s"))).alias("v"))
+            .select(from_avro("v", schema).alias("r"))
+            .select("r.n", "r.s")
+            .first()
+        )
         return {"ok": [row[0], row[1]]}
     except Exception as exc:
         return {"error": error_of(exc, "avro")}
@@ -441,8 +519,7 @@ def run_scenario(spark, bootstrap: str, scenario: dict) -> dict:
             try:
                 result[fmt] = run(spark, fmt, bootstrap, scenario)
             except Exception as exc:  # a bug of this child: keep it visible in the result
-                result[fmt] = {"error": error_of(exc, "child"),
-                               "trace": traceback.format_exc()}
+                result[fmt] = {"error": error_of(exc, "child"), "trace": traceback.format_exc()}
             result[fmt]["seconds"] = round(time.monotonic() - began, 2)
     finally:
         for key in conf:
@@ -463,6 +540,7 @@ def cpu_seconds(jvm_pid: int | None) -> float | None:
     (the Python workers): the suite's cost, which does not grow with the machine's load
     as its wall time does."""
     import resource
+
     own = resource.getrusage(resource.RUSAGE_SELF)
     total = own.ru_utime + own.ru_stime
     if jvm_pid is None:
@@ -498,8 +576,9 @@ def main(spec_path: str, results_path: str) -> None:
             results[scenario["name"]] = result
             json.dump(results, f)
 
-    alone = [s for s in spec["scenarios"]
-             if s.get("stream") or s["kind"] == "steps" or s.get("sql_conf")]
+    alone = [
+        s for s in spec["scenarios"] if s.get("stream") or s["kind"] == "steps" or s.get("sql_conf")
+    ]
     together = [s for s in spec["scenarios"] if s not in alone]
     with ThreadPoolExecutor(spec.get("threads", 1)) as pool:
         list(pool.map(run, together))

@@ -30,33 +30,50 @@ from tests.eos_stream_child import pipeline
 def run_eos(bootstrap: str, source: str, target: str, checkpoint: str, prefix: str) -> None:
     os.environ[SESSION_ENV] = str(os.getpid())  # the JVM and its workers inherit it
     spark = child_spark("local[2]", "pykafka-kafka-faults-eos")
-    query = pipeline(spark, bootstrap, source, target, checkpoint, prefix) \
-        .trigger(processingTime="1 second").start()
+    query = (
+        pipeline(spark, bootstrap, source, target, checkpoint, prefix)
+        .trigger(processingTime="1 second")
+        .start()
+    )
     query.awaitTermination()
 
 
 def batch_writer(out: str):
     def write(df, batch_id: int) -> None:
-        rows = [list(r) for r in df.selectExpr(
-            "partition", "offset", "CAST(value AS STRING)", "CAST(timestamp AS DOUBLE)",
-            "timestampType").collect()]
+        rows = [
+            list(r)
+            for r in df.selectExpr(
+                "partition",
+                "offset",
+                "CAST(value AS STRING)",
+                "CAST(timestamp AS DOUBLE)",
+                "timestampType",
+            ).collect()
+        ]
         tmp = os.path.join(out, f".batch-{batch_id}.json")
         with open(tmp, "w") as f:
             json.dump({"batch": batch_id, "at": time.time(), "rows": rows}, f)
         os.replace(tmp, os.path.join(out, f"batch-{batch_id}.json"))
+
     return write
 
 
-def run_read(bootstrap: str, topic: str, checkpoint: str, out: str, stopfile: str,
-             request_ms: str) -> None:
+def run_read(
+    bootstrap: str, topic: str, checkpoint: str, out: str, stopfile: str, request_ms: str
+) -> None:
     spark = child_spark("local[2]", "pykafka-kafka-faults-read")
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", bootstrap)
-             .option("subscribe", topic).option("startingOffsets", "earliest")
-             .option("kafka.request.timeout.ms", request_ms)
-             .load().writeStream.foreachBatch(batch_writer(out))
-             .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="500 milliseconds").start())
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("kafka.request.timeout.ms", request_ms)
+        .load()
+        .writeStream.foreachBatch(batch_writer(out))
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
     while not os.path.exists(stopfile) and query.isActive:
         time.sleep(0.2)
     error = query.exception()

@@ -38,10 +38,15 @@ def ensure_installed() -> None:
             return
         npm = shutil.which("npm")
         if npm is None:
-            raise RuntimeError("the OIDC issuer of the tests needs node and npm "
-                               "(apt-get install nodejs npm)")
-        subprocess.run([npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=HERE,
-                       check=True, timeout=300)
+            raise RuntimeError(
+                "the OIDC issuer of the tests needs node and npm (apt-get install nodejs npm)"
+            )
+        subprocess.run(
+            [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+            cwd=HERE,
+            check=True,
+            timeout=300,
+        )
 
 
 class OidcIssuer:
@@ -51,11 +56,18 @@ class OidcIssuer:
 
     def __enter__(self) -> OidcIssuer:
         ensure_installed()
-        env = dict(os.environ, OIDC_CLIENTS=json.dumps(self.clients),
-                   OIDC_TOKEN_TTL=str(self.token_ttl_s))
+        env = dict(
+            os.environ, OIDC_CLIENTS=json.dumps(self.clients), OIDC_TOKEN_TTL=str(self.token_ttl_s)
+        )
         self._process = subprocess.Popen(
-            ["node", os.path.join(HERE, "issuer.mjs")], cwd=HERE, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            ["node", os.path.join(HERE, "issuer.mjs")],
+            cwd=HERE,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self._read_line(timeout_s=60)
         self.issuer = json.loads(line)["issuer"]
         port = self.issuer.rsplit(":", 1)[1].rstrip("/")
@@ -68,8 +80,9 @@ class OidcIssuer:
 
     def _read_line(self, timeout_s: float) -> str:
         result: list[str] = []
-        reader = threading.Thread(target=lambda: result.append(self._process.stdout.readline()),
-                                  daemon=True)
+        reader = threading.Thread(
+            target=lambda: result.append(self._process.stdout.readline()), daemon=True
+        )
         reader.start()
         reader.join(timeout_s)
         if not result or not result[0]:
@@ -100,11 +113,16 @@ class OidcIssuer:
         key = next((k for k in self.jwks if k.get("kid") == header.get("kid")), None)
         if header.get("alg") != "RS256" or key is None:
             return {"status": "invalid_token"}
-        public = rsa.RSAPublicNumbers(int.from_bytes(_b64(key["e"]), "big"),
-                                      int.from_bytes(_b64(key["n"]), "big")).public_key()
+        public = rsa.RSAPublicNumbers(
+            int.from_bytes(_b64(key["e"]), "big"), int.from_bytes(_b64(key["n"]), "big")
+        ).public_key()
         try:
-            public.verify(_b64(signature_b64), f"{header_b64}.{payload_b64}".encode(),
-                          padding.PKCS1v15(), hashes.SHA256())
+            public.verify(
+                _b64(signature_b64),
+                f"{header_b64}.{payload_b64}".encode(),
+                padding.PKCS1v15(),
+                hashes.SHA256(),
+            )
         except Exception:
             return {"status": "invalid_token"}
         now = time.time()

@@ -22,8 +22,9 @@ from .helpers.envs import RUNTIME_DEPENDENCIES, clean_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def own_env(name: str, requirements: list[str], base: str = sys.executable,
-            no_compile: tuple[str, ...] = ()) -> str:
+def own_env(
+    name: str, requirements: list[str], base: str = sys.executable, no_compile: tuple[str, ...] = ()
+) -> str:
     """``.venv-<name>/bin/python`` with ``requirements`` and the connector's runtime
     dependencies installed (not the connector), made by the Python ``base`` (this one by
     default). ``no_compile``: requirements installed without byte-compiling them (PySpark:
@@ -71,9 +72,17 @@ def run_job(python: str, command: list[str], cwd: str, timeout: float, **env: st
     """Run ``command`` (a job by ``python``, or ``spark-submit`` of its env) in ``cwd``,
     outside the checkout; return the JSON the job prints after ``REPORT``."""
     import json
-    done = subprocess.run(command, cwd=cwd, env=clean_env(python, **env),
-                          capture_output=True, text=True, timeout=timeout)
+
+    done = subprocess.run(
+        command,
+        cwd=cwd,
+        env=clean_env(python, **env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
     assert done.returncode == 0 and reports, (
-        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
-    return json.loads(reports[-1][len("REPORT "):])
+        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}"
+    )
+    return json.loads(reports[-1][len("REPORT ") :])

@@ -27,7 +27,10 @@ finally:
 def site_packages(python: str) -> str:
     return subprocess.run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip()
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
 
 
 def layered_env(path: str) -> str:
@@ -48,8 +51,11 @@ def copy_sources(dst: str) -> str:
     for name in SOURCES:
         src = os.path.join(ROOT, name)
         if os.path.isdir(src):
-            shutil.copytree(src, os.path.join(dst, name),  # no build products
-                            ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+            shutil.copytree(
+                src,
+                os.path.join(dst, name),  # no build products
+                ignore=shutil.ignore_patterns("__pycache__", "*.so"),
+            )
         else:
             shutil.copy(src, dst)
     return dst
@@ -57,22 +63,55 @@ def copy_sources(dst: str) -> str:
 
 def pip(python: str, *args: str) -> None:
     """This venv's pip, acting on the environment of ``python``."""
-    done = subprocess.run([sys.executable, "-m", "pip", "--python", python, *args, "-q",
-                           "--disable-pip-version-check"], capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            *args,
+            "-q",
+            "--disable-pip-version-check",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
 def build_wheel(out_dir: str, tmp: str) -> str:
     """``pip wheel`` of a copy of the sources; returns the wheel's path."""
     src = copy_sources(os.path.join(tmp, "wheel-src"))
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
-                    "--disable-pip-version-check", "-w", out_dir, src],
-                   check=True, capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            out_dir,
+            src,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wheels = [n for n in os.listdir(out_dir) if n.endswith(".whl")]
     assert len(wheels) == 1, wheels
     return os.path.join(out_dir, wheels[0])
 
 
 def can_import_connector(python: str, cwd: str) -> bool:
-    return subprocess.run([python, "-c", "import kafka_source"], cwd=cwd,
-                          env=clean_env(python), capture_output=True).returncode == 0
+    return (
+        subprocess.run(
+            [python, "-c", "import kafka_source"],
+            cwd=cwd,
+            env=clean_env(python),
+            capture_output=True,
+        ).returncode
+        == 0
+    )

@@ -90,20 +90,34 @@ def load(path: str | None = None) -> dict:
         return {}
 
 
-def record(name: str, *, section: str, what: str, faults: int | None = None,
-           records: int | None = None, lost: int | None = None,
-           duplicated: int | None = None, seconds: float | None = None,
-           mode: str | None = None, **details) -> None:
+def record(
+    name: str,
+    *,
+    section: str,
+    what: str,
+    faults: int | None = None,
+    records: int | None = None,
+    lost: int | None = None,
+    duplicated: int | None = None,
+    seconds: float | None = None,
+    mode: str | None = None,
+    **details,
+) -> None:
     """Store one test's figures (replacing the previous run's). ``mode`` names the run
     (default: "soak" under ``PYKAFKA_SOAK=1``, else "default")."""
     path = json_path()
     entries = load(path)
     series = details.pop("series", None)
     entries[name] = {
-        "section": section, "what": what, "faults": faults, "records": records,
-        "lost": lost, "duplicated": duplicated,
+        "section": section,
+        "what": what,
+        "faults": faults,
+        "records": records,
+        "lost": lost,
+        "duplicated": duplicated,
         "seconds": None if seconds is None else round(seconds, 2),
-        "details": details, "soak": soak(),
+        "details": details,
+        "soak": soak(),
         "mode": mode or ("soak" if soak() else "default"),
         "at": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -127,11 +141,13 @@ def _cell(value) -> str:
 
 #: Series a test samples over its run (``record(..., series={column: [values]})``, with a
 #: ``t_s`` column of seconds), drawn one panel each into a picture beside the page.
-SERIES_PANELS = [("workers_rss_mb", "Python workers' RSS (MB, summed)"),
-                 ("jvm_rss_mb", "Spark's JVM RSS (MB)"),
-                 ("fds", "open descriptors (workers + JVM)"),
-                 ("connections", "broker connections"),
-                 ("producer_ids", "producer ids")]
+SERIES_PANELS = [
+    ("workers_rss_mb", "Python workers' RSS (MB, summed)"),
+    ("jvm_rss_mb", "Spark's JVM RSS (MB)"),
+    ("fds", "open descriptors (workers + JVM)"),
+    ("connections", "broker connections"),
+    ("producer_ids", "producer ids"),
+]
 
 
 def draw_series(name: str, series: dict, directory: str) -> str | None:
@@ -143,9 +159,11 @@ def draw_series(name: str, series: dict, directory: str) -> str | None:
         return None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     t = [v / 60 for v in series.get("t_s") or []]
-    panels = [(k, title) for k, title in SERIES_PANELS
-              if any(v is not None for v in series.get(k) or [])]
+    panels = [
+        (k, title) for k, title in SERIES_PANELS if any(v is not None for v in series.get(k) or [])
+    ]
     if not t or not panels:
         return None
     fig, axes = plt.subplots(len(panels), 1, figsize=(6.4, 1.6 * len(panels)), sharex=True)
@@ -172,11 +190,16 @@ def _series_lines(name: str, series: dict, directory: str) -> list[str]:
     columns = [c for c in series if c != "t_s"]
     step = max(1, len(t) // 12)
     rows = list(range(0, len(t), step)) + ([len(t) - 1] if (len(t) - 1) % step else [])
-    out += [f"`{name}`, sampled:", "", "| minutes | " + " | ".join(columns) + " |",
-            "|---:|" + "---:|" * len(columns)]
+    out += [
+        f"`{name}`, sampled:",
+        "",
+        "| minutes | " + " | ".join(columns) + " |",
+        "|---:|" + "---:|" * len(columns),
+    ]
     for i in rows:
-        out.append(f"| {t[i] / 60:.1f} | "
-                   + " | ".join(_cell(series[c][i]) for c in columns) + " |")
+        out.append(
+            f"| {t[i] / 60:.1f} | " + " | ".join(_cell(series[c][i]) for c in columns) + " |"
+        )
     return out + [""]
 
 
@@ -200,18 +223,26 @@ def render(entries: dict, directory: str | None = None) -> str:
     lines += ["## Bugs these tests found (fixed)", ""] + [f"- {f}" for f in FINDINGS] + [""]
     known = {key for key, _ in SECTIONS}
     for key, title in SECTIONS + [("other", "Other")]:
-        rows = sorted((n, e) for n, e in entries.items()
-                      if e.get("section") == key or (key == "other"
-                                                     and e.get("section") not in known))
+        rows = sorted(
+            (n, e)
+            for n, e in entries.items()
+            if e.get("section") == key or (key == "other" and e.get("section") not in known)
+        )
         if not rows:
             continue
-        lines += [f"## {title}", "",
-                  "| test | what | " + " | ".join(COLUMNS) + " | run |",
-                  "|---|---|" + "---:|" * len(COLUMNS) + "---|"]
+        lines += [
+            f"## {title}",
+            "",
+            "| test | what | " + " | ".join(COLUMNS) + " | run |",
+            "|---|---|" + "---:|" * len(COLUMNS) + "---|",
+        ]
         for name, e in rows:
             run = f"{e.get('mode', 'soak' if e.get('soak') else 'default')}, {e.get('at', '?')}"
-            lines.append(f"| `{name}` | {e.get('what', '')} | "
-                         + " | ".join(_cell(e.get(c)) for c in COLUMNS) + f" | {run} |")
+            lines.append(
+                f"| `{name}` | {e.get('what', '')} | "
+                + " | ".join(_cell(e.get(c)) for c in COLUMNS)
+                + f" | {run} |"
+            )
         details = [(n, e["details"]) for n, e in rows if e.get("details")]
         if details:
             lines.append("")
@@ -221,16 +252,16 @@ def render(entries: dict, directory: str | None = None) -> str:
         lines.append("")
         for name, e in rows:
             if e.get("series"):
-                lines += _series_lines(name, e["series"],
-                                       directory or os.path.dirname(DEFAULT_OUT))
+                lines += _series_lines(name, e["series"], directory or os.path.dirname(DEFAULT_OUT))
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", default=json_path(), help="figures recorded by the tests")
-    parser.add_argument("--figures", default=FIGURES,
-                        help="the figures the page is made from, which the run's join")
+    parser.add_argument(
+        "--figures", default=FIGURES, help="the figures the page is made from, which the run's join"
+    )
     parser.add_argument("--out", default=DEFAULT_OUT, help="the page to write")
     args = parser.parse_args(argv)
     run = load(args.json)

@@ -50,6 +50,7 @@ class SaslRelayBroker(FakeSaslBroker):
             return super().answer(frame, s)
         if s.expires_at is not None:
             import time
+
             if time.monotonic() >= s.expires_at:
                 self.expired_sessions += 1
                 return None
@@ -87,8 +88,7 @@ class SaslRelayBroker(FakeSaslBroker):
         keys = {k["api_key"] for k in body["api_keys"]}
         for api, hi in ((SASL_HANDSHAKE, 1), (SASL_AUTHENTICATE, 2)):
             if api.key not in keys:
-                body["api_keys"].append({"api_key": api.key, "min_version": 0,
-                                         "max_version": hi})
+                body["api_keys"].append({"api_key": api.key, "min_version": 0, "max_version": hi})
         return response_frame(API_VERSIONS, req.version, req.correlation_id, body)
 
 

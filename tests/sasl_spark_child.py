@@ -21,8 +21,14 @@ from tests.child_session import child_spark
 
 
 def read_values(spark, options: dict, topic: str) -> list[str]:
-    rows = (spark.read.format("pykafka").options(**options).option("subscribe", topic)
-            .load().selectExpr("cast(value AS string) AS v").collect())
+    rows = (
+        spark.read.format("pykafka")
+        .options(**options)
+        .option("subscribe", topic)
+        .load()
+        .selectExpr("cast(value AS string) AS v")
+        .collect()
+    )
     return sorted(r.v for r in rows)
 
 
@@ -36,28 +42,49 @@ def main(spec: dict) -> None:
         # 50 records, then one more in a batch of its own (Tansu's LATEST is the last
         # batch's base offset + 1)
         for frame in (spark.range(50), spark.range(50, 51)):
-            (frame.selectExpr("format_string('%s-%03d', '" + name + "', id) AS value")
-             .coalesce(1).write.format("pykafka").mode("append").options(**options)
-             .option("topic", run["source"]).save())
+            (
+                frame.selectExpr("format_string('%s-%03d', '" + name + "', id) AS value")
+                .coalesce(1)
+                .write.format("pykafka")
+                .mode("append")
+                .options(**options)
+                .option("topic", run["source"])
+                .save()
+            )
         print(f"[child] {name} written {time.monotonic() - t0:.1f}s", file=sys.stderr)
-        frame = spark.read.format("pykafka").options(**options).option("subscribe",
-                                                                        run["source"]).load()
+        frame = (
+            spark.read.format("pykafka")
+            .options(**options)
+            .option("subscribe", run["source"])
+            .load()
+        )
         frame.explain("extended")  # the plan strings go to stdout, which the test greps
         read = read_values(spark, options, run["source"])
         print(f"[child] {name} read {time.monotonic() - t0:.1f}s", file=sys.stderr)
-        query = (spark.readStream.format("pykafka").options(**options)
-                 .option("subscribe", run["source"]).option("startingOffsets", "earliest")
-                 .load().selectExpr("value")
-                 .writeStream.format("pykafka").options(**options)
-                 .option("topic", run["target"]).option("exactlyOnce", "true")
-                 .option("transactionalIdPrefix", f"sasl-{name}")
-                 .option("checkpointLocation", run["checkpoint"])
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pykafka")
+            .options(**options)
+            .option("subscribe", run["source"])
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr("value")
+            .writeStream.format("pykafka")
+            .options(**options)
+            .option("topic", run["target"])
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", f"sasl-{name}")
+            .option("checkpointLocation", run["checkpoint"])
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination(180)
         error = query.exception()
         print(f"[child] {name} streamed {time.monotonic() - t0:.1f}s", file=sys.stderr)
-        results[name] = {"read": read, "streamed": read_values(spark, options, run["target"]),
-                         "stream_error": str(error) if error else None}
+        results[name] = {
+            "read": read,
+            "streamed": read_values(spark, options, run["target"]),
+            "stream_error": str(error) if error else None,
+        }
     spark.stop()
     print("\n" + json.dumps(results))
 

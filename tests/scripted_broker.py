@@ -89,27 +89,46 @@ def response_frame(api: Api, version: int, cid: int, body: dict) -> bytes:
     return bytes(out)
 
 
-def metadata_answer(port: int, cluster_id: str,
-                    topics: Iterable[tuple[str, Iterable[int] | None]]) -> dict:
+def metadata_answer(
+    port: int, cluster_id: str, topics: Iterable[tuple[str, Iterable[int] | None]]
+) -> dict:
     """A Metadata response body: node ``NODE_ID`` at 127.0.0.1:``port`` leads every
     partition of ``topics``, in their order (pairs of a name and its partition ids; None
     answers the topic UNKNOWN_TOPIC_OR_PARTITION)."""
     answered = []
     for name, partitions in topics:
         if partitions is None:
-            answered.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                             "partitions": []})
+            answered.append(
+                {"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name, "partitions": []}
+            )
             continue
-        answered.append({"error_code": 0, "name": name, "is_internal": False,
-                         "partitions": [{"error_code": 0, "partition_index": part,
-                                         "leader_id": NODE_ID, "leader_epoch": 0,
-                                         "replica_nodes": [NODE_ID], "isr_nodes": [NODE_ID],
-                                         "offline_replicas": []}
-                                        for part in partitions]})
-    return {"throttle_time_ms": 0,
-            "brokers": [{"node_id": NODE_ID, "host": "127.0.0.1", "port": port, "rack": None}],
-            "cluster_id": cluster_id, "controller_id": NODE_ID, "topics": answered,
-            "error_code": 0}
+        answered.append(
+            {
+                "error_code": 0,
+                "name": name,
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": part,
+                        "leader_id": NODE_ID,
+                        "leader_epoch": 0,
+                        "replica_nodes": [NODE_ID],
+                        "isr_nodes": [NODE_ID],
+                        "offline_replicas": [],
+                    }
+                    for part in partitions
+                ],
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": NODE_ID, "host": "127.0.0.1", "port": port, "rack": None}],
+        "cluster_id": cluster_id,
+        "controller_id": NODE_ID,
+        "topics": answered,
+        "error_code": 0,
+    }
 
 
 class ScriptedBroker:
@@ -128,8 +147,7 @@ class ScriptedBroker:
         self._name = name
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._accepter = threading.Thread(target=self._accept, daemon=True,
-                                          name=f"{name}-accept")
+        self._accepter = threading.Thread(target=self._accept, daemon=True, name=f"{name}-accept")
         self._accepter.start()
 
     @property
@@ -173,15 +191,17 @@ class ScriptedBroker:
 
     def _accept(self) -> None:
         accepted = 0
-        while not self._stop.is_set() and (self._connections is None
-                                           or accepted < self._connections):
+        while not self._stop.is_set() and (
+            self._connections is None or accepted < self._connections
+        ):
             try:
                 conn, _ = self._server.accept()
             except (TimeoutError, OSError):
                 continue
             accepted += 1
-            t = threading.Thread(target=self._serve, args=(conn,), daemon=True,
-                                 name=f"{self._name}-conn")
+            t = threading.Thread(
+                target=self._serve, args=(conn,), daemon=True, name=f"{self._name}-conn"
+            )
             self._threads.append(t)
             t.start()
 

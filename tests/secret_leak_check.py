@@ -38,22 +38,37 @@ def main(bootstrap: str, user: str, password: str, wrong: str, event_dir: str) -
     from pyspark.sql import SparkSession
 
     from pyspark_pykafka import KafkaDataSource
-    spark = (SparkSession.builder.master("local[1]").appName("pykafka-secrets")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.eventLog.enabled", "true")
-             .config("spark.eventLog.dir", event_dir)
-             .config("spark.task.maxFailures", "1")
-             .config("spark.sql.shuffle.partitions", "1")
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .appName("pykafka-secrets")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.eventLog.enabled", "true")
+        .config("spark.eventLog.dir", event_dir)
+        .config("spark.task.maxFailures", "1")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("INFO")
     spark.dataSource.register(KafkaDataSource)
-    common = {"kafka.bootstrap.servers": bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
-              "kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.request.timeout.ms": "2000",
-              "kafka.retry.backoff.ms": "50"}
-    read = dict(common, subscribe="t", startingOffsets="earliest",
-                **{"kafkaConsumer.pollTimeoutMs": "1500", "fetchOffset.numRetries": "1",
-                   "fetchOffset.retryIntervalMs": "100"})
+    common = {
+        "kafka.bootstrap.servers": bootstrap,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.request.timeout.ms": "2000",
+        "kafka.retry.backoff.ms": "50",
+    }
+    read = dict(
+        common,
+        subscribe="t",
+        startingOffsets="earliest",
+        **{
+            "kafkaConsumer.pollTimeoutMs": "1500",
+            "fetchOffset.numRetries": "1",
+            "fetchOffset.retryIntervalMs": "100",
+        },
+    )
     creds = {"kafka.sasl.username": user, "kafka.sasl.password": password}
 
     def attempt(name: str, action) -> None:
@@ -69,24 +84,51 @@ def main(bootstrap: str, user: str, password: str, wrong: str, event_dir: str) -
         df.explain("extended")
     print("== explain:\n" + plan.getvalue(), flush=True)
     attempt("read, right password", df.collect)
-    attempt("read, wrong password", lambda: spark.read.format("pykafka").options(
-        **read, **{"kafka.sasl.username": user, "kafka.sasl.password": wrong}).load().collect())
-    jaas = (f'org.apache.kafka.common.security.scram.ScramLoginModule required '
-            f'username="{user}" password="{wrong}";')
-    attempt("read, jaas config", lambda: spark.read.format("pykafka").options(
-        **read, **{"kafka.sasl.jaas.config": jaas}).load().collect())
+    attempt(
+        "read, wrong password",
+        lambda: (
+            spark.read.format("pykafka")
+            .options(**read, **{"kafka.sasl.username": user, "kafka.sasl.password": wrong})
+            .load()
+            .collect()
+        ),
+    )
+    jaas = (
+        f"org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{user}" password="{wrong}";'
+    )
+    attempt(
+        "read, jaas config",
+        lambda: (
+            spark.read.format("pykafka")
+            .options(**read, **{"kafka.sasl.jaas.config": jaas})
+            .load()
+            .collect()
+        ),
+    )
     rows = spark.createDataFrame([("k", "v")], "key STRING, value STRING")
-    attempt("write, right password", lambda: rows.write.format("pykafka").options(
-        **common, **creds, topic="t").mode("append").save())
+    attempt(
+        "write, right password",
+        lambda: (
+            rows.write.format("pykafka").options(**common, **creds, topic="t").mode("append").save()
+        ),
+    )
 
     def stream() -> None:
-        q = (spark.readStream.format("pykafka").options(**read, **creds).load()
-             .writeStream.format("noop").trigger(availableNow=True).start())
+        q = (
+            spark.readStream.format("pykafka")
+            .options(**read, **creds)
+            .load()
+            .writeStream.format("noop")
+            .trigger(availableNow=True)
+            .start()
+        )
         try:
             q.awaitTermination(60)
             print("== stream progress: " + str(q.recentProgress), flush=True)
         finally:
             q.stop()
+
     attempt("stream, right password", stream)
     spark.stop()
 

@@ -62,8 +62,9 @@ def make_pki(directory: Path) -> Path:
     # under other Pythons (make test-pythons) have no trustme
 
     now = datetime.datetime.now(datetime.timezone.utc)
-    ended = dict(not_before=now - datetime.timedelta(days=3),
-                 not_after=now - datetime.timedelta(days=1))
+    ended = dict(
+        not_before=now - datetime.timedelta(days=3), not_after=now - datetime.timedelta(days=1)
+    )
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(directory / "ca.pem"))
     _write(ca.issue_cert("127.0.0.1", "localhost"), directory, "server")
@@ -86,6 +87,7 @@ def signin_pki(tmp_path_factory) -> Path:
 def signin_issuer():
     """The test OIDC issuer for the whole session: the brokers fetch its JWKS."""
     from .oidc_issuer import OidcIssuer
+
     with OidcIssuer({CLIENT: {"secret": CLIENT_SECRET, "scopes": ["kafka"]}}) as running:
         yield running
 
@@ -94,42 +96,61 @@ def signin_issuer():
 def signin_cluster_options(signin_pki, signin_issuer) -> dict:
     """Every listener at once; the same options (so the same files) for every version."""
     pki = signin_pki
-    return dict(sasl=True, oauth_jwks=signin_issuer.jwks_endpoint,
-                oauth_issuer=signin_issuer.issuer,
-                ssl=(str(pki / "server.pem"), str(pki / "server.key")),
-                ssl_client_ca=str(pki / "ca.pem"), sasl_ssl=True,
-                ssl_listeners=(("WRONG_HOST", (str(pki / "wrong-host.pem"),
-                                               str(pki / "wrong-host.key"))),
-                               ("EXPIRED", (str(pki / "expired.pem"),
-                                            str(pki / "expired.key")))),
-                reauth_ms=REAUTH_MS)
+    return dict(
+        sasl=True,
+        oauth_jwks=signin_issuer.jwks_endpoint,
+        oauth_issuer=signin_issuer.issuer,
+        ssl=(str(pki / "server.pem"), str(pki / "server.key")),
+        ssl_client_ca=str(pki / "ca.pem"),
+        sasl_ssl=True,
+        ssl_listeners=(
+            ("WRONG_HOST", (str(pki / "wrong-host.pem"), str(pki / "wrong-host.key"))),
+            ("EXPIRED", (str(pki / "expired.pem"), str(pki / "expired.key"))),
+        ),
+        reauth_ms=REAUTH_MS,
+    )
 
 
 @pytest.fixture
 def signin_kafka(kafka_clusters, signin_cluster_options):
     """The sign-in cluster on the newest pinned Kafka."""
     from kafka_testbed import NEWEST_KAFKA
+
     return kafka_clusters.get(version=NEWEST_KAFKA, **signin_cluster_options)
 
 
 # ---- clients, as a Spark task builds them ----------------------------------------------------
+
 
 def client_for(options: dict) -> KafkaClient:
     """A client built from reader options, as a Spark task builds it."""
     return KafkaClient(parse_reader_options({**options, "subscribe": "unused"}).client_config)
 
 
-def tls_options(cluster, pki: Path, *, listener: str = "SSL",
-                client_cert: str | None = "client", ca: str | None = "ca.pem") -> dict:
+def tls_options(
+    cluster,
+    pki: Path,
+    *,
+    listener: str = "SSL",
+    client_cert: str | None = "client",
+    ca: str | None = "ca.pem",
+) -> dict:
     """Options for ``listener`` (SSL): the CA file ``ca`` of ``pki`` (None: none given) and
     the client certificate ``client_cert`` (None: none)."""
-    options = {"kafka.bootstrap.servers": cluster.listener(listener),
-               "kafka.security.protocol": "SSL", "kafka.request.timeout.ms": "10000"}
+    options = {
+        "kafka.bootstrap.servers": cluster.listener(listener),
+        "kafka.security.protocol": "SSL",
+        "kafka.request.timeout.ms": "10000",
+    }
     if ca:
         options["kafka.ssl.cafile"] = str(pki / ca)
     if client_cert:
-        options.update({"kafka.ssl.certfile": str(pki / f"{client_cert}.pem"),
-                        "kafka.ssl.keyfile": str(pki / f"{client_cert}.key")})
+        options.update(
+            {
+                "kafka.ssl.certfile": str(pki / f"{client_cert}.pem"),
+                "kafka.ssl.keyfile": str(pki / f"{client_cert}.key"),
+            }
+        )
     return options
 
 

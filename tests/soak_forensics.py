@@ -64,8 +64,15 @@ def target_log(bootstrap: str, topic: str, partitions: int) -> list[TargetRecord
             count[key] += 1
             continue
         for r in records:
-            args = (p, r.offset, h.producer_id, h.producer_epoch,
-                    count[key] if h.attributes & 0x10 else -1, r.value.decode(), source_of(r))
+            args = (
+                p,
+                r.offset,
+                h.producer_id,
+                h.producer_epoch,
+                count[key] if h.attributes & 0x10 else -1,
+                r.value.decode(),
+                source_of(r),
+            )
             if h.attributes & 0x10:
                 pending.setdefault(key, []).append(args)
             else:
@@ -90,14 +97,16 @@ class SourceRecord:
     batch: int  # the batch's base offset
 
 
-def source_log(bootstrap: str, topic: str, partitions: int
-               ) -> dict[tuple[int, int], SourceRecord]:
+def source_log(bootstrap: str, topic: str, partitions: int) -> dict[tuple[int, int], SourceRecord]:
     """(partition, offset) -> the source record there, for what the log still holds (the
     mock cluster keeps 100,000 batches per partition: a long run's log lost its start)."""
-    return {(p, r.offset): SourceRecord(r.value.decode(), h.producer_id, h.producer_epoch,
-                                        h.base_sequence, h.base_offset)
-            for p, h, records in log_of(bootstrap, topic, partitions, from_earliest=True)
-            for r in records}
+    return {
+        (p, r.offset): SourceRecord(
+            r.value.decode(), h.producer_id, h.producer_epoch, h.base_sequence, h.base_offset
+        )
+        for p, h, records in log_of(bootstrap, topic, partitions, from_earliest=True)
+        for r in records
+    }
 
 
 def offset_log(checkpoint: str) -> dict[int, dict[int, int]]:
@@ -141,9 +150,13 @@ def batches_reading(ends: dict[int, dict[int, int]], part: int, offset: int) -> 
     return found
 
 
-def explain(values, records: list[TargetRecord],
-            source: dict[tuple[int, int], SourceRecord], ends: dict[int, dict[int, int]],
-            limit: int = 40) -> tuple[dict, list[str]]:
+def explain(
+    values,
+    records: list[TargetRecord],
+    source: dict[tuple[int, int], SourceRecord],
+    ends: dict[int, dict[int, int]],
+    limit: int = 40,
+) -> tuple[dict, list[str]]:
     """For every value in ``values``: where its copies are in the source log and in the
     target, and which cause that points to. Returns (counts by cause, one line per value,
     at most ``limit``)."""
@@ -154,8 +167,10 @@ def explain(values, records: list[TargetRecord],
     in_source: dict[str, list[str]] = collections.defaultdict(list)
     for (p, o), s in source.items():
         if s.value in values:
-            in_source[s.value].append(f"{p}@{o} pid {s.producer_id} epoch {s.epoch} "
-                                      f"batch {s.batch} base sequence {s.base_sequence}")
+            in_source[s.value].append(
+                f"{p}@{o} pid {s.producer_id} epoch {s.epoch} "
+                f"batch {s.batch} base sequence {s.base_sequence}"
+            )
     causes: collections.Counter = collections.Counter()
     lines = []
     for value in sorted(values):
@@ -174,7 +189,9 @@ def explain(values, records: list[TargetRecord],
                 f"target {r.partition}@{r.offset} pid {r.producer_id} epoch {r.epoch} "
                 f"txn {r.transaction} {r.fate} src {r.src}"
                 + (f" (micro-batch {batches_reading(ends, *r.src)})" if r.src else "")
-                for r in copies)
-            lines.append(f"{value}: {cause}; source log: "
-                         f"{'; '.join(in_source[value]) or 'gone'}; {where}")
+                for r in copies
+            )
+            lines.append(
+                f"{value}: {cause}; source log: {'; '.join(in_source[value]) or 'gone'}; {where}"
+            )
     return dict(causes), lines

@@ -18,17 +18,21 @@ from tests.child_session import child_spark
 def write_batch(out: str):
     """The foreachBatch function of the killed run and of the restart: each batch's rows,
     overwritten by batch id, so a re-run batch replaces its first attempt."""
+
     def write(df, batch_id: int) -> None:
         df.write.mode("overwrite").parquet(os.path.join(out, f"batch={batch_id}"))
+
     return write
 
 
 def stream(spark, bootstrap: str, topic: str):
-    return (spark.readStream.format("pykafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic)  # startingOffsets: latest, the default
-            .load()
-            .selectExpr("partition", "offset", "CAST(value AS STRING) AS value"))
+    return (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)  # startingOffsets: latest, the default
+        .load()
+        .selectExpr("partition", "offset", "CAST(value AS STRING) AS value")
+    )
 
 
 def main(bootstrap: str, topic: str, checkpoint: str, out: str, marker: str) -> None:
@@ -42,9 +46,13 @@ def main(bootstrap: str, topic: str, checkpoint: str, out: str, marker: str) -> 
                 f.write("in batch 0\n")
             threading.Event().wait()  # until killed
 
-    query = (stream(spark, bootstrap, topic).writeStream.foreachBatch(hooked)
-             .option("checkpointLocation", checkpoint)
-             .trigger(processingTime="100 milliseconds").start())
+    query = (
+        stream(spark, bootstrap, topic)
+        .writeStream.foreachBatch(hooked)
+        .option("checkpointLocation", checkpoint)
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
     query.awaitTermination()
 
 

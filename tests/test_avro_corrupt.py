@@ -37,31 +37,43 @@ def good(schema, value) -> bytes:
     return b.getvalue()
 
 
-REC = {"type": "record", "name": "R", "fields": [
-    {"name": "id", "type": "long"}, {"name": "s", "type": "string"},
-    {"name": "xs", "type": {"type": "array", "items": "int"}},
-    {"name": "u", "type": ["null", "double", "string"]}]}
+REC = {
+    "type": "record",
+    "name": "R",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "s", "type": "string"},
+        {"name": "xs", "type": {"type": "array", "items": "int"}},
+        {"name": "u", "type": ["null", "double", "string"]},
+    ],
+}
 
 
-@pytest.mark.parametrize("payload,why", [
-    (varint(1) + varint(1 << 40) + b"abc", "string length beyond the bytes"),
-    (varint(1) + varint(-3) + b"abc", "negative string length"),
-    (varint(1) + varint(0) + varint(1 << 60), "array count beyond the bytes"),
-    (varint(1) + varint(0) + varint(-(1 << 62)) + varint(4) + b"\x02\x02", "negative count"),
-    (varint(1) + varint(0) + varint(0) + varint(7), "union branch out of range"),
-    (varint(1) + varint(0) + varint(0) + varint(-1), "negative union branch"),
-    (varint(1) + varint(0) + varint(0) + varint(1) + b"\x00\x00", "double cut short"),
-    (b"\xff" * 11, "varint of eleven bytes"),
-    (varint(1) + varint(0) + varint(1) + b"\xff\xff\xff\xff\x7f", "int beyond 32 bits"),
-    (b"", "empty payload"),
-])
+@pytest.mark.parametrize(
+    "payload,why",
+    [
+        (varint(1) + varint(1 << 40) + b"abc", "string length beyond the bytes"),
+        (varint(1) + varint(-3) + b"abc", "negative string length"),
+        (varint(1) + varint(0) + varint(1 << 60), "array count beyond the bytes"),
+        (varint(1) + varint(0) + varint(-(1 << 62)) + varint(4) + b"\x02\x02", "negative count"),
+        (varint(1) + varint(0) + varint(0) + varint(7), "union branch out of range"),
+        (varint(1) + varint(0) + varint(0) + varint(-1), "negative union branch"),
+        (varint(1) + varint(0) + varint(0) + varint(1) + b"\x00\x00", "double cut short"),
+        (b"\xff" * 11, "varint of eleven bytes"),
+        (varint(1) + varint(0) + varint(1) + b"\xff\xff\xff\xff\x7f", "int beyond 32 bits"),
+        (b"", "empty payload"),
+    ],
+)
 def test_each_corruption_fails_its_row_only(payload, why):
     ok = good(REC, {"id": 5, "s": "ok", "xs": [1, 2], "u": "t"})
     rows, errors = decode(REC, [ok, payload, ok, None])
     assert errors == [False, True, False, False], why
     assert rows[1] is None and rows[3] is None
-    assert rows[0] == rows[2] == {"id": 5, "s": "ok", "xs": [1, 2],
-                                  "u": {"member0": None, "member1": "t"}}
+    assert (
+        rows[0]
+        == rows[2]
+        == {"id": 5, "s": "ok", "xs": [1, 2], "u": {"member0": None, "member1": "t"}}
+    )
 
 
 def test_claimed_sizes_cost_nothing():
@@ -74,24 +86,39 @@ def test_claimed_sizes_cost_nothing():
     t0 = time.perf_counter()
     rows, errors = decode(m, [varint(1 << 62) + b"\x02k\x01"])
     assert errors == [True]
-    skip = {"type": "record", "name": "S", "fields": [
-        {"name": "gone", "type": {"type": "array", "items": "long"}},
-        {"name": "a", "type": "int"}]}
+    skip = {
+        "type": "record",
+        "name": "S",
+        "fields": [
+            {"name": "gone", "type": {"type": "array", "items": "long"}},
+            {"name": "a", "type": "int"},
+        ],
+    }
     keep = {"type": "record", "name": "S", "fields": [{"name": "a", "type": "int"}]}
-    rows, errors = decode(skip, [varint(-2) + varint(1 << 61) + b"\x02\x04\x00\x06",
-                                 varint(-2) + varint(2) + b"\x02\x04" + varint(0) + b"\x06"],
-                          reader=keep)
+    rows, errors = decode(
+        skip,
+        [
+            varint(-2) + varint(1 << 61) + b"\x02\x04\x00\x06",
+            varint(-2) + varint(2) + b"\x02\x04" + varint(0) + b"\x06",
+        ],
+        reader=keep,
+    )
     assert errors == [True, False] and rows[1] == {"a": 3}
     assert time.perf_counter() - t0 < 5
 
 
 def test_decimal_beyond_its_precision_and_timestamp_overflow_fail_the_row():
     dec = {"type": "bytes", "logicalType": "decimal", "precision": 3, "scale": 0}
-    rows, errors = decode(dec, [varint(2) + (999).to_bytes(2, "big"),
-                                varint(2) + (1000).to_bytes(2, "big"),
-                                varint(2) + (-999).to_bytes(2, "big", signed=True),
-                                varint(20) + (5).to_bytes(20, "big"),
-                                varint(20) + (1 << 150).to_bytes(20, "big")])
+    rows, errors = decode(
+        dec,
+        [
+            varint(2) + (999).to_bytes(2, "big"),
+            varint(2) + (1000).to_bytes(2, "big"),
+            varint(2) + (-999).to_bytes(2, "big", signed=True),
+            varint(20) + (5).to_bytes(20, "big"),
+            varint(20) + (1 << 150).to_bytes(20, "big"),
+        ],
+    )
     assert errors == [False, True, False, False, True]
     assert [str(r) for r in rows[:4]] == ["999", "None", "-999", "5"]
     ts = {"type": "long", "logicalType": "timestamp-millis"}
@@ -101,8 +128,9 @@ def test_decimal_beyond_its_precision_and_timestamp_overflow_fail_the_row():
 
 def test_header_longer_than_the_value_is_an_error():
     w = parse_schema('"int"')
-    arr, errors = Decoder(w).decode(pa.array([b"\x00\x00", b"\x00\x00\x00\x00\x01\x02"]),
-                                    np.array([5, 5]))
+    arr, errors = Decoder(w).decode(
+        pa.array([b"\x00\x00", b"\x00\x00\x00\x00\x01\x02"]), np.array([5, 5])
+    )
     assert errors.tolist() == [True, False] and arr.to_pylist() == [None, 1]
 
 
@@ -117,7 +145,7 @@ def test_truncated_and_mangled_payloads_never_raise(data):
         b = io.BytesIO()
         fastavro.schemaless_writer(b, parsed, w)
         payloads.append(b.getvalue())
-    cut = [p[:data.draw(st.integers(0, len(p) - 1))] for p in payloads if p]
+    cut = [p[: data.draw(st.integers(0, len(p) - 1))] for p in payloads if p]
     mangled = []
     for p in payloads:
         if p:
@@ -131,15 +159,16 @@ def test_truncated_and_mangled_payloads_never_raise(data):
     n = len(payloads)
     assert not errors[:n].any()
     # every byte of a datum is needed: a datum cut short is always an error
-    assert errors[n:n + len(cut)].all()
+    assert errors[n : n + len(cut)].all()
     assert arr.is_null().to_numpy(zero_copy_only=False)[np.flatnonzero(errors)].all()
 
 
 def _cursor(blob: bytes):
     from kafka_common.avro.kernels import Cursor
     from protocol.records.vectorized import PAD
+
     a = np.zeros(len(blob) + PAD, np.uint8)
-    a[:len(blob)] = np.frombuffer(blob, np.uint8)
+    a[: len(blob)] = np.frombuffer(blob, np.uint8)
     return Cursor(a, 1)
 
 
@@ -147,12 +176,14 @@ def _cursor(blob: bytes):
 def test_varint_kernel_agrees_with_the_project_decoder(scale):
     from kafka_common.avro.kernels import Cursor, read_varint
     from protocol.records.vectorized import PAD, decode_varints, encode_varints
+
     rng = np.random.default_rng(scale)
-    v = np.concatenate([rng.integers(-scale, scale, 5000),
-                        [2**63 - 1, -2**63, 0, -1, 2**55, -2**56]])
+    v = np.concatenate(
+        [rng.integers(-scale, scale, 5000), [2**63 - 1, -(2**63), 0, -1, 2**55, -(2**56)]]
+    )
     blob, sizes = encode_varints(v)
     a = np.zeros(len(blob) + PAD, np.uint8)
-    a[:len(blob)] = np.frombuffer(blob, np.uint8)
+    a[: len(blob)] = np.frombuffer(blob, np.uint8)
     pos = np.zeros(v.size, np.int64)
     pos[1:] = np.cumsum(sizes)[:-1]
     cur = Cursor(a, v.size)
@@ -161,31 +192,38 @@ def test_varint_kernel_agrees_with_the_project_decoder(scale):
     assert (decode_varints(a, pos, 10)[0] == values).all()
 
 
-@pytest.mark.parametrize("blob,max_bytes,bad", [
-    (b"\xff" * 10 + b"\x01", 10, True),   # eleven bytes
-    (b"\xff" * 9 + b"\x02", 10, True),    # beyond 64 bits
-    (b"\x80" * 9 + b"\x01", 10, False),   # 2**63 zigzagged: fine
-    (b"\xfe\xff\xff\xff\x0f", 5, False),  # the largest int
-    (b"\x80\x80\x80\x80\x10", 5, True),   # beyond 32 bits
-    (b"\x80\x80\x80\x80\x80\x01", 5, True),  # six bytes for an int
-    (b"\x80", 10, True),                  # cut short
-])
+@pytest.mark.parametrize(
+    "blob,max_bytes,bad",
+    [
+        (b"\xff" * 10 + b"\x01", 10, True),  # eleven bytes
+        (b"\xff" * 9 + b"\x02", 10, True),  # beyond 64 bits
+        (b"\x80" * 9 + b"\x01", 10, False),  # 2**63 zigzagged: fine
+        (b"\xfe\xff\xff\xff\x0f", 5, False),  # the largest int
+        (b"\x80\x80\x80\x80\x10", 5, True),  # beyond 32 bits
+        (b"\x80\x80\x80\x80\x80\x01", 5, True),  # six bytes for an int
+        (b"\x80", 10, True),  # cut short
+    ],
+)
 def test_varint_kernel_flags_bad_varints(blob, max_bytes, bad):
     from kafka_common.avro.kernels import read_varint
+
     cur = _cursor(blob)
-    read_varint(cur, np.zeros(1, np.int64), np.array([len(blob)]), np.zeros(1, np.int64),
-                max_bytes)
+    read_varint(cur, np.zeros(1, np.int64), np.array([len(blob)]), np.zeros(1, np.int64), max_bytes)
     assert cur.bad[0] == bad
 
 
-@pytest.mark.parametrize("lengths", [
-    [7] * 50,                                  # one width: the 2-D gather
-    [8, 9, 12, 10, 7, 12, 9, 8] * 20 + [12],  # 8 to 32 bytes, similar: fixed windows
-    [0, 300, 2, 0, 45, 1] * 10 + [0, 3],      # long, short or scattered: per byte
-])
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        [7] * 50,  # one width: the 2-D gather
+        [8, 9, 12, 10, 7, 12, 9, 8] * 20 + [12],  # 8 to 32 bytes, similar: fixed windows
+        [0, 300, 2, 0, 45, 1] * 10 + [0, 3],  # long, short or scattered: per byte
+    ],
+)
 def test_gather_slices_lays_the_slices_end_to_end(lengths):
     # the last slice ends exactly at the data's end: the windows read into the PAD only
     from kafka_common.avro.kernels import gather_slices, padded
+
     rng = np.random.default_rng(len(lengths))
     lengths = np.asarray(lengths, np.int64)
     gaps = rng.integers(0, 5, lengths.size)
@@ -193,23 +231,31 @@ def test_gather_slices_lays_the_slices_end_to_end(lengths):
     size = int(starts[-1] + lengths[-1])
     data = rng.integers(0, 256, size, dtype=np.uint8)
     got, offsets = gather_slices(padded(data), starts, lengths)
-    want = b"".join(data[s:s + n].tobytes() for s, n in zip(starts, lengths))
+    want = b"".join(data[s : s + n].tobytes() for s, n in zip(starts, lengths))
     assert got.tobytes() == want
     assert offsets.tolist() == [0, *np.cumsum(lengths).tolist()]
 
 
 def test_data_nested_deeper_than_the_limit_fails_its_row_not_the_stack():
     from kafka_common.avro.skipping import MAX_NESTING
-    linked = {"type": "record", "name": "Node", "fields": [
-        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}]}
+
+    linked = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Node"]}],
+    }
     w = parse_schema(json.dumps(linked))
 
     def chain(depth):  # v=1, next=<node> ... then v=1, next=null
         return b"\x02\x02" * (depth - 1) + b"\x02\x00"
+
     rows = [chain(MAX_NESTING // 2), chain(100_000), chain(3)]
-    for depth, third in (("3", {"v": 1, "next": {"v": 1, "next": {"v": 1}}}),
-                         ("12", {"v": 1, "next": {"v": 1, "next": {"v": 1, "next": None}}})):
+    for depth, third in (
+        ("3", {"v": 1, "next": {"v": 1, "next": {"v": 1}}}),
+        ("12", {"v": 1, "next": {"v": 1, "next": {"v": 1, "next": None}}}),
+    ):
         arr, errors = Decoder(w, w, {"recursiveFieldMaxDepth": depth}).decode(
-            pa.array(rows, pa.binary()))
+            pa.array(rows, pa.binary())
+        )
         assert errors.tolist() == [False, True, False]
         assert arr.to_pylist()[2] == third

@@ -8,9 +8,19 @@ import pyarrow as pa
 
 from kafka_common.avro import Decoder, Encoder, arrow_type, parse_schema
 
-SCHEMA = parse_schema(json.dumps({"type": "record", "name": "R", "fields": [
-    {"name": "a", "type": "long"}, {"name": "b", "type": {"type": "array", "items": "string"}},
-    {"name": "m", "type": {"type": "map", "values": "int"}}]}))
+SCHEMA = parse_schema(
+    json.dumps(
+        {
+            "type": "record",
+            "name": "R",
+            "fields": [
+                {"name": "a", "type": "long"},
+                {"name": "b", "type": {"type": "array", "items": "string"}},
+                {"name": "m", "type": {"type": "map", "values": "int"}},
+            ],
+        }
+    )
+)
 T = arrow_type(SCHEMA)
 ROWS = [{"a": i * 1000003, "b": ["x"] * i, "m": [("k", i)]} for i in range(6)]
 BLOBS = Encoder(SCHEMA).encode(pa.array(ROWS, T))
@@ -26,10 +36,11 @@ def test_sliced_chunked_large_and_raw_buffers_read_alike():
     d = Decoder(SCHEMA)
     offsets = np.frombuffer(BLOBS.buffers()[1], np.int32)
     for values, expected in [
-            (BLOBS.slice(2, 3), ROWS[2:5]),
-            (pa.chunked_array([BLOBS.slice(0, 2), BLOBS.slice(2)]), ROWS),
-            (BLOBS.cast(pa.large_binary()), ROWS),
-            ((BLOBS.buffers()[2], offsets), ROWS)]:
+        (BLOBS.slice(2, 3), ROWS[2:5]),
+        (pa.chunked_array([BLOBS.slice(0, 2), BLOBS.slice(2)]), ROWS),
+        (BLOBS.cast(pa.large_binary()), ROWS),
+        ((BLOBS.buffers()[2], offsets), ROWS),
+    ]:
         arr, errors = d.decode(values)
         assert arr.to_pylist() == expected and not errors.any()
     # a sliced column written: the bytes of those rows only

@@ -23,6 +23,7 @@ JUDGE = pathlib.Path(__file__).parent / "java" / "AvroJudge.java"
 
 def _jars():
     import pyspark
+
     return pathlib.Path(pyspark.__file__).parent / "jars"
 
 
@@ -37,12 +38,21 @@ def java_judge(tmp_path_factory):
     def run(cases):
         lines = []
         for writer, reader, payloads in cases:
-            lines += [json.dumps(writer), json.dumps(reader),
-                      " ".join(p.hex() or "-" for p in payloads)]
-        done = subprocess.run(["java", "-cp", f"{cp}:{out}", "AvroJudge"],
-                              input="\n".join(lines) + "\n", capture_output=True, text=True,
-                              timeout=240, check=True)
+            lines += [
+                json.dumps(writer),
+                json.dumps(reader),
+                " ".join(p.hex() or "-" for p in payloads),
+            ]
+        done = subprocess.run(
+            ["java", "-cp", f"{cp}:{out}", "AvroJudge"],
+            input="\n".join(lines) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=240,
+            check=True,
+        )
         return [json.loads(x) for x in done.stdout.splitlines()]
+
     return run
 
 
@@ -103,9 +113,12 @@ def our_view(v, t: pa.DataType, node):
         return [our_view(x, t.value_type, node.items) for x in v]
     if pa.types.is_struct(t):
         fields = {f.name: f for f in node.fields}
-        return {t.field(i).name: our_view(v[t.field(i).name], t.field(i).type,
-                                          fields[t.field(i).name].type)
-                for i in range(t.num_fields)}
+        return {
+            t.field(i).name: our_view(
+                v[t.field(i).name], t.field(i).type, fields[t.field(i).name].type
+            )
+            for i in range(t.num_fields)
+        }
     return v
 
 
@@ -115,22 +128,50 @@ B = rec("B", fld("y", "string"))
 
 CASES = [
     # bytes and fixed defaults: code points 0-255 as bytes
-    (rec("R", fld("a", "int")),
-     rec("R", fld("a", "int"), fld("b", "bytes", default="\u00ff\u0000A"),
-         fld("f", {"type": "fixed", "name": "F", "size": 2}, default="\u00e9\u0080")),
-     [{"a": 1}]),
+    (
+        rec("R", fld("a", "int")),
+        rec(
+            "R",
+            fld("a", "int"),
+            fld("b", "bytes", default="\u00ff\u0000A"),
+            fld("f", {"type": "fixed", "name": "F", "size": 2}, default="\u00e9\u0080"),
+        ),
+        [{"a": 1}],
+    ),
     # promotions, with Java's rounding to float
-    (rec("P", fld("i", "int"), fld("l", "long"), fld("l2", "long"), fld("f", "float"),
-         fld("s", "string"), fld("b", "bytes")),
-     rec("P", fld("i", "float"), fld("l", "float"), fld("l2", "double"), fld("f", "double"),
-         fld("s", "bytes"), fld("b", "string")),
-     [{"i": 16777217, "l": 2**40 + 1, "l2": -(2**53) - 1, "f": 0.1, "s": "héllo", "b": b"abc"}]),
+    (
+        rec(
+            "P",
+            fld("i", "int"),
+            fld("l", "long"),
+            fld("l2", "long"),
+            fld("f", "float"),
+            fld("s", "string"),
+            fld("b", "bytes"),
+        ),
+        rec(
+            "P",
+            fld("i", "float"),
+            fld("l", "float"),
+            fld("l2", "double"),
+            fld("f", "double"),
+            fld("s", "bytes"),
+            fld("b", "string"),
+        ),
+        [{"i": 16777217, "l": 2**40 + 1, "l2": -(2**53) - 1, "f": 0.1, "s": "héllo", "b": b"abc"}],
+    ),
     # enum symbols by name, the reader's default for the unknown
-    (COLOR_W, {"type": "enum", "name": "Color", "symbols": ["BLUE", "RED", "OTHER"],
-               "default": "OTHER"}, ["RED", "BLUE", "PINK", "GREEN"]),
+    (
+        COLOR_W,
+        {"type": "enum", "name": "Color", "symbols": ["BLUE", "RED", "OTHER"], "default": "OTHER"},
+        ["RED", "BLUE", "PINK", "GREEN"],
+    ),
     # no default: the row fails
-    (COLOR_W, {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]},
-     ["RED", "PINK"]),
+    (
+        COLOR_W,
+        {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]},
+        ["RED", "PINK"],
+    ),
     # a writer type into a reader union: the first branch it promotes to
     ("int", ["null", "float", "long"], [1, 16777217]),
     ("long", ["null", "double", "float"], [2**53 + 1]),
@@ -141,23 +182,47 @@ CASES = [
     # a writer union into one type: rows of a branch the reader lacks fail
     (["null", "int", "string"], "long", [5, None, "x"]),
     # union branches reordered, records matched by name and evolved
-    (["null", A, B], [B, "null", rec("A", fld("x", "long"), fld("z", "int", default=9))],
-     [("A", {"x": 1}), None, ("B", {"y": "q"})]),
+    (
+        ["null", A, B],
+        [B, "null", rec("A", fld("x", "long"), fld("z", "int", default=9))],
+        [("A", {"x": 1}), None, ("B", {"y": "q"})],
+    ),
     # aliases of a field and of the record; a top-level record of another name
-    (rec("Old", fld("n", "int"), fld("gone", {"type": "map", "values": "string"})),
-     rec("New", fld("number", "long", aliases=["n"]), aliases=["Old"]),
-     [{"n": 4, "gone": {"k": "v"}}]),
+    (
+        rec("Old", fld("n", "int"), fld("gone", {"type": "map", "values": "string"})),
+        rec("New", fld("number", "long", aliases=["n"]), aliases=["Old"]),
+        [{"n": 4, "gone": {"k": "v"}}],
+    ),
     (rec("One", fld("a", "int")), rec("Two", fld("a", "int")), [{"a": 3}]),
     # a nested record evolving inside an array and a map
-    (rec("O", fld("items", {"type": "array", "items": rec("I", fld("sku", "string"),
-                                                            fld("qty", "int"))}),
-         fld("by", {"type": "map", "values": "I"})),
-     rec("O", fld("items", {"type": "array", "items": rec("I", fld("qty", "long"),
-                                                            fld("price", "float",
-                                                                default=0.5))}),
-         fld("by", {"type": "map", "values": "I"})),
-     [{"items": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 3}],
-       "by": {"x": {"sku": "c", "qty": 1}}}, {"items": [], "by": {}}]),
+    (
+        rec(
+            "O",
+            fld(
+                "items",
+                {"type": "array", "items": rec("I", fld("sku", "string"), fld("qty", "int"))},
+            ),
+            fld("by", {"type": "map", "values": "I"}),
+        ),
+        rec(
+            "O",
+            fld(
+                "items",
+                {
+                    "type": "array",
+                    "items": rec("I", fld("qty", "long"), fld("price", "float", default=0.5)),
+                },
+            ),
+            fld("by", {"type": "map", "values": "I"}),
+        ),
+        [
+            {
+                "items": [{"sku": "a", "qty": 2}, {"sku": "b", "qty": 3}],
+                "by": {"x": {"sku": "c", "qty": 1}},
+            },
+            {"items": [], "by": {}},
+        ],
+    ),
 ]
 
 

@@ -99,13 +99,20 @@ def _plain(v):
     return v
 
 
-PROMOTE = {"int": ["long", "float", "double"], "long": ["float", "double"],
-           "float": ["double"], "string": ["bytes"]}
+PROMOTE = {
+    "int": ["long", "float", "double"],
+    "long": ["float", "double"],
+    "float": ["double"],
+    "string": ["bytes"],
+}
 ADDED = [  # (type, default as JSON, the value Spark shows)
-    ("int", 42, 42), ("string", "dflt", "dflt"), (["null", "long"], None, None),
-    ({"type": "array", "items": "double"}, [1.5], [1.5]), ({"type": "map", "values": "int"},
-                                                            {"k": 1}, [("k", 1)]),
-    ("bytes", "\u00ff\u0001", b"\xff\x01"), ("boolean", True, True),
+    ("int", 42, 42),
+    ("string", "dflt", "dflt"),
+    (["null", "long"], None, None),
+    ({"type": "array", "items": "double"}, [1.5], [1.5]),
+    ({"type": "map", "values": "int"}, {"k": 1}, [("k", 1)]),
+    ("bytes", "\u00ff\u0001", b"\xff\x01"),
+    ("boolean", True, True),
     ({"type": "long", "logicalType": "timestamp-millis"}, 1500, None),
 ]
 
@@ -147,14 +154,14 @@ def evolution(draw):
         fields.append({"name": name, "type": t, "default": default})
         if value is None and isinstance(t, dict) and t.get("logicalType"):
             import datetime
+
             value = datetime.datetime(1970, 1, 1, 0, 0, 1, 500000, tzinfo=datetime.timezone.utc)
         shown.append((name, lambda v, value=value: value))
     order = draw(st.permutations(range(len(fields))))
     reader = dict(writer, fields=[fields[i] for i in order])
     expected = []
     for _, e in rows:
-        expected.append({name: fn(e.get(name)) for name, fn in
-                         [shown[i] for i in order]})
+        expected.append({name: fn(e.get(name)) for name, fn in [shown[i] for i in order]})
     return writer, reader, rows, expected
 
 

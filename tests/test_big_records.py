@@ -40,12 +40,19 @@ def _rows(spark):
     """key ``k<i>``, value of the given size starting with ``i`` (JVM-made, in write order
     in one Spark partition)."""
     from pyspark.sql import functions as F
+
     parts, first = [], 0
     for size, count in BIG:
-        parts.append(spark.range(first, first + count, numPartitions=1).select(
-            F.concat(F.lit("k"), F.col("id").cast("string")).cast("binary").alias("key"),
-            F.concat(F.lpad(F.col("id").cast("string"), 8, "0"),
-                     F.expr(f"repeat('v', {size - 8})")).cast("binary").alias("value")))
+        parts.append(
+            spark.range(first, first + count, numPartitions=1).select(
+                F.concat(F.lit("k"), F.col("id").cast("string")).cast("binary").alias("key"),
+                F.concat(
+                    F.lpad(F.col("id").cast("string"), 8, "0"), F.expr(f"repeat('v', {size - 8})")
+                )
+                .cast("binary")
+                .alias("value"),
+            )
+        )
         first += count
     df = parts[0]
     for more in parts[1:]:
@@ -59,16 +66,25 @@ def big_topic(kafka, spark):
     of the rows written, in order."""
     topic = f"big-records-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
-        client.create_topics({topic: 1},
-                             configs={"max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES)})
+        client.create_topics(
+            {topic: 1}, configs={"max.message.bytes": str(TOPIC_MAX_MESSAGE_BYTES)}
+        )
         client.wait_for_topics([topic])
     rows = _rows(spark)
-    (rows.write.format("pykafka").mode("append")
-     .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic)
-     .option("kafka.max.request.size", str(TOPIC_MAX_MESSAGE_BYTES))
-     .save())
-    expected = [tuple(r) for r in rows.selectExpr(
-        "CAST(key AS STRING)", "length(value)", "sha2(value, 256)").collect()]
+    (
+        rows.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic)
+        .option("kafka.max.request.size", str(TOPIC_MAX_MESSAGE_BYTES))
+        .save()
+    )
+    expected = [
+        tuple(r)
+        for r in rows.selectExpr(
+            "CAST(key AS STRING)", "length(value)", "sha2(value, 256)"
+        ).collect()
+    ]
     assert len(expected) == sum(count for _, count in BIG)
     try:
         yield topic, expected
@@ -100,15 +116,22 @@ def _read_measured(spark, bootstrap: str, topic: str, **options):
     worker grew meanwhile above its RSS before (bytes). A worker that Spark forks during a
     read starts by importing pyspark, pyarrow and ours, which is no part of the read: such
     a read is done again (the worker is there for the next)."""
-    reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
+    reader = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
     for key, value in options.items():
         reader = reader.option(key, value)
     for _ in range(3):
         before = _reset_peaks(python_workers())
-        got = [tuple(r) for r in reader.load().selectExpr(
-            "CAST(key AS STRING)", "length(value)", "sha2(value, 256)", "offset")
-            .orderBy("offset").collect()]
+        got = [
+            tuple(r)
+            for r in reader.load()
+            .selectExpr("CAST(key AS STRING)", "length(value)", "sha2(value, 256)", "offset")
+            .orderBy("offset")
+            .collect()
+        ]
         workers = python_workers()
         if workers and set(workers) <= set(before):
             break
@@ -122,13 +145,21 @@ def _read_measured(spark, bootstrap: str, topic: str, **options):
 @pytest.mark.parametrize("fetch", ["default", "smaller than a record"])
 def test_big_values_are_written_and_read_back_exactly(big_topic, kafka, spark, fetch):
     topic, expected = big_topic
-    options = {} if fetch == "default" else {
-        "kafka.max.partition.fetch.bytes": str(SMALL_FETCH),
-        "kafka.fetch.max.bytes": str(SMALL_FETCH)}
+    options = (
+        {}
+        if fetch == "default"
+        else {
+            "kafka.max.partition.fetch.bytes": str(SMALL_FETCH),
+            "kafka.fetch.max.bytes": str(SMALL_FETCH),
+        }
+    )
     got, growth = _read_measured(spark, kafka.bootstrap, topic, **options)
     assert got == expected
-    print(f"fetch sizes {fetch}: a Python worker grew by {growth / MIB:.1f} MiB at most "
-          f"(pid {os.getpid()}'s workers)")
+    print(
+        f"fetch sizes {fetch}: a Python worker grew by {growth / MIB:.1f} MiB at most "
+        f"(pid {os.getpid()}'s workers)"
+    )
     assert growth < WORKER_GROWTH_BOUND, (
         f"a Python worker grew by {growth / MIB:.0f} MiB reading "
-        f"{sum(s * n for s, n in BIG) / MIB:.0f} MiB of one partition")
+        f"{sum(s * n for s, n in BIG) / MIB:.0f} MiB of one partition"
+    )

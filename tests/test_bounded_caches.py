@@ -15,8 +15,11 @@ from tests.helpers.library import ROOT, library_sources
 
 # Module-level maps that are tables of a fixed size, not caches: Kafka's error codes, the
 # compression modules, the connector's own zip on the import path.
-FIXED_SIZE = {("protocol/errors.py", "_BY_CODE"), ("protocol/records/compression.py", "_MODULES"),
-              ("kafka_common/import_path.py", "_ZIPS")}
+FIXED_SIZE = {
+    ("protocol/errors.py", "_BY_CODE"),
+    ("protocol/records/compression.py", "_MODULES"),
+    ("kafka_common/import_path.py", "_ZIPS"),
+}
 
 
 def test_the_least_recently_used_entry_goes_first():
@@ -54,8 +57,12 @@ def _module_level_empty_maps(path: str) -> list[str]:
     for node in tree.body:
         value = getattr(node, "value", None)
         empty_literal = isinstance(value, ast.Dict) and not value.keys
-        empty_call = (isinstance(value, ast.Call) and not value.args and isinstance(
-            value.func, ast.Name) and value.func.id in ("dict", "OrderedDict", "defaultdict"))
+        empty_call = (
+            isinstance(value, ast.Call)
+            and not value.args
+            and isinstance(value.func, ast.Name)
+            and value.func.id in ("dict", "OrderedDict", "defaultdict")
+        )
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and (empty_literal or empty_call):
             target = node.targets[0] if isinstance(node, ast.Assign) else node.target
             names.append(ast.unparse(target))
@@ -63,8 +70,11 @@ def _module_level_empty_maps(path: str) -> list[str]:
 
 
 def test_no_module_keeps_a_map_that_only_grows():
-    found = {(os.path.relpath(p, ROOT).replace(os.sep, "/"), name)
-             for p in library_sources() for name in _module_level_empty_maps(p)}
+    found = {
+        (os.path.relpath(p, ROOT).replace(os.sep, "/"), name)
+        for p in library_sources()
+        for name in _module_level_empty_maps(p)
+    }
     assert found == FIXED_SIZE, found - FIXED_SIZE
 
 
@@ -74,11 +84,17 @@ def test_the_registry_client_forgets_the_least_used_schemas(monkeypatch):
     from kafka_common.schema_registry import client as registry_client
     from kafka_common.schema_registry.settings import RegistrySettings
     from kafka_testbed.schema_registry import RegistryServer
+
     monkeypatch.setattr(registry_client, "SCHEMAS_MAX", 3)
     server = RegistryServer().start()
     try:
-        ids = [server.register(f"s{i}-value", {"schema": json.dumps(
-            {"type": "record", "name": f"R{i}", "fields": []})})["id"] for i in range(6)]
+        ids = [
+            server.register(
+                f"s{i}-value",
+                {"schema": json.dumps({"type": "record", "name": f"R{i}", "fields": []})},
+            )["id"]
+            for i in range(6)
+        ]
         client = registry_client.RegistryClient(RegistrySettings(urls=(server.url,)))
         for schema_id in ids:
             client.schema_by_id(schema_id)

@@ -26,9 +26,12 @@ COMPOSE = REPO / "docker-compose.yml"
 
 
 def _check(schema: str, *paths: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
-                           schema, *map(str, paths)], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def _pyproject() -> dict:
@@ -84,9 +87,15 @@ def test_the_workflow_runs_the_selection_on_compose_s_kafka_4_and_3():
     assert re.search(r"^test-kafka:.*\n\t.*-m kafka", makefile, re.M)
 
 
-@pytest.mark.parametrize("setting", [
-    "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
-    "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "KAFKA_MIN_INSYNC_REPLICAS"])
+@pytest.mark.parametrize(
+    "setting",
+    [
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
+        "KAFKA_MIN_INSYNC_REPLICAS",
+    ],
+)
 def test_compose_s_single_broker_can_run_transactions(setting):
     env = _compose_kafka()["environment"]
     assert env[setting] == 1
@@ -109,14 +118,20 @@ def _release() -> dict:
 def _check_cibuildwheel_table(table: dict, tmp_path: Path) -> subprocess.CompletedProcess:
     """``table`` against the schema of ``[tool.cibuildwheel]`` the installed cibuildwheel
     ships (the one the release runs: the versions are checked to match below)."""
-    schema = Path(metadata.distribution("cibuildwheel").locate_file(
-        "cibuildwheel/resources/cibuildwheel.schema.json"))
+    schema = Path(
+        metadata.distribution("cibuildwheel").locate_file(
+            "cibuildwheel/resources/cibuildwheel.schema.json"
+        )
+    )
     assert schema.is_file()
     path = tmp_path / "cibuildwheel.json"
     path.write_text(json.dumps(table))
-    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--schemafile",
-                           str(schema), str(path)], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "check_jsonschema", "--schemafile", str(schema), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_cibuildwheel_table_follows_cibuildwheel_s_schema(tmp_path):
@@ -128,9 +143,22 @@ def test_the_cibuildwheel_table_follows_cibuildwheel_s_schema(tmp_path):
 
 
 def _identifiers(platform: str, archs: str) -> list[str]:
-    done = subprocess.run([sys.executable, "-m", "cibuildwheel", "--print-build-identifiers",
-                           "--platform", platform, "--archs", archs, str(REPO)],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cibuildwheel",
+            "--print-build-identifiers",
+            "--platform",
+            platform,
+            "--archs",
+            archs,
+            str(REPO),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout.split()
 
@@ -138,9 +166,11 @@ def _identifiers(platform: str, archs: str) -> list[str]:
 def test_cibuildwheel_builds_each_python_on_linux_and_macos():
     tags = [f"cp{v.replace('.', '')}" for v in PYTHONS]
     assert _identifiers("linux", "x86_64,aarch64") == [
-        f"{t}-manylinux_{arch}" for arch in ("x86_64", "aarch64") for t in tags]
+        f"{t}-manylinux_{arch}" for arch in ("x86_64", "aarch64") for t in tags
+    ]
     assert _identifiers("macos", "x86_64,arm64") == [
-        f"{t}-macosx_{arch}" for t in tags for arch in ("x86_64", "arm64")]
+        f"{t}-macosx_{arch}" for t in tags for arch in ("x86_64", "arm64")
+    ]
     table = _pyproject()["tool"]["cibuildwheel"]
     assert table["linux"]["manylinux-x86_64-image"] == "manylinux2014"
     assert table["linux"]["manylinux-aarch64-image"] == "manylinux2014"
@@ -152,11 +182,16 @@ def test_the_release_builds_on_linux_and_macos_with_the_dev_extra_s_cibuildwheel
     jobs = _release()["jobs"]
     runners = jobs["wheels"]["strategy"]["matrix"]["runner"]
     assert runners == ["ubuntu-24.04", "ubuntu-24.04-arm", "macos-15-intel", "macos-15"]
-    cibuildwheel, = [s["uses"] for s in jobs["wheels"]["steps"]
-                     if s.get("uses", "").startswith("pypa/cibuildwheel@")]
+    (cibuildwheel,) = [
+        s["uses"]
+        for s in jobs["wheels"]["steps"]
+        if s.get("uses", "").startswith("pypa/cibuildwheel@")
+    ]
     assert cibuildwheel == f"pypa/cibuildwheel@v{metadata.version('cibuildwheel')}"
-    assert f"cibuildwheel=={metadata.version('cibuildwheel')}" in _pyproject()[
-        "project"]["optional-dependencies"]["dev"]
+    assert (
+        f"cibuildwheel=={metadata.version('cibuildwheel')}"
+        in _pyproject()["project"]["optional-dependencies"]["dev"]
+    )
     assert any("python -m build --sdist" in s.get("run", "") for s in jobs["sdist"]["steps"])
     # The Linux wheels, which cibuildwheel does not test, are checked on the runners.
     test = jobs["test-linux-wheels"]
@@ -176,33 +211,41 @@ def test_the_release_publishes_only_tags_with_trusted_publishing():
     assert sorted(publish["needs"]) == ["sdist", "test-linux-wheels", "wheels"]
     assert publish["if"] == "startsWith(github.ref, 'refs/tags/v')"
     assert publish["permissions"] == {"id-token": "write"}
-    step, = [s for s in publish["steps"] if "gh-action-pypi-publish" in s.get("uses", "")]
+    (step,) = [s for s in publish["steps"] if "gh-action-pypi-publish" in s.get("uses", "")]
     assert "with" not in step  # no password, no token: the OIDC token is the credential
     assert _tag_check()["if"] == "startsWith(github.ref, 'refs/tags/')"
 
 
 def _tag_check() -> dict:
-    step, = [s for s in _release()["jobs"]["sdist"]["steps"]
-             if "GITHUB_REF_NAME" in s.get("run", "")]
+    (step,) = [
+        s for s in _release()["jobs"]["sdist"]["steps"] if "GITHUB_REF_NAME" in s.get("run", "")
+    ]
     return step
 
 
-@pytest.mark.parametrize("heading, tag, passes", [
-    ("## 0.3.0 (2027-01-15)", "v0.3.0", True),
-    ("## 0.3.0 (unreleased)", "v0.3.0", False),  # not dated: not cut yet
-    ("## 0.3.0 (2027-01-15)", "v0.3.1", False),  # the tag is not protocol/version.py's
-    ("## 0.2.9 (2027-01-15)", "v0.3.0", False),  # no section for the version
-])
+@pytest.mark.parametrize(
+    "heading, tag, passes",
+    [
+        ("## 0.3.0 (2027-01-15)", "v0.3.0", True),
+        ("## 0.3.0 (unreleased)", "v0.3.0", False),  # not dated: not cut yet
+        ("## 0.3.0 (2027-01-15)", "v0.3.1", False),  # the tag is not protocol/version.py's
+        ("## 0.2.9 (2027-01-15)", "v0.3.0", False),  # no section for the version
+    ],
+)
 def test_the_release_checks_the_tag_and_the_changelog(heading, tag, passes, tmp_path):
     """The sdist job's first check, run as GitHub runs a step (bash -e), on a checkout
     whose protocol/version.py says 0.3.0."""
     (tmp_path / "protocol").mkdir()
     (tmp_path / "protocol" / "version.py").write_text('"""v"""\n\n__version__ = "0.3.0"\n')
     (tmp_path / "CHANGELOG.md").write_text(f"# Changelog\n\n{heading}\n\n- a change\n")
-    done = subprocess.run(["bash", "--noprofile", "--norc", "-e", "-c", _tag_check()["run"]],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=60,
-                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin",
-                               "GITHUB_REF_NAME": tag})
+    done = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-e", "-c", _tag_check()["run"]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "GITHUB_REF_NAME": tag},
+    )
     assert (done.returncode == 0) == passes, done.stdout + done.stderr
 
 
@@ -211,8 +254,9 @@ def test_the_changelog_has_a_section_per_version_newest_first():
 
     text = (REPO / "CHANGELOG.md").read_text()
     headings = re.findall(r"^## (.*)$", text, re.M)
-    parsed = [re.fullmatch(r"(\d+)\.(\d+)\.(\d+) \((unreleased|\d{4}-\d{2}-\d{2})\)", h)
-              for h in headings]
+    parsed = [
+        re.fullmatch(r"(\d+)\.(\d+)\.(\d+) \((unreleased|\d{4}-\d{2}-\d{2})\)", h) for h in headings
+    ]
     assert headings and all(parsed), headings
     versions = [tuple(int(part) for part in m.groups()[:3]) for m in parsed]
     assert versions == sorted(set(versions), reverse=True), versions

@@ -12,8 +12,13 @@ import pytest
 from kafka.record import MemoryRecords
 
 from protocol.client.cluster import KafkaClient
-from protocol.errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError,
-                             TopicAlreadyExists, TopicAuthorizationFailed)
+from protocol.errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    TopicAlreadyExists,
+    TopicAuthorizationFailed,
+)
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 
 from .broker_setup import create_topic
@@ -33,8 +38,14 @@ def make_topic(broker, client: KafkaClient, name: str, partitions: int) -> None:
 
 def produce(bootstrap: str, topic: str, messages) -> None:
     """``(partition, key, value, headers)`` in order, in multi-record batches."""
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                  "enable.idempotence": False, "max.in.flight": 1})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 5,
+            "enable.idempotence": False,
+            "max.in.flight": 1,
+        }
+    )
     for partition, key, value, headers in messages:
         p.produce(topic, key=key, value=value, partition=partition, headers=headers)
     assert p.flush(10) == 0
@@ -63,23 +74,35 @@ def test_topic_create_describe_delete(kafka, topic_name):
         client.create_topics({topic_name: 3}, exist_ok=True)
         client.delete_topics([topic_name])
         # Kafka deletes asynchronously: the broker's metadata drops the topic soon after
-        wait_until(lambda: topic_name not in client.refresh_metadata().topics, 10,
-                   "the deleted topic gone from the metadata", interval=0.1)
+        wait_until(
+            lambda: topic_name not in client.refresh_metadata().topics,
+            10,
+            "the deleted topic gone from the metadata",
+            interval=0.1,
+        )
 
 
 def test_list_offsets_earliest_and_latest(broker, topic_name):
     with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
         make_topic(broker, client, topic_name, 2)
-        produce(broker.bootstrap, topic_name,
-                [(i % 2, b"k%d" % i, b"v%d" % i, None) for i in range(7)])
+        produce(
+            broker.bootstrap, topic_name, [(i % 2, b"k%d" % i, b"v%d" % i, None) for i in range(7)]
+        )
         tps = [(topic_name, 0), (topic_name, 1)]
         assert client.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
         assert client.latest_offsets(tps) == {tps[0]: 4, tps[1]: 3}
 
 
 def test_fetched_batches_are_the_records_librdkafka_wrote(broker, topic_name):
-    messages = [(0, b"key-%d" % i if i % 3 else None, b"value-%d" % i * (i + 1),
-                 [("h", b"x%d" % i), ("n", None)] if i % 2 else None) for i in range(20)]
+    messages = [
+        (
+            0,
+            b"key-%d" % i if i % 3 else None,
+            b"value-%d" % i * (i + 1),
+            [("h", b"x%d" % i), ("n", None)] if i % 2 else None,
+        )
+        for i in range(20)
+    ]
     with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
         make_topic(broker, client, topic_name, 1)
         produce(broker.bootstrap, topic_name, messages)
@@ -91,11 +114,14 @@ def test_fetched_batches_are_the_records_librdkafka_wrote(broker, topic_name):
             while (batch := records.next_batch()) is not None:
                 assert batch.validate_crc()
                 for record in batch:
-                    seen.append((record.offset, record.key, record.value,
-                                 list(record.headers) or None))
+                    seen.append(
+                        (record.offset, record.key, record.value, list(record.headers) or None)
+                    )
             offset = seen[-1][0] + 1
-        assert seen == [(i, k, v, [(hk, hv) for hk, hv in h] if h else None)
-                        for i, (_, k, v, h) in enumerate(messages)]
+        assert seen == [
+            (i, k, v, [(hk, hv) for hk, hv in h] if h else None)
+            for i, (_, k, v, h) in enumerate(messages)
+        ]
 
 
 def test_requests_pipelined_on_one_connection_are_answered_in_order(kafka, topic_name):
@@ -131,10 +157,12 @@ def test_metadata_and_offsets_share_one_round_trip(mock_cluster, topic_name, mon
     Metadata request are all sent before any answer is read, and the answers are those of
     the two calls made one after the other."""
     from protocol.client.connection import BrokerConnection
+
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         make_topic(mock_cluster, client, topic_name, 3)
-        produce(mock_cluster.bootstrap, topic_name,
-                [(p, None, b"x", None) for p in (0, 0, 1, 2, 2, 2)])
+        produce(
+            mock_cluster.bootstrap, topic_name, [(p, None, b"x", None) for p in (0, 0, 1, 2, 2, 2)]
+        )
         tps = [(topic_name, p) for p in range(3)]
         with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as fresh:
             # no metadata cached yet: no leaders to send the ListOffsets to
@@ -143,22 +171,29 @@ def test_metadata_and_offsets_share_one_round_trip(mock_cluster, topic_name, mon
         client.latest_offsets(tps)  # connections to the leaders open
         calls = []
         send, receive = BrokerConnection.send, BrokerConnection.receive
-        monkeypatch.setattr(BrokerConnection, "send", lambda self, api, *a, **k: (
-            calls.append(("send", api.name)), send(self, api, *a, **k))[1])
-        monkeypatch.setattr(BrokerConnection, "receive", lambda self, *a, **k: (
-            calls.append(("receive", None)), receive(self, *a, **k))[1])
+        monkeypatch.setattr(
+            BrokerConnection,
+            "send",
+            lambda self, api, *a, **k: (calls.append(("send", api.name)), send(self, api, *a, **k))[
+                1
+            ],
+        )
+        monkeypatch.setattr(
+            BrokerConnection,
+            "receive",
+            lambda self, *a, **k: (calls.append(("receive", None)), receive(self, *a, **k))[1],
+        )
         metadata, offsets = client.metadata_and_offsets([topic_name], {tp: -1 for tp in tps})
         monkeypatch.undo()
         sends = [name for kind, name in calls if kind == "send"]
         assert sorted(set(sends)) == ["ListOffsets", "Metadata"]
-        assert calls[:len(sends)] == [("send", name) for name in sends]  # all sent first
+        assert calls[: len(sends)] == [("send", name) for name in sends]  # all sent first
         assert {tp: o for tp, (o, _) in offsets.items()} == dict(zip(tps, (2, 1, 3)))
         assert metadata.topics[topic_name].partitions.keys() == {0, 1, 2}
         assert {tp: o for tp, (o, _) in offsets.items()} == client.latest_offsets(tps)
 
 
-def test_metadata_and_offsets_after_a_leader_move_gives_no_offsets(mock_cluster,
-                                                                   topic_name):
+def test_metadata_and_offsets_after_a_leader_move_gives_no_offsets(mock_cluster, topic_name):
     """Sent to a leader the cache names but which lost the partition, the pipelined
     ListOffsets is not used: the fresh metadata names the new leader, and list_offsets
     (which the caller asks next) gets the right offset from it."""
@@ -212,8 +247,9 @@ def test_retries_stop_at_the_deadline(mock_cluster, topic_name):
 def test_unreachable_bootstrap_fails_fast_naming_the_servers():
     started = time.monotonic()
     with pytest.raises(KafkaConnectionError, match="127.0.0.1:1,127.0.0.1:2"):
-        KafkaClient(bootstrap_servers="127.0.0.1:1,127.0.0.1:2",
-                    connect_timeout_ms=500).refresh_metadata()
+        KafkaClient(
+            bootstrap_servers="127.0.0.1:1,127.0.0.1:2", connect_timeout_ms=500
+        ).refresh_metadata()
     assert time.monotonic() - started < 2
 
 

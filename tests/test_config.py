@@ -7,11 +7,22 @@ from protocol.errors import ConfigError
 
 
 def test_password_never_in_repr_str_or_pickle_text():
-    c = ClientConfig(bootstrap_servers="a:1,b:2", security_protocol="sasl_ssl",
-                     sasl_mechanism="scram-sha-512", sasl_username="alice",
-                     sasl_password="hunter2", ssl_key_password="keypass")
-    for text in (repr(c), str(c), repr(c.sasl_password), str(c.sasl_password),
-                 f"{c.sasl_password}", repr(c.ssl_key_password)):
+    c = ClientConfig(
+        bootstrap_servers="a:1,b:2",
+        security_protocol="sasl_ssl",
+        sasl_mechanism="scram-sha-512",
+        sasl_username="alice",
+        sasl_password="hunter2",
+        ssl_key_password="keypass",
+    )
+    for text in (
+        repr(c),
+        str(c),
+        repr(c.sasl_password),
+        str(c.sasl_password),
+        f"{c.sasl_password}",
+        repr(c.ssl_key_password),
+    ):
         assert "hunter2" not in text and "keypass" not in text
     assert c.sasl_password.reveal() == "hunter2"
     restored = pickle.loads(pickle.dumps(c))  # executors receive it pickled
@@ -21,11 +32,16 @@ def test_password_never_in_repr_str_or_pickle_text():
     assert c.uses_tls and c.uses_sasl and c.sasl_mechanism == "SCRAM-SHA-512"
 
 
-@pytest.mark.parametrize("kwargs, option", [
-    ({"security_protocol": "TLS"}, "kafka.security.protocol"),
-    ({"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"},
-     "kafka.sasl.mechanism"),
-])
+@pytest.mark.parametrize(
+    "kwargs, option",
+    [
+        ({"security_protocol": "TLS"}, "kafka.security.protocol"),
+        (
+            {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "GSSAPI"},
+            "kafka.sasl.mechanism",
+        ),
+    ],
+)
 def test_bad_settings_name_the_option(kwargs, option):
     with pytest.raises(ConfigError, match=option):
         ClientConfig(**kwargs)

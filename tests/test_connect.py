@@ -60,6 +60,7 @@ ROWS = 40  # a multiple of PARTITIONS
 
 # ---- the server and its Python workers --------------------------------------------------
 
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -82,30 +83,54 @@ class ConnectServer:
 
     def start(self) -> None:
         import pyspark
+
         spark_home = os.path.dirname(os.path.abspath(pyspark.__file__))
         logs = os.path.join(self.tmp, "spark-logs")
-        env = clean_env(self.workers_python, SPARK_HOME=spark_home, SPARK_LOG_DIR=logs,
-                        SPARK_PID_DIR=logs, SPARK_IDENT_STRING="pykafka-tests")
-        command = [os.path.join(spark_home, "sbin", "start-connect-server.sh"), "--wait",
-                   "--master", "local[2]",
-                   "--conf", f"spark.connect.grpc.binding.port={self.port}",
-                   "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
-                   "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.sql.shuffle.partitions=2",
-                   "--conf", "spark.python.worker.reuse=false",
-                   "--conf", "spark.python.authenticate.socketTimeout=120s",
-                   "--conf", f"spark.local.dir={os.path.join(self.tmp, 'spark-local')}"]
+        env = clean_env(
+            self.workers_python,
+            SPARK_HOME=spark_home,
+            SPARK_LOG_DIR=logs,
+            SPARK_PID_DIR=logs,
+            SPARK_IDENT_STRING="pykafka-tests",
+        )
+        command = [
+            os.path.join(spark_home, "sbin", "start-connect-server.sh"),
+            "--wait",
+            "--master",
+            "local[2]",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.connect.grpc.binding.address=127.0.0.1",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            "--conf",
+            "spark.python.worker.reuse=false",
+            "--conf",
+            "spark.python.authenticate.socketTimeout=120s",
+            "--conf",
+            f"spark.local.dir={os.path.join(self.tmp, 'spark-local')}",
+        ]
         with open(self.log_path, "wb") as log:
             # A process group of its own: the script's shell, spark-submit's JVM and the
             # Python workers it forks all stop with it.
-            self.proc = subprocess.Popen(command, cwd=self.workdir, env=env, stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True)
+            self.proc = subprocess.Popen(
+                command,
+                cwd=self.workdir,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the Connect server exited ({self.proc.returncode}):\n"
-                                   + self.log_tail())
+                raise RuntimeError(
+                    f"the Connect server exited ({self.proc.returncode}):\n" + self.log_tail()
+                )
             if "Spark Connect server started" in self.log_tail(20000):
                 try:
                     socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
@@ -156,6 +181,7 @@ class ConnectServer:
 
     def session(self):
         from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
+
         return RemoteSparkSession.builder.remote(self.url).create()
 
 
@@ -173,9 +199,12 @@ def connect_server(tmp_path_factory, mock_cluster):
         spark = server.session()
         try:
             server.auto_registered_schema = (
-                spark.read.format("pykafka").option("kafka.bootstrap.servers",
-                                                    mock_cluster.bootstrap)
-                .option("subscribe", "unused").load().schema.simpleString())
+                spark.read.format("pykafka")
+                .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+                .option("subscribe", "unused")
+                .load()
+                .schema.simpleString()
+            )
         finally:
             spark.stop()
         yield server
@@ -202,6 +231,7 @@ def pyfiles_zip(tmp_path_factory):
 
 # ---- helpers -----------------------------------------------------------------------------
 
+
 def make_topic(cluster, name: str, partitions: int = PARTITIONS) -> None:
     cluster.create_topic(name, partitions, 1)
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
@@ -211,31 +241,59 @@ def make_topic(cluster, name: str, partitions: int = PARTITIONS) -> None:
 def write_rows(spark, bootstrap: str, topic: str) -> None:
     """``df.write``: ROWS rows, key ``k<i>``, value ``v<i>``, partition ``i % PARTITIONS``."""
     df = spark.range(0, ROWS, 1, 1).selectExpr(  # one task: offsets follow the ids
-        "format_string('k%03d', id) AS key", "format_string('v%03d', id) AS value",
-        f"cast(id % {PARTITIONS} AS int) AS partition")
-    (df.write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", topic).save())
+        "format_string('k%03d', id) AS key",
+        "format_string('v%03d', id) AS value",
+        f"cast(id % {PARTITIONS} AS int) AS partition",
+    )
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .save()
+    )
 
 
 def expected_rows(topic: str) -> list[tuple]:
-    return sorted((topic, i % PARTITIONS, i // PARTITIONS, f"k{i:03d}", f"v{i:03d}")
-                  for i in range(ROWS))
+    return sorted(
+        (topic, i % PARTITIONS, i // PARTITIONS, f"k{i:03d}", f"v{i:03d}") for i in range(ROWS)
+    )
 
 
 def read_rows(spark, bootstrap: str, topic: str) -> list[tuple]:
-    df = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).load())
-    return sorted(tuple(r) for r in df.selectExpr(
-        "topic", "partition", "offset", "cast(key AS string)", "cast(value AS string)")
-        .collect())
+    df = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+    )
+    return sorted(
+        tuple(r)
+        for r in df.selectExpr(
+            "topic", "partition", "offset", "cast(key AS string)", "cast(value AS string)"
+        ).collect()
+    )
 
 
 def stream_into_memory(spark, bootstrap: str, topic: str, name: str):
-    return (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("startingOffsets", "earliest").load()
-            .selectExpr("topic", "partition", "offset", "cast(key AS string) AS key",
-                        "cast(value AS string) AS value")
-            .writeStream.format("memory").queryName(name).trigger(availableNow=True).start())
+    return (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr(
+            "topic",
+            "partition",
+            "offset",
+            "cast(key AS string) AS key",
+            "cast(value AS string) AS value",
+        )
+        .writeStream.format("memory")
+        .queryName(name)
+        .trigger(availableNow=True)
+        .start()
+    )
 
 
 def wait_for_end(query) -> None:
@@ -244,16 +302,19 @@ def wait_for_end(query) -> None:
 
 # ---- installed on the server ---------------------------------------------------------------
 
+
 @pytest.mark.timeout(900)  # the first test to ask for the server also starts it
 def test_installed_on_the_server_registers_itself(connect_server):
     assert connect_server.auto_registered_schema == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
-        "timestamp:timestamp,timestampType:int>")
+        "timestamp:timestamp,timestampType:int>"
+    )
 
 
 @pytest.mark.timeout(900)
-def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_cluster,
-                                                     topic_name, tmp_path):
+def test_installed_on_the_server_batch_and_streaming(
+    server_with_wheel, mock_cluster, topic_name, tmp_path
+):
     """Nothing registered nor shipped by the client: batch write and read, a streaming
     read into a memory sink, and a streaming write (topic to topic), all AvailableNow."""
     bootstrap = mock_cluster.bootstrap
@@ -271,13 +332,20 @@ def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_clu
         got = sorted(tuple(r) for r in spark.sql("SELECT * FROM from_kafka").collect())
         assert got == expected_rows(source)
 
-        query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", source).option("startingOffsets", "earliest").load()
-                 .select("key", "value", "partition")
-                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", copy)
-                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value", "partition")
+            .writeStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", copy)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         wait_for_end(query)
         assert query.exception() is None
         assert read_rows(spark, bootstrap, copy) == expected_rows(copy)
@@ -287,16 +355,19 @@ def test_installed_on_the_server_batch_and_streaming(server_with_wheel, mock_clu
 
 # ---- only the client's artifacts -----------------------------------------------------------
 
+
 def _add_connector(spark, pyfiles_zip: str) -> None:
     """What docs/loading.md's "Spark Connect" section tells a client to do."""
     spark.addArtifacts(pyfiles_zip, pyfile=True)
     from pyspark_pykafka import KafkaDataSource
+
     spark.dataSource.register(KafkaDataSource)
 
 
 @pytest.mark.timeout(900)
-def test_artifacts_only_batch_write_and_read(server_without_connector, mock_cluster,
-                                             topic_name, pyfiles_zip):
+def test_artifacts_only_batch_write_and_read(
+    server_without_connector, mock_cluster, topic_name, pyfiles_zip
+):
     bootstrap = mock_cluster.bootstrap
     make_topic(mock_cluster, topic_name)
     spark = server_without_connector.session()
@@ -311,9 +382,12 @@ def test_artifacts_only_batch_write_and_read(server_without_connector, mock_clus
 
         def where(_):
             import kafka_sink
+
             return kafka_sink.__file__
-        files = {r[0] for r in spark.range(0, 4, 1, 2).select(udf(where, StringType())("id"))
-                 .collect()}
+
+        files = {
+            r[0] for r in spark.range(0, 4, 1, 2).select(udf(where, StringType())("id")).collect()
+        }
         zip_name = os.path.basename(pyfiles_zip)
         assert files and all(f"{zip_name}{os.sep}kafka_sink" in f for f in files), files
     finally:
@@ -321,8 +395,9 @@ def test_artifacts_only_batch_write_and_read(server_without_connector, mock_clus
 
 
 @pytest.mark.timeout(900)
-def test_artifacts_only_streaming_read_and_write(server_without_connector, mock_cluster,
-                                                 topic_name, pyfiles_zip, tmp_path):
+def test_artifacts_only_streaming_read_and_write(
+    server_without_connector, mock_cluster, topic_name, pyfiles_zip, tmp_path
+):
     """With nothing of the connector on the server, the workers of a streaming query (which
     Spark gives no session artifacts) import it from the zip its pickled data source, stream
     reader and stream writer carry (kafka_common.import_path): a streaming read into a memory
@@ -342,13 +417,20 @@ def test_artifacts_only_streaming_read_and_write(server_without_connector, mock_
         got = sorted(tuple(r) for r in spark.sql("SELECT * FROM from_artifacts").collect())
         assert got == expected_rows(source)
 
-        query = (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", source).option("startingOffsets", "earliest").load()
-                 .select("key", "value", "partition")
-                 .writeStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("topic", copy)
-                 .option("checkpointLocation", str(tmp_path / "checkpoint"))
-                 .trigger(availableNow=True).start())
+        query = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("key", "value", "partition")
+            .writeStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", copy)
+            .option("checkpointLocation", str(tmp_path / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         wait_for_end(query)
         assert query.exception() is None
         assert read_rows(spark, bootstrap, copy) == expected_rows(copy)

@@ -24,8 +24,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def run_example(name: str, *args: str) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "examples", name), *args],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=800)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", name), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
     assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-5000:])
     return done.stdout
 
@@ -38,17 +44,16 @@ def test_batch_write_on_its_embedded_broker():
     assert [p for p, _, _ in per_partition] == ["0", "1", "2"]
     assert sum(int(n) for _, n, _ in per_partition) == 1000
     assert sum(int(c) for _, _, c in per_partition) == 40  # a customer keeps its partition
-    assert ('first record: key=customer-' in out
-            and "headers=[('source', 'batch_write.py')]" in out)
+    assert "first record: key=customer-" in out and "headers=[('source', 'batch_write.py')]" in out
 
 
 def test_batch_read(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 3, 1)
-    out = run_example("batch_read.py", "--bootstrap-servers", mock_cluster.bootstrap,
-                      "--topic", topic_name)
+    out = run_example(
+        "batch_read.py", "--bootstrap-servers", mock_cluster.bootstrap, "--topic", topic_name
+    )
     assert "read 600 records from 3 partitions" in out
-    assert re.search(r'\|user-00\s*\|\{"user":"user-00","country":"FR","ms":0\}\|0\s*\|0\s*\|',
-                     out)
+    assert re.search(r'\|user-00\s*\|\{"user":"user-00","country":"FR","ms":0\}\|0\s*\|0\s*\|', out)
     for country in ("DE", "FR", "NL"):
         assert f"country {country}: 200 views, 49.5 ms on average" in out
     assert "partition 0, offsets 10..19: 10 records, offsets 10..19" in out
@@ -56,8 +61,9 @@ def test_batch_read(mock_cluster, topic_name):
 
 def test_stream_to_console(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 2, 1)
-    out = run_example("stream_to_console.py", "--bootstrap-servers", mock_cluster.bootstrap,
-                      "--topic", topic_name)
+    out = run_example(
+        "stream_to_console.py", "--bootstrap-servers", mock_cluster.bootstrap, "--topic", topic_name
+    )
     # a start from "earliest" can be resolved again after a crash, so batch 0 reads too
     assert re.findall(r"^Batch: (\d+)$", out, re.M) == ["0", "1", "2"]
     assert "|sensor  |celsius|partition|offset|" in out
@@ -68,8 +74,15 @@ def test_etl_stream(mock_cluster, topic_name):
     source, sink = topic_name + "-in", topic_name + "-out"
     mock_cluster.create_topic(source, 2, 1)
     mock_cluster.create_topic(sink, 2, 1)
-    out = run_example("etl_stream.py", "--bootstrap-servers", mock_cluster.bootstrap,
-                      "--input-topic", source, "--output-topic", sink)
+    out = run_example(
+        "etl_stream.py",
+        "--bootstrap-servers",
+        mock_cluster.bootstrap,
+        "--input-topic",
+        source,
+        "--output-topic",
+        sink,
+    )
     assert re.search(r"^\d+ micro-batches read 1201 clicks$", out, re.M)
     for user in range(6):
         assert f"00:00 user-{user}: 50 clicks" in out
@@ -81,9 +94,24 @@ def test_exactly_once(kafka, topic_name):
     every order once, and a second run from the same checkpoint adds nothing. (The happy
     path only: crashes are in tests/test_sink_exactly_once_spark.py.)"""
     source, sink = topic_name + "-in", topic_name + "-out"
-    out = run_example("exactly_once.py", "--bootstrap-servers", kafka.bootstrap,
-                      "--input-topic", source, "--output-topic", sink)
-    assert re.search(rf"^first run: \d+ micro-batches, 1000 records in '{sink}', 1000 "
-                     rf"distinct$", out, re.M), out
-    assert re.search(rf"^second run, same checkpoint: \d+ micro-batches, 1000 records in "
-                     rf"'{sink}', 1000 distinct$", out, re.M), out
+    out = run_example(
+        "exactly_once.py",
+        "--bootstrap-servers",
+        kafka.bootstrap,
+        "--input-topic",
+        source,
+        "--output-topic",
+        sink,
+    )
+    assert re.search(
+        rf"^first run: \d+ micro-batches, 1000 records in '{sink}', 1000 "
+        rf"distinct$",
+        out,
+        re.M,
+    ), out
+    assert re.search(
+        rf"^second run, same checkpoint: \d+ micro-batches, 1000 records in "
+        rf"'{sink}', 1000 distinct$",
+        out,
+        re.M,
+    ), out

@@ -53,6 +53,7 @@ CUT_EVERY_MS = 200
 
 # ---- brokers -------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def private_mock():
     with MockCluster(brokers=3) as cluster:
@@ -68,7 +69,8 @@ def read_partitions(opts, topic: str, ends: dict[int, int]) -> dict[int, pa.Tabl
     def one(part: int) -> None:
         try:
             out[part] = pa.Table.from_batches(
-                list(read_range(opts, OffsetRange(topic, part, 0, ends[part]))))
+                list(read_range(opts, OffsetRange(topic, part, 0, ends[part])))
+            )
         except BaseException as e:  # re-raised below
             errors.append(e)
 
@@ -88,6 +90,7 @@ def lost_and_duplicated(expected: list, got: list) -> tuple[int, int]:
 
 # ---- 1. a big read while the connection is cut every few hundred ms -----------------------
 
+
 @pytest.fixture(scope="module")
 def big_topic(proxied):
     proxy, broker = proxied
@@ -106,15 +109,21 @@ def big_read_options(bootstrap: str):
     # Not pooled (idle bound 0): each read opens its connections, so the byte budgets of
     # cut_after_bytes (which apply to new connections) cut them mid-read. Pooled reads
     # through cut connections are tests/test_pool.py's.
-    return reader_options(bootstrap, includeHeaders="true",
-                          **{"kafka.max.partition.fetch.bytes": 262_144,
-                             "kafka.fetch.max.bytes": 262_144,
-                             "kafkaConsumer.pollTimeoutMs": 30_000,
-                             "kafka.connections.max.idle.ms": 0})
+    return reader_options(
+        bootstrap,
+        includeHeaders="true",
+        **{
+            "kafka.max.partition.fetch.bytes": 262_144,
+            "kafka.fetch.max.bytes": 262_144,
+            "kafkaConsumer.pollTimeoutMs": 30_000,
+            "kafka.connections.max.idle.ms": 0,
+        },
+    )
 
 
 def test_read_1m_records_with_connections_cut_every_200ms_equals_the_fault_free_read(
-        proxied, proxy, big_topic):
+    proxied, proxy, big_topic
+):
     """1 M records (200 k by default) of 2 partitions read with ``read_range`` through a
     proxy cutting every connection every 200 ms (mid-response: the client gets half a
     frame), plus 20 connections cut after a random number of bytes: the rows, their order
@@ -140,14 +149,24 @@ def test_read_1m_records_with_connections_cut_every_200ms_equals_the_fault_free_
         a, b = lost_and_duplicated(expected, offsets)
         lost, duplicated = lost + a, duplicated + b
         assert got[part].equals(table), f"partition {part}: rows differ"
-    record("faults/read_range_cut_connections", section="faults",
-           what=f"read_range of {READ_RECORDS:,} records through a proxy cutting every "
-                f"connection every {CUT_EVERY_MS} ms",
-           faults=cuts, records=READ_RECORDS, lost=lost, duplicated=duplicated,
-           seconds=seconds, connections=proxy.stats["connections"])
+    record(
+        "faults/read_range_cut_connections",
+        section="faults",
+        what=f"read_range of {READ_RECORDS:,} records through a proxy cutting every "
+        f"connection every {CUT_EVERY_MS} ms",
+        faults=cuts,
+        records=READ_RECORDS,
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        connections=proxy.stats["connections"],
+    )
     assert cuts >= 3, "the read was too quick to be cut: the test proves nothing"
-    leftover = [t for t in set(threading.enumerate()) - threads_before
-                if t.is_alive() and not t.name.startswith(("fault-proxy", "pykafka-pool"))]
+    leftover = [
+        t
+        for t in set(threading.enumerate()) - threads_before
+        if t.is_alive() and not t.name.startswith(("fault-proxy", "pykafka-pool"))
+    ]
     assert not leftover, f"threads outlived the read: {leftover}"
 
 
@@ -155,63 +174,99 @@ def checksums(table: pa.Table, end: int) -> tuple:
     """(count, distinct offsets, first, last, sum of the CRC-32s of the values, of the keys
     (null as empty), of the header values, number of headers) of the rows below ``end``."""
     import zlib
+
     rows = table.filter(pa.compute.less(table["offset"], end))
     offsets = rows["offset"].to_pylist()
     headers = [h for hs in rows["headers"].to_pylist() for h in hs or ()]
-    return (len(offsets), len(set(offsets)), min(offsets), max(offsets),
-            sum(zlib.crc32(v or b"") for v in rows["value"].to_pylist()),
-            sum(zlib.crc32(k or b"") for k in rows["key"].to_pylist()),
-            sum(zlib.crc32(h["value"] or b"") for h in headers), len(headers))
+    return (
+        len(offsets),
+        len(set(offsets)),
+        min(offsets),
+        max(offsets),
+        sum(zlib.crc32(v or b"") for v in rows["value"].to_pylist()),
+        sum(zlib.crc32(k or b"") for k in rows["key"].to_pylist()),
+        sum(zlib.crc32(h["value"] or b"") for h in headers),
+        len(headers),
+    )
 
 
 @pytest.mark.spark
-def test_spark_read_with_connections_cut_equals_the_fault_free_read(spark, proxied, proxy,
-                                                                     big_topic):
+def test_spark_read_with_connections_cut_equals_the_fault_free_read(
+    spark, proxied, proxy, big_topic
+):
     """The same topic (its first 100 k records by default) through
     ``spark.read.format("pykafka")`` (driver and executors through the cutting proxy),
     in 4 tasks: per partition the count, distinct offsets, first and last offset, and
     checksums of every value, key and header are those of the fault-free read."""
     from pyspark.sql import functions as F
+
     topic, ends, reference = big_topic
     ends = {p: min(e, SPARK_READ_RECORDS // 2) for p, e in ends.items()}
     ending = json.dumps({topic: {str(p): e for p, e in ends.items()}})
     expected = [(p, *checksums(reference[p], e)) for p, e in sorted(ends.items())]
 
-    df = (spark.read.format("pykafka")
-          .option("kafka.bootstrap.servers", proxy.address)
-          .option("subscribe", topic).option("startingOffsets", "earliest")
-          .option("endingOffsets", ending).option("includeHeaders", "true")
-          .option("minPartitions", "4")
-          .option("kafka.max.partition.fetch.bytes", "262144")
-          .option("kafka.fetch.max.bytes", "262144").load())
-    crc_headers = F.aggregate(F.transform("headers", lambda h: F.crc32(
-        F.coalesce(h["value"], F.lit(b"")))), F.lit(0).cast("bigint"), lambda a, x: a + x)
+    df = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", proxy.address)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", ending)
+        .option("includeHeaders", "true")
+        .option("minPartitions", "4")
+        .option("kafka.max.partition.fetch.bytes", "262144")
+        .option("kafka.fetch.max.bytes", "262144")
+        .load()
+    )
+    crc_headers = F.aggregate(
+        F.transform("headers", lambda h: F.crc32(F.coalesce(h["value"], F.lit(b"")))),
+        F.lit(0).cast("bigint"),
+        lambda a, x: a + x,
+    )
     started = time.monotonic()
     proxy.cut_every(CUT_EVERY_MS)
-    got = sorted(tuple(r) for r in df.groupBy("partition").agg(
-        F.count("*"), F.countDistinct("offset"), F.min("offset"), F.max("offset"),
-        F.sum(F.crc32("value")), F.sum(F.crc32(F.coalesce("key", F.lit(b"")))),
-        F.sum(crc_headers), F.sum(F.size("headers"))).collect())
+    got = sorted(
+        tuple(r)
+        for r in df.groupBy("partition")
+        .agg(
+            F.count("*"),
+            F.countDistinct("offset"),
+            F.min("offset"),
+            F.max("offset"),
+            F.sum(F.crc32("value")),
+            F.sum(F.crc32(F.coalesce("key", F.lit(b"")))),
+            F.sum(crc_headers),
+            F.sum(F.size("headers")),
+        )
+        .collect()
+    )
     proxy.cut_every(None)
     seconds = time.monotonic() - started
-    record("faults/spark_read_cut_connections", section="faults",
-           what=f"spark.read of {sum(ends.values()):,} records through a proxy cutting every "
-                f"connection every {CUT_EVERY_MS} ms",
-           faults=proxy.stats["cuts"], records=sum(r[1] for r in got),
-           lost=sum(ends.values()) - sum(r[2] for r in got),
-           duplicated=sum(r[1] - r[2] for r in got), seconds=seconds)
+    record(
+        "faults/spark_read_cut_connections",
+        section="faults",
+        what=f"spark.read of {sum(ends.values()):,} records through a proxy cutting every "
+        f"connection every {CUT_EVERY_MS} ms",
+        faults=proxy.stats["cuts"],
+        records=sum(r[1] for r in got),
+        lost=sum(ends.values()) - sum(r[2] for r in got),
+        duplicated=sum(r[1] - r[2] for r in got),
+        seconds=seconds,
+    )
     assert got == expected
 
 
 # ---- 2. a big write with broker errors and lost answers -----------------------------------
 
+
 def _check_written(bootstrap: str, topic: str, partitions: int, total: int):
     got = consume(bootstrap, topic, partitions, total, timeout=120)
     seen = [int(v[1:9]) for recs in got.values() for _, v, _, _ in recs]
     lost, duplicated = lost_and_duplicated(list(range(total)), seen)
-    out_of_order = [p for p, recs in got.items()
-                    if [int(v[1:9]) for _, v, _, _ in recs]
-                    != sorted(int(v[1:9]) for _, v, _, _ in recs)]
+    out_of_order = [
+        p
+        for p, recs in got.items()
+        if [int(v[1:9]) for _, v, _, _ in recs] != sorted(int(v[1:9]) for _, v, _, _ in recs)
+    ]
     return lost, duplicated, out_of_order
 
 
@@ -240,22 +295,35 @@ def test_write_with_produce_errors_from_the_mock_cluster(private_mock, topic_nam
             pushed += 1
             yield batch
 
-    opts = writer_options(mock, topic_name, **{
-        "batch.size": 4000, "buffer.memory": 20_000, "retry.backoff.ms": 5,
-        "max.in.flight.requests.per.connection": 1})
+    opts = writer_options(
+        mock,
+        topic_name,
+        **{
+            "batch.size": 4000,
+            "buffer.memory": 20_000,
+            "retry.backoff.ms": 5,
+            "max.in.flight.requests.per.connection": 1,
+        },
+    )
     started = time.monotonic()
     message = write_task(stream(), opts, plan_for(data[0], topic_name))
     seconds = time.monotonic() - started
     left = sum(mock.broker_error_stack_count(b, 0) for b in (1, 2, 3))
     injected = pushed - left
-    lost, duplicated, out_of_order = _check_written(mock.bootstrap, topic_name, 3,
-                                                    WRITE_RECORDS)
-    record("faults/write_mock_produce_errors", section="faults",
-           what=f"write_task of {WRITE_RECORDS:,} records, Produce answered "
-                "NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT / "
-                "NOT_ENOUGH_REPLICAS_AFTER_APPEND (mock cluster)",
-           faults=injected, records=WRITE_RECORDS, lost=lost, duplicated=duplicated,
-           seconds=seconds, out_of_order_partitions=len(out_of_order))
+    lost, duplicated, out_of_order = _check_written(mock.bootstrap, topic_name, 3, WRITE_RECORDS)
+    record(
+        "faults/write_mock_produce_errors",
+        section="faults",
+        what=f"write_task of {WRITE_RECORDS:,} records, Produce answered "
+        "NOT_LEADER_OR_FOLLOWER / REQUEST_TIMED_OUT / "
+        "NOT_ENOUGH_REPLICAS_AFTER_APPEND (mock cluster)",
+        faults=injected,
+        records=WRITE_RECORDS,
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        out_of_order_partitions=len(out_of_order),
+    )
     assert message.records == WRITE_RECORDS
     assert (lost, duplicated, out_of_order) == (0, 0, [])
     assert injected >= WRITE_FAULTS * 0.9, f"only {injected} of {pushed} errors were used"
@@ -272,22 +340,35 @@ def test_write_with_answers_lost_and_connections_dropped(proxied, proxy, topic_n
         client.create_topics({topic_name: 3})
     data = batches(WRITE_RECORDS, 1000)
     proxy.drop_after_request(0, WRITE_FAULTS, every=3)
-    opts = writer_options(proxy, topic_name, **{
-        "batch.size": 250, "buffer.memory": 20_000, "retry.backoff.ms": 5,
-        "max.in.flight.requests.per.connection": 5})
+    opts = writer_options(
+        proxy,
+        topic_name,
+        **{
+            "batch.size": 250,
+            "buffer.memory": 20_000,
+            "retry.backoff.ms": 5,
+            "max.in.flight.requests.per.connection": 5,
+        },
+    )
     started = time.monotonic()
     message = write_task(iter(data), opts, plan_for(data[0], topic_name))
     seconds = time.monotonic() - started
     injected = proxy.stats["dropped_responses"]
     proxy.reset()
-    lost, duplicated, out_of_order = _check_written(broker.bootstrap, topic_name, 3,
-                                                    WRITE_RECORDS)
-    record("faults/write_kafka_lost_answers", section="faults",
-           what=f"write_task of {WRITE_RECORDS:,} records, 5 in flight, Produce answers "
-                "replaced by a cut connection (Apache Kafka checks sequences)",
-           faults=injected, records=WRITE_RECORDS, lost=lost, duplicated=duplicated,
-           seconds=seconds, producer_ids=len(message.producer_ids),
-           out_of_order_partitions=len(out_of_order))
+    lost, duplicated, out_of_order = _check_written(broker.bootstrap, topic_name, 3, WRITE_RECORDS)
+    record(
+        "faults/write_kafka_lost_answers",
+        section="faults",
+        what=f"write_task of {WRITE_RECORDS:,} records, 5 in flight, Produce answers "
+        "replaced by a cut connection (Apache Kafka checks sequences)",
+        faults=injected,
+        records=WRITE_RECORDS,
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        producer_ids=len(message.producer_ids),
+        out_of_order_partitions=len(out_of_order),
+    )
     assert message.records == WRITE_RECORDS
     assert (lost, duplicated, out_of_order) == (0, 0, [])
     assert injected == WRITE_FAULTS, f"only {injected} answers were dropped"
@@ -295,9 +376,9 @@ def test_write_with_answers_lost_and_connections_dropped(proxied, proxy, topic_n
 
 # ---- 3. a streaming query while its broker goes down and comes back ----------------------
 
+
 @pytest.mark.spark
-def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic_name,
-                                                      tmp_path):
+def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic_name, tmp_path):
     """A processing-time query on 2 partitions, each led by a different broker, while a
     producer writes: the leader of partition 0 is taken down for 4 s (connections closed,
     new ones refused), then brought back. The foreachBatch sink is idempotent (rows keyed
@@ -332,8 +413,9 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
     produced = {"n": 0}
 
     def producer():
-        p = confluent_kafka.Producer({"bootstrap.servers": mock.bootstrap, "linger.ms": 5,
-                                      "message.timeout.ms": 60_000})
+        p = confluent_kafka.Producer(
+            {"bootstrap.servers": mock.bootstrap, "linger.ms": 5, "message.timeout.ms": 60_000}
+        )
         while not stop.is_set():
             for part in (0, 1):
                 p.produce(topic_name, value=b"live-%d" % produced["n"], partition=part)
@@ -342,12 +424,17 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
             time.sleep(0.01)
         assert p.flush(60) == 0
 
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", mock.bootstrap)
-             .option("subscribe", topic_name).option("startingOffsets", "earliest")
-             .load().writeStream.foreachBatch(sink)
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(processingTime="250 milliseconds").start())
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", mock.bootstrap)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="250 milliseconds")
+        .start()
+    )
     worker = threading.Thread(target=producer)
     worker.start()
     started = time.monotonic()
@@ -366,9 +453,12 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
         with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
             ends = client.latest_offsets([(topic_name, 0), (topic_name, 1)])
         expected = {(p, o) for (_, p), end in ends.items() for o in range(end)}
-        _wait_for(lambda: expected <= set(seen), 90,
-                  lambda: f"the query did not catch up: {len(expected - set(seen))} missing",
-                  query)
+        _wait_for(
+            lambda: expected <= set(seen),
+            90,
+            lambda: f"the query did not catch up: {len(expected - set(seen))} missing",
+            query,
+        )
         assert query.exception() is None
         recovered = time.monotonic() - up_at
     finally:
@@ -377,13 +467,21 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
         query.stop()
     seconds = time.monotonic() - started
     lost = len(expected - set(seen))
-    record("faults/streaming_broker_down_up", section="faults",
-           what="streaming query (foreachBatch, idempotent sink) while a partition "
-                "leader is down for 4 s (mock cluster)",
-           faults=1, records=len(expected), lost=lost, duplicated=len(across_batches),
-           seconds=seconds, outage_s=round(outage, 1),
-           caught_up_s_after_the_outage=round(recovered, 1), batches=len(batch_ids),
-           replayed_batches=replays["batches"])
+    record(
+        "faults/streaming_broker_down_up",
+        section="faults",
+        what="streaming query (foreachBatch, idempotent sink) while a partition "
+        "leader is down for 4 s (mock cluster)",
+        faults=1,
+        records=len(expected),
+        lost=lost,
+        duplicated=len(across_batches),
+        seconds=seconds,
+        outage_s=round(outage, 1),
+        caught_up_s_after_the_outage=round(recovered, 1),
+        batches=len(batch_ids),
+        replayed_batches=replays["batches"],
+    )
     assert lost == 0 and across_batches == []
     assert set(seen) == expected  # nothing beyond the log either
 
@@ -400,6 +498,7 @@ def _wait_for(condition, timeout: float, message, query=None) -> None:
 
 # ---- 4. flipped bytes ------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def small_topic(proxied):
     proxy, broker = proxied
@@ -412,8 +511,9 @@ def small_topic(proxied):
 
 
 @pytest.mark.parametrize("record_byte", [0, 3, 17, 100, 1000])
-def test_a_flipped_byte_in_record_data_is_a_crc_error_naming_the_batch(proxy, small_topic,
-                                                                       record_byte):
+def test_a_flipped_byte_in_record_data_is_a_crc_error_naming_the_batch(
+    proxy, small_topic, record_byte
+):
     """A bit flipped inside the records of the first batch of a Fetch response (past the
     CRC'd batch header): CorruptRecordError naming the topic, the partition and the
     batch's offset; no row of that response is returned."""
@@ -438,15 +538,21 @@ def test_a_flipped_base_offset_past_the_range_does_not_end_it_empty(proxy, small
     past the high watermark) looks like a range a compacted topic has emptied; the reader
     asks again instead of ending the range with no rows."""
     topic, _ = small_topic
-    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 5_000,
-                                            "kafka.max.partition.fetch.bytes": 16_384,
-                                            "kafka.fetch.max.bytes": 16_384})
+    opts = reader_options(
+        proxy.address,
+        **{
+            "kafkaConsumer.pollTimeoutMs": 5_000,
+            "kafka.max.partition.fetch.bytes": 16_384,
+            "kafka.fetch.max.bytes": 16_384,
+        },
+    )
     reference = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, 600))))
     assert reference.num_rows == 600
     byte = 7 - bit // 8  # the base offset is big-endian, 61 bytes before the records
     proxy.flip_byte(1, in_records=True, record_byte=byte - 61, xor=1 << (bit % 8))
-    got = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, 600))),
-                                schema=reference.schema)
+    got = pa.Table.from_batches(
+        list(read_range(opts, OffsetRange(topic, 0, 0, 600))), schema=reference.schema
+    )
     assert proxy.flipped and proxy.flipped[-1]["base_offset"] == 0
     assert got.equals(reference)
 
@@ -458,10 +564,15 @@ def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, 
     each read either fails with one of the client's typed errors, or returns exactly the
     rows of the fault-free read. Never other rows."""
     topic, total = small_topic
-    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 5_000,
-                                            "kafka.request.timeout.ms": 2_000,
-                                            "kafka.max.partition.fetch.bytes": 16_384,
-                                            "kafka.fetch.max.bytes": 16_384})
+    opts = reader_options(
+        proxy.address,
+        **{
+            "kafkaConsumer.pollTimeoutMs": 5_000,
+            "kafka.request.timeout.ms": 2_000,
+            "kafka.max.partition.fetch.bytes": 16_384,
+            "kafka.fetch.max.bytes": 16_384,
+        },
+    )
     end = 600
     reference = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))))
     rng = random.Random(11)
@@ -475,8 +586,9 @@ def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, 
         position = rng.randrange(0, 160) if rng.random() < 0.5 else rng.randrange(0, 16_500)
         proxy.flip_byte(1, position=position, xor=1 << rng.randrange(8))
         try:
-            got = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 0, end))),
-                                        schema=reference.schema)
+            got = pa.Table.from_batches(
+                list(read_range(opts, OffsetRange(topic, 0, 0, end))), schema=reference.schema
+            )
         except PyKafkaError as e:
             outcomes["error"] += 1
             errors[type(e).__name__] = errors.get(type(e).__name__, 0) + 1
@@ -484,11 +596,19 @@ def test_random_flips_in_fetch_responses_give_an_error_or_the_right_rows(proxy, 
         assert got.equals(reference), f"wrong rows after {proxy.flipped[-1]}"
         outcomes["same rows"] += 1
     seconds = time.monotonic() - started
-    record("faults/fetch_response_bit_flips", section="faults",
-           what="one bit flipped at a random position of a Fetch response, then read_range",
-           faults=proxy.stats["flips"], records=cases * end, lost=0, duplicated=0,
-           seconds=seconds, errors=outcomes["error"], same_rows=outcomes["same rows"],
-           **{f"error_{k}": v for k, v in sorted(errors.items())})
+    record(
+        "faults/fetch_response_bit_flips",
+        section="faults",
+        what="one bit flipped at a random position of a Fetch response, then read_range",
+        faults=proxy.stats["flips"],
+        records=cases * end,
+        lost=0,
+        duplicated=0,
+        seconds=seconds,
+        errors=outcomes["error"],
+        same_rows=outcomes["same rows"],
+        **{f"error_{k}": v for k, v in sorted(errors.items())},
+    )
     assert proxy.stats["flips"] == cases
 
 

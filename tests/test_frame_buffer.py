@@ -24,15 +24,16 @@ def receive(buffer: FrameBuffer, data: bytes, step: int) -> list[bytes]:
         room = buffer.receive_buffer()
         assert room.nbytes > 0
         n = min(step, room.nbytes, len(data) - pos)
-        room[:n] = data[pos:pos + n]
+        room[:n] = data[pos : pos + n]
         pos += n
         out += [bytes(f) for f in buffer.received(n)]
     return out
 
 
-payloads = st.lists(st.one_of(st.binary(max_size=300),
-                              st.integers(0, 300_000).map(lambda n: bytes([n % 251]) * n)),
-                    max_size=8)
+payloads = st.lists(
+    st.one_of(st.binary(max_size=300), st.integers(0, 300_000).map(lambda n: bytes([n % 251]) * n)),
+    max_size=8,
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -43,7 +44,7 @@ def test_frames_come_out_whole_and_in_order_however_the_bytes_arrive(items, step
     if by_feed:
         got = []
         for i in range(0, len(stream), step):
-            got += [bytes(f) for f in buffer.feed(stream[i:i + step])]
+            got += [bytes(f) for f in buffer.feed(stream[i : i + step])]
     else:
         got = receive(buffer, stream, step)
     assert got == items
@@ -74,15 +75,21 @@ def test_a_frame_over_the_limit_is_refused_before_anything_is_allocated():
         FrameBuffer().feed(struct.pack(">i", -5))
 
 
-@pytest.mark.parametrize("record,kind", [
-    (b"\x15\x03\x03\x00\x02\x02\x28", "alert"),       # TLS 1.2 alert: fatal, handshake_failure
-    (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc", "handshake"),  # a ServerHello's start
-])
+@pytest.mark.parametrize(
+    "record,kind",
+    [
+        (b"\x15\x03\x03\x00\x02\x02\x28", "alert"),  # TLS 1.2 alert: fatal, handshake_failure
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc", "handshake"),  # a ServerHello's start
+    ],
+)
 def test_a_tls_record_where_a_frame_should_be_is_named(record, kind):
     """A TLS listener answering a plaintext client: its record header, read as a size, is
     over 350 MB; the error says it is TLS and which option to set, not the size."""
-    with pytest.raises(ProtocolError, match=f"answered with a TLS {kind} record, not a Kafka "
-                                            "frame: .* set kafka.security.protocol to SSL"):
+    with pytest.raises(
+        ProtocolError,
+        match=f"answered with a TLS {kind} record, not a Kafka "
+        "frame: .* set kafka.security.protocol to SSL",
+    ):
         FrameBuffer().feed(record)
     # bytes of the same size that are no TLS record keep the size's words
     with pytest.raises(ProtocolError, match="frame size 352583680 exceeds"):

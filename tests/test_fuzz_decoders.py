@@ -39,8 +39,14 @@ from .fuzz.targets import MUTATIONS, TARGETS, check_bounded, mutate
 from .reliability_report import record, soak
 
 SCALE = max(1, int(os.environ.get("PYKAFKA_FUZZ_EXAMPLES", "5" if soak() else "1")))
-EXAMPLES = {"frames": 200, "responses": 400, "records": 300, "compressed": 200,
-            "scram": 80, "avro": 200}
+EXAMPLES = {
+    "frames": 200,
+    "responses": 400,
+    "records": 300,
+    "compressed": 200,
+    "scram": 80,
+    "avro": 200,
+}
 _SEEDS = {name: target.seeds() for name, target in TARGETS.items()}
 _STATS: dict[str, dict] = {name: {} for name in TARGETS}
 _SPAN: dict[str, list[float]] = {}  # first start, last end of each target's examples
@@ -54,12 +60,18 @@ def fuzz_figures():
             continue
         errors = {k: v for k, v in stats.items() if k.startswith("error_")}
         span = _SPAN.get(name, [0.0, 0.0])
-        record(f"fuzz/{name}", section="fuzz",
-               what=f"{TARGETS[name].what} (hypothesis, structured mutations)",
-               faults=stats["inputs"], seconds=span[1] - span[0],
-               max_cpu_ms=round(stats["max_ms"], 1),
-               max_wall_ms=round(stats["max_wall_ms"], 1), max_peak_kb=stats["max_peak_kb"],
-               decoded=stats.get("decoded", 0), **errors)
+        record(
+            f"fuzz/{name}",
+            section="fuzz",
+            what=f"{TARGETS[name].what} (hypothesis, structured mutations)",
+            faults=stats["inputs"],
+            seconds=span[1] - span[0],
+            max_cpu_ms=round(stats["max_ms"], 1),
+            max_wall_ms=round(stats["max_wall_ms"], 1),
+            max_peak_kb=stats["max_peak_kb"],
+            decoded=stats.get("decoded", 0),
+            **errors,
+        )
 
 
 def _warm_up(name: str) -> None:
@@ -86,33 +98,43 @@ def _mutated(seeds: list[bytes], data, *, may_mutate_head: bool) -> bytes:
     """A seed with 1 to 4 structural edits (``MUTATIONS``) past its first byte (a target's
     mode byte), or anywhere in it when ``may_mutate_head`` and hypothesis so draws."""
     raw = bytearray(data.draw(st.sampled_from(seeds), label="seed"))
-    keep_head = (not may_mutate_head
-                 or data.draw(st.booleans(), label="keep first byte") and len(raw) > 1)
+    keep_head = (
+        not may_mutate_head or data.draw(st.booleans(), label="keep first byte") and len(raw) > 1
+    )
     head, body = (raw[:1], raw[1:]) if keep_head else (b"", raw)
     for _ in range(data.draw(st.integers(1, 4), label="edits")):
-        mutate(body, data.draw(st.sampled_from(MUTATIONS), label="op"),
-               data.draw(st.integers(0, 1 << 16), label="at"),
-               data.draw(st.integers(0, 1 << 10), label="value"),
-               data.draw(st.sampled_from(seeds), label="other"),
-               data.draw(st.integers(1, 64), label="length"))
+        mutate(
+            body,
+            data.draw(st.sampled_from(MUTATIONS), label="op"),
+            data.draw(st.integers(0, 1 << 16), label="at"),
+            data.draw(st.integers(0, 1 << 10), label="value"),
+            data.draw(st.sampled_from(seeds), label="other"),
+            data.draw(st.integers(1, 64), label="length"),
+        )
     return bytes(head + body)
 
 
 def _fuzz(name: str, data) -> None:
-    check_bounded(TARGETS[name], _mutated(_SEEDS[name], data, may_mutate_head=True),
-                  _STATS[name])
+    check_bounded(TARGETS[name], _mutated(_SEEDS[name], data, may_mutate_head=True), _STATS[name])
     _SPAN[name][1] = time.monotonic()
 
 
 def _test_for(name: str):
-    @settings(max_examples=EXAMPLES[name] * SCALE, deadline=None, derandomize=False,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES[name] * SCALE,
+        deadline=None,
+        derandomize=False,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(data=st.data())
     def test(data):
         _SPAN.setdefault(name, [time.monotonic(), 0.0])
         _fuzz(name, data)
-    test.__doc__ = (f"{EXAMPLES[name] * SCALE} structurally mutated inputs for the "
-                    f"{name!r} target: typed errors only, < 1 s and < 8 MB each.")
+
+    test.__doc__ = (
+        f"{EXAMPLES[name] * SCALE} structurally mutated inputs for the "
+        f"{name!r} target: typed errors only, < 1 s and < 8 MB each."
+    )
     return test
 
 
@@ -134,8 +156,12 @@ def _records_outcome(data: bytes):
     return out
 
 
-@settings(max_examples=EXAMPLES["records"] * SCALE, deadline=None, derandomize=False,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=EXAMPLES["records"] * SCALE,
+    deadline=None,
+    derandomize=False,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_records_decoders_agree(data):
     """The compiled record decoder (protocol/records/accel.py) against the pure path on
@@ -165,6 +191,7 @@ def test_chunking_does_not_change_what_framing_decodes():
     from protocol.framing import ClientFraming
 
     from .fuzz.targets import _EMPTY_REQUEST, _IN_FLIGHT
+
     stream = _SEEDS["frames"][0][1:]
 
     def decode(step: int):
@@ -173,7 +200,7 @@ def test_chunking_does_not_change_what_framing_decodes():
             framing.request(api, version, _EMPTY_REQUEST[api.key])
         out = []
         for pos in range(0, len(stream), step):
-            out += framing.receive_data(stream[pos:pos + step])
+            out += framing.receive_data(stream[pos : pos + step])
         return out
 
     whole = decode(len(stream))
@@ -186,13 +213,17 @@ def test_chunking_does_not_change_what_framing_decodes():
 REGRESSIONS = [
     # a record's header count varint overflowing 32 bits: VarintError escaped
     # decode_records (CRC checks off, so the mutation reached the record parser)
-    ("records", "BQAAAAAAAAAGAAAAdP////8C+GGgewAQAAAAAgAAAYvP5WgAAAABi8/laAIAAAAAAAAADAAAAAAA"
-                "AAAAAAMMAAADAQEAOgACAgRrMRx2YWx1ZS0xdmFs//////////8xAm4BOgAEBARrMip2YWx1ZS0C"
-                "+GGgewAydmFsdWUtMnZhbHVlLTIA"),
+    (
+        "records",
+        "BQAAAAAAAAAGAAAAdP////8C+GGgewAQAAAAAgAAAYvP5WgAAAABi8/laAIAAAAAAAAADAAAAAAA"
+        "AAAAAAMMAAADAQEAOgACAgRrMRx2YWx1ZS0xdmFs//////////8xAm4BOgAEBARrMip2YWx1ZS0C"
+        "+GGgewAydmFsdWUtMnZhbHVlLTIA",
+    ),
 ]
 
 
 @pytest.mark.parametrize("name,data", REGRESSIONS)
 def test_inputs_found_by_fuzzing(name, data):
     import base64
+
     assert check_bounded(TARGETS[name], base64.b64decode(data)) is not None

@@ -36,28 +36,42 @@ def figures():
     yield
     for kind, rows in _FIGURES.items():
         if rows:
-            record(f"hostile/{kind}", section="hostile",
-                   what={"frames": "hostile frame sizes, counts and lengths near 2**31 "
-                                   "during SASL and after it",
-                         "scram": "cheating SCRAM servers (iterations, nonce, signature, "
-                                  "errors as success)"}[kind],
-                   faults=len(rows), seconds=sum(r[0] for r in rows),
-                   slowest_ms=round(max(r[0] for r in rows) * 1000, 1),
-                   max_peak_kb=max(r[1] for r in rows) // 1024,
-                   password_leaks=sum(r[2] for r in rows))
+            record(
+                f"hostile/{kind}",
+                section="hostile",
+                what={
+                    "frames": "hostile frame sizes, counts and lengths near 2**31 "
+                    "during SASL and after it",
+                    "scram": "cheating SCRAM servers (iterations, nonce, signature, "
+                    "errors as success)",
+                }[kind],
+                faults=len(rows),
+                seconds=sum(r[0] for r in rows),
+                slowest_ms=round(max(r[0] for r in rows) * 1000, 1),
+                max_peak_kb=max(r[1] for r in rows) // 1024,
+                password_leaks=sum(r[2] for r in rows),
+            )
 
 
 def config(mechanism: str = "SCRAM-SHA-256", **kw) -> ClientConfig:
-    return ClientConfig(bootstrap_servers=["unused:1"], security_protocol="SASL_PLAINTEXT",
-                        sasl_mechanism=mechanism, sasl_username=USER, sasl_password=PASSWORD,
-                        request_timeout_ms=3000, **kw)
+    return ClientConfig(
+        bootstrap_servers=["unused:1"],
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_username=USER,
+        sasl_password=PASSWORD,
+        request_timeout_ms=3000,
+        **kw,
+    )
 
 
-def expect_refusal(fake: FakeSaslBroker, cfg: ClientConfig, error, match: str, kind: str,
-                   caplog) -> PyKafkaError:
+def expect_refusal(
+    fake: FakeSaslBroker, cfg: ClientConfig, error, match: str, kind: str, caplog
+) -> PyKafkaError:
     """Connect (ApiVersions, SASL, then Metadata if authentication passes) and check the
     refusal: the typed error, under a second, under 4 MB, socket closed, no password."""
     from protocol.schemas import METADATA
+
     conn = BrokerConnection("127.0.0.1", fake.port, cfg)
     caplog.set_level(logging.DEBUG)
     tracemalloc.start()
@@ -65,9 +79,15 @@ def expect_refusal(fake: FakeSaslBroker, cfg: ClientConfig, error, match: str, k
     try:
         with pytest.raises(error, match=match or None) as info:
             conn.connect()
-            conn.request(METADATA, {"topics": None, "allow_auto_topic_creation": False,
-                                    "include_cluster_authorized_operations": False,
-                                    "include_topic_authorized_operations": False})
+            conn.request(
+                METADATA,
+                {
+                    "topics": None,
+                    "allow_auto_topic_creation": False,
+                    "include_cluster_authorized_operations": False,
+                    "include_topic_authorized_operations": False,
+                },
+            )
         elapsed = time.monotonic() - started
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -84,6 +104,7 @@ def expect_refusal(fake: FakeSaslBroker, cfg: ClientConfig, error, match: str, k
 
 
 # ---- frames near 2**31 ---------------------------------------------------------------------
+
 
 def _frame(cid: int, body: bytes, flexible_header: bool = False) -> bytes:
     payload = struct.pack(">i", cid) + (b"\x00" if flexible_header else b"") + body
@@ -103,40 +124,76 @@ _OK = b"\x00\x00"  # error_code 0
 # (api key answered, raw answer given the correlation id)
 HOSTILE_FRAMES = {
     "frame size 2**31-1 answering SaslHandshake": (
-        17, lambda cid: struct.pack(">i", 0x7FFFFFFF) + struct.pack(">i", cid) + _OK),
+        17,
+        lambda cid: struct.pack(">i", 0x7FFFFFFF) + struct.pack(">i", cid) + _OK,
+    ),
     "frame size -2**31 answering SaslHandshake": (
-        17, lambda cid: struct.pack(">i", -0x80000000) + struct.pack(">i", cid)),
+        17,
+        lambda cid: struct.pack(">i", -0x80000000) + struct.pack(">i", cid),
+    ),
     "frame size one over max_response_size": (
-        17, lambda cid: struct.pack(">i", (1 << 20) + 1) + struct.pack(">i", cid)),
+        17,
+        lambda cid: struct.pack(">i", (1 << 20) + 1) + struct.pack(">i", cid),
+    ),
     "SaslHandshake mechanisms count 2**31-1": (
-        17, lambda cid: _frame(cid, _OK + struct.pack(">i", 0x7FFFFFFF) + b"\x00\x05PLAIN")),
-    "SaslHandshake mechanisms count -2": (
-        17, lambda cid: _frame(cid, _OK + struct.pack(">i", -2))),
+        17,
+        lambda cid: _frame(cid, _OK + struct.pack(">i", 0x7FFFFFFF) + b"\x00\x05PLAIN"),
+    ),
+    "SaslHandshake mechanisms count -2": (17, lambda cid: _frame(cid, _OK + struct.pack(">i", -2))),
     "SaslHandshake mechanism string length 32767": (
-        17, lambda cid: _frame(cid, _OK + struct.pack(">ih", 1, 0x7FFF) + b"PLAIN")),
+        17,
+        lambda cid: _frame(cid, _OK + struct.pack(">ih", 1, 0x7FFF) + b"PLAIN"),
+    ),
     "SaslHandshake mechanism string length -2": (
-        17, lambda cid: _frame(cid, _OK + struct.pack(">ih", 1, -2))),
+        17,
+        lambda cid: _frame(cid, _OK + struct.pack(">ih", 1, -2)),
+    ),
     "SaslAuthenticate v2 auth_bytes length 2**32-1 (5-byte varint)": (
-        36, lambda cid: _frame(cid, _OK + b"\x00" + _uvarint(0xFFFFFFFF) + b"r=x",
-                               flexible_header=True)),
+        36,
+        lambda cid: _frame(
+            cid, _OK + b"\x00" + _uvarint(0xFFFFFFFF) + b"r=x", flexible_header=True
+        ),
+    ),
     "SaslAuthenticate v2 auth_bytes length 2**31 (varint)": (
-        36, lambda cid: _frame(cid, _OK + b"\x00" + _uvarint(0x80000000) + b"r=x",
-                               flexible_header=True)),
+        36,
+        lambda cid: _frame(
+            cid, _OK + b"\x00" + _uvarint(0x80000000) + b"r=x", flexible_header=True
+        ),
+    ),
     "SaslAuthenticate v2 error_message length 2**31-2": (
-        36, lambda cid: _frame(cid, b"\x00\x3a" + _uvarint(0x7FFFFFFF) + b"oops",
-                               flexible_header=True)),
+        36,
+        lambda cid: _frame(cid, b"\x00\x3a" + _uvarint(0x7FFFFFFF) + b"oops", flexible_header=True),
+    ),
     "SaslAuthenticate v2 tagged-field count 2**31-1": (
-        36, lambda cid: _frame(cid, _OK + b"\x00\x01\x00" + b"\x00" * 8
-                               + _uvarint(0x7FFFFFFF), flexible_header=True)),
+        36,
+        lambda cid: _frame(
+            cid, _OK + b"\x00\x01\x00" + b"\x00" * 8 + _uvarint(0x7FFFFFFF), flexible_header=True
+        ),
+    ),
     "SaslAuthenticate v2 header tagged field size 2**31-1": (
-        36, lambda cid: struct.pack(">i", 16) + struct.pack(">i", cid) + b"\x01\x00"
-        + _uvarint(0x7FFFFFFF) + b"\x00" * 5),
+        36,
+        lambda cid: (
+            struct.pack(">i", 16)
+            + struct.pack(">i", cid)
+            + b"\x01\x00"
+            + _uvarint(0x7FFFFFFF)
+            + b"\x00" * 5
+        ),
+    ),
     "Metadata v12 brokers count 2**31-1 (varint) after authentication": (
-        3, lambda cid: _frame(cid, b"\x00\x00\x00\x00" + _uvarint(0x7FFFFFFF) + b"\x02",
-                              flexible_header=True)),
+        3,
+        lambda cid: _frame(
+            cid, b"\x00\x00\x00\x00" + _uvarint(0x7FFFFFFF) + b"\x02", flexible_header=True
+        ),
+    ),
     "Metadata v12 broker host length 2**31-1 after authentication": (
-        3, lambda cid: _frame(cid, b"\x00\x00\x00\x00" + b"\x02" + b"\x00\x00\x00\x01"
-                              + _uvarint(0x7FFFFFFF) + b"h", flexible_header=True)),
+        3,
+        lambda cid: _frame(
+            cid,
+            b"\x00\x00\x00\x00" + b"\x02" + b"\x00\x00\x00\x01" + _uvarint(0x7FFFFFFF) + b"h",
+            flexible_header=True,
+        ),
+    ),
 }
 
 
@@ -152,50 +209,71 @@ def test_hostile_frames_in_the_sasl_exchange_and_after(case, caplog):
         return None
 
     with FakeSaslBroker({USER: PASSWORD}, reply=reply) as fake:
-        expect_refusal(fake, config(max_response_size=1 << 20), ProtocolError, "", "frames",
-                       caplog)
+        expect_refusal(fake, config(max_response_size=1 << 20), ProtocolError, "", "frames", caplog)
         assert served["done"]
 
 
 # ---- cheating SCRAM servers ----------------------------------------------------------------
+
 
 def _set_iterations(n):
     return lambda message, nonce: message.rsplit(",i=", 1)[0] + f",i={n}"
 
 
 SCRAM_CASES = {
-    "1 iteration": (dict(server_first=_set_iterations(1)), AuthenticationError,
-                    "iteration"),
-    "4095 iterations": (dict(server_first=_set_iterations(4095)), AuthenticationError,
-                        "iteration"),
-    "2**31-1 iterations": (dict(server_first=_set_iterations(2**31 - 1)),
-                           AuthenticationError, "iteration"),
-    "10**40 iterations": (dict(server_first=_set_iterations(10**40)), AuthenticationError,
-                          "iteration"),
+    "1 iteration": (dict(server_first=_set_iterations(1)), AuthenticationError, "iteration"),
+    "4095 iterations": (dict(server_first=_set_iterations(4095)), AuthenticationError, "iteration"),
+    "2**31-1 iterations": (
+        dict(server_first=_set_iterations(2**31 - 1)),
+        AuthenticationError,
+        "iteration",
+    ),
+    "10**40 iterations": (
+        dict(server_first=_set_iterations(10**40)),
+        AuthenticationError,
+        "iteration",
+    ),
     "nonce that does not extend ours": (
         dict(server_first=lambda m, nonce: m.replace(f"r={nonce}", "r=someoneElsesNonce")),
-        AuthenticationError, "nonce"),
+        AuthenticationError,
+        "nonce",
+    ),
     "nonce equal to ours (no server part)": (
         dict(server_first=lambda m, nonce: m.replace("Fk3-server-part", "")),
-        AuthenticationError, "nonce"),
+        AuthenticationError,
+        "nonce",
+    ),
     "bad server signature": (
-        dict(server_final=lambda f: "v=" + "A" * 43 + "="), AuthenticationError,
-        "signature"),
+        dict(server_final=lambda f: "v=" + "A" * 43 + "="),
+        AuthenticationError,
+        "signature",
+    ),
     "server signature of another password": (
         dict(server_final=lambda f: "v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="),
-        AuthenticationError, "signature"),
+        AuthenticationError,
+        "signature",
+    ),
     "no server-final at all": (dict(server_final=lambda f: ""), ProtocolError, "empty"),
     "e=invalid-proof with error_code 0 (Tansu's way)": (
-        dict(server_final=lambda f: "e=invalid-proof"), AuthenticationError,
-        "invalid-proof"),
-    "server-final that is not SCRAM": (dict(server_final=lambda f: "\xff\xfe garbage"),
-                                       ProtocolError, "malformed|UTF-8"),
+        dict(server_final=lambda f: "e=invalid-proof"),
+        AuthenticationError,
+        "invalid-proof",
+    ),
+    "server-final that is not SCRAM": (
+        dict(server_final=lambda f: "\xff\xfe garbage"),
+        ProtocolError,
+        "malformed|UTF-8",
+    ),
     "salt that is not base64": (
         dict(server_first=lambda m, nonce: m.replace(",s=", ",s=*")),
-        AuthenticationError, "base64"),
+        AuthenticationError,
+        "base64",
+    ),
     "SaslAuthenticate error echoing the client's token": (
         dict(auth_error=lambda token: "rejected " + token.decode("utf-8", "replace")),
-        AuthenticationError, "rejected"),
+        AuthenticationError,
+        "rejected",
+    ),
 }
 
 
@@ -211,16 +289,20 @@ def test_cheating_scram_servers_are_refused(case, mechanism, caplog):
 def test_plain_broker_echoing_the_password_in_its_error_is_redacted(caplog):
     """PLAIN sends the password to the broker; one that puts it back in its error message
     does not get it into our exception or log."""
-    with FakeSaslBroker({USER: "other"}, mechanisms=("PLAIN",),
-                        auth_error=lambda token: f"bad credentials {token!r} "
-                                                 f"{token.decode('utf-8', 'replace')}") as fake:
-        err = expect_refusal(fake, config("PLAIN"), AuthenticationError, "bad credentials",
-                             "scram", caplog)
+    with FakeSaslBroker(
+        {USER: "other"},
+        mechanisms=("PLAIN",),
+        auth_error=lambda token: f"bad credentials {token!r} {token.decode('utf-8', 'replace')}",
+    ) as fake:
+        err = expect_refusal(
+            fake, config("PLAIN"), AuthenticationError, "bad credentials", "scram", caplog
+        )
         assert "******" in str(err)
 
 
 def test_unknown_mechanism_is_refused_naming_what_the_broker_offers(caplog):
     with FakeSaslBroker({USER: PASSWORD}, mechanisms=("SCRAM-SHA-512",)) as fake:
-        err = expect_refusal(fake, config("SCRAM-SHA-256"), AuthenticationError,
-                             "SCRAM-SHA-512", "scram", caplog)
+        err = expect_refusal(
+            fake, config("SCRAM-SHA-256"), AuthenticationError, "SCRAM-SHA-512", "scram", caplog
+        )
         assert "SCRAM-SHA-256" in str(err)

@@ -16,10 +16,17 @@ from tests.fake_broker import FakeBroker, correlation_id, frame
 
 def api_versions_ok(request: bytes) -> bytes:
     """A valid ApiVersions v3 answer offering ApiVersions 0-3 and Metadata 0-12."""
-    body = API_VERSIONS.response.encode(3, {
-        "error_code": 0, "throttle_time_ms": 0,
-        "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3},
-                     {"api_key": 3, "min_version": 0, "max_version": 12}]})
+    body = API_VERSIONS.response.encode(
+        3,
+        {
+            "error_code": 0,
+            "throttle_time_ms": 0,
+            "api_keys": [
+                {"api_key": 18, "min_version": 0, "max_version": 3},
+                {"api_key": 3, "min_version": 0, "max_version": 12},
+            ],
+        },
+    )
     return frame(struct.pack(">i", correlation_id(request)) + bytes(body))
 
 
@@ -33,11 +40,13 @@ HOSTILE = {
     "negative frame length": lambda req: struct.pack(">i", -5) + b"\0" * 16,
     # error_code 0, then an api_keys compact-array count of 2^28 with 3 bytes left.
     "array count larger than the bytes left": lambda req: frame(
-        header(req) + b"\x00\x00" + b"\x80\x80\x80\x80\x01" + b"\x00\x00\x00"),
+        header(req) + b"\x00\x00" + b"\x80\x80\x80\x80\x01" + b"\x00\x00\x00"
+    ),
     # error_code 0, then an 11-byte varint as the array count.
     "11-byte varint": lambda req: frame(header(req) + b"\x00\x00" + b"\xff" * 10 + b"\x01"),
     "wrong correlation id": lambda req: frame(
-        struct.pack(">i", correlation_id(req) + 7) + b"\x00\x00\x01\x00\x00\x00\x00\x00"),
+        struct.pack(">i", correlation_id(req) + 7) + b"\x00\x00\x01\x00\x00\x00\x00\x00"
+    ),
     "truncated body": lambda req: frame(header(req) + b"\x00"),
 }
 
@@ -77,9 +86,11 @@ def test_silent_peer_times_out_within_the_request_timeout():
     def stall(req):
         time.sleep(3)
         return b""
+
     with FakeBroker([stall]) as fake:
-        conn = BrokerConnection("127.0.0.1", fake.port,
-                                ClientConfig(bootstrap_servers=["x:1"], request_timeout_ms=300))
+        conn = BrokerConnection(
+            "127.0.0.1", fake.port, ClientConfig(bootstrap_servers=["x:1"], request_timeout_ms=300)
+        )
         started = time.monotonic()
         with pytest.raises(KafkaTimeoutError):
             conn.connect()
@@ -104,14 +115,21 @@ def test_valid_negotiation_records_the_broker_ranges():
 
 def test_unsupported_apiversions_version_falls_back_to_the_broker_range():
     def v0_answer(req):  # UNSUPPORTED_VERSION in v0 form, offering ApiVersions 0-2 only
-        body = API_VERSIONS.response.encode(0, {"error_code": 35, "api_keys": [
-            {"api_key": 18, "min_version": 0, "max_version": 2}]})
+        body = API_VERSIONS.response.encode(
+            0, {"error_code": 35, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}]}
+        )
         return frame(header(req) + bytes(body))
 
     def v2_answer(req):
         assert struct.unpack_from(">h", req, 2)[0] == 2  # the retry uses version 2
-        body = API_VERSIONS.response.encode(2, {"error_code": 0, "api_keys": [
-            {"api_key": 18, "min_version": 0, "max_version": 2}], "throttle_time_ms": 0})
+        body = API_VERSIONS.response.encode(
+            2,
+            {
+                "error_code": 0,
+                "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 2}],
+                "throttle_time_ms": 0,
+            },
+        )
         return frame(header(req) + bytes(body))
 
     with FakeBroker([v0_answer, v2_answer]) as fake:

@@ -30,7 +30,9 @@ sys.path[:] = [p for p in sys.path
                if os.path.realpath(p or os.curdir) != os.path.realpath({ROOT!r})]
 """
 
-PICKLER = WITHOUT_CHECKOUT + """
+PICKLER = (
+    WITHOUT_CHECKOUT
+    + """
 sys.path.insert(0, sys.argv[1])
 from pyspark import cloudpickle
 from pyspark.sql.types import StringType, StructField, StructType
@@ -48,8 +50,11 @@ for name, obj in [("source", source), ("reader", reader), ("writer", writer)]:
     with open(os.path.join(sys.argv[2], name), "wb") as f:
         f.write(cloudpickle.dumps(obj))
 """
+)
 
-UNPICKLER = WITHOUT_CHECKOUT + """
+UNPICKLER = (
+    WITHOUT_CHECKOUT
+    + """
 import importlib.util, pickle
 assert importlib.util.find_spec("kafka_source") is None
 loaded = {}
@@ -62,18 +67,26 @@ print(type(loaded["source"]).__name__, type(loaded["reader"]).__name__,
       type(loaded["writer"]).__name__, len(finders), kafka_source.__file__,
       sorted(os.listdir(os.getcwd())))
 """
+)
 
 
 def _run(code: str, *args: str, cwd: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    run = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=cwd,
-                         env=env, capture_output=True, text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stdout + run.stderr[-4000:]
     return run.stdout
 
 
 def test_a_worker_without_the_connector_unpickles_what_a_zip_import_pickled(
-        tmp_path, kafka, topic_name):
+    tmp_path, kafka, topic_name
+):
     create_topic(kafka, topic_name, 1)
     zip_path = build_pyfiles_zip(str(tmp_path / "dist"))
     pickles = tmp_path / "pickles"
@@ -98,6 +111,7 @@ def test_an_installed_connector_pickles_as_usual():
 
     from pyspark_pykafka import KafkaDataSource
     from kafka_source.spark_schema import kafka_schema
+
     source = KafkaDataSource({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "t"})
     for obj in (source, source.streamReader(kafka_schema(False))):
         data = cloudpickle.dumps(obj)

@@ -84,24 +84,33 @@ def produce_basic(bootstrap: str, topic: str, t0: int) -> None:
     producer = Producer({"bootstrap.servers": bootstrap})
     for p in range(BASIC_PARTITIONS):
         for i in range(BASIC_RECORDS):
-            producer.produce(topic, partition=p, key=None if i == 1 else f"k{p}{i}",
-                             value=None if i == 2 else f"v{p}{i}",
-                             headers=basic_headers(i),
-                             timestamp=basic_timestamp(t0, p, i))
+            producer.produce(
+                topic,
+                partition=p,
+                key=None if i == 1 else f"k{p}{i}",
+                value=None if i == 2 else f"v{p}{i}",
+                headers=basic_headers(i),
+                timestamp=basic_timestamp(t0, p, i),
+            )
     assert producer.flush(30) == 0
 
 
 def produce_codecs(bootstrap: str, topic: str) -> None:
     """Partition i written by a producer compressing with CODECS[i], in two batches."""
     for p, codec in enumerate(CODECS):
-        producer = Producer({"bootstrap.servers": bootstrap, "compression.type": codec,
-                             "linger.ms": 50})
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 50}
+        )
         for half in range(2):
             for i in range(CODEC_RECORDS // 2):
                 n = half * CODEC_RECORDS // 2 + i
-                producer.produce(topic, partition=p, key=f"{codec}-{n}",
-                                 value=f"{codec} value {n} " * 8,
-                                 headers=[("codec", codec.encode())])
+                producer.produce(
+                    topic,
+                    partition=p,
+                    key=f"{codec}-{n}",
+                    value=f"{codec} value {n} " * 8,
+                    headers=[("codec", codec.encode())],
+                )
             assert producer.flush(30) == 0
 
 
@@ -110,8 +119,11 @@ def produce_transactions(bootstrap: str, topic: str, transactional_id: str) -> N
     c3-c4: with the transaction markers, offsets 0-10."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": transactional_id})
     producer.init_transactions(30)
-    for values, commit in ((["c0", "c1", "c2"], True), (["a0", "a1", "a2"], False),
-                           (["c3", "c4"], True)):
+    for values, commit in (
+        (["c0", "c1", "c2"], True),
+        (["a0", "a1", "a2"], False),
+        (["c3", "c4"], True),
+    ):
         producer.begin_transaction()
         for v in values:
             producer.produce(topic, partition=0, key=v, value=v)
@@ -147,6 +159,7 @@ def produce_log_append_time(bootstrap: str, topic: str) -> None:
 # Placeholders <B> <B2> <C> <X> <D> <L> <P> (the topics and the run's prefix) and <T0>,
 # <T0+n> are replaced by the fixture; <T> in write scenarios by the child, per sink.
 
+
 def ts_json(**by_partition: str) -> str:
     """``{"<B>":{"0":<T0+1000>,...}}``: the placeholders stand for numbers, unquoted."""
     return '{"<B>":{' + ",".join(f'"{p}":{v}' for p, v in by_partition.items()) + "}}"
@@ -155,117 +168,177 @@ def ts_json(**by_partition: str) -> str:
 # Read scenarios both connectors must answer alike, with the number of rows expected.
 READS = {
     "default-earliest-to-latest": ({"subscribe": "<B>"}, 18),
-    "json-minus-two-and-minus-one": ({"subscribe": "<B>",
-                                      "startingOffsets": '{"<B>":{"0":-2,"1":2,"2":-2}}',
-                                      "endingOffsets": '{"<B>":{"0":3,"1":-1,"2":5}}'},
-                                     3 + 4 + 5),
-    "json-specific-offsets-assign": ({"assign": '{"<B>":[0,1,2]}',
-                                      "startingOffsets": '{"<B>":{"0":1,"1":4,"2":6}}'},
-                                     5 + 2 + 0),
+    "json-minus-two-and-minus-one": (
+        {
+            "subscribe": "<B>",
+            "startingOffsets": '{"<B>":{"0":-2,"1":2,"2":-2}}',
+            "endingOffsets": '{"<B>":{"0":3,"1":-1,"2":5}}',
+        },
+        3 + 4 + 5,
+    ),
+    "json-specific-offsets-assign": (
+        {"assign": '{"<B>":[0,1,2]}', "startingOffsets": '{"<B>":{"0":1,"1":4,"2":6}}'},
+        5 + 2 + 0,
+    ),
     # a pattern matches anywhere in a topic's name in both (Spark: Regex.findFirstIn)
     "subscribe-pattern-matches-anywhere": ({"subscribePattern": "<P>-basic"}, 18 + 2),
     "assign-two-partitions": ({"assign": '{"<B>":[0,2]}'}, 12),
     "include-headers": ({"subscribe": "<B>", "includeHeaders": "true"}, 18),
     "starting-timestamp": ({"subscribe": "<B>", "startingTimestamp": "<T0+2500>"}, 9),
     "ending-timestamp": ({"subscribe": "<B>", "endingTimestamp": "<T0+2005>"}, 3 + 2 + 2),
-    "offsets-by-timestamp": ({"subscribe": "<B>",
-                              "startingOffsetsByTimestamp": ts_json(
-                                  **{"0": "<T0+1000>", "1": "-2", "2": "<T0+4015>"}),
-                              "endingOffsetsByTimestamp": ts_json(
-                                  **{"0": "<T0+4000>", "1": "<T0+99000>", "2": "-1"})},
-                             3 + 6 + 2),
-    "by-timestamp-strategy-latest": ({"subscribe": "<B>",
-                                      "startingOffsetsByTimestamp": ts_json(
-                                          **{"0": "<T0+99000>", "1": "<T0>", "2": "<T0+5000>"}),
-                                      "startingOffsetsByTimestampStrategy": "latest"},
-                                     0 + 6 + 1),
+    "offsets-by-timestamp": (
+        {
+            "subscribe": "<B>",
+            "startingOffsetsByTimestamp": ts_json(
+                **{"0": "<T0+1000>", "1": "-2", "2": "<T0+4015>"}
+            ),
+            "endingOffsetsByTimestamp": ts_json(**{"0": "<T0+4000>", "1": "<T0+99000>", "2": "-1"}),
+        },
+        3 + 6 + 2,
+    ),
+    "by-timestamp-strategy-latest": (
+        {
+            "subscribe": "<B>",
+            "startingOffsetsByTimestamp": ts_json(
+                **{"0": "<T0+99000>", "1": "<T0>", "2": "<T0+5000>"}
+            ),
+            "startingOffsetsByTimestampStrategy": "latest",
+        },
+        0 + 6 + 1,
+    ),
     "read-committed": ({"subscribe": "<X>", "kafka.isolation.level": "read_committed"}, 5),
-    "read-uncommitted": ({"subscribe": "<X>", "kafka.isolation.level": "read_uncommitted"},
-                         8),
-    "compression-codecs": ({"subscribe": "<C>", "includeHeaders": "true"},
-                           len(CODECS) * CODEC_RECORDS),
+    "read-uncommitted": ({"subscribe": "<X>", "kafka.isolation.level": "read_uncommitted"}, 8),
+    "compression-codecs": (
+        {"subscribe": "<C>", "includeHeaders": "true"},
+        len(CODECS) * CODEC_RECORDS,
+    ),
     "log-append-time": ({"subscribe": "<L>"}, 3),
     "deleted-records-earliest": ({"subscribe": "<D>"}, DELETED_RECORDS - DELETED_BEFORE),
-    "deleted-records-fail-on-data-loss-false": ({"subscribe": "<D>",
-                                                 "startingOffsets": '{"<D>":{"0":0}}',
-                                                 "failOnDataLoss": "false"},
-                                                DELETED_RECORDS - DELETED_BEFORE),
+    "deleted-records-fail-on-data-loss-false": (
+        {"subscribe": "<D>", "startingOffsets": '{"<D>":{"0":0}}', "failOnDataLoss": "false"},
+        DELETED_RECORDS - DELETED_BEFORE,
+    ),
     # the offset JSON read as leniently as Spark's json4s where harmless: 1.0 is 1, a
     # partition key may be "+1" (issue 17 item 14)
-    "json-lenient-numbers": ({"subscribe": "<B>",
-                              "startingOffsets": '{"<B>":{"0":1.0,"+1":2,"2":-2}}'},
-                             5 + 4 + 6),
+    "json-lenient-numbers": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":1.0,"+1":2,"2":-2}}'},
+        5 + 4 + 6,
+    ),
     # kafka.group.id and groupIdPrefix change no row (ours ignores them: no group is joined)
-    "group-id-and-prefix": ({"subscribe": "<B2>", "kafka.group.id": "<P>-group",
-                             "groupIdPrefix": "<P>-prefix"}, 2),
+    "group-id-and-prefix": (
+        {"subscribe": "<B2>", "kafka.group.id": "<P>-group", "groupIdPrefix": "<P>-prefix"},
+        2,
+    ),
     # assign naming a partition that does not exist (yet) reads the others (item 6)
     "assign-a-partition-not-there-yet": ({"assign": '{"<B>":[0,7]}'}, 6),
     # internal topics are never read, whatever the pattern says (item 13)
     "subscribe-pattern-skips-internal-topics": (
-        {"subscribePattern": "<P>-basic2|__transaction_state|__consumer_offsets"}, 2),
+        {"subscribePattern": "<P>-basic2|__transaction_state|__consumer_offsets"},
+        2,
+    ),
 }
 
 # Reads on which the two differ by design (README "How it differs"): (options, Spark's
 # number of rows, what our error names).
 DIFFERING_READS = {
     # subscribePattern is a Python regular expression: Java-only syntax is refused here
-    "pattern-java-only-construct": ({"subscribePattern": r"<P>-\p{Alpha}asic2"}, 2,
-                                    "subscribePattern"),
+    "pattern-java-only-construct": (
+        {"subscribePattern": r"<P>-\p{Alpha}asic2"},
+        2,
+        "subscribePattern",
+    ),
     # where Spark's parser turns a mistake into a number without a word: a fraction (Spark
     # floors it), null (Spark: 0), a timestamp below -2 (Spark asks the broker: -3 is the
     # record with the largest timestamp)
-    "json-fraction-offset": ({"subscribe": "<B>",
-                              "startingOffsets": '{"<B>":{"0":5.7,"1":-2,"2":-2}}'},
-                             1 + 6 + 6, "startingOffsets"),
-    "json-null-offset": ({"subscribe": "<B>",
-                          "startingOffsets": '{"<B>":{"0":null,"1":-2,"2":-2}}'},
-                         18, "startingOffsets"),
-    "timestamp-below-minus-two": ({"subscribe": "<B>",
-                                   "startingOffsetsByTimestamp":
-                                       '{"<B>":{"0":-3,"1":-2,"2":-2}}'},
-                                  1 + 6 + 6, "startingOffsetsByTimestamp"),
+    "json-fraction-offset": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":5.7,"1":-2,"2":-2}}'},
+        1 + 6 + 6,
+        "startingOffsets",
+    ),
+    "json-null-offset": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":null,"1":-2,"2":-2}}'},
+        18,
+        "startingOffsets",
+    ),
+    "timestamp-below-minus-two": (
+        {"subscribe": "<B>", "startingOffsetsByTimestamp": '{"<B>":{"0":-3,"1":-2,"2":-2}}'},
+        1 + 6 + 6,
+        "startingOffsetsByTimestamp",
+    ),
 }
 
 # Reads whose Spark partitions are compared too.
 SPLITS = {
     "min-partitions": ({"subscribe": "<B>", "minPartitions": "6"}, 18),
     "max-records-per-partition-explicit-offsets": (
-        {"subscribe": "<B>", "maxRecordsPerPartition": "2",
-         "startingOffsets": '{"<B>":{"0":0,"1":0,"2":0}}',
-         "endingOffsets": '{"<B>":{"0":6,"1":6,"2":6}}'}, 18),
+        {
+            "subscribe": "<B>",
+            "maxRecordsPerPartition": "2",
+            "startingOffsets": '{"<B>":{"0":0,"1":0,"2":0}}',
+            "endingOffsets": '{"<B>":{"0":6,"1":6,"2":6}}',
+        },
+        18,
+    ),
 }
 # Documented difference: Spark 4.2 decides whether maxRecordsPerPartition splits a batch
 # before it resolves earliest/latest (an unresolved range "has" one record), so it splits
 # only ranges given as offsets; ours splits every range. (scenario, Spark's, ours)
-MAX_RECORDS_EARLIEST_LATEST = ("max-records-per-partition-earliest-to-latest",
-                               {"subscribe": "<B>", "maxRecordsPerPartition": "2"}, 3, 9)
+MAX_RECORDS_EARLIEST_LATEST = (
+    "max-records-per-partition-earliest-to-latest",
+    {"subscribe": "<B>", "maxRecordsPerPartition": "2"},
+    3,
+    9,
+)
 # Documented difference: a small read (here 18 records) is one task of ours, a task per
 # Kafka partition of Spark's. (scenario, Spark's, ours)
 SMALL_READ = ("small-read-in-one-task", {"subscribe": "<B>"}, 3, 1)
 
 # Streams (Trigger.AvailableNow into a memory table): rows and input rows per micro-batch.
 STREAMS = {
-    "stream-max-offsets-per-trigger": ({"subscribe": "<B>", "startingOffsets": "earliest",
-                                        "maxOffsetsPerTrigger": "6"}, 18),
-    "stream-read-committed": ({"subscribe": "<X>", "startingOffsets": "earliest",
-                               "kafka.isolation.level": "read_committed"}, 5),
+    "stream-max-offsets-per-trigger": (
+        {"subscribe": "<B>", "startingOffsets": "earliest", "maxOffsetsPerTrigger": "6"},
+        18,
+    ),
+    "stream-read-committed": (
+        {
+            "subscribe": "<X>",
+            "startingOffsets": "earliest",
+            "kafka.isolation.level": "read_committed",
+        },
+        5,
+    ),
     # backlogs 6, 4 and 1: Spark's rateLimit prorates 4 offsets as 2, 1 and 1 (a share
     # below one offset is rounded up), then 2 and 1 of 4 and 3, ...
-    "stream-max-offsets-uneven-backlogs": ({"subscribe": "<B>",
-                                            "startingOffsets": '{"<B>":{"0":0,"1":2,"2":5}}',
-                                            "maxOffsetsPerTrigger": "4"}, 11),
+    "stream-max-offsets-uneven-backlogs": (
+        {
+            "subscribe": "<B>",
+            "startingOffsets": '{"<B>":{"0":0,"1":2,"2":5}}',
+            "maxOffsetsPerTrigger": "4",
+        },
+        11,
+    ),
     # a stream ignores endingTimestamp in both (issue 17 item 9)
-    "stream-ignores-ending-timestamp": ({"subscribe": "<B2>", "startingOffsets": "earliest",
-                                         "endingTimestamp": "<T0>"}, 2),
+    "stream-ignores-ending-timestamp": (
+        {"subscribe": "<B2>", "startingOffsets": "earliest", "endingTimestamp": "<T0>"},
+        2,
+    ),
 }
 # Documented difference: Trigger.AvailableNow with minOffsetsPerTrigger. Spark's connector
 # applies the minimum, so the run ends once fewer records are left than it (of the 18
 # here, 7 at most a batch prorate to 6, and the last 6 are never read); ours reads every
 # batch up to the run's end. (options, Spark's batch sizes, ours)
-AVAILABLE_NOW_MIN_OFFSETS = ("stream-available-now-with-min-offsets",
-                             {"subscribe": "<B>", "startingOffsets": "earliest",
-                              "maxOffsetsPerTrigger": "7", "minOffsetsPerTrigger": "7",
-                              "maxTriggerDelay": "10m"}, [6, 6], [6, 6, 6])
+AVAILABLE_NOW_MIN_OFFSETS = (
+    "stream-available-now-with-min-offsets",
+    {
+        "subscribe": "<B>",
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "7",
+        "minOffsetsPerTrigger": "7",
+        "maxTriggerDelay": "10m",
+    },
+    [6, 6],
+    [6, 6, 6],
+)
 
 # Streams run again on one checkpoint, with the topics changed between runs: each connector
 # gets topics of its own (<S>, created empty by the fixture, as <T> for writes). The steps
@@ -280,119 +353,219 @@ def stream(checkpoint: str = "c", **options: str) -> dict:
 
 
 def put(count: int, tag: str, partition: int = 0, topic: str = "<S>") -> dict:
-    return {"do": "produce", "topic": topic, "partition": partition, "count": count,
-            "tag": tag}
+    return {"do": "produce", "topic": topic, "partition": partition, "count": count, "tag": tag}
 
 
 STEPS = {
     # the default start (latest) skips what is there; each restart reads exactly what came
-    "steps-restart-from-the-checkpoint": ({"": 2}, [
-        put(3, "a"), put(3, "a", 1),
-        stream(subscribe="<S>"),
-        put(2, "b"), put(1, "b", 1),
-        stream(subscribe="<S>"),
-        put(1, "c", 1),
-        stream(subscribe="<S>")]),
+    "steps-restart-from-the-checkpoint": (
+        {"": 2},
+        [
+            put(3, "a"),
+            put(3, "a", 1),
+            stream(subscribe="<S>"),
+            put(2, "b"),
+            put(1, "b", 1),
+            stream(subscribe="<S>"),
+            put(1, "c", 1),
+            stream(subscribe="<S>"),
+        ],
+    ),
     # a checkpoint written by the other connector: a run with nothing new, then one that
     # reads exactly the new records
-    "steps-checkpoint-from-the-other-connector": ({"": 1}, [
-        put(3, "a"),
-        {**stream(subscribe="<S>", startingOffsets="earliest"), "format": "other"},
-        stream(subscribe="<S>", startingOffsets="earliest"),
-        put(2, "b"),
-        stream(subscribe="<S>", startingOffsets="earliest")]),
+    "steps-checkpoint-from-the-other-connector": (
+        {"": 1},
+        [
+            put(3, "a"),
+            {**stream(subscribe="<S>", startingOffsets="earliest"), "format": "other"},
+            stream(subscribe="<S>", startingOffsets="earliest"),
+            put(2, "b"),
+            stream(subscribe="<S>", startingOffsets="earliest"),
+        ],
+    ),
     # a partition added between runs is read from its earliest offset; one whose first
     # records were deleted before the query saw them is data loss (issue 17 item 3)
-    "steps-partition-added": ({"": 1}, [
-        put(2, "a"),
-        stream(subscribe="<S>", startingOffsets="earliest"),
-        {"do": "add_partitions", "topic": "<S>", "total": 2},
-        put(3, "b", 1), put(1, "c"),
-        stream(subscribe="<S>", startingOffsets="earliest"),
-        {"do": "add_partitions", "topic": "<S>", "total": 3},
-        put(3, "d", 2), {"do": "delete_records", "topic": "<S>", "partition": 2, "before": 1},
-        stream(subscribe="<S>", startingOffsets="earliest"),
-        stream(subscribe="<S>", startingOffsets="earliest", failOnDataLoss="false")]),
+    "steps-partition-added": (
+        {"": 1},
+        [
+            put(2, "a"),
+            stream(subscribe="<S>", startingOffsets="earliest"),
+            {"do": "add_partitions", "topic": "<S>", "total": 2},
+            put(3, "b", 1),
+            put(1, "c"),
+            stream(subscribe="<S>", startingOffsets="earliest"),
+            {"do": "add_partitions", "topic": "<S>", "total": 3},
+            put(3, "d", 2),
+            {"do": "delete_records", "topic": "<S>", "partition": 2, "before": 1},
+            stream(subscribe="<S>", startingOffsets="earliest"),
+            stream(subscribe="<S>", startingOffsets="earliest", failOnDataLoss="false"),
+        ],
+    ),
     # minOffsetsPerTrigger: the first batch never waits; 2 records (below 5) wait for
     # maxTriggerDelay, then come in one batch; 6 come at the next trigger
-    "steps-min-offsets-with-max-trigger-delay": ({"": 1}, [
-        put(2, "a"),
-        {**stream(subscribe="<S>", startingOffsets="earliest", minOffsetsPerTrigger="5",
-                  maxTriggerDelay="3s"),
-         "trigger": "500 milliseconds", "until_rows": 10, "settle_s": 1,
-         "during": [{"after_rows": 2, "steps": [put(2, "b")]},
-                    {"after_rows": 4, "steps": [put(6, "c")]}]}]),
+    "steps-min-offsets-with-max-trigger-delay": (
+        {"": 1},
+        [
+            put(2, "a"),
+            {
+                **stream(
+                    subscribe="<S>",
+                    startingOffsets="earliest",
+                    minOffsetsPerTrigger="5",
+                    maxTriggerDelay="3s",
+                ),
+                "trigger": "500 milliseconds",
+                "until_rows": 10,
+                "settle_s": 1,
+                "during": [
+                    {"after_rows": 2, "steps": [put(2, "b")]},
+                    {"after_rows": 4, "steps": [put(6, "c")]},
+                ],
+            },
+        ],
+    ),
     # streaming writes in update mode and with a continuous trigger: Spark's sink takes
     # both; Spark refuses update mode for a Python sink, and runs a continuous query on
     # one that writes nothing (8 s here; Spark's sink lands the rows in 2-3)
-    "steps-stream-writes-update-mode-and-continuous": ({"": 1, "-update": 1, "-cont": 1}, [
-        put(3, "a"),
-        {"do": "stream_write", "from": "<S>", "to": "<S>-update", "output_mode": "update",
-         "checkpoint": "update"},
-        {"do": "stream_write", "from": "<S>", "to": "<S>-cont", "trigger": "continuous",
-         "until_rows": 3, "timeout_s": 8, "checkpoint": "cont"}]),
+    "steps-stream-writes-update-mode-and-continuous": (
+        {"": 1, "-update": 1, "-cont": 1},
+        [
+            put(3, "a"),
+            {
+                "do": "stream_write",
+                "from": "<S>",
+                "to": "<S>-update",
+                "output_mode": "update",
+                "checkpoint": "update",
+            },
+            {
+                "do": "stream_write",
+                "from": "<S>",
+                "to": "<S>-cont",
+                "trigger": "continuous",
+                "until_rows": 3,
+                "timeout_s": 8,
+                "checkpoint": "cont",
+            },
+        ],
+    ),
     # a batch DataFrame's second action after records and a partition were added
-    "steps-batch-dataframe-run-twice": ({"": 1}, [
-        put(2, "a"),
-        {"do": "batch", "df": "d", "options": {"subscribe": "<S>"}},
-        {"do": "collect", "df": "d"},
-        put(1, "b"), {"do": "add_partitions", "topic": "<S>", "total": 2}, put(2, "c", 1),
-        {"do": "collect", "df": "d"}]),
+    "steps-batch-dataframe-run-twice": (
+        {"": 1},
+        [
+            put(2, "a"),
+            {"do": "batch", "df": "d", "options": {"subscribe": "<S>"}},
+            {"do": "collect", "df": "d"},
+            put(1, "b"),
+            {"do": "add_partitions", "topic": "<S>", "total": 2},
+            put(2, "c", 1),
+            {"do": "collect", "df": "d"},
+        ],
+    ),
 }
 # A topic deleted between runs: subscribed by name, the run after fails in both (whatever
 # failOnDataLoss says); matched by a pattern, its partitions are gone, which is data loss
 # (failOnDataLoss true: the run fails; false, on the same checkpoint: it goes on).
 for _how, _subscription, _after in (
-        ("subscribe", {"subscribe": "<S>-a,<S>-b"}, [{}]),
-        ("pattern", {"subscribePattern": "<S>-[ab]"},
-         [{"failOnDataLoss": "true"}, {"failOnDataLoss": "false"}])):
-    STEPS[f"steps-topic-deleted-{_how}"] = ({"-a": 1, "-b": 1}, [
-        put(2, "a", topic="<S>-a"), put(2, "b", topic="<S>-b"),
-        stream(**_subscription, startingOffsets="earliest"),
-        {"do": "delete_topic", "topic": "<S>-b"},
-        put(1, "c", topic="<S>-a"),
-        *[stream(**_subscription, startingOffsets="earliest", **extra) for extra in _after]])
+    ("subscribe", {"subscribe": "<S>-a,<S>-b"}, [{}]),
+    (
+        "pattern",
+        {"subscribePattern": "<S>-[ab]"},
+        [{"failOnDataLoss": "true"}, {"failOnDataLoss": "false"}],
+    ),
+):
+    STEPS[f"steps-topic-deleted-{_how}"] = (
+        {"-a": 1, "-b": 1},
+        [
+            put(2, "a", topic="<S>-a"),
+            put(2, "b", topic="<S>-b"),
+            stream(**_subscription, startingOffsets="earliest"),
+            {"do": "delete_topic", "topic": "<S>-b"},
+            put(1, "c", topic="<S>-a"),
+            *[stream(**_subscription, startingOffsets="earliest", **extra) for extra in _after],
+        ],
+    )
 
 # Mistakes both connectors refuse: (options, what our message must name, what Spark's
 # message says, to show it failed for the same mistake).
 MISUSE = {
-    "no-bootstrap-servers": ({"subscribe": "<B>"}, "kafka.bootstrap.servers",
-                             "'kafka.bootstrap.servers' must be specified"),
-    "subscribe-and-assign": ({"subscribe": "<B>", "assign": '{"<B>":[0]}'}, "assign",
-                             "only one of the following options"),
+    "no-bootstrap-servers": (
+        {"subscribe": "<B>"},
+        "kafka.bootstrap.servers",
+        "'kafka.bootstrap.servers' must be specified",
+    ),
+    "subscribe-and-assign": (
+        {"subscribe": "<B>", "assign": '{"<B>":[0]}'},
+        "assign",
+        "only one of the following options",
+    ),
     "no-subscription": ({}, "subscribe", "one of the following options must be specified"),
-    "bad-starting-offsets-json": ({"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":'},
-                                  "startingOffsets", "expected e.g."),
-    "batch-starting-at-latest": ({"subscribe": "<B>", "startingOffsets": "latest"},
-                                 "startingOffsets", "can't be latest for batch"),
-    "batch-ending-at-earliest": ({"subscribe": "<B>", "endingOffsets": "earliest"},
-                                 "endingOffsets", "can't be earliest for batch"),
-    "batch-json-start-minus-one": ({"subscribe": "<B>",
-                                    "startingOffsets": '{"<B>":{"0":-1,"1":-2,"2":-2}}'},
-                                   "startingOffsets", "can't be latest for batch"),
-    "json-missing-a-partition": ({"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":0}}'},
-                                 "startingOffsets", "don't match what are assigned"),
-    "by-timestamp-strategy-error": ({"subscribe": "<B>",
-                                     "startingOffsetsByTimestamp": ts_json(
-                                         **{"0": "<T0+99000>", "1": "<T0>", "2": "<T0>"})},
-                                    "startingOffsetsByTimestamp", "no offset matched"),
+    "bad-starting-offsets-json": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":'},
+        "startingOffsets",
+        "expected e.g.",
+    ),
+    "batch-starting-at-latest": (
+        {"subscribe": "<B>", "startingOffsets": "latest"},
+        "startingOffsets",
+        "can't be latest for batch",
+    ),
+    "batch-ending-at-earliest": (
+        {"subscribe": "<B>", "endingOffsets": "earliest"},
+        "endingOffsets",
+        "can't be earliest for batch",
+    ),
+    "batch-json-start-minus-one": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":-1,"1":-2,"2":-2}}'},
+        "startingOffsets",
+        "can't be latest for batch",
+    ),
+    "json-missing-a-partition": (
+        {"subscribe": "<B>", "startingOffsets": '{"<B>":{"0":0}}'},
+        "startingOffsets",
+        "don't match what are assigned",
+    ),
+    "by-timestamp-strategy-error": (
+        {
+            "subscribe": "<B>",
+            "startingOffsetsByTimestamp": ts_json(**{"0": "<T0+99000>", "1": "<T0>", "2": "<T0>"}),
+        },
+        "startingOffsetsByTimestamp",
+        "no offset matched",
+    ),
     # Spark's says UnknownTopicOrPartitionException; ours names the option and the topic
-    "subscribe-unknown-topic": ({"subscribe": "<P>-unknown"}, "subscribe",
-                                "unknowntopicorpartition"),
-    "assign-unknown-topic": ({"assign": '{"<P>-unknown":[0]}'}, "assign",
-                             "unknowntopicorpartition"),
-    "starting-offsets-of-an-unknown-topic": ({"assign": '{"<B>":[0]}',
-                                              "startingOffsets": '{"<P>-unknown":{"0":0}}'},
-                                             "startingOffsets", "don't match what are assigned"),
+    "subscribe-unknown-topic": (
+        {"subscribe": "<P>-unknown"},
+        "subscribe",
+        "unknowntopicorpartition",
+    ),
+    "assign-unknown-topic": (
+        {"assign": '{"<P>-unknown":[0]}'},
+        "assign",
+        "unknowntopicorpartition",
+    ),
+    "starting-offsets-of-an-unknown-topic": (
+        {"assign": '{"<B>":[0]}', "startingOffsets": '{"<P>-unknown":{"0":0}}'},
+        "startingOffsets",
+        "don't match what are assigned",
+    ),
     # Documented difference (no GSSAPI): ours refuses the mechanism when the read is
     # defined, naming the ones it has; Spark's connector sets up a Kerberos login, which
     # fails here when its first client is built (no JAAS entry, no KDC on this machine)
-    "sasl-gssapi": ({"subscribe": "<B>", "kafka.security.protocol": "SASL_PLAINTEXT",
-                     "kafka.sasl.mechanism": "GSSAPI"}, "kafka.sasl.mechanism: unsupported",
-                    "failed to create new kafkaadminclient"),
-    "deleted-records-fail-on-data-loss": ({"subscribe": "<D>",
-                                           "startingOffsets": '{"<D>":{"0":0}}'},
-                                          "failOnDataLoss", "some data may have been lost"),
+    "sasl-gssapi": (
+        {
+            "subscribe": "<B>",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "GSSAPI",
+        },
+        "kafka.sasl.mechanism: unsupported",
+        "failed to create new kafkaadminclient",
+    ),
+    "deleted-records-fail-on-data-loss": (
+        {"subscribe": "<D>", "startingOffsets": '{"<D>":{"0":0}}'},
+        "failOnDataLoss",
+        "some data may have been lost",
+    ),
 }
 
 # Writes: the same rows through both sinks into topics of their own (<T> per sink), read
@@ -411,47 +584,82 @@ WRITES = {
     "write-null-keys-and-values": (
         "SELECT CASE WHEN id % 2 = 0 THEN NULL ELSE CAST(id AS STRING) END AS key, "
         "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(concat('v', id) AS BINARY) END AS value "
-        "FROM range(0, 12, 1, 1)", {"topic": "<T>"}, {"": 1}),
+        "FROM range(0, 12, 1, 1)",
+        {"topic": "<T>"},
+        {"": 1},
+    ),
     "write-topic-option-over-topic-column": (
-        "SELECT '<T>-col' AS topic, CAST(id AS STRING) AS key, 'v' AS value "
-        "FROM range(0, 6, 1, 1)", {"topic": "<T>-opt"}, {"-opt": 1, "-col": 1}),
+        "SELECT '<T>-col' AS topic, CAST(id AS STRING) AS key, 'v' AS value FROM range(0, 6, 1, 1)",
+        {"topic": "<T>-opt"},
+        {"-opt": 1, "-col": 1},
+    ),
     "write-topic-column": (
         "SELECT CASE WHEN id % 2 = 0 THEN '<T>-a' ELSE '<T>-b' END AS topic, "
         "CAST(id AS STRING) AS key, concat('v', id) AS value FROM range(0, 8, 1, 1)",
-        {}, {"-a": 1, "-b": 1}),
+        {},
+        {"-a": 1, "-b": 1},
+    ),
     # Kafka's own partitioner named: murmur2 of the key in both
     "write-default-partitioner-class": (
-        KEYED_ROWS, {"topic": "<T>", "kafka.partitioner.class":
-                     "org.apache.kafka.clients.producer.internals.DefaultPartitioner"},
-        {"": 3}),
+        KEYED_ROWS,
+        {
+            "topic": "<T>",
+            "kafka.partitioner.class": (
+                "org.apache.kafka.clients.producer.internals.DefaultPartitioner"
+            ),
+        },
+        {"": 3},
+    ),
     # exactlyOnce (ours, transactions the driver commits) lands the rows Spark's
     # at-least-once sink does, which ignores the option
-    "write-exactly-once": (KEYED_ROWS, {"topic": "<T>", "exactlyOnce": "true",
-                                        "transactionalIdPrefix": "<T>-txn"}, {"": 3}),
+    "write-exactly-once": (
+        KEYED_ROWS,
+        {"topic": "<T>", "exactlyOnce": "true", "transactionalIdPrefix": "<T>-txn"},
+        {"": 3},
+    ),
     # a null partition falls back to the partitioner (murmur2 of the key)
     "write-explicit-partition": (
         "SELECT CAST(id AS STRING) AS key, 'v' AS value, "
         "CASE WHEN id % 3 = 0 THEN NULL ELSE CAST(id % 2 AS INT) END AS partition "
-        "FROM range(0, 12, 1, 1)", {"topic": "<T>"}, {"": 3}),
+        "FROM range(0, 12, 1, 1)",
+        {"topic": "<T>"},
+        {"": 3},
+    ),
 }
 # A timestamp column: ours writes it as the record's timestamp; Spark 4.2's sink has no
 # timestamp column (it ignores it: the producer stamps the time of sending).
 WRITE_TIMESTAMPS = (
     "SELECT CAST(id AS STRING) AS key, 'v' AS value, "
     "timestamp_millis(<T0> + id * 1000) AS timestamp FROM range(0, 4, 1, 1)",
-    {"topic": "<T>"}, {"": 1})
+    {"topic": "<T>"},
+    {"": 1},
+)
 
 # Write mistakes both sinks refuse: (sql, options, mode, what our message must name, what
 # Spark's message says).
 WRITE_MISUSE = {
-    "write-overwrite-mode": ("SELECT 'v' AS value", {"topic": "<T>"}, "overwrite",
-                             "overwrite", "save mode overwrite not allowed"),
-    "write-no-value-column": ("SELECT 'k' AS key", {"topic": "<T>"}, "append", "value",
-                              "required attribute 'value' not found"),
-    "write-no-topic": ("SELECT 'v' AS value", {}, "append", "topic",
-                       "topic option required"),
-    "write-int-key": ("SELECT 1 AS key, 'v' AS value", {"topic": "<T>"}, "append", "key",
-                      "key attribute unsupported type"),
+    "write-overwrite-mode": (
+        "SELECT 'v' AS value",
+        {"topic": "<T>"},
+        "overwrite",
+        "overwrite",
+        "save mode overwrite not allowed",
+    ),
+    "write-no-value-column": (
+        "SELECT 'k' AS key",
+        {"topic": "<T>"},
+        "append",
+        "value",
+        "required attribute 'value' not found",
+    ),
+    "write-no-topic": ("SELECT 'v' AS value", {}, "append", "topic", "topic option required"),
+    "write-int-key": (
+        "SELECT 1 AS key, 'v' AS value",
+        {"topic": "<T>"},
+        "append",
+        "key",
+        "key attribute unsupported type",
+    ),
 }
 
 
@@ -460,41 +668,77 @@ WRITE_MISUSE = {
 FOUR_ROWS = "SELECT CAST(id AS STRING) AS key, 'v' AS value FROM range(0, 4, 1, 1)"
 WRITE_DIFFERS = {
     # Spark refuses the default save mode (errorifexists) for a Python data source
-    "write-default-save-mode": (FOUR_ROWS, {"topic": "<T>"}, "errorifexists", {}, 4, None,
-                                "mode"),
+    "write-default-save-mode": (FOUR_ROWS, {"topic": "<T>"}, "errorifexists", {}, 4, None, "mode"),
     # acks 1 needs kafka.enable.idempotence=false here; Java turns idempotence off itself
-    "write-acks-one": (FOUR_ROWS, {"topic": "<T>", "kafka.acks": "1"}, "append", {}, 4,
-                       None, "kafka.enable.idempotence"),
+    "write-acks-one": (
+        FOUR_ROWS,
+        {"topic": "<T>", "kafka.acks": "1"},
+        "append",
+        {},
+        4,
+        None,
+        "kafka.enable.idempotence",
+    ),
     # a missing topic: Spark's producer has the broker create it (auto.create.topics.enable
     # is on); ours never creates topics
-    "write-to-a-missing-topic": (FOUR_ROWS, {"topic": "<T>-missing"}, "append",
-                                 {"read_back": ["<T>-missing"]}, 4, None, "<T>-missing"),
+    "write-to-a-missing-topic": (
+        FOUR_ROWS,
+        {"topic": "<T>-missing"},
+        "append",
+        {"read_back": ["<T>-missing"]},
+        4,
+        None,
+        "<T>-missing",
+    ),
     # a bad row after good ones: Java's producer has sent the rows before it, ours checks
     # the task's rows before sending any (checkBeforeSendBytes)
     "write-bad-row-after-good-ones": (
         "SELECT CASE WHEN id < 3 THEN '<T>' END AS topic, CAST(id AS STRING) AS key, "
-        "'v' AS value FROM range(0, 4, 1, 1)", {}, "append", {"read_back_after_error": True},
-        3, 0, "topic"),
+        "'v' AS value FROM range(0, 4, 1, 1)",
+        {},
+        "append",
+        {"read_back_after_error": True},
+        3,
+        0,
+        "topic",
+    ),
     # df.write from a Python thread that never set the active session
-    "write-in-a-thread-of-its-own": (FOUR_ROWS, {"topic": "<T>"}, "append",
-                                     {"fresh_thread": True}, 4, None,
-                                     "DATA_SOURCE_NOT_FOUND"),
+    "write-in-a-thread-of-its-own": (
+        FOUR_ROWS,
+        {"topic": "<T>"},
+        "append",
+        {"fresh_thread": True},
+        4,
+        None,
+        "DATA_SOURCE_NOT_FOUND",
+    ),
 }
 
 
 def read_scenarios() -> list[dict]:
     out = [{"name": n, "kind": "read", "options": o} for n, (o, _) in READS.items()]
-    out += [{"name": n, "kind": "read", "options": o, "partitions": True}
-            for n, (o, _) in SPLITS.items()]
+    out += [
+        {"name": n, "kind": "read", "options": o, "partitions": True}
+        for n, (o, _) in SPLITS.items()
+    ]
     for name, options, _, _ in (MAX_RECORDS_EARLIEST_LATEST, SMALL_READ):
         out.append({"name": name, "kind": "read", "options": options, "partitions": True})
-    out += [{"name": n, "kind": "read", "options": o, "stream": True}
-            for n, (o, _) in STREAMS.items()]
-    out.append({"name": AVAILABLE_NOW_MIN_OFFSETS[0], "kind": "read",
-                "options": AVAILABLE_NOW_MIN_OFFSETS[1], "stream": True})
+    out += [
+        {"name": n, "kind": "read", "options": o, "stream": True} for n, (o, _) in STREAMS.items()
+    ]
+    out.append(
+        {
+            "name": AVAILABLE_NOW_MIN_OFFSETS[0],
+            "kind": "read",
+            "options": AVAILABLE_NOW_MIN_OFFSETS[1],
+            "stream": True,
+        }
+    )
     out += [{"name": n, "kind": "read", "options": o} for n, (o, *_) in DIFFERING_READS.items()]
-    out += [{"name": n, "kind": "read", "options": o,
-             "no_bootstrap": n == "no-bootstrap-servers"} for n, (o, _, _) in MISUSE.items()]
+    out += [
+        {"name": n, "kind": "read", "options": o, "no_bootstrap": n == "no-bootstrap-servers"}
+        for n, (o, _, _) in MISUSE.items()
+    ]
     return out
 
 
@@ -503,28 +747,45 @@ def sink_topic(prefix: str, name: str, fmt: str) -> str:
 
 
 def steps_scenarios(prefix: str) -> list[dict]:
-    return [{"name": name, "kind": "steps", "steps": steps, "topics": topics,
-             "subst": {fmt: {"S": sink_topic(prefix, name, fmt)}
-                       for fmt in ("kafka", "pykafka")}}
-            for name, (topics, steps) in STEPS.items()]
+    return [
+        {
+            "name": name,
+            "kind": "steps",
+            "steps": steps,
+            "topics": topics,
+            "subst": {fmt: {"S": sink_topic(prefix, name, fmt)} for fmt in ("kafka", "pykafka")},
+        }
+        for name, (topics, steps) in STEPS.items()
+    ]
 
 
 def write_scenarios(prefix: str) -> list[dict]:
     out = []
-    specs = {**{n: (sql, o, t, "append") for n, (sql, o, t) in WRITES.items()},
-             "write-timestamp-column": (*WRITE_TIMESTAMPS, "append"),
-             **{n: (sql, o, {"": 1}, mode)
-                for n, (sql, o, mode, _, _) in WRITE_MISUSE.items()}}
+    specs = {
+        **{n: (sql, o, t, "append") for n, (sql, o, t) in WRITES.items()},
+        "write-timestamp-column": (*WRITE_TIMESTAMPS, "append"),
+        **{n: (sql, o, {"": 1}, mode) for n, (sql, o, mode, _, _) in WRITE_MISUSE.items()},
+    }
     flags = {}
     for name, (sql, options, mode, flag, *_) in WRITE_DIFFERS.items():
         specs[name] = (sql, options, {"": 1}, mode)
         flags[name] = flag
     for name, (sql, options, topics, mode) in specs.items():
-        out.append({"name": name, "kind": "write", "sql": sql, "options": options,
-                    "mode": mode, "read_back": [f"<T>{suffix}" for suffix in topics],
-                    "topics": topics, **flags.get(name, {}),
-                    "subst": {fmt: {"T": sink_topic(prefix, name, fmt)}
-                              for fmt in ("kafka", "pykafka")}})
+        out.append(
+            {
+                "name": name,
+                "kind": "write",
+                "sql": sql,
+                "options": options,
+                "mode": mode,
+                "read_back": [f"<T>{suffix}" for suffix in topics],
+                "topics": topics,
+                **flags.get(name, {}),
+                "subst": {
+                    fmt: {"T": sink_topic(prefix, name, fmt)} for fmt in ("kafka", "pykafka")
+                },
+            }
+        )
     return out
 
 
@@ -542,15 +803,23 @@ def resolve(value, names: dict[str, str]):
 
 
 def placeholders(prefix: str, t0: int) -> dict[str, str]:
-    names = {"B": f"{prefix}-basic", "B2": f"{prefix}-basic2", "C": f"{prefix}-codecs",
-             "L": f"{prefix}-log-append-time",
-             "X": f"{prefix}-txn", "D": f"{prefix}-deleted", "P": prefix, "T0": str(t0)}
+    names = {
+        "B": f"{prefix}-basic",
+        "B2": f"{prefix}-basic2",
+        "C": f"{prefix}-codecs",
+        "L": f"{prefix}-log-append-time",
+        "X": f"{prefix}-txn",
+        "D": f"{prefix}-deleted",
+        "P": prefix,
+        "T0": str(t0),
+    }
     for delta in (1000, 2005, 2500, 4000, 4015, 5000, 99000):
         names[f"T0+{delta}"] = str(t0 + delta)
     return names
 
 
 # ---- the run -------------------------------------------------------------------------------
+
 
 def prepare_topics(kafka, names: dict[str, str], t0: int) -> None:
     create_topic(kafka, names["B"], BASIC_PARTITIONS)
@@ -585,23 +854,33 @@ def referee(kafka, tmp_path_factory):
     for scenario in writes:
         for fmt in ("kafka", "pykafka"):
             for suffix, partitions in scenario["topics"].items():
-                create_topic(kafka, sink_topic(prefix, scenario["name"], fmt) + suffix,
-                             partitions)
+                create_topic(kafka, sink_topic(prefix, scenario["name"], fmt) + suffix, partitions)
     scenarios = resolve(read_scenarios(), names) + resolve(writes, names)
     prepared = time.monotonic()
-    results = run_child(python, {"bootstrap": kafka.bootstrap, "jars": jars,
-                                 "scenarios": scenarios, "threads": CHILD_THREADS},
-                        str(tmp_path_factory.mktemp("ref")))
+    results = run_child(
+        python,
+        {
+            "bootstrap": kafka.bootstrap,
+            "jars": jars,
+            "scenarios": scenarios,
+            "threads": CHILD_THREADS,
+        },
+        str(tmp_path_factory.mktemp("ref")),
+    )
     keep = os.environ.get("PYKAFKA_JVM_REFEREE_RESULTS")
     if keep:  # every scenario's rows and errors, for a look by hand
         with open(keep, "w") as f:
             json.dump(results, f, indent=1)
     results["_names"] = names
-    results["_timings"] = {"env_and_jars_s": round(env_s, 1),
-                           "topics_s": round(prepared - began - env_s, 1),
-                           "child_s": round(time.monotonic() - prepared, 1)}
-    print(f"\njvm referee timings: {results['_timings']}, "
-          f"session {results['_session_seconds']} s, child CPU {results['_cpu_seconds']} s")
+    results["_timings"] = {
+        "env_and_jars_s": round(env_s, 1),
+        "topics_s": round(prepared - began - env_s, 1),
+        "child_s": round(time.monotonic() - prepared, 1),
+    }
+    print(
+        f"\njvm referee timings: {results['_timings']}, "
+        f"session {results['_session_seconds']} s, child CPU {results['_cpu_seconds']} s"
+    )
     return results
 
 
@@ -629,9 +908,11 @@ def test_headers_rows_hold_null_and_repeated_header_values(referee):
     """The referee's own answer for includeHeaders, so an agreement on nothing cannot pass."""
     jvm, _ = same_reads(referee, "include-headers")
     headers = {(r["partition"], r["offset"]): r["headers"] for r in jvm["rows"]}
-    assert headers[(0, 3)] == [{"key": "h1", "value": b"a".hex()},
-                               {"key": "h2", "value": None},
-                               {"key": "h1", "value": b"b".hex()}]
+    assert headers[(0, 3)] == [
+        {"key": "h1", "value": b"a".hex()},
+        {"key": "h2", "value": None},
+        {"key": "h1", "value": b"b".hex()},
+    ]
     assert headers[(1, 4)] == [{"key": "e", "value": ""}]
     assert headers[(2, 0)] is None
 
@@ -643,10 +924,13 @@ def test_log_append_time_is_timestamp_type_1(referee):
 
 
 def test_aborted_records_are_read_uncommitted_only(referee):
-    committed = {bytes.fromhex(r["value"]).decode()
-                 for r in same_reads(referee, "read-committed")[1]["rows"]}
-    uncommitted = {bytes.fromhex(r["value"]).decode()
-                   for r in same_reads(referee, "read-uncommitted")[1]["rows"]}
+    committed = {
+        bytes.fromhex(r["value"]).decode() for r in same_reads(referee, "read-committed")[1]["rows"]
+    }
+    uncommitted = {
+        bytes.fromhex(r["value"]).decode()
+        for r in same_reads(referee, "read-uncommitted")[1]["rows"]
+    }
     assert committed == {"c0", "c1", "c2", "c3", "c4"}
     assert uncommitted == committed | {"a0", "a1", "a2"}
 
@@ -674,8 +958,11 @@ def test_a_small_read_is_one_task_here_and_a_task_per_partition_there(referee):
 
 def batch_bounds(batches: list[dict], nonempty: bool = False) -> list[tuple]:
     """Each micro-batch's (input rows, startOffset, endOffset) from its progress JSON."""
-    return [(b["numInputRows"], b["startOffset"], b["endOffset"]) for b in batches
-            if b["numInputRows"] or not nonempty]
+    return [
+        (b["numInputRows"], b["startOffset"], b["endOffset"])
+        for b in batches
+        if b["numInputRows"] or not nonempty
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(STREAMS))
@@ -693,8 +980,10 @@ def test_max_offsets_per_trigger_prorates_uneven_backlogs_alike(referee):
     jvm, _ = same_reads(referee, "stream-max-offsets-uneven-backlogs")
     topic = referee["_names"]["B"]
     assert [(n, end[topic]) for n, _, end in batch_bounds(jvm["batches"], True)] == [
-        (4, {"0": 2, "1": 3, "2": 6}), (3, {"0": 4, "1": 4, "2": 6}),
-        (4, {"0": 6, "1": 6, "2": 6})]
+        (4, {"0": 2, "1": 3, "2": 6}),
+        (3, {"0": 4, "1": 4, "2": 6}),
+        (4, {"0": 6, "1": 6, "2": 6}),
+    ]
 
 
 def test_offsets_behind_latest_from_our_progress_are_sparks_metrics(referee):
@@ -702,6 +991,7 @@ def test_offsets_behind_latest_from_our_progress_are_sparks_metrics(referee):
     latest in each batch's metrics; ours cannot publish source metrics, but reports
     latestOffset, from which kafka_source.lag computes the same three figures."""
     from kafka_source.lag import source_lag
+
     jvm, ours = same_reads(referee, "stream-max-offsets-per-trigger")
     jvm_batches = [b for b in jvm["batches"] if b["numInputRows"]]
     our_batches = [b for b in ours["batches"] if b["numInputRows"]]
@@ -723,8 +1013,9 @@ def test_available_now_applies_min_offsets_in_spark_only(referee):
     assert [n for n, *_ in batch_bounds(ours["batches"], True)] == our_sizes
     assert batch_bounds(ours["batches"], True)[:2] == batch_bounds(jvm["batches"], True)
     assert len(ours["rows"]) == 18
-    assert {(r["partition"], r["offset"]) for r in jvm["rows"]} < \
-        {(r["partition"], r["offset"]) for r in ours["rows"]}
+    assert {(r["partition"], r["offset"]) for r in jvm["rows"]} < {
+        (r["partition"], r["offset"]) for r in ours["rows"]
+    }
 
 
 def failed_alike(referee, name: str, ours_names: str, spark_says: str) -> None:
@@ -746,10 +1037,17 @@ def test_batch_only_option_errors_wait_for_the_first_action_here(referee):
     """Documented difference (option errors and load()): Spark's connector checks a batch
     read's options at load(); ours raises at load() what a batch and a stream share, and a
     batch-only mistake when the query is planned (Spark does not tell schema() which)."""
-    phases = {name: (referee[name]["kafka"]["error"]["phase"],
-                     referee[name]["pykafka"]["error"]["phase"]) for name in MISUSE}
-    for shared in ("no-bootstrap-servers", "subscribe-and-assign", "no-subscription",
-                   "bad-starting-offsets-json", "batch-ending-at-earliest"):
+    phases = {
+        name: (referee[name]["kafka"]["error"]["phase"], referee[name]["pykafka"]["error"]["phase"])
+        for name in MISUSE
+    }
+    for shared in (
+        "no-bootstrap-servers",
+        "subscribe-and-assign",
+        "no-subscription",
+        "bad-starting-offsets-json",
+        "batch-ending-at-earliest",
+    ):
         assert phases[shared] == ("load", "load"), shared
     for batch_only in ("batch-starting-at-latest", "batch-json-start-minus-one"):
         assert phases[batch_only] == ("load", "collect"), batch_only
@@ -774,7 +1072,8 @@ def read_back(referee, name: str, fmt: str) -> dict[str, list[dict]]:
     out = {}
     for t, rows in ok(referee[name][fmt])["read_back"].items():
         out[t.replace(topic, "<T>")] = by_position(
-            [{**r, "topic": r["topic"].replace(topic, "<T>")} for r in rows])
+            [{**r, "topic": r["topic"].replace(topic, "<T>")} for r in rows]
+        )
     return out
 
 
@@ -802,6 +1101,7 @@ def test_write_partitions_by_murmur2_of_the_key(referee):
     import pyarrow as pa
 
     from kafka_sink.partitioner import key_partitions
+
     rows = read_back(referee, "write-keys-partitioned-by-murmur2", "kafka")["<T>"]
     keys = pa.array([bytes.fromhex(r["key"]) for r in rows], pa.binary())
     assert [r["partition"] for r in rows] == key_partitions(keys, 3).tolist()
@@ -848,6 +1148,7 @@ def test_writes_spark_lands_and_ours_refuses(referee, name):
 
 # ---- scenarios of steps ----------------------------------------------------------------
 
+
 def steps_runs(referee, name: str, fmt: str) -> list[dict]:
     """The runs of a steps scenario through ``fmt``, its topic names put back to <S>."""
     result = referee[name][fmt]
@@ -865,8 +1166,9 @@ def same_runs(referee, name: str) -> list[dict]:
         both = f"run {i}: ours {mine.get('error')}\nSpark's {theirs.get('error')}"
         assert ("error" in mine) == ("error" in theirs), both
         # each connector's topics were written apart: their timestamps differ
-        assert without_timestamps(by_position(mine["rows"])) == \
-            without_timestamps(by_position(theirs["rows"])), i
+        assert without_timestamps(by_position(mine["rows"])) == without_timestamps(
+            by_position(theirs["rows"])
+        ), i
         if "batches" in theirs:
             assert batch_bounds(mine["batches"]) == batch_bounds(theirs["batches"]), i
     return jvm
@@ -911,10 +1213,12 @@ def test_min_offsets_wait_for_max_trigger_delay_alike(referee):
     name = "steps-min-offsets-with-max-trigger-delay"
     same_runs(referee, name)
     for fmt in ("kafka", "pykafka"):
-        batches = [b for b in steps_runs(referee, name, fmt)[0]["batches"]
-                   if b["numInputRows"]]
+        batches = [b for b in steps_runs(referee, name, fmt)[0]["batches"] if b["numInputRows"]]
         assert [(n, end) for n, _, end in batch_bounds(batches)] == [
-            (2, {"<S>": {"0": 2}}), (2, {"<S>": {"0": 4}}), (6, {"<S>": {"0": 10}})], fmt
+            (2, {"<S>": {"0": 2}}),
+            (2, {"<S>": {"0": 4}}),
+            (6, {"<S>": {"0": 10}}),
+        ], fmt
         assert batches[1]["began_ms"] - batches[0]["began_ms"] >= 2500, fmt
 
 
@@ -930,10 +1234,14 @@ def test_stream_writes_in_update_mode_or_continuous_are_sparks_only(referee):
     for run in jvm:
         assert "error" not in run, run["error"]
         assert [bytes.fromhex(r["value"]).decode() for r in by_position(run["rows"])] == [
-            "a-0", "a-1", "a-2"]
+            "a-0",
+            "a-1",
+            "a-2",
+        ]
     update, continuous = ours
-    assert "error" in update and "does not support update mode" in \
-        update["error"]["message"].lower(), update
+    assert (
+        "error" in update and "does not support update mode" in update["error"]["message"].lower()
+    ), update
     assert "error" not in continuous, continuous["error"]
     assert update["rows"] == continuous["rows"] == []
 
@@ -974,10 +1282,13 @@ def test_jars_are_the_connector_and_what_it_needs_beyond_pyspark(referee):
     child decoded an Avro record with spark-avro's from_avro."""
     assert referee["_avro"] == {"ok": [1, "a"]}
     names = sorted(p.name for p in spark_kafka_jars(SPARK_VERSION))
-    assert names == ["commons-pool2-2.13.1.jar", "kafka-clients-3.9.2.jar",
-                     f"spark-avro_2.13-{SPARK_VERSION}.jar",
-                     f"spark-sql-kafka-0-10_2.13-{SPARK_VERSION}.jar",
-                     f"spark-token-provider-kafka-0-10_2.13-{SPARK_VERSION}.jar"]
+    assert names == [
+        "commons-pool2-2.13.1.jar",
+        "kafka-clients-3.9.2.jar",
+        f"spark-avro_2.13-{SPARK_VERSION}.jar",
+        f"spark-sql-kafka-0-10_2.13-{SPARK_VERSION}.jar",
+        f"spark-token-provider-kafka-0-10_2.13-{SPARK_VERSION}.jar",
+    ]
 
 
 # ---- TLS stores, broker errors, spark.network.timeout: a run of their own ------------------
@@ -997,16 +1308,21 @@ UNKNOWN_SERVER_ERROR, NOT_LEADER_OR_FOLLOWER = -1, 6
 # short client timeouts where the scenario would wait for them (defaults: 30 s, 60 s); Kafka's
 # admin client refuses a default.api.timeout.ms below request.timeout.ms
 REQUEST_TIMEOUT_MS, API_TIMEOUT_MS = 1000, 2000
-SHORT_TIMEOUTS = {"kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
-                  "kafka.default.api.timeout.ms": str(API_TIMEOUT_MS)}
+SHORT_TIMEOUTS = {
+    "kafka.request.timeout.ms": str(REQUEST_TIMEOUT_MS),
+    "kafka.default.api.timeout.ms": str(API_TIMEOUT_MS),
+}
 EDGE_RECORDS = 4
 TRUSTSTORE_PASSWORD = "store-secret"
 EDGE_SPARK_CONF = {
     "spark.network.timeout": f"{NETWORK_TIMEOUT_S}s",
     # Spark refuses to start with these above spark.network.timeout
-    "spark.network.timeoutInterval": "1s", "spark.executor.heartbeatInterval": "1s",
+    "spark.network.timeoutInterval": "1s",
+    "spark.executor.heartbeatInterval": "1s",
     # the RPC timeouts stay at 120 s: they too take their default from it
-    "spark.rpc.askTimeout": "120s", "spark.rpc.lookupTimeout": "120s"}
+    "spark.rpc.askTimeout": "120s",
+    "spark.rpc.lookupTimeout": "120s",
+}
 # Every scenario but the one about it sets the poll timeout to the usual 120 s, so that the
 # session's short spark.network.timeout cannot fail Spark's reads on a busy machine.
 USUAL_POLL_TIMEOUT = {"kafkaConsumer.pollTimeoutMs": "120000"}
@@ -1074,8 +1390,9 @@ class BrokerFaults:
         now, spoiled = time.monotonic(), False
         with self.lock:
             for topic in body["responses"]:
-                rule = self.withheld.get(topic.get("topic_id")) or \
-                    next((r for r in self.withheld.values() if r[0] == topic.get("topic")), None)
+                rule = self.withheld.get(topic.get("topic_id")) or next(
+                    (r for r in self.withheld.values() if r[0] == topic.get("topic")), None
+                )
                 if rule is None or not any(p.get("records") for p in topic["partitions"]):
                     continue
                 rule[2] = now if rule[2] is None else rule[2]
@@ -1099,7 +1416,7 @@ def _decoded(api, frame: bytearray, version: int) -> tuple[int, dict]:
 
 
 def _encoded(api, frame: bytearray, version: int, pos: int, body: dict) -> bytearray:
-    out = bytearray(frame[:4 + pos])
+    out = bytearray(frame[: 4 + pos])
     api.response.encode(version, body, out)
     out[:4] = (len(out) - 4).to_bytes(4, "big")
     return out
@@ -1119,10 +1436,26 @@ def java_truststore(ca_pem: str, path: Path) -> str:
     """A PKCS12 truststore holding the CA, made by the JDK's keytool (as a Java user has
     one)."""
     keytool = Path(os.path.realpath(java_executable())).with_name("keytool")
-    done = subprocess.run([str(keytool), "-importcert", "-noprompt", "-alias", "ca",
-                           "-file", ca_pem, "-keystore", str(path), "-storetype", "PKCS12",
-                           "-storepass", TRUSTSTORE_PASSWORD],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [
+            str(keytool),
+            "-importcert",
+            "-noprompt",
+            "-alias",
+            "ca",
+            "-file",
+            ca_pem,
+            "-keystore",
+            str(path),
+            "-storetype",
+            "PKCS12",
+            "-storepass",
+            TRUSTSTORE_PASSWORD,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return str(path)
 
@@ -1136,34 +1469,61 @@ def fill_topic(bootstrap: str, topic: str) -> None:
 
 def per_connector(prefix: str, name: str, options: dict, **scenario) -> dict:
     """A read scenario whose ``<S>`` is a topic of each connector's own."""
-    return {"name": name, "kind": "read", "options": {"subscribe": "<S>", **options},
-            "subst": {fmt: {"S": sink_topic(prefix, name, fmt)} for fmt in ("kafka", "pykafka")},
-            **scenario}
+    return {
+        "name": name,
+        "kind": "read",
+        "options": {"subscribe": "<S>", **options},
+        "subst": {fmt: {"S": sink_topic(prefix, name, fmt)} for fmt in ("kafka", "pykafka")},
+        **scenario,
+    }
 
 
 def edge_scenarios(prefix: str, cluster, proxy, ca_pem: str, truststore: str) -> list[dict]:
-    tls = {"kafka.bootstrap.servers": cluster.listener("SSL"), "subscribe": f"{prefix}-tls",
-           "kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": truststore,
-           "kafka.ssl.truststore.password": TRUSTSTORE_PASSWORD,
-           "kafka.ssl.truststore.type": "PKCS12", **USUAL_POLL_TIMEOUT}
-    out = [{"name": "tls-truststore", "kind": "read", "options": tls},
-           {"name": "tls-cafile", "kind": "read", "formats": ["pykafka"],
-            "options": {**tls, "kafka.ssl.cafile": ca_pem}}]
+    tls = {
+        "kafka.bootstrap.servers": cluster.listener("SSL"),
+        "subscribe": f"{prefix}-tls",
+        "kafka.security.protocol": "SSL",
+        "kafka.ssl.truststore.location": truststore,
+        "kafka.ssl.truststore.password": TRUSTSTORE_PASSWORD,
+        "kafka.ssl.truststore.type": "PKCS12",
+        **USUAL_POLL_TIMEOUT,
+    }
+    out = [
+        {"name": "tls-truststore", "kind": "read", "options": tls},
+        {
+            "name": "tls-cafile",
+            "kind": "read",
+            "formats": ["pykafka"],
+            "options": {**tls, "kafka.ssl.cafile": ca_pem},
+        },
+    ]
     proxied = {"kafka.bootstrap.servers": proxy.bootstrap}
     for name, (_, _, stream, options) in OFFSET_FAULTS.items():
-        out.append(per_connector(prefix, name, {
-            **proxied, **USUAL_POLL_TIMEOUT,
-            "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
-            **({"startingOffsets": "earliest"} if stream else {}), **options}, stream=stream))
+        out.append(
+            per_connector(
+                prefix,
+                name,
+                {
+                    **proxied,
+                    **USUAL_POLL_TIMEOUT,
+                    "fetchOffset.retryIntervalMs": str(RETRY_INTERVAL_MS),
+                    **({"startingOffsets": "earliest"} if stream else {}),
+                    **options,
+                },
+                stream=stream,
+            )
+        )
     out.append(per_connector(prefix, WITHHELD, proxied))
     return out
 
 
 def prepare_edge_topics(cluster, prefix: str, faults: BrokerFaults) -> None:
     """Every scenario's topics, filled; the faults set on them."""
-    names = [f"{prefix}-tls"] + [sink_topic(prefix, name, fmt)
-                                 for name in [*OFFSET_FAULTS, WITHHELD]
-                                 for fmt in ("kafka", "pykafka")]
+    names = [f"{prefix}-tls"] + [
+        sink_topic(prefix, name, fmt)
+        for name in [*OFFSET_FAULTS, WITHHELD]
+        for fmt in ("kafka", "pykafka")
+    ]
     for topic in names:
         create_topic(cluster, topic, 1)
         fill_topic(cluster.bootstrap, topic)
@@ -1194,19 +1554,28 @@ def edge_referee(tmp_path_factory):
         prepare_edge_topics(cluster, prefix, faults)
         faults.install(proxy)
         prepared = time.monotonic()
-        results = run_child(python, {
-            "bootstrap": cluster.bootstrap, "jars": jars, "threads": CHILD_THREADS,
-            "avro": False, "spark_conf": EDGE_SPARK_CONF,
-            "scenarios": edge_scenarios(prefix, cluster, proxy, ca_pem, truststore)},
-            str(workdir))
+        results = run_child(
+            python,
+            {
+                "bootstrap": cluster.bootstrap,
+                "jars": jars,
+                "threads": CHILD_THREADS,
+                "avro": False,
+                "spark_conf": EDGE_SPARK_CONF,
+                "scenarios": edge_scenarios(prefix, cluster, proxy, ca_pem, truststore),
+            },
+            str(workdir),
+        )
     keep = os.environ.get("PYKAFKA_JVM_REFEREE_RESULTS")
     if keep:  # as the referee's, next to them
         with open(f"{keep}.edges.json", "w") as f:
             json.dump(results, f, indent=1)
     results["_answers"] = {topic: times for topic, times in faults.answers.items()}
     results["_names"] = {"P": prefix}
-    print(f"\njvm edge referee: setup {prepared - began:.1f} s, child "
-          f"{time.monotonic() - prepared:.1f} s (session {results['_session_seconds']} s)")
+    print(
+        f"\njvm edge referee: setup {prepared - began:.1f} s, child "
+        f"{time.monotonic() - prepared:.1f} s (session {results['_session_seconds']} s)"
+    )
     return results
 
 
@@ -1257,8 +1626,10 @@ def test_offset_lookups_outlast_broker_errors_within_the_attempts_alike(edge_ref
         assert values(run["rows"]) == [f"v{i}" for i in range(EDGE_RECORDS)], fmt
         times = spoiled(edge_referee, name, fmt)
         assert len(times) == 2, (fmt, times)
-        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), \
-            (fmt, intervals(times))
+        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), (
+            fmt,
+            intervals(times),
+        )
 
 
 def test_a_lasting_broker_error_fails_after_fetch_offset_num_retries_alike(edge_referee):
@@ -1272,8 +1643,10 @@ def test_a_lasting_broker_error_fails_after_fetch_offset_num_retries_alike(edge_
     for fmt in ("kafka", "pykafka"):
         times = spoiled(edge_referee, name, fmt)
         assert len(times) == 3, (fmt, times)
-        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), \
-            (fmt, intervals(times))
+        assert all(gap >= RETRY_INTERVAL_MS / 1000 * 0.9 for gap in intervals(times)), (
+            fmt,
+            intervals(times),
+        )
 
 
 def test_a_batch_read_resolves_earliest_and_latest_in_spark_tasks_on_our_driver(edge_referee):
@@ -1286,10 +1659,13 @@ def test_a_batch_read_resolves_earliest_and_latest_in_spark_tasks_on_our_driver(
     jvm, ours = edge_referee[name]["kafka"], edge_referee[name]["pykafka"]
     topic = sink_topic(edge_referee["_names"]["P"], name, "kafka")
     gist = error_text(jvm, "gist")
-    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage "
-                           "failure"), gist  # a task's
-    assert (f"Timeout of {API_TIMEOUT_MS}ms expired before the position for partition "
-            f"{topic}-0 could be determined") in gist
+    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage failure"), (
+        gist
+    )  # a task's
+    assert (
+        f"Timeout of {API_TIMEOUT_MS}ms expired before the position for partition "
+        f"{topic}-0 could be determined"
+    ) in gist
     assert len(spoiled(edge_referee, name, "kafka")) > 3
     assert "UNKNOWN_SERVER_ERROR" in error_text(ours, "gist")
     # raised while Spark plans the read (in our reader's partitions()), not by a task
@@ -1304,12 +1680,16 @@ def test_a_retriable_error_is_retried_within_each_attempt_up_to_different_bounds
     ours kafka.request.timeout.ms (1 s here, 30 s by default)."""
     name = "offsets-not-leader-always"
     jvm, ours = edge_referee[name]["kafka"], edge_referee[name]["pykafka"]
-    assert "TimeoutException: Timed out waiting for a node assignment. Call: listOffsets" \
+    assert (
+        "TimeoutException: Timed out waiting for a node assignment. Call: listOffsets"
         in error_text(jvm, "gist")
+    )
     assert jvm["seconds"] >= 3 * API_TIMEOUT_MS / 1000, jvm["seconds"]
     gist = error_text(ours, "gist")
-    assert gist.startswith("protocol.errors.KafkaTimeoutError: ListOffsets did not succeed "
-                           f"within {REQUEST_TIMEOUT_MS} ms"), gist
+    assert gist.startswith(
+        "protocol.errors.KafkaTimeoutError: ListOffsets did not succeed "
+        f"within {REQUEST_TIMEOUT_MS} ms"
+    ), gist
     assert "NOT_LEADER_OR_FOLLOWER" in gist and "gave up after 3 attempts" in gist, gist
     for fmt in ("kafka", "pykafka"):  # each attempt asked more than once
         assert len(spoiled(edge_referee, name, fmt)) > 3, fmt
@@ -1322,10 +1702,10 @@ def test_a_changed_network_timeout_is_the_poll_timeout_of_spark_only(edge_refere
     reads every record once they come."""
     jvm, ours = edge_referee[WITHHELD]["kafka"], edge_referee[WITHHELD]["pykafka"]
     gist = error_text(jvm, "gist")
-    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage "
-                           "failure"), gist  # a task's
-    assert f"Cannot fetch record for offset 0 in {NETWORK_TIMEOUT_S * 1000} milliseconds" \
-        in gist
+    assert gist.startswith("org.apache.spark.SparkException: Job aborted due to stage failure"), (
+        gist
+    )  # a task's
+    assert f"Cannot fetch record for offset 0 in {NETWORK_TIMEOUT_S * 1000} milliseconds" in gist
     jvm_waited = spoiled(edge_referee, WITHHELD, "kafka")
     assert jvm_waited and jvm_waited[-1] - jvm_waited[0] < WITHHELD_S - 1
     assert values(ok(ours)["rows"]) == [f"v{i}" for i in range(EDGE_RECORDS)]

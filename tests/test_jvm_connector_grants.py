@@ -46,37 +46,65 @@ RECORDS = [b"a", b"b", b"c"]
 
 
 def jaas(cluster, user: str) -> dict:
-    return {"kafka.bootstrap.servers": cluster.listener("SASL"),
-            "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
-            "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
-                                      f'required username="{user}" '
-                                      f'password="{SASL_USERS[user]}";'}
+    return {
+        "kafka.bootstrap.servers": cluster.listener("SASL"),
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule "
+        f'required username="{user}" '
+        f'password="{SASL_USERS[user]}";',
+    }
 
 
 def scenarios(cluster) -> list[dict]:
     bob, alice = jaas(cluster, "bob"), jaas(cluster, "alice")
-    read = {"kind": "read", "options": {**bob, "subscribe": "r-in",
-                                        "startingOffsets": "earliest"}}
-    granted = {**alice, "subscribe": "r-in", "startingOffsets": "earliest",
-               "groupIdPrefix": "app-"}
+    read = {"kind": "read", "options": {**bob, "subscribe": "r-in", "startingOffsets": "earliest"}}
+    granted = {**alice, "subscribe": "r-in", "startingOffsets": "earliest", "groupIdPrefix": "app-"}
     write = {"kind": "write", "sql": "SELECT 'x' AS value", "read_back_after_error": True}
     return [
         {"name": "batch", **read},
         {"name": "stream", **read, "stream": True},
-        {"name": "by-time", "kind": "read",
-         "options": {**bob, "subscribe": "r-in", "startingTimestamp": "1000",
-                     "endingTimestamp": "3000"}},
-        {"name": "pattern", "kind": "read",
-         "options": {**bob, "subscribePattern": "^(r-in|closed)$"}},
+        {
+            "name": "by-time",
+            "kind": "read",
+            "options": {
+                **bob,
+                "subscribe": "r-in",
+                "startingTimestamp": "1000",
+                "endingTimestamp": "3000",
+            },
+        },
+        {
+            "name": "pattern",
+            "kind": "read",
+            "options": {**bob, "subscribePattern": "^(r-in|closed)$"},
+        },
         {"name": "batch-deprecated-fetching", **read, "sql_conf": DEPRECATED_FETCHING},
-        {"name": "stream-deprecated-fetching", **read, "stream": True,
-         "sql_conf": DEPRECATED_FETCHING},
-        {"name": "stream-deprecated-fetching-granted", "kind": "read", "options": granted,
-         "stream": True, "sql_conf": DEPRECATED_FETCHING},
-        {"name": "write", **write, "options": {**alice, "topic": "w-<fmt>"},
-         "read_back": ["w-<fmt>"]},
-        {"name": "write-without-write", **write, "options": {**bob, "topic": "r-w<fmt>"},
-         "read_back": ["r-w<fmt>"]},
+        {
+            "name": "stream-deprecated-fetching",
+            **read,
+            "stream": True,
+            "sql_conf": DEPRECATED_FETCHING,
+        },
+        {
+            "name": "stream-deprecated-fetching-granted",
+            "kind": "read",
+            "options": granted,
+            "stream": True,
+            "sql_conf": DEPRECATED_FETCHING,
+        },
+        {
+            "name": "write",
+            **write,
+            "options": {**alice, "topic": "w-<fmt>"},
+            "read_back": ["w-<fmt>"],
+        },
+        {
+            "name": "write-without-write",
+            **write,
+            "options": {**bob, "topic": "r-w<fmt>"},
+            "read_back": ["r-w<fmt>"],
+        },
     ]
 
 
@@ -86,27 +114,49 @@ def grants(tmp_path_factory):
     jars = [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
     with KafkaCluster(sasl=True, authorizer=True) as cluster:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-            admin.create_topics({"r-in": 1, "closed": 1, "w-kafka": 1, "w-pykafka": 1,
-                                 "r-wkafka": 1, "r-wpykafka": 1})
-            admin.produce("r-in", 0, build_batch([Record(i, 1_000 * (i + 1), None, v)
-                                                  for i, v in enumerate(RECORDS)]))
+            admin.create_topics(
+                {
+                    "r-in": 1,
+                    "closed": 1,
+                    "w-kafka": 1,
+                    "w-pykafka": 1,
+                    "r-wkafka": 1,
+                    "r-wpykafka": 1,
+                }
+            )
+            admin.produce(
+                "r-in",
+                0,
+                build_batch([Record(i, 1_000 * (i + 1), None, v) for i, v in enumerate(RECORDS)]),
+            )
             admin.produce("closed", 0, build_batch([Record(0, 0, None, b"z")]))
         cluster.acl("User:bob", "Read", topics="r-", prefixed=True)
         cluster.acl("User:alice", "Read", topics="r-", groups="app-", prefixed=True)
         cluster.acl("User:alice", "Write", topics="w-", prefixed=True)
         began = time.monotonic()
-        results = run_child(python, {"bootstrap": cluster.bootstrap, "jars": jars,
-                                     "avro": False, "threads": 2,
-                                     "scenarios": scenarios(cluster)},
-                            str(tmp_path_factory.mktemp("grants")))
-        print(f"\njvm grants child: {time.monotonic() - began:.1f} s "
-              f"(session {results['_session_seconds']} s)")
+        results = run_child(
+            python,
+            {
+                "bootstrap": cluster.bootstrap,
+                "jars": jars,
+                "avro": False,
+                "threads": 2,
+                "scenarios": scenarios(cluster),
+            },
+            str(tmp_path_factory.mktemp("grants")),
+        )
+        print(
+            f"\njvm grants child: {time.monotonic() - began:.1f} s "
+            f"(session {results['_session_seconds']} s)"
+        )
     return results
 
 
 def read_values(result: dict) -> list[bytes]:
-    return [bytes.fromhex(r["value"]) for r in
-            sorted(ok(result)["rows"], key=lambda r: (r["partition"], r["offset"]))]
+    return [
+        bytes.fromhex(r["value"])
+        for r in sorted(ok(result)["rows"], key=lambda r: (r["partition"], r["offset"]))
+    ]
 
 
 def failure(result: dict) -> str:
@@ -115,8 +165,10 @@ def failure(result: dict) -> str:
     return "\n".join([result["error"]["message"], *result["error"].get("causes", [])])
 
 
-@pytest.mark.parametrize("name,records", [("batch", RECORDS), ("stream", RECORDS),
-                                          ("by-time", RECORDS[:2]), ("pattern", RECORDS)])
+@pytest.mark.parametrize(
+    "name,records",
+    [("batch", RECORDS), ("stream", RECORDS), ("by-time", RECORDS[:2]), ("pattern", RECORDS)],
+)
 def test_reads_need_read_on_their_topics_and_no_group_in_both(grants, name, records):
     """bob, with Read on the topic alone, reads the same records through both: from
     earliest, as a stream, between two timestamps (ListOffsets by time wants Describe),
@@ -126,10 +178,14 @@ def test_reads_need_read_on_their_topics_and_no_group_in_both(grants, name, reco
     assert read_values(grants[name]["pykafka"]) == records
 
 
-@pytest.mark.parametrize("name,group", [("batch-deprecated-fetching", "spark-kafka-relation-"),
-                                        ("stream-deprecated-fetching", "spark-kafka-source-")])
-def test_spark_s_deprecated_offset_fetching_needs_read_on_its_driver_s_group(grants, name,
-                                                                              group):
+@pytest.mark.parametrize(
+    "name,group",
+    [
+        ("batch-deprecated-fetching", "spark-kafka-relation-"),
+        ("stream-deprecated-fetching", "spark-kafka-source-"),
+    ],
+)
+def test_spark_s_deprecated_offset_fetching_needs_read_on_its_driver_s_group(grants, name, group):
     """Under ``useDeprecatedOffsetFetching`` Spark's driver joins a group of its own, which
     bob may not read: refused naming it. Ours never joins a group and reads."""
     said = failure(grants[name]["kafka"])
@@ -153,9 +209,12 @@ def test_writes_need_write_on_their_topic_in_both(grants):
         result = ok(grants["write"][fmt])
         assert [bytes.fromhex(r["value"]) for r in result["read_back"][f"w-{fmt}"]] == [b"x"]
     refused = grants["write-without-write"]
-    assert ("ClusterAuthorizationException: Cluster authorization failed"
-            in failure(refused["kafka"])), failure(refused["kafka"])[-3000:]
-    assert ("not authorized to IdempotentWrite the cluster (InitProducerId): grant the "
-            "principal Write on the topics written") in failure(refused["pykafka"])
+    assert "ClusterAuthorizationException: Cluster authorization failed" in failure(
+        refused["kafka"]
+    ), failure(refused["kafka"])[-3000:]
+    assert (
+        "not authorized to IdempotentWrite the cluster (InitProducerId): grant the "
+        "principal Write on the topics written"
+    ) in failure(refused["pykafka"])
     for fmt in ("kafka", "pykafka"):
         assert refused[fmt]["read_back"][f"r-w{fmt}"] == []

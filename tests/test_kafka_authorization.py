@@ -54,8 +54,12 @@ import pytest
 
 from kafka_sink.options import parse_writer_options
 from kafka_sink.producer import ProduceError, TaskProducer
-from kafka_sink.transactions import (TransactionCommitError, abort_transactions,
-                                     commit_transactions, job_prefix)
+from kafka_sink.transactions import (
+    TransactionCommitError,
+    abort_transactions,
+    commit_transactions,
+    job_prefix,
+)
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _CHECKED, _check_key, _check_topic_exists, write_task
 from kafka_source.batch_reader import KafkaBatchReader
@@ -80,19 +84,46 @@ def secured():
     cluster = KafkaCluster(sasl=True, authorizer=True).start()
     try:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-            admin.create_topics({"closed": 1, "r-in": 1, "r-stream": 1, "r-time": 1,
-                                 "r-eos": 1, "w-plain": 1, "w-out": 1, "w-eos": 1,
-                                 "rw-out": 1, "rw-left": 1, "rw-fx": 1, "rw-nog": 1,
-                                 "rw-gro": 1, "d-seen": 1})
+            admin.create_topics(
+                {
+                    "closed": 1,
+                    "r-in": 1,
+                    "r-stream": 1,
+                    "r-time": 1,
+                    "r-eos": 1,
+                    "w-plain": 1,
+                    "w-out": 1,
+                    "w-eos": 1,
+                    "rw-out": 1,
+                    "rw-left": 1,
+                    "rw-fx": 1,
+                    "rw-nog": 1,
+                    "rw-gro": 1,
+                    "d-seen": 1,
+                }
+            )
             for topic in ("r-in", "d-seen", "closed"):
                 admin.produce(topic, 0, build_batch([Record(0, 0, None, b"v")]))
-            admin.produce("r-time", 0, build_batch(
-                [Record(i, ts, None, v) for i, (ts, v) in enumerate(TIMED)]))
+            admin.produce(
+                "r-time",
+                0,
+                build_batch([Record(i, ts, None, v) for i, (ts, v) in enumerate(TIMED)]),
+            )
         cluster.acl("User:bob", "Read", topics="r-", prefixed=True)
-        cluster.acl("User:alice", "Read", topics=["r-", "rw-"],
-                    groups=["app-", "gro-", f"{FX}-"], prefixed=True)
-        cluster.acl("User:alice", "Write", topics=["w-", "rw-"],
-                    transactional_ids=["app-", "nog-", f"{FX}-0-0"], prefixed=True)
+        cluster.acl(
+            "User:alice",
+            "Read",
+            topics=["r-", "rw-"],
+            groups=["app-", "gro-", f"{FX}-"],
+            prefixed=True,
+        )
+        cluster.acl(
+            "User:alice",
+            "Write",
+            topics=["w-", "rw-"],
+            transactional_ids=["app-", "nog-", f"{FX}-0-0"],
+            prefixed=True,
+        )
         cluster.acl("User:alice", "Describe", topics="d-", prefixed=True)
         yield cluster
     finally:
@@ -100,11 +131,15 @@ def secured():
 
 
 def signed_in(cluster, user: str, **options) -> dict:
-    return {"kafka.bootstrap.servers": cluster.listener("SASL"),
-            "kafka.security.protocol": "SASL_PLAINTEXT",
-            "kafka.sasl.mechanism": "SCRAM-SHA-256", "kafka.sasl.username": user,
-            "kafka.sasl.password": SASL_USERS[user], "kafka.request.timeout.ms": "10000",
-            **options}
+    return {
+        "kafka.bootstrap.servers": cluster.listener("SASL"),
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "SCRAM-SHA-256",
+        "kafka.sasl.username": user,
+        "kafka.sasl.password": SASL_USERS[user],
+        "kafka.request.timeout.ms": "10000",
+        **options,
+    }
 
 
 def alice(cluster, **options) -> dict:
@@ -128,8 +163,14 @@ def refused(call, error=TopicAuthorizationFailed, within_s: float = LIMIT_S) -> 
 
 
 def plan(topic: str) -> WritePlan:
-    return WritePlan(topic_option=topic, topic_column=False, key_column=False,
-                     headers_column=False, partition_column=False, timestamp_kind=None)
+    return WritePlan(
+        topic_option=topic,
+        topic_column=False,
+        key_column=False,
+        headers_column=False,
+        partition_column=False,
+        timestamp_kind=None,
+    )
 
 
 ROWS = pa.record_batch({"value": pa.array([b"a", b"b"], pa.binary())})
@@ -138,15 +179,26 @@ ROWS = pa.record_batch({"value": pa.array([b"a", b"b"], pa.binary())})
 def read(options: dict) -> list:
     """The values a batch read with ``options`` gives: planned, then each task's read."""
     parsed = parse_reader_options(options)
-    return [v for part in KafkaBatchReader(parsed).partitions() for rng in part.ranges
-            for batch in read_range(parsed, rng) for v in batch.column("value").to_pylist()]
+    return [
+        v
+        for part in KafkaBatchReader(parsed).partitions()
+        for rng in part.ranges
+        for batch in read_range(parsed, rng)
+        for v in batch.column("value").to_pylist()
+    ]
 
 
 def values(cluster, topic: str, **options) -> list:
     """The values of ``topic`` as the admin reads them (read_committed by default;
     ``options``: another reader's)."""
-    return read({"kafka.bootstrap.servers": cluster.bootstrap, "subscribe": topic,
-                 "kafka.isolation.level": "read_committed", **options})
+    return read(
+        {
+            "kafka.bootstrap.servers": cluster.bootstrap,
+            "subscribe": topic,
+            "kafka.isolation.level": "read_committed",
+            **options,
+        }
+    )
 
 
 def everything(cluster, topic: str) -> list:
@@ -162,13 +214,16 @@ def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
     tp = (topic, 0)
     deadline = time.monotonic() + timeout_s
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-        while (admin.latest_offsets([tp], READ_COMMITTED) != admin.latest_offsets([tp])
-               and time.monotonic() < deadline):
+        while (
+            admin.latest_offsets([tp], READ_COMMITTED) != admin.latest_offsets([tp])
+            and time.monotonic() < deadline
+        ):
             time.sleep(0.05)
     return values(cluster, topic)
 
 
 # ---- reads ---------------------------------------------------------------------------------
+
 
 def test_batch_read_needs_read_on_its_topics(secured):
     """Row "Batch read": bob, granted Read on ``r-*`` and nothing else, reads a topic by
@@ -179,13 +234,17 @@ def test_batch_read_needs_read_on_its_topics(secured):
     assert read(bob(secured, assign='{"r-in":[0]}')) == [b"v"]
     for strategy in ({"subscribe": "closed"}, {"assign": '{"closed":[0]}'}):
         said = refused(lambda strategy=strategy: read(bob(secured, **strategy)))
-        assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic "
-                "'closed' (Metadata): grant the principal Read and Describe on it") in said
+        assert (
+            "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe topic "
+            "'closed' (Metadata): grant the principal Read and Describe on it"
+        ) in said
     seen = parse_reader_options(alice(secured, subscribe="d-seen"))
     [part] = KafkaBatchReader(seen).partitions()
     said = refused(lambda: [b for rng in part.ranges for b in read_range(seen, rng)])
-    assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'd-seen' "
-            "(Fetch): grant the principal Read on it") in said
+    assert (
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'd-seen' "
+        "(Fetch): grant the principal Read on it"
+    ) in said
 
 
 def test_streaming_read_needs_read_on_its_topics_at_every_trigger(secured):
@@ -193,14 +252,22 @@ def test_streaming_read_needs_read_on_its_topics_at_every_trigger(secured):
     micro-batch after micro-batch with Read on the topic (each trigger asks Metadata and
     ListOffsets again, the tasks Fetch). Without a grant the query's start is refused naming
     Read and Describe; with Describe only a micro-batch's read is refused naming Read."""
+
     def micro_batch(reader, start):
         end = reader.latestOffset(start)
-        got = [v for p in reader.partitions(start, end) for b in reader.read(p)
-               for v in b.column("value").to_pylist()]
+        got = [
+            v
+            for p in reader.partitions(start, end)
+            for b in reader.read(p)
+            for v in b.column("value").to_pylist()
+        ]
         return end, got
 
-    reader = KafkaStreamReader(parse_reader_options(
-        bob(secured, subscribe="r-stream", startingOffsets="earliest"), for_streaming=True))
+    reader = KafkaStreamReader(
+        parse_reader_options(
+            bob(secured, subscribe="r-stream", startingOffsets="earliest"), for_streaming=True
+        )
+    )
     start = reader.initialOffset()
     with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
         admin.produce("r-stream", 0, build_batch([Record(0, 0, None, b"one")]))
@@ -211,19 +278,24 @@ def test_streaming_read_needs_read_on_its_topics_at_every_trigger(secured):
     assert got == [b"two"] and start == {"r-stream": {"0": 2}}
     reader.stop()
 
-    closed = KafkaStreamReader(parse_reader_options(bob(secured, subscribe="closed"),
-                                                    for_streaming=True))
+    closed = KafkaStreamReader(
+        parse_reader_options(bob(secured, subscribe="closed"), for_streaming=True)
+    )
     said = refused(closed.initialOffset)
-    assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
-            "Read and Describe on it") in said
-    seen = KafkaStreamReader(parse_reader_options(
-        alice(secured, subscribe="d-seen", startingOffsets="earliest"), for_streaming=True))
+    assert (
+        "not authorized to Describe topic 'closed' (Metadata): grant the principal "
+        "Read and Describe on it"
+    ) in said
+    seen = KafkaStreamReader(
+        parse_reader_options(
+            alice(secured, subscribe="d-seen", startingOffsets="earliest"), for_streaming=True
+        )
+    )
     begin = seen.initialOffset()
     end = seen.latestOffset(begin)
     [part] = seen.partitions(begin, end)
     said = refused(lambda: list(seen.read(part)))
-    assert "not authorized to Read topic 'd-seen' (Fetch): grant the principal Read on it" \
-        in said
+    assert "not authorized to Read topic 'd-seen' (Fetch): grant the principal Read on it" in said
     seen.stop()
 
 
@@ -233,14 +305,22 @@ def test_offsets_by_time_need_nothing_more_than_the_read(secured):
     Read alone. Without a grant the read is refused when planned, naming Read and
     Describe."""
     assert read(bob(secured, subscribe="r-time", startingTimestamp="2000")) == [b"b", b"c"]
-    assert read(bob(secured, subscribe="r-time", startingTimestamp="1500",
-                    endingTimestamp="3000")) == [b"b"]
-    assert read(bob(secured, subscribe="r-time",
-                    startingOffsetsByTimestamp='{"r-time": {"0": 1000}}',
-                    endingOffsetsByTimestamp='{"r-time": {"0": 2000}}')) == [b"a"]
+    assert read(
+        bob(secured, subscribe="r-time", startingTimestamp="1500", endingTimestamp="3000")
+    ) == [b"b"]
+    assert read(
+        bob(
+            secured,
+            subscribe="r-time",
+            startingOffsetsByTimestamp='{"r-time": {"0": 1000}}',
+            endingOffsetsByTimestamp='{"r-time": {"0": 2000}}',
+        )
+    ) == [b"a"]
     said = refused(lambda: read(bob(secured, subscribe="closed", startingTimestamp="0")))
-    assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
-            "Read and Describe on it") in said
+    assert (
+        "not authorized to Describe topic 'closed' (Metadata): grant the principal "
+        "Read and Describe on it"
+    ) in said
 
 
 def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
@@ -257,8 +337,7 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
         with KafkaClient(parsed.client_config) as client:
             return sorted({t for t, _ in discover_partitions(parsed.subscription, client)})
 
-    assert found(bob(secured, subscribePattern=".*")) == ["r-eos", "r-in", "r-stream",
-                                                         "r-time"]
+    assert found(bob(secured, subscribePattern=".*")) == ["r-eos", "r-in", "r-stream", "r-time"]
     assert found(alice(secured, subscribePattern="^[dc]")) == ["d-seen"]
     assert read(bob(secured, subscribePattern="^clo")) == []
     [warning] = [r.getMessage() for r in caplog.records if "'^clo'" in r.getMessage()]
@@ -266,7 +345,8 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
         "subscribePattern '^clo' matches no topic the cluster lists: nothing is read. On a "
         "cluster with an authorizer Kafka lists a principal only the topics it may "
         "describe, so a topic without a grant is left out, not refused: grant the "
-        "principal Read on the topics to read")
+        "principal Read on the topics to read"
+    )
     said = refused(lambda: read(alice(secured, subscribePattern="^d-")))
     assert "not authorized to Read topic 'd-seen' (Fetch)" in said
 
@@ -274,14 +354,22 @@ def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):
     # partitions leave the micro-batch's end: refused naming the grant, not reported as a
     # deleted topic (data loss, which failOnDataLoss=false would skip without a word).
     for lossy in ("true", "false"):
-        stream = KafkaStreamReader(parse_reader_options(
-            bob(secured, subscribePattern="^(r-in|closed)$", failOnDataLoss=lossy),
-            for_streaming=True))
-        said = refused(lambda stream=stream: stream.partitions(
-            {"closed": {"0": 0}, "r-in": {"0": 0}}, {"r-in": {"0": 1}}))
+        stream = KafkaStreamReader(
+            parse_reader_options(
+                bob(secured, subscribePattern="^(r-in|closed)$", failOnDataLoss=lossy),
+                for_streaming=True,
+            )
+        )
+        said = refused(
+            lambda stream=stream: stream.partitions(
+                {"closed": {"0": 0}, "r-in": {"0": 0}}, {"r-in": {"0": 1}}
+            )
+        )
         stream.stop()
-        assert ("not authorized to Describe topic 'closed' (Metadata): grant the principal "
-                "Read and Describe on it") in said
+        assert (
+            "not authorized to Describe topic 'closed' (Metadata): grant the principal "
+            "Read and Describe on it"
+        ) in said
 
 
 def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secured, caplog):
@@ -294,12 +382,18 @@ def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secur
     caplog.set_level(logging.DEBUG, logger="pykafka.source")
 
     def query(group, topic="r-in"):
-        return KafkaStreamReader(parse_reader_options(
-            alice(secured, subscribe=topic, commitOffsetsToGroup=group), for_streaming=True))
+        return KafkaStreamReader(
+            parse_reader_options(
+                alice(secured, subscribe=topic, commitOffsetsToGroup=group), for_streaming=True
+            )
+        )
 
     def said(level):
-        return [r.getMessage() for r in caplog.records
-                if r.levelno == level and "commitOffsetsToGroup" in r.getMessage()]
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno == level and "commitOffsetsToGroup" in r.getMessage()
+        ]
 
     granted = query("app-g")
     granted.commit({"r-in": {"0": 1}})
@@ -317,7 +411,8 @@ def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secur
     assert warning == (
         "could not commit offsets to consumer group 'other-g' (commitOffsetsToGroup): "
         "[GROUP_AUTHORIZATION_FAILED (30)] not authorized to Describe group 'other-g' "
-        "(FindCoordinator): grant the principal Read on it")
+        "(FindCoordinator): grant the principal Read on it"
+    )
     assert said(logging.DEBUG)[-1].endswith("(again: 3 times since the warning)")
     refused_query.stop()
     query("other-g").commit({"r-in": {"0": 1}})  # another query: warned about again
@@ -330,7 +425,8 @@ def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secur
     assert said(logging.WARNING)[2:] == [
         "could not commit offsets to consumer group 'app-d' (commitOffsetsToGroup): "
         "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'd-seen' "
-        "(OffsetCommit): grant the principal Read on it"]
+        "(OffsetCommit): grant the principal Read on it"
+    ]
     with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
         assert admin.committed_offsets("app-d", [("d-seen", 0)]) == {("d-seen", 0): -1}
 
@@ -338,15 +434,19 @@ def test_commit_offsets_to_a_group_needs_read_on_it_and_warns_once_a_query(secur
 def test_committed_offsets_raise_a_partition_s_error(secured):
     """OffsetFetch refuses a partition the user may not describe in that partition's
     answer (offset -1): an error naming the grant, not "no offset committed"."""
-    with KafkaClient(parse_reader_options(alice(secured, subscribe="r-in")).client_config
-                     ) as client:
+    with KafkaClient(
+        parse_reader_options(alice(secured, subscribe="r-in")).client_config
+    ) as client:
         assert client.committed_offsets("app-h", [("r-in", 0)]) == {("r-in", 0): -1}
         said = refused(lambda: client.committed_offsets("app-h", [("r-in", 0), ("closed", 0)]))
-    assert ("not authorized to Describe topic 'closed' (OffsetFetch): grant the principal "
-            "Describe on it") in said
+    assert (
+        "not authorized to Describe topic 'closed' (OffsetFetch): grant the principal "
+        "Describe on it"
+    ) in said
 
 
 # ---- writes --------------------------------------------------------------------------------
+
 
 def test_a_write_needs_write_on_its_topic(secured):
     """Rows "df.write" and "writeStream" (the same requests: the writer's check on the
@@ -373,10 +473,12 @@ def test_a_write_needs_write_on_its_topic(secured):
 
     options = parse_writer_options(alice(secured, topic="closed"))
     said = refused(lambda: _check_topic_exists(options), within_s=1)
-    assert said.startswith("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe "
-                           "topic 'closed' (Metadata): grant the principal Write and "
-                           "Describe on it (Kafka answers so for every topic the principal "
-                           "may not describe, whether it exists or not)"), said
+    assert said.startswith(
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Describe "
+        "topic 'closed' (Metadata): grant the principal Write and "
+        "Describe on it (Kafka answers so for every topic the principal "
+        "may not describe, whether it exists or not)"
+    ), said
     _CHECKED.put(_check_key(options), time.monotonic() - 3600)  # passed once, long ago
     assert refused(lambda: _check_topic_exists(options), within_s=1) == said
     with KafkaClient(options.client_config) as c:
@@ -388,47 +490,60 @@ def test_a_write_needs_write_on_its_topic(secured):
     described = parse_writer_options(alice(secured, topic="d-seen"))  # Describe, no Write
     _check_topic_exists(described)
     with KafkaClient(described.client_config) as c:
-        said = refused(lambda: write_task(iter([ROWS]), described, plan("d-seen"), client=c),
-                       ProduceError)
-    assert said == ("Writing to topic 'd-seen' partition 0 failed: "
-                    "[TOPIC_AUTHORIZATION_FAILED (29)] not "
-                    "authorized to Write topic 'd-seen' (Produce): grant the principal Write "
-                    "and Describe on it")
+        said = refused(
+            lambda: write_task(iter([ROWS]), described, plan("d-seen"), client=c), ProduceError
+        )
+    assert said == (
+        "Writing to topic 'd-seen' partition 0 failed: "
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not "
+        "authorized to Write topic 'd-seen' (Produce): grant the principal Write "
+        "and Describe on it"
+    )
     assert everything(secured, "d-seen") == [b"v"]
 
     reader_only = parse_writer_options(bob(secured, topic="r-in"))
     _check_topic_exists(reader_only)
     with KafkaClient(reader_only.client_config) as c:
-        said = refused(lambda: write_task(iter([ROWS]), reader_only, plan("r-in"), client=c),
-                       ProduceError)
+        said = refused(
+            lambda: write_task(iter([ROWS]), reader_only, plan("r-in"), client=c), ProduceError
+        )
     assert said == (
         "could not get a producer id: [CLUSTER_AUTHORIZATION_FAILED (31)] not authorized "
         "to IdempotentWrite the cluster (InitProducerId): grant the principal Write on the "
         "topics written (Kafka 2.8+ takes it for IdempotentWrite on the cluster); or grant "
-        "IdempotentWrite on the cluster, or set kafka.enable.idempotence=false")
+        "IdempotentWrite on the cluster, or set kafka.enable.idempotence=false"
+    )
     assert everything(secured, "r-in") == [b"v"]
 
 
-def eos_write(cluster, topic: str, prefix: str, batch_id: int | None, partition: int = 0,
-              rows=ROWS):
+def eos_write(
+    cluster, topic: str, prefix: str, batch_id: int | None, partition: int = 0, rows=ROWS
+):
     """One exactlyOnce task of alice's (a batch job's when ``batch_id`` is None, else
     Spark partition ``partition`` of a stream's micro-batch ``batch_id``), its transaction
     left open: (client, options, job prefix, commit message)."""
-    options = parse_writer_options(alice(cluster, topic=topic, exactlyOnce="true",
-                                         transactionalIdPrefix=prefix))
+    options = parse_writer_options(
+        alice(cluster, topic=topic, exactlyOnce="true", transactionalIdPrefix=prefix)
+    )
     client = KafkaClient(options.client_config)
     job = prefix if batch_id is not None else job_prefix(prefix)
     try:
-        message = write_task(iter([rows]), options, plan(topic), client=client, prefix=job,
-                             task=(partition, 0, batch_id), fresh_ids=batch_id is None)
+        message = write_task(
+            iter([rows]),
+            options,
+            plan(topic),
+            client=client,
+            prefix=job,
+            task=(partition, 0, batch_id),
+            fresh_ids=batch_id is None,
+        )
     except BaseException:
         client.close()
         raise
     return client, options, job, message
 
 
-def eos_refused(cluster, topic: str, prefix: str, batch_id: int | None,
-                error=ProduceError) -> str:
+def eos_refused(cluster, topic: str, prefix: str, batch_id: int | None, error=ProduceError) -> str:
     """An exactlyOnce task refused within ``LIMIT_S``, having written nothing."""
     before = everything(cluster, topic)
     said = refused(lambda: eos_write(cluster, topic, prefix, batch_id), error)
@@ -441,8 +556,9 @@ def test_an_exactly_once_batch_write_needs_its_ids_and_its_topic(secured):
     start with the prefix; the job commits. Taken away: ids outside the grant are refused
     at the task's InitProducerId naming the prefix to grant; a topic with Describe only at
     its AddPartitionsToTxn naming Write. Neither writes anything."""
-    other = parse_writer_options(alice(secured, topic="w-out", exactlyOnce="true",
-                                       transactionalIdPrefix="other-x"))
+    other = parse_writer_options(
+        alice(secured, topic="w-out", exactlyOnce="true", transactionalIdPrefix="other-x")
+    )
     with TaskProducer(other, transactional_id="other-x-0-0") as producer:
         said = refused(producer.producer_identity, ProduceError)
     assert said == (
@@ -450,7 +566,8 @@ def test_an_exactly_once_batch_write_needs_its_ids_and_its_topic(secured):
         "transactional id 'other-x-0-0' (FindCoordinator): grant the principal Write and "
         "Describe on transactional ids starting with 'other-x' (a prefixed ACL: every "
         "task's id starts with the transactionalIdPrefix); or choose a "
-        "transactionalIdPrefix the principal may use")
+        "transactionalIdPrefix the principal may use"
+    )
 
     client, options, job, message = eos_write(secured, "w-out", "app-b", None)
     with client:
@@ -458,17 +575,22 @@ def test_an_exactly_once_batch_write_needs_its_ids_and_its_topic(secured):
     assert committed_values(secured, "w-out") == [b"a", b"b"]
 
     said = eos_refused(secured, "w-out", "other-b", None)
-    assert ("not authorized to Describe transactional id 'other-b-" in said
-            and "grant the principal Write and Describe on transactional ids starting with "
-                "'other-b'" in said), said
+    assert (
+        "not authorized to Describe transactional id 'other-b-" in said
+        and "grant the principal Write and Describe on transactional ids starting with 'other-b'"
+        in said
+    ), said
     said = eos_refused(secured, "d-seen", "app-b", None)
-    assert said == ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
-                    "'d-seen' (AddPartitionsToTxn): grant the principal Write and Describe "
-                    "on it")
+    assert said == (
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
+        "'d-seen' (AddPartitionsToTxn): grant the principal Write and Describe "
+        "on it"
+    )
 
 
 def test_an_exactly_once_stream_needs_its_ids_groups_and_read_and_write_on_its_topic(
-        secured, caplog):
+    secured, caplog
+):
     """Row "exactlyOnce stream": Write and Read on the topic, Write on the transactional
     ids and Read on the groups that start with the prefix. Micro-batch 1 commits with its
     marker in group ``<prefix>-0`` (Kafka's admin sees it), and a transaction a crashed run
@@ -486,45 +608,61 @@ def test_an_exactly_once_stream_needs_its_ids_groups_and_read_and_write_on_its_t
 
     The refused tasks write nothing."""
     caplog.set_level(logging.INFO, logger="pykafka.sink")
-    leftover = eos_write(secured, "rw-left", "app-r", 1, partition=1,
-                         rows=pa.record_batch({"value": pa.array([b"x"], pa.binary())}))
+    leftover = eos_write(
+        secured,
+        "rw-left",
+        "app-r",
+        1,
+        partition=1,
+        rows=pa.record_batch({"value": pa.array([b"x"], pa.binary())}),
+    )
     leftover[0].close()
     client, options, job, message = eos_write(secured, "rw-left", "app-r", 1)
     with client:
         assert commit_transactions(client, options, job, [message], 1)["committed"] == 1
     assert committed_values(secured, "rw-left", timeout_s=5) == [b"a", b"b"]
-    assert any("fenced 1 open transaction(s) left under prefix app-r by an earlier run or "
-               "attempt: app-r-1-0" in r.getMessage() for r in caplog.records)
+    assert any(
+        "fenced 1 open transaction(s) left under prefix app-r by an earlier run or "
+        "attempt: app-r-1-0" in r.getMessage()
+        for r in caplog.records
+    )
     with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
         assert admin.committed_offsets("app-r-0", [("rw-left", 0)]) == {("rw-left", 0): 1}
 
     before = committed_values(secured, "w-out")
     client, options, job, message = eos_write(secured, "w-out", "app-s", 1)
     with client:
-        said = refused(lambda: commit_transactions(client, options, job, [message], 1),
-                       TransactionCommitError)
+        said = refused(
+            lambda: commit_transactions(client, options, job, [message], 1), TransactionCommitError
+        )
         abort_transactions(client, options, job, [message])
-    assert ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'w-out' "
-            "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
-            "records each micro-batch's id as an offset of partition 0 of the topic it "
-            "writes") in said
+    assert (
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'w-out' "
+        "(TxnOffsetCommit): grant the principal Read on it; an exactlyOnce stream "
+        "records each micro-batch's id as an offset of partition 0 of the topic it "
+        "writes"
+    ) in said
     assert committed_values(secured, "w-out") == before  # the micro-batch's aborted
 
     said = eos_refused(secured, "r-eos", "app-t", 1)
-    assert said == ("[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
-                    "'r-eos' (AddPartitionsToTxn): grant the principal Write and Describe "
-                    "on it")
+    assert said == (
+        "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Write topic "
+        "'r-eos' (AddPartitionsToTxn): grant the principal Write and Describe "
+        "on it"
+    )
     said = eos_refused(secured, "rw-nog", "nog-q", 1, PyKafkaError)
     assert said == (
         "[GROUP_AUTHORIZATION_FAILED (30)] not authorized to Describe group 'nog-q-0' "
         "(FindCoordinator): grant the principal Read on groups starting with 'nog-q' (a "
         "prefixed ACL): an exactlyOnce stream records each committed micro-batch in the "
-        "group 'nog-q-<Spark partition>'")
+        "group 'nog-q-<Spark partition>'"
+    )
     said = eos_refused(secured, "rw-gro", "gro-q", 1)
     assert said.startswith(
         "[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
         "transactional id 'gro-q-0-0' (FindCoordinator): grant the principal Write and "
-        "Describe on transactional ids starting with 'gro-q'"), said
+        "Describe on transactional ids starting with 'gro-q'"
+    ), said
 
 
 def test_fencing_refused_by_a_narrow_grant_warns_once_a_query(secured, caplog):
@@ -535,8 +673,12 @@ def test_fencing_refused_by_a_narrow_grant_warns_once_a_query(secured, caplog):
     caplog.set_level(logging.DEBUG, logger="pykafka.sink")
     for batch_id, value in ((1, b"one"), (2, b"two")):
         client, options, job, message = eos_write(
-            secured, "rw-fx", FX, batch_id,
-            rows=pa.record_batch({"value": pa.array([value], pa.binary())}))
+            secured,
+            "rw-fx",
+            FX,
+            batch_id,
+            rows=pa.record_batch({"value": pa.array([value], pa.binary())}),
+        )
         with client:
             counts = commit_transactions(client, options, job, [message], batch_id)
         assert counts["committed"] == 1
@@ -550,5 +692,6 @@ def test_fencing_refused_by_a_narrow_grant_warns_once_a_query(secured, caplog):
         f"transactional id '{FX}-0-1' (FindCoordinator): grant the principal Write and "
         f"Describe on transactional ids starting with '{FX}' (a prefixed ACL: every task's "
         f"id starts with the transactionalIdPrefix); or choose a transactionalIdPrefix the "
-        f"principal may use")
+        f"principal may use"
+    )
     assert fencing[1].getMessage().endswith("(again: 1 times since the warning)")

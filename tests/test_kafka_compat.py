@@ -27,16 +27,21 @@ import pytest
 from kafka_testbed import KAFKA_VERSIONS, NEWEST_KAFKA
 
 from .broker_setup import create_topic
-from .txn_referee import (committed_values, librdkafka_read_committed, open_transactions,
-                          stable_offsets_behind)
+from .txn_referee import (
+    committed_values,
+    librdkafka_read_committed,
+    open_transactions,
+    stable_offsets_behind,
+)
 
 pytestmark = pytest.mark.spark
 
 #: (version, transaction.version): None is the version's default (2 on 4.x, none on 3.9).
 DEFAULT_KINDS = [(v, None) for v in KAFKA_VERSIONS]
 #: The transaction tests run on 4.x formatted with transaction.version 1 as well.
-ALL_KINDS = [(v, tv) for v in KAFKA_VERSIONS
-             for tv in ((None,) if v.startswith("3.") else (None, 1))]
+ALL_KINDS = [
+    (v, tv) for v in KAFKA_VERSIONS for tv in ((None,) if v.startswith("3.") else (None, 1))
+]
 STREAM_TIMEOUT_S = 180
 
 
@@ -51,8 +56,9 @@ def on(kinds):
     """Parametrize a test's ``cluster`` over ``kinds``, at module scope: pytest groups the
     tests by the value of the kind, so each cluster serves all its tests before the next
     one is asked for."""
-    return pytest.mark.parametrize("cluster", kinds, indirect=True, scope="module",
-                                   ids=[_kind_id(k) for k in kinds])
+    return pytest.mark.parametrize(
+        "cluster", kinds, indirect=True, scope="module", ids=[_kind_id(k) for k in kinds]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -62,15 +68,18 @@ def cluster(request, kafka_clusters):
     version, tv = request.param
     if (version, tv) == (NEWEST_KAFKA, None):
         return request.getfixturevalue("kafka")
-    return kafka_clusters.get(version=version,
-                              **({} if tv is None else {"transaction_version": tv}))
+    return kafka_clusters.get(
+        version=version, **({} if tv is None else {"transaction_version": tv})
+    )
 
 
 # ---- helpers ------------------------------------------------------------------------------
 
+
 def _produce(bootstrap: str, topic: str, records: list[dict]) -> None:
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                  "message.timeout.ms": 20000})
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "message.timeout.ms": 20000}
+    )
     errors: list = []
     for r in records:
         p.produce(topic, **r, on_delivery=lambda err, msg: err and errors.append(err))
@@ -79,8 +88,9 @@ def _produce(bootstrap: str, topic: str, records: list[dict]) -> None:
 
 
 def _consume(bootstrap: str, topic: str, partitions: int, count: int) -> list:
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "compat",
-                                  "enable.auto.commit": False})
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "compat", "enable.auto.commit": False}
+    )
     try:
         c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
         got, deadline = [], time.monotonic() + 60
@@ -95,19 +105,24 @@ def _consume(bootstrap: str, topic: str, partitions: int, count: int) -> list:
 
 def _group_offsets(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The offsets ``group`` has committed, as librdkafka reads them."""
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                                  "enable.auto.commit": False})
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
     try:
-        tps = c.committed([confluent_kafka.TopicPartition(topic, p)
-                           for p in range(partitions)], timeout=30)
+        tps = c.committed(
+            [confluent_kafka.TopicPartition(topic, p) for p in range(partitions)], timeout=30
+        )
         return {tp.partition: tp.offset for tp in tps}
     finally:
         c.close()
 
 
 def _read(spark, bootstrap: str, topic: str, **options):
-    reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
+    reader = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
     for k, v in options.items():
         reader = reader.option(k, v)
     return reader.load()
@@ -117,12 +132,20 @@ def _timestamped_records(n: int = 6) -> tuple[int, list[dict]]:
     """``n`` records on partition 0: key ``k<i>`` (record 1's null), value ``v<i>``, a
     header, timestamp base + 1000 * i (base a minute ago)."""
     base = int(time.time() * 1000) - 60_000
-    return base, [{"partition": 0, "key": None if i == 1 else f"k{i}", "value": f"v{i}",
-                   "headers": [("i", str(i).encode())], "timestamp": base + 1000 * i}
-                  for i in range(n)]
+    return base, [
+        {
+            "partition": 0,
+            "key": None if i == 1 else f"k{i}",
+            "value": f"v{i}",
+            "headers": [("i", str(i).encode())],
+            "timestamp": base + 1000 * i,
+        }
+        for i in range(n)
+    ]
 
 
 # ---- the set ------------------------------------------------------------------------------
+
 
 @on(DEFAULT_KINDS)
 def test_read(spark, cluster, topic_name):
@@ -131,13 +154,25 @@ def test_read(spark, cluster, topic_name):
     create_topic(cluster, topic_name, 1)
     base, records = _timestamped_records()
     _produce(cluster.bootstrap, topic_name, records)
-    rows = _read(spark, cluster.bootstrap, topic_name, includeHeaders="true").selectExpr(
-        "offset", "CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v", "headers",
-        "CAST(unix_millis(timestamp) AS BIGINT) AS ts").collect()
-    got = [(r.offset, r.k, r.v, [(h.key, bytes(h.value)) for h in r.headers], r.ts)
-           for r in sorted(rows, key=lambda r: r.offset)]
-    assert got == [(i, r["key"], r["value"], [("i", str(i).encode())], base + 1000 * i)
-                   for i, r in enumerate(records)]
+    rows = (
+        _read(spark, cluster.bootstrap, topic_name, includeHeaders="true")
+        .selectExpr(
+            "offset",
+            "CAST(key AS STRING) AS k",
+            "CAST(value AS STRING) AS v",
+            "headers",
+            "CAST(unix_millis(timestamp) AS BIGINT) AS ts",
+        )
+        .collect()
+    )
+    got = [
+        (r.offset, r.k, r.v, [(h.key, bytes(h.value)) for h in r.headers], r.ts)
+        for r in sorted(rows, key=lambda r: r.offset)
+    ]
+    assert got == [
+        (i, r["key"], r["value"], [("i", str(i).encode())], base + 1000 * i)
+        for i, r in enumerate(records)
+    ]
 
 
 @on(DEFAULT_KINDS)
@@ -147,8 +182,17 @@ def test_starting_timestamp(spark, cluster, topic_name):
     create_topic(cluster, topic_name, 1)
     base, records = _timestamped_records()
     _produce(cluster.bootstrap, topic_name, records)
-    rows = _read(spark, cluster.bootstrap, topic_name, startingTimestamp=str(base + 2500),
-                 endingTimestamp=str(base + 5000)).select("offset").collect()
+    rows = (
+        _read(
+            spark,
+            cluster.bootstrap,
+            topic_name,
+            startingTimestamp=str(base + 2500),
+            endingTimestamp=str(base + 5000),
+        )
+        .select("offset")
+        .collect()
+    )
     assert sorted(r.offset for r in rows) == [3, 4]
 
 
@@ -156,15 +200,30 @@ def test_starting_timestamp(spark, cluster, topic_name):
 def test_write(spark, cluster, topic_name):
     """df.write (a partition column, a null key, headers) is what librdkafka reads."""
     create_topic(cluster, topic_name, 2)
-    rows = [(None if i == 2 else f"k{i}", f"v{i}", i % 2, [("i", str(i).encode())])
-            for i in range(6)]
-    (spark.createDataFrame(rows, "key string, value string, partition int, "
-                                 "headers array<struct<key: string, value: binary>>")
-     .write.format("pykafka").option("kafka.bootstrap.servers", cluster.bootstrap)
-     .option("topic", topic_name).mode("append").save())
-    got = [((m.key() and m.key().decode()), m.value().decode(), m.partition(),
-            [(k, v) for k, v in m.headers()])
-           for m in _consume(cluster.bootstrap, topic_name, 2, len(rows))]
+    rows = [
+        (None if i == 2 else f"k{i}", f"v{i}", i % 2, [("i", str(i).encode())]) for i in range(6)
+    ]
+    (
+        spark.createDataFrame(
+            rows,
+            "key string, value string, partition int, "
+            "headers array<struct<key: string, value: binary>>",
+        )
+        .write.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", topic_name)
+        .mode("append")
+        .save()
+    )
+    got = [
+        (
+            (m.key() and m.key().decode()),
+            m.value().decode(),
+            m.partition(),
+            [(k, v) for k, v in m.headers()],
+        )
+        for m in _consume(cluster.bootstrap, topic_name, 2, len(rows))
+    ]
     assert sorted(got, key=lambda r: r[1]) == rows
 
 
@@ -174,16 +233,21 @@ def test_exactly_once_batch_write(spark, cluster, topic_name):
     consumer and by Kafka's rule on the log, no transaction left open."""
     create_topic(cluster, topic_name, 2)
     values = [f"v{i}" for i in range(8)]
-    (spark.createDataFrame([(v,) for v in values], "value string").repartition(2)
-     .write.format("pykafka").option("kafka.bootstrap.servers", cluster.bootstrap)
-     .option("topic", topic_name).option("exactlyOnce", "true")
-     .option("transactionalIdPrefix", f"compat-{uuid.uuid4().hex[:8]}")
-     .mode("append").save())
+    (
+        spark.createDataFrame([(v,) for v in values], "value string")
+        .repartition(2)
+        .write.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", topic_name)
+        .option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", f"compat-{uuid.uuid4().hex[:8]}")
+        .mode("append")
+        .save()
+    )
     assert stable_offsets_behind(cluster.bootstrap, topic_name, 2) == []
     assert sorted(committed_values(cluster.bootstrap, topic_name, 2)) == values
     assert open_transactions(cluster.bootstrap, topic_name, 2) == []
-    assert sorted(librdkafka_read_committed(cluster.bootstrap, topic_name, 2,
-                                            idle_s=1.0)) == values
+    assert sorted(librdkafka_read_committed(cluster.bootstrap, topic_name, 2, idle_s=1.0)) == values
 
 
 @on(ALL_KINDS)
@@ -195,16 +259,28 @@ def test_exactly_once_stream_and_its_group_offsets(spark, cluster, topic_name, t
     source, target, group = f"{topic_name}-src", f"{topic_name}-dst", f"g-{topic_name}"
     create_topic(cluster, source, 2)
     create_topic(cluster, target, 2)
-    _produce(cluster.bootstrap, source, [{"partition": p, "value": f"r-{p}-{i}"}
-                                         for p in (0, 1) for i in range(5)])
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", cluster.bootstrap).option("subscribe", source)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "6")
-             .option("commitOffsetsToGroup", group).load()
-             .selectExpr("key", "value").writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", target)
-             .option("exactlyOnce", "true").option("checkpointLocation", str(tmp_path / "ck"))
-             .trigger(availableNow=True).start())
+    _produce(
+        cluster.bootstrap,
+        source,
+        [{"partition": p, "value": f"r-{p}-{i}"} for p in (0, 1) for i in range(5)],
+    )
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", "6")
+        .option("commitOffsetsToGroup", group)
+        .load()
+        .selectExpr("key", "value")
+        .writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("topic", target)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(STREAM_TIMEOUT_S), "the stream did not finish"
     finally:
@@ -215,6 +291,5 @@ def test_exactly_once_stream_and_its_group_offsets(spark, cluster, topic_name, t
     assert stable_offsets_behind(cluster.bootstrap, target, 2) == []
     assert sorted(committed_values(cluster.bootstrap, target, 2)) == expected
     assert open_transactions(cluster.bootstrap, target, 2) == []
-    assert sorted(librdkafka_read_committed(cluster.bootstrap, target, 2,
-                                            idle_s=1.0)) == expected
+    assert sorted(librdkafka_read_committed(cluster.bootstrap, target, 2, idle_s=1.0)) == expected
     assert _group_offsets(cluster.bootstrap, group, source, 2) == {0: 5, 1: 5}

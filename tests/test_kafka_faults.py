@@ -46,10 +46,21 @@ import pytest
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA
 from protocol.client.cluster import KafkaClient
 
-from .broker_faults import (SESSION_TIMEOUT_S, Clusters, FaultInjector,
-                            broker_not_controlling, coordinator_of, coordinators_list,
-                            create_topic, hanging_transactions, heal, leader_of, unfinished,
-                            wait_in_sync, wait_leader_moved)
+from .broker_faults import (
+    SESSION_TIMEOUT_S,
+    Clusters,
+    FaultInjector,
+    broker_not_controlling,
+    coordinator_of,
+    coordinators_list,
+    create_topic,
+    hanging_transactions,
+    heal,
+    leader_of,
+    unfinished,
+    wait_in_sync,
+    wait_leader_moved,
+)
 from .eos_stream_child import pipeline
 from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import child_env
@@ -57,8 +68,14 @@ from .reliability_report import record, soak
 from .soak_forensics import committed_ends
 from .helpers.read_committed import our_read_committed
 from .helpers.sink import consume
-from .txn_referee import (aborted_values, committed_values, librdkafka_read_committed,
-                          log_of, open_transactions, stable_offsets_behind)
+from .txn_referee import (
+    aborted_values,
+    committed_values,
+    librdkafka_read_committed,
+    log_of,
+    open_transactions,
+    stable_offsets_behind,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.broker_faults]
 
@@ -73,8 +90,9 @@ WRITE_KILLS = 5 if SOAK else 2
 SEGMENT_S = 8.0  # each slice of the write (one per kill, and the last) flows this long
 
 # 2. the exactly-once stream
-STREAM_KINDS = ([(NEWEST_KAFKA, 2), (NEWEST_KAFKA, 1), (OLDEST_KAFKA, None)] if SOAK
-                else [(NEWEST_KAFKA, 2)])
+STREAM_KINDS = (
+    [(NEWEST_KAFKA, 2), (NEWEST_KAFKA, 1), (OLDEST_KAFKA, None)] if SOAK else [(NEWEST_KAFKA, 2)]
+)
 STREAM_FAULTS = 8 if SOAK else 1
 DRIVER_KILLS = ("between_commits", "after_commit") if SOAK else ("between_commits",)
 SOURCE_RATE = 150  # records/s into the source topic (3 partitions)
@@ -112,12 +130,20 @@ class SourceProducer:
     """confluent-kafka's idempotent producer (acks=all) writing ``prefix-<n>`` to
     partition ``n % partitions`` at ``rate`` records a second until ``stop()``."""
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int, rate: float,
-                 prefix: str = "s", **config):
+    def __init__(
+        self, bootstrap: str, topic: str, partitions: int, rate: float, prefix: str = "s", **config
+    ):
         self.topic, self.partitions, self.rate, self.prefix = topic, partitions, rate, prefix
-        self.producer = confluent_kafka.Producer({
-            "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-            "linger.ms": 5, "message.timeout.ms": 300_000, **config})
+        self.producer = confluent_kafka.Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "enable.idempotence": True,
+                "acks": "all",
+                "linger.ms": 5,
+                "message.timeout.ms": 300_000,
+                **config,
+            }
+        )
         self.acked: list[str] = []
         self.errors: list = []
         self.sent = 0
@@ -134,8 +160,12 @@ class SourceProducer:
         period = 1 / self.rate
         while not self._stop.is_set():
             n = self.sent
-            self.producer.produce(self.topic, value=f"{self.prefix}-{n}".encode(),
-                                  partition=n % self.partitions, on_delivery=self._delivered)
+            self.producer.produce(
+                self.topic,
+                value=f"{self.prefix}-{n}".encode(),
+                partition=n % self.partitions,
+                on_delivery=self._delivered,
+            )
             self.sent += 1
             self.producer.poll(0)
             time.sleep(period)
@@ -202,12 +232,16 @@ def paced(gate: str, rows_per_task: int, segments: int, segment_s: float, pad: i
 
     def rows(ids):
         import pyarrow as pa
+
         ids = ids.to_pylist()
         return pa.RecordBatch.from_arrays(
-            [pa.array([i % 3 for i in ids], pa.int32()),
-             pa.array([f"w{i // rows_per_task}-p{i % 3}" for i in ids]),  # write_key
-             pa.array([f"{i:09d}" + "." * pad for i in ids])],
-            names=["partition", "key", "value"])
+            [
+                pa.array([i % 3 for i in ids], pa.int32()),
+                pa.array([f"w{i // rows_per_task}-p{i % 3}" for i in ids]),  # write_key
+                pa.array([f"{i:09d}" + "." * pad for i in ids]),
+            ],
+            names=["partition", "key", "value"],
+        )
 
     def pace(batches):
         emitted = 0
@@ -223,11 +257,13 @@ def paced(gate: str, rows_per_task: int, segments: int, segment_s: float, pad: i
                 emitted += len(piece)
                 yield rows(piece)
                 time.sleep(0.1)
+
     return pace
 
 
-def wait_flowing(cluster, topic: str, partition: int, written: threading.Event,
-                 timeout_s: float = 240) -> None:
+def wait_flowing(
+    cluster, topic: str, partition: int, written: threading.Event, timeout_s: float = 240
+) -> None:
     """Until the end offset of ``partition`` grows (the write is in flow)."""
     deadline = time.monotonic() + timeout_s
     last = None
@@ -265,17 +301,24 @@ def judge_write(per_partition: dict[int, list[tuple[str, str]]], total: int) -> 
             if any(b <= a for a, b in zip(ids, ids[1:])):
                 out_of_order.append(f"partition {p} key {key}")
     wanted = set(range(total))
-    return {"lost": len(wanted - set(seen)),
-            "duplicated": sum(n - 1 for n in seen.values()),
-            "foreign": len(set(seen) - wanted), "misplaced": misplaced[:5],
-            "out_of_order": out_of_order}
+    return {
+        "lost": len(wanted - set(seen)),
+        "duplicated": sum(n - 1 for n in seen.values()),
+        "foreign": len(set(seen) - wanted),
+        "misplaced": misplaced[:5],
+        "out_of_order": out_of_order,
+    }
 
 
 def read_with_spark(spark, bootstrap: str, topic: str) -> dict[int, list[tuple[str, str]]]:
-    rows = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).load()
-            .selectExpr("partition", "offset", "CAST(key AS STRING) AS k",
-                        "CAST(value AS STRING) AS v").collect())
+    rows = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .load()
+        .selectExpr("partition", "offset", "CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v")
+        .collect()
+    )
     out: dict[int, list] = collections.defaultdict(list)
     for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
         out[r.partition].append((r.k, r.v))
@@ -299,9 +342,10 @@ def test_df_write_while_a_partition_leader_is_killed_again_and_again(spark, kafk
     gate.write_text("0")
     half = WRITE_ROWS // 2
     pad = pad_for(half / (WRITE_KILLS + 1) / SEGMENT_S)
-    df = (spark.range(0, WRITE_ROWS, 1, numPartitions=2)
-          .mapInArrow(paced(str(gate), half, WRITE_KILLS + 1, SEGMENT_S, pad),
-                      "partition int, key string, value string"))
+    df = spark.range(0, WRITE_ROWS, 1, numPartitions=2).mapInArrow(
+        paced(str(gate), half, WRITE_KILLS + 1, SEGMENT_S, pad),
+        "partition int, key string, value string",
+    )
     kills: list[dict] = []
     errors: list[BaseException] = []
     written = threading.Event()
@@ -320,8 +364,14 @@ def test_df_write_while_a_partition_leader_is_killed_again_and_again(spark, kafk
                 moved_s = time.monotonic() - killed_at
                 cluster.restart(leader)
                 wait_in_sync(cluster)
-                kills.append({"node": leader, "new_leader": new_leader, "moved_s": moved_s,
-                              "healed_s": time.monotonic() - killed_at})
+                kills.append(
+                    {
+                        "node": leader,
+                        "new_leader": new_leader,
+                        "moved_s": moved_s,
+                        "healed_s": time.monotonic() - killed_at,
+                    }
+                )
                 gate.write_text(str(k + 1))
         except BaseException as e:
             errors.append(e)
@@ -338,8 +388,14 @@ def test_df_write_while_a_partition_leader_is_killed_again_and_again(spark, kafk
         # data source registered on the session
         # checkBeforeSendBytes=0: send as soon as a batch is full (by default a task holds
         # its first 4 MB back, checked, which is more than a slice of this paced write)
-        (df.write.format("pykafka").option("kafka.bootstrap.servers", cluster.bootstrap)
-         .option("topic", topic).option("checkBeforeSendBytes", "0").mode("append").save())
+        (
+            df.write.format("pykafka")
+            .option("kafka.bootstrap.servers", cluster.bootstrap)
+            .option("topic", topic)
+            .option("checkBeforeSendBytes", "0")
+            .mode("append")
+            .save()
+        )
     finally:
         written.set()
         killer.join(600)
@@ -347,34 +403,48 @@ def test_df_write_while_a_partition_leader_is_killed_again_and_again(spark, kafk
     seconds = time.monotonic() - started
     assert not errors, f"killing the leaders failed: {errors[0]!r}"
 
-    rdkafka = {p: [(k.decode(), v.decode()) for k, v, _, _ in recs]
-               for p, recs in consume(cluster.bootstrap, topic, 3, WRITE_ROWS,
-                                      timeout=180).items()}
+    rdkafka = {
+        p: [(k.decode(), v.decode()) for k, v, _, _ in recs]
+        for p, recs in consume(cluster.bootstrap, topic, 3, WRITE_ROWS, timeout=180).items()
+    }
     ours = read_with_spark(spark, cluster.bootstrap, topic)
     by_rdkafka, by_ours = judge_write(rdkafka, WRITE_ROWS), judge_write(ours, WRITE_ROWS)
     batches = [h for _, h, _ in log_of(cluster.bootstrap, topic, 3)]
     without_producer_id = sum(1 for h in batches if h.producer_id < 0)
-    record("kafka-faults/df_write_leader_killed", section=SECTION, mode=MODE,
-           what=f"df.write of {WRITE_ROWS:,} rows (acks=all, idempotent: the defaults) while "
-                f"the leader of a partition is SIGKILLed and restarted {WRITE_KILLS} times; "
-                "read back by librdkafka and spark.read",
-           faults=len(kills), records=WRITE_ROWS,
-           lost=max(by_rdkafka["lost"], by_ours["lost"]),
-           duplicated=max(by_rdkafka["duplicated"], by_ours["duplicated"]),
-           seconds=seconds, kafka=cluster.version, transaction_version=2,
-           keys_out_of_order=len(by_rdkafka["out_of_order"]) + len(by_ours["out_of_order"]),
-           leader_moved_after_s_max=round(max(k["moved_s"] for k in kills), 1),
-           healed_after_s_max=round(max(k["healed_s"] for k in kills), 1),
-           producer_ids=len({h.producer_id for h in batches}),
-           batches_without_producer_id=without_producer_id)
+    record(
+        "kafka-faults/df_write_leader_killed",
+        section=SECTION,
+        mode=MODE,
+        what=f"df.write of {WRITE_ROWS:,} rows (acks=all, idempotent: the defaults) while "
+        f"the leader of a partition is SIGKILLed and restarted {WRITE_KILLS} times; "
+        "read back by librdkafka and spark.read",
+        faults=len(kills),
+        records=WRITE_ROWS,
+        lost=max(by_rdkafka["lost"], by_ours["lost"]),
+        duplicated=max(by_rdkafka["duplicated"], by_ours["duplicated"]),
+        seconds=seconds,
+        kafka=cluster.version,
+        transaction_version=2,
+        keys_out_of_order=len(by_rdkafka["out_of_order"]) + len(by_ours["out_of_order"]),
+        leader_moved_after_s_max=round(max(k["moved_s"] for k in kills), 1),
+        healed_after_s_max=round(max(k["healed_s"] for k in kills), 1),
+        producer_ids=len({h.producer_id for h in batches}),
+        batches_without_producer_id=without_producer_id,
+    )
     assert len(kills) == WRITE_KILLS
     for name, verdict in (("librdkafka", by_rdkafka), ("spark.read", by_ours)):
-        assert verdict == {"lost": 0, "duplicated": 0, "foreign": 0, "misplaced": [],
-                           "out_of_order": []}, f"{name}: {verdict}"
+        assert verdict == {
+            "lost": 0,
+            "duplicated": 0,
+            "foreign": 0,
+            "misplaced": [],
+            "out_of_order": [],
+        }, f"{name}: {verdict}"
     assert without_producer_id == 0, "batches written without a producer id"
 
 
 # ---- 3. a readStream while the leader of its partitions is SIGSTOPped ---------------------
+
 
 def _batches(out: Path) -> list[dict]:
     found = []
@@ -393,16 +463,17 @@ def live_since(batches: list[dict]) -> float | None:
     """When the stream became live (the later of its last two batches with rows, if both
     had every record within ``LIVE_LATENCY_S`` of its append), else None."""
     full = [b for b in batches if b["rows"]][-2:]
-    if len(full) < 2 or any(b["at"] - min(r[3] for r in b["rows"]) > LIVE_LATENCY_S
-                            for b in full):
+    if len(full) < 2 or any(b["at"] - min(r[3] for r in b["rows"]) > LIVE_LATENCY_S for b in full):
         return None
     return full[-1]["at"]
 
 
 def _warnings_naming(stderr: str, address: str, node: int) -> list[str]:
-    return [line.strip() for line in stderr.splitlines()
-            if (address in line or f"broker {node}" in line)
-            and ("ms" in line or " s" in line)]
+    return [
+        line.strip()
+        for line in stderr.splitlines()
+        if (address in line or f"broker {node}" in line) and ("ms" in line or " s" in line)
+    ]
 
 
 @pytest.mark.timeout(1200 if SOAK else 900)
@@ -420,8 +491,9 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     leader = broker_not_controlling(cluster)
     address = cluster.listener("PLAINTEXT", [leader])
     topic = f"kf-read-{uuid.uuid4().hex[:8]}"
-    create_topic(cluster, topic, 2, leader=leader,
-                 configs={"message.timestamp.type": "LogAppendTime"})
+    create_topic(
+        cluster, topic, 2, leader=leader, configs={"message.timestamp.type": "LogAppendTime"}
+    )
     assert {leader_of(cluster, topic, p) for p in (0, 1)} == {leader}
     out, stopfile = tmp_path / "out", tmp_path / "stop"
     out.mkdir()
@@ -430,23 +502,48 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     # leader while the old one is stopped (librdkafka's idempotent producer waits for the
     # requests in flight to the stopped leader, the whole pause). A resent record may
     # be appended twice: the referee counts offsets, not values.
-    producer = SourceProducer(cluster.bootstrap, topic, 2, rate=100, prefix="r",
-                              **{"enable.idempotence": False,
-                                 "request.timeout.ms": 5000}).start()
+    producer = SourceProducer(
+        cluster.bootstrap,
+        topic,
+        2,
+        rate=100,
+        prefix="r",
+        **{"enable.idempotence": False, "request.timeout.ms": 5000},
+    ).start()
     started = time.monotonic()
     with open(stderr_path, "wb") as stderr:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.kafka_faults_child", "read", cluster.bootstrap,
-             topic, str(tmp_path / "ck"), str(out), str(stopfile), str(REQUEST_TIMEOUT_MS)],
-            cwd=REPO, env=child_env(), stdout=subprocess.PIPE, stderr=stderr,
-            start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "tests.kafka_faults_child",
+                "read",
+                cluster.bootstrap,
+                topic,
+                str(tmp_path / "ck"),
+                str(out),
+                str(stopfile),
+                str(REQUEST_TIMEOUT_MS),
+            ],
+            cwd=REPO,
+            env=child_env(),
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            start_new_session=True,
+        )
     try:
+
         def alive():
             assert child.poll() is None, f"the child ended: {_tail(stderr_path)}"
+
         # pause only once the stream is live (caught up with the producer), so the pause
         # meets its fetches and offset lookups, not Spark busy with a backlog
-        _wait_for(lambda: live_since(_batches(out)) is not None, 400,
-                  "the stream never caught up with the producer", check=alive)
+        _wait_for(
+            lambda: live_since(_batches(out)) is not None,
+            400,
+            "the stream never caught up with the producer",
+            check=alive,
+        )
         live_at = live_since(_batches(out))
         paused_at = time.time()
         cluster.pause(leader)
@@ -462,9 +559,13 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
 
         def delivered():
             return {(r[0], r[1]) for b in _batches(out) for r in b["rows"]}
-        _wait_for(lambda: expected <= delivered(), 240,
-                  lambda: f"{len(expected - delivered())} offsets never reached the sink",
-                  check=alive)
+
+        _wait_for(
+            lambda: expected <= delivered(),
+            240,
+            lambda: f"{len(expected - delivered())} offsets never reached the sink",
+            check=alive,
+        )
         stopfile.write_text("stop")
         child.wait(120)
         said = child.stdout.read().decode()
@@ -494,16 +595,27 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     moved_on = min(during) - paused_at if during else None
     warned = _warnings_naming(stderr_text, address, leader)
     bound = min(PAUSE_S, SESSION_TIMEOUT_S + 2 * REQUEST_TIMEOUT_MS / 1000) + STALL_SLACK_S
-    record("kafka-faults/read_stream_leader_paused", section=SECTION, mode=MODE,
-           what=f"readStream of 2 partitions while the node leading both is SIGSTOPped "
-                f"{PAUSE_S:.0f} s (kafka.request.timeout.ms={REQUEST_TIMEOUT_MS})",
-           faults=1, records=len(expected), lost=lost, duplicated=duplicated,
-           seconds=seconds, kafka=cluster.version, transaction_version=2,
-           pause_s=round(resumed_at - paused_at, 1), stall_s=round(stall, 1),
-           stall_bound_s=round(bound, 1),
-           latency_before_the_pause_s=None if baseline is None else round(baseline, 1),
-           first_rows_during_the_pause_after_s=None if moved_on is None else round(moved_on, 1),
-           micro_batches=len(batches), warnings_naming_the_broker=len(warned))
+    record(
+        "kafka-faults/read_stream_leader_paused",
+        section=SECTION,
+        mode=MODE,
+        what=f"readStream of 2 partitions while the node leading both is SIGSTOPped "
+        f"{PAUSE_S:.0f} s (kafka.request.timeout.ms={REQUEST_TIMEOUT_MS})",
+        faults=1,
+        records=len(expected),
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        kafka=cluster.version,
+        transaction_version=2,
+        pause_s=round(resumed_at - paused_at, 1),
+        stall_s=round(stall, 1),
+        stall_bound_s=round(bound, 1),
+        latency_before_the_pause_s=None if baseline is None else round(baseline, 1),
+        first_rows_during_the_pause_after_s=None if moved_on is None else round(moved_on, 1),
+        micro_batches=len(batches),
+        warnings_naming_the_broker=len(warned),
+    )
     print(f"warnings naming broker {leader} ({address}):", *warned[:10], sep="\n")
     assert "query ended: None" in said, f"the query failed: {said}\n{_tail(stderr_path)}"
     assert (lost, duplicated) == (0, 0)
@@ -514,8 +626,9 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
     if PAUSE_S > SESSION_TIMEOUT_S + 2 * REQUEST_TIMEOUT_MS / 1000:
         # the stream read from the new leader while the old one was still stopped
         assert moved_on is not None, "nothing reached the sink until the broker came back"
-    assert warned, ("no warning names the paused broker "
-                    f"{leader} ({address}):\n{stderr_text[-3000:]}")
+    assert warned, (
+        f"no warning names the paused broker {leader} ({address}):\n{stderr_text[-3000:]}"
+    )
 
 
 def test_a_fetch_the_silent_leader_leaves_unanswered_is_a_warning_naming_it(kafka3, caplog):
@@ -536,19 +649,28 @@ def test_a_fetch_the_silent_leader_leaves_unanswered_is_a_warning_naming_it(kafk
     address = cluster.listener("PLAINTEXT", [leader])
     topic = f"kf-fetch-{uuid.uuid4().hex[:8]}"
     create_topic(cluster, topic, 1, leader=leader)
-    producer = confluent_kafka.Producer({"bootstrap.servers": cluster.bootstrap,
-                                         "enable.idempotence": True})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True}
+    )
     for i in range(2000):
         producer.produce(topic, value=b"f-%d" % i, partition=0)
     assert producer.flush(60) == 0
     del producer
-    opts = parse_reader_options({"kafka.bootstrap.servers": cluster.bootstrap,
-                                 "subscribe": topic, "kafka.request.timeout.ms": "3000",
-                                 "kafka.max.partition.fetch.bytes": "4096"})
+    opts = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": cluster.bootstrap,
+            "subscribe": topic,
+            "kafka.request.timeout.ms": "3000",
+            "kafka.max.partition.fetch.bytes": "4096",
+        }
+    )
 
     def values(start: int, end: int) -> list[str]:
-        return [v.decode() for b in read_range(opts, OffsetRange(topic, 0, start, end))
-                for v in b.column("value").to_pylist()]
+        return [
+            v.decode()
+            for b in read_range(opts, OffsetRange(topic, 0, start, end))
+            for v in b.column("value").to_pylist()
+        ]
 
     assert values(0, 1000) == [f"f-{i}" for i in range(1000)]  # the pooled client, warm
     caplog.set_level(logging.WARNING, logger="pykafka.source")
@@ -566,12 +688,16 @@ def test_a_fetch_the_silent_leader_leaves_unanswered_is_a_warning_naming_it(kafk
     print(f"read in {took:.1f} s:", *said, sep="\n")
     unanswered = [m for m in said if "no answer to a Fetch" in m and address in m]
     assert unanswered and re.search(r"within (3[0-9]{3}) ms", unanswered[0]), said
-    stalled = [float(x) for m in said
-               for x in re.findall(r"reading again at offset 1000 after ([0-9.]+) s", m)]
+    stalled = [
+        float(x)
+        for m in said
+        for x in re.findall(r"reading again at offset 1000 after ([0-9.]+) s", m)
+    ]
     assert stalled and 3.0 <= stalled[0] <= took + 0.5, said
 
 
 # ---- 2. an exactly-once stream through broker faults and driver kills ---------------------
+
 
 def _tail(path: Path, chars: int = 3000) -> str:
     try:
@@ -592,33 +718,49 @@ def _committed_batches(checkpoint: Path) -> int:
     return len([n for n in os.listdir(folder) if n.isdigit()]) if folder.is_dir() else 0
 
 
-def kill_driver_at(cluster, point: str, source: str, target: str, checkpoint: Path,
-                   prefix: str, log: Path) -> int:
+def kill_driver_at(
+    cluster, point: str, source: str, target: str, checkpoint: Path, prefix: str, log: Path
+) -> int:
     """Run the stream in a child driver that SIGKILLs itself at ``point`` of the micro-batch
     two after the last one in the checkpoint; returns that batch id."""
     batch = _last_batch(checkpoint) + 3 if _last_batch(checkpoint) >= 0 else 2
     with open(log, "wb") as stderr:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.kafka_faults_child", "eos", cluster.bootstrap,
-             source, target, str(checkpoint), prefix], cwd=REPO,
-            env=child_env(**{KILL_AT: f"{point}:{batch}"}), stdout=subprocess.DEVNULL,
-            stderr=stderr, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "tests.kafka_faults_child",
+                "eos",
+                cluster.bootstrap,
+                source,
+                target,
+                str(checkpoint),
+                prefix,
+            ],
+            cwd=REPO,
+            env=child_env(**{KILL_AT: f"{point}:{batch}"}),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            start_new_session=True,
+        )
     try:
         child.wait(CHILD_TIMEOUT_S)
     finally:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(30)
-    assert child.returncode == -signal.SIGKILL, \
+    assert child.returncode == -signal.SIGKILL, (
         f"the driver was not killed at {point}:{batch} ({child.returncode}): {_tail(log)}"
+    )
     assert not (checkpoint / "commits" / str(batch)).exists()
     return batch
 
 
 @pytest.mark.timeout(5400 if SOAK else 1500)
 @pytest.mark.parametrize("kind", STREAM_KINDS, ids=[_kind(*k) for k in STREAM_KINDS])
-def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clusters, kind,
-                                                                    tmp_path):
+def test_exactly_once_stream_through_broker_faults_and_driver_kills(
+    spark, clusters, kind, tmp_path
+):
     """Topic to topic with ``exactlyOnce`` (3 partitions each, a producer writing into the
     source the whole time) while the nodes are SIGKILLed (down 3 s, then started again) or
     SIGSTOPped (until the controller fenced it, 6 s after its last heartbeat or later when
@@ -639,10 +781,12 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
     prefix = f"kf-{uuid.uuid4().hex[:8]}"
     checkpoint = tmp_path / "ck"
     injector = FaultInjector(
-        cluster, count=STREAM_FAULTS,
+        cluster,
+        count=STREAM_FAULTS,
         kinds=("SIGKILL", "SIGSTOP") if SOAK else ("SIGSTOP",),
         first_after_s=None if SOAK else 1.0,
-        first_node=lambda: coordinator_of(cluster, f"{prefix}-0-0"))
+        first_node=lambda: coordinator_of(cluster, f"{prefix}-0-0"),
+    )
     producer = SourceProducer(cluster.bootstrap, source, 3, SOURCE_RATE).start()
     started = time.monotonic()
     killed_batches = []
@@ -651,29 +795,47 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
         if SOAK:
             injector.start()
         for i, point in enumerate(DRIVER_KILLS):
-            killed_batches.append(kill_driver_at(cluster, point, source, target, checkpoint,
-                                                 prefix, tmp_path / f"child-{i}.stderr"))
+            killed_batches.append(
+                kill_driver_at(
+                    cluster,
+                    point,
+                    source,
+                    target,
+                    checkpoint,
+                    prefix,
+                    tmp_path / f"child-{i}.stderr",
+                )
+            )
             injector.check()
         before = _committed_batches(checkpoint)
-        query = pipeline(spark, cluster.bootstrap, source, target, str(checkpoint), prefix) \
-            .trigger(processingTime="1 second").start()
+        query = (
+            pipeline(spark, cluster.bootstrap, source, target, str(checkpoint), prefix)
+            .trigger(processingTime="1 second")
+            .start()
+        )
 
         def running():
             assert query.exception() is None, f"the query failed: {query.exception()}"
             injector.check()
-        _wait_for(lambda: _committed_batches(checkpoint) > before + 1, 300,
-                  "the restarted stream committed nothing", check=running)
+
+        _wait_for(
+            lambda: _committed_batches(checkpoint) > before + 1,
+            300,
+            "the restarted stream committed nothing",
+            check=running,
+        )
         if not SOAK:
             injector.start()
-        _wait_for(lambda: not injector.is_alive(), 3000, "the faults did not end",
-                  check=running)
+        _wait_for(lambda: not injector.is_alive(), 3000, "the faults did not end", check=running)
         injector.check()
         producer.stop()
         ends = latest_offsets(cluster, source, 3)
-        _wait_for(lambda: all(committed_ends(str(checkpoint)).get(p, 0) >= e
-                              for p, e in ends.items()), 300,
-                  lambda: f"the stream did not catch up: {committed_ends(str(checkpoint))} "
-                          f"of {ends}", check=running)
+        _wait_for(
+            lambda: all(committed_ends(str(checkpoint)).get(p, 0) >= e for p, e in ends.items()),
+            300,
+            lambda: f"the stream did not catch up: {committed_ends(str(checkpoint))} of {ends}",
+            check=running,
+        )
     finally:
         injector.stop()
         if query is not None:
@@ -684,8 +846,9 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
         heal(cluster)
     seconds = time.monotonic() - started
 
-    source_values = [r.value.decode() for _, h, recs in log_of(cluster.bootstrap, source, 3)
-                     for r in recs]
+    source_values = [
+        r.value.decode() for _, h, recs in log_of(cluster.bootstrap, source, 3) for r in recs
+    ]
     expected = collections.Counter(source_values)
     got = collections.Counter(committed_values(cluster.bootstrap, target, 3))
     lost = len(set(expected) - set(got))
@@ -700,29 +863,48 @@ def test_exactly_once_stream_through_broker_faults_and_driver_kills(spark, clust
     by_ours = sorted(our_read_committed(spark, cluster.bootstrap, target))
     aborted = len(aborted_values(cluster.bootstrap, target, 3))
     kinds = collections.Counter(f.kind for f in injector.faults)
-    print(f"{_kind(*kind)}: faults", *injector.summary(), f"driver killed in batches "
-          f"{killed_batches}", *(" ".join(r) for r in listed), sep="\n")
-    record(f"kafka-faults/exactly_once_stream_{_kind(*kind)}", section=SECTION, mode=MODE,
-           what=f"exactlyOnce stream topic to topic on Kafka {version} "
-                f"({f'transaction.version {tv}' if tv is not None else 'classic transactions'})"
-                ": nodes "
-                f"SIGKILLed or SIGSTOPped in turn, the driver SIGKILLed "
-                f"{len(DRIVER_KILLS)} time(s) ({', '.join(DRIVER_KILLS)}) and restarted",
-           faults=len(injector.faults) + len(killed_batches), records=sum(expected.values()),
-           lost=lost, duplicated=duplicated, seconds=seconds, kafka=version,
-           transaction_version=tv if tv is not None else "none (3.x)",
-           partition_leaders_moved=sum(f.leaders_moved for f in injector.faults),
-           sigkills=kinds["SIGKILL"], sigstops=kinds["SIGSTOP"],
-           driver_kills=len(killed_batches), foreign=len(foreign),
-           aborted_records=aborted, micro_batches=_committed_batches(checkpoint),
-           transactions_left_open=len(left_open) + len(coordinators_open)
-           + sum(len(v) for v in hanging.values()))
+    print(
+        f"{_kind(*kind)}: faults",
+        *injector.summary(),
+        f"driver killed in batches {killed_batches}",
+        *(" ".join(r) for r in listed),
+        sep="\n",
+    )
+    record(
+        f"kafka-faults/exactly_once_stream_{_kind(*kind)}",
+        section=SECTION,
+        mode=MODE,
+        what=f"exactlyOnce stream topic to topic on Kafka {version} "
+        f"({f'transaction.version {tv}' if tv is not None else 'classic transactions'})"
+        ": nodes "
+        f"SIGKILLed or SIGSTOPped in turn, the driver SIGKILLed "
+        f"{len(DRIVER_KILLS)} time(s) ({', '.join(DRIVER_KILLS)}) and restarted",
+        faults=len(injector.faults) + len(killed_batches),
+        records=sum(expected.values()),
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        kafka=version,
+        transaction_version=tv if tv is not None else "none (3.x)",
+        partition_leaders_moved=sum(f.leaders_moved for f in injector.faults),
+        sigkills=kinds["SIGKILL"],
+        sigstops=kinds["SIGSTOP"],
+        driver_kills=len(killed_batches),
+        foreign=len(foreign),
+        aborted_records=aborted,
+        micro_batches=_committed_batches(checkpoint),
+        transactions_left_open=len(left_open)
+        + len(coordinators_open)
+        + sum(len(v) for v in hanging.values()),
+    )
     assert len(injector.faults) == STREAM_FAULTS and len(killed_batches) == len(DRIVER_KILLS)
-    assert sum(f.leaders_moved for f in injector.faults) >= 1, \
+    assert sum(f.leaders_moved for f in injector.faults) >= 1, (
         f"no fault moved a partition's leader: {injector.summary()}"
+    )
     assert max(expected.values()) == 1, "the idempotent source producer wrote a value twice"
-    assert (lost, duplicated, foreign) == (0, 0, []), \
+    assert (lost, duplicated, foreign) == (0, 0, []), (
         f"{lost} source records missing in the target, {duplicated} repeated, foreign {foreign[:5]}"
+    )
     assert left_open == [] and behind == []
     assert coordinators_open == [], coordinators_open
     assert hanging == {n: [] for n in cluster.nodes}, hanging

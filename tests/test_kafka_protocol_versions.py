@@ -35,12 +35,15 @@ from kafka_sink.writer import write_task
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA, SASL_USERS
 from protocol import framing
 from protocol.client import transactions
-from protocol.client.cluster import (MAX_FETCH_VERSION_BY_NAME, MAX_PRODUCE_VERSION_BY_NAME,
-                                     KafkaClient)
+from protocol.client.cluster import (
+    MAX_FETCH_VERSION_BY_NAME,
+    MAX_PRODUCE_VERSION_BY_NAME,
+    KafkaClient,
+)
 from protocol.client.group_offsets import MAX_OFFSET_COMMIT_VERSION, MAX_OFFSET_FETCH_VERSION
 from protocol.primitives import ZERO_UUID
 from protocol.records.encode_arrow import encode_batch
-from protocol.schemas import (ALL_APIS, BY_NAME, FETCH, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE)
+from protocol.schemas import ALL_APIS, BY_NAME, FETCH, OFFSET_COMMIT, OFFSET_FETCH, PRODUCE
 
 from .helpers.kafka_versions import KAFKA4, SENDS, _problems
 
@@ -58,8 +61,11 @@ CAPS = {
 TXN_CAPS = {**CAPS, "Produce": transactions.MAX_TXN_PRODUCE_VERSION}
 
 #: The clusters, by id: (version, transaction_version); None is the version's default.
-CLUSTERS = {"newest": (NEWEST_KAFKA, None), "newest-tv1": (NEWEST_KAFKA, 1),
-            "oldest": (OLDEST_KAFKA, None)}
+CLUSTERS = {
+    "newest": (NEWEST_KAFKA, None),
+    "newest-tv1": (NEWEST_KAFKA, 1),
+    "oldest": (OLDEST_KAFKA, None),
+}
 
 
 class WireLog:
@@ -109,8 +115,9 @@ def broker_ranges(bootstrap: str, **config) -> dict[str, tuple[int, int]]:
     """What the broker's ApiVersions answer advertises, by API name."""
     with KafkaClient(bootstrap_servers=bootstrap, **config) as client:
         conn = client.connection(min(client.metadata().brokers))
-        return {api.name: conn.api_versions[api.key] for api in ALL_APIS
-                if api.key in conn.api_versions}
+        return {
+            api.name: conn.api_versions[api.key] for api in ALL_APIS if api.key in conn.api_versions
+        }
 
 
 def expected_version(name: str, broker: dict[str, tuple[int, int]], caps: dict) -> int:
@@ -140,18 +147,25 @@ def cluster(request, kafka_clusters):
 
 
 def _write_options(cluster, topic: str, **extra):
-    return parse_writer_options({"kafka.bootstrap.servers": cluster.bootstrap,
-                                 "topic": topic, **extra})
+    return parse_writer_options(
+        {"kafka.bootstrap.servers": cluster.bootstrap, "topic": topic, **extra}
+    )
 
 
 def _rows(n: int) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(
         [pa.array([b"k%d" % i for i in range(n)]), pa.array([b"v%d" % i for i in range(n)])],
-        names=["key", "value"])
+        names=["key", "value"],
+    )
 
 
-KEY_VALUE_PLAN = dict(topic_column=False, key_column=True, headers_column=False,
-                      partition_column=False, timestamp_kind=None)
+KEY_VALUE_PLAN = dict(
+    topic_column=False,
+    key_column=True,
+    headers_column=False,
+    partition_column=False,
+    timestamp_kind=None,
+)
 
 
 def test_admin_reading_and_group_requests(cluster, monkeypatch):
@@ -172,9 +186,24 @@ def test_admin_reading_and_group_requests(cluster, monkeypatch):
         assert client.committed_offsets(group, [tp]) == {tp: 1}
         assert client.delete_records({tp: 1}) == {tp: 1}
         client.delete_topics([topic])
-    check_exchanges(wire, broker, CAPS, {
-        "ApiVersions", "Metadata", "CreateTopics", "Produce", "ListOffsets", "Fetch",
-        "FindCoordinator", "OffsetCommit", "OffsetFetch", "DeleteRecords", "DeleteTopics"})
+    check_exchanges(
+        wire,
+        broker,
+        CAPS,
+        {
+            "ApiVersions",
+            "Metadata",
+            "CreateTopics",
+            "Produce",
+            "ListOffsets",
+            "Fetch",
+            "FindCoordinator",
+            "OffsetCommit",
+            "OffsetFetch",
+            "DeleteRecords",
+            "DeleteTopics",
+        },
+    )
 
 
 def test_requests_by_topic_name(cluster):
@@ -186,20 +215,54 @@ def test_requests_by_topic_name(cluster):
         conn = client.connection(client.leader_for(topic, 0))
         version = conn.version_for(PRODUCE, MAX_PRODUCE_VERSION_BY_NAME)
         assert version == min(MAX_PRODUCE_VERSION_BY_NAME, conn.api_versions[PRODUCE.key][1])
-        produced = conn.request(PRODUCE, {
-            "transactional_id": None, "acks": -1, "timeout_ms": 30_000,
-            "topic_data": [{"name": topic, "topic_id": ZERO_UUID, "partition_data": [
-                {"index": 0, "records": encode_batch(pa.array([b"k"]), pa.array([b"v"]))}]}]},
-            version)
+        produced = conn.request(
+            PRODUCE,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout_ms": 30_000,
+                "topic_data": [
+                    {
+                        "name": topic,
+                        "topic_id": ZERO_UUID,
+                        "partition_data": [
+                            {
+                                "index": 0,
+                                "records": encode_batch(pa.array([b"k"]), pa.array([b"v"])),
+                            }
+                        ],
+                    }
+                ],
+            },
+            version,
+        )
         assert errors_in(produced) == []
         version = conn.version_for(FETCH, MAX_FETCH_VERSION_BY_NAME)
         assert version == MAX_FETCH_VERSION_BY_NAME
-        fetched = conn.request(FETCH, {
-            "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": 1 << 20,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": topic, "topic_id": ZERO_UUID, "partitions": [
-                {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}],
-            "forgotten_topics_data": [], "rack_id": ""}, version)
+        fetched = conn.request(
+            FETCH,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 100,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": topic,
+                        "topic_id": ZERO_UUID,
+                        "partitions": [
+                            {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            },
+            version,
+        )
         assert errors_in(fetched) == []
         assert fetched["responses"][0]["partitions"][0]["high_watermark"] == 1
         client.delete_topics([topic])
@@ -213,8 +276,12 @@ def test_idempotent_producer_requests(cluster, monkeypatch):
         client.create_topics({topic: 1})
     wire = WireLog(monkeypatch)
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
-        message = write_task(iter([_rows(5)]), _write_options(cluster, topic),
-                             WritePlan(topic_option=topic, **KEY_VALUE_PLAN), client=client)
+        message = write_task(
+            iter([_rows(5)]),
+            _write_options(cluster, topic),
+            WritePlan(topic_option=topic, **KEY_VALUE_PLAN),
+            client=client,
+        )
     assert message.records == 5
     check_exchanges(wire, broker, CAPS, {"InitProducerId", "Produce"})
 
@@ -233,13 +300,31 @@ def test_exactly_once_requests(cluster, monkeypatch):
     options = _write_options(cluster, topic, exactlyOnce="true")
     wire = WireLog(monkeypatch)
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
-        message = write_task(iter([_rows(5)]), options,
-                             WritePlan(topic_option=topic, **KEY_VALUE_PLAN), client=client,
-                             prefix=prefix, task=(0, 0, 3))
+        message = write_task(
+            iter([_rows(5)]),
+            options,
+            WritePlan(topic_option=topic, **KEY_VALUE_PLAN),
+            client=client,
+            prefix=prefix,
+            task=(0, 0, 3),
+        )
         assert commit_transactions(client, options, prefix, [message], 3)["committed"] == 1
-    check_exchanges(wire, broker, TXN_CAPS, {
-        "FindCoordinator", "InitProducerId", "AddPartitionsToTxn", "Produce", "OffsetFetch",
-        "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn", "ListTransactions"})
+    check_exchanges(
+        wire,
+        broker,
+        TXN_CAPS,
+        {
+            "FindCoordinator",
+            "InitProducerId",
+            "AddPartitionsToTxn",
+            "Produce",
+            "OffsetFetch",
+            "AddOffsetsToTxn",
+            "TxnOffsetCommit",
+            "EndTxn",
+            "ListTransactions",
+        },
+    )
 
 
 def test_sign_in_requests(signin_kafka, monkeypatch):
@@ -247,14 +332,19 @@ def test_sign_in_requests(signin_kafka, monkeypatch):
     listener (the sign-in tests' cluster), then Metadata over the signed-in connection."""
     sasl = signin_kafka
     user, password = next(iter(SASL_USERS.items()))
-    config = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-512",
-              "sasl_username": user, "sasl_password": password}
+    config = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": user,
+        "sasl_password": password,
+    }
     broker = broker_ranges(sasl.listener("SASL"), **config)
     wire = WireLog(monkeypatch)
     with KafkaClient(bootstrap_servers=sasl.listener("SASL"), **config) as client:
         assert client.metadata().brokers
-    check_exchanges(wire, broker, CAPS, {"ApiVersions", "SaslHandshake", "SaslAuthenticate",
-                                         "Metadata"})
+    check_exchanges(
+        wire, broker, CAPS, {"ApiVersions", "SaslHandshake", "SaslAuthenticate", "Metadata"}
+    )
 
 
 @pytest.mark.parametrize("api", [OFFSET_COMMIT, OFFSET_FETCH], ids=lambda a: a.name)
@@ -272,13 +362,29 @@ def test_the_capped_group_versions_are_refused_when_filled_from_names(kafka, api
         assert top > cap  # the broker offers more than the code sends
         entry = {"name": topic, "topic_id": ZERO_UUID}
         if api is OFFSET_COMMIT:
-            body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                    "group_instance_id": None, "topics": [{**entry, "partitions": [
-                        {"partition_index": 0, "committed_offset": 1,
-                         "committed_metadata": None}]}]}
+            body = {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "topics": [
+                    {
+                        **entry,
+                        "partitions": [
+                            {
+                                "partition_index": 0,
+                                "committed_offset": 1,
+                                "committed_metadata": None,
+                            }
+                        ],
+                    }
+                ],
+            }
         else:
-            body = {"groups": [{"group_id": group, "topics": [
-                {**entry, "partition_indexes": [0]}]}], "require_stable": False}
+            body = {
+                "groups": [{"group_id": group, "topics": [{**entry, "partition_indexes": [0]}]}],
+                "require_stable": False,
+            }
         assert "error_code=100" in errors_in(conn.request(api, body, top))
         assert errors_in(conn.request(api, body, cap)) == []
         client.delete_topics([topic])

@@ -60,19 +60,30 @@ from protocol.schemas import METADATA
 from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
 from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls, spark_worker_env
-from .helpers.signin import (OAUTH_HANDLER, OAUTH_MODULE, PASSWORD, USER,
-                             issuer_token_options, oauth_options, sasl_options,
-                             sasl_ssl_options)
+from .helpers.signin import (
+    OAUTH_HANDLER,
+    OAUTH_MODULE,
+    PASSWORD,
+    USER,
+    issuer_token_options,
+    oauth_options,
+    sasl_options,
+    sasl_ssl_options,
+)
 
 MIDDLE_KAFKA = "4.1.2"
-METADATA_BODY = {"topics": [], "allow_auto_topic_creation": False,
-                 "include_cluster_authorized_operations": False,
-                 "include_topic_authorized_operations": False}
+METADATA_BODY = {
+    "topics": [],
+    "allow_auto_topic_creation": False,
+    "include_cluster_authorized_operations": False,
+    "include_topic_authorized_operations": False,
+}
 WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 # ---- the cluster (tests/signin_cluster.py), as this file calls it ---------------------------
+
 
 @pytest.fixture
 def cluster(signin_kafka):
@@ -113,10 +124,17 @@ def token_signed_by_another_key(issuer) -> str:
     not in the JWKS: only the signature is wrong."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
     now = int(time.time())
     header = {"alg": "RS256", "typ": "JWT", "kid": issuer.jwks[0]["kid"]}
-    claims = {"iss": issuer.issuer, "sub": CLIENT, "scope": "kafka", "iat": now,
-              "nbf": now, "exp": now + 600}
+    claims = {
+        "iss": issuer.issuer,
+        "sub": CLIENT,
+        "scope": "kafka",
+        "iat": now,
+        "nbf": now,
+        "exp": now + 600,
+    }
     signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     signature = key.sign(signing_input.encode("ascii"), padding.PKCS1v15(), hashes.SHA256())
@@ -124,6 +142,7 @@ def token_signed_by_another_key(issuer) -> str:
 
 
 # ---- 1. SASL PLAIN and SCRAM ---------------------------------------------------------------
+
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_password_mechanisms_sign_in_and_carry_data(cluster, topic_name, mechanism):
@@ -146,24 +165,32 @@ def test_wrong_password_is_refused_naming_the_mechanism_never_the_password(clust
     assert f"SASL {mechanism} authentication of user '{USER}' failed" in message
     assert cluster.listener("SASL") in message
     assert message.endswith(  # the broker's own words
-        "Authentication failed: Invalid username or password" if mechanism == "PLAIN" else
-        "Authentication failed during authentication due to invalid credentials with SASL "
-        f"mechanism {mechanism}")
+        "Authentication failed: Invalid username or password"
+        if mechanism == "PLAIN"
+        else "Authentication failed during authentication due to invalid credentials with SASL "
+        f"mechanism {mechanism}"
+    )
     assert_no_secret(info.value, secrets=[WRONG_PASSWORD, PASSWORD])
 
 
 def test_mechanism_the_listener_lacks_is_refused_with_what_it_offers(cluster):
     """The OAUTH listener offers OAUTHBEARER only: SCRAM there is refused at the handshake."""
-    options = {**sasl_options(cluster, "SCRAM-SHA-512"),
-               "kafka.bootstrap.servers": cluster.listener("OAUTH")}
-    with pytest.raises(AuthenticationError, match=r"refused SASL mechanism SCRAM-SHA-512; "
-                                                  r"it offers \['OAUTHBEARER'\]") as info:
+    options = {
+        **sasl_options(cluster, "SCRAM-SHA-512"),
+        "kafka.bootstrap.servers": cluster.listener("OAUTH"),
+    }
+    with pytest.raises(
+        AuthenticationError,
+        match=r"refused SASL mechanism SCRAM-SHA-512; "
+        r"it offers \['OAUTHBEARER'\]",
+    ) as info:
         with client_for(options) as client:
             client.refresh_metadata([])
     assert_no_secret(info.value, secrets=[PASSWORD])
 
 
 # ---- 2. OAUTHBEARER --------------------------------------------------------------------------
+
 
 def test_unsecured_token_signs_in_at_the_unsecured_validator(cluster, topic_name):
     with client_for(unsecured_token_options(cluster.listener("SASL"))) as client:
@@ -179,21 +206,29 @@ def test_issuer_token_signs_in_at_the_jwks_validator(cluster, issuer, topic_name
         assert conn.session_lifetime_ms == REAUTH_MS
 
 
-@pytest.mark.parametrize("listener,token", [
-    ("OAUTH", "signed-by-another-key"),
-    ("OAUTH", "unsigned"),
-    ("SASL", "issuer-signed"),  # the unsecured validator takes unsigned tokens only
-])
-def test_tokens_the_validator_does_not_trust_are_refused(cluster, issuer, tmp_path, listener,
-                                                         token, monkeypatch):
+@pytest.mark.parametrize(
+    "listener,token",
+    [
+        ("OAUTH", "signed-by-another-key"),
+        ("OAUTH", "unsigned"),
+        ("SASL", "issuer-signed"),  # the unsecured validator takes unsigned tokens only
+    ],
+)
+def test_tokens_the_validator_does_not_trust_are_refused(
+    cluster, issuer, tmp_path, listener, token, monkeypatch
+):
     bootstrap = cluster.listener(listener)
     if token == "signed-by-another-key":
         (tmp_path / "token.jwt").write_text(token_signed_by_another_key(issuer))
         allow_urls(monkeypatch, (tmp_path / "token.jwt").as_uri())
-        options = oauth_options(bootstrap, **{
-            "kafka.sasl.oauthbearer.token.endpoint.url": (tmp_path / "token.jwt").as_uri(),
-            "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
-            "kafka.sasl.jaas.config": f"{OAUTH_MODULE} required;"})
+        options = oauth_options(
+            bootstrap,
+            **{
+                "kafka.sasl.oauthbearer.token.endpoint.url": (tmp_path / "token.jwt").as_uri(),
+                "kafka.sasl.login.callback.handler.class": OAUTH_HANDLER,
+                "kafka.sasl.jaas.config": f"{OAUTH_MODULE} required;",
+            },
+        )
     elif token == "unsigned":
         options = unsecured_token_options(bootstrap)
     else:
@@ -205,44 +240,66 @@ def test_tokens_the_validator_does_not_trust_are_refused(cluster, issuer, tmp_pa
         with KafkaClient(config) as client:
             client.refresh_metadata([])
     message = str(info.value)
-    assert message.startswith(f"SASL OAUTHBEARER authentication at {bootstrap} failed; "
-                              'broker status {"status": "invalid_token"}; check ')
+    assert message.startswith(
+        f"SASL OAUTHBEARER authentication at {bootstrap} failed; "
+        'broker status {"status": "invalid_token"}; check '
+    )
     assert message.count("invalid_token") == 1
     assert_no_secret(info.value, secrets=[sent, CLIENT_SECRET])
 
 
 # ---- Spark, through the same options ---------------------------------------------------------
 
+
 @pytest.mark.spark
-def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(spark, cluster, issuer,
-                                                                     signin_pki, topic_name):
+def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(
+    spark, cluster, issuer, signin_pki, topic_name
+):
     """Over the SASL_SSL listener: df.write signed in with SCRAM-SHA-512 (the JVM-style JAAS
     line), then spark.read of the same records with an OIDC token the broker checks against
     the issuer's JWKS: the options (the CA file too) reach the tasks, which sign in
     themselves."""
-    tls = {"kafka.security.protocol": "SASL_SSL", "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
-           "kafka.bootstrap.servers": cluster.listener("SASL_SSL")}
-    scram = {**sasl_options(cluster, "SCRAM-SHA-512"), **tls, "kafka.sasl.jaas.config":
-             f'{SCRAM_MODULE} required username="{USER}" password="{PASSWORD}";'}
+    tls = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
+        "kafka.bootstrap.servers": cluster.listener("SASL_SSL"),
+    }
+    scram = {
+        **sasl_options(cluster, "SCRAM-SHA-512"),
+        **tls,
+        "kafka.sasl.jaas.config": (
+            f'{SCRAM_MODULE} required username="{USER}" password="{PASSWORD}";'
+        ),
+    }
     del scram["kafka.sasl.username"], scram["kafka.sasl.password"]
     with client_for(scram) as client:
         client.create_topics({topic_name: 2})
     expected = [f"row-{i:02d}" for i in range(20)]
-    (spark.createDataFrame([(v, i % 2) for i, v in enumerate(expected)],
-                           "value string, partition int")
-     .write.format("pykafka").mode("append").options(**scram).option("topic", topic_name)
-     .save())
+    (
+        spark.createDataFrame(
+            [(v, i % 2) for i, v in enumerate(expected)], "value string, partition int"
+        )
+        .write.format("pykafka")
+        .mode("append")
+        .options(**scram)
+        .option("topic", topic_name)
+        .save()
+    )
     # the operator's allow-list reaches Spark's Python workers as spark.executorEnv does
     with spark_worker_env(spark, PYKAFKA_ALLOWED_URLS=issuer.token_endpoint):
-        rows = (spark.read.format("pykafka")
-                .options(**{**issuer_token_options(cluster.listener("SASL_SSL"), issuer), **tls})
-                .option("subscribe", topic_name).load()
-                .selectExpr("CAST(value AS STRING) AS v", "partition").collect())
-    assert sorted((r.v, r.partition) for r in rows) == [(v, i % 2) for i, v in
-                                                         enumerate(expected)]
+        rows = (
+            spark.read.format("pykafka")
+            .options(**{**issuer_token_options(cluster.listener("SASL_SSL"), issuer), **tls})
+            .option("subscribe", topic_name)
+            .load()
+            .selectExpr("CAST(value AS STRING) AS v", "partition")
+            .collect()
+        )
+    assert sorted((r.v, r.partition) for r in rows) == [(v, i % 2) for i, v in enumerate(expected)]
 
 
 # ---- 3. KIP-368 re-authentication ------------------------------------------------------------
+
 
 class SignIns:
     """Every SASL sign-in from now on: ``(connection, socket, requests were in flight)``."""
@@ -274,8 +331,7 @@ def sign_ins(monkeypatch) -> SignIns:
 BUSY_FOR_AT_MOST_S = 30
 
 
-def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_name,
-                                                                sign_ins):
+def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_name, sign_ins):
     """Produce requests one after the other until the connection signed in again twice
     (each time before its session's end): the broker never closed it (the same socket
     served them all) and every record landed."""
@@ -300,13 +356,24 @@ def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_nam
     """A task writes until its connection signed in again twice: it keeps Produce requests
     in flight all the time, so it signs in again with some in flight, and the broker never
     cuts the connection (then the producer would resend on a new one)."""
-    options = parse_writer_options({**sasl_options(cluster, "SCRAM-SHA-512"),
-                                    "topic": topic_name, "kafka.batch.size": "16384",
-                                    # little waits at the end: the task flushes no backlog
-                                    "kafka.buffer.memory": "1048576",
-                                    "checkBeforeSendBytes": "65536"})
-    plan = WritePlan(topic_option=topic_name, topic_column=False, key_column=False,
-                     headers_column=False, partition_column=False, timestamp_kind=None)
+    options = parse_writer_options(
+        {
+            **sasl_options(cluster, "SCRAM-SHA-512"),
+            "topic": topic_name,
+            "kafka.batch.size": "16384",
+            # little waits at the end: the task flushes no backlog
+            "kafka.buffer.memory": "1048576",
+            "checkBeforeSendBytes": "65536",
+        }
+    )
+    plan = WritePlan(
+        topic_option=topic_name,
+        topic_column=False,
+        key_column=False,
+        headers_column=False,
+        partition_column=False,
+        timestamp_kind=None,
+    )
     written = [0]
 
     with KafkaClient(options.client_config) as client:
@@ -321,7 +388,8 @@ def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_nam
                 written[0] += 1000
                 yield pa.RecordBatch.from_arrays(
                     [pa.array([b"v%08d" % i for i in range(start, written[0])], pa.binary())],
-                    names=["value"])
+                    names=["value"],
+                )
 
         message = write_task(batches(), options, plan, client=client)
         assert client.connection(client.leader_for(topic_name, 0)) is conn
@@ -335,8 +403,9 @@ def test_broker_closes_a_connection_that_does_not_sign_in_again(cluster, monkeyp
     """The control: with renewal put off past the session's end, the broker closes the
     connection at the first request after 3 s -- what the two tests above would meet."""
     monkeypatch.setattr(connection_module, "SESSION_RENEW_AT", 10.0)
-    config = parse_reader_options({**sasl_options(cluster, "PLAIN"),
-                                   "subscribe": "unused"}).client_config
+    config = parse_reader_options(
+        {**sasl_options(cluster, "PLAIN"), "subscribe": "unused"}
+    ).client_config
     host, port = cluster.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         began = time.monotonic()
@@ -351,8 +420,9 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
     """Idle beyond the session's end (a driver's client between micro-batches): the next
     request goes out on a new connection, signed in afresh, instead of meeting the
     broker's close."""
-    config = parse_reader_options({**sasl_options(cluster, "SCRAM-SHA-512"),
-                                   "subscribe": "unused"}).client_config
+    config = parse_reader_options(
+        {**sasl_options(cluster, "SCRAM-SHA-512"), "subscribe": "unused"}
+    ).client_config
     host, port = cluster.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         sock = conn.wait_handle()
@@ -363,11 +433,14 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
 
 # ---- 4. the same sign-ins on older brokers ---------------------------------------------------
 
-@pytest.mark.parametrize("way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS",
-                                 "SASL_SSL-SCRAM-SHA-256"])
+
+@pytest.mark.parametrize(
+    "way", ["PLAIN", "SCRAM-SHA-512", "OAUTHBEARER-JWKS", "mTLS", "SASL_SSL-SCRAM-SHA-256"]
+)
 @pytest.mark.parametrize("version", [OLDEST_KAFKA, MIDDLE_KAFKA])
-def test_sign_ins_on_older_kafka(kafka_clusters, signin_cluster_options, signin_pki, issuer,
-                                 topic_name, version, way):
+def test_sign_ins_on_older_kafka(
+    kafka_clusters, signin_cluster_options, signin_pki, issuer, topic_name, version, way
+):
     older = kafka_clusters.get(version=version, **signin_cluster_options)
     if way == "OAUTHBEARER-JWKS":
         options = issuer_token_options(older.listener("OAUTH"), issuer)
@@ -378,5 +451,7 @@ def test_sign_ins_on_older_kafka(kafka_clusters, signin_cluster_options, signin_
     else:
         options = sasl_options(older, way)
     with client_for(options) as client:
-        assert round_trip(client, topic_name, [version.encode(), way.encode()]) == \
-            [version.encode(), way.encode()]
+        assert round_trip(client, topic_name, [version.encode(), way.encode()]) == [
+            version.encode(),
+            way.encode(),
+        ]

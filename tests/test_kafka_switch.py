@@ -14,9 +14,25 @@ REPO = Path(__file__).resolve().parent.parent
 def _run_selection(bootstrap: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYKAFKA_TEST_BOOTSTRAP": bootstrap}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-m", "kafka",
-         "tests/test_kafka_broker.py", *args], cwd=REPO, env=env, capture_output=True,
-        text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            "kafka",
+            "tests/test_kafka_broker.py",
+            *args,
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
 
 
 def test_the_switch_points_the_selection_at_a_broker(kafka):

@@ -67,6 +67,7 @@ def refusal(options: dict) -> PyKafkaError:
 
 # ---- what works ------------------------------------------------------------------------------
 
+
 def test_mutual_tls_carries_data(cluster, pki, topic_name):
     """The broker's certificate is verified against the CA (host name included), the broker
     verifies ours."""
@@ -83,14 +84,17 @@ def test_sasl_ssl_with_a_password_carries_data(cluster, pki, topic_name, mechani
         assert round_trip(client, topic_name, values) == values
 
 
-def test_sasl_ssl_with_an_oidc_token_carries_data(cluster, pki, signin_issuer, topic_name,
-                                                  monkeypatch):
+def test_sasl_ssl_with_an_oidc_token_carries_data(
+    cluster, pki, signin_issuer, topic_name, monkeypatch
+):
     """The client fetches a token from the issuer; Kafka's JWKS validator checks it, over
     TLS."""
     allow_urls(monkeypatch, signin_issuer.token_endpoint)
-    options = {**issuer_token_options(cluster.listener("SASL_SSL"), signin_issuer),
-               "kafka.security.protocol": "SASL_SSL",
-               "kafka.ssl.cafile": str(pki / "ca.pem")}
+    options = {
+        **issuer_token_options(cluster.listener("SASL_SSL"), signin_issuer),
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.cafile": str(pki / "ca.pem"),
+    }
     with client_for(options) as client:
         assert round_trip(client, topic_name, [b"oidc-over-tls"]) == [b"oidc-over-tls"]
 
@@ -98,8 +102,10 @@ def test_sasl_ssl_with_an_oidc_token_carries_data(cluster, pki, signin_issuer, t
 def test_host_name_check_off_keeps_the_chain_check(cluster, pki, topic_name):
     """``kafka.ssl.endpoint.identification.algorithm=""`` takes the certificate that names
     another host, and still refuses one from an unknown CA."""
-    options = {**tls_options(cluster, pki, listener="WRONG_HOST", client_cert=None),
-               "kafka.ssl.endpoint.identification.algorithm": ""}
+    options = {
+        **tls_options(cluster, pki, listener="WRONG_HOST", client_cert=None),
+        "kafka.ssl.endpoint.identification.algorithm": "",
+    }
     with client_for(options) as client:
         assert round_trip(client, topic_name, [b"any-name"]) == [b"any-name"]
     error = refusal({**options, "kafka.ssl.cafile": str(pki / "other-ca.pem")})
@@ -108,10 +114,11 @@ def test_host_name_check_off_keeps_the_chain_check(cluster, pki, topic_name):
 
 def test_verification_is_on_by_default(cluster):
     """Neither check is off unless asked: the options' defaults keep both."""
-    options = {"kafka.bootstrap.servers": cluster.listener("SSL"),
-               "kafka.security.protocol": "SSL"}
-    for config in (parse_reader_options({**options, "subscribe": "t"}).client_config,
-                   parse_writer_options({**options, "topic": "t"}).client_config):
+    options = {"kafka.bootstrap.servers": cluster.listener("SSL"), "kafka.security.protocol": "SSL"}
+    for config in (
+        parse_reader_options({**options, "subscribe": "t"}).client_config,
+        parse_writer_options({**options, "topic": "t"}).client_config,
+    ):
         assert config.ssl_verify and config.ssl_check_hostname
 
 
@@ -119,8 +126,7 @@ def test_a_pooled_tls_client_keeps_its_connections_between_tasks(cluster, pki):
     """TLS 1.3 brokers send session tickets after the handshake: an idle TLS connection
     has bytes to read that are no data. The pool's check must not take them for a close
     (nor lose them): the connections stay, and serve the next checkout."""
-    config = parse_reader_options({**tls_options(cluster, pki),
-                                   "subscribe": "t"}).client_config
+    config = parse_reader_options({**tls_options(cluster, pki), "subscribe": "t"}).client_config
     p = pool.ClientPool()
     try:
         with p.borrow(config) as lease:
@@ -141,6 +147,7 @@ def test_a_pooled_tls_client_keeps_its_connections_between_tasks(cluster, pki):
 
 # ---- the client refuses the broker -----------------------------------------------------------
 
+
 def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_the_ca_file(cluster, pki):
     error = refusal(tls_options(cluster, pki, ca="other-ca.pem"))
     message = str(error)
@@ -154,8 +161,12 @@ def test_without_a_ca_file_the_error_says_which_option_takes_one(cluster, pki):
     """Only the system's CAs are trusted then. Java truststore options are ignored (with a
     warning in the task's log); the error itself says which option takes the broker's CA."""
     options = tls_options(cluster, pki, ca=None)
-    options.update({"kafka.ssl.truststore.location": str(pki / "truststore.p12"),
-                    "kafka.ssl.truststore.password": "unused"})
+    options.update(
+        {
+            "kafka.ssl.truststore.location": str(pki / "truststore.p12"),
+            "kafka.ssl.truststore.password": "unused",
+        }
+    )
     error = refusal(options)
     assert isinstance(error, AuthenticationError)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error)
@@ -182,13 +193,16 @@ def test_an_expired_broker_certificate_is_refused(cluster, pki):
 
 # ---- the broker refuses the client -----------------------------------------------------------
 
-@pytest.mark.parametrize("client_cert,alert", [
-    (None, "SSLV3_ALERT_BAD_CERTIFICATE"),
-    ("stranger", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"),         # from a CA it does not trust
-    ("expired-client", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"),   # Kafka says no more than that
-])
-def test_a_client_certificate_the_broker_does_not_take_is_refused(cluster, pki, client_cert,
-                                                                  alert):
+
+@pytest.mark.parametrize(
+    "client_cert,alert",
+    [
+        (None, "SSLV3_ALERT_BAD_CERTIFICATE"),
+        ("stranger", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"),  # from a CA it does not trust
+        ("expired-client", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"),  # Kafka says no more than that
+    ],
+)
+def test_a_client_certificate_the_broker_does_not_take_is_refused(cluster, pki, client_cert, alert):
     """With TLS 1.3 the broker checks the client's certificate after the client's side of
     the handshake: the refusal is an alert in place of the first answer. It is an
     AuthenticationError naming the options, not a broken connection (which readers and
@@ -203,8 +217,9 @@ def test_a_client_certificate_the_broker_does_not_take_is_refused(cluster, pki, 
 
 def test_a_wrong_password_over_tls_is_refused_never_shown(cluster, pki):
     wrong = "Wr0ng-over-tls"
-    error = refusal({**sasl_ssl_options(cluster, pki, "SCRAM-SHA-256"),
-                     "kafka.sasl.password": wrong})
+    error = refusal(
+        {**sasl_ssl_options(cluster, pki, "SCRAM-SHA-256"), "kafka.sasl.password": wrong}
+    )
     assert isinstance(error, AuthenticationError)
     assert "SASL SCRAM-SHA-256 authentication of user 'alice' failed" in str(error)
     assert_no_secret(error, secrets=[wrong, PASSWORD])
@@ -212,28 +227,39 @@ def test_a_wrong_password_over_tls_is_refused_never_shown(cluster, pki):
 
 # ---- the wrong kafka.security.protocol -------------------------------------------------------
 
-@pytest.mark.parametrize("listener,protocol", [("SSL", "PLAINTEXT"),
-                                               ("SASL_SSL", "SASL_PLAINTEXT")])
-def test_a_client_without_tls_at_a_tls_listener_is_told_to_use_tls(cluster, pki, listener,
-                                                                   protocol):
+
+@pytest.mark.parametrize(
+    "listener,protocol", [("SSL", "PLAINTEXT"), ("SASL_SSL", "SASL_PLAINTEXT")]
+)
+def test_a_client_without_tls_at_a_tls_listener_is_told_to_use_tls(
+    cluster, pki, listener, protocol
+):
     """Kafka answers the first request with a TLS alert record: not a frame of 352 MB."""
-    options = {**sasl_ssl_options(cluster, pki, "SCRAM-SHA-512"),
-               "kafka.bootstrap.servers": cluster.listener(listener),
-               "kafka.security.protocol": protocol}
+    options = {
+        **sasl_ssl_options(cluster, pki, "SCRAM-SHA-512"),
+        "kafka.bootstrap.servers": cluster.listener(listener),
+        "kafka.security.protocol": protocol,
+    }
     if protocol == "PLAINTEXT":
         options = {k: v for k, v in options.items() if not k.startswith("kafka.sasl.")}
     del options["kafka.ssl.cafile"]
     error = refusal(options)
     message = str(error)
-    assert message.startswith(f"{cluster.listener(listener)}: the broker answered with a TLS "
-                              "alert record, not a Kafka frame")
+    assert message.startswith(
+        f"{cluster.listener(listener)}: the broker answered with a TLS "
+        "alert record, not a Kafka frame"
+    )
     assert "set kafka.security.protocol to SSL (or SASL_SSL)" in message
     assert_no_secret(error, secrets=[PASSWORD])
 
 
 def test_a_tls_client_at_a_plaintext_listener_is_told_to_check_the_protocol(cluster, pki):
-    error = refusal({**tls_options(cluster, pki, client_cert=None),
-                     "kafka.bootstrap.servers": cluster.bootstrap})
+    error = refusal(
+        {
+            **tls_options(cluster, pki, client_cert=None),
+            "kafka.bootstrap.servers": cluster.bootstrap,
+        }
+    )
     message = str(error)
     assert isinstance(error, AuthenticationError)
     assert f"TLS handshake with {cluster.bootstrap} failed" in message

@@ -24,9 +24,16 @@ import pytest
 
 from protocol.client import transactions
 from protocol.client.cluster import KafkaClient
-from protocol.schemas import (ADD_PARTITIONS_TO_TXN, ALL_APIS, API_VERSIONS,
-                              FIND_COORDINATOR, INIT_PRODUCER_ID, METADATA, PRODUCE,
-                              TXN_OFFSET_COMMIT)
+from protocol.schemas import (
+    ADD_PARTITIONS_TO_TXN,
+    ALL_APIS,
+    API_VERSIONS,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    METADATA,
+    PRODUCE,
+    TXN_OFFSET_COMMIT,
+)
 from tests.scripted_broker import NODE_ID, Request, ScriptedBroker, metadata_answer, response_frame
 from tests.helpers.library import ROOT, library_sources
 from .helpers.kafka_versions import KAFKA, KAFKA4, SENDS, _problems
@@ -48,9 +55,13 @@ PICKS = {
 def _ranges(unstable: bool) -> dict[int, tuple[int, int]]:
     """A Kafka 4.x broker's ApiVersions answer (``unstable``: with
     ``unstable.api.versions.enable``): key -> (min, max)."""
-    return {row["key"]: (row["advertised_min"],
-                         row["valid"][1] - (row["latest_unstable"] and not unstable))
-            for row in KAFKA4.values()}
+    return {
+        row["key"]: (
+            row["advertised_min"],
+            row["valid"][1] - (row["latest_unstable"] and not unstable),
+        )
+        for row in KAFKA4.values()
+    }
 
 
 def test_the_data_holds_what_kip_896_and_the_transaction_rules_say():
@@ -79,8 +90,7 @@ def test_every_request_the_client_sends_is_listed():
     assert {api.name for api, *_ in SENDS} == {api.name for api in ALL_APIS}
 
 
-@pytest.mark.parametrize("api,cap,in_txn,where", SENDS,
-                         ids=[f"{s[0].name}-{s[1]}" for s in SENDS])
+@pytest.mark.parametrize("api,cap,in_txn,where", SENDS, ids=[f"{s[0].name}-{s[1]}" for s in SENDS])
 def test_the_versions_a_code_path_may_send_are_all_kafka_4_versions(api, cap, in_txn, where):
     """Every version in the client's range under the code path's cap, whatever the broker
     advertises: none removed, unstable, broker-only or forbidden in the transaction."""
@@ -116,21 +126,40 @@ class Kafka4Broker(ScriptedBroker):
         api = req.api
         self.requests.append((api.name, req.version))
         if api is API_VERSIONS:
-            keys = [{"api_key": k, "min_version": lo, "max_version": hi}
-                    for k, (lo, hi) in sorted(_ranges(self.unstable).items())]
+            keys = [
+                {"api_key": k, "min_version": lo, "max_version": hi}
+                for k, (lo, hi) in sorted(_ranges(self.unstable).items())
+            ]
             body = {"error_code": 0, "api_keys": keys, "throttle_time_ms": 0}
         elif api is METADATA:
             body = metadata_answer(self.port, "kafka4", [("t", [0])])
         elif api is FIND_COORDINATOR:
-            found = {"node_id": NODE_ID, "host": "127.0.0.1", "port": self.port,
-                     "error_code": 0, "error_message": None}
-            body = {"throttle_time_ms": 0, **found,
-                    "coordinators": [{"key": req.body()["coordinator_keys"][0], **found}]}
+            found = {
+                "node_id": NODE_ID,
+                "host": "127.0.0.1",
+                "port": self.port,
+                "error_code": 0,
+                "error_message": None,
+            }
+            body = {
+                "throttle_time_ms": 0,
+                **found,
+                "coordinators": [{"key": req.body()["coordinator_keys"][0], **found}],
+            }
         elif api is TXN_OFFSET_COMMIT:
-            body = {"throttle_time_ms": 0, "topics": [
-                {"name": t["name"], "partitions": [
-                    {"partition_index": p["partition_index"], "error_code": 0}
-                    for p in t["partitions"]]} for t in req.body()["topics"]]}
+            body = {
+                "throttle_time_ms": 0,
+                "topics": [
+                    {
+                        "name": t["name"],
+                        "partitions": [
+                            {"partition_index": p["partition_index"], "error_code": 0}
+                            for p in t["partitions"]
+                        ],
+                    }
+                    for t in req.body()["topics"]
+                ],
+            }
         else:
             return None
         return response_frame(api, req.version, req.correlation_id, body)
@@ -141,8 +170,10 @@ def test_against_kafka_4_api_versions_the_client_picks_kafka_4_versions(unstable
     """Over a connection to a broker answering ApiVersions as 4.x does (Produce advertised
     from v0), each code path picks a version 4.x accepts, also when the broker lists its
     unstable versions."""
-    with Kafka4Broker(unstable=unstable) as broker, \
-            KafkaClient(bootstrap_servers=broker.bootstrap) as client:
+    with (
+        Kafka4Broker(unstable=unstable) as broker,
+        KafkaClient(bootstrap_servers=broker.bootstrap) as client,
+    ):
         conn = client.connection(NODE_ID)
         assert conn.api_versions[PRODUCE.key][0] == 0
         for api, cap, in_txn, where in SENDS:
@@ -171,8 +202,11 @@ def _picks(tree: ast.AST) -> int:
         name = node.func.attr
         if name == "version_for":
             n += 1
-        elif name in ("request", "send") and len(node.args) == 2 and not any(
-                k.arg in ("version", "body", "headers") for k in node.keywords):
+        elif (
+            name in ("request", "send")
+            and len(node.args) == 2
+            and not any(k.arg in ("version", "body", "headers") for k in node.keywords)
+        ):
             # (an HTTP request, such as the Schema Registry client's, names body= or headers=)
             n += 1
     return n
@@ -187,4 +221,5 @@ def test_every_place_that_picks_a_version_is_listed():
             found[os.path.relpath(path, ROOT).replace(os.sep, "/")] = count
     assert dict(found) == PICKS, (
         "the places that pick a request version changed: add what a new one sends to SENDS "
-        "and count it in PICKS")
+        "and count it in PICKS"
+    )

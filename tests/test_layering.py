@@ -26,7 +26,7 @@ ALLOWED = {
 
 def _module_name(path: str) -> str:
     rel = os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
-    return rel[:-len(".__init__")] if rel.endswith(".__init__") else rel
+    return rel[: -len(".__init__")] if rel.endswith(".__init__") else rel
 
 
 def _imports(path: str, module: str) -> set[str]:
@@ -40,7 +40,7 @@ def _imports(path: str, module: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = module.split(".")
-                base = base[:len(base) - node.level + (1 if is_package else 0)]
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
                 target = ".".join(base + ([node.module] if node.module else []))
             else:
                 target = node.module
@@ -74,8 +74,10 @@ def test_no_import_cycles_between_library_modules():
     graph = _graph()
     # A package's __init__ re-exports its modules; an edge into a package from inside it
     # is not a layering question, so leave package-to-own-module edges out.
-    edges = {m: {t for t in ts if not (m == t.split(".")[0] or t == m.rsplit(".", 1)[0])}
-             for m, ts in graph.items()}
+    edges = {
+        m: {t for t in ts if not (m == t.split(".")[0] or t == m.rsplit(".", 1)[0])}
+        for m, ts in graph.items()
+    }
     state: dict[str, int] = {}
     cycles = []
 
@@ -84,7 +86,7 @@ def test_no_import_cycles_between_library_modules():
         stack.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                cycles.append(stack[stack.index(nxt):] + [nxt])
+                cycles.append(stack[stack.index(nxt) :] + [nxt])
             elif nxt not in state:
                 visit(nxt, stack)
         stack.pop()
@@ -109,11 +111,13 @@ def test_the_planner_side_of_the_source_loads_no_decoder():
     pyarrow or the crc32c package (whose import scans sys.path); only a task's read does."""
     import subprocess
     import sys
-    code = ("import sys, kafka_source.stream_reader, kafka_source.batch_reader; "
-            "print(sorted(m for m in ('protocol.records', 'pyarrow', 'crc32c') "
-            "if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT)
+
+    code = (
+        "import sys, kafka_source.stream_reader, kafka_source.batch_reader; "
+        "print(sorted(m for m in ('protocol.records', 'pyarrow', 'crc32c') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stderr
 
 
@@ -142,16 +146,25 @@ def test_the_protocol_core_is_sans_io():
 
 def test_only_the_connection_module_touches_sockets():
     paths = {_module_name(p): p for p in library_sources()}
-    users = sorted(module for module, path in paths.items()
-                   if {t.split(".")[0] for t in _imports(path, module)} & {"socket", "select",
-                                                                          "selectors"})
+    users = sorted(
+        module
+        for module, path in paths.items()
+        if {t.split(".")[0] for t in _imports(path, module)} & {"socket", "select", "selectors"}
+    )
     assert users == ["protocol.client.connection"], users
 
 
 # ---- docs/architecture.md and the tree agree -----------------------------------------------
 
-_WINGS = ("pyspark_pykafka", "kafka_source", "kafka_sink", "kafka_common",
-          "kafka_common/value_formats", "protocol", "protocol/client")
+_WINGS = (
+    "pyspark_pykafka",
+    "kafka_source",
+    "kafka_sink",
+    "kafka_common",
+    "kafka_common/value_formats",
+    "protocol",
+    "protocol/client",
+)
 
 
 def test_the_architecture_page_names_every_module_of_every_wing_and_no_other():
@@ -174,8 +187,20 @@ def test_the_architecture_page_names_every_module_of_every_wing_and_no_other():
                 if f"{name}/" not in page:
                     missing.append(f"{wing}/{name}/")
     assert not missing, f"modules docs/architecture.md does not place: {missing}"
-    everywhere = {n for top in ("pyspark_pykafka", "kafka_source", "kafka_sink",
-                                "kafka_common", "protocol", "kafka_testbed", "tests", "scripts")
-                  for _, _, files in os.walk(os.path.join(ROOT, top))
-                  for n in files if n.endswith(".py")}
+    everywhere = {
+        n
+        for top in (
+            "pyspark_pykafka",
+            "kafka_source",
+            "kafka_sink",
+            "kafka_common",
+            "protocol",
+            "kafka_testbed",
+            "tests",
+            "scripts",
+        )
+        for _, _, files in os.walk(os.path.join(ROOT, top))
+        for n in files
+        if n.endswith(".py")
+    }
     assert not named - everywhere, f"the page names modules that do not exist: {named - everywhere}"

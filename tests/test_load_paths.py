@@ -122,35 +122,60 @@ def make_topic(cluster, name: str) -> None:
         client.wait_for_topics([name])
 
 
-def run_job(python: str, cluster, topic: str, tmp_path, *, submit_py_files: str | None = None,
-            add_py_file: str | None = None, pythonpath: str | None = None) -> dict:
+def run_job(
+    python: str,
+    cluster,
+    topic: str,
+    tmp_path,
+    *,
+    submit_py_files: str | None = None,
+    add_py_file: str | None = None,
+    pythonpath: str | None = None,
+) -> dict:
     make_topic(cluster, topic)
     make_topic(cluster, topic + "-out")
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    args = [str(job), cluster.bootstrap, topic, topic + "-out", str(ROWS), str(PARTITIONS),
-            str(tmp_path / "work")]
+    args = [
+        str(job),
+        cluster.bootstrap,
+        topic,
+        topic + "-out",
+        str(ROWS),
+        str(PARTITIONS),
+        str(tmp_path / "work"),
+    ]
     if add_py_file:
         args.append(add_py_file)
     if submit_py_files:
-        command = [os.path.join(os.path.dirname(python), "spark-submit"),
-                   "--py-files", submit_py_files, *args]
+        command = [
+            os.path.join(os.path.dirname(python), "spark-submit"),
+            "--py-files",
+            submit_py_files,
+            *args,
+        ]
     else:
         command = [python, *args]
     extra = {"PYTHONPATH": pythonpath} if pythonpath else {}
-    done = subprocess.run(command, cwd=tmp_path, env=clean_env(python, **extra),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        command,
+        cwd=tmp_path,
+        env=clean_env(python, **extra),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
     assert done.returncode == 0 and reports, (done.stdout[-3000:], done.stderr[-6000:])
-    return json.loads(reports[-1][len("REPORT "):])
+    return json.loads(reports[-1][len("REPORT ") :])
 
 
 def expected_batch() -> list[list]:
-    return sorted([i % PARTITIONS, i // PARTITIONS, f"k{i:03d}", f"v{i:03d}"]
-                  for i in range(ROWS))
+    return sorted([i % PARTITIONS, i // PARTITIONS, f"k{i:03d}", f"v{i:03d}"] for i in range(ROWS))
 
 
 STREAM_WRITTEN = [f"s{i:03d}" for i in range(ROWS)]
+
 
 @pytest.fixture(scope="module")
 def pyfiles_zip(tmp_path_factory):
@@ -163,8 +188,7 @@ def pyfiles_zip(tmp_path_factory):
 
 
 @pytest.mark.timeout(900)
-def test_editable_install_registers_itself_and_runs_everything(mock_cluster, topic_name,
-                                                               tmp_path):
+def test_editable_install_registers_itself_and_runs_everything(mock_cluster, topic_name, tmp_path):
     """``pip install -e .`` with no options (setuptools' default editable mode), of a copy
     of the checkout, into an env that has only the dependencies."""
     python = layered_env(str(tmp_path / "env"))
@@ -180,9 +204,9 @@ def test_editable_install_registers_itself_and_runs_everything(mock_cluster, top
 
 @pytest.mark.timeout(900)
 def test_add_py_file_runs_everything_but_registering_itself(
-        mock_cluster, topic_name, tmp_path, pyfiles_zip):
-    report = run_job(pyfiles_python(), mock_cluster, topic_name, tmp_path,
-                     add_py_file=pyfiles_zip)
+    mock_cluster, topic_name, tmp_path, pyfiles_zip
+):
+    report = run_job(pyfiles_python(), mock_cluster, topic_name, tmp_path, add_py_file=pyfiles_zip)
     assert report["auto_registered"] is False
     assert "DATA_SOURCE_NOT_FOUND" in report["auto_error"]
     assert os.path.basename(pyfiles_zip) + os.sep in report["driver_imports"]
@@ -195,9 +219,11 @@ def test_add_py_file_runs_everything_but_registering_itself(
 
 @pytest.mark.timeout(900)
 def test_py_files_alone_runs_everything_but_registering_itself(
-        mock_cluster, topic_name, tmp_path, pyfiles_zip):
-    report = run_job(pyfiles_python(), mock_cluster, topic_name, tmp_path,
-                     submit_py_files=pyfiles_zip)
+    mock_cluster, topic_name, tmp_path, pyfiles_zip
+):
+    report = run_job(
+        pyfiles_python(), mock_cluster, topic_name, tmp_path, submit_py_files=pyfiles_zip
+    )
     assert report["auto_registered"] is False
     assert "DATA_SOURCE_NOT_FOUND" in report["auto_error"]
     assert report["batch"] == expected_batch()
@@ -208,12 +234,19 @@ def test_py_files_alone_runs_everything_but_registering_itself(
 
 
 @pytest.mark.timeout(900)
-def test_py_files_and_the_zip_on_pythonpath_run_everything(mock_cluster, topic_name,
-                                                           tmp_path, pyfiles_zip):
+def test_py_files_and_the_zip_on_pythonpath_run_everything(
+    mock_cluster, topic_name, tmp_path, pyfiles_zip
+):
     """Client mode: the zip also on the PYTHONPATH spark-submit (and so the driver's JVM)
     starts with, which every Python worker the driver starts inherits."""
-    report = run_job(pyfiles_python(), mock_cluster, topic_name, tmp_path,
-                     submit_py_files=pyfiles_zip, pythonpath=pyfiles_zip)
+    report = run_job(
+        pyfiles_python(),
+        mock_cluster,
+        topic_name,
+        tmp_path,
+        submit_py_files=pyfiles_zip,
+        pythonpath=pyfiles_zip,
+    )
     assert report["auto_registered"] is True, report.get("auto_error")
     assert report["batch"] == expected_batch()
     assert report.get("stream_read") == expected_batch(), report.get("stream_read_error")

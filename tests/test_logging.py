@@ -14,8 +14,11 @@ def test_library_code_never_prints():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                    and node.func.id == "print"):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id == "print"
+            ):
                 offenders.append(f"{os.path.relpath(path, ROOT)}:{node.lineno}")
     assert offenders == []
 
@@ -28,18 +31,31 @@ def test_library_loggers_are_named_pykafka():
         with open(path, encoding="utf-8") as f:
             tree = ast.parse(f.read(), path)
         for node in ast.walk(tree):
-            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                    and isinstance(node.func.value, ast.Name)
-                    and node.func.value.id == "logging"):
+            if not (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "logging"
+            ):
                 continue
             where = f"{os.path.relpath(path, ROOT)}:{node.lineno}"
             if node.func.attr == "getLogger":
                 arg = node.args[0] if node.args else None
                 names.append((where, arg.value if isinstance(arg, ast.Constant) else None))
-            elif node.func.attr in ("debug", "info", "warning", "error", "exception",
-                                    "critical", "log"):
+            elif node.func.attr in (
+                "debug",
+                "info",
+                "warning",
+                "error",
+                "exception",
+                "critical",
+                "log",
+            ):
                 root_calls.append(where)
     assert names, "no loggers found"
-    assert [n for n in names if not (isinstance(n[1], str) and
-                                     (n[1] == "pykafka" or n[1].startswith("pykafka.")))] == []
+    assert [
+        n
+        for n in names
+        if not (isinstance(n[1], str) and (n[1] == "pykafka" or n[1].startswith("pykafka.")))
+    ] == []
     assert root_calls == []

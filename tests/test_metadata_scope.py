@@ -65,9 +65,9 @@ def _three_brokers_behind_proxies():
     from kafka_testbed import KafkaCluster
 
     from .fault_proxy import FaultProxy
+
     proxies = [FaultProxy() for _ in range(3)]
-    cluster = KafkaCluster(nodes=3,
-                           proxied={i + 1: each.port for i, each in enumerate(proxies)})
+    cluster = KafkaCluster(nodes=3, proxied={i + 1: each.port for i, each in enumerate(proxies)})
     cluster.start()
     for node, each in enumerate(proxies, start=1):
         host, port = cluster.listener("PROXIED", node_ids=[node]).split(":")
@@ -75,8 +75,9 @@ def _three_brokers_behind_proxies():
     return _Proxies(proxies), cluster
 
 
-@pytest.fixture(scope="module", params=[
-    "1 broker", pytest.param("3 brokers", marks=pytest.mark.broker_faults)])
+@pytest.fixture(
+    scope="module", params=["1 broker", pytest.param("3 brokers", marks=pytest.mark.broker_faults)]
+)
 def crowded(request):
     """``(proxies, kafka, topic)``: ``topic`` (3 partitions, 50 records in partition 0)
     beside 200 others, on the session's 1-node Kafka behind its proxy, or on a 3-node
@@ -94,6 +95,7 @@ def crowded(request):
             client.create_topics({topic: 3})
             client.wait_for_topics([topic])
         import confluent_kafka
+
         producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
         for i in range(50):
             producer.produce(topic, value=b"v%d" % i, partition=0)
@@ -132,6 +134,7 @@ def _asked_topics(frames) -> list[list[str] | None]:
 
 def _not_leader(api):
     """A rewrite of ``api``'s answer: every partition NOT_LEADER_OR_FOLLOWER."""
+
     def rewrite(frame: bytearray, version: int):
         view = memoryview(bytes(frame))[4:]
         _, pos = decode_response_header(api, version, view)
@@ -141,10 +144,11 @@ def _not_leader(api):
                 part["error_code"] = NOT_LEADER_OR_FOLLOWER
                 if "records" in part:
                     part["records"] = None
-        out = bytearray(frame[:4 + pos])
+        out = bytearray(frame[: 4 + pos])
         api.response.encode(version, body, out)
         out[:4] = (len(out) - 4).to_bytes(4, "big")
         return out
+
     return rewrite
 
 
@@ -152,16 +156,21 @@ def _assert_only(asked, topic) -> None:
     assert asked, "the client sent no Metadata request through the proxy"
     assert all(names is not None and set(names) <= {topic} for names in asked), (
         f"Metadata requests beyond the query's topic {topic!r}: "
-        f"{[n if n is None or len(n) < 5 else f'{len(n)} topics' for n in asked]}")
+        f"{[n if n is None or len(n) < 5 else f'{len(n)} topics' for n in asked]}"
+    )
     assert [topic] in asked  # the refresh after the error asked for it
 
 
 def test_a_fetch_answered_not_leader_refreshes_the_query_topic_only(crowded, proxy):
     _, _, topic = crowded
     proxy.rewrite_response(FETCH.key, _not_leader(FETCH), count=1)
-    options = parse_reader_options({
-        "kafka.bootstrap.servers": proxy.address, "subscribe": topic,
-        "kafka.client.id": f"scope-{uuid.uuid4().hex[:8]}"})  # a client of its own
+    options = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": proxy.address,
+            "subscribe": topic,
+            "kafka.client.id": f"scope-{uuid.uuid4().hex[:8]}",
+        }
+    )  # a client of its own
     rows = pa.Table.from_batches(list(read_range(options, OffsetRange(topic, 0, 0, 50))))
     assert rows.num_rows == 50 and proxy.stats["rewrites"] == 1
     _assert_only(_asked_topics(proxy.kept), topic)

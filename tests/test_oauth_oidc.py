@@ -50,8 +50,9 @@ def fresh_cache(request, monkeypatch):
     TOKEN_CACHE.clear()
 
 
-def test_client_credentials_token_signs_in_at_apache_kafka(signin_kafka, signin_issuer,
-                                                             topic_name, monkeypatch, caplog):
+def test_client_credentials_token_signs_in_at_apache_kafka(
+    signin_kafka, signin_issuer, topic_name, monkeypatch, caplog
+):
     """The options a JVM user copies (single quotes, extensions): the connector fetches a
     token from the sign-in issuer, Kafka's JWKS validator takes it (the extensions it
     accepts without checking) and grants a 3 s session; a second connection signs in with
@@ -59,8 +60,9 @@ def test_client_credentials_token_signs_in_at_apache_kafka(signin_kafka, signin_
     caplog.set_level(logging.DEBUG)
     allow_urls(monkeypatch, signin_issuer.token_endpoint)
     bootstrap = signin_kafka.listener("OAUTH")
-    config = parse_reader_options(jvm_options(bootstrap, signin_issuer.token_endpoint,
-                                              secret=SIGNIN_SECRET)).client_config
+    config = parse_reader_options(
+        jvm_options(bootstrap, signin_issuer.token_endpoint, secret=SIGNIN_SECRET)
+    ).client_config
     with KafkaClient(config) as client:
         client.create_topics({topic_name: 2})
         client.wait_for_topics([topic_name])
@@ -92,29 +94,40 @@ def test_librdkafka_sends_the_same_framing_and_extensions(issuer):
     def framing(message: bytes) -> bytes:
         return re.sub(rb"auth=Bearer [-_.a-zA-Z0-9]+", b"auth=Bearer <token>", message)
 
-    with FakeSaslBroker({}, mechanisms=("OAUTHBEARER",), topics={"t": 1},
-                        check_token=issuer.check) as fake:
-        admin = AdminClient({
-            "bootstrap.servers": fake.bootstrap, "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
-            "sasl.oauthbearer.client.id": CLIENT, "sasl.oauthbearer.client.secret": SECRET,
-            "sasl.oauthbearer.token.endpoint.url": issuer.token_endpoint,
-            "sasl.oauthbearer.scope": "kafka",
-            "sasl.oauthbearer.extensions": "logicalCluster=lkc-abc12,identityPoolId=pool-Xy9"})
+    with FakeSaslBroker(
+        {}, mechanisms=("OAUTHBEARER",), topics={"t": 1}, check_token=issuer.check
+    ) as fake:
+        admin = AdminClient(
+            {
+                "bootstrap.servers": fake.bootstrap,
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanisms": "OAUTHBEARER",
+                "sasl.oauthbearer.method": "oidc",
+                "sasl.oauthbearer.client.id": CLIENT,
+                "sasl.oauthbearer.client.secret": SECRET,
+                "sasl.oauthbearer.token.endpoint.url": issuer.token_endpoint,
+                "sasl.oauthbearer.scope": "kafka",
+                "sasl.oauthbearer.extensions": "logicalCluster=lkc-abc12,identityPoolId=pool-Xy9",
+            }
+        )
         try:  # signing in is all that is compared (this broker answers little after it)
             admin.list_topics(timeout=10)
         except confluent_kafka.KafkaException:
             pass
         assert fake.authenticated.wait(10)
         theirs = [t for t in fake.received if t.startswith(b"n,")][0]
-        config = parse_reader_options(jvm_options(fake.bootstrap,
-                                                  issuer.token_endpoint)).client_config
+        config = parse_reader_options(
+            jvm_options(fake.bootstrap, issuer.token_endpoint)
+        ).client_config
         with BrokerConnection("127.0.0.1", fake.port, config):
             pass
         ours = [t for t in fake.received if t.startswith(b"n,")][-1]
     assert framing(ours) == framing(theirs)
-    assert fake.bearer[0][1] == fake.bearer[-1][1] == {"logicalCluster": "lkc-abc12",
-                                                       "identityPoolId": "pool-Xy9"}
+    assert (
+        fake.bearer[0][1]
+        == fake.bearer[-1][1]
+        == {"logicalCluster": "lkc-abc12", "identityPoolId": "pool-Xy9"}
+    )
     assert all(issuer.check(token) is None for token, _ in fake.bearer)
 
 
@@ -122,13 +135,14 @@ def test_token_lifetime_drives_the_refresh(issuer, monkeypatch):
     """A 100 s token: Kafka's rules (80% + jitter, 300 s buffer, 60 s minimum period)
     refresh it after 60 s; before that the cached one is reused."""
     from kafka_common.oauth.tokens import TokenCache
+
     now = [time.time()]
     cache = TokenCache(clock=lambda: now[0])
-    with OidcIssuer({CLIENT: {"secret": SECRET, "scopes": ["kafka"]}},
-                    token_ttl_s=100) as short:
+    with OidcIssuer({CLIENT: {"secret": SECRET, "scopes": ["kafka"]}}, token_ttl_s=100) as short:
         allow_urls(monkeypatch, short.token_endpoint)
-        config = parse_reader_options(jvm_options("127.0.0.1:1",
-                                                  short.token_endpoint)).client_config
+        config = parse_reader_options(
+            jvm_options("127.0.0.1:1", short.token_endpoint)
+        ).client_config
         factory = config.sasl_mechanism_factory
         first = cache.get(factory.source, factory.policy)
         assert 99 <= first.expires_at - first.issued_at <= 100
@@ -162,8 +176,12 @@ def test_https_token_endpoint_is_verified(issuer, tmp_path, monkeypatch):
     endpoint = f"https://127.0.0.1:{port}/token"
     allow_urls(monkeypatch, endpoint)
     try:
-        trusted = parse_reader_options({**jvm_options("127.0.0.1:1", endpoint), **{
-            "kafka.sasl.oauthbearer.ssl.cafile": str(cafile)}}).client_config
+        trusted = parse_reader_options(
+            {
+                **jvm_options("127.0.0.1:1", endpoint),
+                **{"kafka.sasl.oauthbearer.ssl.cafile": str(cafile)},
+            }
+        ).client_config
         mech = trusted.sasl_mechanism_factory("127.0.0.1")
         assert mech.initial_response().startswith(b"n,,\x01auth=Bearer ey")
         TOKEN_CACHE.clear()

@@ -41,20 +41,33 @@ class _Client(GroupOffsets):
 
 
 def _partition(index, offset, error=0, metadata=""):
-    return {"partition_index": index, "committed_offset": offset, "metadata": metadata,
-            "error_code": error}
+    return {
+        "partition_index": index,
+        "committed_offset": offset,
+        "metadata": metadata,
+        "error_code": error,
+    }
 
 
 def _response(partitions, group_error=0):
-    return {"groups": [{"group_id": GROUP, "error_code": group_error,
-                        "topics": [{"name": "t", "partitions": partitions}]}]}
+    return {
+        "groups": [
+            {
+                "group_id": GROUP,
+                "error_code": group_error,
+                "topics": [{"name": "t", "partitions": partitions}],
+            }
+        ]
+    }
 
 
 def _both(response):
     """(committed_offsets' answer or error, fetch_stable_offsets' answer or error)."""
     out = []
-    for call in (lambda c: c.committed_offsets(GROUP, [("t", 0), ("t", 1)]),
-                 lambda c: txn.fetch_stable_offsets(c, GROUP, [("t", 0), ("t", 1)])):
+    for call in (
+        lambda c: c.committed_offsets(GROUP, [("t", 0), ("t", 1)]),
+        lambda c: txn.fetch_stable_offsets(c, GROUP, [("t", 0), ("t", 1)]),
+    ):
         client = _Client(response)
         try:
             out.append(("ok", call(client), client.conn.requests))
@@ -67,17 +80,21 @@ def test_both_callers_read_the_same_offsets():
     reader, writer = _both(_response([_partition(0, 5, metadata="m"), _partition(1, -1)]))
     assert reader[1] == {("t", 0): 5, ("t", 1): -1}
     assert writer[1] == {("t", 0): (5, "m"), ("t", 1): (-1, "")}
-    (_, reader_body, v1), = reader[2]
-    (_, writer_body, v2), = writer[2]
+    ((_, reader_body, v1),) = reader[2]
+    ((_, writer_body, v2),) = writer[2]
     assert v1 == v2 and not reader_body["require_stable"] and writer_body["require_stable"]
     assert {**reader_body, "require_stable": True} == writer_body
 
 
-@pytest.mark.parametrize("response", [
-    _response([], group_error=30),  # GROUP_AUTHORIZATION_FAILED
-    _response([_partition(0, -1, error=29), _partition(1, 3)]),  # TOPIC_AUTHORIZATION_FAILED
-    _response([_partition(0, 2), _partition(1, -1, error=3)]),  # UNKNOWN_TOPIC_OR_PARTITION
-], ids=["group-refused", "topic-refused", "partition-error"])
+@pytest.mark.parametrize(
+    "response",
+    [
+        _response([], group_error=30),  # GROUP_AUTHORIZATION_FAILED
+        _response([_partition(0, -1, error=29), _partition(1, 3)]),  # TOPIC_AUTHORIZATION_FAILED
+        _response([_partition(0, 2), _partition(1, -1, error=3)]),  # UNKNOWN_TOPIC_OR_PARTITION
+    ],
+    ids=["group-refused", "topic-refused", "partition-error"],
+)
 def test_both_callers_raise_the_same_error(response):
     reader, writer = _both(response)
     assert reader[0] == writer[0] == "error"

@@ -32,14 +32,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NAME = f"pyspark_pykafka-{__version__}"
 # This machine's pip configuration names index directories that do not exist; pip says so
 # on every look-up. That is the machine's, not the package's.
-MACHINE_PIP_CONFIG = re.compile(r"^WARNING: Location '[^']*' is ignored: it is neither a file "
-                                r"nor a directory\.$")
+MACHINE_PIP_CONFIG = re.compile(
+    r"^WARNING: Location '[^']*' is ignored: it is neither a file "
+    r"nor a directory\.$"
+)
 
 
 def warning_lines(output: str) -> list[str]:
-    return [line for line in output.splitlines()
-            if re.search(r"\bwarn|deprecat", line, re.I)
-            and not MACHINE_PIP_CONFIG.match(line.strip())]
+    return [
+        line
+        for line in output.splitlines()
+        if re.search(r"\bwarn|deprecat", line, re.I) and not MACHINE_PIP_CONFIG.match(line.strip())
+    ]
 
 
 def run(*command: str, cwd: str | None = None, env: dict | None = None) -> str:
@@ -47,8 +51,7 @@ def run(*command: str, cwd: str | None = None, env: dict | None = None) -> str:
     # byte-compiling is disabled"; users' builds byte-compile.
     env = dict(env or os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-6000:]
     return output
@@ -60,26 +63,44 @@ def built(tmp_path_factory):
     alone, unpacked in a directory of its own."""
     tmp = str(tmp_path_factory.mktemp("package"))
     src = copy_sources(os.path.join(tmp, "src"))
-    shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(src, "tests"),  # left out
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(
+        os.path.join(ROOT, "tests"),
+        os.path.join(src, "tests"),  # left out
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
     direct, again = os.path.join(tmp, "dist"), os.path.join(tmp, "from-sdist")
-    output = run(sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel",
-                 "--outdir", direct, src)
-    sdist, = (os.path.join(direct, n) for n in os.listdir(direct) if n.endswith(".tar.gz"))
-    wheel, = (os.path.join(direct, n) for n in os.listdir(direct) if n.endswith(".whl"))
+    output = run(
+        sys.executable,
+        "-m",
+        "build",
+        "--no-isolation",
+        "--sdist",
+        "--wheel",
+        "--outdir",
+        direct,
+        src,
+    )
+    (sdist,) = (os.path.join(direct, n) for n in os.listdir(direct) if n.endswith(".tar.gz"))
+    (wheel,) = (os.path.join(direct, n) for n in os.listdir(direct) if n.endswith(".whl"))
     with tarfile.open(sdist) as tf:
         tf.extractall(os.path.join(tmp, "unpacked"), filter="data")
-    output += run(sys.executable, "-m", "build", "--no-isolation", "--wheel", "--outdir",
-                  again, os.path.join(tmp, "unpacked", NAME))
-    rebuilt, = (os.path.join(again, n) for n in os.listdir(again) if n.endswith(".whl"))
-    return {"sdist": sdist, "wheel": wheel, "rebuilt": rebuilt, "output": output,
-            "tmp": tmp}
+    output += run(
+        sys.executable,
+        "-m",
+        "build",
+        "--no-isolation",
+        "--wheel",
+        "--outdir",
+        again,
+        os.path.join(tmp, "unpacked", NAME),
+    )
+    (rebuilt,) = (os.path.join(again, n) for n in os.listdir(again) if n.endswith(".whl"))
+    return {"sdist": sdist, "wheel": wheel, "rebuilt": rebuilt, "output": output, "tmp": tmp}
 
 
 def wheel_metadata(wheel: str) -> email.message.Message:
     with zipfile.ZipFile(wheel) as zf:
-        return email.parser.Parser().parsestr(
-            zf.read(f"{NAME}.dist-info/METADATA").decode())
+        return email.parser.Parser().parsestr(zf.read(f"{NAME}.dist-info/METADATA").decode())
 
 
 def test_building_prints_no_warnings(built):
@@ -88,8 +109,7 @@ def test_building_prints_no_warnings(built):
 
 
 def test_twine_check_accepts_the_sdist_and_the_wheel(built):
-    output = run(sys.executable, "-m", "twine", "check", "--strict", built["sdist"],
-                 built["wheel"])
+    output = run(sys.executable, "-m", "twine", "check", "--strict", built["sdist"], built["wheel"])
     assert output.count("PASSED") == 2, output
 
 
@@ -102,18 +122,43 @@ def test_the_sdist_builds_the_same_wheel(built):
                 assert a.read(name) == b.read(name), name
     assert os.path.basename(built["rebuilt"]) == os.path.basename(built["wheel"])
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka", "protocol", "kafka_common", "kafka_source",
-                    "kafka_sink", "kafka_testbed", f"{NAME}.dist-info"}
+    assert tops == {
+        "pyspark_pykafka",
+        "protocol",
+        "kafka_common",
+        "kafka_source",
+        "kafka_sink",
+        "kafka_testbed",
+        f"{NAME}.dist-info",
+    }
     assert f"{NAME}.dist-info/licenses/LICENSE" in names
     with tarfile.open(built["sdist"]) as tf:
         files = set(tf.getnames())
     assert {name.split("/")[1] for name in files if name.count("/")} == {
-        "pyproject.toml", "setup.py", "setup.cfg", "MANIFEST.in", "README.md", "LICENSE",
-        "PKG-INFO", "pyspark_pykafka", "pyspark_pykafka.egg-info", "protocol",
-        "kafka_common", "kafka_source", "kafka_sink", "kafka_testbed"}  # no tests/
-    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE",
-                 "protocol/records/_fastdecode.c", "protocol/records/_fastencode.c",
-                 "protocol/version.py"):
+        "pyproject.toml",
+        "setup.py",
+        "setup.cfg",
+        "MANIFEST.in",
+        "README.md",
+        "LICENSE",
+        "PKG-INFO",
+        "pyspark_pykafka",
+        "pyspark_pykafka.egg-info",
+        "protocol",
+        "kafka_common",
+        "kafka_source",
+        "kafka_sink",
+        "kafka_testbed",
+    }  # no tests/
+    for name in (
+        "pyproject.toml",
+        "setup.py",
+        "README.md",
+        "LICENSE",
+        "protocol/records/_fastdecode.c",
+        "protocol/records/_fastencode.c",
+        "protocol/version.py",
+    ):
         assert f"{NAME}/{name}" in files, name
 
 
@@ -132,8 +177,9 @@ def test_metadata_says_what_the_project_is(built):
     assert classifiers and set(classifiers) <= known, set(classifiers) - known
     assert not [c for c in classifiers if c.startswith("License ::")]  # PEP 639
     assert meta["Requires-Python"] == project["requires-python"]
-    assert sorted(meta.get_all("Requires-Dist")[:len(project["dependencies"])]) == sorted(
-        project["dependencies"])
+    assert sorted(meta.get_all("Requires-Dist")[: len(project["dependencies"])]) == sorted(
+        project["dependencies"]
+    )
     assert set(meta.get_all("Provides-Extra")) == set(project["optional-dependencies"])
     assert meta["Description-Content-Type"] == "text/markdown"
 
@@ -171,11 +217,22 @@ def test_the_top_level_names_are_written_once():
     assert set(version.RUNTIME_NAMES) | {"kafka_testbed"} == set(version.INSTALLED_NAMES)
     quoted = [f'"{n}"' for n in version.INSTALLED_NAMES]
     written = set()
-    for name in ("setup.py", "pyproject.toml", "scripts", "kafka_common", "kafka_source",
-                 "kafka_sink", "pyspark_pykafka", "tests/python_envs.py"):
+    for name in (
+        "setup.py",
+        "pyproject.toml",
+        "scripts",
+        "kafka_common",
+        "kafka_source",
+        "kafka_sink",
+        "pyspark_pykafka",
+        "tests/python_envs.py",
+    ):
         path = os.path.join(ROOT, name)
-        paths = ([os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs
-                  if f.endswith(".py")] if os.path.isdir(path) else [path])
+        paths = (
+            [os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".py")]
+            if os.path.isdir(path)
+            else [path]
+        )
         for p in paths:
             with open(p, encoding="utf-8") as f:
                 if any(sum(q in line for q in quoted) >= 3 for line in f):
@@ -198,15 +255,34 @@ def test_installing_prints_no_warnings_and_editable_mode_is_a_plain_path(built, 
     assert pth == [f"__editable__.{NAME}.pth"]
     with open(os.path.join(site_packages(python), pth[0])) as f:
         assert f.read().strip() == os.path.realpath(checkout)
-    lookup = ("import pkgutil; print([(m.name, m.module_finder.path) for m in "
-              "pkgutil.iter_modules() if m.name.startswith('pyspark_')])")
+    lookup = (
+        "import pkgutil; print([(m.name, m.module_finder.path) for m in "
+        "pkgutil.iter_modules() if m.name.startswith('pyspark_')])"
+    )
     found = run(python, "-c", lookup, cwd=str(tmp_path), env=clean_env(python))
     assert found.strip() == repr([("pyspark_pykafka", os.path.realpath(checkout))])
 
     python = layered_env(str(tmp_path / "wheel"))
-    output = run(sys.executable, "-m", "pip", "--python", python, "--disable-pip-version-check",
-                 "install", "--no-deps", "--no-index", built["wheel"])
+    output = run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        python,
+        "--disable-pip-version-check",
+        "install",
+        "--no-deps",
+        "--no-index",
+        built["wheel"],
+    )
     assert warning_lines(output) == []
-    assert run(python, "-c", "import pyspark_pykafka, protocol.version as v; "
-               "print(v.__version__)", cwd=str(tmp_path),
-               env=clean_env(python)).strip() == __version__
+    assert (
+        run(
+            python,
+            "-c",
+            "import pyspark_pykafka, protocol.version as v; print(v.__version__)",
+            cwd=str(tmp_path),
+            env=clean_env(python),
+        ).strip()
+        == __version__
+    )

@@ -36,8 +36,15 @@ from protocol.errors import ConfigError
 from .broker_setup import create_topic
 from .helpers.waiting import wait_until
 from .signin_cluster import REAUTH_MS
-from .helpers.sink import (assert_exactly_once_in_order, batches, consume, make_topic,
-                           options as writer_options, plan_for, raw_batches)
+from .helpers.sink import (
+    assert_exactly_once_in_order,
+    batches,
+    consume,
+    make_topic,
+    options as writer_options,
+    plan_for,
+    raw_batches,
+)
 
 FETCH, PRODUCE = 1, 0
 
@@ -52,8 +59,11 @@ def fresh_pool(monkeypatch):
 
 
 def reader_options(bootstrap: str, **extra):
-    base = {"kafka.bootstrap.servers": bootstrap, "subscribe": "unused",
-            "kafka.retry.backoff.ms": "20"}
+    base = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": "unused",
+        "kafka.retry.backoff.ms": "20",
+    }
     base.update({k: str(v) for k, v in extra.items()})
     return parse_reader_options(base)
 
@@ -66,31 +76,60 @@ def produce(bootstrap: str, topic: str, start: int, n: int, partition: int = 0) 
 
 
 def read(opts, topic: str, start: int, end: int, partition: int = 0) -> list[int]:
-    table = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, partition, start,
-                                                                     end))))
+    table = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, partition, start, end))))
     return [int(v[1:]) for v in table["value"].to_pylist()] if table.num_rows else []
 
 
 # ---- the pool itself -----------------------------------------------------------------------
 
+
 def test_key_is_the_connection_identity_not_the_timeouts():
-    base = ClientConfig(bootstrap_servers=["h:1"], security_protocol="SASL_SSL",
-                        sasl_username="u", sasl_password="hunter2-secret")
-    same = ClientConfig(bootstrap_servers=["h:1"], security_protocol="SASL_SSL",
-                        sasl_username="u", sasl_password="hunter2-secret",
-                        request_timeout_ms=5, connect_timeout_ms=7, retry_backoff_ms=1,
-                        metadata_max_age_ms=9, connections_max_idle_ms=11)
+    base = ClientConfig(
+        bootstrap_servers=["h:1"],
+        security_protocol="SASL_SSL",
+        sasl_username="u",
+        sasl_password="hunter2-secret",
+    )
+    same = ClientConfig(
+        bootstrap_servers=["h:1"],
+        security_protocol="SASL_SSL",
+        sasl_username="u",
+        sasl_password="hunter2-secret",
+        request_timeout_ms=5,
+        connect_timeout_ms=7,
+        retry_backoff_ms=1,
+        metadata_max_age_ms=9,
+        connections_max_idle_ms=11,
+    )
     assert pool.pool_key(base) == pool.pool_key(same)
-    for other in (ClientConfig(bootstrap_servers=["h:2"], security_protocol="SASL_SSL",
-                               sasl_username="u", sasl_password="hunter2-secret"),
-                  ClientConfig(bootstrap_servers=["h:1"], security_protocol="SASL_SSL",
-                               sasl_username="u", sasl_password="other-secret"),
-                  ClientConfig(bootstrap_servers=["h:1"], security_protocol="SASL_SSL",
-                               sasl_username="u", sasl_password="hunter2-secret",
-                               client_id="another"),
-                  ClientConfig(bootstrap_servers=["h:1"], security_protocol="SASL_SSL",
-                               sasl_username="u", sasl_password="hunter2-secret",
-                               ssl_cafile="/ca.pem")):
+    for other in (
+        ClientConfig(
+            bootstrap_servers=["h:2"],
+            security_protocol="SASL_SSL",
+            sasl_username="u",
+            sasl_password="hunter2-secret",
+        ),
+        ClientConfig(
+            bootstrap_servers=["h:1"],
+            security_protocol="SASL_SSL",
+            sasl_username="u",
+            sasl_password="other-secret",
+        ),
+        ClientConfig(
+            bootstrap_servers=["h:1"],
+            security_protocol="SASL_SSL",
+            sasl_username="u",
+            sasl_password="hunter2-secret",
+            client_id="another",
+        ),
+        ClientConfig(
+            bootstrap_servers=["h:1"],
+            security_protocol="SASL_SSL",
+            sasl_username="u",
+            sasl_password="hunter2-secret",
+            ssl_cafile="/ca.pem",
+        ),
+    ):
         assert pool.pool_key(other) != pool.pool_key(base)
     assert "hunter2" not in repr(pool.pool_key(base)) + str(pool.pool_key(base))
 
@@ -105,23 +144,35 @@ def test_a_token_source_config_keys_the_same_after_pickling(monkeypatch):
 
     from kafka_common.connection_options import client_config
     from kafka_common.option_map import OptionMap
-    opts = OptionMap({
-        "kafka.bootstrap.servers": "h:1", "kafka.security.protocol": "SASL_SSL",
-        "kafka.sasl.mechanism": "OAUTHBEARER",
-        "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token",
-        "kafka.sasl.login.callback.handler.class":
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
-        "kafka.sasl.jaas.config":
-            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-            'clientId="a" clientSecret="hunter2-secret" extension_logicalCluster="lkc-1";'})
+
+    opts = OptionMap(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "OAUTHBEARER",
+            "kafka.sasl.oauthbearer.token.endpoint.url": "https://idp.invalid/token",
+            "kafka.sasl.login.callback.handler.class": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+            ),
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+                'clientId="a" clientSecret="hunter2-secret" extension_logicalCluster="lkc-1";'
+            ),
+        }
+    )
     config = client_config(opts, role="consumer", log=logging.getLogger(__name__))
     key = pool.pool_key(config)
     assert pool.pool_key(pickle.loads(pickle.dumps(config))) == key
     assert "hunter2" not in repr(key) + str(key)
-    other = OptionMap({**opts.raw, "kafka.sasl.jaas.config": opts.raw[
-        "kafka.sasl.jaas.config"].replace("lkc-1", "lkc-2")})
-    assert pool.pool_key(client_config(other, role="consumer",
-                                       log=logging.getLogger(__name__))) != key
+    other = OptionMap(
+        {
+            **opts.raw,
+            "kafka.sasl.jaas.config": opts.raw["kafka.sasl.jaas.config"].replace("lkc-1", "lkc-2"),
+        }
+    )
+    assert (
+        pool.pool_key(client_config(other, role="consumer", log=logging.getLogger(__name__))) != key
+    )
 
 
 def test_one_task_per_client_and_the_warm_one_comes_back(mock_cluster, topic_name):
@@ -131,20 +182,21 @@ def test_one_task_per_client_and_the_warm_one_comes_back(mock_cluster, topic_nam
     try:
         first = p.checkout(config)
         first.client.partitions_for(topic_name)
-        second = p.checkout(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
-                                         request_timeout_ms=1234))
+        second = p.checkout(
+            ClientConfig(bootstrap_servers=mock_cluster.bootstrap, request_timeout_ms=1234)
+        )
         assert second.client is not first.client and not second.reused
         assert p.checked_out() == 2
         second.give_back()
         first.give_back()
         assert p.idle_clients() == 2
-        again = p.checkout(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
-                                        request_timeout_ms=4321))
+        again = p.checkout(
+            ClientConfig(bootstrap_servers=mock_cluster.bootstrap, request_timeout_ms=4321)
+        )
         assert again.reused and again.client is first.client  # the last given back
         # the task's own timeouts are on the client and on its open connections
         assert again.client.config.request_timeout_ms == 4321
-        assert all(c.config.request_timeout_ms == 4321
-                   for c in again.client._open_connections())
+        assert all(c.config.request_timeout_ms == 4321 for c in again.client._open_connections())
         assert again.client.open_connections >= 1  # still warm
         again.give_back()
         again.give_back()  # twice is once
@@ -158,17 +210,22 @@ def test_idle_clients_are_evicted_and_zero_turns_pooling_off(mock_cluster, topic
     mock_cluster.create_topic(topic_name, 1, 1)
     p = pool.ClientPool()
     try:
-        with p.borrow(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
-                                   connections_max_idle_ms=150)) as lease:
+        with p.borrow(
+            ClientConfig(bootstrap_servers=mock_cluster.bootstrap, connections_max_idle_ms=150)
+        ) as lease:
             lease.client.partitions_for(topic_name)
             client = lease.client
         assert p.idle_clients() == 1 and client.open_connections >= 1
-        wait_until(lambda: not p.idle_clients(), 5,  # the reaper thread, no checkout needed
-                   "the idle client evicted")
+        wait_until(
+            lambda: not p.idle_clients(),
+            5,  # the reaper thread, no checkout needed
+            "the idle client evicted",
+        )
         assert p.idle_clients() == 0 and p.stats["evicted_idle"] == 1
         assert client.open_connections == 0
-        with p.borrow(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
-                                   connections_max_idle_ms=0)) as lease:
+        with p.borrow(
+            ClientConfig(bootstrap_servers=mock_cluster.bootstrap, connections_max_idle_ms=0)
+        ) as lease:
             lease.client.partitions_for(topic_name)
             client = lease.client
         assert p.idle_clients() == 0 and client.open_connections == 0
@@ -196,8 +253,9 @@ def test_a_give_back_wakes_the_reaper_only_for_an_earlier_expiry(mock_cluster, t
         assert p._reaper is reaper and reaper.is_alive() and wakes == []
         # given back with a bound that ends before the reaper's next wake-up, the client
         # (the same one: timeouts are no identity) wakes it, and is evicted in time
-        with p.borrow(ClientConfig(bootstrap_servers=mock_cluster.bootstrap,
-                                   connections_max_idle_ms=150)) as lease:
+        with p.borrow(
+            ClientConfig(bootstrap_servers=mock_cluster.bootstrap, connections_max_idle_ms=150)
+        ) as lease:
             lease.client.partitions_for(topic_name)
         assert wakes == [1]
         wait_until(lambda: p.stats["evicted_idle"], 5, "the woken reaper's eviction")
@@ -206,6 +264,7 @@ def test_a_give_back_wakes_the_reaper_only_for_an_earlier_expiry(mock_cluster, t
         p.close()
     reaper.join(5)
     assert not reaper.is_alive()  # close() ends it
+
 
 def test_the_pool_can_be_turned_off_and_sized(monkeypatch, mock_cluster):
     monkeypatch.setenv(pool.ENV_ENABLED, "0")
@@ -228,12 +287,14 @@ def test_the_pool_can_be_turned_off_and_sized(monkeypatch, mock_cluster):
 
 def test_the_idle_bound_is_an_option_of_both_sides():
     from kafka_sink.options import parse_writer_options
+
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert parse_reader_options(base).client_config.connections_max_idle_ms == 540_000
     opts = parse_reader_options({**base, "kafka.connections.max.idle.ms": "-1"})
     assert opts.client_config.connections_max_idle_ms == -1
-    writer = parse_writer_options({"kafka.bootstrap.servers": "h:1", "topic": "t",
-                                   "kafka.connections.max.idle.ms": "0"})
+    writer = parse_writer_options(
+        {"kafka.bootstrap.servers": "h:1", "topic": "t", "kafka.connections.max.idle.ms": "0"}
+    )
     assert writer.client_config.connections_max_idle_ms == 0
     with pytest.raises(ConfigError, match="kafka.connections.max.idle.ms"):
         parse_reader_options({**base, "kafka.connections.max.idle.ms": "-2"})
@@ -241,8 +302,10 @@ def test_the_idle_bound_is_an_option_of_both_sides():
 
 # ---- reading through the pool --------------------------------------------------------------
 
-def test_reads_reuse_connections_and_survive_cuts_between_them(fresh_pool, proxied, proxy,
-                                                               topic_name):
+
+def test_reads_reuse_connections_and_survive_cuts_between_them(
+    fresh_pool, proxied, proxy, topic_name
+):
     _, kafka = proxied
     create_topic(kafka, topic_name, 1)
     opts = reader_options(proxy.address)
@@ -291,22 +354,23 @@ def test_pooled_metadata_follows_a_leader_move(fresh_pool, mock_cluster, topic_n
 
 # ---- writing through the pool --------------------------------------------------------------
 
+
 def _pids(bootstrap, topic, partitions):
     return [h for p in range(partitions) for h in raw_batches(bootstrap, topic, p)]
 
 
-def test_successive_write_tasks_keep_one_producer_identity(fresh_pool, proxied, proxy,
-                                                           topic_name):
+def test_successive_write_tasks_keep_one_producer_identity(fresh_pool, proxied, proxy, topic_name):
     _, kafka = proxied
     make_topic(kafka, topic_name, 2)
-    opts = writer_options(SimpleNamespace(bootstrap=proxy.address), topic_name,
-                          **{"batch.size": 4000})
+    opts = writer_options(
+        SimpleNamespace(bootstrap=proxy.address), topic_name, **{"batch.size": 4000}
+    )
     data = batches(4000, 500, partitions=lambda i: i % 2)
     plan = plan_for(data[0], topic_name)
     messages = [write_task(iter(data[:2]), opts, plan)]  # warm-up
     connections = proxy.stats["connections"]
     for i in range(1, 4):
-        messages.append(write_task(iter(data[2 * i:2 * i + 2]), opts, plan))
+        messages.append(write_task(iter(data[2 * i : 2 * i + 2]), opts, plan))
     assert proxy.stats["connections"] == connections  # no new connection after warm-up
     assert {m.producer_ids for m in messages} == {messages[0].producer_ids}
     assert len(messages[0].producer_ids) == 1
@@ -320,11 +384,9 @@ def test_successive_write_tasks_keep_one_producer_identity(fresh_pool, proxied, 
     assert_exactly_once_in_order(consume(proxy.address, topic_name, 2, 4000), 4000)
 
 
-def test_lost_producer_state_replaces_the_pooled_identity(fresh_pool, mock_cluster,
-                                                          topic_name):
+def test_lost_producer_state_replaces_the_pooled_identity(fresh_pool, mock_cluster, topic_name):
     make_topic(mock_cluster, topic_name, 1)
-    opts = writer_options(mock_cluster, topic_name,
-                          **{"max.in.flight.requests.per.connection": 1})
+    opts = writer_options(mock_cluster, topic_name, **{"max.in.flight.requests.per.connection": 1})
     data = batches(3000, 1000)
     plan = plan_for(data[0], topic_name)
     first = write_task(iter(data[:1]), opts, plan)
@@ -340,12 +402,21 @@ def test_lost_producer_state_replaces_the_pooled_identity(fresh_pool, mock_clust
     assert [h.base_sequence for h in headers if h.producer_id == new][0] == 0
 
 
-@pytest.mark.parametrize("errors,extra", [
-    ([47], {}),  # INVALID_PRODUCER_EPOCH: fenced, the task fails
-    ([7] * 400, {"request.timeout.ms": 300, "linger.ms": 0,  # batches of unknown fate
-                 "delivery.timeout.ms": 800})])
-def test_a_failed_task_hands_on_no_identity(fresh_pool, mock_cluster, topic_name, errors,
-                                            extra):
+@pytest.mark.parametrize(
+    "errors,extra",
+    [
+        ([47], {}),  # INVALID_PRODUCER_EPOCH: fenced, the task fails
+        (
+            [7] * 400,
+            {
+                "request.timeout.ms": 300,
+                "linger.ms": 0,  # batches of unknown fate
+                "delivery.timeout.ms": 800,
+            },
+        ),
+    ],
+)
+def test_a_failed_task_hands_on_no_identity(fresh_pool, mock_cluster, topic_name, errors, extra):
     make_topic(mock_cluster, topic_name, 1)
     opts = writer_options(mock_cluster, topic_name, **extra)
     data = batches(300, 100)
@@ -380,6 +451,7 @@ def test_a_task_that_writes_nothing_keeps_the_identity(fresh_pool, mock_cluster,
 
 # ---- SASL sessions -------------------------------------------------------------------------
 
+
 def test_a_sasl_session_is_renewed_before_it_ends(signin_kafka, monkeypatch):
     """Apache Kafka's SASL listener grants 3 s sessions; a pooled client renews its
     connection's session before the end, and a connection left idle in the pool past the
@@ -392,9 +464,13 @@ def test_a_sasl_session_is_renewed_before_it_ends(signin_kafka, monkeypatch):
         return original(self)
 
     monkeypatch.setattr(BrokerConnection, "_authenticate", counting)
-    config = ClientConfig(bootstrap_servers=[signin_kafka.listener("SASL")],
-                          security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-256",
-                          sasl_username="alice", sasl_password=SASL_USERS["alice"])
+    config = ClientConfig(
+        bootstrap_servers=[signin_kafka.listener("SASL")],
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_username="alice",
+        sasl_password=SASL_USERS["alice"],
+    )
     renew_after = REAUTH_MS / 1000 * SESSION_RENEW_AT + 0.05
     p = pool.ClientPool()
     try:
@@ -446,9 +522,11 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
 
 # ---- one stream, topic to topic, through Spark ---------------------------------------------
 
+
 @pytest.mark.spark
-def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, proxy,
-                                                   topic_name, tmp_path):
+def test_a_stream_reads_and_writes_through_the_pool(
+    spark, fresh_pool, proxied, proxy, topic_name, tmp_path
+):
     """readStream -> writeStream on Apache Kafka behind the proxy: once warm, no new broker
     connection per micro-batch, the connections the broker (proxy) closes between two
     micro-batches are replaced, every record arrives once, and the sink's record batches
@@ -457,26 +535,32 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
     source, sink = topic_name + "-in", topic_name + "-out"
     create_topic(kafka, source, 2)
     create_topic(kafka, sink, 2)
-    producer = confluent_kafka.Producer({"bootstrap.servers": proxy.address,
-                                         "linger.ms": 5, "enable.idempotence": False})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": proxy.address, "linger.ms": 5, "enable.idempotence": False}
+    )
 
     def produce_round(r: int) -> None:
         for partition in range(2):
             for i in range(40):
-                producer.produce(source, value=b"r%d-p%d-%03d" % (r, partition, i),
-                                 partition=partition)
-            producer.produce(source, value=b"r%d-p%d-end" % (r, partition),
-                             partition=partition)
+                producer.produce(
+                    source, value=b"r%d-p%d-%03d" % (r, partition, i), partition=partition
+                )
+            producer.produce(source, value=b"r%d-p%d-end" % (r, partition), partition=partition)
         assert producer.flush(10) == 0
 
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", proxy.address).option("subscribe", source)
-             .option("startingOffsets", "earliest").load()
-             .selectExpr("value")
-             .writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", proxy.address).option("topic", sink)
-             .option("checkpointLocation", str(tmp_path / "ck"))
-             .start())
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", proxy.address)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .load()
+        .selectExpr("value")
+        .writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", proxy.address)
+        .option("topic", sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .start()
+    )
     # Spark hands each micro-batch's read and write to whichever pooled Python workers are
     # idle, so a worker may first serve a read and later a write: each opens its
     # connections for a role the first time it serves it. Warm up until a round opens none.
@@ -504,8 +588,12 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
     finally:
         query.stop()
     rounds = len(new_connections)
-    expected = sorted(b"r%d-p%d-%s" % (r, p, b"%03d" % i if i < 40 else b"end")
-                      for r in range(rounds) for p in range(2) for i in range(41))
+    expected = sorted(
+        b"r%d-p%d-%s" % (r, p, b"%03d" % i if i < 40 else b"end")
+        for r in range(rounds)
+        for p in range(2)
+        for i in range(41)
+    )
     got = consume(proxy.address, sink, 2, len(expected))
     assert sorted(v for rs in got.values() for _, v, _, _ in rs) == expected
     # Once warm, no new connection, but for one that Spark's late start of another Python
@@ -518,8 +606,7 @@ def test_a_stream_reads_and_writes_through_the_pool(spark, fresh_pool, proxied, 
     # 4 workers, so at most 4 producer ids however many tasks wrote.
     headers = {p: raw_batches(proxy.address, sink, p) for p in range(2)}
     pids = {h.producer_id for hs in headers.values() for h in hs}
-    assert batches_run >= rounds and 1 <= len(pids) <= 4 < 2 * batches_run, (batches_run,
-                                                                            pids)
+    assert batches_run >= rounds and 1 <= len(pids) <= 4 < 2 * batches_run, (batches_run, pids)
     for hs in headers.values():  # a reused id goes on where it stopped, partition by partition
         last: dict[int, int] = {}
         for h in hs:

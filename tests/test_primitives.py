@@ -1,4 +1,5 @@
 """Kafka primitive types: round trips, boundaries, and hostile input (always ProtocolError)."""
+
 from __future__ import annotations
 
 import struct
@@ -18,6 +19,7 @@ UINT32_MAX, UINT64_MAX = (1 << 32) - 1, (1 << 64) - 1
 
 # ---- a deliberately naive reference implementation ----------------------------------------
 
+
 def ref_uvarint(n: int) -> bytes:
     """LEB128 by the book: seven bits a byte, low bits first, high bit = more to come."""
     groups = []
@@ -32,7 +34,7 @@ def ref_uvarint(n: int) -> bytes:
 def ref_read_uvarint(data: bytes) -> tuple[int, int]:
     n = 0
     for i, b in enumerate(data):
-        n += (b % 128) * (128 ** i)
+        n += (b % 128) * (128**i)
         if b < 128:
             return n, i + 1
     raise AssertionError("unterminated")
@@ -54,12 +56,13 @@ def _write(fn, *args) -> bytes:
 
 # ---- varints ------------------------------------------------------------------------------
 
+
 @given(st.integers(0, UINT32_MAX))
 def test_unsigned_varint_matches_reference(n):
     data = _write(p.write_unsigned_varint, n)
     assert data == ref_uvarint(n)
     assert p.read_unsigned_varint(data, 0) == (n, len(data))
-    assert p.read_unsigned_varint(memoryview(b"\xAA" + data), 1) == (n, len(data) + 1)
+    assert p.read_unsigned_varint(memoryview(b"\xaa" + data), 1) == (n, len(data) + 1)
 
 
 @given(st.integers(0, UINT64_MAX))
@@ -95,19 +98,37 @@ def test_varlong_matches_reference(n):
     assert p.read_varlong(data, 0) == (n, len(data))
 
 
-@pytest.mark.parametrize("n,encoded", [
-    (0, "00"), (1, "01"), (127, "7f"), (128, "8001"), (300, "ac02"), (16383, "ff7f"),
-    (16384, "808001"), (UINT32_MAX, "ffffffff0f"),
-])
+@pytest.mark.parametrize(
+    "n,encoded",
+    [
+        (0, "00"),
+        (1, "01"),
+        (127, "7f"),
+        (128, "8001"),
+        (300, "ac02"),
+        (16383, "ff7f"),
+        (16384, "808001"),
+        (UINT32_MAX, "ffffffff0f"),
+    ],
+)
 def test_unsigned_varint_known_encodings(n, encoded):
     assert _write(p.write_unsigned_varint, n).hex() == encoded
     assert p.read_unsigned_varint(bytes.fromhex(encoded), 0) == (n, len(encoded) // 2)
 
 
-@pytest.mark.parametrize("n,encoded", [
-    (0, "00"), (-1, "01"), (1, "02"), (-64, "7f"), (63, "7e"), (64, "8001"),
-    (INT32_MAX, "feffffff0f"), (INT32_MIN, "ffffffff0f"),
-])
+@pytest.mark.parametrize(
+    "n,encoded",
+    [
+        (0, "00"),
+        (-1, "01"),
+        (1, "02"),
+        (-64, "7f"),
+        (63, "7e"),
+        (64, "8001"),
+        (INT32_MAX, "feffffff0f"),
+        (INT32_MIN, "ffffffff0f"),
+    ],
+)
 def test_varint_known_encodings(n, encoded):
     assert _write(p.write_varint, n).hex() == encoded
     assert p.read_varint(bytes.fromhex(encoded), 0) == (n, len(encoded) // 2)
@@ -148,10 +169,13 @@ def test_six_byte_unsigned_32_bit_varint_is_rejected():
         p.read_varint(data, 0)
 
 
-@pytest.mark.parametrize("data,max_bytes", [
-    (b"\xff\xff\xff\xff\x1f", 5),  # 35 bits where 32 fit
-    (b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x03", 10),  # 65 bits where 64 fit
-])
+@pytest.mark.parametrize(
+    "data,max_bytes",
+    [
+        (b"\xff\xff\xff\xff\x1f", 5),  # 35 bits where 32 fit
+        (b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x03", 10),  # 65 bits where 64 fit
+    ],
+)
 def test_varint_overflowing_its_width_is_rejected(data, max_bytes):
     with pytest.raises(ProtocolError):
         p.read_unsigned_varint(data, 0, max_bytes)
@@ -168,8 +192,12 @@ def test_truncated_varint_is_rejected(data):
 # ---- fixed-size types ---------------------------------------------------------------------
 
 FIXED = [
-    ("int8", -128, 127), ("int16", -(1 << 15), (1 << 15) - 1), ("int32", INT32_MIN, INT32_MAX),
-    ("int64", INT64_MIN, INT64_MAX), ("uint16", 0, (1 << 16) - 1), ("uint32", 0, UINT32_MAX),
+    ("int8", -128, 127),
+    ("int16", -(1 << 15), (1 << 15) - 1),
+    ("int32", INT32_MIN, INT32_MAX),
+    ("int64", INT64_MIN, INT64_MAX),
+    ("uint16", 0, (1 << 16) - 1),
+    ("uint32", 0, UINT32_MAX),
 ]
 
 
@@ -193,8 +221,14 @@ def test_fixed_ints_round_trip_at_their_bounds(name, lo, hi):
 @given(data=st.data())
 def test_fixed_ints_are_big_endian(name, lo, hi, data):
     n = data.draw(st.integers(lo, hi))
-    fmt = {"int8": ">b", "int16": ">h", "int32": ">i", "int64": ">q", "uint16": ">H",
-           "uint32": ">I"}[name]
+    fmt = {
+        "int8": ">b",
+        "int16": ">h",
+        "int32": ">i",
+        "int64": ">q",
+        "uint16": ">H",
+        "uint32": ">I",
+    }[name]
     assert _write(getattr(p, f"write_{name}"), n) == struct.pack(fmt, n)
 
 
@@ -227,6 +261,7 @@ def test_uuid():
 
 
 # ---- strings and bytes --------------------------------------------------------------------
+
 
 @given(st.text(max_size=50))
 def test_strings_round_trip(s):
@@ -262,8 +297,12 @@ def test_null_strings_and_bytes():
     assert _write(p.write_compact_bytes, None) == b"\x00"
     assert p.read_compact_bytes(b"\x00", 0, True) == (None, 1)
     # ... but not where a value is required
-    for read, data in [(p.read_string, b"\xff\xff"), (p.read_compact_string, b"\x00"),
-                       (p.read_bytes, b"\xff\xff\xff\xff"), (p.read_compact_bytes, b"\x00")]:
+    for read, data in [
+        (p.read_string, b"\xff\xff"),
+        (p.read_compact_string, b"\x00"),
+        (p.read_bytes, b"\xff\xff\xff\xff"),
+        (p.read_compact_bytes, b"\x00"),
+    ]:
         with pytest.raises(ProtocolError):
             read(data, 0)
 
@@ -311,9 +350,13 @@ def test_hostile_lengths_fail_fast(read, data, nullable):
     assert time.perf_counter() - start < 0.05  # no allocation of the announced size
 
 
-@pytest.mark.parametrize("read,prefix", [
-    (p.read_string, b"\x00\x02"), (p.read_compact_string, b"\x03"),
-])
+@pytest.mark.parametrize(
+    "read,prefix",
+    [
+        (p.read_string, b"\x00\x02"),
+        (p.read_compact_string, b"\x03"),
+    ],
+)
 @pytest.mark.parametrize("bad", [b"\xff\xfe", b"\xc3\x28", b"\xed\xa0\x80"[:2], b"\x80a"])
 def test_invalid_utf8_is_a_protocol_error(read, prefix, bad):
     with pytest.raises(ProtocolError):
@@ -327,6 +370,7 @@ def test_lone_surrogate_in_a_3_byte_sequence_is_a_protocol_error():
 
 # ---- array counts -------------------------------------------------------------------------
 
+
 def test_array_counts_round_trip():
     for compact in (False, True):
         for n in (0, 1, 5):
@@ -339,14 +383,17 @@ def test_array_counts_round_trip():
             p.read_array_count(data, 0, compact, False)
 
 
-@pytest.mark.parametrize("compact,data", [
-    (False, b"\x00\x00\x00\x05abcd"),  # 5 elements, 4 bytes left
-    (False, b"\x7f\xff\xff\xff"),
-    (False, b"\xff\xff\xff\xfe"),  # -2
-    (False, b"\x80\x00\x00\x00"),
-    (True, b"\x06abcd"),  # 5 elements, 4 bytes left
-    (True, b"\xff\xff\xff\xff\x0f"),
-])
+@pytest.mark.parametrize(
+    "compact,data",
+    [
+        (False, b"\x00\x00\x00\x05abcd"),  # 5 elements, 4 bytes left
+        (False, b"\x7f\xff\xff\xff"),
+        (False, b"\xff\xff\xff\xfe"),  # -2
+        (False, b"\x80\x00\x00\x00"),
+        (True, b"\x06abcd"),  # 5 elements, 4 bytes left
+        (True, b"\xff\xff\xff\xff\x0f"),
+    ],
+)
 @pytest.mark.parametrize("nullable", [False, True])
 def test_array_count_beyond_the_bytes_left_is_rejected(compact, data, nullable):
     start = time.perf_counter()
@@ -358,12 +405,26 @@ def test_array_count_beyond_the_bytes_left_is_rejected(compact, data, nullable):
 @given(st.binary(max_size=12), st.integers(0, 12))
 @settings(max_examples=300)
 def test_readers_raise_only_protocol_errors(data, pos):
-    readers = [p.read_int8, p.read_int16, p.read_int32, p.read_int64, p.read_uint16,
-               p.read_uint32, p.read_float64, p.read_boolean, p.read_uuid,
-               p.read_unsigned_varint, p.read_varint, p.read_varlong,
-               p.read_string, p.read_compact_string, p.read_bytes, p.read_compact_bytes,
-               lambda b, i: p.read_array_count(b, i, True, True),
-               lambda b, i: p.read_array_count(b, i, False, True)]
+    readers = [
+        p.read_int8,
+        p.read_int16,
+        p.read_int32,
+        p.read_int64,
+        p.read_uint16,
+        p.read_uint32,
+        p.read_float64,
+        p.read_boolean,
+        p.read_uuid,
+        p.read_unsigned_varint,
+        p.read_varint,
+        p.read_varlong,
+        p.read_string,
+        p.read_compact_string,
+        p.read_bytes,
+        p.read_compact_bytes,
+        lambda b, i: p.read_array_count(b, i, True, True),
+        lambda b, i: p.read_array_count(b, i, False, True),
+    ]
     for read in readers:
         for buf in (data, memoryview(data)):
             try:

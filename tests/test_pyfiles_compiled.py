@@ -29,8 +29,9 @@ SITE_PACKAGES = sysconfig.get_paths()["purelib"]
 COMPILED = "protocol/records/_compiled/"
 MANIFEST = COMPILED + "manifest.json"
 # Another Python version to run the zip under (pyenv's, where there is one; no numpy there)
-OTHER_PYTHON = (sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12.*/bin/python")))
-                or [""])[-1]
+OTHER_PYTHON = (
+    sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12.*/bin/python"))) or [""]
+)[-1]
 
 # The child: where the connector and the extensions came from, and a round trip through
 # the compiled path and the pure one (the compiled one made to fail over to nothing).
@@ -94,9 +95,18 @@ PROBE = textwrap.dedent("""
 
 
 def _build(out_dir: str, *flags: str) -> str:
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
-                           "--out-dir", out_dir, *flags], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
+            "--out-dir",
+            out_dir,
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -105,14 +115,25 @@ def pyfiles_zip(tmp_path_factory) -> str:
     path = _build(str(tmp_path_factory.mktemp("dist")))
     with zipfile.ZipFile(path) as zf:
         assert MANIFEST in zf.namelist(), (
-            "the zip has no compiled extensions: no C compiler or Python headers here?")
+            "the zip has no compiled extensions: no C compiler or Python headers here?"
+        )
     return path
 
 
 def _env(cache: str | None, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "PYKAFKA_PURE_PYTHON", "PYKAFKA_CACHE_DIR",
-                        "VIRTUAL_ENV") and not k.startswith("PYTEST_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "PYKAFKA_PURE_PYTHON",
+            "PYKAFKA_CACHE_DIR",
+            "VIRTUAL_ENV",
+        )
+        and not k.startswith("PYTEST_")
+    }
     if cache is not None:
         env["PYKAFKA_CACHE_DIR"] = cache
     env.update(extra)
@@ -125,8 +146,14 @@ def _probe(zip_path: str, tmp_path, cache: str | None, **extra: str) -> dict:
     cwd = tmp_path / "cwd"
     cwd.mkdir(exist_ok=True)
     env = _env(cache, PYTHONPATH=os.pathsep.join([zip_path, SITE_PACKAGES]), **extra)
-    done = subprocess.run([sys.executable, "-S", "-c", PROBE, zip_path], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", PROBE, zip_path],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert os.listdir(cwd) == []
     return json.loads(done.stdout)
@@ -155,27 +182,43 @@ def _pure_and_working(report: dict) -> None:
 def test_the_zip_carries_both_extensions_for_this_python_with_their_manifest(pyfiles_zip):
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
     with zipfile.ZipFile(pyfiles_zip) as zf:
-        compiled = {info.filename: info for info in zf.infolist()
-                    if info.filename.startswith(COMPILED)}
+        compiled = {
+            info.filename: info for info in zf.infolist() if info.filename.startswith(COMPILED)
+        }
         data = {name: zf.read(name) for name in compiled}
-    assert sorted(compiled) == sorted([MANIFEST, f"{COMPILED}_fastdecode{suffix}",
-                                       f"{COMPILED}_fastencode{suffix}"])
+    assert sorted(compiled) == sorted(
+        [MANIFEST, f"{COMPILED}_fastdecode{suffix}", f"{COMPILED}_fastencode{suffix}"]
+    )
     assert {info.date_time for info in compiled.values()} == {(1980, 1, 1, 0, 0, 0)}
     manifest = json.loads(data[MANIFEST])
-    assert manifest["format"] == 1 and sorted(manifest["extensions"]) == ["_fastdecode",
-                                                                         "_fastencode"]
+    assert manifest["format"] == 1 and sorted(manifest["extensions"]) == [
+        "_fastdecode",
+        "_fastencode",
+    ]
     for name, entry in manifest["extensions"].items():
-        assert entry == {"module": f"protocol.records.{name}", "file": f"{name}{suffix}",
-                         "sha256": hashlib.sha256(data[COMPILED + entry["file"]]).hexdigest(),
-                         "cache_tag": sys.implementation.cache_tag, "ext_suffix": suffix,
-                         "platform": sysconfig.get_platform()}
+        assert entry == {
+            "module": f"protocol.records.{name}",
+            "file": f"{name}{suffix}",
+            "sha256": hashlib.sha256(data[COMPILED + entry["file"]]).hexdigest(),
+            "cache_tag": sys.implementation.cache_tag,
+            "ext_suffix": suffix,
+            "platform": sysconfig.get_platform(),
+        }
 
 
 def test_pure_flag_and_no_compiler_build_the_zip_without_them(pyfiles_zip, tmp_path):
     pure = _build(str(tmp_path / "pure"), "--pure")
-    no_cc = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
-                            "--out-dir", str(tmp_path / "no-cc")], capture_output=True,
-                           text=True, env={**os.environ, "CC": str(tmp_path / "no-such-cc")})
+    no_cc = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
+            "--out-dir",
+            str(tmp_path / "no-cc"),
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "CC": str(tmp_path / "no-such-cc")},
+    )
     assert no_cc.returncode == 0, no_cc.stderr
     assert "warning: the C extensions _fastdecode, _fastencode did not compile" in no_cc.stderr
     with zipfile.ZipFile(pyfiles_zip) as zf:
@@ -187,11 +230,13 @@ def test_pure_flag_and_no_compiler_build_the_zip_without_them(pyfiles_zip, tmp_p
 
 def test_the_installed_extensions_say_so():
     from protocol.records import accel
+
     assert accel.origin() == "installed"
 
 
 def test_compiled_paths_load_from_the_cache_and_write_and_read_as_the_pure_path(
-        pyfiles_zip, tmp_path):
+    pyfiles_zip, tmp_path
+):
     cache = tmp_path / "cache"
     report = _probe(pyfiles_zip, tmp_path, str(cache))
     assert report["origin"] == "zip cache" and report["available"], report["log"]
@@ -224,9 +269,17 @@ def test_workers_that_start_at_once_all_load_them(pyfiles_zip, tmp_path):
     cwd.mkdir()
     env = _env(str(cache), PYTHONPATH=os.pathsep.join([pyfiles_zip, SITE_PACKAGES]))
     code = "from protocol.records import accel; print(accel.origin())"
-    children = [subprocess.Popen([sys.executable, "-S", "-c", code], cwd=cwd, env=env,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(4)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-S", "-c", code],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
     outs = [child.communicate(timeout=120) for child in children]
     assert [out.strip() for out, _ in outs] == ["zip cache"] * 4, outs
     for entry in _manifest(pyfiles_zip)["extensions"].values():
@@ -254,7 +307,7 @@ def test_a_shared_object_that_does_not_match_the_manifest_falls_back(pyfiles_zip
         if entry != name:
             return data
         middle = len(data) // 2
-        return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1:]
+        return data[:middle] + bytes([data[middle] ^ 0x01]) + data[middle + 1 :]
 
     copy = _copy(pyfiles_zip, str(tmp_path / "flipped.zip"), flip)
     cache = tmp_path / "cache"
@@ -284,8 +337,10 @@ def test_a_zip_built_for_another_python_falls_back(pyfiles_zip, tmp_path):
     assert not cache.exists()
 
 
-@pytest.mark.skipif(not OTHER_PYTHON or sys.version_info[:2] == (3, 12),
-                    reason="needs a Python 3.12 (pyenv's) other than this one")
+@pytest.mark.skipif(
+    not OTHER_PYTHON or sys.version_info[:2] == (3, 12),
+    reason="needs a Python 3.12 (pyenv's) other than this one",
+)
 def test_another_python_refuses_this_zip_s_extensions(pyfiles_zip, tmp_path):
     """Python 3.12 (which has no numpy or pyarrow here, so it runs ``zip_extensions``
     alone, from the zip) refuses the extensions this Python built, before writing
@@ -302,18 +357,25 @@ def test_another_python_refuses_this_zip_s_extensions(pyfiles_zip, tmp_path):
         print(module.load("protocol.records", accel_file, importer))
     """)
     cache = tmp_path / "cache"
-    done = subprocess.run([OTHER_PYTHON, "-S", "-c", code, pyfiles_zip], cwd=tmp_path,
-                          env=_env(str(cache)), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [OTHER_PYTHON, "-S", "-c", code, pyfiles_zip],
+        cwd=tmp_path,
+        env=_env(str(cache)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "None"
     assert "pykafka.protocol.records pyspark-pykafka: pure-Python" in done.stderr
-    assert (f"were built for {sys.implementation.cache_tag}" in done.stderr
-            and "this Python is cpython-312" in done.stderr), done.stderr
+    assert (
+        f"were built for {sys.implementation.cache_tag}" in done.stderr
+        and "this Python is cpython-312" in done.stderr
+    ), done.stderr
     assert not cache.exists()
 
 
-@pytest.mark.parametrize("how", ["group-writable", "other-writable", "another owner",
-                                 "a symlink"])
+@pytest.mark.parametrize("how", ["group-writable", "other-writable", "another owner", "a symlink"])
 def test_a_cache_directory_that_is_not_private_is_refused(pyfiles_zip, tmp_path, how):
     cache = tmp_path / "cache"
     if how == "a symlink":
@@ -329,10 +391,12 @@ def test_a_cache_directory_that_is_not_private_is_refused(pyfiles_zip, tmp_path,
     report = _probe(pyfiles_zip, tmp_path, str(cache))
     _pure_and_working(report)
     assert len(report["log"]) == 1, report["log"]
-    reason = {"group-writable": "is writable by group or others",
-              "other-writable": "is writable by group or others",
-              "another owner": "is owned by uid 4242",
-              "a symlink": "is not a directory"}[how]
+    reason = {
+        "group-writable": "is writable by group or others",
+        "other-writable": "is writable by group or others",
+        "another owner": "is owned by uid 4242",
+        "a symlink": "is not a directory",
+    }[how]
     assert reason in report["log"][0], report["log"]
     assert os.listdir(cache) == []
 
@@ -352,8 +416,9 @@ def test_the_cache_directory_defaults(pyfiles_zip, tmp_path):
     assert report["decoder"] == str(home / ".cache" / "pyspark-pykafka" / where)
     temp = tmp_path / "temp"
     temp.mkdir()
-    report = _probe(pyfiles_zip, tmp_path, None, HOME="/proc/no-such-home", XDG_CACHE_HOME="",
-                    TMPDIR=str(temp))
+    report = _probe(
+        pyfiles_zip, tmp_path, None, HOME="/proc/no-such-home", XDG_CACHE_HOME="", TMPDIR=str(temp)
+    )
     assert report["decoder"] == str(temp / f"pyspark-pykafka-{os.getuid()}" / where)
     assert report["origin"] == "zip cache" and report["log"] == []
 

@@ -111,6 +111,7 @@ def env_of(version: str) -> str:
     ``.venv-pyfiles`` (which ``make test`` builds) for the PySpark of this venv, else
     ``.venv-pyspark-<minor>``."""
     import pyspark
+
     if version == pyspark.__version__:
         return pyfiles_python()
     return own_env("pyspark-" + version.rsplit(".", 1)[0], [f"pyspark=={version}"])
@@ -123,27 +124,42 @@ def pyfiles_zip(tmp_path_factory):
 
 @pytest.mark.timeout(1200)  # a first run builds the version's env: pip builds PySpark's sdist
 @pytest.mark.parametrize("minor", sorted(VERSIONS))
-def test_batch_stream_and_py_files_under_each_pyspark(minor, mock_cluster, pyfiles_zip,
-                                                      tmp_path):
+def test_batch_stream_and_py_files_under_each_pyspark(minor, mock_cluster, pyfiles_zip, tmp_path):
     python = env_of(VERSIONS[minor])
     source, sink = f"versions-{minor}-source", f"versions-{minor}-sink"
     create_topic(mock_cluster, source, PARTITIONS)
     create_topic(mock_cluster, sink, PARTITIONS)
     job = write_job(str(tmp_path), JOB)
     spark_submit = os.path.join(os.path.dirname(python), "spark-submit")
-    args = ["--master", "local[2]", "--conf", "spark.ui.enabled=false",
-            "--conf", "spark.ui.showConsoleProgress=false",
-            "--conf", "spark.sql.shuffle.partitions=2",
-            "--conf", "spark.python.authenticate.socketTimeout=120s",
-            "--py-files", pyfiles_zip, job, mock_cluster.bootstrap, source, sink,
-            str(ROWS), str(PARTITIONS), str(PER_TRIGGER)]
+    args = [
+        "--master",
+        "local[2]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        "spark.python.authenticate.socketTimeout=120s",
+        "--py-files",
+        pyfiles_zip,
+        job,
+        mock_cluster.bootstrap,
+        source,
+        sink,
+        str(ROWS),
+        str(PARTITIONS),
+        str(PER_TRIGGER),
+    ]
     # PYTHONPATH: the zip, for Spark's registration lookup and the streaming read's planner.
     report = run_job(python, [spark_submit, *args], str(tmp_path), 900, PYTHONPATH=pyfiles_zip)
 
     assert report["pyspark"] == VERSIONS[minor]
     assert f"{os.path.basename(pyfiles_zip)}{os.sep}" in report["imported_from"]
     assert sorted(report["batch"]) == sorted(
-        [f"k{i:05d}", f"v{i:05d}", i % PARTITIONS] for i in range(ROWS))
+        [f"k{i:05d}", f"v{i:05d}", i % PARTITIONS] for i in range(ROWS)
+    )
     assert report["stream_error"] is None, report["stream_error"]
     assert sorted(report["streamed"]) == [f"v{i:05d}" for i in range(ROWS)]
     batches = report["batches"]
@@ -154,7 +170,8 @@ def test_batch_stream_and_py_files_under_each_pyspark(minor, mock_cluster, pyfil
             "maxOffsetsPerTrigger needs PySpark 4.2 or later: PySpark 4.1.1 gives Python "
             "streaming sources no admission control (no latestOffset(start, limit)), so every "
             "micro-batch would read all that is available. Remove maxOffsetsPerTrigger or "
-            "upgrade PySpark.") in (report["limited_error"] or ""), report["limited_error"]
+            "upgrade PySpark."
+        ) in (report["limited_error"] or ""), report["limited_error"]
     else:
         assert report["admission_control"] is True
         assert len(batches) >= ROWS // PER_TRIGGER and max(batches) <= PER_TRIGGER, batches

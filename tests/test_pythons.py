@@ -69,10 +69,18 @@ PYSPARK = {"3.10": "4.2.1", "3.11": "4.3.0", "3.12": "4.3.0", "3.13": "4.3.0"}
 # still runs on 3.10).
 TEST_REQUIREMENTS = ["pytest==9.2.0", "pytest-timeout==2.4.0", "hypothesis==6.168.5"]
 # The selection each Python runs (no broker, no Spark: the Spark part is the job below).
-SELECTION = ["test_primitives.py", "test_schema_roundtrip.py", "test_records_batch.py",
-             "test_records_decode.py", "test_records_encode.py", "test_records_golden.py",
-             "test_records_legacy.py", "test_records_varint.py",
-             "test_records_compression.py", "test_records_accel.py"]
+SELECTION = [
+    "test_primitives.py",
+    "test_schema_roundtrip.py",
+    "test_records_batch.py",
+    "test_records_decode.py",
+    "test_records_encode.py",
+    "test_records_golden.py",
+    "test_records_legacy.py",
+    "test_records_varint.py",
+    "test_records_compression.py",
+    "test_records_accel.py",
+]
 CHECK_WHEEL = os.path.join(ROOT, "scripts", "check_wheel.py")
 # Versions worked on at once: the selection is one busy core, a Spark job about two.
 LANES = 2
@@ -88,8 +96,11 @@ def test_the_versions_agree_with_pyproject():
         pyproject = tomllib.load(f)
     project = pyproject["project"]
     assert project["requires-python"] == f">={PYTHONS[0]}"
-    claimed = [c.rsplit(" :: ", 1)[1] for c in project["classifiers"]
-               if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)]
+    claimed = [
+        c.rsplit(" :: ", 1)[1]
+        for c in project["classifiers"]
+        if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c)
+    ]
     assert claimed == list(PYTHONS)
     build = pyproject["tool"]["cibuildwheel"]["build"]
     assert build.split() == [f"cp{v.replace('.', '')}-*" for v in PYTHONS]
@@ -107,10 +118,15 @@ def wheels(tmp_path_factory) -> dict[str, str]:
 def test_the_wheel_is_manylinux_2_17_the_oldest_its_symbols_allow(version, wheels):
     wheel = os.path.basename(wheels[version])
     tag = f"cp{version.replace('.', '')}"
-    assert wheel == (f"pyspark_pykafka-{__version__}-{tag}-{tag}-"
-                     "manylinux2014_x86_64.manylinux_2_17_x86_64.whl")
-    done = subprocess.run([sys.executable, "-m", "auditwheel", "show", wheels[version]],
-                          capture_output=True, text=True, timeout=120)
+    assert wheel == (
+        f"pyspark_pykafka-{__version__}-{tag}-{tag}-manylinux2014_x86_64.manylinux_2_17_x86_64.whl"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "auditwheel", "show", wheels[version]],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     shown = " ".join(done.stdout.split())
     assert 'consistent with the following platform tag: "manylinux_2_17_x86_64"' in shown
@@ -119,11 +135,15 @@ def test_the_wheel_is_manylinux_2_17_the_oldest_its_symbols_allow(version, wheel
 
 # The work of one version, run in a lane: each part returns what its test judges.
 
+
 def _env_with_wheel(version: str, wheel: str) -> str:
     """``.venv-python-<version>/bin/python`` (made once and kept) with ``wheel``."""
-    python = own_env(f"python-{version}", [f"pyspark=={PYSPARK[version]}", *TEST_REQUIREMENTS],
-                     base=build_wheels.find_python(version),
-                     no_compile=(f"pyspark=={PYSPARK[version]}",))
+    python = own_env(
+        f"python-{version}",
+        [f"pyspark=={PYSPARK[version]}", *TEST_REQUIREMENTS],
+        base=build_wheels.find_python(version),
+        no_compile=(f"pyspark=={PYSPARK[version]}",),
+    )
     pip(python, "install", "--no-deps", "--force-reinstall", wheel)
     return python
 
@@ -147,51 +167,103 @@ def _fresh_install(version: str, wheel: str, deps: str, tmp: str) -> dict:
     ``scripts/check_wheel.py`` run there; and, as a control, the sources built by that
     Python in the same setting."""
     venv = os.path.join(tmp, "fresh")
-    subprocess.run([build_wheels.find_python(version), "-m", "venv", "--without-pip", venv],
-                   check=True)
+    subprocess.run(
+        [build_wheels.find_python(version), "-m", "venv", "--without-pip", venv], check=True
+    )
     python = os.path.join(venv, "bin", "python")
     env = _no_compiler_env(python, tmp)
     builder = build_wheels.build_env(version)
     control = subprocess.run(
-        [builder, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "-w", os.path.join(tmp, "control"),
-         build_wheels.copy_sources(os.path.join(tmp, "src"))],
-        env={**env, "PATH": os.path.dirname(builder)}, capture_output=True, text=True,
-        timeout=300)
+        [
+            builder,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            os.path.join(tmp, "control"),
+            build_wheels.copy_sources(os.path.join(tmp, "src")),
+        ],
+        env={**env, "PATH": os.path.dirname(builder)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     install = subprocess.run(
-        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps",
-         "--no-index", "--disable-pip-version-check", wheel],
-        env=env, capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            python,
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--disable-pip-version-check",
+            wheel,
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     with open(os.path.join(site_packages(python), "_dependencies.pth"), "w") as f:
         f.write(site_packages(deps) + "\n")
     cwd = os.path.join(tmp, "cwd")
     os.mkdir(cwd)
-    check = subprocess.run([python, CHECK_WHEEL], cwd=cwd, env=env, capture_output=True,
-                           text=True, timeout=300)
-    return {"python": python, "control": control, "install": install, "check": check,
-            "control_dir": os.path.join(tmp, "control")}
+    check = subprocess.run(
+        [python, CHECK_WHEEL], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
+    return {
+        "python": python,
+        "control": control,
+        "install": install,
+        "check": check,
+        "control_dir": os.path.join(tmp, "control"),
+    }
 
 
 def _selection(python: str, tmp: str) -> subprocess.CompletedProcess:
     """The selection in a child pytest of ``python``, on a copy of tests/ (and of
     pyproject.toml, for pytest's settings) beside nothing else: the connector comes from
     the wheel installed in the env."""
-    shutil.copytree(os.path.join(ROOT, "tests"), os.path.join(tmp, "tests"),
-                    ignore=shutil.ignore_patterns("__pycache__", "node_modules", "bench",
-                                                  "fuzz", "java"))
+    shutil.copytree(
+        os.path.join(ROOT, "tests"),
+        os.path.join(tmp, "tests"),
+        ignore=shutil.ignore_patterns("__pycache__", "node_modules", "bench", "fuzz", "java"),
+    )
     shutil.copy(os.path.join(ROOT, "pyproject.toml"), tmp)
-    return subprocess.run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *[os.path.join("tests", name) for name in SELECTION]],
-                          cwd=tmp, env=clean_env(python), capture_output=True, text=True,
-                          timeout=900)
+    return subprocess.run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *[os.path.join("tests", name) for name in SELECTION],
+        ],
+        cwd=tmp,
+        env=clean_env(python),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
 
 
 def _spark_job(version: str, python: str, bootstrap: str, tmp: str) -> tuple[str, dict]:
     """``JOB`` run by ``python``: that Python and what the job reported."""
     source, sink = _topics(version)
     job = write_job(tmp, JOB)
-    return python, run_job(python, [python, job, bootstrap, source, sink, str(ROWS),
-                                    str(PARTITIONS), str(PER_TRIGGER)], tmp, 600)
+    return python, run_job(
+        python,
+        [python, job, bootstrap, source, sink, str(ROWS), str(PARTITIONS), str(PER_TRIGGER)],
+        tmp,
+        600,
+    )
 
 
 def _topics(version: str) -> tuple[str, str]:
@@ -201,6 +273,7 @@ def _topics(version: str) -> tuple[str, str]:
 def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Future]:
     """Every part of ``version``'s work, in turn; each part's outcome (its value, or the
     exception it raised) as a resolved Future, so each test re-raises only its own."""
+
     def outcome(part, *args) -> Future:
         future: Future = Future()
         try:
@@ -216,10 +289,11 @@ def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Futur
     python = env.result()
     os.makedirs(os.path.join(tmp, "selection"))
     os.makedirs(os.path.join(tmp, "spark"))
-    return {"fresh": outcome(_fresh_install, version, wheel, python, tmp),
-            "selection": outcome(_selection, python, os.path.join(tmp, "selection")),
-            "spark": outcome(_spark_job, version, python, bootstrap,
-                             os.path.join(tmp, "spark"))}
+    return {
+        "fresh": outcome(_fresh_install, version, wheel, python, tmp),
+        "selection": outcome(_selection, python, os.path.join(tmp, "selection")),
+        "spark": outcome(_spark_job, version, python, bootstrap, os.path.join(tmp, "spark")),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -230,8 +304,9 @@ def lanes(wheels, mock_cluster, tmp_path_factory):
             create_topic(mock_cluster, topic, PARTITIONS)
     tmps = {v: str(tmp_path_factory.mktemp(f"python-{v}")) for v in PYTHONS}
     with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="python-lane") as pool:
-        yield {v: pool.submit(_lane, v, wheels[v], mock_cluster.bootstrap, tmps[v])
-               for v in PYTHONS}
+        yield {
+            v: pool.submit(_lane, v, wheels[v], mock_cluster.bootstrap, tmps[v]) for v in PYTHONS
+        }
 
 
 def _part(lanes, version: str, name: str):
@@ -242,12 +317,13 @@ def _part(lanes, version: str, name: str):
 @pytest.mark.timeout(1500)  # waits for its lane: a first run makes the env
 @pytest.mark.parametrize("version", PYTHONS)
 def test_the_wheel_installs_without_a_compiler_and_its_compiled_paths_match_the_pure_path(
-        version, lanes):
+    version, lanes
+):
     fresh = _part(lanes, version, "fresh")
     # The setting bites: the sources, built in it by that Python, lack the extensions.
     control = fresh["control"]
     assert control.returncode == 0, control.stderr[-3000:]
-    built, = os.listdir(fresh["control_dir"])
+    (built,) = os.listdir(fresh["control_dir"])
     with zipfile.ZipFile(os.path.join(fresh["control_dir"], built)) as zf:
         assert not [n for n in zf.namelist() if n.endswith(".so")], zf.namelist()
 
@@ -258,17 +334,31 @@ def test_the_wheel_installs_without_a_compiler_and_its_compiled_paths_match_the_
     assert report["python"] == version and report["origin"] == "installed"
     suffix = f".cpython-{version.replace('.', '')}-x86_64-linux-gnu.so"
     for key, name in (("decoder", "_fastdecode"), ("encoder", "_fastencode")):
-        assert report[key] == os.path.join(site_packages(fresh["python"]), "protocol",
-                                           "records", name + suffix)
+        assert report[key] == os.path.join(
+            site_packages(fresh["python"]), "protocol", "records", name + suffix
+        )
     assert sorted(report["codecs"]) == ["lz4", "none", "zstd"]
 
 
 @pytest.fixture(scope="module")
 def selection_size() -> int:
     """How many tests the selection holds here (both record paths: this Python has them)."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--collect-only", *[os.path.join("tests", n) for n in SELECTION]],
-                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--collect-only",
+            *[os.path.join("tests", n) for n in SELECTION],
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     collected = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
     assert done.returncode == 0 and collected, done.stdout[-3000:] + done.stderr[-3000:]
     return int(collected[1])
@@ -349,7 +439,8 @@ def test_spark_batch_read_write_and_a_stream_under_each_python(version, lanes):
     assert report["driver"] == [version, installed, "installed"]
     assert report["workers"] == [[version, installed, "installed"]]
     assert sorted(report["batch"]) == sorted(
-        [f"k{i:05d}", f"v{i:05d}", i % PARTITIONS] for i in range(ROWS))
+        [f"k{i:05d}", f"v{i:05d}", i % PARTITIONS] for i in range(ROWS)
+    )
     assert report["stream_error"] is None, report["stream_error"]
     assert sorted(report["streamed"]) == [f"v{i:05d}" for i in range(ROWS)]
     batches = report["batches"]

@@ -27,8 +27,11 @@ def read(name: str) -> str:
 
 README = read("README.md")
 DOCS = os.path.join(ROOT, "docs")
-PAGES = {name: read(os.path.join("docs", name))
-         for name in sorted(os.listdir(DOCS)) if name.endswith(".md")}
+PAGES = {
+    name: read(os.path.join("docs", name))
+    for name in sorted(os.listdir(DOCS))
+    if name.endswith(".md")
+}
 OPTIONS_PAGE = PAGES["options.md"]
 #: the README and every docs page, for checks that hold wherever the text sits
 ALL_TEXT = "\n".join([README, *PAGES.values()])
@@ -37,8 +40,9 @@ README_MAX_LINES = 300
 
 def table_options(marker: str) -> list[str]:
     """The first-column option names of the table between the ``marker`` comments."""
-    match = re.search(rf"<!-- BEGIN {marker}\b[^>]*-->\n(.*?)<!-- END {marker} -->",
-                      OPTIONS_PAGE, re.S)
+    match = re.search(
+        rf"<!-- BEGIN {marker}\b[^>]*-->\n(.*?)<!-- END {marker} -->", OPTIONS_PAGE, re.S
+    )
     assert match, f"docs/options.md has no {marker} block"
     names = []
     for line in match.group(1).splitlines():
@@ -48,10 +52,13 @@ def table_options(marker: str) -> list[str]:
     return names
 
 
-@pytest.mark.parametrize("marker, names", [
-    ("reader-options", reader_option_names),
-    ("writer-options", writer_option_names),
-])
+@pytest.mark.parametrize(
+    "marker, names",
+    [
+        ("reader-options", reader_option_names),
+        ("writer-options", writer_option_names),
+    ],
+)
 def test_option_tables_list_exactly_the_accepted_options(marker, names):
     listed = table_options(marker)
     assert len(listed) == len(set(listed)), "an option is listed twice"
@@ -59,16 +66,20 @@ def test_option_tables_list_exactly_the_accepted_options(marker, names):
 
 
 def test_option_tables_are_the_generated_ones():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
-                                                        "render_option_tables.py"), "--check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "render_option_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_performance_section_quotes_the_bench_results():
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
-                                                        "render_bench_summary.py"), "--check"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "render_bench_summary.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -78,13 +89,25 @@ def test_bench_summary_takes_the_main_data_set_rows_and_the_goals():
         from render_bench_summary import summary
     finally:
         sys.path.pop(0)
-    results = "\n".join([
-        "Run 2026-01-01 with `make bench`.", "", "Machine: cores 2.", "",
-        "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
-        "|---|---|---:|---:|---:|---:|---:|",
-        "| wire | 100B | 2 M | 1% | 1 |  |  |", "| wire | 1KB | 1 M | 1% | 1 |  |  |", "",
-        "Goals (from the issue; reported, not asserted):", "", "- decode: **met**",
-        "  - for scale", "", "after"])
+    results = "\n".join(
+        [
+            "Run 2026-01-01 with `make bench`.",
+            "",
+            "Machine: cores 2.",
+            "",
+            "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
+            "|---|---|---:|---:|---:|---:|---:|",
+            "| wire | 100B | 2 M | 1% | 1 |  |  |",
+            "| wire | 1KB | 1 M | 1% | 1 |  |  |",
+            "",
+            "Goals (from the issue; reported, not asserted):",
+            "",
+            "- decode: **met**",
+            "  - for scale",
+            "",
+            "after",
+        ]
+    )
     text = summary(results)
     assert "| wire | 100B |" in text and "1KB" not in text
     assert "- decode: **met**\n  - for scale\n" in text and "after" not in text
@@ -98,15 +121,35 @@ def test_bench_summary_quotes_the_streaming_block():
         from render_bench_summary import summary
     finally:
         sys.path.pop(0)
-    results = "\n".join([
-        "Run 2026-01-01 with `make bench`.", "", "Machine: cores 2.", "",
-        "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
-        "|---|---|---:|---:|---:|---:|---:|", "| wire | 100B | 2 M | 1% | 1 |  |  |", "",
-        "Streaming section run 2026-01-02 10:00 (x).", "", "Streaming (issue 22): ...", "",
-        "| Source | Micro-batches/s | Latency p50 ms |", "|---|---:|---:|",
-        "| readStream pykafka | 2.00 | 300 |", "", "| Source | latestOffset |",
-        "| pykafka | 3 |", "", "Streaming goals (issue 22; reported, not asserted):", "",
-        "- latency p50: **met** (1.1x)", "- connections: **not met** (8.0)", "", "after"])
+    results = "\n".join(
+        [
+            "Run 2026-01-01 with `make bench`.",
+            "",
+            "Machine: cores 2.",
+            "",
+            "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
+            "|---|---|---:|---:|---:|---:|---:|",
+            "| wire | 100B | 2 M | 1% | 1 |  |  |",
+            "",
+            "Streaming section run 2026-01-02 10:00 (x).",
+            "",
+            "Streaming (issue 22): ...",
+            "",
+            "| Source | Micro-batches/s | Latency p50 ms |",
+            "|---|---:|---:|",
+            "| readStream pykafka | 2.00 | 300 |",
+            "",
+            "| Source | latestOffset |",
+            "| pykafka | 3 |",
+            "",
+            "Streaming goals (issue 22; reported, not asserted):",
+            "",
+            "- latency p50: **met** (1.1x)",
+            "- connections: **not met** (8.0)",
+            "",
+            "after",
+        ]
+    )
     text = summary(results)
     assert "run 2026-01-02 10:00 (x)." in text
     assert "| readStream pykafka | 2.00 | 300 |" in text and "latestOffset" not in text
@@ -131,14 +174,17 @@ def test_every_make_command_in_the_readme_and_the_docs_exists():
 
 def test_file_names_carry_the_project_version():
     from protocol.version import __version__ as version
+
     named = re.findall(r"pyspark_pykafka-(\d[\w.]*?)(?:-py3|-cp\d|\.zip)", ALL_TEXT)
     assert named and set(named) == {version}
 
 
 def test_every_example_is_in_the_readme():
-    examples = sorted(name for name in os.listdir(os.path.join(ROOT, "examples"))
-                      if name.endswith(".py") and not name.startswith("_")
-                      and name != "demo.py")  # `make demo`
+    examples = sorted(
+        name
+        for name in os.listdir(os.path.join(ROOT, "examples"))
+        if name.endswith(".py") and not name.startswith("_") and name != "demo.py"
+    )  # `make demo`
     assert examples
     for name in examples:
         assert f"(examples/{name})" in README, name
@@ -148,7 +194,7 @@ def test_docker_compose_serves_localhost_9092_as_the_readme_says():
     import yaml
 
     compose = yaml.safe_load(read("docker-compose.yml"))
-    (name, kafka), = compose["services"].items()
+    ((name, kafka),) = compose["services"].items()
     # KAFKA_IMAGE picks another (.github/workflows/kafka.yml's matrix); the default is 4.x
     assert re.fullmatch(r"\$\{KAFKA_IMAGE:-apache/kafka:4\.[\w.-]+\}", kafka["image"])
     assert "9092:9092" in [str(p) for p in kafka["ports"]]
@@ -161,6 +207,7 @@ def test_docker_compose_serves_localhost_9092_as_the_readme_says():
 
 
 # ---- the docs site ---------------------------------------------------------------------------
+
 
 def nav_pages(entries) -> list[str]:
     """The page files of a MkDocs nav (a list of "Title: page.md" maps, sections nested)."""
@@ -236,13 +283,14 @@ def test_docs_pages_link_no_file_outside_the_docs():
                 assert re.fullmatch(r"[\w-]+\.md", target), (name, target)
 
 
-REPO_PATH = re.compile(r"`((?:tests|scripts|examples|kafka_source|kafka_sink|kafka_common|"
-                       r"kafka_testbed|protocol|docs|\.github)/[\w./-]*)`")
+REPO_PATH = re.compile(
+    r"`((?:tests|scripts|examples|kafka_source|kafka_sink|kafka_common|"
+    r"kafka_testbed|protocol|docs|\.github)/[\w./-]*)`"
+)
 
 
 def test_every_repository_path_the_readme_and_the_docs_name_exists():
-    named = set(REPO_PATH.findall(ALL_TEXT)) | set(re.findall(r"\]\((examples/[\w.]+)\)",
-                                                              README))
+    named = set(REPO_PATH.findall(ALL_TEXT)) | set(re.findall(r"\]\((examples/[\w.]+)\)", README))
     assert len(named) > 40
     missing = sorted(p for p in named if not os.path.exists(os.path.join(ROOT, p)))
     assert not missing, missing

@@ -35,7 +35,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_extension_is_built():
     assert accel.available(), (
         "protocol/records/_fastdecode.c did not build: the pure-Python path is in use; "
-        "install a C compiler and Python's headers and run `pip install -e .` again")
+        "install a C compiler and Python's headers and run `pip install -e .` again"
+    )
 
 
 def test_forced_switches_paths_and_restores():
@@ -51,9 +52,14 @@ def test_forced_switches_paths_and_restores():
 def test_environment_variable_selects_the_pure_path():
     code = "from protocol.records import accel; print(accel.available(), accel.module())"
     for value, expect in (("1", "True None"), ("0", "True <module")):
-        out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                             text=True, env={**os.environ, "PYKAFKA_PURE_PYTHON": value},
-                             check=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYKAFKA_PURE_PYTHON": value},
+            check=True,
+        ).stdout
         assert out.startswith(expect), (value, out)
 
 
@@ -85,12 +91,21 @@ def _assert_same(data, **kw):
 
 def _records(n, start=0, seed=0, headers=True):
     rnd = random.Random(seed)
-    return [B.Record(start + i, TS + rnd.randrange(-500, 500),
-                     None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 20)),
-                     None if rnd.random() < 0.1 else rnd.randbytes(rnd.randrange(0, 300)),
-                     tuple((f"h{j}", None if rnd.random() < 0.3 else rnd.randbytes(j))
-                           for j in range(rnd.randrange(0, 4))) if headers else ())
-            for i in range(n)]
+    return [
+        B.Record(
+            start + i,
+            TS + rnd.randrange(-500, 500),
+            None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 20)),
+            None if rnd.random() < 0.1 else rnd.randbytes(rnd.randrange(0, 300)),
+            tuple(
+                (f"h{j}", None if rnd.random() < 0.3 else rnd.randbytes(j))
+                for j in range(rnd.randrange(0, 4))
+            )
+            if headers
+            else (),
+        )
+        for i in range(n)
+    ]
 
 
 @pytest.mark.parametrize("codec", ["none", "lz4", "zstd"])
@@ -98,17 +113,24 @@ def _records(n, start=0, seed=0, headers=True):
 def test_compiled_path_decodes_valid_batches_itself(monkeypatch, codec, headers):
     """Valid input never falls back: the pure arena pass is made to fail, and the compiled
     path's batches equal the pure path's (run before the patch)."""
-    data = b"".join(B.build_batch(_records(40, 40 * k, seed=k, headers=k % 2 == 0),
-                                  compression=codec,
-                                  timestamp_type=B.LOG_APPEND_TIME if k == 2 else 0)
-                    for k in range(5))
-    cases = [dict(include_headers=headers), dict(start_offset=13, end_offset=170,
-                                                 include_headers=headers)]
+    data = b"".join(
+        B.build_batch(
+            _records(40, 40 * k, seed=k, headers=k % 2 == 0),
+            compression=codec,
+            timestamp_type=B.LOG_APPEND_TIME if k == 2 else 0,
+        )
+        for k in range(5)
+    )
+    cases = [
+        dict(include_headers=headers),
+        dict(start_offset=13, end_offset=170, include_headers=headers),
+    ]
     expected = []
     with accel.forced(False):
         for kw in cases:
-            expected.append(decode_records(data, topic="t", partition=2,
-                                           **{"start_offset": 0, **kw}))
+            expected.append(
+                decode_records(data, topic="t", partition=2, **{"start_offset": 0, **kw})
+            )
 
     def no_fallback(*args, **kwargs):
         raise AssertionError("the compiled decoder refused valid input")
@@ -116,21 +138,37 @@ def test_compiled_path_decodes_valid_batches_itself(monkeypatch, codec, headers)
     monkeypatch.setattr(D, "_decode_arena", no_fallback)
     with accel.forced(True):
         for kw, (batch, nxt) in zip(cases, expected):
-            got, got_next = decode_records(data, topic="t", partition=2,
-                                           **{"start_offset": 0, **kw})
+            got, got_next = decode_records(
+                data, topic="t", partition=2, **{"start_offset": 0, **kw}
+            )
             got.validate(full=True)
             assert got.equals(batch) and got_next == nxt
 
 
-def _wrap(section: bytes, count: int, last_delta: int | None = None, base_offset=0,
-          base_ts=TS, max_ts=TS) -> bytes:
+def _wrap(
+    section: bytes, count: int, last_delta: int | None = None, base_offset=0, base_ts=TS, max_ts=TS
+) -> bytes:
     """A v2 batch around a raw records section, with a valid CRC."""
     out = bytearray(B.BATCH_HEADER_SIZE)
-    B.HEADER_STRUCT.pack_into(out, 0, base_offset, B.MIN_BATCH_LENGTH + len(section), -1,
-                              2, 0, 0, count - 1 if last_delta is None else last_delta,
-                              base_ts, max_ts, -1, -1, -1, count)
+    B.HEADER_STRUCT.pack_into(
+        out,
+        0,
+        base_offset,
+        B.MIN_BATCH_LENGTH + len(section),
+        -1,
+        2,
+        0,
+        0,
+        count - 1 if last_delta is None else last_delta,
+        base_ts,
+        max_ts,
+        -1,
+        -1,
+        -1,
+        count,
+    )
     out += section
-    struct.pack_into(">I", out, B.CRC_OFFSET, B.crc32c(memoryview(out)[B.ATTRIBUTES_OFFSET:]))
+    struct.pack_into(">I", out, B.CRC_OFFSET, B.crc32c(memoryview(out)[B.ATTRIBUTES_OFFSET :]))
     return bytes(out)
 
 
@@ -140,8 +178,17 @@ def _record(body: bytes, length: int | None = None) -> bytes:
     return bytes(out + body)
 
 
-def _body(ts_delta=0, offset_delta=0, key=b"k", value=b"value", headers=(), tail=b"",
-          key_len=None, value_len=None, header_count=None):
+def _body(
+    ts_delta=0,
+    offset_delta=0,
+    key=b"k",
+    value=b"value",
+    headers=(),
+    tail=b"",
+    key_len=None,
+    value_len=None,
+    header_count=None,
+):
     out = bytearray(b"\0")
     write_varlong(out, ts_delta)
     write_varint(out, offset_delta)
@@ -180,8 +227,7 @@ HOSTILE = {
     "offset delta negative": _record(_body(offset_delta=-1)),
     "offset delta past the last offset delta": _record(_body(offset_delta=3)),
     "timestamp delta 11-byte varlong": _record(b"\0" + b"\xff" * 10 + b"\x00" + _body()[2:]),
-    "timestamp delta overflowing 64 bits": _record(b"\0" + b"\xff" * 9 + b"\x7f"
-                                                   + _body()[2:]),
+    "timestamp delta overflowing 64 bits": _record(b"\0" + b"\xff" * 9 + b"\x7f" + _body()[2:]),
     "offset delta overflowing 32 bits": _record(b"\0\0\xff\xff\xff\xff\x7f" + _body()[3:]),
     "timestamp out of range": _record(_body(ts_delta=(1 << 62))),
     "truncated record": _record(_body())[:-3],
@@ -193,8 +239,7 @@ HOSTILE = {
 def test_hostile_records_are_refused_alike(name):
     section = HOSTILE[name]
     ext = accel.module()
-    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [1], 0, None,
-                               True) is None
+    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [1], 0, None, True) is None
     # a section shorter than a record gets padding (not a record) so that the count check
     # before the record checks passes
     data = _wrap(section + bytes(max(0, B.MIN_RECORD_SIZE - len(section))), 1)
@@ -232,13 +277,19 @@ def test_log_append_time_and_timestamp_type_alike():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.binary(max_size=40), min_size=1, max_size=4), st.integers(1, 8),
-       st.integers(0, 4), st.booleans())
+@given(
+    st.lists(st.binary(max_size=40), min_size=1, max_size=4),
+    st.integers(1, 8),
+    st.integers(0, 4),
+    st.booleans(),
+)
 def test_random_sections_under_a_valid_crc(sections, count, start, headers):
     """Random bytes as records sections (CRC right, so only the record checks decide):
     both paths decode the same rows or raise the same error."""
-    data = b"".join(_wrap(s + bytes(7 * count), count, last_delta=count + 2,
-                          base_offset=10 * i) for i, s in enumerate(sections))
+    data = b"".join(
+        _wrap(s + bytes(7 * count), count, last_delta=count + 2, base_offset=10 * i)
+        for i, s in enumerate(sections)
+    )
     _assert_same(data, start_offset=start, include_headers=headers)
 
 
@@ -248,11 +299,16 @@ def test_records_with_one_byte_changed(seed, n, headers):
     """A valid section with one byte set to a random value, under a valid CRC."""
     rnd = random.Random(seed)
     good = B.build_batch(_records(n, seed=seed))
-    section = bytearray(good[B.RECORDS_OFFSET:])
+    section = bytearray(good[B.RECORDS_OFFSET :])
     section[rnd.randrange(len(section))] = rnd.randrange(256)
     h = B.parse_header(good)
-    data = _wrap(bytes(section), n, last_delta=h.last_offset_delta,
-                 base_ts=h.base_timestamp, max_ts=h.max_timestamp)
+    data = _wrap(
+        bytes(section),
+        n,
+        last_delta=h.last_offset_delta,
+        base_ts=h.base_timestamp,
+        max_ts=h.max_timestamp,
+    )
     _assert_same(data, include_headers=headers)
 
 
@@ -262,12 +318,12 @@ def test_direct_calls_with_impossible_counts_are_refused_before_allocating():
     ext = accel.module()
     section = _record(_body())
     for count in (2, 10**9, (1 << 31) - 1):
-        assert ext.decode_sections([section], [0], [count], [TS], [TS], [0], [count], 0,
-                                   None, True) is None
-    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [-1], 0, None,
-                               True) is None
-    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [1], 0, None,
-                               True)[0] == 1
+        assert (
+            ext.decode_sections([section], [0], [count], [TS], [TS], [0], [count], 0, None, True)
+            is None
+        )
+    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [-1], 0, None, True) is None
+    assert ext.decode_sections([section], [0], [0], [TS], [TS], [0], [1], 0, None, True)[0] == 1
     with pytest.raises(ValueError):
         ext.decode_sections([section], [0, 1], [0], [TS], [TS], [0], [1], 0, None, True)
 
@@ -279,19 +335,37 @@ _value_st = st.none() | st.binary(max_size=40) | st.binary(min_size=200, max_siz
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.tuples(_value_st, _value_st,
-                          st.none() | st.lists(st.tuples(st.text(max_size=4), _value_st),
-                                               max_size=3),
-                          st.integers(0, 1 << 45)), min_size=1, max_size=40),
-       st.booleans(), st.booleans(), st.integers(0, 39), st.randoms(use_true_random=False))
+@given(
+    st.lists(
+        st.tuples(
+            _value_st,
+            _value_st,
+            st.none() | st.lists(st.tuples(st.text(max_size=4), _value_st), max_size=3),
+            st.integers(0, 1 << 45),
+        ),
+        min_size=1,
+        max_size=40,
+    ),
+    st.booleans(),
+    st.booleans(),
+    st.integers(0, 39),
+    st.randoms(use_true_random=False),
+)
 def test_encoder_writes_the_pure_paths_bytes(rows, keys, headers, cut, rnd):
     """Both encoders, the same rows (a sliced Arrow batch, picked in a random order):
     byte-identical batches."""
     from protocol.records.encode_arrow import RowSource, encode_rows
+
     k = pa.array([r[0] for r in rows], pa.binary()) if keys else None
     v = pa.array([r[1] for r in rows], pa.binary())
-    h = pa.array([None if r[2] is None else [{"key": a, "value": b} for a, b in r[2]]
-                  for r in rows], _HEADERS) if headers else None
+    h = (
+        pa.array(
+            [None if r[2] is None else [{"key": a, "value": b} for a, b in r[2]] for r in rows],
+            _HEADERS,
+        )
+        if headers
+        else None
+    )
     cut = min(cut, len(rows) - 1)
     k, v, h = (None if x is None else x.slice(cut) for x in (k, v, h))
     order = list(range(len(v)))
@@ -300,8 +374,14 @@ def test_encoder_writes_the_pure_paths_bytes(rows, keys, headers, cut, rnd):
     out = []
     for use in (False, True):
         with accel.forced(use):
-            out.append(encode_rows([(RowSource(k, v, h), np.array(order))], timestamps_ms=ts,
-                                   producer_id=1, base_sequence=2))
+            out.append(
+                encode_rows(
+                    [(RowSource(k, v, h), np.array(order))],
+                    timestamps_ms=ts,
+                    producer_id=1,
+                    base_sequence=2,
+                )
+            )
     assert out[0] == out[1]
 
 

@@ -24,15 +24,31 @@ GOLDEN_RECORDS = [
 
 def test_header_layout_constants():
     assert B.BATCH_HEADER_SIZE == 61 == B.HEADER_STRUCT.size
-    offsets = [B.BASE_OFFSET_OFFSET, B.BATCH_LENGTH_OFFSET, B.PARTITION_LEADER_EPOCH_OFFSET,
-               B.MAGIC_OFFSET, B.CRC_OFFSET, B.ATTRIBUTES_OFFSET, B.LAST_OFFSET_DELTA_OFFSET,
-               B.BASE_TIMESTAMP_OFFSET, B.MAX_TIMESTAMP_OFFSET, B.PRODUCER_ID_OFFSET,
-               B.PRODUCER_EPOCH_OFFSET, B.BASE_SEQUENCE_OFFSET, B.RECORD_COUNT_OFFSET,
-               B.RECORDS_OFFSET]
+    offsets = [
+        B.BASE_OFFSET_OFFSET,
+        B.BATCH_LENGTH_OFFSET,
+        B.PARTITION_LEADER_EPOCH_OFFSET,
+        B.MAGIC_OFFSET,
+        B.CRC_OFFSET,
+        B.ATTRIBUTES_OFFSET,
+        B.LAST_OFFSET_DELTA_OFFSET,
+        B.BASE_TIMESTAMP_OFFSET,
+        B.MAX_TIMESTAMP_OFFSET,
+        B.PRODUCER_ID_OFFSET,
+        B.PRODUCER_EPOCH_OFFSET,
+        B.BASE_SEQUENCE_OFFSET,
+        B.RECORD_COUNT_OFFSET,
+        B.RECORDS_OFFSET,
+    ]
     sizes = [8, 4, 4, 1, 4, 2, 4, 8, 8, 8, 2, 4, 4]
     assert [b - a for a, b in zip(offsets, offsets[1:])] == sizes
-    assert (B.COMPRESSION_MASK, B.TIMESTAMP_TYPE_MASK, B.TRANSACTIONAL_MASK, B.CONTROL_MASK,
-            B.DELETE_HORIZON_MASK) == (0x07, 0x08, 0x10, 0x20, 0x40)
+    assert (
+        B.COMPRESSION_MASK,
+        B.TIMESTAMP_TYPE_MASK,
+        B.TRANSACTIONAL_MASK,
+        B.CONTROL_MASK,
+        B.DELETE_HORIZON_MASK,
+    ) == (0x07, 0x08, 0x10, 0x20, 0x40)
 
 
 def test_golden_crc_is_crc32c_of_attributes_to_end():
@@ -60,9 +76,16 @@ def test_encode_golden():
 
 
 def test_attribute_bits():
-    raw = B.build_batch([B.Record(0, TS, None, b"x")], timestamp_type=B.LOG_APPEND_TIME,
-                        transactional=True, control=True, delete_horizon=True,
-                        producer_id=7, producer_epoch=1, compression="gzip")
+    raw = B.build_batch(
+        [B.Record(0, TS, None, b"x")],
+        timestamp_type=B.LOG_APPEND_TIME,
+        transactional=True,
+        control=True,
+        delete_horizon=True,
+        producer_id=7,
+        producer_epoch=1,
+        compression="gzip",
+    )
     h = B.parse_header(raw)
     assert h.attributes == 0x01 | 0x08 | 0x10 | 0x20 | 0x40
     assert h.compression == 1 and h.timestamp_type == 1 and h.is_transactional
@@ -70,8 +93,11 @@ def test_attribute_bits():
 
 
 def test_log_append_time_uses_max_timestamp():
-    raw = B.build_batch([B.Record(0, TS, None, b"a"), B.Record(1, TS + 9, None, b"b")],
-                        timestamp_type=B.LOG_APPEND_TIME, max_timestamp=TS + 100)
+    raw = B.build_batch(
+        [B.Record(0, TS, None, b"a"), B.Record(1, TS + 9, None, b"b")],
+        timestamp_type=B.LOG_APPEND_TIME,
+        max_timestamp=TS + 100,
+    )
     _, recs = B.decode_batch(raw)
     assert [r.timestamp for r in recs] == [TS + 100, TS + 100]
     assert {r.timestamp_type for r in recs} == {B.LOG_APPEND_TIME}
@@ -88,23 +114,28 @@ def test_control_record_helpers():
 
 def test_iter_batches_stops_at_truncation():
     two = GOLDEN_V2 + B.build_batch([B.Record(18, TS, b"a", b"b")])
-    assert [(p, o, m) for p, o, _, m in B.iter_batches(two)] == [(0, 16, 2),
-                                                                 (len(GOLDEN_V2), 18, 2)]
+    assert [(p, o, m) for p, o, _, m in B.iter_batches(two)] == [
+        (0, 16, 2),
+        (len(GOLDEN_V2), 18, 2),
+    ]
     assert len(list(B.iter_batches(two[:-1]))) == 1
 
 
-@pytest.mark.parametrize("pos, value, message", [
-    (B.MAGIC_OFFSET, b"\x03", "magic"),
-    (B.CRC_OFFSET, b"\x00\x00\x00\x00", "CRC"),
-    (B.RECORD_COUNT_OFFSET, struct.pack(">i", -1), "negative"),
-    (B.RECORD_COUNT_OFFSET, struct.pack(">i", 1000), "1000 records"),
-    (B.ATTRIBUTES_OFFSET, b"\x00\x07", "codec"),
-    (B.LAST_OFFSET_DELTA_OFFSET, struct.pack(">i", 0), "last offset delta"),
-    (B.BATCH_LENGTH_OFFSET, struct.pack(">i", 10), "length"),
-])
+@pytest.mark.parametrize(
+    "pos, value, message",
+    [
+        (B.MAGIC_OFFSET, b"\x03", "magic"),
+        (B.CRC_OFFSET, b"\x00\x00\x00\x00", "CRC"),
+        (B.RECORD_COUNT_OFFSET, struct.pack(">i", -1), "negative"),
+        (B.RECORD_COUNT_OFFSET, struct.pack(">i", 1000), "1000 records"),
+        (B.ATTRIBUTES_OFFSET, b"\x00\x07", "codec"),
+        (B.LAST_OFFSET_DELTA_OFFSET, struct.pack(">i", 0), "last offset delta"),
+        (B.BATCH_LENGTH_OFFSET, struct.pack(">i", 10), "length"),
+    ],
+)
 def test_reference_decoder_rejects_bad_header(pos, value, message):
     raw = bytearray(GOLDEN_V2)
-    raw[pos:pos + len(value)] = value
+    raw[pos : pos + len(value)] = value
     if pos not in (B.CRC_OFFSET, B.BATCH_LENGTH_OFFSET, B.MAGIC_OFFSET):
         struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
     with pytest.raises(CorruptRecordError, match=message):
@@ -126,16 +157,23 @@ def test_fallback_crc_warns_once(monkeypatch):
 def test_crc32c_package_is_imported_on_first_use():
     """Importing the records code does not import the crc32c package (its import scans
     sys.path, slow in Spark's processes); the first CRC does."""
-    code = ("import sys, protocol.records, protocol.records.batch as b; "
-            "assert 'crc32c' not in sys.modules; b.crc32c(b'123456789'); "
-            "assert 'crc32c' in sys.modules; print('ok')")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    code = (
+        "import sys, protocol.records, protocol.records.batch as b; "
+        "assert 'crc32c' not in sys.modules; b.crc32c(b'123456789'); "
+        "assert 'crc32c' in sys.modules; print('ok')"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+    )
     assert out.stdout.strip() == "ok", out.stderr
 
 
 def test_module_imports_without_crc32c_package(monkeypatch):
     import builtins
+
     real_import = builtins.__import__
 
     def fake_import(name, *args, **kwargs):
@@ -154,15 +192,24 @@ def test_module_imports_without_crc32c_package(monkeypatch):
         importlib.reload(B)
 
 
-headers_st = st.lists(st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)),
-                      max_size=3).map(tuple)
-record_st = st.tuples(st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=300),
-                      headers_st, st.integers(-(1 << 40), 1 << 40), st.integers(1, 3))
+headers_st = st.lists(
+    st.tuples(st.text(max_size=8), st.none() | st.binary(max_size=8)), max_size=3
+).map(tuple)
+record_st = st.tuples(
+    st.none() | st.binary(max_size=40),
+    st.none() | st.binary(max_size=300),
+    headers_st,
+    st.integers(-(1 << 40), 1 << 40),
+    st.integers(1, 3),
+)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(record_st, min_size=1, max_size=20), st.integers(0, 1 << 50),
-       st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
+@given(
+    st.lists(record_st, min_size=1, max_size=20),
+    st.integers(0, 1 << 50),
+    st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]),
+)
 def test_reference_round_trip(rows, base_offset, codec):
     records, offset = [], base_offset
     for key, value, headers, ts_delta, gap in rows:

@@ -16,8 +16,10 @@ CODECS = [C.NONE, C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD]
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.binary(max_size=100_000) | st.binary(max_size=50).map(lambda b: b * 2000),
-       st.sampled_from(CODECS))
+@given(
+    st.binary(max_size=100_000) | st.binary(max_size=50).map(lambda b: b * 2000),
+    st.sampled_from(CODECS),
+)
 def test_round_trip(data, codec):
     packed = C.compress(codec, data)
     assert C.decompress(codec, packed) == data
@@ -46,7 +48,7 @@ def test_snappy_writes_xerial_framing():
     pos, blocks = 16, []
     while pos < len(packed):
         (size,) = struct.unpack_from(">i", packed, pos)
-        blocks.append(bytes(cramjam.snappy.decompress_raw(packed[pos + 4:pos + 4 + size])))
+        blocks.append(bytes(cramjam.snappy.decompress_raw(packed[pos + 4 : pos + 4 + size])))
         pos += 4 + size
     assert len(blocks) == 3 and b"".join(blocks) == data
 
@@ -79,6 +81,7 @@ def test_decompression_bomb_is_capped(codec):
 
 def test_zstd_bomb_without_declared_size_is_capped():
     import zstandard
+
     bomb = zstandard.ZstdCompressor(write_content_size=False).compress(bytes(64 << 20))
     with pytest.raises(CorruptRecordError, match="more than"):
         C.decompress(C.ZSTD, bomb, max_size=1 << 20)
@@ -95,8 +98,7 @@ def test_cap_is_inclusive():
 @pytest.mark.parametrize("codec", [C.GZIP, C.SNAPPY, C.LZ4, C.ZSTD])
 def test_garbage_and_truncation_are_corrupt(codec):
     packed = C.compress(codec, b"some record bytes " * 100)
-    for bad in (b"", b"\x00" * 10, packed[: len(packed) // 2], packed[:-3],
-                bytes(range(256))):
+    for bad in (b"", b"\x00" * 10, packed[: len(packed) // 2], packed[:-3], bytes(range(256))):
         try:
             out = C.decompress(codec, bad, topic="t", partition=1)
         except CorruptRecordError as e:
@@ -105,9 +107,14 @@ def test_garbage_and_truncation_are_corrupt(codec):
             assert len(out) <= len(b"some record bytes " * 100)
 
 
-@pytest.mark.parametrize("codec, module, pip", [
-    (C.SNAPPY, "cramjam", "cramjam"), (C.LZ4, "lz4.frame", "lz4"),
-    (C.ZSTD, "zstandard", "zstandard")])
+@pytest.mark.parametrize(
+    "codec, module, pip",
+    [
+        (C.SNAPPY, "cramjam", "cramjam"),
+        (C.LZ4, "lz4.frame", "lz4"),
+        (C.ZSTD, "zstandard", "zstandard"),
+    ],
+)
 def test_missing_library_names_codec_partition_and_package(monkeypatch, codec, module, pip):
     real_import = C.importlib.import_module
 
@@ -118,8 +125,10 @@ def test_missing_library_names_codec_partition_and_package(monkeypatch, codec, m
 
     monkeypatch.setattr(C, "_MODULES", {})
     monkeypatch.setattr(C.importlib, "import_module", fake_import)
-    for call in (lambda: C.decompress(codec, b"x", topic="orders", partition=4),
-                 lambda: C.compress(codec, b"x", topic="orders", partition=4)):
+    for call in (
+        lambda: C.decompress(codec, b"x", topic="orders", partition=4),
+        lambda: C.compress(codec, b"x", topic="orders", partition=4),
+    ):
         with pytest.raises(MissingCodecError) as info:
             call()
         text = str(info.value)

@@ -30,8 +30,9 @@ def decode(data, start=0, **kw):
 
 def rows(batch):
     """(offset, key, value, timestamp ms, timestampType, headers) per row."""
-    col = {name: batch.column(name).to_pylist() for name in batch.schema.names
-           if name != "timestamp"}
+    col = {
+        name: batch.column(name).to_pylist() for name in batch.schema.names if name != "timestamp"
+    }
     ts = batch.column("timestamp").cast(pa.int64()).to_pylist()
     out = []
     for i in range(batch.num_rows):
@@ -39,35 +40,68 @@ def rows(batch):
         if "headers" in col:
             h = col["headers"][i]
             h = tuple((x["key"], x["value"]) for x in h) if h else ()
-        out.append((col["offset"][i], col["key"][i], col["value"][i], ts[i] // 1000,
-                    col["timestampType"][i], h))
+        out.append(
+            (
+                col["offset"][i],
+                col["key"][i],
+                col["value"][i],
+                ts[i] // 1000,
+                col["timestampType"][i],
+                h,
+            )
+        )
     return out
 
 
 def expected_rows(records, headers=True):
-    return [(r.offset, r.key, r.value, r.timestamp, r.timestamp_type,
-             tuple(r.headers) if headers else None) for r in records]
+    return [
+        (
+            r.offset,
+            r.key,
+            r.value,
+            r.timestamp,
+            r.timestamp_type,
+            tuple(r.headers) if headers else None,
+        )
+        for r in records
+    ]
 
 
 def make_batch(offsets, *, value_size=20, headers=False, seed=0, **kw):
     rnd = random.Random(seed)
-    recs = [B.Record(o, TS + rnd.randrange(-1000, 1000),
-                     None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 12)),
-                     None if rnd.random() < 0.1 else rnd.randbytes(value_size),
-                     ((f"h{o}", None if o % 2 else b"v"),) if headers else ())
-            for o in offsets]
+    recs = [
+        B.Record(
+            o,
+            TS + rnd.randrange(-1000, 1000),
+            None if rnd.random() < 0.2 else rnd.randbytes(rnd.randrange(0, 12)),
+            None if rnd.random() < 0.1 else rnd.randbytes(value_size),
+            ((f"h{o}", None if o % 2 else b"v"),) if headers else (),
+        )
+        for o in offsets
+    ]
     return B.build_batch(recs, **kw), recs
 
 
 # ---- shape ---------------------------------------------------------------------------------
 
+
 def test_golden_batch_rows_and_schema():
     batch, nxt = decode(GOLDEN_V2, include_headers=True)
     assert batch.schema == spark_schema(True)
-    assert batch.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
-                                  "timestampType", "headers"]
-    assert rows(batch) == [(16, b"k", b"v1", TS, 0, ()), (17, None, b"vv", TS + 5, 0,
-                                                          (("h", b"x"),))]
+    assert batch.schema.names == [
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        "timestamp",
+        "timestampType",
+        "headers",
+    ]
+    assert rows(batch) == [
+        (16, b"k", b"v1", TS, 0, ()),
+        (17, None, b"vv", TS + 5, 0, (("h", b"x"),)),
+    ]
     assert batch.column("topic").to_pylist() == [TOPIC] * 2
     assert batch.column("partition").to_pylist() == [PART] * 2
     assert batch.column("headers").to_pylist()[0] is None  # Spark: null when no headers
@@ -76,11 +110,19 @@ def test_golden_batch_rows_and_schema():
 
 def test_schema_types():
     s = spark_schema(False)
-    assert [f.type for f in s] == [pa.binary(), pa.binary(), pa.string(), pa.int32(),
-                                   pa.int64(), D.TIMESTAMP_TYPE, pa.int32()]
+    assert [f.type for f in s] == [
+        pa.binary(),
+        pa.binary(),
+        pa.string(),
+        pa.int32(),
+        pa.int64(),
+        D.TIMESTAMP_TYPE,
+        pa.int32(),
+    ]
     assert D.TIMESTAMP_TYPE.unit == "us"
     assert spark_schema(True).field("headers").type.value_type == pa.struct(
-        [("key", pa.string()), ("value", pa.binary())])
+        [("key", pa.string()), ("value", pa.binary())]
+    )
 
 
 def test_without_headers_column():
@@ -96,8 +138,7 @@ def test_empty_input(data):
 
 
 def test_accepts_memoryview_and_bytearray():
-    for data in (bytearray(GOLDEN_V2), memoryview(GOLDEN_V2),
-                 memoryview(b"xx" + GOLDEN_V2)[2:]):
+    for data in (bytearray(GOLDEN_V2), memoryview(GOLDEN_V2), memoryview(b"xx" + GOLDEN_V2)[2:]):
         batch, nxt = decode(data)
         assert batch.num_rows == 2 and nxt == 18
 
@@ -111,14 +152,18 @@ def test_bad_arguments():
 
 # ---- offsets -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("start, end, expect", [
-    (0, None, list(range(100, 110)) + list(range(110, 115))),
-    (103, None, list(range(103, 115))),
-    (103, 112, list(range(103, 112))),
-    (110, 111, [110]),
-    (109, 110, [109]),
-    (200, None, []),
-])
+
+@pytest.mark.parametrize(
+    "start, end, expect",
+    [
+        (0, None, list(range(100, 110)) + list(range(110, 115))),
+        (103, None, list(range(103, 115))),
+        (103, 112, list(range(103, 112))),
+        (110, 111, [110]),
+        (109, 110, [109]),
+        (200, None, []),
+    ],
+)
 def test_start_and_end_cut_mid_batch(start, end, expect):
     b1, _ = make_batch(range(100, 110))
     b2, _ = make_batch(range(110, 115), compression="lz4")
@@ -154,8 +199,11 @@ def test_batch_entirely_before_start_is_skipped_but_counted():
 
 
 def test_log_append_time():
-    raw = B.build_batch([B.Record(0, TS, None, b"a"), B.Record(1, TS + 7, None, b"b")],
-                        timestamp_type=B.LOG_APPEND_TIME, max_timestamp=TS + 99)
+    raw = B.build_batch(
+        [B.Record(0, TS, None, b"a"), B.Record(1, TS + 7, None, b"b")],
+        timestamp_type=B.LOG_APPEND_TIME,
+        max_timestamp=TS + 99,
+    )
     batch, _ = decode(raw)
     assert [(r[3], r[4]) for r in rows(batch)] == [(TS + 99, 1), (TS + 99, 1)]
 
@@ -168,10 +216,13 @@ def test_negative_timestamp_deltas_and_ancient_timestamps():
 
 # ---- headers -------------------------------------------------------------------------------
 
+
 def test_headers_with_null_values_and_many_headers():
-    recs = [B.Record(0, TS, None, b"a", ()),
-            B.Record(1, TS, None, b"b", (("a", None), ("b", b""), ("", b"x"))),
-            B.Record(2, TS, b"k", None, tuple((f"k{i}", b"%d" % i) for i in range(40)))]
+    recs = [
+        B.Record(0, TS, None, b"a", ()),
+        B.Record(1, TS, None, b"b", (("a", None), ("b", b""), ("", b"x"))),
+        B.Record(2, TS, b"k", None, tuple((f"k{i}", b"%d" % i) for i in range(40))),
+    ]
     batch, _ = decode(B.build_batch(recs), include_headers=True)
     assert rows(batch) == expected_rows(recs)
     assert batch.column("headers").to_pylist()[0] is None
@@ -196,10 +247,12 @@ def test_invalid_utf8_header_key_is_replaced():
 
 # ---- transactions --------------------------------------------------------------------------
 
+
 def txn_batch(offsets, pid, **kw):
     recs = [B.Record(o, TS, None, b"p%d-%d" % (pid, o)) for o in offsets]
-    return B.build_batch(recs, transactional=True, producer_id=pid, producer_epoch=0,
-                         base_sequence=0, **kw)
+    return B.build_batch(
+        recs, transactional=True, producer_id=pid, producer_epoch=0, base_sequence=0, **kw
+    )
 
 
 def marker(kind, offset, pid):
@@ -207,13 +260,15 @@ def marker(kind, offset, pid):
 
 
 def test_read_committed_drops_aborted_transactions():
-    data = (txn_batch([0, 1], pid=1)  # pid 1: aborted at 4
-            + txn_batch([2, 3], pid=2)  # pid 2: committed at 5
-            + marker(B.ABORT, 4, pid=1)
-            + marker(B.COMMIT, 5, pid=2)
-            + txn_batch([6, 7], pid=1)  # pid 1 again: a new transaction, committed at 8
-            + marker(B.COMMIT, 8, pid=1)
-            + make_batch([9, 10])[0])  # not transactional
+    data = (
+        txn_batch([0, 1], pid=1)  # pid 1: aborted at 4
+        + txn_batch([2, 3], pid=2)  # pid 2: committed at 5
+        + marker(B.ABORT, 4, pid=1)
+        + marker(B.COMMIT, 5, pid=2)
+        + txn_batch([6, 7], pid=1)  # pid 1 again: a new transaction, committed at 8
+        + marker(B.COMMIT, 8, pid=1)
+        + make_batch([9, 10])[0]
+    )  # not transactional
     aborted = [(1, 0)]
     batch, nxt = decode(data, read_committed=True, aborted_transactions=aborted)
     assert batch.column("offset").to_pylist() == [2, 3, 6, 7, 9, 10]
@@ -224,8 +279,12 @@ def test_read_committed_drops_aborted_transactions():
 
 
 def test_read_committed_aborted_list_order_does_not_matter():
-    data = (txn_batch([0], pid=7) + txn_batch([1], pid=8) + marker(B.ABORT, 2, pid=8)
-            + marker(B.ABORT, 3, pid=7))
+    data = (
+        txn_batch([0], pid=7)
+        + txn_batch([1], pid=8)
+        + marker(B.ABORT, 2, pid=8)
+        + marker(B.ABORT, 3, pid=7)
+    )
     batch, nxt = decode(data, read_committed=True, aborted_transactions=[(8, 1), (7, 0)])
     assert batch.num_rows == 0 and nxt == 4
 
@@ -244,14 +303,16 @@ def test_control_batches_are_skipped_and_advance_next_offset():
 
 
 def test_control_record_with_short_key_is_corrupt_under_read_committed():
-    bad = B.build_batch([B.Record(0, TS, b"\x00", b"")], control=True, transactional=True,
-                        producer_id=1)
+    bad = B.build_batch(
+        [B.Record(0, TS, b"\x00", b"")], control=True, transactional=True, producer_id=1
+    )
     assert decode(bad)[0].num_rows == 0  # read_uncommitted never looks inside
     with pytest.raises(CorruptRecordError, match="control record"):
         decode(bad, read_committed=True)
 
 
 # ---- truncation and corruption -------------------------------------------------------------
+
 
 def two_batches(codec="gzip"):
     b1, r1 = make_batch(range(0, 6), headers=True, seed=1)
@@ -276,21 +337,24 @@ def test_every_truncation_point():
             assert got == expected_rows(r1 + r2) and nxt == 9
 
 
-@pytest.mark.parametrize("field, pos, value, match", [
-    ("batch length", B.BATCH_LENGTH_OFFSET, struct.pack(">i", 3), "too small"),
-    ("batch length", B.BATCH_LENGTH_OFFSET, struct.pack(">i", 40), "smaller than its header"),
-    ("magic", B.MAGIC_OFFSET, b"\x07", "magic"),
-    ("crc", B.CRC_OFFSET, b"\xde\xad\xbe\xef", "CRC"),
-    ("attributes", B.ATTRIBUTES_OFFSET, b"\x00\x06", "codec"),
-    ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", -5), "negative"),
-    ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 3), "holds 3 records"),
-    ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 1), "bytes after"),
-    ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 1 << 30), "records"),
-    ("last offset delta", B.LAST_OFFSET_DELTA_OFFSET, struct.pack(">i", -1), "last offset"),
-])
+@pytest.mark.parametrize(
+    "field, pos, value, match",
+    [
+        ("batch length", B.BATCH_LENGTH_OFFSET, struct.pack(">i", 3), "too small"),
+        ("batch length", B.BATCH_LENGTH_OFFSET, struct.pack(">i", 40), "smaller than its header"),
+        ("magic", B.MAGIC_OFFSET, b"\x07", "magic"),
+        ("crc", B.CRC_OFFSET, b"\xde\xad\xbe\xef", "CRC"),
+        ("attributes", B.ATTRIBUTES_OFFSET, b"\x00\x06", "codec"),
+        ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", -5), "negative"),
+        ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 3), "holds 3 records"),
+        ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 1), "bytes after"),
+        ("record count", B.RECORD_COUNT_OFFSET, struct.pack(">i", 1 << 30), "records"),
+        ("last offset delta", B.LAST_OFFSET_DELTA_OFFSET, struct.pack(">i", -1), "last offset"),
+    ],
+)
 def test_corrupt_header_fields(field, pos, value, match):
     raw = bytearray(GOLDEN_V2)
-    raw[pos:pos + len(value)] = value
+    raw[pos : pos + len(value)] = value
     if field not in ("crc", "magic", "batch length"):
         struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
     with pytest.raises(CorruptRecordError, match=match) as info:
@@ -300,7 +364,7 @@ def test_corrupt_header_fields(field, pos, value, match):
 
 def test_verify_crc_false_skips_only_the_crc():
     v2 = bytearray(GOLDEN_V2)
-    v2[B.CRC_OFFSET:B.CRC_OFFSET + 4] = b"\x00\x00\x00\x00"
+    v2[B.CRC_OFFSET : B.CRC_OFFSET + 4] = b"\x00\x00\x00\x00"
     legacy = bytearray(GOLDEN_V0)
     legacy[12:16] = b"\x00\x00\x00\x00"
     marker = bytearray(B.build_control_batch(B.ABORT, offset=18, producer_id=1))
@@ -321,20 +385,23 @@ def _resign(raw: bytearray) -> bytes:
     return bytes(raw)
 
 
-@pytest.mark.parametrize("pos, value, match", [
-    (61, 0x7E, "fill|does not fit|length"),  # record 0 length 63: runs past the batch
-    (61, 0x03, "length"),  # record 0 length -2
-    (61, 0x10, "fit|fields|length"),  # record 0 length 8: one byte short
-    (64, 0x04, "offset delta"),  # record 0 offset delta 2 > last offset delta 1
-    (74, 0x00, "offset delta|increasing"),  # record 1 offset delta 0: not increasing
-    (65, 0x7E, "key length|fit"),  # record 0 key length 63
-    (65, 0x05, "key length|fit"),  # record 0 key length -3
-    (67, 0x7E, "value length|fit"),  # record 0 value length 63
-    (79, 0x7E, "header count|fit"),  # record 1 header count 63
-    (79, 0x00, "end|fields|bytes"),  # record 1 header count 0: header bytes left over
-    (80, 0x7E, "header key|fit"),  # record 1 header key length 63
-    (82, 0x05, "header value|fit"),  # record 1 header value length -3
-])
+@pytest.mark.parametrize(
+    "pos, value, match",
+    [
+        (61, 0x7E, "fill|does not fit|length"),  # record 0 length 63: runs past the batch
+        (61, 0x03, "length"),  # record 0 length -2
+        (61, 0x10, "fit|fields|length"),  # record 0 length 8: one byte short
+        (64, 0x04, "offset delta"),  # record 0 offset delta 2 > last offset delta 1
+        (74, 0x00, "offset delta|increasing"),  # record 1 offset delta 0: not increasing
+        (65, 0x7E, "key length|fit"),  # record 0 key length 63
+        (65, 0x05, "key length|fit"),  # record 0 key length -3
+        (67, 0x7E, "value length|fit"),  # record 0 value length 63
+        (79, 0x7E, "header count|fit"),  # record 1 header count 63
+        (79, 0x00, "end|fields|bytes"),  # record 1 header count 0: header bytes left over
+        (80, 0x7E, "header key|fit"),  # record 1 header key length 63
+        (82, 0x05, "header value|fit"),  # record 1 header value length -3
+    ],
+)
 def test_corrupt_record_fields(pos, value, match):
     raw = bytearray(GOLDEN_V2)
     raw[pos] = value
@@ -379,8 +446,11 @@ def test_random_byte_flips_never_escape(data):
     codec = data.draw(st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]))
     b1, r1, b2, r2 = two_batches(codec)
     raw = bytearray(b1 + b2)
-    flips = data.draw(st.lists(st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)),
-                               min_size=1, max_size=4))
+    flips = data.draw(
+        st.lists(
+            st.tuples(st.integers(0, len(raw) - 1), st.integers(1, 255)), min_size=1, max_size=4
+        )
+    )
     resign = data.draw(st.booleans())
     for pos, x in flips:
         raw[pos] ^= x
@@ -390,7 +460,7 @@ def test_random_byte_flips_never_escape(data):
             length = struct.unpack_from(">i", raw, p + 8)[0]
             if length < 9 or p + 12 + length > len(raw):
                 break
-            struct.pack_into(">I", raw, p + 17, B.crc32c(bytes(raw[p + 21:p + 12 + length])))
+            struct.pack_into(">I", raw, p + 17, B.crc32c(bytes(raw[p + 21 : p + 12 + length])))
             p += 12 + length
     try:
         batch, nxt = decode(bytes(raw), include_headers=True, max_decompressed=1 << 20)
@@ -419,18 +489,19 @@ def test_byte_flips_with_valid_crc_are_detected_or_harmless():
             except ProtocolError:
                 continue
             if ref is not None:
-                assert rows(batch) == [r for r in expected_rows(ref)
-                                       if r[0] >= 0], (pos, x)
+                assert rows(batch) == [r for r in expected_rows(ref) if r[0] >= 0], (pos, x)
 
 
 # ---- volume and shapes ---------------------------------------------------------------------
+
 
 def test_many_batches_cross_the_arena_target():
     data, expect, off = [], [], 0
     for i in range(40):
         n = 300 + i
-        raw, recs = make_batch(range(off, off + n), value_size=200, seed=i,
-                               compression=["none", "lz4", "zstd"][i % 3])
+        raw, recs = make_batch(
+            range(off, off + n), value_size=200, seed=i, compression=["none", "lz4", "zstd"][i % 3]
+        )
         data.append(raw)
         expect += recs
         off += n
@@ -443,8 +514,10 @@ def test_many_batches_cross_the_arena_target():
 
 def test_big_records_and_mixed_sizes():
     sizes = [0, 5, 100, 9000, 70000, 3, 100, 100, 100, 200000, 1]
-    recs = [B.Record(i, TS + i, os.urandom(i % 13) if i % 4 else None, os.urandom(s))
-            for i, s in enumerate(sizes)]
+    recs = [
+        B.Record(i, TS + i, os.urandom(i % 13) if i % 4 else None, os.urandom(s))
+        for i, s in enumerate(sizes)
+    ]
     batch, _ = decode(B.build_batch(recs))
     assert rows(batch) == expected_rows(recs, headers=False)
 
@@ -469,16 +542,25 @@ def test_legacy_and_v2_mixed_in_order():
     assert batch.column("offset").to_pylist() == [7, 8, 9, 10] and nxt == 11
 
 
-record_st = st.tuples(st.none() | st.binary(max_size=20), st.none() | st.binary(max_size=400),
-                      st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)),
-                               max_size=3).map(tuple),
-                      st.integers(-(1 << 35), 1 << 35), st.integers(1, 3))
+record_st = st.tuples(
+    st.none() | st.binary(max_size=20),
+    st.none() | st.binary(max_size=400),
+    st.lists(st.tuples(st.text(max_size=6), st.none() | st.binary(max_size=6)), max_size=3).map(
+        tuple
+    ),
+    st.integers(-(1 << 35), 1 << 35),
+    st.integers(1, 3),
+)
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.lists(st.lists(record_st, min_size=0, max_size=12), min_size=1, max_size=5),
-       st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]), st.integers(0, 1 << 45),
-       st.booleans(), st.data())
+@given(
+    st.lists(st.lists(record_st, min_size=0, max_size=12), min_size=1, max_size=5),
+    st.sampled_from(["none", "gzip", "snappy", "lz4", "zstd"]),
+    st.integers(0, 1 << 45),
+    st.booleans(),
+    st.data(),
+)
 def test_matches_reference_decoder(groups, codec, first, log_append, data):
     blob, expect, offset, next_expected = b"", [], first, first
     for group in groups:
@@ -491,8 +573,11 @@ def test_matches_reference_decoder(groups, codec, first, log_append, data):
             offset += 1
             next_expected = offset
             continue
-        raw = B.build_batch(recs, compression=codec,
-                            timestamp_type=B.LOG_APPEND_TIME if log_append else B.CREATE_TIME)
+        raw = B.build_batch(
+            recs,
+            compression=codec,
+            timestamp_type=B.LOG_APPEND_TIME if log_append else B.CREATE_TIME,
+        )
         blob += raw
         expect += B.decode_batch(raw)[1]
         next_expected = recs[-1].offset + 1

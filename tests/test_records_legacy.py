@@ -24,21 +24,25 @@ def rows(batch):
 
 # ---- tests ---------------------------------------------------------------------------------
 
+
 def test_golden_v1_and_v0():
     assert message(7, None, b"abc", magic=1, timestamp=TS) == GOLDEN_V1
     assert message(8, b"k", b"hi", magic=0) == GOLDEN_V0
     recs, nxt = L.decode_message_set(GOLDEN_V1 + GOLDEN_V0)
-    assert recs == [Record(7, TS, None, b"abc", (), CREATE_TIME),
-                    Record(8, -1, b"k", b"hi", (), NO_TIMESTAMP_TYPE)]
+    assert recs == [
+        Record(7, TS, None, b"abc", (), CREATE_TIME),
+        Record(8, -1, b"k", b"hi", (), NO_TIMESTAMP_TYPE),
+    ]
     assert nxt == 9
 
 
 def test_golden_through_decode_records():
-    batch, nxt = decode_records(GOLDEN_V1 + GOLDEN_V0, topic="old", partition=0,
-                                start_offset=0)
+    batch, nxt = decode_records(GOLDEN_V1 + GOLDEN_V0, topic="old", partition=0, start_offset=0)
     out = batch.to_pylist()
     assert [(r["offset"], r["key"], r["value"], r["timestampType"]) for r in out] == [
-        (7, None, b"abc", 0), (8, b"k", b"hi", -1)]
+        (7, None, b"abc", 0),
+        (8, b"k", b"hi", -1),
+    ]
     # magic 0 has no timestamp: -1 ms, as the Java consumer reports it
     assert batch.column("timestamp").cast("int64").to_pylist() == [TS * 1000, -1000]
     assert nxt == 9
@@ -74,35 +78,53 @@ def test_v1_relative_offsets_follow_the_wrapper_offset():
     assert [r.offset for r in recs] == [49, 50] and last == 50
 
 
-@pytest.mark.parametrize("bad, match", [
-    (lambda: message(1, None, b"x", magic=1, timestamp=TS, crc=1), "CRC"),
-    (lambda: message(1, None, b"x", magic=1, timestamp=TS, attributes=5), "codec"),
-    (lambda: message(1, None, None, magic=1, timestamp=TS, attributes=C.GZIP), "null"),
-    (lambda: message(1, None, C.compress("gzip", wrapper([(0, TS, None, b"x")], magic=1,
-                                                         codec=C.GZIP)),
-                     magic=1, timestamp=TS, attributes=C.GZIP), "nested"),
-    (lambda: message(1, None, C.compress("gzip", b"\x00" * 7), magic=1, timestamp=TS,
-                     attributes=C.GZIP), "inside a message"),
-])
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (lambda: message(1, None, b"x", magic=1, timestamp=TS, crc=1), "CRC"),
+        (lambda: message(1, None, b"x", magic=1, timestamp=TS, attributes=5), "codec"),
+        (lambda: message(1, None, None, magic=1, timestamp=TS, attributes=C.GZIP), "null"),
+        (
+            lambda: message(
+                1,
+                None,
+                C.compress("gzip", wrapper([(0, TS, None, b"x")], magic=1, codec=C.GZIP)),
+                magic=1,
+                timestamp=TS,
+                attributes=C.GZIP,
+            ),
+            "nested",
+        ),
+        (
+            lambda: message(
+                1, None, C.compress("gzip", b"\x00" * 7), magic=1, timestamp=TS, attributes=C.GZIP
+            ),
+            "inside a message",
+        ),
+    ],
+)
 def test_corrupt_messages(bad, match):
     raw = bad()
     with pytest.raises(CorruptRecordError, match=match):
         decode_records(raw, topic="t", partition=0, start_offset=0)
 
 
-@pytest.mark.parametrize("pos, value, match", [
-    (18, 1000, "key length"),  # keyLength past the message
-    (18, -2, "key length"),
-    (23, 5, "value length"),  # valueLength past the message
-    (23, 1, "after its value"),  # a message longer than its fields
-    (8, 13, "minimum"),  # messageSize below the smallest message
-])
+@pytest.mark.parametrize(
+    "pos, value, match",
+    [
+        (18, 1000, "key length"),  # keyLength past the message
+        (18, -2, "key length"),
+        (23, 5, "value length"),  # valueLength past the message
+        (23, 1, "after its value"),  # a message longer than its fields
+        (8, 13, "minimum"),  # messageSize below the smallest message
+    ],
+)
 def test_length_fields_are_checked(pos, value, match):
     raw = bytearray(GOLDEN_V0)
     struct.pack_into(">i", raw, pos, value)
     struct.pack_into(">I", raw, 12, zlib.crc32(bytes(raw[16:])))
     with pytest.raises(CorruptRecordError, match=match):
-        L.decode_message_set(bytes(raw[:12 + max(13, struct.unpack_from(">i", raw, 8)[0])]))
+        L.decode_message_set(bytes(raw[: 12 + max(13, struct.unpack_from(">i", raw, 8)[0])]))
 
 
 def test_truncated_trailing_message_is_ignored():
@@ -114,14 +136,18 @@ def test_truncated_trailing_message_is_ignored():
         assert batch.column("offset").to_pylist() == [7] and nxt2 == 8
 
 
-message_st = st.tuples(st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=200),
-                       st.integers(0, 1 << 42))
+message_st = st.tuples(
+    st.none() | st.binary(max_size=30), st.none() | st.binary(max_size=200), st.integers(0, 1 << 42)
+)
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(message_st, min_size=1, max_size=6), min_size=1, max_size=6),
-       st.sampled_from([0, 1]), st.sampled_from([0, C.GZIP, C.SNAPPY, C.LZ4]),
-       st.integers(0, 1 << 40))
+@given(
+    st.lists(st.lists(message_st, min_size=1, max_size=6), min_size=1, max_size=6),
+    st.sampled_from([0, 1]),
+    st.sampled_from([0, C.GZIP, C.SNAPPY, C.LZ4]),
+    st.integers(0, 1 << 40),
+)
 def test_round_trip_through_decode_records(groups, magic, codec, first):
     data, expected, offset = b"", [], first
     for group in groups:
@@ -137,8 +163,10 @@ def test_round_trip_through_decode_records(groups, magic, codec, first):
     batch, nxt = decode_records(data, topic="t", partition=0, start_offset=first)
     got = batch.to_pylist()
     assert [(r["offset"], r["key"], r["value"]) for r in got] == [
-        (o, k, v) for o, _, k, v in expected]
+        (o, k, v) for o, _, k, v in expected
+    ]
     assert [r["timestampType"] for r in got] == [0 if magic else -1] * len(expected)
-    assert batch.column("timestamp").cast("int64").to_pylist() == [t * 1000
-                                                                   for _, t, _, _ in expected]
+    assert batch.column("timestamp").cast("int64").to_pylist() == [
+        t * 1000 for _, t, _, _ in expected
+    ]
     assert nxt == offset

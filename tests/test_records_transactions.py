@@ -27,7 +27,7 @@ def aborted_list(records: bytes) -> list[tuple[int, int]]:
         if not h.attributes & 0x20:  # a data batch: remember where its transaction began
             first_offset.setdefault(h.producer_id, base)
             continue
-        data = bytes(records[pos + 61:pos + size])
+        data = bytes(records[pos + 61 : pos + size])
         marker = control_type(parse_records(data, h)[0].key)
         start = first_offset.pop(h.producer_id, None)
         if marker == ABORT and start is not None:
@@ -38,8 +38,9 @@ def aborted_list(records: bytes) -> list[tuple[int, int]]:
 def test_read_committed_drops_the_aborted_transactions_librdkafka_wrote(kafka, topic_name):
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
         client.create_topics({topic_name: 1})
-        p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
-                                      "transactional.id": f"tx-{topic_name}"})
+        p = confluent_kafka.Producer(
+            {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic_name}"}
+        )
         p.init_transactions(30)
         for outcome, n in (("commit", 10), ("abort", 5), ("commit", 7), ("abort", 3)):
             p.begin_transaction()
@@ -55,11 +56,17 @@ def test_read_committed_drops_the_aborted_transactions_librdkafka_wrote(kafka, t
     assert len(aborted) == 2 and aborted[0][1] == 11  # 10 records + 1 commit marker before
     sent = sorted((a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"])
     assert sent == aborted  # what Kafka says is what the log shows
-    committed, next_offset = decode_records(records, topic=topic_name, partition=0,
-                                            start_offset=0, read_committed=True,
-                                            aborted_transactions=sent)
+    committed, next_offset = decode_records(
+        records,
+        topic=topic_name,
+        partition=0,
+        start_offset=0,
+        read_committed=True,
+        aborted_transactions=sent,
+    )
     assert committed.column("value").to_pylist() == (
-        [b"commit-%d" % i for i in range(10)] + [b"commit-%d" % i for i in range(7)])
+        [b"commit-%d" % i for i in range(10)] + [b"commit-%d" % i for i in range(7)]
+    )
     assert next_offset == part["high_watermark"]  # past every marker and aborted batch
     everything, _ = decode_records(records, topic=topic_name, partition=0, start_offset=0)
     assert everything.num_rows == 25  # read_uncommitted keeps aborted records

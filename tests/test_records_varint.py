@@ -102,8 +102,9 @@ def _records_section(lengths_of_values, key=b"k"):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.integers(0, 20000) | st.integers(90, 110) | st.just(100), min_size=1,
-                max_size=400))
+@given(
+    st.lists(st.integers(0, 20000) | st.integers(90, 110) | st.just(100), min_size=1, max_size=400)
+)
 def test_find_record_ends_matches_walk(value_lengths):
     data = _records_section(value_lengths)
     padded = data + bytes(V.PAD)

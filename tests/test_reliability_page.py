@@ -25,13 +25,24 @@ def test_a_run_replaces_its_own_entries_and_keeps_the_others(tmp_path):
     figures, run, page = tmp_path / "figures.json", tmp_path / "run.json", tmp_path / "page.md"
     old = {"section": "faults", "what": "old", "records": 1, "mode": "soak", "at": "then"}
     figures.write_text(json.dumps({"faults/a": old, "faults/b": {**old, "what": "kept"}}))
-    run.write_text(json.dumps({"faults/a": {**old, "what": "new", "records": 2},
-                               "hour/c": {**old, "section": "other", "what": "added"}}))
-    assert reliability_report.main(["--json", str(run), "--figures", str(figures),
-                                    "--out", str(page)]) == 0
+    run.write_text(
+        json.dumps(
+            {
+                "faults/a": {**old, "what": "new", "records": 2},
+                "hour/c": {**old, "section": "other", "what": "added"},
+            }
+        )
+    )
+    assert (
+        reliability_report.main(["--json", str(run), "--figures", str(figures), "--out", str(page)])
+        == 0
+    )
     merged = json.loads(figures.read_text())
     assert {n: e["what"] for n, e in merged.items()} == {
-        "faults/a": "new", "faults/b": "kept", "hour/c": "added"}
+        "faults/a": "new",
+        "faults/b": "kept",
+        "hour/c": "added",
+    }
     text = page.read_text()
     assert "| `faults/a` | new |" in text and "| `faults/b` | kept |" in text
     assert "## Other" in text and os.path.basename(str(page)) == "page.md"

@@ -14,8 +14,13 @@ import time
 import pytest
 
 from protocol.config import ClientConfig
-from protocol.errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
-                             NotLeaderOrFollower)
+from protocol.errors import (
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    NotLeaderOrFollower,
+)
 from protocol.client.retry import RETRIABLE, RetryPolicy, is_retriable
 from tests.helpers.library import ROOT, library_sources
 
@@ -91,15 +96,19 @@ def test_a_caller_words_its_own_end():
     call = failing([Down("HTTP 503")] * 10)
     with pytest.raises(RuntimeError, match=r"registry: gave up after 2 attempts .*HTTP 503"):
         RetryPolicy(backoff_ms=1, attempts=2).run(
-            "registry", call, retriable=lambda e: isinstance(e, Down),
-            give_up=lambda tries, e: RuntimeError(f"registry: {tries.summary()}: {e}"))
+            "registry",
+            call,
+            retriable=lambda e: isinstance(e, Down),
+            give_up=lambda tries, e: RuntimeError(f"registry: {tries.summary()}: {e}"),
+        )
 
 
 def test_between_runs_before_each_new_attempt():
     seen = []
     call = failing([KafkaConnectionError("a"), KafkaConnectionError("b")], then=1)
     RetryPolicy(backoff_ms=1, attempts=5).run(
-        "x", call, between=lambda tries, e: seen.append((tries.count, str(e))))
+        "x", call, between=lambda tries, e: seen.append((tries.count, str(e)))
+    )
     assert seen == [(1, "a"), (2, "b")]
 
 
@@ -110,8 +119,9 @@ def test_a_waiting_budget_gives_kafkas_login_retry_count():
 
 
 def test_progress_restarts_the_clock_and_the_backoff():
-    tries = RetryPolicy(backoff_ms=10, max_backoff_ms=1000, timeout_ms=50,
-                        jitter=0).start("reading")
+    tries = RetryPolicy(backoff_ms=10, max_backoff_ms=1000, timeout_ms=50, jitter=0).start(
+        "reading"
+    )
     assert tries.failed_once() == pytest.approx(0.01)
     assert tries.failed_once() == pytest.approx(0.02)
     time.sleep(0.06)
@@ -132,15 +142,20 @@ def test_the_client_options_name_the_backoff():
     policy = RetryPolicy.for_client(ClientConfig(bootstrap_servers="h:1"), timeout_ms=5)
     assert (policy.backoff_ms, policy.max_backoff_ms, policy.timeout_ms) == (100, 1000, 5)
     config = ClientConfig(bootstrap_servers="h:1", retry_backoff_ms=7, retry_backoff_max_ms=70)
-    assert (RetryPolicy.for_client(config).backoff_ms,
-            RetryPolicy.for_client(config).max_backoff_ms) == (7, 70)
+    assert (
+        RetryPolicy.for_client(config).backoff_ms,
+        RetryPolicy.for_client(config).max_backoff_ms,
+    ) == (7, 70)
 
 
 def test_one_table_says_what_each_kind_of_call_retries():
     authz = BrokerError.for_code(29, topic="a")  # TOPIC_AUTHORIZATION_FAILED
     cut, bad = KafkaConnectionError("cut"), ConfigError("kafka.x: bad")
-    request, lookup, check = (RETRIABLE["request"], RETRIABLE["driver lookup"],
-                              RETRIABLE["topic check"])
+    request, lookup, check = (
+        RETRIABLE["request"],
+        RETRIABLE["driver lookup"],
+        RETRIABLE["topic check"],
+    )
     assert request(cut) and lookup(cut) and check(cut)
     assert not request(authz) and lookup(authz) and not check(authz)  # Spark retries any
     assert not request(bad) and not lookup(bad) and not check(bad)
@@ -159,8 +174,7 @@ def test_an_attempts_object_counts_the_attempts_started():
 # ---- the guard: no module but the policy's sleeps or counts retries ----------------------
 
 #: A word of a name that counts attempts (``attempt``, ``retries``, ``tries``...).
-_RETRY_WORDS = {"attempt", "attempts", "retry", "retries", "tries", "tried", "resend",
-                "resends"}
+_RETRY_WORDS = {"attempt", "attempts", "retry", "retries", "tries", "tried", "resend", "resends"}
 
 #: What the guard finds that is not a retry, by module and what it found; why next to each.
 ALLOWED = {
@@ -216,21 +230,35 @@ def retry_findings(source: str, path: str = "<snippet>") -> list[tuple[int, str]
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) == "sleep":
             found.add((node.lineno, f"{ast.unparse(node.func)}()"))
-        elif (isinstance(node, ast.Call) and _name(node.func) == "wait"
-              and (node.args or node.keywords)):
+        elif (
+            isinstance(node, ast.Call)
+            and _name(node.func) == "wait"
+            and (node.args or node.keywords)
+        ):
             found.add((node.lineno, f"{ast.unparse(node.func)}(timeout) as a sleep"))
-        elif isinstance(node, (ast.For, ast.comprehension)) and _counts_retries(node.target) \
-                and isinstance(node.iter, ast.Call) and _name(node.iter.func) == "range":
+        elif (
+            isinstance(node, (ast.For, ast.comprehension))
+            and _counts_retries(node.target)
+            and isinstance(node.iter, ast.Call)
+            and _name(node.iter.func) == "range"
+        ):
             found.add((node.target.lineno, f"loop over {_name(node.target)}"))
     for node in _in_functions(tree):
-        if (isinstance(node, ast.AugAssign) and isinstance(node.op, (ast.Add, ast.Sub))
-                and _counts_retries(node.target)):
+        if (
+            isinstance(node, ast.AugAssign)
+            and isinstance(node.op, (ast.Add, ast.Sub))
+            and _counts_retries(node.target)
+        ):
             found.add((node.lineno, f"counter {ast.unparse(node.target)}"))
         elif isinstance(node, ast.Assign) and _is_int(node.value):
-            found.update((node.lineno, f"counter {ast.unparse(t)}") for t in node.targets
-                         if _counts_retries(t))
-        elif (isinstance(node, ast.AnnAssign) and _is_int(node.value)
-              and _counts_retries(node.target)):
+            found.update(
+                (node.lineno, f"counter {ast.unparse(t)}")
+                for t in node.targets
+                if _counts_retries(t)
+            )
+        elif (
+            isinstance(node, ast.AnnAssign) and _is_int(node.value) and _counts_retries(node.target)
+        ):
             found.add((node.lineno, f"counter {ast.unparse(node.target)}"))
     return sorted(found)
 
@@ -247,8 +275,10 @@ def test_only_the_policy_sleeps_or_counts_retries():
                     allowed_seen.add((rel, what))
                 else:
                     offenders.append(f"{rel}:{line}: {what}")
-    assert not offenders, ("retry outside protocol.client.retry (hold an Attempts of a "
-                           "RetryPolicy instead):\n" + "\n".join(offenders))
+    assert not offenders, (
+        "retry outside protocol.client.retry (hold an Attempts of a "
+        "RetryPolicy instead):\n" + "\n".join(offenders)
+    )
     assert allowed_seen == ALLOWED, f"stale entries: {ALLOWED - allowed_seen}"
 
 
@@ -278,16 +308,23 @@ def test_the_guard_catches_a_loop_written_outside_the_policy():
             stop.wait()      # waits for a signal, not a sleep
     """)
     assert [what for _, what in retry_findings(snippet)] == [
-        "counter attempts", "counter attempts", "time.sleep()", "counter self.retries",
-        "self.stop.wait(timeout) as a sleep", "loop over attempt"]
+        "counter attempts",
+        "counter attempts",
+        "time.sleep()",
+        "counter self.retries",
+        "self.stop.wait(timeout) as a sleep",
+        "loop over attempt",
+    ]
 
 
 def test_a_client_retry_inside_another_makes_one_attempt():
     """OffsetFetch looks its coordinator up inside its own attempt: the lookup does not
     loop inside the outer loop, the outer loop retries both."""
     from protocol.client.cluster import KafkaClient
-    client = KafkaClient(bootstrap_servers="127.0.0.1:1", retry_backoff_ms=1,
-                         connect_timeout_ms=200)
+
+    client = KafkaClient(
+        bootstrap_servers="127.0.0.1:1", retry_backoff_ms=1, connect_timeout_ms=200
+    )
     inner_calls = []
 
     def inner():
@@ -313,8 +350,12 @@ def test_the_backoff_options_reach_every_retry_on_both_sides():
     from kafka_sink.options import parse_writer_options
     from kafka_source.options import parse_reader_options
 
-    base = {"kafka.bootstrap.servers": "127.0.0.1:9092", "topic": "t",
-            "kafka.retry.backoff.ms": "50", "kafka.retry.backoff.max.ms": "400"}
+    base = {
+        "kafka.bootstrap.servers": "127.0.0.1:9092",
+        "topic": "t",
+        "kafka.retry.backoff.ms": "50",
+        "kafka.retry.backoff.max.ms": "400",
+    }
     reader = parse_reader_options({**base, "subscribe": "t"}, for_streaming=False)
     writer = parse_writer_options(base)
     for config in (reader.client_config, writer.client_config):
@@ -324,7 +365,9 @@ def test_the_backoff_options_reach_every_retry_on_both_sides():
     low = parse_writer_options({**base, "kafka.retry.backoff.max.ms": "20"}).client_config
     assert (low.retry_backoff_ms, low.retry_backoff_max_ms) == (20, 20)
     defaults = parse_writer_options({"kafka.bootstrap.servers": "h:1", "topic": "t"})
-    assert (defaults.client_config.retry_backoff_ms,
-            defaults.client_config.retry_backoff_max_ms) == (100, 1000)
+    assert (
+        defaults.client_config.retry_backoff_ms,
+        defaults.client_config.retry_backoff_max_ms,
+    ) == (100, 1000)
     with pytest.raises(ConfigError, match="kafka.retry.backoff.max.ms"):
         parse_writer_options({**base, "kafka.retry.backoff.max.ms": "soon"})

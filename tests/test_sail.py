@@ -128,10 +128,15 @@ def sail_server(sail_python, tmp_path_factory):
     sail = os.path.join(os.path.dirname(sail_python), "sail")
     log_path = tmp / "server.log"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sail, "spark", "server", "--ip", "127.0.0.1", "--port",
-                                 str(port)], cwd=tmp, env=clean_env(sail_python),
-                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [sail, "spark", "server", "--ip", "127.0.0.1", "--port", str(port)],
+            cwd=tmp,
+            env=clean_env(sail_python),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while True:
@@ -152,27 +157,33 @@ def sail_server(sail_python, tmp_path_factory):
             proc.wait(30)
 
 
-def test_batch_write_and_read_on_sail(sail_python, sail_server, kafka, topic_name,
-                                      tmp_path):
+def test_batch_write_and_read_on_sail(sail_python, sail_server, kafka, topic_name, tmp_path):
     # The job stamps its records in November 2023, past Kafka's default retention (7 days):
     # without retention.ms=-1 the next retention check deletes them.
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
         client.create_topics({topic_name: PARTITIONS}, configs={"retention.ms": "-1"})
     job = write_job(str(tmp_path), JOB)
-    report = run_job(sail_python, [sail_python, job, sail_server, kafka.bootstrap, topic_name,
-                                   str(ROWS), str(PARTITIONS)], str(tmp_path), timeout=300)
+    report = run_job(
+        sail_python,
+        [sail_python, job, sail_server, kafka.bootstrap, topic_name, str(ROWS), str(PARTITIONS)],
+        str(tmp_path),
+        timeout=300,
+    )
     assert report["pyspark"].startswith("4.1"), report["pyspark"]
     # Sail does not look pyspark_* modules up: the session registers the class.
     assert report["auto_registered"] is not True
-    assert report["schema"] == ("struct<key:binary,value:binary,topic:string,partition:int,"
-                                "offset:bigint,timestamp:timestamp,timestampType:int,"
-                                "headers:array<struct<key:string,value:binary>>>")
-    expected = sorted([f"k{i:05d}", f"v{i:05d}", topic_name, i % PARTITIONS,
-                       1700000000000 + i, 0, "h", str(i)] for i in range(ROWS))
+    assert report["schema"] == (
+        "struct<key:binary,value:binary,topic:string,partition:int,"
+        "offset:bigint,timestamp:timestamp,timestampType:int,"
+        "headers:array<struct<key:string,value:binary>>>"
+    )
+    expected = sorted(
+        [f"k{i:05d}", f"v{i:05d}", topic_name, i % PARTITIONS, 1700000000000 + i, 0, "h", str(i)]
+        for i in range(ROWS)
+    )
     assert sorted(r[:4] + r[5:] for r in report["rows"]) == expected
     for p in range(PARTITIONS):  # every record of a partition once, at offsets 0..n-1
-        assert sorted(r[4] for r in report["rows"] if r[3] == p) == list(
-            range(ROWS // PARTITIONS))
+        assert sorted(r[4] for r in report["rows"] if r[3] == p) == list(range(ROWS // PARTITIONS))
     # Streaming on Sail 0.7.2: a readStream of a Python source is no stream, and a Python
     # data source is no streaming sink. docs/loading.md's table says so.
     assert "only supports streaming data" in report["read_stream"], report["read_stream"]

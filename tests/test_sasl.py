@@ -11,11 +11,26 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocol.errors import AuthenticationError, ConfigError, ProtocolError
-from protocol.sasl import (DEFAULT_MAX_ITERATIONS, PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE,
-                           SUPPORTED_MECHANISMS, PlainMechanism, ScramMechanism,
-                           escape_saslname, mechanism_for, parse_jaas_config)
-from .helpers.secrets import (RFC_NONCE, RFC_PASSWORD, RFC_PROOF, RFC_SALT, RFC_USER,
-                              _RFC_SALTED, assert_no_secret)
+from protocol.sasl import (
+    DEFAULT_MAX_ITERATIONS,
+    PLAIN_LOGIN_MODULE,
+    SCRAM_LOGIN_MODULE,
+    SUPPORTED_MECHANISMS,
+    PlainMechanism,
+    ScramMechanism,
+    escape_saslname,
+    mechanism_for,
+    parse_jaas_config,
+)
+from .helpers.secrets import (
+    RFC_NONCE,
+    RFC_PASSWORD,
+    RFC_PROOF,
+    RFC_SALT,
+    RFC_USER,
+    _RFC_SALTED,
+    assert_no_secret,
+)
 
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_NONCE = "rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
@@ -56,8 +71,15 @@ def _hi(hash_name: str, password: bytes, salt: bytes, iterations: int) -> bytes:
 class ScramServer:
     """Server side of one exchange: holds StoredKey/ServerKey only, like a broker."""
 
-    def __init__(self, hash_name: str, username: str, password: str, *,
-                 salt: bytes = b"server-salt-1234", iterations: int = 4096) -> None:
+    def __init__(
+        self,
+        hash_name: str,
+        username: str,
+        password: str,
+        *,
+        salt: bytes = b"server-salt-1234",
+        iterations: int = 4096,
+    ) -> None:
         salted = _hi(hash_name, password.encode(), salt, iterations)
         client_key = hmac.new(salted, b"Client Key", hash_name).digest()
         self.hash_name, self.username = hash_name, username
@@ -75,8 +97,9 @@ class ScramServer:
         user = user_attr[2:].replace("=2C", ",").replace("=3D", "=")
         assert user == self.username
         self.nonce = nonce_attr[2:] + "srv-NONCE_xyz"
-        self.server_first_msg = (f"r={self.nonce},s={base64.b64encode(self.salt).decode()},"
-                                 f"i={self.iterations}")
+        self.server_first_msg = (
+            f"r={self.nonce},s={base64.b64encode(self.salt).decode()},i={self.iterations}"
+        )
         return self.server_first_msg.encode()
 
     def server_final(self, client_final: bytes) -> bytes:
@@ -173,7 +196,7 @@ SERVER_FIRST_REJECTIONS = [
     # (server-first message, expected error, text expected in the message)
     (f"r=someoneElsesNonce123,s={_S},i=4096", AuthenticationError, "nonce"),
     (f"r=XrOprNGfwEbeRWgbNEkqO123,s={_S},i=4096", AuthenticationError, "nonce"),
-    (f"r={RFC_NONCE},s={_S},i=4096", AuthenticationError, "nonce"),          # not longer
+    (f"r={RFC_NONCE},s={_S},i=4096", AuthenticationError, "nonce"),  # not longer
     (f"r={RFC_NONCE}abc\x7f,s={_S},i=4096", AuthenticationError, "nonce"),
     (f"r={_N},s={_S},i=1", AuthenticationError, "1 iterations"),
     (f"r={_N},s={_S},i=4095", AuthenticationError, "4095 iterations"),
@@ -191,9 +214,9 @@ SERVER_FIRST_REJECTIONS = [
     (f"r={_N},s=sälz,i=4096", AuthenticationError, "base64"),
     (f"r={_N},s=====,i=4096", AuthenticationError, "base64"),
     (f"m=ext,r={_N},s={_S},i=4096", AuthenticationError, "mandatory extension"),
-    (f"r={_N},s={_S}", AuthenticationError, "exactly the attributes"),        # missing i
-    (f"r={_N},i=4096", AuthenticationError, "exactly the attributes"),        # missing s
-    (f"s={_S},i=4096", AuthenticationError, "exactly the attributes"),        # missing r
+    (f"r={_N},s={_S}", AuthenticationError, "exactly the attributes"),  # missing i
+    (f"r={_N},i=4096", AuthenticationError, "exactly the attributes"),  # missing s
+    (f"s={_S},i=4096", AuthenticationError, "exactly the attributes"),  # missing r
     (f"r={_N},s={_S},i=4096,x=extra", AuthenticationError, "exactly the attributes"),
     (f"r={_N},r={_N},s={_S},i=4096", AuthenticationError, "exactly the attributes"),
     (f"s={_S},r={_N},i=4096", AuthenticationError, "exactly the attributes"),
@@ -240,8 +263,9 @@ def test_iteration_bounds_are_configurable():
 # -- server-final rejections --------------------------------------------------------------
 
 _GOOD_SIG = RFC_SERVER_FINAL[2:].decode()
-_FLIPPED = base64.b64encode(bytes([base64.b64decode(_GOOD_SIG)[0] ^ 1])
-                            + base64.b64decode(_GOOD_SIG)[1:]).decode()
+_FLIPPED = base64.b64encode(
+    bytes([base64.b64decode(_GOOD_SIG)[0] ^ 1]) + base64.b64decode(_GOOD_SIG)[1:]
+).decode()
 
 SERVER_FINAL_REJECTIONS = [
     (f"v={_FLIPPED}", AuthenticationError, "signature does not match"),
@@ -295,24 +319,26 @@ def test_steps_out_of_order_are_config_errors():
         mech.client_final(RFC_SERVER_FIRST.decode())  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("kwargs,text", [
-    ({"mechanism": "SCRAM-SHA-1"}, "SCRAM-SHA-256, SCRAM-SHA-512"),
-    ({"username": ""}, "username"),
-    ({"username": "a\0b"}, "NUL"),
-    ({"password": ""}, "empty"),
-    ({"password": 1234}, "str or bytes"),
-    ({"nonce": "has,comma"}, "nonce"),
-    ({"nonce": ""}, "nonce"),
-    ({"nonce": "späce"}, "nonce"),
-    ({"min_iterations": 0}, "min_iterations"),
-    ({"max_iterations": 1.5}, "max_iterations"),
-    ({"min_iterations": 10, "max_iterations": 5}, "exceeds"),
-])
+@pytest.mark.parametrize(
+    "kwargs,text",
+    [
+        ({"mechanism": "SCRAM-SHA-1"}, "SCRAM-SHA-256, SCRAM-SHA-512"),
+        ({"username": ""}, "username"),
+        ({"username": "a\0b"}, "NUL"),
+        ({"password": ""}, "empty"),
+        ({"password": 1234}, "str or bytes"),
+        ({"nonce": "has,comma"}, "nonce"),
+        ({"nonce": ""}, "nonce"),
+        ({"nonce": "späce"}, "nonce"),
+        ({"min_iterations": 0}, "min_iterations"),
+        ({"max_iterations": 1.5}, "max_iterations"),
+        ({"min_iterations": 10, "max_iterations": 5}, "exceeds"),
+    ],
+)
 def test_scram_constructor_rejects_bad_options(kwargs, text):
     args = {"mechanism": "SCRAM-SHA-256", "username": "u", "password": "pencil", **kwargs}
     with pytest.raises(ConfigError, match=text) as info:
-        ScramMechanism(args.pop("mechanism"), args.pop("username"), args.pop("password"),
-                       **args)
+        ScramMechanism(args.pop("mechanism"), args.pop("username"), args.pop("password"), **args)
     assert_no_secret(info.value)
 
 
@@ -328,14 +354,17 @@ def test_saslname_escaping():
 def test_saslname_escaping_round_trips(username):
     first = ScramMechanism("SCRAM-SHA-256", username, "p", nonce="n").client_first().decode()
     assert first.startswith("n,,n=") and first.endswith(",r=n")
-    escaped = first[len("n,,n="):-len(",r=n")]
+    escaped = first[len("n,,n=") : -len(",r=n")]
     assert "," not in escaped
     assert escaped.replace("=2C", ",").replace("=3D", "=") == username
 
 
 def test_repr_hides_password():
-    for mech in (rfc_mechanism(), PlainMechanism("user", "pencil"),
-                 mechanism_for("SCRAM-SHA-512", "user", b"pencil")):
+    for mech in (
+        rfc_mechanism(),
+        PlainMechanism("user", "pencil"),
+        mechanism_for("SCRAM-SHA-512", "user", b"pencil"),
+    ):
         assert "pencil" not in repr(mech) and "pencil" not in str(mech)
         assert "user" in repr(mech)
 
@@ -363,10 +392,16 @@ def test_plain_misuse_and_unexpected_challenge():
     assert not mech.done
 
 
-@pytest.mark.parametrize("username,password,text", [
-    ("", "pw-secret", "username"), ("a\0b", "pw-secret", "NUL"),
-    ("alice", "pw\0secret", "NUL"), ("alice", "", "empty"), ("alice", None, "str or bytes"),
-])
+@pytest.mark.parametrize(
+    "username,password,text",
+    [
+        ("", "pw-secret", "username"),
+        ("a\0b", "pw-secret", "NUL"),
+        ("alice", "pw\0secret", "NUL"),
+        ("alice", "", "empty"),
+        ("alice", None, "str or bytes"),
+    ],
+)
 def test_plain_rejects_bad_credentials(username, password, text):
     with pytest.raises(ConfigError, match=text) as info:
         PlainMechanism(username, password)
@@ -400,21 +435,25 @@ def test_jaas_plain():
 
 
 def test_jaas_scram_with_whitespace_other_options_and_bare_words():
-    text = (f'\n  {SCRAM_LOGIN_MODULE}\n    REQUIRED\n    username=bob\n'
-            '    tokenauth="false"\n    password = "p;a=s s"  ;  \n')
+    text = (
+        f"\n  {SCRAM_LOGIN_MODULE}\n    REQUIRED\n    username=bob\n"
+        '    tokenauth="false"\n    password = "p;a=s s"  ;  \n'
+    )
     assert parse_jaas_config(text) == ("bob", "p;a=s s", SCRAM_LOGIN_MODULE)
 
 
 def test_jaas_escaped_quotes_and_backslashes():
-    text = (f'{PLAIN_LOGIN_MODULE} required username="a\\"b" '
-            'password="say \\"hi\\" \\\\ back\\\\slash";')
+    text = (
+        f'{PLAIN_LOGIN_MODULE} required username="a\\"b" '
+        'password="say \\"hi\\" \\\\ back\\\\slash";'
+    )
     assert parse_jaas_config(text) == ('a"b', 'say "hi" \\ back\\slash', PLAIN_LOGIN_MODULE)
 
 
 def test_jaas_single_quotes_as_confluent_writes_them():
     """Java's JaasConfig takes '...' as well as "..." (Confluent's examples use '...')."""
-    text = (f"{PLAIN_LOGIN_MODULE} required username='alice' password='it\\'s \"x\"';")
-    assert parse_jaas_config(text) == ("alice", "it's \"x\"", PLAIN_LOGIN_MODULE)
+    text = f"{PLAIN_LOGIN_MODULE} required username='alice' password='it\\'s \"x\"';"
+    assert parse_jaas_config(text) == ("alice", 'it\'s "x"', PLAIN_LOGIN_MODULE)
 
 
 @given(st.text(min_size=1))
@@ -438,10 +477,16 @@ BAD_JAAS = [
     (f'{PLAIN_LOGIN_MODULE} required username="u" password="{JAAS_SECRET};', "unterminated"),
     (f'{PLAIN_LOGIN_MODULE} required username="u" password={JAAS_SECRET} x;', "'='"),
     (f'{PLAIN_LOGIN_MODULE} required username="u" password=hun ter2-Secret;', "'='"),
-    (f'{PLAIN_LOGIN_MODULE} required username="u" password="{JAAS_SECRET}" '
-     f'password="{JAAS_SECRET}";', "twice"),
-    (f'{PLAIN_LOGIN_MODULE} required username="u" password="{JAAS_SECRET}"; '
-     f'{PLAIN_LOGIN_MODULE} required username="v" password="w";', "one login module"),
+    (
+        f'{PLAIN_LOGIN_MODULE} required username="u" password="{JAAS_SECRET}" '
+        f'password="{JAAS_SECRET}";',
+        "twice",
+    ),
+    (
+        f'{PLAIN_LOGIN_MODULE} required username="u" password="{JAAS_SECRET}"; '
+        f'{PLAIN_LOGIN_MODULE} required username="v" password="w";',
+        "one login module",
+    ),
     (f'{PLAIN_LOGIN_MODULE} required username="u" password=;', "option value"),
     (f'"quoted.Module" required username="u" password="{JAAS_SECRET}";', "class name"),
     (f'{PLAIN_LOGIN_MODULE} required username="u" ="{JAAS_SECRET}";', "option name"),
@@ -513,9 +558,12 @@ def test_plausible_server_first_only_raises_typed_errors(suffix, salt, iteration
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.binary(max_size=200),
-                 st.lists(_attribute, min_size=1, max_size=3).map(
-                     lambda a: ",".join(a).encode())))
+@given(
+    st.one_of(
+        st.binary(max_size=200),
+        st.lists(_attribute, min_size=1, max_size=3).map(lambda a: ",".join(a).encode()),
+    )
+)
 def test_garbage_server_final_only_raises_typed_errors(data):
     mech = after_client_final()
     with pytest.raises(_TYPED) as info:

@@ -55,42 +55,70 @@ def _prepare(options: dict, name: str, tmp_path, broker=None) -> dict:
                 client.create_topics({topic: 1})
             else:
                 create_topic(broker, topic, 1, client=client)
-    return {"options": options, "source": f"{name}-src", "target": f"{name}-dst",
-            "checkpoint": str(tmp_path / f"{name}-checkpoint")}
+    return {
+        "options": options,
+        "source": f"{name}-src",
+        "target": f"{name}-dst",
+        "checkpoint": str(tmp_path / f"{name}-checkpoint"),
+    }
 
 
 def test_batch_and_exactly_once_stream_through_oauthbearer_and_msk_iam(
-        signin_kafka, signin_issuer, signin_pki, tmp_path, monkeypatch):
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE"):
+    signin_kafka, signin_issuer, signin_pki, tmp_path, monkeypatch
+):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", KEY)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     # the operator's allow-list: the child driver, its JVM and Python workers inherit it
     monkeypatch.setenv("PYKAFKA_ALLOWED_URLS", signin_issuer.token_endpoint)
-    oauth_options = {**jvm_options(signin_kafka.listener("SASL_SSL"),
-                                   signin_issuer.token_endpoint, secret=CLIENT_SECRET),
-                     "kafka.security.protocol": "SASL_SSL",
-                     "kafka.ssl.cafile": str(signin_pki / "ca.pem")}
+    oauth_options = {
+        **jvm_options(
+            signin_kafka.listener("SASL_SSL"), signin_issuer.token_endpoint, secret=CLIENT_SECRET
+        ),
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
+    }
     del oauth_options["subscribe"]
-    with SaslRelayBroker(mechanisms=("AWS_MSK_IAM",), check_token=check_msk_payload,
-                         session_lifetime_ms=SESSION_MS) as msk, tansu_behind(msk) as tansu:
+    with (
+        SaslRelayBroker(
+            mechanisms=("AWS_MSK_IAM",),
+            check_token=check_msk_payload,
+            session_lifetime_ms=SESSION_MS,
+        ) as msk,
+        tansu_behind(msk) as tansu,
+    ):
         msk_options = {
-            "kafka.bootstrap.servers": msk.bootstrap, "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.bootstrap.servers": msk.bootstrap,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
             "kafka.sasl.mechanism": "AWS_MSK_IAM",
             "kafka.sasl.jaas.config": f"{IAM_MODULE} required;",
-            "kafka.sasl.client.callback.handler.class":
-                "software.amazon.msk.auth.iam.IAMClientCallbackHandler"}
-        spec = {"oauth": _prepare(oauth_options, "oauth", tmp_path),
-                "msk": _prepare(msk_options, "msk", tmp_path, broker=tansu)}
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+            "kafka.sasl.client.callback.handler.class": (
+                "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
+            ),
+        }
+        spec = {
+            "oauth": _prepare(oauth_options, "oauth", tmp_path),
+            "msk": _prepare(msk_options, "msk", tmp_path, broker=tansu),
+        }
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(
+                [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+            ),
+        )
         log = tmp_path / "child.log"
         with open(log, "w") as stderr:
-            child = subprocess.run([sys.executable, "-m", "tests.sasl_spark_child",
-                                    json.dumps(spec)], cwd=REPO, env=env, text=True,
-                                   stdout=subprocess.PIPE, stderr=stderr, timeout=540)
+            child = subprocess.run(
+                [sys.executable, "-m", "tests.sasl_spark_child", json.dumps(spec)],
+                cwd=REPO,
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                timeout=540,
+            )
         child_log = log.read_text()
         assert child.returncode == 0, child_log[-3000:]
         results = json.loads(child.stdout.strip().splitlines()[-1])
@@ -101,10 +129,15 @@ def test_batch_and_exactly_once_stream_through_oauthbearer_and_msk_iam(
         # each MSK sign-in is signed when it happens, not once
         assert len({payload["x-amz-date"] for _, payload in msk.bearer}) > 1
     # Kafka's own tool: the stream committed transactions under its prefix there
-    listed = signin_kafka.tool("org.apache.kafka.tools.TransactionsCommand",
-                               "--bootstrap-server", signin_kafka.bootstrap, "list").stdout
-    assert any(line.startswith("sasl-oauth") and "CompleteCommit" in line
-               for line in listed.splitlines()), listed
+    listed = signin_kafka.tool(
+        "org.apache.kafka.tools.TransactionsCommand",
+        "--bootstrap-server",
+        signin_kafka.bootstrap,
+        "list",
+    ).stdout
+    assert any(
+        line.startswith("sasl-oauth") and "CompleteCommit" in line for line in listed.splitlines()
+    ), listed
     assert "== Physical Plan ==" in child.stdout  # the plans were printed, and hold no secret
     assert CLIENT_SECRET not in child.stdout + child_log
     assert SECRET not in child.stdout + child_log

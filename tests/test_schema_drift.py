@@ -7,6 +7,7 @@ guide's fields (names, order, types including compact / nullable forms, nesting)
 guide's header versions. The guide shows neither tagged fields nor whether an array may be
 null; test_schema_roundtrip.py covers those.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,11 @@ KINDS = ("request", "response")
 # Versions the guide marks "This version of the request is unstable." We implement them (they
 # are in the guide's range) but a broker only offers them when told to; this list notices when
 # the guide changes its mind.
-UNSTABLE = {("OffsetCommit", "request", 10), ("OffsetFetch", "request", 10),
-            ("InitProducerId", "request", 6)}
+UNSTABLE = {
+    ("OffsetCommit", "request", 10),
+    ("OffsetFetch", "request", 10),
+    ("InitProducerId", "request", 6),
+}
 
 
 def _cases():
@@ -73,8 +77,9 @@ def test_version_ranges_match(name, kind):
     message = getattr(BY_NAME[name], kind)
     ours = set(message.versions)  # raises for an open-ended range: ours must be closed
     guide = {int(v) for v in GUIDE[name][kind]}
-    assert ours == guide, (f"{name} {kind}: only ours {sorted(ours - guide)}, "
-                           f"only the guide's {sorted(guide - ours)}")
+    assert ours == guide, (
+        f"{name} {kind}: only ours {sorted(ours - guide)}, only the guide's {sorted(guide - ours)}"
+    )
 
 
 @pytest.mark.parametrize("name,kind,version", list(_cases()))
@@ -82,8 +87,9 @@ def test_fields_match_the_guide(name, kind, version):
     message = getattr(BY_NAME[name], kind)
     guide = GUIDE[name][kind][str(version)]
     ours = _as_lists(message.describe(version))
-    assert ours == guide["fields"], _first_difference(ours, guide["fields"], f"{name} {kind} "
-                                                                           f"v{version}")
+    assert ours == guide["fields"], _first_difference(
+        ours, guide["fields"], f"{name} {kind} v{version}"
+    )
 
 
 @pytest.mark.parametrize("name,kind,version", list(_cases()))
@@ -98,8 +104,13 @@ def test_header_and_flexible_versions_match(name, kind, version):
 
 
 def test_unstable_versions_are_the_known_ones():
-    found = {(name, kind, int(v)) for name, entry in GUIDE.items() for kind in KINDS
-             for v, body in entry[kind].items() if body.get("unstable")}
+    found = {
+        (name, kind, int(v))
+        for name, entry in GUIDE.items()
+        for kind in KINDS
+        for v, body in entry[kind].items()
+        if body.get("unstable")
+    }
     assert found == UNSTABLE
 
 
@@ -129,8 +140,9 @@ Request header version: 1
 
 
 def _load_extractor():
-    spec = importlib.util.spec_from_file_location("extract_guide_bnf",
-                                                  ROOT / "scripts" / "extract_guide_bnf.py")
+    spec = importlib.util.spec_from_file_location(
+        "extract_guide_bnf", ROOT / "scripts" / "extract_guide_bnf.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -141,15 +153,31 @@ def test_extractor_reads_both_layouts():
     data = ext.extract(SAMPLE, {7})
     assert set(data) == {"Thing"}
     req = data["Thing"]["request"]
-    assert req["0"] == {"header": 1, "flexible": False,
-                        "fields": [["key", "STRING", None], ["names", "ARRAY", "STRING"]]}
+    assert req["0"] == {
+        "header": 1,
+        "flexible": False,
+        "fields": [["key", "STRING", None], ["names", "ARRAY", "STRING"]],
+    }
     assert req["1"] == {
-        "header": 2, "flexible": True, "unstable": True,
-        "fields": [["items", "COMPACT_ARRAY", [
-            ["id", "COMPACT_STRING", None],
-            ["parts", "COMPACT_ARRAY", [["index", "INT32", None],
-                                        ["nodes", "COMPACT_ARRAY", "INT32"]]]]],
-                   ["flag", "BOOLEAN", None]]}
+        "header": 2,
+        "flexible": True,
+        "unstable": True,
+        "fields": [
+            [
+                "items",
+                "COMPACT_ARRAY",
+                [
+                    ["id", "COMPACT_STRING", None],
+                    [
+                        "parts",
+                        "COMPACT_ARRAY",
+                        [["index", "INT32", None], ["nodes", "COMPACT_ARRAY", "INT32"]],
+                    ],
+                ],
+            ],
+            ["flag", "BOOLEAN", None],
+        ],
+    }
     resp = data["Thing"]["response"]
     assert resp["0"] == {"header": 0, "flexible": False, "fields": []}
     assert resp["1"]["fields"] == [["error_code", "INT16", None]]

@@ -22,8 +22,10 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa
 from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-V1_PLUS = {**V1, "fields": V1["fields"] + [
-    {"name": "email", "type": ["null", "string"], "default": None}]}
+V1_PLUS = {
+    **V1,
+    "fields": V1["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}],
+}
 
 
 @pytest.fixture(scope="module")
@@ -33,31 +35,47 @@ def registry():
     server.stop()
 
 
-def test_batch_read_of_an_evolved_topic_with_permissive_corrupt_rows(spark, mock_cluster,
-                                                                     registry, topic_name):
+def test_batch_read_of_an_evolved_topic_with_permissive_corrupt_rows(
+    spark, mock_cluster, registry, topic_name
+):
     create_topic(mock_cluster, topic_name, 1)
     old = [{"id": i, "name": f"n{i}", "score": i} for i in range(4)]
-    new = [{"id": 100 + i, "score": 2**33 + i, "tier": "PRO", "tags": ["x"] * i,
-            "email": f"{i}@e" if i % 2 else None} for i in range(4)]
+    new = [
+        {
+            "id": 100 + i,
+            "score": 2**33 + i,
+            "tier": "PRO",
+            "tags": ["x"] * i,
+            "email": f"{i}@e" if i % 2 else None,
+        }
+        for i in range(4)
+    ]
     written = produce(mock_cluster.bootstrap, topic_name, registry.url, V1, old)
     written += produce(mock_cluster.bootstrap, topic_name, registry.url, V2, [None] + new)
     p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
     p.produce(topic_name, value=b"\x00\x00\x00\x00\x02\xff", partition=0)  # cut short
     assert p.flush(10) == 0
 
-    df = (spark.read.format("pykafka").option("kafka.bootstrap.servers",
-                                              mock_cluster.bootstrap)
-          .option("subscribe", topic_name).option("valueFormat", "avro")
-          .option("schema.registry.url", registry.url).option("mode", "PERMISSIVE")
-          .option("includeHeaders", "true").load())
+    df = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("subscribe", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry.url)
+        .option("mode", "PERMISSIVE")
+        .option("includeHeaders", "true")
+        .load()
+    )
     assert df.schema.simpleString() == (
         "struct<key:binary,value:struct<id:bigint,score:bigint,tier:string,"
         "tags:array<string>,email:string>,topic:string,partition:int,offset:bigint,"
         "timestamp:timestamp,timestampType:int,headers:array<struct<key:string,"
-        "value:binary>>,valueSchemaId:int,valueCorruptRecord:binary>")
+        "value:binary>>,valueSchemaId:int,valueCorruptRecord:binary>"
+    )
     rows = df.orderBy("offset").collect()
-    de = AvroDeserializer(SchemaRegistryClient({"url": registry.url}),
-                          Schema(json.dumps(V2), "AVRO"))
+    de = AvroDeserializer(
+        SchemaRegistryClient({"url": registry.url}), Schema(json.dumps(V2), "AVRO")
+    )
     ctx = SerializationContext(topic_name, MessageField.VALUE)
     want = [de(v, ctx) if v is not None else None for v, _ in written] + [None]
     got = [r.value.asDict(recursive=True) if r.value is not None else None for r in rows]
@@ -65,12 +83,15 @@ def test_batch_read_of_an_evolved_topic_with_permissive_corrupt_rows(spark, mock
     assert [r.valueSchemaId for r in rows] == [1] * 4 + [None] + [2] * 5
     assert [r.valueCorruptRecord for r in rows] == [None] * 9 + [b"\x00\x00\x00\x00\x02\xff"]
 
-    failing = (spark.read.format("pykafka").option("kafka.bootstrap.servers",
-                                                   mock_cluster.bootstrap)
-               .option("subscribe", topic_name).option("valueFormat", "avro")
-               .option("schema.registry.url", registry.url).load())
-    with pytest.raises(Exception, match=f"topic '{topic_name}' partition 0 offset 9, "
-                                        "schema id 2"):
+    failing = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("subscribe", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry.url)
+        .load()
+    )
+    with pytest.raises(Exception, match=f"topic '{topic_name}' partition 0 offset 9, schema id 2"):
         failing.collect()
 
 
@@ -87,33 +108,59 @@ def _wait_for(query, count: int, table: str, spark, timeout: float = 120) -> lis
 
 
 def test_stream_meets_a_new_schema_id_and_does_not_call_the_registry_per_batch(
-        spark, mock_cluster, registry, topic_name, tmp_path):
+    spark, mock_cluster, registry, topic_name, tmp_path
+):
     create_topic(mock_cluster, topic_name, 1)
     url = registry.url
-    produce(mock_cluster.bootstrap, topic_name, url, V1,
-            [{"id": i, "name": "a", "score": i} for i in range(3)])
+    produce(
+        mock_cluster.bootstrap,
+        topic_name,
+        url,
+        V1,
+        [{"id": i, "name": "a", "score": i} for i in range(3)],
+    )
     table = "registry_stream_" + topic_name.replace("-", "_")[-20:]
-    query = (spark.readStream.format("pykafka")
-             .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-             .option("subscribe", topic_name).option("startingOffsets", "earliest")
-             .option("valueFormat", "avro").option("schema.registry.url", url).load()
-             .selectExpr("offset", "value.id AS id", "value.name AS name", "valueSchemaId")
-             .writeStream.format("memory").queryName(table)
-             .option("checkpointLocation", str(tmp_path / "cp"))
-             .trigger(processingTime="300 milliseconds").start())
+    query = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("subscribe", topic_name)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", url)
+        .load()
+        .selectExpr("offset", "value.id AS id", "value.name AS name", "valueSchemaId")
+        .writeStream.format("memory")
+        .queryName(table)
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .trigger(processingTime="300 milliseconds")
+        .start()
+    )
     try:
         _wait_for(query, 3, table, spark)
         registry.reset_calls()
-        for round_ in range(3):   # more micro-batches, a seen id: no registry call
-            produce(mock_cluster.bootstrap, topic_name, url, V1,
-                    [{"id": 10 + round_, "name": "b", "score": 0}])
+        for round_ in range(3):  # more micro-batches, a seen id: no registry call
+            produce(
+                mock_cluster.bootstrap,
+                topic_name,
+                url,
+                V1,
+                [{"id": 10 + round_, "name": "b", "score": 0}],
+            )
             _wait_for(query, 4 + round_, table, spark)
-        assert [c for c in registry.calls() if not c[1].startswith("/associations")
-                and not c[0] == "POST"] == []
+        assert [
+            c
+            for c in registry.calls()
+            if not c[1].startswith("/associations") and not c[0] == "POST"
+        ] == []
         # A producer evolves the schema mid-stream: an id the plan did not have.
         for round_ in range(6):
-            produce(mock_cluster.bootstrap, topic_name, url, V1_PLUS,
-                    [{"id": 20 + round_, "name": "c", "score": 1, "email": "e"}])
+            produce(
+                mock_cluster.bootstrap,
+                topic_name,
+                url,
+                V1_PLUS,
+                [{"id": 20 + round_, "name": "c", "score": 1, "email": "e"}],
+            )
             rows = _wait_for(query, 7 + round_, table, spark)
         old_id, new_id = registry.subjects[f"{topic_name}-value"]
         lookups = [c for c in registry.calls() if c[1].startswith("/schemas/ids/")]
@@ -123,15 +170,21 @@ def test_stream_meets_a_new_schema_id_and_does_not_call_the_registry_per_batch(
         assert 1 <= len(lookups) <= 4 and set(lookups) == {("GET", f"/schemas/ids/{new_id}")}
         a, b = old_id, new_id
         assert sorted((r.offset, r.id, r.name, r.valueSchemaId) for r in rows) == [
-            (0, 0, "a", a), (1, 1, "a", a), (2, 2, "a", a), (3, 10, "b", a), (4, 11, "b", a),
-            (5, 12, "b", a)] + [(6 + i, 20 + i, "c", b) for i in range(6)]
+            (0, 0, "a", a),
+            (1, 1, "a", a),
+            (2, 2, "a", a),
+            (3, 10, "b", a),
+            (4, 11, "b", a),
+            (5, 12, "b", a),
+        ] + [(6 + i, 20 + i, "c", b) for i in range(6)]
     finally:
         query.stop()
 
 
 def _consume(bootstrap, topic, count, timeout=30.0):
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": topic,
-                                  "auto.offset.reset": "earliest"})
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": topic, "auto.offset.reset": "earliest"}
+    )
     c.subscribe([topic])
     got, deadline = [], time.monotonic() + timeout
     try:
@@ -144,53 +197,97 @@ def _consume(bootstrap, topic, count, timeout=30.0):
     return sorted(got, key=lambda m: m.offset())
 
 
-def test_writer_frames_avro_as_confluent_s_deserializer_reads_it(spark, mock_cluster,
-                                                                  registry, topic_name):
+def test_writer_frames_avro_as_confluent_s_deserializer_reads_it(
+    spark, mock_cluster, registry, topic_name
+):
     import datetime as dt
+
     create_topic(mock_cluster, topic_name, 1)
     df = spark.createDataFrame(
-        [(1, "a", [1.5], {"k": 1}, dt.date(2024, 2, 29),
-          dt.datetime(2024, 1, 2, 3, 4, 5, 123456)),
-         (2, None, [], {}, None, None)],
+        [
+            (
+                1,
+                "a",
+                [1.5],
+                {"k": 1},
+                dt.date(2024, 2, 29),
+                dt.datetime(2024, 1, 2, 3, 4, 5, 123456),
+            ),
+            (2, None, [], {}, None, None),
+        ],
         "id long, name string, xs array<double>, m map<string,int>, d date, ts timestamp",
     ).coalesce(1)  # one task: the rows reach the topic in this order
-    out = df.selectExpr("CAST(id AS STRING) AS key",
-                        "IF(id = 2, NULL, struct(id, name, xs, m, d, ts)) AS value")
-    (out.write.format("pykafka").option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-     .option("topic", topic_name).option("valueFormat", "avro")
-     .option("schema.registry.url", registry.url).option("auto.register.schemas", "true")
-     .mode("append").save())
+    out = df.selectExpr(
+        "CAST(id AS STRING) AS key", "IF(id = 2, NULL, struct(id, name, xs, m, d, ts)) AS value"
+    )
+    (
+        out.write.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("topic", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry.url)
+        .option("auto.register.schemas", "true")
+        .mode("append")
+        .save()
+    )
     subject = f"{topic_name}-value"
     assert len(registry.subjects[subject]) == 1
     schema_id = registry.subjects[subject][0]
     registered = json.loads(registry.schemas[schema_id - 1]["schema"])
     assert registered[0]["name"] == "topLevelRecord" and registered[1] == "null"
     # A second write with the subject's latest schema (no registration): same id.
-    (out.limit(1).write.format("pykafka")
-     .option("kafka.bootstrap.servers", mock_cluster.bootstrap).option("topic", topic_name)
-     .option("valueFormat", "avro").option("schema.registry.url", registry.url)
-     .mode("append").save())
+    (
+        out.limit(1)
+        .write.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("topic", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry.url)
+        .mode("append")
+        .save()
+    )
     messages = _consume(mock_cluster.bootstrap, topic_name, 3)
     de = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
-    values = [de(m.value(), SerializationContext(topic_name, MessageField.VALUE))
-              if m.value() is not None else None for m in messages]
-    first = {"id": 1, "name": "a", "xs": [1.5], "m": {"k": 1}, "d": dt.date(2024, 2, 29),
-             "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc)}
+    values = [
+        de(m.value(), SerializationContext(topic_name, MessageField.VALUE))
+        if m.value() is not None
+        else None
+        for m in messages
+    ]
+    first = {
+        "id": 1,
+        "name": "a",
+        "xs": [1.5],
+        "m": {"k": 1},
+        "d": dt.date(2024, 2, 29),
+        "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 123456, tzinfo=dt.timezone.utc),
+    }
     assert values == [first, None, first]
-    assert messages[1].value() is None                     # a null value is a tombstone
-    assert [m.value()[:5] for m in messages if m.value()] == \
-        [b"\x00" + schema_id.to_bytes(4, "big")] * 2
+    assert messages[1].value() is None  # a null value is a tombstone
+    assert [m.value()[:5] for m in messages if m.value()] == [
+        b"\x00" + schema_id.to_bytes(4, "big")
+    ] * 2
     # And this connector's reader reads back what it wrote.
-    back = (spark.read.format("pykafka").option("kafka.bootstrap.servers",
-                                                mock_cluster.bootstrap)
-            .option("subscribe", topic_name).option("valueFormat", "avro")
-            .option("schema.registry.url", registry.url).load().orderBy("offset").collect())
-    assert [r.value and r.value.asDict(recursive=True)["m"] for r in back] == \
-        [{"k": 1}, None, {"k": 1}]
+    back = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+        .option("subscribe", topic_name)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry.url)
+        .load()
+        .orderBy("offset")
+        .collect()
+    )
+    assert [r.value and r.value.asDict(recursive=True)["m"] for r in back] == [
+        {"k": 1},
+        None,
+        {"k": 1},
+    ]
 
 
-def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, registry,
-                                                     topic_name, tmp_path):
+def test_protobuf_and_json_values_through_spark_read(
+    spark, mock_cluster, registry, topic_name, tmp_path
+):
     """A topic of Protobuf values (the .proto's second message, so a message index [1])
     and one of JSON Schema values, read by ``spark.read``; referees: confluent-kafka's
     ProtobufDeserializer and JSONDeserializer."""
@@ -198,18 +295,21 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
     import decimal
 
     from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-    from confluent_kafka.schema_registry.protobuf import (ProtobufDeserializer,
-                                                          ProtobufSerializer)
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 
     from .helpers.schema_formats import DDL, EVENTS, LOOSE, _pb2
+
     events = _pb2(tmp_path, EVENTS, "events")
     sr = SchemaRegistryClient({"url": registry.url})
     p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
 
     def read(topic, **options):
-        reader = (spark.read.format("pykafka")
-                  .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
-                  .option("subscribe", topic).option("schema.registry.url", registry.url))
+        reader = (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", mock_cluster.bootstrap)
+            .option("subscribe", topic)
+            .option("schema.registry.url", registry.url)
+        )
         for k, v in options.items():
             reader = reader.option(k, v)
         return reader.load().orderBy("offset")
@@ -228,9 +328,19 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
     create_topic(mock_cluster, json_topic, 1)
     jctx = SerializationContext(json_topic, MessageField.VALUE)
     jser = JSONSerializer(json.dumps(LOOSE), sr)
-    docs = [{"id": 1, "name": "ann", "tags": ["a"], "price": 2.5, "day": "2024-02-29",
-             "at": "2024-01-02T03:04:05Z", "attrs": {"k": 7}, "where": {"lat": 1.5}},
-            {"id": 2}]
+    docs = [
+        {
+            "id": 1,
+            "name": "ann",
+            "tags": ["a"],
+            "price": 2.5,
+            "day": "2024-02-29",
+            "at": "2024-01-02T03:04:05Z",
+            "attrs": {"k": 7},
+            "where": {"lat": 1.5},
+        },
+        {"id": 2},
+    ]
     json_written = [jser(d, jctx) for d in docs]
     for value in json_written:
         p.produce(json_topic, value=value, partition=0)
@@ -239,7 +349,8 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
     df = read(pb_topic, valueFormat="protobuf", valueMessageName="events.Refund")
     assert df.schema.simpleString().startswith(
         "struct<key:binary,value:struct<order:string,cents:bigint,reason:struct<"
-        "code:string,level:int>>,topic:string")
+        "code:string,level:int>>,topic:string"
+    )
     rows = df.collect()
     de = ProtobufDeserializer(events.Refund, {"use.deprecated.format": False})
     want = []
@@ -248,9 +359,15 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
             want.append(None)
             continue
         back = de(value, ctx)
-        want.append({"order": back.order, "cents": back.cents or None,
-                     "reason": {"code": back.reason.code, "level": back.reason.level}
-                     if back.HasField("reason") else None})
+        want.append(
+            {
+                "order": back.order,
+                "cents": back.cents or None,
+                "reason": {"code": back.reason.code, "level": back.reason.level}
+                if back.HasField("reason")
+                else None,
+            }
+        )
     assert [r.value.asDict(recursive=True) if r.value else None for r in rows] == want
     pb_id = registry.subjects[f"{pb_topic}-value"][0]
     assert [r.valueSchemaId for r in rows] == [pb_id, pb_id, None, pb_id]
@@ -263,27 +380,39 @@ def test_protobuf_and_json_values_through_spark_read(spark, mock_cluster, regist
     assert value_type.startswith("struct<id:string,name:string,tags:array<string>,")
     got = [r.value.asDict(recursive=True) for r in df.collect()]
     assert [g["tags"] for g in got] == [b.get("tags") for b in back]
-    assert [g["id"] for g in got] == [str(b["id"]) for b in back]   # a union: JSON text
+    assert [g["id"] for g in got] == [str(b["id"]) for b in back]  # a union: JSON text
     # ... and a DDL (the from_json route).
     df = read(json_topic, valueFormat="json", valueSchema=DDL)
     assert df.schema["value"].dataType.simpleString() == (
         "struct<id:int,name:string,tags:array<string>,price:decimal(6,2),at:timestamp,"
         "day:date,attrs:map<string,bigint>,where:struct<lat:double,lon:double>,"
-        "missing:string>")
+        "missing:string>"
+    )
     rows = df.selectExpr("value.*", "CAST(value.at AS STRING) AS at_utc").collect()
-    assert [(r.id, r.name, r.tags, r.price, r.day, r.attrs, r.where and r.where.asDict())
-            for r in rows] == [
-        (b["id"], b.get("name"), b.get("tags"),
-         decimal.Decimal(str(b["price"])).quantize(decimal.Decimal("0.01"))
-         if "price" in b else None,
-         dt.date.fromisoformat(b["day"]) if "day" in b else None, b.get("attrs"),
-         {"lat": b["where"]["lat"], "lon": None} if "where" in b else None) for b in back]
-    assert [r.at_utc for r in rows] == ["2024-01-02 03:04:05", None]   # session tz UTC
+    assert [
+        (r.id, r.name, r.tags, r.price, r.day, r.attrs, r.where and r.where.asDict()) for r in rows
+    ] == [
+        (
+            b["id"],
+            b.get("name"),
+            b.get("tags"),
+            decimal.Decimal(str(b["price"])).quantize(decimal.Decimal("0.01"))
+            if "price" in b
+            else None,
+            dt.date.fromisoformat(b["day"]) if "day" in b else None,
+            b.get("attrs"),
+            {"lat": b["where"]["lat"], "lon": None} if "where" in b else None,
+        )
+        for b in back
+    ]
+    assert [r.at_utc for r in rows] == ["2024-01-02 03:04:05", None]  # session tz UTC
     # The types Avro and Protobuf never give: tinyint, timestamp_ntz (through Arrow).
     df = read(json_topic, valueFormat="json", valueSchema="id TINYINT, day TIMESTAMP_NTZ")
     assert df.schema["value"].dataType.simpleString() == "struct<id:tinyint,day:timestamp_ntz>"
     assert [r.value.asDict() for r in df.collect()] == [
-        {"id": 1, "day": dt.datetime(2024, 2, 29)}, {"id": 2, "day": None}]
+        {"id": 1, "day": dt.datetime(2024, 2, 29)},
+        {"id": 2, "day": None},
+    ]
 
 
 def test_json_conversion_and_ddl_parser_agree_with_spark(spark):
@@ -298,48 +427,86 @@ def test_json_conversion_and_ddl_parser_agree_with_spark(spark):
     from kafka_common.json_schema import Decoder
     from kafka_common.spark_ddl import parse_ddl
 
-    for ddl in ["id INT, name STRING, tags ARRAY<STRING>",
-                "a: tinyint, b short, c Long, d REAL, e dec(5), f numeric(7, 3), g decimal",
-                "`a b` double, t timestamp_ntz, u timestamp_ltz, v timestamp, w date, "
-                "z binary, q boolean COMMENT 'c'",
-                "m MAP<STRING, ARRAY<STRUCT<a: INT, b: STRUCT<c: BIGINT>>>>",
-                "string string, array array<int>", "struct<a:int>", "array<struct<a:int>>"]:
+    for ddl in [
+        "id INT, name STRING, tags ARRAY<STRING>",
+        "a: tinyint, b short, c Long, d REAL, e dec(5), f numeric(7, 3), g decimal",
+        "`a b` double, t timestamp_ntz, u timestamp_ltz, v timestamp, w date, "
+        "z binary, q boolean COMMENT 'c'",
+        "m MAP<STRING, ARRAY<STRUCT<a: INT, b: STRUCT<c: BIGINT>>>>",
+        "string string, array array<int>",
+        "struct<a:int>",
+        "array<struct<a:int>>",
+    ]:
         assert parse_ddl(ddl) == to_arrow_type(DataType.fromDDL(ddl), timezone="UTC"), ddl
 
-    ddl = ("i INT, b TINYINT, l BIGINT, f FLOAT, d DOUBLE, m DECIMAL(5, 2), s STRING, "
-           "ok BOOLEAN, bin BINARY, day DATE, ts TIMESTAMP, nt TIMESTAMP_NTZ, "
-           "xs ARRAY<INT>, kv MAP<STRING, DOUBLE>, st STRUCT<a: INT, b: STRING>")
-    fits = ['{"i": 1, "b": -128, "l": 9007199254740993, "f": 1.5, "d": 2, "m": 1.005, '
-            '"s": "x", "ok": true, "bin": "AAE=", "day": "2024-02-29", '
-            '"ts": "2024-01-02T03:04:05.123456+02:00", "nt": "2024-01-02T03:04:05", '
-            '"xs": [1, null], "kv": {"a": 1.5, "b": null}, "st": {"a": 1, "c": 2}}',
-            '{"s": 12.5, "d": "NaN", "f": "-Infinity", "m": "3.14159", "ts": 1700000000}',
-            '{"s": {"k": [1, "two", null, false, 1e20, 1.50, 2.5e-9]}, "st": {}, "xs": []}',
-            '{"unknown": 1, "b": 200, "f": 3.4e39, "d": 1e400, "kv": {"a": "+INF"}}',
-            '{"ts": "2024-01-02 03:04:05", "day": "2024-2-9", "nt": "2024-01-02"}',
-            '{"ts": "2024-1-2T3:04:05.1234567Z", "day": "2024-02-29T10:00", "m": 1e2}',
-            '{"ts": "2024-01-02", "s": true, "m": 0.001, "st": null}']
-    corrupt = ['null', '"x"', '[]', '[{"i": 1}]', '{"i": 1', '{"i": 1.0}', '{"i": "1"}',
-               '{"b": 256}', '{"b": -129}', '{"l": 1e3}', '{"ok": "true"}', '{"i": true}',
-               '{"m": 1234.5}', '{"m": -999.995}', '{"m": "abc"}', '{"xs": {"a": 1}}',
-               '{"st": [1]}', '{"day": "29.02.2024"}', '{"day": 5}', '{"d": "1.5"}',
-               '{"ts": 1.5}', '{"nt": "2024-01-02T03:04:05Z"}', '{"bin": 5}',
-               '{"bin": "AAE"}', '{"d": "INF"}']
+    ddl = (
+        "i INT, b TINYINT, l BIGINT, f FLOAT, d DOUBLE, m DECIMAL(5, 2), s STRING, "
+        "ok BOOLEAN, bin BINARY, day DATE, ts TIMESTAMP, nt TIMESTAMP_NTZ, "
+        "xs ARRAY<INT>, kv MAP<STRING, DOUBLE>, st STRUCT<a: INT, b: STRING>"
+    )
+    fits = [
+        '{"i": 1, "b": -128, "l": 9007199254740993, "f": 1.5, "d": 2, "m": 1.005, '
+        '"s": "x", "ok": true, "bin": "AAE=", "day": "2024-02-29", '
+        '"ts": "2024-01-02T03:04:05.123456+02:00", "nt": "2024-01-02T03:04:05", '
+        '"xs": [1, null], "kv": {"a": 1.5, "b": null}, "st": {"a": 1, "c": 2}}',
+        '{"s": 12.5, "d": "NaN", "f": "-Infinity", "m": "3.14159", "ts": 1700000000}',
+        '{"s": {"k": [1, "two", null, false, 1e20, 1.50, 2.5e-9]}, "st": {}, "xs": []}',
+        '{"unknown": 1, "b": 200, "f": 3.4e39, "d": 1e400, "kv": {"a": "+INF"}}',
+        '{"ts": "2024-01-02 03:04:05", "day": "2024-2-9", "nt": "2024-01-02"}',
+        '{"ts": "2024-1-2T3:04:05.1234567Z", "day": "2024-02-29T10:00", "m": 1e2}',
+        '{"ts": "2024-01-02", "s": true, "m": 0.001, "st": null}',
+    ]
+    corrupt = [
+        "null",
+        '"x"',
+        "[]",
+        '[{"i": 1}]',
+        '{"i": 1',
+        '{"i": 1.0}',
+        '{"i": "1"}',
+        '{"b": 256}',
+        '{"b": -129}',
+        '{"l": 1e3}',
+        '{"ok": "true"}',
+        '{"i": true}',
+        '{"m": 1234.5}',
+        '{"m": -999.995}',
+        '{"m": "abc"}',
+        '{"xs": {"a": 1}}',
+        '{"st": [1]}',
+        '{"day": "29.02.2024"}',
+        '{"day": 5}',
+        '{"d": "1.5"}',
+        '{"ts": 1.5}',
+        '{"nt": "2024-01-02T03:04:05Z"}',
+        '{"bin": 5}',
+        '{"bin": "AAE"}',
+        '{"d": "INF"}',
+    ]
     docs = fits + corrupt
     atype = parse_ddl(ddl)
-    array, errors, _ = Decoder(atype).decode(pa.array([d.encode() for d in docs]),
-                                             [0] * len(docs))
+    array, errors, _ = Decoder(atype).decode(pa.array([d.encode() for d in docs]), [0] * len(docs))
     assert list(errors) == [False] * len(fits) + [True] * len(corrupt)
     # One query: from_json in PERMISSIVE mode puts a malformed row's text in the corrupt
     # record column (and nothing else in the row).
     df = spark.createDataFrame(list(enumerate(docs)), "i int, j string")
-    spark_rows = (df.orderBy("i").select(from_json(
-        "j", ddl + ", _corrupt_record STRING",
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"}).alias("v"))
-        .toArrow().column("v").combine_chunks())
+    spark_rows = (
+        df.orderBy("i")
+        .select(
+            from_json(
+                "j",
+                ddl + ", _corrupt_record STRING",
+                {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt_record"},
+            ).alias("v")
+        )
+        .toArrow()
+        .column("v")
+        .combine_chunks()
+    )
     assert spark_rows.field("_corrupt_record").to_pylist() == [None] * len(fits) + corrupt
     theirs = pa.StructArray.from_arrays(
-        [spark_rows.field(n) for n in atype.names], names=atype.names)
+        [spark_rows.field(n) for n in atype.names], names=atype.names
+    )
     ours = array.cast(theirs.type).slice(0, len(fits)).to_pylist()
 
     def same(x):  # NaN as a string: nan != nan
@@ -348,4 +515,5 @@ def test_json_conversion_and_ddl_parser_agree_with_spark(spark):
         if isinstance(x, (list, tuple)):
             return [same(v) for v in x]
         return "NaN" if isinstance(x, float) and x != x else x
+
     assert same(ours) == same(theirs.slice(0, len(fits)).to_pylist())

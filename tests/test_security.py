@@ -59,20 +59,28 @@ USER = "alice"
 KAFKA_PASSWORD = SASL_USERS[USER]
 PASSWORD = "Corr3ct-h0rse-\u00e9-password"
 WRONG = "Wr0ng-batt3ry-staple-password"
-JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-        f'username="{USER}" password="{PASSWORD}";')
+JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="{USER}" password="{PASSWORD}";'
+)
 
 
 def reader_config(bootstrap: str, mechanism: str, password: str = PASSWORD, **extra):
-    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "t",
-               "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": mechanism,
-               "kafka.sasl.username": USER, "kafka.sasl.password": password,
-               "kafka.request.timeout.ms": "3000"}
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": mechanism,
+        "kafka.sasl.username": USER,
+        "kafka.sasl.password": password,
+        "kafka.request.timeout.ms": "3000",
+    }
     options.update(extra)
     return parse_reader_options(options).client_config
 
 
 # ---- end to end, on Apache Kafka --------------------------------------------------------
+
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
 def test_authenticates_and_reads_metadata(signin_kafka, mechanism, caplog):
@@ -88,17 +96,30 @@ def test_authenticates_and_reads_metadata(signin_kafka, mechanism, caplog):
 
 
 def test_jaas_config_and_the_sink_options_authenticate_too(signin_kafka, topic_name):
-    jaas = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-            f'username="{USER}" password="{KAFKA_PASSWORD}";')
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{USER}" password="{KAFKA_PASSWORD}";'
+    )
     bootstrap = signin_kafka.listener("SASL")
-    reader = parse_reader_options({
-        "kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
-        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
-        "kafka.sasl.jaas.config": jaas}).client_config
-    writer = parse_writer_options({
-        "kafka.bootstrap.servers": bootstrap, "topic": topic_name,
-        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-512",
-        "kafka.sasl.username": USER, "kafka.sasl.password": KAFKA_PASSWORD}).client_config
+    reader = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": topic_name,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": jaas,
+        }
+    ).client_config
+    writer = parse_writer_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic_name,
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.username": USER,
+            "kafka.sasl.password": KAFKA_PASSWORD,
+        }
+    ).client_config
     with KafkaClient(writer) as client:
         client.create_topics({topic_name: 2})
     for config in (reader, writer):
@@ -107,13 +128,13 @@ def test_jaas_config_and_the_sink_options_authenticate_too(signin_kafka, topic_n
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"])
-def test_wrong_password_is_refused_without_naming_either_password(signin_kafka, mechanism,
-                                                                   caplog):
+def test_wrong_password_is_refused_without_naming_either_password(signin_kafka, mechanism, caplog):
     caplog.set_level(logging.DEBUG)
     started = time.monotonic()
     with pytest.raises(AuthenticationError) as info:
-        KafkaClient(reader_config(signin_kafka.listener("SASL"), mechanism,
-                                  WRONG)).refresh_metadata()
+        KafkaClient(
+            reader_config(signin_kafka.listener("SASL"), mechanism, WRONG)
+        ).refresh_metadata()
     assert time.monotonic() - started < 2
     assert repr(USER) in str(info.value)
     assert_no_secret(info.value, secrets=[KAFKA_PASSWORD, WRONG])
@@ -121,26 +142,47 @@ def test_wrong_password_is_refused_without_naming_either_password(signin_kafka, 
 
 
 def test_reprs_and_messages_never_hold_a_password():
-    reader = parse_reader_options({
-        "kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
-        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "PLAIN",
-        "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD,
-        "kafka.ssl.certfile": "/c.pem", "kafka.ssl.keyfile": "/k.pem",
-        "kafka.ssl.key.password": WRONG})
-    writer = parse_writer_options({
-        "kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t",
-        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "SCRAM-SHA-256",
-        "kafka.sasl.username": USER, "kafka.sasl.password": PASSWORD})
+    reader = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "PLAIN",
+            "kafka.sasl.username": USER,
+            "kafka.sasl.password": PASSWORD,
+            "kafka.ssl.certfile": "/c.pem",
+            "kafka.ssl.keyfile": "/k.pem",
+            "kafka.ssl.key.password": WRONG,
+        }
+    )
+    writer = parse_writer_options(
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:1",
+            "topic": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.username": USER,
+            "kafka.sasl.password": PASSWORD,
+        }
+    )
     config = reader.client_config
-    objects = [reader, writer, config, writer.client_config, config.sasl_password,
-               config.ssl_key_password, KafkaClient(config),
-               BrokerConnection("127.0.0.1", 1, config)]
+    objects = [
+        reader,
+        writer,
+        config,
+        writer.client_config,
+        config.sasl_password,
+        config.ssl_key_password,
+        KafkaClient(config),
+        BrokerConnection("127.0.0.1", 1, config),
+    ]
     for obj in objects:
         for text in (repr(obj), str(obj), f"{obj}", format(obj, "")):
             assert PASSWORD not in text and WRONG not in text, text
 
 
 # ---- Spark: explain, errors, logs, event log ------------------------------------------------
+
 
 @pytest.mark.spark
 def test_spark_never_shows_the_password(tmp_path):
@@ -154,13 +196,30 @@ def test_spark_never_shows_the_password(tmp_path):
     event_dir.mkdir()
     started = time.monotonic()
     with FakeSaslBroker({USER: PASSWORD}, topics={"t": 2}) as fake:
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-             os.environ.get("PYTHONPATH", "")]))
+        env = dict(
+            os.environ,
+            PYTHONPATH=os.pathsep.join(
+                [
+                    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                    os.environ.get("PYTHONPATH", ""),
+                ]
+            ),
+        )
         proc = subprocess.run(
-            [sys.executable, os.path.join(os.path.dirname(__file__), "secret_leak_check.py"),
-             fake.bootstrap, USER, PASSWORD, WRONG, str(event_dir)],
-            capture_output=True, text=True, timeout=420, env=env)
+            [
+                sys.executable,
+                os.path.join(os.path.dirname(__file__), "secret_leak_check.py"),
+                fake.bootstrap,
+                USER,
+                PASSWORD,
+                WRONG,
+                str(event_dir),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=420,
+            env=env,
+        )
     out, err = proc.stdout, proc.stderr
     assert proc.returncode == 0, err[-3000:]
     cases = [line for line in out.splitlines() if line.startswith("== ") and "(" in line]
@@ -177,30 +236,43 @@ def test_spark_never_shows_the_password(tmp_path):
             raw = f.read()
         if path.endswith(".zstd"):  # Spark 4 compresses event logs with zstd by default
             import zstandard
-            raw = zstandard.ZstdDecompressor().stream_reader(raw,
-                                                               read_across_frames=True).read()
+
+            raw = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True).read()
         events.append(raw.decode("utf-8", "replace"))
     event_log = "\n".join(events)
     assert "SparkListenerSQLExecutionStart" in event_log
     assert "AuthenticationError" in event_log  # our errors do reach it
-    leaks = {where: [pw for pw in (PASSWORD, WRONG) if pw in text]
-             for where, text in (("stdout", out), ("stderr", err), ("event log", event_log))}
-    record("security/spark_password_nowhere", section="security",
-           what="a SASL password in the options of failing reads, writes and a streaming "
-                "query: explain, errors, logs, event log",
-           faults=len(cases), seconds=time.monotonic() - started,
-           leaks=sum(len(v) for v in leaks.values()),
-           event_log_kb=len(event_log) // 1024, stderr_kb=len(err) // 1024)
+    leaks = {
+        where: [pw for pw in (PASSWORD, WRONG) if pw in text]
+        for where, text in (("stdout", out), ("stderr", err), ("event log", event_log))
+    }
+    record(
+        "security/spark_password_nowhere",
+        section="security",
+        what="a SASL password in the options of failing reads, writes and a streaming "
+        "query: explain, errors, logs, event log",
+        faults=len(cases),
+        seconds=time.monotonic() - started,
+        leaks=sum(len(v) for v in leaks.values()),
+        event_log_kb=len(event_log) // 1024,
+        stderr_kb=len(err) // 1024,
+    )
     assert leaks == {"stdout": [], "stderr": [], "event log": []}
 
 
 # ---- options, failed logins and refused ones: errors and logs ------------------------
 
+
 def sasl_options(bootstrap: str, mechanism: str = "SCRAM-SHA-256", **extra) -> dict:
-    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": "t",
-               "kafka.security.protocol": "SASL_PLAINTEXT",
-               "kafka.sasl.mechanism": mechanism, "kafka.sasl.username": USER,
-               "kafka.sasl.password": PASSWORD, "kafka.request.timeout.ms": "3000"}
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": mechanism,
+        "kafka.sasl.username": USER,
+        "kafka.sasl.password": PASSWORD,
+        "kafka.request.timeout.ms": "3000",
+    }
     options.update(extra)
     return options
 
@@ -223,6 +295,7 @@ def debug_records(caplog):
 
     def rendered() -> str:
         return "\n".join(formatter.format(r) + repr(r.args) for r in caplog.records)
+
     return rendered
 
 
@@ -236,8 +309,14 @@ def test_parsed_options_never_show_the_password(jaas):
     streaming = parse_reader_options(options, for_streaming=True)
     writer = parse_writer_options({k: v for k, v in options.items() if k != "subscribe"})
     for parsed in (reader, streaming, writer):
-        for text in (repr(parsed), str(parsed), repr(parsed.client_config),
-                     str(parsed.client_config), f"{parsed!r:}", "%s" % (parsed,)):  # noqa: UP031
+        for text in (
+            repr(parsed),
+            str(parsed),
+            repr(parsed.client_config),
+            str(parsed.client_config),
+            f"{parsed!r:}",
+            "%s" % (parsed,),  # noqa: UP031
+        ):
             assert PASSWORD not in text
         # ... yet it survives pickling (the executors need it) and reaches the wire.
         clone = pickle.loads(pickle.dumps(parsed))
@@ -249,11 +328,13 @@ def test_bad_options_errors_never_quote_the_password():
     cases = [
         dict(sasl_options("127.0.0.1:9092"), **{"kafka.sasl.jaas.config": JAAS}),  # both
         dict(sasl_options("127.0.0.1:9092"), **{"kafka.sasl.mechanism": "GSSAPI"}),
-        {k: v for k, v in sasl_options("127.0.0.1:9092").items()
-         if k != "kafka.sasl.username"},
-        {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "t",
-         "kafka.security.protocol": "SASL_PLAINTEXT",
-         "kafka.sasl.jaas.config": JAAS[:-2]},  # unterminated
+        {k: v for k, v in sasl_options("127.0.0.1:9092").items() if k != "kafka.sasl.username"},
+        {
+            "kafka.bootstrap.servers": "127.0.0.1:9092",
+            "subscribe": "t",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "kafka.sasl.jaas.config": JAAS[:-2],
+        },  # unterminated
     ]
     for options in cases:
         with pytest.raises(PyKafkaError) as info:
@@ -289,8 +370,11 @@ def test_apache_kafka_refusing_the_login(signin_kafka, mechanism, debug_records)
     chain, its traceback, the DEBUG log), and it comes at once (Kafka's SASL listener
     delays no refusal)."""
     options = sasl_options(signin_kafka.listener("SASL"), mechanism)
-    words = ("Invalid username or password" if mechanism == "PLAIN" else
-             f"invalid credentials with SASL mechanism {mechanism}")
+    words = (
+        "Invalid username or password"
+        if mechanism == "PLAIN"
+        else f"invalid credentials with SASL mechanism {mechanism}"
+    )
     for parsed in (parse_reader_options(options), parse_writer_options(options)):
         started = time.monotonic()
         with pytest.raises(AuthenticationError) as info:
@@ -307,11 +391,14 @@ def test_apache_kafka_refusing_the_login(signin_kafka, mechanism, debug_records)
 def test_spark_s_error_for_a_refused_login(spark, signin_kafka):
     """What the user sees from spark.read when Apache Kafka refuses the password (the error
     crosses Spark's Python worker)."""
-    options = sasl_options(signin_kafka.listener("SASL"), "SCRAM-SHA-512",
-                           **{"fetchOffset.numRetries": "1"})
+    options = sasl_options(
+        signin_kafka.listener("SASL"), "SCRAM-SHA-512", **{"fetchOffset.numRetries": "1"}
+    )
     with pytest.raises(Exception) as info:
         spark.read.format("pykafka").options(**options).load().count()
     said = everything_said(info.value)
-    assert ("SASL SCRAM-SHA-512 authentication of user 'alice' failed" in said and
-            "invalid credentials" in said)
+    assert (
+        "SASL SCRAM-SHA-512 authentication of user 'alice' failed" in said
+        and "invalid credentials" in said
+    )
     assert PASSWORD not in said

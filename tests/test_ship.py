@@ -114,9 +114,17 @@ def _project_version() -> str:
 @pytest.fixture(scope="module")
 def pyfiles_zip(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
-                                                        "build_pyfiles_zip.py"),
-                           "--out-dir", str(out)], check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
+            "--out-dir",
+            str(out),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.strip()
 
 
@@ -124,17 +132,26 @@ def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
     with zipfile.ZipFile(pyfiles_zip) as zf:
         names = zf.namelist()
     assert os.path.basename(pyfiles_zip) == f"pyspark_pykafka-{_project_version()}.zip"
-    for package in ("pyspark_pykafka", "protocol", "protocol/records", "protocol/schemas",
-                    "kafka_common", "kafka_source", "kafka_sink"):
+    for package in (
+        "pyspark_pykafka",
+        "protocol",
+        "protocol/records",
+        "protocol/schemas",
+        "kafka_common",
+        "kafka_source",
+        "kafka_sink",
+    ):
         assert f"{package}/__init__.py" in names
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"pyspark_pykafka", "protocol", "kafka_common",
-                    "kafka_source", "kafka_sink"}
+    assert tops == {"pyspark_pykafka", "protocol", "kafka_common", "kafka_source", "kafka_sink"}
     # besides the modules, only the compiled record decoder and encoder and their manifest
     # (tests/test_pyfiles_compiled.py)
     compiled = [name for name in names if name.startswith("protocol/records/_compiled/")]
-    assert all(name.endswith((".py", ".pyc")) and "__pycache__" not in name
-               for name in names if name not in compiled)
+    assert all(
+        name.endswith((".py", ".pyc")) and "__pycache__" not in name
+        for name in names
+        if name not in compiled
+    )
     assert all(name.endswith((".so", ".pyd", "/manifest.json")) for name in compiled), compiled
 
 
@@ -146,7 +163,8 @@ def test_every_source_has_its_byte_code_beside_it(pyfiles_zip):
         entries = {name: zf.read(name) for name in zf.namelist()}
     sources = sorted(name for name in entries if name.endswith(".py"))
     assert sorted(name for name in entries if name.endswith(".pyc")) == [
-        name + "c" for name in sources]
+        name + "c" for name in sources
+    ]
     for name in sources:
         pyc = entries[name + "c"]
         assert pyc[:4] == importlib.util.MAGIC_NUMBER, name
@@ -160,10 +178,18 @@ def test_the_zip_is_reproducible(pyfiles_zip, tmp_path):
     builds = []
     for seed in ("1", "2"):
         out = tmp_path / seed
-        done = subprocess.run([sys.executable, os.path.join(ROOT, "scripts",
-                                                            "build_pyfiles_zip.py"),
-                               "--out-dir", str(out)], capture_output=True, text=True,
-                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        done = subprocess.run(
+            [
+                sys.executable,
+                os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
+                "--out-dir",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
         with open(done.stdout.strip(), "rb") as f:
             builds.append(f.read())
     with open(pyfiles_zip, "rb") as f:
@@ -203,9 +229,14 @@ def import_probe(zip_path: str, *flags: str) -> dict:
     """What ``IMPORT_PROBE`` reports, run isolated (``-I``: no ``PYTHONPATH``, no working
     directory on ``sys.path``) by the Python of the ``--py-files`` runs."""
     python = pyfiles_python()
-    done = subprocess.run([python, "-I", *flags, "-c", IMPORT_PROBE, zip_path],
-                          cwd=os.path.dirname(zip_path), capture_output=True, text=True,
-                          env=clean_env(python), timeout=120)
+    done = subprocess.run(
+        [python, "-I", *flags, "-c", IMPORT_PROBE, zip_path],
+        cwd=os.path.dirname(zip_path),
+        capture_output=True,
+        text=True,
+        env=clean_env(python),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(done.stdout)
 
@@ -237,11 +268,13 @@ def assert_from_byte_code(report: dict, zip_path: str, name: str, path: str) -> 
 def test_modules_run_the_zip_s_byte_code_with_source_lines_in_tracebacks(pyfiles_zip):
     for flags in ((), ("--check-hash-based-pycs", "always")):  # also: the hashes match
         report = import_probe(pyfiles_zip, *flags)
-        for name, path in (("kafka_sink", "kafka_sink/__init__.py"),
-                           ("kafka_sink.writer", "kafka_sink/writer.py"),
-                           ("kafka_sink.options", "kafka_sink/options.py"),
-                           ("kafka_source", "kafka_source/__init__.py"),
-                           ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")):
+        for name, path in (
+            ("kafka_sink", "kafka_sink/__init__.py"),
+            ("kafka_sink.writer", "kafka_sink/writer.py"),
+            ("kafka_sink.options", "kafka_sink/options.py"),
+            ("kafka_source", "kafka_source/__init__.py"),
+            ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py"),
+        ):
             assert_from_byte_code(report, pyfiles_zip, name, path)
     # The traceback names the file inside the zip and shows its source line (linecache
     # asks the module's loader, the zip importer, for the source).
@@ -250,20 +283,27 @@ def test_modules_run_the_zip_s_byte_code_with_source_lines_in_tracebacks(pyfiles
         source = zf.read("kafka_source/options.py").decode().splitlines()
     assert filename == "kafka_source/options.py"
     assert line == source[lineno - 1].strip() == "raise ConfigError("
-    assert (f'File "kafka_source/options.py", line {lineno}, in parse_duration_ms\n'
-            "    raise ConfigError(\n") in report["formatted"]
+    assert (
+        f'File "kafka_source/options.py", line {lineno}, in parse_duration_ms\n'
+        "    raise ConfigError(\n"
+    ) in report["formatted"]
 
 
 def test_byte_code_whose_source_is_gone_still_imports(pyfiles_zip, tmp_path):
     """The proof that the .pyc is what runs: a copy of the zip without the sources of
     the modules imported (their .pyc kept) imports them all the same."""
     gone = {"kafka_sink/writer.py", "pyspark_pykafka/datasource.py", "kafka_source/__init__.py"}
-    copy = copy_of_zip(pyfiles_zip, str(tmp_path / "no-sources.zip"),
-                       lambda name, data: None if name in gone else data)
+    copy = copy_of_zip(
+        pyfiles_zip,
+        str(tmp_path / "no-sources.zip"),
+        lambda name, data: None if name in gone else data,
+    )
     report = import_probe(copy)
-    for name, path in (("kafka_sink.writer", "kafka_sink/writer.py"),
-                       ("kafka_source", "kafka_source/__init__.py"),
-                       ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py")):
+    for name, path in (
+        ("kafka_sink.writer", "kafka_sink/writer.py"),
+        ("kafka_source", "kafka_source/__init__.py"),
+        ("pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py"),
+    ):
         assert_from_byte_code(report, copy, name, path)
 
 
@@ -276,11 +316,16 @@ def test_another_python_version_compiles_the_sources(pyfiles_zip, tmp_path):
     own = importlib.util.MAGIC_NUMBER
     foreign = (int.from_bytes(own[:2], "little") + 1).to_bytes(2, "little") + own[2:]
     stale = {"kafka_sink/writer.pyc", "kafka_source/__init__.pyc"}
-    copy = copy_of_zip(pyfiles_zip, str(tmp_path / "foreign.zip"),
-                       lambda name, data: foreign + data[4:] if name in stale else data)
+    copy = copy_of_zip(
+        pyfiles_zip,
+        str(tmp_path / "foreign.zip"),
+        lambda name, data: foreign + data[4:] if name in stale else data,
+    )
     report = import_probe(copy)
-    for name, path in (("kafka_sink.writer", "kafka_sink/writer.py"),
-                       ("kafka_source", "kafka_source/__init__.py")):
+    for name, path in (
+        ("kafka_sink.writer", "kafka_sink/writer.py"),
+        ("kafka_source", "kafka_source/__init__.py"),
+    ):
         module = report[name]
         source = os.path.join(copy, path)
         assert module["loader"] == "zipimport.zipimporter" and module["archive"] == copy
@@ -288,8 +333,9 @@ def test_another_python_version_compiles_the_sources(pyfiles_zip, tmp_path):
         assert source in report["executed"], name  # compiled here, from the source
         assert path not in report["executed"], name
     assert_from_byte_code(report, copy, "kafka_sink.options", "kafka_sink/options.py")
-    assert_from_byte_code(report, copy, "pyspark_pykafka.datasource",
-                          "pyspark_pykafka/datasource.py")
+    assert_from_byte_code(
+        report, copy, "pyspark_pykafka.datasource", "pyspark_pykafka/datasource.py"
+    )
 
 
 def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path):
@@ -307,15 +353,27 @@ def test_the_zip_alone_serves_spark_s_registration_lookup(pyfiles_zip, tmp_path)
                 found[info.name] = (module.DefaultSource.name(), module.__file__)
         print(found)
     """)
-    done = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
-                          text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
+    done = subprocess.run(
+        [python, "-c", lookup],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=clean_env(python, PYTHONPATH=pyfiles_zip),
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == repr({"pyspark_pykafka": (  # run from its byte-code
-        "pykafka", os.path.join(pyfiles_zip, "pyspark_pykafka", "__init__.pyc"))})
+    assert done.stdout.strip() == repr(
+        {
+            "pyspark_pykafka": (  # run from its byte-code
+                "pykafka",
+                os.path.join(pyfiles_zip, "pyspark_pykafka", "__init__.pyc"),
+            )
+        }
+    )
 
 
 def test_the_lookup_does_not_register_the_connector_from_its_working_directory_alone(
-        pyfiles_zip, tmp_path):
+    pyfiles_zip, tmp_path
+):
     """Spark's own lookup code (``pyspark.sql.worker.lookup_data_sources._main``), run with
     the working directory first on ``sys.path`` as ``python -m`` has it, in a directory
     holding the unpacked zip: no ``pykafka`` from there alone; with the zip on
@@ -337,48 +395,72 @@ def test_the_lookup_does_not_register_the_connector_from_its_working_directory_a
             out.read(read_int(out))  # the pickled class
         print(names)
     """)
-    alone = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
-                           text=True, env=clean_env(python))
+    alone = subprocess.run(
+        [python, "-c", lookup], cwd=tmp_path, capture_output=True, text=True, env=clean_env(python)
+    )
     assert alone.returncode == 0, alone.stderr
     assert alone.stdout.strip() == "[]"
-    assert ("not registering format('pykafka') by itself: Spark's data source lookup finds it "
-            f"only in the driver's working directory ({os.path.realpath(tmp_path)})"
-            in alone.stderr)
-    with_zip = subprocess.run([python, "-c", lookup], cwd=tmp_path, capture_output=True,
-                              text=True, env=clean_env(python, PYTHONPATH=pyfiles_zip))
+    assert (
+        "not registering format('pykafka') by itself: Spark's data source lookup finds it "
+        f"only in the driver's working directory ({os.path.realpath(tmp_path)})" in alone.stderr
+    )
+    with_zip = subprocess.run(
+        [python, "-c", lookup],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=clean_env(python, PYTHONPATH=pyfiles_zip),
+    )
     assert with_zip.returncode == 0, with_zip.stderr
     assert with_zip.stdout.strip() == "['pykafka']"
     assert "not registering" not in with_zip.stderr
 
 
 @pytest.mark.timeout(900)  # the first run also builds .venv-pyfiles; JVMs start slowly
-def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfiles_zip,
-                                                         tmp_path):
+def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfiles_zip, tmp_path):
     python = pyfiles_python()
     # The interpreter of the run cannot import the connector by itself.
-    probe = subprocess.run([python, "-c", "import kafka_source"], cwd=tmp_path,
-                           env=clean_env(python), capture_output=True, text=True)
+    probe = subprocess.run(
+        [python, "-c", "import kafka_source"],
+        cwd=tmp_path,
+        env=clean_env(python),
+        capture_output=True,
+        text=True,
+    )
     assert probe.returncode != 0 and "No module named 'kafka_source'" in probe.stderr
 
     create_topic(kafka, topic_name, PARTITIONS)
     job = tmp_path / "job.py"
     job.write_text(JOB)
-    command = [os.path.join(os.path.dirname(python), "spark-submit"),
-               "--master", "local-cluster[2,1,1024]",
-               "--conf", "spark.ui.enabled=false",
-               "--conf", "spark.ui.showConsoleProgress=false",
-               "--conf", "spark.sql.shuffle.partitions=2",
-               "--conf", "spark.python.authenticate.socketTimeout=120s",  # slow machines
-               "--py-files", pyfiles_zip,
-               str(job), kafka.bootstrap, topic_name, str(ROWS), str(PARTITIONS)]
+    command = [
+        os.path.join(os.path.dirname(python), "spark-submit"),
+        "--master",
+        "local-cluster[2,1,1024]",
+        "--conf",
+        "spark.ui.enabled=false",
+        "--conf",
+        "spark.ui.showConsoleProgress=false",
+        "--conf",
+        "spark.sql.shuffle.partitions=2",
+        "--conf",
+        "spark.python.authenticate.socketTimeout=120s",  # slow machines
+        "--py-files",
+        pyfiles_zip,
+        str(job),
+        kafka.bootstrap,
+        topic_name,
+        str(ROWS),
+        str(PARTITIONS),
+    ]
     # As the README says: from the checkout, with no PYTHONPATH. The checkout's own
     # pyspark_pykafka is then in the working directory of Spark's registration lookup.
     assert os.path.isfile(os.path.join(ROOT, "pyspark_pykafka", "__init__.py"))
-    done = subprocess.run(command, cwd=ROOT, env=clean_env(python),
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        command, cwd=ROOT, env=clean_env(python), capture_output=True, text=True, timeout=600
+    )
     reports = [line for line in done.stdout.splitlines() if line.startswith("REPORT ")]
     assert done.returncode == 0 and reports, (done.stdout[-3000:], done.stderr[-6000:])
-    report = json.loads(reports[-1][len("REPORT "):])
+    report = json.loads(reports[-1][len("REPORT ") :])
 
     assert report["master"] == "local-cluster[2,1,1024]"
     assert report["executors"] == 2
@@ -386,9 +468,10 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfi
     # that the executors could not serve, and a line on the driver's stderr saying why.
     assert report["auto_registered"] is False
     assert "[DATA_SOURCE_NOT_FOUND]" in report["auto_error"], report["auto_error"]
-    assert ("not registering format('pykafka') by itself: Spark's data source lookup finds "
-            f"it only in the driver's working directory ({os.path.realpath(ROOT)})"
-            in done.stderr)
+    assert (
+        "not registering format('pykafka') by itself: Spark's data source lookup finds "
+        f"it only in the driver's working directory ({os.path.realpath(ROOT)})" in done.stderr
+    )
     zip_name = os.path.basename(pyfiles_zip)
     for path in report["driver_imports"] + report["executor_imports"]:
         assert f"{zip_name}{os.sep}" in path, path  # imported from the shipped zip
@@ -396,8 +479,9 @@ def test_spark_submit_py_files_on_a_two_executor_cluster(kafka, topic_name, pyfi
 
     rows = report["rows"]
     assert len(rows) == ROWS
-    by_id = {int(key[1:]): (key, value, partition, offset)
-             for key, value, partition, offset in rows}
+    by_id = {
+        int(key[1:]): (key, value, partition, offset) for key, value, partition, offset in rows
+    }
     assert sorted(by_id) == list(range(ROWS))
     for i, (key, value, partition, _offset) in by_id.items():
         assert (key, value, partition) == (f"k{i:05d}", f"v{i:05d}", i % PARTITIONS)

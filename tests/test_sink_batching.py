@@ -38,8 +38,13 @@ class RecordingProducer:
 
 
 def opts(**extra):
-    return parse_writer_options({"kafka.bootstrap.servers": "x:1", "topic": "t",
-                                 **{f"kafka.{k}": str(v) for k, v in extra.items()}})
+    return parse_writer_options(
+        {
+            "kafka.bootstrap.servers": "x:1",
+            "topic": "t",
+            **{f"kafka.{k}": str(v) for k, v in extra.items()},
+        }
+    )
 
 
 def feed(data, options, counts, plan=None, waits=None):
@@ -66,8 +71,7 @@ def decoded(producer):
 
 def test_rows_become_batches_within_the_size_limit_in_order():
     options = opts(**{"batch.size": 5000})
-    producer, batcher = feed([rows(3000, s) for s in range(0, 12_000, 3000)], options,
-                             {"t": 3})
+    producer, batcher = feed([rows(3000, s) for s in range(0, 12_000, 3000)], options, {"t": 3})
     batcher.flush()
     got = decoded(producer)
     total = 0
@@ -92,8 +96,12 @@ def test_rows_become_batches_within_the_size_limit_in_order():
 
 def test_a_record_larger_than_batch_size_gets_a_batch_of_its_own():
     options = opts(**{"batch.size": 1000})
-    producer, batcher = feed([rows(5, value_size=3000)], options, {"t": 1},
-                             plan=WritePlan("t", False, True, False, False, None))
+    producer, batcher = feed(
+        [rows(5, value_size=3000)],
+        options,
+        {"t": 1},
+        plan=WritePlan("t", False, True, False, False, None),
+    )
     batcher.flush()
     assert [count for _, _, count, _ in producer.batches] == [1] * 5
 
@@ -111,23 +119,31 @@ def test_linger_counts_only_time_waiting_for_input():
 
 def test_headers_timestamps_and_nulls_survive():
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([b"a", None, b"c"]), pa.array([b"1", b"2", None]),
-         pa.array([[{"key": "x", "value": b"y"}], None, []], HEADERS_TYPE),
-         pa.array([5_000_999, None, 7_000_000], pa.timestamp("us", tz="UTC"))],
-        names=["key", "value", "headers", "timestamp"])
+        [
+            pa.array([b"a", None, b"c"]),
+            pa.array([b"1", b"2", None]),
+            pa.array([[{"key": "x", "value": b"y"}], None, []], HEADERS_TYPE),
+            pa.array([5_000_999, None, 7_000_000], pa.timestamp("us", tz="UTC")),
+        ],
+        names=["key", "value", "headers", "timestamp"],
+    )
     producer, batcher = feed([batch], opts(), {"t": 1})
     batcher.flush()
-    (_, records), = decoded(producer)[("t", 0)]
+    ((_, records),) = decoded(producer)[("t", 0)]
     assert [(r.key, r.value, tuple(r.headers)) for r in records] == [
-        (b"a", b"1", (("x", b"y"),)), (None, b"2", ()), (b"c", None, ())]
+        (b"a", b"1", (("x", b"y"),)),
+        (None, b"2", ()),
+        (b"c", None, ()),
+    ]
     assert records[0].timestamp == 5_000 and records[2].timestamp == 7_000
     assert records[1].timestamp > 1_600_000_000_000  # null: now
 
 
 @pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
 def test_compressed_batches(codec):
-    producer, batcher = feed([rows(2000, value_size=80)], opts(**{"compression.type": codec}),
-                             {"t": 2})
+    producer, batcher = feed(
+        [rows(2000, value_size=80)], opts(**{"compression.type": codec}), {"t": 2}
+    )
     batcher.flush()
     got = decoded(producer)
     assert sum(len(recs) for entries in got.values() for _, recs in entries) == 2000
@@ -137,10 +153,15 @@ def test_compressed_batches(codec):
 
 def test_prepare_reads_spark_types():
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(["t1", None, "t2", "t1"]), pa.array(["k", None, "k2", "k3"], pa.large_string()),
-         pa.array(["v1", "v2", "v3", "v4"]), pa.array([1, None, 0, 2], pa.int32()),
-         pa.array([1.0015, -0.0005, None, 2.5])],
-        names=["topic", "key", "value", "partition", "timestamp"])
+        [
+            pa.array(["t1", None, "t2", "t1"]),
+            pa.array(["k", None, "k2", "k3"], pa.large_string()),
+            pa.array(["v1", "v2", "v3", "v4"]),
+            pa.array([1, None, 0, 2], pa.int32()),
+            pa.array([1.0015, -0.0005, None, 2.5]),
+        ],
+        names=["topic", "key", "value", "partition", "timestamp"],
+    )
     plan = WritePlan(None, True, True, False, True, "double")
     r = prepare(batch, plan)
     assert r.topics == ["t1", "t2"] and r.topic_codes.tolist() == [0, -1, 1, 0]
@@ -168,7 +189,8 @@ def test_route_rows_rules():
     keys = pa.array([None, b"a", b"b", None] * 3, pa.binary())
     batch = pa.RecordBatch.from_arrays(
         [keys, pa.array([b"v"] * n), pa.array([None, None, 3, None] * 3, pa.int32())],
-        names=["key", "value", "partition"])
+        names=["key", "value", "partition"],
+    )
     r = prepare(batch, WritePlan("t", False, True, False, True, None))
     parts = route_rows(r, {"t": 4}, StickyPartitioner(10**6, random.Random(0)))
     for i in range(n):

@@ -30,9 +30,15 @@ from .helpers.kill_points import ENV, FAIL_ENV, POINTS, child_env
 from .eos_stream_child import pipeline
 from .broker_setup import create_topic
 from .helpers.streaming import QUERY_TIMEOUT_S, produce, values_for
-from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
-                          kafka_transactions_verdict, librdkafka_read_committed,
-                          open_transactions, stable_offsets_behind)
+from .txn_referee import (
+    aborted_values,
+    committed_values,
+    kafka_of_transaction_version,
+    kafka_transactions_verdict,
+    librdkafka_read_committed,
+    open_transactions,
+    stable_offsets_behind,
+)
 from .helpers.read_committed import our_read_committed
 
 pytestmark = pytest.mark.spark
@@ -56,25 +62,31 @@ def assert_every_referee_sees(spark, broker, topic, partitions, prefix, expected
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         verdict = pool.submit(kafka_transactions_verdict, broker, topic, prefix)
         assert sorted(committed_values(broker.bootstrap, topic, partitions)) == expected
-        assert sorted(librdkafka_read_committed(broker.bootstrap, topic, partitions)) == \
-            expected
+        assert sorted(librdkafka_read_committed(broker.bootstrap, topic, partitions)) == expected
         assert sorted(our_read_committed(spark, broker.bootstrap, topic)) == expected
         assert verdict.result() == []
 
 
-def test_batch_write_is_visible_once_to_every_read_committed_reader(spark, eos_kafka,
-                                                                    topic_name):
+def test_batch_write_is_visible_once_to_every_read_committed_reader(spark, eos_kafka, topic_name):
     broker = eos_kafka
     create_topic(broker, topic_name, 3)
     prefix = f"job-{uuid.uuid4().hex[:8]}"
     df = spark.range(0, 300, numPartitions=2).selectExpr(
-        "CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value")
-    (df.write.format("pykafka").option("kafka.bootstrap.servers", broker.bootstrap)
-     .option("topic", topic_name).option("exactlyOnce", "true")
-     .option("transactionalIdPrefix", prefix).mode("append").save())
+        "CAST(id AS STRING) AS key", "CONCAT('v-', id) AS value"
+    )
+    (
+        df.write.format("pykafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("topic", topic_name)
+        .option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", prefix)
+        .mode("append")
+        .save()
+    )
     assert aborted_values(broker.bootstrap, topic_name, 3) == []
-    assert_every_referee_sees(spark, broker, topic_name, 3, prefix,
-                              sorted(f"v-{i}" for i in range(300)))
+    assert_every_referee_sees(
+        spark, broker, topic_name, 3, prefix, sorted(f"v-{i}" for i in range(300))
+    )
 
 
 def test_batch_write_whose_last_task_fails_leaves_nothing_visible(spark, kafka, topic_name):
@@ -95,12 +107,19 @@ def test_batch_write_whose_last_task_fails_leaves_nothing_visible(spark, kafka, 
         return f"v-{i}"
 
     df = spark.range(0, 400, numPartitions=2).select(
-        F.col("id").cast("string").alias("key"), value("id").alias("value"))
+        F.col("id").cast("string").alias("key"), value("id").alias("value")
+    )
     with pytest.raises(Exception, match="the last task fails"):
-        (df.write.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-         .option("topic", topic_name).option("exactlyOnce", "true")
-         .option("kafka.batch.size", "1000")
-         .option("transactionalIdPrefix", prefix).mode("append").save())
+        (
+            df.write.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", topic_name)
+            .option("exactlyOnce", "true")
+            .option("kafka.batch.size", "1000")
+            .option("transactionalIdPrefix", prefix)
+            .mode("append")
+            .save()
+        )
     assert_every_referee_sees(spark, kafka, topic_name, 2, prefix, [])
 
 
@@ -121,8 +140,12 @@ def test_retried_task_attempts_leave_no_duplicates(spark, kafka, topic_name):
     failures = "before_task_end:0:0,before_task_end:1:0:exit"
     child = subprocess.run(
         [sys.executable, "-m", "tests.eos_retry_child", kafka.bootstrap, topic_name, prefix],
-        cwd=REPO, env=child_env(**{FAIL_ENV: failures}), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, timeout=QUERY_TIMEOUT_S * 2)
+        cwd=REPO,
+        env=child_env(**{FAIL_ENV: failures}),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        timeout=QUERY_TIMEOUT_S * 2,
+    )
     err = child.stderr.decode()
     assert child.returncode == 0, err[-3000:]
     assert "attempt 0 of Spark partition 0 fails at before_task_end" in err
@@ -136,8 +159,14 @@ def test_exactly_once_needs_a_prefix_for_batch_writes(spark, kafka, topic_name):
     create_topic(kafka, topic_name, 1)
     df = spark.range(3).selectExpr("CAST(id AS STRING) AS value")
     with pytest.raises(Exception, match="transactionalIdPrefix: exactlyOnce needs"):
-        (df.write.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-         .option("topic", topic_name).option("exactlyOnce", "true").mode("append").save())
+        (
+            df.write.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", topic_name)
+            .option("exactlyOnce", "true")
+            .mode("append")
+            .save()
+        )
 
 
 def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
@@ -146,9 +175,22 @@ def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
     checkpoint = str(tmp_path / "ck")
     env = child_env(**{ENV: f"{point}:0"})  # batch 0 reads every row (from "earliest")
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.eos_stream_child", broker.bootstrap, source, target,
-         checkpoint, prefix], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tests.eos_stream_child",
+            broker.bootstrap,
+            source,
+            target,
+            checkpoint,
+            prefix,
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         child.wait(QUERY_TIMEOUT_S * 2)
         timed_out = False
@@ -165,8 +207,11 @@ def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
     commits = Path(checkpoint, "commits")
     assert not Path(commits, "0").exists()  # batch 0 never reached the commit log
 
-    query = pipeline(spark, broker.bootstrap, source, target, checkpoint, prefix) \
-        .trigger(availableNow=True).start()
+    query = (
+        pipeline(spark, broker.bootstrap, source, target, checkpoint, prefix)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT_S)
     finally:
@@ -181,8 +226,9 @@ KILLS = [(2, point) for point in POINTS] + [(1, "between_commits")]
 
 
 @pytest.mark.parametrize("tv, point", KILLS, ids=[f"tv{tv}-{point}" for tv, point in KILLS])
-def test_stream_killed_and_restarted_writes_each_row_once(spark, request, topic_name,
-                                                         tmp_path, tv, point):
+def test_stream_killed_and_restarted_writes_each_row_once(
+    spark, request, topic_name, tmp_path, tv, point
+):
     """A topic-to-topic stream is SIGKILLed (driver, JVM and workers) at ``point`` of
     micro-batch 0 and restarted from its checkpoint: every source row is in the target
     exactly once for every referee and no transaction is left unfinished or hanging.
@@ -202,5 +248,6 @@ def test_stream_killed_and_restarted_writes_each_row_once(spark, request, topic_
         assert aborted == []
     else:
         assert aborted  # the crashed run's copies
-    assert_every_referee_sees(spark, broker, target, 2, prefix,
-                              sorted(v for vals in rows.values() for v in vals))
+    assert_every_referee_sees(
+        spark, broker, target, 2, prefix, sorted(v for vals in rows.values() for v in vals)
+    )

@@ -16,8 +16,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from kafka.partitioner.default import murmur2 as referee
 
-from kafka_sink.partitioner import (StickyPartitioner, key_partitions, murmur2, murmur2_bytes,
-                                    to_positive)
+from kafka_sink.partitioner import (
+    StickyPartitioner,
+    key_partitions,
+    murmur2,
+    murmur2_bytes,
+    to_positive,
+)
 
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: numpy and compiled)
 
@@ -45,8 +50,7 @@ def test_known_vectors(key, expected):
 
 def test_matches_referee_on_random_keys_of_every_length():
     rng = random.Random(7)
-    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 70)))
-            for _ in range(4000)]
+    keys = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 70))) for _ in range(4000)]
     got = murmur2(pa.array(keys, pa.binary()))
     assert got.dtype == np.uint32
     assert got.tolist() == [referee(k) for k in keys]
@@ -118,12 +122,22 @@ def test_round_robin_and_uniform_sticky_ignore_keys():
     from kafka_sink.validation import WritePlan
     from kafka_sink.writer import route_rows
 
-    plan = WritePlan(topic_option="t", topic_column=False, key_column=True,
-                     headers_column=False, partition_column=True, timestamp_kind=None)
+    plan = WritePlan(
+        topic_option="t",
+        topic_column=False,
+        key_column=True,
+        headers_column=False,
+        partition_column=True,
+        timestamp_kind=None,
+    )
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([b"same"] * 6), pa.array([b"v"] * 6), pa.array([None, None, 0, None,
-                                                                    None, None], pa.int32())],
-        names=["key", "value", "partition"])
+        [
+            pa.array([b"same"] * 6),
+            pa.array([b"v"] * 6),
+            pa.array([None, None, 0, None, None, None], pa.int32()),
+        ],
+        names=["key", "value", "partition"],
+    )
     rows = prepare(batch, plan)
     rr = RoundRobinPartitioner(random.Random(0))
     first = route_rows(rows, {"t": 3}, rr, use_keys=False)
@@ -131,8 +145,7 @@ def test_round_robin_and_uniform_sticky_ignore_keys():
     dealt = [int(p) for i, p in enumerate(list(first) + list(second)) if i % 6 != 2]
     assert [(b - a) % 3 for a, b in zip(dealt, dealt[1:])] == [1] * 9
     assert first[2] == 0 and second[2] == 0
-    sticky = route_rows(rows, {"t": 3}, StickyPartitioner(10**6, random.Random(0)),
-                        use_keys=False)
+    sticky = route_rows(rows, {"t": 3}, StickyPartitioner(10**6, random.Random(0)), use_keys=False)
     assert len({int(p) for i, p in enumerate(sticky) if i != 2}) == 1
     keyed = route_rows(rows, {"t": 3}, StickyPartitioner(10**6, random.Random(0)))
     assert len({int(p) for i, p in enumerate(keyed) if i != 2}) == 1  # one key, one place

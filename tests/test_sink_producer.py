@@ -39,8 +39,16 @@ from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 
 from .txn_referee import log_of
-from .helpers.sink import (assert_exactly_once_in_order, batches, consume, make_topic,
-                           options, plan_for, raw_batches, rows)
+from .helpers.sink import (
+    assert_exactly_once_in_order,
+    batches,
+    consume,
+    make_topic,
+    options,
+    plan_for,
+    raw_batches,
+    rows,
+)
 
 
 # ---- helpers -------------------------------------------------------------------------------
@@ -52,11 +60,17 @@ def write(broker, topic, data, **extra):
     return write_task(iter(data), opts, plan_for(data[0], topic))
 
 
-def consume_kafka_python(bootstrap: str, topic: str, partitions: int, expected: int,
-                         timeout: float = 30) -> dict[int, list]:
+def consume_kafka_python(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30
+) -> dict[int, list]:
     from kafka import KafkaConsumer, TopicPartition
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             group_id=None, consumer_timeout_ms=1000)
+
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        enable_auto_commit=False,
+        group_id=None,
+        consumer_timeout_ms=1000,
+    )
     try:
         tps = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(tps)
@@ -67,8 +81,7 @@ def consume_kafka_python(bootstrap: str, topic: str, partitions: int, expected: 
         while got < expected and time.monotonic() < deadline:
             for tp, messages in consumer.poll(timeout_ms=500).items():
                 for m in messages:
-                    out[tp.partition].append((m.key, m.value, list(m.headers or []),
-                                              m.timestamp))
+                    out[tp.partition].append((m.key, m.value, list(m.headers or []), m.timestamp))
                     got += 1
         return out
     finally:
@@ -76,6 +89,7 @@ def consume_kafka_python(bootstrap: str, topic: str, partitions: int, expected: 
 
 
 # ---- round trips on Apache Kafka --------------------------------------------------------------
+
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_round_trip_every_codec_read_by_both_clients(kafka, topic_name, codec):
@@ -92,10 +106,12 @@ def test_round_trip_every_codec_read_by_both_clients(kafka, topic_name, codec):
         part = (referee_murmur2(key) & 0x7FFFFFFF) % 3
         hdrs = [("h", b"%d" % i), ("n", None)] if i % 3 else []
         expected.setdefault(part, []).append(
-            (key, b"v%08d" % i, hdrs, 1_700_000_000_000 + i))  # micros truncated to ms
+            (key, b"v%08d" % i, hdrs, 1_700_000_000_000 + i)
+        )  # micros truncated to ms
     got = consume(kafka.bootstrap, topic_name, 3, total)
     assert {p: v for p, v in got.items() if v} == expected
     from kafka import codec as kafka_python_codecs
+
     if codec == "snappy" and not kafka_python_codecs.has_snappy():
         return  # kafka-python reads snappy only with python-snappy, not installed here
     got_kp = consume_kafka_python(kafka.bootstrap, topic_name, 3, total)
@@ -105,9 +121,12 @@ def test_round_trip_every_codec_read_by_both_clients(kafka, topic_name, codec):
 def test_batches_carry_a_producer_id_and_consecutive_sequences(kafka, topic_name):
     make_topic(kafka, topic_name, 2)
     total = 6000
-    message = write(kafka, topic_name, batches(total, 1000, keys=False,
-                                               partitions=lambda i: i % 2),
-                    **{"batch.size": 8000})
+    message = write(
+        kafka,
+        topic_name,
+        batches(total, 1000, keys=False, partitions=lambda i: i % 2),
+        **{"batch.size": 8000},
+    )
     assert len(message.producer_ids) == 1
     pid = message.producer_ids[0]
     for partition in range(2):
@@ -128,8 +147,13 @@ def test_partition_column_then_key_then_sticky(kafka, topic_name):
     keys = [None if i % 4 == 0 else b"key-%d" % i for i in range(n)]
     parts = [2 if i % 5 == 0 else None for i in range(n)]
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array([b"v%08d" % i for i in range(n)]),
-         pa.array(parts, pa.int32())], names=["key", "value", "partition"])
+        [
+            pa.array(keys, pa.binary()),
+            pa.array([b"v%08d" % i for i in range(n)]),
+            pa.array(parts, pa.int32()),
+        ],
+        names=["key", "value", "partition"],
+    )
     write(kafka, topic_name, [batch])
     got = consume(kafka.bootstrap, topic_name, 4, n)
     where = {int(v[1:9]): p for p, recs in got.items() for _, v, _, _ in recs}
@@ -151,11 +175,17 @@ def test_topic_column_spreads_rows_over_topics_in_order(kafka, topic_name):
     make_topic(kafka, b, 1)
     n = 1000
     batch = pa.RecordBatch.from_arrays(
-        [pa.array([a if i % 3 else b for i in range(n)]),
-         pa.array([b"v%08d" % i for i in range(n)])], names=["topic", "value"])
+        [
+            pa.array([a if i % 3 else b for i in range(n)]),
+            pa.array([b"v%08d" % i for i in range(n)]),
+        ],
+        names=["topic", "value"],
+    )
     message = write(kafka, None, [batch, batch.slice(0, 10)])
-    assert message.per_topic() == {a: (672, message.per_topic()[a][1]),
-                                   b: (338, message.per_topic()[b][1])}
+    assert message.per_topic() == {
+        a: (672, message.per_topic()[a][1]),
+        b: (338, message.per_topic()[b][1]),
+    }
     got_a = [int(v[1:9]) for _, v, _, _ in consume(kafka.bootstrap, a, 1, 672)[0]]
     assert got_a == [i for i in range(n) if i % 3] + [i for i in range(10) if i % 3]
 
@@ -163,9 +193,13 @@ def test_topic_column_spreads_rows_over_topics_in_order(kafka, topic_name):
 def test_string_key_and_value_and_double_timestamps(kafka, topic_name):
     make_topic(kafka, topic_name, 1)
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(["é-key", None]), pa.array(["välue", None]),
-         pa.array([1_700_000_000.1239, None], pa.float64())],
-        names=["key", "value", "timestamp"])
+        [
+            pa.array(["é-key", None]),
+            pa.array(["välue", None]),
+            pa.array([1_700_000_000.1239, None], pa.float64()),
+        ],
+        names=["key", "value", "timestamp"],
+    )
     before = int(time.time() * 1000)
     write(kafka, topic_name, [batch])
     got = consume(kafka.bootstrap, topic_name, 1, 2)[0]
@@ -180,6 +214,7 @@ def test_lost_answers_and_broken_connections_are_resent_once(kafka, topic_name, 
     record is there once, in order."""
     make_topic(kafka, topic_name, 2)
     from protocol.client.connection import BrokerConnection
+
     real_receive = BrokerConnection.receive
     calls = {"n": 0}
 
@@ -193,8 +228,9 @@ def test_lost_answers_and_broken_connections_are_resent_once(kafka, topic_name, 
 
     monkeypatch.setattr(BrokerConnection, "receive", flaky_receive)
     total = 20_000
-    message = write(kafka, topic_name, batches(total, 2000), **{"batch.size": 4000,
-                                                                "buffer.memory": 50_000})
+    message = write(
+        kafka, topic_name, batches(total, 2000), **{"batch.size": 4000, "buffer.memory": 50_000}
+    )
     monkeypatch.setattr(BrokerConnection, "receive", real_receive)
     assert calls["n"] > 17
     assert message.records == total
@@ -206,6 +242,7 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
     ones OUT_OF_ORDER_SEQUENCE_NUMBER, and the producer resends all in order."""
     make_topic(kafka, topic_name, 1)
     from protocol.client.connection import BrokerConnection
+
     real_send = BrokerConnection.send
     state = {"n": 0, "dropped": None}
 
@@ -221,9 +258,17 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
 
     monkeypatch.setattr(BrokerConnection, "send", lossy_send)
     total = 20_000
-    message = write(kafka, topic_name, batches(total, 2000), **{
-        "batch.size": 4000, "buffer.memory": 50_000, "request.timeout.ms": 1500,
-        "delivery.timeout.ms": 30000})
+    message = write(
+        kafka,
+        topic_name,
+        batches(total, 2000),
+        **{
+            "batch.size": 4000,
+            "buffer.memory": 50_000,
+            "request.timeout.ms": 1500,
+            "delivery.timeout.ms": 30000,
+        },
+    )
     monkeypatch.setattr(BrokerConnection, "send", real_send)
     assert state["dropped"] is not None
     assert message.records == total
@@ -233,8 +278,13 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
 def test_acks_one_and_zero_without_idempotence(kafka, topic_name):
     make_topic(kafka, topic_name, 1)
     write(kafka, topic_name, batches(500, 250), acks=1, **{"enable.idempotence": "false"})
-    write(kafka, topic_name, batches(500, 250, keys=False)[::1], acks=0,
-          **{"enable.idempotence": "false"})
+    write(
+        kafka,
+        topic_name,
+        batches(500, 250, keys=False)[::1],
+        acks=0,
+        **{"enable.idempotence": "false"},
+    )
     got = consume(kafka.bootstrap, topic_name, 1, 1000)[0]
     assert len(got) == 1000
     for h in raw_batches(kafka.bootstrap, topic_name, 0):
@@ -243,15 +293,23 @@ def test_acks_one_and_zero_without_idempotence(kafka, topic_name):
 
 # ---- faults on the mock cluster -------------------------------------------------------------
 
+
 @pytest.mark.parametrize("in_flight", [1, 5])
 @pytest.mark.parametrize("errors", [[6, 6, 6], [7, 7], [20, 20, 20], [6, 7, 20, 19, 7]])
 def test_injected_produce_errors(mock_cluster, topic_name, errors, in_flight):
     make_topic(mock_cluster, topic_name, 3)
     mock_cluster.push_request_errors(0, errors)
     total = 12_000
-    message = write(mock_cluster, topic_name, batches(total, 3000), **{
-        "batch.size": 6000, "buffer.memory": 40_000,
-        "max.in.flight.requests.per.connection": in_flight})
+    message = write(
+        mock_cluster,
+        topic_name,
+        batches(total, 3000),
+        **{
+            "batch.size": 6000,
+            "buffer.memory": 40_000,
+            "max.in.flight.requests.per.connection": in_flight,
+        },
+    )
     mock_cluster.clear_request_errors(0)
     assert message.records == total
     got = consume(mock_cluster.bootstrap, topic_name, 3, total)
@@ -276,9 +334,11 @@ def test_leader_moves_mid_write(mock_cluster, topic_name):
                     mock_cluster.partition_set_leader(topic_name, p, leader % 3 + 1)
             yield batch
 
-    opts = options(mock_cluster, topic_name, **{
-        "batch.size": 8000, "buffer.memory": 30_000,
-        "max.in.flight.requests.per.connection": 1})
+    opts = options(
+        mock_cluster,
+        topic_name,
+        **{"batch.size": 8000, "buffer.memory": 30_000, "max.in.flight.requests.per.connection": 1},
+    )
     message = write_task(stream(), opts, plan_for(data[0], topic_name))
     assert message.records == total
     got = consume(mock_cluster.bootstrap, topic_name, 2, total)
@@ -301,9 +361,11 @@ def test_broker_down_and_up_mid_write(mock_cluster, topic_name):
                 timers.append(timer)
             yield batch
 
-    opts = options(mock_cluster, topic_name, **{
-        "batch.size": 8000, "buffer.memory": 30_000,
-        "max.in.flight.requests.per.connection": 1})
+    opts = options(
+        mock_cluster,
+        topic_name,
+        **{"batch.size": 8000, "buffer.memory": 30_000, "max.in.flight.requests.per.connection": 1},
+    )
     try:
         message = write_task(stream(), opts, plan_for(data[0], topic_name))
     finally:
@@ -320,8 +382,12 @@ def test_lost_producer_state_starts_a_new_producer_id(mock_cluster, topic_name, 
     make_topic(mock_cluster, topic_name, 1)
     mock_cluster.push_request_errors(0, [code])
     total = 5000
-    message = write(mock_cluster, topic_name, batches(total, 1000), **{
-        "batch.size": 4000, "max.in.flight.requests.per.connection": 1})
+    message = write(
+        mock_cluster,
+        topic_name,
+        batches(total, 1000),
+        **{"batch.size": 4000, "max.in.flight.requests.per.connection": 1},
+    )
     assert len(message.producer_ids) == 2
     got = consume(mock_cluster.bootstrap, topic_name, 1, total)
     assert_exactly_once_in_order(got, total)
@@ -332,8 +398,12 @@ def test_lost_producer_state_starts_a_new_producer_id(mock_cluster, topic_name, 
 
 def _log_values(bootstrap: str, topic: str) -> list[bytes]:
     """The data records of partition 0 in log order (markers left out)."""
-    return [r.value for _, header, records in log_of(bootstrap, topic, 1)
-            if not header.attributes & 0x20 for r in records]
+    return [
+        r.value
+        for _, header, records in log_of(bootstrap, topic, 1)
+        if not header.attributes & 0x20
+        for r in records
+    ]
 
 
 def test_a_first_batch_that_failed_is_not_overtaken(mock_cluster, topic_name):
@@ -346,47 +416,55 @@ def test_a_first_batch_that_failed_is_not_overtaken(mock_cluster, topic_name):
     make_topic(mock_cluster, topic_name, 1)
     mock_cluster.push_request_errors(0, [6])
     try:
-        message = write(mock_cluster, topic_name, [rows(20)], **{
-            "batch.size": 100, "buffer.memory": 100})
+        message = write(
+            mock_cluster, topic_name, [rows(20)], **{"batch.size": 100, "buffer.memory": 100}
+        )
     finally:
         mock_cluster.clear_request_errors(0)
     assert message.records == 20
-    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i
-                                                              for i in range(20)]
+    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i for i in range(20)]
 
 
 def test_an_out_of_order_answer_behind_a_failed_batch_is_resent_in_a_transaction(
-        mock_cluster, topic_name):
+    mock_cluster, topic_name
+):
     """A transactional task's second Produce fails (NOT_LEADER_OR_FOLLOWER) with more of
     its batches in flight: those are answered OUT_OF_ORDER_SEQUENCE_NUMBER (the mock
     checks a transactional producer's sequences as Kafka does). That is the echo of the
     failed batch, not a lost sequence: they are resent from the oldest, as Kafka's Java
     producer does, and the task succeeds with every record once, in order."""
     from kafka_sink.transactions import commit_transactions
+
     make_topic(mock_cluster, topic_name, 1)
-    opts = parse_writer_options({
-        "kafka.bootstrap.servers": mock_cluster.bootstrap, "topic": topic_name,
-        "kafka.retry.backoff.ms": "20", "kafka.batch.size": "100",
-        "kafka.buffer.memory": "100", "exactlyOnce": "true"})
+    opts = parse_writer_options(
+        {
+            "kafka.bootstrap.servers": mock_cluster.bootstrap,
+            "topic": topic_name,
+            "kafka.retry.backoff.ms": "20",
+            "kafka.batch.size": "100",
+            "kafka.buffer.memory": "100",
+            "exactlyOnce": "true",
+        }
+    )
     prefix = f"eos-{topic_name[-6:]}"
     mock_cluster.push_request_errors(0, [0, 6])  # the first Produce passes, the next fails
     try:
-        message = write_task(iter([rows(20)]), opts, plan_for(rows(1), topic_name),
-                             prefix=prefix, task=(0, 0, None))
+        message = write_task(
+            iter([rows(20)]), opts, plan_for(rows(1), topic_name), prefix=prefix, task=(0, 0, None)
+        )
     finally:
         mock_cluster.clear_request_errors(0)
     assert message.records == 20
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         assert commit_transactions(client, opts, prefix, [message], None)["committed"] == 1
-    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i
-                                                              for i in range(20)]
+    assert _log_values(mock_cluster.bootstrap, topic_name) == [b"v%08d" % i for i in range(20)]
 
 
-@pytest.mark.parametrize("code,words", [(90, "fenced"), (47, "fenced"),
-                                        (10, "MESSAGE_TOO_LARGE"),
-                                        (29, "TOPIC_AUTHORIZATION_FAILED")])
-def test_fatal_errors_fail_the_task_naming_the_partition(mock_cluster, topic_name, code,
-                                                         words):
+@pytest.mark.parametrize(
+    "code,words",
+    [(90, "fenced"), (47, "fenced"), (10, "MESSAGE_TOO_LARGE"), (29, "TOPIC_AUTHORIZATION_FAILED")],
+)
+def test_fatal_errors_fail_the_task_naming_the_partition(mock_cluster, topic_name, code, words):
     make_topic(mock_cluster, topic_name, 1)
     mock_cluster.push_request_errors(0, [code])
     try:
@@ -404,8 +482,12 @@ def test_delivery_timeout_names_partition_and_last_error(mock_cluster, topic_nam
     started = time.monotonic()
     try:
         with pytest.raises(ProduceError) as info:
-            write(mock_cluster, topic_name, batches(100, 100), **{
-                "request.timeout.ms": 500, "linger.ms": 0, "delivery.timeout.ms": 1500})
+            write(
+                mock_cluster,
+                topic_name,
+                batches(100, 100),
+                **{"request.timeout.ms": 500, "linger.ms": 0, "delivery.timeout.ms": 1500},
+            )
     finally:
         mock_cluster.clear_request_errors(0)
     assert time.monotonic() - started < 10
@@ -429,6 +511,7 @@ def test_one_init_producer_id_per_task_and_pipelined_produce(mock_cluster, topic
 
 # ---- small units ---------------------------------------------------------------------------
 
+
 def test_sequence_wraps_at_int32_max():
     assert next_sequence(0, 5) == 5
     assert next_sequence(2**31 - 3, 3) == 0
@@ -436,13 +519,17 @@ def test_sequence_wraps_at_int32_max():
 
 
 def test_restamp_rewrites_ids_and_crc():
-    data = rb.build_batch([(0, 1000, b"k", b"v"), (1, 1001, None, b"w")], producer_id=7,
-                          producer_epoch=1, base_sequence=40)
+    data = rb.build_batch(
+        [(0, 1000, b"k", b"v"), (1, 1001, None, b"w")],
+        producer_id=7,
+        producer_epoch=1,
+        base_sequence=40,
+    )
     again = restamp(data, 99, 0, 0)
     h = rb.parse_header(again)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (99, 0, 0)
-    assert h.crc == rb.crc32c(memoryview(again)[rb.ATTRIBUTES_OFFSET:])
-    assert again[rb.RECORDS_OFFSET:] == data[rb.RECORDS_OFFSET:]
+    assert h.crc == rb.crc32c(memoryview(again)[rb.ATTRIBUTES_OFFSET :])
+    assert again[rb.RECORDS_OFFSET :] == data[rb.RECORDS_OFFSET :]
 
 
 def test_producer_without_records_sends_nothing(mock_cluster, topic_name):
@@ -458,9 +545,16 @@ def test_producer_without_records_sends_nothing(mock_cluster, topic_name):
 def test_delivery_timeout_starts_when_sending_starts(mock_cluster, topic_name):
     """Batches held back while a task checks its input do not age meanwhile."""
     make_topic(mock_cluster, topic_name, 1)
-    opts = options(mock_cluster, topic_name, **{"request.timeout.ms": 300, "linger.ms": 0,
-                                                "delivery.timeout.ms": 400,
-                                                "batch.size": 200})
+    opts = options(
+        mock_cluster,
+        topic_name,
+        **{
+            "request.timeout.ms": 300,
+            "linger.ms": 0,
+            "delivery.timeout.ms": 400,
+            "batch.size": 200,
+        },
+    )
     slow = iter([rows(10), rows(10, 10)])
 
     def stream():

@@ -29,12 +29,14 @@ pytestmark = pytest.mark.spark
 def write_available_now(stream, bootstrap: str, topic: str, checkpoint: str):
     """``stream.writeStream.format("pykafka")`` to ``topic``, ``Trigger.AvailableNow``,
     run until it ends without an error; returns the stopped query."""
-    query = (stream.writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", bootstrap)
-             .option("topic", topic)
-             .option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True)
-             .start())
+    query = (
+        stream.writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(180)
         assert query.exception() is None
@@ -52,12 +54,16 @@ def test_df_write_keys_headers_timestamps_partitions(spark, kafka, topic_name):
         "array(named_struct('key', 'id', 'value', cast(cast(id AS string) AS binary)),"
         "      named_struct('key', 'none', 'value', cast(NULL AS binary))) AS headers",
         "timestamp_millis(1700000000000 + id) AS timestamp",
-        "CASE WHEN id % 10 = 0 THEN 1 END AS partition")
-    (df.write.format("pykafka").mode("append")
-       .option("kafka.bootstrap.servers", kafka.bootstrap)
-       .option("topic", topic_name)
-       .option("kafka.compression.type", "lz4")
-       .save())
+        "CASE WHEN id % 10 = 0 THEN 1 END AS partition",
+    )
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic_name)
+        .option("kafka.compression.type", "lz4")
+        .save()
+    )
 
     got = consume(kafka.bootstrap, topic_name, 3, total)
     seen = 0
@@ -82,28 +88,40 @@ def test_df_write_keys_headers_timestamps_partitions(spark, kafka, topic_name):
 def test_save_modes_and_errors_reach_the_user(spark, kafka, topic_name):
     make_topic(kafka, topic_name, 1)
     df = spark.range(10).selectExpr("cast(id AS string) AS value")
-    writer = (df.write.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-              .option("topic", topic_name))
+    writer = (
+        df.write.format("pykafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic_name)
+    )
     with pytest.raises(Exception) as info:
         writer.mode("overwrite").save()
-    assert ('Save mode Overwrite not allowed for Kafka. Write with .mode("append")'
-            in str(info.value))
+    assert 'Save mode Overwrite not allowed for Kafka. Write with .mode("append")' in str(
+        info.value
+    )
     with pytest.raises(Exception) as info:
         writer.mode("errorifexists").save()
     assert "Append" in str(info.value)  # Spark's own refusal of the mode
     with pytest.raises(Exception) as info:
-        (spark.range(3).write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
-         .save())
+        (
+            spark.range(3)
+            .write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", topic_name)
+            .save()
+        )
     assert "Required attribute 'value' not found" in str(info.value)
     # a data error raised in a task names the column and the partition count
     bad = spark.range(5).selectExpr("cast(id AS string) AS value", "7 AS partition")
     with pytest.raises(Exception) as info:
-        (bad.write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
-         .save())
-    assert "Invalid partition given with record: 7 is not in the range [0...1)" in \
-        str(info.value)
+        (
+            bad.write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", topic_name)
+            .save()
+        )
+    assert "Invalid partition given with record: 7 is not in the range [0...1)" in str(info.value)
     assert consume(kafka.bootstrap, topic_name, 1, 0, timeout=2)[0] == []
 
 
@@ -117,10 +135,12 @@ def test_write_stream_available_now_from_json_files(spark, kafka, topic_name, tm
             for i in range(f * 100, f * 100 + 100):
                 out.write(json.dumps({"k": f"key-{i % 7}", "v": f"v{i:08d}"}) + "\n")
                 total += 1
-    stream = (spark.readStream.schema("k string, v string").json(str(source))
-              .selectExpr("k AS key", "v AS value"))
-    query = write_available_now(stream, kafka.bootstrap, topic_name,
-                                str(tmp_path / "checkpoint"))
+    stream = (
+        spark.readStream.schema("k string, v string")
+        .json(str(source))
+        .selectExpr("k AS key", "v AS value")
+    )
+    query = write_available_now(stream, kafka.bootstrap, topic_name, str(tmp_path / "checkpoint"))
     got = consume(kafka.bootstrap, topic_name, 2, total)
     values = sorted(int(v[1:]) for records in got.values() for _, v, _, _ in records)
     assert values == list(range(total))
@@ -140,14 +160,23 @@ def test_write_stream_from_one_topic_to_another(spark, kafka, topic_name, tmp_pa
     producer = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap})
     total = 1000
     for i in range(total):
-        producer.produce(source, key=b"k%d" % (i % 13), value=b"v%08d" % i,
-                         partition=i % 2, headers=[("n", b"%d" % i)])
+        producer.produce(
+            source,
+            key=b"k%d" % (i % 13),
+            value=b"v%08d" % i,
+            partition=i % 2,
+            headers=[("n", b"%d" % i)],
+        )
     assert producer.flush(30) == 0
-    stream = (spark.readStream.format("pykafka")
-              .option("kafka.bootstrap.servers", kafka.bootstrap)
-              .option("subscribe", source).option("startingOffsets", "earliest")
-              .option("includeHeaders", "true").load()
-              .selectExpr("key", "value", "headers"))
+    stream = (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .load()
+        .selectExpr("key", "value", "headers")
+    )
     write_available_now(stream, kafka.bootstrap, sink, str(tmp_path / "checkpoint"))
     got = consume(kafka.bootstrap, sink, 3, total)
     records = [r for rs in got.values() for r in rs]
@@ -167,12 +196,18 @@ def test_a_continuous_trigger_commits_no_epoch(spark, kafka, topic_name, tmp_pat
     sink's commit.)"""
     make_topic(kafka, topic_name, 1)
     checkpoint = tmp_path / "checkpoint"
-    query = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
-             .selectExpr("CAST(value AS STRING) AS value")
-             .writeStream.format("pykafka")
-             .option("kafka.bootstrap.servers", kafka.bootstrap).option("topic", topic_name)
-             .option("checkpointLocation", str(checkpoint))
-             .trigger(continuous="1 second").start())
+    query = (
+        spark.readStream.format("rate")
+        .option("rowsPerSecond", 20)
+        .load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("pykafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("topic", topic_name)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(continuous="1 second")
+        .start()
+    )
     try:
         deadline = time.monotonic() + 120
         while not (checkpoint / "offsets" / "2").exists():  # epochs 0-2 ended
@@ -186,4 +221,3 @@ def test_a_continuous_trigger_commits_no_epoch(spark, kafka, topic_name, tmp_pat
         query.stop()
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
         assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 0}
-

@@ -59,32 +59,44 @@ def test_a_passed_check_is_not_repeated_for_each_micro_batch(proxy, proxied, top
     assert _checks() == checks + 2 and proxy.stats["connections"] > accepted
     # a missing topic is never remembered as checked
     with pytest.raises(ConfigError, match="not present in metadata"):
-        create_stream_writer({**opts, "topic": topic_name + "-missing",
-                              "kafka.max.block.ms": "300"}, SCHEMA, False)
+        create_stream_writer(
+            {**opts, "topic": topic_name + "-missing", "kafka.max.block.ms": "300"}, SCHEMA, False
+        )
     with pytest.raises(ConfigError, match="not present in metadata"):
-        create_stream_writer({**opts, "topic": topic_name + "-missing",
-                              "kafka.max.block.ms": "300"}, SCHEMA, False)
+        create_stream_writer(
+            {**opts, "topic": topic_name + "-missing", "kafka.max.block.ms": "300"}, SCHEMA, False
+        )
 
 
-@pytest.mark.parametrize("extra", [{}, {"exactlyOnce": "true",
-                                       "transactionalIdPrefix": "topic-check"}])
+@pytest.mark.parametrize(
+    "extra", [{}, {"exactlyOnce": "true", "transactionalIdPrefix": "topic-check"}]
+)
 def test_a_connection_cut_during_the_check_is_retried(proxy, proxied, topic_name, extra):
     """With exactlyOnce the first Metadata request is the transactions check's, which
     failed the soak's query at a micro-batch's commit before."""
     proxy, kafka = proxied
     create_topic(kafka, topic_name, 1)
     proxy.drop_after_request(METADATA, count=2)  # two answers replaced by a cut
-    create_stream_writer({"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name,
-                          **extra}, SCHEMA, False)
+    create_stream_writer(
+        {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name, **extra}, SCHEMA, False
+    )
     assert proxy.pending_drops(METADATA) == 0
 
 
 def test_the_retries_end_at_max_block_ms(proxy, proxied, topic_name):
     from protocol.errors import KafkaConnectionError, KafkaTimeoutError
+
     proxy, kafka = proxied
     create_topic(kafka, topic_name, 1)
     proxy.drop_after_request(METADATA, count=1000)
     with pytest.raises((KafkaConnectionError, KafkaTimeoutError)):
-        create_stream_writer({"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name,
-                              "kafka.max.block.ms": "500"}, SCHEMA, False)
+        create_stream_writer(
+            {
+                "kafka.bootstrap.servers": proxy.bootstrap,
+                "topic": topic_name,
+                "kafka.max.block.ms": "500",
+            },
+            SCHEMA,
+            False,
+        )
     assert len(writer._CHECKED) == 0

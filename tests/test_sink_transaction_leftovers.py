@@ -36,10 +36,22 @@ from protocol.client.group_offsets import TRANSACTION_KEY
 from protocol.schemas import LIST_TRANSACTIONS
 
 from .broker_setup import create_topic
-from .helpers.transactions import (assert_read_committed_shows, commit, create, options,
-                                   produce_in_txn, task, values)
-from .txn_referee import (aborted_values, committed_values, kafka_transaction_states,
-                          open_transactions, stable_offsets_behind)
+from .helpers.transactions import (
+    assert_read_committed_shows,
+    commit,
+    create,
+    options,
+    produce_in_txn,
+    task,
+    values,
+)
+from .txn_referee import (
+    aborted_values,
+    committed_values,
+    kafka_transaction_states,
+    open_transactions,
+    stable_offsets_behind,
+)
 
 
 def open_in_txn(client, tid: str, topic: str) -> tuple[int, int]:
@@ -65,7 +77,10 @@ def test_open_transactional_ids_lists_ongoing_transactions_only(kafka, topic_nam
         listed = txn.open_transactional_ids(client)
         assert {kept, dropped} <= listed and idle not in listed
         assert kafka_transaction_states(kafka, base) == {
-            kept: "Ongoing", dropped: "Ongoing", idle: "Empty"}
+            kept: "Ongoing",
+            dropped: "Ongoing",
+            idle: "Empty",
+        }
         conn = client.connection(min(client.metadata().brokers))
         assert conn.version_for(LIST_TRANSACTIONS) == 2
         assert txn.open_transactional_ids(client, f"^{re.escape(kept)}$") == {kept}
@@ -88,8 +103,7 @@ def test_open_transactional_ids_asks_every_coordinator(kafka_clusters, topic_nam
         client.metadata([topic_name])
         by_node: dict[int, list[str]] = {}
         for tid in (f"{base}-{i}" for i in range(24)):  # all 24 on one node: 3**-23
-            by_node.setdefault(client.coordinator(tid, TRANSACTION_KEY).node_id,
-                               []).append(tid)
+            by_node.setdefault(client.coordinator(tid, TRANSACTION_KEY).node_id, []).append(tid)
         assert len(by_node) >= 2, by_node
         tids = [tid for ids in by_node.values() for tid in ids[:3]]
         opened = {tid: open_in_txn(client, tid, topic_name) for tid in tids}
@@ -108,8 +122,7 @@ def any_kafka(request):
     return request.getfixturevalue("kafka_clusters").get(version=OLDEST_KAFKA)
 
 
-def test_a_restarted_stream_fences_what_its_crashed_run_left_open(any_kafka, topic_name,
-                                                                   caplog):
+def test_a_restarted_stream_fences_what_its_crashed_run_left_open(any_kafka, topic_name, caplog):
     """The crashed run of micro-batch 5 had tasks 0 and 1 (and a zombie attempt 3 of
     partition 0), all wrote and none was committed. The re-run plans one task: its
     InitProducerId aborts ``P-0-0``'s transaction, and the driver's commit fences
@@ -138,12 +151,16 @@ def test_a_restarted_stream_fences_what_its_crashed_run_left_open(any_kafka, top
         caplog.set_level(logging.INFO, logger="pykafka.sink")
         started = time.monotonic()
         assert commit(broker, topic_name, prefix, [rerun], 5) == {
-            "committed": 1, "replayed": 0, "skipped": 0}
+            "committed": 1,
+            "replayed": 0,
+            "skipped": 0,
+        }
         assert stable_offsets_behind(broker.bootstrap, topic_name, 2, wait_s=5) == []
         assert time.monotonic() - started < 15  # the transaction timeout is 60 s
         assert_read_committed_shows(broker, topic_name, 2, values("rerun", 10))
         assert sorted(aborted_values(broker.bootstrap, topic_name, 2)) == sorted(
-            values("crashed0", 10) + values("crashed1", 10) + values("zombie", 10))
+            values("crashed0", 10) + values("crashed1", 10) + values("zombie", 10)
+        )
         fenced = [r.getMessage() for r in caplog.records if "fenced 2 open" in r.getMessage()]
         assert len(fenced) == 1 and f"{prefix}-0-3, {prefix}-1-0" in fenced[0], fenced
 
@@ -182,18 +199,23 @@ def test_a_broker_without_list_transactions_is_skipped(mock_cluster, topic_name,
     caplog.set_level(logging.WARNING, logger="pykafka")
 
     def warnings() -> list[str]:
-        return [r.getMessage() for r in caplog.records
-                if "does not support ListTransactions" in r.getMessage()]
+        return [
+            r.getMessage()
+            for r in caplog.records
+            if "does not support ListTransactions" in r.getMessage()
+        ]
 
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         for batch_id, tag in ((2, "x"), (3, "y")):
             message = task(mock_cluster, topic_name, prefix, tag, 10, batch_id=batch_id)
-            counts = commit_transactions(client, options(mock_cluster, topic_name), prefix,
-                                         [message], batch_id)
+            counts = commit_transactions(
+                client, options(mock_cluster, topic_name), prefix, [message], batch_id
+            )
             assert counts["committed"] == 1
             assert len(warnings()) == 3, warnings()  # the mock's three brokers, once
     assert committed_values(mock_cluster.bootstrap, topic_name, 1) == (
-        values("x", 10) + values("y", 10))
+        values("x", 10) + values("y", 10)
+    )
 
 
 def _busy(frame: bytearray, version: int) -> bytearray:
@@ -204,8 +226,7 @@ def _busy(frame: bytearray, version: int) -> bytearray:
     return frame
 
 
-def test_a_broker_that_cannot_list_is_a_warning_once_a_query(proxied_kafka, topic_name,
-                                                             caplog):
+def test_a_broker_that_cannot_list_is_a_warning_once_a_query(proxied_kafka, topic_name, caplog):
     """A broker whose answer to the stream's ListTransactions is an error at every
     micro-batch's commit (the proxy makes it COORDINATOR_LOAD_IN_PROGRESS): the
     micro-batches commit; the skipped broker is one warning per query (it was one per
@@ -220,19 +241,27 @@ def test_a_broker_that_cannot_list_is_a_warning_once_a_query(proxied_kafka, topi
     try:
         with KafkaClient(bootstrap_servers=proxy.address) as client:
             for batch_id, prefix in ((1, first), (2, first), (1, second)):
-                message = task(cluster, topic_name, prefix, f"{prefix}-{batch_id}", 2,
-                               batch_id=batch_id)
-                assert commit_transactions(client, options(cluster, topic_name), prefix,
-                                           [message], batch_id)["committed"] == 1
+                message = task(
+                    cluster, topic_name, prefix, f"{prefix}-{batch_id}", 2, batch_id=batch_id
+                )
+                assert (
+                    commit_transactions(
+                        client, options(cluster, topic_name), prefix, [message], batch_id
+                    )["committed"]
+                    == 1
+                )
         assert proxy.pending_rewrites(LIST_TRANSACTIONS.key) == 0
     finally:
         proxy.reset()
     skipped = [r for r in caplog.records if "open transactions: broker" in r.getMessage()]
     assert [r.levelno for r in skipped] == [logging.WARNING, logging.DEBUG, logging.WARNING]
     said = skipped[0].getMessage()
-    assert said.startswith("open transactions: broker 1 skipped (the open transactions it "
-                           "coordinates end by kafka.transaction.timeout.ms): "
-                           "[COORDINATOR_LOAD_IN_PROGRESS (14)]"), said
+    assert said.startswith(
+        "open transactions: broker 1 skipped (the open transactions it "
+        "coordinates end by kafka.transaction.timeout.ms): "
+        "[COORDINATOR_LOAD_IN_PROGRESS (14)]"
+    ), said
     assert skipped[1].getMessage().endswith("(again: 1 times since the warning)")
     assert sorted(committed_values(cluster.bootstrap, topic_name, 1)) == sorted(
-        values(f"{first}-1", 2) + values(f"{first}-2", 2) + values(f"{second}-1", 2))
+        values(f"{first}-1", 2) + values(f"{first}-2", 2) + values(f"{second}-1", 2)
+    )

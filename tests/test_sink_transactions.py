@@ -22,9 +22,14 @@ import uuid
 
 import pytest
 from kafka_sink.batch_state import ProduceError
-from kafka_sink.transactions import (StaleAttemptError, TransactionCommitError,
-                                     abort_transactions, commit_transactions, committed_batch,
-                                     job_prefix)
+from kafka_sink.transactions import (
+    StaleAttemptError,
+    TransactionCommitError,
+    abort_transactions,
+    commit_transactions,
+    committed_batch,
+    job_prefix,
+)
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import create_writer, write_task
 from protocol.client import transactions as txn
@@ -34,11 +39,26 @@ from protocol.framing import decode_response_header
 from protocol.schemas import API_VERSIONS
 
 from .broker_setup import create_topic
-from .txn_referee import (aborted_values, committed_values, kafka_of_transaction_version,
-                          kafka_transactions_verdict, librdkafka_read_committed,
-                          open_transactions, stable_offsets_behind)
-from .helpers.transactions import (PLAN_KEY_VALUE, assert_read_committed_shows, commit,
-                                   create, options, produce_in_txn, rows, task, values)
+from .txn_referee import (
+    aborted_values,
+    committed_values,
+    kafka_of_transaction_version,
+    kafka_transactions_verdict,
+    librdkafka_read_committed,
+    open_transactions,
+    stable_offsets_behind,
+)
+from .helpers.transactions import (
+    PLAN_KEY_VALUE,
+    assert_read_committed_shows,
+    commit,
+    create,
+    options,
+    produce_in_txn,
+    rows,
+    task,
+    values,
+)
 
 INIT_PRODUCER_ID_KEY, END_TXN_KEY = 22, 26
 READ_COMMITTED = 1
@@ -72,11 +92,16 @@ def test_nothing_is_visible_until_the_driver_commits(kafka, topic_name):
     left_open = open_transactions(kafka.bootstrap, topic_name, 2)
     assert {line.split(" from ")[0] for line in left_open} == {
         f"partition {p}: producer {m.transaction.producer_id} epoch {m.transaction.epoch}"
-        for m in (m0, m1) for p in (0, 1) if m.partitions.get((topic_name, p))}
+        for m in (m0, m1)
+        for p in (0, 1)
+        if m.partitions.get((topic_name, p))
+    }
     assert len(stable_offsets_behind(kafka.bootstrap, topic_name, 2, wait_s=0)) == 2
     # Kafka's tools see both open (and not hanging: the coordinator knows their partitions)
     assert kafka_transactions_verdict(kafka, topic_name, prefix) == [
-        f"unfinished: {prefix}-0-0: Ongoing", f"unfinished: {prefix}-1-0: Ongoing"]
+        f"unfinished: {prefix}-0-0: Ongoing",
+        f"unfinished: {prefix}-1-0: Ongoing",
+    ]
 
     counts = commit(kafka, topic_name, prefix, [m0, m1])
     assert counts["committed"] == 2
@@ -129,7 +154,8 @@ def test_losing_attempts_are_aborted(eos_kafka, topic_name):
     commit(broker, topic_name, prefix, [won])
     assert_read_committed_shows(broker, topic_name, 2, values("won", 10))
     assert sorted(aborted_values(broker.bootstrap, topic_name, 2)) == sorted(
-        values("lost0", 10) + values("lost2", 10))
+        values("lost0", 10) + values("lost2", 10)
+    )
     assert lost2.transaction.attempt == 2
 
 
@@ -141,16 +167,17 @@ def test_abort_leaves_nothing_visible(kafka, topic_name):
     done = task(kafka, topic_name, prefix, "done", 10, partition_id=0)
     failed = task(kafka, topic_name, prefix, "failed", 10, partition_id=1)  # never reported
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
-        assert abort_transactions(client, options(kafka, topic_name), prefix,
-                                  [done, None]) == 1
+        assert abort_transactions(client, options(kafka, topic_name), prefix, [done, None]) == 1
     assert_read_committed_shows(kafka, topic_name, 2, [])
     assert sorted(aborted_values(kafka.bootstrap, topic_name, 2)) == sorted(
-        values("done", 10) + values("failed", 10))
+        values("done", 10) + values("failed", 10)
+    )
     assert failed.transaction.partition_id == 1
 
 
 def test_a_task_attempt_that_starts_after_the_driver_ended_the_job_writes_nothing(
-        kafka, topic_name):
+    kafka, topic_name
+):
     """Spark calls a batch job's abort without waiting for its other running tasks, and a
     Python worker that starts late still gets the input Spark had already sent it: such
     an attempt opened its transaction after the driver's fencing and, with reusable ids,
@@ -165,12 +192,10 @@ def test_a_task_attempt_that_starts_after_the_driver_ended_the_job_writes_nothin
         task(kafka, topic_name, prefix, "late", 10, partition_id=1, fresh_ids=True)
 
     second = job_prefix(prefix.rsplit("-", 1)[0])  # the next job: ids of its own
-    won = task(kafka, topic_name, second, "won", 10, partition_id=0, attempt=2,
-               fresh_ids=True)
+    won = task(kafka, topic_name, second, "won", 10, partition_id=0, attempt=2, fresh_ids=True)
     commit(kafka, topic_name, second, [won])  # fences attempts 0, 1 and 3
     with pytest.raises(StaleAttemptError, match=f"{second}-0-3"):
-        task(kafka, topic_name, second, "loser", 10, partition_id=0, attempt=3,
-             fresh_ids=True)
+        task(kafka, topic_name, second, "loser", 10, partition_id=0, attempt=3, fresh_ids=True)
     assert_read_committed_shows(kafka, topic_name, 2, values("won", 10))
     assert aborted_values(kafka.bootstrap, topic_name, 2) == []  # the late ones wrote nothing
 
@@ -187,8 +212,7 @@ def test_a_failing_task_aborts_its_own_transaction(kafka, topic_name):
         raise ValueError("the input fails")
 
     plan = WritePlan(topic_option=topic_name, **PLAN_KEY_VALUE)
-    opts = options(kafka, topic_name,
-                   **{"kafka.buffer.memory": "100", "kafka.batch.size": "100"})
+    opts = options(kafka, topic_name, **{"kafka.buffer.memory": "100", "kafka.batch.size": "100"})
     with pytest.raises(ValueError, match="the input fails"):
         write_task(batches(), opts, plan, prefix=prefix, task=(0, 0, None))
     assert_read_committed_shows(kafka, topic_name, 2, [])
@@ -204,12 +228,12 @@ def _wait_until_kafka_aborts(broker, topic, expected, wait_s=40.0) -> None:
     while sorted(aborted_values(broker.bootstrap, topic, 2)) != sorted(expected):
         assert time.monotonic() < deadline, (
             f"Kafka did not abort the timed-out transactions in {wait_s} s: "
-            f"{open_transactions(broker.bootstrap, topic, 2)}")
+            f"{open_transactions(broker.bootstrap, topic, 2)}"
+        )
         time.sleep(0.5)
 
 
-def test_a_transaction_the_broker_timed_out_fails_the_commit_naming_the_timeout(
-        kafka, topic_name):
+def test_a_transaction_the_broker_timed_out_fails_the_commit_naming_the_timeout(kafka, topic_name):
     """Two tasks write with kafka.transaction.timeout.ms=1000 and the driver commits only
     after Kafka's coordinator aborted both transactions for their timeout (and bumped
     their epochs). Both commits fail naming kafka.transaction.timeout.ms: a stream's at
@@ -218,12 +242,13 @@ def test_a_transaction_the_broker_timed_out_fails_the_commit_naming_the_timeout(
     create(kafka, topic_name)
     prefix = f"eos-{uuid.uuid4().hex[:8]}"
     short = {"kafka.transaction.timeout.ms": "1000"}
-    streamed = task(kafka, topic_name, prefix, "streamed", 10, partition_id=0, batch_id=3,
-                    **short)
+    streamed = task(kafka, topic_name, prefix, "streamed", 10, partition_id=0, batch_id=3, **short)
     batched = task(kafka, topic_name, prefix, "batched", 10, partition_id=1, **short)
     _wait_until_kafka_aborts(kafka, topic_name, values("streamed", 10) + values("batched", 10))
-    for message, batch_id, request in ((streamed, 3, "recording micro-batch 3"),
-                                       (batched, None, "committing the transaction")):
+    for message, batch_id, request in (
+        (streamed, 3, "recording micro-batch 3"),
+        (batched, None, "committing the transaction"),
+    ):
         with pytest.raises(TransactionCommitError) as info:
             commit(kafka, topic_name, prefix, [message], batch_id)
         said = str(info.value)
@@ -248,13 +273,13 @@ def test_init_producer_id_retries_a_busy_coordinator(mock_cluster, topic_name, c
         pid, epoch = txn.init_producer_id(c, f"tx-{uuid.uuid4().hex[:8]}", 60000)
     assert pid >= 0 and epoch >= 0
     retried = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
-    for name in ("CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS",
-                 "NOT_COORDINATOR"):
+    for name in ("CONCURRENT_TRANSACTIONS", "COORDINATOR_LOAD_IN_PROGRESS", "NOT_COORDINATOR"):
         assert sum(name in m for m in retried) == 1, retried
 
 
-def test_an_unauthorized_transactional_id_fails_the_task_naming_the_prefix(mock_cluster,
-                                                                           topic_name):
+def test_an_unauthorized_transactional_id_fails_the_task_naming_the_prefix(
+    mock_cluster, topic_name
+):
     """TRANSACTIONAL_ID_AUTHORIZATION_FAILED on the task's InitProducerId (librdkafka's
     mock answers it when told to): the task fails before writing anything, with an error
     that names transactionalIdPrefix."""
@@ -268,11 +293,14 @@ def test_an_unauthorized_transactional_id_fails_the_task_naming_the_prefix(mock_
     assert "transactionalIdPrefix" in said and f"{prefix}-0-0" in said
     with KafkaClient(bootstrap_servers=mock_cluster.bootstrap) as client:
         assert client.latest_offsets([(topic_name, 0), (topic_name, 1)]) == {
-            (topic_name, 0): 0, (topic_name, 1): 0}  # nothing was written
+            (topic_name, 0): 0,
+            (topic_name, 1): 0,
+        }  # nothing was written
 
 
-def test_the_drivers_commit_names_the_prefix_when_the_coordinator_refuses_it(mock_cluster,
-                                                                             topic_name):
+def test_the_drivers_commit_names_the_prefix_when_the_coordinator_refuses_it(
+    mock_cluster, topic_name
+):
     """A batch write's task writes; the coordinator refuses the driver's EndTxn with
     TRANSACTIONAL_ID_AUTHORIZATION_FAILED (the mock answers what it is told; Kafka's
     refusal after a timeout is test_a_transaction_the_broker_timed_out_...). The job
@@ -297,20 +325,22 @@ def _without_transaction_apis(frame: bytearray, version: int):
     _, pos = decode_response_header(API_VERSIONS, version, view)
     body, _ = API_VERSIONS.response.decode(version, view[pos:])
     body["api_keys"] = [k for k in body["api_keys"] if k["api_key"] not in (24, 25, 26, 28)]
-    out = bytearray(frame[:4 + pos])
+    out = bytearray(frame[: 4 + pos])
     API_VERSIONS.response.encode(version, body, out)
     out[:4] = (len(out) - 4).to_bytes(4, "big")
     return out
 
 
-def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(proxied_kafka,
-                                                                            topic_name):
+def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(
+    proxied_kafka, topic_name
+):
     """Apache Kafka behind a proxy that removes the transaction APIs from its ApiVersions
     answer (a broker without transactions, which no Apache Kafka is; clients that bootstrap
     through the proxy reach it only through it, so every connection gets the rewritten
     answer): creating an exactlyOnce writer (on the driver, before any task) fails naming
     exactlyOnce, and nothing is written."""
     from pyspark.sql.types import BinaryType, StructField, StructType
+
     proxy, broker = proxied_kafka
     proxy.reset()
     create_topic(broker, topic_name, 1)
@@ -318,9 +348,17 @@ def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(pro
     try:
         schema = StructType([StructField("value", BinaryType())])
         with pytest.raises(ConfigError) as info:
-            create_writer({"kafka.bootstrap.servers": proxy.address, "topic": topic_name,
-                           "exactlyOnce": "true", "transactionalIdPrefix": "p",
-                           "kafka.client.id": "without-transactions"}, schema, False)
+            create_writer(
+                {
+                    "kafka.bootstrap.servers": proxy.address,
+                    "topic": topic_name,
+                    "exactlyOnce": "true",
+                    "transactionalIdPrefix": "p",
+                    "kafka.client.id": "without-transactions",
+                },
+                schema,
+                False,
+            )
         assert "exactlyOnce" in str(info.value) and "[24, 25, 26, 28]" in str(info.value)
         assert proxy.stats["rewrites"] >= 1
     finally:
@@ -357,12 +395,12 @@ def test_transaction_requests_on_kafka(eos_kafka, topic_name):
             txn.fetch_stable_offsets(client, group, [(topic_name, 0)], timeout_ms=600)
         txn.end_txn(client, tid, pid2, epoch2, True)
         assert txn.fetch_stable_offsets(client, group, [(topic_name, 0)]) == {
-            (topic_name, 0): (42, "m")}
+            (topic_name, 0): (42, "m")
+        }
     assert_read_committed_shows(broker, topic_name, 1, ["kept"])
 
 
-def test_kafka_hides_an_aborted_transaction_from_read_committed_readers(eos_kafka,
-                                                                        topic_name):
+def test_kafka_hides_an_aborted_transaction_from_read_committed_readers(eos_kafka, topic_name):
     """What the referees rely on: under an open transaction Kafka's Fetch answers a last
     stable offset at its first offset; after EndTxn(abort) (markers written) the Fetch
     names the aborted transaction (producer id, first offset) and librdkafka's
@@ -380,8 +418,9 @@ def test_kafka_hides_an_aborted_transaction_from_read_committed_readers(eos_kafk
         assert stable_offsets_behind(broker.bootstrap, topic_name, 1) == []
         part = client.fetch({(topic_name, 0): 0}, isolation_level=1)[(topic_name, 0)]
         assert part["last_stable_offset"] == part["high_watermark"] == 2
-        assert [(a["producer_id"], a["first_offset"])
-                for a in part["aborted_transactions"]] == [(pid, 0)]
+        assert [(a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"]] == [
+            (pid, 0)
+        ]
     assert aborted_values(broker.bootstrap, topic_name, 1) == ["gone"]
     assert_read_committed_shows(broker, topic_name, 1, [])
 
@@ -403,8 +442,8 @@ def test_what_the_mock_cluster_gets_wrong(mock_cluster, topic_name):
         assert part["high_watermark"] == 1  # no ABORT marker was written
         assert part["last_stable_offset"] == 1  # Kafka: 0, the open transaction's start
     assert open_transactions(mock_cluster.bootstrap, topic_name, 1) == [
-        f"partition 0: producer {pid} epoch {epoch} from offset 0 (1 records, no marker "
-        f"after them)"]
+        f"partition 0: producer {pid} epoch {epoch} from offset 0 (1 records, no marker after them)"
+    ]
 
 
 def test_the_driver_commit_looks_each_coordinator_up_once(proxied_kafka, topic_name):
@@ -413,22 +452,24 @@ def test_the_driver_commit_looks_each_coordinator_up_once(proxied_kafka, topic_n
     fault proxy, which keeps the FindCoordinator requests: one per transactional id and
     marker group, not one before every request (about ten per task before)."""
     from protocol.schemas import FIND_COORDINATOR
+
     proxy, broker = proxied_kafka
     proxy.reset()
     create(broker, topic_name, 3)
     prefix = f"eos-{uuid.uuid4().hex[:8]}"
-    messages = [task(broker, topic_name, prefix, f"t{p}", 10, partition_id=p, batch_id=0)
-                for p in range(3)]
+    messages = [
+        task(broker, topic_name, prefix, f"t{p}", 10, partition_id=p, batch_id=0) for p in range(3)
+    ]
     proxy.keep_requests(FIND_COORDINATOR.key)
     try:
         with KafkaClient(bootstrap_servers=proxy.bootstrap) as client:
-            counts = commit_transactions(client, options(proxy, topic_name), prefix,
-                                         messages, 0)
+            counts = commit_transactions(client, options(proxy, topic_name), prefix, messages, 0)
         lookups = len(proxy.kept)
     finally:
         proxy.reset()
     assert counts["committed"] == 3
     # each task: its transactional id, its marker group, the next attempt's id (fenced)
     assert lookups <= 3 * 3, f"{lookups} FindCoordinator requests for 3 tasks"
-    assert_read_committed_shows(broker, topic_name, 3,
-                                values("t0", 10) + values("t1", 10) + values("t2", 10))
+    assert_read_committed_shows(
+        broker, topic_name, 3, values("t0", 10) + values("t1", 10) + values("t2", 10)
+    )

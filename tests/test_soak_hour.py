@@ -87,15 +87,28 @@ def _connections_on(port: int) -> int:
 
 def _producer_ids(kafka, prefix: str) -> int:
     run = kafka.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", kafka.bootstrap, "list")
-    return len({row.get("ProducerId") for row in _table(run.stdout)
-                if row.get("TransactionalId", "").startswith(prefix)})
+    return len(
+        {
+            row.get("ProducerId")
+            for row in _table(run.stdout)
+            if row.get("TransactionalId", "").startswith(prefix)
+        }
+    )
 
 
 class HourSampler:
     """Every ``SAMPLE_S``: a dict of the figures (see the module docstring)."""
 
-    COLUMNS = ("t_s", "workers", "workers_rss_mb", "jvm_rss_mb", "fds", "connections",
-               "producer_ids", "micro_batches")
+    COLUMNS = (
+        "t_s",
+        "workers",
+        "workers_rss_mb",
+        "jvm_rss_mb",
+        "fds",
+        "connections",
+        "producer_ids",
+        "micro_batches",
+    )
 
     def __init__(self, kafka, prefix: str, query):
         self.kafka, self.prefix, self.query = kafka, prefix, query
@@ -108,13 +121,16 @@ class HourSampler:
 
     def take(self) -> dict:
         workers, jvm = forked_workers(), _spark_jvm()
-        return {"t_s": round(time.monotonic() - self._t0, 1), "workers": len(workers),
-                "workers_rss_mb": round(sum(rss_kb(p) for p in workers) / 1024, 1),
-                "jvm_rss_mb": round(rss_kb(jvm) / 1024, 1) if jvm else None,
-                "fds": sum(open_fds(p) for p in workers) + (open_fds(jvm) if jvm else 0),
-                "connections": _connections_on(self.port),
-                "producer_ids": _producer_ids(self.kafka, self.prefix),
-                "micro_batches": (self.query.lastProgress or {}).get("batchId", -1) + 1}
+        return {
+            "t_s": round(time.monotonic() - self._t0, 1),
+            "workers": len(workers),
+            "workers_rss_mb": round(sum(rss_kb(p) for p in workers) / 1024, 1),
+            "jvm_rss_mb": round(rss_kb(jvm) / 1024, 1) if jvm else None,
+            "fds": sum(open_fds(p) for p in workers) + (open_fds(jvm) if jvm else 0),
+            "connections": _connections_on(self.port),
+            "producer_ids": _producer_ids(self.kafka, self.prefix),
+            "micro_batches": (self.query.lastProgress or {}).get("batchId", -1) + 1,
+        }
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
@@ -143,8 +159,12 @@ class HourSampler:
         assert len(kept) >= 2, f"only {len(kept)} samples with {usual} workers"
 
         def median(rows):
-            return {c: statistics.median(r[c] for r in rows) for c in self.COLUMNS
-                    if all(r[c] is not None for r in rows)}
+            return {
+                c: statistics.median(r[c] for r in rows)
+                for c in self.COLUMNS
+                if all(r[c] is not None for r in rows)
+            }
+
         return median(kept[:3]), median(kept[-3:])
 
 
@@ -155,12 +175,18 @@ def _value(n: int) -> bytes:
 def _committed_counts(bootstrap: str, topic: str, produced: int) -> np.ndarray:
     """How many times each value number is in ``topic`` for a read_committed reader."""
     import confluent_kafka
+
     counts = np.zeros(produced, dtype=np.uint8)
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         ends = client.latest_offsets([(topic, p) for p in range(PARTITIONS)])
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"soak-hour-{uuid.uuid4().hex[:6]}",
-        "isolation.level": "read_committed", "enable.auto.commit": False})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"soak-hour-{uuid.uuid4().hex[:6]}",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     try:
         idle_since = time.monotonic()
@@ -172,10 +198,14 @@ def _committed_counts(bootstrap: str, topic: str, produced: int) -> np.ndarray:
                 if not m.error():
                     counts[int(m.value()[:10])] += 1
         # read to the end (the last offset may be a transaction marker, never delivered)
-        positions = consumer.position([confluent_kafka.TopicPartition(topic, p)
-                                       for p in range(PARTITIONS)])
-        short = [(p.partition, p.offset, ends[(topic, p.partition)]) for p in positions
-                 if ends[(topic, p.partition)] and p.offset < ends[(topic, p.partition)] - 1]
+        positions = consumer.position(
+            [confluent_kafka.TopicPartition(topic, p) for p in range(PARTITIONS)]
+        )
+        short = [
+            (p.partition, p.offset, ends[(topic, p.partition)])
+            for p in positions
+            if ends[(topic, p.partition)] and p.offset < ends[(topic, p.partition)] - 1
+        ]
         assert not short, f"the target was not read to the end (partition, at, end): {short}"
     finally:
         consumer.close()
@@ -185,6 +215,7 @@ def _committed_counts(bootstrap: str, topic: str, produced: int) -> np.ndarray:
 @pytest.mark.timeout(SECONDS + 3 * CATCH_UP_S + 1200)
 def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path):
     import confluent_kafka
+
     run = uuid.uuid4().hex[:8]
     source, target, wide = f"hour-src-{run}", f"hour-dst-{run}", f"hour-wide-{run}"
     prefix = f"hour-{run}"
@@ -208,16 +239,18 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
                 acked[int(msg.value()[:10])] = 1
 
         def produce() -> None:
-            p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
-                                          "linger.ms": 20, "enable.idempotence": True})
+            p = confluent_kafka.Producer(
+                {"bootstrap.servers": kafka.bootstrap, "linger.ms": 20, "enable.idempotence": True}
+            )
             started = time.monotonic()
             while not stop.is_set():
                 due = min(int((time.monotonic() - started) * RATE), len(acked) - 1)
                 while produced["n"] < due:
                     n = produced["n"]
                     try:
-                        p.produce(source, value=_value(n), partition=n % PARTITIONS,
-                                  on_delivery=delivered)
+                        p.produce(
+                            source, value=_value(n), partition=n % PARTITIONS, on_delivery=delivered
+                        )
                     except BufferError:
                         p.poll(0.05)
                         continue
@@ -226,8 +259,7 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
             assert p.flush(120) == 0
 
         def trickle() -> None:
-            p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
-                                          "linger.ms": 50})
+            p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "linger.ms": 50})
             n = 0
             while not stop.wait(1.0):
                 for _ in range(WIDE_RATE):
@@ -237,20 +269,30 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
             p.flush(30)
 
         checkpoint, wide_checkpoint = str(tmp_path / "ckpt"), str(tmp_path / "ckpt-wide")
-        query = (spark.readStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", kafka.bootstrap)
-                 .option("subscribe", source).option("startingOffsets", "earliest")
-                 .load().select("value")
-                 .writeStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", kafka.bootstrap)
-                 .option("topic", target).option("exactlyOnce", "true")
-                 .option("transactionalIdPrefix", prefix)
-                 .option("checkpointLocation", checkpoint).start())
-        beside = (spark.readStream.format("pykafka")
-                  .option("kafka.bootstrap.servers", kafka.bootstrap)
-                  .option("subscribe", wide).load()
-                  .writeStream.format("noop")
-                  .option("checkpointLocation", wide_checkpoint).start())
+        query = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .select("value")
+            .writeStream.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("topic", target)
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", prefix)
+            .option("checkpointLocation", checkpoint)
+            .start()
+        )
+        beside = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", wide)
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", wide_checkpoint)
+            .start()
+        )
         threads = [threading.Thread(target=produce), threading.Thread(target=trickle)]
         try:
             for t in threads:
@@ -259,20 +301,25 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
                 started = time.monotonic()
                 while time.monotonic() - started < SECONDS:
                     assert query.exception() is None, f"the query failed: {query.exception()}"
-                    assert beside.exception() is None, f"the wide readStream failed: " \
-                                                       f"{beside.exception()}"
+                    assert beside.exception() is None, (
+                        f"the wide readStream failed: {beside.exception()}"
+                    )
                     time.sleep(1)
                 first, last = sampler.settled()
             stop.set()
             for t in threads:
                 t.join(150)
             # (recentProgress keeps the last 100 micro-batches: these are the last ones)
-            wide_durations = [p["durationMs"].get("triggerExecution", 0) / 1000
-                              for p in beside.recentProgress if p["numInputRows"]]
+            wide_durations = [
+                p["durationMs"].get("triggerExecution", 0) / 1000
+                for p in beside.recentProgress
+                if p["numInputRows"]
+            ]
             beside.stop()
             # what the wide readStream read in all: its last committed end past its start
-            wide_rows = (sum(committed_ends(wide_checkpoint).values())
-                         - sum(offset_log(wide_checkpoint).get(0, {}).values()))
+            wide_rows = sum(committed_ends(wide_checkpoint).values()) - sum(
+                offset_log(wide_checkpoint).get(0, {}).values()
+            )
             with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
                 ends = client.latest_offsets([(source, p) for p in range(PARTITIONS)])
             behind = sum(ends.values()) - sum(committed_ends(checkpoint).values())
@@ -289,30 +336,40 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
             query.stop()
             beside.stop()
         counts = _committed_counts(kafka.bootstrap, target, produced["n"])
-    sent = np.frombuffer(bytes(acked[:produced["n"]]), dtype=np.uint8)
+    sent = np.frombuffer(bytes(acked[: produced["n"]]), dtype=np.uint8)
     missing = int(np.count_nonzero((sent == 1) & (counts == 0)))
     twice = int(np.count_nonzero(counts > 1))
     samples = sampler.samples
-    record("soak/exactly_once_stream_hour", section="faults",
-           what=f"readStream -> writeStream exactlyOnce at {RATE:,} x 1 KB records/s, a "
-                f"readStream over {WIDE:,} partitions beside it, {SECONDS / 60:.0f} min, "
-                f"sampled every {SAMPLE_S:.0f} s",
-           records=int(sent.sum()), lost=missing, duplicated=twice,
-           seconds=time.monotonic() - began,
-           series={c: [s[c] for s in samples] for c in HourSampler.COLUMNS},
-           topic_created_s=round(created_s, 1), warmup_s=WARMUP_S,
-           workers_rss_mb_after_warmup=first["workers_rss_mb"],
-           workers_rss_mb_at_end=last["workers_rss_mb"],
-           jvm_rss_mb_after_warmup=first.get("jvm_rss_mb"),
-           jvm_rss_mb_at_end=last.get("jvm_rss_mb"),
-           fds_after_warmup=first["fds"], fds_at_end=last["fds"],
-           connections_after_warmup=first["connections"], connections_at_end=last["connections"],
-           producer_ids_after_warmup=first["producer_ids"],
-           producer_ids_at_end=last["producer_ids"],
-           offsets_behind_at_stop=behind, catch_up_s=round(catch_up_s, 1),
-           wide_rows=wide_rows,
-           wide_micro_batch_median_s_last_100=round(statistics.median(wide_durations), 2)
-           if wide_durations else None)
+    record(
+        "soak/exactly_once_stream_hour",
+        section="faults",
+        what=f"readStream -> writeStream exactlyOnce at {RATE:,} x 1 KB records/s, a "
+        f"readStream over {WIDE:,} partitions beside it, {SECONDS / 60:.0f} min, "
+        f"sampled every {SAMPLE_S:.0f} s",
+        records=int(sent.sum()),
+        lost=missing,
+        duplicated=twice,
+        seconds=time.monotonic() - began,
+        series={c: [s[c] for s in samples] for c in HourSampler.COLUMNS},
+        topic_created_s=round(created_s, 1),
+        warmup_s=WARMUP_S,
+        workers_rss_mb_after_warmup=first["workers_rss_mb"],
+        workers_rss_mb_at_end=last["workers_rss_mb"],
+        jvm_rss_mb_after_warmup=first.get("jvm_rss_mb"),
+        jvm_rss_mb_at_end=last.get("jvm_rss_mb"),
+        fds_after_warmup=first["fds"],
+        fds_at_end=last["fds"],
+        connections_after_warmup=first["connections"],
+        connections_at_end=last["connections"],
+        producer_ids_after_warmup=first["producer_ids"],
+        producer_ids_at_end=last["producer_ids"],
+        offsets_behind_at_stop=behind,
+        catch_up_s=round(catch_up_s, 1),
+        wide_rows=wide_rows,
+        wide_micro_batch_median_s_last_100=round(statistics.median(wide_durations), 2)
+        if wide_durations
+        else None,
+    )
     assert errors == [] and sampler.errors == []
     assert sent.sum() > RATE * SECONDS * 0.9, f"only {int(sent.sum())} records acknowledged"
     assert (missing, twice) == (0, 0), f"{missing} values missing, {twice} more than once"

@@ -54,16 +54,22 @@ from protocol.client.cluster import KafkaClient
 from .broker_setup import create_topic
 from .fault_proxy import FaultProxy
 from .reliability_report import record, soak
-from .soak_forensics import (SRC_HEADER, committed_ends, explain, offset_log, source_log,
-                             target_log, visible)
+from .soak_forensics import (
+    SRC_HEADER,
+    committed_ends,
+    explain,
+    offset_log,
+    source_log,
+    target_log,
+    visible,
+)
 from .txn_referee import kafka_transactions_verdict, nothing_left_open, stable_offsets_behind
 from .worker_stats import forked_workers, open_fds, rss_kb
 
 pytestmark = pytest.mark.spark
 
 SHORT_SECONDS = 20
-SECONDS = float(os.environ.get("PYKAFKA_SOAK_STREAM_SECONDS",
-                               1800 if soak() else SHORT_SECONDS))
+SECONDS = float(os.environ.get("PYKAFKA_SOAK_STREAM_SECONDS", 1800 if soak() else SHORT_SECONDS))
 WARMUP_S = 8  # first worker starts and imports: not counted in the flatness
 FAULT_EVERY_S = 3  # one leader move or broker outage every this many seconds
 OUTAGE_S = 2  # how long a broker stays down
@@ -96,9 +102,14 @@ class Sampler:
         while not self._stop.is_set():
             pids = forked_workers()
             if pids:
-                self.samples.append((time.monotonic() - self._t0,
-                                     sum(rss_kb(p) for p in pids) / 1024,
-                                     sum(open_fds(p) for p in pids), len(pids)))
+                self.samples.append(
+                    (
+                        time.monotonic() - self._t0,
+                        sum(rss_kb(p) for p in pids) / 1024,
+                        sum(open_fds(p) for p in pids),
+                        len(pids),
+                    )
+                )
             self._stop.wait(self.interval)
 
     def __enter__(self) -> Sampler:
@@ -123,8 +134,10 @@ class Sampler:
         kept = [s for s in kept if s[3] == usual] or kept
         n = max(1, len(kept) // 3)
         first, last = kept[:n], kept[-n:]
-        return ((statistics.median(s[1] for s in first), statistics.median(s[2] for s in first)),
-                (statistics.median(s[1] for s in last), statistics.median(s[2] for s in last)))
+        return (
+            (statistics.median(s[1] for s in first), statistics.median(s[2] for s in first)),
+            (statistics.median(s[1] for s in last), statistics.median(s[2] for s in last)),
+        )
 
 
 @contextmanager
@@ -134,8 +147,9 @@ def kafka_behind_fault_proxy() -> Iterator[tuple[FaultProxy, KafkaCluster]]:
     connections to itself, for transaction markers, as well). Connections made before the
     proxy has its target are closed, and retried by whoever made them."""
     proxy = FaultProxy()
-    kafka = KafkaCluster(broker_config={
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"})
+    kafka = KafkaCluster(
+        broker_config={"advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}"}
+    )
     try:
         kafka.start()
         proxy.set_target("127.0.0.1", kafka.nodes[1].ports["PLAINTEXT"])
@@ -155,8 +169,7 @@ def _wait_for_rows(query, timeout: float) -> None:
 
 # the stream, plus its start, catching up (while it moves: STALL_S) and the checks
 @pytest.mark.timeout(2 * SECONDS + 900)
-def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connections(
-        spark, tmp_path):
+def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connections(spark, tmp_path):
     source, target = f"soak-src-{uuid.uuid4().hex[:8]}", f"soak-dst-{uuid.uuid4().hex[:8]}"
     prefix = f"soak-{uuid.uuid4().hex[:8]}"
     with MockCluster(brokers=3) as mock, kafka_behind_fault_proxy() as (proxy, kafka):
@@ -180,14 +193,20 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                 acked[msg.value().decode()] += 1
 
         def produce() -> None:
-            p = confluent_kafka.Producer({"bootstrap.servers": mock.bootstrap,
-                                          "linger.ms": 5, "enable.idempotence": True,
-                                          "message.timeout.ms": 120_000})
+            p = confluent_kafka.Producer(
+                {
+                    "bootstrap.servers": mock.bootstrap,
+                    "linger.ms": 5,
+                    "enable.idempotence": True,
+                    "message.timeout.ms": 120_000,
+                }
+            )
             period = PARTITIONS / PRODUCE_PER_S
             while not stop.is_set():
                 for part in range(PARTITIONS):
-                    p.produce(source, value=b"r-%d" % produced["n"], partition=part,
-                              on_delivery=delivered)
+                    p.produce(
+                        source, value=b"r-%d" % produced["n"], partition=part, on_delivery=delivered
+                    )
                     produced["n"] += 1
                 p.poll(0)
                 time.sleep(period)
@@ -214,20 +233,28 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
         # keep every micro-batch's offsets in the checkpoint, to trace a duplicate
         retain = spark.conf.get("spark.sql.streaming.minBatchesToRetain")
         spark.conf.set("spark.sql.streaming.minBatchesToRetain", "1000000")
-        query = (spark.readStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", mock.bootstrap)
-                 .option("subscribe", source).option("startingOffsets", "earliest")
-                 .load().selectExpr(
-                     "key", "value",
-                     # the source coordinates, to trace any duplicate (soak_forensics)
-                     f"array(named_struct('key', '{SRC_HEADER}', 'value', cast(concat("
-                     "partition, ':', offset) as binary))) as headers")
-                 .writeStream.format("pykafka")
-                 .option("kafka.bootstrap.servers", proxy.address)
-                 .option("topic", target).option("exactlyOnce", "true")
-                 .option("transactionalIdPrefix", prefix)
-                 .option("checkpointLocation", str(tmp_path / "ckpt"))
-                 .trigger(processingTime="500 milliseconds").start())
+        query = (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", mock.bootstrap)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .load()
+            .selectExpr(
+                "key",
+                "value",
+                # the source coordinates, to trace any duplicate (soak_forensics)
+                f"array(named_struct('key', '{SRC_HEADER}', 'value', cast(concat("
+                "partition, ':', offset) as binary))) as headers",
+            )
+            .writeStream.format("pykafka")
+            .option("kafka.bootstrap.servers", proxy.address)
+            .option("topic", target)
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", prefix)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
         producer_thread = threading.Thread(target=produce)
         injector = threading.Thread(target=inject)
         threads = [producer_thread, injector]
@@ -242,9 +269,10 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                 proxy.cut_every(CUT_EVERY_MS)
                 faulted = time.monotonic()
                 while query.exception() is None and (
-                        time.monotonic() - faulted < SECONDS
-                        or not (proxy.stats["cuts"] and faults["broker outages"])
-                        and time.monotonic() - faulted < SECONDS + 120):
+                    time.monotonic() - faulted < SECONDS
+                    or not (proxy.stats["cuts"] and faults["broker outages"])
+                    and time.monotonic() - faulted < SECONDS + 120
+                ):
                     time.sleep(1)
                 stop.set()
                 for t in threads:
@@ -291,8 +319,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
         held = source_log(mock.bootstrap, source, PARTITIONS)
         # what the source still holds at each offset is what the target got from there
         values = {r.src: r.value for r in visible(written)}
-        mismatched = sum(1 for at, rec in held.items() if at in values
-                         and values[at] != rec.value)
+        mismatched = sum(1 for at, rec in held.items() if at in values and values[at] != rec.value)
         # every value the source producer acknowledged got to the target
         unseen_acked = len(set(acked) - {r.value for r in visible(written)})
         # values the source producer wrote at two offsets or more (each copy a record)
@@ -301,39 +328,51 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
             by_value[r.value].add(r.src)
         source_twice = {v for v, at in by_value.items() if len(at) > 1}
         twice = {r.value for r in visible(written) if got[r.src] > 1}
-        causes, lines = explain(twice | source_twice, written, held,
-                                offset_log(str(tmp_path / "ckpt")))
-        print(f"source records by the cause of a repeated value: {causes}", *lines,
-              sep="\n")
+        causes, lines = explain(
+            twice | source_twice, written, held, offset_log(str(tmp_path / "ckpt"))
+        )
+        print(f"source records by the cause of a repeated value: {causes}", *lines, sep="\n")
     lost = len(expected - got.keys())
     duplicated = sum(n - 1 for n in got.values() if n > 1)
     (rss0, fd0), (rss1, fd1) = sampler.thirds(WARMUP_S)
-    record("faults/stream_topic_to_topic_soak", section="faults",
-           what=f"readStream (mock cluster: a leader move or a broker down {OUTAGE_S} s "
-                f"every {FAULT_EVERY_S} s) -> writeStream exactlyOnce (Apache Kafka behind a proxy "
-                f"cutting every connection every {CUT_EVERY_MS / 1000:.0f} s), "
-                f"{SECONDS / 60:.1f} min",
-           faults=sum(faults.values()) + cuts, records=len(expected), lost=lost,
-           duplicated=duplicated, seconds=seconds, leader_moves=faults["leader moves"],
-           broker_outages=faults["broker outages"], connection_cuts=cuts,
-           worker_rss_mb_first_third=round(rss0, 1), worker_rss_mb_last_third=round(rss1, 1),
-           worker_fds_first_third=fd0, worker_fds_last_third=fd1,
-           python_workers=sampler.usual_workers(),
-           transactions_left_open=int(left_open),
-           source_values_appended_twice_by_the_mock=len(source_twice),
-           acked_values_missing=unseen_acked, values_unlike_the_source_log=mismatched,
-           offsets_behind_when_the_producer_stopped=behind,
-           catch_up_s=round(catch_up_s, 1))
+    record(
+        "faults/stream_topic_to_topic_soak",
+        section="faults",
+        what=f"readStream (mock cluster: a leader move or a broker down {OUTAGE_S} s "
+        f"every {FAULT_EVERY_S} s) -> writeStream exactlyOnce (Apache Kafka behind a proxy "
+        f"cutting every connection every {CUT_EVERY_MS / 1000:.0f} s), "
+        f"{SECONDS / 60:.1f} min",
+        faults=sum(faults.values()) + cuts,
+        records=len(expected),
+        lost=lost,
+        duplicated=duplicated,
+        seconds=seconds,
+        leader_moves=faults["leader moves"],
+        broker_outages=faults["broker outages"],
+        connection_cuts=cuts,
+        worker_rss_mb_first_third=round(rss0, 1),
+        worker_rss_mb_last_third=round(rss1, 1),
+        worker_fds_first_third=fd0,
+        worker_fds_last_third=fd1,
+        python_workers=sampler.usual_workers(),
+        transactions_left_open=int(left_open),
+        source_values_appended_twice_by_the_mock=len(source_twice),
+        acked_values_missing=unseen_acked,
+        values_unlike_the_source_log=mismatched,
+        offsets_behind_when_the_producer_stopped=behind,
+        catch_up_s=round(catch_up_s, 1),
+    )
     assert producer_errors == []
     assert cuts >= 1 and faults["leader moves"] >= 1 and faults["broker outages"] >= 1
-    assert (lost, duplicated) == (0, 0), \
-        (f"{lost} source records (offsets) missing in the target, {duplicated} more than "
-         f"once; repeated values by cause: {causes}\n" + "\n".join(lines))
-    assert (unseen_acked, mismatched) == (0, 0), \
-        (f"{unseen_acked} values the source acknowledged are not in the target; "
-         f"{mismatched} target records differ from the source record they name")
+    assert (lost, duplicated) == (0, 0), (
+        f"{lost} source records (offsets) missing in the target, {duplicated} more than "
+        f"once; repeated values by cause: {causes}\n" + "\n".join(lines)
+    )
+    assert (unseen_acked, mismatched) == (0, 0), (
+        f"{unseen_acked} values the source acknowledged are not in the target; "
+        f"{mismatched} target records differ from the source record they name"
+    )
     assert not left_open and stable_behind == []
     assert kafka_says == [], kafka_says
-    assert rss1 <= rss0 * RSS_GROWTH + RSS_SLACK_MB, \
-        f"worker RSS grew {rss0:.0f} -> {rss1:.0f} MB"
+    assert rss1 <= rss0 * RSS_GROWTH + RSS_SLACK_MB, f"worker RSS grew {rss0:.0f} -> {rss1:.0f} MB"
     assert fd1 <= fd0 + FD_SLACK, f"worker descriptors grew {fd0} -> {fd1}"

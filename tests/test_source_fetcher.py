@@ -24,8 +24,9 @@ def options(bootstrap, **extra):
 
 
 def produce(bootstrap, topic, n, partition=0, batch=100, value=lambda i: b"v%d" % i):
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                  "batch.num.messages": batch})
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": batch}
+    )
     for i in range(n):
         p.produce(topic, key=b"k%d" % i, value=value(i), partition=partition)
     assert p.flush(10) == 0
@@ -39,17 +40,19 @@ def rows(batches):
 def test_reads_exactly_the_range_across_batches(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 1, 1)
     produce(mock_cluster.bootstrap, topic_name, 1000, batch=37)
-    got = rows(read_range(options(mock_cluster.bootstrap),
-                          OffsetRange(topic_name, 0, 123, 877)))
+    got = rows(read_range(options(mock_cluster.bootstrap), OffsetRange(topic_name, 0, 123, 877)))
     assert got == [(i, b"v%d" % i) for i in range(123, 877)]
 
 
 def test_batches_are_bounded_by_the_fetch_size(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 1, 1)
     produce(mock_cluster.bootstrap, topic_name, 3000, batch=50, value=lambda i: b"x" * 500)
-    batches = list(read_range(
-        options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 65536}),
-        OffsetRange(topic_name, 0, 0, 3000)))
+    batches = list(
+        read_range(
+            options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 65536}),
+            OffsetRange(topic_name, 0, 0, 3000),
+        )
+    )
     assert sum(b.num_rows for b in batches) == 3000
     assert len(batches) > 10 and max(b.nbytes for b in batches) < 1_000_000
 
@@ -57,8 +60,10 @@ def test_batches_are_bounded_by_the_fetch_size(mock_cluster, topic_name):
 def test_leader_move_in_the_middle_of_a_read(mock_cluster, topic_name):
     mock_cluster.create_topic(topic_name, 1, 3)
     produce(mock_cluster.bootstrap, topic_name, 2000, batch=20)
-    it = read_range(options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 2048}),
-                    OffsetRange(topic_name, 0, 0, 2000))
+    it = read_range(
+        options(mock_cluster.bootstrap, **{"kafka.max.partition.fetch.bytes": 2048}),
+        OffsetRange(topic_name, 0, 0, 2000),
+    )
     mock_cluster.start_request_tracking()
     batches = [next(it)]
     for leader in (2, 3, 1):  # move the leader while the read goes on
@@ -86,8 +91,12 @@ def test_deleted_records_are_skipped_without_failOnDataLoss(mock_cluster, topic_
     mock_cluster.create_topic(topic_name, 1, 1)
     produce(mock_cluster.bootstrap, topic_name, 100, batch=10)
     mock_cluster.partition_delete_records(topic_name, 0, 40)
-    got = rows(read_range(options(mock_cluster.bootstrap, failOnDataLoss="false"),
-                          OffsetRange(topic_name, 0, 10, 100)))
+    got = rows(
+        read_range(
+            options(mock_cluster.bootstrap, failOnDataLoss="false"),
+            OffsetRange(topic_name, 0, 10, 100),
+        )
+    )
     assert [o for o, _ in got] == list(range(40, 100))
     assert "skipped 30 offsets" in caplog.text
 
@@ -105,13 +114,15 @@ def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
     that many times, that far apart, around the client's own retries."""
     from kafka_source.offset_reader import OffsetReader
     from protocol.client.cluster import KafkaClient
+
     mock_cluster.create_topic(topic_name, 1, 1)
     produce(mock_cluster.bootstrap, topic_name, 5)
     tp = (topic_name, 0)
     # Each attempt is bounded by a 300 ms request deadline, so a long run of
     # NOT_LEADER_OR_FOLLOWER answers exhausts one attempt; the next attempt succeeds.
-    with KafkaClient(bootstrap_servers=mock_cluster.bootstrap, request_timeout_ms=300,
-                     retry_backoff_ms=50) as client:
+    with KafkaClient(
+        bootstrap_servers=mock_cluster.bootstrap, request_timeout_ms=300, retry_backoff_ms=50
+    ) as client:
         mock_cluster.push_request_errors(2, [6] * 6)
         started = time.monotonic()
         assert OffsetReader(client, 3, 200).latest_offsets([tp]) == {tp: 5}
@@ -123,24 +134,31 @@ def test_fetch_offset_retries_follow_the_options(mock_cluster, topic_name):
 
 
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_read_committed_past_the_last_stable_offset_is_data_loss(kafka, topic_name, caplog,
-                                                                fail_on_data_loss):
+def test_read_committed_past_the_last_stable_offset_is_data_loss(
+    kafka, topic_name, caplog, fail_on_data_loss
+):
     """A read_committed range ending past the last stable offset (a transaction left open):
     after kafkaConsumer.pollTimeoutMs, as in Spark, it is data loss, not a timeout:
     failOnDataLoss=true fails naming the range, false returns the committed records and
     skips the rest."""
     create_topic(kafka, topic_name, 1)
     produce(kafka.bootstrap, topic_name, 5)  # offsets 0-4, outside any transaction
-    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap,
-                                  "transactional.id": f"tx-{topic_name}"})
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": kafka.bootstrap, "transactional.id": f"tx-{topic_name}"}
+    )
     p.init_transactions(10)
     p.begin_transaction()
     for i in range(3):
         p.produce(topic_name, value=b"open-%d" % i, partition=0)
     assert p.flush(10) == 0  # offsets 5-7, in a transaction never committed
-    o = options(kafka.bootstrap, **{"kafka.isolation.level": "read_committed",
-                                    "kafkaConsumer.pollTimeoutMs": 1500,
-                                    "failOnDataLoss": str(fail_on_data_loss).lower()})
+    o = options(
+        kafka.bootstrap,
+        **{
+            "kafka.isolation.level": "read_committed",
+            "kafkaConsumer.pollTimeoutMs": 1500,
+            "failOnDataLoss": str(fail_on_data_loss).lower(),
+        },
+    )
     try:
         if fail_on_data_loss:
             with pytest.raises(DataLossError) as info:

@@ -32,8 +32,14 @@ from protocol.schemas import BY_KEY
 
 from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .stream_kill_child import stream, write_batch
-from .helpers.streaming import (QUERY_TIMEOUT_S, expected_rows, produce, read_sink,
-                                run_available_now, values_for)
+from .helpers.streaming import (
+    QUERY_TIMEOUT_S,
+    expected_rows,
+    produce,
+    read_sink,
+    run_available_now,
+    values_for,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -43,14 +49,19 @@ LIST_OFFSETS = 2
 
 # ---- item 1: killed before batch 0 commits ----------------------------------------------
 
+
 def _batches(spark, out: str) -> list[tuple[int, int, str]]:
-    rows = spark.read.schema("partition INT, offset BIGINT, value STRING, batch INT") \
-        .parquet(out).collect()
+    rows = (
+        spark.read.schema("partition INT, offset BIGINT, value STRING, batch INT")
+        .parquet(out)
+        .collect()
+    )
     return sorted((r.partition, r.offset, r.value) for r in rows)
 
 
-def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, kafka,
-                                                                    topic_name, tmp_path):
+def test_killed_before_batch_0_commits_restarts_from_the_first_start(
+    spark, kafka, topic_name, tmp_path
+):
     """A child driver runs a query from "latest"; inside batch 0 it signals and waits; new
     records arrive; the child is SIGKILLed. Restarted on the same checkpoint, the query
     reads every record written after the first start, and none from before it."""
@@ -58,13 +69,27 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, kafk
     produce(kafka.bootstrap, topic_name, values_for("old", 2, 5))
     checkpoint, out = str(tmp_path / "ck"), str(tmp_path / "out")
     marker = tmp_path / "in-batch-0"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(REPO)] + [p for p in [os.environ.get("PYTHONPATH")] if p]),
+    )
     child = subprocess.Popen(
-        [sys.executable, "-m", "tests.stream_kill_child", kafka.bootstrap, topic_name,
-         checkpoint, out, str(marker)],
-        cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "tests.stream_kill_child",
+            kafka.bootstrap,
+            topic_name,
+            checkpoint,
+            out,
+            str(marker),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + QUERY_TIMEOUT_S
         while not marker.exists():  # the child's hook: batch 0 is running
@@ -81,19 +106,25 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(spark, kafk
     commits = Path(checkpoint, "commits")
     assert not commits.exists() or not any(commits.iterdir())  # batch 0 never committed
 
-    query = (stream(spark, kafka.bootstrap, topic_name).writeStream
-             .foreachBatch(write_batch(out)).option("checkpointLocation", checkpoint)
-             .trigger(availableNow=True).start())
+    query = (
+        stream(spark, kafka.bootstrap, topic_name)
+        .writeStream.foreachBatch(write_batch(out))
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
     try:
         assert query.awaitTermination(QUERY_TIMEOUT_S)
     finally:
         query.stop()
     assert query.exception() is None
-    assert _batches(spark, out) == [(p, o, v) for _, p, o, v in
-                                    expected_rows(topic_name, mid, first_offset=5)]
+    assert _batches(spark, out) == [
+        (p, o, v) for _, p, o, v in expected_rows(topic_name, mid, first_offset=5)
+    ]
 
 
 # ---- item 2: a batch DataFrame's second action ------------------------------------------
+
 
 def test_second_action_on_a_batch_dataframe_sees_new_records(spark, kafka, topic_name):
     """count() twice on one DataFrame: the second sees what was written in between, also
@@ -103,8 +134,12 @@ def test_second_action_on_a_batch_dataframe_sees_new_records(spark, kafka, topic
     produce(kafka.bootstrap, topic_name, {0: [f"a{i}" for i in range(30)]})
 
     def base():  # a new reader each: DataFrameReader.option changes the reader it is on
-        return (spark.read.format("pykafka").option("kafka.bootstrap.servers", kafka.bootstrap)
-                .option("subscribe", topic_name))
+        return (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("subscribe", topic_name)
+        )
+
     df = base().option("minPartitions", "3").load()
     one_task = base().load()
     fixed = base().option("endingOffsets", f'{{"{topic_name}":{{"0":30,"1":-1}}}}').load()
@@ -114,21 +149,25 @@ def test_second_action_on_a_batch_dataframe_sees_new_records(spark, kafka, topic
     produce(kafka.bootstrap, topic_name, {0: ["b0", "b1", "b2"], 1: ["c0", "c1"]})
     assert df.count() == 35
     for each in (df, one_task):
-        rows = sorted((r.partition, r.offset)
-                      for r in each.select("partition", "offset").collect())
+        rows = sorted((r.partition, r.offset) for r in each.select("partition", "offset").collect())
         assert rows == [(0, o) for o in range(33)] + [(1, 0), (1, 1)]
     assert fixed.count() == 32  # partition 0 ends at 30; partition 1 at "latest" (-1)
 
 
 # ---- item 3: an added partition that does not start at 0 ---------------------------------
 
-def test_added_partition_starting_above_zero_is_data_loss(spark, mock_cluster, topic_name,
-                                                          tmp_path):
+
+def test_added_partition_starting_above_zero_is_data_loss(
+    spark, mock_cluster, topic_name, tmp_path
+):
     first, later = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(mock_cluster, first, 1)
     produce(mock_cluster.bootstrap, first, values_for("a", 1, 4))
-    options = {"kafka.bootstrap.servers": mock_cluster.bootstrap,
-               "subscribePattern": f"^{topic_name}-", "startingOffsets": "earliest"}
+    options = {
+        "kafka.bootstrap.servers": mock_cluster.bootstrap,
+        "subscribePattern": f"^{topic_name}-",
+        "startingOffsets": "earliest",
+    }
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
 
@@ -145,10 +184,12 @@ def test_added_partition_starting_above_zero_is_data_loss(spark, mock_cluster, t
     run_available_now(spark, {**options, "failOnDataLoss": "false"}, sink, ck)
     assert read_sink(spark, sink) == sorted(
         expected_rows(first, values_for("a", 1, 4))
-        + [r for r in expected_rows(later, b) if r[2] >= 10])
+        + [r for r in expected_rows(later, b) if r[2] >= 10]
+    )
 
 
 # ---- item 4: a stale latest offset --------------------------------------------------------
+
 
 @pytest.fixture
 def proxied_tansu():
@@ -173,24 +214,29 @@ def stale_latest(topic: str, partition: int, real: int, stale: int):
 
     def rewrite(frame: bytearray, version: int):
         _, pos = decode_response_header(api, version, memoryview(bytes(frame))[4:])
-        body, _ = api.response.decode(version, memoryview(bytes(frame))[4 + pos:])
+        body, _ = api.response.decode(version, memoryview(bytes(frame))[4 + pos :])
         hit = False
         for t in body["topics"]:
             for p in t["partitions"]:
-                if t["name"] == topic and p["partition_index"] == partition \
-                        and p.get("offset") == real:
+                if (
+                    t["name"] == topic
+                    and p["partition_index"] == partition
+                    and p.get("offset") == real
+                ):
                     p["offset"], hit = stale, True
         if not hit:
             return None
-        out = bytearray(frame[:4 + pos])
+        out = bytearray(frame[: 4 + pos])
         api.response.encode(version, body, out)
         out[:4] = (len(out) - 4).to_bytes(4, "big")
         return out
+
     return rewrite
 
 
-def test_stale_latest_offset_is_asked_again_before_data_loss(spark, proxied_tansu,
-                                                             topic_name, tmp_path):
+def test_stale_latest_offset_is_asked_again_before_data_loss(
+    spark, proxied_tansu, topic_name, tmp_path
+):
     """Two stale answers in a row are absorbed by the default three attempts (the batch
     reads exactly the new records); three are reported as data loss, naming the offsets.
     On Tansu behind a fault proxy: no broker answers with a stale offset on demand, and
@@ -199,8 +245,12 @@ def test_stale_latest_offset_is_asked_again_before_data_loss(spark, proxied_tans
     bootstrap = f"127.0.0.1:{proxy.port}"
     create_topic(broker, topic_name, 1)
     produce_record_by_record(bootstrap, topic_name, values_for("a", 1, 20))
-    options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic_name,
-               "startingOffsets": "earliest", "fetchOffset.retryIntervalMs": "10"}
+    options = {
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "fetchOffset.retryIntervalMs": "10",
+    }
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
 
@@ -211,7 +261,8 @@ def test_stale_latest_offset_is_asked_again_before_data_loss(spark, proxied_tans
     assert [p.numInputRows for p in progress] == [5]
     assert read_sink(spark, sink) == sorted(
         expected_rows(topic_name, values_for("a", 1, 20))
-        + expected_rows(topic_name, values_for("b", 1, 5, start=20), first_offset=20))
+        + expected_rows(topic_name, values_for("b", 1, 5, start=20), first_offset=20)
+    )
 
     produce_record_by_record(bootstrap, topic_name, values_for("c", 1, 5, start=25))
     proxy.rewrite_response(LIST_OFFSETS, stale_latest(topic_name, 0, 30, 3), count=3)

@@ -6,21 +6,38 @@ import re
 
 import pytest
 
-from kafka_source.options import (READER_OPTIONS, ReaderOptions, options_table_markdown,
-                                  parse_bytes, parse_duration_ms, parse_reader_options,
-                                  reader_option_names, check_reader_options)
+from kafka_source.options import (
+    READER_OPTIONS,
+    ReaderOptions,
+    options_table_markdown,
+    parse_bytes,
+    parse_duration_ms,
+    parse_reader_options,
+    reader_option_names,
+    check_reader_options,
+)
 from kafka_common import option_map
-from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                                       SpecificOffsets, SpecificTimestamps, Subscription)
+from kafka_source.offset_specs import (
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscription,
+)
 from protocol.config import Secret
 from protocol.errors import ConfigError
 
 BASE = {"kafka.bootstrap.servers": "broker1:9092,broker2:9092", "subscribe": "events"}
 PASSWORD = "hunter2-s3cret"
-PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
-              f'username="alice" password="{PASSWORD}";')
-SCRAM_JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
-              f'username="alice" password="{PASSWORD}";')
+PLAIN_JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    f'username="alice" password="{PASSWORD}";'
+)
+SCRAM_JAAS = (
+    "org.apache.kafka.common.security.scram.ScramLoginModule required "
+    f'username="alice" password="{PASSWORD}";'
+)
 
 
 @pytest.fixture(autouse=True)
@@ -47,6 +64,7 @@ def fails(extra, option, *, streaming=False, base=BASE, drop=()):
 
 # ---- defaults ---------------------------------------------------------------------------
 
+
 def test_batch_defaults():
     o = parse()
     assert o.subscription == Subscription("subscribe", topics=("events",))
@@ -61,8 +79,12 @@ def test_batch_defaults():
     assert o.fetch_offset_retry_interval_ms == 1000
     assert o.isolation_level == "read_uncommitted" and o.isolation_level_code == 0
     assert o.group_id is None
-    assert (o.fetch_max_bytes, o.max_partition_fetch_bytes, o.fetch_max_wait_ms,
-            o.fetch_min_bytes) == (52_428_800, 1_048_576, 500, 1)
+    assert (
+        o.fetch_max_bytes,
+        o.max_partition_fetch_bytes,
+        o.fetch_max_wait_ms,
+        o.fetch_min_bytes,
+    ) == (52_428_800, 1_048_576, 500, 1)
     assert o.max_offsets_per_trigger is None and o.min_offsets_per_trigger is None
     assert o.max_trigger_delay_ms == 15 * 60 * 1000
     assert o.max_bytes_per_trigger is None and o.commit_offsets_to_group is None
@@ -80,8 +102,13 @@ def test_streaming_defaults_start_at_latest_and_have_no_end():
 
 
 def test_options_are_case_insensitive_and_frozen_and_picklable():
-    o = parse({"STARTINGOFFSETS": "earliest", "MinPartitions": "4",
-               "KAFKA.ISOLATION.LEVEL": "READ_COMMITTED"})
+    o = parse(
+        {
+            "STARTINGOFFSETS": "earliest",
+            "MinPartitions": "4",
+            "KAFKA.ISOLATION.LEVEL": "READ_COMMITTED",
+        }
+    )
     assert o.min_partitions == 4 and o.isolation_level_code == 1
     with pytest.raises(AttributeError):
         o.min_partitions = 5
@@ -94,6 +121,7 @@ def test_same_option_twice_in_different_case_is_an_error():
 
 
 # ---- subscription -----------------------------------------------------------------------
+
 
 def test_subscribe_list_is_trimmed_and_deduplicated():
     o = parse({"subscribe": " a, b ,,a ,c"})
@@ -121,20 +149,23 @@ def test_two_strategies():
     assert "Only one of the following options can be specified" in message
 
 
-@pytest.mark.parametrize("extra, option", [
-    ({"subscribe": " , "}, "subscribe"),
-    ({"subscribePattern": "  "}, "subscribePattern"),
-    ({"subscribePattern": "orders.(eu"}, "subscribePattern"),
-    ({"assign": "a:0"}, "assign"),
-    ({"assign": "{not json"}, "assign"),
-    ({"assign": '{"a":0}'}, "assign"),
-    ({"assign": '{"a":["x"]}'}, "assign"),
-    ({"assign": '{"a":["1"]}'}, "assign"),
-    ({"assign": '{"a":[1.5]}'}, "assign"),
-    ({"assign": '{"a":[true]}'}, "assign"),
-    ({"assign": '{"a":[-1]}'}, "assign"),
-    ({"assign": '{"a":{"0":1}}'}, "assign"),
-])
+@pytest.mark.parametrize(
+    "extra, option",
+    [
+        ({"subscribe": " , "}, "subscribe"),
+        ({"subscribePattern": "  "}, "subscribePattern"),
+        ({"subscribePattern": "orders.(eu"}, "subscribePattern"),
+        ({"assign": "a:0"}, "assign"),
+        ({"assign": "{not json"}, "assign"),
+        ({"assign": '{"a":0}'}, "assign"),
+        ({"assign": '{"a":["x"]}'}, "assign"),
+        ({"assign": '{"a":["1"]}'}, "assign"),
+        ({"assign": '{"a":[1.5]}'}, "assign"),
+        ({"assign": '{"a":[true]}'}, "assign"),
+        ({"assign": '{"a":[-1]}'}, "assign"),
+        ({"assign": '{"a":{"0":1}}'}, "assign"),
+    ],
+)
 def test_bad_strategy_values(extra, option):
     drop = ("subscribe",) if option != "subscribe" else ()
     fails(extra, option, drop=drop)
@@ -146,6 +177,7 @@ def test_bad_pattern_message_says_python_regex():
 
 
 # ---- bootstrap servers ------------------------------------------------------------------
+
 
 def test_bootstrap_servers_required():
     message = fails({}, "kafka.bootstrap.servers", drop=("kafka.bootstrap.servers",))
@@ -159,21 +191,25 @@ def test_bad_bootstrap_servers(value):
 
 # ---- starting / ending offsets ----------------------------------------------------------
 
+
 def test_offsets_keywords_and_json():
     o = parse({"startingOffsets": " Earliest ", "endingOffsets": "LATEST"})
     assert isinstance(o.starting_offsets, EarliestOffsets)
     assert isinstance(o.ending_offsets, LatestOffsets)
-    o = parse({"startingOffsets": '{"t":{"0":23,"1":-2}}',
-               "endingOffsets": '{"t":{"0":50,"1":-1}}'})
-    assert o.starting_offsets == SpecificOffsets(((("t", 0), 23), (("t", 1), -2)),
-                                                 "startingOffsets")
+    o = parse(
+        {"startingOffsets": '{"t":{"0":23,"1":-2}}', "endingOffsets": '{"t":{"0":50,"1":-1}}'}
+    )
+    assert o.starting_offsets == SpecificOffsets(
+        ((("t", 0), 23), (("t", 1), -2)), "startingOffsets"
+    )
     assert o.ending_offsets.as_dict == {("t", 0): 50, ("t", 1): -1}
     assert o.ending_offsets.option == "endingOffsets"
 
 
 def test_streaming_may_start_at_latest_and_use_minus_one():
-    assert isinstance(parse({"startingOffsets": "latest"}, streaming=True).starting_offsets,
-                      LatestOffsets)
+    assert isinstance(
+        parse({"startingOffsets": "latest"}, streaming=True).starting_offsets, LatestOffsets
+    )
     o = parse({"startingOffsets": '{"t":{"0":-1}}'}, streaming=True)
     assert o.starting_offsets.as_dict == {("t", 0): -1}
 
@@ -214,9 +250,19 @@ def test_streaming_ignores_ending_timestamp_with_a_warning(caplog):
 
 
 @pytest.mark.parametrize("option", ["startingOffsets", "endingOffsets"])
-@pytest.mark.parametrize("value", ["{bad", "[1,2]", '{"t":[0]}', '{"t":{"x":1}}',
-                                   '{"t":{"0":"12"}}', '{"t":{"0":1.5}}', '{"t":{"0":-3}}',
-                                   "someday"])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "{bad",
+        "[1,2]",
+        '{"t":[0]}',
+        '{"t":{"x":1}}',
+        '{"t":{"0":"12"}}',
+        '{"t":{"0":1.5}}',
+        '{"t":{"0":-3}}',
+        "someday",
+    ],
+)
 def test_bad_offsets_json(option, value):
     message = fails({option: value}, option)
     if value == "{bad":
@@ -224,10 +270,13 @@ def test_bad_offsets_json(option, value):
 
 
 def test_unresolved_start_after_end_is_an_error():
-    message = fails({"startingOffsets": '{"t":{"0":10}}', "endingOffsets": '{"t":{"0":5}}'},
-                    "startingOffsets")
-    assert "The specified start offset 10 is greater than the end offset 5 for topic t " \
-           "partition 0" in message
+    message = fails(
+        {"startingOffsets": '{"t":{"0":10}}', "endingOffsets": '{"t":{"0":5}}'}, "startingOffsets"
+    )
+    assert (
+        "The specified start offset 10 is greater than the end offset 5 for topic t "
+        "partition 0" in message
+    )
 
 
 def test_sentinels_are_not_compared_before_resolution():
@@ -236,16 +285,24 @@ def test_sentinels_are_not_compared_before_resolution():
 
 
 def test_start_and_end_json_must_name_the_same_partitions():
-    message = fails({"startingOffsets": '{"t":{"0":1}}',
-                     "endingOffsets": '{"t":{"0":5,"1":5}}'}, "endingOffsets")
+    message = fails(
+        {"startingOffsets": '{"t":{"0":1}}', "endingOffsets": '{"t":{"0":5,"1":5}}'},
+        "endingOffsets",
+    )
     assert "should have the same topic-partitions" in message
 
 
 # ---- timestamps and precedence ----------------------------------------------------------
 
+
 def test_global_timestamp_and_strategy():
-    o = parse({"startingTimestamp": "1700000000000", "endingTimestamp": "1800000000000",
-               "startingOffsetsByTimestampStrategy": "LATEST"})
+    o = parse(
+        {
+            "startingTimestamp": "1700000000000",
+            "endingTimestamp": "1800000000000",
+            "startingOffsetsByTimestampStrategy": "LATEST",
+        }
+    )
     assert o.starting_offsets == GlobalTimestamp(1700000000000, "latest", "startingTimestamp")
     assert o.ending_offsets == GlobalTimestamp(1800000000000, "latest", "endingTimestamp")
 
@@ -253,14 +310,21 @@ def test_global_timestamp_and_strategy():
 def test_timestamps_json():
     o = parse({"startingOffsetsByTimestamp": '{"t":{"0":1700000000000,"1":1}}'})
     assert o.starting_offsets == SpecificTimestamps(
-        ((("t", 0), 1700000000000), (("t", 1), 1)), "error", "startingOffsetsByTimestamp")
+        ((("t", 0), 1700000000000), (("t", 1), 1)), "error", "startingOffsetsByTimestamp"
+    )
 
 
 def test_precedence_global_timestamp_then_json_then_offsets(caplog):
     caplog.set_level(logging.WARNING, logger="pykafka.source")
-    o = parse({"startingTimestamp": "5", "startingOffsetsByTimestamp": '{"t":{"0":1}}',
-               "startingOffsets": "earliest", "endingOffsetsByTimestamp": '{"t":{"0":9}}',
-               "endingOffsets": "latest"})
+    o = parse(
+        {
+            "startingTimestamp": "5",
+            "startingOffsetsByTimestamp": '{"t":{"0":1}}',
+            "startingOffsets": "earliest",
+            "endingOffsetsByTimestamp": '{"t":{"0":9}}',
+            "endingOffsets": "latest",
+        }
+    )
     assert o.starting_offsets == GlobalTimestamp(5, "error", "startingTimestamp")
     assert isinstance(o.ending_offsets, SpecificTimestamps)
     text = caplog.text
@@ -288,35 +352,55 @@ def test_bad_timestamps_json(option, value):
 
 
 def test_bad_timestamp_strategy():
-    fails({"startingOffsetsByTimestampStrategy": "earliest"},
-          "startingOffsetsByTimestampStrategy")
+    fails({"startingOffsetsByTimestampStrategy": "earliest"}, "startingOffsetsByTimestampStrategy")
 
 
 def test_timestamp_start_after_end():
-    message = fails({"startingOffsetsByTimestamp": '{"t":{"0":10}}',
-                     "endingOffsetsByTimestamp": '{"t":{"0":5}}'}, "startingOffsetsByTimestamp")
+    message = fails(
+        {
+            "startingOffsetsByTimestamp": '{"t":{"0":10}}',
+            "endingOffsetsByTimestamp": '{"t":{"0":5}}',
+        },
+        "startingOffsetsByTimestamp",
+    )
     assert "start timestamp 10 is greater than the end timestamp 5" in message
     fails({"startingTimestamp": "10", "endingTimestamp": "5"}, "startingTimestamp")
 
 
 # ---- scalar options ---------------------------------------------------------------------
 
+
 def test_scalar_options_parse():
-    o = parse({"failOnDataLoss": "FALSE", "includeHeaders": "true", "minPartitions": "8",
-               "maxRecordsPerPartition": "1000", "kafkaConsumer.pollTimeoutMs": "5000",
-               "fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "0",
-               "kafka.isolation.level": "read_committed", "kafka.client.id": "me",
-               "kafka.request.timeout.ms": "1000", "kafka.fetch.max.bytes": "1000",
-               "kafka.max.partition.fetch.bytes": "100", "kafka.fetch.max.wait.ms": "0",
-               "kafka.fetch.min.bytes": "0"})
+    o = parse(
+        {
+            "failOnDataLoss": "FALSE",
+            "includeHeaders": "true",
+            "minPartitions": "8",
+            "maxRecordsPerPartition": "1000",
+            "kafkaConsumer.pollTimeoutMs": "5000",
+            "fetchOffset.numRetries": "5",
+            "fetchOffset.retryIntervalMs": "0",
+            "kafka.isolation.level": "read_committed",
+            "kafka.client.id": "me",
+            "kafka.request.timeout.ms": "1000",
+            "kafka.fetch.max.bytes": "1000",
+            "kafka.max.partition.fetch.bytes": "100",
+            "kafka.fetch.max.wait.ms": "0",
+            "kafka.fetch.min.bytes": "0",
+        }
+    )
     assert o.fail_on_data_loss is False and o.include_headers is True
     assert (o.min_partitions, o.max_records_per_partition) == (8, 1000)
     assert o.poll_timeout_ms == 5000
     assert (o.fetch_offset_num_retries, o.fetch_offset_retry_interval_ms) == (5, 0)
     assert o.isolation_level == "read_committed" and o.isolation_level_code == 1
     assert o.client_config.client_id == "me" and o.client_config.request_timeout_ms == 1000
-    assert (o.fetch_max_bytes, o.max_partition_fetch_bytes, o.fetch_max_wait_ms,
-            o.fetch_min_bytes) == (1000, 100, 0, 0)
+    assert (
+        o.fetch_max_bytes,
+        o.max_partition_fetch_bytes,
+        o.fetch_max_wait_ms,
+        o.fetch_min_bytes,
+    ) == (1000, 100, 0, 0)
 
 
 def test_min_partitions_must_be_positive():
@@ -328,36 +412,47 @@ def test_max_records_per_partition_must_be_positive():
     assert "maxRecordsPerPartition must be positive" in message
 
 
-@pytest.mark.parametrize("option, value", [
-    ("failOnDataLoss", "yes"),
-    ("includeHeaders", "1"),
-    ("minPartitions", "two"),
-    ("minPartitions", str(2**31)),
-    ("maxRecordsPerPartition", "1e6"),
-    ("kafkaConsumer.pollTimeoutMs", "0"),
-    ("kafkaConsumer.pollTimeoutMs", "soon"),
-    ("fetchOffset.numRetries", "0"),
-    ("fetchOffset.retryIntervalMs", "-1"),
-    ("kafka.isolation.level", "serializable"),
-    ("kafka.request.timeout.ms", "0"),
-    ("kafka.fetch.max.bytes", "0"),
-    ("kafka.fetch.max.bytes", str(2**31)),
-    ("kafka.max.partition.fetch.bytes", "-5"),
-    ("kafka.fetch.max.wait.ms", "-1"),
-    ("kafka.fetch.min.bytes", "x"),
-    ("kafka.client.id", " "),
-    ("kafka.security.protocol", "TLS"),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("failOnDataLoss", "yes"),
+        ("includeHeaders", "1"),
+        ("minPartitions", "two"),
+        ("minPartitions", str(2**31)),
+        ("maxRecordsPerPartition", "1e6"),
+        ("kafkaConsumer.pollTimeoutMs", "0"),
+        ("kafkaConsumer.pollTimeoutMs", "soon"),
+        ("fetchOffset.numRetries", "0"),
+        ("fetchOffset.retryIntervalMs", "-1"),
+        ("kafka.isolation.level", "serializable"),
+        ("kafka.request.timeout.ms", "0"),
+        ("kafka.fetch.max.bytes", "0"),
+        ("kafka.fetch.max.bytes", str(2**31)),
+        ("kafka.max.partition.fetch.bytes", "-5"),
+        ("kafka.fetch.max.wait.ms", "-1"),
+        ("kafka.fetch.min.bytes", "x"),
+        ("kafka.client.id", " "),
+        ("kafka.security.protocol", "TLS"),
+    ],
+)
 def test_bad_scalar_values_name_the_option(option, value):
     fails({option: value}, option)
 
 
 # ---- streaming-only options -------------------------------------------------------------
 
+
 def test_streaming_options_parse():
-    o = parse({"maxOffsetsPerTrigger": "1000", "minOffsetsPerTrigger": "10",
-               "maxTriggerDelay": "30s", "maxBytesPerTrigger": "512m",
-               "commitOffsetsToGroup": "lag-watch"}, streaming=True)
+    o = parse(
+        {
+            "maxOffsetsPerTrigger": "1000",
+            "minOffsetsPerTrigger": "10",
+            "maxTriggerDelay": "30s",
+            "maxBytesPerTrigger": "512m",
+            "commitOffsetsToGroup": "lag-watch",
+        },
+        streaming=True,
+    )
     assert (o.max_offsets_per_trigger, o.min_offsets_per_trigger) == (1000, 10)
     assert o.max_trigger_delay_ms == 30_000
     assert o.max_bytes_per_trigger == 512 * 2**20
@@ -365,24 +460,32 @@ def test_streaming_options_parse():
 
 
 def test_min_offsets_above_max_offsets():
-    message = fails({"maxOffsetsPerTrigger": "10", "minOffsetsPerTrigger": "20"},
-                    "maxOffsetsPerTrigger", streaming=True)
-    assert "The value of minOffsetPerTrigger(20) is higher than the " \
-           "maxOffsetsPerTrigger(10)." in message
+    message = fails(
+        {"maxOffsetsPerTrigger": "10", "minOffsetsPerTrigger": "20"},
+        "maxOffsetsPerTrigger",
+        streaming=True,
+    )
+    assert (
+        "The value of minOffsetPerTrigger(20) is higher than the "
+        "maxOffsetsPerTrigger(10)." in message
+    )
 
 
-@pytest.mark.parametrize("option, value", [
-    ("maxOffsetsPerTrigger", "0"),
-    ("maxOffsetsPerTrigger", "lots"),
-    ("minOffsetsPerTrigger", "-3"),
-    ("maxTriggerDelay", "15 minutes"),
-    ("maxTriggerDelay", "10y"),
-    ("maxTriggerDelay", "-5s"),
-    ("maxBytesPerTrigger", "0"),
-    ("maxBytesPerTrigger", "1.5g"),
-    ("maxBytesPerTrigger", "12 parsecs"),
-    ("commitOffsetsToGroup", "  "),
-])
+@pytest.mark.parametrize(
+    "option, value",
+    [
+        ("maxOffsetsPerTrigger", "0"),
+        ("maxOffsetsPerTrigger", "lots"),
+        ("minOffsetsPerTrigger", "-3"),
+        ("maxTriggerDelay", "15 minutes"),
+        ("maxTriggerDelay", "10y"),
+        ("maxTriggerDelay", "-5s"),
+        ("maxBytesPerTrigger", "0"),
+        ("maxBytesPerTrigger", "1.5g"),
+        ("maxBytesPerTrigger", "12 parsecs"),
+        ("commitOffsetsToGroup", "  "),
+    ],
+)
 def test_bad_streaming_values(option, value):
     fails({option: value}, option, streaming=True)
 
@@ -414,14 +517,20 @@ def test_durations_and_sizes():
 
 # ---- Kafka options Spark rejects, and the ones we do not use ----------------------------
 
-@pytest.mark.parametrize("option, expected", [
-    ("kafka.auto.offset.reset", "Kafka option 'auto.offset.reset' is not supported"),
-    ("kafka.key.deserializer", "Kafka option 'key.deserializer' is not supported as keys"),
-    ("kafka.value.deserializer", "Kafka option 'value.deserializer' is not supported as "
-                                 "values"),
-    ("kafka.enable.auto.commit", "Kafka option 'enable.auto.commit' is not supported"),
-    ("kafka.interceptor.classes", "Kafka option 'interceptor.classes' is not supported"),
-])
+
+@pytest.mark.parametrize(
+    "option, expected",
+    [
+        ("kafka.auto.offset.reset", "Kafka option 'auto.offset.reset' is not supported"),
+        ("kafka.key.deserializer", "Kafka option 'key.deserializer' is not supported as keys"),
+        (
+            "kafka.value.deserializer",
+            "Kafka option 'value.deserializer' is not supported as values",
+        ),
+        ("kafka.enable.auto.commit", "Kafka option 'enable.auto.commit' is not supported"),
+        ("kafka.interceptor.classes", "Kafka option 'interceptor.classes' is not supported"),
+    ],
+)
 def test_kafka_options_spark_rejects(option, expected):
     message = fails({option.upper(): "x"}, option.removeprefix("kafka."))
     assert expected in message
@@ -444,8 +553,10 @@ def test_a_misspelt_source_option_is_an_error_naming_what_was_typed():
     to be a warning, and the read went ahead from the default)."""
     with pytest.raises(ConfigError) as info:
         parse({"startingOffset": "earliest"})
-    assert str(info.value) == ("Option 'startingOffset' is not an option of the "
-                               "pyspark-pykafka source. Did you mean 'startingOffsets'?")
+    assert str(info.value) == (
+        "Option 'startingOffset' is not an option of the "
+        "pyspark-pykafka source. Did you mean 'startingOffsets'?"
+    )
 
 
 def test_group_id_is_accepted_with_a_note(caplog):
@@ -456,12 +567,21 @@ def test_group_id_is_accepted_with_a_note(caplog):
 
 # ---- security ---------------------------------------------------------------------------
 
+
 def test_sasl_with_username_and_password():
-    o = parse({"kafka.security.protocol": "sasl_plaintext", "kafka.sasl.username": "alice",
-               "kafka.sasl.password": PASSWORD})
+    o = parse(
+        {
+            "kafka.security.protocol": "sasl_plaintext",
+            "kafka.sasl.username": "alice",
+            "kafka.sasl.password": PASSWORD,
+        }
+    )
     c = o.client_config
     assert (c.security_protocol, c.sasl_mechanism, c.sasl_username) == (
-        "SASL_PLAINTEXT", "PLAIN", "alice")
+        "SASL_PLAINTEXT",
+        "PLAIN",
+        "alice",
+    )
     assert isinstance(c.sasl_password, Secret) and c.sasl_password.reveal() == PASSWORD
 
 
@@ -469,66 +589,107 @@ def test_sasl_with_jaas_config():
     o = parse({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": PLAIN_JAAS})
     assert o.client_config.sasl_username == "alice"
     assert o.client_config.sasl_password.reveal() == PASSWORD
-    o = parse({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-256",
-               "kafka.sasl.jaas.config": SCRAM_JAAS})
+    o = parse(
+        {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": "SCRAM-SHA-256",
+            "kafka.sasl.jaas.config": SCRAM_JAAS,
+        }
+    )
     assert o.client_config.sasl_mechanism == "SCRAM-SHA-256"
 
 
-@pytest.mark.parametrize("mechanism, jaas", [(None, PLAIN_JAAS), ("PLAIN", PLAIN_JAAS),
-                                             ("SCRAM-SHA-512", SCRAM_JAAS)])
+@pytest.mark.parametrize(
+    "mechanism, jaas", [(None, PLAIN_JAAS), ("PLAIN", PLAIN_JAAS), ("SCRAM-SHA-512", SCRAM_JAAS)]
+)
 def test_databricks_kafkashaded_login_modules_are_accepted(mechanism, jaas):
     """Issue 39: Databricks users write the shaded class names; the OAUTHBEARER and MSK
     paths took them, PLAIN and SCRAM refused them (one check now, kafka_common.trust)."""
-    options = {"kafka.security.protocol": "SASL_SSL",
-               "kafka.sasl.jaas.config": "kafkashaded." + jaas}
+    options = {
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.jaas.config": "kafkashaded." + jaas,
+    }
     if mechanism:
         options["kafka.sasl.mechanism"] = mechanism
     c = parse(options).client_config
     assert (c.sasl_mechanism, c.sasl_username) == (mechanism or "PLAIN", "alice")
     assert c.sasl_password.reveal() == PASSWORD
     # the shaded ScramLoginModule, like the plain one, still needs a SCRAM mechanism named
-    fails({"kafka.security.protocol": "SASL_SSL",
-           "kafka.sasl.jaas.config": "kafkashaded." + SCRAM_JAAS}, "kafka.sasl.mechanism")
+    fails(
+        {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.jaas.config": "kafkashaded." + SCRAM_JAAS,
+        },
+        "kafka.sasl.mechanism",
+    )
 
 
-@pytest.mark.parametrize("extra, option", [
-    ({"kafka.sasl.jaas.config": SCRAM_JAAS}, "kafka.sasl.mechanism"),
-    ({"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": SCRAM_JAAS},
-     "kafka.sasl.jaas.config"),
-    ({"kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": PLAIN_JAAS},
-     "kafka.sasl.jaas.config"),
-    ({"kafka.sasl.jaas.config": PLAIN_JAAS, "kafka.sasl.username": "bob"},
-     "kafka.sasl.jaas.config"),
-    ({"kafka.sasl.jaas.config": PLAIN_JAAS[:-1]}, "kafka.sasl.jaas.config"),
-    ({"kafka.sasl.jaas.config": f'Login required password="{PASSWORD}"'},
-     "kafka.sasl.jaas.config"),
-    ({"kafka.sasl.username": "alice"}, "kafka.sasl.password"),
-    ({"kafka.sasl.password": PASSWORD}, "kafka.sasl.username"),
-    ({"kafka.sasl.mechanism": "GSSAPI", "kafka.sasl.password": PASSWORD,
-      "kafka.sasl.username": "alice"}, "kafka.sasl.mechanism"),
-])
+@pytest.mark.parametrize(
+    "extra, option",
+    [
+        ({"kafka.sasl.jaas.config": SCRAM_JAAS}, "kafka.sasl.mechanism"),
+        (
+            {"kafka.sasl.mechanism": "PLAIN", "kafka.sasl.jaas.config": SCRAM_JAAS},
+            "kafka.sasl.jaas.config",
+        ),
+        (
+            {"kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config": PLAIN_JAAS},
+            "kafka.sasl.jaas.config",
+        ),
+        (
+            {"kafka.sasl.jaas.config": PLAIN_JAAS, "kafka.sasl.username": "bob"},
+            "kafka.sasl.jaas.config",
+        ),
+        ({"kafka.sasl.jaas.config": PLAIN_JAAS[:-1]}, "kafka.sasl.jaas.config"),
+        (
+            {"kafka.sasl.jaas.config": f'Login required password="{PASSWORD}"'},
+            "kafka.sasl.jaas.config",
+        ),
+        ({"kafka.sasl.username": "alice"}, "kafka.sasl.password"),
+        ({"kafka.sasl.password": PASSWORD}, "kafka.sasl.username"),
+        (
+            {
+                "kafka.sasl.mechanism": "GSSAPI",
+                "kafka.sasl.password": PASSWORD,
+                "kafka.sasl.username": "alice",
+            },
+            "kafka.sasl.mechanism",
+        ),
+    ],
+)
 def test_sasl_misuse_names_the_option_and_never_the_password(extra, option):
     message = fails({"kafka.security.protocol": "SASL_SSL", **extra}, option)
     assert PASSWORD not in message
 
 
 def test_ssl_options():
-    o = parse({"kafka.security.protocol": "SSL", "kafka.ssl.cafile": "/ca.pem",
-               "kafka.ssl.certfile": "/c.pem", "kafka.ssl.keyfile": "/k.pem",
-               "kafka.ssl.key.password": PASSWORD,
-               "kafka.ssl.endpoint.identification.algorithm": ""})
+    o = parse(
+        {
+            "kafka.security.protocol": "SSL",
+            "kafka.ssl.cafile": "/ca.pem",
+            "kafka.ssl.certfile": "/c.pem",
+            "kafka.ssl.keyfile": "/k.pem",
+            "kafka.ssl.key.password": PASSWORD,
+            "kafka.ssl.endpoint.identification.algorithm": "",
+        }
+    )
     c = o.client_config
     assert (c.ssl_cafile, c.ssl_certfile, c.ssl_keyfile) == ("/ca.pem", "/c.pem", "/k.pem")
     assert c.ssl_key_password.reveal() == PASSWORD and c.ssl_check_hostname is False
     assert parse({"kafka.security.protocol": "SSL"}).client_config.ssl_check_hostname is True
 
 
-@pytest.mark.parametrize("extra, option", [
-    ({"kafka.ssl.endpoint.identification.algorithm": "ldaps"},
-     "kafka.ssl.endpoint.identification.algorithm"),
-    ({"kafka.ssl.keyfile": "/k.pem"}, "kafka.ssl.keyfile"),
-    ({"kafka.ssl.key.password": PASSWORD}, "kafka.ssl.key.password"),
-])
+@pytest.mark.parametrize(
+    "extra, option",
+    [
+        (
+            {"kafka.ssl.endpoint.identification.algorithm": "ldaps"},
+            "kafka.ssl.endpoint.identification.algorithm",
+        ),
+        ({"kafka.ssl.keyfile": "/k.pem"}, "kafka.ssl.keyfile"),
+        ({"kafka.ssl.key.password": PASSWORD}, "kafka.ssl.key.password"),
+    ],
+)
 def test_ssl_misuse(extra, option):
     message = fails({"kafka.security.protocol": "SSL", **extra}, option)
     assert PASSWORD not in message
@@ -536,8 +697,13 @@ def test_ssl_misuse(extra, option):
 
 def test_security_options_without_the_protocol_are_warned_about(caplog):
     caplog.set_level(logging.WARNING, logger="pykafka.source")
-    o = parse({"kafka.sasl.username": "alice", "kafka.sasl.password": PASSWORD,
-               "kafka.ssl.cafile": "/ca.pem"})
+    o = parse(
+        {
+            "kafka.sasl.username": "alice",
+            "kafka.sasl.password": PASSWORD,
+            "kafka.ssl.cafile": "/ca.pem",
+        }
+    )
     assert o.client_config.sasl_password is None
     assert "kafka.sasl.password" in caplog.text and "kafka.ssl.cafile" in caplog.text
     assert PASSWORD not in caplog.text
@@ -545,9 +711,15 @@ def test_security_options_without_the_protocol_are_warned_about(caplog):
 
 def test_password_never_in_repr_str_or_pickle_text(caplog):
     caplog.set_level(logging.DEBUG, logger="pykafka.source")
-    o = parse({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": PLAIN_JAAS,
-               "kafka.ssl.certfile": "/c.pem", "kafka.ssl.key.password": PASSWORD + "k",
-               "kafka.unknown.thing": "x"})
+    o = parse(
+        {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.jaas.config": PLAIN_JAAS,
+            "kafka.ssl.certfile": "/c.pem",
+            "kafka.ssl.key.password": PASSWORD + "k",
+            "kafka.unknown.thing": "x",
+        }
+    )
     for text in (repr(o), str(o), repr(o.client_config), caplog.text):
         assert PASSWORD not in text
     restored = pickle.loads(pickle.dumps(o))
@@ -556,24 +728,53 @@ def test_password_never_in_repr_str_or_pickle_text(caplog):
 
 # ---- the option table -------------------------------------------------------------------
 
+
 def test_option_names_are_unique_and_cover_what_the_parser_reads():
     names = reader_option_names()
     assert len(names) == len(set(n.lower() for n in names)) == len(READER_OPTIONS)
-    for name in ("kafka.bootstrap.servers", "subscribe", "subscribePattern", "assign",
-                 "startingOffsets", "endingOffsets", "startingTimestamp", "endingTimestamp",
-                 "startingOffsetsByTimestamp", "endingOffsetsByTimestamp",
-                 "startingOffsetsByTimestampStrategy", "failOnDataLoss", "minPartitions",
-                 "maxRecordsPerPartition", "includeHeaders", "kafkaConsumer.pollTimeoutMs",
-                 "fetchOffset.numRetries", "fetchOffset.retryIntervalMs",
-                 "kafka.isolation.level", "maxOffsetsPerTrigger", "minOffsetsPerTrigger",
-                 "maxTriggerDelay", "maxBytesPerTrigger", "commitOffsetsToGroup",
-                 "kafka.security.protocol", "kafka.sasl.mechanism", "kafka.sasl.username",
-                 "kafka.sasl.password", "kafka.sasl.jaas.config", "kafka.ssl.cafile",
-                 "kafka.ssl.certfile", "kafka.ssl.keyfile", "kafka.ssl.key.password",
-                 "kafka.ssl.endpoint.identification.algorithm", "kafka.fetch.max.bytes",
-                 "kafka.max.partition.fetch.bytes", "kafka.fetch.max.wait.ms",
-                 "kafka.fetch.min.bytes", "kafka.request.timeout.ms", "kafka.client.id",
-                 "kafka.group.id"):
+    for name in (
+        "kafka.bootstrap.servers",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "failOnDataLoss",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "includeHeaders",
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "kafka.isolation.level",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "maxBytesPerTrigger",
+        "commitOffsetsToGroup",
+        "kafka.security.protocol",
+        "kafka.sasl.mechanism",
+        "kafka.sasl.username",
+        "kafka.sasl.password",
+        "kafka.sasl.jaas.config",
+        "kafka.ssl.cafile",
+        "kafka.ssl.certfile",
+        "kafka.ssl.keyfile",
+        "kafka.ssl.key.password",
+        "kafka.ssl.endpoint.identification.algorithm",
+        "kafka.fetch.max.bytes",
+        "kafka.max.partition.fetch.bytes",
+        "kafka.fetch.max.wait.ms",
+        "kafka.fetch.min.bytes",
+        "kafka.request.timeout.ms",
+        "kafka.client.id",
+        "kafka.group.id",
+    ):
         assert name in names
 
 
@@ -595,22 +796,28 @@ def test_reader_options_type_is_exported():
 
 # ---- as lenient as Spark's JSON, -1/-2 timestamps (issue 17 item 14) --------------------
 
+
 def test_offsets_json_takes_numbers_without_a_fraction_and_signed_partition_keys():
     """Spark's json4s reads 5.0 as the long 5 and parses keys with Integer.parseInt."""
-    o = parse({"startingOffsets": '{"t":{"0":5.0,"+1":-2.0}}',
-               "endingOffsets": '{"t":{"0":7,"1":-1}}'})
+    o = parse(
+        {"startingOffsets": '{"t":{"0":5.0,"+1":-2.0}}', "endingOffsets": '{"t":{"0":7,"1":-1}}'}
+    )
     assert o.starting_offsets.as_dict == {("t", 0): 5, ("t", 1): -2}
     assert all(type(v) is int for v in o.starting_offsets.as_dict.values())
     o = parse({"assign": '{"t":[0.0,2]}'}, drop=("subscribe",))
     assert o.subscription.partitions == (("t", 0), ("t", 2))
 
 
-@pytest.mark.parametrize("value, shown", [('{"t":{"0":5.5}}', "5.5"),
-                                          ('{"t":{"0":null}}', "null"),
-                                          ('{"t":{"0":true}}', "true"),
-                                          ('{"t":{"0":1e19}}', "1e+19"),
-                                          ('{"t":{"0":9223372036854775808}}',
-                                           "9223372036854775808")])
+@pytest.mark.parametrize(
+    "value, shown",
+    [
+        ('{"t":{"0":5.5}}', "5.5"),
+        ('{"t":{"0":null}}', "null"),
+        ('{"t":{"0":true}}', "true"),
+        ('{"t":{"0":1e19}}', "1e+19"),
+        ('{"t":{"0":9223372036854775808}}', "9223372036854775808"),
+    ],
+)
 def test_offsets_spark_would_truncate_or_zero_are_refused(value, shown):
     """Where json4s truncates (5.5 -> 5), wraps or unboxes null to 0, a silent wrong
     offset would follow: refused, naming the partition (docs/differences.md)."""
@@ -634,28 +841,39 @@ def test_minus_one_and_minus_two_timestamps_mean_latest_and_earliest(streaming):
     assert o.starting_offsets.as_dict == {("t", 0): -1, ("t", 1): -2}
     o = parse({"startingTimestamp": " -2 "}, streaming=streaming)
     assert o.starting_offsets == GlobalTimestamp(-2, "error", "startingTimestamp")
-    fails({"startingOffsetsByTimestamp": '{"t":{"0":-3}}'}, "startingOffsetsByTimestamp",
-          streaming=streaming)
+    fails(
+        {"startingOffsetsByTimestamp": '{"t":{"0":-3}}'},
+        "startingOffsetsByTimestamp",
+        streaming=streaming,
+    )
 
 
 def test_start_timestamp_is_not_compared_with_a_latest_end():
     o = parse({"startingTimestamp": "1000", "endingTimestamp": "-1"})
     assert o.ending_offsets == GlobalTimestamp(-1, "error", "endingTimestamp")
-    o = parse({"startingOffsetsByTimestamp": '{"t":{"0":1000}}',
-               "endingOffsetsByTimestamp": '{"t":{"0":-1}}'})
+    o = parse(
+        {
+            "startingOffsetsByTimestamp": '{"t":{"0":1000}}',
+            "endingOffsetsByTimestamp": '{"t":{"0":-1}}',
+        }
+    )
     assert o.ending_offsets.as_dict == {("t", 0): -1}
 
 
 # ---- check_reader_options: what load() raises (issue 17 item 10) -------------------------
 
-@pytest.mark.parametrize("extra, drop, option", [
-    ({}, ("subscribe",), "subscribe"),
-    ({"minPartitions": "0"}, (), "minPartitions"),
-    ({"startingOffsets": "{bad"}, (), "startingOffsets"),
-    ({"kafka.auto.offset.reset": "earliest"}, (), "auto.offset.reset"),
-    ({"includeHeaders": "yes"}, (), "includeHeaders"),
-    ({}, ("kafka.bootstrap.servers",), "kafka.bootstrap.servers"),
-])
+
+@pytest.mark.parametrize(
+    "extra, drop, option",
+    [
+        ({}, ("subscribe",), "subscribe"),
+        ({"minPartitions": "0"}, (), "minPartitions"),
+        ({"startingOffsets": "{bad"}, (), "startingOffsets"),
+        ({"kafka.auto.offset.reset": "earliest"}, (), "auto.offset.reset"),
+        ({"includeHeaders": "yes"}, (), "includeHeaders"),
+        ({}, ("kafka.bootstrap.servers",), "kafka.bootstrap.servers"),
+    ],
+)
 def test_load_check_raises_what_is_wrong_for_batch_and_stream_alike(extra, drop, option):
     opts = {k: v for k, v in {**BASE, **extra}.items() if k not in drop}
     with pytest.raises(ConfigError) as info:
@@ -664,9 +882,10 @@ def test_load_check_raises_what_is_wrong_for_batch_and_stream_alike(extra, drop,
     assert "(in a batch query)" not in str(info.value)
 
 
-@pytest.mark.parametrize("extra", [{"startingOffsets": "latest"},
-                                   {"endingOffsets": "latest"},
-                                   {"maxOffsetsPerTrigger": "10"}])
+@pytest.mark.parametrize(
+    "extra",
+    [{"startingOffsets": "latest"}, {"endingOffsets": "latest"}, {"maxOffsetsPerTrigger": "10"}],
+)
 def test_load_check_leaves_errors_of_one_kind_of_query_to_the_query(extra, caplog):
     caplog.set_level(logging.DEBUG)
     check_reader_options({**BASE, **extra})
@@ -675,12 +894,13 @@ def test_load_check_leaves_errors_of_one_kind_of_query_to_the_query(extra, caplo
 
 def test_load_check_names_both_errors_when_each_kind_fails_differently():
     with pytest.raises(ConfigError) as info:
-        check_reader_options({**BASE, "startingOffsets": "latest",
-                              "endingOffsets": "latest"})
+        check_reader_options({**BASE, "startingOffsets": "latest", "endingOffsets": "latest"})
     message = str(info.value)
     assert "can't be latest for batch queries on Kafka (in a batch query)" in message
-    assert "endingOffsets: ending offset not valid in streaming queries (in a streaming " \
-           "query)" in message
+    assert (
+        "endingOffsets: ending offset not valid in streaming queries (in a streaming "
+        "query)" in message
+    )
 
 
 def test_load_check_does_not_swallow_later_warnings(caplog):

@@ -9,12 +9,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kafka_source.options import parse_reader_options
-from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                                       OffsetRange, SpecificOffsets, SpecificTimestamps,
-                                       Subscription)
-from kafka_source.planning import (PlanningError, build_ranges, discover_partitions,
-                                   partitions_from_metadata, plan_batch, plan_ranges,
-                                   resolve_offsets)
+from kafka_source.offset_specs import (
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    OffsetRange,
+    SpecificOffsets,
+    SpecificTimestamps,
+    Subscription,
+)
+from kafka_source.planning import (
+    PlanningError,
+    build_ranges,
+    discover_partitions,
+    partitions_from_metadata,
+    plan_batch,
+    plan_ranges,
+    resolve_offsets,
+)
 from protocol.client.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.errors import BrokerError, ConfigError
 
@@ -30,64 +42,151 @@ def r(topic, start, end, partition=1, host=None):
 SPARK_CASES = {
     "no options: N ranges to N ranges": (None, None, [r("t1", 1, 2)], [r("t1", 1, 2)]),
     "no options: empty ranges dropped": (
-        None, None, [r("t1", 1, 2), r("t2", 1, 1)], [r("t1", 1, 2)]),
+        None,
+        None,
+        [r("t1", 1, 2), r("t2", 1, 1)],
+        [r("t1", 1, 2)],
+    ),
     "min 3: N ranges to N ranges": (
-        3, None, [r("t1", 1, 2), r("t2", 1, 2), r("t3", 1, 2)],
-        [r("t1", 1, 2), r("t2", 1, 2), r("t3", 1, 2)]),
+        3,
+        None,
+        [r("t1", 1, 2), r("t2", 1, 2), r("t3", 1, 2)],
+        [r("t1", 1, 2), r("t2", 1, 2), r("t3", 1, 2)],
+    ),
     "min 4: one range to four": (
-        4, None, [r("t1", 1, 5)],
-        [r("t1", 1, 2), r("t1", 2, 3), r("t1", 3, 4), r("t1", 4, 5)]),
+        4,
+        None,
+        [r("t1", 1, 5)],
+        [r("t1", 1, 2), r("t1", 2, 3), r("t1", 3, 4), r("t1", 4, 5)],
+    ),
     "min 4: skewed ranges": (
-        4, None, [r("t1", 1, 5), r("t2", 1, 21)],
-        [r("t1", 1, 5), r("t2", 1, 7), r("t2", 7, 14), r("t2", 14, 21)]),
+        4,
+        None,
+        [r("t1", 1, 5), r("t2", 1, 21)],
+        [r("t1", 1, 5), r("t2", 1, 7), r("t2", 7, 14), r("t2", 14, 21)],
+    ),
     "min 4: empty range ignored, the rest split (SPARK-30656)": (
-        4, None, [r("t1", 1, 1), r("t2", 1, 21)],
-        [r("t2", 1, 6), r("t2", 6, 11), r("t2", 11, 16), r("t2", 16, 21)]),
+        4,
+        None,
+        [r("t1", 1, 1), r("t2", 1, 21)],
+        [r("t2", 1, 6), r("t2", 6, 11), r("t2", 11, 16), r("t2", 16, 21)],
+    ),
     "min 4: very skewed ranges (SPARK-30656)": (
-        4, None, [r("t1", 1, 2), r("t2", 1, 1001)],
-        [r("t1", 1, 2), r("t2", 1, 334), r("t2", 334, 667), r("t2", 667, 1001)]),
+        4,
+        None,
+        [r("t1", 1, 2), r("t2", 1, 1001)],
+        [r("t1", 1, 2), r("t2", 1, 334), r("t2", 334, 667), r("t2", 667, 1001)],
+    ),
     "min 1: fewer than the ranges (SPARK-30656)": (
-        1, None, [r("t1", 1, 5), r("t2", 1, 21)], [r("t1", 1, 5), r("t2", 1, 21)]),
+        1,
+        None,
+        [r("t1", 1, 5), r("t2", 1, 21)],
+        [r("t1", 1, 5), r("t2", 1, 21)],
+    ),
     "min 3: inexact multiple": (
-        3, None, [r("t1", 1, 11)], [r("t1", 1, 4), r("t1", 4, 7), r("t1", 7, 11)]),
+        3,
+        None,
+        [r("t1", 1, 11)],
+        [r("t1", 1, 4), r("t1", 4, 7), r("t1", 7, 11)],
+    ),
     "min 4: empty ranges ignored": (
-        4, None, [r("t1", 1, 5), r("t2", 1, 21), r("t3", 1, 1)],
-        [r("t1", 1, 5), r("t2", 1, 7), r("t2", 7, 14), r("t2", 14, 21)]),
+        4,
+        None,
+        [r("t1", 1, 5), r("t2", 1, 21), r("t3", 1, 1)],
+        [r("t1", 1, 5), r("t2", 1, 7), r("t2", 7, 14), r("t2", 14, 21)],
+    ),
     "min 6: never drop offsets (SPARK-28489)": (
-        6, None, [r("t1", 0, 10), r("t2", 0, 10), r("t3", 0, 1)],
-        [r("t1", 0, 3), r("t1", 3, 6), r("t1", 6, 10), r("t2", 0, 3), r("t2", 3, 6),
-         r("t2", 6, 10), r("t3", 0, 1)]),
+        6,
+        None,
+        [r("t1", 0, 10), r("t2", 0, 10), r("t3", 0, 1)],
+        [
+            r("t1", 0, 3),
+            r("t1", 3, 6),
+            r("t1", 6, 10),
+            r("t2", 0, 3),
+            r("t2", 3, 6),
+            r("t2", 6, 10),
+            r("t3", 0, 1),
+        ],
+    ),
     "min 9: no small range, three large (SPARK-36576)": (
-        9, None, [r("t1", 0, 10000), r("t2", 0, 15000), r("t3", 0, 20000)],
-        [r("t1", 0, 5000), r("t1", 5000, 10000), r("t2", 0, 5000), r("t2", 5000, 10000),
-         r("t2", 10000, 15000), r("t3", 0, 5000), r("t3", 5000, 10000),
-         r("t3", 10000, 15000), r("t3", 15000, 20000)]),
+        9,
+        None,
+        [r("t1", 0, 10000), r("t2", 0, 15000), r("t3", 0, 20000)],
+        [
+            r("t1", 0, 5000),
+            r("t1", 5000, 10000),
+            r("t2", 0, 5000),
+            r("t2", 5000, 10000),
+            r("t2", 10000, 15000),
+            r("t3", 0, 5000),
+            r("t3", 5000, 10000),
+            r("t3", 10000, 15000),
+            r("t3", 15000, 20000),
+        ],
+    ),
     "min 6: one small range, two large (SPARK-36576)": (
-        6, None, [r("t1", 0, 500), r("t2", 0, 12000), r("t3", 0, 15001)],
-        [r("t1", 0, 500), r("t2", 0, 6000), r("t2", 6000, 12000), r("t3", 0, 5000),
-         r("t3", 5000, 10000), r("t3", 10000, 15001)]),
+        6,
+        None,
+        [r("t1", 0, 500), r("t2", 0, 12000), r("t3", 0, 15001)],
+        [
+            r("t1", 0, 500),
+            r("t2", 0, 6000),
+            r("t2", 6000, 12000),
+            r("t3", 0, 5000),
+            r("t3", 5000, 10000),
+            r("t3", 10000, 15001),
+        ],
+    ),
     "min 6: two small ranges, one large (SPARK-36576)": (
-        6, None, [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 10000)],
-        [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 2500), r("t3", 2500, 5000),
-         r("t3", 5000, 7500), r("t3", 7500, 10000)]),
+        6,
+        None,
+        [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 10000)],
+        [
+            r("t1", 0, 1),
+            r("t2", 0, 1),
+            r("t3", 0, 2500),
+            r("t3", 2500, 5000),
+            r("t3", 5000, 7500),
+            r("t3", 7500, 10000),
+        ],
+    ),
     "min 4: small ranges stay whole (SPARK-46798)": (
-        4, None, [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 2)],
-        [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 1), r("t3", 1, 2)]),
-    "max 4: a range of 4 is not split (SPARK-49259)": (
-        None, 4, [r("t1", 1, 5)], [r("t1", 1, 5)]),
-    "max 4: a range of 1 is not split (SPARK-49259)": (
-        None, 4, [r("t1", 1, 2)], [r("t1", 1, 2)]),
+        4,
+        None,
+        [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 2)],
+        [r("t1", 0, 1), r("t2", 0, 1), r("t3", 0, 1), r("t3", 1, 2)],
+    ),
+    "max 4: a range of 4 is not split (SPARK-49259)": (None, 4, [r("t1", 1, 5)], [r("t1", 1, 5)]),
+    "max 4: a range of 1 is not split (SPARK-49259)": (None, 4, [r("t1", 1, 2)], [r("t1", 1, 2)]),
     "max 4: a range of 5 is split in two (SPARK-49259)": (
-        None, 4, [r("t1", 1, 6)], [r("t1", 1, 3), r("t1", 3, 6)]),
+        None,
+        4,
+        [r("t1", 1, 6)],
+        [r("t1", 1, 3), r("t1", 3, 6)],
+    ),
     "max 20: N ranges (SPARK-49259)": (
-        None, 20, [r("t1", 1, 40), r("t2", 1, 50), r("t3", 1, 60)],
-        [r("t1", 1, 20), r("t1", 20, 40), r("t2", 1, 17), r("t2", 17, 33), r("t2", 33, 50),
-         r("t3", 1, 20), r("t3", 20, 40), r("t3", 40, 60)]),
-    "min 1 and max 20 (SPARK-49259)": (
-        1, 20, [r("t1", 1, 40)], [r("t1", 1, 20), r("t1", 20, 40)]),
+        None,
+        20,
+        [r("t1", 1, 40), r("t2", 1, 50), r("t3", 1, 60)],
+        [
+            r("t1", 1, 20),
+            r("t1", 20, 40),
+            r("t2", 1, 17),
+            r("t2", 17, 33),
+            r("t2", 33, 50),
+            r("t3", 1, 20),
+            r("t3", 20, 40),
+            r("t3", 40, 60),
+        ],
+    ),
+    "min 1 and max 20 (SPARK-49259)": (1, 20, [r("t1", 1, 40)], [r("t1", 1, 20), r("t1", 20, 40)]),
     "min 4 and max 20 (SPARK-49259)": (
-        4, 20, [r("t1", 1, 40)],
-        [r("t1", 1, 10), r("t1", 10, 20), r("t1", 20, 30), r("t1", 30, 40)]),
+        4,
+        20,
+        [r("t1", 1, 40)],
+        [r("t1", 1, 10), r("t1", 10, 20), r("t1", 20, 30), r("t1", 30, 40)],
+    ),
 }
 
 
@@ -120,11 +219,14 @@ def test_inverted_ranges_are_dropped():
     assert plan_ranges([r("t1", 5, 3)], 4, 2) == []
 
 
-@pytest.mark.parametrize("kwargs, option", [
-    ({"min_partitions": 0}, "minPartitions"),
-    ({"max_records_per_partition": -1}, "maxRecordsPerPartition"),
-    ({"min_partitions": 2.5}, "minPartitions"),
-])
+@pytest.mark.parametrize(
+    "kwargs, option",
+    [
+        ({"min_partitions": 0}, "minPartitions"),
+        ({"max_records_per_partition": -1}, "maxRecordsPerPartition"),
+        ({"min_partitions": 2.5}, "minPartitions"),
+    ],
+)
 def test_bad_split_settings(kwargs, option):
     with pytest.raises(ConfigError, match=option):
         plan_ranges([r("t1", 0, 10)], **kwargs)
@@ -140,9 +242,11 @@ def test_offset_range_is_small_and_picklable():
 
 range_lists = st.lists(
     st.tuples(st.integers(0, 3), st.integers(0, 10**12), st.integers(-5, 2000)),
-    max_size=8, unique_by=lambda t: t[0],
-).map(lambda items: [OffsetRange(f"topic{i % 2}", i, start, start + size)
-                     for i, start, size in items])
+    max_size=8,
+    unique_by=lambda t: t[0],
+).map(
+    lambda items: [OffsetRange(f"topic{i % 2}", i, start, start + size) for i, start, size in items]
+)
 optional_min_partitions = st.one_of(st.none(), st.integers(1, 64))
 optional_max_records = st.one_of(st.none(), st.integers(1, 8), st.integers(9, 3000))
 
@@ -189,25 +293,43 @@ def test_min_partitions_never_reduces_parts(ranges, min_partitions, max_records)
 
 # ---- topic resolution -------------------------------------------------------------------
 
+
 def topic(name, partitions, *, internal=False, error=0, leader=1):
-    return TopicInfo(name, uuid.UUID(int=0),
-                     {p: PartitionInfo(name, p, leader) for p in range(partitions)},
-                     error, internal)
+    return TopicInfo(
+        name,
+        uuid.UUID(int=0),
+        {p: PartitionInfo(name, p, leader) for p in range(partitions)},
+        error,
+        internal,
+    )
 
 
 def metadata(*topics):
-    return ClusterMetadata({1: ("kafka-1.local", 9092), 2: ("kafka-2.local", 9092)}, 1,
-                           "cluster", {t.name: t for t in topics})
+    return ClusterMetadata(
+        {1: ("kafka-1.local", 9092), 2: ("kafka-2.local", 9092)},
+        1,
+        "cluster",
+        {t.name: t for t in topics},
+    )
 
 
-META = metadata(topic("orders.eu", 2), topic("orders.us", 1), topic("audit", 3),
-                topic("__consumer_offsets", 2, internal=True), topic("myorders.x", 1))
+META = metadata(
+    topic("orders.eu", 2),
+    topic("orders.us", 1),
+    topic("audit", 3),
+    topic("__consumer_offsets", 2, internal=True),
+    topic("myorders.x", 1),
+)
 
 
 def test_subscribe_lists_every_partition():
     sub = Subscription("subscribe", topics=("orders.us", "audit"))
     assert partitions_from_metadata(sub, META) == [
-        ("audit", 0), ("audit", 1), ("audit", 2), ("orders.us", 0)]
+        ("audit", 0),
+        ("audit", 1),
+        ("audit", 2),
+        ("orders.us", 0),
+    ]
 
 
 def test_subscribe_to_a_missing_topic():
@@ -219,15 +341,16 @@ def test_subscribe_to_a_missing_topic():
 def test_pattern_searches_names_and_skips_internal_topics():
     sub = Subscription("subscribePattern", pattern=r"orders\.")
     assert partitions_from_metadata(sub, META) == [
-        ("myorders.x", 0), ("orders.eu", 0), ("orders.eu", 1), ("orders.us", 0)]
+        ("myorders.x", 0),
+        ("orders.eu", 0),
+        ("orders.eu", 1),
+        ("orders.us", 0),
+    ]
     anchored = Subscription("subscribePattern", pattern=r"^orders\..*$")
-    assert {t for t, _ in partitions_from_metadata(anchored, META)} == {"orders.eu",
-                                                                         "orders.us"}
+    assert {t for t, _ in partitions_from_metadata(anchored, META)} == {"orders.eu", "orders.us"}
     everything = Subscription("subscribePattern", pattern=".*")
-    assert "__consumer_offsets" not in {t for t, _ in partitions_from_metadata(everything,
-                                                                               META)}
-    assert partitions_from_metadata(Subscription("subscribePattern", pattern="zzz"),
-                                    META) == []
+    assert "__consumer_offsets" not in {t for t, _ in partitions_from_metadata(everything, META)}
+    assert partitions_from_metadata(Subscription("subscribePattern", pattern="zzz"), META) == []
 
 
 def test_assign_leaves_out_partitions_that_do_not_exist_yet(caplog):
@@ -273,6 +396,7 @@ def test_topic_errors_surface_as_broker_errors():
 
 # ---- offset resolution (a fake client: resolve_offsets depends only on its answers) -----
 
+
 class FakeClient:
     """Answers ListOffsets from a tiny model of each partition: its log start, its high
     watermark, its last stable offset, and the timestamps of its records."""
@@ -303,8 +427,10 @@ class FakeClient:
 
 
 TP0, TP1 = ("t", 0), ("t", 1)
-CLIENT_MODEL = {TP0: (10, 20, 18, [100 + i for i in range(10)]),
-                TP1: (0, 5, 5, [50, 60, 70, 80, 90])}
+CLIENT_MODEL = {
+    TP0: (10, 20, 18, [100 + i for i in range(10)]),
+    TP1: (0, 5, 5, [50, 60, 70, 80, 90]),
+}
 
 
 def test_minus_one_and_minus_two_timestamps_ask_for_latest_and_earliest():
@@ -319,8 +445,10 @@ def test_earliest_and_latest():
     client = FakeClient(CLIENT_MODEL)
     assert resolve_offsets(EarliestOffsets(), [TP0, TP1], client) == {TP0: 10, TP1: 0}
     assert resolve_offsets(LatestOffsets(), [TP0, TP1], client) == {TP0: 20, TP1: 5}
-    assert resolve_offsets(LatestOffsets(), [TP0, TP1], client,
-                           isolation_level=1) == {TP0: 18, TP1: 5}
+    assert resolve_offsets(LatestOffsets(), [TP0, TP1], client, isolation_level=1) == {
+        TP0: 18,
+        TP1: 5,
+    }
     assert client.calls[-1][1] == 1
 
 
@@ -331,8 +459,10 @@ def test_specific_offsets_bind_sentinels_in_one_request():
     spec = SpecificOffsets(((TP0, -1), (TP1, -2)), "endingOffsets")
     assert resolve_offsets(spec, [TP0, TP1], client, is_starting=False) == {TP0: 20, TP1: 0}
     assert len(client.calls) == 2
-    assert resolve_offsets(SpecificOffsets(((TP0, 12), (TP1, 1))), [TP0, TP1],
-                           FakeClient({})) == {TP0: 12, TP1: 1}
+    assert resolve_offsets(SpecificOffsets(((TP0, 12), (TP1, 1))), [TP0, TP1], FakeClient({})) == {
+        TP0: 12,
+        TP1: 1,
+    }
 
 
 def test_specific_offsets_must_name_exactly_the_assigned_partitions():
@@ -343,9 +473,12 @@ def test_specific_offsets_must_name_exactly_the_assigned_partitions():
     assert message.startswith("startingOffsets:")
     assert "don't match what are assigned" in message and "not specified: {t-1}" in message
     with pytest.raises(PlanningError, match=r"endingOffsets.*not assigned: \{t-9\}"):
-        resolve_offsets(SpecificOffsets(((TP0, 1), (TP1, 1), (("t", 9), 1)),
-                                        "endingOffsets"), [TP0, TP1], client,
-                        is_starting=False)
+        resolve_offsets(
+            SpecificOffsets(((TP0, 1), (TP1, 1), (("t", 9), 1)), "endingOffsets"),
+            [TP0, TP1],
+            client,
+            is_starting=False,
+        )
 
 
 def test_timestamps_resolve_to_the_first_offset_at_or_after():
@@ -372,29 +505,39 @@ def test_latest_strategy_and_ending_timestamps_fall_back_to_latest():
     assert resolve_offsets(spec, [TP0, TP1], client) == {TP0: 10, TP1: 5}
     ending = SpecificTimestamps(((TP0, 500), (TP1, 70)), "error", "endingOffsetsByTimestamp")
     assert resolve_offsets(ending, [TP0, TP1], client, is_starting=False) == {TP0: 20, TP1: 2}
-    assert resolve_offsets(ending, [TP0, TP1], client, is_starting=False,
-                           isolation_level=1) == {TP0: 18, TP1: 2}
+    assert resolve_offsets(ending, [TP0, TP1], client, is_starting=False, isolation_level=1) == {
+        TP0: 18,
+        TP1: 2,
+    }
 
 
 def test_timestamps_must_name_exactly_the_assigned_partitions():
     with pytest.raises(PlanningError, match="endingOffsetsByTimestamp.*timestamp based end"):
-        resolve_offsets(SpecificTimestamps(((TP0, 1),), "error", "endingOffsetsByTimestamp"),
-                        [TP0, TP1], FakeClient(CLIENT_MODEL), is_starting=False)
+        resolve_offsets(
+            SpecificTimestamps(((TP0, 1),), "error", "endingOffsetsByTimestamp"),
+            [TP0, TP1],
+            FakeClient(CLIENT_MODEL),
+            is_starting=False,
+        )
 
 
 def test_a_partition_the_cluster_does_not_answer_for():
     class Silent(FakeClient):
         def list_offsets(self, timestamps, isolation_level=0):
             return {}
+
     with pytest.raises(PlanningError, match="startingOffsets.*t-0"):
         resolve_offsets(EarliestOffsets(), [TP0], Silent({}))
 
 
 # ---- build_ranges -----------------------------------------------------------------------
 
+
 def test_build_ranges_pairs_and_sorts():
     assert build_ranges({TP1: 0, TP0: 3}, {TP0: 8, TP1: 0}, {TP0: "h"}) == [
-        OffsetRange("t", 0, 3, 8, "h"), OffsetRange("t", 1, 0, 0, None)]
+        OffsetRange("t", 0, 3, 8, "h"),
+        OffsetRange("t", 1, 0, 0, None),
+    ]
 
 
 def test_build_ranges_start_after_end():
@@ -402,8 +545,10 @@ def test_build_ranges_start_after_end():
         build_ranges({TP0: 9}, {TP0: 4})
     message = str(info.value)
     assert "startingOffsets" in message
-    assert "The resolved start offset 9 is greater than the resolved end offset 4 for " \
-           "topic t partition 0" in message
+    assert (
+        "The resolved start offset 9 is greater than the resolved end offset 4 for "
+        "topic t partition 0" in message
+    )
 
 
 def test_build_ranges_different_partitions():
@@ -413,34 +558,48 @@ def test_build_ranges_different_partitions():
 
 # ---- plan_batch -------------------------------------------------------------------------
 
+
 def test_plan_batch_end_to_end():
     meta = metadata(topic("t", 2, leader=2), topic("other", 1))
     client = FakeClient(CLIENT_MODEL, meta)
-    options = parse_reader_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t",
-                                    "startingOffsets": '{"t":{"0":12,"1":-2}}',
-                                    "minPartitions": "3"})
+    options = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": "b:9092",
+            "subscribe": "t",
+            "startingOffsets": '{"t":{"0":12,"1":-2}}',
+            "minPartitions": "3",
+        }
+    )
     ranges = plan_batch(options, client)
     assert client.calls[0] == ("metadata", ["t"])
     # t-0 [12, 20) and t-1 [0, 5): three parts, the larger range split in two
-    assert ranges == [OffsetRange("t", 0, 12, 16), OffsetRange("t", 0, 16, 20),
-                      OffsetRange("t", 1, 0, 5)]
-    unsplit = plan_batch(parse_reader_options({"kafka.bootstrap.servers": "b:9092",
-                                               "subscribe": "t"}), client)
-    assert unsplit == [OffsetRange("t", 0, 10, 20, "kafka-2.local"),
-                       OffsetRange("t", 1, 0, 5, "kafka-2.local")]
+    assert ranges == [
+        OffsetRange("t", 0, 12, 16),
+        OffsetRange("t", 0, 16, 20),
+        OffsetRange("t", 1, 0, 5),
+    ]
+    unsplit = plan_batch(
+        parse_reader_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}), client
+    )
+    assert unsplit == [
+        OffsetRange("t", 0, 10, 20, "kafka-2.local"),
+        OffsetRange("t", 1, 0, 5, "kafka-2.local"),
+    ]
 
 
 def test_plan_batch_with_a_pattern_matching_nothing():
     client = FakeClient(CLIENT_MODEL, metadata(topic("t", 2)))
-    options = parse_reader_options({"kafka.bootstrap.servers": "b:9092",
-                                    "subscribePattern": "^nothing$"})
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": "b:9092", "subscribePattern": "^nothing$"}
+    )
     assert plan_batch(options, client) == []
     assert client.calls == [("metadata", None)]
 
 
 def test_plan_batch_needs_batch_options():
-    options = parse_reader_options({"kafka.bootstrap.servers": "b:9092", "subscribe": "t"},
-                                   for_streaming=True)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": "b:9092", "subscribe": "t"}, for_streaming=True
+    )
     with pytest.raises(ConfigError):
         plan_batch(options, FakeClient(CLIENT_MODEL))
 

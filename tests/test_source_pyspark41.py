@@ -38,16 +38,20 @@ def test_fresh_query_from_earliest_reads_from_the_first_batch():
     assert [tuple(p.range[:4]) for p in reader.partitions(start, end)] == [("a", 0, 0, 10)]
 
 
-@pytest.mark.parametrize("name, value", [("maxOffsetsPerTrigger", "10"),
-                                         ("minOffsetsPerTrigger", "10"),
-                                         ("maxBytesPerTrigger", "1m")])
+@pytest.mark.parametrize(
+    "name, value",
+    [("maxOffsetsPerTrigger", "10"), ("minOffsetsPerTrigger", "10"), ("maxBytesPerTrigger", "1m")],
+)
 def test_rate_options_are_refused_without_admission_control(monkeypatch, name, value):
-    options = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9",
-                                    "subscribe": "a", name: value}, for_streaming=True)
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a", name: value},
+        for_streaming=True,
+    )
     stream_reader.check_pyspark_supports(options)  # this PySpark has admission control
     monkeypatch.setattr(stream_reader, "ADMISSION_CONTROL", False)
     with pytest.raises(ConfigError, match=f"^{name} needs PySpark 4.2 or later: PySpark "):
         stream_reader.check_pyspark_supports(options)
-    plain = parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9",
-                                  "subscribe": "a"}, for_streaming=True)
+    plain = parse_reader_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a"}, for_streaming=True
+    )
     stream_reader.check_pyspark_supports(plain)  # nothing to refuse

@@ -24,24 +24,50 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
-from pyspark.sql.streaming.datasource import (ReadAllAvailable, ReadMaxBytes, ReadMaxRows,
-                                              ReadMinRows)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+)
 
 from kafka_source.batch_reader import plan_partitions
 from kafka_source.fetcher import DataLossError
 from kafka_source.offset_reader import OffsetReader
-from kafka_source.offset_specs import (EarliestOffsets, GlobalTimestamp, LatestOffsets,
-                                       SpecificOffsets, SpecificTimestamps)
+from kafka_source.offset_specs import (
+    EarliestOffsets,
+    GlobalTimestamp,
+    LatestOffsets,
+    SpecificOffsets,
+    SpecificTimestamps,
+)
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK, PlanningError
-from kafka_source.stream_reader import (AvailableNowEndError, KafkaStreamReader, from_json,
-                                       rate_limit, start_is_reproducible, to_json)
+from kafka_source.stream_reader import (
+    AvailableNowEndError,
+    KafkaStreamReader,
+    from_json,
+    rate_limit,
+    start_is_reproducible,
+    to_json,
+)
 from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic
-from .helpers.streaming import (A0, A1, B0, QUERY_TIMEOUT_S, StubClient, expected_rows,
-                                produce, read_sink, run_available_now, start_query,
-                                stub_reader, values_for)
+from .helpers.streaming import (
+    A0,
+    A1,
+    B0,
+    QUERY_TIMEOUT_S,
+    StubClient,
+    expected_rows,
+    produce,
+    read_sink,
+    run_available_now,
+    start_query,
+    stub_reader,
+    values_for,
+)
 
 
 # ---- helpers ----------------------------------------------------------------------------
@@ -70,8 +96,7 @@ def end_offsets(progress) -> dict[tuple[str, int], int]:
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets as confluent-kafka reads them."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
-                  "enable.auto.commit": False})
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         tps = c.committed([CKTopicPartition(topic, p) for p in range(partitions)], timeout=20)
         return {tp.partition: tp.offset for tp in tps}
@@ -91,8 +116,11 @@ class BackgroundProducer:
     def _run(self) -> None:
         p = Producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0})
         while not self._stop.is_set():
-            p.produce(self.topic, value=f"live-{self.sent}".encode(),
-                      partition=self.sent % self.partitions)
+            p.produce(
+                self.topic,
+                value=f"live-{self.sent}".encode(),
+                partition=self.sent % self.partitions,
+            )
             p.flush(10)
             self.sent += 1
             time.sleep(0.05)
@@ -123,6 +151,7 @@ def check_contiguous_once(rows: list[tuple]) -> dict[int, tuple[int, int]]:
 
 # ---- a query stopped and restarted on its checkpoint -------------------------------------
 
+
 @pytest.fixture(scope="module")
 def restarted_query(spark, kafka, tmp_path_factory):
     """Two AvailableNow runs of one query (one checkpoint, one parquet sink, with
@@ -132,9 +161,13 @@ def restarted_query(spark, kafka, tmp_path_factory):
     topic = f"t-restarted-{tmp.name}"
     group = f"g-{topic}"
     create_topic(kafka, topic, 2)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic,
-               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "25",
-               "commitOffsetsToGroup": group}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "25",
+        "commitOffsetsToGroup": group,
+    }
     sink, ck = str(tmp / "sink"), str(tmp / "ck")
     runs = []
     produced: dict[int, list[str]] = {}
@@ -143,9 +176,14 @@ def restarted_query(spark, kafka, tmp_path_factory):
         produce(kafka.bootstrap, topic, values)
         produced = merge(produced, values)
         progress = run_available_now(spark, options, sink, ck)
-        runs.append({"progress": progress, "sink": read_sink(spark, sink),
-                     "expected": expected_rows(topic, produced),
-                     "committed": committed(kafka.bootstrap, group, topic, 2)})
+        runs.append(
+            {
+                "progress": progress,
+                "sink": read_sink(spark, sink),
+                "expected": expected_rows(topic, produced),
+                "committed": committed(kafka.bootstrap, group, topic, 2),
+            }
+        )
     return topic, runs
 
 
@@ -188,6 +226,7 @@ def test_committed_group_offsets_are_the_query_end_offsets(restarted_query):
 
 # ---- Trigger.AvailableNow ---------------------------------------------------------------
 
+
 @pytest.mark.spark
 def test_available_now_drains_what_is_there_and_stops(spark, kafka, topic_name, tmp_path):
     """The query reads everything present when it starts, in several batches, and stops
@@ -195,11 +234,14 @@ def test_available_now_drains_what_is_there_and_stops(spark, kafka, topic_name, 
     create_topic(kafka, topic_name, 2)
     values = values_for("a", 2, 30)
     produce(kafka.bootstrap, topic_name, values)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
-               "startingOffsets": "earliest", "maxOffsetsPerTrigger": "40"}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "maxOffsetsPerTrigger": "40",
+    }
     with BackgroundProducer(kafka.bootstrap, topic_name, 2) as live:
-        progress = run_available_now(spark, options, str(tmp_path / "sink"),
-                                     str(tmp_path / "ck"))
+        progress = run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
         sent_during_run = live.sent
     assert sent_during_run > 0
     assert len(progress) >= 2
@@ -209,19 +251,23 @@ def test_available_now_drains_what_is_there_and_stops(spark, kafka, topic_name, 
     assert set(expected_rows(topic_name, values)) <= set(rows)
     assert len(rows) < 60 + sent_during_run  # it did not chase the live producer
     assert {p: end for p, (_, end) in spans.items()} == {
-        p: o for (_, p), o in end_offsets(progress[-1]).items()}
+        p: o for (_, p), o in end_offsets(progress[-1]).items()
+    }
 
 
 # ---- startingOffsets on a fresh query ---------------------------------------------------
 
+
 @pytest.mark.spark
-def test_starting_offsets_json_with_an_offset_and_earliest(spark, kafka, topic_name,
-                                                           tmp_path):
+def test_starting_offsets_json_with_an_offset_and_earliest(spark, kafka, topic_name, tmp_path):
     create_topic(kafka, topic_name, 2)
     values = values_for("a", 2, 10)
     produce(kafka.bootstrap, topic_name, values)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
-               "startingOffsets": json.dumps({topic_name: {"0": 6, "1": -2}})}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": json.dumps({topic_name: {"0": 6, "1": -2}}),
+    }
     run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
     expected = [r for r in expected_rows(topic_name, values) if r[1] == 1 or r[2] >= 6]
     assert read_sink(spark, str(tmp_path / "sink")) == expected
@@ -229,13 +275,17 @@ def test_starting_offsets_json_with_an_offset_and_earliest(spark, kafka, topic_n
 
 @pytest.mark.spark
 def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
-        spark, kafka, topic_name, tmp_path):
+    spark, kafka, topic_name, tmp_path
+):
     """A running query started at "latest" reads the records produced after it started and
     none of those before."""
     create_topic(kafka, topic_name, 2)
     produce(kafka.bootstrap, topic_name, values_for("old", 2, 10))
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
-               "startingOffsets": "latest"}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "latest",
+    }
     sink = str(tmp_path / "sink")
     query = start_query(spark, options, sink, str(tmp_path / "ck"), available_now=False)
     try:
@@ -255,15 +305,17 @@ def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
 
 
 @pytest.mark.spark
-def test_available_now_from_latest_while_a_producer_writes(spark, kafka, topic_name,
-                                                           tmp_path):
+def test_available_now_from_latest_while_a_producer_writes(spark, kafka, topic_name, tmp_path):
     """Regression: Spark asks for the AvailableNow target before the initial offsets, so a
     "latest" start bound afterwards landed beyond the target while a producer wrote, and the
     query failed with a made-up data loss ("offsets went back")."""
     create_topic(kafka, topic_name, 2)
     produce(kafka.bootstrap, topic_name, values_for("old", 2, 10))
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
-               "startingOffsets": "latest"}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "latest",
+    }
     with BackgroundProducer(kafka.bootstrap, topic_name, 2):
         time.sleep(0.3)
         run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
@@ -274,16 +326,20 @@ def test_available_now_from_latest_while_a_producer_writes(spark, kafka, topic_n
 
 # ---- subscribePattern picks up a new topic ----------------------------------------------
 
+
 @pytest.mark.spark
 def test_subscribe_pattern_reads_a_topic_created_mid_stream_from_earliest(
-        spark, kafka, topic_name, tmp_path):
+    spark, kafka, topic_name, tmp_path
+):
     first, later = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(kafka, first, 2)
     a1 = values_for("a1", 2, 8)
     produce(kafka.bootstrap, first, a1)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap,
-               "subscribePattern": f"^{re.escape(topic_name)}-",
-               "startingOffsets": "earliest"}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribePattern": f"^{re.escape(topic_name)}-",
+        "startingOffsets": "earliest",
+    }
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
     assert read_sink(spark, sink) == expected_rows(first, a1)
@@ -296,24 +352,28 @@ def test_subscribe_pattern_reads_a_topic_created_mid_stream_from_earliest(
     progress = run_available_now(spark, options, sink, ck)
     assert start_offsets(progress[0]) == {(first, 0): 8, (first, 1): 8}
     assert read_sink(spark, sink) == sorted(
-        expected_rows(first, merge(a1, a2)) + expected_rows(later, b))
+        expected_rows(first, merge(a1, a2)) + expected_rows(later, b)
+    )
 
 
 # ---- records deleted under a query (mock cluster) ---------------------------------------
 
+
 @pytest.mark.spark
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
-def test_records_deleted_between_runs(spark, mock_cluster, topic_name, tmp_path,
-                                      fail_on_data_loss):
+def test_records_deleted_between_runs(spark, mock_cluster, topic_name, tmp_path, fail_on_data_loss):
     """Run, produce more, delete partition 0 below offset 30 (the next start is 20), run
     again: failOnDataLoss=true fails naming topic, partition and the lost range;
     false skips them, and the sink holds exactly the surviving records, once."""
     create_topic(mock_cluster, topic_name, 2)
     first = values_for("a", 2, 20)
     produce(mock_cluster.bootstrap, topic_name, first)
-    options = {"kafka.bootstrap.servers": mock_cluster.bootstrap, "subscribe": topic_name,
-               "startingOffsets": "earliest",
-               "failOnDataLoss": str(fail_on_data_loss).lower()}
+    options = {
+        "kafka.bootstrap.servers": mock_cluster.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "failOnDataLoss": str(fail_on_data_loss).lower(),
+    }
     sink, ck = str(tmp_path / "sink"), str(tmp_path / "ck")
     run_available_now(spark, options, sink, ck)
     assert read_sink(spark, sink) == expected_rows(topic_name, first)
@@ -331,12 +391,14 @@ def test_records_deleted_between_runs(spark, mock_cluster, topic_name, tmp_path,
     else:
         run_available_now(spark, options, sink, ck)
         survivors = merge(first, second)
-        expected = [r for r in expected_rows(topic_name, survivors)
-                    if not (r[1] == 0 and 20 <= r[2] < 30)]
+        expected = [
+            r for r in expected_rows(topic_name, survivors) if not (r[1] == 0 and 20 <= r[2] < 30)
+        ]
         assert read_sink(spark, sink) == expected
 
 
 # ---- maxBytesPerTrigger -----------------------------------------------------------------
+
 
 @pytest.mark.spark
 def test_max_bytes_per_trigger_bounds_each_batch(spark, kafka, topic_name, tmp_path):
@@ -346,8 +408,12 @@ def test_max_bytes_per_trigger_bounds_each_batch(spark, kafka, topic_name, tmp_p
     create_topic(kafka, topic_name, 1)
     values = values_for("v", 1, 200)
     produce(kafka.bootstrap, topic_name, values, value_bytes=100)
-    options = {"kafka.bootstrap.servers": kafka.bootstrap, "subscribe": topic_name,
-               "startingOffsets": "earliest", "maxBytesPerTrigger": "10k"}
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap,
+        "subscribe": topic_name,
+        "startingOffsets": "earliest",
+        "maxBytesPerTrigger": "10k",
+    }
     sink = str(tmp_path / "sink")
     progress = run_available_now(spark, options, sink, str(tmp_path / "ck"))
     sizes = [p.numInputRows for p in progress]
@@ -361,8 +427,7 @@ def test_max_bytes_per_trigger_bounds_each_batch(spark, kafka, topic_name, tmp_p
 
 # (offset, timestamp) of the records the lookups land on; the offsets before them hold
 # records stamped earlier (100 + offset ms), so an offset found is no record count.
-STAMPED = {0: [(10, 1000), (11, 2000), (12, 3000)],
-           1: [(4, 1500), (5, 2500), (6, 2600)]}
+STAMPED = {0: [(10, 1000), (11, 2000), (12, 3000)], 1: [(4, 1500), (5, 2500), (6, 2600)]}
 
 
 @pytest.fixture(scope="module")
@@ -379,41 +444,51 @@ def stamped_topic(kafka) -> str:
         first = records[0][0]
         stamps = [100 + o for o in range(first)] + [ts for _, ts in records]
         for offset, ts in enumerate(stamps):
-            p.produce(topic, value=b"%d" % offset, partition=partition, timestamp=ts,
-                      on_delivery=lambda err, msg: err and errors.append(err))
+            p.produce(
+                topic,
+                value=b"%d" % offset,
+                partition=partition,
+                timestamp=ts,
+                on_delivery=lambda err, msg: err and errors.append(err),
+            )
     assert p.flush(30) == 0 and errors == []
     return topic
 
 
 def _initial_offset(bootstrap: str, topic: str, **options: str) -> dict:
-    reader = KafkaStreamReader(parse_reader_options(
-        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **options},
-        for_streaming=True))
+    reader = KafkaStreamReader(
+        parse_reader_options(
+            {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, **options},
+            for_streaming=True,
+        )
+    )
     try:
         return reader.initialOffset()
     finally:
         reader.stop()
 
 
-@pytest.mark.parametrize("options, expected", [
-    ({"startingTimestamp": "2000"}, {"0": 11, "1": 5}),
-    ({"startingTimestamp": "1000"}, {"0": 10, "1": 4}),
-    ({"startingTimestamp": "2550"}, {"0": 12, "1": 6}),
-    ({"startingOffsetsByTimestamp": {"0": 2500, "1": 1000}}, {"0": 12, "1": 4}),
-    # the timestamp option wins over startingOffsets
-    ({"startingTimestamp": "2000", "startingOffsets": "earliest"}, {"0": 11, "1": 5}),
-])
+@pytest.mark.parametrize(
+    "options, expected",
+    [
+        ({"startingTimestamp": "2000"}, {"0": 11, "1": 5}),
+        ({"startingTimestamp": "1000"}, {"0": 10, "1": 4}),
+        ({"startingTimestamp": "2550"}, {"0": 12, "1": 6}),
+        ({"startingOffsetsByTimestamp": {"0": 2500, "1": 1000}}, {"0": 12, "1": 4}),
+        # the timestamp option wins over startingOffsets
+        ({"startingTimestamp": "2000", "startingOffsets": "earliest"}, {"0": 11, "1": 5}),
+    ],
+)
 def test_initial_offset_by_timestamp(kafka, stamped_topic, options, expected):
     """Each partition starts at its first record whose timestamp is at or after the one
     asked for."""
-    options = {k: json.dumps({stamped_topic: v}) if isinstance(v, dict) else v
-               for k, v in options.items()}
-    assert _initial_offset(kafka.bootstrap, stamped_topic, **options) == {
-        stamped_topic: expected}
+    options = {
+        k: json.dumps({stamped_topic: v}) if isinstance(v, dict) else v for k, v in options.items()
+    }
+    assert _initial_offset(kafka.bootstrap, stamped_topic, **options) == {stamped_topic: expected}
 
 
-def test_initial_offset_by_timestamp_strategy_error_names_the_partition(kafka,
-                                                                         stamped_topic):
+def test_initial_offset_by_timestamp_strategy_error_names_the_partition(kafka, stamped_topic):
     """Partition 1 has no record at or after 2700, so the default strategy fails naming
     it (and not partition 0, which has one)."""
     with pytest.raises(PlanningError) as e:
@@ -425,15 +500,18 @@ def test_initial_offset_by_timestamp_strategy_error_names_the_partition(kafka,
 
 @pytest.mark.parametrize("by_partition", [False, True])
 def test_initial_offset_by_timestamp_strategy_latest_falls_back_to_latest(
-        kafka, stamped_topic, by_partition):
+    kafka, stamped_topic, by_partition
+):
     """With strategy "latest" a partition with nothing at or after the timestamp starts at
     its latest offset (7, its high watermark); the others still go by timestamp."""
-    option = ({"startingOffsetsByTimestamp": json.dumps(
-                  {stamped_topic: {"0": 2700, "1": 2700}})} if by_partition
-              else {"startingTimestamp": "2700"})
-    assert _initial_offset(kafka.bootstrap, stamped_topic,
-                           startingOffsetsByTimestampStrategy="latest", **option) == {
-        stamped_topic: {"0": 12, "1": 7}}
+    option = (
+        {"startingOffsetsByTimestamp": json.dumps({stamped_topic: {"0": 2700, "1": 2700}})}
+        if by_partition
+        else {"startingTimestamp": "2700"}
+    )
+    assert _initial_offset(
+        kafka.bootstrap, stamped_topic, startingOffsetsByTimestampStrategy="latest", **option
+    ) == {stamped_topic: {"0": 12, "1": 7}}
 
 
 # ---- rate_limit, offset JSON --------------------------------------------------------------
@@ -486,12 +564,9 @@ def test_offsets_json_round_trip():
 def test_default_read_limit_follows_the_options():
     client = StubClient({A0: 0})
     assert stub_reader(client).getDefaultReadLimit() == ReadAllAvailable()
-    assert stub_reader(client, maxOffsetsPerTrigger="7").getDefaultReadLimit() == \
-        ReadMaxRows(7)
-    assert stub_reader(client, minOffsetsPerTrigger="7").getDefaultReadLimit() == \
-        ReadMinRows(7)
-    assert stub_reader(client, maxBytesPerTrigger="1k").getDefaultReadLimit() == \
-        ReadMaxBytes(1024)
+    assert stub_reader(client, maxOffsetsPerTrigger="7").getDefaultReadLimit() == ReadMaxRows(7)
+    assert stub_reader(client, minOffsetsPerTrigger="7").getDefaultReadLimit() == ReadMinRows(7)
+    assert stub_reader(client, maxBytesPerTrigger="1k").getDefaultReadLimit() == ReadMaxBytes(1024)
 
 
 def test_min_offsets_holds_the_batch_back_until_enough_or_the_delay():
@@ -521,8 +596,9 @@ def test_min_offsets_holds_the_batch_back_until_enough_or_the_delay():
 
 def test_min_and_max_offsets_together():
     client = StubClient({A0: 30, A1: 30})
-    reader = stub_reader(client, minOffsetsPerTrigger="15", maxOffsetsPerTrigger="20",
-                         maxTriggerDelay="1h")
+    reader = stub_reader(
+        client, minOffsetsPerTrigger="15", maxOffsetsPerTrigger="20", maxTriggerDelay="1h"
+    )
     limit = reader.getDefaultReadLimit()
     assert limit == ReadMaxRows(20)
     start = {"a": {"0": 0, "1": 0}}
@@ -537,8 +613,9 @@ def test_available_now_ignores_min_offsets_and_stops_at_the_target():
     batch 0, which fixes the offsets the run reads up to. A start from "earliest" can be
     resolved again after a crash, so batch 0 reads from it."""
     client = StubClient({A0: 5, A1: 5})
-    reader = stub_reader(client, minOffsetsPerTrigger="6", maxOffsetsPerTrigger="6",
-                         startingOffsets="earliest")
+    reader = stub_reader(
+        client, minOffsetsPerTrigger="6", maxOffsetsPerTrigger="6", startingOffsets="earliest"
+    )
     reader.prepareForTriggerAvailableNow()
     start = reader.initialOffset()
     assert start == {"a": {"0": 0, "1": 0}}
@@ -577,13 +654,23 @@ def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
     reader = stub_reader(StubClient({A0: 0, A1: 0, B0: 0}), startingOffsets="earliest")
     [one] = reader.partitions(start, small)
     assert [tuple(r[:4]) for r in one.ranges] == [
-        ("a", 0, 0, 10), ("a", 1, 0, 3), ("b", 0, 0, ONE_TASK_RECORDS - 13)]
+        ("a", 0, 0, 10),
+        ("a", 1, 0, 3),
+        ("b", 0, 0, ONE_TASK_RECORDS - 13),
+    ]
     assert [[tuple(r[:4]) for r in p.ranges] for p in reader.partitions(start, large)] == [
-        [("a", 0, 0, 10)], [("a", 1, 0, 3)], [("b", 0, 0, ONE_TASK_RECORDS - 12)]]
-    for option, value, tasks in (("minPartitions", "2", 3), ("minPartitions", "4", 4),
-                                 ("maxRecordsPerPartition", "100000", 3)):
-        split = stub_reader(StubClient({A0: 0, A1: 0, B0: 0}), startingOffsets="earliest",
-                            **{option: value})
+        [("a", 0, 0, 10)],
+        [("a", 1, 0, 3)],
+        [("b", 0, 0, ONE_TASK_RECORDS - 12)],
+    ]
+    for option, value, tasks in (
+        ("minPartitions", "2", 3),
+        ("minPartitions", "4", 4),
+        ("maxRecordsPerPartition", "100000", 3),
+    ):
+        split = stub_reader(
+            StubClient({A0: 0, A1: 0, B0: 0}), startingOffsets="earliest", **{option: value}
+        )
         assert len(split.partitions(start, small)) == tasks, option
         assert all(len(p.ranges) == 1 for p in split.partitions(start, small)), option
 
@@ -596,22 +683,32 @@ def test_a_small_read_over_many_partitions_shares_few_tasks():
     n = 2 * RANGES_PER_SMALL_TASK + 1
     tps = {("c", p): 1 for p in range(n)}
     reader = stub_reader(StubClient(tps), startingOffsets="earliest")
-    micro_batch = reader.partitions({"c": {str(p): 0 for p in range(n)}},
-                                    {"c": {str(p): 1 for p in range(n)}})
-    batch = plan_partitions(parse_reader_options(
-        {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "c"}), StubClient(tps))
+    micro_batch = reader.partitions(
+        {"c": {str(p): 0 for p in range(n)}}, {"c": {str(p): 1 for p in range(n)}}
+    )
+    batch = plan_partitions(
+        parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "c"}),
+        StubClient(tps),
+    )
     for parts in (micro_batch, batch):
         sizes = [len(p.ranges) for p in parts]
         assert len(sizes) == 3 and max(sizes) <= RANGES_PER_SMALL_TASK
         assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
         assert [(r.partition, r.start, r.end) for p in parts for r in p.ranges] == [
-            (p, 0, 1) for p in range(n)]
+            (p, 0, 1) for p in range(n)
+        ]
     assert all(e is not None for p in batch for e in p.open_ends)  # endingOffsets latest
     exactly = {("c", p): 0 for p in range(RANGES_PER_SMALL_TASK)}
     reader = stub_reader(StubClient(exactly), startingOffsets="earliest")
-    assert len(reader.partitions({"c": {str(p): 0 for p in range(RANGES_PER_SMALL_TASK)}},
-                                 {"c": {str(p): 1 for p in range(RANGES_PER_SMALL_TASK)}})
-               ) == 1
+    assert (
+        len(
+            reader.partitions(
+                {"c": {str(p): 0 for p in range(RANGES_PER_SMALL_TASK)}},
+                {"c": {str(p): 1 for p in range(RANGES_PER_SMALL_TASK)}},
+            )
+        )
+        == 1
+    )
 
 
 def test_available_now_batch_end_is_checked_against_the_target_and_latest():
@@ -670,19 +767,20 @@ def test_restart_of_batch_0_from_earliest_reads_it_again():
     client.latest = {A0: 30}
     restarted = stub_reader(client, startingOffsets="earliest")
     assert restarted.initialOffset() == start
-    assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [
-        ("a", 0, 0, 10)]
+    assert [tuple(p.range[:4]) for p in restarted.partitions(start, end)] == [("a", 0, 0, 10)]
     assert restarted.latestOffset(end, ReadAllAvailable()) == {"a": {"0": 30}}
 
 
-@pytest.mark.parametrize("starting, reproducible", [
-    ("earliest", True),
-    ("latest", False),
-    ('{"a":{"0":4,"1":-2}}', True),
-    ('{"a":{"0":4,"1":-1}}', False),
-])
-def test_only_a_start_that_cannot_be_resolved_again_gets_an_empty_batch_0(starting,
-                                                                         reproducible):
+@pytest.mark.parametrize(
+    "starting, reproducible",
+    [
+        ("earliest", True),
+        ("latest", False),
+        ('{"a":{"0":4,"1":-2}}', True),
+        ('{"a":{"0":4,"1":-1}}', False),
+    ],
+)
+def test_only_a_start_that_cannot_be_resolved_again_gets_an_empty_batch_0(starting, reproducible):
     client = StubClient({A0: 10, A1: 10})
     reader = stub_reader(client, startingOffsets=starting)
     start = reader.initialOffset()
@@ -692,16 +790,19 @@ def test_only_a_start_that_cannot_be_resolved_again_gets_an_empty_batch_0(starti
         assert end == {"a": {"0": 10, "1": 10}}
 
 
-@pytest.mark.parametrize("spec, reproducible", [
-    (EarliestOffsets(), True),
-    (LatestOffsets("startingOffsets"), False),
-    (SpecificOffsets(((("a", 0), 4), (("a", 1), -2))), True),
-    (SpecificOffsets(((("a", 0), 4), (("a", 1), -1))), False),
-    (SpecificTimestamps(((("a", 0), 1000),), "error"), True),
-    (SpecificTimestamps(((("a", 0), 1000),), "latest"), False),
-    (GlobalTimestamp(1000, "error"), True),
-    (GlobalTimestamp(1000, "latest"), False),
-])
+@pytest.mark.parametrize(
+    "spec, reproducible",
+    [
+        (EarliestOffsets(), True),
+        (LatestOffsets("startingOffsets"), False),
+        (SpecificOffsets(((("a", 0), 4), (("a", 1), -2))), True),
+        (SpecificOffsets(((("a", 0), 4), (("a", 1), -1))), False),
+        (SpecificTimestamps(((("a", 0), 1000),), "error"), True),
+        (SpecificTimestamps(((("a", 0), 1000),), "latest"), False),
+        (GlobalTimestamp(1000, "error"), True),
+        (GlobalTimestamp(1000, "latest"), False),
+    ],
+)
 def test_start_is_reproducible(spec, reproducible):
     assert start_is_reproducible(spec) is reproducible
 
@@ -711,9 +812,13 @@ def test_new_partitions_are_read_from_their_earliest_offset():
     reader = stub_reader(client, maxOffsetsPerTrigger="12")
     start = {"a": {"0": 4, "1": 10}}  # B0 is new: backlogs A0 6, B0 8 share 12
     assert reader.latestOffset(start, reader.getDefaultReadLimit()) == {
-        "a": {"0": 9, "1": 10}, "b": {"0": 106}}
+        "a": {"0": 9, "1": 10},
+        "b": {"0": 106},
+    }
     assert reader.latestOffset(start, ReadAllAvailable()) == {
-        "a": {"0": 10, "1": 10}, "b": {"0": 108}}
+        "a": {"0": 10, "1": 10},
+        "b": {"0": 108},
+    }
 
 
 def test_latest_offset_publishes_the_finished_batch_to_the_group():
@@ -735,6 +840,7 @@ def test_latest_offset_publishes_the_finished_batch_to_the_group():
 
 # ---- data loss checks and offset retries, on a stub client -------------------------------
 
+
 @pytest.mark.parametrize("fail_on_data_loss", [True, False])
 def test_added_partition_not_starting_at_zero_is_data_loss(fail_on_data_loss):
     """As Spark: a partition that appeared since the batch's start is read from its
@@ -743,18 +849,22 @@ def test_added_partition_not_starting_at_zero_is_data_loss(fail_on_data_loss):
     reader = stub_reader(client, failOnDataLoss=str(fail_on_data_loss).lower())
     start, end = {"a": {"0": 4}}, {"a": {"0": 10}, "b": {"0": 108}}
     if fail_on_data_loss:
-        with pytest.raises(DataLossError, match="Added partition b-0 starts from 100 "
-                                                "instead of 0.*failOnDataLoss"):
+        with pytest.raises(
+            DataLossError, match="Added partition b-0 starts from 100 instead of 0.*failOnDataLoss"
+        ):
             reader.partitions(start, end)
     else:
-        assert sorted(tuple(r[:4]) for p in reader.partitions(start, end)
-                      for r in p.ranges) == [("a", 0, 4, 10), ("b", 0, 100, 108)]
+        assert sorted(tuple(r[:4]) for p in reader.partitions(start, end) for r in p.ranges) == [
+            ("a", 0, 4, 10),
+            ("b", 0, 100, 108),
+        ]
 
 
 def test_latest_offset_going_back_is_asked_again_before_data_loss():
     """SPARK-26267: a latest offset below the batch's start is asked again, up to
     fetchOffset.numRetries attempts in all; only a persistent one reaches partitions()
     and is reported there."""
+
     class Stale(StubClient):
         def __init__(self, *args, stale_answers: int, **kwargs):
             super().__init__(*args, **kwargs)
@@ -827,12 +937,14 @@ def test_rate_limit_prorates_like_spark_even_when_everything_fits():
     assert rate_limit(begin, end, 23) == {A0: 15, A1: 7}
 
 
-def test_latest_offset_follows_new_topics_and_leader_moves_on_a_real_cluster(mock_cluster,
-                                                                             topic_name):
+def test_latest_offset_follows_new_topics_and_leader_moves_on_a_real_cluster(
+    mock_cluster, topic_name
+):
     """latestOffset sends the Metadata and the ListOffsets of the partitions it knows in
     one round trip; a topic that appears, or a leader that moves, between two micro-batches
     makes it ask ListOffsets again on the fresh metadata, so the answer is still complete
     and right (on librdkafka's mock cluster of three brokers)."""
+
     def send(topic: str, partition: int, n: int) -> None:
         p = Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 0})
         for _ in range(n):
@@ -842,10 +954,16 @@ def test_latest_offset_follows_new_topics_and_leader_moves_on_a_real_cluster(moc
     first, second = f"{topic_name}-a", f"{topic_name}-b"
     create_topic(mock_cluster, first, 2, 3)
     send(first, 0, 3)
-    reader = KafkaStreamReader(parse_reader_options(
-        {"kafka.bootstrap.servers": mock_cluster.bootstrap,
-         "subscribePattern": re.escape(topic_name) + "-.*", "startingOffsets": "earliest"},
-        for_streaming=True))
+    reader = KafkaStreamReader(
+        parse_reader_options(
+            {
+                "kafka.bootstrap.servers": mock_cluster.bootstrap,
+                "subscribePattern": re.escape(topic_name) + "-.*",
+                "startingOffsets": "earliest",
+            },
+            for_streaming=True,
+        )
+    )
     try:
         start = reader.initialOffset()
         assert reader.latestOffset(start, ReadAllAvailable()) == {first: {"0": 3, "1": 0}}
@@ -853,12 +971,16 @@ def test_latest_offset_follows_new_topics_and_leader_moves_on_a_real_cluster(moc
         send(second, 0, 2)
         send(first, 1, 1)
         assert reader.latestOffset(start, ReadAllAvailable()) == {
-            first: {"0": 3, "1": 1}, second: {"0": 2}}
+            first: {"0": 3, "1": 1},
+            second: {"0": 2},
+        }
         leader = reader.client.leader_for(first, 0)
         mock_cluster.partition_set_leader(first, 0, 1 + leader % 3)
         send(first, 0, 1)
         assert reader.latestOffset(start, ReadAllAvailable()) == {
-            first: {"0": 4, "1": 1}, second: {"0": 2}}
+            first: {"0": 4, "1": 1},
+            second: {"0": 2},
+        }
         assert reader.client.leader_for(first, 0) == 1 + leader % 3
     finally:
         reader.stop()

@@ -26,8 +26,7 @@ def _imported_modules(tree: ast.AST):
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             yield module
-            yield from (f"{module}.{alias.name}" if module else alias.name
-                        for alias in node.names)
+            yield from (f"{module}.{alias.name}" if module else alias.name for alias in node.names)
 
 
 def test_no_module_imports_a_test_module():

@@ -126,6 +126,7 @@ def test_tansu_list_offsets_quirks(tansu: TansuBroker, topic_name: str) -> None:
 
 def test_tansu_tls(tmp_path, topic_name: str) -> None:
     import trustme
+
     ca = trustme.CA()
     server = ca.issue_cert("127.0.0.1", "localhost")
     client = ca.issue_cert("client.example")
@@ -153,8 +154,9 @@ def test_tansu_tls(tmp_path, topic_name: str) -> None:
         assert [b.port for b in admin.list_topics(timeout=10).brokers.values()] == [broker.port]
 
         # No client certificate: the TLS front refuses the handshake.
-        no_cert = {k: v for k, v in conf.items()
-                   if not k.startswith("ssl.c") and k != "ssl.key.location"}
+        no_cert = {
+            k: v for k, v in conf.items() if not k.startswith("ssl.c") and k != "ssl.key.location"
+        }
         no_cert["ssl.ca.location"] = str(ca_pem)
         err = wait_for_error(no_cert)
         assert err.code() in (KafkaError._TRANSPORT, KafkaError._SSL, KafkaError._ALL_BROKERS_DOWN)
@@ -216,8 +218,9 @@ def test_mock_leader_move(mock_cluster: MockCluster, topic_name: str) -> None:
     assert [m.key() for m in msgs] == [f"key-{i}".encode() for i in range(20)]
 
 
-def test_mock_injected_produce_errors_are_survived(mock_cluster: MockCluster,
-                                                   topic_name: str) -> None:
+def test_mock_injected_produce_errors_are_survived(
+    mock_cluster: MockCluster, topic_name: str
+) -> None:
     mock_cluster.create_topic(topic_name, 1, 3)
     conf = {"bootstrap.servers": mock_cluster.bootstrap}
     mock_cluster.start_request_tracking()
@@ -239,8 +242,9 @@ def test_mock_broker_error_rtts(mock_cluster: MockCluster, topic_name: str) -> N
     mock_cluster.create_topic(topic_name, 1, 3)
     conf = {"bootstrap.servers": mock_cluster.bootstrap}
     leader = leaders(AdminClient(conf), topic_name)[0]
-    mock_cluster.broker_push_request_error_rtts(leader, PRODUCE,
-                                                [(NOT_LEADER_OR_FOLLOWER, 50), (0, 200)])
+    mock_cluster.broker_push_request_error_rtts(
+        leader, PRODUCE, [(NOT_LEADER_OR_FOLLOWER, 50), (0, 200)]
+    )
     assert mock_cluster.broker_error_stack_count(leader, PRODUCE) == 2
     t0 = time.monotonic()
     produce({**conf, "retry.backoff.ms": 10}, topic_name, n=1, partitions=1)
@@ -279,18 +283,29 @@ def _send_twice(bootstrap: str, topic: str) -> tuple[list[int], list[bytes]]:
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.wait_for_topics([topic])
         conn = client.connection(client.leader_for(topic, 0))
-        answer = conn.request(INIT_PRODUCER_ID, {
-            "transactional_id": None, "transaction_timeout_ms": 60000, "producer_id": -1,
-            "producer_epoch": -1}, conn.version_for(INIT_PRODUCER_ID, 4))
-        batch = build_batch([Record(0, 1, None, b"a"), Record(1, 1, None, b"b")],
-                            producer_id=answer["producer_id"],
-                            producer_epoch=answer["producer_epoch"], base_sequence=0)
+        answer = conn.request(
+            INIT_PRODUCER_ID,
+            {
+                "transactional_id": None,
+                "transaction_timeout_ms": 60000,
+                "producer_id": -1,
+                "producer_epoch": -1,
+            },
+            conn.version_for(INIT_PRODUCER_ID, 4),
+        )
+        batch = build_batch(
+            [Record(0, 1, None, b"a"), Record(1, 1, None, b"b")],
+            producer_id=answer["producer_id"],
+            producer_epoch=answer["producer_epoch"],
+            base_sequence=0,
+        )
         codes = [client.produce(topic, 0, batch)["error_code"] for _ in range(2)]
     return codes, [r.value for _, _, records in log_of(bootstrap, topic, 1) for r in records]
 
 
 def test_mock_appends_a_resent_idempotent_batch_again(
-        mock_cluster: MockCluster, tansu: TansuBroker, topic_name: str) -> None:
+    mock_cluster: MockCluster, tansu: TansuBroker, topic_name: str
+) -> None:
     """librdkafka's mock checks producer ids and sequences only for transactional
     producers: an idempotent producer's re-sent batch is appended a second time (a Kafka
     broker, and Tansu, answer DUPLICATE_SEQUENCE_NUMBER and keep one copy). So a

@@ -29,8 +29,14 @@ def _produce(bootstrap: str, topic: str, n: int) -> None:
 
 
 def _consume(bootstrap: str, topic: str, n: int, timeout_s: float = 30) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{topic}-{time.time()}",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{topic}-{time.time()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     c.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + timeout_s
@@ -71,8 +77,11 @@ def test_a_paused_node_answers_nothing_until_it_is_resumed(own_cluster):
     try:
         started = time.monotonic()
         with pytest.raises(PyKafkaError):
-            with KafkaClient(bootstrap_servers=own_cluster.bootstrap, request_timeout_ms=1500,
-                             connect_timeout_ms=1500) as client:
+            with KafkaClient(
+                bootstrap_servers=own_cluster.bootstrap,
+                request_timeout_ms=1500,
+                connect_timeout_ms=1500,
+            ) as client:
                 client.refresh_metadata([])
         assert time.monotonic() - started < 20
     finally:
@@ -91,8 +100,9 @@ def test_sigterm_is_a_clean_shutdown(own_cluster):
 
 
 def _finalized_transaction_version(cluster: KafkaCluster) -> int:
-    out = cluster.tool("org.apache.kafka.tools.FeatureCommand", "--bootstrap-server",
-                       cluster.bootstrap, "describe").stdout
+    out = cluster.tool(
+        "org.apache.kafka.tools.FeatureCommand", "--bootstrap-server", cluster.bootstrap, "describe"
+    ).stdout
     match = re.search(r"Feature:\s*transaction\.version\s.*?FinalizedVersionLevel:\s*(\d+)", out)
     assert match, out
     return int(match.group(1))
@@ -105,14 +115,20 @@ def test_the_transaction_version_is_the_one_formatted(own_cluster, kafka):
 
 def test_kafka_s_own_tools_are_referees(kafka, topic_name):
     _produce(kafka.bootstrap, topic_name, 7)
-    out = kafka.tool("org.apache.kafka.tools.GetOffsetShell", "--bootstrap-server",
-                     kafka.bootstrap, "--topic", topic_name).stdout
+    out = kafka.tool(
+        "org.apache.kafka.tools.GetOffsetShell",
+        "--bootstrap-server",
+        kafka.bootstrap,
+        "--topic",
+        topic_name,
+    ).stdout
     assert out.strip() == f"{topic_name}:0:7"
 
 
 def test_a_node_that_cannot_start_fails_with_its_log():
-    cluster = KafkaCluster(broker_config={"num.network.threads": "not-a-number"},
-                           start_timeout_s=60)
+    cluster = KafkaCluster(
+        broker_config={"num.network.threads": "not-a-number"}, start_timeout_s=60
+    )
     with pytest.raises(KafkaStartError, match="num.network.threads"):
         cluster.start()
     assert not any(cluster.running(i) for i in cluster.nodes)
@@ -137,10 +153,8 @@ def test_listener_options_are_checked_before_any_start(tmp_path):
         KafkaCluster(ssl=files, sasl_ssl=True)
     with pytest.raises(ValueError, match=r"\['SASL'\] are names of the testbed's own"):
         KafkaCluster(ssl_listeners={"sasl": files})
-    cluster = KafkaCluster(sasl=True, ssl=files, sasl_ssl=True,
-                           ssl_listeners=(("expired", files),))
+    cluster = KafkaCluster(sasl=True, ssl=files, sasl_ssl=True, ssl_listeners=(("expired", files),))
     assert cluster.listeners == ["PLAINTEXT", "SASL", "SSL", "SASL_SSL", "EXPIRED"]
     # the JWKS: an issuer's endpoint as it is, a file as a file: URL
-    assert KafkaCluster(oauth_jwks="http://127.0.0.1:1/jwks").jwks_url == \
-        "http://127.0.0.1:1/jwks"
+    assert KafkaCluster(oauth_jwks="http://127.0.0.1:1/jwks").jwks_url == "http://127.0.0.1:1/jwks"
     assert KafkaCluster(oauth_jwks=files[0]).jwks_url == (tmp_path / "c.pem").as_uri()

@@ -33,8 +33,11 @@ def server_ctx(ca: trustme.CA) -> ssl.SSLContext:
 def files(tmp_path: Path, ca: trustme.CA) -> dict[str, str]:
     """The CA bundle and a client certificate/key, as PEM files."""
     client = ca.issue_cert("client@kafka.test")
-    paths = {"cafile": tmp_path / "ca.pem", "certfile": tmp_path / "client.pem",
-             "keyfile": tmp_path / "client.key"}
+    paths = {
+        "cafile": tmp_path / "ca.pem",
+        "certfile": tmp_path / "client.pem",
+        "keyfile": tmp_path / "client.key",
+    }
     ca.cert_pem.write_to_path(str(paths["cafile"]))
     for blob in client.cert_chain_pems:
         blob.write_to_path(str(paths["certfile"]), append=True)
@@ -127,8 +130,9 @@ def test_unreadable_file_reported_even_as_root(files, monkeypatch):
     monkeypatch.setattr(tls_module, "open", refuse, raising=False)
     with pytest.raises(ConfigError) as info:
         build_ssl_context(cafile=files["cafile"])
-    assert str(info.value) == f"kafka.ssl.cafile: cannot read {files['cafile']!r} " \
-                              "(permission denied)"
+    assert (
+        str(info.value) == f"kafka.ssl.cafile: cannot read {files['cafile']!r} (permission denied)"
+    )
 
 
 def test_cafile_without_certificates(tmp_path):
@@ -163,8 +167,11 @@ def test_path_of_wrong_type():
 @pytest.fixture
 def encrypted_key(files) -> str:
     key = serialization.load_pem_private_key(Path(files["keyfile"]).read_bytes(), None)
-    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                            serialization.BestAvailableEncryption(b"hunter2-key-pw"))
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(b"hunter2-key-pw"),
+    )
     Path(files["keyfile"]).write_bytes(pem)
     return files["keyfile"]
 
@@ -176,15 +183,17 @@ def test_encrypted_key_with_password(files, encrypted_key, password):
 
 def test_encrypted_key_with_wrong_password(files, encrypted_key):
     with pytest.raises(ConfigError, match="kafka.ssl.key.password") as info:
-        build_ssl_context(certfile=files["certfile"], keyfile=encrypted_key,
-                          key_password="wrong-pw-XYZ")
+        build_ssl_context(
+            certfile=files["certfile"], keyfile=encrypted_key, key_password="wrong-pw-XYZ"
+        )
     assert "wrong-pw-XYZ" not in str(info.value) and "hunter2" not in str(info.value)
 
 
 def test_encrypted_key_with_overlong_password(files, encrypted_key):
     with pytest.raises(ConfigError, match="kafka.ssl.key.password is too long") as info:
-        build_ssl_context(certfile=files["certfile"], keyfile=encrypted_key,
-                          key_password="Q" * 5000)
+        build_ssl_context(
+            certfile=files["certfile"], keyfile=encrypted_key, key_password="Q" * 5000
+        )
     assert "QQQQ" not in str(info.value)
 
 
@@ -206,8 +215,11 @@ def test_handshake_fails_for_a_wrong_hostname(files, server_ctx):
 
 
 def test_check_hostname_false_accepts_a_wrong_hostname(files, server_ctx):
-    handshake(build_ssl_context(cafile=files["cafile"], check_hostname=False), server_ctx,
-              "evil.kafka.test")
+    handshake(
+        build_ssl_context(cafile=files["cafile"], check_hostname=False),
+        server_ctx,
+        "evil.kafka.test",
+    )
 
 
 def test_untrusted_ca_fails_even_without_hostname_check(tmp_path, server_ctx):
@@ -233,8 +245,9 @@ def test_mutual_tls_with_client_certificate(files, ca):
     ca.issue_cert(HOSTNAME).configure_cert(server)
     ca.configure_trust(server)
     server.verify_mode = ssl.CERT_REQUIRED
-    client = build_ssl_context(cafile=files["cafile"], certfile=files["certfile"],
-                               keyfile=files["keyfile"])
+    client = build_ssl_context(
+        cafile=files["cafile"], certfile=files["certfile"], keyfile=files["keyfile"]
+    )
     handshake(client, server, HOSTNAME)
     # Without a client certificate the server refuses the connection.
     with pytest.raises((ssl.SSLError, OSError)):

@@ -54,16 +54,23 @@ def operator_lists_unset(monkeypatch):
 
 
 def reader(broker: str = "127.0.0.1:1", **options):
-    base = {"kafka.bootstrap.servers": broker, "subscribe": "t",
-            "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "OAUTHBEARER",
-            "kafka.request.timeout.ms": "3000"}
+    base = {
+        "kafka.bootstrap.servers": broker,
+        "subscribe": "t",
+        "kafka.security.protocol": "SASL_SSL",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.request.timeout.ms": "3000",
+    }
     return parse_reader_options({**base, **options}).client_config
 
 
 def client_credentials(endpoint: str) -> dict:
-    return {HANDLER_OPTION: HANDLER, ENDPOINT_OPTION: endpoint,
-            "kafka.sasl.jaas.config": f"{MODULE} required clientId='app' "
-                                      f"clientSecret='{CLIENT_SECRET}' scope='kafka';"}
+    return {
+        HANDLER_OPTION: HANDLER,
+        ENDPOINT_OPTION: endpoint,
+        "kafka.sasl.jaas.config": f"{MODULE} required clientId='app' "
+        f"clientSecret='{CLIENT_SECRET}' scope='kafka';",
+    }
 
 
 def a_token(lifetime: float = 3600, sub: str = "app") -> str:
@@ -72,6 +79,7 @@ def a_token(lifetime: float = 3600, sub: str = "app") -> str:
 
 
 # ---- a tiny HTTP server that records what reaches it ----------------------------------------
+
 
 class Http:
     """An HTTP server on 127.0.0.1: ``answer(handler)`` answers each request; every request
@@ -120,6 +128,7 @@ def servers():
     def start(answer) -> Http:
         started.append(Http(answer))
         return started[-1]
+
     yield start
     for s in started:
         s.close()
@@ -153,10 +162,14 @@ class Listener:
 
 # ---- case 1: an option that names a function runs nothing ----------------------------------
 
+
 def test_a_callback_option_naming_os_system_runs_no_command(tmp_path):
     marker = tmp_path / "ran"
-    options = {HANDLER_OPTION: "os:system", "kafka.sasl.oauthbearer.config":
-               f"touch {marker}", "kafka.sasl.jaas.config": f"{MODULE} required;"}
+    options = {
+        HANDLER_OPTION: "os:system",
+        "kafka.sasl.oauthbearer.config": f"touch {marker}",
+        "kafka.sasl.jaas.config": f"{MODULE} required;",
+    }
     with pytest.raises(trust.NotAllowedError) as info:
         reader(**options)
     message = str(info.value)
@@ -171,15 +184,19 @@ def test_a_callback_option_naming_os_system_runs_no_command(tmp_path):
 def test_a_callback_module_is_not_even_imported_unless_allowed(tmp_path, monkeypatch):
     """Importing runs a module's code: the check comes first."""
     marker = tmp_path / "imported"
-    (tmp_path / "hostile_cb_mod.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "hostile_cb_mod.py").write_text(
+        textwrap.dedent(f"""
         open({str(marker)!r}, "w").close()
         def token(config):
             import time
             return {a_token()!r}, time.time() + 3600
-        """))
+        """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
-    options = {HANDLER_OPTION: "hostile_cb_mod:token",
-               "kafka.sasl.jaas.config": f"{MODULE} required;"}
+    options = {
+        HANDLER_OPTION: "hostile_cb_mod:token",
+        "kafka.sasl.jaas.config": f"{MODULE} required;",
+    }
     with pytest.raises(trust.NotAllowedError):
         reader(**options)
     assert not marker.exists() and "hostile_cb_mod" not in sys.modules
@@ -195,19 +212,23 @@ def test_a_callback_module_is_not_even_imported_unless_allowed(tmp_path, monkeyp
 def test_an_installed_packages_entry_point_allows_its_callback(tmp_path, monkeypatch):
     """Installing a package is the operator's act: a callback it declares under the
     connector's entry-point group needs no variable."""
-    (tmp_path / "corp_token_cb.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "corp_token_cb.py").write_text(
+        textwrap.dedent(f"""
         def token(config):
             import time
             return {a_token(sub="corp")!r}, time.time() + 3600, "corp"
-        """))
+        """)
+    )
     dist = tmp_path / "corp_token_cb-1.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: corp-token-cb\n"
-                                   "Version: 1.0\n")
-    (dist / "entry_points.txt").write_text(f"[{trust.CALLBACK_ENTRY_POINTS}]\n"
-                                           "corp = corp_token_cb:token\n")
-    options = {HANDLER_OPTION: "corp_token_cb:token",
-               "kafka.sasl.jaas.config": f"{MODULE} required;"}
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: corp-token-cb\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{trust.CALLBACK_ENTRY_POINTS}]\ncorp = corp_token_cb:token\n"
+    )
+    options = {
+        HANDLER_OPTION: "corp_token_cb:token",
+        "kafka.sasl.jaas.config": f"{MODULE} required;",
+    }
     with pytest.raises(trust.NotAllowedError):
         reader(**options)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -223,12 +244,15 @@ def test_an_installed_packages_entry_point_allows_its_callback(tmp_path, monkeyp
 PROTO_REF = 'syntax = "proto3";\npackage evil;\nmessage Payload { string x = 1; }\n'
 
 
-@pytest.mark.parametrize("name_of", [
-    lambda target: "../" * 12 + str(target).lstrip("/"),   # climbs out of the temp folder
-    lambda target: str(target),                            # an absolute name
-    lambda target: "C:/Windows/" + target.name,            # a drive letter
-    lambda target: "ok/../../" + target.name,              # .. inside the name
-])
+@pytest.mark.parametrize(
+    "name_of",
+    [
+        lambda target: "../" * 12 + str(target).lstrip("/"),  # climbs out of the temp folder
+        lambda target: str(target),  # an absolute name
+        lambda target: "C:/Windows/" + target.name,  # a drive letter
+        lambda target: "ok/../../" + target.name,  # .. inside the name
+    ],
+)
 def test_a_hostile_registrys_reference_names_write_no_file(tmp_path, name_of):
     pytest.importorskip("grpc_tools")
     from kafka_common.protobuf.compile import message_descriptor
@@ -240,12 +264,16 @@ def test_a_hostile_registrys_reference_names_write_no_file(tmp_path, name_of):
     registry = RegistryServer().start()
     try:
         registry.register("evil-ref", {"schema": PROTO_REF, "schemaType": "PROTOBUF"})
-        main = (f'syntax = "proto3";\nimport "{name}";\n'
-                "message Top { evil.Payload p = 1; }\n")
-        registry.register("top", {"schema": main, "schemaType": "PROTOBUF", "references": [
-            {"name": name, "subject": "evil-ref", "version": 1}]})
-        client = RegistryClient(registry_settings(OptionMap(
-            {"schema.registry.url": registry.url})))
+        main = f'syntax = "proto3";\nimport "{name}";\nmessage Top {{ evil.Payload p = 1; }}\n'
+        registry.register(
+            "top",
+            {
+                "schema": main,
+                "schemaType": "PROTOBUF",
+                "references": [{"name": name, "subject": "evil-ref", "version": 1}],
+            },
+        )
+        client = RegistryClient(registry_settings(OptionMap({"schema.registry.url": registry.url})))
         found = client.version("top")
         refs = tuple((n, r.text) for n, r in client.referenced(found).items())
         with pytest.raises(ConfigError, match="reference name") as info:
@@ -259,13 +287,17 @@ def test_a_hostile_registrys_reference_names_write_no_file(tmp_path, name_of):
 def test_reference_names_that_are_safe_still_compile():
     pytest.importorskip("grpc_tools")
     from kafka_common.protobuf.compile import message_descriptor
-    main = ('syntax = "proto3";\nimport "corp/evil/payload.proto";\n'
-            "message Top { evil.Payload p = 1; }\n")
+
+    main = (
+        'syntax = "proto3";\nimport "corp/evil/payload.proto";\n'
+        "message Top { evil.Payload p = 1; }\n"
+    )
     top = message_descriptor(main, (("corp/evil/payload.proto", PROTO_REF),))
     assert top.fields_by_name["p"].message_type.full_name == "evil.Payload"
 
 
 # ---- case 3: file: and http(s) URLs an option names ------------------------------------------
+
 
 def test_a_file_token_url_is_neither_read_nor_sent_unless_allowed(tmp_path, monkeypatch):
     """A Kubernetes service-account token looks like a JWT: with the file's URL as the
@@ -275,8 +307,11 @@ def test_a_file_token_url_is_neither_read_nor_sent_unless_allowed(tmp_path, monk
     secret_file.write_text(stolen)
     broker = Listener()
     try:
-        options = {HANDLER_OPTION: HANDLER, ENDPOINT_OPTION: secret_file.as_uri(),
-                   "kafka.sasl.jaas.config": f"{MODULE} required;"}
+        options = {
+            HANDLER_OPTION: HANDLER,
+            ENDPOINT_OPTION: secret_file.as_uri(),
+            "kafka.sasl.jaas.config": f"{MODULE} required;",
+        }
         with pytest.raises(trust.NotAllowedError) as info:
             reader(broker.bootstrap, **options)
         time.sleep(0.3)
@@ -320,9 +355,11 @@ def test_registry_urls_are_allowed_until_the_operator_lists_urls(servers, monkey
     from kafka_common.option_map import OptionMap
     from kafka_common.schema_registry import RegistryClient, registry_settings
     from kafka_common.schema_registry.settings import RegistrySettings
+
     registry = servers(lambda h: json_answer(h, [1]))
-    opts = OptionMap({"schema.registry.url": registry.url,
-                      "schema.registry.basic.auth.user.info": "u:Reg-pa55"})
+    opts = OptionMap(
+        {"schema.registry.url": registry.url, "schema.registry.basic.auth.user.info": "u:Reg-pa55"}
+    )
     assert RegistryClient(registry_settings(opts)).versions("s") == [1]
     allow_urls(monkeypatch, "http://registry.example:8081")
     with pytest.raises(trust.NotAllowedError) as info:
@@ -339,6 +376,7 @@ def test_registry_urls_are_allowed_until_the_operator_lists_urls(servers, monkey
 
 # ---- case 4: a redirect never carries the credentials elsewhere -----------------------------
 
+
 def test_a_token_endpoint_redirect_is_not_followed(servers, monkeypatch):
     elsewhere = servers(lambda h: json_answer(h, {"access_token": a_token(sub="evil")}))
 
@@ -347,6 +385,7 @@ def test_a_token_endpoint_redirect_is_not_followed(servers, monkeypatch):
         h.send_header("Location", elsewhere.url + "/steal")
         h.send_header("Content-Length", "0")
         h.end_headers()
+
     endpoint = servers(redirect)
     allow_urls(monkeypatch, endpoint.url + "/token")
     factory = reader(**client_credentials(endpoint.url + "/token")).sasl_mechanism_factory
@@ -363,6 +402,7 @@ def test_a_token_endpoint_redirect_is_not_followed(servers, monkeypatch):
 def test_a_registry_redirect_is_not_followed(servers):
     from kafka_common.option_map import OptionMap
     from kafka_common.schema_registry import RegistryClient, RegistryError, registry_settings
+
     elsewhere = servers(lambda h: json_answer(h, [1]))
 
     def redirect(h):
@@ -370,10 +410,18 @@ def test_a_registry_redirect_is_not_followed(servers):
         h.send_header("Location", elsewhere.url + h.path)
         h.send_header("Content-Length", "0")
         h.end_headers()
+
     registry = servers(redirect)
-    client = RegistryClient(registry_settings(OptionMap({
-        "schema.registry.url": registry.url,
-        "schema.registry.basic.auth.user.info": "u:Reg-pa55"})))
+    client = RegistryClient(
+        registry_settings(
+            OptionMap(
+                {
+                    "schema.registry.url": registry.url,
+                    "schema.registry.basic.auth.user.info": "u:Reg-pa55",
+                }
+            )
+        )
+    )
     with pytest.raises(RegistryError, match="redirects are not followed") as info:
         client.versions("s")
     assert elsewhere.seen == [] and len(registry.seen) == 1
@@ -381,6 +429,7 @@ def test_a_registry_redirect_is_not_followed(servers):
 
 
 # ---- bounded answers ------------------------------------------------------------------------
+
 
 def test_a_token_endpoint_that_sends_too_much_or_drips_is_cut_off(servers, monkeypatch):
     def huge(h):
@@ -400,35 +449,54 @@ def test_a_token_endpoint_that_sends_too_much_or_drips_is_cut_off(servers, monke
                 time.sleep(0.1)
         except OSError:
             pass
+
     big, slow = servers(huge), servers(drip)
     allow_urls(monkeypatch, big.url + "/token", slow.url + "/token")
     with pytest.raises(AuthenticationError, match="more than"):
         ClientCredentials(big.url + "/token", "app", Secret(CLIENT_SECRET)).fetch()
     started = time.monotonic()
     with pytest.raises(AuthenticationError, match="could not be reached"):
-        ClientCredentials(slow.url + "/token", "app", Secret(CLIENT_SECRET),
-                          read_timeout_ms=1000, connect_timeout_ms=1000, retry_backoff_ms=50,
-                          retry_backoff_max_ms=50).fetch()
+        ClientCredentials(
+            slow.url + "/token",
+            "app",
+            Secret(CLIENT_SECRET),
+            read_timeout_ms=1000,
+            connect_timeout_ms=1000,
+            retry_backoff_ms=50,
+            retry_backoff_max_ms=50,
+        ).fetch()
     assert time.monotonic() - started < 5  # not 200 drips of 0.1 s
 
 
 # ---- secrets in the clear -------------------------------------------------------------------
 
-def test_secrets_in_the_clear_are_warned_about_once_never_quoted(servers, monkeypatch,
-                                                                 caplog):
+
+def test_secrets_in_the_clear_are_warned_about_once_never_quoted(servers, monkeypatch, caplog):
     from kafka_common import option_map
     from kafka_common.option_map import OptionMap
     from kafka_common.schema_registry import registry_settings
+
     monkeypatch.setattr(option_map, "_warned", set())
     caplog.set_level(logging.WARNING)
     allow_urls(monkeypatch, "http://idp.internal/token", "http://registry:8081")
     for _ in range(2):
         reader(**client_credentials("http://idp.internal/token"))
-        registry_settings(OptionMap({"schema.registry.url": "http://registry:8081",
-                                     "schema.registry.basic.auth.user.info": "u:Reg-pa55"}))
-        parse_reader_options({"kafka.bootstrap.servers": "127.0.0.1:1", "subscribe": "t",
-                              "kafka.security.protocol": "SASL_PLAINTEXT",
-                              "kafka.sasl.mechanism": "AWS_MSK_IAM"})
+        registry_settings(
+            OptionMap(
+                {
+                    "schema.registry.url": "http://registry:8081",
+                    "schema.registry.basic.auth.user.info": "u:Reg-pa55",
+                }
+            )
+        )
+        parse_reader_options(
+            {
+                "kafka.bootstrap.servers": "127.0.0.1:1",
+                "subscribe": "t",
+                "kafka.security.protocol": "SASL_PLAINTEXT",
+                "kafka.sasl.mechanism": "AWS_MSK_IAM",
+            }
+        )
     text = caplog.text
     assert text.count("client secret goes to the token endpoint in the clear") == 1
     assert text.count("registry credentials") == 1
@@ -437,6 +505,7 @@ def test_secrets_in_the_clear_are_warned_about_once_never_quoted(servers, monkey
 
 
 # ---- sign-in that does not stall ------------------------------------------------------------
+
 
 def test_a_down_identity_provider_does_not_stall_reconnections(servers, monkeypatch):
     """The token is due for refresh (80% of its life) but valid for minutes more; the
@@ -452,11 +521,18 @@ def test_a_down_identity_provider_does_not_stall_reconnections(servers, monkeypa
             return
         state["n"] += 1
         json_answer(h, {"access_token": a_token(sub=f"app-{state['n']}")})
+
     server = servers(idp)
     allow_urls(monkeypatch, server.url + "/token")
-    source = ClientCredentials(server.url + "/token", "app", Secret(CLIENT_SECRET),
-                               read_timeout_ms=2000, connect_timeout_ms=2000,
-                               retry_backoff_ms=1000, retry_backoff_max_ms=2000)
+    source = ClientCredentials(
+        server.url + "/token",
+        "app",
+        Secret(CLIENT_SECRET),
+        read_timeout_ms=2000,
+        connect_timeout_ms=2000,
+        retry_backoff_ms=1000,
+        retry_backoff_max_ms=2000,
+    )
     now = [time.time()]
     cache = TokenCache(clock=lambda: now[0])
     policy = RefreshPolicy()
@@ -485,20 +561,27 @@ def test_a_down_identity_provider_does_not_stall_reconnections(servers, monkeypa
 def test_with_no_valid_token_a_down_identity_provider_is_an_error(servers, monkeypatch):
     server = servers(lambda h: json_answer(h, {"error": "unavailable"}, status=503))
     allow_urls(monkeypatch, server.url + "/token")
-    source = ClientCredentials(server.url + "/token", "app", Secret(CLIENT_SECRET),
-                               retry_backoff_ms=50, retry_backoff_max_ms=100)
+    source = ClientCredentials(
+        server.url + "/token",
+        "app",
+        Secret(CLIENT_SECRET),
+        retry_backoff_ms=50,
+        retry_backoff_max_ms=100,
+    )
     with pytest.raises(AuthenticationError, match="could not be reached"):
         TokenCache().get(source, RefreshPolicy())
 
 
 # ---- sign-in that does not storm: AWS credentials ------------------------------------------
 
+
 def _credential_process(tmp_path, monkeypatch, expires_in_s: float):
     """A botocore profile whose credentials come from a process (as SSO or a vault
     helper); each run of the process leaves a line in the returned file."""
     runs = tmp_path / "runs"
     script = tmp_path / "creds.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(
+        textwrap.dedent(f"""
         import datetime, json
         open({str(runs)!r}, "a").write("run\\n")
         expiry = (datetime.datetime.now(datetime.timezone.utc)
@@ -506,11 +589,11 @@ def _credential_process(tmp_path, monkeypatch, expires_in_s: float):
         print(json.dumps({{"Version": 1, "AccessKeyId": "ASIAPROC", "SecretAccessKey":
                           "proc-secret", "SessionToken": "proc-token",
                           "Expiration": expiry.strftime("%Y-%m-%dT%H:%M:%SZ")}}))
-        """))
+        """)
+    )
     config = tmp_path / "config"
     config.write_text(f"[profile msk]\ncredential_process = {sys.executable} {script}\n")
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-                 "AWS_PROFILE"):
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
@@ -523,6 +606,7 @@ def test_msk_iam_looks_credentials_up_once_not_per_connection(tmp_path, monkeypa
     pytest.importorskip("botocore")
     from kafka_common.aws_msk_iam.credentials import MskCredentials
     from kafka_common.aws_msk_iam.options import MskIamFactory
+
     runs = _credential_process(tmp_path, monkeypatch, expires_in_s=7200)
     factory = MskIamFactory(MskCredentials(profile="msk"))
     for _ in range(5):  # five broker connections
@@ -534,6 +618,7 @@ def test_an_msk_oauth_token_ends_when_its_credentials_do(tmp_path, monkeypatch):
     pytest.importorskip("botocore")
     from kafka_common.aws_msk_iam.credentials import MskCredentials
     from kafka_common.aws_msk_iam.options import MskOAuthSource
+
     _credential_process(tmp_path, monkeypatch, expires_in_s=720)  # 12 min < 15 min
     token = MskOAuthSource(MskCredentials(profile="msk"), "eu-west-1").fetch()
     assert token.expires_at <= time.time() + 720
@@ -542,8 +627,20 @@ def test_an_msk_oauth_token_ends_when_its_credentials_do(tmp_path, monkeypatch):
 
 # ---- the trust module's own rules -----------------------------------------------------------
 
-@pytest.mark.parametrize("name", ["../x.proto", "/etc/x.proto", "C:x.proto", "a\\b.proto",
-                                  "a//b.proto", "./a.proto", "", "a/../../b.proto"])
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../x.proto",
+        "/etc/x.proto",
+        "C:x.proto",
+        "a\\b.proto",
+        "a//b.proto",
+        "./a.proto",
+        "",
+        "a/../../b.proto",
+    ],
+)
 def test_unsafe_relative_names(name):
     with pytest.raises(ConfigError):
         trust.safe_relative_path(name, "ref")

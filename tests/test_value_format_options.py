@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_common.value_formats import (FORMAT_OPTIONS, reader_format_options,
-                                        writer_format_options, writer_passes_over)
+from kafka_common.value_formats import (
+    FORMAT_OPTIONS,
+    reader_format_options,
+    writer_format_options,
+    writer_passes_over,
+)
 from kafka_common.value_formats.option_table import PASSED_OVER, Doc
 from kafka_sink.options import WRITER_OPTIONS, parse_writer_options
 from kafka_source.options import READER_OPTIONS, parse_reader_options
@@ -22,22 +26,24 @@ def test_each_side_lists_the_table_rows_it_takes():
     reader = {o.name: (o.default, o.meaning) for o in READER_OPTIONS}
     writer = {o.name: (o.default, o.meaning) for o in WRITER_OPTIONS}
     for row in FORMAT_OPTIONS:
-        assert (reader.get(row.name) == tuple(row.reader)) if row.reader else \
-            row.name not in reader
+        assert (reader.get(row.name) == tuple(row.reader)) if row.reader else row.name not in reader
         if isinstance(row.writer, Doc):
             assert writer[row.name] == tuple(row.writer)
         else:
             assert row.name not in writer
-    assert [o[0] for o in reader_format_options()] == \
-        [o.name for o in READER_OPTIONS if o.name in {r.name for r in FORMAT_OPTIONS}]
-    assert [o[0] for o in writer_format_options()] == \
-        [o.name for o in WRITER_OPTIONS if o.name in {r.name for r in FORMAT_OPTIONS}]
+    assert [o[0] for o in reader_format_options()] == [
+        o.name for o in READER_OPTIONS if o.name in {r.name for r in FORMAT_OPTIONS}
+    ]
+    assert [o[0] for o in writer_format_options()] == [
+        o.name for o in WRITER_OPTIONS if o.name in {r.name for r in FORMAT_OPTIONS}
+    ]
     assert set(writer_passes_over()) == {"valueSchemaVersion", "keySchemaVersion", "mode"}
     assert all(r.reader is not None for r in FORMAT_OPTIONS if r.writer == PASSED_OVER)
 
 
-_SCHEMA_OPTIONS = [f"{c}{s}" for c in ("value", "key")
-                   for s in ("Subject", "Schema", "MessageName")]
+_SCHEMA_OPTIONS = [
+    f"{c}{s}" for c in ("value", "key") for s in ("Subject", "Schema", "MessageName")
+]
 
 
 @pytest.mark.parametrize("option", _SCHEMA_OPTIONS)
@@ -49,9 +55,14 @@ def test_a_binary_column_refuses_its_schema_options_alike_on_both_sides(option):
     with pytest.raises(ConfigError) as write:
         parse_writer_options({**SERVERS, "topic": "t", option: "x"})
     column = "key" if option.startswith("key") else "value"
-    assert str(read.value) == str(write.value) == (
-        f"{option} is set but {column}Format is binary (set {column}Format to avro, "
-        "protobuf or json)")
+    assert (
+        str(read.value)
+        == str(write.value)
+        == (
+            f"{option} is set but {column}Format is binary (set {column}Format to avro, "
+            "protobuf or json)"
+        )
+    )
 
 
 @pytest.mark.parametrize("option", ["valueSchemaVersion", "keySchemaVersion"])
@@ -64,40 +75,44 @@ def test_a_reader_only_schema_option_is_passed_over_by_the_writer(option):
 
 
 def test_the_default_subject_and_its_errors_on_each_side():
-    reader = parse_reader_options({**SERVERS, **URL, "subscribe": "orders",
-                                   "valueFormat": "avro"})
+    reader = parse_reader_options({**SERVERS, **URL, "subscribe": "orders", "valueFormat": "avro"})
     assert reader.formats.value.subject == "orders-value"
-    writer = parse_writer_options({**SERVERS, **URL, "topic": "orders",
-                                   "keyFormat": "avro"})
+    writer = parse_writer_options({**SERVERS, **URL, "topic": "orders", "keyFormat": "avro"})
     assert [(f.column, f.subject) for f in writer.formats] == [("key", "orders-key")]
-    with pytest.raises(ConfigError, match="valueSubject is required with valueFormat=avro "
-                       "when more than one topic"):
+    with pytest.raises(
+        ConfigError, match="valueSubject is required with valueFormat=avro when more than one topic"
+    ):
         parse_reader_options({**SERVERS, **URL, "subscribe": "a,b", "valueFormat": "avro"})
-    with pytest.raises(ConfigError, match="valueSubject is required with valueFormat=avro "
-                       "when no topic option is given"):
+    with pytest.raises(
+        ConfigError,
+        match="valueSubject is required with valueFormat=avro when no topic option is given",
+    ):
         parse_writer_options({**SERVERS, **URL, "valueFormat": "avro"})
 
 
 def test_the_registry_is_required_as_each_side_needs_it():
     with pytest.raises(ConfigError) as read:
         parse_reader_options({**SERVERS, "subscribe": "t", "valueFormat": "avro"})
-    assert str(read.value) == ("schema.registry.url is required with valueFormat=avro (or "
-                               "give the reader schema in valueSchema)")
+    assert str(read.value) == (
+        "schema.registry.url is required with valueFormat=avro (or "
+        "give the reader schema in valueSchema)"
+    )
     # an inline reader schema needs no registry to read with ...
-    assert parse_reader_options({**SERVERS, "subscribe": "t", "valueFormat": "avro",
-                                 "valueSchema": '"long"'}).formats.value.inline_schema
+    assert parse_reader_options(
+        {**SERVERS, "subscribe": "t", "valueFormat": "avro", "valueSchema": '"long"'}
+    ).formats.value.inline_schema
     # ... but a writer needs one for the schema id it frames each value with
     with pytest.raises(ConfigError) as write:
-        parse_writer_options({**SERVERS, "topic": "t", "valueFormat": "avro",
-                              "valueSchema": '"long"'})
+        parse_writer_options(
+            {**SERVERS, "topic": "t", "valueFormat": "avro", "valueSchema": '"long"'}
+        )
     assert str(write.value) == "schema.registry.url is required with valueFormat=avro"
 
 
 def test_the_format_words_of_each_side():
     with pytest.raises(ConfigError) as read:
         parse_reader_options({**SERVERS, "subscribe": "t", "valueFormat": "xml"})
-    assert str(read.value) == ("valueFormat must be one of binary, avro, protobuf, json, "
-                               "got 'xml'")
+    assert str(read.value) == ("valueFormat must be one of binary, avro, protobuf, json, got 'xml'")
     with pytest.raises(ConfigError) as write:
         parse_writer_options({**SERVERS, "topic": "t", "keyFormat": "xml"})
     assert str(write.value) == "keyFormat must be binary, avro, protobuf or json, got 'xml'"

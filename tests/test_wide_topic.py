@@ -47,6 +47,7 @@ WIDEST_HEAP_MB = 2048
 
 def _produce_everywhere(bootstrap: str, topic: str, partitions: int) -> None:
     import confluent_kafka
+
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
     for p in range(partitions):
         for i in range(PER_PARTITION):
@@ -55,8 +56,11 @@ def _produce_everywhere(bootstrap: str, topic: str, partitions: int) -> None:
     assert producer.flush(120) == 0
 
 
-@pytest.fixture(scope="module", params=[
-    WIDE, pytest.param(WIDEST, marks=pytest.mark.wide_topic)], ids=lambda n: f"{n}p")
+@pytest.fixture(
+    scope="module",
+    params=[WIDE, pytest.param(WIDEST, marks=pytest.mark.wide_topic)],
+    ids=lambda n: f"{n}p",
+)
 def wide(request):
     """``(proxy, topic, partitions, brokers, bootstrap)``: a topic of ``partitions``
     partitions, each holding ``PER_PARTITION`` records, on an Apache Kafka node clients
@@ -94,9 +98,13 @@ def proxy(wide):
 
 
 def _options(proxy, topic: str, **more):
-    return {"kafka.bootstrap.servers": proxy.address, "subscribe": topic,
-            # a client of its own, not one the process's pool keeps warm from another test
-            "kafka.client.id": f"wide-{uuid.uuid4().hex[:8]}", **more}
+    return {
+        "kafka.bootstrap.servers": proxy.address,
+        "subscribe": topic,
+        # a client of its own, not one the process's pool keeps warm from another test
+        "kafka.client.id": f"wide-{uuid.uuid4().hex[:8]}",
+        **more,
+    }
 
 
 def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
@@ -115,9 +123,11 @@ def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
 
 def test_planning_a_micro_batch_asks_each_broker_once(wide, proxy):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
+
     _, topic, partitions, brokers, bootstrap = wide
-    reader = KafkaStreamReader(parse_reader_options(
-        _options(proxy, topic, startingOffsets="earliest"), for_streaming=True))
+    reader = KafkaStreamReader(
+        parse_reader_options(_options(proxy, topic, startingOffsets="earliest"), for_streaming=True)
+    )
     try:
         start = reader.initialOffset()
         assert sum(start[topic].values()) == 0 and len(start[topic]) == partitions
@@ -137,8 +147,9 @@ def test_planning_a_micro_batch_asks_each_broker_once(wide, proxy):
             assert proxy.requests(FETCH.key) == len(planned) * brokers, f"micro-batch {batch}"
             # one more record, in the last partition, for the next micro-batch
             with KafkaClient(bootstrap_servers=bootstrap) as client:
-                answer = client.produce(topic, partitions - 1,
-                                        encode_batch(None, pa.array([b"more"], pa.binary())))
+                answer = client.produce(
+                    topic, partitions - 1, encode_batch(None, pa.array([b"more"], pa.binary()))
+                )
                 assert answer["error_code"] == 0
             start = end
     finally:
@@ -147,6 +158,7 @@ def test_planning_a_micro_batch_asks_each_broker_once(wide, proxy):
 
 def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, spark):
     from pyspark.sql import functions as F
+
     _, topic, partitions, brokers, bootstrap = wide
     with KafkaClient(bootstrap_servers=bootstrap) as client:  # not through the proxy
         written = sum(client.latest_offsets([(topic, p) for p in range(partitions)]).values())
@@ -161,7 +173,9 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     # loaded machine a request that timed out is sent again and a failed task runs again:
     # twice that is allowed, far below one per partition (a task reads up to 1,000).
     list_offsets, fetches = proxy.requests(LIST_OFFSETS.key), proxy.requests(FETCH.key)
-    print(f"{partitions} partitions, {tasks} tasks: {list_offsets} ListOffsets, "
-          f"{fetches} Fetch requests")
+    print(
+        f"{partitions} partitions, {tasks} tasks: {list_offsets} ListOffsets, "
+        f"{fetches} Fetch requests"
+    )
     assert list_offsets <= 2 * (2 + tasks) * brokers
     assert fetches <= 2 * tasks * brokers

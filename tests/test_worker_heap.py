@@ -22,8 +22,9 @@ def _child(body: str) -> str:
         def in_task():
             TaskContext._setTaskContext(TaskContext._getOrCreate())
         """) + textwrap.dedent(body)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 

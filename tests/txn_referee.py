@@ -28,13 +28,18 @@ import time
 import confluent_kafka
 
 from protocol.client.cluster import KafkaClient
-from protocol.records.batch import (ABORT, COMMIT, control_type, iter_batches, parse_header,
-                                    parse_records)
+from protocol.records.batch import (
+    ABORT,
+    COMMIT,
+    control_type,
+    iter_batches,
+    parse_header,
+    parse_records,
+)
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 #: The coordinator's states of a transaction that has not ended (KIP-664's listing).
-UNFINISHED_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort",
-                               "PrepareEpochFence"})
+UNFINISHED_STATES = frozenset({"Ongoing", "PrepareCommit", "PrepareAbort", "PrepareEpochFence"})
 #: States Kafka leaves only by itself, after writing markers (not an open transaction).
 TRANSIENT_STATES = UNFINISHED_STATES - {"Ongoing"}
 
@@ -55,7 +60,7 @@ def log_of(bootstrap: str, topic: str, partitions: int, from_earliest: bool = Fa
                     h = parse_header(data, pos)
                     if h.base_offset + h.last_offset_delta < offset:
                         continue
-                    out.append((p, h, parse_records(data[pos + 61:pos + size], h)))
+                    out.append((p, h, parse_records(data[pos + 61 : pos + size], h)))
                     offset = h.base_offset + h.last_offset_delta + 1
                     moved = True
                 if not moved:
@@ -92,8 +97,7 @@ def aborted_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
             if control_type(records[0].key) == ABORT:
                 aborted.extend(pending)
         elif h.attributes & 0x10:
-            open_txn.setdefault((p, h.producer_id), []).extend(
-                r.value.decode() for r in records)
+            open_txn.setdefault((p, h.producer_id), []).extend(r.value.decode() for r in records)
     return aborted
 
 
@@ -110,9 +114,11 @@ def open_transactions(bootstrap: str, topic: str, partitions: int) -> list[str]:
         elif h.attributes & 0x10:
             entry = opened.setdefault((p, h.producer_id), [h.producer_epoch, h.base_offset, 0])
             entry[2] += len(records)
-    return [f"partition {p}: producer {pid} epoch {epoch} from offset {first} "
-            f"({count} records, no marker after them)"
-            for (p, pid), (epoch, first, count) in sorted(opened.items())]
+    return [
+        f"partition {p}: producer {pid} epoch {epoch} from offset {first} "
+        f"({count} records, no marker after them)"
+        for (p, pid), (epoch, first, count) in sorted(opened.items())
+    ]
 
 
 def nothing_left_open(bootstrap: str, topic: str, partitions: int) -> bool:
@@ -120,8 +126,9 @@ def nothing_left_open(bootstrap: str, topic: str, partitions: int) -> bool:
     return not open_transactions(bootstrap, topic, partitions)
 
 
-def stable_offsets_behind(bootstrap: str, topic: str, partitions: int,
-                          wait_s: float = 10.0) -> list[str]:
+def stable_offsets_behind(
+    bootstrap: str, topic: str, partitions: int, wait_s: float = 10.0
+) -> list[str]:
     """The partitions whose last stable offset (a read_committed Fetch's answer) is still
     below the high watermark after polling for up to ``wait_s`` seconds; empty once every
     partition's reaches it. Kafka writes the markers after EndTxn is answered, so a
@@ -135,20 +142,25 @@ def stable_offsets_behind(bootstrap: str, topic: str, partitions: int,
                 part = client.fetch({(topic, p): 0}, isolation_level=1)[(topic, p)]
                 lso, hwm = part["last_stable_offset"], part["high_watermark"]
                 if lso != hwm:
-                    behind.append(f"partition {p}: last stable offset {lso}, "
-                                  f"high watermark {hwm}")
+                    behind.append(f"partition {p}: last stable offset {lso}, high watermark {hwm}")
             if not behind or time.monotonic() > deadline:
                 return behind
             time.sleep(0.2)
 
 
-def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
-                              idle_s: float = 3.0) -> list[str]:
+def librdkafka_read_committed(
+    bootstrap: str, topic: str, partitions: int, idle_s: float = 3.0
+) -> list[str]:
     """Values confluent-kafka's read_committed consumer returns, from the start, until
     it has been idle for ``idle_s`` seconds (a polling end, not a timed assertion)."""
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "referee",
-                                  "isolation.level": "read_committed",
-                                  "enable.auto.commit": False})
+    c = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "referee",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         c.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
         got, idle_until = [], time.monotonic() + idle_s
@@ -165,6 +177,7 @@ def librdkafka_read_committed(bootstrap: str, topic: str, partitions: int,
 
 # ---- Kafka's own view: kafka.tools.TransactionsCommand -------------------------------------
 
+
 def _table(output: str) -> list[dict[str, str]]:
     """The rows of a table Kafka's tools print (tab-separated, a header line first)."""
     lines = [line for line in output.splitlines() if line.strip()]
@@ -178,8 +191,11 @@ def kafka_transaction_states(cluster, prefix: str) -> dict[str, str]:
     """``TransactionsCommand list``: the coordinator's state of every transactional id
     starting with ``prefix`` (``Empty``, ``Ongoing``, ``CompleteCommit``, ...)."""
     run = cluster.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", cluster.bootstrap, "list")
-    return {row["TransactionalId"]: row["TransactionState"] for row in _table(run.stdout)
-            if row.get("TransactionalId", "").startswith(prefix)}
+    return {
+        row["TransactionalId"]: row["TransactionState"]
+        for row in _table(run.stdout)
+        if row.get("TransactionalId", "").startswith(prefix)
+    }
 
 
 def kafka_unfinished_transactions(cluster, prefix: str, wait_s: float = 20.0) -> list[str]:
@@ -190,8 +206,9 @@ def kafka_unfinished_transactions(cluster, prefix: str, wait_s: float = 20.0) ->
     deadline = time.monotonic() + wait_s
     while True:
         states = kafka_transaction_states(cluster, prefix)
-        unfinished = sorted(f"{tid}: {state}" for tid, state in states.items()
-                            if state in UNFINISHED_STATES)
+        unfinished = sorted(
+            f"{tid}: {state}" for tid, state in states.items() if state in UNFINISHED_STATES
+        )
         transient = any(state in TRANSIENT_STATES for state in states.values())
         if not transient or time.monotonic() > deadline:
             return unfinished
@@ -202,9 +219,18 @@ def kafka_hanging_transactions(cluster, topic: str, broker_id: int = 1) -> list[
     """``TransactionsCommand find-hanging --broker-id 1`` on ``topic``'s partitions: open
     transactions there (of any age: ``--max-transaction-timeout 0``) that their
     coordinator does not list as writing to that partition. Empty when none."""
-    run = cluster.tool(TRANSACTIONS_COMMAND, "--bootstrap-server", cluster.bootstrap,
-                       "find-hanging", "--broker-id", str(broker_id), "--topic", topic,
-                       "--max-transaction-timeout", "0")
+    run = cluster.tool(
+        TRANSACTIONS_COMMAND,
+        "--bootstrap-server",
+        cluster.bootstrap,
+        "find-hanging",
+        "--broker-id",
+        str(broker_id),
+        "--topic",
+        topic,
+        "--max-transaction-timeout",
+        "0",
+    )
     return [" ".join(f"{k}={v}" for k, v in row.items()) for row in _table(run.stdout)]
 
 
@@ -215,8 +241,9 @@ def kafka_transactions_verdict(cluster, topic: str, prefix: str) -> list[str]:
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         unfinished = pool.submit(kafka_unfinished_transactions, cluster, prefix)
         hanging = pool.submit(kafka_hanging_transactions, cluster, topic)
-        return ([f"unfinished: {line}" for line in unfinished.result()]
-                + [f"hanging: {line}" for line in hanging.result()])
+        return [f"unfinished: {line}" for line in unfinished.result()] + [
+            f"hanging: {line}" for line in hanging.result()
+        ]
 
 
 def kafka_of_transaction_version(request, version: int):

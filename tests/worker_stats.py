@@ -23,7 +23,7 @@ def parent(pid: int) -> int | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
-        return int(stat[stat.rindex(")") + 2:].split()[1])
+        return int(stat[stat.rindex(")") + 2 :].split()[1])
     except (OSError, ValueError, IndexError):
         return None
 

@@ -20,5 +20,16 @@ from .resolution import AvroResolutionError, Resolution, resolve
 from .schema import AvroSchema, AvroSchemaError, parse_schema
 from .spark_types import arrow_type, spark_ddl, spark_type
 
-__all__ = ["AvroResolutionError", "AvroSchema", "AvroSchemaError", "Decoder", "Encoder",
-           "Resolution", "arrow_type", "parse_schema", "resolve", "spark_ddl", "spark_type"]
+__all__ = [
+    "AvroResolutionError",
+    "AvroSchema",
+    "AvroSchemaError",
+    "Decoder",
+    "Encoder",
+    "Resolution",
+    "arrow_type",
+    "parse_schema",
+    "resolve",
+    "spark_ddl",
+    "spark_type",
+]

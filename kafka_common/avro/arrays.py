@@ -10,8 +10,14 @@ import pyarrow as pa
 
 from .kernels import Cursor
 
-__all__ = ["from_buffers", "nulls_where", "assemble", "binary_array", "decimal_array",
-           "width_ordered"]
+__all__ = [
+    "from_buffers",
+    "nulls_where",
+    "assemble",
+    "binary_array",
+    "decimal_array",
+    "width_ordered",
+]
 
 
 def from_buffers(atype, values: np.ndarray) -> pa.Array:
@@ -45,13 +51,13 @@ def assemble(n: int, parts, atype) -> pa.Array:
 def binary_array(atype, data: np.ndarray, offsets: np.ndarray) -> pa.Array:
     if offsets[-1] > np.iinfo(np.int32).max:
         raise OverflowError("more than 2 GiB of bytes in one column of one batch")
-    return pa.Array.from_buffers(atype, offsets.size - 1,
-                                 [None, pa.py_buffer(offsets.astype(np.int32)),
-                                  pa.py_buffer(data)])
+    return pa.Array.from_buffers(
+        atype, offsets.size - 1, [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    )
 
 
 # 10**p for p = 0..38 as (high int64, low uint64) words: the decimal precision check
-_POW10 = [10 ** p for p in range(39)]
+_POW10 = [10**p for p in range(39)]
 
 
 def decimal_array(cur: Cursor, starts, lengths, row, atype) -> pa.Array:
@@ -63,7 +69,7 @@ def decimal_array(cur: Cursor, starts, lengths, row, atype) -> pa.Array:
         long_ = lengths > 16
         if long_.any():  # leading bytes must be the sign's extension
             for i in np.flatnonzero(long_):
-                raw = cur.a[starts[i]:starts[i] + lengths[i]].tobytes()
+                raw = cur.a[starts[i] : starts[i] + lengths[i]].tobytes()
                 v = int.from_bytes(raw, "big", signed=True)
                 if v.bit_length() > 127:
                     cur.bad[row[i]] = True
@@ -104,5 +110,7 @@ def width_ordered(group, offsets) -> bool:
     """Whether one group of items found is already in list order (the fixed-width path
     finds them slot by slot, in slot order, when all slots are in one block)."""
     sl, index, _ = group
-    return bool(sl.size == 0 or (np.all(sl[1:] >= sl[:-1])
-                                 and np.array_equal(offsets[sl] + index, np.arange(sl.size))))
+    return bool(
+        sl.size == 0
+        or (np.all(sl[1:] >= sl[:-1]) and np.array_equal(offsets[sl] + index, np.arange(sl.size)))
+    )

@@ -20,11 +20,17 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .arrays import (assemble, binary_array, decimal_array, from_buffers, nulls_where,
-                     width_ordered)
+from .arrays import assemble, binary_array, decimal_array, from_buffers, nulls_where, width_ordered
 from .defaults import default_array
-from .kernels import (Cursor, gather_slices, padded, read_blobs, read_fixed_width,
-                      read_lengths, read_varint)
+from .kernels import (
+    Cursor,
+    gather_slices,
+    padded,
+    read_blobs,
+    read_fixed_width,
+    read_lengths,
+    read_varint,
+)
 from .resolution import Resolution, resolve
 from .schema import AvroField, AvroSchema
 from .skipping import MAX_NESTING, Node, Skip, fixed_width, min_size, walk_blocks
@@ -125,9 +131,13 @@ class _Repeated(Node):
         item = res.writer.element
         self.min_item = min_size(item) + self.is_map
         self.width = None if self.is_map else fixed_width(item)
-        self.skipper = Skip(AvroSchema("record", fields=[
-            AvroField("key", AvroSchema("string")), AvroField("value", item)])
-            if self.is_map else item)
+        self.skipper = Skip(
+            AvroSchema(
+                "record", fields=[AvroField("key", AvroSchema("string")), AvroField("value", item)]
+            )
+            if self.is_map
+            else item
+        )
         self._child: Node | None = None
 
     def child(self) -> Node:
@@ -137,8 +147,9 @@ class _Repeated(Node):
         return self._child
 
     def read(self, cur, pos, end, row):
-        pos, count, found = walk_blocks(cur, pos, end, row, self.min_item, self.skipper,
-                                    self.width, record=True)
+        pos, count, found = walk_blocks(
+            cur, pos, end, row, self.min_item, self.skipper, self.width, record=True
+        )
         offsets = np.zeros(pos.size + 1, dtype=np.int64)
         np.cumsum(count, out=offsets[1:])
         total = int(offsets[-1])
@@ -202,8 +213,7 @@ class _Record(Node):
             f = r.fields[j]
             i = self.atype.get_field_index(f.name)
             if i >= 0:
-                arrays[i] = default_array(f.type, f.default, self.atype.field(i).type,
-                                          self.opts, n)
+                arrays[i] = default_array(f.type, f.default, self.atype.field(i).type, self.opts, n)
         fields = [self.atype.field(i) for i in range(self.atype.num_fields)]
         if not fields:
             return pa.Array.from_buffers(self.atype, n, [None], children=[]), pos
@@ -217,8 +227,10 @@ class _WriterUnion(Node):
 
     def branches(self) -> list[Node | None]:
         if self._branches is None:
-            self._branches = [None if isinstance(b, str) else compile_node(b, self.atype, self.opts)
-                              for b in self.res.branches]
+            self._branches = [
+                None if isinstance(b, str) else compile_node(b, self.atype, self.opts)
+                for b in self.res.branches
+            ]
         return self._branches
 
     def read(self, cur, pos, end, row):
@@ -262,8 +274,9 @@ class _ReaderUnion(Node):
                 t = self.atype.field(self.member).type if self.member >= 0 else None
             else:
                 t = self.atype
-            self._child = (Skip(self.res.writer) if t is None
-                           else compile_node(self.res.inner, t, self.opts))
+            self._child = (
+                Skip(self.res.writer) if t is None else compile_node(self.res.inner, t, self.opts)
+            )
         return self._child
 
     def read(self, cur, pos, end, row):
@@ -280,8 +293,7 @@ class _ReaderUnion(Node):
 
     def _struct(self, n, arr):
         fields = [self.atype.field(i) for i in range(self.atype.num_fields)]
-        children = [arr if i == self.member else pa.nulls(n, f.type)
-                    for i, f in enumerate(fields)]
+        children = [arr if i == self.member else pa.nulls(n, f.type) for i, f in enumerate(fields)]
         return pa.StructArray.from_arrays(children, fields=fields)
 
 
@@ -318,10 +330,16 @@ def _input_buffers(data):
             raise TypeError(f"Avro values must be a binary column, not {data.type}")
         n = len(data)
         bufs = data.buffers()
-        offsets = np.frombuffer(bufs[1], dtype=odt)[data.offset:data.offset + n + 1] \
-            if bufs[1] is not None else np.zeros(n + 1, dtype=odt)
-        valid = (np.ones(n, dtype=bool) if data.null_count == 0
-                 else data.is_valid().to_numpy(zero_copy_only=False))
+        offsets = (
+            np.frombuffer(bufs[1], dtype=odt)[data.offset : data.offset + n + 1]
+            if bufs[1] is not None
+            else np.zeros(n + 1, dtype=odt)
+        )
+        valid = (
+            np.ones(n, dtype=bool)
+            if data.null_count == 0
+            else data.is_valid().to_numpy(zero_copy_only=False)
+        )
         raw = bufs[2] if bufs[2] is not None else b""
         offsets = offsets.astype(np.int64)
         lo = int(offsets[0]) if n else 0
@@ -331,16 +349,19 @@ def _input_buffers(data):
     offsets = np.asarray(offsets, dtype=np.int64)
     n = offsets.size - 1
     lo, hi = int(offsets[0]), int(offsets[-1])
-    return (np.frombuffer(buffer, dtype=np.uint8)[lo:hi], offsets - lo,
-            np.ones(n, dtype=bool))
+    return (np.frombuffer(buffer, dtype=np.uint8)[lo:hi], offsets - lo, np.ones(n, dtype=bool))
 
 
 class Decoder:
     """Decodes Avro datums written with ``writer_schema`` as ``reader_schema`` (resolved
     once, here) into ``arrow_type(reader_schema, options)``."""
 
-    def __init__(self, writer_schema: AvroSchema, reader_schema: AvroSchema | None = None,
-                 options: dict | None = None):
+    def __init__(
+        self,
+        writer_schema: AvroSchema,
+        reader_schema: AvroSchema | None = None,
+        options: dict | None = None,
+    ):
         reader_schema = writer_schema if reader_schema is None else reader_schema
         self.opts = MappingOptions(options)
         got = arrow_field_of(reader_schema, self.opts)

@@ -51,8 +51,9 @@ def default_value(node: AvroSchema, value, atype: pa.DataType, opts: MappingOpti
     if t == "array":
         return [default_value(node.element, v, atype.value_type, opts) for v in value]
     if t == "map":
-        return [(k, default_value(node.element, v, atype.item_type, opts))
-                for k, v in value.items()]
+        return [
+            (k, default_value(node.element, v, atype.item_type, opts)) for k, v in value.items()
+        ]
     if t in ("bytes", "fixed"):
         raw = _blob(value)
         if pa.types.is_decimal(atype):
@@ -68,11 +69,13 @@ def default_value(node: AvroSchema, value, atype: pa.DataType, opts: MappingOpti
     return value
 
 
-def default_array(node: AvroSchema, value, atype: pa.DataType, opts: MappingOptions,
-                  n: int) -> pa.Array:
+def default_array(
+    node: AvroSchema, value, atype: pa.DataType, opts: MappingOptions, n: int
+) -> pa.Array:
     """``n`` copies of a default as an Arrow array of ``atype``."""
     one = pa.array([default_value(node, value, atype, opts)], type=atype)
     if n == 1:
         return one
     import numpy as np
+
     return one.take(pa.array(np.zeros(n, dtype=np.int64)))

@@ -72,9 +72,12 @@ def _blob_pieces(arr: pa.Array):
     arr = arr.cast(pa.large_binary()) if not pa.types.is_large_binary(arr.type) else arr
     n = len(arr)
     bufs = arr.buffers()
-    off = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + n + 1]
-    data = (np.frombuffer(bufs[2], dtype=np.uint8)[off[0]:off[-1]]
-            if bufs[2] is not None else np.zeros(0, dtype=np.uint8))
+    off = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset : arr.offset + n + 1]
+    data = (
+        np.frombuffer(bufs[2], dtype=np.uint8)[off[0] : off[-1]]
+        if bufs[2] is not None
+        else np.zeros(0, dtype=np.uint8)
+    )
     return concat_rows([_pieces_varint(np.diff(off)), (data, off - off[0])], n)
 
 
@@ -88,7 +91,7 @@ def _decimal_bytes(arr: pa.Array, fixed_size: int | None, where: str):
     """decimal128 values as big-endian two's complement: minimal, or ``fixed_size``."""
     n = len(arr)
     arr = arr.fill_null(0) if arr.null_count else arr
-    le = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset * 16:(arr.offset + n) * 16]
+    le = np.frombuffer(arr.buffers()[1], dtype=np.uint8)[arr.offset * 16 : (arr.offset + n) * 16]
     be = le.reshape(n, 16)[:, ::-1]
     neg = be[:, 0] >= 0x80
     sign = np.where(neg, 0xFF, 0).astype(np.uint8)
@@ -102,8 +105,9 @@ def _decimal_bytes(arr: pa.Array, fixed_size: int | None, where: str):
     length = np.maximum(length, 1)
     if fixed_size is not None:
         if (length > fixed_size).any():
-            raise AvroEncodeError(f"{where}: a decimal does not fit the fixed of {fixed_size} "
-                                  "bytes")
+            raise AvroEncodeError(
+                f"{where}: a decimal does not fit the fixed of {fixed_size} bytes"
+            )
         length = np.full(n, fixed_size, dtype=np.int64)
     width = max(17, fixed_size or 0)  # room for a sign byte, or the whole fixed
     wide = np.concatenate([np.repeat(sign[:, None], width - 16, axis=1), be], axis=1)
@@ -128,8 +132,10 @@ class _Enc:
         """(data, offsets) of the values of ``arr``; nulls must have been routed away."""
         s, t, n = self.s, self.s.type, len(arr)
         if t != "union" and t != "null" and arr.null_count:
-            raise AvroEncodeError(f"{self.where}: a null value, but the Avro type {s.name or t} "
-                                  "is not a union with null")
+            raise AvroEncodeError(
+                f"{self.where}: a null value, but the Avro type {s.name or t} "
+                "is not a union with null"
+            )
         if t == "null":
             return np.zeros(0, dtype=np.uint8), np.zeros(n + 1, dtype=np.int64)
         if t == "boolean":
@@ -154,12 +160,16 @@ class _Enc:
             lengths = pc.binary_length(a).to_numpy(zero_copy_only=False)
             if n and (lengths != s.size).any():
                 wrong = int(lengths[lengths != s.size][0])
-                raise AvroEncodeError(f"{self.where}: a value of {wrong} bytes for the fixed "
-                                      f"{s.name} of {s.size}")
+                raise AvroEncodeError(
+                    f"{self.where}: a value of {wrong} bytes for the fixed {s.name} of {s.size}"
+                )
             bufs = a.buffers()
-            off = np.frombuffer(bufs[1], dtype=np.int64)[a.offset:a.offset + n + 1]
-            data = (np.frombuffer(bufs[2], dtype=np.uint8)[off[0]:off[-1]] if n and s.size
-                    else np.zeros(0, dtype=np.uint8))
+            off = np.frombuffer(bufs[1], dtype=np.int64)[a.offset : a.offset + n + 1]
+            data = (
+                np.frombuffer(bufs[2], dtype=np.uint8)[off[0] : off[-1]]
+                if n and s.size
+                else np.zeros(0, dtype=np.uint8)
+            )
             return data, off - off[0]
         if t == "enum":
             index = pc.index_in(arr.cast(pa.string()), value_set=pa.array(list(s.symbols)))
@@ -197,24 +207,32 @@ class _Enc:
         for f in s.fields:
             i = arr.type.get_field_index(f.name)
             if i < 0:
-                raise AvroEncodeError(f"{self.where}: the column has no field {f.name!r} for "
-                                      f"the record {s.name}")
+                raise AvroEncodeError(
+                    f"{self.where}: the column has no field {f.name!r} for the record {s.name}"
+                )
             child = arr.field(i)
             parts.append(self.kid(f.name, f.type, f"{self.where}.{f.name}").encode(child))
         known = {f.name for f in s.fields}
-        extra = [arr.type.field(j).name for j in range(arr.type.num_fields)
-                 if arr.type.field(j).name not in known]
+        extra = [
+            arr.type.field(j).name
+            for j in range(arr.type.num_fields)
+            if arr.type.field(j).name not in known
+        ]
         if extra:  # as Spark's AvroSerializer: every column must have a place
-            raise AvroEncodeError(f"{self.where}: the field {extra[0]!r} is not in the record "
-                                  f"{s.name} ({', '.join(sorted(known))})")
+            raise AvroEncodeError(
+                f"{self.where}: the field {extra[0]!r} is not in the record "
+                f"{s.name} ({', '.join(sorted(known))})"
+            )
         return concat_rows(parts, n)
 
     def _repeated(self, arr: pa.Array):
         s, n = self.s, len(arr)
         is_map = s.type == "map"
-        if is_map != pa.types.is_map(arr.type) or not (pa.types.is_list(arr.type)
-                                                     or pa.types.is_large_list(arr.type)
-                                                     or pa.types.is_map(arr.type)):
+        if is_map != pa.types.is_map(arr.type) or not (
+            pa.types.is_list(arr.type)
+            or pa.types.is_large_list(arr.type)
+            or pa.types.is_map(arr.type)
+        ):
             raise AvroEncodeError(f"{self.where}: a {arr.type} column for an Avro {s.type}")
         offsets = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
         counts = np.diff(offsets)
@@ -244,20 +262,26 @@ class _Enc:
         nulls = [i for i, b in enumerate(s.branches) if b.type == "null"]
         others = [i for i, b in enumerate(s.branches) if b.type != "null"]
         branch = np.full(n, -1, dtype=np.int64)
-        valid = (np.ones(n, dtype=bool) if arr.null_count == 0
-                 else arr.is_valid().to_numpy(zero_copy_only=False))
+        valid = (
+            np.ones(n, dtype=bool)
+            if arr.null_count == 0
+            else arr.is_valid().to_numpy(zero_copy_only=False)
+        )
         if (~valid).any():
             if not nulls:
                 raise AvroEncodeError(f"{self.where}: a null value, but the union has no null")
             branch[~valid] = nulls[0]
         values_of = {}
-        member_struct = (len(others) > 1 and pa.types.is_struct(arr.type)
-                         and all(arr.type.field(j).name.startswith("member")
-                                 for j in range(arr.type.num_fields))
-                         and arr.type.num_fields == len(others)
-                         and not any(s.branches[i].type == "record"
-                                     and _same_field_names(s.branches[i], arr.type)
-                                     for i in others))
+        member_struct = (
+            len(others) > 1
+            and pa.types.is_struct(arr.type)
+            and all(arr.type.field(j).name.startswith("member") for j in range(arr.type.num_fields))
+            and arr.type.num_fields == len(others)
+            and not any(
+                s.branches[i].type == "record" and _same_field_names(s.branches[i], arr.type)
+                for i in others
+            )
+        )
         if member_struct:  # Spark's struct of members: the non-null one says the branch
             for j, i in enumerate(others):
                 m = arr.field(j)
@@ -280,7 +304,8 @@ class _Enc:
                 continue
             b = s.branches[i]
             data, off = self.kid(i, b, f"{self.where}<{b.name or b.type}>").encode(
-                values_of[i].take(pa.array(sel)))
+                values_of[i].take(pa.array(sel))
+            )
             parts.append((sel, data, off))
         # scatter each branch's pieces to its rows
         lengths = np.zeros(n, dtype=np.int64)
@@ -307,6 +332,7 @@ def n_out_of_int32(v: np.ndarray) -> bool:
 
 def _branch_for(s: AvroSchema, others, t: pa.DataType) -> int:
     """The first union branch that holds Arrow type ``t``."""
+
     def fits(b: AvroSchema) -> bool:
         bt = b.type
         if pa.types.is_struct(t):
@@ -319,7 +345,8 @@ def _branch_for(s: AvroSchema, others, t: pa.DataType) -> int:
             return b.logical == "decimal"
         if pa.types.is_timestamp(t):
             return bt == "long" and (b.logical or "").startswith(
-                "timestamp" if t.tz is not None else "local-timestamp")
+                "timestamp" if t.tz is not None else "local-timestamp"
+            )
         if pa.types.is_date(t):
             return bt == "int" and b.logical == "date"
         if pa.types.is_string(t) or pa.types.is_large_string(t):
@@ -333,6 +360,7 @@ def _branch_for(s: AvroSchema, others, t: pa.DataType) -> int:
         if pa.types.is_floating(t):
             return bt == ("float" if t.bit_width == 32 else "double")
         return False
+
     for i in others:
         if fits(s.branches[i]):
             return i
@@ -354,8 +382,11 @@ class Encoder:
         if isinstance(arr, pa.ChunkedArray):
             arr = arr.combine_chunks()
         n = len(arr)
-        valid = (np.ones(n, dtype=bool) if arr.null_count == 0 or self.schema.type == "union"
-                 else arr.is_valid().to_numpy(zero_copy_only=False))
+        valid = (
+            np.ones(n, dtype=bool)
+            if arr.null_count == 0 or self.schema.type == "union"
+            else arr.is_valid().to_numpy(zero_copy_only=False)
+        )
         rows = np.flatnonzero(valid)
         part = arr if rows.size == n else arr.take(pa.array(rows))
         data, offsets = self.root.encode(part)
@@ -366,11 +397,14 @@ class Encoder:
             np.cumsum(lengths, out=full[1:])
             offsets = full
         if offsets[-1] > np.iinfo(np.int32).max:
-            return pa.Array.from_buffers(pa.large_binary(), n, [
-                _validity(valid),
-                pa.py_buffer(offsets), pa.py_buffer(data)])
-        return pa.Array.from_buffers(pa.binary(), n, [
-            _validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)])
+            return pa.Array.from_buffers(
+                pa.large_binary(), n, [_validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+            )
+        return pa.Array.from_buffers(
+            pa.binary(),
+            n,
+            [_validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)],
+        )
 
 
 def _validity(valid: np.ndarray):

@@ -22,13 +22,12 @@ class Cursor:
     """The buffer and the per-row error flags shared by every read of one decode call."""
 
     def __init__(self, a: np.ndarray, nrows: int):
-        self.a = a                      # uint8, PAD readable bytes after the data
+        self.a = a  # uint8, PAD readable bytes after the data
         self.bad = np.zeros(nrows, dtype=bool)
-        self.depth = 0                  # records being read, one inside the other
+        self.depth = 0  # records being read, one inside the other
         # the 8 bytes starting at every byte as one little-endian uint64 (an unaligned
         # view, no copy): a gather of fixed-width values is one 8-byte load per slot
-        self.word = np.ndarray(shape=(max(a.size - 8, 0),), dtype="<u8", buffer=a,
-                               strides=(1,))
+        self.word = np.ndarray(shape=(max(a.size - 8, 0),), dtype="<u8", buffer=a, strides=(1,))
 
     def fail(self, row: np.ndarray, pos: np.ndarray, end: np.ndarray, which: np.ndarray):
         """Mark the rows of the slots selected by the bool mask ``which`` bad and park
@@ -60,7 +59,7 @@ def _varints_word(cur: Cursor, pos):
     size = (_popcount(lowest - np.uint64(1)).astype(np.int64) >> 3) + 1
     p = x & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7
     raw = p & np.uint64(0x7F)
-    for down, up in _SHIFTS[1:int(size.max()) if size.size else 0]:  # the bytes present
+    for down, up in _SHIFTS[1 : int(size.max()) if size.size else 0]:  # the bytes present
         raw |= ((p >> down) & np.uint64(0x7F)) << up
     return raw, size, longer
 
@@ -161,8 +160,9 @@ def gather_slices(a: np.ndarray, starts: np.ndarray, lengths: np.ndarray):
         # length at each start (one row copy per slice, reading at most ``widest`` bytes
         # past it, inside the buffer's PAD), keep each row's first ``length`` bytes; for
         # shorter slices the per-byte positions below cost less
-        win = np.lib.stride_tricks.as_strided(a, shape=(a.size - widest + 1, widest),
-                                              strides=(1, 1))
+        win = np.lib.stride_tricks.as_strided(
+            a, shape=(a.size - widest + 1, widest), strides=(1, 1)
+        )
         return win[starts][_KEEP[widest][lengths]], offsets
     shift = np.repeat(starts - offsets[:-1], lengths)
     shift += np.arange(total, dtype=np.int64)
@@ -186,5 +186,5 @@ def padded(data, extra: int = PAD) -> np.ndarray:
     """A uint8 copy of ``data`` with ``extra`` zero bytes after it."""
     src = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data
     out = np.zeros(src.size + extra, dtype=np.uint8)
-    out[:src.size] = src
+    out[: src.size] = src
     return out

@@ -73,8 +73,11 @@ class Resolution:
 
 
 def _names_match(w: AvroSchema, r: AvroSchema) -> bool:
-    return (w.simple_name == r.simple_name or w.name in r.aliases
-            or any(a.rsplit(".", 1)[-1] == w.simple_name for a in r.aliases))
+    return (
+        w.simple_name == r.simple_name
+        or w.name in r.aliases
+        or any(a.rsplit(".", 1)[-1] == w.simple_name for a in r.aliases)
+    )
 
 
 def _same_kind(w: AvroSchema, r: AvroSchema) -> bool:
@@ -125,7 +128,8 @@ class _Resolver:
             if i < 0:
                 raise AvroResolutionError(
                     f"at {path}: the writer's {w.name or w.type} matches no branch of the "
-                    f"reader's union [{', '.join(b.name or b.type for b in r.branches)}]")
+                    f"reader's union [{', '.join(b.name or b.type for b in r.branches)}]"
+                )
             node = Resolution("reader_union", w, r, branch=i)
             self.memo[key] = node
             b = r.branches[i]
@@ -143,8 +147,10 @@ class _Resolver:
                 return node
             if w.type == "fixed":
                 if w.size != r.size:
-                    raise AvroResolutionError(f"at {path}: the writer's fixed {w.name} has "
-                                              f"{w.size} bytes, the reader's {r.name} {r.size}")
+                    raise AvroResolutionError(
+                        f"at {path}: the writer's fixed {w.name} has "
+                        f"{w.size} bytes, the reader's {r.name} {r.size}"
+                    )
                 return self._leaf("fixed", w, r, key)
             if w.type == "array":
                 node = Resolution("array", w, r)
@@ -159,8 +165,10 @@ class _Resolver:
             return self._leaf("primitive", w, r, key)
         if r.type in PROMOTIONS.get(w.type, ()):
             return self._leaf("primitive", w, r, key)
-        raise AvroResolutionError(f"at {path}: the writer's {w.name or w.type} cannot be read "
-                                  f"as the reader's {r.name or r.type}")
+        raise AvroResolutionError(
+            f"at {path}: the writer's {w.name or w.type} cannot be read "
+            f"as the reader's {r.name or r.type}"
+        )
 
     def _leaf(self, kind, w, r, key):
         node = Resolution(kind, w, r)
@@ -183,15 +191,17 @@ class _Resolver:
                 node.steps.append((None, skip(wf.type)))
                 continue
             used.add(j)
-            node.steps.append((j, self.resolve(wf.type, r.fields[j].type,
-                                               f"{path}.{r.fields[j].name}")))
+            node.steps.append(
+                (j, self.resolve(wf.type, r.fields[j].type, f"{path}.{r.fields[j].name}"))
+            )
         for j, rf in enumerate(r.fields):
             if j in used:
                 continue
             if not rf.has_default:
                 raise AvroResolutionError(
                     f"at {path}: the reader's field {rf.name!r} of record {r.name} is not in "
-                    f"the writer's record {w.name} and has no default")
+                    f"the writer's record {w.name} and has no default"
+                )
             node.defaults.append(j)
         return node
 

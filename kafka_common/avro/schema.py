@@ -48,15 +48,15 @@ class AvroSchema:
     logical: str | None = None
     precision: int = 0
     scale: int = 0
-    name: str | None = None          # full name of a named type
-    aliases: tuple = ()              # full names
-    fields: list = field(default_factory=list)     # records: list of AvroField
-    symbols: tuple = ()              # enums
+    name: str | None = None  # full name of a named type
+    aliases: tuple = ()  # full names
+    fields: list = field(default_factory=list)  # records: list of AvroField
+    symbols: tuple = ()  # enums
     enum_default: str | None = None
-    size: int = 0                    # fixed
+    size: int = 0  # fixed
     items: AvroSchema | None = None  # arrays
     values: AvroSchema | None = None  # maps
-    branches: list = field(default_factory=list)   # unions
+    branches: list = field(default_factory=list)  # unions
     props: dict = field(default_factory=dict)
 
     @property
@@ -124,14 +124,35 @@ class _Parser:
         if not isinstance(obj, dict) or "type" not in obj:
             raise AvroSchemaError(f"not an Avro schema at {path}: {obj!r:.80}")
         t = obj["type"]
-        if isinstance(t, (dict, list)) or (isinstance(t, str) and t not in PRIMITIVES
-                                          and t not in NAMED and t not in ("array", "map")):
+        if isinstance(t, (dict, list)) or (
+            isinstance(t, str)
+            and t not in PRIMITIVES
+            and t not in NAMED
+            and t not in ("array", "map")
+        ):
             # {"type": {...}} or {"type": "SomeName"}: a wrapper around another schema
             return self.parse(t, namespace, path)
-        props = {k: v for k, v in obj.items()
-                 if k not in ("type", "name", "namespace", "fields", "symbols", "items",
-                              "values", "size", "aliases", "doc", "default", "logicalType",
-                              "precision", "scale")}
+        props = {
+            k: v
+            for k, v in obj.items()
+            if k
+            not in (
+                "type",
+                "name",
+                "namespace",
+                "fields",
+                "symbols",
+                "items",
+                "values",
+                "size",
+                "aliases",
+                "doc",
+                "default",
+                "logicalType",
+                "precision",
+                "scale",
+            )
+        }
         if t in PRIMITIVES:
             node = AvroSchema(t, props=props)
             self._logical(node, obj)
@@ -139,13 +160,15 @@ class _Parser:
         if t == "array":
             if "items" not in obj:
                 raise AvroSchemaError(f"array without items at {path}")
-            return AvroSchema("array", items=self.parse(obj["items"], namespace, path + ".items"),
-                              props=props)
+            return AvroSchema(
+                "array", items=self.parse(obj["items"], namespace, path + ".items"), props=props
+            )
         if t == "map":
             if "values" not in obj:
                 raise AvroSchemaError(f"map without values at {path}")
-            return AvroSchema("map", values=self.parse(obj["values"], namespace, path + ".values"),
-                              props=props)
+            return AvroSchema(
+                "map", values=self.parse(obj["values"], namespace, path + ".values"), props=props
+            )
         # named types
         name = obj.get("name")
         if not isinstance(name, str) or not name:
@@ -155,8 +178,7 @@ class _Parser:
             ns = name.rsplit(".", 1)[0]
         full = _full_name(name, ns)
         aliases = tuple(_full_name(a, ns) for a in obj.get("aliases", ()) or ())
-        node = AvroSchema("record" if t == "error" else t, name=full, aliases=aliases,
-                          props=props)
+        node = AvroSchema("record" if t == "error" else t, name=full, aliases=aliases, props=props)
         if full in self.names:
             raise AvroSchemaError(f"type {full!r} defined twice (at {path})")
         self.names[full] = node
@@ -167,19 +189,28 @@ class _Parser:
                 raise AvroSchemaError(f"record {full!r} without a fields list")
             seen = set()
             for i, f in enumerate(fields):
-                if not isinstance(f, dict) or not isinstance(f.get("name"), str) \
-                        or "type" not in f:
+                if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
                     raise AvroSchemaError(f"field {i} of record {full!r} needs a name and a type")
                 if f["name"] in seen:
                     raise AvroSchemaError(f"record {full!r} has field {f['name']!r} twice")
                 seen.add(f["name"])
                 ftype = self.parse(f["type"], ns, f"{where}.{f['name']}")
-                node.fields.append(AvroField(f["name"], ftype, f.get("default"),
-                                             "default" in f, tuple(f.get("aliases", ()) or ())))
+                node.fields.append(
+                    AvroField(
+                        f["name"],
+                        ftype,
+                        f.get("default"),
+                        "default" in f,
+                        tuple(f.get("aliases", ()) or ()),
+                    )
+                )
         elif t == "enum":
             symbols = obj.get("symbols")
-            if not isinstance(symbols, list) or not all(isinstance(s, str) for s in symbols) \
-                    or len(set(symbols)) != len(symbols):
+            if (
+                not isinstance(symbols, list)
+                or not all(isinstance(s, str) for s in symbols)
+                or len(set(symbols)) != len(symbols)
+            ):
                 raise AvroSchemaError(f"enum {full!r} needs a list of distinct symbols")
             node.symbols = tuple(symbols)
             default = obj.get("default")

@@ -13,8 +13,15 @@ import numpy as np
 from .kernels import Cursor, read_lengths, read_varint
 from .schema import AvroField, AvroSchema
 
-__all__ = ["MAX_NESTING", "ZERO_WIDTH_ITEMS_LIMIT", "Node", "Skip", "fixed_width", "min_size",
-           "walk_blocks"]
+__all__ = [
+    "MAX_NESTING",
+    "ZERO_WIDTH_ITEMS_LIMIT",
+    "Node",
+    "Skip",
+    "fixed_width",
+    "min_size",
+    "walk_blocks",
+]
 
 # an array or map of values that take no bytes (nulls, empty records) may not claim more
 # items than this per row: the bytes cannot bound it, the memory must
@@ -66,8 +73,17 @@ class Skip(Node):
             elif w.type == "array":
                 self._children = [Skip(w.element)]
             elif w.type == "map":
-                self._children = [Skip(AvroSchema("record", fields=[
-                    AvroField("key", AvroSchema("string")), AvroField("value", w.element)]))]
+                self._children = [
+                    Skip(
+                        AvroSchema(
+                            "record",
+                            fields=[
+                                AvroField("key", AvroSchema("string")),
+                                AvroField("value", w.element),
+                            ],
+                        )
+                    )
+                ]
             elif w.type == "union":
                 self._children = [Skip(b) for b in w.branches]
             else:
@@ -115,8 +131,9 @@ class Skip(Node):
         # array, map: blocks; a block with its byte size is jumped over
         item = self.w.element
         item_width = fixed_width(item) if t == "array" else None
-        return walk_blocks(cur, pos, end, row, min_size(item) + (t == "map"), self.children()[0],
-                       item_width)
+        return walk_blocks(
+            cur, pos, end, row, min_size(item) + (t == "map"), self.children()[0], item_width
+        )
 
 
 def fixed_width(node: AvroSchema, seen=None):
@@ -182,8 +199,13 @@ def walk_blocks(cur, pos, end, row, min_item, skipper, width=None, record=False)
                 total = int(cs.sum())
                 first = np.repeat(np.cumsum(cs) - cs, cs)
                 within = np.arange(total, dtype=np.int64) - first
-                found.append((np.repeat(slots, cs), np.repeat(count[slots], cs) + within,
-                              np.repeat(ps, cs) + within * width))
+                found.append(
+                    (
+                        np.repeat(slots, cs),
+                        np.repeat(count[slots], cs) + within,
+                        np.repeat(ps, cs) + within * width,
+                    )
+                )
             pos[slots] = ps + cs * width
             count[slots] += cs
         elif slots.size:
@@ -203,8 +225,14 @@ def walk_blocks(cur, pos, end, row, min_item, skipper, width=None, record=False)
                 if bad.any():  # corrupt rows stop here; the others keep their order
                     cs[:k][bad] = j
                     order = np.argsort(-cs, kind="stable")
-                    slots, cs, ps, es, rs, base = (slots[order], cs[order], ps[order],
-                                                   es[order], rs[order], base[order])
+                    slots, cs, ps, es, rs, base = (
+                        slots[order],
+                        cs[order],
+                        ps[order],
+                        es[order],
+                        rs[order],
+                        base[order],
+                    )
                     desc = -cs
                     top = int(cs[0])
             pos[slots] = ps

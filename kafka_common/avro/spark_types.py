@@ -42,8 +42,9 @@ class MappingOptions:
         try:
             self.max_depth = int(raw)
         except (TypeError, ValueError):
-            raise AvroSchemaError(f"option {RECURSION_OPTION} must be an integer, "
-                                  f"got {raw!r}") from None
+            raise AvroSchemaError(
+                f"option {RECURSION_OPTION} must be an integer, got {raw!r}"
+            ) from None
 
 
 def union_shape(node: AvroSchema):
@@ -71,8 +72,10 @@ def member_names(branches, opts: MappingOptions) -> list[str]:
     for b in branches:
         n = f"{opts.stable_prefix}{b.simple_name}"
         if n.lower() in seen:
-            raise AvroSchemaError("Cannot generate stable identifier for Avro union type due "
-                                  f"to name conflict of type name {b.simple_name}")
+            raise AvroSchemaError(
+                "Cannot generate stable identifier for Avro union type due "
+                f"to name conflict of type name {b.simple_name}"
+            )
         seen.add(n.lower())
         names.append(n)
     return names
@@ -93,12 +96,19 @@ def arrow_field_of(node: AvroSchema, opts: MappingOptions, depths: dict | None =
     if t in ("bytes", "fixed"):
         if node.logical == "decimal":
             if node.precision > 38:
-                raise AvroSchemaError(f"decimal precision {node.precision} is above Spark's "
-                                      "limit of 38")
+                raise AvroSchemaError(
+                    f"decimal precision {node.precision} is above Spark's limit of 38"
+                )
             return pa.decimal128(node.precision, node.scale), False
         return pa.binary(), False
-    simple = {"string": pa.string(), "boolean": pa.bool_(), "double": pa.float64(),
-              "float": pa.float32(), "enum": pa.string(), "null": pa.null()}
+    simple = {
+        "string": pa.string(),
+        "boolean": pa.bool_(),
+        "double": pa.float64(),
+        "float": pa.float32(),
+        "enum": pa.string(),
+        "null": pa.null(),
+    }
     if t in simple:
         return simple[t], t == "null"
     if t == "record":
@@ -107,7 +117,8 @@ def arrow_field_of(node: AvroSchema, opts: MappingOptions, depths: dict | None =
             raise AvroSchemaError(
                 f"Found recursive reference in Avro schema ({node.name}), which can not be "
                 f"processed by Spark by default. Try setting the option `{RECURSION_OPTION}` "
-                "to 1 - 12. Going beyond 12 levels of recursion is not allowed.")
+                "to 1 - 12. Going beyond 12 levels of recursion is not allowed."
+            )
         if depth > 0 and depth >= opts.max_depth:
             return None
         inner = dict(depths)
@@ -127,8 +138,9 @@ def arrow_field_of(node: AvroSchema, opts: MappingOptions, depths: dict | None =
         got = arrow_field_of(node.element, opts, depths)
         if got is None:
             return None
-        return pa.map_(pa.field("key", pa.string(), nullable=False),
-                       pa.field("value", got[0], nullable=got[1])), False
+        return pa.map_(
+            pa.field("key", pa.string(), nullable=False), pa.field("value", got[0], nullable=got[1])
+        ), False
     if t == "union":
         kind, branches, nullable = union_shape(node)
         if kind == "null":
@@ -168,8 +180,9 @@ def spark_ddl(t: pa.DataType) -> str:
         parts = []
         for i in range(t.num_fields):
             f = t.field(i)
-            parts.append(f"{_quote(f.name)}: {spark_ddl(f.type)}"
-                         + ("" if f.nullable else " NOT NULL"))
+            parts.append(
+                f"{_quote(f.name)}: {spark_ddl(f.type)}" + ("" if f.nullable else " NOT NULL")
+            )
         return "struct<" + ", ".join(parts) + ">"
     if pa.types.is_map(t):
         return f"map<string, {spark_ddl(t.item_type)}>"
@@ -179,9 +192,17 @@ def spark_ddl(t: pa.DataType) -> str:
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
-    simple = {pa.int32(): "int", pa.int64(): "bigint", pa.float32(): "float",
-              pa.float64(): "double", pa.bool_(): "boolean", pa.string(): "string",
-              pa.binary(): "binary", pa.date32(): "date", pa.null(): "void"}
+    simple = {
+        pa.int32(): "int",
+        pa.int64(): "bigint",
+        pa.float32(): "float",
+        pa.float64(): "double",
+        pa.bool_(): "boolean",
+        pa.string(): "string",
+        pa.binary(): "binary",
+        pa.date32(): "date",
+        pa.null(): "void",
+    }
     if t in simple:
         return simple[t]
     raise TypeError(f"no Spark type for Arrow type {t}")
@@ -191,9 +212,14 @@ def spark_type(t: pa.DataType):
     """The ``pyspark.sql.types`` type of an Arrow type from ``arrow_type`` (with every
     nullability flag); imports pyspark."""
     from pyspark.sql import types as T
+
     if pa.types.is_struct(t):
-        return T.StructType([T.StructField(t.field(i).name, spark_type(t.field(i).type),
-                                           t.field(i).nullable) for i in range(t.num_fields)])
+        return T.StructType(
+            [
+                T.StructField(t.field(i).name, spark_type(t.field(i).type), t.field(i).nullable)
+                for i in range(t.num_fields)
+            ]
+        )
     if pa.types.is_map(t):
         return T.MapType(T.StringType(), spark_type(t.item_type), t.item_field.nullable)
     if pa.types.is_list(t):
@@ -202,9 +228,17 @@ def spark_type(t: pa.DataType):
         return T.DecimalType(t.precision, t.scale)
     if pa.types.is_timestamp(t):
         return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
-    simple = {pa.int32(): T.IntegerType, pa.int64(): T.LongType, pa.float32(): T.FloatType,
-              pa.float64(): T.DoubleType, pa.bool_(): T.BooleanType, pa.string(): T.StringType,
-              pa.binary(): T.BinaryType, pa.date32(): T.DateType, pa.null(): T.NullType}
+    simple = {
+        pa.int32(): T.IntegerType,
+        pa.int64(): T.LongType,
+        pa.float32(): T.FloatType,
+        pa.float64(): T.DoubleType,
+        pa.bool_(): T.BooleanType,
+        pa.string(): T.StringType,
+        pa.binary(): T.BinaryType,
+        pa.date32(): T.DateType,
+        pa.null(): T.NullType,
+    }
     if t in simple:
         return simple[t]()
     raise TypeError(f"no Spark type for Arrow type {t}")
@@ -212,12 +246,13 @@ def spark_type(t: pa.DataType):
 
 # ---- Spark -> Avro (to_avro) -----------------------------------------------------------
 
-def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord",
-                   namespace: str = ""):
+
+def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord", namespace: str = ""):
     """The Avro schema Spark's ``to_avro`` (``SchemaConverters.toAvroType``) writes a
     column of ``data_type`` with: records named after their fields, nullable types as a
     union of the type and null."""
     from pyspark.sql import types as T
+
     t = data_type
     avro: str | dict[str, object]
     if isinstance(t, T.BooleanType):
@@ -241,25 +276,39 @@ def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord",
     elif isinstance(t, T.TimestampType):
         avro = {"type": "long", "logicalType": "timestamp-micros"}
     elif isinstance(t, T.DecimalType):
-        size = next(n for n in range(1, 17) if 2 ** (8 * n - 1) > 10 ** t.precision)
-        avro = {"type": "fixed", "name": name,
-                **({"namespace": namespace} if namespace else {}), "size": size,
-                "logicalType": "decimal", "precision": t.precision, "scale": t.scale}
+        size = next(n for n in range(1, 17) if 2 ** (8 * n - 1) > 10**t.precision)
+        avro = {
+            "type": "fixed",
+            "name": name,
+            **({"namespace": namespace} if namespace else {}),
+            "size": size,
+            "logicalType": "decimal",
+            "precision": t.precision,
+            "scale": t.scale,
+        }
     elif isinstance(t, T.ArrayType):
-        avro = {"type": "array", "items": avro_schema_of(t.elementType, t.containsNull, name,
-                                                          namespace)}
+        avro = {
+            "type": "array",
+            "items": avro_schema_of(t.elementType, t.containsNull, name, namespace),
+        }
     elif isinstance(t, T.MapType):
         if not isinstance(t.keyType, T.StringType):
             raise ConfigError(f"Avro maps need string keys, not {t.keyType.simpleString()}")
-        avro = {"type": "map", "values": avro_schema_of(t.valueType, t.valueContainsNull,
-                                                         name, namespace)}
+        avro = {
+            "type": "map",
+            "values": avro_schema_of(t.valueType, t.valueContainsNull, name, namespace),
+        }
     elif isinstance(t, T.StructType):
         inner = f"{namespace}.{name}" if namespace else name
-        avro = {"type": "record", "name": name,
-                **({"namespace": namespace} if namespace else {}),
-                "fields": [{"name": f.name, "type": avro_schema_of(f.dataType, f.nullable,
-                                                                   f.name, inner)}
-                           for f in t.fields]}
+        avro = {
+            "type": "record",
+            "name": name,
+            **({"namespace": namespace} if namespace else {}),
+            "fields": [
+                {"name": f.name, "type": avro_schema_of(f.dataType, f.nullable, f.name, inner)}
+                for f in t.fields
+            ],
+        }
     else:
         raise ConfigError(f"no Avro type for Spark's {t.simpleString()}")
     return [avro, "null"] if nullable else avro

@@ -49,10 +49,17 @@ def _from_env() -> AwsCredentials | None:
 _BOTOCORE: BoundedCache[tuple, tuple] = BoundedCache(64)  # key -> (credentials, until)
 _STATIC_S = 300  # how long botocore's credentials without an expiry are kept
 #: The environment botocore's chain reads: another value is another set of credentials.
-_CHAIN_ENV = ("AWS_PROFILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
-              "AWS_ACCESS_KEY_ID", "AWS_ROLE_ARN", "AWS_WEB_IDENTITY_TOKEN_FILE",
-              "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-              "AWS_EC2_METADATA_DISABLED")
+_CHAIN_ENV = (
+    "AWS_PROFILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_CONFIG_FILE",
+    "AWS_ACCESS_KEY_ID",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_EC2_METADATA_DISABLED",
+)
 
 
 def _botocore_credentials(profile: str | None):
@@ -87,14 +94,22 @@ def _from_botocore(profile: str | None) -> AwsCredentials | None:
     if creds is None:
         return None
     frozen = creds.get_frozen_credentials()  # refreshed by botocore ahead of expiry
-    return AwsCredentials(frozen.access_key, Secret(frozen.secret_key),
-                          Secret(frozen.token) if frozen.token else None, _expiry(creds))
+    return AwsCredentials(
+        frozen.access_key,
+        Secret(frozen.secret_key),
+        Secret(frozen.token) if frozen.token else None,
+        _expiry(creds),
+    )
 
 
 def _from_files(profile: str) -> AwsCredentials | None:
-    files = ((os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials", profile),
-             (os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
-              profile if profile == "default" else f"profile {profile}"))
+    files = (
+        (os.environ.get("AWS_SHARED_CREDENTIALS_FILE") or "~/.aws/credentials", profile),
+        (
+            os.environ.get("AWS_CONFIG_FILE") or "~/.aws/config",
+            profile if profile == "default" else f"profile {profile}",
+        ),
+    )
     for path, section in files:
         parser = configparser.RawConfigParser()
         try:
@@ -105,9 +120,11 @@ def _from_files(profile: str) -> AwsCredentials | None:
             items = dict(parser.items(section))
             if items.get("aws_access_key_id") and items.get("aws_secret_access_key"):
                 token = items.get("aws_session_token")
-                return AwsCredentials(items["aws_access_key_id"],
-                                      Secret(items["aws_secret_access_key"]),
-                                      Secret(token) if token else None)
+                return AwsCredentials(
+                    items["aws_access_key_id"],
+                    Secret(items["aws_secret_access_key"]),
+                    Secret(token) if token else None,
+                )
     return None
 
 
@@ -134,29 +151,41 @@ class MskCredentials:
         if self.profile:
             found = _from_botocore(self.profile) or _from_files(self.profile)
             if found is None:
-                raise ConfigError(f"awsProfileName: the profile {self.profile!r} holds no "
-                                  "credentials")
+                raise ConfigError(
+                    f"awsProfileName: the profile {self.profile!r} holds no credentials"
+                )
             return found
         found = _from_env() or _from_botocore(None)
         if found is None:
-            raise ConfigError("AWS MSK IAM: no AWS credentials: set AWS_ACCESS_KEY_ID and "
-                              "AWS_SECRET_ACCESS_KEY, or awsProfileName or awsRoleArn in "
-                              "kafka.sasl.jaas.config, or install botocore (the aws extra) "
-                              "for its credential chain")
+            raise ConfigError(
+                "AWS MSK IAM: no AWS credentials: set AWS_ACCESS_KEY_ID and "
+                "AWS_SECRET_ACCESS_KEY, or awsProfileName or awsRoleArn in "
+                "kafka.sasl.jaas.config, or install botocore (the aws extra) "
+                "for its credential chain"
+            )
         return found
 
     def resolve(self) -> AwsCredentials:
         """The credentials to sign with now."""
         if not self.role_arn:
             return self._base()
-        key = (self.profile, self.role_arn, self.role_session_name, self.sts_region,
-               self.role_base.access_key_id if self.role_base else None)
+        key = (
+            self.profile,
+            self.role_arn,
+            self.role_session_name,
+            self.sts_region,
+            self.role_base.access_key_id if self.role_base else None,
+        )
         with _LOCK:
             cached = _CACHE.get(key)
             if cached is not None and (cached.expires_at or 0) - _EARLY_S > time.time():
                 return cached
             from .sts import assume_role
-            region = self.sts_region or os.environ.get("AWS_REGION") or \
-                os.environ.get("AWS_DEFAULT_REGION")
+
+            region = (
+                self.sts_region
+                or os.environ.get("AWS_REGION")
+                or os.environ.get("AWS_DEFAULT_REGION")
+            )
             fresh = assume_role(self._base(), self.role_arn, self.role_session_name, region)
             return _CACHE.put(key, fresh)

@@ -21,22 +21,43 @@ from dataclasses import dataclass
 from protocol.config import Secret
 from protocol.errors import ConfigError
 from protocol.sasl import canonical_class
-from protocol.sasl_aws_msk_iam import (EXPIRES_S, AwsCredentials, AwsMskIamMechanism,
-                                       msk_iam_payload, msk_oauth_token, region_from_host)
+from protocol.sasl_aws_msk_iam import (
+    EXPIRES_S,
+    AwsCredentials,
+    AwsMskIamMechanism,
+    msk_iam_payload,
+    msk_oauth_token,
+    region_from_host,
+)
 
 from .. import trust
 from ..oauth.tokens import BearerToken
 from .credentials import MskCredentials
 
-__all__ = ["IAM_LOGIN_MODULE", "MskIamFactory", "MskOAuthSource", "msk_iam_factory",
-           "msk_oauth_source", "USER_AGENT"]
+__all__ = [
+    "IAM_LOGIN_MODULE",
+    "MskIamFactory",
+    "MskOAuthSource",
+    "msk_iam_factory",
+    "msk_oauth_source",
+    "USER_AGENT",
+]
 
 IAM_LOGIN_MODULE = trust.LOGIN_MODULES["AWS_MSK_IAM"]
 IAM_CLIENT_HANDLER = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
 USER_AGENT = "pyspark-pykafka/0.1.0"
-_KNOWN = {"awsProfileName", "awsRoleArn", "awsRoleSessionName", "awsStsRegion",
-          "awsRoleAccessKeyId", "awsRoleSecretAccessKey", "awsRoleSessionToken",
-          "awsDebugCreds", "awsMaxRetries", "awsMaxBackOffTimeMs"}
+_KNOWN = {
+    "awsProfileName",
+    "awsRoleArn",
+    "awsRoleSessionName",
+    "awsStsRegion",
+    "awsRoleAccessKeyId",
+    "awsRoleSecretAccessKey",
+    "awsRoleSessionToken",
+    "awsDebugCreds",
+    "awsMaxRetries",
+    "awsMaxBackOffTimeMs",
+}
 
 
 def _env_region() -> str | None:
@@ -51,26 +72,32 @@ def msk_credentials(options: dict[str, str]) -> MskCredentials:
     """The credential options of the JAAS line (unknown ones are an error naming them)."""
     unknown = sorted(set(options) - _KNOWN)
     if unknown:
-        raise ConfigError(f"kafka.sasl.jaas.config: unknown MSK IAM options {unknown}; "
-                          f"known: {sorted(_KNOWN)}")
+        raise ConfigError(
+            f"kafka.sasl.jaas.config: unknown MSK IAM options {unknown}; known: {sorted(_KNOWN)}"
+        )
     base = None
     if options.get("awsRoleAccessKeyId") or options.get("awsRoleSecretAccessKey"):
         if not options.get("awsRoleArn"):
             raise ConfigError("kafka.sasl.jaas.config: awsRoleAccessKeyId needs awsRoleArn")
         token = options.get("awsRoleSessionToken")
-        base = AwsCredentials(options.get("awsRoleAccessKeyId", ""),
-                              Secret(options.get("awsRoleSecretAccessKey", "")),
-                              Secret(token) if token else None)
-    credentials = MskCredentials(profile=options.get("awsProfileName") or None,
-                                 role_arn=options.get("awsRoleArn") or None,
-                                 role_session_name=options.get("awsRoleSessionName")
-                                 or "aws-msk-iam-auth",
-                                 sts_region=options.get("awsStsRegion") or None,
-                                 role_base=base)
+        base = AwsCredentials(
+            options.get("awsRoleAccessKeyId", ""),
+            Secret(options.get("awsRoleSecretAccessKey", "")),
+            Secret(token) if token else None,
+        )
+    credentials = MskCredentials(
+        profile=options.get("awsProfileName") or None,
+        role_arn=options.get("awsRoleArn") or None,
+        role_session_name=options.get("awsRoleSessionName") or "aws-msk-iam-auth",
+        sts_region=options.get("awsStsRegion") or None,
+        role_base=base,
+    )
     if credentials.role_arn:  # the STS endpoint must be allowed: say so before any task
         from .sts import STS_OPTION, sts_endpoint
-        trust.check_url(sts_endpoint(credentials.sts_region or _env_region()), STS_OPTION,
-                        "STS endpoint")
+
+        trust.check_url(
+            sts_endpoint(credentials.sts_region or _env_region()), STS_OPTION, "STS endpoint"
+        )
     return credentials
 
 
@@ -86,8 +113,7 @@ class MskIamFactory:
     def __call__(self, host: str) -> AwsMskIamMechanism:
         region = region_from_host(host) or _env_region()
         when = self.clock() if self.clock is not None else _utcnow()
-        payload = msk_iam_payload(self.credentials.resolve(), host, region, when,
-                                  self.user_agent)
+        payload = msk_iam_payload(self.credentials.resolve(), host, region, when, self.user_agent)
         return AwsMskIamMechanism(payload, hint=self.credentials.describe())
 
 
@@ -102,8 +128,9 @@ class MskOAuthSource:
     def for_host(self, host: str) -> MskOAuthSource:
         if self.region:
             return self
-        return MskOAuthSource(self.credentials, _env_region() or region_from_host(host),
-                              self.user_agent)
+        return MskOAuthSource(
+            self.credentials, _env_region() or region_from_host(host), self.user_agent
+        )
 
     @property
     def cache_key(self) -> str:
@@ -137,10 +164,15 @@ def msk_iam_factory(opts) -> MskIamFactory:
     options = trust.jaas_options(jaas, "AWS_MSK_IAM")
     handler = opts.get("kafka.sasl.client.callback.handler.class")
     if handler is not None and canonical_class(handler) != IAM_CLIENT_HANDLER:
-        raise ConfigError(f"kafka.sasl.client.callback.handler.class: {handler} is not "
-                          f"implemented; AWS_MSK_IAM uses {IAM_CLIENT_HANDLER} (or none)")
+        raise ConfigError(
+            f"kafka.sasl.client.callback.handler.class: {handler} is not "
+            f"implemented; AWS_MSK_IAM uses {IAM_CLIENT_HANDLER} (or none)"
+        )
     if (opts.get("kafka.security.protocol") or "").upper() == "SASL_PLAINTEXT":
-        trust.warn_plaintext("aws-msk-iam", "kafka.sasl.mechanism AWS_MSK_IAM over "
-                             "SASL_PLAINTEXT sends a signed sign-in, usable by whoever "
-                             "sees it for 15 minutes, in the clear; use SASL_SSL.")
+        trust.warn_plaintext(
+            "aws-msk-iam",
+            "kafka.sasl.mechanism AWS_MSK_IAM over "
+            "SASL_PLAINTEXT sends a signed sign-in, usable by whoever "
+            "sees it for 15 minutes, in the clear; use SASL_SSL.",
+        )
     return MskIamFactory(msk_credentials(options))

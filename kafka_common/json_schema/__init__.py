@@ -36,8 +36,10 @@ def is_json_schema(text: str) -> bool:
 def _check_keys(t: pa.DataType, option: str) -> None:
     if pa.types.is_map(t):
         if not pa.types.is_string(t.key_type):
-            raise ConfigError(f"{option}: a map for JSON needs STRING keys (as from_json "
-                              f"requires), not {t.key_type}")
+            raise ConfigError(
+                f"{option}: a map for JSON needs STRING keys (as from_json "
+                f"requires), not {t.key_type}"
+            )
         _check_keys(t.item_type, option)
     elif pa.types.is_list(t):
         _check_keys(t.value_type, option)
@@ -54,7 +56,8 @@ def inline_type(text: str, option: str) -> pa.DataType:
         except ValueError as exc:
             raise ConfigError(
                 f"{option} is neither a JSON Schema document nor a Spark DDL string: it "
-                f"starts with '{{' as a JSON Schema does, but is not JSON ({exc})") from None
+                f"starts with '{{' as a JSON Schema does, but is not JSON ({exc})"
+            ) from None
         if not isinstance(root, dict):
             raise ConfigError(f"{option}: a JSON Schema document must be a JSON object")
         return arrow_type(text)
@@ -64,10 +67,13 @@ def inline_type(text: str, option: str) -> pa.DataType:
         raise ConfigError(
             f"{option} is neither a JSON Schema document (a JSON object, starting with "
             f"'{{') nor a Spark DDL string such as \"id INT, name STRING, tags ARRAY<STRING>\""
-            f": as DDL, {exc}") from None
+            f": as DDL, {exc}"
+        ) from None
     if not (pa.types.is_struct(t) or pa.types.is_list(t) or pa.types.is_map(t)):
-        raise ConfigError(f"{option}: the DDL {text.strip()!r} is a single {t} value; "
-                          "from_json reads a struct (a column list such as \"id INT, name "
-                          "STRING\"), an ARRAY<..> or a MAP<STRING, ..>")
+        raise ConfigError(
+            f"{option}: the DDL {text.strip()!r} is a single {t} value; "
+            'from_json reads a struct (a column list such as "id INT, name '
+            'STRING"), an ARRAY<..> or a MAP<STRING, ..>'
+        )
     _check_keys(t, option)
     return t

@@ -35,8 +35,14 @@ __all__ = ["JSONMismatch", "converter"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 _EPOCH_NAIVE = dt.datetime(1970, 1, 1)
-_SPECIAL = {"NaN": float("nan"), "Infinity": float("inf"), "+Infinity": float("inf"),
-            "+INF": float("inf"), "-Infinity": float("-inf"), "-INF": float("-inf")}
+_SPECIAL = {
+    "NaN": float("nan"),
+    "Infinity": float("inf"),
+    "+Infinity": float("inf"),
+    "+INF": float("inf"),
+    "-Infinity": float("-inf"),
+    "-INF": float("-inf"),
+}
 
 
 class JSONMismatch(ValueError):
@@ -67,7 +73,7 @@ def _java_double(x: float) -> str:
     if x != x or x in (float("inf"), float("-inf")):
         return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(x)]
     if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return repr(x)          # the shortest round-trip digits, as Java's since JDK 19
+        return repr(x)  # the shortest round-trip digits, as Java's since JDK 19
     sign, digits, exponent = decimal.Decimal(repr(x)).as_tuple()
     power = int(exponent) + len(digits) - 1  # an int: x is finite
     shown = "".join(map(str, digits)).rstrip("0") or "0"
@@ -87,14 +93,18 @@ def _text(v) -> str:
         return _java_double(float(v))
     if kind is list:
         return "[" + ",".join(_text(x) for x in v) + "]"
-    return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _text(x)
-                          for k, x in v.items()) + "}"
+    return (
+        "{"
+        + ",".join(json.dumps(k, ensure_ascii=False) + ":" + _text(x) for k, x in v.items())
+        + "}"
+    )
 
 
 _DATE = re.compile(r"\s*([+-]?\d{4,})(?:-(\d{1,2})(?:-(\d{1,2})(?:[T ].*)?)?)?\s*$", re.S)
 _TIMESTAMP = re.compile(
     r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2})"
-    r"(?:\.(\d*))?)?)?\s*(Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]+/[A-Za-z_/+-]+)?\s*$")
+    r"(?:\.(\d*))?)?)?\s*(Z|UTC|GMT|[+-]\d{1,2}(?::?\d{2})?|[A-Za-z]+/[A-Za-z_/+-]+)?\s*$"
+)
 
 
 def _micros(d: dt.datetime, base: dt.datetime) -> int:
@@ -124,20 +134,33 @@ def _parse_datetime(s: str, where: str) -> dt.datetime:
             tz = dt.timezone(-offset if zone[0] == "-" else offset)
         elif zone:
             import zoneinfo
+
             tz = zoneinfo.ZoneInfo(zone)
-        return dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(sec or 0),
-                           int((frac or "0")[:6].ljust(6, "0")), tzinfo=tz)
+        return dt.datetime(
+            int(y),
+            int(mo),
+            int(d),
+            int(h or 0),
+            int(mi or 0),
+            int(sec or 0),
+            int((frac or "0")[:6].ljust(6, "0")),
+            tzinfo=tz,
+        )
     except (ValueError, KeyError, LookupError):
-        raise JSONMismatch(f"{where or 'the value'}: {s[:40]!r} is not a timestamp") \
-            from None
+        raise JSONMismatch(f"{where or 'the value'}: {s[:40]!r} is not a timestamp") from None
 
 
 def _struct(t: pa.StructType, where: str):
     # (name, the Python type that passes as is, converter): a string, a boolean or a
     # double field skips the converter's call for the JSON type it takes unchanged.
-    fields = [(t.field(i).name, _as_is(t.field(i).type),
-               converter(t.field(i).type, _join(where, t.field(i).name)))
-              for i in range(t.num_fields)]
+    fields = [
+        (
+            t.field(i).name,
+            _as_is(t.field(i).type),
+            converter(t.field(i).type, _join(where, t.field(i).name)),
+        )
+        for i in range(t.num_fields)
+    ]
 
     def struct(v):
         if type(v) is not dict:
@@ -148,6 +171,7 @@ def _struct(t: pa.StructType, where: str):
             x = get(name)
             out[name] = x if x is None or type(x) is same else conv(x)
         return out
+
     return struct
 
 
@@ -158,6 +182,7 @@ def _map(t: pa.MapType, where: str):
         if type(v) is not dict:
             _fail(where, "an object", v)
         return [(k, None if x is None else conv(x)) for k, x in v.items()]
+
     return mapping
 
 
@@ -168,6 +193,7 @@ def _list(t: pa.ListType, where: str):
         if type(v) is not list:
             _fail(where, "an array", v)
         return [None if x is None else conv(x) for x in v]
+
     return array
 
 
@@ -176,7 +202,7 @@ def _integer(t: pa.DataType, where: str):
     low, high = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     name = {8: "tinyint", 16: "smallint", 32: "int", 64: "bigint"}[bits]
     if bits == 8:
-        high = 255      # Jackson's getByteValue takes 128..255 as -128..-1 (Spark too)
+        high = 255  # Jackson's getByteValue takes 128..255 as -128..-1 (Spark too)
 
     def integer(v):
         if type(v) is not int:
@@ -184,6 +210,7 @@ def _integer(t: pa.DataType, where: str):
         if not low <= v <= high:
             raise JSONMismatch(f"{where or 'the value'}: {v} is out of range for {name}")
         return v - 256 if v > 127 and bits == 8 else v
+
     return integer
 
 
@@ -197,6 +224,7 @@ def _floating(t: pa.DataType, where: str):
         if kind is str and v in _SPECIAL:
             return _SPECIAL[v]
         _fail(where, "a number", v)
+
     return floating
 
 
@@ -208,16 +236,20 @@ def _decimal(t: pa.Decimal128Type, where: str):
         if type(v) is bool or not isinstance(v, (int, float, decimal.Decimal, str)):
             _fail(where, f"a number (decimal({precision}, {scale}))", v)
         try:
-            d = decimal.Decimal(v.strip() if isinstance(v, str) else
-                                repr(v) if isinstance(v, float) else v)
-            d = d.quantize(quantum, rounding=decimal.ROUND_HALF_UP,
-                           context=decimal.Context(prec=80))
+            d = decimal.Decimal(
+                v.strip() if isinstance(v, str) else repr(v) if isinstance(v, float) else v
+            )
+            d = d.quantize(
+                quantum, rounding=decimal.ROUND_HALF_UP, context=decimal.Context(prec=80)
+            )
         except (decimal.InvalidOperation, ValueError):
             _fail(where, f"a number (decimal({precision}, {scale}))", v)
         if not d.is_finite() or len(d.as_tuple().digits) > precision and d != 0:
-            raise JSONMismatch(f"{where or 'the value'}: {v} does not fit "
-                               f"decimal({precision}, {scale})")
+            raise JSONMismatch(
+                f"{where or 'the value'}: {v} does not fit decimal({precision}, {scale})"
+            )
         return d
+
     return dec
 
 
@@ -226,12 +258,14 @@ def _boolean(t: pa.DataType, where: str):
         if type(v) is not bool:
             _fail(where, "a boolean", v)
         return v
+
     return boolean
 
 
 def _string(t: pa.DataType, where: str):
     def string(v):
         return v if type(v) is str else _text(v)
+
     return string
 
 
@@ -242,8 +276,8 @@ def _binary(t: pa.DataType, where: str):
         try:
             return base64.b64decode(v, validate=True)
         except (binascii.Error, ValueError):
-            raise JSONMismatch(f"{where or 'the value'}: {v[:40]!r} is not base64") \
-                from None
+            raise JSONMismatch(f"{where or 'the value'}: {v[:40]!r} is not base64") from None
+
     return binary
 
 
@@ -257,8 +291,10 @@ def _date(t: pa.DataType, where: str):
                 raise ValueError
             return dt.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
         except ValueError:
-            raise JSONMismatch(f"{where or 'the value'}: {v[:40]!r} is not a date "
-                               "(yyyy-MM-dd)") from None
+            raise JSONMismatch(
+                f"{where or 'the value'}: {v[:40]!r} is not a date (yyyy-MM-dd)"
+            ) from None
+
     return date
 
 
@@ -273,6 +309,7 @@ def _timestamp(t: pa.DataType, where: str):
         if d.tzinfo is None:
             d = d.replace(tzinfo=dt.timezone.utc)
         return _micros(d, _EPOCH)
+
     return timestamp
 
 
@@ -282,15 +319,19 @@ def _timestamp_ntz(t: pa.DataType, where: str):
             _fail(where, "a timestamp string without a time zone", v)
         d = _parse_datetime(v, where)
         if d.tzinfo is not None:
-            raise JSONMismatch(f"{where or 'the value'}: {v[:40]!r} has a time zone "
-                               "offset, which timestamp_ntz does not take")
+            raise JSONMismatch(
+                f"{where or 'the value'}: {v[:40]!r} has a time zone "
+                "offset, which timestamp_ntz does not take"
+            )
         return _micros(d, _EPOCH_NAIVE)
+
     return timestamp_ntz
 
 
 def _null(t: pa.DataType, where: str):
     def null(v):
         _fail(where, "null", v)
+
     return null
 
 

@@ -44,8 +44,11 @@ class Decoder:
     def __init__(self, atype: pa.DataType):
         self.type = atype
         self.convert = converter(atype)
-        decoder = json.JSONDecoder(parse_float=decimal.Decimal) if _has_decimal(atype) \
+        decoder = (
+            json.JSONDecoder(parse_float=decimal.Decimal)
+            if _has_decimal(atype)
             else json.JSONDecoder()
+        )
         # scan_once is set by JSONDecoder.__init__; typeshed does not declare it
         self.loads, self.scan = decoder.decode, decoder.scan_once  # type: ignore[attr-defined]
 
@@ -61,9 +64,9 @@ class Decoder:
         bufs = values.buffers()
         if n == 0 or bufs[2] is None or values.type != pa.binary():
             return None, None, None
-        offsets = np.frombuffer(bufs[1], dtype=np.int32)[values.offset:values.offset + n + 1]
+        offsets = np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + n + 1]
         base = int(offsets[0])
-        whole = bufs[2][base:int(offsets[-1])].to_pybytes()
+        whole = bufs[2][base : int(offsets[-1])].to_pybytes()
         if not whole.isascii():
             return None, None, None
         begins = (offsets[:-1] - base + np.asarray(starts, dtype=np.int64)).tolist()
@@ -74,8 +77,9 @@ class Decoder:
         errors, reasons = np.zeros(len(values), dtype=bool), {}
         convert, loads, scan = self.convert, self.loads, self.scan
         text, begins, ends = self._payloads(values, starts)
-        for i, (raw, start) in enumerate(zip(values.to_pylist() if text is None else
-                                             values.is_null().to_pylist(), starts)):
+        for i, (raw, start) in enumerate(
+            zip(values.to_pylist() if text is None else values.is_null().to_pylist(), starts)
+        ):
             if raw is None or raw is True:
                 rows.append(None)
                 continue
@@ -88,17 +92,17 @@ class Decoder:
                 except (StopIteration, ValueError, RecursionError):
                     pass
                 if doc is _MISSING:
-                    raw = text[begins[i]:ends[i]].encode("ascii")
+                    raw = text[begins[i] : ends[i]].encode("ascii")
                     start = 0
             if doc is _MISSING:
                 try:
-                    doc = loads(raw[int(start):].decode("utf-8"))
+                    doc = loads(raw[int(start) :].decode("utf-8"))
                 except (ValueError, UnicodeDecodeError, RecursionError) as exc:
                     errors[i] = True
                     reasons[i] = f"not JSON: {exc}"
                     rows.append(None)
                     continue
-            if doc is None:     # from_json's INVALID_JSON_ROOT_FIELD
+            if doc is None:  # from_json's INVALID_JSON_ROOT_FIELD
                 errors[i] = True
                 reasons[i] = "the JSON value is null, not a row"
                 rows.append(None)

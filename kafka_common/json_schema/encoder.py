@@ -23,8 +23,9 @@ class Encoder:
 
     def encode(self, array: pa.Array) -> pa.Array:
         exact = _holds_decimals(array.type)
-        return pa.array([None if row is None else _json_bytes(row, exact)
-                         for row in rows(array)], pa.binary())
+        return pa.array(
+            [None if row is None else _json_bytes(row, exact) for row in rows(array)], pa.binary()
+        )
 
 
 def _holds_decimals(t: pa.DataType) -> bool:
@@ -44,8 +45,9 @@ def _json_bytes(row, exact: bool) -> bytes:
     decimal in the type, no NaN or infinity in the row), else by ``_json_text``."""
     if not exact:
         try:
-            return json.dumps(row, separators=(",", ":"), allow_nan=False,
-                              default=_json_scalar).encode()
+            return json.dumps(
+                row, separators=(",", ":"), allow_nan=False, default=_json_scalar
+            ).encode()
         except (ValueError, TypeError):
             pass  # a NaN or an infinity, or a map key json.dumps does not take
     return _json_text(row).encode()
@@ -75,8 +77,11 @@ def _json_text(v) -> str:
         special = non_finite_text(v)
         return float.__repr__(v) if special is None else f'"{special}"'
     if isinstance(v, dict):
-        return "{" + ",".join(json.dumps(key_text(k)) + ":" + _json_text(x)
-                              for k, x in v.items()) + "}"
+        return (
+            "{"
+            + ",".join(json.dumps(key_text(k)) + ":" + _json_text(x) for k, x in v.items())
+            + "}"
+        )
     if isinstance(v, list):
         return "[" + ",".join(_json_text(x) for x in v) + "]"
     if isinstance(v, decimal.Decimal):

@@ -52,8 +52,9 @@ def _type(node, root, depth=0) -> pa.DataType:
     if kind == "object" or (kind is None and "properties" in node):
         props = node.get("properties")
         if props:
-            return pa.struct([pa.field(name, _type(sub, root, depth + 1))
-                              for name, sub in props.items()])
+            return pa.struct(
+                [pa.field(name, _type(sub, root, depth + 1)) for name, sub in props.items()]
+            )
         extra = node.get("additionalProperties")
         value = _type(extra, root, depth + 1) if isinstance(extra, dict) else pa.string()
         return pa.map_(pa.string(), value)
@@ -63,8 +64,12 @@ def _type(node, root, depth=0) -> pa.DataType:
         return _integer(node)
     if kind == "string" and node.get("format") in _STRING_FORMATS:
         return _STRING_FORMATS[node["format"]]
-    return {"string": pa.string(), "number": pa.float64(),
-            "boolean": pa.bool_(), "null": pa.null()}.get(kind, pa.string())
+    return {
+        "string": pa.string(),
+        "number": pa.float64(),
+        "boolean": pa.bool_(),
+        "null": pa.null(),
+    }.get(kind, pa.string())
 
 
 #: Strings with a format Spark has a type for (what the writer's auto-registered schemas
@@ -76,7 +81,7 @@ def _integer(node: dict) -> pa.DataType:
     """long, or byte/short/int when the bounds are exactly that type's range (what the
     writer's auto-registered schemas say of such a column)."""
     for t, bits in ((pa.int8(), 8), (pa.int16(), 16), (pa.int32(), 32)):
-        if node.get("minimum") == -2 ** (bits - 1) and node.get("maximum") == 2 ** (bits - 1) - 1:
+        if node.get("minimum") == -(2 ** (bits - 1)) and node.get("maximum") == 2 ** (bits - 1) - 1:
             return t
     return pa.int64()
 
@@ -91,34 +96,43 @@ def arrow_type(schema_text: str) -> pa.DataType:
 
 # ---- Spark -> JSON Schema (auto.register.schemas) ---------------------------------------
 
+
 def json_schema_of(data_type) -> dict:
     """A JSON Schema (draft-07) of a Spark type, for auto.register.schemas with json."""
     from pyspark.sql import types as T
+
     t = data_type
     if isinstance(t, T.StructType):
-        return {"type": "object", "properties": {f.name: _nullable(json_schema_of(
-            f.dataType), f.nullable) for f in t.fields}}
+        return {
+            "type": "object",
+            "properties": {
+                f.name: _nullable(json_schema_of(f.dataType), f.nullable) for f in t.fields
+            },
+        }
     if isinstance(t, T.ArrayType):
-        return {"type": "array", "items": _nullable(json_schema_of(t.elementType),
-                                                    t.containsNull)}
+        return {"type": "array", "items": _nullable(json_schema_of(t.elementType), t.containsNull)}
     if isinstance(t, T.MapType):
-        return {"type": "object", "additionalProperties": _nullable(
-            json_schema_of(t.valueType), t.valueContainsNull)}
+        return {
+            "type": "object",
+            "additionalProperties": _nullable(json_schema_of(t.valueType), t.valueContainsNull),
+        }
     if isinstance(t, T.BooleanType):
         return {"type": "boolean"}
     for kind, bits in ((T.ByteType, 8), (T.ShortType, 16), (T.IntegerType, 32)):
         if isinstance(t, kind):
             # the type's range: validators hold values to it, and the reader
             # (kafka_common.json_schema.spark_types) reads the type back from it
-            return {"type": "integer", "minimum": -2 ** (bits - 1),
-                    "maximum": 2 ** (bits - 1) - 1}
+            return {
+                "type": "integer",
+                "minimum": -(2 ** (bits - 1)),
+                "maximum": 2 ** (bits - 1) - 1,
+            }
     if isinstance(t, T.LongType):
         return {"type": "integer"}
     if isinstance(t, (T.FloatType, T.DoubleType, T.DecimalType)):
         return {"type": "number"}
     if isinstance(t, (T.DateType, T.TimestampType, T.TimestampNTZType)):
-        return {"type": "string", "format": "date" if isinstance(t, T.DateType)
-                else "date-time"}
+        return {"type": "string", "format": "date" if isinstance(t, T.DateType) else "date-time"}
     return {"type": "string"}
 
 

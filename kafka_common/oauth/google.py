@@ -28,13 +28,22 @@ _SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 _HEADER = {"typ": "JWT", "alg": "GOOG_OAUTH2_TOKEN"}
 
 
-def token_value(access_token: str, expires_at: float, principal: str,
-                issued_at: float) -> str:
+def token_value(access_token: str, expires_at: float, principal: str, issued_at: float) -> str:
     """Google's token: base64url(header) . base64url(claims) . base64url(access token)."""
-    claims = {"exp": int(expires_at), "iat": int(issued_at), "iss": "Google",
-              "scope": "kafka", "sub": principal}
-    return ".".join((b64url(json.dumps(_HEADER).encode()), b64url(json.dumps(claims).encode()),
-                     b64url(access_token.encode("utf-8"))))
+    claims = {
+        "exp": int(expires_at),
+        "iat": int(issued_at),
+        "iss": "Google",
+        "scope": "kafka",
+        "sub": principal,
+    }
+    return ".".join(
+        (
+            b64url(json.dumps(_HEADER).encode()),
+            b64url(json.dumps(claims).encode()),
+            b64url(access_token.encode("utf-8")),
+        )
+    )
 
 
 def token(_config: str = "") -> tuple[str, float, str]:
@@ -44,14 +53,19 @@ def token(_config: str = "") -> tuple[str, float, str]:
 
     credentials, _ = google.auth.default(scopes=[_SCOPE])
     credentials.refresh(google.auth.transport.requests.Request())
-    principal = (os.environ.get("GOOGLE_MANAGED_KAFKA_AUTH_PRINCIPAL")
-                 or getattr(credentials, "service_account_email", None))
+    principal = os.environ.get("GOOGLE_MANAGED_KAFKA_AUTH_PRINCIPAL") or getattr(
+        credentials, "service_account_email", None
+    )
     if not principal or principal == "default":
         raise AuthenticationError(
             "Google Managed Kafka: the credentials name no service account; set "
-            "GOOGLE_MANAGED_KAFKA_AUTH_PRINCIPAL to the principal's email")
+            "GOOGLE_MANAGED_KAFKA_AUTH_PRINCIPAL to the principal's email"
+        )
     expiry = credentials.expiry
-    expires_at = (expiry.timestamp() if expiry.tzinfo else
-                  expiry.replace(tzinfo=__import__("datetime").timezone.utc).timestamp())
+    expires_at = (
+        expiry.timestamp()
+        if expiry.tzinfo
+        else expiry.replace(tzinfo=__import__("datetime").timezone.utc).timestamp()
+    )
     now = time.time()
     return token_value(credentials.token, expires_at, principal, now), expires_at, principal

@@ -54,8 +54,9 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:32]
 
 
-def _claims_token(value: str, what: str, sub_claim: str = "sub",
-                  extensions: dict[str, str] | None = None) -> BearerToken:
+def _claims_token(
+    value: str, what: str, sub_claim: str = "sub", extensions: dict[str, str] | None = None
+) -> BearerToken:
     """A BearerToken from a JWT: ``exp`` gives its expiry, ``sub_claim`` its principal, as
     Kafka's LoginAccessTokenValidator demands."""
     check_token(value, f"{what}: the token")
@@ -65,8 +66,10 @@ def _claims_token(value: str, what: str, sub_claim: str = "sub",
         raise ConfigError(f"{what}: the token has no numeric 'exp' claim")
     principal = claims.get(sub_claim)
     if not isinstance(principal, str) or not principal:
-        raise ConfigError(f"{what}: the token has no '{sub_claim}' claim (see "
-                          "kafka.sasl.oauthbearer.sub.claim.name)")
+        raise ConfigError(
+            f"{what}: the token has no '{sub_claim}' claim (see "
+            "kafka.sasl.oauthbearer.sub.claim.name)"
+        )
     iat = claims.get("iat")
     issued = float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else 0.0
     return BearerToken(Secret(value), float(exp), principal, issued, dict(extensions or {}))
@@ -104,30 +107,40 @@ class ClientCredentials:
 
     @property
     def cache_key(self) -> str:
-        return "oidc:" + _digest(self.endpoint, self.client_id, self.client_secret.reveal(),
-                                 self.scope, self.sub_claim)
+        return "oidc:" + _digest(
+            self.endpoint, self.client_id, self.client_secret.reveal(), self.scope, self.sub_claim
+        )
 
     def changed(self) -> bool:
         return False
 
     def describe(self) -> str:
-        return ("kafka.sasl.oauthbearer.token.endpoint.url and the clientId, clientSecret "
-                "and scope of kafka.sasl.jaas.config")
+        return (
+            "kafka.sasl.oauthbearer.token.endpoint.url and the clientId, clientSecret "
+            "and scope of kafka.sasl.jaas.config"
+        )
 
     def _request(self) -> urllib.request.Request:
         user, secret = self.client_id, self.client_secret.reveal()
         if self.urlencode_header:
             user, secret = urllib.parse.quote(user, safe=""), urllib.parse.quote(secret, safe="")
         import base64
+
         basic = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
         form = {"grant_type": "client_credentials"}
         if self.scope:
             form["scope"] = self.scope
         return urllib.request.Request(
-            self.endpoint, data=urllib.parse.urlencode(form).encode("ascii"), method="POST",
-            headers={"Authorization": f"Basic {basic}", "Accept": "application/json",
-                     "Content-Type": "application/x-www-form-urlencoded",
-                     "Cache-Control": "no-cache"})
+            self.endpoint,
+            data=urllib.parse.urlencode(form).encode("ascii"),
+            method="POST",
+            headers={
+                "Authorization": f"Basic {basic}",
+                "Accept": "application/json",
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Cache-Control": "no-cache",
+            },
+        )
 
     def _redact(self, text: str) -> str:
         return redact(text, self.client_secret.reveal())
@@ -143,11 +156,13 @@ class ClientCredentials:
 
         def attempt(_tries) -> bytes:
             try:
-                with trust.open_url(self._request(), timeout=timeout,
-                                    context=context) as response:
-                    return trust.read_bounded(response, _MAX_TOKEN_RESPONSE,
-                                              time.monotonic() + timeout,
-                                              f"the token endpoint {self.endpoint}")
+                with trust.open_url(self._request(), timeout=timeout, context=context) as response:
+                    return trust.read_bounded(
+                        response,
+                        _MAX_TOKEN_RESPONSE,
+                        time.monotonic() + timeout,
+                        f"the token endpoint {self.endpoint}",
+                    )
             except trust.RedirectRefused as e:
                 raise trust.RedirectRefused(f"{_ENDPOINT_OPTION}: {e}") from None
             except ConfigError as e:  # sent too much
@@ -159,37 +174,48 @@ class ClientCredentials:
                         f"the token endpoint {self.endpoint} refused the client credentials "
                         f"of client {self.client_id!r} "
                         f"(HTTP {e.code}{': ' + text if text else ''}); "
-                        f"check {self.describe()}") from None
+                        f"check {self.describe()}"
+                    ) from None
                 raise _Unreachable(f"HTTP {e.code}") from None
             except (urllib.error.URLError, OSError) as e:
                 reason = getattr(e, "reason", e)
                 if isinstance(reason, ssl.SSLError):
                     raise AuthenticationError(
-                        f"TLS to the token endpoint {self.endpoint} failed: {reason}") from None
+                        f"TLS to the token endpoint {self.endpoint} failed: {reason}"
+                    ) from None
                 raise _Unreachable(str(reason)) from None
 
         def gave_up(tries, error: BaseException) -> BaseException:
             return AuthenticationError(
                 f"the token endpoint {self.endpoint} could not be reached after {tries.count} "
                 f"attempts ({error}); check kafka.sasl.oauthbearer.token.endpoint.url "
-                "and kafka.sasl.login.retry.backoff.max.ms")
+                "and kafka.sasl.login.retry.backoff.max.ms"
+            )
 
         policy = RetryPolicy.within_backoff(self.retry_backoff_ms, self.retry_backoff_max_ms)
-        body = policy.run(f"token endpoint {self.endpoint}", attempt,
-                          retriable=lambda e: isinstance(e, _Unreachable), give_up=gave_up,
-                          level=logging.INFO, logger=log)
+        body = policy.run(
+            f"token endpoint {self.endpoint}",
+            attempt,
+            retriable=lambda e: isinstance(e, _Unreachable),
+            give_up=gave_up,
+            level=logging.INFO,
+            logger=log,
+        )
         if len(body) > _MAX_TOKEN_RESPONSE:
-            raise AuthenticationError(f"the token endpoint {self.endpoint} sent more than "
-                                      f"{_MAX_TOKEN_RESPONSE} bytes")
+            raise AuthenticationError(
+                f"the token endpoint {self.endpoint} sent more than {_MAX_TOKEN_RESPONSE} bytes"
+            )
         try:
             payload = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, ValueError):
-            raise AuthenticationError(f"the token endpoint {self.endpoint} did not answer "
-                                      "with JSON") from None
+            raise AuthenticationError(
+                f"the token endpoint {self.endpoint} did not answer with JSON"
+            ) from None
         token = payload.get("access_token") if isinstance(payload, dict) else None
         if not isinstance(token, str) or not token:
-            raise AuthenticationError(f"the token endpoint {self.endpoint} answered without "
-                                      "an access_token")
+            raise AuthenticationError(
+                f"the token endpoint {self.endpoint} answered without an access_token"
+            )
         return _claims_token(token, f"the token from {self.endpoint}", self.sub_claim)
 
 
@@ -254,8 +280,10 @@ class TokenFile:
             with open(self.path, encoding="utf-8") as f:
                 value = f.read(_MAX_TOKEN_RESPONSE).strip()
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"kafka.sasl.oauthbearer.token.endpoint.url: cannot read the "
-                              f"token file {self.path}: {type(e).__name__}") from None
+            raise ConfigError(
+                f"kafka.sasl.oauthbearer.token.endpoint.url: cannot read the "
+                f"token file {self.path}: {type(e).__name__}"
+            ) from None
         _FILE_SEEN.put(self.path, seen)
         return _claims_token(value, self.describe(), self.sub_claim)
 
@@ -293,8 +321,10 @@ class TokenCallback:
         except Exception as e:
             raise AuthenticationError(f"{self.describe()} raised {type(e).__name__}") from e
         if not isinstance(result, (tuple, list)) or not 2 <= len(result) <= 4:
-            raise ConfigError(f"{self.describe()} must return (token, expiry) or (token, "
-                              "expiry, principal[, extensions])")
+            raise ConfigError(
+                f"{self.describe()} must return (token, expiry) or (token, "
+                "expiry, principal[, extensions])"
+            )
         value, expiry = result[0], result[1]
         principal = result[2] if len(result) > 2 else ""
         extensions = result[3] if len(result) > 3 else {}
@@ -302,8 +332,9 @@ class TokenCallback:
         if isinstance(expiry, bool) or not isinstance(expiry, (int, float)):
             raise ConfigError(f"{self.describe()}: the expiry must be seconds since the epoch")
         extensions = check_extensions(extensions or {}, f"{self.describe()}: extension")
-        return BearerToken(Secret(value), float(expiry), str(principal or ""), time.time(),
-                           extensions)
+        return BearerToken(
+            Secret(value), float(expiry), str(principal or ""), time.time(), extensions
+        )
 
 
 @dataclass(frozen=True)
@@ -333,5 +364,9 @@ class UnsecuredToken:
         header = b64url(json.dumps({"alg": "none"}, separators=(",", ":")).encode())
         payload = b64url(json.dumps(claims, separators=(",", ":")).encode())
         exp = cast("float | str", claims["exp"])  # a number, or one given as a string
-        return BearerToken(Secret(f"{header}.{payload}."), float(exp),
-                           str(claims.get(self.principal_claim, "")), now)
+        return BearerToken(
+            Secret(f"{header}.{payload}."),
+            float(exp),
+            str(claims.get(self.principal_claim, "")),
+            now,
+        )

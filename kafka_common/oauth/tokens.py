@@ -34,8 +34,7 @@ from dataclasses import dataclass, field
 from protocol.config import Secret
 from protocol.errors import ConfigError
 
-__all__ = ["BearerToken", "RefreshPolicy", "TokenCache", "jwt_claims", "b64url",
-           "TOKEN_CACHE"]
+__all__ = ["BearerToken", "RefreshPolicy", "TokenCache", "jwt_claims", "b64url", "TOKEN_CACHE"]
 
 log = logging.getLogger("pykafka.oauth")
 
@@ -54,8 +53,10 @@ def jwt_claims(token: str, what: str) -> dict:
     never quoting the token) if it is not one."""
     parts = token.split(".")
     if len(parts) != 3:
-        raise ConfigError(f"{what}: the token is not a JWT (expected 3 parts separated by "
-                          f"'.', found {len(parts)})")
+        raise ConfigError(
+            f"{what}: the token is not a JWT (expected 3 parts separated by "
+            f"'.', found {len(parts)})"
+        )
     try:
         claims = json.loads(_b64url_decode(parts[1]).decode("utf-8"))
     except (binascii.Error, ValueError, UnicodeDecodeError):
@@ -95,15 +96,16 @@ class RefreshPolicy:
         start = token.issued_at or fetched_at
         lifetime = max(0.0, token.expires_at - start)
         at = start + lifetime * (self.window_factor + self.window_jitter * rng.random())
-        at = min(at, token.expires_at - self.buffer_s)   # the buffer, where it fits...
-        return max(at, fetched_at + self.min_period_s)    # ...but never before min period
+        at = min(at, token.expires_at - self.buffer_s)  # the buffer, where it fits...
+        return max(at, fetched_at + self.min_period_s)  # ...but never before min period
 
 
 class TokenCache:
     """One token per source key per process, refreshed by ``RefreshPolicy``."""
 
-    def __init__(self, clock=time.time, rng: random.Random | None = None,
-                 patience_s: float = 1.0) -> None:
+    def __init__(
+        self, clock=time.time, rng: random.Random | None = None, patience_s: float = 1.0
+    ) -> None:
         self._clock, self._rng = clock, rng or random.Random()
         self._patience_s = patience_s
         self._lock = threading.Lock()
@@ -138,8 +140,12 @@ class TokenCache:
             if key in self._refreshing:  # under way: go on with the valid token
                 return token
             done = self._refreshing[key] = threading.Event()
-            threading.Thread(target=self._refresh, args=(key, source, policy, done),
-                             name="pykafka-token-refresh", daemon=True).start()
+            threading.Thread(
+                target=self._refresh,
+                args=(key, source, policy, done),
+                name="pykafka-token-refresh",
+                daemon=True,
+            ).start()
         done.wait(max(0.0, min(self._patience_s, token.expires_at - now)))
         with lock:
             current = self._entries.get(key, entry)[0]
@@ -169,9 +175,12 @@ class TokenCache:
                 if current is None:
                     return
                 problem = error if error is not None else "the new token has expired"
-                log.warning("refreshing the OAUTHBEARER token failed (%s); the current "
-                            "one stays valid for %.0f s", problem,
-                            current[0].expires_at - now)
+                log.warning(
+                    "refreshing the OAUTHBEARER token failed (%s); the current "
+                    "one stays valid for %.0f s",
+                    problem,
+                    current[0].expires_at - now,
+                )
                 self._entries[key] = (current[0], now + min(policy.min_period_s, 10.0))
         finally:
             with self._key_lock(key):

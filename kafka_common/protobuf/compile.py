@@ -39,12 +39,15 @@ def _serialized(text: str):
     Python serializer registers a schema), else None."""
     import base64
     import binascii
+
     if "{" in text or ";" in text:
         return None
     from google.protobuf import descriptor_pb2
+
     try:
         return descriptor_pb2.FileDescriptorProto.FromString(
-            base64.b64decode(text.strip(), validate=True))
+            base64.b64decode(text.strip(), validate=True)
+        )
     except (binascii.Error, ValueError, Exception):
         return None
 
@@ -56,16 +59,21 @@ def _well_known(name: str):
     """The descriptor proto of one of protobuf's own files (google/protobuf/*.proto)."""
     import importlib
     from google.protobuf import descriptor_pb2, descriptor_pool
+
     if not _WELL_KNOWN.fullmatch(name):
-        raise ConfigError(f"the .proto schema imports {name[:200]!r}, which is neither among "
-                          "its registry references nor one of protobuf's own files")
-    module = name.replace("/", ".")[:-len(".proto")] + "_pb2"
+        raise ConfigError(
+            f"the .proto schema imports {name[:200]!r}, which is neither among "
+            "its registry references nor one of protobuf's own files"
+        )
+    module = name.replace("/", ".")[: -len(".proto")] + "_pb2"
     try:
         importlib.import_module(module)
         found = descriptor_pool.Default().FindFileByName(name)
     except (ImportError, KeyError):
-        raise ConfigError(f"the .proto schema imports {name!r}, which is neither among its "
-                          "registry references nor one of protobuf's own files") from None
+        raise ConfigError(
+            f"the .proto schema imports {name!r}, which is neither among its "
+            "registry references nor one of protobuf's own files"
+        ) from None
     proto = descriptor_pb2.FileDescriptorProto()
     found.CopyToProto(proto)
     return proto
@@ -73,6 +81,7 @@ def _well_known(name: str):
 
 def _from_serialized(main, references: tuple):
     from google.protobuf import descriptor_pool
+
     refs = dict(references)
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
@@ -84,13 +93,16 @@ def _from_serialized(main, references: tuple):
             if dep in refs:
                 ref = _serialized(refs[dep])
                 if ref is None:
-                    raise ConfigError(f"reference {dep!r}: mixing .proto text references "
-                                      "with a serialized descriptor is not supported")
+                    raise ConfigError(
+                        f"reference {dep!r}: mixing .proto text references "
+                        "with a serialized descriptor is not supported"
+                    )
                 add(ref, depth + 1)
             else:
                 add(_well_known(dep), depth + 1)
         pool.Add(proto)
         added.add(proto.name)
+
     add(main)
     return pool.FindFileByName(main.name)
 
@@ -109,11 +121,14 @@ def _file_descriptor(text: str, references: tuple = ()):
     except ImportError as exc:
         raise MissingCodecError(
             "valueFormat/keyFormat=protobuf needs protobuf and grpcio-tools (its protoc): "
-            "pip install 'pyspark-pykafka[protobuf]'") from exc
+            "pip install 'pyspark-pykafka[protobuf]'"
+        ) from exc
     import importlib.resources
+
     include = str(importlib.resources.files("grpc_tools") / "_proto")
-    names = [safe_relative_path(name, "a Protobuf schema reference name")
-             for name, _ in references]  # all checked before anything is written
+    names = [
+        safe_relative_path(name, "a Protobuf schema reference name") for name, _ in references
+    ]  # all checked before anything is written
     with tempfile.TemporaryDirectory(prefix="pykafka-proto-") as tmp:
         refs, main_dir = os.path.join(tmp, "refs"), os.path.join(tmp, "main")
         os.mkdir(refs)
@@ -127,11 +142,22 @@ def _file_descriptor(text: str, references: tuple = ()):
         with open(os.path.join(main_dir, main), "w", encoding="utf-8") as f:
             f.write(text)
         out = os.path.join(tmp, "set.pb")
-        code = protoc.main(["protoc", f"-I{main_dir}", f"-I{refs}", f"-I{include}",
-                            "--include_imports", f"--descriptor_set_out={out}", main])
+        code = protoc.main(
+            [
+                "protoc",
+                f"-I{main_dir}",
+                f"-I{refs}",
+                f"-I{include}",
+                "--include_imports",
+                f"--descriptor_set_out={out}",
+                main,
+            ]
+        )
         if code != 0 or not os.path.exists(out):
-            raise ProtoCompileError(f"protoc could not compile the .proto schema (exit "
-                                    f"{code}); its first line: {text.strip()[:80]!r}")
+            raise ProtoCompileError(
+                f"protoc could not compile the .proto schema (exit "
+                f"{code}); its first line: {text.strip()[:80]!r}"
+            )
         with open(out, "rb") as f:
             fds = descriptor_pb2.FileDescriptorSet.FromString(f.read())
     pool = descriptor_pool.DescriptorPool()
@@ -144,13 +170,16 @@ def _inside(root: str, name: str) -> str:
     """``root``/``name``, checked once more to resolve inside ``root``."""
     path = os.path.realpath(os.path.join(root, *name.split("/")))
     if not path.startswith(os.path.realpath(root) + os.sep):
-        raise ConfigError(f"a Protobuf schema reference name: {name[:200]!r} leads outside "
-                          "the folder it is compiled in")
+        raise ConfigError(
+            f"a Protobuf schema reference name: {name[:200]!r} leads outside "
+            "the folder it is compiled in"
+        )
     return path
 
 
-def message_descriptor(text: str, references: tuple = (), name: str | None = None,
-                       path: tuple[int, ...] | None = None):
+def message_descriptor(
+    text: str, references: tuple = (), name: str | None = None, path: tuple[int, ...] | None = None
+):
     """The message ``name`` (full or simple name) of the schema, or the one at the
     Confluent message-index ``path``, or the first message."""
     fd = _file_descriptor(text, tuple(references))
@@ -173,8 +202,10 @@ def message_descriptor(text: str, references: tuple = (), name: str | None = Non
     node = None
     for depth, i in enumerate(path):
         if not 0 <= i < len(nodes):
-            raise ConfigError(f"message index {list(path)}: there is no message {i} at "
-                              f"depth {depth} of the .proto schema")
+            raise ConfigError(
+                f"message index {list(path)}: there is no message {i} at "
+                f"depth {depth} of the .proto schema"
+            )
         node = nodes[i]
         nodes = list(node.nested_types)
     return node

@@ -27,6 +27,7 @@ __all__ = ["Decoder"]
 def _scalar(f, opts: ProtoOptions):
     """The converter of one (non-repeated) value of field ``f``, or None for as-is."""
     from google.protobuf.descriptor import FieldDescriptor as F
+
     if f.type == F.TYPE_ENUM and not opts.enums_as_ints:
         names = {v.number: v.name for v in f.enum_type.values}
         return lambda v: names.get(v) or str(v)
@@ -36,6 +37,7 @@ def _scalar(f, opts: ProtoOptions):
 def _element(f, t: pa.DataType, opts: ProtoOptions, plans: dict):
     """The converter of one value of field ``f`` (of Arrow type ``t``), or None."""
     from google.protobuf.descriptor import FieldDescriptor as F
+
     if f.type != F.TYPE_MESSAGE:
         return _scalar(f, opts)
     name = f.message_type.full_name
@@ -61,18 +63,24 @@ def _plan(desc, atype: pa.StructType, opts: ProtoOptions, plans: dict):
                 name, conv = entry
                 out[name] = value if conv is None else conv(value)
         return out
+
     plans[key] = convert  # before the fields: a recursive message refers to itself
     types = {atype.field(i).name: atype.field(i).type for i in range(atype.num_fields)}
     from google.protobuf.descriptor import FieldDescriptor as F
+
     for f in desc.fields:
         t = types.get(f.name)
         if t is None:
             continue  # cut by recursive.fields.max.depth
-        if repeated(f) and f.message_type is not None \
-                and f.message_type.GetOptions().map_entry:
+        if repeated(f) and f.message_type is not None and f.message_type.GetOptions().map_entry:
             vc = _element(f.message_type.fields_by_name["value"], t.item_type, opts, plans)
-            conv = (lambda c: (lambda v: list(v.items())) if c is None else
-                    (lambda v: [(k, c(x)) for k, x in v.items()]))(vc)
+            conv = (
+                lambda c: (
+                    (lambda v: list(v.items()))
+                    if c is None
+                    else (lambda v: [(k, c(x)) for k, x in v.items()])
+                )
+            )(vc)
             template[f.name] = []
         elif repeated(f):
             ec = _element(f, t.value_type, opts, plans)
@@ -91,6 +99,7 @@ def _plan(desc, atype: pa.StructType, opts: ProtoOptions, plans: dict):
 class Decoder:
     def __init__(self, descriptor, options: dict | None = None):
         from google.protobuf import message_factory
+
         self.descriptor = descriptor
         self.opts = ProtoOptions(options)
         self.type = arrow_type(descriptor, options)
@@ -105,8 +114,9 @@ class Decoder:
         rows: list[object] = []
         errors = np.zeros(len(values), dtype=bool)
         parse, convert = self.cls.FromString, self.convert
-        for i, (raw, start) in enumerate(zip(values.to_pylist(), starts.tolist()
-                                             if hasattr(starts, "tolist") else starts)):
+        for i, (raw, start) in enumerate(
+            zip(values.to_pylist(), starts.tolist() if hasattr(starts, "tolist") else starts)
+        ):
             if raw is None:
                 rows.append(None)
                 continue

@@ -26,12 +26,14 @@ __all__ = ["Encoder"]
 class Encoder:
     def __init__(self, text: str, references: tuple = (), message_name: str | None = None):
         from google.protobuf import message_factory
+
         self.descriptor = message_descriptor(text, tuple(references), message_name)
         self.cls = message_factory.GetMessageClass(self.descriptor)
         self.path = _path_of(self.descriptor)
 
     def encode(self, array: pa.Array) -> pa.Array:
         from google.protobuf import json_format
+
         out: list[bytes | None] = []
         for row in rows(array):
             if row is None:

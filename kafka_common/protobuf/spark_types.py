@@ -36,6 +36,7 @@ class ProtoOptions:
 
 def _scalar(field, opts: ProtoOptions) -> pa.DataType:
     from google.protobuf.descriptor import FieldDescriptor as F
+
     t = field.type
     if t in (F.TYPE_INT32, F.TYPE_SINT32, F.TYPE_SFIXED32):
         return pa.int32()
@@ -62,6 +63,7 @@ def _scalar(field, opts: ProtoOptions) -> pa.DataType:
 
 def _field_type(field, opts: ProtoOptions, seen: dict) -> pa.DataType | None:
     from google.protobuf.descriptor import FieldDescriptor as F
+
     if field.type == F.TYPE_MESSAGE:
         msg = field.message_type
         if msg.GetOptions().map_entry:
@@ -88,8 +90,10 @@ def _message(msg, opts: ProtoOptions, seen: dict) -> pa.StructType | None:
     depth = seen.get(msg.full_name, 0)
     if depth:
         if opts.max_depth <= 0:
-            raise ConfigError(f"protobuf message {msg.full_name} is recursive: set "
-                              "recursive.fields.max.depth (1 to 10), as from_protobuf needs")
+            raise ConfigError(
+                f"protobuf message {msg.full_name} is recursive: set "
+                "recursive.fields.max.depth (1 to 10), as from_protobuf needs"
+            )
         if depth >= opts.max_depth:
             return None
     seen = {**seen, msg.full_name: depth + 1}

@@ -8,12 +8,24 @@
   written row-wise for the sink.
 """
 
-from .client import (SCHEMA_TYPE, RegisteredSchema, RegistryAuthError, RegistryClient,
-                     RegistryError)
-from .settings import (REGISTRY_OPTIONS, SCHEMA_OPTION_SUFFIXES, RegistrySettings,
-                       check_binary_column, registry_settings)
+from .client import SCHEMA_TYPE, RegisteredSchema, RegistryAuthError, RegistryClient, RegistryError
+from .settings import (
+    REGISTRY_OPTIONS,
+    SCHEMA_OPTION_SUFFIXES,
+    RegistrySettings,
+    check_binary_column,
+    registry_settings,
+)
 
-__all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
-           "SCHEMA_TYPE",
-           "REGISTRY_OPTIONS", "RegistrySettings", "registry_settings",
-           "SCHEMA_OPTION_SUFFIXES", "check_binary_column"]
+__all__ = [
+    "RegisteredSchema",
+    "RegistryClient",
+    "RegistryError",
+    "RegistryAuthError",
+    "SCHEMA_TYPE",
+    "REGISTRY_OPTIONS",
+    "RegistrySettings",
+    "registry_settings",
+    "SCHEMA_OPTION_SUFFIXES",
+    "check_binary_column",
+]

@@ -47,15 +47,23 @@ from .. import trust
 from ..bounded_cache import BoundedCache
 from .settings import RegistrySettings
 
-__all__ = ["RegisteredSchema", "RegistryClient", "RegistryError", "RegistryAuthError",
-           "SCHEMA_TYPE", "SUBJECT_NOT_FOUND", "VERSION_NOT_FOUND", "SCHEMA_NOT_FOUND"]
+__all__ = [
+    "RegisteredSchema",
+    "RegistryClient",
+    "RegistryError",
+    "RegistryAuthError",
+    "SCHEMA_TYPE",
+    "SUBJECT_NOT_FOUND",
+    "VERSION_NOT_FOUND",
+    "SCHEMA_NOT_FOUND",
+]
 
 SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
 #: The registry's schemaType of each valueFormat/keyFormat (reader and writer alike).
 SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 SCHEMAS_MAX = 4096  # schemas a client keeps by id and by subject version (least used go)
-MISSING_TTL_S = 60.0   # how long an id or GUID the registry does not have stays "missing"
-MISSING_MAX = 4096     # how many such ids and GUIDs are remembered at most
+MISSING_TTL_S = 60.0  # how long an id or GUID the registry does not have stays "missing"
+MISSING_MAX = 4096  # how many such ids and GUIDs are remembered at most
 _CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 _MAX_ANSWER = 8 << 20  # bytes: a schema with its metadata is far smaller
 
@@ -66,11 +74,11 @@ _MAX_ANSWER = 8 << 20  # bytes: a schema with its metadata is far smaller
 _BACKOFF_MS = 100
 _MAX_BACKOFF_MS = 1600
 
+
 class RegistryError(PyKafkaError):
     """The registry refused a call or could not be reached within the timeout."""
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 error_code: int | None = None):
+    def __init__(self, message: str, *, status: int | None = None, error_code: int | None = None):
         super().__init__(message)
         self.status, self.error_code = status, error_code
 
@@ -95,17 +103,19 @@ class RegisteredSchema:
     guid: str | None = None
 
 
-def _schema_from(body: dict, *, id: int | None = None, subject: str | None = None,
-                 guid: str | None = None) -> RegisteredSchema:
-    refs = tuple((r["name"], r["subject"], int(r["version"]))
-                 for r in body.get("references") or ())
+def _schema_from(
+    body: dict, *, id: int | None = None, subject: str | None = None, guid: str | None = None
+) -> RegisteredSchema:
+    refs = tuple((r["name"], r["subject"], int(r["version"])) for r in body.get("references") or ())
     return RegisteredSchema(
-        id=int(body["id"]) if body.get("id") is not None else int(id) if id is not None
-        else -1,
+        id=int(body["id"]) if body.get("id") is not None else int(id) if id is not None else -1,
         schema_type=(body.get("schemaType") or "AVRO").upper(),
-        text=body["schema"], references=refs,
-        subject=body.get("subject", subject), version=body.get("version"),
-        guid=body.get("guid", guid))
+        text=body["schema"],
+        references=refs,
+        subject=body.get("subject", subject),
+        version=body.get("version"),
+        guid=body.get("guid", guid),
+    )
 
 
 class _MissingSchemas:
@@ -113,8 +123,9 @@ class _MissingSchemas:
     remembered for ``ttl_s`` and at most ``limit`` of them (the oldest dropped first): a
     bounded negative cache. Not thread-safe: the client holds its lock around it."""
 
-    def __init__(self, ttl_s: float = MISSING_TTL_S, limit: int = MISSING_MAX,
-                 clock=time.monotonic):
+    def __init__(
+        self, ttl_s: float = MISSING_TTL_S, limit: int = MISSING_MAX, clock=time.monotonic
+    ):
         self.ttl_s, self.limit, self._clock = ttl_s, limit, clock
         # key -> (expiry, (message, status, error code)), oldest first
         self._errors: dict[object, tuple[float, tuple]] = {}
@@ -134,8 +145,10 @@ class _MissingSchemas:
 
     def remember(self, key, error: RegistryError) -> None:
         self._errors.pop(key, None)
-        self._errors[key] = (self._clock() + self.ttl_s,
-                             (str(error), error.status, error.error_code))
+        self._errors[key] = (
+            self._clock() + self.ttl_s,
+            (str(error), error.status, error.error_code),
+        )
         while len(self._errors) > self.limit:
             del self._errors[next(iter(self._errors))]
 
@@ -151,8 +164,9 @@ class RegistryClient:
         self._ssl: ssl.SSLContext | None = None
         self._lock = threading.Lock()
         self._by_id: BoundedCache[int, RegisteredSchema] = BoundedCache(SCHEMAS_MAX)
-        self._by_version: BoundedCache[tuple[str, int], RegisteredSchema] = \
-            BoundedCache(SCHEMAS_MAX)
+        self._by_version: BoundedCache[tuple[str, int], RegisteredSchema] = BoundedCache(
+            SCHEMAS_MAX
+        )
         self._missing = _MissingSchemas()
         self._next_url = 0
 
@@ -168,29 +182,41 @@ class RegistryClient:
         path = f"/schemas/ids/{int(schema_id)}"
         if subject:
             path += f"?subject={quote(subject, safe='')}"
-        found = _schema_from(self._call_unless_missing(("id", schema_id), "GET", path,
-                                                       what=f"schema id {schema_id}"),
-                             id=schema_id)
+        found = _schema_from(
+            self._call_unless_missing(
+                ("id", schema_id), "GET", path, what=f"schema id {schema_id}"
+            ),
+            id=schema_id,
+        )
         return self._by_id.put(schema_id, found)
 
     def schema_by_guid(self, guid: str) -> RegisteredSchema:
-        body = self._call_unless_missing(("guid", guid), "GET",
-                                         f"/schemas/guids/{quote(guid, safe='')}",
-                                         what=f"schema guid {guid}")
+        body = self._call_unless_missing(
+            ("guid", guid),
+            "GET",
+            f"/schemas/guids/{quote(guid, safe='')}",
+            what=f"schema guid {guid}",
+        )
         return _schema_from(body, guid=guid)
 
     def versions(self, subject: str) -> list[int]:
-        return [int(v) for v in self._call(
-            "GET", f"/subjects/{quote(subject, safe='')}/versions",
-            what=f"subject {subject!r}")]
+        return [
+            int(v)
+            for v in self._call(
+                "GET", f"/subjects/{quote(subject, safe='')}/versions", what=f"subject {subject!r}"
+            )
+        ]
 
     def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
         if version != "latest":
             cached = self._by_version.get((subject, int(version)))
             if cached is not None:
                 return cached
-        body = self._call("GET", f"/subjects/{quote(subject, safe='')}/versions/{version}",
-                          what=f"subject {subject!r} version {version}")
+        body = self._call(
+            "GET",
+            f"/subjects/{quote(subject, safe='')}/versions/{version}",
+            what=f"subject {subject!r} version {version}",
+        )
         found = _schema_from(body, subject=subject)
         # The versions endpoint always answers the version.
         self._by_version.put((subject, int(cast(int, found.version))), found)
@@ -198,18 +224,24 @@ class RegistryClient:
             self._by_id.put(found.id, found)
         return found
 
-    def register(self, subject: str, text: str, schema_type: str = "AVRO",
-                 references=()) -> int:
-        body = self._call("POST", f"/subjects/{quote(subject, safe='')}/versions",
-                          _payload(text, schema_type, references),
-                          what=f"registering a schema under subject {subject!r}")
+    def register(self, subject: str, text: str, schema_type: str = "AVRO", references=()) -> int:
+        body = self._call(
+            "POST",
+            f"/subjects/{quote(subject, safe='')}/versions",
+            _payload(text, schema_type, references),
+            what=f"registering a schema under subject {subject!r}",
+        )
         return int(body["id"])
 
-    def lookup(self, subject: str, text: str, schema_type: str = "AVRO",
-               references=()) -> RegisteredSchema:
-        body = self._call("POST", f"/subjects/{quote(subject, safe='')}",
-                          _payload(text, schema_type, references),
-                          what=f"looking the schema up under subject {subject!r}")
+    def lookup(
+        self, subject: str, text: str, schema_type: str = "AVRO", references=()
+    ) -> RegisteredSchema:
+        body = self._call(
+            "POST",
+            f"/subjects/{quote(subject, safe='')}",
+            _payload(text, schema_type, references),
+            what=f"looking the schema up under subject {subject!r}",
+        )
         return _schema_from(body, subject=subject)
 
     def referenced(self, schema: RegisteredSchema) -> dict[str, RegisteredSchema]:
@@ -226,14 +258,18 @@ class RegistryClient:
                 ref = self.version(subject, version)
                 visit(ref.references, depth + 1)
                 found[name] = ref
+
         visit(schema.references, 0)
         return found
 
     # ---- HTTP ---------------------------------------------------------------------------
 
     def _headers(self) -> dict[str, str]:
-        headers = {"Accept": _CONTENT_TYPE + ", application/json",
-                   "Content-Type": _CONTENT_TYPE, "User-Agent": "pyspark-pykafka"}
+        headers = {
+            "Accept": _CONTENT_TYPE + ", application/json",
+            "Content-Type": _CONTENT_TYPE,
+            "User-Agent": "pyspark-pykafka",
+        }
         s = self.settings
         if s.user_info is not None:
             token = base64.b64encode(s.user_info.reveal().encode()).decode()
@@ -245,18 +281,24 @@ class RegistryClient:
     def _context(self) -> ssl.SSLContext:
         if self._ssl is None:
             from protocol.client.tls import build_ssl_context
+
             s = self.settings
             try:
                 self._ssl = build_ssl_context(
-                    cafile=s.ca_location, certfile=s.certificate_location,
+                    cafile=s.ca_location,
+                    certfile=s.certificate_location,
                     keyfile=s.key_location,
                     key_password=s.key_password.reveal() if s.key_password else None,
-                    check_hostname=s.check_hostname)
+                    check_hostname=s.check_hostname,
+                )
             except ConfigError as exc:
-                raise ConfigError(str(exc).replace("kafka.ssl.", "schema.registry.ssl.")
-                                  .replace("cafile", "ca.location")
-                                  .replace("certfile", "certificate.location")
-                                  .replace("keyfile", "key.location")) from None
+                raise ConfigError(
+                    str(exc)
+                    .replace("kafka.ssl.", "schema.registry.ssl.")
+                    .replace("cafile", "ca.location")
+                    .replace("certfile", "certificate.location")
+                    .replace("keyfile", "key.location")
+                ) from None
         return self._ssl
 
     def _call_unless_missing(self, key, method: str, path: str, *, what: str) -> Any:
@@ -287,12 +329,14 @@ class RegistryClient:
             index = (first + tries.count) % len(s.urls)
             url = s.urls[index]
             try:
-                status, payload = self._send(url, method, path, data,
-                                             max(0.001, min(tries.time_left_s(), share)))
+                status, payload = self._send(
+                    url, method, path, data, max(0.001, min(tries.time_left_s(), share))
+                )
             except (OSError, http.client.HTTPException) as exc:
                 if isinstance(exc, ssl.SSLCertVerificationError):
-                    raise RegistryError(f"Schema Registry {url}: TLS certificate not "
-                                        f"trusted ({exc.verify_message})") from None
+                    raise RegistryError(
+                        f"Schema Registry {url}: TLS certificate not trusted ({exc.verify_message})"
+                    ) from None
                 # later calls start past a URL that could not be reached
                 self._next_url = (index + 1) % len(s.urls)
                 raise _Unavailable(f"{url}: {type(exc).__name__}: {exc}") from None
@@ -302,19 +346,27 @@ class RegistryClient:
             for secret in s.secrets():  # a registry (or a proxy) may echo a credential
                 message = redact(message, secret)
             if 300 <= status < 400:
-                raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, a "
-                                    "redirect; redirects are not followed (the request "
-                                    "carries the credentials): set schema.registry.url "
-                                    "to the final URL", status=status)
+                raise RegistryError(
+                    f"Schema Registry {url}: {what}: HTTP {status}, a "
+                    "redirect; redirects are not followed (the request "
+                    "carries the credentials): set schema.registry.url "
+                    "to the final URL",
+                    status=status,
+                )
             if status in (401, 403):
                 raise RegistryAuthError(
                     f"Schema Registry {url} refused {what}: HTTP {status} "
                     f"({message}); check schema.registry.basic.auth.user.info or "
-                    "schema.registry.bearer.auth.token", status=status, error_code=code)
+                    "schema.registry.bearer.auth.token",
+                    status=status,
+                    error_code=code,
+                )
             if status < 500 and status != 429:
-                raise RegistryError(f"Schema Registry {url}: {what}: HTTP {status}, "
-                                    f"error {code}: {message}", status=status,
-                                    error_code=code)
+                raise RegistryError(
+                    f"Schema Registry {url}: {what}: HTTP {status}, error {code}: {message}",
+                    status=status,
+                    error_code=code,
+                )
             raise _Unavailable(f"{url}: HTTP {status} ({message})")
 
         def say_waiting(tries, error: BaseException) -> None:
@@ -324,31 +376,38 @@ class RegistryClient:
         def gave_up(tries, error: BaseException) -> BaseException:
             return RegistryError(
                 f"Schema Registry did not answer {what} within schema.registry.timeout.ms="
-                f"{s.timeout_ms} ({tries.summary()}; last: {error})")
+                f"{s.timeout_ms} ({tries.summary()}; last: {error})"
+            )
 
-        policy = RetryPolicy(backoff_ms=_BACKOFF_MS, max_backoff_ms=_MAX_BACKOFF_MS,
-                             timeout_ms=s.timeout_ms)
-        return policy.run(what, attempt, retriable=lambda e: isinstance(e, _Unavailable),
-                          between=say_waiting, give_up=gave_up)
+        policy = RetryPolicy(
+            backoff_ms=_BACKOFF_MS, max_backoff_ms=_MAX_BACKOFF_MS, timeout_ms=s.timeout_ms
+        )
+        return policy.run(
+            what,
+            attempt,
+            retriable=lambda e: isinstance(e, _Unavailable),
+            between=say_waiting,
+            give_up=gave_up,
+        )
 
-    def _send(self, url: str, method: str, path: str, data: bytes | None,
-              timeout: float) -> tuple[int, Any]:
+    def _send(
+        self, url: str, method: str, path: str, data: bytes | None, timeout: float
+    ) -> tuple[int, Any]:
         trust.check_url(url, "schema.registry.url", "registry")
         deadline = time.monotonic() + timeout
         parts = urlsplit(url)
         host = parts.hostname or ""  # RegistrySettings admits only URLs with a host
         conn: http.client.HTTPConnection
         if parts.scheme == "https":
-            conn = http.client.HTTPSConnection(host, parts.port or 443,
-                                               timeout=timeout, context=self._context())
+            conn = http.client.HTTPSConnection(
+                host, parts.port or 443, timeout=timeout, context=self._context()
+            )
         else:
             conn = http.client.HTTPConnection(host, parts.port or 80, timeout=timeout)
         try:
-            conn.request(method, (parts.path or "") + path, body=data,
-                         headers=self._headers())
+            conn.request(method, (parts.path or "") + path, body=data, headers=self._headers())
             response = conn.getresponse()
-            raw = trust.read_bounded(response, _MAX_ANSWER, deadline,
-                                     f"Schema Registry {url}")
+            raw = trust.read_bounded(response, _MAX_ANSWER, deadline, f"Schema Registry {url}")
         except ConfigError as exc:  # sent too much: no retry will change that
             raise RegistryError(str(exc)) from None
         except TimeoutError as exc:
@@ -367,8 +426,7 @@ def _payload(text: str, schema_type: str, references) -> dict:
     if schema_type.upper() != "AVRO":
         body["schemaType"] = schema_type.upper()
     if references:
-        body["references"] = [{"name": n, "subject": s, "version": v}
-                              for n, s, v in references]
+        body["references"] = [{"name": n, "subject": s, "version": v} for n, s, v in references]
     return body
 
 
@@ -386,6 +444,11 @@ def _say_waiting(what: str, last: str, timeout_ms: int) -> None:
     """A registry that does not answer is retried for ``schema.registry.timeout.ms`` (30 s
     by default): say so at the first failure instead of waiting in silence (issue 32)."""
     import logging
+
     logging.getLogger("pykafka.registry").warning(
         "Schema Registry did not answer %s (%s); retrying until schema.registry.timeout.ms"
-        "=%d has passed. Is the registry running at that address?", what, last, timeout_ms)
+        "=%d has passed. Is the registry running at that address?",
+        what,
+        last,
+        timeout_ms,
+    )

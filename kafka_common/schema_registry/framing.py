@@ -23,8 +23,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Frames", "read_frames", "frame", "message_index_bytes",
-           "OK", "NULL", "BAD", "VALUE_HEADER", "KEY_HEADER"]
+__all__ = [
+    "Frames",
+    "read_frames",
+    "frame",
+    "message_index_bytes",
+    "OK",
+    "NULL",
+    "BAD",
+    "VALUE_HEADER",
+    "KEY_HEADER",
+]
 
 VALUE_HEADER, KEY_HEADER = "__value_schema_id", "__key_schema_id"
 OK, NULL, BAD = 0, 1, 2
@@ -37,10 +46,10 @@ class Frames:
     ``guids``), the row-relative ``starts`` of the payloads, and for Protobuf the message
     ``indexes`` of rows that do not use the first message (row -> index path)."""
 
-    status: np.ndarray          # int8
-    ids: np.ndarray             # int64
-    starts: np.ndarray          # int32, bytes to skip in each value
-    guids: dict[int, str]       # row -> GUID text, for rows framed with one
+    status: np.ndarray  # int8
+    ids: np.ndarray  # int64
+    starts: np.ndarray  # int32, bytes to skip in each value
+    guids: dict[int, str]  # row -> GUID text, for rows framed with one
     indexes: dict[int, tuple[int, ...]]
     reasons: dict[int, str]
 
@@ -92,8 +101,14 @@ def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, byt
     return {int(r): values[int(h)].as_py() for r, h in zip(rows, hits)}
 
 
-def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array | None = None,
-                header_name: str = VALUE_HEADER, plain: bool = False) -> Frames:
+def read_frames(
+    values: pa.Array,
+    *,
+    protobuf: bool = False,
+    headers: pa.Array | None = None,
+    header_name: str = VALUE_HEADER,
+    plain: bool = False,
+) -> Frames:
     """Parse the framing of every row of the binary column ``values`` (see the module
     docstring); ``headers`` is the Kafka headers column, when the records have any.
 
@@ -103,12 +118,16 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
     values = values.cast(pa.binary()) if values.type != pa.binary() else values
     n = len(values)
     bufs = values.buffers()
-    offsets = (np.frombuffer(bufs[1], dtype=np.int32)[values.offset:values.offset + n + 1]
-               if n else np.zeros(1, np.int32))
+    offsets = (
+        np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + n + 1]
+        if n
+        else np.zeros(1, np.int32)
+    )
     # The value buffer, as bytes (an empty column has no data buffer)
     data_buf = bufs[2]
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else \
-        np.zeros(0, np.uint8)
+    data = (
+        np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
+    )
     begin, end = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
     length = end - begin
     valid = np.asarray(values.is_valid()) if values.null_count else np.ones(n, bool)
@@ -129,13 +148,17 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
     elif v0.any():
         b = begin[v0]
     if v0.any():  # the 4 id bytes are inside each of these values (length >= 5)
-        ids[v0] = ((data[b + 1].astype(np.int64) << 24) | (data[b + 2].astype(np.int64) << 16)
-                   | (data[b + 3].astype(np.int64) << 8) | data[b + 4].astype(np.int64))
+        ids[v0] = (
+            (data[b + 1].astype(np.int64) << 24)
+            | (data[b + 2].astype(np.int64) << 16)
+            | (data[b + 3].astype(np.int64) << 8)
+            | data[b + 4].astype(np.int64)
+        )
         starts[v0] = 5
     v1 = valid & (magic == 1) & (length >= 17)
     for row in np.flatnonzero(v1).tolist():
         at = int(begin[row])
-        guids[int(row)] = str(uuid.UUID(bytes=data[at + 1:at + 17].tobytes()))
+        guids[int(row)] = str(uuid.UUID(bytes=data[at + 1 : at + 17].tobytes()))
         starts[row] = 17
     bad = valid & ~v0 & ~v1
     if plain:
@@ -144,11 +167,13 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
         if int(row) in in_header:
             continue
         status[row] = BAD
-        reasons[int(row)] = ("value is not in Confluent's wire format: "
-                             + ("it is empty" if length[row] == 0 else
-                                f"magic byte {int(magic[row])}, {int(length[row])} bytes"
-                                if magic[row] in (0, 1) else
-                                f"unknown magic byte {int(magic[row])}"))
+        reasons[int(row)] = "value is not in Confluent's wire format: " + (
+            "it is empty"
+            if length[row] == 0
+            else f"magic byte {int(magic[row])}, {int(length[row])} bytes"
+            if magic[row] in (0, 1)
+            else f"unknown magic byte {int(magic[row])}"
+        )
     for row, header in in_header.items():
         if status[row] == NULL:
             continue
@@ -181,7 +206,7 @@ def read_frames(values: pa.Array, *, protobuf: bool = False, headers: pa.Array |
         framed = (status == OK) & (starts > 0)
         starts[first] += 1
         for row in np.flatnonzero(framed & ~first):
-            raw = data[begin[row]:end[row]].tobytes()
+            raw = data[begin[row] : end[row]].tobytes()
             try:
                 path, pos = _read_indexes(raw, int(starts[row]))
             except ValueError as exc:

@@ -24,8 +24,13 @@ from protocol.errors import ConfigError
 from .. import trust
 from ..option_map import INT32_MAX, OptionMap
 
-__all__ = ["REGISTRY_OPTIONS", "RegistrySettings", "registry_settings", "SCHEMA_OPTION_SUFFIXES",
-           "check_binary_column"]
+__all__ = [
+    "REGISTRY_OPTIONS",
+    "RegistrySettings",
+    "registry_settings",
+    "SCHEMA_OPTION_SUFFIXES",
+    "check_binary_column",
+]
 
 #: The options of a column's schema (``valueSubject``, ``keyMessageName``, ...): they mean
 #: nothing while the column's format is binary.
@@ -33,37 +38,60 @@ SCHEMA_OPTION_SUFFIXES = ("Subject", "SchemaVersion", "Schema", "MessageName")
 
 #: (name, default, meaning) of each registry option, for the option tables.
 REGISTRY_OPTIONS: tuple[tuple[str, str, str], ...] = (
-    ("schema.registry.url", "none",
-     "Comma-separated base URLs of the Schema Registry (http or https); needed by the avro, "
-     "protobuf and json formats unless the schema is given inline. Tried in order."),
-    ("schema.registry.basic.auth.user.info", "none",
-     "user:password for HTTP basic authentication; never logged."),
-    ("schema.registry.bearer.auth.token", "none",
-     "A static bearer token sent as Authorization: Bearer; never logged."),
-    ("schema.registry.ssl.ca.location", "system CAs",
-     "PEM file of the certificate authorities to trust for an https registry."),
-    ("schema.registry.ssl.certificate.location", "none",
-     "PEM client certificate for mutual TLS with the registry."),
-    ("schema.registry.ssl.key.location", "none",
-     "PEM private key of that certificate."),
-    ("schema.registry.ssl.key.password", "none",
-     "Password of an encrypted key; never logged."),
-    ("schema.registry.ssl.endpoint.identification.algorithm", '"https"',
-     '"https" checks the registry\'s host name against its certificate; "none" or an '
-     "empty string skips that check (the chain is still verified)."),
-    ("schema.registry.timeout.ms", "30000",
-     "How long (ms) one registry lookup may take, retries of 5xx answers, timeouts and "
-     "refused connections included, before the query fails (401/403 fail at once)."),
+    (
+        "schema.registry.url",
+        "none",
+        "Comma-separated base URLs of the Schema Registry (http or https); needed by the avro, "
+        "protobuf and json formats unless the schema is given inline. Tried in order.",
+    ),
+    (
+        "schema.registry.basic.auth.user.info",
+        "none",
+        "user:password for HTTP basic authentication; never logged.",
+    ),
+    (
+        "schema.registry.bearer.auth.token",
+        "none",
+        "A static bearer token sent as Authorization: Bearer; never logged.",
+    ),
+    (
+        "schema.registry.ssl.ca.location",
+        "system CAs",
+        "PEM file of the certificate authorities to trust for an https registry.",
+    ),
+    (
+        "schema.registry.ssl.certificate.location",
+        "none",
+        "PEM client certificate for mutual TLS with the registry.",
+    ),
+    ("schema.registry.ssl.key.location", "none", "PEM private key of that certificate."),
+    ("schema.registry.ssl.key.password", "none", "Password of an encrypted key; never logged."),
+    (
+        "schema.registry.ssl.endpoint.identification.algorithm",
+        '"https"',
+        '"https" checks the registry\'s host name against its certificate; "none" or an '
+        "empty string skips that check (the chain is still verified).",
+    ),
+    (
+        "schema.registry.timeout.ms",
+        "30000",
+        "How long (ms) one registry lookup may take, retries of 5xx answers, timeouts and "
+        "refused connections included, before the query fails (401/403 fail at once).",
+    ),
 )
 
-def check_binary_column(opts: OptionMap, column: str,
-                        suffixes: tuple[str, ...] = SCHEMA_OPTION_SUFFIXES) -> None:
+
+def check_binary_column(
+    opts: OptionMap, column: str, suffixes: tuple[str, ...] = SCHEMA_OPTION_SUFFIXES
+) -> None:
     """ConfigError for the first option of ``column``'s schema (``column`` + each of
     ``suffixes``) set while ``{column}Format`` is binary."""
     for suffix in suffixes:
         if opts.has(column + suffix):
-            raise ConfigError(f"{column}{suffix} is set but {column}Format is binary "
-                              f"(set {column}Format to avro, protobuf or json)")
+            raise ConfigError(
+                f"{column}{suffix} is set but {column}Format is binary "
+                f"(set {column}Format to avro, protobuf or json)"
+            )
 
 
 @dataclass(frozen=True)
@@ -87,8 +115,7 @@ class RegistrySettings:
         found = []
         if self.user_info is not None:
             info = self.user_info.reveal()
-            found += [info, info.partition(":")[2],
-                      base64.b64encode(info.encode()).decode()]
+            found += [info, info.partition(":")[2], base64.b64encode(info.encode()).decode()]
         for secret in (self.bearer_token, self.key_password):
             if secret is not None:
                 found.append(secret.reveal())
@@ -105,15 +132,16 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
         return None
     urls = tuple(u.strip().rstrip("/") for u in text.split(",") if u.strip())
     if not urls:
-        raise ConfigError("schema.registry.url: give at least one URL, e.g. "
-                          "http://registry:8081")
+        raise ConfigError("schema.registry.url: give at least one URL, e.g. http://registry:8081")
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ConfigError(f"schema.registry.url: {url!r} is not an http(s) URL")
         if parts.username or parts.password:
-            raise ConfigError("schema.registry.url: put the credentials in "
-                              "schema.registry.basic.auth.user.info, not in the URL")
+            raise ConfigError(
+                "schema.registry.url: put the credentials in "
+                "schema.registry.basic.auth.user.info, not in the URL"
+            )
         trust.check_url(url, "schema.registry.url", "registry")
     # secrets (option_map.SECRET_OPTIONS): read exactly as given
     user_info = opts.get("schema.registry.basic.auth.user.info")
@@ -121,18 +149,27 @@ def registry_settings(opts: OptionMap) -> RegistrySettings | None:
         raise ConfigError("schema.registry.basic.auth.user.info must be user:password")
     token = opts.get("schema.registry.bearer.auth.token")
     if user_info is not None and token is not None:
-        raise ConfigError("schema.registry.basic.auth.user.info and "
-                          "schema.registry.bearer.auth.token cannot both be set")
-    algorithm = (opts.get("schema.registry.ssl.endpoint.identification.algorithm", "https")
-                 or "none").lower()
+        raise ConfigError(
+            "schema.registry.basic.auth.user.info and "
+            "schema.registry.bearer.auth.token cannot both be set"
+        )
+    algorithm = (
+        opts.get("schema.registry.ssl.endpoint.identification.algorithm", "https") or "none"
+    ).lower()
     if algorithm not in ("https", "none"):
-        raise ConfigError("schema.registry.ssl.endpoint.identification.algorithm must be "
-                          f"https, none or empty, got {algorithm!r}")
+        raise ConfigError(
+            "schema.registry.ssl.endpoint.identification.algorithm must be "
+            f"https, none or empty, got {algorithm!r}"
+        )
     if (user_info is not None or token is not None) and any(
-            u.lower().startswith("http:") for u in urls):
-        trust.warn_plaintext("registry", "schema.registry.url has an http: URL: the "
-                             "registry credentials (schema.registry.basic.auth.user.info or "
-                             "bearer.auth.token) travel in the clear; use https:.")
+        u.lower().startswith("http:") for u in urls
+    ):
+        trust.warn_plaintext(
+            "registry",
+            "schema.registry.url has an http: URL: the "
+            "registry credentials (schema.registry.basic.auth.user.info or "
+            "bearer.auth.token) travel in the clear; use https:.",
+        )
     key_password = opts.get("schema.registry.ssl.key.password")
     return RegistrySettings(
         urls=urls,

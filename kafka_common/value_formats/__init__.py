@@ -15,13 +15,28 @@ The format libraries stay beside this package: ``kafka_common.avro``, ``protobuf
 ``encoding`` do, and are imported by their full names where they are needed.
 """
 
-from .option_table import (CONVERSION_OPTIONS, FORMAT_OPTIONS, reader_format_options,
-                           writer_format_options, writer_passes_over)
+from .option_table import (
+    CONVERSION_OPTIONS,
+    FORMAT_OPTIONS,
+    reader_format_options,
+    writer_format_options,
+    writer_passes_over,
+)
 from .parsing import parse_reader_formats, parse_writer_formats
 from .registry_lookups import resolve_formats, resolve_sink_formats
 from .specs import ColumnFormat, Formats, SinkFormat
 
-__all__ = ["CONVERSION_OPTIONS", "FORMAT_OPTIONS", "reader_format_options",
-           "writer_format_options", "writer_passes_over", "parse_reader_formats",
-           "parse_writer_formats", "resolve_formats", "resolve_sink_formats", "ColumnFormat",
-           "Formats", "SinkFormat"]
+__all__ = [
+    "CONVERSION_OPTIONS",
+    "FORMAT_OPTIONS",
+    "reader_format_options",
+    "writer_format_options",
+    "writer_passes_over",
+    "parse_reader_formats",
+    "parse_writer_formats",
+    "resolve_formats",
+    "resolve_sink_formats",
+    "ColumnFormat",
+    "Formats",
+    "SinkFormat",
+]

@@ -60,7 +60,8 @@ PLAIN_JSON_HINT = (
     "; it looks like plain JSON text, not Confluent's wire format: with "
     "schema.registry.url set, values must carry a schema id. Plain JSON is read with "
     "valueFormat=json and valueSchema (a DDL string or a JSON Schema) without "
-    "schema.registry.url, or with from_json(col('value').cast('string'), schema)")
+    "schema.registry.url, or with from_json(col('value').cast('string'), schema)"
+)
 
 
 def _hint(col: ColumnFormat, reason: str) -> str:
@@ -83,12 +84,19 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
         if col.inline_schema is not None:
             # No registry: every payload was written with the given schema (what
             # from_avro(value, schema) assumes).
-            return (schema_id if guid is None else -1, col.schema_type, col.reader_schema,
-                    col.reader_references)
+            return (
+                schema_id if guid is None else -1,
+                col.schema_type,
+                col.reader_schema,
+                col.reader_references,
+            )
         raise LookupError("no schema.registry.url to look it up in")
     try:
-        found = client.schema_by_guid(guid) if guid is not None else \
-            client.schema_by_id(cast(int, schema_id))  # a key without a guid has an id
+        found = (
+            client.schema_by_guid(guid)
+            if guid is not None
+            else client.schema_by_id(cast(int, schema_id))
+        )  # a key without a guid has an id
     except RegistryAuthError:
         raise
     except RegistryError as exc:
@@ -99,23 +107,38 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
     return (found.id if guid is None else -1, found.schema_type, found.text, refs)
 
 
-def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
-                   values: pa.Array, headers, where) -> tuple[pa.Array, pa.Array, pa.Array]:
+def _decode_column(
+    col: ColumnFormat, formats: Formats, conversion: dict, values: pa.Array, headers, where
+) -> tuple[pa.Array, pa.Array, pa.Array]:
     """``values`` decoded: (the typed column, the schema ids, the raw bytes of the rows that
     could not be decoded); FAILFAST raises on the first such row instead."""
     from kafka_common.schema_registry.framing import KEY_HEADER, VALUE_HEADER
+
     n = len(values)
-    frames = read_frames(values, protobuf=col.format == "protobuf", headers=headers,
-                         header_name=VALUE_HEADER if col.column == "value" else KEY_HEADER,
-                         plain=reads_plain_json(col, formats))
+    frames = read_frames(
+        values,
+        protobuf=col.format == "protobuf",
+        headers=headers,
+        header_name=VALUE_HEADER if col.column == "value" else KEY_HEADER,
+        plain=reads_plain_json(col, formats),
+    )
     status, ids = frames.status, frames.ids
     corrupt = status == BAD
     reasons = dict(frames.reasons)
     target = reader_type(col, conversion)
     pieces: list[tuple[np.ndarray, pa.Array]] = []
     for key, rows in _rows_by_writer(frames).items():
-        piece = _decode_group(col, formats, conversion, values, frames, key,
-                              np.asarray(rows, dtype=np.int64), corrupt, reasons)
+        piece = _decode_group(
+            col,
+            formats,
+            conversion,
+            values,
+            frames,
+            key,
+            np.asarray(rows, dtype=np.int64),
+            corrupt,
+            reasons,
+        )
         if piece is not None:
             rows, array = piece
             pieces.append((rows, array if array.type == target else array.cast(target)))
@@ -125,10 +148,15 @@ def _decode_column(col: ColumnFormat, formats: Formats, conversion: dict,
         decoded = pieces[0][1]  # every row decoded, in order
     else:
         decoded = _in_row_order(pieces, n, target)
-    id_array = pa.array(np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
-                        mask=(status == NULL) | (ids < 0))
-    raw = pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type)) \
-        if corrupt.any() else pa.nulls(n, pa.binary())
+    id_array = pa.array(
+        np.where((status != NULL) & (ids >= 0), ids, 0).astype(np.int32),
+        mask=(status == NULL) | (ids < 0),
+    )
+    raw = (
+        pc.if_else(pa.array(corrupt), values, pa.nulls(n, values.type))
+        if corrupt.any()
+        else pa.nulls(n, pa.binary())
+    )
     return decoded, id_array, raw
 
 
@@ -150,21 +178,33 @@ def _rows_by_writer(frames) -> dict[tuple, Any]:
     for row in sorted(odd_rows):
         if status[row] == OK:
             guid = frames.guids.get(row)
-            key = (None if guid is not None else int(ids[row]), guid,
-                   frames.indexes.get(row, (0,)))
+            key = (None if guid is not None else int(ids[row]), guid, frames.indexes.get(row, (0,)))
             groups.setdefault(key, []).append(row)
     return groups
 
 
-def _decode_group(col: ColumnFormat, formats: Formats, conversion: dict, values: pa.Array,
-                  frames, key: tuple, rows: np.ndarray, corrupt: np.ndarray,
-                  reasons: dict) -> tuple[np.ndarray, pa.Array] | None:
+def _decode_group(
+    col: ColumnFormat,
+    formats: Formats,
+    conversion: dict,
+    values: pa.Array,
+    frames,
+    key: tuple,
+    rows: np.ndarray,
+    corrupt: np.ndarray,
+    reasons: dict,
+) -> tuple[np.ndarray, pa.Array] | None:
     """The rows of one writer schema decoded: (the rows decoded, their values); the rows
     that could not be are marked in ``corrupt`` with their reason. None: none could."""
     schema_id, guid, path = key
     ids = frames.ids
-    label = (f"schema guid {guid}" if guid is not None else f"schema id {schema_id}"
-             if schema_id != -1 else "a plain value (no schema id)")
+    label = (
+        f"schema guid {guid}"
+        if guid is not None
+        else f"schema id {schema_id}"
+        if schema_id != -1
+        else "a plain value (no schema id)"
+    )
     try:
         writer = _writer(col, formats, schema_id, guid)
     except LookupError as exc:
@@ -189,7 +229,8 @@ def _decode_group(col: ColumnFormat, formats: Formats, conversion: dict, values:
         r = int(rows[j])
         corrupt[r] = True
         reasons[r] = f"corrupt {col.format} payload for {label}" + (
-            f": {why[int(j)]}" if int(j) in why else "")
+            f": {why[int(j)]}" if int(j) in why else ""
+        )
     keep = ~errors
     return rows[keep], array.filter(pa.array(keep))
 
@@ -200,8 +241,9 @@ def _mark(rows: np.ndarray, corrupt: np.ndarray, reasons: dict, reason: str) -> 
         reasons[int(r)] = reason
 
 
-def _fail_fast(col: ColumnFormat, where, corrupt: np.ndarray, ids: np.ndarray,
-               reasons: dict) -> None:
+def _fail_fast(
+    col: ColumnFormat, where, corrupt: np.ndarray, ids: np.ndarray, reasons: dict
+) -> None:
     """FAILFAST: the first row that could not be decoded, named by topic, partition and
     offset, with how many more there are."""
     row = int(np.flatnonzero(corrupt)[0])
@@ -212,8 +254,8 @@ def _fail_fast(col: ColumnFormat, where, corrupt: np.ndarray, ids: np.ndarray,
         f"{int(offsets[row])}{schema} as {col.format} (valueFormat/keyFormat; set "
         f"mode=PERMISSIVE to get null and the raw bytes in {col.column}CorruptRecord "
         f"instead): {_hint(col, reasons.get(row, 'corrupt'))}"
-        + (f"; {int(corrupt.sum()) - 1} more such rows in this batch"
-           if corrupt.sum() > 1 else ""))
+        + (f"; {int(corrupt.sum()) - 1} more such rows in this batch" if corrupt.sum() > 1 else "")
+    )
 
 
 def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
@@ -229,8 +271,9 @@ def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
     return combined.take(pa.array(positions))
 
 
-def decode_formats(batch: pa.RecordBatch, formats: Formats, *, topic: str, partition: int,
-                   keep_headers: bool) -> pa.RecordBatch:
+def decode_formats(
+    batch: pa.RecordBatch, formats: Formats, *, topic: str, partition: int, keep_headers: bool
+) -> pa.RecordBatch:
     """``batch`` (Kafka's columns, with headers) with the value/key columns decoded and the
     schema id (and corrupt record) columns added; headers dropped unless ``keep_headers``."""
     conversion = dict(formats.conversion)
@@ -241,8 +284,9 @@ def decode_formats(batch: pa.RecordBatch, formats: Formats, *, topic: str, parti
     extra_names, extra = [], []
     for col in formats.columns:
         i = names.index(col.column)
-        decoded, id_array, raw = _decode_column(col, formats, conversion, columns[i],
-                                                headers, (topic, partition, offsets))
+        decoded, id_array, raw = _decode_column(
+            col, formats, conversion, columns[i], headers, (topic, partition, offsets)
+        )
         columns[i] = decoded
         extra_names.append(f"{col.column}SchemaId")
         extra.append(id_array)

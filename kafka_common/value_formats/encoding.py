@@ -26,13 +26,16 @@ def _encoder(f: SinkFormat):
         assert f.schema is not None  # filled by registry_lookups.resolve_sink_formats
         if f.format == "avro":
             from kafka_common.avro import Encoder as AvroEncoder, parse_schema
+
             found = (AvroEncoder(parse_schema(f.schema, [t for _, t in f.references])), b"")
         elif f.format == "protobuf":
             from kafka_common.protobuf.encoder import Encoder as ProtobufEncoder
+
             encoder = ProtobufEncoder(f.schema, f.references, f.message_name)
             found = (encoder, message_index_bytes(encoder.path))
         else:
             from kafka_common.json_schema.encoder import Encoder as JsonEncoder
+
             found = (JsonEncoder(), b"")
         _encoders.put(key, found)
     return found
@@ -45,8 +48,9 @@ def framed(payloads: pa.Array, prefix: bytes) -> pa.Array:
     payloads = payloads.cast(pa.binary())
     n, k = len(payloads), len(prefix)
     bufs = payloads.buffers()
-    offsets = np.frombuffer(bufs[1], np.int32)[payloads.offset:payloads.offset + n + 1] \
-        .astype(np.int64)
+    offsets = np.frombuffer(bufs[1], np.int32)[payloads.offset : payloads.offset + n + 1].astype(
+        np.int64
+    )
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     valid = np.asarray(payloads.is_valid()) if payloads.null_count else np.ones(n, bool)
     lengths = np.diff(offsets) + np.where(valid, k, 0)
@@ -58,13 +62,16 @@ def framed(payloads: pa.Array, prefix: bytes) -> pa.Array:
     for i, byte in enumerate(prefix):
         out[heads + i] = byte
         keep[heads + i] = False
-    out[keep] = data[offsets[0]:offsets[-1]]
+    out[keep] = data[offsets[0] : offsets[-1]]
     if new_offsets[-1] > 2**31 - 1:
         raise ValueError("a batch of framed values exceeds 2 GiB")
     validity = pa.array(valid).buffers()[1] if payloads.null_count else None
-    return pa.Array.from_buffers(pa.binary(), n, [validity,
-                                                  pa.py_buffer(new_offsets.astype(np.int32)),
-                                                  pa.py_buffer(out)], payloads.null_count)
+    return pa.Array.from_buffers(
+        pa.binary(),
+        n,
+        [validity, pa.py_buffer(new_offsets.astype(np.int32)), pa.py_buffer(out)],
+        payloads.null_count,
+    )
 
 
 def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa.RecordBatch:
@@ -80,7 +87,6 @@ def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa
         if column.null_count:
             # A null value is a tombstone, as Spark's to_avro gives null for null: never
             # the union's null branch.
-            payloads = pc.if_else(column.is_valid(), payloads,
-                                          pa.nulls(len(column), pa.binary()))
+            payloads = pc.if_else(column.is_valid(), payloads, pa.nulls(len(column), pa.binary()))
         columns[i] = framed(payloads, frame(f.schema_id) + after_id)
     return pa.RecordBatch.from_arrays(columns, names=names)

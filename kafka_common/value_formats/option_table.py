@@ -13,20 +13,35 @@ from typing import NamedTuple
 
 from kafka_common.schema_registry import REGISTRY_OPTIONS
 
-__all__ = ["FORMATS", "CONVERSION_OPTIONS", "Doc", "FormatOption", "PASSED_OVER",
-           "FORMAT_OPTIONS", "reader_format_options", "writer_format_options",
-           "writer_passes_over"]
+__all__ = [
+    "FORMATS",
+    "CONVERSION_OPTIONS",
+    "Doc",
+    "FormatOption",
+    "PASSED_OVER",
+    "FORMAT_OPTIONS",
+    "reader_format_options",
+    "writer_format_options",
+    "writer_passes_over",
+]
 
 #: valueFormat/keyFormat values, in the order the reader's error lists them.
 FORMATS = ("binary", "avro", "protobuf", "json")
 
 #: Spark's from_avro / from_protobuf options, passed through to the codecs as given.
 CONVERSION_OPTIONS = (
-    "enableStableIdentifiersForUnionType", "stableIdentifierPrefixForUnionType",
-    "recursiveFieldMaxDepth", "datetimeRebaseMode", "avroSchemaEvolutionMode",
-    "enums.as.ints", "emit.default.values", "recursive.fields.max.depth",
-    "convert.any.fields.to.json", "unwrap.primitive.wrapper.types",
-    "retain.empty.message.types", "upcast.unsigned.ints",
+    "enableStableIdentifiersForUnionType",
+    "stableIdentifierPrefixForUnionType",
+    "recursiveFieldMaxDepth",
+    "datetimeRebaseMode",
+    "avroSchemaEvolutionMode",
+    "enums.as.ints",
+    "emit.default.values",
+    "recursive.fields.max.depth",
+    "convert.any.fields.to.json",
+    "unwrap.primitive.wrapper.types",
+    "retain.empty.message.types",
+    "upcast.unsigned.ints",
 )
 
 
@@ -61,67 +76,120 @@ _SAME_FOR_KEY = "The same for the key."
 FORMAT_OPTIONS: tuple[FormatOption, ...] = (
     FormatOption(
         "valueFormat",
-        Doc('"binary"', "binary (the value as bytes), avro, protobuf or json: decode "
+        Doc(
+            '"binary"',
+            "binary (the value as bytes), avro, protobuf or json: decode "
             "Confluent-framed values into a typed value column, as from_avro/from_protobuf "
-            "would, plus valueSchemaId."),
-        Doc('"binary"', "binary (value is string or binary), avro, protobuf or json: the "
+            "would, plus valueSchemaId.",
+        ),
+        Doc(
+            '"binary"',
+            "binary (value is string or binary), avro, protobuf or json: the "
             "value column (a struct, or a primitive for avro and json) is written in "
             "Confluent's wire format (magic byte, schema id, Protobuf message indexes) with "
-            "the subject's schema.")),
-    FormatOption("keyFormat", Doc('"binary"', "The same for the key (keySchemaId)."),
-                 Doc('"binary"', "The same for the key column.")),
+            "the subject's schema.",
+        ),
+    ),
+    FormatOption(
+        "keyFormat",
+        Doc('"binary"', "The same for the key (keySchemaId)."),
+        Doc('"binary"', "The same for the key column."),
+    ),
     *(_both(*option) for option in REGISTRY_OPTIONS),
     FormatOption(
         "valueSubject",
-        Doc('"<topic>-value"', "Registry subject of the value schemas (TopicNameStrategy by "
+        Doc(
+            '"<topic>-value"',
+            "Registry subject of the value schemas (TopicNameStrategy by "
             "default); required when several topics, a pattern or an assign of several "
-            "topics is read."),
-        Doc('"<topic>-value"', "Registry subject the value schema is looked up in or "
-            "registered under; required without the topic option.")),
-    FormatOption("keySubject", Doc('"<topic>-key"', "Registry subject of the key schemas."),
-                 Doc('"<topic>-key"', _SAME_FOR_KEY)),
+            "topics is read.",
+        ),
+        Doc(
+            '"<topic>-value"',
+            "Registry subject the value schema is looked up in or "
+            "registered under; required without the topic option.",
+        ),
+    ),
+    FormatOption(
+        "keySubject",
+        Doc('"<topic>-key"', "Registry subject of the key schemas."),
+        Doc('"<topic>-key"', _SAME_FOR_KEY),
+    ),
     FormatOption(
         "valueSchemaVersion",
-        Doc('"latest"', "Version of the subject used as the reader schema, resolved once "
+        Doc(
+            '"latest"',
+            "Version of the subject used as the reader schema, resolved once "
             "when the query is planned (so the DataFrame's schema is fixed); every writer "
-            "schema is resolved against it by the format's evolution rules."),
-        PASSED_OVER),
+            "schema is resolved against it by the format's evolution rules.",
+        ),
+        PASSED_OVER,
+    ),
     FormatOption("keySchemaVersion", Doc('"latest"', _SAME_FOR_KEY), PASSED_OVER),
     FormatOption(
         "valueSchema",
-        Doc("none", "An explicit reader schema instead of the registry's: Avro schema JSON, "
-            ".proto text (with valueMessageName), or for json a Spark DDL string (\"id INT, "
-            "name STRING, tags ARRAY<STRING>\": values converted as from_json converts "
-            "them) or a JSON Schema document (a JSON object)."),
-        Doc("the subject's latest", "The schema to write the values with (Avro JSON, .proto "
+        Doc(
+            "none",
+            "An explicit reader schema instead of the registry's: Avro schema JSON, "
+            '.proto text (with valueMessageName), or for json a Spark DDL string ("id INT, '
+            'name STRING, tags ARRAY<STRING>": values converted as from_json converts '
+            "them) or a JSON Schema document (a JSON object).",
+        ),
+        Doc(
+            "the subject's latest",
+            "The schema to write the values with (Avro JSON, .proto "
             "text, JSON Schema: not a DDL), looked up in the subject or registered with "
             "auto.register.schemas; by default the subject's latest version, or with "
             "auto.register.schemas (avro, json) the schema derived from the column's type "
-            "as Spark's to_avro derives it.")),
-    FormatOption("keySchema", Doc("none", _SAME_FOR_KEY),
-                 Doc("the subject's latest", _SAME_FOR_KEY)),
+            "as Spark's to_avro derives it.",
+        ),
+    ),
+    FormatOption(
+        "keySchema", Doc("none", _SAME_FOR_KEY), Doc("the subject's latest", _SAME_FOR_KEY)
+    ),
     FormatOption(
         "valueMessageName",
-        Doc("first message", "Protobuf: the (fully qualified) message of the .proto to read "
+        Doc(
+            "first message",
+            "Protobuf: the (fully qualified) message of the .proto to read "
             "as the value; a value whose Confluent message index names another message is a "
-            "corrupt record."),
-        Doc("first message", "Protobuf: the message of the .proto the value column is "
-            "written as.")),
-    FormatOption("keyMessageName", Doc("first message", _SAME_FOR_KEY),
-                 Doc("first message", _SAME_FOR_KEY)),
+            "corrupt record.",
+        ),
+        Doc("first message", "Protobuf: the message of the .proto the value column is written as."),
+    ),
+    FormatOption(
+        "keyMessageName", Doc("first message", _SAME_FOR_KEY), Doc("first message", _SAME_FOR_KEY)
+    ),
     FormatOption(
         "mode",
-        Doc('"FAILFAST"', "FAILFAST fails the query on a corrupt value or an unknown schema "
+        Doc(
+            '"FAILFAST"',
+            "FAILFAST fails the query on a corrupt value or an unknown schema "
             "id (naming topic, partition, offset and id); PERMISSIVE gives a null value and "
-            "the raw bytes in valueCorruptRecord (keyCorruptRecord)."),
-        PASSED_OVER),
-    *(FormatOption(name, Doc("Spark's", "Passed to the Avro/Protobuf conversion as "
-                             "from_avro/from_protobuf take it."), None)
-      for name in CONVERSION_OPTIONS),
+            "the raw bytes in valueCorruptRecord (keyCorruptRecord).",
+        ),
+        PASSED_OVER,
+    ),
+    *(
+        FormatOption(
+            name,
+            Doc(
+                "Spark's",
+                "Passed to the Avro/Protobuf conversion as from_avro/from_protobuf take it.",
+            ),
+            None,
+        )
+        for name in CONVERSION_OPTIONS
+    ),
     FormatOption(
-        "auto.register.schemas", None,
-        Doc("false", "Register the schema under the subject when it is not there yet "
-            "(Confluent's serializer option of the same name).")),
+        "auto.register.schemas",
+        None,
+        Doc(
+            "false",
+            "Register the schema under the subject when it is not there yet "
+            "(Confluent's serializer option of the same name).",
+        ),
+    ),
 )
 
 

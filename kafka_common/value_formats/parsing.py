@@ -11,8 +11,12 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kafka_common.option_map import OptionMap
-from kafka_common.schema_registry import (SCHEMA_OPTION_SUFFIXES, RegistrySettings,
-                                          check_binary_column, registry_settings)
+from kafka_common.schema_registry import (
+    SCHEMA_OPTION_SUFFIXES,
+    RegistrySettings,
+    check_binary_column,
+    registry_settings,
+)
 from protocol.errors import ConfigError
 
 from .option_table import CONVERSION_OPTIONS, FORMAT_OPTIONS, FORMATS, Doc
@@ -23,52 +27,61 @@ __all__ = ["parse_reader_formats", "parse_writer_formats"]
 
 class _Side(NamedTuple):
     reader: bool
-    bad_format: str         # "{column}Format must be ..." after the option name
-    no_subject: str         # why the default subject cannot be made
-    no_registry: str        # what follows "schema.registry.url is required with X=f"
+    bad_format: str  # "{column}Format must be ..." after the option name
+    no_subject: str  # why the default subject cannot be made
+    no_registry: str  # what follows "schema.registry.url is required with X=f"
     binary_refuses: tuple[str, ...]  # suffixes of the options a binary column refuses
 
 
 def _refused_when_binary(reader: bool) -> tuple[str, ...]:
     """The schema options (by suffix) the side takes: set on a binary column, an error."""
-    taken = {o.name for o in FORMAT_OPTIONS
-             if isinstance(o.reader if reader else o.writer, Doc)}
+    taken = {o.name for o in FORMAT_OPTIONS if isinstance(o.reader if reader else o.writer, Doc)}
     return tuple(s for s in SCHEMA_OPTION_SUFFIXES if f"value{s}" in taken)
 
 
 _READER = _Side(
-    True, f"must be one of {', '.join(FORMATS)}",
+    True,
+    f"must be one of {', '.join(FORMATS)}",
     "when more than one topic (or a pattern) is read: the default subject <topic>-{column} "
     "needs a single topic",
-    " (or give the reader schema in {column}Schema)", _refused_when_binary(True))
+    " (or give the reader schema in {column}Schema)",
+    _refused_when_binary(True),
+)
 _WRITER = _Side(
-    False, "must be binary, avro, protobuf or json",
-    "when no topic option is given (the default subject <topic>-{column} needs the topic "
-    "option)", "", _refused_when_binary(False))
+    False,
+    "must be binary, avro, protobuf or json",
+    "when no topic option is given (the default subject <topic>-{column} needs the topic option)",
+    "",
+    _refused_when_binary(False),
+)
 
 
 def _format(opts: OptionMap, column: str, side: _Side) -> str:
     fmt = (opts.get(f"{column}Format") or "binary").lower()
     if fmt not in FORMATS:
-        raise ConfigError(f"{column}Format {side.bad_format}, "
-                          f"got {opts.get(f'{column}Format')!r}")
+        raise ConfigError(f"{column}Format {side.bad_format}, got {opts.get(f'{column}Format')!r}")
     return fmt
 
 
 def _require_registry(settings, column: str, fmt: str, side: _Side) -> None:
     if settings is None:
-        raise ConfigError(f"schema.registry.url is required with {column}Format={fmt}"
-                          + side.no_registry.format(column=column))
+        raise ConfigError(
+            f"schema.registry.url is required with {column}Format={fmt}"
+            + side.no_registry.format(column=column)
+        )
 
 
-def _subject(opts: OptionMap, column: str, fmt: str, side: _Side,
-             topics: tuple[str, ...] | None) -> str:
+def _subject(
+    opts: OptionMap, column: str, fmt: str, side: _Side, topics: tuple[str, ...] | None
+) -> str:
     subject = opts.get(f"{column}Subject")
     if subject is not None:
         return subject
     if topics is None or len(topics) != 1:
-        raise ConfigError(f"{column}Subject is required with {column}Format={fmt} "
-                          + side.no_subject.format(column=column))
+        raise ConfigError(
+            f"{column}Subject is required with {column}Format={fmt} "
+            + side.no_subject.format(column=column)
+        )
     return f"{topics[0]}-{column}"
 
 
@@ -76,8 +89,10 @@ def _version(opts: OptionMap, column: str, inline: str | None) -> str:
     """The reader's ``{column}SchemaVersion``: latest or a version number."""
     version = (opts.get(f"{column}SchemaVersion") or "latest").lower()
     if version != "latest" and not (version.isdigit() and int(version) > 0):
-        raise ConfigError(f"{column}SchemaVersion must be latest or a version number "
-                          f"(1, 2, ...), got {opts.get(f'{column}SchemaVersion')!r}")
+        raise ConfigError(
+            f"{column}SchemaVersion must be latest or a version number "
+            f"(1, 2, ...), got {opts.get(f'{column}SchemaVersion')!r}"
+        )
     if inline is not None and opts.has(f"{column}SchemaVersion"):
         raise ConfigError(f"{column}Schema and {column}SchemaVersion cannot both be set")
     return version
@@ -88,13 +103,15 @@ def _check_writer_json_schema(column: str, fmt: str, inline: str | None) -> None
     if fmt != "json" or inline is None:
         return
     from kafka_common.json_schema import is_json_schema  # imports pyarrow: only for json
+
     if not is_json_schema(inline):
         raise ConfigError(
             f"{column}Schema with {column}Format=json must be a JSON Schema document (a "
             "JSON object) when writing: a Spark DDL string describes what the reader "
             f"converts to, and the registry keeps JSON Schemas; leave {column}Schema out "
             "and set auto.register.schemas=true to register the one the "
-            f"{column} column's type gives")
+            f"{column} column's type gives"
+        )
 
 
 class _Column(NamedTuple):
@@ -105,8 +122,9 @@ class _Column(NamedTuple):
     version: str
 
 
-def _parse_column(opts: OptionMap, column: str, side: _Side, settings,
-                  topics: tuple[str, ...] | None) -> _Column | None:
+def _parse_column(
+    opts: OptionMap, column: str, side: _Side, settings, topics: tuple[str, ...] | None
+) -> _Column | None:
     """One column's options checked, or None when it stays binary."""
     fmt = _format(opts, column, side)
     if fmt == "binary":
@@ -134,20 +152,22 @@ def parse_reader_formats(opts: OptionMap, topics: tuple[str, ...] | None) -> For
     for column in ("value", "key"):
         c = _parse_column(opts, column, _READER, settings, topics)
         if c is not None:
-            columns[column] = ColumnFormat(column, c.format, c.subject, c.version, c.inline,
-                                           opts.get(f"{column}MessageName"))
+            columns[column] = ColumnFormat(
+                column, c.format, c.subject, c.version, c.inline, opts.get(f"{column}MessageName")
+            )
     if not columns:
         if opts.has("mode"):
-            raise ConfigError("mode applies to valueFormat/keyFormat avro, protobuf or json; "
-                              "both are binary")
+            raise ConfigError(
+                "mode applies to valueFormat/keyFormat avro, protobuf or json; both are binary"
+            )
         return None
     mode = (opts.get("mode") or "FAILFAST").upper()
     if mode not in ("FAILFAST", "PERMISSIVE"):
         raise ConfigError(f"mode must be FAILFAST or PERMISSIVE, got {opts.get('mode')!r}")
-    conversion = tuple((name, opts.get(name, "")) for name in CONVERSION_OPTIONS
-                       if opts.has(name))
-    return Formats(columns.get("value"), columns.get("key"), mode == "PERMISSIVE", settings,
-                   conversion)
+    conversion = tuple((name, opts.get(name, "")) for name in CONVERSION_OPTIONS if opts.has(name))
+    return Formats(
+        columns.get("value"), columns.get("key"), mode == "PERMISSIVE", settings, conversion
+    )
 
 
 def parse_writer_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, ...]:
@@ -155,11 +175,18 @@ def parse_writer_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat
     settings: RegistrySettings | None = registry_settings(opts)
     out = []
     for column in ("value", "key"):
-        c = _parse_column(opts, column, _WRITER, settings,
-                          (topic,) if topic is not None else None)
+        c = _parse_column(opts, column, _WRITER, settings, (topic,) if topic is not None else None)
         if c is not None:
             assert settings is not None  # _parse_column requires it for the writer
-            out.append(SinkFormat(column, c.format, c.subject, c.inline,
-                                  opts.boolean("auto.register.schemas", False), settings,
-                                  opts.get(f"{column}MessageName")))
+            out.append(
+                SinkFormat(
+                    column,
+                    c.format,
+                    c.subject,
+                    c.inline,
+                    opts.boolean("auto.register.schemas", False),
+                    settings,
+                    opts.get(f"{column}MessageName"),
+                )
+            )
     return tuple(out)

@@ -29,24 +29,36 @@ __all__ = ["resolve_formats", "resolve_sink_formats"]
 
 # ---- the reader -------------------------------------------------------------------------
 
-def _resolve_column(c: ColumnFormat, client: RegistryClient | None,
-                    with_writers: bool) -> ColumnFormat:
+
+def _resolve_column(
+    c: ColumnFormat, client: RegistryClient | None, with_writers: bool
+) -> ColumnFormat:
     writers, guids, latest = [], [], None
     if client is not None and with_writers:
         writers, guids, latest = _writer_schemas(c, client)
     if c.inline_schema is not None:
-        return replace(c, reader_schema=c.inline_schema, writers=tuple(writers),
-                       guids=tuple(guids))
+        return replace(c, reader_schema=c.inline_schema, writers=tuple(writers), guids=tuple(guids))
     assert client is not None  # parsing requires a registry without an inline schema
-    reader = latest if c.version == "latest" and latest is not None else \
-        client.version(c.subject, c.version)
+    reader = (
+        latest
+        if c.version == "latest" and latest is not None
+        else client.version(c.subject, c.version)
+    )
     if reader.schema_type != c.schema_type:
-        raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} version "
-                          f"{reader.version} (schema id {reader.id}) is a "
-                          f"{reader.schema_type} schema, not {c.schema_type}")
+        raise ConfigError(
+            f"{c.column}Format={c.format}: subject {c.subject!r} version "
+            f"{reader.version} (schema id {reader.id}) is a "
+            f"{reader.schema_type} schema, not {c.schema_type}"
+        )
     refs = tuple((name, r.text) for name, r in client.referenced(reader).items())
-    return replace(c, reader_schema=reader.text, reader_id=reader.id,
-                   reader_references=refs, writers=tuple(writers), guids=tuple(guids))
+    return replace(
+        c,
+        reader_schema=reader.text,
+        reader_id=reader.id,
+        reader_references=refs,
+        writers=tuple(writers),
+        guids=tuple(guids),
+    )
 
 
 def _subject_versions(c: ColumnFormat, client: RegistryClient) -> list:
@@ -58,9 +70,11 @@ def _subject_versions(c: ColumnFormat, client: RegistryClient) -> list:
         if exc.error_code == 40401 and c.inline_schema is not None:
             return []
         if exc.error_code == 40401:
-            raise ConfigError(f"{c.column}Format={c.format}: subject {c.subject!r} is not "
-                              f"in the Schema Registry (set {c.column}Subject, or give "
-                              f"{c.column}Schema)") from None
+            raise ConfigError(
+                f"{c.column}Format={c.format}: subject {c.subject!r} is not "
+                f"in the Schema Registry (set {c.column}Subject, or give "
+                f"{c.column}Schema)"
+            ) from None
         raise
 
 
@@ -73,7 +87,8 @@ def _writer_schemas(c: ColumnFormat, client: RegistryClient):
         if s.schema_type != c.schema_type:
             raise ConfigError(
                 f"{c.column}Format={c.format}: subject {c.subject!r} version {v} (schema "
-                f"id {s.id}) is a {s.schema_type} schema, not {c.schema_type}")
+                f"id {s.id}) is a {s.schema_type} schema, not {c.schema_type}"
+            )
         refs = tuple((name, r.text) for name, r in client.referenced(s).items())
         writers.append((s.id, s.schema_type, s.text, refs))
         if s.guid:
@@ -89,39 +104,49 @@ def resolve_formats(formats: Formats | None, *, with_writers: bool = True) -> Fo
     driver, once per planning, with one client). ``with_writers=False`` is for
     ``DataSource.schema()``, which needs the reader schemas only: the writers are fetched
     once, when the read is planned."""
-    if formats is None or (formats.resolved and (formats.writers_resolved
-                                                 or not with_writers)):
+    if formats is None or (formats.resolved and (formats.writers_resolved or not with_writers)):
         return formats
     client = RegistryClient(formats.registry) if formats.registry is not None else None
 
     def resolve(c: ColumnFormat | None) -> ColumnFormat | None:
         return _resolve_column(c, client, with_writers) if c is not None else None
-    return replace(formats, value=resolve(formats.value), key=resolve(formats.key),
-                   writers_resolved=with_writers)
+
+    return replace(
+        formats,
+        value=resolve(formats.value),
+        key=resolve(formats.key),
+        writers_resolved=with_writers,
+    )
 
 
 # ---- the writer -------------------------------------------------------------------------
+
 
 def _derived_schema(f: SinkFormat, column) -> str:
     """The schema auto.register.schemas registers when none is given: the column's type
     mapped as Spark's to_avro maps it (avro) or as a JSON Schema (json)."""
     if f.format == "avro":
         from kafka_common.avro.spark_types import avro_schema_of
+
         return json.dumps(avro_schema_of(column.dataType, column.nullable))
     if f.format == "json":
         from kafka_common.json_schema.spark_types import json_schema_of
+
         return json.dumps(json_schema_of(column.dataType))
-    raise ConfigError(f"{f.column}Format=protobuf with auto.register.schemas "
-                      f"needs the .proto in {f.column}Schema")
+    raise ConfigError(
+        f"{f.column}Format=protobuf with auto.register.schemas needs the .proto in {f.column}Schema"
+    )
 
 
 def _latest(f: SinkFormat, client: RegistryClient) -> SinkFormat:
     """``f`` with its subject's latest schema."""
     found = client.version(f.subject, "latest")
     if found.schema_type != f.schema_type:
-        raise ConfigError(f"{f.column}Subject {f.subject!r}: the latest schema "
-                          f"(id {found.id}) is {found.schema_type}, not "
-                          f"{f.schema_type}")
+        raise ConfigError(
+            f"{f.column}Subject {f.subject!r}: the latest schema "
+            f"(id {found.id}) is {found.schema_type}, not "
+            f"{f.schema_type}"
+        )
     refs = tuple((n, r.text) for n, r in client.referenced(found).items())
     return replace(f, schema_id=found.id, schema=found.text, references=refs)
 
@@ -143,7 +168,8 @@ def _resolve_sink_format(f: SinkFormat, client: RegistryClient, fields: dict) ->
         if exc.status == 404:
             raise ConfigError(
                 f"{f.column}Format={f.format}: {exc}; register the schema under "
-                f"{f.subject!r} or set auto.register.schemas=true") from None
+                f"{f.subject!r} or set auto.register.schemas=true"
+            ) from None
         raise
     return replace(f, schema_id=schema_id, schema=text)
 

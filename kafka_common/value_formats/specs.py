@@ -19,8 +19,8 @@ __all__ = ["ColumnFormat", "Formats", "SinkFormat"]
 class ColumnFormat:
     """How one column (value or key) is decoded."""
 
-    column: str                  # "value" or "key"
-    format: str                  # avro, protobuf, json
+    column: str  # "value" or "key"
+    format: str  # avro, protobuf, json
     subject: str
     version: str = "latest"
     inline_schema: str | None = None
@@ -28,9 +28,9 @@ class ColumnFormat:
     # Filled by registry_lookups.resolve_formats:
     reader_schema: str | None = None
     reader_id: int | None = None
-    reader_references: tuple = ()       # ((name, text), ...) of the reader's references
-    writers: tuple = ()                  # ((id, schema_type, text, references), ...)
-    guids: tuple = ()                    # ((guid, id), ...) of the writers
+    reader_references: tuple = ()  # ((name, text), ...) of the reader's references
+    writers: tuple = ()  # ((id, schema_type, text, references), ...)
+    guids: tuple = ()  # ((guid, id), ...) of the writers
 
     @property
     def schema_type(self) -> str:
@@ -49,7 +49,7 @@ class Formats:
     permissive: bool = False
     registry: RegistrySettings | None = None
     conversion: tuple[tuple[str, str], ...] = field(default=())
-    writers_resolved: bool = False   # set by resolve_formats(with_writers=True)
+    writers_resolved: bool = False  # set by resolve_formats(with_writers=True)
 
     @property
     def columns(self) -> tuple[ColumnFormat, ...]:
@@ -64,8 +64,8 @@ class Formats:
 class SinkFormat:
     """How the writer encodes one column (value or key)."""
 
-    column: str                  # "value" or "key"
-    format: str                  # avro, protobuf, json
+    column: str  # "value" or "key"
+    format: str  # avro, protobuf, json
     subject: str
     inline_schema: str | None
     auto_register: bool
@@ -73,7 +73,7 @@ class SinkFormat:
     message_name: str | None = None
     schema_id: int | None = None  # filled by registry_lookups.resolve_sink_formats
     schema: str | None = None
-    references: tuple = ()        # ((name, text), ...) of the schema's references
+    references: tuple = ()  # ((name, text), ...) of the schema's references
 
     @property
     def schema_type(self) -> str:

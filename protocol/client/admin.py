@@ -41,17 +41,32 @@ class AdminRequests:
             return self.connection(meta.controller_id)
         return self._any_connection()
 
-    def create_topics(self, topics: dict[str, int], replication_factor: int = 1, *,
-                      configs: dict[str, str] | None = None, exist_ok: bool = False,
-                      timeout_ms: int = 30_000) -> None:
+    def create_topics(
+        self,
+        topics: dict[str, int],
+        replication_factor: int = 1,
+        *,
+        configs: dict[str, str] | None = None,
+        exist_ok: bool = False,
+        timeout_ms: int = 30_000,
+    ) -> None:
         """Create ``{name: partitions}``; waits until every partition's leader answers."""
         from ..schemas import CREATE_TOPICS
-        body = {"topics": [{"name": name, "num_partitions": n,
-                            "replication_factor": replication_factor, "assignments": [],
-                            "configs": [{"name": k, "value": v}
-                                        for k, v in (configs or {}).items()]}
-                           for name, n in topics.items()],
-                "timeout_ms": timeout_ms, "validate_only": False}
+
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "num_partitions": n,
+                    "replication_factor": replication_factor,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+                }
+                for name, n in topics.items()
+            ],
+            "timeout_ms": timeout_ms,
+            "validate_only": False,
+        }
 
         def attempt():
             response = self._controller().request(CREATE_TOPICS, body)
@@ -60,8 +75,9 @@ class AdminRequests:
                 if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
                     continue
                 if code:
-                    raise request_error(code, "CreateTopics", t.get("error_message"),
-                                        topic=t["name"])
+                    raise request_error(
+                        code, "CreateTopics", t.get("error_message"), topic=t["name"]
+                    )
 
         self.retrying("CreateTopics", attempt, timeout_ms)
         self.wait_for_topics(topics, timeout_ms)
@@ -86,15 +102,22 @@ class AdminRequests:
         # NOT_LEADER_OR_FOLLOWER to Produce and ListOffsets alike. A ListOffsets answered
         # by every leader (retried until then) is what "ready" means.
         meta = self.metadata(names)
-        self.list_offsets({(name, p): -1 for name in names
-                           for p in meta.topics[name].partitions}, timeout_ms=timeout_ms)
+        self.list_offsets(
+            {(name, p): -1 for name in names for p in meta.topics[name].partitions},
+            timeout_ms=timeout_ms,
+        )
 
-    def delete_topics(self, names: Iterable[str], *, missing_ok: bool = False,
-                      timeout_ms: int = 30_000) -> None:
+    def delete_topics(
+        self, names: Iterable[str], *, missing_ok: bool = False, timeout_ms: int = 30_000
+    ) -> None:
         from ..schemas import DELETE_TOPICS
+
         names = list(names)
-        body = {"topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
-                "topic_names": names, "timeout_ms": timeout_ms}
+        body = {
+            "topics": [{"name": n, "topic_id": ZERO_UUID} for n in names],
+            "topic_names": names,
+            "timeout_ms": timeout_ms,
+        }
 
         def attempt():
             response = self._controller().request(DELETE_TOPICS, body)
@@ -103,19 +126,22 @@ class AdminRequests:
                 if code == 3 and missing_ok:
                     continue
                 if code:
-                    raise request_error(code, "DeleteTopics", t.get("error_message"),
-                                        topic=t["name"])
+                    raise request_error(
+                        code, "DeleteTopics", t.get("error_message"), topic=t["name"]
+                    )
 
         self.retrying("DeleteTopics", attempt, timeout_ms)
         if self._metadata is not None:
             for n in names:
                 self._metadata.topics.pop(n, None)
 
-    def delete_records(self, offsets: dict[TopicPartition, int],
-                       timeout_ms: int = 30_000) -> dict[TopicPartition, int]:
+    def delete_records(
+        self, offsets: dict[TopicPartition, int], timeout_ms: int = 30_000
+    ) -> dict[TopicPartition, int]:
         """Delete records before ``{(topic, partition): offset}`` (-1: the high watermark).
         Returns the new low watermarks."""
         from ..schemas import DELETE_RECORDS
+
         pending = dict(offsets)
         done: dict[TopicPartition, int] = {}
 
@@ -123,18 +149,20 @@ class AdminRequests:
             topics: dict[str, list] = {}
             for t, p in tps:
                 topics.setdefault(t, []).append({"partition_index": p, "offset": pending[(t, p)]})
-            return {"topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                    "timeout_ms": timeout_ms}
+            return {
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+                "timeout_ms": timeout_ms,
+            }
 
         def attempt():
-            for _, _, response, _ in self._scatter(DELETE_RECORDS, self._by_leader(pending),
-                                                   build):
+            for _, _, response, _ in self._scatter(DELETE_RECORDS, self._by_leader(pending), build):
                 for t in response["topics"]:
                     for p in t["partitions"]:
                         tp = (t["name"], p["partition_index"])
                         if p["error_code"]:
-                            raise request_error(p["error_code"], "DeleteRecords",
-                                                topic=tp[0], partition=tp[1])
+                            raise request_error(
+                                p["error_code"], "DeleteRecords", topic=tp[0], partition=tp[1]
+                            )
                         done[tp] = p["low_watermark"]
                         pending.pop(tp, None)
             return done

@@ -22,8 +22,14 @@ from ..authorization import request_error
 from ..config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
 from .cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition
-from ..errors import (BrokerError, KafkaConnectionError, KafkaTimeoutError, ProtocolError,
-                     PyKafkaError, error_class)
+from ..errors import (
+    BrokerError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    PyKafkaError,
+    error_class,
+)
 from .group_offsets import GroupOffsets
 from .leader_requests import PendingFetch, gather, list_offsets_request, take_list_offsets
 from ..primitives import ZERO_UUID
@@ -139,12 +145,16 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return self._bootstrap_conn
         errors: list[str] = []
         known = list(self._metadata.brokers.items()) if self._metadata else []
-        candidates: list[tuple[int | None, tuple[str, int]]] = [(None, hp)
-                                                                for hp in self._bootstrap]
+        candidates: list[tuple[int | None, tuple[str, int]]] = [
+            (None, hp) for hp in self._bootstrap
+        ]
         candidates += [(n, hp) for n, hp in known if hp not in self._bootstrap]
         for node_id, (host, port) in candidates:
-            if (errors and self.deadline is not None
-                    and time.monotonic() >= self.deadline - _DEADLINE_SLACK_S):
+            if (
+                errors
+                and self.deadline is not None
+                and time.monotonic() >= self.deadline - _DEADLINE_SLACK_S
+            ):
                 errors.append("no time left to try the other brokers")
                 break
             conn = BrokerConnection(host, port, self.config, node_id)
@@ -160,7 +170,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
             return conn
         raise KafkaConnectionError(
             "could not connect to any of the bootstrap servers "
-            f"{','.join(self.config.bootstrap_servers)}: {'; '.join(errors)}")
+            f"{','.join(self.config.bootstrap_servers)}: {'; '.join(errors)}"
+        )
 
     def connection(self, node_id: int) -> BrokerConnection:
         conn = self._connections.get(node_id)
@@ -182,22 +193,30 @@ class KafkaClient(GroupOffsets, AdminRequests):
     def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
         """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache."""
         from ..schemas import METADATA
+
         topics = None if topics is None else list(topics)
         while True:
             # A connection opened earlier may have been closed by its broker since (a
             # broker going down): that is found out only by using it. Then ask another
             # broker, or a fresh connection, rather than failing the refresh.
-            reused = {id(c) for c in (*self._connections.values(), self._bootstrap_conn)
-                      if c is not None and c.connected}
+            reused = {
+                id(c)
+                for c in (*self._connections.values(), self._bootstrap_conn)
+                if c is not None and c.connected
+            }
             conn = self._any_connection()
             version = conn.version_for(METADATA)
-            wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID}
-                                                   for t in topics]
+            wanted = (
+                None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics]
+            )
             if wanted is None and version == 0:
                 wanted = []  # v0 spells "all topics" as an empty list
-            body = {"topics": wanted, "allow_auto_topic_creation": False,
-                    "include_cluster_authorized_operations": False,
-                    "include_topic_authorized_operations": False}
+            body = {
+                "topics": wanted,
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            }
             try:
                 response = conn.request(METADATA, body, version)
                 break
@@ -214,12 +233,25 @@ class KafkaClient(GroupOffsets, AdminRequests):
             name = t["name"]
             if name is None:
                 continue
-            parts = {p["partition_index"]: PartitionInfo(
-                name, p["partition_index"], p["leader_id"], p.get("leader_epoch", -1),
-                list(p.get("replica_nodes") or []), list(p.get("isr_nodes") or []),
-                p["error_code"]) for p in t["partitions"]}
-            parsed[name] = TopicInfo(name, t.get("topic_id") or ZERO_UUID, parts,
-                                     t["error_code"], t.get("is_internal", False))
+            parts = {
+                p["partition_index"]: PartitionInfo(
+                    name,
+                    p["partition_index"],
+                    p["leader_id"],
+                    p.get("leader_epoch", -1),
+                    list(p.get("replica_nodes") or []),
+                    list(p.get("isr_nodes") or []),
+                    p["error_code"],
+                )
+                for p in t["partitions"]
+            }
+            parsed[name] = TopicInfo(
+                name,
+                t.get("topic_id") or ZERO_UUID,
+                parts,
+                t["error_code"],
+                t.get("is_internal", False),
+            )
         old = self._metadata
         merged = dict(old.topics) if old is not None and topics is not None else {}
         for name, info in parsed.items():
@@ -227,8 +259,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 merged.pop(name, None)
             else:
                 merged[name] = info
-        self._metadata = ClusterMetadata(brokers, response.get("controller_id", -1),
-                                         response.get("cluster_id"), merged)
+        self._metadata = ClusterMetadata(
+            brokers, response.get("controller_id", -1), response.get("cluster_id"), merged
+        )
         for node_id in [n for n in self._connections if n not in brokers]:
             self._connections.pop(node_id).close()
         return self._metadata
@@ -244,8 +277,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
         """Cached metadata, refreshed when stale or when a wanted topic is missing
         (``topics`` None: the brokers and the topics in use, ``refresh_in_use``)."""
         meta = self._metadata
-        stale = (meta is None or
-                 time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000)
+        stale = (
+            meta is None
+            or time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000
+        )
         if topics is not None:
             topics = list(topics)
             if meta is not None and not stale and all(t in meta.topics for t in topics):
@@ -269,8 +304,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         part = info.partitions.get(partition)
         if part is None:
             raise UnknownTopicOrPartition(
-                f"topic {topic!r} has no partition {partition}", topic=topic,
-                partition=partition)
+                f"topic {topic!r} has no partition {partition}", topic=topic, partition=partition
+            )
         if part.leader < 0:
             raise BrokerError.for_code(5, topic=topic, partition=partition)
         return part.leader
@@ -304,8 +339,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
         self._retrying = True
         try:
-            return policy.run(what, lambda _tries: attempt(), retriable=retriable,
-                              between=refresh, logger=log)
+            return policy.run(
+                what, lambda _tries: attempt(), retriable=retriable, between=refresh, logger=log
+            )
         finally:
             self._retrying = False
 
@@ -317,9 +353,13 @@ class KafkaClient(GroupOffsets, AdminRequests):
             groups.setdefault(self.leader_for(*tp), []).append(tp)
         return groups
 
-    def _scatter(self, api, groups: dict[int, list[TopicPartition]],
-                 build: Callable[[BrokerConnection, int, list[TopicPartition]], dict],
-                 version_cap: Callable[[list[TopicPartition]], int | None] | None = None):
+    def _scatter(
+        self,
+        api,
+        groups: dict[int, list[TopicPartition]],
+        build: Callable[[BrokerConnection, int, list[TopicPartition]], dict],
+        version_cap: Callable[[list[TopicPartition]], int | None] | None = None,
+    ):
         """Send one request per leader, then gather; returns ``[(node, tps, response,
         version)]``."""
         return gather(self._send_all(api, groups, build, version_cap))
@@ -330,20 +370,25 @@ class KafkaClient(GroupOffsets, AdminRequests):
             conn = self.connection(node)
             cap = version_cap(tps) if version_cap else None
             version = conn.version_for(api, cap)
-            sent.append((node, tps, conn, version, conn.send(api, build(conn, version, tps),
-                                                            version)))
+            sent.append(
+                (node, tps, conn, version, conn.send(api, build(conn, version, tps), version))
+            )
         return sent
 
     # ---- ListOffsets ----------------------------------------------------------------------
 
-    def list_offsets(self, timestamps: dict[TopicPartition, int],
-                     isolation_level: int = READ_UNCOMMITTED,
-                     timeout_ms: int | None = None) -> dict[TopicPartition, tuple[int, int]]:
+    def list_offsets(
+        self,
+        timestamps: dict[TopicPartition, int],
+        isolation_level: int = READ_UNCOMMITTED,
+        timeout_ms: int | None = None,
+    ) -> dict[TopicPartition, tuple[int, int]]:
         """Offsets for ``{(topic, partition): timestamp}`` where the timestamp is a time in
         ms, EARLIEST_TIMESTAMP (-2) or LATEST_TIMESTAMP (-1). Returns
         ``{(topic, partition): (offset, timestamp)}``; offset -1 when no record is at or
         after the timestamp."""
         from ..schemas import LIST_OFFSETS
+
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
         build = list_offsets_request(pending, isolation_level)
@@ -352,20 +397,22 @@ class KafkaClient(GroupOffsets, AdminRequests):
             if not pending:
                 return done
             first_error = None
-            for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending),
-                                                   build):
+            for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending), build):
                 first_error = take_list_offsets(response, pending, done) or first_error
             if pending:
                 raise first_error or BrokerError.for_code(
-                    7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending))
+                    7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending)
+                )
             return done
 
         return self.retrying("ListOffsets", attempt, timeout_ms)
 
-    def metadata_and_offsets(self, topics: Iterable[str] | None,
-                             timestamps: dict[TopicPartition, int],
-                             isolation_level: int = READ_UNCOMMITTED
-                             ) -> tuple[ClusterMetadata, dict | None]:
+    def metadata_and_offsets(
+        self,
+        topics: Iterable[str] | None,
+        timestamps: dict[TopicPartition, int],
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> tuple[ClusterMetadata, dict | None]:
         """``refresh_metadata(topics)`` and ``list_offsets(timestamps, isolation_level)``
         in one round trip instead of two: the ListOffsets requests go to the leaders the
         cached metadata names and the Metadata request follows before any answer is read
@@ -378,14 +425,16 @@ class KafkaClient(GroupOffsets, AdminRequests):
         fresh metadata (which retries and follows leaders as usual). Errors of the Metadata
         request itself are raised as ``refresh_metadata`` raises them."""
         from ..schemas import LIST_OFFSETS
+
         topics = None if topics is None else list(topics)
         groups = self._cached_leaders(timestamps)
         if not groups:
             return self.refresh_metadata(topics), None
         pending = dict(timestamps)
         try:
-            sent = self._send_all(LIST_OFFSETS, groups,
-                                  list_offsets_request(pending, isolation_level))
+            sent = self._send_all(
+                LIST_OFFSETS, groups, list_offsets_request(pending, isolation_level)
+            )
         except PyKafkaError as e:  # a leader's connection: the usual path will find out
             log.debug("pipelined ListOffsets not sent: %s", e)
             return self.refresh_metadata(topics), None
@@ -415,8 +464,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
                     return metadata, None
         return metadata, (done if not pending else None)
 
-    def _cached_leaders(self, tps: Iterable[TopicPartition]
-                        ) -> dict[int, list[TopicPartition]] | None:
+    def _cached_leaders(
+        self, tps: Iterable[TopicPartition]
+    ) -> dict[int, list[TopicPartition]] | None:
         """``tps`` by the leader the cached metadata names (no request); None when the
         cache lacks one of them or a leader."""
         meta = self._metadata
@@ -432,14 +482,20 @@ class KafkaClient(GroupOffsets, AdminRequests):
         return groups
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {tp: o for tp, (o, _) in
-                self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()}
+        return {
+            tp: o
+            for tp, (o, _) in self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()
+        }
 
-    def latest_offsets(self, tps: Iterable[TopicPartition],
-                       isolation_level: int = READ_UNCOMMITTED) -> dict[TopicPartition, int]:
-        return {tp: o for tp, (o, _) in
-                self.list_offsets({tp: LATEST_TIMESTAMP for tp in tps},
-                                  isolation_level).items()}
+    def latest_offsets(
+        self, tps: Iterable[TopicPartition], isolation_level: int = READ_UNCOMMITTED
+    ) -> dict[TopicPartition, int]:
+        return {
+            tp: o
+            for tp, (o, _) in self.list_offsets(
+                {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
+            ).items()
+        }
 
     # ---- Fetch and Produce (records as bytes; record batches live in protocol.records) ----
 
@@ -450,13 +506,20 @@ class KafkaClient(GroupOffsets, AdminRequests):
         ``error_code``: the caller decides (OFFSET_OUT_OF_RANGE is its business)."""
         return self.start_fetch(offsets, **settings).result()
 
-    def start_fetch(self, offsets: dict[TopicPartition, int], *, max_wait_ms: int = 500,
-                    min_bytes: int = 1, max_bytes: int = 50 * 1024 * 1024,
-                    partition_max_bytes: int = 1024 * 1024,
-                    isolation_level: int = READ_UNCOMMITTED) -> PendingFetch:
+    def start_fetch(
+        self,
+        offsets: dict[TopicPartition, int],
+        *,
+        max_wait_ms: int = 500,
+        min_bytes: int = 1,
+        max_bytes: int = 50 * 1024 * 1024,
+        partition_max_bytes: int = 1024 * 1024,
+        isolation_level: int = READ_UNCOMMITTED,
+    ) -> PendingFetch:
         """Send the Fetch requests and return at once; ``.result()`` waits for them. This
         lets a reader keep the next Fetch in flight while it decodes the previous one."""
         from ..schemas import FETCH
+
         meta = self.metadata({t for t, _ in offsets})
         ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
         names_by_id = {v: k for k, v in ids.items()}
@@ -469,33 +532,67 @@ class KafkaClient(GroupOffsets, AdminRequests):
         def build(conn, version, tps):
             topics: dict[str, list] = {}
             for t, p in tps:
-                topics.setdefault(t, []).append({
-                    "partition": p, "current_leader_epoch": -1, "fetch_offset": offsets[(t, p)],
-                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": partition_max_bytes})
-            return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-                    "max_bytes": max_bytes, "isolation_level": isolation_level,
-                    "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": t, "topic_id": ids.get(t, ZERO_UUID), "partitions": ps}
-                               for t, ps in topics.items()],
-                    "forgotten_topics_data": [], "rack_id": ""}
+                topics.setdefault(t, []).append(
+                    {
+                        "partition": p,
+                        "current_leader_epoch": -1,
+                        "fetch_offset": offsets[(t, p)],
+                        "last_fetched_epoch": -1,
+                        "log_start_offset": -1,
+                        "partition_max_bytes": partition_max_bytes,
+                    }
+                )
+            return {
+                "replica_id": -1,
+                "max_wait_ms": max_wait_ms,
+                "min_bytes": min_bytes,
+                "max_bytes": max_bytes,
+                "isolation_level": isolation_level,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {"topic": t, "topic_id": ids.get(t, ZERO_UUID), "partitions": ps}
+                    for t, ps in topics.items()
+                ],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
 
         sent = self._send_all(FETCH, self._by_leader(offsets), build, cap)
         return PendingFetch(sent, names_by_id, max_wait_ms)
 
-    def produce(self, topic: str, partition: int, records: bytes, *, acks: int = -1,
-                timeout_ms: int = 30_000, transactional_id: str | None = None) -> dict:
+    def produce(
+        self,
+        topic: str,
+        partition: int,
+        records: bytes,
+        *,
+        acks: int = -1,
+        timeout_ms: int = 30_000,
+        transactional_id: str | None = None,
+    ) -> dict:
         """Send one record batch to a partition's leader; returns the partition response
         (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``."""
         from ..schemas import PRODUCE
+
         info = self.topic(topic)
         conn = self.connection(self.leader_for(topic, partition))
         # Produce v13+ names topics by id; stay below it when the id is unknown.
         version = conn.version_for(
-            PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None)
-        body = {"transactional_id": transactional_id, "acks": acks, "timeout_ms": timeout_ms,
-                "topic_data": [{"name": topic, "topic_id": info.topic_id, "partition_data": [
-                    {"index": partition, "records": records}]}]}
+            PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None
+        )
+        body = {
+            "transactional_id": transactional_id,
+            "acks": acks,
+            "timeout_ms": timeout_ms,
+            "topic_data": [
+                {
+                    "name": topic,
+                    "topic_id": info.topic_id,
+                    "partition_data": [{"index": partition, "records": records}],
+                }
+            ],
+        }
         if acks == 0:
             conn.send(PRODUCE, body, version, expect_response=False)
             return {"index": partition, "error_code": 0, "base_offset": -1}
@@ -503,6 +600,16 @@ class KafkaClient(GroupOffsets, AdminRequests):
         return response["responses"][0]["partition_responses"][0]
 
 
-__all__ = ["PendingFetch", "KafkaClient", "ClusterMetadata", "TopicInfo", "PartitionInfo",
-           "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "MAX_TIMESTAMP", "READ_COMMITTED",
-           "READ_UNCOMMITTED", "ProtocolError"]
+__all__ = [
+    "PendingFetch",
+    "KafkaClient",
+    "ClusterMetadata",
+    "TopicInfo",
+    "PartitionInfo",
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "READ_COMMITTED",
+    "READ_UNCOMMITTED",
+    "ProtocolError",
+]

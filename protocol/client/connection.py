@@ -30,8 +30,14 @@ import time
 from typing import cast
 
 from ..config import ClientConfig, redact
-from ..errors import (AuthenticationError, KafkaConnectionError, KafkaTimeoutError,
-                     ProtocolError, UnsupportedVersionError, BrokerError)
+from ..errors import (
+    AuthenticationError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    ProtocolError,
+    UnsupportedVersionError,
+    BrokerError,
+)
 from ..framing import ClientFraming
 from ..schema import Api
 from ..version import __version__
@@ -84,7 +90,8 @@ class BrokerConnection:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except OSError as e:
             raise KafkaConnectionError(
-                f"cannot connect to broker {self.host}:{self.port}: {e}") from e
+                f"cannot connect to broker {self.host}:{self.port}: {e}"
+            ) from e
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             if self.config.uses_tls:
@@ -114,43 +121,63 @@ class BrokerConnection:
     def _wrap_tls(self, sock: socket.socket) -> socket.socket:
         import ssl
         from .tls import build_ssl_context
+
         c = self.config
         context = build_ssl_context(
-            cafile=c.ssl_cafile, certfile=c.ssl_certfile, keyfile=c.ssl_keyfile,
+            cafile=c.ssl_cafile,
+            certfile=c.ssl_certfile,
+            keyfile=c.ssl_keyfile,
             key_password=c.ssl_key_password.reveal() if c.ssl_key_password else None,
-            check_hostname=c.ssl_check_hostname, verify=c.ssl_verify)
+            check_hostname=c.ssl_check_hostname,
+            verify=c.ssl_verify,
+        )
         try:
             return context.wrap_socket(sock, server_hostname=self.host)
         except ssl.SSLCertVerificationError as e:
-            raise AuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: "
-                                      f"{e}{self._verify_hint(e)}") from e
-        except ssl.SSLError as e:
-            hint = ("; the broker closed the connection in the handshake, as a listener "
-                    "without TLS does: check that kafka.security.protocol (SSL, SASL_SSL) is "
-                    "the listener's" if isinstance(e, ssl.SSLEOFError) else "")
             raise AuthenticationError(
-                f"TLS handshake with {self.host}:{self.port} failed: {e}{hint}") from e
+                f"TLS handshake with {self.host}:{self.port} failed: {e}{self._verify_hint(e)}"
+            ) from e
+        except ssl.SSLError as e:
+            hint = (
+                "; the broker closed the connection in the handshake, as a listener "
+                "without TLS does: check that kafka.security.protocol (SSL, SASL_SSL) is "
+                "the listener's"
+                if isinstance(e, ssl.SSLEOFError)
+                else ""
+            )
+            raise AuthenticationError(
+                f"TLS handshake with {self.host}:{self.port} failed: {e}{hint}"
+            ) from e
         except OSError as e:
             raise KafkaConnectionError(
-                f"TLS handshake with {self.host}:{self.port} failed: {e}") from e
+                f"TLS handshake with {self.host}:{self.port} failed: {e}"
+            ) from e
 
     def _verify_hint(self, error) -> str:
         """What to do about the broker's certificate, by OpenSSL's verify code."""
         code, c = getattr(error, "verify_code", None), self.config
         if code in _HOST_MISMATCH:
-            return (f" (the broker's certificate does not name {self.host!r}, the host it "
-                    "was reached at: use a name the certificate holds, or set "
-                    "kafka.ssl.endpoint.identification.algorithm to an empty string to skip "
-                    "the host-name check; the chain is still verified)")
+            return (
+                f" (the broker's certificate does not name {self.host!r}, the host it "
+                "was reached at: use a name the certificate holds, or set "
+                "kafka.ssl.endpoint.identification.algorithm to an empty string to skip "
+                "the host-name check; the chain is still verified)"
+            )
         if code in _EXPIRED:
-            return (" (the broker's certificate, or one of its chain, is outside its "
-                    "validity period: it must be renewed on the broker)")
+            return (
+                " (the broker's certificate, or one of its chain, is outside its "
+                "validity period: it must be renewed on the broker)"
+            )
         if not c.ssl_cafile:
-            return (" (no CA file given, so only the system's CAs are trusted: give the "
-                    "broker's CA in PEM with kafka.ssl.cafile; Java truststores, "
-                    "kafka.ssl.truststore.*, are not read)")
-        return (f" (the broker's certificate is not signed by a CA of kafka.ssl.cafile "
-                f"{c.ssl_cafile!r})")
+            return (
+                " (no CA file given, so only the system's CAs are trusted: give the "
+                "broker's CA in PEM with kafka.ssl.cafile; Java truststores, "
+                "kafka.ssl.truststore.*, are not read)"
+            )
+        return (
+            f" (the broker's certificate is not signed by a CA of kafka.ssl.cafile "
+            f"{c.ssl_cafile!r})"
+        )
 
     def _tls_refusal(self, error: KafkaConnectionError) -> AuthenticationError | None:
         """A TLS alert instead of the first answer, as an AuthenticationError (no retry
@@ -159,16 +186,21 @@ class BrokerConnection:
         up here (Kafka 4.4: SSLV3_ALERT_BAD_CERTIFICATE for none, _CERTIFICATE_UNKNOWN for
         an untrusted one), not in the handshake."""
         import ssl
+
         cause = error.__cause__
         reason = str(getattr(cause, "reason", None) or "")
-        if not isinstance(cause, ssl.SSLError) or "ALERT" not in reason or not any(
-                word in reason for word in _CERTIFICATE_ALERTS):
+        if (
+            not isinstance(cause, ssl.SSLError)
+            or "ALERT" not in reason
+            or not any(word in reason for word in _CERTIFICATE_ALERTS)
+        ):
             return None
         return AuthenticationError(
             f"TLS with {self.host}:{self.port}: the broker ended the connection with "
             f"{cause.reason}; a broker that requires client certificates (mutual TLS) "
             "refuses a missing, untrusted or expired one: check kafka.ssl.certfile and "
-            "kafka.ssl.keyfile")
+            "kafka.ssl.keyfile"
+        )
 
     def close(self) -> None:
         sock, self._sock = self._sock, None
@@ -205,6 +237,7 @@ class BrokerConnection:
             self.close()
             return False
         import select
+
         try:
             readable, _, _ = select.select([sock], [], [], 0)
         except (OSError, ValueError):
@@ -224,8 +257,11 @@ class BrokerConnection:
                 sock.settimeout(timeout)
                 return True
             data = b""
-        log.debug("%s: %s while idle; dropping it", self,
-                  "closed by the peer" if not data else "unexpected bytes")
+        log.debug(
+            "%s: %s while idle; dropping it",
+            self,
+            "closed by the peer" if not data else "unexpected bytes",
+        )
         self.close()
         return False
 
@@ -239,9 +275,12 @@ class BrokerConnection:
 
     def _negotiate_versions(self) -> None:
         from ..schemas.api_versions import API_VERSIONS
+
         version = min(3, API_VERSIONS.versions.hi or 3)
-        body = {"client_software_name": CLIENT_SOFTWARE_NAME,
-                "client_software_version": CLIENT_SOFTWARE_VERSION}
+        body = {
+            "client_software_name": CLIENT_SOFTWARE_NAME,
+            "client_software_version": CLIENT_SOFTWARE_VERSION,
+        }
         response = self._roundtrip(API_VERSIONS, version, body)
         if response["error_code"] == 35 and version > 0:
             # Retry within the range the broker named for ApiVersions (0 if it named none).
@@ -250,8 +289,9 @@ class BrokerConnection:
             response = self._roundtrip(API_VERSIONS, version, body)
         if response["error_code"]:
             raise BrokerError.for_code(response["error_code"], "ApiVersions failed")
-        self.api_versions = {k["api_key"]: (k["min_version"], k["max_version"])
-                             for k in response["api_keys"]}
+        self.api_versions = {
+            k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
+        }
 
     def version_for(self, api: Api, max_version: int | None = None) -> int:
         """The highest version of ``api`` both sides speak."""
@@ -259,7 +299,8 @@ class BrokerConnection:
         theirs = self.api_versions.get(api.key)
         if theirs is None:
             raise UnsupportedVersionError(
-                f"broker {self.host}:{self.port} does not support {api.name} (key {api.key})")
+                f"broker {self.host}:{self.port} does not support {api.name} (key {api.key})"
+            )
         hi = min(ours.hi, theirs[1]) if ours.hi is not None else theirs[1]
         if max_version is not None:
             hi = min(hi, max_version)
@@ -267,7 +308,8 @@ class BrokerConnection:
         if hi < lo:
             raise UnsupportedVersionError(
                 f"{api.name}: broker {self.host}:{self.port} speaks versions "
-                f"{theirs[0]}-{theirs[1]}, this client {ours.lo}-{ours.hi}")
+                f"{theirs[0]}-{theirs[1]}, this client {ours.lo}-{ours.hi}"
+            )
         return hi
 
     # ---- SASL -----------------------------------------------------------------------------
@@ -275,18 +317,23 @@ class BrokerConnection:
     def _authenticate(self) -> None:
         from ..sasl import ScramMechanism, mechanism_for
         from ..schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
+
         c = self.config
-        if c.sasl_mechanism_factory is None and (c.sasl_username is None
-                                                 or c.sasl_password is None):
+        if c.sasl_mechanism_factory is None and (
+            c.sasl_username is None or c.sasl_password is None
+        ):
             raise AuthenticationError(
                 f"SASL {c.sasl_mechanism}: kafka.sasl.username and kafka.sasl.password "
-                "(or kafka.sasl.jaas.config) are required")
-        handshake = self._roundtrip(SASL_HANDSHAKE, self.version_for(SASL_HANDSHAKE),
-                                    {"mechanism": c.sasl_mechanism})
+                "(or kafka.sasl.jaas.config) are required"
+            )
+        handshake = self._roundtrip(
+            SASL_HANDSHAKE, self.version_for(SASL_HANDSHAKE), {"mechanism": c.sasl_mechanism}
+        )
         if handshake["error_code"]:
             raise AuthenticationError(
                 f"broker {self.host}:{self.port} refused SASL mechanism {c.sasl_mechanism}; "
-                f"it offers {handshake.get('mechanisms')}")
+                f"it offers {handshake.get('mechanisms')}"
+            )
         version = self.version_for(SASL_AUTHENTICATE)
         if c.sasl_mechanism_factory is not None:
             self._authenticate_with(c.sasl_mechanism_factory(self.host), version)
@@ -303,7 +350,8 @@ class BrokerConnection:
                 text = redact(r.get("error_message") or "", password.reveal())
                 raise AuthenticationError(
                     f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
-                    f"failed at {self.host}:{self.port}: {text}".rstrip())
+                    f"failed at {self.host}:{self.port}: {text}".rstrip()
+                )
             self._note_session_lifetime(r)
             return bytes(r.get("auth_bytes") or b"")
 
@@ -321,6 +369,7 @@ class BrokerConnection:
         AWS_MSK_IAM): a fresh one, so a fresh token or signature, for every authentication.
         A refusal shows the broker's text and status and the options to look at."""
         from ..schemas import SASL_AUTHENTICATE
+
         where = f"SASL {mech.name} authentication at {self.host}:{self.port} failed"
         redact = getattr(mech, "redact", lambda text: text)
         message = mech.initial_response()
@@ -350,8 +399,11 @@ class BrokerConnection:
         the first request after the session's end. The answers of requests sent before
         come ahead of the SaslHandshake's and are kept for their callers (``receive``).
         A refusal closes the connection (the broker closes it too) and is raised."""
-        log.debug("%s: SASL session of %s ms near its end: re-authenticating", self,
-                  self.session_lifetime_ms)
+        log.debug(
+            "%s: SASL session of %s ms near its end: re-authenticating",
+            self,
+            self.session_lifetime_ms,
+        )
         self._renew_at = None  # the SASL requests below go through send() too
         try:
             self._authenticate()
@@ -374,13 +426,16 @@ class BrokerConnection:
             return call(message)
         except (AuthenticationError, ProtocolError) as e:
             c = self.config
-            raise type(e)(f"SASL {c.sasl_mechanism} authentication of user "
-                          f"{c.sasl_username!r} at {self.host}:{self.port} failed: {e}") from e
+            raise type(e)(
+                f"SASL {c.sasl_mechanism} authentication of user "
+                f"{c.sasl_username!r} at {self.host}:{self.port} failed: {e}"
+            ) from e
 
     # ---- requests -------------------------------------------------------------------------
 
-    def send(self, api: Api, body: dict, version: int | None = None,
-             expect_response: bool = True) -> int:
+    def send(
+        self, api: Api, body: dict, version: int | None = None, expect_response: bool = True
+    ) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``."""
         if self._sock is not None and self.session_ending:
             end = self._session_end  # set whenever session_ending is
@@ -402,8 +457,9 @@ class BrokerConnection:
             sock.sendall(frame)
         except TimeoutError as e:
             self.close()
-            raise KafkaTimeoutError(f"sending {api.name} to {self.host}:{self.port} "
-                                    f"timed out") from e
+            raise KafkaTimeoutError(
+                f"sending {api.name} to {self.host}:{self.port} timed out"
+            ) from e
         except OSError as e:
             self.close()
             raise KafkaConnectionError(
@@ -413,32 +469,33 @@ class BrokerConnection:
 
     def receive(self, correlation_id: int, timeout_ms: int | None = None) -> dict:
         """Wait for the response to ``correlation_id`` (earlier ones are kept for later)."""
-        timeout = (timeout_ms if timeout_ms is not None else self.config.request_timeout_ms)
+        timeout = timeout_ms if timeout_ms is not None else self.config.request_timeout_ms
         deadline = time.monotonic() + timeout / 1000
         while correlation_id not in self._ready:
             if self._sock is None:
-                raise KafkaConnectionError(
-                    f"connection to {self.host}:{self.port} is closed")
+                raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self.close()
                 raise KafkaTimeoutError(
-                    f"no response from {self.host}:{self.port} within {timeout} ms")
+                    f"no response from {self.host}:{self.port} within {timeout} ms"
+                )
             try:
                 self._sock.settimeout(remaining)
                 received = self._sock.recv_into(self._framing.receive_buffer())
             except TimeoutError as e:
                 self.close()
                 raise KafkaTimeoutError(
-                    f"no response from {self.host}:{self.port} within {timeout} ms") from e
+                    f"no response from {self.host}:{self.port} within {timeout} ms"
+                ) from e
             except OSError as e:
                 self.close()
                 raise KafkaConnectionError(
-                    f"connection to {self.host}:{self.port} broke: {e}") from e
+                    f"connection to {self.host}:{self.port} broke: {e}"
+                ) from e
             if not received:
                 self.close()
-                raise KafkaConnectionError(
-                    f"broker {self.host}:{self.port} closed the connection")
+                raise KafkaConnectionError(f"broker {self.host}:{self.port} closed the connection")
             try:
                 for cid, response in self._framing.received(received):
                     self._ready[cid] = response
@@ -463,8 +520,9 @@ class BrokerConnection:
             return None
         return sock
 
-    def request(self, api: Api, body: dict, version: int | None = None,
-                timeout_ms: int | None = None) -> dict:
+    def request(
+        self, api: Api, body: dict, version: int | None = None, timeout_ms: int | None = None
+    ) -> dict:
         return self.receive(self.send(api, body, version), timeout_ms)
 
     def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
@@ -478,6 +536,7 @@ def wait_readable(conns: list[BrokerConnection], timeout_s: float) -> list[Broke
     returned at once; when the wait itself fails, every connection is returned, for its
     ``receive`` to find out."""
     import select
+
     ready = [c for c in conns if c.wait_handle() is None]
     if ready:
         return ready
@@ -494,6 +553,7 @@ def _same_status(text: str, status: dict | None) -> bool:
     if not status or not text.startswith("{"):
         return False
     import json
+
     try:
         return json.loads(text) == status
     except ValueError:

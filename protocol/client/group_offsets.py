@@ -20,9 +20,16 @@ from ..authorization import request_error
 from ..config import ClientConfig
 from .connection import BrokerConnection
 
-__all__ = ["GroupOffsets", "GROUP_KEY", "TRANSACTION_KEY", "MAX_OFFSET_COMMIT_VERSION",
-           "MAX_OFFSET_FETCH_VERSION", "commit_request_topics", "raise_commit_errors",
-           "fetch_offsets"]
+__all__ = [
+    "GroupOffsets",
+    "GROUP_KEY",
+    "TRANSACTION_KEY",
+    "MAX_OFFSET_COMMIT_VERSION",
+    "MAX_OFFSET_FETCH_VERSION",
+    "commit_request_topics",
+    "raise_commit_errors",
+    "fetch_offsets",
+]
 
 TopicPartition = tuple[str, int]
 
@@ -38,34 +45,50 @@ MAX_OFFSET_COMMIT_VERSION = 9
 MAX_OFFSET_FETCH_VERSION = 9
 
 
-def commit_request_topics(offsets: dict[TopicPartition, int],
-                          metadata: str | None) -> list[dict]:
+def commit_request_topics(offsets: dict[TopicPartition, int], metadata: str | None) -> list[dict]:
     """The ``topics`` of an OffsetCommit or TxnOffsetCommit request: ``offsets`` by topic,
     sorted, each with ``metadata`` and no leader epoch."""
     topics: dict[str, list] = {}
     for (t, p), offset in sorted(offsets.items()):
-        topics.setdefault(t, []).append({
-            "partition_index": p, "committed_offset": offset, "committed_leader_epoch": -1,
-            "committed_metadata": metadata})
+        topics.setdefault(t, []).append(
+            {
+                "partition_index": p,
+                "committed_offset": offset,
+                "committed_leader_epoch": -1,
+                "committed_metadata": metadata,
+            }
+        )
     return [{"name": t, "partitions": ps} for t, ps in topics.items()]
 
 
-def raise_commit_errors(response: dict, request: str, what: str, group: str,
-                        transactional_id: str | None = None) -> None:
+def raise_commit_errors(
+    response: dict, request: str, what: str, group: str, transactional_id: str | None = None
+) -> None:
     """Raise the ``BrokerError`` of the first partition an OffsetCommit or TxnOffsetCommit
     (``request``) ``response`` refused (``what`` says which request, for whom; Kafka
     answers a refused group, too, in every partition)."""
     for t in response["topics"]:
         for p in t["partitions"]:
             if p["error_code"]:
-                raise request_error(p["error_code"], request, what, topic=t["name"],
-                                    partition=p["partition_index"], group=group,
-                                    transactional_id=transactional_id)
+                raise request_error(
+                    p["error_code"],
+                    request,
+                    what,
+                    topic=t["name"],
+                    partition=p["partition_index"],
+                    group=group,
+                    transactional_id=transactional_id,
+                )
 
 
-def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
-                  require_stable: bool, timeout_ms: int | None = None
-                  ) -> dict[TopicPartition, tuple[int, str | None]]:
+def fetch_offsets(
+    client,
+    group: str,
+    tps: Iterable[TopicPartition] | None,
+    *,
+    require_stable: bool,
+    timeout_ms: int | None = None,
+) -> dict[TopicPartition, tuple[int, str | None]]:
     """OffsetFetch: the offsets and metadata ``group`` has committed for ``tps`` (``(-1,
     None)`` or ``(-1, "")`` where none; every partition the group has when ``tps`` is
     None), ``require_stable`` asking the coordinator to wait for the transactions that
@@ -74,21 +97,27 @@ def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
     ``timeout_ms`` when Kafka calls it retriable): a partition the principal may not
     describe is TOPIC_AUTHORIZATION_FAILED, not an offset of -1."""
     from ..schemas import OFFSET_FETCH
+
     wanted = None
     if tps is not None:
         topics: dict[str, list] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(p)
         wanted = [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]
-    body = {"group_id": group, "topics": wanted, "require_stable": require_stable,
-            "groups": [{"group_id": group, "topics": wanted}]}
+    body = {
+        "group_id": group,
+        "topics": wanted,
+        "require_stable": require_stable,
+        "groups": [{"group_id": group, "topics": wanted}],
+    }
     what = f"OffsetFetch for group {group!r}"
 
     def attempt():
         conn = client.coordinator(group)
         # null topics (every partition) needs v2+; require_stable v7+ (older: ignored)
-        response = conn.request(OFFSET_FETCH, body,
-                                conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION))
+        response = conn.request(
+            OFFSET_FETCH, body, conn.version_for(OFFSET_FETCH, MAX_OFFSET_FETCH_VERSION)
+        )
         out = {}
         for g in response.get("groups") or [response]:
             if g.get("error_code"):
@@ -96,11 +125,18 @@ def fetch_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
             for t in g["topics"]:
                 for p in t["partitions"]:
                     if p.get("error_code"):
-                        raise request_error(p["error_code"], "OffsetFetch", what,
-                                            topic=t["name"], partition=p["partition_index"],
-                                            group=group)
-                    out[(t["name"], p["partition_index"])] = (p["committed_offset"],
-                                                              p.get("metadata"))
+                        raise request_error(
+                            p["error_code"],
+                            "OffsetFetch",
+                            what,
+                            topic=t["name"],
+                            partition=p["partition_index"],
+                            group=group,
+                        )
+                    out[(t["name"], p["partition_index"])] = (
+                        p["committed_offset"],
+                        p.get("metadata"),
+                    )
         return out
 
     return client.retrying(what, attempt, timeout_ms)
@@ -122,6 +158,7 @@ class GroupOffsets:
         remembered until a request fails (``KafkaClient.retrying`` forgets them): an
         exactlyOnce commit sends several requests to each coordinator."""
         from ..schemas import FIND_COORDINATOR
+
         what = "group" if key_type == GROUP_KEY else "transactional id"
         known = self._connections.get(self._coordinators.get((key_type, key), -1))
         if known is not None and known.connected:
@@ -130,15 +167,20 @@ class GroupOffsets:
         def attempt():
             conn = self._any_connection()
             version = conn.version_for(FIND_COORDINATOR)
-            response = conn.request(FIND_COORDINATOR, {"key": key, "key_type": key_type,
-                                                       "coordinator_keys": [key]}, version)
+            response = conn.request(
+                FIND_COORDINATOR,
+                {"key": key, "key_type": key_type, "coordinator_keys": [key]},
+                version,
+            )
             found = response["coordinators"][0] if response.get("coordinators") else response
             if found["error_code"]:
-                raise request_error(found["error_code"], "FindCoordinator",
-                                    found.get("error_message")
-                                    or f"no coordinator for {what} {key!r}",
-                                    group=key if key_type == GROUP_KEY else None,
-                                    transactional_id=None if key_type == GROUP_KEY else key)
+                raise request_error(
+                    found["error_code"],
+                    "FindCoordinator",
+                    found.get("error_message") or f"no coordinator for {what} {key!r}",
+                    group=key if key_type == GROUP_KEY else None,
+                    transactional_id=None if key_type == GROUP_KEY else key,
+                )
             node_id, host, port = found["node_id"], found["host"], found["port"]
             conn = self._connections.get(node_id)
             if conn is None or not conn.connected:
@@ -151,27 +193,39 @@ class GroupOffsets:
 
         return self.retrying(f"FindCoordinator for {what} {key!r}", attempt)
 
-    def commit_offsets(self, group: str, offsets: dict[TopicPartition, int],
-                       metadata: str | None = None) -> None:
+    def commit_offsets(
+        self, group: str, offsets: dict[TopicPartition, int], metadata: str | None = None
+    ) -> None:
         """Commit ``offsets`` to ``group`` without joining it (generation -1, no member id),
         as admin tools do; Kafka accepts this for groups with no active members."""
         from ..schemas import OFFSET_COMMIT
-        body = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
-                "group_instance_id": None, "retention_time_ms": -1,
-                "topics": commit_request_topics(offsets, metadata)}
+
+        body = {
+            "group_id": group,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": commit_request_topics(offsets, metadata),
+        }
 
         def attempt():
             conn = self.coordinator(group)
-            response = conn.request(OFFSET_COMMIT, body,
-                                    conn.version_for(OFFSET_COMMIT, MAX_OFFSET_COMMIT_VERSION))
-            raise_commit_errors(response, "OffsetCommit",
-                                f"committing offsets for group {group!r}", group)
+            response = conn.request(
+                OFFSET_COMMIT, body, conn.version_for(OFFSET_COMMIT, MAX_OFFSET_COMMIT_VERSION)
+            )
+            raise_commit_errors(
+                response, "OffsetCommit", f"committing offsets for group {group!r}", group
+            )
 
         self.retrying(f"OffsetCommit for group {group!r}", attempt)
 
-    def committed_offsets(self, group: str,
-                          tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+    def committed_offsets(
+        self, group: str, tps: Iterable[TopicPartition]
+    ) -> dict[TopicPartition, int]:
         """The offsets ``group`` has committed for ``tps`` (-1 where none); an error of the
         group or of a partition raises (``fetch_offsets``)."""
-        return {tp: offset for tp, (offset, _) in
-                fetch_offsets(self, group, tps, require_stable=False).items()}
+        return {
+            tp: offset
+            for tp, (offset, _) in fetch_offsets(self, group, tps, require_stable=False).items()
+        }

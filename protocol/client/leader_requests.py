@@ -18,14 +18,24 @@ __all__ = ["PendingFetch", "list_offsets_request", "take_list_offsets", "gather"
 def list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level: int):
     """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
     each at its time in ``timestamps``."""
+
     def build(conn, version, tps):
         topics: dict[str, list] = {}
         for t, p in tps:
-            topics.setdefault(t, []).append({
-                "partition_index": p, "current_leader_epoch": -1,
-                "timestamp": timestamps[(t, p)], "max_num_offsets": 1})
-        return {"replica_id": -1, "isolation_level": isolation_level,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            topics.setdefault(t, []).append(
+                {
+                    "partition_index": p,
+                    "current_leader_epoch": -1,
+                    "timestamp": timestamps[(t, p)],
+                    "max_num_offsets": 1,
+                }
+            )
+        return {
+            "replica_id": -1,
+            "isolation_level": isolation_level,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+
     return build
 
 
@@ -40,8 +50,7 @@ def take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError 
             if tp not in pending:
                 continue
             if p["error_code"]:
-                err = request_error(p["error_code"], "ListOffsets", topic=tp[0],
-                                    partition=tp[1])
+                err = request_error(p["error_code"], "ListOffsets", topic=tp[0], partition=tp[1])
                 if not is_retriable(err):
                     raise err
                 first_error = first_error or err
@@ -79,8 +88,15 @@ class PendingFetch:
         """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
         the Fetch's max wait) for each."""
         out: dict[TopicPartition, dict] = {}
-        sent = [(*s, s[2].config.request_timeout_ms + self._max_wait_ms
-                 if timeout_ms is None else timeout_ms) for s in self._sent]
+        sent = [
+            (
+                *s,
+                s[2].config.request_timeout_ms + self._max_wait_ms
+                if timeout_ms is None
+                else timeout_ms,
+            )
+            for s in self._sent
+        ]
         for _, _, response, _ in gather(sent):
             if response.get("error_code"):
                 raise request_error(response["error_code"], "Fetch", "Fetch failed")

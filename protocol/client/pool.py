@@ -60,15 +60,33 @@ from collections.abc import Callable, Iterator
 from .cluster import KafkaClient
 from ..config import ClientConfig
 
-__all__ = ["ClientPool", "Lease", "pool_key", "NOT_IDENTITY", "default_pool", "borrow",
-           "checkout", "give_back", "DEFAULT_MAX_IDLE_CLIENTS", "ENV_ENABLED",
-           "ENV_MAX_IDLE"]
+__all__ = [
+    "ClientPool",
+    "Lease",
+    "pool_key",
+    "NOT_IDENTITY",
+    "default_pool",
+    "borrow",
+    "checkout",
+    "give_back",
+    "DEFAULT_MAX_IDLE_CLIENTS",
+    "ENV_ENABLED",
+    "ENV_MAX_IDLE",
+]
 
 log = logging.getLogger("pykafka.protocol.pool")
 
 #: ``ClientConfig`` fields that bound waits and do not tell connections apart.
-NOT_IDENTITY = frozenset({"request_timeout_ms", "connect_timeout_ms", "retry_backoff_ms",
-                          "retry_backoff_max_ms", "metadata_max_age_ms", "connections_max_idle_ms"})
+NOT_IDENTITY = frozenset(
+    {
+        "request_timeout_ms",
+        "connect_timeout_ms",
+        "retry_backoff_ms",
+        "retry_backoff_max_ms",
+        "metadata_max_age_ms",
+        "connections_max_idle_ms",
+    }
+)
 DEFAULT_MAX_IDLE_CLIENTS = 8
 ENV_ENABLED = "PYKAFKA_CLIENT_POOL"
 ENV_MAX_IDLE = "PYKAFKA_CLIENT_POOL_MAX_IDLE"
@@ -78,9 +96,10 @@ def _freeze(value):
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         # e.g. a token source's factory (OAUTHBEARER): equal by its fields, so a config
         # unpickled in another task finds the same clients
-        return (type(value).__qualname__,
-                tuple((f.name, _freeze(getattr(value, f.name)))
-                      for f in dataclasses.fields(value)))
+        return (
+            type(value).__qualname__,
+            tuple((f.name, _freeze(getattr(value, f.name))) for f in dataclasses.fields(value)),
+        )
     if isinstance(value, (list, tuple)):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, dict):
@@ -95,8 +114,11 @@ def _freeze(value):
 def pool_key(config: ClientConfig) -> tuple:
     """What identifies ``config``'s connections: every field but ``NOT_IDENTITY``. Secrets
     stay ``protocol.config.Secret`` (their repr is hidden); the key is never logged."""
-    return tuple((f.name, _freeze(getattr(config, f.name)))
-                 for f in dataclasses.fields(config) if f.name not in NOT_IDENTITY)
+    return tuple(
+        (f.name, _freeze(getattr(config, f.name)))
+        for f in dataclasses.fields(config)
+        if f.name not in NOT_IDENTITY
+    )
 
 
 class Lease:
@@ -106,8 +128,9 @@ class Lease:
 
     __slots__ = ("client", "state", "key", "reused", "_pool", "_done")
 
-    def __init__(self, pool: ClientPool, key: tuple, client: KafkaClient, state: dict,
-                 reused: bool):
+    def __init__(
+        self, pool: ClientPool, key: tuple, client: KafkaClient, state: dict, reused: bool
+    ):
         self._pool, self.key, self.client, self.state = pool, key, client, state
         self.reused = reused
         self._done = False
@@ -126,8 +149,7 @@ class _Idle:
     __slots__ = ("client", "state", "since", "max_idle_ms")
 
     def __init__(self, client, state, since, max_idle_ms):
-        self.client, self.state, self.since, self.max_idle_ms = (client, state, since,
-                                                                 max_idle_ms)
+        self.client, self.state, self.since, self.max_idle_ms = (client, state, since, max_idle_ms)
 
     def expires(self) -> float | None:
         if self.max_idle_ms < 0:
@@ -140,10 +162,15 @@ class ClientPool:
     ``created``, ``reused``, ``replaced_connections`` (found closed or unusable on
     checkout), ``evicted_idle``, ``evicted_full``, ``closed``."""
 
-    def __init__(self, *, enabled: bool = True,
-                 max_idle_clients: int = DEFAULT_MAX_IDLE_CLIENTS,
-                 factory: Callable[[ClientConfig], KafkaClient] = KafkaClient,
-                 clock: Callable[[], float] = time.monotonic, reaper: bool = True):
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        max_idle_clients: int = DEFAULT_MAX_IDLE_CLIENTS,
+        factory: Callable[[ClientConfig], KafkaClient] = KafkaClient,
+        clock: Callable[[], float] = time.monotonic,
+        reaper: bool = True,
+    ):
         self.enabled = enabled
         self.max_idle_clients = max(0, max_idle_clients)
         self._factory, self._clock = factory, clock
@@ -185,8 +212,7 @@ class ClientPool:
         client.use_config(config)
         dropped = client.prune_connections()
         if dropped:
-            log.debug("pooled client: %d connection(s) closed while idle, reopened on use",
-                      dropped)
+            log.debug("pooled client: %d connection(s) closed while idle, reopened on use", dropped)
         self._count("reused")
         self._count("replaced_connections", dropped)
         return Lease(self, key, client, entry.state, True)
@@ -261,11 +287,12 @@ class ClientPool:
         return gone
 
     def _evict_over_limit_locked(self) -> list:
-        entries = sorted(((e.since, key, e) for key, es in self._idle.items() for e in es),
-                         key=lambda t: t[0])
+        entries = sorted(
+            ((e.since, key, e) for key, es in self._idle.items() for e in es), key=lambda t: t[0]
+        )
         excess = len(entries) - self.max_idle_clients
         gone = []
-        for _, key, e in entries[:max(0, excess)]:
+        for _, key, e in entries[: max(0, excess)]:
             self._idle[key].remove(e)
             if not self._idle[key]:
                 del self._idle[key]
@@ -274,8 +301,7 @@ class ClientPool:
         return gone
 
     def _next_expiry_locked(self) -> float | None:
-        times = [t for es in self._idle.values() for e in es
-                 if (t := e.expires()) is not None]
+        times = [t for es in self._idle.values() for e in es if (t := e.expires()) is not None]
         return min(times, default=None)
 
     def _wake_reaper_locked(self, expires: float | None) -> None:
@@ -287,8 +313,9 @@ class ClientPool:
             return
         if self._reaper is None or not self._reaper.is_alive():
             self._reaper_due = None
-            self._reaper = threading.Thread(target=self._reap, name="pykafka-pool-reaper",
-                                            daemon=True)
+            self._reaper = threading.Thread(
+                target=self._reap, name="pykafka-pool-reaper", daemon=True
+            )
             self._reaper.start()
         elif expires is not None and (self._reaper_due is None or expires < self._reaper_due):
             self._wake.notify_all()
@@ -338,14 +365,18 @@ class ClientPool:
 
 # ---- the process-wide pool ------------------------------------------------------------------
 
+
 def _from_env() -> ClientPool:
-    enabled = os.environ.get(ENV_ENABLED, "1").strip().lower() not in ("0", "false", "off",
-                                                                       "no")
+    enabled = os.environ.get(ENV_ENABLED, "1").strip().lower() not in ("0", "false", "off", "no")
     try:
         size = int(os.environ.get(ENV_MAX_IDLE, DEFAULT_MAX_IDLE_CLIENTS))
     except ValueError:
-        log.warning("%s=%r is not a number; keeping %d idle clients", ENV_MAX_IDLE,
-                    os.environ.get(ENV_MAX_IDLE), DEFAULT_MAX_IDLE_CLIENTS)
+        log.warning(
+            "%s=%r is not a number; keeping %d idle clients",
+            ENV_MAX_IDLE,
+            os.environ.get(ENV_MAX_IDLE),
+            DEFAULT_MAX_IDLE_CLIENTS,
+        )
         size = DEFAULT_MAX_IDLE_CLIENTS
     return ClientPool(enabled=enabled, max_idle_clients=size)
 

@@ -41,12 +41,21 @@ from typing import TypeVar
 from collections.abc import Callable
 
 from ..authorization import is_authorization_error
-from ..errors import (BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError,
-                     PyKafkaError)
+from ..errors import BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError, PyKafkaError
 
-__all__ = ["RetryPolicy", "Attempts", "RETRIABLE", "is_retriable", "is_kafka_failure",
-           "is_outage", "pause", "pause_until", "DEFAULT_BACKOFF_MS", "DEFAULT_MAX_BACKOFF_MS",
-           "JITTER"]
+__all__ = [
+    "RetryPolicy",
+    "Attempts",
+    "RETRIABLE",
+    "is_retriable",
+    "is_kafka_failure",
+    "is_outage",
+    "pause",
+    "pause_until",
+    "DEFAULT_BACKOFF_MS",
+    "DEFAULT_MAX_BACKOFF_MS",
+    "JITTER",
+]
 
 T = TypeVar("T")
 log = logging.getLogger("pykafka.retry")
@@ -85,9 +94,9 @@ def is_outage(exc: BaseException) -> bool:
 
 #: Which errors retry, per kind of call (the ``retriable`` of ``RetryPolicy.run``).
 RETRIABLE: dict[str, Callable[[BaseException], bool]] = {
-    "request": is_retriable,        # a Kafka request: KafkaClient.retrying, the fetcher
+    "request": is_retriable,  # a Kafka request: KafkaClient.retrying, the fetcher
     "driver lookup": is_kafka_failure,  # the reader's offset and metadata lookups
-    "topic check": is_outage,       # the writer's driver-side check of its topic
+    "topic check": is_outage,  # the writer's driver-side check of its topic
 }
 
 # ---- the policy ---------------------------------------------------------------------------
@@ -96,6 +105,7 @@ RETRIABLE: dict[str, Callable[[BaseException], bool]] = {
 @dataclass(frozen=True)
 class RetryPolicy:
     """How often, how long and how far apart attempts are made (see the module's text)."""
+
     backoff_ms: int = DEFAULT_BACKOFF_MS
     max_backoff_ms: int = DEFAULT_MAX_BACKOFF_MS
     attempts: int = 0
@@ -103,19 +113,25 @@ class RetryPolicy:
     jitter: float = JITTER
 
     @classmethod
-    def for_client(cls, config, timeout_ms: int | None = None,
-                   attempts: int = 0) -> RetryPolicy:
+    def for_client(cls, config, timeout_ms: int | None = None, attempts: int = 0) -> RetryPolicy:
         """The backoff of a ``ClientConfig`` (``kafka.retry.backoff.ms`` / ``.max.ms``)."""
-        return cls(backoff_ms=config.retry_backoff_ms,
-                   max_backoff_ms=config.retry_backoff_max_ms,
-                   attempts=attempts, timeout_ms=timeout_ms)
+        return cls(
+            backoff_ms=config.retry_backoff_ms,
+            max_backoff_ms=config.retry_backoff_max_ms,
+            attempts=attempts,
+            timeout_ms=timeout_ms,
+        )
 
     @classmethod
-    def fixed(cls, interval_ms: int, attempts: int,
-              timeout_ms: int | None = None) -> RetryPolicy:
+    def fixed(cls, interval_ms: int, attempts: int, timeout_ms: int | None = None) -> RetryPolicy:
         """``attempts`` attempts ``interval_ms`` apart (Spark's ``fetchOffset.*``)."""
-        return cls(backoff_ms=interval_ms, max_backoff_ms=interval_ms,
-                   attempts=max(1, attempts), timeout_ms=timeout_ms, jitter=0.0)
+        return cls(
+            backoff_ms=interval_ms,
+            max_backoff_ms=interval_ms,
+            attempts=max(1, attempts),
+            timeout_ms=timeout_ms,
+            jitter=0.0,
+        )
 
     @classmethod
     def within_backoff(cls, backoff_ms: int, max_backoff_ms: int) -> RetryPolicy:
@@ -124,8 +140,9 @@ class RetryPolicy:
         attempts, waited, wait = 1, 0, max(1, backoff_ms)
         while waited + wait <= max_backoff_ms:
             attempts, waited, wait = attempts + 1, waited + wait, min(wait * 2, max_backoff_ms)
-        return cls(backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms, attempts=attempts,
-                   jitter=0.0)
+        return cls(
+            backoff_ms=backoff_ms, max_backoff_ms=max_backoff_ms, attempts=attempts, jitter=0.0
+        )
 
     def delay_s(self, retry: int) -> float:
         """The wait before retry number ``retry`` (1: the first retry) without jitter, in
@@ -144,11 +161,17 @@ class RetryPolicy:
     def start(self, what: str) -> Attempts:
         return Attempts(self, what)
 
-    def run(self, what: str, call: Callable[[Attempts], T], *,
-            retriable: Callable[[BaseException], bool] = is_retriable,
-            between: Callable[[Attempts, BaseException], None] | None = None,
-            give_up: Callable[[Attempts, BaseException], BaseException] | None = None,
-            level: int = logging.DEBUG, logger: logging.Logger | None = None) -> T:
+    def run(
+        self,
+        what: str,
+        call: Callable[[Attempts], T],
+        *,
+        retriable: Callable[[BaseException], bool] = is_retriable,
+        between: Callable[[Attempts, BaseException], None] | None = None,
+        give_up: Callable[[Attempts, BaseException], BaseException] | None = None,
+        level: int = logging.DEBUG,
+        logger: logging.Logger | None = None,
+    ) -> T:
         """``call(attempts)`` until it returns, raises an error that is not ``retriable``,
         or the policy gives up (``give_up(attempts, last error)`` says how; by default
         ``Attempts.gave_up``). Each retry is logged at ``level`` naming ``what``; ``between``
@@ -166,8 +189,15 @@ class RetryPolicy:
                     if ended is e:
                         raise
                     raise ended.with_traceback(e.__traceback__) from e
-                (logger or log).log(level, "%s failed (attempt %d%s), retrying in %d ms: %s",
-                                    what, tries.count, tries.of(), round(delay * 1000), e)
+                (logger or log).log(
+                    level,
+                    "%s failed (attempt %d%s), retrying in %d ms: %s",
+                    what,
+                    tries.count,
+                    tries.of(),
+                    round(delay * 1000),
+                    e,
+                )
                 time.sleep(delay)
                 if between is not None:
                     between(tries, e)
@@ -246,9 +276,11 @@ class Attempts:
         if not is_retriable(error):
             return error
         if self.timed_out() and self.policy.timeout_ms is not None:
-            return KafkaTimeoutError(f"{self.what} did not succeed within "
-                                     f"{self.policy.timeout_ms} ms ({self.summary()}); "
-                                     f"last error: {error}")
+            return KafkaTimeoutError(
+                f"{self.what} did not succeed within "
+                f"{self.policy.timeout_ms} ms ({self.summary()}); "
+                f"last error: {error}"
+            )
         if type(error) in (KafkaConnectionError, KafkaTimeoutError):
             return type(error)(f"{error} ({self.what}: {self.summary()})")
         return error

@@ -26,8 +26,9 @@ def _readable_path(option: str, path: object) -> str:
     try:
         name = os.fspath(path)  # type: ignore[call-overload]
     except TypeError:
-        raise ConfigError(f"{_PREFIX}{option} must be a file path, "
-                          f"not {type(path).__name__}") from None
+        raise ConfigError(
+            f"{_PREFIX}{option} must be a file path, not {type(path).__name__}"
+        ) from None
     if isinstance(name, bytes):
         name = os.fsdecode(name)
     if not name:
@@ -40,11 +41,11 @@ def _readable_path(option: str, path: object) -> str:
     except IsADirectoryError:
         raise ConfigError(f"{_PREFIX}{option}: {name!r} is a directory, not a file") from None
     except PermissionError:
-        raise ConfigError(f"{_PREFIX}{option}: cannot read {name!r} (permission denied)") \
-            from None
+        raise ConfigError(f"{_PREFIX}{option}: cannot read {name!r} (permission denied)") from None
     except OSError as exc:
-        raise ConfigError(f"{_PREFIX}{option}: cannot read {name!r} "
-                          f"({exc.strerror or type(exc).__name__})") from None
+        raise ConfigError(
+            f"{_PREFIX}{option}: cannot read {name!r} ({exc.strerror or type(exc).__name__})"
+        ) from None
     return name
 
 
@@ -55,13 +56,18 @@ def _reason(exc: ssl.SSLError) -> str:
 def _no_key_password() -> NoReturn:
     """Password callback used when none was given: OpenSSL would otherwise prompt on the
     terminal for an encrypted key and block the executor."""
-    raise ConfigError(f"{_PREFIX}keyfile: the private key is encrypted; "
-                      f"set {_PREFIX}key.password")
+    raise ConfigError(f"{_PREFIX}keyfile: the private key is encrypted; set {_PREFIX}key.password")
 
 
-def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None = None,
-                      keyfile: StrPath | None = None, key_password: str | bytes | None = None,
-                      check_hostname: bool = True, verify: bool = True) -> ssl.SSLContext:
+def build_ssl_context(
+    *,
+    cafile: StrPath | None = None,
+    certfile: StrPath | None = None,
+    keyfile: StrPath | None = None,
+    key_password: str | bytes | None = None,
+    check_hostname: bool = True,
+    verify: bool = True,
+) -> ssl.SSLContext:
     """A client ``SSLContext`` for connecting to brokers.
 
     - ``cafile``: PEM bundle of the CAs to trust *instead of* the system store (which is
@@ -78,22 +84,23 @@ def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None
     """
     for option, flag in (("check_hostname", check_hostname), ("verify", verify)):
         if not isinstance(flag, bool):
-            raise ConfigError(f"{_PREFIX}{option} must be True or False, "
-                              f"not {type(flag).__name__}")
+            raise ConfigError(f"{_PREFIX}{option} must be True or False, not {type(flag).__name__}")
     if certfile is None:
         for option, value in (("keyfile", keyfile), ("key_password", key_password)):
             if value is not None:
                 raise ConfigError(f"{_PREFIX}{option} is set without {_PREFIX}certfile")
     if key_password is not None and not isinstance(key_password, (str, bytes, bytearray)):
-        raise ConfigError(f"{_PREFIX}key.password must be str or bytes, "
-                          f"not {type(key_password).__name__}")
+        raise ConfigError(
+            f"{_PREFIX}key.password must be str or bytes, not {type(key_password).__name__}"
+        )
 
     ca_path = _readable_path("cafile", cafile) if cafile is not None else None
     try:
         context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_path)
     except ssl.SSLError as exc:
-        raise ConfigError(f"{_PREFIX}cafile: {ca_path!r} holds no usable PEM certificate "
-                          f"({_reason(exc)})") from None
+        raise ConfigError(
+            f"{_PREFIX}cafile: {ca_path!r} holds no usable PEM certificate ({_reason(exc)})"
+        ) from None
 
     if certfile is not None:
         cert_path = _readable_path("certfile", certfile)
@@ -117,5 +124,5 @@ def build_ssl_context(*, cafile: StrPath | None = None, certfile: StrPath | None
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     elif not check_hostname:
-        context.check_hostname = False   # verify_mode stays CERT_REQUIRED
+        context.check_hostname = False  # verify_mode stays CERT_REQUIRED
     return context

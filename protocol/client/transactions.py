@@ -32,13 +32,27 @@ from collections.abc import Iterable
 
 from ..authorization import request_error
 from ..errors import PyKafkaError
-from .group_offsets import (TRANSACTION_KEY, commit_request_topics, fetch_offsets,
-                            raise_commit_errors)
+from .group_offsets import (
+    TRANSACTION_KEY,
+    commit_request_topics,
+    fetch_offsets,
+    raise_commit_errors,
+)
 
-__all__ = ["MAX_ADD_PARTITIONS_VERSION", "MAX_END_TXN_VERSION", "MAX_INIT_PRODUCER_ID_VERSION",
-           "MAX_TXN_OFFSET_COMMIT_VERSION", "MAX_TXN_PRODUCE_VERSION", "init_producer_id",
-           "add_partitions", "add_offsets", "txn_offset_commit", "end_txn",
-           "fetch_stable_offsets", "open_transactional_ids"]
+__all__ = [
+    "MAX_ADD_PARTITIONS_VERSION",
+    "MAX_END_TXN_VERSION",
+    "MAX_INIT_PRODUCER_ID_VERSION",
+    "MAX_TXN_OFFSET_COMMIT_VERSION",
+    "MAX_TXN_PRODUCE_VERSION",
+    "init_producer_id",
+    "add_partitions",
+    "add_offsets",
+    "txn_offset_commit",
+    "end_txn",
+    "fetch_stable_offsets",
+    "open_transactional_ids",
+]
 
 log = logging.getLogger("pykafka.protocol.transactions")
 
@@ -51,45 +65,81 @@ MAX_TXN_OFFSET_COMMIT_VERSION = 4  # v5 means transaction version 2
 MAX_INIT_PRODUCER_ID_VERSION = 5  # v6 is two-phase commit (KIP-939)
 
 
-def _txn_request(client, txn_id: str, api, body: dict, what: str, timeout_ms=None,
-                 max_version: int | None = None, request: str | None = None) -> dict:
+def _txn_request(
+    client,
+    txn_id: str,
+    api,
+    body: dict,
+    what: str,
+    timeout_ms=None,
+    max_version: int | None = None,
+    request: str | None = None,
+) -> dict:
     def attempt():
         conn = client.coordinator(txn_id, TRANSACTION_KEY)
         response = conn.request(api, body, conn.version_for(api, max_version))
         code = response.get("error_code", 0)
         if code:
-            raise request_error(code, request or what,
-                                f"{what} for transactional id {txn_id!r}",
-                                transactional_id=txn_id, group=body.get("group_id"))
+            raise request_error(
+                code,
+                request or what,
+                f"{what} for transactional id {txn_id!r}",
+                transactional_id=txn_id,
+                group=body.get("group_id"),
+            )
         return response
 
     return client.retrying(f"{what} for transactional id {txn_id!r}", attempt, timeout_ms)
 
 
-def init_producer_id(client, txn_id: str, transaction_timeout_ms: int, *,
-                     timeout_ms: int | None = None) -> tuple[int, int]:
+def init_producer_id(
+    client, txn_id: str, transaction_timeout_ms: int, *, timeout_ms: int | None = None
+) -> tuple[int, int]:
     """InitProducerId for ``txn_id``: ``(producer_id, epoch)``. The coordinator aborts a
     transaction the id left open and bumps the epoch, fencing every earlier holder."""
     from ..schemas import INIT_PRODUCER_ID
-    response = _txn_request(client, txn_id, INIT_PRODUCER_ID, {
-        "transactional_id": txn_id, "transaction_timeout_ms": transaction_timeout_ms,
-        "producer_id": -1, "producer_epoch": -1, "enable2_pc": False,
-        "keep_prepared_txn": False}, "InitProducerId", timeout_ms,
-        max_version=MAX_INIT_PRODUCER_ID_VERSION)
+
+    response = _txn_request(
+        client,
+        txn_id,
+        INIT_PRODUCER_ID,
+        {
+            "transactional_id": txn_id,
+            "transaction_timeout_ms": transaction_timeout_ms,
+            "producer_id": -1,
+            "producer_epoch": -1,
+            "enable2_pc": False,
+            "keep_prepared_txn": False,
+        },
+        "InitProducerId",
+        timeout_ms,
+        max_version=MAX_INIT_PRODUCER_ID_VERSION,
+    )
     return response["producer_id"], response["producer_epoch"]
 
 
-def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
-                   tps: Iterable[TopicPartition], *, timeout_ms: int | None = None) -> None:
+def add_partitions(
+    client,
+    txn_id: str,
+    producer_id: int,
+    epoch: int,
+    tps: Iterable[TopicPartition],
+    *,
+    timeout_ms: int | None = None,
+) -> None:
     """AddPartitionsToTxn: enlist ``tps`` before the first Produce to them."""
     from ..schemas import ADD_PARTITIONS_TO_TXN
+
     topics: dict[str, list[int]] = {}
     for t, p in sorted(set(tps)):
         topics.setdefault(t, []).append(p)
-    body = {"v3_and_below_transactional_id": txn_id, "v3_and_below_producer_id": producer_id,
-            "v3_and_below_producer_epoch": epoch,
-            "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            "transactions": []}
+    body = {
+        "v3_and_below_transactional_id": txn_id,
+        "v3_and_below_producer_id": producer_id,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        "transactions": [],
+    }
 
     def attempt():
         conn = client.coordinator(txn_id, TRANSACTION_KEY)
@@ -103,59 +153,113 @@ def add_partitions(client, txn_id: str, producer_id: int, epoch: int,
                 # another partition of the request failed
                 if code and code != 55 and (first is None or first.retriable):
                     first = request_error(
-                        code, "AddPartitionsToTxn",
+                        code,
+                        "AddPartitionsToTxn",
                         f"AddPartitionsToTxn for transactional id {txn_id!r}",
-                        topic=t["name"], partition=p["partition_index"],
-                        transactional_id=txn_id)
+                        topic=t["name"],
+                        partition=p["partition_index"],
+                        transactional_id=txn_id,
+                    )
         if first is not None:
             raise first
 
-    client.retrying(f"AddPartitionsToTxn for transactional id {txn_id!r}", attempt,
-                    timeout_ms)
+    client.retrying(f"AddPartitionsToTxn for transactional id {txn_id!r}", attempt, timeout_ms)
 
 
-def add_offsets(client, txn_id: str, producer_id: int, epoch: int, group: str, *,
-                timeout_ms: int | None = None) -> None:
+def add_offsets(
+    client, txn_id: str, producer_id: int, epoch: int, group: str, *, timeout_ms: int | None = None
+) -> None:
     """AddOffsetsToTxn: the offsets of ``group`` will be part of the transaction."""
     from ..schemas import ADD_OFFSETS_TO_TXN
-    _txn_request(client, txn_id, ADD_OFFSETS_TO_TXN, {
-        "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
-        "group_id": group}, "AddOffsetsToTxn", timeout_ms)
+
+    _txn_request(
+        client,
+        txn_id,
+        ADD_OFFSETS_TO_TXN,
+        {
+            "transactional_id": txn_id,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+            "group_id": group,
+        },
+        "AddOffsetsToTxn",
+        timeout_ms,
+    )
 
 
-def txn_offset_commit(client, txn_id: str, producer_id: int, epoch: int, group: str,
-                      offsets: dict[TopicPartition, int], metadata: str | None = None, *,
-                      timeout_ms: int | None = None) -> None:
+def txn_offset_commit(
+    client,
+    txn_id: str,
+    producer_id: int,
+    epoch: int,
+    group: str,
+    offsets: dict[TopicPartition, int],
+    metadata: str | None = None,
+    *,
+    timeout_ms: int | None = None,
+) -> None:
     """TxnOffsetCommit to ``group``'s coordinator: the offsets become the group's when the
     transaction commits, and are dropped if it aborts."""
     from ..schemas import TXN_OFFSET_COMMIT
-    body = {"transactional_id": txn_id, "group_id": group, "producer_id": producer_id,
-            "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-            "group_instance_id": None, "topics": commit_request_topics(offsets, metadata)}
+
+    body = {
+        "transactional_id": txn_id,
+        "group_id": group,
+        "producer_id": producer_id,
+        "producer_epoch": epoch,
+        "generation_id": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": commit_request_topics(offsets, metadata),
+    }
 
     def attempt():
         conn = client.coordinator(group)
         version = conn.version_for(TXN_OFFSET_COMMIT, MAX_TXN_OFFSET_COMMIT_VERSION)
         response = conn.request(TXN_OFFSET_COMMIT, body, version)
-        raise_commit_errors(response, "TxnOffsetCommit", f"TxnOffsetCommit to group "
-                            f"{group!r} for transactional id {txn_id!r}", group, txn_id)
+        raise_commit_errors(
+            response,
+            "TxnOffsetCommit",
+            f"TxnOffsetCommit to group {group!r} for transactional id {txn_id!r}",
+            group,
+            txn_id,
+        )
 
     client.retrying(f"TxnOffsetCommit to group {group!r}", attempt, timeout_ms)
 
 
-def end_txn(client, txn_id: str, producer_id: int, epoch: int, commit: bool, *,
-            timeout_ms: int | None = None) -> None:
+def end_txn(
+    client,
+    txn_id: str,
+    producer_id: int,
+    epoch: int,
+    commit: bool,
+    *,
+    timeout_ms: int | None = None,
+) -> None:
     """EndTxn: commit (``commit=True``) or abort the transaction."""
     from ..schemas import END_TXN
-    _txn_request(client, txn_id, END_TXN, {
-        "transactional_id": txn_id, "producer_id": producer_id, "producer_epoch": epoch,
-        "committed": commit}, "EndTxn commit" if commit else "EndTxn abort", timeout_ms,
-        max_version=MAX_END_TXN_VERSION, request="EndTxn")
+
+    _txn_request(
+        client,
+        txn_id,
+        END_TXN,
+        {
+            "transactional_id": txn_id,
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+            "committed": commit,
+        },
+        "EndTxn commit" if commit else "EndTxn abort",
+        timeout_ms,
+        max_version=MAX_END_TXN_VERSION,
+        request="EndTxn",
+    )
 
 
-def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | None, *,
-                         timeout_ms: int | None = None
-                         ) -> dict[TopicPartition, tuple[int, str | None]]:
+def fetch_stable_offsets(
+    client, group: str, tps: Iterable[TopicPartition] | None, *, timeout_ms: int | None = None
+) -> dict[TopicPartition, tuple[int, str | None]]:
     """The offsets and metadata ``group`` has committed for ``tps`` (``(-1, None)`` where
     none; every partition the group has when ``tps`` is None), asking the coordinator to
     wait for the transactions that write to them
@@ -163,9 +267,13 @@ def fetch_stable_offsets(client, group: str, tps: Iterable[TopicPartition] | Non
     return fetch_offsets(client, group, tps, require_stable=True, timeout_ms=timeout_ms)
 
 
-def open_transactional_ids(client, pattern: str | None = None, *,
-                           timeout_ms: int | None = None,
-                           skipped: dict | None = None) -> set[str]:
+def open_transactional_ids(
+    client,
+    pattern: str | None = None,
+    *,
+    timeout_ms: int | None = None,
+    skipped: dict | None = None,
+) -> set[str]:
     """The transactional ids of the cluster's Ongoing transactions: ListTransactions to
     every broker (each answers for the ids it coordinates), all sent before any answer is
     read. ``pattern``, a regular expression the whole id must match, goes to brokers that
@@ -179,8 +287,13 @@ def open_transactional_ids(client, pattern: str | None = None, *,
     warning, or with ``skipped`` (a dict) put there as node id -> error for the caller
     to say (a stream's commit lists at every micro-batch)."""
     from ..schemas import LIST_TRANSACTIONS
-    body = {"state_filters": ["Ongoing"], "producer_id_filters": [], "duration_filter": -1,
-            "transactional_id_pattern": pattern}
+
+    body = {
+        "state_filters": ["Ongoing"],
+        "producer_id_filters": [],
+        "duration_filter": -1,
+        "transactional_id_pattern": pattern,
+    }
     sent = []
     for node in sorted(client.metadata().brokers):
         try:
@@ -197,13 +310,15 @@ def open_transactional_ids(client, pattern: str | None = None, *,
         try:
             response = conn.receive(correlation_id, timeout_ms)
             if response["error_code"]:
-                raise request_error(response["error_code"], "ListTransactions",
-                                    "ListTransactions")
+                raise request_error(response["error_code"], "ListTransactions", "ListTransactions")
         except PyKafkaError as e:
             _skip(skipped, node, e, "no answer used")
             continue
-        found.update(t["transactional_id"] for t in response["transaction_states"]
-                     if t["transaction_state"] == "Ongoing")
+        found.update(
+            t["transactional_id"]
+            for t in response["transaction_states"]
+            if t["transaction_state"] == "Ongoing"
+        )
     return found
 
 
@@ -223,6 +338,10 @@ def _warn_once_per_connection(conn) -> None:
     pooled client keeps its connections), not at every micro-batch's commit."""
     level = logging.DEBUG if conn in _WARNED else logging.WARNING
     _WARNED.add(conn)
-    log.log(level, "open transactions: broker %s:%s does not support ListTransactions "
-            "(Kafka 3.0+): skipped, its open transactions end by their timeout",
-            conn.host, conn.port)
+    log.log(
+        level,
+        "open transactions: broker %s:%s does not support ListTransactions "
+        "(Kafka 3.0+): skipped, its open transactions end by their timeout",
+        conn.host,
+        conn.port,
+    )

@@ -14,11 +14,17 @@ from typing import Any
 # Imported on first use (PEP 562): a writer's process never loads the decoder (nor the
 # pyarrow.compute it needs), a planner neither codec; each such import costs a fresh Python
 # process tens of milliseconds on the first write of a session.
-_LAZY = {"DEFAULT_MAX_DECOMPRESSED": "compression", "codec_id": "compression",
-         "SCHEMA": "decode_arrow", "SCHEMA_WITH_HEADERS": "decode_arrow",
-         "decode_records": "decode_arrow", "spark_schema": "decode_arrow",
-         "encode_batch": "encode_arrow", "record_sizes": "encode_arrow",
-         "split_for_batch_size": "encode_arrow"}
+_LAZY = {
+    "DEFAULT_MAX_DECOMPRESSED": "compression",
+    "codec_id": "compression",
+    "SCHEMA": "decode_arrow",
+    "SCHEMA_WITH_HEADERS": "decode_arrow",
+    "decode_records": "decode_arrow",
+    "spark_schema": "decode_arrow",
+    "encode_batch": "encode_arrow",
+    "record_sizes": "encode_arrow",
+    "split_for_batch_size": "encode_arrow",
+}
 
 __all__ = sorted(_LAZY)
 

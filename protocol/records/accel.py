@@ -41,8 +41,10 @@ _origin = "installed" if _ext is not None and _enc is not None else None
 
 if _ext is None and _enc is None and _enabled:
     from . import zip_extensions as _zip_extensions
-    _loaded = _zip_extensions.load(__name__.rpartition(".")[0], globals().get("__file__"),
-                                   globals().get("__loader__"))
+
+    _loaded = _zip_extensions.load(
+        __name__.rpartition(".")[0], globals().get("__file__"), globals().get("__loader__")
+    )
     if _loaded is not None:
         _ext, _enc = _loaded["_fastdecode"], _loaded["_fastencode"]
         _origin = "zip cache"
@@ -79,8 +81,10 @@ def forced(use: bool):
     silently)."""
     global _enabled
     if use and not available():
-        raise RuntimeError("the compiled decoder and encoder protocol.records._fastdecode "
-                           "and _fastencode are not both built")
+        raise RuntimeError(
+            "the compiled decoder and encoder protocol.records._fastdecode "
+            "and _fastencode are not both built"
+        )
     before = _enabled
     _enabled = use
     try:

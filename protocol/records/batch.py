@@ -142,13 +142,17 @@ def crc32c(data: Buffer, value: int = 0) -> int:
     global _warned_slow_crc
     if not _warned_slow_crc:
         _warned_slow_crc = True
-        warnings.warn("the 'crc32c' package is not installed: checking record batch CRCs in "
-                      "pure Python, which is very slow (pip install crc32c)", RuntimeWarning,
-                      stacklevel=2)
+        warnings.warn(
+            "the 'crc32c' package is not installed: checking record batch CRCs in "
+            "pure Python, which is very slow (pip install crc32c)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     return crc32c_python(data, value)
 
 
 # ---- header --------------------------------------------------------------------------------
+
 
 class BatchHeader(NamedTuple):
     """The 61-byte header of a v2 record batch."""
@@ -211,6 +215,7 @@ def parse_header(buf: Buffer, pos: int = 0) -> BatchHeader:
 
 # ---- records -------------------------------------------------------------------------------
 
+
 class Record(NamedTuple):
     """One record as the reference codec sees it (absolute offset and timestamp)."""
 
@@ -243,10 +248,15 @@ def control_type(key: bytes | None) -> int | None:
     return cast(int, struct.unpack_from(">hh", key)[1])
 
 
-def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int,
-                  key: bytes | None, value: bytes | None,
-                  headers: Iterable[tuple[str, bytes | None]] = (),
-                  attributes: int = 0) -> None:
+def encode_record(
+    out: bytearray,
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Iterable[tuple[str, bytes | None]] = (),
+    attributes: int = 0,
+) -> None:
     """Append one record, length prefix included, to ``out``."""
     body = bytearray()
     body.append(attributes & 0xFF)
@@ -273,15 +283,27 @@ def encode_record(out: bytearray, offset_delta: int, timestamp_delta: int,
     out += body
 
 
-def build_batch(records: Sequence[Any], *, base_offset: int | None = None,
-                compression: str | int = 0,
-                compression_level: int | None = None, timestamp_type: int = CREATE_TIME,
-                transactional: bool = False, control: bool = False,
-                delete_horizon: bool = False, producer_id: int = -1, producer_epoch: int = -1,
-                base_sequence: int = -1, partition_leader_epoch: int = -1,
-                base_timestamp: int | None = None, max_timestamp: int | None = None,
-                last_offset_delta: int | None = None, magic: int = MAGIC_V2,
-                crc: int | None = None, record_count: int | None = None) -> bytes:
+def build_batch(
+    records: Sequence[Any],
+    *,
+    base_offset: int | None = None,
+    compression: str | int = 0,
+    compression_level: int | None = None,
+    timestamp_type: int = CREATE_TIME,
+    transactional: bool = False,
+    control: bool = False,
+    delete_horizon: bool = False,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    magic: int = MAGIC_V2,
+    crc: int | None = None,
+    record_count: int | None = None,
+) -> bytes:
     """Reference encoder: one v2 batch from ``Record``s (or (offset, timestamp, key, value[,
     headers]) tuples) with absolute offsets and timestamps.
 
@@ -299,21 +321,38 @@ def build_batch(records: Sequence[Any], *, base_offset: int | None = None,
         last_offset_delta = (recs[-1].offset - base_offset) if recs else 0
     encoded = bytearray()
     for r in recs:
-        encode_record(encoded, r.offset - base_offset, r.timestamp - base_timestamp, r.key,
-                      r.value, r.headers)
+        encode_record(
+            encoded, r.offset - base_offset, r.timestamp - base_timestamp, r.key, r.value, r.headers
+        )
     body: bytes | bytearray = encoded
     codec = _compression.codec_id(compression)
     if codec:
         body = _compression.compress(codec, bytes(encoded), level=compression_level)
-    attributes = (codec | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
-                  | (TRANSACTIONAL_MASK if transactional else 0)
-                  | (CONTROL_MASK if control else 0)
-                  | (DELETE_HORIZON_MASK if delete_horizon else 0))
+    attributes = (
+        codec
+        | (TIMESTAMP_TYPE_MASK if timestamp_type == LOG_APPEND_TIME else 0)
+        | (TRANSACTIONAL_MASK if transactional else 0)
+        | (CONTROL_MASK if control else 0)
+        | (DELETE_HORIZON_MASK if delete_horizon else 0)
+    )
     out = bytearray(BATCH_HEADER_SIZE)
     HEADER_STRUCT.pack_into(
-        out, 0, base_offset, MIN_BATCH_LENGTH + len(body), partition_leader_epoch, magic, 0,
-        attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
-        producer_epoch, base_sequence, len(recs) if record_count is None else record_count)
+        out,
+        0,
+        base_offset,
+        MIN_BATCH_LENGTH + len(body),
+        partition_leader_epoch,
+        magic,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(recs) if record_count is None else record_count,
+    )
     out += body
     if crc is None:
         crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
@@ -321,21 +360,38 @@ def build_batch(records: Sequence[Any], *, base_offset: int | None = None,
     return bytes(out)
 
 
-def build_control_batch(control_type_: int, *, offset: int, producer_id: int,
-                        producer_epoch: int = 0, timestamp: int = 0,
-                        coordinator_epoch: int = 0) -> bytes:
+def build_control_batch(
+    control_type_: int,
+    *,
+    offset: int,
+    producer_id: int,
+    producer_epoch: int = 0,
+    timestamp: int = 0,
+    coordinator_epoch: int = 0,
+) -> bytes:
     """A transaction marker batch as a broker writes it (one control record)."""
-    rec = Record(offset, timestamp, control_record_key(control_type_),
-                 control_record_value(coordinator_epoch))
-    return build_batch([rec], transactional=True, control=True, producer_id=producer_id,
-                       producer_epoch=producer_epoch, base_sequence=-1)
+    rec = Record(
+        offset,
+        timestamp,
+        control_record_key(control_type_),
+        control_record_value(coordinator_epoch),
+    )
+    return build_batch(
+        [rec],
+        transactional=True,
+        control=True,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+    )
 
 
-def check_header(h: BatchHeader, *, topic: str | None = None,
-                 partition: int | None = None) -> None:
+def check_header(h: BatchHeader, *, topic: str | None = None, partition: int | None = None) -> None:
     """The header checks every decoder applies before touching the records."""
+
     def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=h.base_offset)
+
     if h.magic != MAGIC_V2:
         raise bad(f"record batch has magic {h.magic}, expected {MAGIC_V2}")
     if h.batch_length < MIN_BATCH_LENGTH:
@@ -345,14 +401,22 @@ def check_header(h: BatchHeader, *, topic: str | None = None,
     if h.record_count < 0:
         raise bad(f"record batch has a negative record count {h.record_count}")
     if h.record_count > 0 and h.last_offset_delta < h.record_count - 1:
-        raise bad(f"record batch holds {h.record_count} records but its last offset delta is "
-                  f"{h.last_offset_delta}")
+        raise bad(
+            f"record batch holds {h.record_count} records but its last offset delta is "
+            f"{h.last_offset_delta}"
+        )
 
 
-def records_section(buf: Buffer, pos: int, h: BatchHeader, *, topic: str | None = None,
-                    partition: int | None = None,
-                    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-                    verify_crc: bool = True) -> Buffer:
+def records_section(
+    buf: Buffer,
+    pos: int,
+    h: BatchHeader,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+    verify_crc: bool = True,
+) -> Buffer:
     """The (decompressed) records bytes of the complete batch at ``pos``, CRC checked."""
     end = pos + h.size
     view = memoryview(buf)[pos:end]
@@ -361,23 +425,40 @@ def records_section(buf: Buffer, pos: int, h: BatchHeader, *, topic: str | None 
         if actual != h.crc:
             raise CorruptRecordError(
                 f"record batch CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
-                topic=topic, partition=partition, offset=h.base_offset)
+                topic=topic,
+                partition=partition,
+                offset=h.base_offset,
+            )
     data: Buffer = view[RECORDS_OFFSET:]
     if h.compression:
-        data = _compression.decompress(h.compression, data, max_size=max_decompressed,
-                                       topic=topic, partition=partition, offset=h.base_offset)
+        data = _compression.decompress(
+            h.compression,
+            data,
+            max_size=max_decompressed,
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
     elif len(data) > max_decompressed:
-        raise CorruptRecordError(f"record batch of {len(data)} bytes exceeds max_decompressed",
-                                 topic=topic, partition=partition, offset=h.base_offset)
+        raise CorruptRecordError(
+            f"record batch of {len(data)} bytes exceeds max_decompressed",
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
     if h.record_count > len(data) // MIN_RECORD_SIZE:
         raise CorruptRecordError(
             f"record batch claims {h.record_count} records in {len(data)} bytes",
-            topic=topic, partition=partition, offset=h.base_offset)
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
     return data
 
 
-def parse_records(data: Buffer, h: BatchHeader, *, topic: str | None = None,
-                  partition: int | None = None) -> list[Record]:
+def parse_records(
+    data: Buffer, h: BatchHeader, *, topic: str | None = None, partition: int | None = None
+) -> list[Record]:
     """Decode the records of a batch one by one (the reference for the vectorised path)."""
     out = []
     pos = 0
@@ -391,7 +472,10 @@ def parse_records(data: Buffer, h: BatchHeader, *, topic: str | None = None,
             if length < MIN_RECORD_SIZE - 1 or pos + length > end:
                 raise CorruptRecordError(
                     f"record length {length} at byte {start_pos} does not fit the batch",
-                    topic=topic, partition=partition, offset=h.base_offset)
+                    topic=topic,
+                    partition=partition,
+                    offset=h.base_offset,
+                )
             rec_end = pos + length
             pos += 1  # attributes: unused
             ts_delta, pos = read_varlong(data, pos)
@@ -399,69 +483,112 @@ def parse_records(data: Buffer, h: BatchHeader, *, topic: str | None = None,
             if not prev_delta < offset_delta <= h.last_offset_delta:
                 raise CorruptRecordError(
                     f"record offset delta {offset_delta} out of order or beyond the last "
-                    f"offset delta {h.last_offset_delta}", topic=topic, partition=partition,
-                    offset=h.base_offset)
+                    f"offset delta {h.last_offset_delta}",
+                    topic=topic,
+                    partition=partition,
+                    offset=h.base_offset,
+                )
             prev_delta = offset_delta
             offset = h.base_offset + offset_delta
             blobs = []
             for what in ("key", "value"):
                 size, pos = read_varint(data, pos)
                 if size < -1 or pos + max(size, 0) > rec_end:
-                    raise CorruptRecordError(f"record {what} length {size} does not fit",
-                                             topic=topic, partition=partition, offset=offset)
-                blobs.append(None if size < 0 else bytes(data[pos:pos + size]))
+                    raise CorruptRecordError(
+                        f"record {what} length {size} does not fit",
+                        topic=topic,
+                        partition=partition,
+                        offset=offset,
+                    )
+                blobs.append(None if size < 0 else bytes(data[pos : pos + size]))
                 pos += max(size, 0)
             count, pos = read_varint(data, pos)
             if count < 0 or count > (rec_end - pos) // 2:
-                raise CorruptRecordError(f"record header count {count} does not fit",
-                                         topic=topic, partition=partition, offset=offset)
+                raise CorruptRecordError(
+                    f"record header count {count} does not fit",
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                )
             headers = []
             for _h in range(count):
                 size, pos = read_varint(data, pos)
                 if size < 0 or pos + size > rec_end:
-                    raise CorruptRecordError(f"record header key length {size} does not fit",
-                                             topic=topic, partition=partition, offset=offset)
-                h_key = bytes(data[pos:pos + size]).decode("utf-8", "replace")
+                    raise CorruptRecordError(
+                        f"record header key length {size} does not fit",
+                        topic=topic,
+                        partition=partition,
+                        offset=offset,
+                    )
+                h_key = bytes(data[pos : pos + size]).decode("utf-8", "replace")
                 pos += size
                 size, pos = read_varint(data, pos)
                 if size < -1 or pos + max(size, 0) > rec_end:
-                    raise CorruptRecordError(f"record header value length {size} does not fit",
-                                             topic=topic, partition=partition, offset=offset)
-                headers.append((h_key, None if size < 0 else bytes(data[pos:pos + size])))
+                    raise CorruptRecordError(
+                        f"record header value length {size} does not fit",
+                        topic=topic,
+                        partition=partition,
+                        offset=offset,
+                    )
+                headers.append((h_key, None if size < 0 else bytes(data[pos : pos + size])))
                 pos += max(size, 0)
             if pos != rec_end:
                 raise CorruptRecordError(
                     f"record fields end at byte {pos}, its length says {rec_end}",
-                    topic=topic, partition=partition, offset=offset)
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                )
             ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
             out.append(Record(offset, ts, blobs[0], blobs[1], tuple(headers), h.timestamp_type))
     except ProtocolError as e:
         if isinstance(e, CorruptRecordError):
             raise
-        raise CorruptRecordError(f"malformed record: {e}", topic=topic, partition=partition,
-                                 offset=h.base_offset) from None
+        raise CorruptRecordError(
+            f"malformed record: {e}", topic=topic, partition=partition, offset=h.base_offset
+        ) from None
     if pos != end:
         raise CorruptRecordError(
             f"record batch has {end - pos} bytes after its {h.record_count} records",
-            topic=topic, partition=partition, offset=h.base_offset)
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
     return out
 
 
-def decode_batch(buf: Buffer, pos: int = 0, *, topic: str | None = None,
-                 partition: int | None = None,
-                 max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-                 verify_crc: bool = True) -> tuple[BatchHeader, list[Record]]:
+def decode_batch(
+    buf: Buffer,
+    pos: int = 0,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+    verify_crc: bool = True,
+) -> tuple[BatchHeader, list[Record]]:
     """Reference decoder of the complete v2 batch at ``pos``."""
     if len(buf) - pos < BATCH_HEADER_SIZE:
-        raise CorruptRecordError("record batch shorter than its 61-byte header", topic=topic,
-                                 partition=partition)
+        raise CorruptRecordError(
+            "record batch shorter than its 61-byte header", topic=topic, partition=partition
+        )
     h = parse_header(buf, pos)
     check_header(h, topic=topic, partition=partition)
     if pos + h.size > len(buf):
-        raise CorruptRecordError(f"record batch of {h.size} bytes is truncated", topic=topic,
-                                 partition=partition, offset=h.base_offset)
-    data = records_section(buf, pos, h, topic=topic, partition=partition,
-                           max_decompressed=max_decompressed, verify_crc=verify_crc)
+        raise CorruptRecordError(
+            f"record batch of {h.size} bytes is truncated",
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
+    data = records_section(
+        buf,
+        pos,
+        h,
+        topic=topic,
+        partition=partition,
+        max_decompressed=max_decompressed,
+        verify_crc=verify_crc,
+    )
     return h, parse_records(data, h, topic=topic, partition=partition)
 
 
@@ -475,8 +602,9 @@ def iter_batches(buf: Buffer) -> Iterator[tuple[int, int, int, int]]:
         end = pos + LOG_OVERHEAD + length
         if length < 5 or end > n:  # too short to hold a magic byte, or cut by the broker
             if length < 5 and end <= n:
-                raise CorruptRecordError(f"record batch length {length} is too small",
-                                         offset=base_offset)
+                raise CorruptRecordError(
+                    f"record batch length {length} is too small", offset=base_offset
+                )
             return
         yield pos, base_offset, LOG_OVERHEAD + length, buf[pos + MAGIC_OFFSET]
         pos = end

@@ -51,7 +51,8 @@ def _where(topic, partition) -> str:
     if topic is None:
         return ""
     return f" (reading or writing topic {topic!r}" + (
-        f", partition {partition})" if partition is not None else ")")
+        f", partition {partition})" if partition is not None else ")"
+    )
 
 
 _MODULES: dict[str, object] = {}
@@ -66,7 +67,8 @@ def _import(codec: str, module: str, pip: str, topic, partition):
     except ImportError as e:
         raise MissingCodecError(
             f"{codec} compression needs the {pip!r} package, which is not installed: "
-            f"pip install {pip}{_where(topic, partition)}") from e
+            f"pip install {pip}{_where(topic, partition)}"
+        ) from e
     _MODULES[module] = found
     return found
 
@@ -74,22 +76,28 @@ def _import(codec: str, module: str, pip: str, topic, partition):
 def _bomb(codec: str, max_size: int, topic, partition, offset):
     return CorruptRecordError(
         f"{codec} data decompresses to more than {max_size} bytes (the max_decompressed cap)",
-        topic=topic, partition=partition, offset=offset)
+        topic=topic,
+        partition=partition,
+        offset=offset,
+    )
 
 
 def _corrupt(codec: str, err: object, topic, partition, offset):
-    return CorruptRecordError(f"invalid {codec} data: {err}", topic=topic, partition=partition,
-                              offset=offset)
+    return CorruptRecordError(
+        f"invalid {codec} data: {err}", topic=topic, partition=partition, offset=offset
+    )
 
 
 # ---- none ----------------------------------------------------------------------------------
+
 
 def _none_compress(data, *, level=None, topic=None, partition=None) -> bytes:
     return bytes(data)
 
 
-def _none_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
-                     offset=None) -> bytes:
+def _none_decompress(
+    data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None, offset=None
+) -> bytes:
     if len(data) > max_size:
         raise _bomb("uncompressed", max_size, topic, partition, offset)
     return bytes(data)
@@ -97,13 +105,15 @@ def _none_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, par
 
 # ---- gzip ----------------------------------------------------------------------------------
 
+
 def _gzip_compress(data, *, level=None, topic=None, partition=None) -> bytes:
     c = zlib.compressobj(6 if level is None else level, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
     return c.compress(data) + c.flush()
 
 
-def _gzip_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
-                     offset=None) -> bytes:
+def _gzip_decompress(
+    data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None, offset=None
+) -> bytes:
     out = bytearray()
     rest = memoryview(data)
     try:
@@ -125,12 +135,13 @@ def _gzip_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, par
 
 # ---- snappy --------------------------------------------------------------------------------
 
+
 def _snappy_compress(data, *, level=None, topic=None, partition=None) -> bytes:
     cramjam = _import("snappy", "cramjam", "cramjam", topic, partition)
     view = memoryview(data)
     parts = [_XERIAL_HEADER.pack(XERIAL_MAGIC, 1, 1)]
     for start in range(0, len(view), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(view[start:start + _XERIAL_BLOCK]))
+        block = bytes(cramjam.snappy.compress_raw(view[start : start + _XERIAL_BLOCK]))
         parts.append(_INT32.pack(len(block)))
         parts.append(block)
     return b"".join(parts)
@@ -148,8 +159,9 @@ def _raw_snappy_length(block) -> int:
     raise ValueError("bad length preamble")
 
 
-def _snappy_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
-                       offset=None) -> bytes:
+def _snappy_decompress(
+    data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None, offset=None
+) -> bytes:
     cramjam = _import("snappy", "cramjam", "cramjam", topic, partition)
     view = memoryview(data)
     try:
@@ -163,7 +175,7 @@ def _snappy_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, p
                 pos += 4
                 if size < 0 or pos + size > len(view):
                     raise ValueError(f"xerial chunk of {size} bytes overruns the data")
-                blocks.append(view[pos:pos + size])
+                blocks.append(view[pos : pos + size])
                 pos += size
         else:
             blocks = [view]
@@ -181,10 +193,16 @@ def _snappy_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, p
 
 # ---- lz4 (frame format) --------------------------------------------------------------------
 
+
 def _lz4_compress(data, *, level=None, topic=None, partition=None) -> bytes:
     lz4_frame = _import("lz4", "lz4.frame", "lz4", topic, partition)
-    return lz4_frame.compress(data, compression_level=level or 0, content_checksum=False,
-                              block_linked=False, store_size=False)
+    return lz4_frame.compress(
+        data,
+        compression_level=level or 0,
+        content_checksum=False,
+        block_linked=False,
+        store_size=False,
+    )
 
 
 _P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
@@ -239,7 +257,7 @@ def fix_legacy_lz4_header(data) -> bytes:
     if len(data) <= end:
         return data
     hc = (xxh32(data[4:end]) >> 8) & 0xFF
-    return data[:end] + bytes([hc]) + data[end + 1:]
+    return data[:end] + bytes([hc]) + data[end + 1 :]
 
 
 def _lz4_frame_decode(lz4_frame, data, max_size, topic, partition, offset) -> bytes:
@@ -262,8 +280,15 @@ def _lz4_frame_decode(lz4_frame, data, max_size, topic, partition, offset) -> by
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _lz4_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
-                    offset=None, legacy_header: bool = False) -> bytes:
+def _lz4_decompress(
+    data,
+    *,
+    max_size=DEFAULT_MAX_DECOMPRESSED,
+    topic=None,
+    partition=None,
+    offset=None,
+    legacy_header: bool = False,
+) -> bytes:
     lz4_frame = _import("lz4", "lz4.frame", "lz4", topic, partition)
     first_error: Exception | None = None
     for attempt in range(2):
@@ -271,8 +296,14 @@ def _lz4_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, part
         # first for those, and second for anyone else
         repair = legacy_header != (attempt == 1)
         try:
-            return _lz4_frame_decode(lz4_frame, fix_legacy_lz4_header(data) if repair else data,
-                                     max_size, topic, partition, offset)
+            return _lz4_frame_decode(
+                lz4_frame,
+                fix_legacy_lz4_header(data) if repair else data,
+                max_size,
+                topic,
+                partition,
+                offset,
+            )
         except CorruptRecordError:
             raise
         except RuntimeError as e:  # lz4.frame reports every malformed input as RuntimeError
@@ -282,13 +313,15 @@ def _lz4_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, part
 
 # ---- zstd ----------------------------------------------------------------------------------
 
+
 def _zstd_compress(data, *, level=None, topic=None, partition=None) -> bytes:
     zstandard = _import("zstd", "zstandard", "zstandard", topic, partition)
     return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
 
 
-def _zstd_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None,
-                     offset=None) -> bytes:
+def _zstd_decompress(
+    data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, partition=None, offset=None
+) -> bytes:
     zstandard = _import("zstd", "zstandard", "zstandard", topic, partition)
     try:
         declared = zstandard.frame_content_size(data)
@@ -313,7 +346,7 @@ def _zstd_decompress(data, *, max_size=DEFAULT_MAX_DECOMPRESSED, topic=None, par
             pos = 0
             while pos < len(view) and not d.eof:
                 step = min(1 << 16, max(64, (max_size - len(out)) >> 15))
-                out += d.decompress(view[pos:pos + step])
+                out += d.decompress(view[pos : pos + step])
                 pos += step
                 if len(out) > max_size:
                     raise _bomb("zstd", max_size, topic, partition, offset)
@@ -346,8 +379,9 @@ def codec_id(codec: str | int | None) -> int:
             return codec
     elif isinstance(codec, str) and codec.lower() in _BY_NAME:
         return _BY_NAME[codec.lower()]
-    raise ConfigError(f"unknown compression codec {codec!r}; "
-                      f"expected one of {', '.join(sorted(_BY_NAME))}")
+    raise ConfigError(
+        f"unknown compression codec {codec!r}; expected one of {', '.join(sorted(_BY_NAME))}"
+    )
 
 
 def codec_name(codec: int) -> str:
@@ -355,19 +389,31 @@ def codec_name(codec: int) -> str:
     return c.name if c else f"unknown({codec})"
 
 
-def compress(codec: str | int, data, *, level: int | None = None, topic: str | None = None,
-             partition: int | None = None) -> bytes:
+def compress(
+    codec: str | int,
+    data,
+    *,
+    level: int | None = None,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> bytes:
     """Compress ``data`` with a codec given by name or id."""
     return CODECS[codec_id(codec)].compress(data, level=level, topic=topic, partition=partition)
 
 
-def decompress(codec: int, data, *, max_size: int = DEFAULT_MAX_DECOMPRESSED,
-               topic: str | None = None, partition: int | None = None,
-               offset: int | None = None) -> bytes:
+def decompress(
+    codec: int,
+    data,
+    *,
+    max_size: int = DEFAULT_MAX_DECOMPRESSED,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+) -> bytes:
     """Decompress ``data``; an unknown codec id or bad data raises ``CorruptRecordError``."""
     c = CODECS.get(codec)
     if c is None:
-        raise CorruptRecordError(f"unknown compression codec id {codec}", topic=topic,
-                                 partition=partition, offset=offset)
-    return c.decompress(data, max_size=max_size, topic=topic, partition=partition,
-                        offset=offset)
+        raise CorruptRecordError(
+            f"unknown compression codec id {codec}", topic=topic, partition=partition, offset=offset
+        )
+    return c.decompress(data, max_size=max_size, topic=topic, partition=partition, offset=offset)

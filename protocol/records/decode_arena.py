@@ -27,8 +27,9 @@ class Bad(Exception):
         self.index = index
 
 
-def decode_arena(p, counts, batch_of_last, topic, partition, start_offset, end_offset,
-                 include_headers, schema):
+def decode_arena(
+    p, counts, batch_of_last, topic, partition, start_offset, end_offset, include_headers, schema
+):
     """The batch of the records sections pending in ``p`` (decode_arrow._Pending): the
     records with ``start_offset <= offset < end_offset``; ``Bad`` when a check fails."""
     data = b"".join(p.sections + [_PADDING])
@@ -54,24 +55,37 @@ def decode_arena(p, counts, batch_of_last, topic, partition, start_offset, end_o
 
     # 2. fields, for all records at once (in slices that keep the temporaries in cache)
     ts_delta, offset_delta, key_start, key_len, value_start, value_len = (
-        np.empty(total, dtype=np.int64) for _ in range(6))
+        np.empty(total, dtype=np.int64) for _ in range(6)
+    )
     plain = np.empty(total, dtype=bool)
     for i in range(0, total, _CHUNK):
         j = min(i + _CHUNK, total)
-        (ts_delta[i:j], offset_delta[i:j], key_start[i:j], key_len[i:j], value_start[i:j],
-         value_len[i:j], plain[i:j]) = _fields(a, starts[i:j], ends[i:j], i)
+        (
+            ts_delta[i:j],
+            offset_delta[i:j],
+            key_start[i:j],
+            key_len[i:j],
+            value_start[i:j],
+            value_len[i:j],
+            plain[i:j],
+        ) = _fields(a, starts[i:j], ends[i:j], i)
     header_count = None
     header_parts: Any = None  # (count, key starts, key lengths, value starts, value lengths)
     if not plain.all():
         with_headers = np.flatnonzero(~plain)
-        header_parts = _decode_headers(a, (value_start + np.maximum(value_len, 0))[with_headers],
-                                       ends[with_headers], with_headers)
+        header_parts = _decode_headers(
+            a,
+            (value_start + np.maximum(value_len, 0))[with_headers],
+            ends[with_headers],
+            with_headers,
+        )
         header_count = np.zeros(total, dtype=np.int64)
         header_count[with_headers] = header_parts[0]
 
     # 3. offsets and timestamps, checked per batch
-    offsets, ts, ts_type = _offsets_and_timestamps(p, counts, batch_of_last, total,
-                                                   offset_delta, ts_delta)
+    offsets, ts, ts_type = _offsets_and_timestamps(
+        p, counts, batch_of_last, total, offset_delta, ts_delta
+    )
 
     # 4. cut to [start_offset, end_offset)
     keep = offsets >= start_offset
@@ -88,8 +102,9 @@ def decode_arena(p, counts, batch_of_last, topic, partition, start_offset, end_o
 
     # 5. Arrow
     arena = pa.py_buffer(data)
-    keys, values = slices(arena, [key_start, value_start], [key_len, value_len],
-                          [pa.binary(), pa.binary()])
+    keys, values = slices(
+        arena, [key_start, value_start], [key_len, value_len], [pa.binary(), pa.binary()]
+    )
     headers = None
     if include_headers:
         headers = headers_column(arena, len(offsets), header_count, header_parts)
@@ -99,6 +114,7 @@ def decode_arena(p, counts, batch_of_last, topic, partition, start_offset, end_o
 def _offsets_and_timestamps(p, counts, batch_of_last, total, offset_delta, ts_delta):
     """Each record's offset, timestamp (ms) and timestamp type, its offset delta checked
     against its batch's."""
+
     def check(bad_mask, message):
         if bad_mask.any():
             raise Bad(int(np.flatnonzero(bad_mask)[0]), message)
@@ -106,13 +122,17 @@ def _offsets_and_timestamps(p, counts, batch_of_last, total, offset_delta, ts_de
     rep = np.repeat
     base = rep(np.array(p.base_offset, dtype=np.int64), counts)
     last_delta = rep(np.array(p.last_delta, dtype=np.int64), counts)
-    check((offset_delta < 0) | (offset_delta > last_delta),
-          "record offset delta beyond the batch's last offset delta")
+    check(
+        (offset_delta < 0) | (offset_delta > last_delta),
+        "record offset delta beyond the batch's last offset delta",
+    )
     if total > 1:
         first = np.zeros(total, dtype=bool)
         first[batch_of_last[:-1] + 1] = True
-        check(np.concatenate(([False], (offset_delta[1:] <= offset_delta[:-1]) & ~first[1:])),
-              "record offset deltas are not increasing")
+        check(
+            np.concatenate(([False], (offset_delta[1:] <= offset_delta[:-1]) & ~first[1:])),
+            "record offset deltas are not increasing",
+        )
     offsets = base + offset_delta
     ts = rep(np.array(p.base_timestamp, dtype=np.int64), counts) + ts_delta
     log_append = np.array(p.log_append, dtype=bool)
@@ -130,6 +150,7 @@ _CHUNK = 4096
 
 def _fields(a, starts, ends, first_index):
     """Decode the fixed sequence of fields of the records [starts, ends) of the arena."""
+
     def check(bad_mask, message):
         if bad_mask.any():
             raise Bad(first_index + int(np.flatnonzero(bad_mask)[0]), message)
@@ -188,16 +209,20 @@ def _decode_headers(a, pos, ends, rows):
             kl, p = decode_varints(a, p, 5)
             bad = (kl < 0) | (p + kl > e)
             if bad.any():
-                raise Bad(int(rows[active[np.flatnonzero(bad)[0]]]),
-                           "record header key length does not fit the record")
+                raise Bad(
+                    int(rows[active[np.flatnonzero(bad)[0]]]),
+                    "record header key length does not fit the record",
+                )
             key_start[flat], key_len[flat] = p, kl
             p = p + kl
             vl, p = decode_varints(a, p, 5)
             p2 = p + np.maximum(vl, 0)
             bad = (vl < -1) | (p2 > e)
             if bad.any():
-                raise Bad(int(rows[active[np.flatnonzero(bad)[0]]]),
-                           "record header value length does not fit the record")
+                raise Bad(
+                    int(rows[active[np.flatnonzero(bad)[0]]]),
+                    "record header value length does not fit the record",
+                )
         except VarintError as err:
             raise Bad(int(rows[active[err.index]]), str(err)) from None
         value_start[flat], value_len[flat] = p, vl

@@ -43,8 +43,14 @@ from .compression import DEFAULT_MAX_DECOMPRESSED
 from .decode_arena import Bad as _Bad
 from .decode_arena import decode_arena as _decode_arena
 
-__all__ = ["HEADERS_TYPE", "SCHEMA", "SCHEMA_WITH_HEADERS", "TIMESTAMP_TYPE", "decode_records",
-           "spark_schema"]
+__all__ = [
+    "HEADERS_TYPE",
+    "SCHEMA",
+    "SCHEMA_WITH_HEADERS",
+    "TIMESTAMP_TYPE",
+    "decode_records",
+    "spark_schema",
+]
 
 _BASE_FIELDS = [
     pa.field("key", pa.binary()),
@@ -77,8 +83,16 @@ def spark_schema(include_headers: bool = False) -> pa.Schema:
 class _Pending:
     """Batches whose records sections wait for the vectorised pass."""
 
-    __slots__ = ("sections", "size", "base_offset", "base_timestamp", "max_timestamp",
-                 "log_append", "count", "last_delta")
+    __slots__ = (
+        "sections",
+        "size",
+        "base_offset",
+        "base_timestamp",
+        "max_timestamp",
+        "log_append",
+        "count",
+        "last_delta",
+    )
 
     def __init__(self):
         self.sections = []
@@ -90,8 +104,9 @@ class _Pending:
         self.count = []
         self.last_delta = []
 
-    def add(self, section, base_offset, base_timestamp, max_timestamp, log_append, count,
-            last_delta) -> None:
+    def add(
+        self, section, base_offset, base_timestamp, max_timestamp, log_append, count, last_delta
+    ) -> None:
         self.sections.append(section)
         self.size += len(section)
         self.base_offset.append(base_offset)
@@ -102,13 +117,19 @@ class _Pending:
         self.last_delta.append(last_delta)
 
 
-def decode_records(records, *, topic: str, partition: int, start_offset: int,
-                   end_offset: int | None = None, include_headers: bool = False,
-                   read_committed: bool = False,
-                   aborted_transactions: Iterable[tuple[int, int]] | None = None,
-                   max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
-                   verify_crc: bool = True,
-                   ) -> tuple[pa.RecordBatch, int]:
+def decode_records(
+    records,
+    *,
+    topic: str,
+    partition: int,
+    start_offset: int,
+    end_offset: int | None = None,
+    include_headers: bool = False,
+    read_committed: bool = False,
+    aborted_transactions: Iterable[tuple[int, int]] | None = None,
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    verify_crc: bool = True,
+) -> tuple[pa.RecordBatch, int]:
     """Decode the RECORDS bytes of one partition of a Fetch response.
 
     Returns ``(batch, next_offset)``: the records with ``start_offset <= offset <
@@ -140,14 +161,28 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
     else:
         buf = memoryview(records).cast("B")
     n = len(buf)
-    walk = _Walk(buf, topic, partition, start_offset, end_offset, include_headers,
-                 read_committed, aborted_transactions, max_decompressed, verify_crc)
+    walk = _Walk(
+        buf,
+        topic,
+        partition,
+        start_offset,
+        end_offset,
+        include_headers,
+        read_committed,
+        aborted_transactions,
+        max_decompressed,
+        verify_crc,
+    )
     pos = 0
     while n - pos >= _batch.LOG_OVERHEAD:
         base_offset, length = _PREFIX.unpack_from(buf, pos)
         if length < 5:  # cannot even reach the magic byte
-            raise CorruptRecordError(f"record batch length {length} is too small", topic=topic,
-                                     partition=partition, offset=base_offset)
+            raise CorruptRecordError(
+                f"record batch length {length} is too small",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         end = pos + _batch.LOG_OVERHEAD + length
         if end > n:
             break  # truncated by the broker: stop quietly
@@ -159,8 +194,12 @@ def decode_records(records, *, topic: str, partition: int, start_offset: int,
             if not walk.legacy_entry(pos):
                 break
         else:
-            raise CorruptRecordError(f"record batch has unknown magic {magic}", topic=topic,
-                                     partition=partition, offset=base_offset)
+            raise CorruptRecordError(
+                f"record batch has unknown magic {magic}",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         pos = end
     return walk.result()
 
@@ -169,10 +208,19 @@ class _Walk:
     """The state of one ``decode_records`` call as it walks the batches: the aborted
     transactions met so far, the batches pending the vectorised pass, the decoded chunks."""
 
-    def __init__(self, buf, topic: str, partition: int, start_offset: int,
-                 end_offset: int | None, include_headers: bool, read_committed: bool,
-                 aborted_transactions: Iterable[tuple[int, int]] | None,
-                 max_decompressed: int, verify_crc: bool):
+    def __init__(
+        self,
+        buf,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        end_offset: int | None,
+        include_headers: bool,
+        read_committed: bool,
+        aborted_transactions: Iterable[tuple[int, int]] | None,
+        max_decompressed: int,
+        verify_crc: bool,
+    ):
         self.buf = buf
         self.view = memoryview(buf)
         self.topic, self.partition = topic, partition
@@ -186,8 +234,7 @@ class _Walk:
         self.chunks: list[pa.RecordBatch] = []
         self.pending = _Pending()
         self.next_offset = start_offset
-        self.arena_target = (_ARENA_TARGET if _accel.module() is None
-                             else _COMPILED_ARENA_TARGET)
+        self.arena_target = _ARENA_TARGET if _accel.module() is None else _COMPILED_ARENA_TARGET
 
     def batch_v2(self, pos: int, end: int, base_offset: int, length: int) -> bool:
         """Check the batch at ``pos`` and queue its records section unless it is skipped;
@@ -195,12 +242,16 @@ class _Walk:
         buf, topic, partition = self.buf, self.topic, self.partition
         if length < _batch.MIN_BATCH_LENGTH:
             raise CorruptRecordError(
-                f"record batch length {length} is smaller than its header", topic=topic,
-                partition=partition, offset=base_offset)
+                f"record batch length {length} is smaller than its header",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         # the per-batch step: plain tuples and locals, a BatchHeader only off the fast path
         fields = _batch.HEADER_STRUCT.unpack_from(buf, pos)
-        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
-         count) = fields
+        (_, _, _, _, crc, attributes, last_delta, base_ts, max_ts, producer_id, _, _, count) = (
+            fields
+        )
         codec = attributes & _batch.COMPRESSION_MASK
         if codec > 4 or count < 0 or (count > 0 and last_delta < count - 1):
             _batch.check_header(_batch.BatchHeader(*fields), topic=topic, partition=partition)
@@ -208,20 +259,33 @@ class _Walk:
             return False
         last_offset = base_offset + last_delta
         control = attributes & _batch.CONTROL_MASK
-        skip = self.read_committed and producer_id >= 0 and self._aborted(
-            pos, fields, last_offset, control, attributes, producer_id)
+        skip = (
+            self.read_committed
+            and producer_id >= 0
+            and self._aborted(pos, fields, last_offset, control, attributes, producer_id)
+        )
         batch_view = self.view[pos:end]
-        actual = _batch.crc32c(batch_view[_batch.ATTRIBUTES_OFFSET:]) if self.verify_crc else crc
+        actual = _batch.crc32c(batch_view[_batch.ATTRIBUTES_OFFSET :]) if self.verify_crc else crc
         if actual != crc:
             raise CorruptRecordError(
                 f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
-                topic=topic, partition=partition, offset=base_offset)
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         if not (skip or control or last_offset < self.start_offset or count == 0):
             section = self._records_section(batch_view, codec, count, base_offset)
             if self.pending.size + len(section) > self.arena_target and self.pending.sections:
                 self._flush()
-            self.pending.add(section, base_offset, base_ts, max_ts,
-                             attributes & _batch.TIMESTAMP_TYPE_MASK, count, last_delta)
+            self.pending.add(
+                section,
+                base_offset,
+                base_ts,
+                max_ts,
+                attributes & _batch.TIMESTAMP_TYPE_MASK,
+                count,
+                last_delta,
+            )
         if last_offset >= self.next_offset:
             self.next_offset = last_offset + 1
         return True
@@ -234,8 +298,15 @@ class _Walk:
             pids.add(aborted[self.aborted_at][1])
             self.aborted_at += 1
         if control:
-            if _is_abort_marker(self.buf, pos, _batch.BatchHeader(*fields), self.topic,
-                                self.partition, self.max_decompressed, self.verify_crc):
+            if _is_abort_marker(
+                self.buf,
+                pos,
+                _batch.BatchHeader(*fields),
+                self.topic,
+                self.partition,
+                self.max_decompressed,
+                self.verify_crc,
+            ):
                 pids.discard(producer_id)
             return False
         return bool(attributes & _batch.TRANSACTIONAL_MASK) and producer_id in pids
@@ -243,45 +314,71 @@ class _Walk:
     def _records_section(self, batch_view, codec, count, base_offset):
         """The batch's records section, decompressed, checked against the size limits."""
         topic, partition = self.topic, self.partition
-        section = batch_view[_batch.RECORDS_OFFSET:]
+        section = batch_view[_batch.RECORDS_OFFSET :]
         if codec:
-            section = _compression.decompress(codec, section, max_size=self.max_decompressed,
-                                              topic=topic, partition=partition,
-                                              offset=base_offset)
+            section = _compression.decompress(
+                codec,
+                section,
+                max_size=self.max_decompressed,
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         elif len(section) > self.max_decompressed:
             raise CorruptRecordError(
                 f"record batch of {len(section)} bytes exceeds max_decompressed",
-                topic=topic, partition=partition, offset=base_offset)
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         if count > len(section) // _batch.MIN_RECORD_SIZE:
             raise CorruptRecordError(
                 f"record batch claims {count} records in {len(section)} bytes",
-                topic=topic, partition=partition, offset=base_offset)
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         return section
 
     def legacy_entry(self, pos: int) -> bool:
         """The magic 0/1 message set at ``pos``, decoded per message; False when it starts
         at or after ``end_offset``."""
         start_offset, end_offset = self.start_offset, self.end_offset
-        recs, last = _legacy.decode_entry(self.buf, pos, topic=self.topic,
-                                          partition=self.partition,
-                                          max_decompressed=self.max_decompressed,
-                                          verify_crc=self.verify_crc)
+        recs, last = _legacy.decode_entry(
+            self.buf,
+            pos,
+            topic=self.topic,
+            partition=self.partition,
+            max_decompressed=self.max_decompressed,
+            verify_crc=self.verify_crc,
+        )
         if end_offset is not None and recs and recs[0].offset >= end_offset:
             return False
         if self.pending.sections:
             self._flush()
-        recs = [r for r in recs if r.offset >= start_offset
-                and (end_offset is None or r.offset < end_offset)]
+        recs = [
+            r
+            for r in recs
+            if r.offset >= start_offset and (end_offset is None or r.offset < end_offset)
+        ]
         if recs:
-            self.chunks.append(from_records(recs, self.topic, self.partition,
-                                            self.include_headers, self.schema))
+            self.chunks.append(
+                from_records(recs, self.topic, self.partition, self.include_headers, self.schema)
+            )
         self.next_offset = max(self.next_offset, last + 1)
         return True
 
     def _flush(self) -> None:
-        self.chunks.append(_decode_pending(self.pending, (self.topic, self.partition),
-                                           self.start_offset, self.end_offset,
-                                           self.include_headers, self.schema))
+        self.chunks.append(
+            _decode_pending(
+                self.pending,
+                (self.topic, self.partition),
+                self.start_offset,
+                self.end_offset,
+                self.include_headers,
+                self.schema,
+            )
+        )
         self.pending = _Pending()
 
     def result(self) -> tuple[pa.RecordBatch, int]:
@@ -303,45 +400,92 @@ def _empty(schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
 
 
-def _is_abort_marker(buf, pos, h, topic, partition, max_decompressed,
-                     verify_crc: bool = True) -> bool:
+def _is_abort_marker(
+    buf, pos, h, topic, partition, max_decompressed, verify_crc: bool = True
+) -> bool:
     """Whether the control batch at ``pos`` starts with an ABORT marker."""
     if h.record_count == 0:
         return False
-    data = _batch.records_section(buf, pos, h, topic=topic, partition=partition,
-                                  max_decompressed=max_decompressed, verify_crc=verify_crc)
+    data = _batch.records_section(
+        buf,
+        pos,
+        h,
+        topic=topic,
+        partition=partition,
+        max_decompressed=max_decompressed,
+        verify_crc=verify_crc,
+    )
     records = _batch.parse_records(data, h, topic=topic, partition=partition)
     ctype = _batch.control_type(records[0].key)
     if ctype is None:
-        raise CorruptRecordError("control record key is shorter than 4 bytes", topic=topic,
-                                 partition=partition, offset=h.base_offset)
+        raise CorruptRecordError(
+            "control record key is shorter than 4 bytes",
+            topic=topic,
+            partition=partition,
+            offset=h.base_offset,
+        )
     return ctype == _batch.ABORT
 
 
 # ---- the vectorised pass (decode_arena.py) -------------------------------------------------
 
+
 def _decode_pending(p: _Pending, ctx, start_offset, end_offset, include_headers, schema):
     topic, partition = ctx
     ext = _accel.module()
     if ext is not None:
-        out = ext.decode_sections(p.sections, p.base_offset, p.last_delta, p.base_timestamp,
-                                  p.max_timestamp, p.log_append, p.count, start_offset,
-                                  end_offset, include_headers)
+        out = ext.decode_sections(
+            p.sections,
+            p.base_offset,
+            p.last_delta,
+            p.base_timestamp,
+            p.max_timestamp,
+            p.log_append,
+            p.count,
+            start_offset,
+            end_offset,
+            include_headers,
+        )
         if out is not None:
             return from_compiled(out, topic, partition, include_headers, schema)
         # refused: the pure path decodes the same bytes and names the problem
     counts = np.array(p.count, dtype=np.int64)
     batch_of_last = np.cumsum(counts) - 1
     try:
-        return _decode_arena(p, counts, batch_of_last, topic, partition, start_offset,
-                             end_offset, include_headers, schema)
+        return _decode_arena(
+            p,
+            counts,
+            batch_of_last,
+            topic,
+            partition,
+            start_offset,
+            end_offset,
+            include_headers,
+            schema,
+        )
     except _Bad as bad:
         # find the batch and let the reference decoder name the exact problem
         b = int(np.searchsorted(batch_of_last, bad.index))
         b = min(b, len(p.count) - 1)
-        h = _batch.BatchHeader(p.base_offset[b], 0, -1, 2, 0, 8 if p.log_append[b] else 0,
-                               p.last_delta[b], p.base_timestamp[b], p.max_timestamp[b],
-                               -1, -1, -1, p.count[b])
+        h = _batch.BatchHeader(
+            p.base_offset[b],
+            0,
+            -1,
+            2,
+            0,
+            8 if p.log_append[b] else 0,
+            p.last_delta[b],
+            p.base_timestamp[b],
+            p.max_timestamp[b],
+            -1,
+            -1,
+            -1,
+            p.count[b],
+        )
         _batch.parse_records(p.sections[b], h, topic=topic, partition=partition)
-        raise CorruptRecordError(f"malformed record batch: {bad}", topic=topic,
-                                 partition=partition, offset=p.base_offset[b]) from None
+        raise CorruptRecordError(
+            f"malformed record batch: {bad}",
+            topic=topic,
+            partition=partition,
+            offset=p.base_offset[b],
+        ) from None

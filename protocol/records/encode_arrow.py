@@ -31,6 +31,7 @@ _UINT32 = struct.Struct(">I")
 
 # ---- inputs --------------------------------------------------------------------------------
 
+
 def _binary(arr, what: str, n: int | None = None) -> pa.Array:
     """``arr`` as a pa.binary() array (zero-copy for binary and string)."""
     if isinstance(arr, pa.ChunkedArray):
@@ -51,7 +52,7 @@ def _lengths(arr: pa.Array) -> np.ndarray:
     """Byte length of each element, -1 for null (int64)."""
     n = len(arr)
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=arr.offset + n + 1)
-    lengths = np.diff(offsets[arr.offset:]).astype(np.int64)
+    lengths = np.diff(offsets[arr.offset :]).astype(np.int64)
     if arr.null_count:
         valid = arr.is_valid().to_numpy(zero_copy_only=False)
         lengths[~valid] = -1
@@ -94,8 +95,9 @@ class _Headers:
             raise ConfigError("headers must be a pyarrow list<struct<key, value>> array")
         if len(headers) != n:
             raise ConfigError(f"headers has {len(headers)} rows, expected {n}")
-        if not (pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)) or \
-                not pa.types.is_struct(headers.type.value_type):
+        if not (
+            pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)
+        ) or not pa.types.is_struct(headers.type.value_type):
             raise ConfigError(f"headers must be list<struct<key, value>>, not {headers.type}")
         counts = pc.list_value_length(headers).fill_null(0)
         self.count = counts.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -116,6 +118,7 @@ class _Headers:
 
 # ---- sizes ---------------------------------------------------------------------------------
 
+
 def _record_sizes(key_len, value_len, ts_delta_bound, offset_delta, hdr):
     """Per record: (body length, sizes of the small varints) as int64 arrays."""
     s_t = varint_sizes(zigzag_encode(ts_delta_bound))
@@ -128,13 +131,27 @@ def _record_sizes(key_len, value_len, ts_delta_bound, offset_delta, hdr):
         header_bytes: np.ndarray | int = 0
     else:
         s_h = varint_sizes(zigzag_encode(hdr.count))
-        per = (varint_sizes(zigzag_encode(hdr.key_len)) + hdr.key_len
-               + varint_sizes(zigzag_encode(hdr.value_len)) + np.maximum(hdr.value_len, 0))
+        per = (
+            varint_sizes(zigzag_encode(hdr.key_len))
+            + hdr.key_len
+            + varint_sizes(zigzag_encode(hdr.value_len))
+            + np.maximum(hdr.value_len, 0)
+        )
         owner = np.repeat(np.arange(n), hdr.count)
-        header_bytes = np.bincount(owner, weights=per, minlength=n).astype(np.int64) \
-            if hdr.total else 0
-    body = (1 + s_t + s_o + s_k + np.maximum(key_len, 0) + s_v + np.maximum(value_len, 0)
-            + s_h + header_bytes)
+        header_bytes = (
+            np.bincount(owner, weights=per, minlength=n).astype(np.int64) if hdr.total else 0
+        )
+    body = (
+        1
+        + s_t
+        + s_o
+        + s_k
+        + np.maximum(key_len, 0)
+        + s_v
+        + np.maximum(value_len, 0)
+        + s_h
+        + header_bytes
+    )
     return body, s_t, s_o, s_k, s_v, s_h
 
 
@@ -189,8 +206,9 @@ class RowSource:
         ext = accel.encoder()
         if ext is not None:
             b = self.buffers()
-            return np.frombuffer(ext.base_sizes(b[1], b[4], b[6], b[7], b[9], b[12]),
-                                 dtype=np.int64)
+            return np.frombuffer(
+                ext.base_sizes(b[1], b[4], b[6], b[7], b[9], b[12]), dtype=np.int64
+            )
         zero = np.zeros(self.n, dtype=np.int64)
         body, s_t, s_o, *_ = _record_sizes(self.key_len, self.value_len, zero, zero, self.hdr)
         return body - s_t - s_o
@@ -210,13 +228,17 @@ class RowSource:
 
             def pick(arr):
                 return None if arr is None else arr.take(index)
+
         return pick(self.keys), pick(self.values), pick(self.headers)
 
     def buffers(self) -> tuple:
         """The arguments of the compiled encoder that describe this source (computed once)."""
         if self._buffers is None:
-            key = ((None, None, None) if self.keys is None else
-                   (_starts(self.keys), self.key_len, _data(self.keys)))
+            key = (
+                (None, None, None)
+                if self.keys is None
+                else (_starts(self.keys), self.key_len, _data(self.keys))
+            )
             value = (_starts(self.values), self.value_len, _data(self.values))
             hdr: tuple[Any, ...]
             if self.hdr is None:
@@ -225,9 +247,16 @@ class RowSource:
                 h = self.hdr
                 first = np.zeros(self.n, dtype=np.int64)
                 np.cumsum(h.count[:-1], out=first[1:])
-                hdr = (first, np.ascontiguousarray(h.count, dtype=np.int64),
-                       _starts(h.keys), h.key_len, _data(h.keys),
-                       _starts(h.values), h.value_len, _data(h.values))
+                hdr = (
+                    first,
+                    np.ascontiguousarray(h.count, dtype=np.int64),
+                    _starts(h.keys),
+                    h.key_len,
+                    _data(h.keys),
+                    _starts(h.values),
+                    h.value_len,
+                    _data(h.values),
+                )
             self._buffers = (*key, *value, *hdr)
         return self._buffers
 
@@ -235,7 +264,7 @@ class RowSource:
 def _starts(arr: pa.Array) -> np.ndarray:
     """Byte position of each element in the array's data buffer (int64)."""
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int32, count=arr.offset + len(arr) + 1)
-    return offsets[arr.offset:arr.offset + len(arr)].astype(np.int64)
+    return offsets[arr.offset : arr.offset + len(arr)].astype(np.int64)
 
 
 def _data(arr: pa.Array):
@@ -245,12 +274,25 @@ def _data(arr: pa.Array):
 
 # ---- encode --------------------------------------------------------------------------------
 
-def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset: int = 0,
-                 partition_leader_epoch: int = -1, producer_id: int = -1,
-                 producer_epoch: int = -1, base_sequence: int = -1,
-                 transactional: bool = False, compression="none",
-                 compression_level: int | None = None, compression_fallback: bool = True,
-                 topic: str | None = None, partition: int | None = None) -> bytes:
+
+def encode_batch(
+    keys,
+    values,
+    *,
+    headers=None,
+    timestamps_ms=None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    compression="none",
+    compression_level: int | None = None,
+    compression_fallback: bool = True,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> bytes:
     """Encode the rows of ``values`` (with ``keys``, ``headers``, ``timestamps_ms``) as the
     bytes of one v2 record batch, offsets ``base_offset``.. in row order.
 
@@ -261,21 +303,41 @@ def encode_batch(keys, values, *, headers=None, timestamps_ms=None, base_offset:
     now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
     written uncompressed (the codec is per batch, consumers read both).
     """
-    return bytes(encode_rows(
-        [(RowSource(keys, values, headers), None)], timestamps_ms=timestamps_ms,
-        base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
-        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
-        transactional=transactional, compression=compression,
-        compression_level=compression_level, compression_fallback=compression_fallback,
-        topic=topic, partition=partition))
+    return bytes(
+        encode_rows(
+            [(RowSource(keys, values, headers), None)],
+            timestamps_ms=timestamps_ms,
+            base_offset=base_offset,
+            partition_leader_epoch=partition_leader_epoch,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            base_sequence=base_sequence,
+            transactional=transactional,
+            compression=compression,
+            compression_level=compression_level,
+            compression_fallback=compression_fallback,
+            topic=topic,
+            partition=partition,
+        )
+    )
 
 
-def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
-                partition_leader_epoch: int = -1, producer_id: int = -1,
-                producer_epoch: int = -1, base_sequence: int = -1, transactional: bool = False,
-                compression="none", compression_level: int | None = None,
-                compression_fallback: bool = True, topic: str | None = None,
-                partition: int | None = None) -> bytearray:
+def encode_rows(
+    parts,
+    *,
+    timestamps_ms=None,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    compression="none",
+    compression_level: int | None = None,
+    compression_fallback: bool = True,
+    topic: str | None = None,
+    partition: int | None = None,
+) -> bytearray:
     """One v2 record batch of the rows ``parts`` names, in order: ``[(RowSource, rows)]``,
     ``rows`` an int64 array of row indices into that source (None: all its rows).
     ``timestamps_ms`` covers every encoded row (or is one int, or None for now); the rest
@@ -301,22 +363,36 @@ def encode_rows(parts, *, timestamps_ms=None, base_offset: int = 0,
         batch = bytearray(_batch.BATCH_HEADER_SIZE)
         batch += _pure_section(parts, ts_delta)
 
-    attributes = (_batch.TRANSACTIONAL_MASK if transactional else 0)
+    attributes = _batch.TRANSACTIONAL_MASK if transactional else 0
     if codec:
-        section = memoryview(batch)[_batch.BATCH_HEADER_SIZE:]
-        compressed = _compression.compress(codec, section, level=compression_level,
-                                           topic=topic, partition=partition)
+        section = memoryview(batch)[_batch.BATCH_HEADER_SIZE :]
+        compressed = _compression.compress(
+            codec, section, level=compression_level, topic=topic, partition=partition
+        )
         smaller = len(compressed) < len(section)
         section.release()
         if smaller or not compression_fallback:
             batch = bytearray(_batch.BATCH_HEADER_SIZE) + compressed
             attributes |= codec
     _batch.HEADER_STRUCT.pack_into(
-        batch, 0, base_offset, len(batch) - _batch.LOG_OVERHEAD, partition_leader_epoch,
-        _batch.MAGIC_V2, 0, attributes, n - 1, int(ts[0]), int(ts.max()), producer_id,
-        producer_epoch, base_sequence, n)
+        batch,
+        0,
+        base_offset,
+        len(batch) - _batch.LOG_OVERHEAD,
+        partition_leader_epoch,
+        _batch.MAGIC_V2,
+        0,
+        attributes,
+        n - 1,
+        int(ts[0]),
+        int(ts.max()),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    )
     with memoryview(batch) as view:
-        crc = _batch.crc32c(view[_batch.ATTRIBUTES_OFFSET:])
+        crc = _batch.crc32c(view[_batch.ATTRIBUTES_OFFSET :])
     _UINT32.pack_into(batch, _batch.CRC_OFFSET, crc)
     return batch
 
@@ -330,8 +406,7 @@ def _compiled_batch(ext, parts, counts, ts_delta) -> bytearray | None:
         if count == 0:
             continue
         index = None if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
-        if ext.encode_section(index, ts_delta[at:at + count], at, *src.buffers(),
-                              batch) is None:
+        if ext.encode_section(index, ts_delta[at : at + count], at, *src.buffers(), batch) is None:
             return None
         at += count
     return batch
@@ -357,14 +432,29 @@ def _pure_section(parts, ts_delta):
     if hdr is None:
         return _layout_plain(n, keys, values, ts_delta, key_len, value_len)
     offset_delta = np.arange(n, dtype=np.int64)
-    body, s_t, s_o, s_k, s_v, s_h = _record_sizes(key_len, value_len, ts_delta,
-                                                  offset_delta, hdr)
+    body, s_t, s_o, s_k, s_v, s_h = _record_sizes(key_len, value_len, ts_delta, offset_delta, hdr)
     if int(body.max()) >= 1 << 31:
         raise ConfigError("a record is larger than 2 GiB")
     s_len = varint_sizes(zigzag_encode(body))
     head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
-    return _layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, s_k,
-                                body, ts_delta, offset_delta, key_len, value_len)
+    return _layout_with_headers(
+        n,
+        keys,
+        values,
+        hdr,
+        head,
+        s_v,
+        s_h,
+        s_len,
+        s_t,
+        s_o,
+        s_k,
+        body,
+        ts_delta,
+        offset_delta,
+        key_len,
+        value_len,
+    )
 
 
 def _concat_optional(arrays: list, counts: list[int]) -> pa.Array | None:
@@ -379,6 +469,7 @@ def _concat_optional(arrays: list, counts: list[int]) -> pa.Array | None:
 
 
 # ---- batch sizing --------------------------------------------------------------------------
+
 
 def record_base_sizes(keys, values, *, headers=None) -> np.ndarray:
     """Each row's encoded size without its timestamp and offset deltas and its length
@@ -408,9 +499,16 @@ def record_sizes(keys, values, *, headers=None, timestamps_ms=None) -> np.ndarra
     return sizes_in_batch(base, _span(ts), n)
 
 
-def split_for_batch_size(keys, values, *, max_batch_bytes: int, headers=None,
-                         timestamps_ms=None, max_records: int | None = None,
-                         base_sizes: np.ndarray | None = None) -> list[tuple[int, int]]:
+def split_for_batch_size(
+    keys,
+    values,
+    *,
+    max_batch_bytes: int,
+    headers=None,
+    timestamps_ms=None,
+    max_records: int | None = None,
+    base_sizes: np.ndarray | None = None,
+) -> list[tuple[int, int]]:
     """Row ranges ``[start, stop)`` so that each range, encoded as one batch (uncompressed,
     or compressed with ``compression_fallback``), takes at most ``max_batch_bytes``.
     ``base_sizes``: the rows' ``record_base_sizes`` when already known (then keys, values

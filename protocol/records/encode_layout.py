@@ -11,8 +11,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import ConfigError
-from .vectorized import (VARINT_HIGH_BYTE, VARINT_LOW_BYTE, varint_sizes, write_varints,
-                         zigzag_encode)
+from .vectorized import (
+    VARINT_HIGH_BYTE,
+    VARINT_LOW_BYTE,
+    varint_sizes,
+    write_varints,
+    zigzag_encode,
+)
 
 
 def _gather(pool_parts: list[pa.Array], order: np.ndarray) -> memoryview:
@@ -23,14 +28,15 @@ def _gather(pool_parts: list[pa.Array], order: np.ndarray) -> memoryview:
     data = laid.buffers()[2]
     if data is None:
         return memoryview(b"")
-    return memoryview(data)[int(offsets[0]):int(offsets[-1])]
+    return memoryview(data)[int(offsets[0]) : int(offsets[-1])]
 
 
 def _small_array(buf: np.ndarray, seg_len: np.ndarray) -> pa.Array:
     offsets = np.zeros(seg_len.size + 1, dtype=np.int32)
     np.cumsum(seg_len, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), seg_len.size,
-                                 [None, pa.py_buffer(offsets), pa.py_buffer(buf)])
+    return pa.Array.from_buffers(
+        pa.binary(), seg_len.size, [None, pa.py_buffer(offsets), pa.py_buffer(buf)]
+    )
 
 
 def _write_head(small, at, s_len, s_t, s_o, s_k, body, ts_delta, offset_delta, key_len):
@@ -99,8 +105,11 @@ def layout_plain(n, keys, values, ts_delta, key_len, value_len):
         v[1:] = u
         two, three = v >= 0x80, v >= 1 << 14
         small[where[:5] + 2] = (v >> np.uint64(14)).astype(np.uint8)
-        small[where[:5] + 1] = np.where(two, ((v >> np.uint64(7)) & np.uint64(0x7F))
-                                        | (three.astype(np.uint64) << np.uint64(7)), 0)
+        small[where[:5] + 1] = np.where(
+            two,
+            ((v >> np.uint64(7)) & np.uint64(0x7F)) | (three.astype(np.uint64) << np.uint64(7)),
+            0,
+        )
         small[where[:5]] = (v & np.uint64(0x7F)) | (two.astype(np.uint64) << np.uint64(7))
         small[where[5]] = 0
     else:
@@ -112,8 +121,9 @@ def layout_plain(n, keys, values, ts_delta, key_len, value_len):
     offsets[1:-1:2] = where[4]  # value length
     offsets[2:-1:2] = where[5]  # header count, then the next record's head
     offsets[-1] = total
-    small_arr = pa.Array.from_buffers(pa.binary(), 2 * n + 1,
-                                      [None, pa.py_buffer(offsets), pa.py_buffer(small)])
+    small_arr = pa.Array.from_buffers(
+        pa.binary(), 2 * n + 1, [None, pa.py_buffer(offsets), pa.py_buffer(small)]
+    )
     m = 2 * n + 1
     order = np.empty((n, 4), dtype=np.int64)
     order[:, 0] = np.arange(0, 2 * n, 2)  # header count of the previous record + head
@@ -125,8 +135,24 @@ def layout_plain(n, keys, values, ts_delta, key_len, value_len):
     return _gather([small_arr, key_part, values], order)
 
 
-def layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, s_k, body,
-                         ts_delta, offset_delta, key_len, value_len):
+def layout_with_headers(
+    n,
+    keys,
+    values,
+    hdr,
+    head,
+    s_v,
+    s_h,
+    s_len,
+    s_t,
+    s_o,
+    s_k,
+    body,
+    ts_delta,
+    offset_delta,
+    key_len,
+    value_len,
+):
     """Records with headers. Small segments per record: head | vlen | hcount, then per
     header: hkey length | hvalue length. Wire order per record: head key vlen value hcount
     (hklen hkey hvlen hvalue)*."""
@@ -152,8 +178,9 @@ def layout_with_headers(n, keys, values, hdr, head, s_v, s_h, s_len, s_t, s_o, s
     seg_start = np.zeros(nseg + 1, dtype=np.int64)
     np.cumsum(seg_len, out=seg_start[1:])
     small = np.zeros(int(seg_start[-1]), dtype=np.uint8)
-    _write_head(small, seg_start[seg_base], s_len, s_t, s_o, s_k, body, ts_delta,
-                offset_delta, key_len)
+    _write_head(
+        small, seg_start[seg_base], s_len, s_t, s_o, s_k, body, ts_delta, offset_delta, key_len
+    )
     write_varints(small, seg_start[seg_base + 1], zigzag_encode(value_len), s_v)
     write_varints(small, seg_start[seg_base + 2], zigzag_encode(count), s_h)
     write_varints(small, seg_start[hk_seg], zigzag_encode(hdr.key_len), s_hk)

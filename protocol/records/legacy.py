@@ -38,9 +38,9 @@ TIMESTAMP_TYPE_MASK = 0x08
 MIN_MESSAGE_SIZE = {0: 14, 1: 22}
 
 
-def _message(buf: Buffer, pos: int, *, topic: str | None, partition: int | None,
-             verify_crc: bool) -> tuple[int, int, int, int, memoryview | None,
-                                        memoryview | None]:
+def _message(
+    buf: Buffer, pos: int, *, topic: str | None, partition: int | None, verify_crc: bool
+) -> tuple[int, int, int, int, memoryview | None, memoryview | None]:
     """Parse the entry at ``pos`` (complete, bounds checked by the caller).
 
     Returns (offset, magic, attributes, timestamp, key, value).
@@ -56,7 +56,7 @@ def _message(buf: Buffer, pos: int, *, topic: str | None, partition: int | None,
     if size < MIN_MESSAGE_SIZE[magic]:
         raise bad(f"message size {size} is below the minimum {MIN_MESSAGE_SIZE[magic]}")
     if verify_crc:
-        actual = zlib.crc32(memoryview(buf)[pos + 16:end])
+        actual = zlib.crc32(memoryview(buf)[pos + 16 : end])
         if actual != crc:
             raise bad(f"message CRC mismatch: stored {crc:#010x}, computed {actual:#010x}")
     p = pos + 18
@@ -72,7 +72,7 @@ def _message(buf: Buffer, pos: int, *, topic: str | None, partition: int | None,
         p += 4
         if length < -1 or p + max(length, 0) > end:
             raise bad(f"message {what} length {length} does not fit the message")
-        blobs.append(None if length < 0 else memoryview(buf)[p:p + length])
+        blobs.append(None if length < 0 else memoryview(buf)[p : p + length])
         p += max(length, 0)
     if p != end:
         raise bad(f"message has {end - p} bytes after its value")
@@ -85,19 +85,33 @@ def _timestamp_fields(magic: int, attributes: int, timestamp: int) -> tuple[int,
     return timestamp, LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
 
-def decode_entry(buf: Buffer, pos: int, *, topic: str | None = None,
-                 partition: int | None = None,
-                 max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-                 verify_crc: bool = True) -> tuple[list[Record], int]:
+def decode_entry(
+    buf: Buffer,
+    pos: int,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+    verify_crc: bool = True,
+) -> tuple[list[Record], int]:
     """Decode the complete legacy entry at ``pos``: its records and the entry's offset (the
     last offset it covers, wrapper or not)."""
     offset, magic, attributes, timestamp, key, value = _message(
-        buf, pos, topic=topic, partition=partition, verify_crc=verify_crc)
+        buf, pos, topic=topic, partition=partition, verify_crc=verify_crc
+    )
     codec = attributes & CODEC_MASK
     if not codec:
         ts, ts_type = _timestamp_fields(magic, attributes, timestamp)
-        return [Record(offset, ts, None if key is None else bytes(key),
-                       None if value is None else bytes(value), (), ts_type)], offset
+        return [
+            Record(
+                offset,
+                ts,
+                None if key is None else bytes(key),
+                None if value is None else bytes(value),
+                (),
+                ts_type,
+            )
+        ], offset
 
     def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=offset)
@@ -108,11 +122,17 @@ def decode_entry(buf: Buffer, pos: int, *, topic: str | None = None,
         raise bad("compressed message has a null value")
     if codec == _compression.LZ4:
         inner = _compression.CODECS[codec].decompress(
-            value, max_size=max_decompressed, topic=topic, partition=partition, offset=offset,
-            legacy_header=magic == 0)
+            value,
+            max_size=max_decompressed,
+            topic=topic,
+            partition=partition,
+            offset=offset,
+            legacy_header=magic == 0,
+        )
     else:
-        inner = _compression.decompress(codec, value, max_size=max_decompressed, topic=topic,
-                                        partition=partition, offset=offset)
+        inner = _compression.decompress(
+            codec, value, max_size=max_decompressed, topic=topic, partition=partition, offset=offset
+        )
     messages = []
     p = 0
     n = len(inner)
@@ -122,8 +142,7 @@ def decode_entry(buf: Buffer, pos: int, *, topic: str | None = None,
         (size,) = _INT32.unpack_from(inner, p + 8)
         if size < MIN_MESSAGE_SIZE[0] or p + LOG_OVERHEAD + size > n:
             raise bad(f"inner message size {size} does not fit the compressed message set")
-        messages.append(_message(inner, p, topic=topic, partition=partition,
-                                 verify_crc=verify_crc))
+        messages.append(_message(inner, p, topic=topic, partition=partition, verify_crc=verify_crc))
         p += LOG_OVERHEAD + size
     if not messages:
         raise bad("compressed message holds no messages")
@@ -144,15 +163,27 @@ def decode_entry(buf: Buffer, pos: int, *, topic: str | None = None,
             ts, ts_type = timestamp, LOG_APPEND_TIME
         else:
             ts, ts_type = _timestamp_fields(i_magic, i_attrs, i_ts)
-        out.append(Record(absolute, ts, None if i_key is None else bytes(i_key),
-                          None if i_value is None else bytes(i_value), (), ts_type))
+        out.append(
+            Record(
+                absolute,
+                ts,
+                None if i_key is None else bytes(i_key),
+                None if i_value is None else bytes(i_value),
+                (),
+                ts_type,
+            )
+        )
     return out, offset
 
 
-def decode_message_set(buf: Buffer, *, topic: str | None = None,
-                       partition: int | None = None,
-                       max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-                       verify_crc: bool = True) -> tuple[list[Record], int | None]:
+def decode_message_set(
+    buf: Buffer,
+    *,
+    topic: str | None = None,
+    partition: int | None = None,
+    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
+    verify_crc: bool = True,
+) -> tuple[list[Record], int | None]:
     """Decode every complete entry of a magic 0/1 message set.
 
     Returns the records and the offset after the last complete entry (None when there is
@@ -168,10 +199,20 @@ def decode_message_set(buf: Buffer, *, topic: str | None = None,
         if pos + LOG_OVERHEAD + size > n:
             break
         if size < MIN_MESSAGE_SIZE[0]:
-            raise CorruptRecordError(f"message size {size} is below the minimum",
-                                     topic=topic, partition=partition, offset=offset)
-        records, last = decode_entry(buf, pos, topic=topic, partition=partition,
-                                     max_decompressed=max_decompressed, verify_crc=verify_crc)
+            raise CorruptRecordError(
+                f"message size {size} is below the minimum",
+                topic=topic,
+                partition=partition,
+                offset=offset,
+            )
+        records, last = decode_entry(
+            buf,
+            pos,
+            topic=topic,
+            partition=partition,
+            max_decompressed=max_decompressed,
+            verify_crc=verify_crc,
+        )
         out.extend(records)
         next_offset = last + 1
         pos += LOG_OVERHEAD + size

@@ -76,8 +76,9 @@ def _finish_long(a: np.ndarray, pos: np.ndarray, max_bytes: int):
             spare = limit_bits - shift
             over = (part >> np.uint64(spare)) != 0
             if over.any():
-                raise VarintError(f"varint overflows {limit_bits} bits",
-                                  int(active[np.flatnonzero(over)[0]]))
+                raise VarintError(
+                    f"varint overflows {limit_bits} bits", int(active[np.flatnonzero(over)[0]])
+                )
         raw[active] |= part << np.uint64(shift)
         size[active] += 1
         active = active[b >= 0x80]
@@ -111,8 +112,9 @@ def decode_varints(a: np.ndarray, pos: np.ndarray, max_bytes: int = 5):
 
 
 # for every value below 2**14 (a varint of one or two bytes): its first and second byte
-VARINT_LOW_BYTE = ((np.arange(1 << 14) & 0x7F)
-                   | np.where(np.arange(1 << 14) >= 0x80, 0x80, 0)).astype(np.uint8)
+VARINT_LOW_BYTE = (
+    (np.arange(1 << 14) & 0x7F) | np.where(np.arange(1 << 14) >= 0x80, 0x80, 0)
+).astype(np.uint8)
 VARINT_HIGH_BYTE = (np.arange(1 << 14) >> 7).astype(np.uint8)
 
 
@@ -219,8 +221,9 @@ def _record_advance(data, p: int, limit: int) -> int | None:
     return None
 
 
-def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int,
-                     batch_ends: list[int] | None = None) -> np.ndarray | None:
+def find_record_ends(
+    data: bytes, a: np.ndarray, count: int, limit: int, batch_ends: list[int] | None = None
+) -> np.ndarray | None:
     """End positions of ``count`` records laid end to end from byte 0 of ``data`` (``a`` is
     the same bytes as a uint8 array with ``PAD`` bytes of slack), ending at ``limit``.
     ``batch_ends`` (optional): the number of records up to the end of each batch, rising.
@@ -268,8 +271,8 @@ def find_record_ends(data: bytes, a: np.ndarray, count: int, limit: int,
                 i += 1
                 same &= a[guess + (i - p)] == data[i]
             j = int(same.argmin()) if not same.all() else m
-            ends[k:k + j] = guess[:j]
-            ends[k:k + j] += size
+            ends[k : k + j] = guess[:j]
+            ends[k : k + j] += size
             k += j
             p += j * size
             if j == m:

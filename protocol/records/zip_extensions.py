@@ -56,8 +56,12 @@ def load(package: str, module_file: str | None, loader) -> dict | None:
     except _Refused as exc:
         log.debug("pyspark-pykafka: pure-Python record decoder and encoder: %s", exc)
     except Exception as exc:  # noqa: BLE001 - never fail an import over an optimisation
-        log.debug("pyspark-pykafka: pure-Python record decoder and encoder: loading the "
-                  "zip's compiled extensions failed: %s: %s", type(exc).__name__, exc)
+        log.debug(
+            "pyspark-pykafka: pure-Python record decoder and encoder: loading the "
+            "zip's compiled extensions failed: %s: %s",
+            type(exc).__name__,
+            exc,
+        )
     return None
 
 
@@ -66,25 +70,28 @@ def _load(package: str, module_file: str | None, loader) -> dict:
     try:
         manifest = json.loads(read(f"{inner}/{COMPILED_DIR}/{MANIFEST_NAME}"))
     except (OSError, KeyError):
-        raise _Refused(f"the zip {archive} has no {inner}/{COMPILED_DIR}/{MANIFEST_NAME} "
-                       "(built without a C compiler, or with --pure)") from None
+        raise _Refused(
+            f"the zip {archive} has no {inner}/{COMPILED_DIR}/{MANIFEST_NAME} "
+            "(built without a C compiler, or with --pure)"
+        ) from None
     entries = _check_manifest(manifest, package)
     root = _cache_root()
     paths = {}
     for name in NAMES:
         entry = entries[name]
         directory = _private_dir(os.path.join(root, entry["sha256"]))
-        paths[name] = _extract(directory, entry,
-                               lambda e=entry: read(f"{inner}/{COMPILED_DIR}/{e['file']}"))
+        paths[name] = _extract(
+            directory, entry, lambda e=entry: read(f"{inner}/{COMPILED_DIR}/{e['file']}")
+        )
     return _import(package, paths)
 
 
 def _zip_of(module_file: str | None, loader):
     """``(archive, directory of the module inside it, read(name inside the archive))``."""
     import zipimport
+
     if not module_file or not os.path.isabs(module_file):
-        raise _Refused("the extensions are not built and this package was not imported "
-                       "from a zip")
+        raise _Refused("the extensions are not built and this package was not imported from a zip")
     if isinstance(loader, zipimport.zipimporter):
         archive = loader.archive
 
@@ -95,19 +102,22 @@ def _zip_of(module_file: str | None, loader):
         while not os.path.isfile(archive):
             parent = os.path.dirname(archive)
             if parent == archive:
-                raise _Refused("the extensions are not built and this package was not "
-                               "imported from a zip")
+                raise _Refused(
+                    "the extensions are not built and this package was not imported from a zip"
+                )
             archive = parent
         import zipfile
+
         if not zipfile.is_zipfile(archive):
             raise _Refused(f"{archive}, which this package was imported from, is not a zip")
 
         def read(name: str) -> bytes:
             with zipfile.ZipFile(archive) as zf:
                 return zf.read(name)
+
     if not module_file.startswith(archive + os.sep):
         raise _Refused(f"{module_file} is not inside {archive}")
-    inner = os.path.dirname(module_file[len(archive) + 1:]).replace(os.sep, "/")
+    inner = os.path.dirname(module_file[len(archive) + 1 :]).replace(os.sep, "/")
     return archive, inner, read
 
 
@@ -115,6 +125,7 @@ def _check_manifest(manifest, package: str) -> dict:
     """The manifest's entry for each of ``NAMES``, once they are known to suit this
     Python."""
     from importlib.machinery import EXTENSION_SUFFIXES
+
     try:
         entries = {name: manifest["extensions"][name] for name in NAMES}
     except (KeyError, TypeError):
@@ -125,17 +136,23 @@ def _check_manifest(manifest, package: str) -> dict:
             raise _Refused(f"the zip's manifest entry for {name} is not an object")
         file, suffix, sha = entry.get("file"), entry.get("ext_suffix"), entry.get("sha256")
         if entry.get("module") != f"{package}.{name}":
-            raise _Refused(f"the zip's manifest names {entry.get('module')!r}, not "
-                           f"{package}.{name}")
+            raise _Refused(
+                f"the zip's manifest names {entry.get('module')!r}, not {package}.{name}"
+            )
         if suffix not in EXTENSION_SUFFIXES or entry.get("cache_tag") != tag:
-            raise _Refused(f"the zip's extensions were built for {entry.get('cache_tag')} "
-                           f"({suffix}, {entry.get('platform')}); this Python is {tag} "
-                           f"({', '.join(EXTENSION_SUFFIXES)})")
-        if (not isinstance(file, str) or file != os.path.basename(file)
-                or not file.startswith(name + ".") or not file.endswith(suffix)):
+            raise _Refused(
+                f"the zip's extensions were built for {entry.get('cache_tag')} "
+                f"({suffix}, {entry.get('platform')}); this Python is {tag} "
+                f"({', '.join(EXTENSION_SUFFIXES)})"
+            )
+        if (
+            not isinstance(file, str)
+            or file != os.path.basename(file)
+            or not file.startswith(name + ".")
+            or not file.endswith(suffix)
+        ):
             raise _Refused(f"the zip's manifest names the file {file!r} for {name}")
-        if (not isinstance(sha, str) or len(sha) != 64
-                or sha.strip("0123456789abcdef")):
+        if not isinstance(sha, str) or len(sha) != 64 or sha.strip("0123456789abcdef"):
             raise _Refused(f"the zip's manifest gives {name} no SHA-256")
     return entries
 
@@ -152,8 +169,11 @@ def _cache_root() -> str:
             base = os.path.join(home, ".cache") if os.path.isabs(home) else ""
         uid = getattr(os, "getuid", lambda: None)()
         candidates = [os.path.join(base, "pyspark-pykafka")] if base else []
-        candidates.append(os.path.join(tempfile.gettempdir(), "pyspark-pykafka" + (
-            "" if uid is None else f"-{uid}")))
+        candidates.append(
+            os.path.join(
+                tempfile.gettempdir(), "pyspark-pykafka" + ("" if uid is None else f"-{uid}")
+            )
+        )
     errors = []
     for path in candidates:
         try:
@@ -177,11 +197,15 @@ def _private_dir(path: str) -> str:
     uid = getattr(os, "getuid", lambda: None)()
     if uid is not None:
         if st.st_uid != uid:
-            raise _Refused(f"the cache directory {path} is owned by uid {st.st_uid}, not "
-                           f"by this process's uid {uid}")
+            raise _Refused(
+                f"the cache directory {path} is owned by uid {st.st_uid}, not "
+                f"by this process's uid {uid}"
+            )
         if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            raise _Refused(f"the cache directory {path} is writable by group or others "
-                           f"(mode {stat.S_IMODE(st.st_mode):o})")
+            raise _Refused(
+                f"the cache directory {path} is writable by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):o})"
+            )
     return path
 
 
@@ -220,12 +244,14 @@ def _import(package: str, paths: dict) -> dict:
     """Each ``{name: path}`` loaded as the extension module ``package.name``."""
     from importlib.machinery import ExtensionFileLoader
     from importlib.util import module_from_spec, spec_from_file_location
+
     modules = {}
     try:
         for name, path in paths.items():
             fullname = f"{package}.{name}"
-            spec = spec_from_file_location(fullname, path,
-                                           loader=ExtensionFileLoader(fullname, path))
+            spec = spec_from_file_location(
+                fullname, path, loader=ExtensionFileLoader(fullname, path)
+            )
             module = module_from_spec(spec)  # type: ignore[arg-type]  # a path: a spec
             sys.modules[fullname] = module
             modules[name] = module

@@ -4,6 +4,7 @@
 guide's API name ("Fetch", "ListOffsets"...) to it. Each is also importable by its constant
 name: ``from protocol.schemas import FETCH``.
 """
+
 from ..schema import Api
 from .add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
@@ -25,12 +26,30 @@ from .sasl_authenticate import SASL_AUTHENTICATE
 from .sasl_handshake import SASL_HANDSHAKE
 from .txn_offset_commit import TXN_OFFSET_COMMIT
 
-ALL_APIS: list[Api] = sorted([
-    PRODUCE, FETCH, LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR,
-    SASL_HANDSHAKE, API_VERSIONS, CREATE_TOPICS, DELETE_TOPICS, DELETE_RECORDS,
-    INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT,
-    SASL_AUTHENTICATE, LIST_TRANSACTIONS,
-], key=lambda api: api.key)
+ALL_APIS: list[Api] = sorted(
+    [
+        PRODUCE,
+        FETCH,
+        LIST_OFFSETS,
+        METADATA,
+        OFFSET_COMMIT,
+        OFFSET_FETCH,
+        FIND_COORDINATOR,
+        SASL_HANDSHAKE,
+        API_VERSIONS,
+        CREATE_TOPICS,
+        DELETE_TOPICS,
+        DELETE_RECORDS,
+        INIT_PRODUCER_ID,
+        ADD_PARTITIONS_TO_TXN,
+        ADD_OFFSETS_TO_TXN,
+        END_TXN,
+        TXN_OFFSET_COMMIT,
+        SASL_AUTHENTICATE,
+        LIST_TRANSACTIONS,
+    ],
+    key=lambda api: api.key,
+)
 
 BY_KEY: dict[int, Api] = {api.key: api for api in ALL_APIS}
 BY_NAME: dict[str, Api] = {api.name: api for api in ALL_APIS}
@@ -38,9 +57,26 @@ BY_NAME: dict[str, Api] = {api.name: api for api in ALL_APIS}
 assert len(BY_KEY) == len(ALL_APIS) and len(BY_NAME) == len(ALL_APIS), "duplicate API"
 
 __all__ = [
-    "ALL_APIS", "BY_KEY", "BY_NAME",
-    "ADD_OFFSETS_TO_TXN", "ADD_PARTITIONS_TO_TXN", "API_VERSIONS", "CREATE_TOPICS",
-    "DELETE_RECORDS", "DELETE_TOPICS", "END_TXN", "FETCH", "FIND_COORDINATOR", "INIT_PRODUCER_ID",
-    "LIST_OFFSETS", "LIST_TRANSACTIONS", "METADATA", "OFFSET_COMMIT", "OFFSET_FETCH", "PRODUCE",
-    "SASL_AUTHENTICATE", "SASL_HANDSHAKE", "TXN_OFFSET_COMMIT",
+    "ALL_APIS",
+    "BY_KEY",
+    "BY_NAME",
+    "ADD_OFFSETS_TO_TXN",
+    "ADD_PARTITIONS_TO_TXN",
+    "API_VERSIONS",
+    "CREATE_TOPICS",
+    "DELETE_RECORDS",
+    "DELETE_TOPICS",
+    "END_TXN",
+    "FETCH",
+    "FIND_COORDINATOR",
+    "INIT_PRODUCER_ID",
+    "LIST_OFFSETS",
+    "LIST_TRANSACTIONS",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "PRODUCE",
+    "SASL_AUTHENTICATE",
+    "SASL_HANDSHAKE",
+    "TXN_OFFSET_COMMIT",
 ]

@@ -33,18 +33,32 @@ import time
 
 import pyarrow as pa
 
-RECORD = {"type": "record", "name": "Reading", "namespace": "bench", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "sensor", "type": "string"},
-    {"name": "value", "type": "double"},
-    {"name": "ok", "type": "boolean"},
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}}]}
-ARROW = pa.struct([("id", pa.int64()), ("sensor", pa.string()), ("value", pa.float64()),
-                   ("ok", pa.bool_()), ("at", pa.timestamp("us", tz="UTC"))])
+RECORD = {
+    "type": "record",
+    "name": "Reading",
+    "namespace": "bench",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "sensor", "type": "string"},
+        {"name": "value", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    ],
+}
+ARROW = pa.struct(
+    [
+        ("id", pa.int64()),
+        ("sensor", pa.string()),
+        ("value", pa.float64()),
+        ("ok", pa.bool_()),
+        ("at", pa.timestamp("us", tz="UTC")),
+    ]
+)
 
 
-def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int,
-                 partitions: int) -> None:
+def produce_avro(
+    bootstrap: str, registry_url: str, topic: str, records: int, partitions: int
+) -> None:
     import datetime as dt
 
     import confluent_kafka
@@ -53,17 +67,32 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int,
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from protocol.client.cluster import KafkaClient
+
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({topic: partitions})
         client.wait_for_topics([topic])
     ser = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(RECORD))
     ctx = SerializationContext(topic, MessageField.VALUE)
-    p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 50,
-                                  "batch.size": 1_000_000, "enable.idempotence": False})
+    p = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "enable.idempotence": False,
+        }
+    )
     base = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
     for i in range(records - partitions):
-        value = ser({"id": i, "sensor": f"sensor-{i % 1000}", "value": i * 0.5,
-                     "ok": bool(i & 1), "at": base + dt.timedelta(milliseconds=i)}, ctx)
+        value = ser(
+            {
+                "id": i,
+                "sensor": f"sensor-{i % 1000}",
+                "value": i * 0.5,
+                "ok": bool(i & 1),
+                "at": base + dt.timedelta(milliseconds=i),
+            },
+            ctx,
+        )
         while True:
             try:
                 p.produce(topic, value=value, partition=i % partitions)
@@ -77,8 +106,11 @@ def produce_avro(bootstrap: str, registry_url: str, topic: str, records: int,
 
 
 def _kafka(spark, bootstrap, topic, ends: dict | None, **options):
-    reader = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic))
+    reader = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+    )
     if ends is not None:
         reader = reader.option("endingOffsets", json.dumps({topic: ends}))
     for k, v in options.items():
@@ -95,8 +127,16 @@ def _noop(make_df) -> float:
 
 
 def read_pykafka(spark, bootstrap, registry_url, topic, ends=None) -> float:
-    return _noop(lambda: _kafka(spark, bootstrap, topic, ends, valueFormat="avro",
-                                **{"schema.registry.url": registry_url}).select("value"))
+    return _noop(
+        lambda: _kafka(
+            spark,
+            bootstrap,
+            topic,
+            ends,
+            valueFormat="avro",
+            **{"schema.registry.url": registry_url},
+        ).select("value")
+    )
 
 
 def read_binary(spark, bootstrap, topic, ends=None) -> float:
@@ -108,27 +148,50 @@ def read_binary(spark, bootstrap, topic, ends=None) -> float:
 def read_floor(spark, records: int, partitions: int) -> float:
     """Spark's own cost of a Python data source that yields ready Arrow batches of the
     Avro read's columns (floor_source.py, ``shape=avro``): no Kafka, no decoding."""
-    return _noop(lambda: spark.read.format("benchfloor").option("shape", "avro")
-                 .option("rows", records).option("partitions", partitions).load()
-                 .select("value"))
+    return _noop(
+        lambda: (
+            spark.read.format("benchfloor")
+            .option("shape", "avro")
+            .option("rows", records)
+            .option("partitions", partitions)
+            .load()
+            .select("value")
+        )
+    )
 
 
 def _out_type():
-    from pyspark.sql.types import (BooleanType, DoubleType, LongType, StringType,
-                                   StructField, StructType, TimestampType)
-    return StructType([StructField("id", LongType()), StructField("sensor", StringType()),
-                       StructField("value", DoubleType()), StructField("ok", BooleanType()),
-                       StructField("at", TimestampType())])
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("id", LongType()),
+            StructField("sensor", StringType()),
+            StructField("value", DoubleType()),
+            StructField("ok", BooleanType()),
+            StructField("at", TimestampType()),
+        ]
+    )
 
 
 def read_fastavro_udf(spark, bootstrap, topic, ends=None) -> float:
     from pyspark.sql.functions import col, udf
+
     schema_json = json.dumps(RECORD)
     out = _out_type()
 
     @udf(returnType=out, useArrow=True)
     def decode(value):
         import fastavro
+
         global _PARSED
         try:
             parsed = _PARSED
@@ -138,8 +201,9 @@ def read_fastavro_udf(spark, bootstrap, topic, ends=None) -> float:
             return None
         return fastavro.schemaless_reader(io.BytesIO(value[5:]), parsed, parsed)
 
-    return _noop(lambda: _kafka(spark, bootstrap, topic, ends)
-                 .select(decode(col("value")).alias("value")))
+    return _noop(
+        lambda: _kafka(spark, bootstrap, topic, ends).select(decode(col("value")).alias("value"))
+    )
 
 
 def read_fastavro_arrow_udf(spark, bootstrap, topic, ends=None) -> float:
@@ -147,22 +211,30 @@ def read_fastavro_arrow_udf(spark, bootstrap, topic, ends=None) -> float:
     into ``pa.array`` of the struct type (Arrow's C++ conversion, not PySpark's per-row
     one)."""
     from pyspark.sql.functions import arrow_udf, col
+
     schema_json = json.dumps(RECORD)
 
     @arrow_udf(_out_type())
     def decode(values):
         import fastavro
+
         global _PARSED_A
         try:
             parsed = _PARSED_A
         except NameError:
             parsed = _PARSED_A = fastavro.parse_schema(json.loads(schema_json))
         read = fastavro.schemaless_reader
-        return pa.array([None if v is None else read(io.BytesIO(v[5:]), parsed, parsed)
-                         for v in values.to_pylist()], ARROW)
+        return pa.array(
+            [
+                None if v is None else read(io.BytesIO(v[5:]), parsed, parsed)
+                for v in values.to_pylist()
+            ],
+            ARROW,
+        )
 
-    return _noop(lambda: _kafka(spark, bootstrap, topic, ends)
-                 .select(decode(col("value")).alias("value")))
+    return _noop(
+        lambda: _kafka(spark, bootstrap, topic, ends).select(decode(col("value")).alias("value"))
+    )
 
 
 def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float:
@@ -174,11 +246,13 @@ def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float
     from confluent_kafka.serialization import MessageField, SerializationContext
 
     from peers import CONFLUENT_CONSUMER, call_setting, config
+
     de = AvroDeserializer(SchemaRegistryClient({"url": registry_url}))
     ctx = SerializationContext(topic, MessageField.VALUE)
     num = call_setting(CONFLUENT_CONSUMER, "num_messages", None)
-    c = confluent_kafka.Consumer({"bootstrap.servers": bootstrap,
-                                  **config(CONFLUENT_CONSUMER, None)})
+    c = confluent_kafka.Consumer(
+        {"bootstrap.servers": bootstrap, **config(CONFLUENT_CONSUMER, None)}
+    )
     got, chunks = 0, []
     try:
         t = time.perf_counter()
@@ -201,8 +275,11 @@ def read_confluent(bootstrap, registry_url, topic, records, partitions) -> float
 CASES = (
     ("pykafka", "spark.read valueFormat=avro, noop sink, local[{cores}]"),
     ("binary", "spark.read valueFormat=binary (no decoding), noop sink, local[{cores}]"),
-    ("floor", "Spark floor: Python source of ready Arrow batches of the same columns, "
-              "no Kafka, local[{cores}]"),
+    (
+        "floor",
+        "Spark floor: Python source of ready Arrow batches of the same columns, "
+        "no Kafka, local[{cores}]",
+    ),
     ("confluent", "confluent-kafka Consumer + AvroDeserializer -> Arrow, 1 process"),
     ("udf", "spark.read + fastavro in udf(useArrow=True), local[{cores}]"),
     ("arrow_udf", "spark.read + fastavro in arrow_udf (pa.array), local[{cores}]"),
@@ -211,16 +288,17 @@ CASES = (
 FIXED = ("pykafka", "floor", "udf")
 
 
-def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
-             log) -> list[str]:
+def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int, log) -> list[str]:
     """Produce the data, time each contender ``rounds`` times (interleaved), and return
     the Markdown lines of the section."""
     import os
     import sys
+
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
     from spark_cases import cpu_seconds, cpu_snapshot
     from tests.schema_registry_server import RegistryServer
+
     registry = RegistryServer().start()
     topic = f"bench-avro-{records}"
     one = {str(p): 1 for p in range(partitions)}  # one value per partition
@@ -228,8 +306,9 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
     runs = {
         "pykafka": lambda ends=None: read_pykafka(spark, bootstrap, url, topic, ends),
         "binary": lambda ends=None: read_binary(spark, bootstrap, topic, ends),
-        "floor": lambda ends=None: read_floor(spark, records if ends is None else partitions,
-                                              partitions),
+        "floor": lambda ends=None: read_floor(
+            spark, records if ends is None else partitions, partitions
+        ),
         "confluent": lambda: read_confluent(bootstrap, url, topic, records, partitions),
         "udf": lambda ends=None: read_fastavro_udf(spark, bootstrap, topic, ends),
         "arrow_udf": lambda ends=None: read_fastavro_arrow_udf(spark, bootstrap, topic, ends),
@@ -251,15 +330,19 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
                 used = sum(cpu_seconds(before, cpu_snapshot()).values())
                 seconds[name].append(s)
                 cpu[name].append(used)
-                log(f"  avro {name:<10} round {r + 1}: {s:6.2f} s  "
+                log(
+                    f"  avro {name:<10} round {r + 1}: {s:6.2f} s  "
                     f"{records / s:12,.0f} records/s  {used:5.2f} CPU s  "
-                    f"load {os.getloadavg()[0]:.1f}")
+                    f"load {os.getloadavg()[0]:.1f}"
+                )
             for name in FIXED:
                 before = cpu_snapshot()
                 fixed[name].append(runs[name](one))
                 fixed_cpu[name].append(sum(cpu_seconds(before, cpu_snapshot()).values()))
-                log(f"  avro {name:<10} round {r + 1}: {fixed[name][-1]:6.2f} s  "
-                    f"{fixed_cpu[name][-1]:5.2f} CPU s for {partitions} values")
+                log(
+                    f"  avro {name:<10} round {r + 1}: {fixed[name][-1]:6.2f} s  "
+                    f"{fixed_cpu[name][-1]:5.2f} CPU s for {partitions} values"
+                )
     finally:
         registry.stop()
 
@@ -274,20 +357,28 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int,
 
     def past_fixed(name):
         """Records/s once the fixed cost of a query is paid (median per round)."""
-        return statistics.median(records / max(s - f, 1e-3)
-                                 for s, f in zip(seconds[name], fixed[name]))
+        return statistics.median(
+            records / max(s - f, 1e-3) for s, f in zip(seconds[name], fixed[name])
+        )
 
     def cpu_past_fixed(name):
         """CPU s per M records once the fixed cost's CPU is paid (medians)."""
-        return max(statistics.median(cpu[name]) - statistics.median(fixed_cpu[name]),
-                   1e-3) * 1e6 / records
+        return (
+            max(statistics.median(cpu[name]) - statistics.median(fixed_cpu[name]), 1e-3)
+            * 1e6
+            / records
+        )
 
     cores = getattr(spark.sparkContext, "defaultParallelism", 2)
-    rows = [f"| {label.format(cores=cores)} | {rate(name):,.0f} | {vs(name):.2f} | "
-            f"{cpu_per_m(name):.2f} |" for name, label in CASES]
+    rows = [
+        f"| {label.format(cores=cores)} | {rate(name):,.0f} | {vs(name):.2f} | "
+        f"{cpu_per_m(name):.2f} |"
+        for name, label in CASES
+    ]
     floor_vs_udf = statistics.median(u / f for f, u in zip(seconds["floor"], seconds["udf"]))
-    floor_vs_arrow = statistics.median(u / f for f, u in zip(seconds["floor"],
-                                                             seconds["arrow_udf"]))
+    floor_vs_arrow = statistics.median(
+        u / f for f, u in zip(seconds["floor"], seconds["arrow_udf"])
+    )
     fixed_ours, fixed_udf = (statistics.median(fixed[n]) for n in ("pykafka", "udf"))
     marginal = {n: cpu_past_fixed(n) for n in FIXED}
     return [

@@ -37,35 +37,87 @@ pa.set_io_thread_count(1)
 
 from kafka_common.avro import Decoder, Encoder, arrow_type, parse_schema  # noqa: E402
 
-FLAT = {"type": "record", "name": "Flat", "fields": [
-    {"name": "id", "type": "long"}, {"name": "name", "type": "string"},
-    {"name": "score", "type": "double"}, {"name": "count", "type": "int"},
-    {"name": "ok", "type": "boolean"}]}
-FLAT_OLD = {"type": "record", "name": "Flat", "fields": [
-    {"name": "name", "type": "string"}, {"name": "id", "type": "int"},
-    {"name": "score", "type": "double"}, {"name": "ok", "type": "boolean"},
-    {"name": "gone", "type": "string"}]}
-FLAT_READER = {"type": "record", "name": "Flat", "fields": FLAT["fields"][:3] + [
-    {"name": "count", "type": "int", "default": 7}, FLAT["fields"][4]]}
-NESTED = {"type": "record", "name": "Outer", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "user", "type": {"type": "record", "name": "User", "fields": [
+FLAT = {
+    "type": "record",
+    "name": "Flat",
+    "fields": [
+        {"name": "id", "type": "long"},
         {"name": "name", "type": "string"},
-        {"name": "email", "type": ["null", "string"]},
-        {"name": "geo", "type": {"type": "record", "name": "Geo", "fields": [
-            {"name": "lat", "type": "double"}, {"name": "lon", "type": "double"}]}}]}},
-    {"name": "score", "type": "float"}]}
-ARRAYS = {"type": "record", "name": "Arrays", "fields": [
-    {"name": "id", "type": "long"},
-    {"name": "xs", "type": {"type": "array", "items": "long"}},
-    {"name": "attrs", "type": {"type": "map", "values": "string"}}]}
-LOGICAL = {"type": "record", "name": "Logical", "fields": [
-    {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "price", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12,
-                               "scale": 2}},
-    {"name": "key", "type": {"type": "string", "logicalType": "uuid"}},
-    {"name": "state", "type": {"type": "enum", "name": "S", "symbols": ["A", "B", "C"]}}]}
+        {"name": "score", "type": "double"},
+        {"name": "count", "type": "int"},
+        {"name": "ok", "type": "boolean"},
+    ],
+}
+FLAT_OLD = {
+    "type": "record",
+    "name": "Flat",
+    "fields": [
+        {"name": "name", "type": "string"},
+        {"name": "id", "type": "int"},
+        {"name": "score", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "gone", "type": "string"},
+    ],
+}
+FLAT_READER = {
+    "type": "record",
+    "name": "Flat",
+    "fields": FLAT["fields"][:3]
+    + [{"name": "count", "type": "int", "default": 7}, FLAT["fields"][4]],
+}
+NESTED = {
+    "type": "record",
+    "name": "Outer",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {
+            "name": "user",
+            "type": {
+                "type": "record",
+                "name": "User",
+                "fields": [
+                    {"name": "name", "type": "string"},
+                    {"name": "email", "type": ["null", "string"]},
+                    {
+                        "name": "geo",
+                        "type": {
+                            "type": "record",
+                            "name": "Geo",
+                            "fields": [
+                                {"name": "lat", "type": "double"},
+                                {"name": "lon", "type": "double"},
+                            ],
+                        },
+                    },
+                ],
+            },
+        },
+        {"name": "score", "type": "float"},
+    ],
+}
+ARRAYS = {
+    "type": "record",
+    "name": "Arrays",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "xs", "type": {"type": "array", "items": "long"}},
+        {"name": "attrs", "type": {"type": "map", "values": "string"}},
+    ],
+}
+LOGICAL = {
+    "type": "record",
+    "name": "Logical",
+    "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {
+            "name": "price",
+            "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2},
+        },
+        {"name": "key", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "state", "type": {"type": "enum", "name": "S", "symbols": ["A", "B", "C"]}},
+    ],
+}
 
 EPOCH = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
 
@@ -75,29 +127,56 @@ def rows(case: str, n: int):
     ids = rng.integers(-(2**40), 2**40, n).tolist()
     if case in ("flat", "evolved"):
         names = [f"user-{i % 997}" for i in range(n)]
-        out = [{"id": ids[i], "name": names[i], "score": i * 0.25, "count": i % 5000,
-                "ok": i % 3 == 0} for i in range(n)]
+        out = [
+            {"id": ids[i], "name": names[i], "score": i * 0.25, "count": i % 5000, "ok": i % 3 == 0}
+            for i in range(n)
+        ]
         if case == "evolved":
             for r in out:
                 r["id"] = r["id"] % (2**31)
                 r["gone"] = "x"
         return out
     if case == "nested":
-        return [{"id": ids[i], "user": {"name": f"n{i % 101}",
-                                        "email": None if i % 4 == 0 else f"e{i}@x.org",
-                                        "geo": {"lat": i * 1e-3, "lon": -i * 1e-3}},
-                 "score": float(i % 100)} for i in range(n)]
+        return [
+            {
+                "id": ids[i],
+                "user": {
+                    "name": f"n{i % 101}",
+                    "email": None if i % 4 == 0 else f"e{i}@x.org",
+                    "geo": {"lat": i * 1e-3, "lon": -i * 1e-3},
+                },
+                "score": float(i % 100),
+            }
+            for i in range(n)
+        ]
     if case == "arrays":
-        return [{"id": ids[i], "xs": list(range(i % 7, i % 7 + 10)),
-                 "attrs": {f"k{j}": f"v{i % 50}" for j in range(5)}} for i in range(n)]
-    return [{"at": EPOCH + datetime.timedelta(microseconds=i * 997),
-             "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 400),
-             "price": decimal.Decimal(i % 100000) / 100, "key": str(uuid.UUID(int=i)),
-             "state": "ABC"[i % 3]} for i in range(n)]
+        return [
+            {
+                "id": ids[i],
+                "xs": list(range(i % 7, i % 7 + 10)),
+                "attrs": {f"k{j}": f"v{i % 50}" for j in range(5)},
+            }
+            for i in range(n)
+        ]
+    return [
+        {
+            "at": EPOCH + datetime.timedelta(microseconds=i * 997),
+            "day": datetime.date(2024, 1, 1) + datetime.timedelta(days=i % 400),
+            "price": decimal.Decimal(i % 100000) / 100,
+            "key": str(uuid.UUID(int=i)),
+            "state": "ABC"[i % 3],
+        }
+        for i in range(n)
+    ]
 
 
-CASES = {"flat": (FLAT, FLAT), "nested": (NESTED, NESTED), "evolved": (FLAT_OLD, FLAT_READER),
-         "arrays": (ARRAYS, ARRAYS), "logical": (LOGICAL, LOGICAL)}
+CASES = {
+    "flat": (FLAT, FLAT),
+    "nested": (NESTED, NESTED),
+    "evolved": (FLAT_OLD, FLAT_READER),
+    "arrays": (ARRAYS, ARRAYS),
+    "logical": (LOGICAL, LOGICAL),
+}
 
 
 def framed(schema, values):
@@ -134,6 +213,7 @@ def fastavro_route(writer, reader, atype):
             b.seek(5)
             out.append(fastavro.schemaless_reader(b, pw, None if same else pr))
         return pa.array(out, type=atype) if atype is not None else out
+
     return run
 
 
@@ -144,8 +224,10 @@ def main():
     ap.add_argument("--only", default=",".join(CASES))
     args = ap.parse_args()
     n = args.records
-    print(f"{'case':<9} {'ours decode':>14} {'fastavro+Arrow':>15} {'ratio':>7}   "
-          f"{'ours encode':>12} {'fastavro write':>15} {'ratio':>7}")
+    print(
+        f"{'case':<9} {'ours decode':>14} {'fastavro+Arrow':>15} {'ratio':>7}   "
+        f"{'ours encode':>12} {'fastavro write':>15} {'ratio':>7}"
+    )
     for case in args.only.split(","):
         writer, reader = CASES[case]
         data = rows(case, n)
@@ -174,10 +256,14 @@ def main():
             for v in plain:
                 b = io.BytesIO()
                 fastavro.schemaless_writer(b, pr, v)
+
         t_fw = best(fa_write, max(1, args.repeat // 2)) * n / len(sample)
-        print(f"{case:<9} {n / t_ours / 1e6:>11.2f} M/s {n / t_peer / 1e6:>11.3f} M/s "
-              f"{t_peer / t_ours:>6.1f}x   {n / t_enc / 1e6:>9.2f} M/s {n / t_fw / 1e6:>11.3f} M/s "
-              f"{t_fw / t_enc:>6.1f}x", flush=True)
+        print(
+            f"{case:<9} {n / t_ours / 1e6:>11.2f} M/s {n / t_peer / 1e6:>11.3f} M/s "
+            f"{t_peer / t_ours:>6.1f}x   {n / t_enc / 1e6:>9.2f} M/s {n / t_fw / 1e6:>11.3f} M/s "
+            f"{t_fw / t_enc:>6.1f}x",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ def columns(n: int, variable: bool, seed: int = 0):
         offsets = np.zeros(n + 1, dtype=np.int32)
         np.cumsum(lengths, out=offsets[1:])
         data = rng.integers(0, 256, int(offsets[-1]), dtype=np.uint8)
-        return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
-                                                      pa.py_buffer(data)])
+        return pa.Array.from_buffers(
+            pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)]
+        )
 
     ts = TS + np.arange(n, dtype=np.int64) // 8  # ~8 records per millisecond
     return binary(key_len), binary(value_len), ts
@@ -55,9 +56,16 @@ def fetch_blob(keys, values, ts, per_batch: int, codec: str) -> bytes:
     parts = []
     for start in range(0, len(values), per_batch):
         stop = min(start + per_batch, len(values))
-        parts.append(encode_batch(keys[start:stop], values[start:stop],
-                                  timestamps_ms=ts[start:stop], base_offset=start,
-                                  compression=codec, compression_fallback=False))
+        parts.append(
+            encode_batch(
+                keys[start:stop],
+                values[start:stop],
+                timestamps_ms=ts[start:stop],
+                base_offset=start,
+                compression=codec,
+                compression_fallback=False,
+            )
+        )
     return b"".join(parts)
 
 
@@ -73,12 +81,13 @@ def timed(fn, repeat: int):
 
 def kafka_python_parse(blob: bytes):
     from kafka.record.default_records import DefaultRecordBatch
+
     pos = 0
     n = 0
     view = memoryview(blob)
     while pos < len(blob):
-        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
-        for r in DefaultRecordBatch(bytearray(view[pos:pos + size])):
+        size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big")
+        for r in DefaultRecordBatch(bytearray(view[pos : pos + size])):
             r.key, r.value, r.offset, r.timestamp, r.headers  # noqa: B018 (each field decoded)
             n += 1
         pos += size
@@ -87,6 +96,7 @@ def kafka_python_parse(blob: bytes):
 
 def kafka_python_build(keys, values, ts, per_batch: int):
     from kafka.record.default_records import DefaultRecordBatchBuilder
+
     k = keys.to_pylist()
     v = values.to_pylist()
     t = ts.tolist()
@@ -101,20 +111,27 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=10)
-    ap.add_argument("--fetch-bytes", type=int, default=1 << 20,
-                    help="decode in calls of about this many bytes, like Fetch responses")
+    ap.add_argument(
+        "--fetch-bytes",
+        type=int,
+        default=1 << 20,
+        help="decode in calls of about this many bytes, like Fetch responses",
+    )
     ap.add_argument("--no-kafka-python", action="store_true")
     args = ap.parse_args()
     n = args.records
 
     try:
         import kafka  # noqa: F401
+
         have_kp = not args.no_kafka_python
     except ImportError:
         have_kp = False
 
-    print(f"{n} records, 10-byte keys, 100-byte values (variable: 5-15 / 50-150), one core; "
-          f"records/s at the best (median) time per call, {args.repeat} rounds")
+    print(
+        f"{n} records, 10-byte keys, 100-byte values (variable: 5-15 / 50-150), one core; "
+        f"records/s at the best (median) time per call, {args.repeat} rounds"
+    )
     for variable in (False, True):
         keys, values, ts = columns(n, variable)
         shape = "variable sizes" if variable else "fixed sizes"
@@ -126,12 +143,14 @@ def main():
                 while pos < len(blob):
                     end = pos
                     while end < len(blob) and end - pos < args.fetch_bytes:
-                        end += 12 + int.from_bytes(blob[end + 8:end + 12], "big")
+                        end += 12 + int.from_bytes(blob[end + 8 : end + 12], "big")
                     calls.append(blob[pos:end])
                     pos = end
 
-                per_call = [decode_records(c, topic="bench", partition=0,
-                                           start_offset=0)[0].num_rows for c in calls]
+                per_call = [
+                    decode_records(c, topic="bench", partition=0, start_offset=0)[0].num_rows
+                    for c in calls
+                ]
                 assert sum(per_call) == n
                 times = []
                 for _ in range(args.repeat):
@@ -140,8 +159,10 @@ def main():
                         decode_records(c, topic="bench", partition=0, start_offset=0)
                         times.append((time.perf_counter() - t) / rows)
                 best, med = min(times), statistics.median(times)
-                line = (f"decode {codec:5s} {shape:14s} {per_batch:5d}/batch: "
-                        f"{1 / best / 1e6:6.2f} M/s ({1 / med / 1e6:5.2f})")
+                line = (
+                    f"decode {codec:5s} {shape:14s} {per_batch:5d}/batch: "
+                    f"{1 / best / 1e6:6.2f} M/s ({1 / med / 1e6:5.2f})"
+                )
                 if have_kp and codec == "none":
                     kp_best, _ = timed(lambda: kafka_python_parse(calls[0]), 3)
                     kp_rate = per_call[0] / kp_best
@@ -152,19 +173,26 @@ def main():
             times = []
             for _ in range(args.repeat):
                 for start in range(0, n, per_batch):
-                    k, v, t_ = (keys[start:start + per_batch], values[start:start + per_batch],
-                                ts[start:start + per_batch])
+                    k, v, t_ = (
+                        keys[start : start + per_batch],
+                        values[start : start + per_batch],
+                        ts[start : start + per_batch],
+                    )
                     t = time.perf_counter()
-                    encode_batch(k, v, timestamps_ms=t_, compression=codec,
-                                 compression_fallback=False)
+                    encode_batch(
+                        k, v, timestamps_ms=t_, compression=codec, compression_fallback=False
+                    )
                     times.append((time.perf_counter() - t) / len(v))
             best, med = min(times), statistics.median(times)
-            line = (f"encode {codec:5s} {shape:14s} {per_batch:5d}/batch: "
-                    f"{1 / best / 1e6:6.2f} M/s ({1 / med / 1e6:5.2f})")
+            line = (
+                f"encode {codec:5s} {shape:14s} {per_batch:5d}/batch: "
+                f"{1 / best / 1e6:6.2f} M/s ({1 / med / 1e6:5.2f})"
+            )
             if have_kp and codec == "none":
                 m = min(n, 20 * per_batch)
-                kp_best, _ = timed(lambda: kafka_python_build(keys[:m], values[:m], ts[:m],
-                                                              per_batch), 1)
+                kp_best, _ = timed(
+                    lambda: kafka_python_build(keys[:m], values[:m], ts[:m], per_batch), 1
+                )
                 kp_rate = m / kp_best
                 line += f"   kafka-python {kp_rate / 1e6:6.3f} M/s  x{1 / best / kp_rate:5.1f}"
             print(line, flush=True)

@@ -24,10 +24,38 @@ HEADER_VALUE_SIZE = 16
 TS0 = 1_700_000_000_000
 BATCH_BYTES = 64 * 1024
 
-_WORDS = ("page_view", "click", "add_to_cart", "purchase", "search", "login", "logout",
-          "scroll", "/products/shoes", "/products/hats", "/checkout", "/home", "mobile",
-          "desktop", "tablet", "de-DE", "en-US", "fr-FR", "campaign", "organic", "referral",
-          "true", "false", "null", "EUR", "USD", "session", "user", "item", "price")
+_WORDS = (
+    "page_view",
+    "click",
+    "add_to_cart",
+    "purchase",
+    "search",
+    "login",
+    "logout",
+    "scroll",
+    "/products/shoes",
+    "/products/hats",
+    "/checkout",
+    "/home",
+    "mobile",
+    "desktop",
+    "tablet",
+    "de-DE",
+    "en-US",
+    "fr-FR",
+    "campaign",
+    "organic",
+    "referral",
+    "true",
+    "false",
+    "null",
+    "EUR",
+    "USD",
+    "session",
+    "user",
+    "item",
+    "price",
+)
 
 
 @dataclass
@@ -55,16 +83,26 @@ class DataSet:
         """The first ``records`` of this data set (rounded down to whole partitions' worth),
         the same number from each partition."""
         per = max(1, min(records, self.records) // self.partitions)
-        return DataSet(self.name, per * self.partitions, self.value_size, self.codec,
-                       self.partitions, self.topic, self.per_batch, 0,
-                       {p: min(end, per) for p, end in self.ends.items()})
+        return DataSet(
+            self.name,
+            per * self.partitions,
+            self.value_size,
+            self.codec,
+            self.partitions,
+            self.topic,
+            self.per_batch,
+            0,
+            {p: min(end, per) for p, end in self.ends.items()},
+        )
 
     def describe(self) -> str:
         ratio = self.records * self.record_bytes / self.wire_bytes if self.wire_bytes else 0
-        return (f"{self.name}: {self.records:,} records, {KEY_SIZE}-byte keys, "
-                f"{self.value_size}-byte values, 1 header, {self.codec}, {self.partitions} "
-                f"partitions, {self.per_batch} records/batch; payload {self.payload_mb:,.0f} MB, "
-                f"stored {self.wire_bytes / 1e6:,.0f} MB ({ratio:.1f}x)")
+        return (
+            f"{self.name}: {self.records:,} records, {KEY_SIZE}-byte keys, "
+            f"{self.value_size}-byte values, 1 header, {self.codec}, {self.partitions} "
+            f"partitions, {self.per_batch} records/batch; payload {self.payload_mb:,.0f} MB, "
+            f"stored {self.wire_bytes / 1e6:,.0f} MB ({ratio:.1f}x)"
+        )
 
 
 @functools.cache
@@ -95,8 +133,9 @@ def _digits(numbers: np.ndarray, width: int) -> np.ndarray:
 def _fixed_binary(mat: np.ndarray) -> pa.Array:
     n, width = mat.shape
     offsets = np.arange(0, (n + 1) * width, width, dtype=np.int32)
-    return pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
-                                                  pa.py_buffer(np.ascontiguousarray(mat))])
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(mat))]
+    )
 
 
 def columns(first: int, n: int, value_size: int, seed: int = 7):
@@ -110,8 +149,9 @@ def columns(first: int, n: int, value_size: int, seed: int = 7):
     hex_digits = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
     header_values = hex_digits[rng.integers(0, 16, (n, HEADER_VALUE_SIZE))]
     hkeys = pa.array([HEADER_KEY], pa.string()).take(pa.array(np.zeros(n, dtype=np.int32)))
-    entries = pa.StructArray.from_arrays([hkeys, _fixed_binary(header_values)],
-                                         names=["key", "value"])
+    entries = pa.StructArray.from_arrays(
+        [hkeys, _fixed_binary(header_values)], names=["key", "value"]
+    )
     headers = pa.ListArray.from_arrays(pa.array(np.arange(n + 1, dtype=np.int32)), entries)
     timestamps = TS0 + numbers // 8
     return _fixed_binary(key_digits), _fixed_binary(values), headers, timestamps
@@ -144,10 +184,14 @@ def produce(bootstrap: str, ds: DataSet) -> DataSet:
                         # whole batches, then the partition's last record alone (see above)
                         step = min(ds.per_batch, count - done - pos - 1) or 1
                         step = min(step, chunk - pos)
-                        blob = encode_batch(keys.slice(pos, step), values.slice(pos, step),
-                                            headers=headers.slice(pos, step),
-                                            timestamps_ms=ts[pos:pos + step],
-                                            compression=ds.codec, compression_fallback=False)
+                        blob = encode_batch(
+                            keys.slice(pos, step),
+                            values.slice(pos, step),
+                            headers=headers.slice(pos, step),
+                            timestamps_ms=ts[pos : pos + step],
+                            compression=ds.codec,
+                            compression_fallback=False,
+                        )
                         response = client.produce(ds.topic, p, blob, acks=1)
                         if response["error_code"]:
                             raise RuntimeError(f"produce to {ds.topic}-{p} failed: {response}")
@@ -170,6 +214,8 @@ def produce(bootstrap: str, ds: DataSet) -> DataSet:
         latest = client.latest_offsets([(ds.topic, p) for p in range(ds.partitions)])
     for (_, p), end in latest.items():
         if end != ds.ends[p]:
-            raise RuntimeError(f"{ds.topic}-{p}: broker says the log ends at {end}, "
-                               f"{ds.ends[p]} records were written")
+            raise RuntimeError(
+                f"{ds.topic}-{p}: broker says the log ends at {end}, "
+                f"{ds.ends[p]} records were written"
+            )
     return ds

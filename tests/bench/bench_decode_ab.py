@@ -33,18 +33,24 @@ from protocol.records import accel, decode_records  # noqa: E402
 from protocol.records.encode_arrow import encode_batch  # noqa: E402
 
 
-def fetch_calls(records: int, value_size: int, headers: bool, codec: str,
-                fetch_bytes: int = 1 << 20) -> list[bytes]:
+def fetch_calls(
+    records: int, value_size: int, headers: bool, codec: str, fetch_bytes: int = 1 << 20
+) -> list[bytes]:
     keys, values, hdrs, ts = bench_data.columns(0, records, value_size)
     record_bytes = bench_data.KEY_SIZE + value_size + (24 if headers else 0) + 8
     per_batch = max(1, bench_data.BATCH_BYTES // record_bytes)
     calls, current, size = [], [], 0
     for start in range(0, records, per_batch):
         step = min(per_batch, records - start)
-        blob = encode_batch(keys.slice(start, step), values.slice(start, step),
-                            headers=hdrs.slice(start, step) if headers else None,
-                            timestamps_ms=ts[start:start + step], base_offset=start,
-                            compression=codec, compression_fallback=False)
+        blob = encode_batch(
+            keys.slice(start, step),
+            values.slice(start, step),
+            headers=hdrs.slice(start, step) if headers else None,
+            timestamps_ms=ts[start : start + step],
+            base_offset=start,
+            compression=codec,
+            compression_fallback=False,
+        )
         if size + len(blob) > fetch_bytes and current:
             calls.append(b"".join(current))
             current, size = [], 0
@@ -59,8 +65,9 @@ def one_round(calls, include_headers: bool) -> tuple[float, int]:
     rows = 0
     start = time.perf_counter()
     for c in calls:
-        rows += decode_records(c, topic="bench", partition=0, start_offset=0,
-                               include_headers=include_headers)[0].num_rows
+        rows += decode_records(
+            c, topic="bench", partition=0, start_offset=0, include_headers=include_headers
+        )[0].num_rows
     return time.perf_counter() - start, rows
 
 
@@ -72,9 +79,11 @@ def main(argv=None) -> int:
     ap.add_argument("--sizes", default="100,1000")
     args = ap.parse_args(argv)
     paths = ["pure"] + (["accel"] if accel.available() else [])
-    print(f"accelerator: {'built' if accel.available() else 'not built'}; "
-          f"{args.records} records per case, {args.rounds} interleaved rounds; "
-          f"M records/s best (median)")
+    print(
+        f"accelerator: {'built' if accel.available() else 'not built'}; "
+        f"{args.records} records per case, {args.rounds} interleaved rounds; "
+        f"M records/s best (median)"
+    )
     for value_size in (int(s) for s in args.sizes.split(",")):
         n = args.records if value_size <= 100 else max(1, args.records // 5)
         for headers in (True, False):
@@ -90,8 +99,10 @@ def main(argv=None) -> int:
                         times[p].append(t)
                 line = f"{value_size:5d} B {'1 header ' if headers else 'no header'} {codec:5s}"
                 for p in paths:
-                    line += (f"  {p} {n / min(times[p]) / 1e6:5.2f} "
-                             f"({n / statistics.median(times[p]) / 1e6:5.2f})")
+                    line += (
+                        f"  {p} {n / min(times[p]) / 1e6:5.2f} "
+                        f"({n / statistics.median(times[p]) / 1e6:5.2f})"
+                    )
                 if len(paths) == 2:
                     line += f"  x{min(times['pure']) / min(times['accel']):4.1f}"
                 print(line, flush=True)

@@ -28,10 +28,16 @@ def exactly_once_write(df, bootstrap: str, topic: str, codec: str = "none") -> f
     """Seconds for one exactlyOnce ``df.write`` (batch: one transaction per task,
     committed by the driver)."""
     start = time.perf_counter()
-    (df.write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", topic).option("kafka.compression.type", codec)
-     .option("exactlyOnce", "true")
-     .option("transactionalIdPrefix", f"bench-{uuid.uuid4().hex[:8]}").save())
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.compression.type", codec)
+        .option("exactlyOnce", "true")
+        .option("transactionalIdPrefix", f"bench-{uuid.uuid4().hex[:8]}")
+        .save()
+    )
     return time.perf_counter() - start
 
 
@@ -63,20 +69,34 @@ def main() -> None:
             client.wait_for_topics([name])
         return name
 
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.python.authenticate.socketTimeout", "120s").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     try:
-        df = spark.range(args.rows, numPartitions=args.partitions).selectExpr(
-            "format_string('%010d', id) AS key",
-            "CONCAT(format_string('%010d', id), repeat('x', 90)) AS value").cache()
+        df = (
+            spark.range(args.rows, numPartitions=args.partitions)
+            .selectExpr(
+                "format_string('%010d', id) AS key",
+                "CONCAT(format_string('%010d', id), repeat('x', 90)) AS value",
+            )
+            .cache()
+        )
         df.count()
 
         def idempotent(t):
             start = time.perf_counter()
-            (df.write.format("pykafka").mode("append")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", t).save())
+            (
+                df.write.format("pykafka")
+                .mode("append")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", t)
+                .save()
+            )
             return time.perf_counter() - start
 
         idempotent(topic())  # warm up workers and connections
@@ -89,10 +109,14 @@ def main() -> None:
             rates["exactlyOnce"].append(args.rows / b)
             ratios.append(a / b)
         for name, r in rates.items():
-            print(f"{name:12s} {statistics.median(r) / 1e3:8.0f} k rows/s "
-                  f"(rounds: {', '.join(f'{x / 1e3:.0f}k' for x in r)})")
-        print(f"exactlyOnce / idempotent: {statistics.median(ratios):.2f} "
-              f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
+            print(
+                f"{name:12s} {statistics.median(r) / 1e3:8.0f} k rows/s "
+                f"(rounds: {', '.join(f'{x / 1e3:.0f}k' for x in r)})"
+            )
+        print(
+            f"exactlyOnce / idempotent: {statistics.median(ratios):.2f} "
+            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
+        )
     finally:
         spark.stop()
         if broker is not None:

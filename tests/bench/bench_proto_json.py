@@ -52,28 +52,49 @@ message Nested {
   map<string, int64> attrs = 4;
 }
 """
-DDL = {"flat": "id BIGINT, name STRING, score DOUBLE, count INT, ok BOOLEAN",
-       "nested": "id BIGINT, user STRUCT<name: STRING, email: STRING, lat: DOUBLE>, "
-                 "tags ARRAY<STRING>, attrs MAP<STRING, BIGINT>"}
+DDL = {
+    "flat": "id BIGINT, name STRING, score DOUBLE, count INT, ok BOOLEAN",
+    "nested": "id BIGINT, user STRUCT<name: STRING, email: STRING, lat: DOUBLE>, "
+    "tags ARRAY<STRING>, attrs MAP<STRING, BIGINT>",
+}
 
 
 def docs(case: str, n: int) -> list[dict]:
     if case == "flat":
-        return [{"id": i, "name": f"name-{i % 1000}", "score": i * 0.5, "count": i % 100,
-                 "ok": bool(i & 1)} for i in range(n)]
-    return [{"id": i, "user": {"name": f"u{i % 100}", "email": f"{i}@e" if i % 3 else None,
-                               "lat": i / 7}, "tags": ["a", "b"][:i % 3],
-             "attrs": {"k": i, "j": -i}} for i in range(n)]
+        return [
+            {
+                "id": i,
+                "name": f"name-{i % 1000}",
+                "score": i * 0.5,
+                "count": i % 100,
+                "ok": bool(i & 1),
+            }
+            for i in range(n)
+        ]
+    return [
+        {
+            "id": i,
+            "user": {"name": f"u{i % 100}", "email": f"{i}@e" if i % 3 else None, "lat": i / 7},
+            "tags": ["a", "b"][: i % 3],
+            "attrs": {"k": i, "j": -i},
+        }
+        for i in range(n)
+    ]
 
 
 def pb2():
     from grpc_tools import protoc
+
     tmp = tempfile.mkdtemp(prefix="bench-proto-")
     with open(os.path.join(tmp, "bench_msgs.proto"), "w") as f:
         f.write(PROTO)
     include = str(importlib.resources.files("grpc_tools") / "_proto")
-    assert protoc.main(["protoc", f"-I{tmp}", f"-I{include}", f"--python_out={tmp}",
-                        "bench_msgs.proto"]) == 0
+    assert (
+        protoc.main(
+            ["protoc", f"-I{tmp}", f"-I{include}", f"--python_out={tmp}", "bench_msgs.proto"]
+        )
+        == 0
+    )
     sys.path.insert(0, tmp)
     return importlib.import_module("bench_msgs_pb2")
 
@@ -94,6 +115,7 @@ def main():
     args = ap.parse_args()
     n = args.records
     from google.protobuf import json_format
+
     mod = pb2()
     print(f"{n} records, best of {args.repeat}, records per CPU second of one thread")
     for case in ("flat", "nested"):
@@ -103,10 +125,12 @@ def main():
         framed = []
         for r in rows:
             m = cls()
-            json_format.ParseDict({k: v for k, v in r.items() if v is not None}
-                                  if case == "flat" else
-                                  {**r, "user": {k: v for k, v in r["user"].items()
-                                                 if v is not None}}, m)
+            json_format.ParseDict(
+                {k: v for k, v in r.items() if v is not None}
+                if case == "flat"
+                else {**r, "user": {k: v for k, v in r["user"].items() if v is not None}},
+                m,
+            )
             framed.append(b"\x00\x00\x00\x00\x01\x00" + m.SerializeToString())
         values = pa.array(framed, pa.binary())
         starts = np.full(n, 6, np.int32)
@@ -114,16 +138,21 @@ def main():
         ours = best(lambda: dec.decode(values, starts), args.repeat)
 
         def udf():
-            out = [json_format.MessageToDict(cls.FromString(v[6:]),
-                                             preserving_proto_field_name=True)
-                   for v in values.to_pylist()]
+            out = [
+                json_format.MessageToDict(cls.FromString(v[6:]), preserving_proto_field_name=True)
+                for v in values.to_pylist()
+            ]
             return out
+
         theirs = best(udf, args.repeat)
-        print(f"protobuf {case:7s} ours {n / ours / 1e6:6.3f} M/s   FromString+MessageToDict "
-              f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x")
+        print(
+            f"protobuf {case:7s} ours {n / ours / 1e6:6.3f} M/s   FromString+MessageToDict "
+            f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x"
+        )
         # JSON
-        jvalues = pa.array([b"\x00\x00\x00\x00\x01" + json.dumps(r).encode() for r in rows],
-                           pa.binary())
+        jvalues = pa.array(
+            [b"\x00\x00\x00\x00\x01" + json.dumps(r).encode() for r in rows], pa.binary()
+        )
         jstarts = np.full(n, 5, np.int32)
         atype = parse_ddl(DDL[case])
         jdec = json_schema.Decoder(atype)
@@ -131,9 +160,12 @@ def main():
 
         def jsonudf():
             return pa.array([json.loads(v[5:]) for v in jvalues.to_pylist()], atype)
+
         theirs = best(jsonudf, args.repeat)
-        print(f"json     {case:7s} ours {n / ours / 1e6:6.3f} M/s   json.loads+pa.array   "
-              f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x")
+        print(
+            f"json     {case:7s} ours {n / ours / 1e6:6.3f} M/s   json.loads+pa.array   "
+            f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x"
+        )
 
 
 if __name__ == "__main__":

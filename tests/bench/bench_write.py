@@ -33,6 +33,7 @@ VALUE_SIZE = 100
 
 def make_topic(bootstrap: str, partitions: int) -> str:
     from protocol.client.cluster import KafkaClient
+
     name = f"bench-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})
@@ -47,11 +48,18 @@ def keys_values(n: int):
 
 def bench_confluent(bootstrap: str, topic: str, n: int) -> float:
     import confluent_kafka
+
     keys, values = keys_values(n)
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-        "linger.ms": 5, "queue.buffering.max.messages": 1_000_000,
-        "queue.buffering.max.kbytes": 1_048_576})
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 1_000_000,
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
     start = time.perf_counter()
     for key, value in zip(keys, values):
         while True:
@@ -74,11 +82,16 @@ def bench_task(bootstrap: str, topic: str, n: int) -> float:
     from kafka_sink.options import parse_writer_options
     from kafka_sink.validation import WritePlan
     from kafka_sink.writer import write_task
+
     keys, values = keys_values(n)
     key_arr, value_arr = pa.array(keys, pa.binary()), pa.array(values, pa.binary())
     step = 10_000  # Spark's default spark.sql.execution.arrow.maxRecordsPerBatch
-    batches = [pa.RecordBatch.from_arrays([key_arr.slice(i, step), value_arr.slice(i, step)],
-                                          names=["key", "value"]) for i in range(0, n, step)]
+    batches = [
+        pa.RecordBatch.from_arrays(
+            [key_arr.slice(i, step), value_arr.slice(i, step)], names=["key", "value"]
+        )
+        for i in range(0, n, step)
+    ]
     options = parse_writer_options({"kafka.bootstrap.servers": bootstrap, "topic": topic})
     plan = WritePlan(topic, False, True, False, False, None)
     start = time.perf_counter()
@@ -94,23 +107,44 @@ def bench_spark(bootstrap: str, topic: str, n: int, cores: int) -> float:
     from pyspark.sql import SparkSession
 
     from pyspark_pykafka import KafkaDataSource
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("bench-write")
-             .config("spark.ui.enabled", "false").getOrCreate())
+
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("bench-write")
+        .config("spark.ui.enabled", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     try:
-        df = spark.range(0, n, 1, cores).selectExpr(
-            "cast(format_string('%010d', id) AS binary) AS key",
-            f"cast(concat(format_string('%010d', id), repeat('x', {VALUE_SIZE - 10})) "
-            "AS binary) AS value").cache()
+        df = (
+            spark.range(0, n, 1, cores)
+            .selectExpr(
+                "cast(format_string('%010d', id) AS binary) AS key",
+                f"cast(concat(format_string('%010d', id), repeat('x', {VALUE_SIZE - 10})) "
+                "AS binary) AS value",
+            )
+            .cache()
+        )
         df.count()
         # warm the Python workers with a tiny write to another topic
         warm = make_topic(bootstrap, 1)
-        (df.limit(10).write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", bootstrap).option("topic", warm).save())
+        (
+            df.limit(10)
+            .write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", warm)
+            .save()
+        )
         start = time.perf_counter()
-        (df.write.format("pykafka").mode("append")
-         .option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+        (
+            df.write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .save()
+        )
         return time.perf_counter() - start
     finally:
         spark.stop()
@@ -129,32 +163,45 @@ def main(argv=None) -> int:
     bootstrap = args.bootstrap
     if bootstrap is None:
         from kafka_testbed import TansuBroker
+
         broker = TansuBroker()
         broker.start()
         bootstrap = broker.bootstrap
     try:
         n = args.rows
         results = []
-        results.append(("confluent-kafka loop",
-                        bench_confluent(bootstrap, make_topic(bootstrap, args.partitions), n)))
-        results.append(("pykafka write_task",
-                        bench_task(bootstrap, make_topic(bootstrap, args.partitions), n)))
+        results.append(
+            (
+                "confluent-kafka loop",
+                bench_confluent(bootstrap, make_topic(bootstrap, args.partitions), n),
+            )
+        )
+        results.append(
+            ("pykafka write_task", bench_task(bootstrap, make_topic(bootstrap, args.partitions), n))
+        )
         if not args.skip_spark:
-            results.append((f"pykafka via Spark local[{args.cores}]",
-                            bench_spark(bootstrap, make_topic(bootstrap, args.partitions), n,
-                                        args.cores)))
+            results.append(
+                (
+                    f"pykafka via Spark local[{args.cores}]",
+                    bench_spark(bootstrap, make_topic(bootstrap, args.partitions), n, args.cores),
+                )
+            )
     finally:
         if broker is not None:
             broker.stop()
 
     reference = results[0][1]
     mb = n * (KEY_SIZE + VALUE_SIZE) / 1e6
-    print(f"\n{n:,} rows, {KEY_SIZE}-byte keys, {VALUE_SIZE}-byte values, "
-          f"{args.partitions} partitions, acks=all, idempotent, no compression")
+    print(
+        f"\n{n:,} rows, {KEY_SIZE}-byte keys, {VALUE_SIZE}-byte values, "
+        f"{args.partitions} partitions, acks=all, idempotent, no compression"
+    )
     print(f"{'writer':<28} {'seconds':>8} {'rows/s':>12} {'MB/s':>8} {'vs confluent':>13}")
     for name, seconds in results:
-        print(f"{name:<28} {seconds:8.2f} {n / seconds:12,.0f} {mb / seconds:8.1f} "
-              f"{reference / seconds:12.2f}x")
+        print(
+            f"{name:<28} {seconds:8.2f} {n / seconds:12,.0f} {mb / seconds:8.1f} "
+            f"{reference / seconds:12.2f}x"
+        )
     return 0
 
 

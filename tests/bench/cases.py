@@ -20,23 +20,28 @@ def _scan(records) -> tuple[int, int | None]:
     size_total = len(records)
     pos, last = 0, None
     while pos + 61 <= size_total:
-        size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
+        size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big")
         if pos + size > size_total:
             break
-        last = (int.from_bytes(view[pos:pos + 8], "big")
-                + int.from_bytes(view[pos + 23:pos + 27], "big") + 1)
+        last = (
+            int.from_bytes(view[pos : pos + 8], "big")
+            + int.from_bytes(view[pos + 23 : pos + 27], "big")
+            + 1
+        )
         pos += size
     return pos, last
 
 
-def _fetch_partition(client, topic: str, partition: int, start: int, end: int,
-                     keep: list | None = None) -> tuple[int, int]:
+def _fetch_partition(
+    client, topic: str, partition: int, start: int, end: int, keep: list | None = None
+) -> tuple[int, int]:
     """Fetch ``[start, end)`` of one partition, the next Fetch sent as soon as a response
     is in (pipelined as the reader does). Returns (batch bytes, fetch responses)."""
     tp = (topic, partition)
     offset, total, responses = start, 0, 0
-    pending = client.start_fetch({tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES,
-                                 max_bytes=FETCH_MAX_BYTES)
+    pending = client.start_fetch(
+        {tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES, max_bytes=FETCH_MAX_BYTES
+    )
     while pending is not None:
         response = pending.result()[tp]
         if response["error_code"]:
@@ -49,8 +54,9 @@ def _fetch_partition(client, topic: str, partition: int, start: int, end: int,
                 keep.append((partition, offset, records))
             offset = after
         if offset < end:
-            pending = client.start_fetch({tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES,
-                                         max_bytes=FETCH_MAX_BYTES)
+            pending = client.start_fetch(
+                {tp: offset}, partition_max_bytes=PARTITION_MAX_BYTES, max_bytes=FETCH_MAX_BYTES
+            )
         total += used
         responses += 1
     return total, responses
@@ -59,6 +65,7 @@ def _fetch_partition(client, topic: str, partition: int, start: int, end: int,
 def wire_task(bootstrap: str, topic: str, partition: int, end: int) -> tuple[int, int]:
     """One partition's raw bytes, no decoding (runs in a pool process)."""
     from protocol.client.cluster import KafkaClient
+
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         return _fetch_partition(client, topic, partition, 0, end)
 
@@ -66,6 +73,7 @@ def wire_task(bootstrap: str, topic: str, partition: int, end: int) -> tuple[int
 def warm_task(_=None) -> int:
     """Start a pool process and import the client (kept out of the timed runs)."""
     import protocol.client.cluster  # noqa: F401
+
     time.sleep(0.2)
     return os.getpid()
 
@@ -85,6 +93,7 @@ def wire(pool, bootstrap: str, ds) -> float:
 def fetch_responses(bootstrap: str, ds) -> list:
     """The Fetch responses' RECORDS bytes of the whole topic: the decoders' input."""
     from protocol.client.cluster import KafkaClient
+
     keep: list = []
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         for p, end in ds.ends.items():
@@ -94,12 +103,18 @@ def fetch_responses(bootstrap: str, ds) -> list:
 
 def decode_ours(ds, responses, include_headers: bool = True) -> float:
     from protocol.records import decode_records
+
     topic = ds.topic
     start = time.perf_counter()
     rows = 0
     for partition, offset, records in responses:
-        batch, _ = decode_records(records, topic=topic, partition=partition,
-                                  start_offset=offset, include_headers=include_headers)
+        batch, _ = decode_records(
+            records,
+            topic=topic,
+            partition=partition,
+            start_offset=offset,
+            include_headers=include_headers,
+        )
         rows += batch.num_rows
     elapsed = time.perf_counter() - start
     if rows != ds.records:
@@ -128,6 +143,7 @@ def decode_kafka_python(ds, sample, sample_rows: int, include_headers: bool = Tr
     from kafka.record import MemoryRecords
 
     from peers import arrow_batch
+
     topic = ds.topic
     start = time.perf_counter()
     rows = 0
@@ -136,10 +152,16 @@ def decode_kafka_python(ds, sample, sample_rows: int, include_headers: bool = Tr
         memory = MemoryRecords(records)
         while memory.has_next():
             rs.extend(memory.next_batch())
-        out = arrow_batch(topic, [r.key for r in rs], [r.value for r in rs],
-                          [partition] * len(rs), [r.offset for r in rs],
-                          [r.timestamp for r in rs], [r.timestamp_type for r in rs],
-                          [r.headers for r in rs] if include_headers else None)
+        out = arrow_batch(
+            topic,
+            [r.key for r in rs],
+            [r.value for r in rs],
+            [partition] * len(rs),
+            [r.offset for r in rs],
+            [r.timestamp for r in rs],
+            [r.timestamp_type for r in rs],
+            [r.headers for r in rs] if include_headers else None,
+        )
         rows += out.num_rows
     elapsed = time.perf_counter() - start
     if rows != sample_rows:
@@ -153,9 +175,14 @@ def read_one_process(bootstrap: str, ds, include_headers: bool = True) -> float:
     from kafka_source.fetcher import read_range
     from kafka_source.options import parse_reader_options
     from kafka_source.planning import OffsetRange
-    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
-                                    "subscribe": ds.topic,
-                                    "includeHeaders": str(include_headers).lower()})
+
+    options = parse_reader_options(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "subscribe": ds.topic,
+            "includeHeaders": str(include_headers).lower(),
+        }
+    )
     start = time.perf_counter()
     rows = 0
     for p, end in ds.ends.items():
@@ -171,6 +198,7 @@ def count_records(bootstrap: str, topic: str) -> int:
     """Records in ``topic``, counted from the batch headers of a full Fetch (Tansu's
     ListOffsets "latest" is unreliable; its Fetch high watermark is right)."""
     from protocol.client.cluster import KafkaClient
+
     total = 0
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         for p in client.partitions_for(topic):
@@ -181,12 +209,12 @@ def count_records(bootstrap: str, topic: str) -> int:
                 view, pos = memoryview(records), 0
                 _, after = _scan(records)
                 while after is not None and pos + 61 <= len(records):
-                    size = 12 + int.from_bytes(view[pos + 8:pos + 12], "big")
+                    size = 12 + int.from_bytes(view[pos + 8 : pos + 12], "big")
                     if pos + size > len(records):
                         break
                     # control batches (commit markers) hold no records
                     if not view[pos + 22] & 0x20:
-                        total += int.from_bytes(view[pos + 57:pos + 61], "big")
+                        total += int.from_bytes(view[pos + 57 : pos + 61], "big")
                     pos += size
                 if after is None or after >= response["high_watermark"]:
                     break
@@ -196,12 +224,14 @@ def count_records(bootstrap: str, topic: str) -> int:
 
 # ---- scale: planning -------------------------------------------------------------------------
 
+
 def wide_topic(bootstrap: str, topic: str, partitions: int, records_each: int = 1) -> dict:
     """A topic of ``partitions`` partitions with ``records_each`` records in each (one small
     batch per partition, written one partition after another). Returns partition -> end."""
     from bench_data import columns
     from protocol.client.cluster import KafkaClient
     from protocol.records import encode_batch
+
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({topic: partitions})
         client.wait_for_topics([topic])
@@ -213,8 +243,9 @@ def wide_topic(bootstrap: str, topic: str, partitions: int, records_each: int = 
                 raise RuntimeError(f"produce to {topic}-{p} failed: {response}")
         found = client.partitions_for(topic)
     if len(found) != partitions:
-        raise RuntimeError(f"{topic}: {len(found)} partitions in the metadata, "
-                           f"{partitions} created")
+        raise RuntimeError(
+            f"{topic}: {len(found)} partitions in the metadata, {partitions} created"
+        )
     return {p: records_each for p in range(partitions)}
 
 
@@ -224,13 +255,15 @@ def plan_batch(bootstrap: str, topic: str, partitions: int) -> float:
     earliest and latest, the ranges); checks it planned every partition."""
     from kafka_source.batch_reader import KafkaBatchReader
     from kafka_source.options import parse_reader_options
+
     options = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic})
     start = time.perf_counter()
     parts = KafkaBatchReader(options).partitions()
     elapsed = time.perf_counter() - start
     if len({r.topic_partition for p in parts for r in p.ranges}) != partitions:
-        raise RuntimeError(f"planning {topic}: {len(parts)} input partitions, "
-                           f"{partitions} expected")
+        raise RuntimeError(
+            f"planning {topic}: {len(parts)} input partitions, {partitions} expected"
+        )
     return elapsed
 
 
@@ -242,8 +275,11 @@ def plan_micro_batch(bootstrap: str, topic: str, partitions: int) -> float:
 
     from kafka_source.options import parse_reader_options
     from kafka_source.stream_reader import KafkaStreamReader
-    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap, "subscribe": topic,
-                                    "startingOffsets": "earliest"}, for_streaming=True)
+
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "startingOffsets": "earliest"},
+        for_streaming=True,
+    )
     reader = KafkaStreamReader(options)
     try:
         start_offsets = reader.initialOffset()
@@ -255,6 +291,7 @@ def plan_micro_batch(bootstrap: str, topic: str, partitions: int) -> float:
     finally:
         reader.stop()
     if len(parts) != partitions:
-        raise RuntimeError(f"micro-batch of {topic}: {len(parts)} input partitions, "
-                           f"{partitions} expected")
+        raise RuntimeError(
+            f"micro-batch of {topic}: {len(parts)} input partitions, {partitions} expected"
+        )
     return elapsed

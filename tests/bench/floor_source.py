@@ -25,9 +25,14 @@ Shipped to the workers with ``SparkContext.addPyFile`` (pytest does not collect 
 from __future__ import annotations
 
 import pyarrow as pa
-from pyspark.sql.datasource import (DataSource, DataSourceArrowWriter, DataSourceReader,
-                                    DataSourceStreamReader, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
 
 FORMAT = "benchfloor"
@@ -40,52 +45,97 @@ def _batch(first: int, n: int, value_size: int, partition: int) -> pa.RecordBatc
     from bench_data import columns
 
     from protocol.records import SCHEMA_WITH_HEADERS
+
     keys, values, headers, ts = columns(first, n, value_size)
     return pa.RecordBatch.from_arrays(
-        [keys, values, pa.array(["bench-floor"] * n, pa.string()),
-         pa.array(np.full(n, partition, dtype=np.int32)),
-         pa.array(np.arange(first, first + n, dtype=np.int64)),
-         pa.array(ts * 1000, pa.timestamp("us", tz="UTC")),
-         pa.array(np.zeros(n, dtype=np.int32)),
-         headers.cast(SCHEMA_WITH_HEADERS.field("headers").type)],
-        schema=SCHEMA_WITH_HEADERS)
+        [
+            keys,
+            values,
+            pa.array(["bench-floor"] * n, pa.string()),
+            pa.array(np.full(n, partition, dtype=np.int32)),
+            pa.array(np.arange(first, first + n, dtype=np.int64)),
+            pa.array(ts * 1000, pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(n, dtype=np.int32)),
+            headers.cast(SCHEMA_WITH_HEADERS.field("headers").type),
+        ],
+        schema=SCHEMA_WITH_HEADERS,
+    )
 
 
 #: ``shape=avro``: the columns of ``spark.read.format("pykafka")`` with ``valueFormat=avro``
 #: for the avro section's record (avro_cases.RECORD), no headers.
-AVRO_DDL = ("key binary, value struct<id: bigint, sensor: string, value: double, "
-            "ok: boolean, at: timestamp>, topic string, partition int, offset long, "
-            "timestamp timestamp, timestampType int, valueSchemaId int")
+AVRO_DDL = (
+    "key binary, value struct<id: bigint, sensor: string, value: double, "
+    "ok: boolean, at: timestamp>, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int, valueSchemaId int"
+)
 
 
 def _avro_batch(first: int, n: int, partition: int) -> pa.RecordBatch:
     import numpy as np
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import (BinaryType, BooleanType, DoubleType, IntegerType, LongType,
-                                   StringType, StructField, StructType, TimestampType)
+    from pyspark.sql.types import (
+        BinaryType,
+        BooleanType,
+        DoubleType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
 
-    schema = to_arrow_schema(StructType([
-        StructField("key", BinaryType()),
-        StructField("value", StructType([
-            StructField("id", LongType()), StructField("sensor", StringType()),
-            StructField("value", DoubleType()), StructField("ok", BooleanType()),
-            StructField("at", TimestampType())])),
-        StructField("topic", StringType()), StructField("partition", IntegerType()),
-        StructField("offset", LongType()), StructField("timestamp", TimestampType()),
-        StructField("timestampType", IntegerType()),
-        StructField("valueSchemaId", IntegerType())]), timezone="UTC")
+    schema = to_arrow_schema(
+        StructType(
+            [
+                StructField("key", BinaryType()),
+                StructField(
+                    "value",
+                    StructType(
+                        [
+                            StructField("id", LongType()),
+                            StructField("sensor", StringType()),
+                            StructField("value", DoubleType()),
+                            StructField("ok", BooleanType()),
+                            StructField("at", TimestampType()),
+                        ]
+                    ),
+                ),
+                StructField("topic", StringType()),
+                StructField("partition", IntegerType()),
+                StructField("offset", LongType()),
+                StructField("timestamp", TimestampType()),
+                StructField("timestampType", IntegerType()),
+                StructField("valueSchemaId", IntegerType()),
+            ]
+        ),
+        timezone="UTC",
+    )
     ids = np.arange(first, first + n, dtype=np.int64)
     value = pa.StructArray.from_arrays(
-        [pa.array(ids), pa.array([f"sensor-{i % 1000}" for i in range(first, first + n)]),
-         pa.array(ids * 0.5), pa.array(ids & 1 == 1),
-         pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC"))],
-        fields=list(schema.field("value").type))
+        [
+            pa.array(ids),
+            pa.array([f"sensor-{i % 1000}" for i in range(first, first + n)]),
+            pa.array(ids * 0.5),
+            pa.array(ids & 1 == 1),
+            pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
+        ],
+        fields=list(schema.field("value").type),
+    )
     return pa.RecordBatch.from_arrays(
-        [pa.nulls(n, pa.binary()), value, pa.array(["bench-floor"] * n, pa.string()),
-         pa.array(np.full(n, partition, dtype=np.int32)), pa.array(ids),
-         pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
-         pa.array(np.zeros(n, dtype=np.int32)), pa.array(np.ones(n, dtype=np.int32))],
-        schema=schema)
+        [
+            pa.nulls(n, pa.binary()),
+            value,
+            pa.array(["bench-floor"] * n, pa.string()),
+            pa.array(np.full(n, partition, dtype=np.int32)),
+            pa.array(ids),
+            pa.array(1_704_067_200_000_000 + ids * 1000, pa.timestamp("us", tz="UTC")),
+            pa.array(np.zeros(n, dtype=np.int32)),
+            pa.array(np.ones(n, dtype=np.int32)),
+        ],
+        schema=schema,
+    )
 
 
 class _Partition(InputPartition):
@@ -96,24 +146,36 @@ class _Partition(InputPartition):
 
 
 class _Reader(DataSourceReader):
-    def __init__(self, partitions: int, rows: int, value_size: int, shape: str = "kafka",
-                 batch_rows: int = BATCH_ROWS, headers: bool = True):
+    def __init__(
+        self,
+        partitions: int,
+        rows: int,
+        value_size: int,
+        shape: str = "kafka",
+        batch_rows: int = BATCH_ROWS,
+        headers: bool = True,
+    ):
         self.n, self.rows, self.value_size = partitions, rows, value_size
         self.shape, self.batch_rows, self.headers = shape, batch_rows, headers
 
     def partitions(self):
         per = self.rows // self.n
-        return [_Partition(i, per + (1 if i < self.rows % self.n else 0), self.value_size,
-                           self.shape)
-                for i in range(self.n)]
+        return [
+            _Partition(i, per + (1 if i < self.rows % self.n else 0), self.value_size, self.shape)
+            for i in range(self.n)
+        ]
 
     def read(self, partition: _Partition):
         n = min(self.batch_rows, partition.rows)
-        batch = (_avro_batch(0, n, partition.index) if getattr(partition, "shape", "") == "avro"
-                 else _batch(0, n, partition.value_size, partition.index))
+        batch = (
+            _avro_batch(0, n, partition.index)
+            if getattr(partition, "shape", "") == "avro"
+            else _batch(0, n, partition.value_size, partition.index)
+        )
         if not getattr(self, "headers", True) and getattr(partition, "shape", "") != "avro":
             from protocol.records import SCHEMA  # the reader's seven columns, no headers
-            batch = pa.RecordBatch.from_arrays(batch.columns[:len(SCHEMA)], schema=SCHEMA)
+
+            batch = pa.RecordBatch.from_arrays(batch.columns[: len(SCHEMA)], schema=SCHEMA)
         left = partition.rows
         while left > 0:
             yield batch if left >= batch.num_rows else batch.slice(0, left)
@@ -162,6 +224,7 @@ class _ClockStreamReader(DataSourceStreamReader):
     @staticmethod
     def _now_ms() -> int:
         import time
+
         return int(time.time() * 1000)
 
     def initialOffset(self):
@@ -180,6 +243,7 @@ class _ClockStreamReader(DataSourceStreamReader):
         import numpy as np
 
         from protocol.records import SCHEMA
+
         # records k with start < k / rate * 1000 <= end, those of this partition
         first = math.floor(partition.start_ms * self.rate / 1000) + 1
         last = math.floor(partition.end_ms * self.rate / 1000)
@@ -190,13 +254,17 @@ class _ClockStreamReader(DataSourceStreamReader):
         sent = ks / self.rate
         n = len(ks)
         yield pa.RecordBatch.from_arrays(
-            [pa.nulls(n, pa.binary()),
-             pa.array([b"%.6f" % t for t in sent], pa.binary()),
-             pa.array(["bench-clock"] * n, pa.string()),
-             pa.array(np.full(n, partition.index, dtype=np.int32)),
-             pa.array(ks),
-             pa.array((sent * 1e6).astype(np.int64), pa.timestamp("us", tz="UTC")),
-             pa.array(np.zeros(n, dtype=np.int32))], schema=SCHEMA)
+            [
+                pa.nulls(n, pa.binary()),
+                pa.array([b"%.6f" % t for t in sent], pa.binary()),
+                pa.array(["bench-clock"] * n, pa.string()),
+                pa.array(np.full(n, partition.index, dtype=np.int32)),
+                pa.array(ks),
+                pa.array((sent * 1e6).astype(np.int64), pa.timestamp("us", tz="UTC")),
+                pa.array(np.zeros(n, dtype=np.int32)),
+            ],
+            schema=SCHEMA,
+        )
 
     def commit(self, end):
         pass
@@ -209,6 +277,7 @@ class ClockDataSource(DataSource):
 
     def schema(self):
         from kafka_source.spark_schema import kafka_schema_ddl
+
         return kafka_schema_ddl(False)
 
     def streamReader(self, schema):
@@ -241,18 +310,25 @@ class FloorDataSource(DataSource):
         if self.options.get("shape") == "avro":
             return AVRO_DDL
         from kafka_source.spark_schema import kafka_schema_ddl
+
         return kafka_schema_ddl(self.options.get("headers", "true") == "true")
 
     def reader(self, schema):
         o = self.options
-        return _Reader(int(o.get("partitions", 4)), int(o["rows"]),
-                       int(o.get("valueSize", 100)), o.get("shape", "kafka"),
-                       int(o.get("batchRows", BATCH_ROWS)), o.get("headers", "true") == "true")
+        return _Reader(
+            int(o.get("partitions", 4)),
+            int(o["rows"]),
+            int(o.get("valueSize", 100)),
+            o.get("shape", "kafka"),
+            int(o.get("batchRows", BATCH_ROWS)),
+            o.get("headers", "true") == "true",
+        )
 
     def streamReader(self, schema):
         o = self.options
-        return _StreamReader(int(o.get("partitions", 4)), int(o["rows"]),
-                             int(o.get("valueSize", 100)))
+        return _StreamReader(
+            int(o.get("partitions", 4)), int(o["rows"]), int(o.get("valueSize", 100))
+        )
 
     def writer(self, schema, overwrite):
         return _Writer()

@@ -65,12 +65,15 @@ def data_sets(scale: float, read_records: int, partitions: int):
 
     def n(records: int) -> int:
         return max(partitions * 2, int(records * scale))
-    return [DataSet("100B", n(read_records), 100, "none", partitions),
-            DataSet("1KB", n(read_records // 4), 1000, "none", partitions),
-            DataSet("100B-lz4", n(read_records // 2), 100, "lz4", partitions),
-            DataSet("100B-zstd", n(read_records // 2), 100, "zstd", partitions),
-            # a small read (at any scale): one task of ours, a task per partition of theirs
-            DataSet("100B-small", SMALL_READ_RECORDS, 100, "none", partitions)]
+
+    return [
+        DataSet("100B", n(read_records), 100, "none", partitions),
+        DataSet("1KB", n(read_records // 4), 1000, "none", partitions),
+        DataSet("100B-lz4", n(read_records // 2), 100, "lz4", partitions),
+        DataSet("100B-zstd", n(read_records // 2), 100, "zstd", partitions),
+        # a small read (at any scale): one task of ours, a task per partition of theirs
+        DataSet("100B-small", SMALL_READ_RECORDS, 100, "none", partitions),
+    ]
 
 
 def child_python() -> tuple[str, list[str]]:
@@ -79,6 +82,7 @@ def child_python() -> tuple[str, list[str]]:
         sys.path.insert(0, ROOT)
     from kafka_testbed.maven_jars import spark_kafka_jars
     from tests.own_envs import own_env
+
     python = own_env(f"pyspark-{SPARK_VERSION}", [f"pyspark=={SPARK_VERSION}"])
     return python, [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
 
@@ -88,6 +92,7 @@ def run_child(python: str, spec: dict, workdir: str, timeout: float) -> dict:
     child runs with first_write_trace/ first on PYTHONPATH: every Python process of its
     session logs the sink's steps with timestamps (see its sitecustomize.py)."""
     from tests.helpers.envs import clean_env
+
     mode = spec.get("mode", "bench")
     name = "-".join(filter(None, (mode, spec.get("tag"))))
     spec_path = os.path.join(workdir, f"spec-{name}.json")
@@ -97,14 +102,18 @@ def run_child(python: str, spec: dict, workdir: str, timeout: float) -> dict:
     env = clean_env(python, PYTHONPATH=os.pathsep.join([ROOT, HERE]), TZ="UTC")
     trace = None
     if mode == "first-write":
-        env.update(PYTHONPATH=os.pathsep.join([TRACE_DIR, ROOT, HERE]),
-                   PYKAFKA_WRITE_TRACE=os.path.join(workdir, f"write-trace-{name}.jsonl"))
+        env.update(
+            PYTHONPATH=os.pathsep.join([TRACE_DIR, ROOT, HERE]),
+            PYKAFKA_WRITE_TRACE=os.path.join(workdir, f"write-trace-{name}.jsonl"),
+        )
     elif mode == "latency":
         trace = os.path.join(workdir, f"stream-trace-{name}.jsonl")
-        env.update(PYTHONPATH=os.pathsep.join([STREAM_TRACE_DIR, ROOT, HERE]),
-                   PYKAFKA_STREAM_TRACE=trace)
-    done = subprocess.run([python, CHILD, spec_path, results_path], cwd=workdir, env=env,
-                          timeout=timeout)
+        env.update(
+            PYTHONPATH=os.pathsep.join([STREAM_TRACE_DIR, ROOT, HERE]), PYKAFKA_STREAM_TRACE=trace
+        )
+    done = subprocess.run(
+        [python, CHILD, spec_path, results_path], cwd=workdir, env=env, timeout=timeout
+    )
     if not os.path.exists(results_path):
         raise RuntimeError(f"the JVM bench child ended with {done.returncode} and no results")
     with open(results_path) as f:
@@ -144,14 +153,26 @@ def run_jvm(args, log) -> list[str]:
         first = {}
         # A third session starts with Spark's floor for a Python sink (a Python data
         # source whose tasks drop the rows): what any Python sink's first write costs.
-        for fmt, order in (("pykafka", ["pykafka", "pykafka", "kafka", "pykafka"]),
-                           ("kafka", ["kafka", "kafka", "pykafka", "kafka"]),
-                           (FLOOR, [FLOOR, FLOOR, "pykafka"])):
-            first[fmt] = run_child(python, {"mode": "first-write", "bootstrap": bootstrap,
-                                            "jars": jars, "cores": args.cores,
-                                            "records": write_records,
-                                            "partitions": partitions, "order": order,
-                                            "tag": fmt}, workdir, 900)
+        for fmt, order in (
+            ("pykafka", ["pykafka", "pykafka", "kafka", "pykafka"]),
+            ("kafka", ["kafka", "kafka", "pykafka", "kafka"]),
+            (FLOOR, [FLOOR, FLOOR, "pykafka"]),
+        ):
+            first[fmt] = run_child(
+                python,
+                {
+                    "mode": "first-write",
+                    "bootstrap": bootstrap,
+                    "jars": jars,
+                    "cores": args.cores,
+                    "records": write_records,
+                    "partitions": partitions,
+                    "order": order,
+                    "tag": fmt,
+                },
+                workdir,
+                900,
+            )
         for ds in sets:
             ds.topic = f"bench-jvm-{ds.name.lower()}"
             t = time.perf_counter()
@@ -165,32 +186,64 @@ def run_jvm(args, log) -> list[str]:
             log(f"jvm: produced {avro_records:,} Avro records in {time.perf_counter() - t:.1f} s")
             latency_topic = "bench-jvm-latency"
             from protocol.client.cluster import KafkaClient
+
             with KafkaClient(bootstrap_servers=bootstrap) as client:
                 client.create_topics({latency_topic: args.stream_partitions})
                 client.wait_for_topics([latency_topic])
-                client.latest_offsets([(latency_topic, p)  # the leaders take records
-                                       for p in range(args.stream_partitions)])
+                client.latest_offsets(
+                    [
+                        (latency_topic, p)  # the leaders take records
+                        for p in range(args.stream_partitions)
+                    ]
+                )
             spec = {
-                "bootstrap": bootstrap, "jars": jars, "cores": args.cores,
-                "broker_pids": broker_pids, "warmups": args.jvm_warmups,
+                "bootstrap": bootstrap,
+                "jars": jars,
+                "cores": args.cores,
+                "broker_pids": broker_pids,
+                "warmups": args.jvm_warmups,
                 "rounds": args.rounds,
-                "reads": [{"name": ds.name, "topic": ds.topic, "records": ds.records,
-                           "value_size": ds.value_size, "partitions": ds.partitions,
-                           "floor": ds.codec == "none" and "small" not in ds.name}
-                          for ds in sets],
+                "reads": [
+                    {
+                        "name": ds.name,
+                        "topic": ds.topic,
+                        "records": ds.records,
+                        "value_size": ds.value_size,
+                        "partitions": ds.partitions,
+                        "floor": ds.codec == "none" and "small" not in ds.name,
+                    }
+                    for ds in sets
+                ],
                 "write": {"records": write_records, "partitions": partitions},
-                "avro": {"topic": avro_topic, "records": avro_records,
-                         "registry_url": registry.url, "schema": json.dumps(RECORD)},
+                "avro": {
+                    "topic": avro_topic,
+                    "records": avro_records,
+                    "registry_url": registry.url,
+                    "schema": json.dumps(RECORD),
+                },
             }
             results = run_child(python, spec, workdir, 7200)
             if args.jvm_latency_runs:
-                latency = run_child(python, {
-                    "mode": "latency", "bootstrap": bootstrap, "jars": jars,
-                    "cores": args.cores, "broker_pids": broker_pids,
-                    "latency": {"topic": latency_topic, "partitions": args.stream_partitions,
-                                "rate": args.stream_rate, "warmup": args.stream_warmup,
-                                "seconds": args.jvm_latency_seconds,
-                                "runs": args.jvm_latency_runs}}, workdir, 7200)
+                latency = run_child(
+                    python,
+                    {
+                        "mode": "latency",
+                        "bootstrap": bootstrap,
+                        "jars": jars,
+                        "cores": args.cores,
+                        "broker_pids": broker_pids,
+                        "latency": {
+                            "topic": latency_topic,
+                            "partitions": args.stream_partitions,
+                            "rate": args.stream_rate,
+                            "warmup": args.stream_warmup,
+                            "seconds": args.jvm_latency_seconds,
+                            "runs": args.jvm_latency_runs,
+                        },
+                    },
+                    workdir,
+                    7200,
+                )
                 results["latency"] = latency.get("latency")
                 results["our_parts"] = latency.get("our_parts")
                 results["latency_trace"] = latency.get("trace", [])
@@ -198,8 +251,9 @@ def run_jvm(args, log) -> list[str]:
         finally:
             registry.stop()
     results["first_write_profile"] = first["pykafka"]
-    results["first_write_fresh"] = {fmt: dict(first[fmt]["phases"])[f"write 1 ({fmt})"]
-                                    for fmt in (*FORMATS, FLOOR)}
+    results["first_write_fresh"] = {
+        fmt: dict(first[fmt]["phases"])[f"write 1 ({fmt})"] for fmt in (*FORMATS, FLOOR)
+    }
     results["load_at_start"] = load_start
     os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
     with open(os.path.join(ROOT, ".cache", "bench-jvm-results.json"), "w") as f:  # raw figures
@@ -208,6 +262,7 @@ def run_jvm(args, log) -> list[str]:
 
 
 # ---- rendering -----------------------------------------------------------------------------
+
 
 def _fmt_rate(r: float) -> str:
     return f"{r / 1e6:.2f} M" if r >= 1e6 else f"{r / 1e3:.0f} k"
@@ -243,9 +298,8 @@ CASE_LABELS = {
     "read 100B-lz4": "spark.read -> noop, 100 B values, lz4",
     "read 100B-zstd": "spark.read -> noop, 100 B values, zstd",
     "read 100B-small": "spark.read -> noop, a small read (100 B values): one task of ours, "
-                       "a task per partition of the JVM's",
-    "write": "df.write of cached rows (10 B keys, 100 B values) to a new topic, after "
-             "warm-up",
+    "a task per partition of the JVM's",
+    "write": "df.write of cached rows (10 B keys, 100 B values) to a new topic, after warm-up",
     "write headers": "the same df.write with one header a row (6 B key, 8 B value)",
     "write lz4": "the same df.write, kafka.compression.type=lz4",
     "stream AvailableNow": "readStream AvailableNow -> noop, 100 B values",
@@ -261,12 +315,12 @@ def render(r: dict, sets, args, elapsed: float) -> list[str]:
         "",
         f"Spark {r.get('spark', SPARK_VERSION)} (the newest whose JVM Kafka connector Maven "
         f"serves), one SparkSession `local[{args.cores}]` holding both connectors: "
-        "`format(\"kafka\")` (spark-sql-kafka-0-10 with kafka-clients, its jars in "
-        "`spark.jars`) and `format(\"pykafka\")`; Apache Kafka (newest pinned version, one "
+        '`format("kafka")` (spark-sql-kafka-0-10 with kafka-clients, its jars in '
+        '`spark.jars`) and `format("pykafka")`; Apache Kafka (newest pinned version, one '
         f"node, on the same {os.cpu_count()} cores); default options on both. Each case runs "
         f"{args.jvm_warmups} warm-up rounds per connector (the JIT), then {args.rounds} "
         "rounds with the connectors interleaved (the order flips each round); medians; "
-        "\"ours / JVM\" is the median of per-round ratios. CPU s per M records by process "
+        '"ours / JVM" is the median of per-round ratios. CPU s per M records by process '
         "(medians): Spark's JVM, its Python workers, the broker, the driver (Python). "
         f"Load average at start {r.get('load_at_start', '?')}, at end "
         f"{r.get('load_at_end', '?')}. `--scale "
@@ -283,42 +337,56 @@ def render(r: dict, sets, args, elapsed: float) -> list[str]:
             continue
         cpu = {f: " / ".join(f"{cpu_per_m(case[f], k):.2f}" for k in KINDS) for f in FORMATS}
         floor = case.get(FLOOR)
-        lines.append(f"| {label} | {case['kafka']['records']:,} | "
-                     f"{_fmt_rate(statistics.median(_rates(case['kafka'])))} | "
-                     + (f"{_fmt_rate(statistics.median(_rates(floor)))}" if floor else "-")
-                     + f" | {_fmt_rate(statistics.median(_rates(case['pykafka'])))} | "
-                     f"{ratio(case):.2f}x | "
-                     + (f"{ratio(case, 'pykafka', FLOOR):.2f}" if floor else "-")
-                     + f" | {cpu['kafka']} | {cpu['pykafka']} | "
-                     + (" / ".join(f"{cpu_per_m(floor, k):.2f}" for k in KINDS[:2])
-                        if floor else "-")
-                     + f" | {cpu_ratio(case):.2f}x |")
+        lines.append(
+            f"| {label} | {case['kafka']['records']:,} | "
+            f"{_fmt_rate(statistics.median(_rates(case['kafka'])))} | "
+            + (f"{_fmt_rate(statistics.median(_rates(floor)))}" if floor else "-")
+            + f" | {_fmt_rate(statistics.median(_rates(case['pykafka'])))} | "
+            f"{ratio(case):.2f}x | "
+            + (f"{ratio(case, 'pykafka', FLOOR):.2f}" if floor else "-")
+            + f" | {cpu['kafka']} | {cpu['pykafka']} | "
+            + (" / ".join(f"{cpu_per_m(floor, k):.2f}" for k in KINDS[:2]) if floor else "-")
+            + f" | {cpu_ratio(case):.2f}x |"
+        )
     fw = r.get("first_write")
     if fw and "write" in cases:
         n = cases["write"]["kafka"]["records"]
-        lines += ["", f"First `df.write` of each connector in the session (the session's "
-                      f"first query of either connector, once the rows were cached): JVM "
-                      f"{fw['kafka']:.2f} s ({_fmt_rate(n / fw['kafka'])}/s), ours "
-                      f"{fw['pykafka']:.2f} s ({_fmt_rate(n / fw['pykafka'])}/s), ours / JVM "
-                      f"{fw['kafka'] / fw['pykafka']:.2f}x."]
+        lines += [
+            "",
+            f"First `df.write` of each connector in the session (the session's "
+            f"first query of either connector, once the rows were cached): JVM "
+            f"{fw['kafka']:.2f} s ({_fmt_rate(n / fw['kafka'])}/s), ours "
+            f"{fw['pykafka']:.2f} s ({_fmt_rate(n / fw['pykafka'])}/s), ours / JVM "
+            f"{fw['kafka'] / fw['pykafka']:.2f}x.",
+        ]
     fresh = r.get("first_write_fresh")
     if fresh and "write" in cases:
         n = cases["write"]["kafka"]["records"]
-        floor = (f"; Spark's floor for a Python sink (a Python data source whose tasks drop "
-                 f"the rows, `floor_source.py`) {fresh[FLOOR]:.2f} s, floor / JVM "
-                 f"{fresh['kafka'] / fresh[FLOOR]:.2f}x: what Spark costs any Python sink's "
-                 "first write" if FLOOR in fresh else "")
-        lines += ["", f"Each connector's first `df.write` in a fresh session of its own (the "
-                      f"session's first query; ours first, on a broker nothing had written to "
-                      f"yet): JVM {fresh['kafka']:.2f} s, ours {fresh['pykafka']:.2f} s, ours / "
-                      f"JVM {fresh['kafka'] / fresh['pykafka']:.2f}x ({n:,} rows){floor}."]
+        floor = (
+            f"; Spark's floor for a Python sink (a Python data source whose tasks drop "
+            f"the rows, `floor_source.py`) {fresh[FLOOR]:.2f} s, floor / JVM "
+            f"{fresh['kafka'] / fresh[FLOOR]:.2f}x: what Spark costs any Python sink's "
+            "first write"
+            if FLOOR in fresh
+            else ""
+        )
+        lines += [
+            "",
+            f"Each connector's first `df.write` in a fresh session of its own (the "
+            f"session's first query; ours first, on a broker nothing had written to "
+            f"yet): JVM {fresh['kafka']:.2f} s, ours {fresh['pykafka']:.2f} s, ours / "
+            f"JVM {fresh['kafka'] / fresh['pykafka']:.2f}x ({n:,} rows){floor}.",
+        ]
     write = cases.get("write", {})
     if FLOOR in write and "kafka" in write:
-        lines += ["", f"The same warm `df.write` into Spark's floor for a Python sink (its "
-                      f"tasks drop the rows): {_fmt_rate(statistics.median(_rates(write[FLOOR])))}"
-                      f" records/s, {ratio(write, FLOOR, 'kafka'):.2f}x the JVM connector (the "
-                      f"most a Python sink can reach here), ours "
-                      f"{ratio(write, 'pykafka', FLOOR):.2f}x the floor."]
+        lines += [
+            "",
+            f"The same warm `df.write` into Spark's floor for a Python sink (its "
+            f"tasks drop the rows): {_fmt_rate(statistics.median(_rates(write[FLOOR])))}"
+            f" records/s, {ratio(write, FLOOR, 'kafka'):.2f}x the JVM connector (the "
+            f"most a Python sink can reach here), ours "
+            f"{ratio(write, 'pykafka', FLOOR):.2f}x the floor.",
+        ]
     lines += render_first_write_profile(r.get("first_write_profile"))
     lines += render_latency(r, args)
     lines += ["", "Goals (issue 38; reported, not asserted):", ""]
@@ -330,8 +398,11 @@ def render_first_write_profile(p: dict | None) -> list[str]:
     if not p or not p.get("phases"):
         return []
     parts = ", ".join(f"{what} {s:.2f} s" for what, s in p["phases"])
-    lines = ["", "A fresh child session on a broker nothing had written to yet, each step "
-                 f"timed in the driver (rows made by `spark.range`, cached first): {parts}."]
+    lines = [
+        "",
+        "A fresh child session on a broker nothing had written to yet, each step "
+        f"timed in the driver (rows made by `spark.range`, cached first): {parts}.",
+    ]
     return lines + render_trace(p.get("trace") or [])
 
 
@@ -341,8 +412,15 @@ def trace_window(trace: list, write: str) -> tuple[float, float, list] | None:
     end = next((e[0] for e in trace if e[3] == f"driver: {write} end"), None)
     if begin is None or end is None:
         return None
-    return begin, end, [e for e in trace if begin - 0.001 <= e[0] <= end + 0.001
-                        and not e[3].startswith("driver:")]
+    return (
+        begin,
+        end,
+        [
+            e
+            for e in trace
+            if begin - 0.001 <= e[0] <= end + 0.001 and not e[3].startswith("driver:")
+        ],
+    )
 
 
 def render_trace(trace: list) -> list[str]:
@@ -364,17 +442,23 @@ def render_trace(trace: list) -> list[str]:
             elif event.endswith(" end") and (pid, event[:-4]) in opened:
                 start = opened.pop((pid, event[:-4]))
                 steps.setdefault(pid, []).append(
-                    f"{event[:-4]} +{start - begin:.2f} s for {at - start:.2f} s")
+                    f"{event[:-4]} +{start - begin:.2f} s for {at - start:.2f} s"
+                )
             elif event.startswith("note: "):
                 steps.setdefault(pid, []).append(f"({event[6:]})")
             else:
                 steps.setdefault(pid, []).append(f"{event} +{at - begin:.2f} s")
         if not steps:
             continue
-        out += ["", f"Inside the {write.split(' (')[0].replace('write', 'write no.')} of that "
-                    f"session ({end - begin:.2f} s; seconds from its start, per Python "
-                    "process Spark ran for it; first_write_trace/sitecustomize.py):", "",
-                "| Process | Steps |", "|---|---|"]
+        out += [
+            "",
+            f"Inside the {write.split(' (')[0].replace('write', 'write no.')} of that "
+            f"session ({end - begin:.2f} s; seconds from its start, per Python "
+            "process Spark ran for it; first_write_trace/sitecustomize.py):",
+            "",
+            "| Process | Steps |",
+            "|---|---|",
+        ]
         for pid, what in steps.items():
             out.append(f"| {kinds[pid]} (pid {pid}) | {'; '.join(what)} |")
         out += critical_path(begin, end, events)
@@ -396,8 +480,7 @@ def critical_path(begin: float, end: float, events: list) -> list[str]:
             continue
         if kind == "worker":  # the tasks run in parallel: the slowest worker is the path
             pids = {e[1] for e in evs}
-            evs = max(([e for e in evs if e[1] == pid] for pid in pids),
-                      key=lambda x: x[-1][0])
+            evs = max(([e for e in evs if e[1] == pid] for pid in pids), key=lambda x: x[-1][0])
         first_import = next((e[0] for e in evs if e[3].startswith("import ")), None)
         started = next((e[0] for e in evs if e[3] == "process started"), None)
         if first_import is not None and started is not None and started >= begin - 0.001:
@@ -415,18 +498,31 @@ def critical_path(begin: float, end: float, events: list) -> list[str]:
     total = end - begin
     if not (imports or ours):
         return []
-    return ["", f"Along the write's path ({total:.2f} s): Python processes Spark started for it, "
-                f"from their start to our first import, {spark_start:.2f} s; our imports "
-                f"{imports:.2f} s; our steps (create_writer, the slower worker's tasks, "
-                f"commit) {ours:.2f} s; the rest, {total - spark_start - imports - ours:.2f} s, "
-                "is Spark's own: launching those processes when they are new (a Python daemon "
-                "each for the planner, the tasks and the commit), planning, scheduling."]
+    return [
+        "",
+        f"Along the write's path ({total:.2f} s): Python processes Spark started for it, "
+        f"from their start to our first import, {spark_start:.2f} s; our imports "
+        f"{imports:.2f} s; our steps (create_writer, the slower worker's tasks, "
+        f"commit) {ours:.2f} s; the rest, {total - spark_start - imports - ours:.2f} s, "
+        "is Spark's own: launching those processes when they are new (a Python daemon "
+        "each for the planner, the tasks and the commit), planning, scheduling.",
+    ]
 
 
-LATENCY_NAMES = {"kafka": "JVM connector", "pykafka": "ours",
-                 CLOCK: "Spark's floor (a Python streaming source, no Kafka)"}
-PHASES = ("latestOffset", "queryPlanning", "getBatch", "walCommit", "addBatch",
-          "commitOffsets", "triggerExecution")
+LATENCY_NAMES = {
+    "kafka": "JVM connector",
+    "pykafka": "ours",
+    CLOCK: "Spark's floor (a Python streaming source, no Kafka)",
+}
+PHASES = (
+    "latestOffset",
+    "queryPlanning",
+    "getBatch",
+    "walCommit",
+    "addBatch",
+    "commitOffsets",
+    "triggerExecution",
+)
 
 
 def render_latency(r: dict, args) -> list[str]:
@@ -439,29 +535,47 @@ def render_latency(r: dict, args) -> list[str]:
 
     def med(fmt, key):
         return statistics.median(x[key] for x in lat[fmt])
-    lines = ["", f"Streaming latency: {args.stream_rate:.0f} records/s (one per record "
-                 f"batch, round robin) into {args.stream_partitions} partitions; readStream "
-                 "with the default trigger into `foreachBatch`, each row timed once "
-                 "collected in the driver (send time to arrival); "
-                 f"{seconds:.0f} s measured after a {args.stream_warmup:.0f} s warm-up, "
-                 f"{runs} run(s) of each source, interleaved (the order turns each run), in a "
-                 "session of their own whose Python processes trace themselves "
-                 "(`tests/bench/stream_trace/`); medians of runs.", "",
-             "| Source | p50 ms | p99 ms | max ms | micro-batches/s | rows per micro-batch | "
-             "CPU cores busy: JVM / Py / broker / driver |", "|---|---:|---:|---:|---:|---:|---|"]
+
+    lines = [
+        "",
+        f"Streaming latency: {args.stream_rate:.0f} records/s (one per record "
+        f"batch, round robin) into {args.stream_partitions} partitions; readStream "
+        "with the default trigger into `foreachBatch`, each row timed once "
+        "collected in the driver (send time to arrival); "
+        f"{seconds:.0f} s measured after a {args.stream_warmup:.0f} s warm-up, "
+        f"{runs} run(s) of each source, interleaved (the order turns each run), in a "
+        "session of their own whose Python processes trace themselves "
+        "(`tests/bench/stream_trace/`); medians of runs.",
+        "",
+        "| Source | p50 ms | p99 ms | max ms | micro-batches/s | rows per micro-batch | "
+        "CPU cores busy: JVM / Py / broker / driver |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for fmt in sources:
         x = lat[fmt][0]
         cpu = " / ".join(f"{x['cpu'].get(k, 0.0) / seconds:.2f}" for k in KINDS)
-        worst = statistics.median(max((b["max_latency_ms"] or 0) for b in y["micro_batches"])
-                                  for y in lat[fmt]) if x.get("micro_batches") else 0
-        lines.append(f"| {LATENCY_NAMES[fmt]} | {med(fmt, 'p50') * 1000:.0f} | "
-                     f"{med(fmt, 'p99') * 1000:.0f} | {worst:.0f} | "
-                     f"{med(fmt, 'per_second'):.2f} | {med(fmt, 'rows_per_batch'):.0f} | {cpu} |")
-    lines += ["", "Each run (p50 / p99 ms; ours against the JVM connector and against the "
-                  "floor, in the same run):", "",
-              "| Run | JVM connector | ours | floor | ours / JVM p50, p99 | ours / floor p50, "
-              "p99 |", "|---:|---|---|---|---|---|"]
+        worst = (
+            statistics.median(
+                max((b["max_latency_ms"] or 0) for b in y["micro_batches"]) for y in lat[fmt]
+            )
+            if x.get("micro_batches")
+            else 0
+        )
+        lines.append(
+            f"| {LATENCY_NAMES[fmt]} | {med(fmt, 'p50') * 1000:.0f} | "
+            f"{med(fmt, 'p99') * 1000:.0f} | {worst:.0f} | "
+            f"{med(fmt, 'per_second'):.2f} | {med(fmt, 'rows_per_batch'):.0f} | {cpu} |"
+        )
+    lines += [
+        "",
+        "Each run (p50 / p99 ms; ours against the JVM connector and against the "
+        "floor, in the same run):",
+        "",
+        "| Run | JVM connector | ours | floor | ours / JVM p50, p99 | ours / floor p50, p99 |",
+        "|---:|---|---|---|---|---|",
+    ]
     for i in range(runs):
+
         def pp(fmt):
             if len(lat.get(fmt) or []) <= i:
                 return "-"
@@ -472,32 +586,48 @@ def render_latency(r: dict, args) -> list[str]:
                 return "-"
             a, b = lat["pykafka"][i], lat[fmt][i]
             return f"{a['p50'] / b['p50']:.2f}x, {a['p99'] / b['p99']:.2f}x"
-        lines.append(f"| {i + 1} | {pp('kafka')} | {pp('pykafka')} | {pp(CLOCK)} | "
-                     f"{rr('kafka')} | {rr(CLOCK)} |")
+
+        lines.append(
+            f"| {i + 1} | {pp('kafka')} | {pp('pykafka')} | {pp(CLOCK)} | "
+            f"{rr('kafka')} | {rr(CLOCK)} |"
+        )
     phases = list(PHASES)
-    lines += ["", "One micro-batch, phase by phase (median ms of Spark's `durationMs`: "
-                  "latestOffset = offsets, queryPlanning + getBatch = planning, walCommit + "
-                  "commitOffsets = commit, addBatch = task launch + fetch + decode + the "
-                  "sink's collect):", "",
-              "| Source | " + " | ".join(phases) + " |", "|---|" + "---:|" * len(phases)]
+    lines += [
+        "",
+        "One micro-batch, phase by phase (median ms of Spark's `durationMs`: "
+        "latestOffset = offsets, queryPlanning + getBatch = planning, walCommit + "
+        "commitOffsets = commit, addBatch = task launch + fetch + decode + the "
+        "sink's collect):",
+        "",
+        "| Source | " + " | ".join(phases) + " |",
+        "|---|" + "---:|" * len(phases),
+    ]
     for fmt in sources:
-        lines.append(f"| {LATENCY_NAMES[fmt]} | " + " | ".join(
-            f"{statistics.median(x['phases'].get(ph, 0) for x in lat[fmt]):.0f}"
-            for ph in phases) + " |")
+        lines.append(
+            f"| {LATENCY_NAMES[fmt]} | "
+            + " | ".join(
+                f"{statistics.median(x['phases'].get(ph, 0) for x in lat[fmt]):.0f}"
+                for ph in phases
+            )
+            + " |"
+        )
     lines += slowest_micro_batches(lat, r.get("latency_trace") or [], sources)
     parts = r.get("our_parts")
     lines += issue_phases(lat, parts, args)
     if parts:
-        lines += ["", f"Our source's own parts of one micro-batch, timed in the child driver "
-                      f"against the same producer (medians of 20): `latestOffset` "
-                      f"{parts['latest_ms']:.1f} ms and `partitions` "
-                      f"{parts['partitions_ms']:.1f} ms (the driver's offsets and planning); "
-                      f"one task's `read_range` of its ranges {parts['read_range_ms']:.1f} ms "
-                      f"(fetch + decode, its connections included; "
-                      f"{parts.get('tasks') or '?'} task(s) a micro-batch), of which bare "
-                      f"Fetches of the same offsets by a connected client take "
-                      f"{parts['fetch_ms']:.1f} ms (broker and network); the rest of addBatch "
-                      "is Spark's task launch, the Python worker's round trip and the sink."]
+        lines += [
+            "",
+            f"Our source's own parts of one micro-batch, timed in the child driver "
+            f"against the same producer (medians of 20): `latestOffset` "
+            f"{parts['latest_ms']:.1f} ms and `partitions` "
+            f"{parts['partitions_ms']:.1f} ms (the driver's offsets and planning); "
+            f"one task's `read_range` of its ranges {parts['read_range_ms']:.1f} ms "
+            f"(fetch + decode, its connections included; "
+            f"{parts.get('tasks') or '?'} task(s) a micro-batch), of which bare "
+            f"Fetches of the same offsets by a connected client take "
+            f"{parts['fetch_ms']:.1f} ms (broker and network); the rest of addBatch "
+            "is Spark's task launch, the Python worker's round trip and the sink.",
+        ]
     return lines
 
 
@@ -538,10 +668,16 @@ def slowest_micro_batches(lat: dict, trace: list, sources: list) -> list[str]:
                 if not lo <= b["start"] <= hi:
                     continue
                 end = b["start"] + b["ms"]["triggerExecution"] / 1000
-                gap = (0.0 if prev is None else max(
-                    0.0, (b["start"] - prev["start"]) * 1000 - prev["ms"]["triggerExecution"]))
-                batches.append((b, gap, _trace_in(trace, b["start"], end)
-                                if fmt != "kafka" else {}))
+                gap = (
+                    0.0
+                    if prev is None
+                    else max(
+                        0.0, (b["start"] - prev["start"]) * 1000 - prev["ms"]["triggerExecution"]
+                    )
+                )
+                batches.append(
+                    (b, gap, _trace_in(trace, b["start"], end) if fmt != "kafka" else {})
+                )
         if not batches:
             continue
         by_time = sorted(batches, key=lambda t: t[0]["ms"]["triggerExecution"])
@@ -551,23 +687,39 @@ def slowest_micro_batches(lat: dict, trace: list, sources: list) -> list[str]:
         def cell(group, key, trace_key=False, gap=False):
             if fmt == "kafka" and trace_key:
                 return "-"
-            vals = [(t[1] if gap else t[2].get(key, 0.0) if trace_key else t[0]["ms"][key])
-                    for t in group]
+            vals = [
+                (t[1] if gap else t[2].get(key, 0.0) if trace_key else t[0]["ms"][key])
+                for t in group
+            ]
             return f"{(statistics.mean if group is slow else statistics.median)(vals):.0f}"
-        for label, group in ((f"{LATENCY_NAMES[fmt]}: median", median_set),
-                             (f"{LATENCY_NAMES[fmt]}: slowest 1% ({len(slow)})", slow)):
-            rows.append(f"| {label} | {len(group)} | "
-                        + " | ".join(cell(group, ph) for ph in PHASES) + " | "
-                        + cell(group, None, gap=True) + " | "
-                        + " | ".join(cell(group, t, trace_key=True) for t in TRACED) + " |")
-    return ["", "The slowest micro-batches against the median one (ms; Spark's `durationMs` "
-                "phases, the wait after the micro-batch before, and what the Python processes "
-                "traced during the micro-batch: our source's or the floor's `latestOffset`, "
-                "`partitions`, a task's `read` and `commit`, each Fetch round trip of ours, "
-                "garbage collections of 1 ms or more in any Python process, and the count of "
-                "Python processes started; medians for the median row, means for the "
-                "slowest):", "",
-            "| " + " | ".join(header) + " |", "|---|" + "---:|" * (len(header) - 1), *rows]
+
+        for label, group in (
+            (f"{LATENCY_NAMES[fmt]}: median", median_set),
+            (f"{LATENCY_NAMES[fmt]}: slowest 1% ({len(slow)})", slow),
+        ):
+            rows.append(
+                f"| {label} | {len(group)} | "
+                + " | ".join(cell(group, ph) for ph in PHASES)
+                + " | "
+                + cell(group, None, gap=True)
+                + " | "
+                + " | ".join(cell(group, t, trace_key=True) for t in TRACED)
+                + " |"
+            )
+    return [
+        "",
+        "The slowest micro-batches against the median one (ms; Spark's `durationMs` "
+        "phases, the wait after the micro-batch before, and what the Python processes "
+        "traced during the micro-batch: our source's or the floor's `latestOffset`, "
+        "`partitions`, a task's `read` and `commit`, each Fetch round trip of ours, "
+        "garbage collections of 1 ms or more in any Python process, and the count of "
+        "Python processes started; medians for the median row, means for the "
+        "slowest):",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|---|" + "---:|" * (len(header) - 1),
+        *rows,
+    ]
 
 
 def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
@@ -576,8 +728,10 @@ def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
     addBatch holds the rest. For ours, fetch and decode come from our own timings of one
     task (``our_parts``), times the waves of tasks a micro-batch runs (its tasks / cores),
     and task launch (with the sink's collect) is what addBatch leaves."""
+
     def med(fmt, *phases):
         return statistics.median(sum(x["phases"].get(p, 0) for p in phases) for x in lat[fmt])
+
     tasks = (parts or {}).get("tasks") or args.stream_partitions
     waves = math.ceil(tasks / args.cores)
     rows = []
@@ -591,14 +745,22 @@ def issue_phases(lat: dict, parts: dict | None, args) -> list[str]:
             cells = [f"{add - fetch - decode:.0f}", f"{fetch:.1f}", f"{decode:.1f}"]
         else:
             cells = [f"{add:.0f} (with fetch and decode)", "in task", "in task"]
-        rows.append(f"| {name} | {offsets:.0f} | {planning:.0f} | {' | '.join(cells)} | "
-                    f"{commit:.0f} | {whole:.0f} |")
-    return ["", f"The same micro-batch in the issue's phases (ms; fetch and decode of ours: one "
-                f"task's, times the {waves} wave(s) of its {tasks:g} task(s) on {args.cores} "
-                "cores; task launch = addBatch minus them, with Spark's Python worker round "
-                "trip and the foreachBatch collect):", "",
-            "| Connector | offsets | planning | task launch + sink | fetch | decode | commit | "
-            "micro-batch |", "|---|---:|---:|---:|---:|---:|---:|---:|", *rows]
+        rows.append(
+            f"| {name} | {offsets:.0f} | {planning:.0f} | {' | '.join(cells)} | "
+            f"{commit:.0f} | {whole:.0f} |"
+        )
+    return [
+        "",
+        f"The same micro-batch in the issue's phases (ms; fetch and decode of ours: one "
+        f"task's, times the {waves} wave(s) of its {tasks:g} task(s) on {args.cores} "
+        "cores; task launch = addBatch minus them, with Spark's Python worker round "
+        "trip and the foreachBatch collect):",
+        "",
+        "| Connector | offsets | planning | task launch + sink | fetch | decode | commit | "
+        "micro-batch |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
 
 
 def goals(r: dict) -> list[str]:
@@ -606,17 +768,28 @@ def goals(r: dict) -> list[str]:
     for name, goal in (("read 100B", GOAL_READ_100B), ("read 1KB", GOAL_READ_1KB)):
         if name in cases:
             x = ratio(cases[name])
-            floor = (f"; {ratio(cases[name], 'pykafka', FLOOR):.2f} of Spark's floor for a "
-                     "Python source" if FLOOR in cases[name] else "")
-            stretch = (f"; the stretch, {GOAL_READ_100B_STRETCH:g}x: "
-                       f"{verdict(x >= GOAL_READ_100B_STRETCH)}" if name == "read 100B" else "")
-            out.append(f"- {name.replace('read ', 'read, ')} >= {goal:g}x the JVM connector: "
-                       f"{verdict(x >= goal)} ({x:.2f}x; by CPU per record, all processes, "
-                       f"{cpu_ratio(cases[name]):.2f}x{floor}{stretch})")
+            floor = (
+                f"; {ratio(cases[name], 'pykafka', FLOOR):.2f} of Spark's floor for a Python source"
+                if FLOOR in cases[name]
+                else ""
+            )
+            stretch = (
+                f"; the stretch, {GOAL_READ_100B_STRETCH:g}x: "
+                f"{verdict(x >= GOAL_READ_100B_STRETCH)}"
+                if name == "read 100B"
+                else ""
+            )
+            out.append(
+                f"- {name.replace('read ', 'read, ')} >= {goal:g}x the JVM connector: "
+                f"{verdict(x >= goal)} ({x:.2f}x; by CPU per record, all processes, "
+                f"{cpu_ratio(cases[name]):.2f}x{floor}{stretch})"
+            )
     for name in ("read 100B-lz4", "read 100B-zstd"):
         if name in cases:
-            out.append(f"- (no goal) {name.replace('read ', 'read, ')}: {ratio(cases[name]):.2f}x "
-                       f"(by CPU {cpu_ratio(cases[name]):.2f}x)")
+            out.append(
+                f"- (no goal) {name.replace('read ', 'read, ')}: {ratio(cases[name]):.2f}x "
+                f"(by CPU {cpu_ratio(cases[name]):.2f}x)"
+            )
     fw = r.get("first_write_fresh") or r.get("first_write")
     if "write" in cases:
         steady = ratio(cases["write"])
@@ -624,59 +797,90 @@ def goals(r: dict) -> list[str]:
         w = cases["write"]
         ceiling = ""
         if FLOOR in w and fw and FLOOR in fw:
-            ceiling = (f"; Spark's floor for a Python sink, which drops the rows, reaches "
-                       f"{ratio(w, FLOOR, 'kafka'):.2f}x warm and "
-                       f"{fw['kafka'] / fw[FLOOR]:.2f}x on a first write")
-        of_floor = (f"; {ratio(w, 'pykafka', FLOOR):.2f} of the floor" if FLOOR in w else "")
-        out.append(f"- a warm write >= {GOAL_WRITE}x the JVM connector: "
-                   f"{verdict(steady >= GOAL_WRITE)} ({steady:.2f}x, by CPU "
-                   f"{cpu_ratio(cases['write']):.2f}x{of_floor}{ceiling})")
-        out.append(f"- a first write in a fresh session >= {GOAL_FIRST_WRITE:g}x the JVM "
-                   f"connector's: {verdict(first >= GOAL_FIRST_WRITE)} ({first:.2f}x)")
+            ceiling = (
+                f"; Spark's floor for a Python sink, which drops the rows, reaches "
+                f"{ratio(w, FLOOR, 'kafka'):.2f}x warm and "
+                f"{fw['kafka'] / fw[FLOOR]:.2f}x on a first write"
+            )
+        of_floor = f"; {ratio(w, 'pykafka', FLOOR):.2f} of the floor" if FLOOR in w else ""
+        out.append(
+            f"- a warm write >= {GOAL_WRITE}x the JVM connector: "
+            f"{verdict(steady >= GOAL_WRITE)} ({steady:.2f}x, by CPU "
+            f"{cpu_ratio(cases['write']):.2f}x{of_floor}{ceiling})"
+        )
+        out.append(
+            f"- a first write in a fresh session >= {GOAL_FIRST_WRITE:g}x the JVM "
+            f"connector's: {verdict(first >= GOAL_FIRST_WRITE)} ({first:.2f}x)"
+        )
         for name in ("write headers", "write lz4"):
             if name in cases and all(f in cases[name] for f in FORMATS):
-                floor = (f"; {ratio(cases[name], 'pykafka', FLOOR):.2f} of the floor"
-                         if FLOOR in cases[name] else "")
-                out.append(f"- (beside it, no goal) {CASE_LABELS[name]}: "
-                           f"{ratio(cases[name]):.2f}x (by CPU "
-                           f"{cpu_ratio(cases[name]):.2f}x{floor})")
+                floor = (
+                    f"; {ratio(cases[name], 'pykafka', FLOOR):.2f} of the floor"
+                    if FLOOR in cases[name]
+                    else ""
+                )
+                out.append(
+                    f"- (beside it, no goal) {CASE_LABELS[name]}: "
+                    f"{ratio(cases[name]):.2f}x (by CPU "
+                    f"{cpu_ratio(cases[name]):.2f}x{floor})"
+                )
     lat = r.get("latency")
     if lat and all(lat.get(f) for f in FORMATS):
-        p50, p99 = (statistics.median(x[k] for x in lat["pykafka"])
-                    / statistics.median(x[k] for x in lat["kafka"]) for k in ("p50", "p99"))
-        out.append(f"- stream latency p50 and p99 <= {GOAL_LATENCY:g}x the JVM connector's "
-                   f"(median of the runs): {verdict(max(p50, p99) <= GOAL_LATENCY)} (p50 "
-                   f"{p50:.2f}x, p99 {p99:.2f}x)")
+        p50, p99 = (
+            statistics.median(x[k] for x in lat["pykafka"])
+            / statistics.median(x[k] for x in lat["kafka"])
+            for k in ("p50", "p99")
+        )
+        out.append(
+            f"- stream latency p50 and p99 <= {GOAL_LATENCY:g}x the JVM connector's "
+            f"(median of the runs): {verdict(max(p50, p99) <= GOAL_LATENCY)} (p50 "
+            f"{p50:.2f}x, p99 {p99:.2f}x)"
+        )
         if lat.get(CLOCK):
             per_run = [a["p99"] / b["p99"] for a, b in zip(lat["pykafka"], lat[CLOCK])]
             long_enough = r.get("latency_seconds", 0) >= 120 and len(per_run) >= 3
-            out.append(f"- stream latency p99 <= {GOAL_LATENCY_P99_FLOOR:g}x Spark's floor's "
-                       f"in every run (three runs of two minutes or more): "
-                       f"{verdict(long_enough and max(per_run) <= GOAL_LATENCY_P99_FLOOR)} ("
-                       + ", ".join(f"{x:.2f}x" for x in per_run)
-                       + ("" if long_enough else "; fewer or shorter runs than the goal asks")
-                       + ")")
+            out.append(
+                f"- stream latency p99 <= {GOAL_LATENCY_P99_FLOOR:g}x Spark's floor's "
+                f"in every run (three runs of two minutes or more): "
+                f"{verdict(long_enough and max(per_run) <= GOAL_LATENCY_P99_FLOOR)} ("
+                + ", ".join(f"{x:.2f}x" for x in per_run)
+                + ("" if long_enough else "; fewer or shorter runs than the goal asks")
+                + ")"
+            )
     if "avro decoded" in cases and "avro raw" in cases:
         vs_from = ratio(cases["avro decoded"])
         ours_raw = statistics.median(
-            d / w for d, w in zip(_rates(cases["avro decoded"]["pykafka"]),
-                                  _rates(cases["avro raw"]["pykafka"])))
+            d / w
+            for d, w in zip(
+                _rates(cases["avro decoded"]["pykafka"]), _rates(cases["avro raw"]["pykafka"])
+            )
+        )
         jvm_raw = statistics.median(
-            d / w for d, w in zip(_rates(cases["avro decoded"]["kafka"]),
-                                  _rates(cases["avro raw"]["kafka"])))
-        out.append(f"- registry Avro >= {GOAL_AVRO_VS_FROM_AVRO:.0f}x from_avro over the JVM "
-                   f"connector: {verdict(vs_from >= GOAL_AVRO_VS_FROM_AVRO)} ({vs_from:.2f}x; "
-                   f"by CPU {cpu_ratio(cases['avro decoded']):.2f}x)")
+            d / w
+            for d, w in zip(
+                _rates(cases["avro decoded"]["kafka"]), _rates(cases["avro raw"]["kafka"])
+            )
+        )
+        out.append(
+            f"- registry Avro >= {GOAL_AVRO_VS_FROM_AVRO:.0f}x from_avro over the JVM "
+            f"connector: {verdict(vs_from >= GOAL_AVRO_VS_FROM_AVRO)} ({vs_from:.2f}x; "
+            f"by CPU {cpu_ratio(cases['avro decoded']):.2f}x)"
+        )
         floor = ""
         if FLOOR in cases["avro decoded"] and FLOOR in cases["avro raw"]:
-            typed, binary = (statistics.median(_rates(cases[c][FLOOR]))
-                             for c in ("avro decoded", "avro raw"))
-            floor = (f"; Spark's floor reads the five typed columns ready made at "
-                     f"{_fmt_rate(typed)}/s and one binary column at {_fmt_rate(binary)}/s: "
-                     f"decoded, ours keeps {ratio(cases['avro decoded'], 'pykafka', FLOOR):.2f}"
-                     f" of the typed floor; raw, {ratio(cases['avro raw'], 'pykafka', FLOOR):.2f}"
-                     " of the binary one")
-        out.append(f"- registry Avro >= {GOAL_AVRO_VS_RAW}x our raw-bytes read of the same "
-                   f"topic: {verdict(ours_raw >= GOAL_AVRO_VS_RAW)} ({ours_raw:.2f}x; the "
-                   f"JVM's from_avro keeps {jvm_raw:.2f}x of its raw read{floor})")
+            typed, binary = (
+                statistics.median(_rates(cases[c][FLOOR])) for c in ("avro decoded", "avro raw")
+            )
+            floor = (
+                f"; Spark's floor reads the five typed columns ready made at "
+                f"{_fmt_rate(typed)}/s and one binary column at {_fmt_rate(binary)}/s: "
+                f"decoded, ours keeps {ratio(cases['avro decoded'], 'pykafka', FLOOR):.2f}"
+                f" of the typed floor; raw, {ratio(cases['avro raw'], 'pykafka', FLOOR):.2f}"
+                " of the binary one"
+            )
+        out.append(
+            f"- registry Avro >= {GOAL_AVRO_VS_RAW}x our raw-bytes read of the same "
+            f"topic: {verdict(ours_raw >= GOAL_AVRO_VS_RAW)} ({ours_raw:.2f}x; the "
+            f"JVM's from_avro keeps {jvm_raw:.2f}x of its raw read{floor})"
+        )
     return out

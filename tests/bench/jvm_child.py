@@ -48,6 +48,7 @@ def log(message: str) -> None:
 
 # ---- the session ---------------------------------------------------------------------------
 
+
 def session(jars: list[str], cores: int, **conf: str):
     """local[cores] with both connectors, as the main bench's session (4 GB driver);
     ``conf``: more Spark settings."""
@@ -55,24 +56,30 @@ def session(jars: list[str], cores: int, **conf: str):
     from pyspark.sql import SparkSession
 
     from pyspark_pykafka import KafkaDataSource
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("pykafka-bench-jvm")
-             .config("spark.jars", ",".join(jars))
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", str(cores))
-             .config("spark.python.authenticate.socketTimeout", "120s")
-             .config(map={k.replace("_", "."): v for k, v in conf.items()})
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("pykafka-bench-jvm")
+        .config("spark.jars", ",".join(jars))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .config(map={k.replace("_", "."): v for k, v in conf.items()})
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     from floor_source import ClockDataSource, FloorDataSource  # tests/bench is on the path
+
     spark.dataSource.register(FloorDataSource)
     spark.dataSource.register(ClockDataSource)
     return spark
 
 
 # ---- CPU by process kind -------------------------------------------------------------------
+
 
 def _ticks(pid: int) -> int:
     try:
@@ -126,13 +133,18 @@ class Recorder:
         seconds = fn()
         cpu = cpu_between(before, cpu_snapshot(self.broker_pids))
         if keep:
-            entry = self.out["cases"].setdefault(case, {}).setdefault(
-                fmt, {"records": records, "seconds": [], "cpu": []})
+            entry = (
+                self.out["cases"]
+                .setdefault(case, {})
+                .setdefault(fmt, {"records": records, "seconds": [], "cpu": []})
+            )
             entry["seconds"].append(round(seconds, 4))
             entry["cpu"].append(cpu)
             self.save()
-        log(f"  {case:<22} {fmt:<8} {'' if keep else '(warm-up) '}{seconds:7.2f} s "
-            f"{records / seconds:12,.0f} records/s  load {os.getloadavg()[0]:.1f}")
+        log(
+            f"  {case:<22} {fmt:<8} {'' if keep else '(warm-up) '}{seconds:7.2f} s "
+            f"{records / seconds:12,.0f} records/s  load {os.getloadavg()[0]:.1f}"
+        )
         return seconds
 
     def case(self, case: str, records: int, runs: dict, warmups: int, rounds: int) -> None:
@@ -143,11 +155,12 @@ class Recorder:
             for _ in range(warmups):
                 self.timed(case, fmt, records, runs[fmt], keep=False)
         for r in range(rounds):
-            for fmt in (fmts if r % 2 == 0 else fmts[::-1]):
+            for fmt in fmts if r % 2 == 0 else fmts[::-1]:
                 self.timed(case, fmt, records, runs[fmt])
 
 
 # ---- the cases -----------------------------------------------------------------------------
+
 
 def reader(spark, fmt: str, bootstrap: str, topic: str, stream: bool = False, **options):
     read = spark.readStream if stream else spark.read
@@ -173,10 +186,14 @@ def stream_available_now(spark, fmt, bootstrap, topic, records) -> float:
     checkpoint = tempfile.mkdtemp(prefix="bench-jvm-ckpt-")
     try:
         t = time.perf_counter()
-        query = (reader(spark, fmt, bootstrap, topic, stream=True,
-                        startingOffsets="earliest").load()
-                 .writeStream.format("noop").option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
+        query = (
+            reader(spark, fmt, bootstrap, topic, stream=True, startingOffsets="earliest")
+            .load()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         seconds = time.perf_counter() - t
         if query.exception() is not None:
@@ -191,6 +208,7 @@ def stream_available_now(spark, fmt, bootstrap, topic, records) -> float:
 
 def new_topic(bootstrap: str, partitions: int, prefix: str = "bench-jvm-out") -> str:
     from protocol.client.cluster import KafkaClient
+
     name = f"{prefix}-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})
@@ -202,10 +220,14 @@ def new_topic(bootstrap: str, partitions: int, prefix: str = "bench-jvm-out") ->
 def generated_rows(spark, records: int, partitions: int):
     """``records`` rows of a 10-byte key and a 100-byte value made by ``spark.range`` and
     cached in memory: neither connector's code made them, and neither is warmed by them."""
-    df = (spark.range(records, numPartitions=partitions)
-          .selectExpr("CAST(lpad(CAST(id AS STRING), 10, '0') AS BINARY) AS key",
-                      "CAST(rpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value")
-          .cache())
+    df = (
+        spark.range(records, numPartitions=partitions)
+        .selectExpr(
+            "CAST(lpad(CAST(id AS STRING), 10, '0') AS BINARY) AS key",
+            "CAST(rpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value",
+        )
+        .cache()
+    )
     rows = df.count()
     if rows != records:
         raise RuntimeError(f"cached rows: {rows}, {records} expected")
@@ -221,8 +243,12 @@ def write(df, fmt: str, bootstrap: str, partitions: int, **options) -> float:
         return time.perf_counter() - t
     topic = new_topic(bootstrap, partitions)
     t = time.perf_counter()
-    w = (df.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap)
-         .option("topic", topic))
+    w = (
+        df.write.format(fmt)
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+    )
     for k, v in options.items():
         w = w.option(k, v)
     w.save()
@@ -232,9 +258,13 @@ def write(df, fmt: str, bootstrap: str, partitions: int, **options) -> float:
 def with_header(df):
     """The rows with one header each (a 6-byte key, an 8-byte value), cached: the
     ``headers`` column both connectors write."""
-    out = df.selectExpr("key", "value", "array(named_struct('key', 'source', 'value', "
-                        "CAST(lpad(CAST(length(value) AS STRING), 8, '0') AS BINARY))) "
-                        "AS headers").cache()
+    out = df.selectExpr(
+        "key",
+        "value",
+        "array(named_struct('key', 'source', 'value', "
+        "CAST(lpad(CAST(length(value) AS STRING), 8, '0') AS BINARY))) "
+        "AS headers",
+    ).cache()
     out.count()
     return out
 
@@ -249,19 +279,38 @@ def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
     ``from_avro`` over the value minus its 5-byte Confluent header; both raw (binary)."""
     from pyspark.sql.avro.functions import from_avro
     from pyspark.sql.functions import expr
+
     topic, url, schema = avro["topic"], avro["registry_url"], avro["schema"]
 
     def ours():
-        return noop(lambda: reader(spark, "pykafka", bootstrap, topic, valueFormat="avro",
-                                   **{"schema.registry.url": url}).load().select("value"))
+        return noop(
+            lambda: (
+                reader(
+                    spark,
+                    "pykafka",
+                    bootstrap,
+                    topic,
+                    valueFormat="avro",
+                    **{"schema.registry.url": url},
+                )
+                .load()
+                .select("value")
+            )
+        )
 
     def theirs():
-        return noop(lambda: reader(spark, "kafka", bootstrap, topic).load().select(
-            from_avro(expr("substring(value, 6, length(value) - 5)"), schema).alias("value")))
+        return noop(
+            lambda: (
+                reader(spark, "kafka", bootstrap, topic)
+                .load()
+                .select(
+                    from_avro(expr("substring(value, 6, length(value) - 5)"), schema).alias("value")
+                )
+            )
+        )
 
     def raw(fmt):
-        return lambda: noop(lambda: reader(spark, fmt, bootstrap, topic).load()
-                            .select("value"))
+        return lambda: noop(lambda: reader(spark, fmt, bootstrap, topic).load().select("value"))
 
     def floor(**options):
         # Spark's floor: the same number of values as ready Arrow batches, no Kafka, no
@@ -271,13 +320,21 @@ def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
             for k, v in options.items():
                 r = r.option(k, v)
             return noop(lambda: r.load().select("value"))
+
         return run
-    return {"decoded": {"pykafka": ours, "kafka": theirs, FLOOR: floor(shape="avro")},
-            "raw": {"pykafka": raw("pykafka"), "kafka": raw("kafka"),
-                    FLOOR: floor(valueSize=avro.get("value_size", 40), headers="false")}}
+
+    return {
+        "decoded": {"pykafka": ours, "kafka": theirs, FLOOR: floor(shape="avro")},
+        "raw": {
+            "pykafka": raw("pykafka"),
+            "kafka": raw("kafka"),
+            FLOOR: floor(valueSize=avro.get("value_size", 40), headers="false"),
+        },
+    }
 
 
 # ---- streaming latency ---------------------------------------------------------------------
+
 
 class SteadyProducer:
     """``rate`` records a second, round robin over the partitions, each alone in its record
@@ -296,14 +353,14 @@ class SteadyProducer:
 
         from protocol.client.cluster import KafkaClient
         from protocol.records import encode_batch
+
         period = 1.0 / self.rate
         try:
             with KafkaClient(bootstrap_servers=self.bootstrap) as client:
                 next_at = time.monotonic()
                 while not self._stop.is_set():
                     blob = encode_batch(None, pa.array([b"%.6f" % time.time()], pa.binary()))
-                    answer = client.produce(self.topic, self.sent % self.partitions, blob,
-                                            acks=1)
+                    answer = client.produce(self.topic, self.sent % self.partitions, blob, acks=1)
                     if answer["error_code"]:
                         raise RuntimeError(f"produce failed: {answer}")
                     self.sent += 1
@@ -325,19 +382,33 @@ class SteadyProducer:
             raise RuntimeError(f"the steady producer failed: {self.error}")
 
 
-def latency_run(spark, fmt: str, bootstrap: str, topic: str, warmup: float, seconds: float,
-                broker_pids: list[int], partitions: int = 4, rate: float = 400) -> dict:
+def latency_run(
+    spark,
+    fmt: str,
+    bootstrap: str,
+    topic: str,
+    warmup: float,
+    seconds: float,
+    broker_pids: list[int],
+    partitions: int = 4,
+    rate: float = 400,
+) -> dict:
     """readStream (default trigger, latest offsets) into foreachBatch, timed as the streaming
     section times it (``streaming_cases._latency_run``), with the CPU of every process over
     the measured seconds. ``fmt`` CLOCK is Spark's floor: a Python streaming source of the
     same rows with no Kafka (its offsets are the clock)."""
+
     def cpu_over_the_window():
         before = cpu_snapshot(broker_pids)
         return lambda: cpu_between(before, cpu_snapshot(broker_pids))
 
     if fmt == CLOCK:
-        stream = (spark.readStream.format(CLOCK).option("partitions", partitions)
-                  .option("rate", rate).load())
+        stream = (
+            spark.readStream.format(CLOCK)
+            .option("partitions", partitions)
+            .option("rate", rate)
+            .load()
+        )
     else:
         stream = reader(spark, fmt, bootstrap, topic, stream=True).load()
     res = _latency_run(spark, stream, warmup, seconds, measure=cpu_over_the_window)
@@ -358,8 +429,10 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
     from kafka_source.options import parse_reader_options
     from kafka_source.stream_reader import KafkaStreamReader
     from protocol.client.cluster import KafkaClient
-    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
-                                    "subscribe": topic}, for_streaming=True)
+
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}, for_streaming=True
+    )
     source = KafkaStreamReader(options)
     start = source.latestOffset(source.initialOffset(), ReadAllAvailable())
     latest, plan, read, fetch, tasks = [], [], [], [], []
@@ -388,13 +461,17 @@ def our_micro_batch_parts(bootstrap: str, topic: str, rounds: int = 20) -> dict:
     finally:
         source.stop()
     med = statistics.median
-    return {"latest_ms": med(latest) * 1000, "partitions_ms": med(plan) * 1000,
-            "read_range_ms": med(read) * 1000 if read else None,
-            "fetch_ms": med(fetch) * 1000 if fetch else None,
-            "tasks": med(tasks) if tasks else None}
+    return {
+        "latest_ms": med(latest) * 1000,
+        "partitions_ms": med(plan) * 1000,
+        "read_range_ms": med(read) * 1000 if read else None,
+        "fetch_ms": med(fetch) * 1000 if fetch else None,
+        "tasks": med(tasks) if tasks else None,
+    }
 
 
 # ---- the first write of a session ----------------------------------------------------------
+
 
 def first_write_profile(spec: dict) -> dict:
     """A fresh session's first ``df.write.format("pykafka")`` and the ones after, with a
@@ -442,6 +519,7 @@ def trace_module():
     if not os.environ.get("PYKAFKA_WRITE_TRACE"):
         return _NoTrace
     import sitecustomize
+
     return sitecustomize if hasattr(sitecustomize, "emit") else _NoTrace
 
 
@@ -462,22 +540,35 @@ def latency_mode(spec: dict, results_path: str) -> None:
     out: dict = {"latency": {fmt: [] for fmt in LATENCY_SOURCES}}
     rec = Recorder(results_path, spec["broker_pids"], out)
     lat, bootstrap = spec["latency"], spec["bootstrap"]
-    spark = session(spec["jars"], spec["cores"],
-                    spark_sql_streaming_numRecentProgressUpdates="100000")
+    spark = session(
+        spec["jars"], spec["cores"], spark_sql_streaming_numRecentProgressUpdates="100000"
+    )
     activate(spark)
     producer = SteadyProducer(bootstrap, lat["topic"], lat["partitions"], lat["rate"]).start()
     try:
         for r in range(lat["runs"]):
             k = r % len(LATENCY_SOURCES)
             for fmt in LATENCY_SOURCES[k:] + LATENCY_SOURCES[:k]:
-                log(f"latency {fmt}: {lat['rate']:.0f} records/s, {lat['warmup']:.0f} s "
-                    f"warm-up + {lat['seconds']:.0f} s (run {r + 1} of {lat['runs']})")
-                res = latency_run(spark, fmt, bootstrap, lat["topic"], lat["warmup"],
-                                  lat["seconds"], spec["broker_pids"], lat["partitions"],
-                                  lat["rate"])
+                log(
+                    f"latency {fmt}: {lat['rate']:.0f} records/s, {lat['warmup']:.0f} s "
+                    f"warm-up + {lat['seconds']:.0f} s (run {r + 1} of {lat['runs']})"
+                )
+                res = latency_run(
+                    spark,
+                    fmt,
+                    bootstrap,
+                    lat["topic"],
+                    lat["warmup"],
+                    lat["seconds"],
+                    spec["broker_pids"],
+                    lat["partitions"],
+                    lat["rate"],
+                )
                 out["latency"][fmt].append(res)
-                log(f"  {fmt}: p50 {res['p50'] * 1000:.0f} ms, p99 {res['p99'] * 1000:.0f}"
-                    f" ms, {res['per_second']:.2f} micro-batches/s")
+                log(
+                    f"  {fmt}: p50 {res['p50'] * 1000:.0f} ms, p99 {res['p99'] * 1000:.0f}"
+                    f" ms, {res['per_second']:.2f} micro-batches/s"
+                )
                 rec.save()
         out["our_parts"] = our_micro_batch_parts(bootstrap, lat["topic"])
         log(f"  our micro-batch parts: {out['our_parts']}")
@@ -488,6 +579,7 @@ def latency_mode(spec: dict, results_path: str) -> None:
 
 
 # ---- scale (issue 41, scale_cases.py) -------------------------------------------------------
+
 
 def read_with(spark, fmt: str, bootstrap: str, options: dict):
     r = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
@@ -516,12 +608,14 @@ def _peak_kb(pid: int) -> int:
     return 0
 
 
-def timed_read(spark, fmt: str, bootstrap: str, options: dict, rows: int | None,
-               peaks: list | None = None) -> float:
+def timed_read(
+    spark, fmt: str, bootstrap: str, options: dict, rows: int | None, peaks: list | None = None
+) -> float:
     """``load()`` into noop, timed; the rows checked where ``rows`` is given (a count
     outside the clock); ``peaks`` gets the Python workers' peak RSS of the run (kB, each
     forked worker's), for ours."""
     from tests.worker_stats import forked_workers
+
     if peaks is not None:
         _reset_peaks(forked_workers())
     seconds = noop(lambda: read_with(spark, fmt, bootstrap, options))
@@ -534,16 +628,22 @@ def timed_read(spark, fmt: str, bootstrap: str, options: dict, rows: int | None,
     return seconds
 
 
-def stream_durations(spark, fmt: str, bootstrap: str, topic: str, warmup: float,
-                     seconds: float, options: dict | None = None) -> dict:
+def stream_durations(
+    spark,
+    fmt: str,
+    bootstrap: str,
+    topic: str,
+    warmup: float,
+    seconds: float,
+    options: dict | None = None,
+) -> dict:
     """A readStream (default trigger, from latest) into noop for ``warmup + seconds``: the
     ``triggerExecution`` duration of every micro-batch with rows after the warm-up."""
     checkpoint = tempfile.mkdtemp(prefix="bench-scale-ckpt-")
     r = spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap)
     for k, v in (options or {"subscribe": topic}).items():
         r = r.option(k, v)
-    query = (r.load().writeStream.format("noop").option("checkpointLocation", checkpoint)
-             .start())
+    query = r.load().writeStream.format("noop").option("checkpointLocation", checkpoint).start()
     try:
         time.sleep(warmup)
         first = (query.lastProgress or {}).get("batchId", -1)
@@ -557,8 +657,11 @@ def stream_durations(spark, fmt: str, bootstrap: str, topic: str, warmup: float,
     progress = [p for p in window if p["numInputRows"] > 0]
     durations = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in progress]
     # the rate the stream took in over the window (the producer's, if it kept up)
-    return {"durations": durations, "rows": [p["numInputRows"] for p in progress],
-            "rate": sum(p["numInputRows"] for p in window) / seconds}
+    return {
+        "durations": durations,
+        "rows": [p["numInputRows"] for p in progress],
+        "rate": sum(p["numInputRows"] for p in window) / seconds,
+    }
 
 
 def scale_mode(spec: dict, results_path: str) -> None:
@@ -567,23 +670,30 @@ def scale_mode(spec: dict, results_path: str) -> None:
     longer than the budget: ``jvm_options``, ``jvm_share``), then each micro-batch point
     under a steady producer (a child of the bench's own Python)."""
     import subprocess
+
     out: dict = {"reads": {}, "streams": {}, "peaks": {}}
     rec = Recorder(results_path, spec["broker_pids"], out)
     bootstrap = spec["bootstrap"]
-    spark = session(spec["jars"], spec["cores"],
-                    spark_sql_streaming_numRecentProgressUpdates="100000")
+    spark = session(
+        spec["jars"], spec["cores"], spark_sql_streaming_numRecentProgressUpdates="100000"
+    )
     activate(spark)
     import pyspark
+
     out["spark"] = pyspark.__version__
     for point in spec["reads"]:
         case = point["case"]
         log(f"scale {case}: {point['records']:,} records")
         peaks = out["peaks"].setdefault(case, [])
-        runs = {"pykafka": (lambda p=point: timed_read(spark, "pykafka", bootstrap,
-                                                       p["options"], None, peaks))}
+        runs = {
+            "pykafka": (
+                lambda p=point: timed_read(spark, "pykafka", bootstrap, p["options"], None, peaks)
+            )
+        }
         if point.get("jvm", True):
-            runs["kafka"] = (lambda p=point: timed_read(
-                spark, "kafka", bootstrap, p.get("jvm_options") or p["options"], None))
+            runs["kafka"] = lambda p=point: timed_read(
+                spark, "kafka", bootstrap, p.get("jvm_options") or p["options"], None
+            )
         # correctness outside the clock: every record, through each connector
         timed_read(spark, "pykafka", bootstrap, point["options"], point["records"])
         rec.case(case, point["records"], runs, point.get("warmups", 1), point.get("rounds", 1))
@@ -592,20 +702,38 @@ def scale_mode(spec: dict, results_path: str) -> None:
     for point in spec["streams"]:
         case = point["case"]
         producer = subprocess.Popen(
-            [spec["producer_python"], os.path.join(HERE, "steady_producer.py"), bootstrap,
-             point["topic"], str(point["partitions"]), str(point["rate"])],
-            stdin=subprocess.PIPE)
+            [
+                spec["producer_python"],
+                os.path.join(HERE, "steady_producer.py"),
+                bootstrap,
+                point["topic"],
+                str(point["partitions"]),
+                str(point["rate"]),
+            ],
+            stdin=subprocess.PIPE,
+        )
         try:
             results = {}
             for fmt in ["pykafka"] + (["kafka"] if point.get("jvm", True) else []):
                 options = point.get("jvm_options") if fmt == "kafka" else None
-                log(f"scale {case} {fmt}: {point['rate']} records/s, {point['warmup']:.0f} s "
-                    f"warm-up + {point['seconds']:.0f} s")
-                results[fmt] = stream_durations(spark, fmt, bootstrap, point["topic"],
-                                                point["warmup"], point["seconds"], options)
+                log(
+                    f"scale {case} {fmt}: {point['rate']} records/s, {point['warmup']:.0f} s "
+                    f"warm-up + {point['seconds']:.0f} s"
+                )
+                results[fmt] = stream_durations(
+                    spark,
+                    fmt,
+                    bootstrap,
+                    point["topic"],
+                    point["warmup"],
+                    point["seconds"],
+                    options,
+                )
                 d = results[fmt]["durations"]
-                log(f"  {fmt}: {len(d)} micro-batches with rows, median "
-                    f"{statistics.median(d) if d else float('nan'):.2f} s")
+                log(
+                    f"  {fmt}: {len(d)} micro-batches with rows, median "
+                    f"{statistics.median(d) if d else float('nan'):.2f} s"
+                )
             out["streams"][case] = {**point, "results": results}
         finally:
             producer.stdin.close()
@@ -637,6 +765,7 @@ def main(spec_path: str, results_path: str) -> None:
     activate(spark)
     out["session_s"] = round(time.perf_counter() - t, 2)
     import pyspark
+
     out["spark"] = pyspark.__version__
 
     # df.write first: the first write of each connector in this session (the first query
@@ -648,35 +777,76 @@ def main(spec_path: str, results_path: str) -> None:
         out["first_write"][fmt] = round(write(df, fmt, bootstrap, w["partitions"]), 3)
         log(f"  first write of the session, {fmt}: {out['first_write'][fmt]:.2f} s")
     rec.save()
-    rec.case("write", w["records"],
-             {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"]))
-              for fmt in (*FORMATS, FLOOR)}, warmups, rounds)
-    rec.case("write lz4", w["records"],
-             {fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"],
-                                          **{"kafka.compression.type": "lz4"}))
-              for fmt in FORMATS}, warmups, rounds)
+    rec.case(
+        "write",
+        w["records"],
+        {
+            fmt: (lambda fmt=fmt: write(df, fmt, bootstrap, w["partitions"]))
+            for fmt in (*FORMATS, FLOOR)
+        },
+        warmups,
+        rounds,
+    )
+    rec.case(
+        "write lz4",
+        w["records"],
+        {
+            fmt: (
+                lambda fmt=fmt: write(
+                    df, fmt, bootstrap, w["partitions"], **{"kafka.compression.type": "lz4"}
+                )
+            )
+            for fmt in FORMATS
+        },
+        warmups,
+        rounds,
+    )
     headed = with_header(df)
-    rec.case("write headers", w["records"],
-             {fmt: (lambda fmt=fmt: write(headed, fmt, bootstrap, w["partitions"]))
-              for fmt in (*FORMATS, FLOOR)}, warmups, rounds)
+    rec.case(
+        "write headers",
+        w["records"],
+        {
+            fmt: (lambda fmt=fmt: write(headed, fmt, bootstrap, w["partitions"]))
+            for fmt in (*FORMATS, FLOOR)
+        },
+        warmups,
+        rounds,
+    )
     headed.unpersist()
     df.unpersist()
 
     for ds in spec["reads"]:
         log(f"read {ds['name']}: {ds['records']:,} records, topic {ds['topic']}")
-        runs = {fmt: (lambda fmt=fmt: read_noop(spark, fmt, bootstrap, ds["topic"]))
-                for fmt in FORMATS}
+        runs = {
+            fmt: (lambda fmt=fmt: read_noop(spark, fmt, bootstrap, ds["topic"])) for fmt in FORMATS
+        }
         if ds.get("floor"):  # Spark's floor for a Python source: the same rows, no Kafka
-            runs[FLOOR] = lambda ds=ds: noop(lambda: (
-                spark.read.format(FLOOR).option("rows", ds["records"])
-                .option("partitions", ds["partitions"]).option("valueSize", ds["value_size"])
-                .option("headers", "false").load()))
+            runs[FLOOR] = lambda ds=ds: noop(
+                lambda: (
+                    spark.read.format(FLOOR)
+                    .option("rows", ds["records"])
+                    .option("partitions", ds["partitions"])
+                    .option("valueSize", ds["value_size"])
+                    .option("headers", "false")
+                    .load()
+                )
+            )
         rec.case(f"read {ds['name']}", ds["records"], runs, warmups, rounds)
     ds = spec["reads"][0]
-    rec.case("stream AvailableNow", ds["records"],
-             {fmt: (lambda fmt=fmt: stream_available_now(spark, fmt, bootstrap, ds["topic"],
-                                                         ds["records"]))
-              for fmt in FORMATS}, max(1, warmups - 1), rounds)
+    rec.case(
+        "stream AvailableNow",
+        ds["records"],
+        {
+            fmt: (
+                lambda fmt=fmt: stream_available_now(
+                    spark, fmt, bootstrap, ds["topic"], ds["records"]
+                )
+            )
+            for fmt in FORMATS
+        },
+        max(1, warmups - 1),
+        rounds,
+    )
 
     avro = spec.get("avro")
     if avro:

@@ -68,40 +68,77 @@ DEFAULT = object()  # an override that leaves a setting at the client's default
 # ---- confluent-kafka ----------------------------------------------------------------------
 
 CONFLUENT_CONSUMER = [
-    Setting("group.id", "bench-confluent", "required by the Python Consumer; no group is "
-            "joined (partitions are assigned)"),
-    Setting("enable.auto.commit", False, "a bench reads ranges, nothing to commit; no "
-            "commit traffic"),
+    Setting(
+        "group.id",
+        "bench-confluent",
+        "required by the Python Consumer; no group is joined (partitions are assigned)",
+    ),
+    Setting(
+        "enable.auto.commit", False, "a bench reads ranges, nothing to commit; no commit traffic"
+    ),
     Setting("enable.auto.offset.store", False, "likewise: no offset store per message"),
     Setting("auto.offset.reset", "earliest", "read from the start"),
-    Setting("fetch.queue.backoff.ms", 0, "default 1000: librdkafka stops prefetching for "
-            "1 s whenever its queue holds queued.min.messages; 0 keeps fetching"),
-    Setting("queued.min.messages", 1_000_000, "default 100000: a deeper prefetch queue per "
-            "partition, so the fetcher thread is not idle while Python drains it"),
-    Setting("fetch.wait.max.ms", 100, "default 500: how long the broker may hold an "
-            "empty Fetch; shorter never hurts a topic with data and ends the tail faster"),
-    Setting("num_messages", CHUNK, "Consumer.consume(num_messages=..., timeout=1.0): one "
-            "call returns up to this many messages (the Python API's batch call); 1M slower, "
-            "10k no clear difference. Left at their defaults after trying, no clear "
-            "difference: max.partition.fetch.bytes (1 MB; 4 and 8 MB), fetch.max.bytes "
-            "(50 MB; 100 MB), queued.max.messages.kbytes (64 MB; 1 GB), fetch.min.bytes "
-            "(1; 1 MB)", call=True),
+    Setting(
+        "fetch.queue.backoff.ms",
+        0,
+        "default 1000: librdkafka stops prefetching for "
+        "1 s whenever its queue holds queued.min.messages; 0 keeps fetching",
+    ),
+    Setting(
+        "queued.min.messages",
+        1_000_000,
+        "default 100000: a deeper prefetch queue per "
+        "partition, so the fetcher thread is not idle while Python drains it",
+    ),
+    Setting(
+        "fetch.wait.max.ms",
+        100,
+        "default 500: how long the broker may hold an "
+        "empty Fetch; shorter never hurts a topic with data and ends the tail faster",
+    ),
+    Setting(
+        "num_messages",
+        CHUNK,
+        "Consumer.consume(num_messages=..., timeout=1.0): one "
+        "call returns up to this many messages (the Python API's batch call); 1M slower, "
+        "10k no clear difference. Left at their defaults after trying, no clear "
+        "difference: max.partition.fetch.bytes (1 MB; 4 and 8 MB), fetch.max.bytes "
+        "(50 MB; 100 MB), queued.max.messages.kbytes (64 MB; 1 GB), fetch.min.bytes "
+        "(1; 1 MB)",
+        call=True,
+    ),
 ]
 
 CONFLUENT_PRODUCER = [
     Setting("enable.idempotence", True, "as the sink's default"),
     Setting("acks", "all", "as the sink's default (idempotence requires it)"),
-    Setting("queue.buffering.max.messages", 1_000_000, "default 100000: produce() never "
-            "waits for room (BufferError) during the run. Left at their defaults after "
-            "trying: linger.ms (5; 20 and 50 no faster), batch.num.messages (10000; 100000 "
-            "no faster), batch.size (1 MB; 64 KB slightly slower)"),
-    Setting("queue.buffering.max.kbytes", 1_048_576, "default 1 GB already (the cap); "
-            "named so the pair is explicit"),
-    Setting("callback", "none", "produce(topic, value, key[, headers=]) without "
-            "a per-message on_delivery callback; errors would surface in flush()", call=True),
-    Setting("poll_every", 10_000, "poll(0) once per this many produce() calls "
-            "(serves delivery reports without a call per message); every 1 and 1000 tried",
-            call=True),
+    Setting(
+        "queue.buffering.max.messages",
+        1_000_000,
+        "default 100000: produce() never "
+        "waits for room (BufferError) during the run. Left at their defaults after "
+        "trying: linger.ms (5; 20 and 50 no faster), batch.num.messages (10000; 100000 "
+        "no faster), batch.size (1 MB; 64 KB slightly slower)",
+    ),
+    Setting(
+        "queue.buffering.max.kbytes",
+        1_048_576,
+        "default 1 GB already (the cap); named so the pair is explicit",
+    ),
+    Setting(
+        "callback",
+        "none",
+        "produce(topic, value, key[, headers=]) without "
+        "a per-message on_delivery callback; errors would surface in flush()",
+        call=True,
+    ),
+    Setting(
+        "poll_every",
+        10_000,
+        "poll(0) once per this many produce() calls "
+        "(serves delivery reports without a call per message); every 1 and 1000 tried",
+        call=True,
+    ),
 ]
 
 
@@ -109,6 +146,7 @@ def confluent_read(bootstrap: str, ds, headers: bool, overrides: dict | None = N
     """A confluent-kafka Consumer over every partition of ``ds`` (assigned, from offset 0)
     -> Arrow record batches."""
     import confluent_kafka
+
     conf = config(CONFLUENT_CONSUMER, overrides)
     num = call_setting(CONFLUENT_CONSUMER, "num_messages", overrides)
     consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, **conf})
@@ -126,8 +164,9 @@ def confluent_read(bootstrap: str, ds, headers: bool, overrides: dict | None = N
             rows += len(messages)
             if len(pending) >= CHUNK or rows >= total:
                 if any(m.error() for m in pending):
-                    raise RuntimeError("confluent-kafka: " + str(
-                        next(m.error() for m in pending if m.error())))
+                    raise RuntimeError(
+                        "confluent-kafka: " + str(next(m.error() for m in pending if m.error()))
+                    )
                 _confluent_batch(topic, pending, headers)
                 pending = []
         elapsed = time.perf_counter() - start
@@ -140,9 +179,14 @@ def confluent_read(bootstrap: str, ds, headers: bool, overrides: dict | None = N
 
 def _confluent_batch(topic: str, ms: list, headers: bool) -> pa.RecordBatch:
     stamps = [m.timestamp() for m in ms]  # (type, ms)
-    columns = [[m.key() for m in ms], [m.value() for m in ms],
-               [m.partition() for m in ms], [m.offset() for m in ms],
-               [t[1] for t in stamps], [t[0] for t in stamps]]
+    columns = [
+        [m.key() for m in ms],
+        [m.value() for m in ms],
+        [m.partition() for m in ms],
+        [m.offset() for m in ms],
+        [t[1] for t in stamps],
+        [t[0] for t in stamps],
+    ]
     hs = [m.headers() for m in ms] if headers else None
     # librdkafka's timestamp types: 1 create time, 2 log append time (Kafka's 0 and 1)
     return arrow_batch(topic, *columns, hs, type_offset=-1)
@@ -155,11 +199,18 @@ KAFKA_PYTHON_CONSUMER = [
     Setting("enable_auto_commit", False, "no commits"),
     Setting("auto_offset_reset", "earliest", "read from the start"),
     Setting("fetch_max_bytes", 52_428_800, "default (50 MB)"),
-    Setting("max_partition_fetch_bytes", 4_194_304, "default 1 MB: bigger Fetch responses "
-            "per partition; 1, 4, 8 MB tried"),
+    Setting(
+        "max_partition_fetch_bytes",
+        4_194_304,
+        "default 1 MB: bigger Fetch responses per partition; 1, 4, 8 MB tried",
+    ),
     Setting("fetch_max_wait_ms", 100, "default 500, as for librdkafka above"),
-    Setting("max_poll_records", CHUNK, "default 500: poll() returns up to this many "
-            "records, so the Python loop around it runs rarely; 500, 10k, 100k tried"),
+    Setting(
+        "max_poll_records",
+        CHUNK,
+        "default 500: poll() returns up to this many "
+        "records, so the Python loop around it runs rarely; 500, 10k, 100k tried",
+    ),
     Setting("check_crcs", True, "default, as the other clients"),
 ]
 
@@ -167,17 +218,21 @@ KAFKA_PYTHON_PRODUCER = [
     Setting("enable_idempotence", True, "as the sink's default"),
     Setting("acks", "all", "as the sink's default"),
     Setting("linger_ms", 20, "default 0: fuller batches; 0, 5, 20 tried"),
-    Setting("batch_size", 262_144, "default 16384 bytes per partition batch; 16 KB, "
-            "256 KB, 1 MB tried (kafka-python 3 has no buffer_memory to raise)"),
+    Setting(
+        "batch_size",
+        262_144,
+        "default 16384 bytes per partition batch; 16 KB, "
+        "256 KB, 1 MB tried (kafka-python 3 has no buffer_memory to raise)",
+    ),
     Setting("futures", "dropped", "send() without callbacks; flush() waits", call=True),
 ]
 
 
-def kafka_python_read(bootstrap: str, ds, headers: bool, overrides: dict | None = None
-                      ) -> float:
+def kafka_python_read(bootstrap: str, ds, headers: bool, overrides: dict | None = None) -> float:
     """A kafka-python KafkaConsumer (assigned partitions from offset 0 to ``ds.ends``,
     each paused at its end) -> Arrow."""
     from kafka import KafkaConsumer, TopicPartition
+
     conf = config(KAFKA_PYTHON_CONSUMER, overrides)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, **conf)
     try:
@@ -212,7 +267,7 @@ class _PollState:
             if end is None or not records:
                 continue
             if records[-1].offset >= end - 1:  # offsets are contiguous in these topics
-                records = records[:end - records[0].offset]
+                records = records[: end - records[0].offset]
                 del self.remaining[tp.partition]
                 pause(tp)
             self.pending.append((tp.partition, records))
@@ -229,21 +284,32 @@ class _PollState:
 
 def _records_batch(topic: str, pending: list, headers: bool) -> pa.RecordBatch:
     rs = [r for _, records in pending for r in records]
-    partitions = np.repeat(np.array([p for p, _ in pending], dtype=np.int32),
-                           [len(records) for _, records in pending])
+    partitions = np.repeat(
+        np.array([p for p, _ in pending], dtype=np.int32), [len(records) for _, records in pending]
+    )
     hs = [r.headers for r in rs] if headers else None
-    return arrow_batch(topic, [r.key for r in rs], [r.value for r in rs], partitions,
-                       [r.offset for r in rs], [r.timestamp for r in rs],
-                       [r.timestamp_type for r in rs], hs)
+    return arrow_batch(
+        topic,
+        [r.key for r in rs],
+        [r.value for r in rs],
+        partitions,
+        [r.offset for r in rs],
+        [r.timestamp for r in rs],
+        [r.timestamp_type for r in rs],
+        hs,
+    )
 
 
-def kafka_python_write(bootstrap: str, topic: str, rows, codec: str, headers: bool,
-                       overrides: dict | None = None) -> float:
+def kafka_python_write(
+    bootstrap: str, topic: str, rows, codec: str, headers: bool, overrides: dict | None = None
+) -> float:
     from kafka import KafkaProducer
+
     keys, values, hs = rows
     conf = config(KAFKA_PYTHON_PRODUCER, overrides)
-    producer = KafkaProducer(bootstrap_servers=bootstrap,
-                             compression_type=None if codec == "none" else codec, **conf)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec, **conf
+    )
     try:
         send = producer.send
         start = time.perf_counter()
@@ -267,27 +333,47 @@ AIOKAFKA_CONSUMER = [
     Setting("enable_auto_commit", False, "no commits"),
     Setting("auto_offset_reset", "earliest", "read from the start"),
     Setting("fetch_max_bytes", 52_428_800, "default (50 MB)"),
-    Setting("max_partition_fetch_bytes", 4_194_304, "default 1 MB: bigger Fetch "
-            "responses; 1, 4, 8 MB tried, no clear difference"),
+    Setting(
+        "max_partition_fetch_bytes",
+        4_194_304,
+        "default 1 MB: bigger Fetch responses; 1, 4, 8 MB tried, no clear difference",
+    ),
     Setting("fetch_max_wait_ms", 100, "default 500, as above"),
-    Setting("max_poll_records", CHUNK, "getmany(max_records=...) cap, one Arrow batch's "
-            "worth; the default (unlimited: each call returns what is prefetched) tried, "
-            "no clear difference"),
+    Setting(
+        "max_poll_records",
+        CHUNK,
+        "getmany(max_records=...) cap, one Arrow batch's "
+        "worth; the default (unlimited: each call returns what is prefetched) tried, "
+        "no clear difference",
+    ),
     Setting("check_crcs", True, "default"),
 ]
 
 AIOKAFKA_PRODUCER = [
-    Setting("enable_idempotence", False, "the default; the sink is idempotent, but Tansu "
-            "answers aiokafka's InitProducerId (v0) with UNKNOWN_SERVER_ERROR, so this peer "
-            "writes without producer ids and sequence numbers (slightly less work)"),
+    Setting(
+        "enable_idempotence",
+        False,
+        "the default; the sink is idempotent, but Tansu "
+        "answers aiokafka's InitProducerId (v0) with UNKNOWN_SERVER_ERROR, so this peer "
+        "writes without producer ids and sequence numbers (slightly less work)",
+    ),
     Setting("acks", "all", "as the sink's default"),
-    Setting("max_batch_size", 262_144, "default 16384: the bytes of each batch "
-            "create_batch() builds (and send() fills); 16 KB, 256 KB, 1 MB tried"),
-    Setting("api", "batch", "aiokafka's batch API (create_batch / send_batch, one "
-            "builder per partition, the key's partition from aiokafka's DefaultPartitioner, "
-            "every batch's delivery future awaited at the end): ~3x send() per record, "
-            "which was tried with linger_ms 0 (default), 5 and 20 (await send() only queues "
-            "the record and returns its delivery future)", call=True),
+    Setting(
+        "max_batch_size",
+        262_144,
+        "default 16384: the bytes of each batch "
+        "create_batch() builds (and send() fills); 16 KB, 256 KB, 1 MB tried",
+    ),
+    Setting(
+        "api",
+        "batch",
+        "aiokafka's batch API (create_batch / send_batch, one "
+        "builder per partition, the key's partition from aiokafka's DefaultPartitioner, "
+        "every batch's delivery future awaited at the end): ~3x send() per record, "
+        "which was tried with linger_ms 0 (default), 5 and 20 (await send() only queues "
+        "the record and returns its delivery future)",
+        call=True,
+    ),
 ]
 
 
@@ -299,6 +385,7 @@ def aiokafka_read(bootstrap: str, ds, headers: bool, overrides: dict | None = No
 
 async def _aiokafka_read(bootstrap: str, ds, headers: bool, overrides: dict) -> float:
     from aiokafka import AIOKafkaConsumer, TopicPartition
+
     conf = config(AIOKAFKA_CONSUMER, overrides)
     max_records = conf.pop("max_poll_records")
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, **conf)
@@ -311,8 +398,9 @@ async def _aiokafka_read(bootstrap: str, ds, headers: bool, overrides: dict) -> 
             consumer.seek(tp, 0)
         state = _PollState(ds, headers)
         while state.remaining:
-            state.add(await consumer.getmany(timeout_ms=1000, max_records=max_records),
-                      consumer.pause)
+            state.add(
+                await consumer.getmany(timeout_ms=1000, max_records=max_records), consumer.pause
+            )
         elapsed = time.perf_counter() - start
     finally:
         await consumer.stop()
@@ -320,22 +408,26 @@ async def _aiokafka_read(bootstrap: str, ds, headers: bool, overrides: dict) -> 
     return elapsed
 
 
-def aiokafka_write(bootstrap: str, topic: str, rows, codec: str, headers: bool,
-                   overrides: dict | None = None) -> float:
+def aiokafka_write(
+    bootstrap: str, topic: str, rows, codec: str, headers: bool, overrides: dict | None = None
+) -> float:
     return asyncio.run(_aiokafka_write(bootstrap, topic, rows, codec, headers, overrides))
 
 
 async def _aiokafka_write(bootstrap, topic, rows, codec, headers, overrides) -> float:
     from aiokafka import AIOKafkaProducer
+
     keys, values, hs = rows
     conf = config(AIOKAFKA_PRODUCER, overrides)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap,
-                                compression_type=None if codec == "none" else codec, **conf)
+    producer = AIOKafkaProducer(
+        bootstrap_servers=bootstrap, compression_type=None if codec == "none" else codec, **conf
+    )
     await producer.start()
     try:
         if call_setting(AIOKAFKA_PRODUCER, "api", overrides) == "batch":
-            return await _aiokafka_send_batches(producer, topic, keys, values,
-                                                hs if headers else None)
+            return await _aiokafka_send_batches(
+                producer, topic, keys, values, hs if headers else None
+            )
         send = producer.send
         start = time.perf_counter()
         futures = []
@@ -360,14 +452,14 @@ async def _aiokafka_send_batches(producer, topic: str, keys, values, hs) -> floa
     partition by aiokafka's own murmur2 partitioner), each full batch handed to
     send_batch()."""
     from aiokafka.partitioner import DefaultPartitioner
+
     partitioner = DefaultPartitioner()
     start = time.perf_counter()
     parts = sorted(await producer.partitions_for(topic))
     builders = {p: producer.create_batch() for p in parts}
     futures = []
     none: list = []
-    rows = zip(keys, values, hs) if hs is not None else ((k, v, none) for k, v in
-                                                          zip(keys, values))
+    rows = zip(keys, values, hs) if hs is not None else ((k, v, none) for k, v in zip(keys, values))
     for key, value, h in rows:
         p = partitioner(key, parts, parts)
         builder = builders[p]
@@ -387,15 +479,19 @@ async def _aiokafka_send_batches(producer, topic: str, keys, values, hs) -> floa
 
 # ---- confluent-kafka producer -------------------------------------------------------------
 
-def confluent_write(bootstrap: str, topic: str, rows, codec: str, headers: bool,
-                    overrides: dict | None = None) -> float:
+
+def confluent_write(
+    bootstrap: str, topic: str, rows, codec: str, headers: bool, overrides: dict | None = None
+) -> float:
     """A confluent-kafka Producer loop over rows built beforehand, then ``flush``."""
     import confluent_kafka
+
     keys, values, hs = rows
     conf = config(CONFLUENT_PRODUCER, overrides)
     every = call_setting(CONFLUENT_PRODUCER, "poll_every", overrides)
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
-                                         "compression.type": codec, **conf})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "compression.type": codec, **conf}
+    )
     produce, poll = producer.produce, producer.poll
     start = time.perf_counter()
     n = 0
@@ -441,8 +537,18 @@ def write_rows(table: pa.Table):
 
 # ---- the Arrow batch every reader builds --------------------------------------------------
 
-def arrow_batch(topic: str, keys, values, partitions, offsets, stamps_ms, stamp_types,
-                headers, type_offset: int = 0) -> pa.RecordBatch:
+
+def arrow_batch(
+    topic: str,
+    keys,
+    values,
+    partitions,
+    offsets,
+    stamps_ms,
+    stamp_types,
+    headers,
+    type_offset: int = 0,
+) -> pa.RecordBatch:
     """The columns of the pykafka reader (``SCHEMA`` or ``SCHEMA_WITH_HEADERS``) from Python
     lists (partitions may be a numpy array)."""
     n = len(offsets)
@@ -450,20 +556,31 @@ def arrow_batch(topic: str, keys, values, partitions, offsets, stamps_ms, stamp_
     types = np.asarray(stamp_types, dtype=np.int32)
     if type_offset:
         types += type_offset
-    arrays = [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-              pa.repeat(pa.scalar(topic, pa.string()), n),
-              pa.array(partitions, pa.int32()), pa.array(offsets, pa.int64()),
-              pa.array(micros, pa.timestamp("us", tz="UTC")), pa.array(types, pa.int32())]
+    arrays = [
+        pa.array(keys, pa.binary()),
+        pa.array(values, pa.binary()),
+        pa.repeat(pa.scalar(topic, pa.string()), n),
+        pa.array(partitions, pa.int32()),
+        pa.array(offsets, pa.int64()),
+        pa.array(micros, pa.timestamp("us", tz="UTC")),
+        pa.array(types, pa.int32()),
+    ]
     if headers is None:
         return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA)
     arrays.append(pa.array(headers, HEADERS_TYPE))
     return pa.RecordBatch.from_arrays(arrays, schema=SCHEMA_WITH_HEADERS)
 
 
-READERS = {"confluent-kafka": confluent_read, "kafka-python": kafka_python_read,
-           "aiokafka": aiokafka_read}
-WRITERS = {"confluent-kafka": confluent_write, "kafka-python": kafka_python_write,
-           "aiokafka": aiokafka_write}
+READERS = {
+    "confluent-kafka": confluent_read,
+    "kafka-python": kafka_python_read,
+    "aiokafka": aiokafka_read,
+}
+WRITERS = {
+    "confluent-kafka": confluent_write,
+    "kafka-python": kafka_python_write,
+    "aiokafka": aiokafka_write,
+}
 SETTINGS = {
     "confluent-kafka": (CONFLUENT_CONSUMER, CONFLUENT_PRODUCER),
     "kafka-python": (KAFKA_PYTHON_CONSUMER, KAFKA_PYTHON_PRODUCER),

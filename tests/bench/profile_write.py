@@ -56,18 +56,25 @@ def _summarise_py_spy(raw_path: str, top: int = 18) -> list[str]:
             total += int(count)
             for fr in set(frames):
                 name = fr.split(" (")[0]
-                where = fr[fr.find("(") + 1:fr.rfind(":")] if "(" in fr else ""
+                where = fr[fr.find("(") + 1 : fr.rfind(":")] if "(" in fr else ""
                 if where.startswith(("kafka_", "protocol/", "serializers", "worker")):
                     inclusive[f"{name} ({where})"] += int(count)
     # the frames every sample holds (the task's entry, Spark's worker loop) say nothing
-    return [f"{100 * n / max(total, 1):5.1f}%  {name}"
-            for name, n in inclusive.most_common() if n < 0.99 * total][:top]
+    return [
+        f"{100 * n / max(total, 1):5.1f}%  {name}"
+        for name, n in inclusive.most_common()
+        if n < 0.99 * total
+    ][:top]
 
 
 def _summarise_jfr(path: str, top: int = 12) -> list[str]:
     """The top frames of a JFR recording's execution samples."""
-    printed = subprocess.run(["jfr", "print", "--events", "jdk.ExecutionSample", path],
-                             capture_output=True, text=True, timeout=300).stdout
+    printed = subprocess.run(
+        ["jfr", "print", "--events", "jdk.ExecutionSample", path],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    ).stdout
     frames = collections.Counter()
     samples = 0
     for event in printed.split("jdk.ExecutionSample")[1:]:
@@ -75,8 +82,9 @@ def _summarise_jfr(path: str, top: int = 12) -> list[str]:
         if found:
             samples += 1
             frames[found[0]] += 1
-    return [f"{samples} samples"] + [f"{100 * n / samples:5.1f}%  {name}"
-                                      for name, n in frames.most_common(top)]
+    return [f"{samples} samples"] + [
+        f"{100 * n / samples:5.1f}%  {name}" for name, n in frames.most_common(top)
+    ]
 
 
 def main(argv=None) -> int:
@@ -100,17 +108,26 @@ def main(argv=None) -> int:
     with KafkaCluster(NEWEST_KAFKA, heap_mb=1024) as kafka:
         bootstrap = kafka.bootstrap
         broker_pids = [kafka.pid(n) for n in kafka.nodes]
-        spark = (SparkSession.builder.master("local[2]").appName("profile-write")
-                 .config("spark.ui.enabled", "false")
-                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+        spark = (
+            SparkSession.builder.master("local[2]")
+            .appName("profile-write")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
         spark.sparkContext.setLogLevel("ERROR")
         for name in ("floor_source.py", "bench_data.py"):  # the floor's module, on workers
             spark.sparkContext.addPyFile(os.path.join(HERE, name))
         spark.dataSource.register(KafkaDataSource)
         spark.dataSource.register(FloorDataSource)
-        df = (spark.range(args.rows, numPartitions=4).selectExpr(
-            "CAST(lpad(CAST(id AS STRING), 10, '0') AS BINARY) AS key",
-            "CAST(rpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value").cache())
+        df = (
+            spark.range(args.rows, numPartitions=4)
+            .selectExpr(
+                "CAST(lpad(CAST(id AS STRING), 10, '0') AS BINARY) AS key",
+                "CAST(rpad(CAST(id AS STRING), 100, 'x') AS BINARY) AS value",
+            )
+            .cache()
+        )
         df.count()
         topics: list[str] = []
 
@@ -125,8 +142,13 @@ def main(argv=None) -> int:
                 client.wait_for_topics([topic])
             topics.append(topic)
             t = time.perf_counter()
-            (df.write.format("pykafka").mode("append")
-             .option("kafka.bootstrap.servers", bootstrap).option("topic", topic).save())
+            (
+                df.write.format("pykafka")
+                .mode("append")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("topic", topic)
+                .save()
+            )
             return time.perf_counter() - t
 
         for _ in range(2):
@@ -135,19 +157,25 @@ def main(argv=None) -> int:
         seconds = {"floor": [], "pykafka": []}
         cpu = {"floor": [], "pykafka": []}
         for r in range(args.rounds):
-            for fmt in (("floor", "pykafka") if r % 2 == 0 else ("pykafka", "floor")):
+            for fmt in ("floor", "pykafka") if r % 2 == 0 else ("pykafka", "floor"):
                 before = cpu_snapshot(broker_pids)
                 seconds[fmt].append(write(fmt))
                 cpu[fmt].append(cpu_between(before, cpu_snapshot(broker_pids)))
-        print(f"\n{args.rows:,} rows (10 B keys, 100 B values), 4 partitions, local[2]; "
-              f"medians of {args.rounds} rounds")
+        print(
+            f"\n{args.rows:,} rows (10 B keys, 100 B values), 4 partitions, local[2]; "
+            f"medians of {args.rounds} rounds"
+        )
         for fmt in ("floor", "pykafka"):
             m = statistics.median(seconds[fmt])
             kinds = sorted({k for c in cpu[fmt] for k in c} - {"other"})
-            per_m = {k: round(statistics.median(c.get(k, 0.0) for c in cpu[fmt])
-                              * 1e6 / args.rows, 2) for k in kinds}
-            print(f"  {fmt:8s} {m:.3f} s  {args.rows / m / 1e3:,.0f} k rows/s  CPU s per M "
-                  f"rows: {json.dumps(per_m)}")
+            per_m = {
+                k: round(statistics.median(c.get(k, 0.0) for c in cpu[fmt]) * 1e6 / args.rows, 2)
+                for k in kinds
+            }
+            print(
+                f"  {fmt:8s} {m:.3f} s  {args.rows / m / 1e3:,.0f} k rows/s  CPU s per M "
+                f"rows: {json.dumps(per_m)}"
+            )
         ratio = statistics.median(seconds["floor"]) / statistics.median(seconds["pykafka"])
         print(f"  ours / floor: {ratio:.2f}")
 
@@ -157,8 +185,12 @@ def main(argv=None) -> int:
             for p in range(4):
                 at = 0
                 while True:
-                    part = client.fetch({(topic, p): at}, max_wait_ms=100,
-                                        partition_max_bytes=8 << 20).get((topic, p)) or {}
+                    part = (
+                        client.fetch(
+                            {(topic, p): at}, max_wait_ms=100, partition_max_bytes=8 << 20
+                        ).get((topic, p))
+                        or {}
+                    )
                     records = part.get("records") or b""
                     moved = False
                     for pos, _base, size, magic in iter_batches(records):
@@ -170,19 +202,38 @@ def main(argv=None) -> int:
                         at, moved = h.next_offset, True
                     if not moved:
                         break
-        print(f"  record batches of one write: {len(counts)} ({len(counts) * 1e6 / args.rows:.0f}"
-              f" per M rows), {statistics.median(counts):,.0f} records and "
-              f"{statistics.median(sizes) / 1024:,.0f} KiB each (median): one a Produce "
-              "request")
+        print(
+            f"  record batches of one write: {len(counts)} ({len(counts) * 1e6 / args.rows:.0f}"
+            f" per M rows), {statistics.median(counts):,.0f} records and "
+            f"{statistics.median(sizes) / 1024:,.0f} KiB each (median): one a Produce "
+            "request"
+        )
 
         if args.py_spy:
             raw = os.path.join(work, "py-spy.txt")
-            daemon = subprocess.run(["pgrep", "-n", "-f", "pyspark.daemon pyspark.worker$"],
-                                    capture_output=True, text=True).stdout.strip()
-            spy = subprocess.Popen([os.path.join(os.path.dirname(sys.executable), "py-spy"),
-                                    "record", "--pid", daemon, "--subprocesses", "--rate",
-                                    "250", "--format", "raw", "--output", raw, "--nonblocking"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            daemon = subprocess.run(
+                ["pgrep", "-n", "-f", "pyspark.daemon pyspark.worker$"],
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+            spy = subprocess.Popen(
+                [
+                    os.path.join(os.path.dirname(sys.executable), "py-spy"),
+                    "record",
+                    "--pid",
+                    daemon,
+                    "--subprocesses",
+                    "--rate",
+                    "250",
+                    "--format",
+                    "raw",
+                    "--output",
+                    raw,
+                    "--nonblocking",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             time.sleep(1)
             write("pykafka")
             write("pykafka")
@@ -196,14 +247,26 @@ def main(argv=None) -> int:
                 paths = {}
                 for name, pid in (("broker", broker_pids[0]), ("spark", spark_pid)):
                     paths[name] = os.path.join(work, f"{name}-{fmt}.jfr")
-                    subprocess.run(["jcmd", str(pid), "JFR.start", f"name={fmt}",
-                                    "settings=profile", f"filename={paths[name]}"],
-                                   capture_output=True, timeout=60)
+                    subprocess.run(
+                        [
+                            "jcmd",
+                            str(pid),
+                            "JFR.start",
+                            f"name={fmt}",
+                            "settings=profile",
+                            f"filename={paths[name]}",
+                        ],
+                        capture_output=True,
+                        timeout=60,
+                    )
                 for _ in range(6):
                     write(fmt)
                 for _name, pid in (("broker", broker_pids[0]), ("spark", spark_pid)):
-                    subprocess.run(["jcmd", str(pid), "JFR.stop", f"name={fmt}"],
-                                   capture_output=True, timeout=60)
+                    subprocess.run(
+                        ["jcmd", str(pid), "JFR.stop", f"name={fmt}"],
+                        capture_output=True,
+                        timeout=60,
+                    )
                 for name, path in paths.items():
                     if fmt == "floor" and name == "broker":
                         continue

@@ -27,7 +27,7 @@ def _ticks(pid: int, children: bool = False) -> int:
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return sum(int(x) for x in fields[11:15 if children else 13])
+        return sum(int(x) for x in fields[11 : 15 if children else 13])
     except (OSError, IndexError, ValueError):
         return 0
 
@@ -63,27 +63,48 @@ def main() -> None:
     with open(sys.argv[1]) as f:
         spec = json.load(f)
     from pyspark.sql import SparkSession
+
     spark = SparkSession.builder.appName(f"pykafka-bench-pyfiles-{spec['mode']}").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     import kafka_source
     from pyspark_pykafka import KafkaDataSource
     from protocol.client.cluster import KafkaClient
     from protocol.records import accel
+
     spark.dataSource.register(KafkaDataSource)
     bootstrap, topic, records = spec["bootstrap"], spec["topic"], spec["records"]
-    out = {"mode": spec["mode"], "driver_import": kafka_source.__file__,
-           "driver_accel": accel.origin(), "read": [], "write": [], "read_cpu": [],
-           "write_cpu": []}
+    out = {
+        "mode": spec["mode"],
+        "driver_import": kafka_source.__file__,
+        "driver_accel": accel.origin(),
+        "read": [],
+        "write": [],
+        "read_cpu": [],
+        "write_cpu": [],
+    }
 
     def read() -> None:
-        (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-         .option("subscribe", topic).option("includeHeaders", "true")
-         .option("startingOffsets", "earliest").load()
-         .write.format("noop").mode("overwrite").save())
+        (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("includeHeaders", "true")
+            .option("startingOffsets", "earliest")
+            .load()
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
 
-    rows = (spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", topic).option("includeHeaders", "true").load()
-            .select("key", "value", "headers").cache())
+    rows = (
+        spark.read.format("pykafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("includeHeaders", "true")
+        .load()
+        .select("key", "value", "headers")
+        .cache()
+    )
     if rows.count() != records:
         raise RuntimeError(f"{rows.count()} rows cached, {records} expected")
 
@@ -92,8 +113,13 @@ def main() -> None:
         with KafkaClient(bootstrap_servers=bootstrap) as client:
             client.create_topics({name: spec["partitions"]})
             client.wait_for_topics([name])
-        (rows.write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-         .option("topic", name).save())
+        (
+            rows.write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", name)
+            .save()
+        )
 
     def timed(case: str, fn) -> None:
         cpu = worker_cpu()
@@ -102,8 +128,11 @@ def main() -> None:
         seconds = time.perf_counter() - start
         out[case].append(round(seconds, 4))
         out[case + "_cpu"].append(round(worker_cpu() - cpu, 3))
-        print(f"[{time.strftime('%H:%M:%S')}]   {spec['mode']:<9} {case:<5} {seconds:6.2f} s "
-              f"{records / seconds:11,.0f} records/s", flush=True)
+        print(
+            f"[{time.strftime('%H:%M:%S')}]   {spec['mode']:<9} {case:<5} {seconds:6.2f} s "
+            f"{records / seconds:11,.0f} records/s",
+            flush=True,
+        )
 
     for _ in range(spec["warmups"]):
         read()
@@ -115,7 +144,9 @@ def main() -> None:
     def where(_):
         import protocol
         from protocol.records import accel as worker_accel
+
         yield protocol.__file__, worker_accel.origin()
+
     probes = spark.sparkContext.parallelize(range(4), 4).mapPartitions(where).collect()
     out["worker_imports"] = sorted({file for file, _ in probes})
     out["worker_accel"] = sorted({str(origin) for _, origin in probes})

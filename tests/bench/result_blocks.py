@@ -12,8 +12,11 @@ from __future__ import annotations
 #: The sections whose results live in a block of their own.
 SECTIONS = ("streaming", "avro", "jvm", "pyfiles", "scale")
 #: How a block's opening line names its section (else the name, capitalized).
-TITLES = {"jvm": "JVM", "pyfiles": "Pyfiles (--py-files)",
-          "scale": "Scale (beside the JVM connector)"}
+TITLES = {
+    "jvm": "JVM",
+    "pyfiles": "Pyfiles (--py-files)",
+    "scale": "Scale (beside the JVM connector)",
+}
 
 
 def begin(name: str) -> str:

@@ -103,8 +103,19 @@ import peers  # noqa: E402
 import result_blocks  # noqa: E402
 from bench_data import DataSet, produce  # noqa: E402
 
-SECTIONS = ("wire", "decode", "read", "stream", "write", "memory", "scale", "streaming",
-            "avro", "jvm", "pyfiles")
+SECTIONS = (
+    "wire",
+    "decode",
+    "read",
+    "stream",
+    "write",
+    "memory",
+    "scale",
+    "streaming",
+    "avro",
+    "jvm",
+    "pyfiles",
+)
 # sections that make their own topics (the data sets are not produced for them alone)
 OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles"}
 
@@ -158,10 +169,12 @@ class Results:
         return statistics.median(x / y for x, y in zip(a, b))
 
 
-def timed_round(results: Results, case: str, ds: DataSet, fn, records: int | None = None,
-                cpu: bool = False):
+def timed_round(
+    results: Results, case: str, ds: DataSet, fn, records: int | None = None, cpu: bool = False
+):
     if cpu:
         from spark_cases import cpu_seconds, cpu_snapshot
+
         before = cpu_snapshot()
     seconds = fn()
     if cpu:
@@ -173,13 +186,17 @@ def timed_round(results: Results, case: str, ds: DataSet, fn, records: int | Non
 
 # ---- the run ------------------------------------------------------------------------------
 
+
 def data_sets(scale: float, partitions: int) -> list[DataSet]:
     def n(records: int) -> int:
         return max(partitions * 2, int(records * scale))
-    return [DataSet("100B", n(2_000_000), 100, "none", partitions),
-            DataSet("100B-lz4", n(500_000), 100, "lz4", partitions),
-            DataSet("100B-zstd", n(500_000), 100, "zstd", partitions),
-            DataSet("1KB", n(125_000), 1000, "none", partitions)]
+
+    return [
+        DataSet("100B", n(2_000_000), 100, "none", partitions),
+        DataSet("100B-lz4", n(500_000), 100, "lz4", partitions),
+        DataSet("100B-zstd", n(500_000), 100, "zstd", partitions),
+        DataSet("1KB", n(125_000), 1000, "none", partitions),
+    ]
 
 
 def machine() -> dict:
@@ -196,15 +213,23 @@ def machine() -> dict:
     import confluent_kafka
     import kafka
     import pyspark
-    info = {"cores": os.cpu_count(), "cpu": model,
-            "python": platform.python_version(), "spark": pyspark.__version__,
-            "pyarrow": pa.__version__,
-            "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
-                               f"{confluent_kafka.libversion()[0]})",
-            "kafka-python": kafka.__version__, "aiokafka": aiokafka.__version__}
+
+    info = {
+        "cores": os.cpu_count(),
+        "cpu": model,
+        "python": platform.python_version(),
+        "spark": pyspark.__version__,
+        "pyarrow": pa.__version__,
+        "confluent-kafka": f"{confluent_kafka.version()[0]} (librdkafka "
+        f"{confluent_kafka.libversion()[0]})",
+        "kafka-python": kafka.__version__,
+        "aiokafka": aiokafka.__version__,
+    }
     from protocol.records import accel
-    info["pykafka decoder"] = ("compiled (_fastdecode)" if accel.module() is not None
-                               else "pure Python")
+
+    info["pykafka decoder"] = (
+        "compiled (_fastdecode)" if accel.module() is not None else "pure Python"
+    )
     info["load at start"] = "%.2f %.2f %.2f" % os.getloadavg()
     return info
 
@@ -216,6 +241,7 @@ def compile_checkout() -> None:
     among them) each cold process compiled every module it imported from source: about
     0.3 s a process, three processes on a write's path."""
     import compileall
+
     for name in ("protocol", "kafka_common", "kafka_source", "kafka_sink"):
         compileall.compile_dir(os.path.join(ROOT, name), quiet=1)
     compileall.compile_file(os.path.join(ROOT, "pyspark_pykafka.py"), quiet=1)
@@ -223,67 +249,151 @@ def compile_checkout() -> None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0,
-                        help="multiply every data set's record count")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply every data set's record count"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--cores", type=int, default=2, help="Spark local[N], wire processes")
     parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--only", default=",".join(SECTIONS),
-                        help="comma-separated sections: " + ",".join(SECTIONS))
-    parser.add_argument("--sail-source", default=os.environ.get("SAIL_KAFKA_SOURCE"),
-                        help="lakehq/sail's python/pysail/spark/datasource/kafka.py, to add "
-                             "its Spark data source as a read peer")
-    parser.add_argument("--kafka-python-records", type=int, default=200_000,
-                        help="records in kafka-python's decode sample and read (per data "
-                             "set; it is slow)")
-    parser.add_argument("--slow-write-records", type=int, default=200_000,
-                        help="rows written by the aiokafka and kafka-python producers")
-    parser.add_argument("--write-records", type=int, default=1_000_000,
-                        help="rows written by the write cases (the first ones of 100B)")
-    parser.add_argument("--scale-records", type=int, default=2_000_000,
-                        help="records of the scale section's partition reads (times --scale)")
-    parser.add_argument("--wide-partitions", type=int, default=1000,
-                        help="partitions of the topic whose planning the scale section times")
-    parser.add_argument("--scale-parts", default="tansu,jvm",
-                        help="the scale section's parts: tansu (ours alone on the bench's "
-                             "Tansu) and jvm (the curves beside the JVM connector on Apache "
-                             "Kafka: scale_cases.py)")
-    parser.add_argument("--scale-points", choices=sorted(("quick", "full")), default="full",
-                        help="the scale curves' points: full (the issue's: up to 10,000 "
-                             "partitions, 1,000 topics, 8 MB values) or quick (reduced, a "
-                             "few minutes, to check the section)")
-    parser.add_argument("--scale-jvm-tasks", type=int, default=200,
-                        help="beyond this many partitions a point's JVM connector reads a "
-                             "sample of this many (its whole read would take minutes)")
-    parser.add_argument("--scale-rounds", type=int, default=1,
-                        help="timed rounds per connector of each scale curve point")
-    parser.add_argument("--stream-seconds", type=float, default=40,
-                        help="seconds measured per streaming case, after the warm-up")
-    parser.add_argument("--stream-warmup", type=float, default=10,
-                        help="seconds each streaming case runs before it is measured")
-    parser.add_argument("--stream-rate", type=float, default=400,
-                        help="records per second produced in the streaming section")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help="comma-separated sections: " + ",".join(SECTIONS)
+    )
+    parser.add_argument(
+        "--sail-source",
+        default=os.environ.get("SAIL_KAFKA_SOURCE"),
+        help="lakehq/sail's python/pysail/spark/datasource/kafka.py, to add "
+        "its Spark data source as a read peer",
+    )
+    parser.add_argument(
+        "--kafka-python-records",
+        type=int,
+        default=200_000,
+        help="records in kafka-python's decode sample and read (per data set; it is slow)",
+    )
+    parser.add_argument(
+        "--slow-write-records",
+        type=int,
+        default=200_000,
+        help="rows written by the aiokafka and kafka-python producers",
+    )
+    parser.add_argument(
+        "--write-records",
+        type=int,
+        default=1_000_000,
+        help="rows written by the write cases (the first ones of 100B)",
+    )
+    parser.add_argument(
+        "--scale-records",
+        type=int,
+        default=2_000_000,
+        help="records of the scale section's partition reads (times --scale)",
+    )
+    parser.add_argument(
+        "--wide-partitions",
+        type=int,
+        default=1000,
+        help="partitions of the topic whose planning the scale section times",
+    )
+    parser.add_argument(
+        "--scale-parts",
+        default="tansu,jvm",
+        help="the scale section's parts: tansu (ours alone on the bench's "
+        "Tansu) and jvm (the curves beside the JVM connector on Apache "
+        "Kafka: scale_cases.py)",
+    )
+    parser.add_argument(
+        "--scale-points",
+        choices=sorted(("quick", "full")),
+        default="full",
+        help="the scale curves' points: full (the issue's: up to 10,000 "
+        "partitions, 1,000 topics, 8 MB values) or quick (reduced, a "
+        "few minutes, to check the section)",
+    )
+    parser.add_argument(
+        "--scale-jvm-tasks",
+        type=int,
+        default=200,
+        help="beyond this many partitions a point's JVM connector reads a "
+        "sample of this many (its whole read would take minutes)",
+    )
+    parser.add_argument(
+        "--scale-rounds",
+        type=int,
+        default=1,
+        help="timed rounds per connector of each scale curve point",
+    )
+    parser.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=40,
+        help="seconds measured per streaming case, after the warm-up",
+    )
+    parser.add_argument(
+        "--stream-warmup",
+        type=float,
+        default=10,
+        help="seconds each streaming case runs before it is measured",
+    )
+    parser.add_argument(
+        "--stream-rate",
+        type=float,
+        default=400,
+        help="records per second produced in the streaming section",
+    )
     parser.add_argument("--stream-partitions", type=int, default=4)
-    parser.add_argument("--avro-records", type=int, default=1_000_000,
-                        help="records of the avro section's topic (times --scale)")
-    parser.add_argument("--jvm-read-records", type=int, default=1_000_000,
-                        help="records of the jvm section's 100 B read (times --scale; 1 KB "
-                             "a quarter, lz4 and zstd half)")
-    parser.add_argument("--jvm-write-records", type=int, default=500_000,
-                        help="rows of the jvm section's df.write (times --scale)")
-    parser.add_argument("--jvm-warmups", type=int, default=2,
-                        help="warm-up rounds per connector of each jvm case (the JIT)")
-    parser.add_argument("--jvm-latency-runs", type=int, default=3,
-                        help="latency runs per source in the jvm section (the JVM connector, "
-                             "ours, Spark's floor for a Python streaming source; 0: none)")
-    parser.add_argument("--jvm-latency-seconds", type=float, default=120,
-                        help="seconds measured per latency run of the jvm section")
-    parser.add_argument("--pyfiles-records", type=int, default=300_000,
-                        help="records of the pyfiles section's read and write (times --scale)")
-    parser.add_argument("--pyfiles-rounds", type=int, default=5,
-                        help="timed reads and writes in each of the pyfiles section's children")
-    parser.add_argument("--note", default="",
-                        help="a sentence for results.md about the run (e.g. a busy machine)")
+    parser.add_argument(
+        "--avro-records",
+        type=int,
+        default=1_000_000,
+        help="records of the avro section's topic (times --scale)",
+    )
+    parser.add_argument(
+        "--jvm-read-records",
+        type=int,
+        default=1_000_000,
+        help="records of the jvm section's 100 B read (times --scale; 1 KB "
+        "a quarter, lz4 and zstd half)",
+    )
+    parser.add_argument(
+        "--jvm-write-records",
+        type=int,
+        default=500_000,
+        help="rows of the jvm section's df.write (times --scale)",
+    )
+    parser.add_argument(
+        "--jvm-warmups",
+        type=int,
+        default=2,
+        help="warm-up rounds per connector of each jvm case (the JIT)",
+    )
+    parser.add_argument(
+        "--jvm-latency-runs",
+        type=int,
+        default=3,
+        help="latency runs per source in the jvm section (the JVM connector, "
+        "ours, Spark's floor for a Python streaming source; 0: none)",
+    )
+    parser.add_argument(
+        "--jvm-latency-seconds",
+        type=float,
+        default=120,
+        help="seconds measured per latency run of the jvm section",
+    )
+    parser.add_argument(
+        "--pyfiles-records",
+        type=int,
+        default=300_000,
+        help="records of the pyfiles section's read and write (times --scale)",
+    )
+    parser.add_argument(
+        "--pyfiles-rounds",
+        type=int,
+        default=5,
+        help="timed reads and writes in each of the pyfiles section's children",
+    )
+    parser.add_argument(
+        "--note", default="", help="a sentence for results.md about the run (e.g. a busy machine)"
+    )
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
     parser.add_argument("--no-output", action="store_true")
     args = parser.parse_args(argv)
@@ -295,6 +405,7 @@ def main(argv=None) -> int:
     if args.sail_source is None:
         try:
             import pysail.spark.datasource.kafka as sail_kafka  # noqa: F401
+
             args.sail_source = sail_kafka.__file__
         except ImportError:
             pass
@@ -307,6 +418,7 @@ def main(argv=None) -> int:
     log("machine: " + ", ".join(f"{k} {v}" for k, v in info.items()))
 
     from kafka_testbed import TansuBroker
+
     broker = TansuBroker()
     broker.start()
     bootstrap = broker.bootstrap
@@ -320,7 +432,8 @@ def main(argv=None) -> int:
     notes: list[str] = []
     spark = None
     pool = concurrent.futures.ProcessPoolExecutor(
-        args.cores, mp_context=multiprocessing.get_context("spawn"))
+        args.cores, mp_context=multiprocessing.get_context("spawn")
+    )
     try:
         for ds in sets:
             if only <= OWN_TOPICS:
@@ -335,6 +448,7 @@ def main(argv=None) -> int:
         need_spark = need_spark or ("scale" in only and "tansu" in scale_parts)
         if need_spark:
             from spark_cases import start_spark
+
             spark = start_spark(args.cores, args.sail_source)
             log(f"Spark {spark.version} local[{args.cores}] started")
 
@@ -350,19 +464,31 @@ def main(argv=None) -> int:
         if "stream" in only:
             run_stream(results, spark, bootstrap, sets[0], args.rounds)
         if "write" in only:
-            run_write(results, spark, bootstrap,
-                      sets[0].head(int(args.write_records * args.scale)), args.rounds,
-                      int(args.slow_write_records * args.scale))
+            run_write(
+                results,
+                spark,
+                bootstrap,
+                sets[0].head(int(args.write_records * args.scale)),
+                args.rounds,
+                int(args.slow_write_records * args.scale),
+            )
         if "scale" in only and "tansu" in scale_parts:
             scale = run_scale(spark, bootstrap, args)
         if "streaming" in only:
             from streaming_cases import run_streaming
+
             streaming = run_streaming(spark, args)
         if "avro" in only:
             from avro_cases import run_avro
-            avro_lines = run_avro(spark, bootstrap, max(1000, int(args.avro_records *
-                                                                   args.scale)),
-                                  args.rounds, args.partitions, log)
+
+            avro_lines = run_avro(
+                spark,
+                bootstrap,
+                max(1000, int(args.avro_records * args.scale)),
+                args.rounds,
+                args.partitions,
+                log,
+            )
         if "pyfiles" in only:
             # spark-submit children of their own (--py-files against installed) on this
             # run's broker; this process's Spark is done by then
@@ -370,6 +496,7 @@ def main(argv=None) -> int:
                 spark.stop()
                 spark = None
             from pyfiles_cases import run_pyfiles
+
             pyfiles_lines = run_pyfiles(bootstrap, args, log)
     finally:
         pool.shutdown()
@@ -381,12 +508,14 @@ def main(argv=None) -> int:
         # Spark's JVM connector (issue 30): a child under PySpark 4.2.0 on Apache Kafka of
         # its own, once this run's Spark and Tansu are gone
         from jvm_cases import run_jvm
+
         jvm_lines = run_jvm(args, log)
     scale_lines: list[str] = []
     if "scale" in only and "jvm" in scale_parts:
         # the curves beside the JVM connector (issue 41): the jvm section's child driver,
         # on an Apache Kafka of their own
         from scale_cases import run_scale_jvm
+
         scale_lines = run_scale_jvm(args, log)
 
     elapsed = time.monotonic() - started
@@ -394,6 +523,7 @@ def main(argv=None) -> int:
     blocks: dict[str, list[str]] = {}
     if streaming:
         import streaming_cases
+
         blocks["streaming"] = streaming_cases.render(streaming)
     if avro_lines:
         blocks["avro"] = avro_lines
@@ -403,9 +533,11 @@ def main(argv=None) -> int:
         blocks["scale"] = scale_lines
     if pyfiles_lines:
         blocks["pyfiles"] = pyfiles_lines
-    when = (f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
-            f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
-            f"{info['load at start']}, at end {info['load at end']})")
+    when = (
+        f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
+        f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
+        f"{info['load at start']}, at end {info['load at end']})"
+    )
     if only <= set(result_blocks.SECTIONS):
         # these sections alone: only their blocks of the last full run's results change
         for block in blocks.values():
@@ -434,8 +566,9 @@ def main(argv=None) -> int:
 HEADER_VARIANTS = (("", False), (":headers", True))  # case suffix, headers column
 
 
-def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: set, args,
-              first: DataSet):
+def run_reads(
+    results: Results, spark, pool, bootstrap: str, ds: DataSet, only: set, args, first: DataSet
+):
     responses = sample = None
     if "decode" in only:
         responses = cases.fetch_responses(bootstrap, ds)
@@ -443,8 +576,13 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
     kafka_python_ds = ds.head(min(ds.records, int(args.kafka_python_records * args.scale)))
     if spark is not None and "read" in only:
         # warm the workers on this topic (and check the count once)
-        rows = spark.read.format("pykafka").option("kafka.bootstrap.servers", bootstrap) \
-            .option("subscribe", ds.topic).load().count()
+        rows = (
+            spark.read.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", ds.topic)
+            .load()
+            .count()
+        )
         if rows != ds.records:
             raise RuntimeError(f"spark count {rows}, {ds.records} expected")
         if ds is first:  # the JIT: a full read of each Spark path before the clock runs
@@ -459,31 +597,69 @@ def run_reads(results: Results, spark, pool, bootstrap: str, ds: DataSet, only: 
             timed_round(results, "wire", ds, lambda: cases.wire(pool, bootstrap, ds))
         for sfx, headers in HEADER_VARIANTS:
             if "decode" in only:
-                timed_round(results, "decode:pykafka" + sfx, ds,
-                            lambda: cases.decode_ours(ds, responses, headers))
-                timed_round(results, "decode:kafka-python" + sfx, ds,
-                            lambda: cases.decode_kafka_python(ds, sample, sample_rows, headers),
-                            sample_rows)
+                timed_round(
+                    results,
+                    "decode:pykafka" + sfx,
+                    ds,
+                    lambda: cases.decode_ours(ds, responses, headers),
+                )
+                timed_round(
+                    results,
+                    "decode:kafka-python" + sfx,
+                    ds,
+                    lambda: cases.decode_kafka_python(ds, sample, sample_rows, headers),
+                    sample_rows,
+                )
             if "read" not in only:
                 continue
-            timed_round(results, "read:pykafka-task" + sfx, ds,
-                        lambda: cases.read_one_process(bootstrap, ds, headers))
+            timed_round(
+                results,
+                "read:pykafka-task" + sfx,
+                ds,
+                lambda: cases.read_one_process(bootstrap, ds, headers),
+            )
             for name, read in peers.READERS.items():
                 part = kafka_python_ds if name == "kafka-python" else ds
-                timed_round(results, f"read:{name}{sfx}", ds,
-                            lambda: read(bootstrap, part, headers), part.records, cpu=True)
+                timed_round(
+                    results,
+                    f"read:{name}{sfx}",
+                    ds,
+                    lambda: read(bootstrap, part, headers),
+                    part.records,
+                    cpu=True,
+                )
             extra = {"includeHeaders": str(headers).lower()}
-            timed_round(results, "read:spark-pykafka" + sfx, ds,
-                        lambda: spark_read(spark, bootstrap, ds, extra=extra), cpu=True)
+            timed_round(
+                results,
+                "read:spark-pykafka" + sfx,
+                ds,
+                lambda: spark_read(spark, bootstrap, ds, extra=extra),
+                cpu=True,
+            )
             if args.sail_source and headers:
-                timed_round(results, "read:spark-sail" + sfx, ds,
-                            lambda: spark_read(spark, bootstrap, ds, "sailkafka"), cpu=True)
+                timed_round(
+                    results,
+                    "read:spark-sail" + sfx,
+                    ds,
+                    lambda: spark_read(spark, bootstrap, ds, "sailkafka"),
+                    cpu=True,
+                )
         if "read" in only:
-            timed_round(results, "read:spark-floor:headers", ds,
-                        lambda: spark_floor_read(spark, ds), cpu=True)
+            timed_round(
+                results,
+                "read:spark-floor:headers",
+                ds,
+                lambda: spark_floor_read(spark, ds),
+                cpu=True,
+            )
             if ds is first:
-                timed_round(results, "read:spark-pykafka-tiny", ds,
-                            lambda: spark_read_tiny(spark, bootstrap, ds), len(ds.ends))
+                timed_round(
+                    results,
+                    "read:spark-pykafka-tiny",
+                    ds,
+                    lambda: spark_read_tiny(spark, bootstrap, ds),
+                    len(ds.ends),
+                )
     responses = sample = None  # free the fetched batches (the lambdas above read these names)
 
 
@@ -492,17 +668,20 @@ def spark_read_tiny(spark, bootstrap, ds):
     import json
 
     from spark_cases import read_noop
+
     ending = json.dumps({ds.topic: {str(p): 1 for p in ds.ends}})
     return read_noop(spark, bootstrap, ds, extra={"endingOffsets": ending})
 
 
 def spark_read(spark, bootstrap, ds, fmt="pykafka", extra=None):
     from spark_cases import read_noop
+
     return read_noop(spark, bootstrap, ds, fmt, extra)
 
 
 def spark_floor_read(spark, ds):
     from spark_cases import floor_read
+
     return floor_read(spark, ds)
 
 
@@ -510,37 +689,51 @@ def run_stream(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int
     from types import SimpleNamespace
 
     from spark_cases import floor_stream, stream_noop, tiny_topic
+
     n = len(ds.ends)
     tiny = SimpleNamespace(topic=tiny_topic(bootstrap, n), records=n)
     floor_stream(spark, ds.head(n))  # the floor stream's first start
     stream_noop(spark, bootstrap, tiny)  # and ours
     log(f"streaming {ds.name}: {rounds} rounds")
     for _ in range(rounds):
-        timed_round(results, "stream:spark-pykafka:headers", ds,
-                    lambda: stream_noop(spark, bootstrap, ds), cpu=True)
-        timed_round(results, "stream:spark-floor:headers", ds,
-                    lambda: floor_stream(spark, ds), cpu=True)
+        timed_round(
+            results,
+            "stream:spark-pykafka:headers",
+            ds,
+            lambda: stream_noop(spark, bootstrap, ds),
+            cpu=True,
+        )
+        timed_round(
+            results, "stream:spark-floor:headers", ds, lambda: floor_stream(spark, ds), cpu=True
+        )
         # the fixed cost of a streaming query: one record per partition
-        timed_round(results, "stream:spark-pykafka-tiny", ds,
-                    lambda: stream_noop(spark, bootstrap, tiny), n)
-        timed_round(results, "stream:spark-floor-tiny", ds,
-                    lambda: floor_stream(spark, ds.head(n)), n)
+        timed_round(
+            results, "stream:spark-pykafka-tiny", ds, lambda: stream_noop(spark, bootstrap, tiny), n
+        )
+        timed_round(
+            results, "stream:spark-floor-tiny", ds, lambda: floor_stream(spark, ds.head(n)), n
+        )
 
 
-def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
-              slow_records: int):
+def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int, slow_records: int):
     from bench_exactly_once import exactly_once_write
     from spark_cases import cached_rows, floor_write, new_topic, write_pykafka
+
     df = cached_rows(spark, bootstrap, ds)
     rows = peers.write_rows(cases_read_table(bootstrap, ds))
     slow = ds.head(min(ds.records, slow_records))
-    slow_rows = tuple(column[:slow.records] for column in rows)
+    slow_rows = tuple(column[: slow.records] for column in rows)
     # warm the writers (workers, imports, first connections) with a small write
     write_pykafka(df.limit(1000), bootstrap, new_topic(bootstrap, ds.partitions), "none")
     floor_write(df.limit(1000))
     for write in peers.WRITERS.values():
-        write(bootstrap, new_topic(bootstrap, ds.partitions),
-              tuple(column[:1000] for column in rows), "none", True)
+        write(
+            bootstrap,
+            new_topic(bootstrap, ds.partitions),
+            tuple(column[:1000] for column in rows),
+            "none",
+            True,
+        )
     log(f"write floor {ds.name}: {rounds} rounds")
     for _ in range(rounds):
         timed_round(results, "write:spark-floor:headers", ds, lambda: floor_write(df), cpu=True)
@@ -550,17 +743,34 @@ def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
         for _ in range(rounds):
             for sfx, headers in HEADER_VARIANTS:
                 frame = df if headers else df.select("key", "value")
-                contenders = [("spark-pykafka", ds, lambda topic: write_pykafka(
-                    frame, bootstrap, topic, codec))]
+                contenders = [
+                    (
+                        "spark-pykafka",
+                        ds,
+                        lambda topic: write_pykafka(frame, bootstrap, topic, codec),
+                    )
+                ]
                 if codec == "none" and not headers:  # issue 15: the cost of transactions
-                    contenders.append(("spark-pykafka-eos", ds, lambda topic: (
-                        exactly_once_write(frame, bootstrap, topic, codec))))
+                    contenders.append(
+                        (
+                            "spark-pykafka-eos",
+                            ds,
+                            lambda topic: exactly_once_write(frame, bootstrap, topic, codec),
+                        )
+                    )
                 for name, write in peers.WRITERS.items():
                     part, part_rows = (ds, rows) if name == "confluent-kafka" else (slow, slow_rows)
                     if part is slow and codec != "none":
                         continue
-                    contenders.append((name, part, lambda topic, write=write, part_rows=part_rows:
-                                       write(bootstrap, topic, part_rows, codec, headers)))
+                    contenders.append(
+                        (
+                            name,
+                            part,
+                            lambda topic, write=write, part_rows=part_rows: write(
+                                bootstrap, topic, part_rows, codec, headers
+                            ),
+                        )
+                    )
                 for name, part, fn in contenders:
                     case = f"write:{name}:{codec}{sfx}"
                     topic = new_topic(bootstrap, ds.partitions)
@@ -568,8 +778,7 @@ def run_write(results: Results, spark, bootstrap: str, ds: DataSet, rounds: int,
                     if case not in checked:
                         n = cases.count_records(bootstrap, topic)
                         if n != part.records:
-                            raise RuntimeError(f"{case}: {n} records written, "
-                                               f"{part.records} sent")
+                            raise RuntimeError(f"{case}: {n} records written, {part.records} sent")
                         checked.add(case)
     df.unpersist()
 
@@ -579,23 +788,34 @@ def cases_read_table(bootstrap: str, ds: DataSet) -> pa.Table:
     from kafka_source.fetcher import read_range
     from kafka_source.options import parse_reader_options
     from kafka_source.planning import OffsetRange
-    options = parse_reader_options({"kafka.bootstrap.servers": bootstrap,
-                                    "subscribe": ds.topic, "includeHeaders": "true"})
-    batches = [b for p, end in ds.ends.items()
-               for b in read_range(options, OffsetRange(ds.topic, p, 0, end))]
+
+    options = parse_reader_options(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": ds.topic, "includeHeaders": "true"}
+    )
+    batches = [
+        b
+        for p, end in ds.ends.items()
+        for b in read_range(options, OffsetRange(ds.topic, p, 0, end))
+    ]
     return pa.Table.from_batches(batches)
 
 
 def run_memory(spark, bootstrap: str, sets: list[DataSet]):
     from spark_cases import read_memory
+
     out = []
     small = sets[0]
     read_memory(spark, bootstrap, small, 4 * len(small.ends))  # start the workers
-    for ds, records in ((small, small.records // 4), (small, small.records),
-                        (sets[-1], sets[-1].records)):
+    for ds, records in (
+        (small, small.records // 4),
+        (small, small.records),
+        (sets[-1], sets[-1].records),
+    ):
         seconds, peak, total = read_memory(spark, bootstrap, ds, records)
-        log(f"  memory: {ds.name} {records:,} records in {seconds:.1f} s: peak worker "
-            f"{peak:.0f} MB, all workers {total:.0f} MB")
+        log(
+            f"  memory: {ds.name} {records:,} records in {seconds:.1f} s: peak worker "
+            f"{peak:.0f} MB, all workers {total:.0f} MB"
+        )
         out.append((ds.name, records, seconds, peak, total))
     return out
 
@@ -606,17 +826,25 @@ def run_scale(spark, bootstrap: str, args) -> dict:
     with the workers' RSS sampled and the driver's planning timed; then the planning of a
     topic of ``--wide-partitions`` partitions."""
     from spark_cases import read_memory
+
     per = max(16, int(args.scale_records * args.scale))
-    sets = {1: DataSet("scale-1p", per, 100, "none", 1),
-            16: DataSet("scale-16p", per, 100, "none", 16),
-            4: DataSet("scale-4p", 4 * per, 100, "none", 4)}
+    sets = {
+        1: DataSet("scale-1p", per, 100, "none", 1),
+        16: DataSet("scale-16p", per, 100, "none", 16),
+        4: DataSet("scale-4p", 4 * per, 100, "none", 4),
+    }
     for ds in sets.values():
         ds.topic = f"bench-{ds.name}"
         t = time.perf_counter()
         produce(bootstrap, ds)
         log(f"produced {ds.describe()} in {time.perf_counter() - t:.1f} s")
-    cases_ = [(sets[1], per), (sets[4], per), (sets[16], per),
-              (sets[4], per // 4), (sets[4], 4 * per)]
+    cases_ = [
+        (sets[1], per),
+        (sets[4], per),
+        (sets[16], per),
+        (sets[4], per // 4),
+        (sets[4], 4 * per),
+    ]
     for ds, _ in cases_[:3]:  # each topic's first read (connections, JIT) off the clock
         read_memory(spark, bootstrap, ds, len(ds.ends))
     samples: dict = {}
@@ -625,33 +853,42 @@ def run_scale(spark, bootstrap: str, args) -> dict:
         for ds, records in cases_:
             seconds, peak, total = read_memory(spark, bootstrap, ds, records)
             planning = statistics.median(
-                cases.plan_batch(bootstrap, ds.topic, ds.partitions) for _ in range(3))
+                cases.plan_batch(bootstrap, ds.topic, ds.partitions) for _ in range(3)
+            )
             samples.setdefault((ds.partitions, records), []).append(
-                (seconds, peak, total, planning))
-            log(f"  scale: {ds.partitions} partitions, {records:,} records: {seconds:.2f} s, "
-                f"peak worker {peak:.0f} MB, planning {planning * 1000:.0f} ms")
+                (seconds, peak, total, planning)
+            )
+            log(
+                f"  scale: {ds.partitions} partitions, {records:,} records: {seconds:.2f} s, "
+                f"peak worker {peak:.0f} MB, planning {planning * 1000:.0f} ms"
+            )
     wide = args.wide_partitions
     topic = f"bench-wide-{wide}"
     t = time.perf_counter()
     cases.wide_topic(bootstrap, topic, wide)
-    log(f"created {topic} ({wide} partitions, one record each) in "
-        f"{time.perf_counter() - t:.1f} s")
+    log(f"created {topic} ({wide} partitions, one record each) in {time.perf_counter() - t:.1f} s")
     cases.plan_batch(bootstrap, topic, wide)  # first lookup off the clock
     batch_plan = [cases.plan_batch(bootstrap, topic, wide) for _ in range(5)]
     stream_plan = [cases.plan_micro_batch(bootstrap, topic, wide) for _ in range(5)]
-    log(f"  planning {wide} partitions: batch {statistics.median(batch_plan) * 1000:.0f} ms, "
-        f"micro-batch {statistics.median(stream_plan) * 1000:.0f} ms")
-    return {"reads": samples, "wide": wide, "batch_plan": batch_plan,
-            "stream_plan": stream_plan}
+    log(
+        f"  planning {wide} partitions: batch {statistics.median(batch_plan) * 1000:.0f} ms, "
+        f"micro-batch {statistics.median(stream_plan) * 1000:.0f} ms"
+    )
+    return {"reads": samples, "wide": wide, "batch_plan": batch_plan, "stream_plan": stream_plan}
 
 
 # ---- the report ---------------------------------------------------------------------------
 
-PEER_READ = {"confluent-kafka": "confluent-kafka Consumer", "aiokafka": "aiokafka AIOKafkaConsumer",
-             "kafka-python": "kafka-python KafkaConsumer"}
-PEER_WRITE = {"confluent-kafka": "confluent-kafka Producer loop",
-              "aiokafka": "aiokafka AIOKafkaProducer loop",
-              "kafka-python": "kafka-python KafkaProducer loop"}
+PEER_READ = {
+    "confluent-kafka": "confluent-kafka Consumer",
+    "aiokafka": "aiokafka AIOKafkaConsumer",
+    "kafka-python": "kafka-python KafkaConsumer",
+}
+PEER_WRITE = {
+    "confluent-kafka": "confluent-kafka Producer loop",
+    "aiokafka": "aiokafka AIOKafkaProducer loop",
+    "kafka-python": "kafka-python KafkaProducer loop",
+}
 
 
 def label(case: str, cores: int, args=None) -> str:
@@ -669,9 +906,11 @@ def label(case: str, cores: int, args=None) -> str:
     if kind == "read":
         if who == "spark-floor":
             return "read floor: Spark + Python source of ready Arrow batches + headers, no Kafka"
-        text = {"spark-pykafka": f"spark.read pykafka -> noop, local[{cores}]",
-                "pykafka-task": "pykafka task code, one process",
-                "spark-sail": "spark.read sail kafka source -> noop"}.get(who)
+        text = {
+            "spark-pykafka": f"spark.read pykafka -> noop, local[{cores}]",
+            "pykafka-task": "pykafka task code, one process",
+            "spark-sail": "spark.read sail kafka source -> noop",
+        }.get(who)
         if text is None:
             text = f"{PEER_READ[who]} -> Arrow, one process"
             if who == "kafka-python" and args is not None:
@@ -679,8 +918,10 @@ def label(case: str, cores: int, args=None) -> str:
         return f"read: {text}{cols}"
     if kind == "stream":
         if who == "spark-floor":
-            return ("stream floor: Spark + Python streaming source of ready Arrow batches "
-                    "+ headers, AvailableNow, no Kafka")
+            return (
+                "stream floor: Spark + Python streaming source of ready Arrow batches "
+                "+ headers, AvailableNow, no Kafka"
+            )
         return f"stream: readStream pykafka AvailableNow -> noop{cols}"
     if kind == "write":
         if who == "spark-floor":
@@ -707,8 +948,12 @@ def peers_of(case: str) -> list[str]:
         return [f"write:{name}:{parts[2]}{sfx}" for name in peers.WRITERS]
     if kind == "write" and who == "spark-pykafka-eos":  # compared with the idempotent write
         return [f"write:spark-pykafka:{parts[2]}{sfx}"]
-    if (kind, who) in (("decode", "pykafka"), ("read", "spark-pykafka"),
-                       ("read", "pykafka-task"), ("stream", "spark-pykafka")):
+    if (kind, who) in (
+        ("decode", "pykafka"),
+        ("read", "spark-pykafka"),
+        ("read", "pykafka-task"),
+        ("stream", "spark-pykafka"),
+    ):
         out = [f"read:{name}{sfx}" for name in peers.READERS]
         if kind == "decode":
             out.append(f"decode:kafka-python{sfx}")
@@ -728,8 +973,12 @@ def _fmt_ratio(x: float | None) -> str:
 
 def _short(case: str) -> str:
     who = case.split(":")[1]
-    return {"kafka-python": "kafka-python", "confluent-kafka": "confluent",
-            "aiokafka": "aiokafka", "spark-sail": "sail"}.get(who, who)
+    return {
+        "kafka-python": "kafka-python",
+        "confluent-kafka": "confluent",
+        "aiokafka": "aiokafka",
+        "spark-sail": "sail",
+    }.get(who, who)
 
 
 def render(results: Results, memory, sets, info, args, elapsed, notes, scale=None) -> str:
@@ -757,13 +1006,13 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
         "",
         "Records/s and MB/s are medians over the rounds; spread is (max - min) / median; "
         "MB/s counts payload bytes (key + value + header), whatever the compression. "
-        "\"x best peer\" (the fastest peer's name in brackets) and \"of wire\" are medians "
+        '"x best peer" (the fastest peer\'s name in brackets) and "of wire" are medians '
         "of ratios taken within each round (both contenders under the same load). Every "
-        "read is measured without the headers column (\"no headers\": Spark's default, "
-        "`includeHeaders=false`) and with it (\"+ headers\"), and compared with peers that "
+        'read is measured without the headers column ("no headers": Spark\'s default, '
+        '`includeHeaders=false`) and with it ("+ headers"), and compared with peers that '
         "build the same Arrow columns; every write without and with a header per row. The "
         "peers (Python clients in one process) are configured for throughput, each setting "
-        "with its reason under \"Peer settings\" below.",
+        'with its reason under "Peer settings" below.',
         "",
         "| Case | Data | Records/s | Spread | MB/s | x best peer | of wire |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -779,17 +1028,25 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
             top = max(candidates, key=lambda p: results.median(p, ds))
             best = f"{results.ratio(case, top, ds):.2f}x ({_short(top)})"
         wire = results.ratio(case, "wire", ds) if case != "wire" else None
-        lines.append(f"| {label(case, cores, args)} | {ds.name} | {_fmt_rate(rate)} | "
-                     f"{results.spread(case, ds) * 100:.0f}% | "
-                     f"{rate * ds.record_bytes / 1e6:,.0f} | {best} | "
-                     f"{'' if wire is None else f'{wire * 100:.0f}%'} |")
+        lines.append(
+            f"| {label(case, cores, args)} | {ds.name} | {_fmt_rate(rate)} | "
+            f"{results.spread(case, ds) * 100:.0f}% | "
+            f"{rate * ds.record_bytes / 1e6:,.0f} | {best} | "
+            f"{'' if wire is None else f'{wire * 100:.0f}%'} |"
+        )
 
     read_peers = [f"read:{name}" for name in peers.READERS]
     for ds in sets:
         row("wire", ds)
         for sfx, _ in HEADER_VARIANTS:
-            for case in ["decode:pykafka", "decode:kafka-python", "read:spark-pykafka",
-                         "read:pykafka-task", *read_peers, "read:spark-sail"]:
+            for case in [
+                "decode:pykafka",
+                "decode:kafka-python",
+                "read:spark-pykafka",
+                "read:pykafka-task",
+                *read_peers,
+                "read:spark-sail",
+            ]:
                 row(case + sfx, ds)
         row("read:spark-floor:headers", ds)
     ds0 = sets[0]
@@ -804,73 +1061,100 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
                 row(f"write:{name}:{codec}{sfx}", ds0)
     if results.has("write:spark-floor:headers", ds0):
         lines.append("")
-        lines.append(f"Writes send the first "
-                     f"{results.records[('write:spark-floor:headers', ds0.name)]:,} rows of "
-                     f"{ds0.name} (key, value, and with \"+ header\" its header) to a new "
-                     f"topic of {ds0.partitions} partitions, acks=all, from a DataFrame cached "
-                     "beforehand (Spark) or Python lists built beforehand (the peers); "
-                     "aiokafka and kafka-python write fewer rows (they are slow) and only "
-                     "uncompressed.")
+        lines.append(
+            f"Writes send the first "
+            f"{results.records[('write:spark-floor:headers', ds0.name)]:,} rows of "
+            f'{ds0.name} (key, value, and with "+ header" its header) to a new '
+            f"topic of {ds0.partitions} partitions, acks=all, from a DataFrame cached "
+            "beforehand (Spark) or Python lists built beforehand (the peers); "
+            "aiokafka and kafka-python write fewer rows (they are slow) and only "
+            "uncompressed."
+        )
     lines.append("")
-    lines.append("The peers' read rows are also the decoder's peers: the clients cannot be "
-                 "handed Fetch bytes, so their figure includes fetching (done by librdkafka's "
-                 "own threads for confluent-kafka). kafka-python decodes a sample of about "
-                 f"{args.kafka_python_records:,} records per data set.")
+    lines.append(
+        "The peers' read rows are also the decoder's peers: the clients cannot be "
+        "handed Fetch bytes, so their figure includes fetching (done by librdkafka's "
+        "own threads for confluent-kafka). kafka-python decodes a sample of about "
+        f"{args.kafka_python_records:,} records per data set."
+    )
     tiny = ("read:spark-pykafka-tiny", sets[0].name)
     if tiny in results.seconds:
-        lines.append(f"A spark.read of {len(sets[0].ends)} records (one per partition) into "
-                     f"noop takes {statistics.median(results.seconds[tiny]):.2f} s (median): "
-                     "the fixed cost of a query (Python planning workers, offsets, task "
-                     "launch), included in every Spark figure above.")
-    stream_tiny = [results.seconds.get((c, sets[0].name)) for c in
-                   ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")]
+        lines.append(
+            f"A spark.read of {len(sets[0].ends)} records (one per partition) into "
+            f"noop takes {statistics.median(results.seconds[tiny]):.2f} s (median): "
+            "the fixed cost of a query (Python planning workers, offsets, task "
+            "launch), included in every Spark figure above."
+        )
+    stream_tiny = [
+        results.seconds.get((c, sets[0].name))
+        for c in ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")
+    ]
     if all(stream_tiny):
         ours, floor = (statistics.median(x) for x in stream_tiny)
-        lines.append(f"A stream of {len(sets[0].ends)} records (one per partition, "
-                     f"Trigger.AvailableNow into noop) takes {ours:.2f} s (median), the floor "
-                     f"stream of as many rows {floor:.2f} s: the fixed cost of a streaming "
-                     "query (Spark's planner process for the source, offset and commit logs), "
-                     "included in both stream figures above.")
+        lines.append(
+            f"A stream of {len(sets[0].ends)} records (one per partition, "
+            f"Trigger.AvailableNow into noop) takes {ours:.2f} s (median), the floor "
+            f"stream of as many rows {floor:.2f} s: the fixed cost of a streaming "
+            "query (Spark's planner process for the source, offset and commit logs), "
+            "included in both stream figures above."
+        )
     if not args.sail_source:
-        lines.append("lakehq/sail's Kafka data source was not run: the latest pysail "
-                     "release has none (it is in an unmerged pull request); pass "
-                     "`--sail-source` (or `SAIL_KAFKA_SOURCE=`) with its `kafka.py` to add it.")
+        lines.append(
+            "lakehq/sail's Kafka data source was not run: the latest pysail "
+            "release has none (it is in an unmerged pull request); pass "
+            "`--sail-source` (or `SAIL_KAFKA_SOURCE=`) with its `kafka.py` to add it."
+        )
     if memory:
-        lines += ["", "Memory: peak RSS of Spark's Python workers while reading into noop "
-                      "(sampled every 50 ms; workers are reused, so a later read starts from "
-                      "what an earlier one left):", "",
-                  "| Data | Records read | Seconds | Peak one worker MB | Peak all workers MB |",
-                  "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Memory: peak RSS of Spark's Python workers while reading into noop "
+            "(sampled every 50 ms; workers are reused, so a later read starts from "
+            "what an earlier one left):",
+            "",
+            "| Data | Records read | Seconds | Peak one worker MB | Peak all workers MB |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for name, records, seconds, peak, total in memory:
             lines.append(f"| {name} | {records:,} | {seconds:.1f} | {peak:.0f} | {total:.0f} |")
     if results.cpu:
-        lines += ["", "Where the CPU goes: CPU seconds per million records by process "
-                      "(medians over the rounds; 2 cores give 2 CPU seconds per second; the "
-                      "peers run in the driver process):", "",
-                  "| Case | Data | Wall s | Spark JVM | Python workers | Broker | Driver |",
-                  "|---|---|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Where the CPU goes: CPU seconds per million records by process "
+            "(medians over the rounds; 2 cores give 2 CPU seconds per second; the "
+            "peers run in the driver process):",
+            "",
+            "| Case | Data | Wall s | Spark JVM | Python workers | Broker | Driver |",
+            "|---|---|---:|---:|---:|---:|---:|",
+        ]
         for (case, name), samples in results.cpu.items():
             ds = next(d for d in sets if d.name == name)
             per_m = 1e6 / results.records[(case, name)]
 
             def med(kind):
                 return statistics.median(c.get(kind, 0.0) for c in samples) * per_m
+
             wall = statistics.median(results.seconds[(case, name)]) * per_m
-            lines.append(f"| {label(case, cores, args)} | {ds.name} | {wall:.2f} | "
-                         f"{med('jvm'):.2f} | {med('python workers'):.2f} | "
-                         f"{med('broker'):.2f} | {med('driver'):.2f} |")
+            lines.append(
+                f"| {label(case, cores, args)} | {ds.name} | {wall:.2f} | "
+                f"{med('jvm'):.2f} | {med('python workers'):.2f} | "
+                f"{med('broker'):.2f} | {med('driver'):.2f} |"
+            )
     if scale:
-        lines += ["", "Scale: `spark.read` into noop (100-byte values, one header, read with "
-                      "the headers column) of 1, 4 and 16 partitions and of more and fewer "
-                      "records (medians over the rounds); the peak RSS of Spark's Python "
-                      "workers during each read (reused workers: a read starts from what "
-                      "earlier ones left); planning: the batch reader's planning "
-                      "(`partitions()`: a connection, the topic's metadata, ListOffsets "
-                      "earliest and latest, the ranges) timed in the driver process, median "
-                      "of 3:", "",
-                  "| Partitions | Records | Seconds | Records/s | Peak one worker MB | "
-                  "Peak all workers MB | Planning ms |",
-                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "Scale: `spark.read` into noop (100-byte values, one header, read with "
+            "the headers column) of 1, 4 and 16 partitions and of more and fewer "
+            "records (medians over the rounds); the peak RSS of Spark's Python "
+            "workers during each read (reused workers: a read starts from what "
+            "earlier ones left); planning: the batch reader's planning "
+            "(`partitions()`: a connection, the topic's metadata, ListOffsets "
+            "earliest and latest, the ranges) timed in the driver process, median "
+            "of 3:",
+            "",
+            "| Partitions | Records | Seconds | Records/s | Peak one worker MB | "
+            "Peak all workers MB | Planning ms |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+        ]
         for (partitions, records), rows in scale["reads"].items():
             seconds = statistics.median(r[0] for r in rows)
             lines.append(
@@ -878,14 +1162,18 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
                 f"{_fmt_rate(records / seconds)} | "
                 f"{statistics.median(r[1] for r in rows):.0f} | "
                 f"{statistics.median(r[2] for r in rows):.0f} | "
-                f"{statistics.median(r[3] for r in rows) * 1000:.0f} |")
-        lines += ["", f"Planning a topic of {scale['wide']:,} partitions (one record each), "
-                      f"in the driver process, median of 5: batch read "
-                      f"{statistics.median(scale['batch_plan']) * 1000:.0f} ms (as above); "
-                      f"one micro-batch of a stream "
-                      f"{statistics.median(scale['stream_plan']) * 1000:.0f} ms "
-                      "(`latestOffset`: metadata and ListOffsets latest; `partitions`: the "
-                      "ranges)."]
+                f"{statistics.median(r[3] for r in rows) * 1000:.0f} |"
+            )
+        lines += [
+            "",
+            f"Planning a topic of {scale['wide']:,} partitions (one record each), "
+            f"in the driver process, median of 5: batch read "
+            f"{statistics.median(scale['batch_plan']) * 1000:.0f} ms (as above); "
+            f"one micro-batch of a stream "
+            f"{statistics.median(scale['stream_plan']) * 1000:.0f} ms "
+            "(`latestOffset`: metadata and ListOffsets latest; `partitions`: the "
+            "ranges).",
+        ]
     lines += ["", "Goals (from the issue; reported, not asserted):", ""]
     lines += goals(results, memory, sets, scale)
     lines += notes
@@ -897,15 +1185,18 @@ def render(results: Results, memory, sets, info, args, elapsed, notes, scale=Non
 
 def peer_settings(info) -> list[str]:
     """Each peer's settings (peers.py) with the reason for each."""
-    out = ["Each peer as its documentation and a user who measured would configure it for "
-           "throughput (tests/bench/peers.py; the candidates tried and their figures: "
-           "[peer_tuning.md](peer_tuning.md), written by `tests/bench/tune_peers.py`). "
-           "\"call\" marks how the client is called rather than configured. Every read "
-           "assigns the partitions (no group, no commits) and builds Arrow batches of "
-           f"{peers.CHUNK:,} rows, one list comprehension per column, the headers from the "
-           "(key, value) tuples the client returns; every write passes prebuilt Python "
-           "lists (headers as a list of (key, value) tuples per row), no per-message "
-           "callback, and waits for every acknowledgement.", ""]
+    out = [
+        "Each peer as its documentation and a user who measured would configure it for "
+        "throughput (tests/bench/peers.py; the candidates tried and their figures: "
+        "[peer_tuning.md](peer_tuning.md), written by `tests/bench/tune_peers.py`). "
+        '"call" marks how the client is called rather than configured. Every read '
+        "assigns the partitions (no group, no commits) and builds Arrow batches of "
+        f"{peers.CHUNK:,} rows, one list comprehension per column, the headers from the "
+        "(key, value) tuples the client returns; every write passes prebuilt Python "
+        "lists (headers as a list of (key, value) tuples per row), no per-message "
+        "callback, and waits for every acknowledgement.",
+        "",
+    ]
     for name, (consumer, producer) in peers.SETTINGS.items():
         version = info.get(name, "")
         out += [f"{name} {version}:", "", "| Side | Setting | Value | Why |", "|---|---|---|---|"]
@@ -929,8 +1220,7 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
         if not samples:
             return None
         per_m = 1e6 / results.records[(case, ds.name)]
-        return statistics.median(sum(c.get(p, 0.0) for p in processes)
-                                 for c in samples) * per_m
+        return statistics.median(sum(c.get(p, 0.0) for p in processes) for c in samples) * per_m
 
     def worker_cpu(case):
         return cpu_per_m(case, ds0, "python workers")
@@ -947,31 +1237,45 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
                 parts.append(f"{ds.name} {mine / base:.2f}x + broker {broker:.2f} s")
         if not parts:
             return ""
-        return ("; CPU per record of Spark's JVM and Python workers against the floor's, "
-                "and the CPU seconds per million records of the broker, which shares the "
-                f"same {os.cpu_count()} cores: " + ", ".join(parts))
+        return (
+            "; CPU per record of Spark's JVM and Python workers against the floor's, "
+            "and the CPU seconds per million records of the broker, which shares the "
+            f"same {os.cpu_count()} cores: " + ", ".join(parts)
+        )
 
-    for what, case, goal in (("read", "read:spark-pykafka", GOAL_READ_WORKER_CPU),
-                             ("write", "write:spark-pykafka:none", GOAL_WRITE_WORKER_CPU)):
-        figures = [(text, worker_cpu(case + sfx)) for sfx, text in
-                   (("", "no headers"), (":headers", "+ headers" if what == "read"
-                                         else "+ header"))]
+    for what, case, goal in (
+        ("read", "read:spark-pykafka", GOAL_READ_WORKER_CPU),
+        ("write", "write:spark-pykafka:none", GOAL_WRITE_WORKER_CPU),
+    ):
+        figures = [
+            (text, worker_cpu(case + sfx))
+            for sfx, text in (
+                ("", "no headers"),
+                (":headers", "+ headers" if what == "read" else "+ header"),
+            )
+        ]
         figures = [(t, f) for t, f in figures if f is not None]
         if figures:
-            out.append(f"- Python worker CPU of a Spark {what} <= {goal} s per million "
-                       f"records ({ds0.name}): {verdict(all(f <= goal for _, f in figures))} "
-                       f"({', '.join(f'{t} {f:.2f} s' for t, f in figures)})")
+            out.append(
+                f"- Python worker CPU of a Spark {what} <= {goal} s per million "
+                f"records ({ds0.name}): {verdict(all(f <= goal for _, f in figures))} "
+                f"({', '.join(f'{t} {f:.2f} s' for t, f in figures)})"
+            )
     if results.has("decode:pykafka", ds0) or results.has("decode:pykafka:headers", ds0):
         figures, oks = [], []
-        for sfx, text, goal in (("", "no headers", GOAL_DECODE_PLAIN),
-                                (":headers", "one header", GOAL_DECODE_HEADERS)):
+        for sfx, text, goal in (
+            ("", "no headers", GOAL_DECODE_PLAIN),
+            (":headers", "one header", GOAL_DECODE_HEADERS),
+        ):
             if results.has("decode:pykafka" + sfx, ds0):
                 rate = results.median("decode:pykafka" + sfx, ds0)
                 figures.append(f"{text} {_fmt_rate(rate)}/s (goal {_fmt_rate(goal)}/s)")
                 oks.append(rate >= goal)
-        out.append(f"- decode on one core ({ds0.name}), >= {GOAL_DECODE_PLAIN / 1e6:.0f} M "
-                   f"records/s without headers and >= {GOAL_DECODE_HEADERS / 1e6:.1f} M/s "
-                   f"with one: {verdict(all(oks))} ({', '.join(figures)})")
+        out.append(
+            f"- decode on one core ({ds0.name}), >= {GOAL_DECODE_PLAIN / 1e6:.0f} M "
+            f"records/s without headers and >= {GOAL_DECODE_HEADERS / 1e6:.1f} M/s "
+            f"with one: {verdict(all(oks))} ({', '.join(figures)})"
+        )
     parts, oks = [], []
     for ds in sets:
         r = results.ratio("read:spark-pykafka:headers", "read:spark-floor:headers", ds)
@@ -980,10 +1284,12 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
             oks.append(r >= GOAL_READ_VS_FLOOR)
     if parts:
         note = spark_cpu_note("read:spark-pykafka:headers", "read:spark-floor:headers", sets)
-        out.append(f"- spark.read (with headers) >= {GOAL_READ_VS_FLOOR}x Spark's read floor "
-                   f"(a Python source of ready Arrow batches with headers, no Kafka), "
-                   f"100-byte and 1 KB records, uncompressed, lz4, zstd: "
-                   f"{verdict(all(oks))} ({', '.join(parts)}{note})")
+        out.append(
+            f"- spark.read (with headers) >= {GOAL_READ_VS_FLOOR}x Spark's read floor "
+            f"(a Python source of ready Arrow batches with headers, no Kafka), "
+            f"100-byte and 1 KB records, uncompressed, lz4, zstd: "
+            f"{verdict(all(oks))} ({', '.join(parts)}{note})"
+        )
     figures, oks = [], []
     for sfx, text in ((":headers", "+ header"), ("", "no headers")):
         r = results.ratio(f"write:spark-pykafka:none{sfx}", "write:spark-floor:headers", ds0)
@@ -991,42 +1297,59 @@ def goals(results: Results, memory, sets, scale=None) -> list[str]:
             figures.append(f"{text} {r:.2f}x")
             oks.append(r >= GOAL_WRITE_VS_FLOOR)
     if figures:
-        note = spark_cpu_note("write:spark-pykafka:none:headers",
-                              "write:spark-floor:headers", [ds0])
-        out.append(f"- df.write >= {GOAL_WRITE_VS_FLOOR}x Spark's write floor (Python tasks "
-                   f"that drop the rows with headers), uncompressed: {verdict(all(oks))} "
-                   f"({', '.join(figures)}{note})")
+        note = spark_cpu_note(
+            "write:spark-pykafka:none:headers", "write:spark-floor:headers", [ds0]
+        )
+        out.append(
+            f"- df.write >= {GOAL_WRITE_VS_FLOOR}x Spark's write floor (Python tasks "
+            f"that drop the rows with headers), uncompressed: {verdict(all(oks))} "
+            f"({', '.join(figures)}{note})"
+        )
     r = results.ratio("stream:spark-pykafka:headers", "read:spark-pykafka:headers", ds0)
     if r is not None:
         floor = results.ratio("stream:spark-floor:headers", "read:spark-floor:headers", ds0)
-        ours = results.ratio("stream:spark-pykafka:headers", "stream:spark-floor:headers",
-                             ds0)
-        extra = "" if floor is None else (
-            f"; Spark's own floor streams at {floor:.2f}x its batch read, and our stream "
-            f"runs at {ours:.2f}x the floor stream")
-        tiny = [results.seconds.get((c, ds0.name)) for c in
-                ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")]
+        ours = results.ratio("stream:spark-pykafka:headers", "stream:spark-floor:headers", ds0)
+        extra = (
+            ""
+            if floor is None
+            else (
+                f"; Spark's own floor streams at {floor:.2f}x its batch read, and our stream "
+                f"runs at {ours:.2f}x the floor stream"
+            )
+        )
+        tiny = [
+            results.seconds.get((c, ds0.name))
+            for c in ("stream:spark-pykafka-tiny", "stream:spark-floor-tiny")
+        ]
         if all(tiny):
-            extra += (f"; a stream of {len(ds0.ends)} records takes "
-                      f"{statistics.median(tiny[0]):.2f} s, the floor's "
-                      f"{statistics.median(tiny[1]):.2f} s")
-        out.append(f"- streaming (AvailableNow) >= {GOAL_STREAM_VS_BATCH}x the batch read "
-                   f"(the issue: close most of the gap from 0.5x): "
-                   f"{verdict(r >= GOAL_STREAM_VS_BATCH)} ({ds0.name} with headers "
-                   f"{r:.2f}x{extra})")
+            extra += (
+                f"; a stream of {len(ds0.ends)} records takes "
+                f"{statistics.median(tiny[0]):.2f} s, the floor's "
+                f"{statistics.median(tiny[1]):.2f} s"
+            )
+        out.append(
+            f"- streaming (AvailableNow) >= {GOAL_STREAM_VS_BATCH}x the batch read "
+            f"(the issue: close most of the gap from 0.5x): "
+            f"{verdict(r >= GOAL_STREAM_VS_BATCH)} ({ds0.name} with headers "
+            f"{r:.2f}x{extra})"
+        )
     if scale:
         plan = statistics.median(scale["batch_plan"])
         stream_plan = statistics.median(scale["stream_plan"])
-        out.append(f"- planning {scale['wide']:,} partitions well under a second "
-                   f"(< {GOAL_WIDE_PLANNING:.0f} s): "
-                   f"{verdict(max(plan, stream_plan) < GOAL_WIDE_PLANNING)} (batch read "
-                   f"{plan * 1000:.0f} ms, one micro-batch {stream_plan * 1000:.0f} ms)")
+        out.append(
+            f"- planning {scale['wide']:,} partitions well under a second "
+            f"(< {GOAL_WIDE_PLANNING:.0f} s): "
+            f"{verdict(max(plan, stream_plan) < GOAL_WIDE_PLANNING)} (batch read "
+            f"{plan * 1000:.0f} ms, one micro-batch {stream_plan * 1000:.0f} ms)"
+        )
     if len(memory) >= 2:
         small, large = memory[0], memory[1]
         growth = large[3] / small[3] if small[3] else float("inf")
-        out.append(f"- worker memory flat as the read grows ({small[1]:,} -> {large[1]:,} "
-                   f"records): {verdict(growth <= GOAL_MEMORY_GROWTH)} (peak one worker "
-                   f"{small[3]:.0f} -> {large[3]:.0f} MB, x{growth:.2f})")
+        out.append(
+            f"- worker memory flat as the read grows ({small[1]:,} -> {large[1]:,} "
+            f"records): {verdict(growth <= GOAL_MEMORY_GROWTH)} (peak one worker "
+            f"{small[3]:.0f} -> {large[3]:.0f} MB, x{growth:.2f})"
+        )
     return out
 
 

@@ -46,26 +46,44 @@ PER_PARTITION = 20  # records in every partition of the partitions and pattern p
 PATTERN_PARTITIONS = 4  # partitions of each topic under the pattern
 STREAM_RATE = 1000  # records/s of the micro-batch points
 POINTS = {
-    "full": {"partitions": [4, 100, 1_000, 10_000], "topics": [1, 100, 1_000],
-             "sizes": [100, 10_000, 1_000_000, 8_000_000], "size_bytes": 256_000_000,
-             "streams": [4, 100, 1_000, 10_000], "stream_seconds": 60, "warmup": 20,
-             "read_warmups": 1},
-    "quick": {"partitions": [4, 100, 1_000], "topics": [1, 10], "sizes": [100, 1_000_000],
-              "size_bytes": 16_000_000, "streams": [4, 1_000], "stream_seconds": 15,
-              "warmup": 10, "read_warmups": 0},
+    "full": {
+        "partitions": [4, 100, 1_000, 10_000],
+        "topics": [1, 100, 1_000],
+        "sizes": [100, 10_000, 1_000_000, 8_000_000],
+        "size_bytes": 256_000_000,
+        "streams": [4, 100, 1_000, 10_000],
+        "stream_seconds": 60,
+        "warmup": 20,
+        "read_warmups": 1,
+    },
+    "quick": {
+        "partitions": [4, 100, 1_000],
+        "topics": [1, 10],
+        "sizes": [100, 1_000_000],
+        "size_bytes": 16_000_000,
+        "streams": [4, 1_000],
+        "stream_seconds": 15,
+        "warmup": 10,
+        "read_warmups": 0,
+    },
 }
 BROKER_HEAP_MB = 3072  # 10,000 + 4,000 partitions on one node
 
 
-def _produce(bootstrap: str, topics, partitions: int, per_partition: int,
-             value_size: int) -> None:
+def _produce(bootstrap: str, topics, partitions: int, per_partition: int, value_size: int) -> None:
     """``per_partition`` records of ``value_size`` random bytes into every partition of
     ``topics`` (a name or a list), by one confluent-kafka producer."""
     import confluent_kafka
-    producer = confluent_kafka.Producer({
-        "bootstrap.servers": bootstrap, "linger.ms": 20, "acks": "1",
-        "message.max.bytes": max(1_000_000, 2 * value_size),
-        "queue.buffering.max.kbytes": 1_048_576})
+
+    producer = confluent_kafka.Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 20,
+            "acks": "1",
+            "message.max.bytes": max(1_000_000, 2 * value_size),
+            "queue.buffering.max.kbytes": 1_048_576,
+        }
+    )
     value = os.urandom(value_size)
     for topic in [topics] if isinstance(topics, str) else topics:
         for p in range(partitions):
@@ -92,16 +110,19 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
     """Create and fill every topic (timed), and the child's spec of read and stream
     points."""
     from protocol.client.cluster import KafkaClient
+
     reads, streams, created = [], [], {}
     warmups = points["read_warmups"]
     run = f"{int(time.time()) % 100000}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
+
         def create(topics: dict, configs=None) -> float:
             from tests.broker_setup import PARTITIONS_PER_STEP, create_wide_topic
+
             t = time.perf_counter()
             if len(topics) == 1 and max(topics.values()) > PARTITIONS_PER_STEP:
                 # KRaft refuses more than 10,000 metadata records in one operation
-                (name, n), = topics.items()
+                ((name, n),) = topics.items()
                 create_wide_topic(bootstrap, name, n, configs, timeout_s=600)
             else:
                 client.create_topics(topics, configs=configs, timeout_ms=600_000)
@@ -113,22 +134,37 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
             seconds = create({topic: n})
             t = time.perf_counter()
             _produce(bootstrap, topic, n, PER_PARTITION, 100)
-            log(f"scale: topic of {n:,} partitions created in {seconds:.1f} s, filled in "
-                f"{time.perf_counter() - t:.1f} s")
+            log(
+                f"scale: topic of {n:,} partitions created in {seconds:.1f} s, filled in "
+                f"{time.perf_counter() - t:.1f} s"
+            )
             created[f"partitions {n}"] = round(seconds, 1)
-            point = {"case": f"partitions {n}", "family": "partitions", "x": n,
-                     "records": n * PER_PARTITION, "bytes": n * PER_PARTITION * 100,
-                     "options": {"subscribe": topic}, "tasks": n, "rounds": rounds,
-                     "warmups": warmups}
+            point = {
+                "case": f"partitions {n}",
+                "family": "partitions",
+                "x": n,
+                "records": n * PER_PARTITION,
+                "bytes": n * PER_PARTITION * 100,
+                "options": {"subscribe": topic},
+                "tasks": n,
+                "rounds": rounds,
+                "warmups": warmups,
+            }
             if n > jvm_tasks:
-                point["jvm_options"] = {"assign": _assign([(topic, p)
-                                                           for p in range(jvm_tasks)])}
+                point["jvm_options"] = {"assign": _assign([(topic, p) for p in range(jvm_tasks)])}
                 point["jvm_share"] = jvm_tasks / n
             reads.append(point)
             if n in points["streams"]:
-                stream = {"case": f"micro-batch {n}", "x": n, "topic": topic, "partitions": n,
-                          "rate": STREAM_RATE, "seconds": points["stream_seconds"],
-                          "warmup": points["warmup"], "jvm": n <= jvm_tasks}
+                stream = {
+                    "case": f"micro-batch {n}",
+                    "x": n,
+                    "topic": topic,
+                    "partitions": n,
+                    "rate": STREAM_RATE,
+                    "seconds": points["stream_seconds"],
+                    "warmup": points["warmup"],
+                    "jvm": n <= jvm_tasks,
+                }
                 streams.append(stream)
         for k in points["topics"]:
             prefix = f"scale-t{k}-{run}-"
@@ -136,17 +172,29 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
             seconds = create({name: PATTERN_PARTITIONS for name in names})
             t = time.perf_counter()
             _produce(bootstrap, names, PATTERN_PARTITIONS, PER_PARTITION, 100)
-            log(f"scale: {k:,} topics of {PATTERN_PARTITIONS} partitions created in "
-                f"{seconds:.1f} s, filled in {time.perf_counter() - t:.1f} s")
+            log(
+                f"scale: {k:,} topics of {PATTERN_PARTITIONS} partitions created in "
+                f"{seconds:.1f} s, filled in {time.perf_counter() - t:.1f} s"
+            )
             created[f"topics {k}"] = round(seconds, 1)
             tasks = k * PATTERN_PARTITIONS
-            point = {"case": f"topics {k}", "family": "topics", "x": k,
-                     "records": tasks * PER_PARTITION, "bytes": tasks * PER_PARTITION * 100,
-                     "options": {"subscribePattern": prefix + ".*"},
-                     "tasks": tasks, "rounds": rounds, "warmups": warmups}
+            point = {
+                "case": f"topics {k}",
+                "family": "topics",
+                "x": k,
+                "records": tasks * PER_PARTITION,
+                "bytes": tasks * PER_PARTITION * 100,
+                "options": {"subscribePattern": prefix + ".*"},
+                "tasks": tasks,
+                "rounds": rounds,
+                "warmups": warmups,
+            }
             if tasks > jvm_tasks:
-                sample = [(name, p) for name in names[:max(1, jvm_tasks // PATTERN_PARTITIONS)]
-                          for p in range(PATTERN_PARTITIONS)]
+                sample = [
+                    (name, p)
+                    for name in names[: max(1, jvm_tasks // PATTERN_PARTITIONS)]
+                    for p in range(PATTERN_PARTITIONS)
+                ]
                 point["jvm_options"] = {"assign": _assign(sample)}
                 point["jvm_share"] = len(sample) / tasks
             reads.append(point)
@@ -154,17 +202,29 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
             topic = f"scale-v{size}-{run}"
             records = max(PATTERN_PARTITIONS, points["size_bytes"] // size)
             per = -(-records // PATTERN_PARTITIONS)
-            create({topic: PATTERN_PARTITIONS},
-                   configs={"max.message.bytes": str(max(1_048_588, 2 * size))})
+            create(
+                {topic: PATTERN_PARTITIONS},
+                configs={"max.message.bytes": str(max(1_048_588, 2 * size))},
+            )
             t = time.perf_counter()
             _produce(bootstrap, topic, PATTERN_PARTITIONS, per, size)
-            log(f"scale: {per * PATTERN_PARTITIONS:,} values of {size:,} B produced in "
-                f"{time.perf_counter() - t:.1f} s")
-            reads.append({"case": f"value {size}", "family": "sizes", "x": size,
-                          "records": per * PATTERN_PARTITIONS,
-                          "bytes": per * PATTERN_PARTITIONS * size,
-                          "options": {"subscribe": topic}, "tasks": PATTERN_PARTITIONS,
-                          "rounds": rounds, "warmups": warmups})
+            log(
+                f"scale: {per * PATTERN_PARTITIONS:,} values of {size:,} B produced in "
+                f"{time.perf_counter() - t:.1f} s"
+            )
+            reads.append(
+                {
+                    "case": f"value {size}",
+                    "family": "sizes",
+                    "x": size,
+                    "records": per * PATTERN_PARTITIONS,
+                    "bytes": per * PATTERN_PARTITIONS * size,
+                    "options": {"subscribe": topic},
+                    "tasks": PATTERN_PARTITIONS,
+                    "rounds": rounds,
+                    "warmups": warmups,
+                }
+            )
     return {"reads": reads, "streams": streams, "created_s": created}
 
 
@@ -175,18 +235,25 @@ def run_scale_jvm(args, log) -> list[str]:
     from jvm_cases import child_python, run_child
 
     from kafka_testbed import NEWEST_KAFKA, KafkaCluster
+
     began = time.monotonic()
     points = POINTS[args.scale_points]
     python, jars = child_python()
     workdir = tempfile.mkdtemp(prefix="bench-scale-")
     with KafkaCluster(NEWEST_KAFKA, heap_mb=BROKER_HEAP_MB) as kafka:
-        log(f"scale: Apache Kafka {NEWEST_KAFKA} at {kafka.bootstrap} "
-            f"(heap {BROKER_HEAP_MB} MB)")
-        spec = make_points(kafka.bootstrap, points, args.scale_jvm_tasks, args.scale_rounds,
-                           log)
-        spec.update({"mode": "scale", "bootstrap": kafka.bootstrap, "jars": jars,
-                     "cores": args.cores, "broker_pids": [kafka.pid(n) for n in kafka.nodes],
-                     "producer_python": sys.executable, "tag": args.scale_points})
+        log(f"scale: Apache Kafka {NEWEST_KAFKA} at {kafka.bootstrap} (heap {BROKER_HEAP_MB} MB)")
+        spec = make_points(kafka.bootstrap, points, args.scale_jvm_tasks, args.scale_rounds, log)
+        spec.update(
+            {
+                "mode": "scale",
+                "bootstrap": kafka.bootstrap,
+                "jars": jars,
+                "cores": args.cores,
+                "broker_pids": [kafka.pid(n) for n in kafka.nodes],
+                "producer_python": sys.executable,
+                "tag": args.scale_points,
+            }
+        )
         results = run_child(python, spec, workdir, 4 * 3600)
     results["spec"] = {k: v for k, v in spec.items() if k not in ("jars",)}
     results["points"] = args.scale_points
@@ -194,13 +261,13 @@ def run_scale_jvm(args, log) -> list[str]:
     os.makedirs(os.path.join(ROOT, ".cache"), exist_ok=True)
     with open(os.path.join(ROOT, ".cache", "bench-scale-results.json"), "w") as f:
         json.dump(results, f, indent=1)
-    images = IMAGES if args.scale_points == "full" else os.path.join(ROOT, ".cache",
-                                                                       "scale-images")
+    images = IMAGES if args.scale_points == "full" else os.path.join(ROOT, ".cache", "scale-images")
     drawn = draw(results, images)
     return render(results, args, time.monotonic() - began, drawn)
 
 
 # ---- figures ---------------------------------------------------------------------------------
+
 
 def read_figures(results: dict) -> dict[str, list[dict]]:
     """Per family, a row per point: ours and the JVM's seconds (medians; the JVM's scaled up
@@ -213,14 +280,20 @@ def read_figures(results: dict) -> dict[str, list[dict]]:
         theirs = runs.get("kafka", {}).get("seconds")
         share = point.get("jvm_share", 1.0)
         peaks = [max(p) for p in results.get("peaks", {}).get(case, []) if p]
-        families.setdefault(point["family"], []).append({
-            "x": point["x"], "records": point["records"], "bytes": point["bytes"],
-            "tasks": point["tasks"],
-            "ours": statistics.median(ours) if ours else None,
-            "jvm_measured": statistics.median(theirs) if theirs else None,
-            "jvm": statistics.median(theirs) / share if theirs else None,
-            "sampled": share < 1.0, "sample_tasks": round(point["tasks"] * share),
-            "peak_mb": max(peaks) / 1024 if peaks else None})
+        families.setdefault(point["family"], []).append(
+            {
+                "x": point["x"],
+                "records": point["records"],
+                "bytes": point["bytes"],
+                "tasks": point["tasks"],
+                "ours": statistics.median(ours) if ours else None,
+                "jvm_measured": statistics.median(theirs) if theirs else None,
+                "jvm": statistics.median(theirs) / share if theirs else None,
+                "sampled": share < 1.0,
+                "sample_tasks": round(point["tasks"] * share),
+                "peak_mb": max(peaks) / 1024 if peaks else None,
+            }
+        )
     return families
 
 
@@ -232,10 +305,17 @@ def stream_figures(results: dict) -> list[dict]:
         def med(fmt):
             d = got.get(fmt, {}).get("durations") or []
             return statistics.median(d) if d else None
-        rows.append({"x": point["x"], "ours": med("pykafka"), "jvm": med("kafka"),
-                     "batches": len(got.get("pykafka", {}).get("durations") or []),
-                     "rows": statistics.median(got.get("pykafka", {}).get("rows") or [0]),
-                     "rate": got.get("pykafka", {}).get("rate")})
+
+        rows.append(
+            {
+                "x": point["x"],
+                "ours": med("pykafka"),
+                "jvm": med("kafka"),
+                "batches": len(got.get("pykafka", {}).get("durations") or []),
+                "rows": statistics.median(got.get("pykafka", {}).get("rows") or [0]),
+                "rate": got.get("pykafka", {}).get("rate"),
+            }
+        )
     return rows
 
 
@@ -243,18 +323,32 @@ def draw(results: dict, directory: str) -> list[str]:
     """The curves as PNGs in ``directory``, each titled with the run's points and date;
     returns their paths."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     os.makedirs(directory, exist_ok=True)
     families = read_figures(results)
     paths = []
     run = f"\n(--scale-points {results.get('points', '?')}, {results.get('when', '')})"
-    titles = {"partitions": ("spark.read of one topic -> noop, "
-                             f"{PER_PARTITION} records a partition", "partitions", "seconds"),
-              "topics": (f"subscribePattern over topics of {PATTERN_PARTITIONS} partitions, "
-                         f"{PER_PARTITION} records each", "topics", "seconds"),
-              "sizes": ("spark.read -> noop by value size, the same bytes at each point",
-                        "value size (bytes)", "MB/s")}
+    titles = {
+        "partitions": (
+            f"spark.read of one topic -> noop, {PER_PARTITION} records a partition",
+            "partitions",
+            "seconds",
+        ),
+        "topics": (
+            f"subscribePattern over topics of {PATTERN_PARTITIONS} partitions, "
+            f"{PER_PARTITION} records each",
+            "topics",
+            "seconds",
+        ),
+        "sizes": (
+            "spark.read -> noop by value size, the same bytes at each point",
+            "value size (bytes)",
+            "MB/s",
+        ),
+    }
     for family, rows in families.items():
         title, xlabel, ylabel = titles[family]
         fig, ax = plt.subplots(figsize=(6.4, 4))
@@ -269,11 +363,22 @@ def draw(results: dict, directory: str) -> list[str]:
         measured = [(x, y) for x, y, r in zip(xs, jvm, rows) if y and not r["sampled"]]
         sampled = [(x, y) for x, y, r in zip(xs, jvm, rows) if y and r["sampled"]]
         if measured or sampled:
-            ax.plot([x for x, _ in measured + sampled], [y for _, y in measured + sampled],
-                    "s-", color="tab:red", label="Spark's JVM connector")
+            ax.plot(
+                [x for x, _ in measured + sampled],
+                [y for _, y in measured + sampled],
+                "s-",
+                color="tab:red",
+                label="Spark's JVM connector",
+            )
         if sampled:
-            ax.plot([x for x, _ in sampled], [y for _, y in sampled], "s", color="white",
-                    markeredgecolor="tab:red", label="JVM: a sample of its tasks, scaled")
+            ax.plot(
+                [x for x, _ in sampled],
+                [y for _, y in sampled],
+                "s",
+                color="white",
+                markeredgecolor="tab:red",
+                label="JVM: a sample of its tasks, scaled",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel(xlabel)
@@ -292,14 +397,20 @@ def draw(results: dict, directory: str) -> list[str]:
         ax.plot([r["x"] for r in streams], [r["ours"] for r in streams], "o-", label="pykafka")
         jvm = [(r["x"], r["jvm"]) for r in streams if r["jvm"]]
         if jvm:
-            ax.plot([x for x, _ in jvm], [y for _, y in jvm], "s-", color="tab:red",
-                    label="Spark's JVM connector")
+            ax.plot(
+                [x for x, _ in jvm],
+                [y for _, y in jvm],
+                "s-",
+                color="tab:red",
+                label="Spark's JVM connector",
+            )
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("partitions of the topic")
         ax.set_ylabel("seconds (median micro-batch with rows)")
-        ax.set_title(f"readStream at {STREAM_RATE:,} records/s, default trigger -> noop"
-                     + run, fontsize=9)
+        ax.set_title(
+            f"readStream at {STREAM_RATE:,} records/s, default trigger -> noop" + run, fontsize=9
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
         path = os.path.join(directory, "scale-micro-batch.png")
@@ -327,13 +438,22 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
         f"{args.scale_jvm_tasks} tasks it read a sample of that many partitions (`assign`), "
         "and its time for the whole is the sample's scaled by partitions / sample "
         "(marked *sampled*). Topic creation (s): "
-        + ", ".join(f"{k} {v}" for k, v in spec.get("created_s", {}).items()) + ".", ""]
+        + ", ".join(f"{k} {v}" for k, v in spec.get("created_s", {}).items())
+        + ".",
+        "",
+    ]
     families = read_figures(results)
-    heads = {"partitions": "Partitions of one topic", "topics": "Topics under a pattern",
-             "sizes": "Value size"}
+    heads = {
+        "partitions": "Partitions of one topic",
+        "topics": "Topics under a pattern",
+        "sizes": "Value size",
+    }
     for family, rows in families.items():
-        lines += [f"| {heads[family]} | records | pykafka | JVM connector | ours / JVM "
-                  "| our workers' peak RSS |", "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"| {heads[family]} | records | pykafka | JVM connector | ours / JVM "
+            "| our workers' peak RSS |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         for r in rows:
             if family == "sizes":
                 ours = f"{r['bytes'] / r['ours'] / 1e6:,.1f} MB/s" if r["ours"] else "-"
@@ -342,24 +462,29 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
                 ours, jvm = _s(r["ours"]), _s(r["jvm"])
             if r["sampled"] and r["jvm"]:
                 jvm += f" *sampled*: {r['sample_tasks']} tasks in {_s(r['jvm_measured'])}"
-            ratio = (f"{r['jvm'] / r['ours']:,.1f}x" if r["ours"] and r["jvm"] else "-")
+            ratio = f"{r['jvm'] / r['ours']:,.1f}x" if r["ours"] and r["jvm"] else "-"
             peak = f"{r['peak_mb']:,.0f} MB" if r["peak_mb"] else "-"
-            lines.append(f"| {r['x']:,} | {r['records']:,} | {ours} | {jvm} | {ratio} "
-                         f"| {peak} |")
+            lines.append(f"| {r['x']:,} | {r['records']:,} | {ours} | {jvm} | {ratio} | {peak} |")
         lines.append("")
     streams = stream_figures(results)
     if streams:
-        lines += [f"| Micro-batch at {STREAM_RATE:,} records/s, partitions | pykafka "
-                  "(median with rows) | micro-batches | rows (median) | records/s read "
-                  "| JVM connector |", "|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            f"| Micro-batch at {STREAM_RATE:,} records/s, partitions | pykafka "
+            "(median with rows) | micro-batches | rows (median) | records/s read "
+            "| JVM connector |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
         base = streams[0]["ours"]
         for r in streams:
             jvm = _s(r["jvm"]) if r["jvm"] else "not run (a task per partition with rows: minutes)"
-            growth = (f" ({r['ours'] / base:.2f}x of {streams[0]['x']})"
-                      if base and r["ours"] else "")
+            growth = (
+                f" ({r['ours'] / base:.2f}x of {streams[0]['x']})" if base and r["ours"] else ""
+            )
             rate = f"{r['rate']:,.0f}" if r.get("rate") is not None else "-"
-            lines.append(f"| {r['x']:,} | {_s(r['ours'])}{growth} | {r['batches']} "
-                         f"| {r['rows']:,.0f} | {rate} | {jvm} |")
+            lines.append(
+                f"| {r['x']:,} | {_s(r['ours'])}{growth} | {r['batches']} "
+                f"| {r['rows']:,.0f} | {rate} | {jvm} |"
+            )
         lines.append("")
     for path in drawn:
         rel = os.path.relpath(path, os.path.join(ROOT, "tests", "bench"))

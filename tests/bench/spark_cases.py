@@ -18,7 +18,11 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from tests.worker_stats import (  # noqa: E402
-    children as _children, cmdline as _cmdline, python_workers, rss_kb as _rss_kb)
+    children as _children,
+    cmdline as _cmdline,
+    python_workers,
+    rss_kb as _rss_kb,
+)
 
 SAIL_FORMAT = "sailkafka"
 
@@ -54,12 +58,16 @@ def start_spark(cores: int, sail_source: str | None = None):
     from pyspark.sql import SparkSession
 
     from pyspark_pykafka import KafkaDataSource
-    spark = (SparkSession.builder.master(f"local[{cores}]").appName("pykafka-bench")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.driver.memory", "4g")
-             .config("spark.sql.shuffle.partitions", str(cores))
-             .getOrCreate())
+
+    spark = (
+        SparkSession.builder.master(f"local[{cores}]")
+        .appName("pykafka-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.shuffle.partitions", str(cores))
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(KafkaDataSource)
     # Spark's own cost of a Python data source (no Kafka): floor_source.py and the data
@@ -67,6 +75,7 @@ def start_spark(cores: int, sail_source: str | None = None):
     for module in ("bench_data.py", "floor_source.py"):
         spark.sparkContext.addPyFile(os.path.join(HERE, module))
     from floor_source import ClockDataSource, FloorDataSource
+
     spark.dataSource.register(FloorDataSource)
     spark.dataSource.register(ClockDataSource)
     if sail_source:
@@ -80,14 +89,19 @@ def start_spark(cores: int, sail_source: str | None = None):
         spark.sparkContext.addPyFile(path)
         sys.path.insert(0, folder)
         import sail_kafka_source
+
         spark.dataSource.register(sail_kafka_source.SailKafkaBench)
     return spark
 
 
 def _reader(spark, fmt: str, bootstrap: str, topic: str, extra: dict | None = None):
-    reader = (spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap)
-              .option("subscribe", topic).option("includeHeaders", "true")
-              .option("startingOffsets", "earliest"))
+    reader = (
+        spark.read.format(fmt)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("includeHeaders", "true")
+        .option("startingOffsets", "earliest")
+    )
     for k, v in (extra or {}).items():
         reader = reader.option(k, v)
     return reader.load()
@@ -97,8 +111,7 @@ def count(spark, bootstrap: str, ds, fmt: str = "pykafka") -> int:
     return _reader(spark, fmt, bootstrap, ds.topic).count()
 
 
-def read_noop(spark, bootstrap: str, ds, fmt: str = "pykafka", extra: dict | None = None
-              ) -> float:
+def read_noop(spark, bootstrap: str, ds, fmt: str = "pykafka", extra: dict | None = None) -> float:
     """``spark.read.format(fmt)...load()`` written to the ``noop`` sink."""
     start = time.perf_counter()
     df = _reader(spark, fmt, bootstrap, ds.topic, extra)
@@ -112,9 +125,13 @@ def _available_now_into_noop(make_stream, ds, what: str) -> float:
     checkpoint = tempfile.mkdtemp(prefix="bench-ckpt-")
     try:
         start = time.perf_counter()
-        query = (make_stream().writeStream.format("noop")
-                 .option("checkpointLocation", checkpoint)
-                 .trigger(availableNow=True).start())
+        query = (
+            make_stream()
+            .writeStream.format("noop")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         elapsed = time.perf_counter() - start
         if query.exception() is not None:
@@ -130,25 +147,47 @@ def _available_now_into_noop(make_stream, ds, what: str) -> float:
 def stream_noop(spark, bootstrap: str, ds) -> float:
     """``readStream`` with Trigger.AvailableNow over the whole topic into ``noop``."""
     return _available_now_into_noop(
-        lambda: (spark.readStream.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-                 .option("subscribe", ds.topic).option("includeHeaders", "true")
-                 .option("startingOffsets", "earliest").load()), ds, "streaming query")
+        lambda: (
+            spark.readStream.format("pykafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", ds.topic)
+            .option("includeHeaders", "true")
+            .option("startingOffsets", "earliest")
+            .load()
+        ),
+        ds,
+        "streaming query",
+    )
 
 
 def floor_stream(spark, ds) -> float:
     """The floor source's rows (as ``floor_read``) as a stream, AvailableNow into noop."""
     return _available_now_into_noop(
-        lambda: (spark.readStream.format("benchfloor").option("rows", ds.records)
-                 .option("partitions", len(ds.ends)).option("valueSize", ds.value_size)
-                 .load()), ds, "floor stream")
+        lambda: (
+            spark.readStream.format("benchfloor")
+            .option("rows", ds.records)
+            .option("partitions", len(ds.ends))
+            .option("valueSize", ds.value_size)
+            .load()
+        ),
+        ds,
+        "floor stream",
+    )
 
 
 def floor_read(spark, ds) -> float:
     """The floor source's rows (same schema, sizes, partitions as ``ds``) into noop."""
     start = time.perf_counter()
-    (spark.read.format("benchfloor").option("rows", ds.records)
-     .option("partitions", len(ds.ends)).option("valueSize", ds.value_size).load()
-     .write.format("noop").mode("overwrite").save())
+    (
+        spark.read.format("benchfloor")
+        .option("rows", ds.records)
+        .option("partitions", len(ds.ends))
+        .option("valueSize", ds.value_size)
+        .load()
+        .write.format("noop")
+        .mode("overwrite")
+        .save()
+    )
     return time.perf_counter() - start
 
 
@@ -163,6 +202,7 @@ def cached_rows(spark, bootstrap: str, ds):
     """The data set's key/value/headers (offsets below ``ds.ends``) as a DataFrame cached
     in memory."""
     import json
+
     ending = json.dumps({ds.topic: {str(p): end for p, end in ds.ends.items()}})
     df = _reader(spark, "pykafka", bootstrap, ds.topic, {"endingOffsets": ending})
     df = df.select("key", "value", "headers")
@@ -175,8 +215,14 @@ def cached_rows(spark, bootstrap: str, ds):
 
 def write_pykafka(df, bootstrap: str, topic: str, codec: str) -> float:
     start = time.perf_counter()
-    (df.write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", topic).option("kafka.compression.type", codec).save())
+    (
+        df.write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("kafka.compression.type", codec)
+        .save()
+    )
     return time.perf_counter() - start
 
 
@@ -184,6 +230,7 @@ def tiny_topic(bootstrap: str, partitions: int) -> str:
     """A new topic holding one record (10-byte key, 100-byte value, one header) per
     partition: a stream over it costs what any streaming query costs before its rows."""
     import confluent_kafka
+
     topic = new_topic(bootstrap, partitions)
     producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap})
     for p in range(partitions):
@@ -195,6 +242,7 @@ def tiny_topic(bootstrap: str, partitions: int) -> str:
 
 def new_topic(bootstrap: str, partitions: int) -> str:
     from protocol.client.cluster import KafkaClient
+
     name = f"bench-out-{uuid.uuid4().hex[:8]}"
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.create_topics({name: partitions})
@@ -204,6 +252,7 @@ def new_topic(bootstrap: str, partitions: int) -> str:
 
 # ---- memory of the Python workers -------------------------------------------------------
 # (the /proc helpers are shared with the soak tests: tests/worker_stats.py)
+
 
 def _cpu_ticks(pid: int) -> int:
     try:
@@ -225,8 +274,15 @@ def cpu_snapshot() -> dict[int, tuple[str, int]]:
         stack.extend(tree.get(pid, []))
         cmd = _cmdline(pid)
         exe = os.path.basename(cmd.split(" ", 1)[0])
-        kind = ("jvm" if exe == "java" else "python workers" if "pyspark" in cmd
-                else "broker" if "tansu" in exe else "other")
+        kind = (
+            "jvm"
+            if exe == "java"
+            else "python workers"
+            if "pyspark" in cmd
+            else "broker"
+            if "tansu" in exe
+            else "other"
+        )
         out[pid] = (kind, _cpu_ticks(pid))
     return out
 
@@ -276,6 +332,7 @@ def read_memory(spark, bootstrap: str, ds, records: int) -> tuple[float, float, 
     """Read the first ``records`` of ``ds`` (spread evenly over its partitions) into noop
     while sampling the workers. Returns (seconds, peak worker MB, peak total MB)."""
     import json
+
     per = records // len(ds.ends)
     ending = json.dumps({ds.topic: {str(p): min(end, per) for p, end in ds.ends.items()}})
     with RssSampler() as sampler:

@@ -16,11 +16,13 @@ import time
 
 def main(bootstrap: str, topic: str, partitions: int, rate: float, size: int = 100) -> None:
     import confluent_kafka
+
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5,
-                                         "acks": "1"})
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 5, "acks": "1"}
+    )
     value = b"v" * size
     sent, began = 0, time.monotonic()
     while not stop.is_set():
@@ -35,5 +37,10 @@ def main(bootstrap: str, topic: str, partitions: int, rate: float, size: int = 1
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]),
-         *(int(a) for a in sys.argv[5:6]))
+    main(
+        sys.argv[1],
+        sys.argv[2],
+        int(sys.argv[3]),
+        float(sys.argv[4]),
+        *(int(a) for a in sys.argv[5:6]),
+    )

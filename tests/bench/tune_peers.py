@@ -40,12 +40,20 @@ MB = 1024 * 1024
 READ_CANDIDATES = {
     "confluent-kafka": [
         ("peers.py", {}),
-        ("librdkafka defaults, consume(10000)", {
-            "fetch.queue.backoff.ms": DEFAULT, "queued.min.messages": DEFAULT,
-            "fetch.wait.max.ms": DEFAULT, "num_messages": 10_000}),
+        (
+            "librdkafka defaults, consume(10000)",
+            {
+                "fetch.queue.backoff.ms": DEFAULT,
+                "queued.min.messages": DEFAULT,
+                "fetch.wait.max.ms": DEFAULT,
+                "num_messages": 10_000,
+            },
+        ),
         ("max.partition.fetch.bytes=4MB", {"max.partition.fetch.bytes": 4 * MB}),
-        ("max.partition.fetch.bytes=8MB, fetch.max.bytes=100MB", {
-            "max.partition.fetch.bytes": 8 * MB, "fetch.max.bytes": 100 * MB}),
+        (
+            "max.partition.fetch.bytes=8MB, fetch.max.bytes=100MB",
+            {"max.partition.fetch.bytes": 8 * MB, "fetch.max.bytes": 100 * MB},
+        ),
         ("queued.max.messages.kbytes=1GB", {"queued.max.messages.kbytes": 1 << 20}),
         ("fetch.min.bytes=1MB", {"fetch.min.bytes": MB}),
         ("consume(num_messages=10000)", {"num_messages": 10_000}),
@@ -53,17 +61,28 @@ READ_CANDIDATES = {
     ],
     "kafka-python": [
         ("peers.py", {}),
-        ("kafka-python defaults", {"max_partition_fetch_bytes": DEFAULT,
-                                   "fetch_max_wait_ms": DEFAULT, "max_poll_records": DEFAULT}),
+        (
+            "kafka-python defaults",
+            {
+                "max_partition_fetch_bytes": DEFAULT,
+                "fetch_max_wait_ms": DEFAULT,
+                "max_poll_records": DEFAULT,
+            },
+        ),
         ("max_poll_records=10000", {"max_poll_records": 10_000}),
         ("max_partition_fetch_bytes=1MB (default)", {"max_partition_fetch_bytes": DEFAULT}),
         ("max_partition_fetch_bytes=8MB", {"max_partition_fetch_bytes": 8 * MB}),
     ],
     "aiokafka": [
         ("peers.py", {}),
-        ("aiokafka defaults (getmany() of all prefetched)", {
-            "max_partition_fetch_bytes": DEFAULT, "fetch_max_wait_ms": DEFAULT,
-            "max_poll_records": None}),
+        (
+            "aiokafka defaults (getmany() of all prefetched)",
+            {
+                "max_partition_fetch_bytes": DEFAULT,
+                "fetch_max_wait_ms": DEFAULT,
+                "max_poll_records": None,
+            },
+        ),
         ("max_poll_records unlimited", {"max_poll_records": None}),
         ("max_partition_fetch_bytes=1MB (default)", {"max_partition_fetch_bytes": DEFAULT}),
         ("max_partition_fetch_bytes=8MB", {"max_partition_fetch_bytes": 8 * MB}),
@@ -73,9 +92,14 @@ READ_CANDIDATES = {
 WRITE_CANDIDATES = {
     "confluent-kafka": [
         ("peers.py", {}),
-        ("librdkafka defaults, poll(0) per message", {
-            "queue.buffering.max.messages": DEFAULT, "queue.buffering.max.kbytes": DEFAULT,
-            "poll_every": 1}),
+        (
+            "librdkafka defaults, poll(0) per message",
+            {
+                "queue.buffering.max.messages": DEFAULT,
+                "queue.buffering.max.kbytes": DEFAULT,
+                "poll_every": 1,
+            },
+        ),
         ("poll(0) every 1000", {"poll_every": 1000}),
         ("linger.ms=20", {"linger.ms": 20}),
         ("linger.ms=50", {"linger.ms": 50}),
@@ -116,6 +140,7 @@ def main(argv=None) -> int:
     load_start = "%.2f %.2f %.2f" % os.getloadavg()
 
     from kafka_testbed import TansuBroker
+
     broker = TansuBroker()
     broker.start()
     results: dict[tuple[str, str, str], list[float]] = {}
@@ -125,6 +150,7 @@ def main(argv=None) -> int:
         rows = None
         if "write" in only:
             from run import cases_read_table
+
             head = ds.head(args.write_records)
             rows = peers.write_rows(cases_read_table(broker.bootstrap, head))
             write_n = head.records
@@ -133,30 +159,47 @@ def main(argv=None) -> int:
                 peers.READERS[name](broker.bootstrap, ds.head(ds.partitions * 1000), False)
             if "write" in only:
                 from spark_cases import new_topic
-                peers.WRITERS[name](broker.bootstrap, new_topic(broker.bootstrap, ds.partitions),
-                                    tuple(c[:1000] for c in rows), "none", False)
+
+                peers.WRITERS[name](
+                    broker.bootstrap,
+                    new_topic(broker.bootstrap, ds.partitions),
+                    tuple(c[:1000] for c in rows),
+                    "none",
+                    False,
+                )
         for r in range(args.rounds):
             for name in names:
                 if "read" in only:
                     for label, overrides in READ_CANDIDATES[name]:
                         s = peers.READERS[name](broker.bootstrap, ds, False, overrides)
                         results.setdefault(("read", name, label), []).append(ds.records / s)
-                        print(f"round {r + 1} read  {name:<16} {label:<70} "
-                              f"{ds.records / s:10,.0f}/s", flush=True)
+                        print(
+                            f"round {r + 1} read  {name:<16} {label:<70} {ds.records / s:10,.0f}/s",
+                            flush=True,
+                        )
                 if "write" in only:
                     from spark_cases import new_topic
+
                     for label, overrides in WRITE_CANDIDATES[name]:
                         topic = new_topic(broker.bootstrap, ds.partitions)
-                        s = peers.WRITERS[name](broker.bootstrap, topic, rows, "none", False,
-                                                overrides)
+                        s = peers.WRITERS[name](
+                            broker.bootstrap, topic, rows, "none", False, overrides
+                        )
                         results.setdefault(("write", name, label), []).append(write_n / s)
-                        print(f"round {r + 1} write {name:<16} {label:<70} "
-                              f"{write_n / s:10,.0f}/s", flush=True)
+                        print(
+                            f"round {r + 1} write {name:<16} {label:<70} {write_n / s:10,.0f}/s",
+                            flush=True,
+                        )
     finally:
         broker.stop()
 
-    lines = render(results, args, (time.monotonic() - started) / 60, load_start,
-                   "%.2f %.2f %.2f" % os.getloadavg())
+    lines = render(
+        results,
+        args,
+        (time.monotonic() - started) / 60,
+        load_start,
+        "%.2f %.2f %.2f" % os.getloadavg(),
+    )
     report = "\n".join(lines) + "\n"
     print(report)
     if not args.no_output:
@@ -166,25 +209,33 @@ def main(argv=None) -> int:
 
 
 def render(results: dict, args, minutes: float, load_start: str, load_end: str) -> list[str]:
-    lines = ["# Peer settings tried", "",
-             f"Run {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} with "
-             f"`tests/bench/tune_peers.py --records {args.records} --write-records "
-             f"{args.write_records} --rounds {args.rounds}`, {minutes:.1f} min; load "
-             f"{load_start} at start, {load_end} at end (2 shared cores). Reads: the whole "
-             "topic into Arrow without the headers column; writes: rows without headers, "
-             "uncompressed, acks=all. \"vs peers.py\" is the median of the ratios to the "
-             "settings of peers.py within each round; the last column gives each round's "
-             "figure (thousand records/s), so the noise is in view."]
+    lines = [
+        "# Peer settings tried",
+        "",
+        f"Run {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} with "
+        f"`tests/bench/tune_peers.py --records {args.records} --write-records "
+        f"{args.write_records} --rounds {args.rounds}`, {minutes:.1f} min; load "
+        f"{load_start} at start, {load_end} at end (2 shared cores). Reads: the whole "
+        "topic into Arrow without the headers column; writes: rows without headers, "
+        'uncompressed, acks=all. "vs peers.py" is the median of the ratios to the '
+        "settings of peers.py within each round; the last column gives each round's "
+        "figure (thousand records/s), so the noise is in view.",
+    ]
     if args.note:
         lines += ["", args.note]
-    lines += ["", "| Case | Peer | Candidate | Records/s | vs peers.py | Rounds, k/s |",
-              "|---|---|---|---:|---:|---|"]
+    lines += [
+        "",
+        "| Case | Peer | Candidate | Records/s | vs peers.py | Rounds, k/s |",
+        "|---|---|---|---:|---:|---|",
+    ]
     for (case, name, label), rates in results.items():
         base = results[(case, name, "peers.py")]
         ratio = statistics.median(a / b for a, b in zip(rates, base))
         each = ", ".join(f"{r / 1e3:.0f}" for r in rates)
-        lines.append(f"| {case} | {name} | {label} | {statistics.median(rates):,.0f} | "
-                     f"{ratio:.2f}x | {each} |")
+        lines.append(
+            f"| {case} | {name} | {label} | {statistics.median(rates):,.0f} | "
+            f"{ratio:.2f}x | {each} |"
+        )
     return lines
 
 

@@ -33,6 +33,7 @@ def _child(name: str, seconds: int, corpus: str, artifacts: str, stats_path: str
     """Runs inside the per-target process: never returns (libFuzzer exits)."""
     sys.path.insert(0, ROOT)
     import atheris
+
     with atheris.instrument_imports(include=["protocol"]):
         import protocol.framing  # noqa: F401  (instrumented before the targets import it)
         import protocol.primitives  # noqa: F401
@@ -40,6 +41,7 @@ def _child(name: str, seconds: int, corpus: str, artifacts: str, stats_path: str
         import protocol.sasl  # noqa: F401
         import protocol.schema  # noqa: F401
     from tests.fuzz.targets import TARGETS, check_bounded
+
     target = TARGETS[name]
     os.makedirs(corpus, exist_ok=True)
     for i, seed in enumerate(target.seeds()):
@@ -66,9 +68,19 @@ def _child(name: str, seconds: int, corpus: str, artifacts: str, stats_path: str
             last_dump[0] = now
             dump()
 
-    atheris.Setup([sys.argv[0], f"-max_total_time={seconds}", "-timeout=10",
-                   "-rss_limit_mb=2048", "-max_len=65536", f"-artifact_prefix={artifacts}/",
-                   "-print_final_stats=1", corpus], one_input)
+    atheris.Setup(
+        [
+            sys.argv[0],
+            f"-max_total_time={seconds}",
+            "-timeout=10",
+            "-rss_limit_mb=2048",
+            "-max_len=65536",
+            f"-artifact_prefix={artifacts}/",
+            "-print_final_stats=1",
+            corpus,
+        ],
+        one_input,
+    )
     try:
         atheris.Fuzz()
     finally:
@@ -78,6 +90,7 @@ def _child(name: str, seconds: int, corpus: str, artifacts: str, stats_path: str
 def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
     from tests.fuzz.targets import TARGETS
     from tests.reliability_report import record
+
     failures = 0
     for name in names:
         corpus = os.path.join(workdir, "corpus", name)
@@ -87,9 +100,23 @@ def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
         stats_path = os.path.join(workdir, f"{name}.json")
         print(f"== {name}: {seconds} s of atheris (corpus {corpus})", flush=True)
         started = time.monotonic()
-        proc = subprocess.run([sys.executable, __file__, "--child", name,
-                               "--seconds", str(seconds), "--corpus", corpus,
-                               "--artifacts", artifacts, "--stats", stats_path], cwd=ROOT)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                name,
+                "--seconds",
+                str(seconds),
+                "--corpus",
+                corpus,
+                "--artifacts",
+                artifacts,
+                "--stats",
+                stats_path,
+            ],
+            cwd=ROOT,
+        )
         elapsed = time.monotonic() - started
         try:
             with open(stats_path) as f:
@@ -101,23 +128,42 @@ def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
             failures += 1
             print(f"!! {name}: exit code {proc.returncode}, artifacts: {crashes}", flush=True)
         errors = {k: v for k, v in stats.items() if k.startswith("error_")}
-        record(f"fuzz-atheris/{name}", section="fuzz",
-               what=f"{TARGETS[name].what} (atheris, coverage-guided, {seconds} s)",
-               mode="make fuzz",
-               faults=stats.get("inputs"), seconds=elapsed,
-               max_cpu_ms=round(stats.get("max_ms", 0.0), 1),
-               max_wall_ms=round(stats.get("max_wall_ms", 0.0), 1),
-               max_peak_kb=stats.get("max_peak_kb"), decoded=stats.get("decoded", 0),
-               crashes=len(crashes), corpus=len(os.listdir(corpus)), **errors)
+        record(
+            f"fuzz-atheris/{name}",
+            section="fuzz",
+            what=f"{TARGETS[name].what} (atheris, coverage-guided, {seconds} s)",
+            mode="make fuzz",
+            faults=stats.get("inputs"),
+            seconds=elapsed,
+            max_cpu_ms=round(stats.get("max_ms", 0.0), 1),
+            max_wall_ms=round(stats.get("max_wall_ms", 0.0), 1),
+            max_peak_kb=stats.get("max_peak_kb"),
+            decoded=stats.get("decoded", 0),
+            crashes=len(crashes),
+            corpus=len(os.listdir(corpus)),
+            **errors,
+        )
     return 1 if failures else 0
 
 
 def run_hypothesis(names: list[str], scale: int) -> int:
     env = dict(os.environ, PYKAFKA_FUZZ_EXAMPLES=str(scale))
     selector = " or ".join(["seeds", "chunking"] + [f"test_{n}" for n in names])
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "tests/test_fuzz_decoders.py", "-k", selector], cwd=ROOT,
-                          env=env).returncode
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_fuzz_decoders.py",
+            "-k",
+            selector,
+        ],
+        cwd=ROOT,
+        env=env,
+    ).returncode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,10 +171,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=120, help="per target (atheris)")
     parser.add_argument("--targets", default="", help="comma-separated (default: all)")
     parser.add_argument("--engine", choices=["auto", "atheris", "hypothesis"], default="auto")
-    parser.add_argument("--scale", type=int, default=50,
-                        help="example-count multiplier (hypothesis engine)")
-    parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(),
-                                                          "pyspark-pykafka-fuzz"))
+    parser.add_argument(
+        "--scale", type=int, default=50, help="example-count multiplier (hypothesis engine)"
+    )
+    parser.add_argument(
+        "--workdir", default=os.path.join(tempfile.gettempdir(), "pyspark-pykafka-fuzz")
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--corpus", help=argparse.SUPPRESS)
     parser.add_argument("--artifacts", help=argparse.SUPPRESS)
@@ -139,15 +187,20 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     sys.path.insert(0, ROOT)
     from tests.fuzz.targets import TARGETS
+
     names = [n for n in args.targets.split(",") if n] or sorted(TARGETS)
     engine = args.engine
     if engine == "auto":
         try:
             import atheris  # noqa: F401
+
             engine = "atheris"
         except ImportError:
-            print("atheris is not installed: running the hypothesis fuzzers instead "
-                  f"({args.scale}x their example counts)", flush=True)
+            print(
+                "atheris is not installed: running the hypothesis fuzzers instead "
+                f"({args.scale}x their example counts)",
+                flush=True,
+            )
             engine = "hypothesis"
     if engine == "atheris":
         return run_atheris(names, args.seconds, args.workdir)

@@ -10,4 +10,4 @@ def _break_lz4_header(frame: bytes) -> bytes:
     flg = frame[4]
     end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
     hc = (C.xxh32(frame[0:end]) >> 8) & 0xFF
-    return frame[:end] + bytes([hc]) + frame[end + 1:]
+    return frame[:end] + bytes([hc]) + frame[end + 1 :]

@@ -11,12 +11,19 @@ import sys
 from .library import ROOT
 
 PYFILES_VENV = os.path.join(ROOT, ".venv-pyfiles")
-RUNTIME_DEPENDENCIES = ("pyarrow>=15", "numpy>=1.26", "crc32c>=2.3", "lz4>=4.0",
-                        "zstandard>=0.22", "cramjam>=2.8")
+RUNTIME_DEPENDENCIES = (
+    "pyarrow>=15",
+    "numpy>=1.26",
+    "crc32c>=2.3",
+    "lz4>=4.0",
+    "zstandard>=0.22",
+    "cramjam>=2.8",
+)
 
 
 def _pyspark_version() -> str:
     import pyspark
+
     return pyspark.__version__
 
 
@@ -39,18 +46,27 @@ def pyfiles_python() -> str:
         except FileNotFoundError:
             pass
         subprocess.run([sys.executable, "-m", "venv", "--clear", PYFILES_VENV], check=True)
-        subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                        *requirements], check=True)
+        subprocess.run(
+            [python, "-m", "pip", "install", "-q", "--disable-pip-version-check", *requirements],
+            check=True,
+        )
         with open(stamp, "w") as f:
             f.write(wanted)
     return python
 
 
 def clean_env(python: str, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYTHONHOME")
-           and not k.startswith(("PYSPARK_", "PYTEST_"))}
-    env.update(PYSPARK_PYTHON=python, PYSPARK_DRIVER_PYTHON=python,
-               PATH=os.path.dirname(python) + os.pathsep + env.get("PATH", ""),
-               SPARK_LOCAL_IP="127.0.0.1", **extra)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "SPARK_HOME", "VIRTUAL_ENV", "PYTHONHOME")
+        and not k.startswith(("PYSPARK_", "PYTEST_"))
+    }
+    env.update(
+        PYSPARK_PYTHON=python,
+        PYSPARK_DRIVER_PYTHON=python,
+        PATH=os.path.dirname(python) + os.pathsep + env.get("PATH", ""),
+        SPARK_LOCAL_IP="127.0.0.1",
+        **extra,
+    )
     return env

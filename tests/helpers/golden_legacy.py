@@ -55,7 +55,7 @@ def broken_lz4(data):
     frame = C.compress("lz4", data)
     flg = frame[4]
     end = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
-    return frame[:end] + bytes([(C.xxh32(frame[:end]) >> 8) & 0xFF]) + frame[end + 1:]
+    return frame[:end] + bytes([(C.xxh32(frame[:end]) >> 8) & 0xFF]) + frame[end + 1 :]
 
 
 def wrapper(records, *, magic, codec, wrapper_offset=None, timestamp=TS, log_append=False):
@@ -66,11 +66,18 @@ def wrapper(records, *, magic, codec, wrapper_offset=None, timestamp=TS, log_app
     first = records[0][0]
     inner = b"".join(
         message(o - first if magic == 1 else o, k, v, magic=magic, timestamp=t)
-        for o, t, k, v in records)
+        for o, t, k, v in records
+    )
     if codec == C.LZ4 and magic == 0:
         packed = broken_lz4(inner)
     else:
         packed = C.compress(codec, inner)
     attrs = codec | (L.TIMESTAMP_TYPE_MASK if log_append else 0)
-    return message(records[-1][0] if wrapper_offset is None else wrapper_offset, None, packed,
-                   magic=magic, timestamp=timestamp, attributes=attrs)
+    return message(
+        records[-1][0] if wrapper_offset is None else wrapper_offset,
+        None,
+        packed,
+        magic=magic,
+        timestamp=timestamp,
+        attributes=attrs,
+    )

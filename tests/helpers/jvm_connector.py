@@ -22,11 +22,17 @@ def run_child(python: str, spec: dict, workdir: str) -> dict:
     results_path = os.path.join(workdir, "results.json")
     with open(spec_path, "w") as f:
         json.dump(spec, f)
-    done = subprocess.run([python, CHILD, spec_path, results_path], cwd=workdir,
-                          env=clean_env(python, PYTHONPATH=ROOT, TZ="UTC"),
-                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    done = subprocess.run(
+        [python, CHILD, spec_path, results_path],
+        cwd=workdir,
+        env=clean_env(python, PYTHONPATH=ROOT, TZ="UTC"),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
     assert done.returncode == 0 and os.path.exists(results_path), (
-        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}")
+        f"exit {done.returncode}\n{done.stdout[-4000:]}\n{done.stderr[-8000:]}"
+    )
     with open(results_path) as f:
         return json.load(f)
 

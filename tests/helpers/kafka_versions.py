@@ -5,16 +5,33 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from protocol.client import cluster, group_offsets, transactions
-from protocol.schemas import (ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, API_VERSIONS,
-                              CREATE_TOPICS, DELETE_RECORDS, DELETE_TOPICS, END_TXN, FETCH,
-                              FIND_COORDINATOR, INIT_PRODUCER_ID, LIST_OFFSETS,
-                              LIST_TRANSACTIONS, METADATA, OFFSET_COMMIT, OFFSET_FETCH,
-                              PRODUCE, SASL_AUTHENTICATE, SASL_HANDSHAKE, TXN_OFFSET_COMMIT)
+from protocol.schemas import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_RECORDS,
+    DELETE_TOPICS,
+    END_TXN,
+    FETCH,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    LIST_TRANSACTIONS,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
+    TXN_OFFSET_COMMIT,
+)
 from .library import ROOT
 
 
-KAFKA = json.loads((Path(ROOT) / "tests" / "data" / "kafka_request_versions.json")
-                   .read_text(encoding="utf-8"))
+KAFKA = json.loads(
+    (Path(ROOT) / "tests" / "data" / "kafka_request_versions.json").read_text(encoding="utf-8")
+)
 
 
 KAFKA4 = KAFKA["apis"]
@@ -34,24 +51,48 @@ SENDS = [
     (PRODUCE, cluster.MAX_PRODUCE_VERSION_BY_NAME, False, "an id unknown"),
     (PRODUCE, transactions.MAX_TXN_PRODUCE_VERSION, True, "kafka_sink/producer.py"),
     (FIND_COORDINATOR, None, False, "protocol/client/group_offsets.py"),
-    (OFFSET_COMMIT, group_offsets.MAX_OFFSET_COMMIT_VERSION, False,
-     "protocol/client/group_offsets.py: v10 names topics by id only"),
-    (OFFSET_FETCH, group_offsets.MAX_OFFSET_FETCH_VERSION, False,
-     "protocol/client/group_offsets.py (also for transactions.py's committed micro-batches): v10 "
-     "names topics by id only"),
+    (
+        OFFSET_COMMIT,
+        group_offsets.MAX_OFFSET_COMMIT_VERSION,
+        False,
+        "protocol/client/group_offsets.py: v10 names topics by id only",
+    ),
+    (
+        OFFSET_FETCH,
+        group_offsets.MAX_OFFSET_FETCH_VERSION,
+        False,
+        "protocol/client/group_offsets.py (also for transactions.py's committed "
+        "micro-batches): v10 names topics by id only",
+    ),
     (CREATE_TOPICS, None, False, "protocol/client/admin.py"),
     (DELETE_TOPICS, None, False, "protocol/client/admin.py"),
     (DELETE_RECORDS, None, False, "protocol/client/admin.py"),
-    (INIT_PRODUCER_ID, transactions.MAX_INIT_PRODUCER_ID_VERSION, False,
-     "kafka_sink/producer.py (idempotent), protocol/client/transactions.py"),
-    (ADD_PARTITIONS_TO_TXN, transactions.MAX_ADD_PARTITIONS_VERSION, True,
-     "protocol/client/transactions.py"),
+    (
+        INIT_PRODUCER_ID,
+        transactions.MAX_INIT_PRODUCER_ID_VERSION,
+        False,
+        "kafka_sink/producer.py (idempotent), protocol/client/transactions.py",
+    ),
+    (
+        ADD_PARTITIONS_TO_TXN,
+        transactions.MAX_ADD_PARTITIONS_VERSION,
+        True,
+        "protocol/client/transactions.py",
+    ),
     (ADD_OFFSETS_TO_TXN, None, True, "protocol/client/transactions.py"),
-    (TXN_OFFSET_COMMIT, transactions.MAX_TXN_OFFSET_COMMIT_VERSION, True,
-     "protocol/client/transactions.py"),
+    (
+        TXN_OFFSET_COMMIT,
+        transactions.MAX_TXN_OFFSET_COMMIT_VERSION,
+        True,
+        "protocol/client/transactions.py",
+    ),
     (END_TXN, transactions.MAX_END_TXN_VERSION, True, "protocol/client/transactions.py"),
-    (LIST_TRANSACTIONS, None, False,
-     "protocol/client/transactions.py: open_transactional_ids (a stream's commit)"),
+    (
+        LIST_TRANSACTIONS,
+        None,
+        False,
+        "protocol/client/transactions.py: open_transactional_ids (a stream's commit)",
+    ),
 ]
 
 
@@ -70,6 +111,8 @@ def _problems(api, versions: range, in_txn: bool) -> list[str]:
         elif row["client_max"] is not None and v > row["client_max"]:
             out.append(f"{api.name} v{v} is for brokers (clients: up to {row['client_max']})")
         elif in_txn and row["transaction_v1_max"] is not None and v > row["transaction_v1_max"]:
-            out.append(f"{api.name} v{v} is not allowed in a transaction of the first "
-                       f"protocol (up to v{row['transaction_v1_max']})")
+            out.append(
+                f"{api.name} v{v} is not allowed in a transaction of the first "
+                f"protocol (up to v{row['transaction_v1_max']})"
+            )
     return out

@@ -28,8 +28,17 @@ from pathlib import Path
 
 from kafka_sink.hook_points import POINTS
 
-__all__ = ["ENV", "SESSION_ENV", "FAIL_ENV", "POINTS", "InjectedTaskFailure", "maybe_kill",
-           "maybe_fail", "install", "child_env"]
+__all__ = [
+    "ENV",
+    "SESSION_ENV",
+    "FAIL_ENV",
+    "POINTS",
+    "InjectedTaskFailure",
+    "maybe_kill",
+    "maybe_fail",
+    "install",
+    "child_env",
+]
 
 ENV = "PYKAFKA_TEST_KILL_AT"
 SESSION_ENV = "PYKAFKA_TEST_KILL_SESSION"
@@ -63,12 +72,17 @@ def maybe_fail(point: str, partition_id: int, attempt: int) -> None:
             continue
         if how == ["exit"]:
             os._exit(1)
-        raise InjectedTaskFailure(f"{FAIL_ENV}: attempt {attempt} of Spark partition "
-                                  f"{partition_id} fails at {point}")
+        raise InjectedTaskFailure(
+            f"{FAIL_ENV}: attempt {attempt} of Spark partition {partition_id} fails at {point}"
+        )
 
 
-def _on_point(point: str, batch_id: int | None = None, partition_id: int | None = None,
-              attempt: int | None = None) -> None:
+def _on_point(
+    point: str,
+    batch_id: int | None = None,
+    partition_id: int | None = None,
+    attempt: int | None = None,
+) -> None:
     maybe_kill(point, batch_id)
     if partition_id is not None:
         maybe_fail(point, partition_id, attempt)
@@ -77,6 +91,7 @@ def _on_point(point: str, batch_id: int | None = None, partition_id: int | None 
 def install() -> None:
     """Kill and fail at the points the environment names, in this process."""
     from kafka_sink import hook_points
+
     if _on_point not in hook_points._HOOKS:
         hook_points.register(_on_point)
 
@@ -84,7 +99,11 @@ def install() -> None:
 def child_env(**extra: str) -> dict:
     """The environment of a child driver: this checkout and the hooks' ``sitecustomize``
     first on ``PYTHONPATH`` (the JVM's Python workers inherit it), plus ``extra``."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [str(REPO), str(HOOKS_DIR)] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join(
+            [str(REPO), str(HOOKS_DIR)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        ),
+    )
     env.update(extra)
     return env

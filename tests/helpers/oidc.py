@@ -16,12 +16,17 @@ def jvm_options(bootstrap: str, endpoint: str, secret: str = SECRET, scope: str 
     """The options a JVM user of Confluent Cloud copies (single quotes and all), with the
     kafka. prefix."""
     return {
-        "kafka.bootstrap.servers": bootstrap, "subscribe": "t",
-        "kafka.security.protocol": "SASL_PLAINTEXT", "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.bootstrap.servers": bootstrap,
+        "subscribe": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
         "kafka.sasl.oauthbearer.token.endpoint.url": endpoint,
         "kafka.sasl.login.callback.handler.class": HANDLER,
-        "kafka.sasl.jaas.config": (f"{MODULE} required clientId='{CLIENT}' "
-                                   f"clientSecret='{secret}' scope='{scope}' "
-                                   "extension_logicalCluster='lkc-abc12' "
-                                   "extension_identityPoolId='pool-Xy9';"),
-        "kafka.request.timeout.ms": "5000"}
+        "kafka.sasl.jaas.config": (
+            f"{MODULE} required clientId='{CLIENT}' "
+            f"clientSecret='{secret}' scope='{scope}' "
+            "extension_logicalCluster='lkc-abc12' "
+            "extension_identityPoolId='pool-Xy9';"
+        ),
+        "kafka.request.timeout.ms": "5000",
+    }

@@ -30,10 +30,15 @@ def _pb2(tmp_path, text=PROTO, name="shop"):
     import importlib.resources
 
     from grpc_tools import protoc
+
     (tmp_path / f"{name}.proto").write_text(text)
     include = str(importlib.resources.files("grpc_tools") / "_proto")
-    assert protoc.main(["protoc", f"-I{tmp_path}", f"-I{include}",
-                        f"--python_out={tmp_path}", f"{name}.proto"]) == 0
+    assert (
+        protoc.main(
+            ["protoc", f"-I{tmp_path}", f"-I{include}", f"--python_out={tmp_path}", f"{name}.proto"]
+        )
+        == 0
+    )
     sys.path.insert(0, str(tmp_path))
     try:
         return importlib.import_module(f"{name}_pb2")
@@ -57,14 +62,23 @@ message Refund {
 
 # A JSON Schema loose enough that JSONSerializer (which validates) lets through values
 # that do not fit the reader's DDL: the DDL decides, as from_json's schema does.
-LOOSE = {"type": "object", "properties": {
-    "id": {"type": ["integer", "string", "number"]}, "name": {"type": ["string", "object"]},
-    "tags": {"type": "array", "items": {"type": ["string", "null"]}},
-    "price": {"type": ["number", "string"]}, "at": {"type": ["string", "integer"]},
-    "day": {"type": "string"}, "attrs": {"type": "object"},
-    "where": {"type": ["object", "string"]}}}
+LOOSE = {
+    "type": "object",
+    "properties": {
+        "id": {"type": ["integer", "string", "number"]},
+        "name": {"type": ["string", "object"]},
+        "tags": {"type": "array", "items": {"type": ["string", "null"]}},
+        "price": {"type": ["number", "string"]},
+        "at": {"type": ["string", "integer"]},
+        "day": {"type": "string"},
+        "attrs": {"type": "object"},
+        "where": {"type": ["object", "string"]},
+    },
+}
 
 
-DDL = ("id INT, name STRING, tags ARRAY<STRING>, price DECIMAL(6, 2), at TIMESTAMP, "
-       "day DATE, attrs MAP<STRING, BIGINT>, `where` STRUCT<lat: DOUBLE, lon: DOUBLE>, "
-       "missing STRING NOT NULL COMMENT 'never written'")
+DDL = (
+    "id INT, name STRING, tags ARRAY<STRING>, price DECIMAL(6, 2), at TIMESTAMP, "
+    "day DATE, attrs MAP<STRING, BIGINT>, `where` STRUCT<lat: DOUBLE, lon: DOUBLE>, "
+    "missing STRING NOT NULL COMMENT 'never written'"
+)

@@ -9,13 +9,24 @@ from protocol.schema import F, Message, Struct
 JUNK = object()  # what we put in fields a version lacks: the encoder must never look at it
 
 
-_RANGES = {"int8": (-128, 127), "int16": (-(1 << 15), (1 << 15) - 1),
-           "int32": (-(1 << 31), (1 << 31) - 1), "int64": (-(1 << 63), (1 << 63) - 1),
-           "uint16": (0, (1 << 16) - 1), "uint32": (0, (1 << 32) - 1)}
+_RANGES = {
+    "int8": (-128, 127),
+    "int16": (-(1 << 15), (1 << 15) - 1),
+    "int32": (-(1 << 31), (1 << 31) - 1),
+    "int64": (-(1 << 63), (1 << 63) - 1),
+    "uint16": (0, (1 << 16) - 1),
+    "uint32": (0, (1 << 32) - 1),
+}
 
 
-_BASES = {"int8": 11, "int16": 1100, "int32": 110000, "int64": 11 << 40, "uint16": 1200,
-          "uint32": 3 << 30}
+_BASES = {
+    "int8": 11,
+    "int16": 1100,
+    "int32": 110000,
+    "int64": 11 << 40,
+    "uint16": 1200,
+    "uint32": 3 << 30,
+}
 
 
 class Filler:
@@ -34,12 +45,14 @@ class Filler:
             while v == default or not lo <= v <= hi:
                 v = lo + (v + 1 - lo) % (hi - lo + 1)
             return v
-        v = {"bool": lambda: not default,
-             "float64": lambda: n + 0.25,
-             "uuid": lambda: uuid.UUID(int=(n << 64) | (0xC0FFEE + n)),
-             "string": lambda: f"v{n}-\u00e9\u4e2d",
-             "bytes": lambda: bytes([n % 256, 0, 255]) * 2,
-             "records": lambda: b"\x00batch" + bytes([n % 256])}[t]()
+        v = {
+            "bool": lambda: not default,
+            "float64": lambda: n + 0.25,
+            "uuid": lambda: uuid.UUID(int=(n << 64) | (0xC0FFEE + n)),
+            "string": lambda: f"v{n}-\u00e9\u4e2d",
+            "bytes": lambda: bytes([n % 256, 0, 255]) * 2,
+            "records": lambda: b"\x00batch" + bytes([n % 256]),
+        }[t]()
         assert v != default
         return v
 

@@ -12,8 +12,9 @@ from protocol.records import batch as rb
 from ..broker_setup import create_topic
 
 
-HEADERS_TYPE = pa.list_(pa.field("element", pa.struct([pa.field("key", pa.string()),
-                                                       pa.field("value", pa.binary())])))
+HEADERS_TYPE = pa.list_(
+    pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+)
 
 
 TS_TYPE = pa.timestamp("us", tz="UTC")
@@ -28,8 +29,9 @@ def options(broker, topic: str | None = None, **extra):
     opts = {"kafka.bootstrap.servers": broker.bootstrap, "kafka.retry.backoff.ms": "20"}
     if topic is not None:
         opts["topic"] = topic
-    opts.update({k if k.startswith(("kafka.", "topic")) else f"kafka.{k}": str(v)
-                 for k, v in extra.items()})
+    opts.update(
+        {k if k.startswith(("kafka.", "topic")) else f"kafka.{k}": str(v) for k, v in extra.items()}
+    )
     return parse_writer_options(opts)
 
 
@@ -37,15 +39,29 @@ def plan_for(batch: pa.RecordBatch, topic: str | None) -> WritePlan:
     names = set(batch.schema.names)
     kind = None
     if "timestamp" in names:
-        kind = "double" if pa.types.is_floating(batch.schema.field("timestamp").type) \
-            else "timestamp"
-    return WritePlan(topic_option=topic, topic_column=topic is None and "topic" in names,
-                     key_column="key" in names, headers_column="headers" in names,
-                     partition_column="partition" in names, timestamp_kind=kind)
+        kind = (
+            "double" if pa.types.is_floating(batch.schema.field("timestamp").type) else "timestamp"
+        )
+    return WritePlan(
+        topic_option=topic,
+        topic_column=topic is None and "topic" in names,
+        key_column="key" in names,
+        headers_column="headers" in names,
+        partition_column="partition" in names,
+        timestamp_kind=kind,
+    )
 
 
-def rows(n: int, start: int = 0, *, keys=True, headers=False, timestamps=False,
-         partitions=None, value_size=None) -> pa.RecordBatch:
+def rows(
+    n: int,
+    start: int = 0,
+    *,
+    keys=True,
+    headers=False,
+    timestamps=False,
+    partitions=None,
+    value_size=None,
+) -> pa.RecordBatch:
     """Rows numbered ``start..start+n``: key ``k<i>``, value ``v<i>`` (or padded)."""
     idx = range(start, start + n)
     cols, names = [], []
@@ -58,8 +74,15 @@ def rows(n: int, start: int = 0, *, keys=True, headers=False, timestamps=False,
         cols.append(pa.array([b"v%08d" % i for i in idx], pa.binary()))
     names.append("value")
     if headers:
-        cols.append(pa.array([[{"key": "h", "value": b"%d" % i}, {"key": "n", "value": None}]
-                              if i % 3 else [] for i in idx], HEADERS_TYPE))
+        cols.append(
+            pa.array(
+                [
+                    [{"key": "h", "value": b"%d" % i}, {"key": "n", "value": None}] if i % 3 else []
+                    for i in idx
+                ],
+                HEADERS_TYPE,
+            )
+        )
         names.append("headers")
     if timestamps:
         cols.append(pa.array([1_700_000_000_000_000 + i * 1000 + 999 for i in idx], TS_TYPE))
@@ -74,15 +97,20 @@ def batches(total: int, size: int, **kw) -> list[pa.RecordBatch]:
     return [rows(min(size, total - s), s, **kw) for s in range(0, total, size)]
 
 
-def consume(bootstrap: str, topic: str, partitions: int, expected: int,
-            timeout: float = 30) -> dict[int, list]:
+def consume(
+    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 30
+) -> dict[int, list]:
     """Every record from offset 0, per partition, with confluent-kafka."""
-    consumer = confluent_kafka.Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"check-{topic}",
-        "enable.auto.commit": False, "enable.partition.eof": False})
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"check-{topic}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     try:
-        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0)
-                         for p in range(partitions)])
+        consumer.assign([confluent_kafka.TopicPartition(topic, p, 0) for p in range(partitions)])
         out: dict[int, list] = {p: [] for p in range(partitions)}
         got = 0
         deadline = time.monotonic() + timeout
@@ -90,14 +118,12 @@ def consume(bootstrap: str, topic: str, partitions: int, expected: int,
             for m in consumer.consume(10_000, 0.5):
                 if m.error():
                     raise AssertionError(str(m.error()))
-                out[m.partition()].append(
-                    (m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
+                out[m.partition()].append((m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
                 got += 1
         # a little longer, to catch duplicates beyond the expected count
         for m in consumer.consume(10_000, 0.3):
             if not m.error():
-                out[m.partition()].append(
-                    (m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
+                out[m.partition()].append((m.key(), m.value(), m.headers() or [], m.timestamp()[1]))
         return out
     finally:
         consumer.close()

@@ -7,5 +7,10 @@ from kafka_common.oauth.tokens import b64url
 
 
 def jwt(claims: dict, header: dict | None = None) -> str:
-    return ".".join((b64url(json.dumps(header or {"alg": "none"}).encode()),
-                     b64url(json.dumps(claims).encode()), "sig"))
+    return ".".join(
+        (
+            b64url(json.dumps(header or {"alg": "none"}).encode()),
+            b64url(json.dumps(claims).encode()),
+            "sig",
+        )
+    )

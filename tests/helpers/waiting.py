@@ -9,8 +9,7 @@ from collections.abc import Callable
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float, what: str,
-               interval: float = 0.05) -> T:
+def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
     """``condition()``'s first true value, polled every ``interval`` seconds; an
     AssertionError saying ``what`` did not happen when ``timeout`` seconds pass first."""
     deadline = time.monotonic() + timeout

@@ -64,6 +64,7 @@ def _timed(name: str, fn):
             return fn(*args, **kwargs)
         finally:
             emit(f"{name} end")
+
     return wrapper
 
 
@@ -82,6 +83,7 @@ def _task_write(fn):
             return timed(*args, **kwargs)
         finally:
             emit(f"note: waited {_waited[0]:.2f} s for Spark's rows")
+
     return wrapper
 
 
@@ -96,14 +98,17 @@ def _patch_task(task) -> None:
     """The task's own modules, patched when a task imports them (the planner and the
     commit processes never do)."""
     from kafka_sink import batching, producer
+
     input_waited = batching.PartitionBatcher.input_waited
 
     def counted(self, seconds):
         _waited[0] += seconds
         return input_waited(self, seconds)
+
     batching.PartitionBatcher.input_waited = counted
     producer.TaskProducer._init_producer_id = _timed(
-        "InitProducerId", producer.TaskProducer._init_producer_id)
+        "InitProducerId", producer.TaskProducer._init_producer_id
+    )
 
 
 #: the modules whose import is timed: the sink's package (its options, the clients' option
@@ -131,6 +136,7 @@ class _Finder(importlib.abc.MetaPathFinder):
                 _patch(module)
             elif name == "kafka_sink.task":
                 _patch_task(module)
+
         spec.loader.exec_module = timed_exec
         return spec
 

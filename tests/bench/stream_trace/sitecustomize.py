@@ -55,6 +55,7 @@ def _timed(name: str, fn):
             return fn(*args, **kwargs)
         finally:
             emit(name, t, time.time())
+
     return wrapper
 
 
@@ -66,6 +67,7 @@ def _timed_generator(name: str, fn):
             yield from fn(*args, **kwargs)
         finally:
             emit(name, t, time.time())
+
     return wrapper
 
 
@@ -100,8 +102,11 @@ def _patch_floor(module) -> None:
     cls.read = _timed_generator("read", cls.read)
 
 
-PATCHES = {"kafka_source.stream_reader": _patch_stream_reader,
-           "kafka_source.fetcher": _patch_fetcher, "floor_source": _patch_floor}
+PATCHES = {
+    "kafka_source.stream_reader": _patch_stream_reader,
+    "kafka_source.fetcher": _patch_fetcher,
+    "floor_source": _patch_floor,
+}
 
 
 class _Finder(importlib.abc.MetaPathFinder):
@@ -120,6 +125,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         def patched_exec(module):
             exec_module(module)
             PATCHES[name](module)
+
         spec.loader.exec_module = patched_exec
         return spec
 
