@@ -7,11 +7,12 @@ partition whose end is "latest" (``endingOffsets`` latest or -1, or an ending ti
 looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that had nothing
 to read at planning gets an empty range that does the same.
 
-A small read (``planning.one_task``: at most ``ONE_TASK_RECORDS`` records at planning, no
+A small read (``planning.task_groups``: at most ``ONE_TASK_RECORDS`` records at planning, no
 ``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range one
 after the other (``planning.small_read_groups``: a task per ``RANGES_PER_SMALL_TASK``
 ranges): Spark takes longer to launch a Python task than a task takes to read that many
-records, and a topic with more partitions than cores ran its tasks in waves. Such a task
+records, and a topic with more partitions than cores ran its tasks in waves. A larger
+read packs its small ranges the same way (``planning.task_groups``). Such a task
 looks all its open ends up first, in one ListOffsets request per leader
 (``fetcher.resolve_open_ends``), and sends the first Fetch of all its ranges at once
 (``fetcher.read_ranges``), not one of each per range.
@@ -40,7 +41,7 @@ from .offset_specs import (
     SpecificTimestamps,
     TopicPartition,
 )
-from .planning import one_task, plan_ranges, resolve_batch, small_read_groups
+from .planning import plan_ranges, resolve_batch, task_groups
 
 
 class KafkaInputPartition(InputPartition):
@@ -68,7 +69,7 @@ class KafkaInputPartition(InputPartition):
 
 class KafkaRangesPartition(InputPartition):
     """Several offset ranges read one after the other by one task: a small micro-batch's
-    or batch read's (``planning.one_task``, ``small_read_groups``); a batch read's ranges
+    or batch read's (``planning.task_groups``); a batch read's ranges
     may have open ends (``open_ends``, aligned with ``ranges``). Small and picklable."""
 
     def __init__(self, ranges, open_ends=None):
@@ -131,14 +132,18 @@ def plan_partitions(
         if open_end is None or (cap is not None and cap <= start):
             continue
         parts.append(KafkaInputPartition(OffsetRange(tp[0], tp[1], start, start), open_end))
-    if one_task(
-        [p.range for p in parts], options.min_partitions, options.max_records_per_partition
-    ):
-        return [
-            KafkaRangesPartition([p.range for p in group], [p.open_end for p in group])
-            for group in small_read_groups(parts)
-        ]
-    return parts
+    groups = task_groups(
+        parts,
+        [p.range.size for p in parts],
+        options.min_partitions,
+        options.max_records_per_partition,
+    )
+    return [
+        group[0]
+        if len(group) == 1
+        else KafkaRangesPartition([p.range for p in group], [p.open_end for p in group])
+        for group in groups
+    ]
 
 
 class KafkaBatchReader(DataSourceReader):

@@ -13,8 +13,9 @@ types it works on, ``Subscription``, the offset specs and ``OffsetRange``, live 
 - ``plan_ranges``: ranges split for ``maxRecordsPerPartition`` and ``minPartitions`` exactly
   as Spark's ``KafkaOffsetRangeCalculator`` splits them;
 - ``plan_batch``: the four steps above, in order, for a batch read;
-- ``one_task``: whether a micro-batch or batch read is small enough for one task to read
-  all its ranges (``small_read_groups``: one task per 1,000 of them).
+- ``task_groups``: the ranges of a read grouped into tasks: a small read's all in one task
+  (``small_read_groups``: one task per 1,000 of them), a larger read's small ranges packed
+  together and the others a task each.
 
 Errors that come from the options not fitting the cluster (a topic that does not exist,
 no offset at a timestamp, a start after its end) are ``PlanningError``, a ``ConfigError``:
@@ -65,10 +66,11 @@ __all__ = [
     "plan_ranges",
     "plan_batch",
     "resolve_batch",
-    "one_task",
     "small_read_groups",
     "ONE_TASK_RECORDS",
     "RANGES_PER_SMALL_TASK",
+    "SMALL_RANGE_RECORDS",
+    "task_groups",
 ]
 
 T = TypeVar("T")
@@ -468,18 +470,44 @@ ONE_TASK_RECORDS = 20_000
 RANGES_PER_SMALL_TASK = 1_000
 
 
-def one_task(
-    ranges: Sequence[OffsetRange], min_partitions: int | None, max_records_per_partition: int | None
-) -> bool:
-    """Whether ``plan_ranges``'s ranges of a read go to a single task: several
-    ranges, ``ONE_TASK_RECORDS`` records or fewer in all, and neither ``minPartitions`` nor
-    ``maxRecordsPerPartition`` set (a user who asks for a split gets it)."""
-    return (
-        len(ranges) > 1
-        and min_partitions is None
-        and max_records_per_partition is None
-        and sum(r.size for r in ranges) <= ONE_TASK_RECORDS
-    )
+#: In a read of more than ``ONE_TASK_RECORDS`` records, a range of at most this many records
+#: is packed with other such ranges into one task (up to ``RANGES_PER_SMALL_TASK`` ranges
+#: and ``ONE_TASK_RECORDS`` records a task), where Spark's connector gives it a task of its
+#: own: a topic of 10,000 partitions of 20 records each was 10,000 tasks of about 50 ms
+#: each on 2 cores, minutes; packed, it is 10 tasks. Larger ranges keep a task each.
+SMALL_RANGE_RECORDS = 1_000
+
+
+def task_groups(
+    items: Sequence[T],
+    sizes: Sequence[int],
+    min_partitions: int | None,
+    max_records_per_partition: int | None,
+) -> list[Sequence[T]]:
+    """The tasks of a read: ``items`` (ranges or input partitions, ``sizes`` their records
+    at planning), in order, grouped: a small read's (several ranges, ``ONE_TASK_RECORDS``
+    records or fewer in all) all together (``small_read_groups``); else each range of more
+    than ``SMALL_RANGE_RECORDS`` alone and the smaller ones packed, in order, into groups of
+    at most ``RANGES_PER_SMALL_TASK`` ranges and ``ONE_TASK_RECORDS`` records.
+    ``minPartitions`` or ``maxRecordsPerPartition`` set: a task per range, as asked."""
+    if min_partitions is not None or max_records_per_partition is not None:
+        return [[item] for item in items]
+    if len(items) > 1 and sum(sizes) <= ONE_TASK_RECORDS:
+        return small_read_groups(items)
+    groups: list[Sequence[T]] = []  # each packed group stands where its first range does
+    packed: list[T] = []
+    packed_records = 0
+    for item, size in zip(items, sizes):
+        if size > SMALL_RANGE_RECORDS:
+            groups.append([item])
+            continue
+        full = len(packed) == RANGES_PER_SMALL_TASK or packed_records + size > ONE_TASK_RECORDS
+        if not packed or full:
+            packed, packed_records = [], 0
+            groups.append(packed)
+        packed.append(item)
+        packed_records += size
+    return groups
 
 
 def small_read_groups(items: Sequence[T]) -> list[Sequence[T]]:

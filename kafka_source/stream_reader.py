@@ -94,10 +94,9 @@ from .planning import (
     discover_partitions,
     metadata_topics,
     partitions_from_metadata,
-    one_task,
     plan_ranges,
     resolve_offsets,
-    small_read_groups,
+    task_groups,
 )
 
 log = logging.getLogger("pykafka.source")
@@ -489,9 +488,13 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                 ranges.append(OffsetRange(tp[0], tp[1], b, e))
         o = self.options
         ranges = plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
-        if one_task(ranges, o.min_partitions, o.max_records_per_partition):
-            return [KafkaRangesPartition(group) for group in small_read_groups(ranges)]
-        return [KafkaInputPartition(r) for r in ranges]
+        groups = task_groups(
+            ranges, [r.size for r in ranges], o.min_partitions, o.max_records_per_partition
+        )
+        return [
+            KafkaInputPartition(group[0]) if len(group) == 1 else KafkaRangesPartition(group)
+            for group in groups
+        ]
 
     def _refused_topics(self, topics: list[str]) -> None:
         """Raise, naming the grant, when a topic whose partitions left the subscription is

@@ -609,3 +609,29 @@ def test_discover_partitions_asks_only_for_named_topics():
     sub = Subscription("assign", partitions=(("orders.us", 0), ("audit", 1)))
     assert discover_partitions(sub, client) == [("audit", 1), ("orders.us", 0)]
     assert client.calls == [("metadata", ["audit", "orders.us"])]
+
+
+def test_a_large_read_packs_its_small_ranges_into_few_tasks():
+    """Past ONE_TASK_RECORDS, ranges of up to SMALL_RANGE_RECORDS share tasks of at most
+    RANGES_PER_SMALL_TASK ranges and ONE_TASK_RECORDS records, each group where its first
+    range stands; a larger range keeps a task of its own; minPartitions or
+    maxRecordsPerPartition give every range its task."""
+    from kafka_source.planning import (
+        ONE_TASK_RECORDS,
+        RANGES_PER_SMALL_TASK,
+        SMALL_RANGE_RECORDS,
+        task_groups,
+    )
+
+    wide = list(range(10_000))  # a topic of 10,000 partitions of 20 records each
+    groups = task_groups(wide, [20] * len(wide), None, None)
+    assert [len(g) for g in groups] == [RANGES_PER_SMALL_TASK] * 10
+    assert [i for g in groups for i in g] == wide
+    # records bound a group too: 25 ranges of 1,000 records -> 20 + 5
+    assert [len(g) for g in task_groups(list(range(25)), [1_000] * 25, None, None)] == [20, 5]
+    sizes = [5, SMALL_RANGE_RECORDS + 1, 7, ONE_TASK_RECORDS, 3]
+    assert task_groups(list("abcde"), sizes, None, None) == [["a", "c", "e"], ["b"], ["d"]]
+    assert task_groups(list("abcde"), sizes, 2, None) == [[c] for c in "abcde"]
+    assert task_groups(list("abcde"), sizes, None, 10) == [[c] for c in "abcde"]
+    # a small read (ONE_TASK_RECORDS or fewer in all): one task per 1,000 ranges, as before
+    assert task_groups(list("abc"), [1, 2, 3], None, None) == [["a", "b", "c"]]

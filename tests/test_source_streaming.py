@@ -643,11 +643,12 @@ def test_available_now_start_bound_before_the_target():
     assert reader.latestOffset(start, ReadAllAvailable()) == {"a": {"0": 9}}
 
 
-def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
+def test_a_small_micro_batch_is_one_task_and_a_large_one_packs_only_its_small_ranges():
     """Tasks in waves were most of a low-rate stream's latency: up to ONE_TASK_RECORDS
-    records, one task reads every range of the micro-batch; past it, or when the user asks
-    for a split (minPartitions, maxRecordsPerPartition), a task per range as Spark's
-    connector plans them."""
+    records, one task reads every range of the micro-batch; past it, ranges of up to
+    SMALL_RANGE_RECORDS share tasks and the larger ones have a task each, as Spark's
+    connector plans them; when the user asks for a split (minPartitions,
+    maxRecordsPerPartition), a task per range."""
     start = {"a": {"0": 0, "1": 0}, "b": {"0": 0}}
     small = {"a": {"0": 10, "1": 3}, "b": {"0": ONE_TASK_RECORDS - 13}}
     large = {"a": {"0": 10, "1": 3}, "b": {"0": ONE_TASK_RECORDS - 12}}
@@ -659,8 +660,7 @@ def test_a_small_micro_batch_is_one_task_and_a_large_one_a_task_per_partition():
         ("b", 0, 0, ONE_TASK_RECORDS - 13),
     ]
     assert [[tuple(r[:4]) for r in p.ranges] for p in reader.partitions(start, large)] == [
-        [("a", 0, 0, 10)],
-        [("a", 1, 0, 3)],
+        [("a", 0, 0, 10), ("a", 1, 0, 3)],
         [("b", 0, 0, ONE_TASK_RECORDS - 12)],
     ]
     for option, value, tasks in (

@@ -21,9 +21,9 @@ micro-batches beyond that many partitions are not run). ``--scale-points quick``
 reduced points (a few minutes) to check the section; ``full`` is the issue's.
 
 At 10,000 partitions x ``PER_PARTITION`` records (200,000, above
-``planning.ONE_TASK_RECORDS``) ours runs a task per partition too, as any read of more
-than 20,000 records does: about 50 ms a task on 2 cores, minutes a read. That point is
-where a planner that packs small ranges into tasks would show (not done yet).
+``planning.ONE_TASK_RECORDS``) ours packs the partitions' small ranges into tasks of up to
+1,000 ranges and 20,000 records (``planning.task_groups``): 10 tasks where Spark's
+connector runs 10,000.
 
 The curves are drawn with matplotlib into ``docs/images/scale-*.png`` (a quick run draws
 them under ``.cache/`` instead) and the table goes to results.md's ``scale`` block.
