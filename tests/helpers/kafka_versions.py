@@ -71,7 +71,7 @@ SENDS = [
         INIT_PRODUCER_ID,
         transactions.MAX_INIT_PRODUCER_ID_VERSION,
         False,
-        "kafka_sink/producer.py (idempotent), protocol/client/transactions.py",
+        "kafka_sink/producer_ids.py (idempotent), protocol/client/transactions.py",
     ),
     (
         ADD_PARTITIONS_TO_TXN,
