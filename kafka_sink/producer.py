@@ -80,7 +80,7 @@ from protocol.client.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
 from protocol.client.connection import wait_readable
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.primitives import ZERO_UUID
-from protocol.client.retry import RetryPolicy, pause_until
+from protocol.client.retry import Attempts, RetryPolicy, pause_until
 from protocol.client.transactions import MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (
@@ -133,13 +133,13 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         self._topic_ids: dict[str, object] = {}
         self._metadata_stale = False
         self._metadata_retry_at = 0.0
+        self._metadata_tries: Attempts | None = None  # refreshes in a row without leaders
         self.missing_lookup_ms = 0  # how long the last partition_counts took
         self._new_id_pending = False
         self._started = False
         self.buffered_bytes = 0
         self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
         self.producer_ids: list[int] = []
-        self._backoff0 = options.retry_backoff_ms / 1000
         # the waits before a partition's resends (retry.backoff.ms / .max.ms); how many
         # sends a batch gets: kafka.retries + 1 (delivery.timeout.ms bounds them too)
         self._resend_policy = RetryPolicy.for_client(options.client_config)
@@ -247,7 +247,7 @@ class TaskProducer(ProduceAnswers, ProducerIds):
         try:
             meta = self.client.refresh_metadata(topics)
         except (KafkaConnectionError, KafkaTimeoutError) as e:
-            self._metadata_retry_at = now + self._backoff0
+            self._metadata_retry_at = now + self._metadata_backoff_s()
             log.debug("metadata refresh failed: %s", e)
             for p in self._partitions.values():  # what a batch that never left waits for
                 if p.leader is None and p.queue and p.queue[0].last_error is None:
@@ -262,7 +262,18 @@ class TaskProducer(ProduceAnswers, ProducerIds):
                 self._topic_ids[p.topic] = info.topic_id
         if any(p.leader is None for p in self._partitions.values() if p.queue):
             self._metadata_stale = True
-            self._metadata_retry_at = now + self._backoff0
+            self._metadata_retry_at = now + self._metadata_backoff_s()
+        else:
+            self._metadata_tries = None
+
+    def _metadata_backoff_s(self) -> float:
+        """The wait before the next refresh after one that failed or left a partition
+        without a leader: the resend policy's backoff, growing while refreshes keep
+        failing (``kafka.retry.backoff.ms`` up to ``.max.ms``, with jitter)."""
+        if self._metadata_tries is None:
+            self._metadata_tries = self._resend_policy.start("metadata refresh")
+        delay = self._metadata_tries.failed_once()
+        return self._resend_policy.max_backoff_ms / 1000 if delay is None else delay
 
     # ---- appending ------------------------------------------------------------------------
 

@@ -371,3 +371,40 @@ def test_the_backoff_options_reach_every_retry_on_both_sides():
     ) == (100, 1000)
     with pytest.raises(ConfigError, match="kafka.retry.backoff.max.ms"):
         parse_writer_options({**base, "kafka.retry.backoff.max.ms": "soon"})
+
+
+def test_the_producer_s_metadata_refreshes_back_off_under_the_policy(monkeypatch):
+    """A refresh that fails waits the resend policy's backoff before the next one, growing
+    from kafka.retry.backoff.ms to .max.ms (with jitter) while refreshes keep failing, and
+    starting over once one succeeds."""
+    from kafka_sink.options import parse_writer_options
+    from kafka_sink.producer import TaskProducer
+
+    class Client:
+        fail = True
+
+        def refresh_metadata(self, topics):
+            if self.fail:
+                raise KafkaConnectionError("broker down")
+            return type("Meta", (), {"topics": {}})()
+
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    options = parse_writer_options(
+        {"kafka.bootstrap.servers": "127.0.0.1:9", "topic": "t", "kafka.retry.backoff.ms": "100"}
+    )
+    client = Client()
+    producer = TaskProducer(options, client=client)
+
+    def next_wait() -> float:
+        clock[0] = producer._metadata_retry_at
+        producer._refresh_leaders()
+        return producer._metadata_retry_at - clock[0]
+
+    waits = [next_wait() for _ in range(6)]
+    for wait, base in zip(waits, (0.1, 0.2, 0.4, 0.8, 1.0, 1.0)):
+        assert base * 0.8 - 1e-9 <= wait <= min(base * 1.2, 1.0) + 1e-9, waits
+    client.fail = False
+    next_wait()  # succeeds: every queued partition has a leader
+    client.fail = True
+    assert 0.08 - 1e-9 <= next_wait() <= 0.12 + 1e-9

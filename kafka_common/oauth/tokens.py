@@ -31,6 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
+from protocol.client.retry import RELOGIN_RETRY_S
 from protocol.config import Secret
 from protocol.errors import ConfigError
 
@@ -181,7 +182,7 @@ class TokenCache:
                     problem,
                     current[0].expires_at - now,
                 )
-                self._entries[key] = (current[0], now + min(policy.min_period_s, 10.0))
+                self._entries[key] = (current[0], now + min(policy.min_period_s, RELOGIN_RETRY_S))
         finally:
             with self._key_lock(key):
                 self._refreshing.pop(key, None)

@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_BACKOFF_MS",
     "DEFAULT_MAX_BACKOFF_MS",
     "JITTER",
+    "RELOGIN_RETRY_S",
 ]
 
 T = TypeVar("T")
@@ -65,6 +66,11 @@ log = logging.getLogger("pykafka.retry")
 DEFAULT_BACKOFF_MS = 100
 DEFAULT_MAX_BACKOFF_MS = 1000
 JITTER = 0.2
+#: How long a background refresh of an OAUTHBEARER token that failed waits before it tries
+#: again, while the current token stays valid: Kafka's ``ExpiringCredentialRefreshingLogin``
+#: (``DELAY_SECONDS_BEFORE_NEXT_RETRY_WHEN_RELOGIN_FAILS``), never later than the refresh
+#: policy's minimum period.
+RELOGIN_RETRY_S = 10.0
 
 # ---- the table of which errors retry ----------------------------------------------------
 
