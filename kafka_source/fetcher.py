@@ -279,11 +279,38 @@ class _RangeReader:
         if self.read_committed and response.get("last_stable_offset", -1) >= 0:
             limit = min(limit, response["last_stable_offset"])
         if not self.read_committed and limit <= self.offset < self.end:
-            # The log ends before the range does: it was truncated under us.
-            self.lost(self.offset, self.end, f"the log now ends at offset {limit}")
-            self.finished = True
+            self._below_high_watermark(limit)
             return
         self.stable_end = limit if self.read_committed and limit <= self.offset else None
+        self.last_error = None
+        pause(self.poll_s)
+
+    def _below_high_watermark(self, limit: int) -> None:
+        """The leader's high watermark is at or below ``offset``, short of the range. A
+        leader elected moments ago answers so until its high watermark catches up with the
+        old leader's (it holds the records: ISR); ListOffsets waits for that (it answers
+        OFFSET_NOT_AVAILABLE meanwhile, KIP-207), so the log was truncated under us only if
+        ListOffsets agrees that it ends at or before ``offset``."""
+        try:
+            latest = self.client.latest_offsets([self.tp])[self.tp]
+        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+            if not is_retriable(e):
+                raise
+            self._retry_after(e)
+            return
+        if latest <= self.offset:
+            self.lost(self.offset, self.end, f"the log now ends at offset {latest}")
+            self.finished = True
+            return
+        log.info(
+            "topic %r partition %d: a Fetch at offset %d saw the high watermark at %d, "
+            "ListOffsets at %d (a new leader catching up): reading on",
+            self.rng.topic,
+            self.rng.partition,
+            self.offset,
+            limit,
+            latest,
+        )
         self.last_error = None
         pause(self.poll_s)
 

@@ -38,10 +38,12 @@ from kafka_source.offset_specs import OffsetRange
 from kafka_testbed import MockCluster
 from protocol.client.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
+from protocol.schemas import FETCH, LIST_OFFSETS
 
 from .reliability_report import record, soak
 from .helpers.sink import batches, consume, options as writer_options, plan_for
 from .helpers.faults import produce_numbered, reader_options
+from .helpers.frames import rewriting
 
 SOAK = soak()
 READ_RECORDS = 1_000_000 if SOAK else 200_000
@@ -508,6 +510,37 @@ def small_topic(proxied):
         client.create_topics({topic: 1})
     produce_numbered(broker.bootstrap, topic, 3000, 1)
     return topic, 3000
+
+
+OFFSET_NOT_AVAILABLE = 78
+
+
+def test_a_new_leaders_high_watermark_behind_the_range_is_not_data_loss(proxy, small_topic):
+    """A leader elected moments ago answers a Fetch with no records and its high watermark,
+    behind the old leader's until it catches up, and ListOffsets with OFFSET_NOT_AVAILABLE
+    meanwhile (KIP-207). A micro-batch planned from the old leader's high watermark met it
+    when Kafka's broker-fault test paused a leader, and failed as data loss. The proxy plays
+    that leader for the first answers: the reader waits and returns the whole range."""
+    topic, total = small_topic
+
+    def behind(body):
+        for t in body["responses"]:
+            for part in t["partitions"]:
+                part.update(records=b"", high_watermark=100, last_stable_offset=100)
+        return True
+
+    def not_yet(body):
+        for t in body["topics"]:
+            for part in t["partitions"]:
+                part.update(error_code=OFFSET_NOT_AVAILABLE, offset=-1, timestamp=-1)
+        return True
+
+    proxy.rewrite_response(FETCH.key, rewriting(FETCH, behind), count=3)
+    proxy.rewrite_response(LIST_OFFSETS.key, rewriting(LIST_OFFSETS, not_yet), count=2)
+    opts = reader_options(proxy.address, **{"kafkaConsumer.pollTimeoutMs": 20_000})
+    table = pa.Table.from_batches(list(read_range(opts, OffsetRange(topic, 0, 500, total))))
+    assert table["offset"].to_pylist() == list(range(500, total))
+    assert proxy.pending_rewrites(FETCH.key) == proxy.pending_rewrites(LIST_OFFSETS.key) == 0
 
 
 @pytest.mark.parametrize("record_byte", [0, 3, 17, 100, 1000])

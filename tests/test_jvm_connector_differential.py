@@ -46,12 +46,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka_testbed.apache_kafka import java_executable
 from kafka_testbed.maven_jars import spark_kafka_jars
 from protocol.client.cluster import KafkaClient
-from protocol.framing import decode_response_header
 from protocol.schemas import FETCH, LIST_OFFSETS
 
 from .broker_setup import create_topic, kafka_behind_fault_proxy
 from .own_envs import own_env
 from .helpers.jvm_connector import SPARK_VERSION, ok, run_child
+from .helpers.frames import decoded, encoded
 
 CHILD_THREADS = 2  # scenarios the child runs at a time
 
@@ -1367,7 +1367,7 @@ class BrokerFaults:
         proxy.rewrite_response(FETCH.key, self._fetch, count=10**9)
 
     def _list_offsets(self, frame: bytearray, version: int):
-        pos, body = _decoded(LIST_OFFSETS, frame, version)
+        pos, body = decoded(LIST_OFFSETS, frame, version)
         spoiled = False
         with self.lock:
             for topic in body["topics"]:
@@ -1380,13 +1380,13 @@ class BrokerFaults:
                 self.answers[topic["name"]].append(time.monotonic())
                 for p in topic["partitions"]:
                     p.update(error_code=rule[0], offset=-1, timestamp=-1)
-        return _encoded(LIST_OFFSETS, frame, version, pos, body) if spoiled else None
+        return encoded(LIST_OFFSETS, frame, version, pos, body) if spoiled else None
 
     def _fetch(self, frame: bytearray, version: int):
         """Java's consumer asks again at once for records an answer lacked (the broker has
         them, so it answers at once too): each spoiled answer is held 50 ms, so that this
         loop does not spin the proxy."""
-        pos, body = _decoded(FETCH, frame, version)
+        pos, body = decoded(FETCH, frame, version)
         now, spoiled = time.monotonic(), False
         with self.lock:
             for topic in body["responses"]:
@@ -1405,21 +1405,7 @@ class BrokerFaults:
         if not spoiled:
             return None
         time.sleep(0.05)
-        return _encoded(FETCH, frame, version, pos, body)
-
-
-def _decoded(api, frame: bytearray, version: int) -> tuple[int, dict]:
-    view = memoryview(bytes(frame))[4:]
-    _, pos = decode_response_header(api, version, view)
-    body, _ = api.response.decode(version, view[pos:])
-    return pos, body
-
-
-def _encoded(api, frame: bytearray, version: int, pos: int, body: dict) -> bytearray:
-    out = bytearray(frame[: 4 + pos])
-    api.response.encode(version, body, out)
-    out[:4] = (len(out) - 4).to_bytes(4, "big")
-    return out
+        return encoded(FETCH, frame, version, pos, body)
 
 
 def make_pki(directory: Path) -> tuple[str, str, str]:

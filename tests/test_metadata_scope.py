@@ -23,8 +23,9 @@ from kafka_source.offset_specs import OffsetRange
 from kafka_source.options import parse_reader_options
 from protocol import primitives as p
 from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient
-from protocol.framing import decode_response_header
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA
+
+from .helpers.frames import rewriting
 
 OTHER_TOPICS = 200
 NOT_LEADER_OR_FOLLOWER = 6
@@ -135,21 +136,15 @@ def _asked_topics(frames) -> list[list[str] | None]:
 def _not_leader(api):
     """A rewrite of ``api``'s answer: every partition NOT_LEADER_OR_FOLLOWER."""
 
-    def rewrite(frame: bytearray, version: int):
-        view = memoryview(bytes(frame))[4:]
-        _, pos = decode_response_header(api, version, view)
-        body, _ = api.response.decode(version, view[pos:])
+    def change(body):
         for topic in body.get("responses") or body.get("topics") or ():
             for part in topic["partitions"]:
                 part["error_code"] = NOT_LEADER_OR_FOLLOWER
                 if "records" in part:
                     part["records"] = None
-        out = bytearray(frame[: 4 + pos])
-        api.response.encode(version, body, out)
-        out[:4] = (len(out) - 4).to_bytes(4, "big")
-        return out
+        return True
 
-    return rewrite
+    return rewriting(api, change)
 
 
 def _assert_only(asked, topic) -> None:

@@ -35,10 +35,10 @@ from kafka_sink.writer import create_writer, write_task
 from protocol.client import transactions as txn
 from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError, ConfigError, KafkaTimeoutError
-from protocol.framing import decode_response_header
 from protocol.schemas import API_VERSIONS
 
 from .broker_setup import create_topic
+from .helpers.frames import rewriting
 from .txn_referee import (
     aborted_values,
     committed_values,
@@ -318,17 +318,14 @@ def test_the_drivers_commit_names_the_prefix_when_the_coordinator_refuses_it(
     assert committed_values(mock_cluster.bootstrap, topic_name, 2) == []
 
 
-def _without_transaction_apis(frame: bytearray, version: int):
-    """An ApiVersions answer without AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
-    TxnOffsetCommit: a broker that does not support transactions."""
-    view = memoryview(bytes(frame))[4:]
-    _, pos = decode_response_header(API_VERSIONS, version, view)
-    body, _ = API_VERSIONS.response.decode(version, view[pos:])
+def _drop_transaction_apis(body) -> bool:
     body["api_keys"] = [k for k in body["api_keys"] if k["api_key"] not in (24, 25, 26, 28)]
-    out = bytearray(frame[: 4 + pos])
-    API_VERSIONS.response.encode(version, body, out)
-    out[:4] = (len(out) - 4).to_bytes(4, "big")
-    return out
+    return True
+
+
+# An ApiVersions answer without AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
+# TxnOffsetCommit: a broker that does not support transactions.
+_without_transaction_apis = rewriting(API_VERSIONS, _drop_transaction_apis)
 
 
 def test_a_broker_without_transactions_is_refused_when_the_writer_is_created(

@@ -101,6 +101,19 @@ def test_deleted_records_are_skipped_without_failOnDataLoss(mock_cluster, topic_
     assert "skipped 30 offsets" in caplog.text
 
 
+def test_a_range_past_the_end_of_the_log_fails_naming_the_lost_range(mock_cluster, topic_name):
+    """The log ends inside the range (it was truncated, or the topic recreated, after the
+    range was planned): the Fetch at the end answers nothing and ListOffsets agrees, so the
+    rest of the range is data loss, named."""
+    mock_cluster.create_topic(topic_name, 1, 1)
+    produce(mock_cluster.bootstrap, topic_name, 100, batch=10)
+    it = read_range(options(mock_cluster.bootstrap), OffsetRange(topic_name, 0, 90, 150))
+    with pytest.raises(DataLossError) as info:
+        list(it)
+    message = str(info.value)
+    assert "[100, 150)" in message and "the log now ends at offset 100" in message
+
+
 def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
     o = options("127.0.0.1:1", **{"kafkaConsumer.pollTimeoutMs": 1500})
     started = time.monotonic()

@@ -27,11 +27,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from protocol.framing import decode_response_header
 from protocol.schemas import BY_KEY
 
 from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .stream_kill_child import stream, write_batch
+from .helpers.frames import rewriting
 from .helpers.streaming import (
     QUERY_TIMEOUT_S,
     expected_rows,
@@ -212,9 +212,7 @@ def stale_latest(topic: str, partition: int, real: int, stale: int):
     """A ListOffsets rewrite: an answer of ``real`` for the partition becomes ``stale``."""
     api = BY_KEY[LIST_OFFSETS]
 
-    def rewrite(frame: bytearray, version: int):
-        _, pos = decode_response_header(api, version, memoryview(bytes(frame))[4:])
-        body, _ = api.response.decode(version, memoryview(bytes(frame))[4 + pos :])
+    def change(body):
         hit = False
         for t in body["topics"]:
             for p in t["partitions"]:
@@ -224,14 +222,9 @@ def stale_latest(topic: str, partition: int, real: int, stale: int):
                     and p.get("offset") == real
                 ):
                     p["offset"], hit = stale, True
-        if not hit:
-            return None
-        out = bytearray(frame[: 4 + pos])
-        api.response.encode(version, body, out)
-        out[:4] = (len(out) - 4).to_bytes(4, "big")
-        return out
+        return hit
 
-    return rewrite
+    return rewriting(api, change)
 
 
 def test_stale_latest_offset_is_asked_again_before_data_loss(
