@@ -25,6 +25,7 @@ encoders are compiled once per (message, version) and cached.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field as dc_field
 from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias, cast
@@ -233,6 +234,67 @@ _FIXED = {
 }
 
 
+# The struct format of each fixed-width primitive that decodes to a plain value: runs of
+# them are read with one unpack (``_fused_reader``), arrays of them with one too.
+_FORMATS = {
+    "int8": "b",
+    "int16": "h",
+    "int32": "i",
+    "int64": "q",
+    "uint16": "H",
+    "uint32": "I",
+    "float64": "d",
+    "bool": "?",
+}
+
+
+def _fused_reader(names: list[str], formats: str) -> Reader:
+    """One reader for consecutive fixed-width fields: their values as a tuple."""
+    layout = struct.Struct(">" + formats)
+    size, unpack_from = layout.size, layout.unpack_from
+    what = "fields " + ", ".join(names)
+
+    def read(buf: p.Buffer, pos: int) -> tuple[Any, int]:
+        if pos + size > len(buf):
+            raise ProtocolError(
+                f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left"
+            )
+        return unpack_from(buf, pos), pos + size
+
+    return read
+
+
+def _fixed_array_reader(fmt: str, compact: bool, nullable: bool) -> Reader:
+    """An array of a fixed-width primitive, unpacked at once."""
+    read_count = p.read_array_count
+    width = struct.calcsize(fmt)
+    layouts: dict[int, struct.Struct] = {}
+
+    def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
+        first = buf[pos] if compact and pos < len(buf) else 0
+        if 0 < first < 0x80:  # a compact count of one byte: the usual case
+            n, pos = first - 1, pos + 1
+        else:
+            count, pos = read_count(buf, pos, compact, nullable)
+            if count is None:
+                return None, pos
+            n = count
+        size = n * width
+        if pos + size > len(buf):
+            raise ProtocolError(
+                f"truncated array of {n} {fmt!r}: need {size} bytes at position {pos}, "
+                f"{len(buf) - pos} left"
+            )
+        layout = layouts.get(n)
+        if layout is None:
+            layout = struct.Struct(f">{n}{fmt}")
+            if len(layouts) < 64:
+                layouts[n] = layout
+        return list(layout.unpack_from(buf, pos)), pos + size
+
+    return read_array
+
+
 def _guide_name(t: str, compact: bool, nullable: bool) -> str:
     base = {"string": "STRING", "bytes": "BYTES", "records": "RECORDS"}[t]
     if t == "records":
@@ -304,7 +366,10 @@ def _field_codec(f: F, version: int, flexible: bool) -> Codec:
             erd, ewr = _compile_struct(t, version, flexible)
         else:
             erd, ewr = _primitive_codec(t[1:-1], flexible, False)
-        return _array_codec(erd, ewr, flexible, nullable)
+        rd, wr = _array_codec(erd, ewr, flexible, nullable)
+        if isinstance(t, str) and t[1:-1] in _FORMATS:
+            rd = _fixed_array_reader(_FORMATS[t[1:-1]], flexible, nullable)
+        return rd, wr
     return _primitive_codec(t, flexible, nullable)
 
 
@@ -313,9 +378,14 @@ def _array_codec(erd: Reader, ewr: Writer, compact: bool, nullable: bool) -> Cod
     write_count = p.write_array_count
 
     def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
-        n, pos = read_count(buf, pos, compact, nullable)
-        if n is None:
-            return None, pos
+        first = buf[pos] if compact and pos < len(buf) else 0
+        if 0 < first < 0x80 and first - 1 <= len(buf) - pos - 1:  # one-byte compact count
+            n, pos = first - 1, pos + 1
+        else:
+            count, pos = read_count(buf, pos, compact, nullable)
+            if count is None:
+                return None, pos
+            n = count
         items: list[Any] = []
         append = items.append
         for _ in range(n):
@@ -363,18 +433,27 @@ def _compile_struct(
             absent.append((f.name, f.default_value()))  # a tagged field may be left out
         else:
             plain.append(entry)
-    plain_read = [(name, rd) for name, rd, _, _ in plain]
+    plain_read = _plain_reads(fields, plain, version)
     plain_write = [(name, wr, default) for name, _, wr, default in plain]
     tags_in_order = sorted(tagged.items())
+    defaults = [(name, default) for name, default in absent if type(default) is not list]
+    list_defaults = [(name, default) for name, default in absent if type(default) is list]
 
     def decode(buf: p.Buffer, pos: int) -> tuple[dict[str, Any], int]:
-        d: dict[str, Any] = {}
-        for name, default in absent:
-            d[name] = list(default) if type(default) is list else default
-        for name, read in plain_read:
-            d[name], pos = read(buf, pos)
+        d: dict[str, Any] = dict(defaults)
+        for name, default in list_defaults:
+            d[name] = list(default)
+        for names, read in plain_read:
+            if names.__class__ is str:
+                d[names], pos = read(buf, pos)
+            else:
+                values, pos = read(buf, pos)
+                d.update(zip(names, values))
         if flexible:
-            pos = _read_tagged_section(buf, pos, tagged, d)
+            if pos < len(buf) and buf[pos] == 0:  # no tagged field: the usual case
+                pos += 1
+            else:
+                pos = _read_tagged_section(buf, pos, tagged, d)
         return d, pos
 
     def encode(out: bytearray, d: dict[str, Any]) -> None:
@@ -383,9 +462,41 @@ def _compile_struct(
             v = get(name, _MISSING)
             wr(out, default if v is _MISSING else v)
         if flexible:
-            _write_tagged_section(out, d, tags_in_order)
+            if tags_in_order or UNKNOWN_TAGS in d:
+                _write_tagged_section(out, d, tags_in_order)
+            else:
+                out.append(0)  # no tagged field
 
     return decode, encode
+
+
+def _plain_reads(
+    fields: list[F], plain: list[tuple[str, Reader, Writer, Any]], version: int
+) -> list[tuple[Any, Reader]]:
+    """The readers of a struct's untagged fields in order, ``(name, reader)``, where runs
+    of fixed-width fields become one ``(names, reader)`` that unpacks them at once."""
+    types = {f.name: f.type for f in fields if version in _parsed(f.versions)}
+    out: list[tuple[Any, Reader]] = []
+    run: list[str] = []
+
+    def close_run() -> None:
+        if len(run) == 1:
+            name = run[0]
+            out.append((name, next(rd for n, rd, _, _ in plain if n == name)))
+        elif run:
+            fmt = "".join(_FORMATS[cast(str, types[n])] for n in run)
+            out.append((tuple(run), _fused_reader(list(run), fmt)))
+        run.clear()
+
+    for name, rd, _, _ in plain:
+        t = types[name]
+        if isinstance(t, str) and t in _FORMATS:
+            run.append(name)
+            continue
+        close_run()
+        out.append((name, rd))
+    close_run()
+    return out
 
 
 def _read_tagged_section(
