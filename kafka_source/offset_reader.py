@@ -127,11 +127,11 @@ class OffsetReader:
                         {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
                     ).items()
                 }
-            behind = [
+            behind = sorted(
                 (tp, known[tp], o)
-                for tp, o in sorted(latest.items())
+                for tp, o in latest.items()
                 if known and tp in known and known[tp] > o
-            ]
+            )
             if behind:
                 raise _BehindKnown(
                     latest, ", ".join(f"{format_tp(tp)} {k} -> {o}" for tp, k, o in behind)

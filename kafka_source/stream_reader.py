@@ -77,6 +77,7 @@ from protocol.errors import ConfigError, PyKafkaError
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
 from .fetcher import DataLossError, read_ranges
 from .offset_reader import OffsetReader
+from .checkpoint_offsets import OffsetsJson
 from .offset_specs import (
     LATEST,
     EarliestOffsets,
@@ -103,21 +104,6 @@ log = logging.getLogger("pykafka.source")
 
 _BYTES_SAMPLE = 64 * 1024
 _DEFAULT_BYTES_PER_OFFSET = 1024
-
-
-def to_json(offsets: dict[TopicPartition, int]) -> dict:
-    out: dict[str, dict[str, int]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        out.setdefault(topic, {})[str(partition)] = int(offset)
-    return out
-
-
-def from_json(offsets: dict | None) -> dict[TopicPartition, int]:
-    return {
-        (topic, int(p)): int(o)
-        for topic, parts in (offsets or {}).items()
-        for p, o in parts.items()
-    }
 
 
 def rate_limit(
@@ -221,11 +207,16 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         self._initial: dict | None = None  # a fresh query's start, resolved once
         self._after_initial = False  # initialOffset answered, nothing asked since
         self._partitions: list[TopicPartition] = []  # those of the last discovery
+        # (the metadata's topics, the partitions found in them): see _partitions_of
+        self._partitions_seen_in: tuple[tuple, list[TopicPartition]] | None = None
+        self._json = OffsetsJson()  # the offsets' JSON, the last few remembered
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_client"] = None
+        state["_partitions_seen_in"] = None
+        state["_json"] = OffsetsJson()
         return state
 
     @property
@@ -257,13 +248,25 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             metadata, latest = self.client.metadata_and_latest(
                 metadata_topics(o.subscription), self._partitions, level
             )
-            partitions = partitions_from_metadata(o.subscription, metadata)
+            partitions = self._partitions_of(metadata)
             if latest is not None and set(latest) != set(partitions):
                 latest = None
         else:
             partitions, latest = discover_partitions(o.subscription, self.client), None
         self._partitions = partitions
         return self.client.latest_offsets(partitions, level, known=known, first=latest)
+
+    def _partitions_of(self, metadata) -> list[TopicPartition]:
+        """The subscription's partitions in ``metadata``; the last ones again when its
+        topics are the objects they were (parsed from the same answer)."""
+        topics = tuple(metadata.topics.values())
+        seen = self._partitions_seen_in
+        if seen is not None and len(seen[0]) == len(topics):
+            if all(a is b for a, b in zip(seen[0], topics)):
+                return seen[1]
+        partitions = partitions_from_metadata(self.options.subscription, metadata)
+        self._partitions_seen_in = (topics, partitions)
+        return partitions
 
     def initialOffset(self) -> dict:
         if self._initial is None:
@@ -276,7 +279,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                 is_starting=True,
                 isolation_level=self.options.isolation_level_code,
             )
-            self._initial = to_json(start)
+            self._initial = self._json.to_json(start)
             log.info("initial offsets: %s", self._initial)
         # only an empty batch 0 keeps a start that cannot be resolved again (see above)
         self._after_initial = not start_is_reproducible(self.options.starting_offsets)
@@ -304,7 +307,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         # last batch of a run (Trigger.AvailableNow, a stopped query) would never reach the
         # group. ``start`` is the end of the last batch Spark finished: publish it here.
         self.commit(start)
-        begin = from_json(start)
+        begin = self._json.from_json(start)
         if self._available_now and self._target is None:
             self._target = self._latest_offsets(known=begin)
         if self._after_initial:
@@ -329,7 +332,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             end = self._admit(begin, end, limit)
             if end is None:
                 return start
-        return to_json(end)
+        return self._json.to_json(end)
 
     def _latest_offset_without_start(self) -> dict:
         # PySpark 4.1 asks for the end of the next batch before it asks a fresh query for
@@ -340,7 +343,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             self._after_initial = False
             return self._initial
         self._latest = self._latest_offsets(known=self._latest)
-        return to_json(self._latest)
+        return self._json.to_json(self._latest)
 
     def _admit(self, begin, end, limit):
         o = self.options
@@ -405,7 +408,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         Trigger.AvailableNow, as Spark's source), shown as ``latestOffset`` in the progress
         next to ``endOffset``: ``kafka_source.lag`` computes the offsets behind latest from
         the two."""
-        return to_json(self._latest) if self._latest is not None else None
+        return self._json.to_json(self._latest) if self._latest is not None else None
 
     # ---- micro-batches ------------------------------------------------------------------
 
@@ -443,7 +446,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                     start,
                 )
             return []
-        begin, until = from_json(start), from_json(end)
+        begin, until = self._json.from_json(start), self._json.from_json(end)
         if self._target is not None and start != end:
             self._verify_available_now_end(until)
         new = sorted(tp for tp in until if tp not in begin)
@@ -560,7 +563,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         group = self.options.commit_offsets_to_group
         if not group or not end or end == self._committed:
             return
-        offsets = from_json(end)
+        offsets = self._json.from_json(end)
         try:
             self.client.commit_offsets(group, offsets)
             self._committed = end

@@ -82,6 +82,33 @@ def test_topic_create_describe_delete(kafka, topic_name):
         )
 
 
+def test_a_metadata_answer_that_did_not_change_is_not_parsed_again(kafka, topic_name):
+    """A stream asks Metadata of its topics every micro-batch; over thousands of partitions
+    decoding the answer costs more than the rest of the micro-batch's planning. An answer
+    the same byte for byte (throttle time aside) is not decoded or parsed again: the client
+    hands out the topics it parsed before, the same objects. Partitions added change the
+    answer, and are seen."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({topic_name: 2})
+        client.wait_for_topics([topic_name])
+        first = client.refresh_metadata([topic_name]).topics[topic_name]
+        again = client.refresh_metadata([topic_name]).topics[topic_name]
+        assert again is first and sorted(again.partitions) == [0, 1]
+        admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
+        admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(30)
+        wait_until(
+            lambda: len(client.refresh_metadata([topic_name]).topics[topic_name].partitions) == 3,
+            30,
+            "the added partition in the metadata",
+            interval=0.1,
+        )
+        grown = client.refresh_metadata([topic_name]).topics[topic_name]
+        assert grown is not first and sorted(grown.partitions) == [0, 1, 2]
+        assert client.refresh_metadata([topic_name]).topics[topic_name] is grown
+
+
 def test_list_offsets_earliest_and_latest(broker, topic_name):
     with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
         make_topic(broker, client, topic_name, 2)

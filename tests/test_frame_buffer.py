@@ -99,3 +99,55 @@ def test_a_tls_record_where_a_frame_should_be_is_named(record, kind):
 def test_the_scratch_buffer_must_hold_a_frame_below_the_direct_size():
     with pytest.raises(ValueError):
         FrameBuffer(scratch_size=1024, direct_size=1024)
+
+
+def _metadata_answer(correlation_id: int, throttle_ms: int, leader: int) -> bytes:
+    from protocol.schemas import METADATA
+
+    body = {
+        "throttle_time_ms": throttle_ms,
+        "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+        "cluster_id": "c",
+        "controller_id": 1,
+        "topics": [
+            {
+                "error_code": 0,
+                "name": "t",
+                "is_internal": False,
+                "partitions": [
+                    {
+                        "error_code": 0,
+                        "partition_index": 0,
+                        "leader_id": leader,
+                        "leader_epoch": 0,
+                        "replica_nodes": [leader],
+                        "isr_nodes": [leader],
+                        "offline_replicas": [],
+                    }
+                ],
+            }
+        ],
+    }
+    out = bytearray(struct.pack(">i", correlation_id) + b"\x00")  # flexible header: no tags
+    METADATA.response.encode(12, body, out)
+    return frame(bytes(out))
+
+
+def test_a_metadata_answer_repeated_byte_for_byte_is_the_last_one_decoded():
+    """The client framing decodes a Metadata answer the same as the last one (its
+    throttle time aside) into the same object, with the new throttle time; an answer that
+    differs is decoded anew."""
+    from protocol.framing import ClientFraming
+    from protocol.schemas import METADATA
+
+    framing = ClientFraming()
+    answers = []
+    for throttle, leader in [(0, 1), (7, 1), (0, 2)]:
+        cid, _ = framing.request(METADATA, 12, {"topics": None})
+        ((got_cid, body),) = framing.receive_data(_metadata_answer(cid, throttle, leader))
+        assert got_cid == cid
+        answers.append(body)
+    first, repeated, changed = answers
+    assert repeated is first and repeated["throttle_time_ms"] == 7
+    assert changed is not first
+    assert changed["topics"][0]["partitions"][0]["leader_id"] == 2

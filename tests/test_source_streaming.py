@@ -43,13 +43,12 @@ from kafka_source.offset_specs import (
 )
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK, PlanningError
+from kafka_source.checkpoint_offsets import OffsetsJson, from_json, to_json
 from kafka_source.stream_reader import (
     AvailableNowEndError,
     KafkaStreamReader,
-    from_json,
     rate_limit,
     start_is_reproducible,
-    to_json,
 )
 from protocol.client.cluster import KafkaClient
 
@@ -556,6 +555,25 @@ def test_offsets_json_round_trip():
     assert from_json(j) == offsets
     assert from_json(json.loads('{"a": {"3": 4}}')) == {("a", 3): 4}
     assert from_json(None) == {} and from_json({}) == {} and to_json({}) == {}
+
+
+def test_remembered_offsets_json_answers_as_the_plain_conversions():
+    """``OffsetsJson`` answers a repeat from what it remembers: the same JSON as
+    ``to_json``, and offsets that equal ``from_json``'s but are the caller's to change."""
+    memo = OffsetsJson()
+    offsets = {B0: 9, A1: 2**40, A0: 0}
+    j = memo.to_json(offsets)
+    assert j == to_json(offsets) and memo.to_json(dict(offsets)) is j
+    decoded = memo.from_json(json.loads(json.dumps(j)))  # as Spark hands it back
+    assert decoded == offsets
+    decoded[A0] = 99  # the caller's copy: the memo keeps the offsets it saw
+    assert memo.from_json(json.loads(json.dumps(j))) == offsets
+    moved = {**offsets, A0: 1}
+    assert memo.to_json(moved) == to_json(moved) != j
+    assert memo.from_json({"a": {"0": 5}}) == {A0: 5} and memo.from_json(None) == {}
+    for i in range(10):  # only the last few are kept, and the answers stay right
+        assert memo.from_json({"a": {"0": i}}) == {A0: i}
+    assert memo.from_json(j) == offsets
 
 
 # ---- latestOffset's admission control, on a stub client -----------------------------------

@@ -74,6 +74,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
         self._metadata: ClusterMetadata | None = None
+        # the last Metadata answer and the topics parsed from it (framing hands out the
+        # same answer again when the broker's is the same bytes)
+        self._last_metadata_answer: tuple[dict, dict[str, TopicInfo]] | None = None
         # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
         self._coordinators: dict[tuple[int, str], int] = {}
         # A time.monotonic() past which no further broker is tried for a connection (the
@@ -228,30 +231,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 conn.close()
                 raise
         brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
-        parsed: dict[str, TopicInfo] = {}
-        for t in response["topics"]:
-            name = t["name"]
-            if name is None:
-                continue
-            parts = {
-                p["partition_index"]: PartitionInfo(
-                    name,
-                    p["partition_index"],
-                    p["leader_id"],
-                    p.get("leader_epoch", -1),
-                    list(p.get("replica_nodes") or []),
-                    list(p.get("isr_nodes") or []),
-                    p["error_code"],
-                )
-                for p in t["partitions"]
-            }
-            parsed[name] = TopicInfo(
-                name,
-                t.get("topic_id") or ZERO_UUID,
-                parts,
-                t["error_code"],
-                t.get("is_internal", False),
-            )
+        last = self._last_metadata_answer
+        if last is not None and last[0] is response:
+            parsed = last[1]  # the same TopicInfo objects: callers may compare identities
+        else:
+            parsed = _parsed_topics(response)
+            self._last_metadata_answer = (response, parsed)
         old = self._metadata
         merged = dict(old.topics) if old is not None and topics is not None else {}
         for name, info in parsed.items():
@@ -427,6 +412,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         from ..schemas import LIST_OFFSETS
 
         topics = None if topics is None else list(topics)
+        cached = self._metadata
         groups = self._cached_leaders(timestamps)
         if not groups:
             return self.refresh_metadata(topics), None
@@ -456,12 +442,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
                     return metadata, None
         except BrokerError:
             return metadata, None
-        for node, tps in groups.items():
-            for topic, partition in tps:
-                info = metadata.topics.get(topic)
-                part = info.partitions.get(partition) if info is not None else None
-                if part is None or part.leader != node:
-                    return metadata, None
+        if not _same_leaders(cached, metadata, groups):
+            return metadata, None
         return metadata, (done if not pending else None)
 
     def _cached_leaders(
@@ -613,3 +595,51 @@ __all__ = [
     "READ_UNCOMMITTED",
     "ProtocolError",
 ]
+
+
+def _parsed_topics(response: dict) -> dict[str, TopicInfo]:
+    """The topics of a Metadata answer, by name."""
+    parsed: dict[str, TopicInfo] = {}
+    for t in response["topics"]:
+        name = t["name"]
+        if name is None:
+            continue
+        parts = {
+            p["partition_index"]: PartitionInfo(
+                name,
+                p["partition_index"],
+                p["leader_id"],
+                p.get("leader_epoch", -1),
+                list(p.get("replica_nodes") or []),
+                list(p.get("isr_nodes") or []),
+                p["error_code"],
+            )
+            for p in t["partitions"]
+        }
+        parsed[name] = TopicInfo(
+            name,
+            t.get("topic_id") or ZERO_UUID,
+            parts,
+            t["error_code"],
+            t.get("is_internal", False),
+        )
+    return parsed
+
+
+def _same_leaders(
+    cached: ClusterMetadata | None,
+    fresh: ClusterMetadata,
+    groups: dict[int, list[TopicPartition]],
+) -> bool:
+    """Whether ``fresh`` names the leaders ``groups`` were sent to (by ``cached``). Topics
+    parsed from the same answer are the same objects: then there is nothing to compare."""
+    topics = {t for tps in groups.values() for t, _ in tps}
+    if cached is not None and all(fresh.topics.get(t) is cached.topics.get(t) for t in topics):
+        return True
+    for node, tps in groups.items():
+        for topic, partition in tps:
+            info = fresh.topics.get(topic)
+            part = info.partitions.get(partition) if info is not None else None
+            if part is None or part.leader != node:
+                return False
+    return True
