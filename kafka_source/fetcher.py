@@ -12,7 +12,7 @@ import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, NamedTuple
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from protocol.client import pool
 from protocol.authorization import request_error
@@ -523,10 +523,41 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
         else:
             for tp, reader in first.items():
                 reader.pending = shared.share(tp)
-        for reader in readers:
-            yield from reader.batches()
+        yield from _joined(b for reader in readers for b in reader.batches())
     finally:
         lease.give_back()
+
+
+# Batches of a task's small ranges are joined up to these sizes before Spark gets them:
+# Spark's Python worker pays about as much per Arrow batch it sends as we pay to decode a
+# range of a few records (a micro-batch over thousands of partitions has a record or two in
+# each). Spark's own Arrow batches hold up to 10,000 rows (maxRecordsPerBatch).
+JOINED_ROWS = 10_000
+JOINED_BYTES = 4 * 1024 * 1024
+
+
+def _joined(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """``batches`` in order, consecutive small ones joined into one of at most
+    ``JOINED_ROWS`` rows and about ``JOINED_BYTES``; a large one passes as it is."""
+    import pyarrow as pa
+
+    held: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
+        if held and (
+            batch.num_rows + rows > JOINED_ROWS
+            or batch.nbytes + size > JOINED_BYTES
+            or not batch.schema.equals(held[0].schema)
+        ):
+            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+            held, rows, size = [], 0, 0
+        if batch.num_rows >= JOINED_ROWS or batch.nbytes >= JOINED_BYTES:
+            yield batch
+            continue
+        held.append(batch)
+        rows, size = rows + batch.num_rows, size + batch.nbytes
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_batches(held)
 
 
 def _read(

@@ -9,7 +9,8 @@ import confluent_kafka
 import pyarrow as pa
 import pytest
 
-from kafka_source.fetcher import DataLossError, read_range
+from kafka_source import fetcher
+from kafka_source.fetcher import DataLossError, read_range, read_ranges
 from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
@@ -112,6 +113,26 @@ def test_a_range_past_the_end_of_the_log_fails_naming_the_lost_range(mock_cluste
         list(it)
     message = str(info.value)
     assert "[100, 150)" in message and "the log now ends at offset 100" in message
+
+
+def test_a_task_of_many_small_ranges_hands_spark_few_batches(mock_cluster, topic_name, monkeypatch):
+    """A micro-batch over thousands of partitions has a record or two in each: a task's
+    small ranges reach Spark joined into batches of up to JOINED_ROWS rows (Spark's Python
+    worker pays per batch), every record once and in the ranges' order."""
+    mock_cluster.create_topic(topic_name, 30, 1)
+    for partition in range(30):
+        produce(mock_cluster.bootstrap, topic_name, 3, partition=partition)
+    ranges = [OffsetRange(topic_name, p, 1, 3) for p in range(30)]
+    batches = list(read_ranges(options(mock_cluster.bootstrap), ranges))
+    assert len(batches) == 1
+    table = pa.Table.from_batches(batches)
+    assert list(zip(table["partition"].to_pylist(), table["offset"].to_pylist())) == [
+        (p, o) for p in range(30) for o in (1, 2)
+    ]
+    monkeypatch.setattr(fetcher, "JOINED_ROWS", 7)
+    batches = list(read_ranges(options(mock_cluster.bootstrap), ranges))
+    assert max(b.num_rows for b in batches) <= 7 and sum(b.num_rows for b in batches) == 60
+    assert len(batches) == 10  # three ranges of two rows each, then the next would pass 7
 
 
 def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
