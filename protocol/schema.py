@@ -295,6 +295,44 @@ def _fixed_array_reader(fmt: str, compact: bool, nullable: bool) -> Reader:
     return read_array
 
 
+# The decoders of structs whose fields are all fixed-width, with their row layout (names,
+# struct format, the defaults of absent fields, flexible): arrays of them read by rows.
+_FIXED_ROWS: dict[Reader, tuple[tuple[str, ...], str, dict[str, Any], bool]] = {}
+
+
+def _fixed_rows_reader(
+    layout: tuple[tuple[str, ...], str, dict[str, Any], bool],
+    compact: bool,
+    nullable: bool,
+    generic: Reader,
+) -> Reader:
+    """An array of structs whose fields are all fixed-width (a ListOffsets answer's
+    partitions): every element has the same size, so the rows are unpacked at C speed.
+    Where an element carries tagged fields, or the bytes run short, ``generic`` reads it
+    (and names what is wrong)."""
+    names, fmt, defaults, flexible = layout
+    row = struct.Struct(">" + fmt + ("B" if flexible else ""))
+    stride = row.size
+    read_count = p.read_array_count
+
+    def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
+        start = pos
+        count, pos = read_count(buf, pos, compact, nullable)
+        if count is None:
+            return None, pos
+        end = pos + count * stride
+        if end > len(buf):
+            return generic(buf, start)
+        rows = list(row.iter_unpack(memoryview(buf)[pos:end]))
+        if flexible and any(r[-1] for r in rows):  # tagged fields: the general way
+            return generic(buf, start)
+        if defaults:
+            return [{**defaults, **dict(zip(names, r))} for r in rows], end
+        return [dict(zip(names, r)) for r in rows], end
+
+    return read_array
+
+
 def _guide_name(t: str, compact: bool, nullable: bool) -> str:
     base = {"string": "STRING", "bytes": "BYTES", "records": "RECORDS"}[t]
     if t == "records":
@@ -369,6 +407,8 @@ def _field_codec(f: F, version: int, flexible: bool) -> Codec:
         rd, wr = _array_codec(erd, ewr, flexible, nullable)
         if isinstance(t, str) and t[1:-1] in _FORMATS:
             rd = _fixed_array_reader(_FORMATS[t[1:-1]], flexible, nullable)
+        elif erd in _FIXED_ROWS:
+            rd = _fixed_rows_reader(_FIXED_ROWS[erd], flexible, nullable, rd)
         return rd, wr
     return _primitive_codec(t, flexible, nullable)
 
@@ -455,6 +495,12 @@ def _compile_struct(
             else:
                 pos = _read_tagged_section(buf, pos, tagged, d)
         return d, pos
+
+    if len(plain_read) == 1 and not isinstance(plain_read[0][0], str) and not list_defaults:
+        # every field fixed-width: an array of these is read row by row at C speed
+        names = cast(tuple[str, ...], plain_read[0][0])
+        fmt = "".join(_FORMATS[cast(str, f.type)] for f in fields if f.name in names)
+        _FIXED_ROWS[decode] = (names, fmt, dict(defaults), flexible)
 
     def encode(out: bytearray, d: dict[str, Any]) -> None:
         get = d.get

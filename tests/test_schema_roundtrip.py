@@ -15,6 +15,7 @@ from protocol.schemas import (
     API_VERSIONS,
     CREATE_TOPICS,
     FETCH,
+    LIST_OFFSETS,
     LIST_TRANSACTIONS,
     METADATA,
     PRODUCE,
@@ -142,6 +143,35 @@ def test_unknown_tagged_fields_survive_decode_and_encode():
     assert decoded["responses"][1]["partitions"][0][UNKNOWN_TAGS] == {9: b"\x01\x02"}
     assert UNKNOWN_TAGS not in decoded["responses"][0]
     assert bytes(msg.encode(v, decoded)) == data
+
+
+def test_an_array_of_fixed_width_structs_is_read_by_rows_and_its_tags_kept():
+    """A ListOffsets answer's partitions have only fixed-width fields: they are unpacked
+    row by row, except where an element carries tagged fields (read the general way, its
+    tags kept) or the bytes run short (a ProtocolError, as everywhere)."""
+    msg, v = LIST_OFFSETS.response, 8
+    parts = [
+        {
+            "partition_index": i,
+            "error_code": 0,
+            "timestamp": -1,
+            "offset": 10 * i,
+            "leader_epoch": 3,
+        }
+        for i in range(5)
+    ]
+    value = {"throttle_time_ms": 0, "topics": [{"name": "t", "partitions": parts}]}
+    data = bytes(msg.encode(v, value))
+    decoded, _ = msg.decode(v, data)
+    assert decoded["topics"][0]["partitions"] == parts
+    tagged = [dict(p) for p in parts]
+    tagged[2][UNKNOWN_TAGS] = {4: b"\x09"}
+    value["topics"][0]["partitions"] = tagged
+    data = bytes(msg.encode(v, value))
+    decoded, _ = msg.decode(v, data)
+    assert decoded["topics"][0]["partitions"] == tagged
+    with pytest.raises(ProtocolError):
+        msg.decode(v, data[:-6])
 
 
 def test_unknown_tagged_fields_from_the_wire_are_kept_byte_for_byte():
