@@ -12,7 +12,9 @@ Format ``benchfloor``:
   Trigger.AvailableNow) -- what Spark spends starting a Python streaming source and running
   micro-batches (its planner process, offset and commit logs), with nothing to look up.
 
-Format ``benchclock`` (the streaming latency floor): a stream whose offsets are the clock.
+Format ``benchclock`` (the streaming latency floor): a stream whose offsets are the clock
+(``offsets=kafka``: shaped as a Kafka source's over ``partitions``, one task a micro-batch:
+the scale section's floor).
 It stands for a producer sending ``rate`` records a second round robin to ``partitions``
 partitions: a micro-batch from offset (millisecond) ``a`` to ``b`` holds the records
 "sent" in between, each with its send time (seconds, as text) as its value, in the pykafka
@@ -244,11 +246,13 @@ class _ClockStreamReader(DataSourceStreamReader):
 
         from protocol.records import SCHEMA
 
-        # records k with start < k / rate * 1000 <= end, those of this partition
+        # records k with start < k / rate * 1000 <= end, those of this partition (all of
+        # them for index -1)
         first = math.floor(partition.start_ms * self.rate / 1000) + 1
         last = math.floor(partition.end_ms * self.rate / 1000)
         ks = np.arange(first, last + 1, dtype=np.int64)
-        ks = ks[ks % self.n == partition.index]
+        if partition.index >= 0:
+            ks = ks[ks % self.n == partition.index]
         if not len(ks):
             return
         sent = ks / self.rate
@@ -258,7 +262,7 @@ class _ClockStreamReader(DataSourceStreamReader):
                 pa.nulls(n, pa.binary()),
                 pa.array([b"%.6f" % t for t in sent], pa.binary()),
                 pa.array(["bench-clock"] * n, pa.string()),
-                pa.array(np.full(n, partition.index, dtype=np.int32)),
+                pa.array((ks % self.n).astype(np.int32)),
                 pa.array(ks),
                 pa.array((sent * 1e6).astype(np.int64), pa.timestamp("us", tz="UTC")),
                 pa.array(np.zeros(n, dtype=np.int32)),
@@ -268,6 +272,36 @@ class _ClockStreamReader(DataSourceStreamReader):
 
     def commit(self, end):
         pass
+
+
+class _KafkaShapedClockStreamReader(_ClockStreamReader):
+    """The clock stream with offsets shaped as a Kafka source's over ``partitions``
+    partitions (``{"bench-clock": {"0": ms, ...}}``, in the latest-offset report too) and
+    each micro-batch's records in one task, as our source plans a small micro-batch: what
+    Spark costs a micro-batch whose offsets name that many partitions, with no Kafka
+    (the scale section's floor beside its micro-batch points)."""
+
+    def __init__(self, partitions: int, rate: float):
+        super().__init__(partitions, rate)
+        self._latest: dict | None = None
+
+    def _offsets(self) -> dict:
+        ms = self._now_ms()
+        return {"bench-clock": {str(i): ms for i in range(self.n)}}
+
+    def initialOffset(self):
+        return self._offsets()
+
+    def latestOffset(self, start=None, limit=None):
+        self._latest = self._offsets()
+        return self._latest
+
+    def reportLatestOffset(self):
+        return self._latest
+
+    def partitions(self, start, end):
+        a, b = start["bench-clock"]["0"], end["bench-clock"]["0"]
+        return [_ClockPartition(-1, a, b)] if b > a else []
 
 
 class ClockDataSource(DataSource):
@@ -282,7 +316,10 @@ class ClockDataSource(DataSource):
 
     def streamReader(self, schema):
         o = self.options
-        return _ClockStreamReader(int(o.get("partitions", 4)), float(o.get("rate", 400)))
+        reader = (
+            _KafkaShapedClockStreamReader if o.get("offsets") == "kafka" else _ClockStreamReader
+        )
+        return reader(int(o.get("partitions", 4)), float(o.get("rate", 400)))
 
 
 class _Commit(WriterCommitMessage):

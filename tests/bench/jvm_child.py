@@ -714,15 +714,24 @@ def scale_mode(spec: dict, results_path: str) -> None:
         )
         try:
             results = {}
-            for fmt in ["pykafka"] + (["kafka"] if point.get("jvm", True) else []):
-                options = point.get("jvm_options") if fmt == "kafka" else None
+            # FLOOR: Spark's clock source with offsets shaped as ours over the same
+            # partitions and the same rows in one task, beside the same producer's load
+            floor = {
+                "partitions": str(point["partitions"]),
+                "rate": str(point["rate"]),
+                "offsets": "kafka",
+            }
+            for fmt in ["pykafka", FLOOR] + (["kafka"] if point.get("jvm", True) else []):
+                options = (
+                    point.get("jvm_options") if fmt == "kafka" else floor if fmt == FLOOR else None
+                )
                 log(
                     f"scale {case} {fmt}: {point['rate']} records/s, {point['warmup']:.0f} s "
                     f"warm-up + {point['seconds']:.0f} s"
                 )
                 results[fmt] = stream_durations(
                     spark,
-                    fmt,
+                    "benchclock" if fmt == FLOOR else fmt,
                     bootstrap,
                     point["topic"],
                     point["warmup"],

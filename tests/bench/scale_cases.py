@@ -11,7 +11,8 @@ connector's jars) reads the same topics of one Apache Kafka node through
   topics' ``max.message.bytes`` raised), with each of our Python workers' peak RSS;
 - one micro-batch's duration (readStream, default trigger, into noop) under a steady
   ``STREAM_RATE`` records/s over a topic of 4 -> 10,000 partitions (the partitions
-  points' topics).
+  points' topics), beside Spark's floor: its clock source with offsets of as many
+  partitions and the same rows, no Kafka.
 
 The JVM connector runs a task per Kafka partition at about half a second each on 2 cores.
 Where a point would have more than ``--scale-jvm-tasks`` tasks (minutes), it reads a
@@ -311,6 +312,7 @@ def stream_figures(results: dict) -> list[dict]:
                 "x": point["x"],
                 "ours": med("pykafka"),
                 "jvm": med("kafka"),
+                "floor": med("benchfloor"),
                 "batches": len(got.get("pykafka", {}).get("durations") or []),
                 "rows": statistics.median(got.get("pykafka", {}).get("rows") or [0]),
                 "rate": got.get("pykafka", {}).get("rate"),
@@ -395,6 +397,15 @@ def draw(results: dict, directory: str) -> list[str]:
     if streams:
         fig, ax = plt.subplots(figsize=(6.4, 4))
         ax.plot([r["x"] for r in streams], [r["ours"] for r in streams], "o-", label="pykafka")
+        floor = [(r["x"], r["floor"]) for r in streams if r.get("floor")]
+        if floor:
+            ax.plot(
+                [x for x, _ in floor],
+                [y for _, y in floor],
+                "^--",
+                color="tab:gray",
+                label="Spark's floor (no Kafka, offsets of as many partitions)",
+            )
         jvm = [(r["x"], r["jvm"]) for r in streams if r["jvm"]]
         if jvm:
             ax.plot(
@@ -471,20 +482,33 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
         lines += [
             f"| Micro-batch at {STREAM_RATE:,} records/s, partitions | pykafka "
             "(median with rows) | micro-batches | rows (median) | records/s read "
-            "| JVM connector |",
-            "|---:|---:|---:|---:|---:|---:|",
+            "| Spark's floor | JVM connector |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
         ]
         base = streams[0]["ours"]
+        floor_base = streams[0].get("floor")
         for r in streams:
             jvm = _s(r["jvm"]) if r["jvm"] else "not run (a task per partition with rows: minutes)"
             growth = (
                 f" ({r['ours'] / base:.2f}x of {streams[0]['x']})" if base and r["ours"] else ""
             )
             rate = f"{r['rate']:,.0f}" if r.get("rate") is not None else "-"
+            floor = r.get("floor")
+            floor_s = (
+                f"{_s(floor)} ({floor / floor_base:.2f}x)" if floor and floor_base else _s(floor)
+            )
             lines.append(
                 f"| {r['x']:,} | {_s(r['ours'])}{growth} | {r['batches']} "
-                f"| {r['rows']:,.0f} | {rate} | {jvm} |"
+                f"| {r['rows']:,.0f} | {rate} | {floor_s} | {jvm} |"
             )
+        lines += [
+            "",
+            "Spark's floor: Spark's clock source (floor_source.py, `offsets=kafka`) with "
+            "offsets shaped as ours over as many partitions and the same records a second in "
+            "one task, beside the same producer: what Spark itself costs a micro-batch whose "
+            "offsets name that many partitions (its offset and commit logs, its progress), "
+            "with no Kafka work.",
+        ]
         lines.append("")
     for path in drawn:
         rel = os.path.relpath(path, os.path.join(ROOT, "tests", "bench"))
