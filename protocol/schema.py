@@ -499,7 +499,8 @@ def _compile_struct(
     if len(plain_read) == 1 and not isinstance(plain_read[0][0], str) and not list_defaults:
         # every field fixed-width: an array of these is read row by row at C speed
         names = cast(tuple[str, ...], plain_read[0][0])
-        fmt = "".join(_FORMATS[cast(str, f.type)] for f in fields if f.name in names)
+        types = {f.name: f.type for f in fields if version in _parsed(f.versions)}
+        fmt = "".join(_FORMATS[cast(str, types[n])] for n in names)
         _FIXED_ROWS[decode] = (names, fmt, dict(defaults), flexible)
 
     def encode(out: bytearray, d: dict[str, Any]) -> None:

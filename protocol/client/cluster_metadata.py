@@ -1,5 +1,8 @@
 """What ``KafkaClient`` knows of a cluster: its brokers, topics and partition leaders, as
-the Metadata request answered them (``KafkaClient.refresh_metadata`` merges the answers)."""
+the Metadata request answered them (``KafkaClient.refresh_metadata`` merges the answers).
+
+A ``TopicInfo`` and its ``PartitionInfo``s are shared, never changed: an answer the same as
+the last one hands out the same objects again, and a caller may compare them by identity."""
 
 from __future__ import annotations
 
