@@ -151,6 +151,7 @@ class _Node:
     directory: Path
     process: subprocess.Popen | None = None
     log: object = field(default=None, repr=False)
+    ended: bool = False  # the testbed ended the process (kill, terminate, stop)
 
     @property
     def config_file(self) -> Path:
@@ -285,6 +286,7 @@ class KafkaCluster:
         return self
 
     def stop(self) -> None:
+        self.keep_logs_of_dead_nodes()
         for node in self.nodes.values():  # the data goes with it: no shutdown to wait for
             self._end(node, signal.SIGKILL, wait_s=30)
         if self._dir is not None and os.environ.get("PYKAFKA_KEEP_KAFKA_LOGS") is None:
@@ -673,6 +675,7 @@ class KafkaCluster:
         return [f"-Dlog4j.configuration=file:{path}"]
 
     def _launch(self, node: _Node) -> None:
+        node.ended = False
         log_config = node.directory / (
             "log4j2.properties" if uses_log4j2(self.version) else "log4j.properties"
         )
@@ -712,6 +715,7 @@ class KafkaCluster:
         while pending:
             for node in list(pending):
                 if node.process.poll() is not None:
+                    node.ended = True  # its log goes into the error: nothing to keep
                     raise KafkaStartError(
                         f"Kafka {self.version} node {node.node_id} exited "
                         f"({node.process.returncode}) while starting:\n{node.log_tail()}\n"
@@ -757,10 +761,49 @@ class KafkaCluster:
             time.sleep(0.2)
         raise KafkaStartError(f"Kafka {self.version}: nodes {sorted(want)} not all listed: {last}")
 
+    def dead_nodes(self) -> list[int]:
+        """The nodes whose process ended without the testbed ending it (a crash, an
+        OutOfMemoryError: the JVM runs with ExitOnOutOfMemoryError)."""
+        return [
+            n.node_id
+            for n in self.nodes.values()
+            if n.process is not None and n.process.poll() is not None and not n.ended
+        ]
+
+    def keep_logs_of_dead_nodes(self) -> list[Path]:
+        """Copy the server.log and stdout.log of every node that died on its own out of the
+        cluster's directory (which ``stop`` deletes) into ``PYKAFKA_DEAD_NODE_LOGS`` (default:
+        ``pykafka-dead-kafka-nodes`` in the temporary directory), and warn with where they
+        are and the log's tail; returns the folders. Each node's logs are kept once."""
+        import warnings
+
+        kept = []
+        root = Path(
+            os.environ.get("PYKAFKA_DEAD_NODE_LOGS")
+            or Path(tempfile.gettempdir()) / "pykafka-dead-kafka-nodes"
+        )
+        for node_id in self.dead_nodes():
+            node = self.nodes[node_id]
+            folder = root / f"{time.strftime('%Y%m%d-%H%M%S')}-kafka-{self.version}-node{node_id}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in ("server.log", "stdout.log"):
+                if (node.directory / name).exists():
+                    shutil.copy(node.directory / name, folder / name)
+            node.ended = True  # kept: not again
+            kept.append(folder)
+            warnings.warn(
+                f"Kafka {self.version} node {node_id} died (exit code "
+                f"{node.process.returncode if node.process else None}) without the testbed "
+                f"ending it; its logs are kept in {folder}:\n{node.log_tail(30)}",
+                stacklevel=2,
+            )
+        return kept
+
     def _end(self, node: _Node, sig: int, wait_s: float) -> None:
         p = node.process
         if p is None or p.poll() is not None:
             return
+        node.ended = True
         try:
             os.kill(p.pid, signal.SIGCONT)  # a paused JVM cannot act on SIGTERM
             os.kill(p.pid, sig)

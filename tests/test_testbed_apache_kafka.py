@@ -69,6 +69,33 @@ def test_records_survive_a_sigkill_and_a_restart_on_the_same_log(own_cluster, to
     assert _consume(own_cluster.bootstrap, topic_name, 50) == [b"v%d" % i for i in range(50)]
 
 
+def test_a_node_that_dies_on_its_own_leaves_its_logs(own_cluster, tmp_path, monkeypatch):
+    """A node whose process ends without the testbed ending it (a crash, an
+    OutOfMemoryError) is named by ``dead_nodes``; its server.log and stdout.log are kept
+    out of the cluster's directory (``stop`` deletes that), with a warning that says
+    where, once. A node the testbed killed is not dead in that sense."""
+    import os
+    import signal
+
+    own_cluster.kill(1)
+    assert own_cluster.dead_nodes() == []
+    own_cluster.restart(1)
+    monkeypatch.setenv("PYKAFKA_DEAD_NODE_LOGS", str(tmp_path))
+    os.kill(own_cluster.pid(1), signal.SIGKILL)  # from outside the testbed
+    deadline = time.monotonic() + 30
+    while own_cluster.running(1) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert own_cluster.dead_nodes() == [1]
+    with pytest.warns(UserWarning, match="node 1 died") as warned:
+        (folder,) = own_cluster.keep_logs_of_dead_nodes()
+    assert str(folder) in str(warned[0].message)
+    assert folder.parent == tmp_path and "Kafka Server started" in (
+        (folder / "server.log").read_text()
+    )
+    assert own_cluster.dead_nodes() == [] and own_cluster.keep_logs_of_dead_nodes() == []
+    own_cluster.restart(1)
+
+
 def test_a_paused_node_answers_nothing_until_it_is_resumed(own_cluster):
     from protocol.client.cluster import KafkaClient
     from protocol.errors import PyKafkaError
