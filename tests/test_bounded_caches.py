@@ -14,11 +14,13 @@ from kafka_common.bounded_cache import BoundedCache
 from tests.helpers.library import ROOT, library_sources
 
 # Module-level maps that are tables of a fixed size, not caches: Kafka's error codes, the
-# compression modules, the connector's own zip on the import path.
+# compression modules, the connector's own zip on the import path, the row layouts of the
+# schemas' all-fixed-width structs (one per struct and version of our own schemas).
 FIXED_SIZE = {
     ("protocol/errors.py", "_BY_CODE"),
     ("protocol/records/compression.py", "_MODULES"),
     ("kafka_common/import_path.py", "_ZIPS"),
+    ("protocol/schema.py", "_FIXED_ROWS"),
 }
 
 
