@@ -11,6 +11,7 @@ to as well, goes through the proxy (the broker's own traffic does not);
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
@@ -104,8 +105,15 @@ def create_wide_topic(
         total = min(partitions, total + PARTITIONS_PER_STEP)
         futures = admin.create_partitions([NewPartitions(name, total)], operation_timeout=timeout_s)
         futures[name].result(timeout_s)
+    # The broker's metadata takes the added partitions after CreatePartitions answers:
+    # wait for the count, not only for leaders of the partitions it lists so far.
+    deadline = time.monotonic() + timeout_s
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))
-        got = len(client.metadata([name]).topics[name].partitions)
+        got = len(client.refresh_metadata([name]).topics[name].partitions)
+        while got != partitions and time.monotonic() < deadline:
+            time.sleep(0.2)
+            client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))
+            got = len(client.refresh_metadata([name]).topics[name].partitions)
     if got != partitions:
         raise RuntimeError(f"topic {name}: {got} partitions, {partitions} asked for")
