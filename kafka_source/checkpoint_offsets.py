@@ -31,6 +31,13 @@ def from_json(offsets: dict | None) -> dict[TopicPartition, int]:
     }
 
 
+def _layout(partitions: frozenset[TopicPartition]) -> list[tuple[str, list]]:
+    by_topic: dict[str, list[tuple[str, TopicPartition]]] = {}
+    for topic, partition in sorted(partitions):
+        by_topic.setdefault(topic, []).append((str(partition), (topic, partition)))
+    return list(by_topic.items())
+
+
 class OffsetsJson:
     """``to_json`` and ``from_json`` that remember their last few answers. A JSON dict it
     returns is shared (Spark only serialises it); an offsets dict is a copy (the caller
@@ -38,12 +45,22 @@ class OffsetsJson:
 
     def __init__(self) -> None:
         self._pairs: deque[tuple[dict, dict[TopicPartition, int]]] = deque(maxlen=_REMEMBERED)
+        # the partitions of the last offsets turned to JSON, and their order in it:
+        # [(topic, [(partition as a JSON key, (topic, partition)), ...]), ...]
+        self._partitions: frozenset[TopicPartition] = frozenset()
+        self._layout: list[tuple[str, list[tuple[str, TopicPartition]]]] = []
 
     def to_json(self, offsets: dict[TopicPartition, int]) -> dict:
         for as_json, known in self._pairs:
             if known == offsets:
                 return as_json
-        as_json = to_json(offsets)
+        if offsets.keys() != self._partitions:
+            self._partitions = frozenset(offsets)
+            self._layout = _layout(self._partitions)
+        # the same partitions as the last time (a stream's usual case): no sort, no str()
+        as_json = {
+            topic: {key: int(offsets[tp]) for key, tp in entries} for topic, entries in self._layout
+        }
         self._pairs.append((as_json, dict(offsets)))
         return as_json
 

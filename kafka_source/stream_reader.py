@@ -475,20 +475,22 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                 f"Partition {format_tp(tp)} is gone: its topic was deleted "
                 "or lost partitions, so records may have been missed."
             )
-        ranges = []
-        for tp, e in sorted(until.items()):
-            if tp not in begin:
-                continue  # appeared and went again: reported above
-            b = begin[tp]
+        ranges, went_back = [], []
+        for tp, e in until.items():  # thousands of partitions, a few with new records
+            b = begin.get(tp)
+            if b is None or e == b:
+                continue  # None: appeared and went again, reported above
             if e < b:
-                self._data_loss(
-                    f"Partition {format_tp(tp)}'s offsets went back from {b} to "
-                    f"{e}: the topic may have been deleted and recreated, so "
-                    "records may have been missed."
-                )
-                continue
-            if e > b:
+                went_back.append((tp, b, e))
+            else:
                 ranges.append(OffsetRange(tp[0], tp[1], b, e))
+        for tp, b, e in sorted(went_back):
+            self._data_loss(
+                f"Partition {format_tp(tp)}'s offsets went back from {b} to "
+                f"{e}: the topic may have been deleted and recreated, so "
+                "records may have been missed."
+            )
+        ranges.sort()
         o = self.options
         ranges = plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
         groups = task_groups(

@@ -151,3 +151,52 @@ def test_a_metadata_answer_repeated_byte_for_byte_is_the_last_one_decoded():
     assert repeated is first and repeated["throttle_time_ms"] == 7
     assert changed is not first
     assert changed["topics"][0]["partitions"][0]["leader_id"] == 2
+
+
+def _list_offsets_body(timestamp):
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [
+            {
+                "name": "t",
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "current_leader_epoch": -1,
+                        "timestamp": timestamp,
+                        "max_num_offsets": 1,
+                    }
+                    for p in range(3)
+                ],
+            }
+        ],
+    }
+
+
+def test_a_list_offsets_request_equal_to_the_last_one_is_not_encoded_again(monkeypatch):
+    """ListOffsets for the latest offsets of every partition goes out every micro-batch as
+    it was: the framing encodes it once and frames the same bytes again (with the new
+    correlation id); a body that differs is encoded anew, and every frame is the one a
+    fresh encoding makes."""
+    from protocol.framing import ClientFraming, encode_request
+    from protocol.schemas import LIST_OFFSETS
+
+    encoded = []
+    encode = LIST_OFFSETS.request.encode
+    monkeypatch.setattr(
+        LIST_OFFSETS.request,
+        "encode",
+        lambda version, body, out: encoded.append(version) or encode(version, body, out),
+    )
+    framing = ClientFraming()
+    bodies = [_list_offsets_body(-1), _list_offsets_body(-1), _list_offsets_body(-2)]
+    bodies.append(bodies[2])
+    frames = [framing.request(LIST_OFFSETS, 7, body) for body in bodies]
+    assert len(encoded) == 2  # the first body, and the one asking for -2
+    framing.request(LIST_OFFSETS, 6, bodies[3])  # another version: encoded anew
+    assert len(encoded) == 3
+    for (cid, frame), body in zip(frames, bodies):
+        assert bytes(frame) == bytes(encode_request(LIST_OFFSETS, 7, cid, "pyspark-pykafka", body))
+    assert [cid for cid, _ in frames] == [0, 1, 2, 3]
+    assert frames[0][1][12:] == frames[1][1][12:]  # past size, key, version, id

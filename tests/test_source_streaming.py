@@ -576,6 +576,23 @@ def test_remembered_offsets_json_answers_as_the_plain_conversions():
     assert memo.from_json(j) == offsets
 
 
+def test_offsets_json_of_the_same_partitions_keeps_their_order_and_follows_new_ones():
+    """``OffsetsJson.to_json`` lays out the partitions once and fills in new offsets
+    while the partitions stay: the JSON, its key order too (Spark compares offsets as
+    JSON text), is ``to_json``'s, also after partitions come and go."""
+    memo = OffsetsJson()
+    offsets = {("b", 0): 1, ("a", 10): 2, ("a", 2): 3}
+    for step in range(12):  # beyond the remembered few, so each one is laid out anew
+        offsets = {tp: o + step for tp, o in offsets.items()}
+        if step == 5:
+            offsets[("a", 1)] = 0  # a partition added
+        if step == 8:
+            del offsets[("b", 0)]  # a topic gone
+        got = memo.to_json(offsets)
+        assert json.dumps(got) == json.dumps(to_json(offsets))
+    assert list(got) == ["a"] and list(got["a"]) == ["1", "2", "10"]
+
+
 # ---- latestOffset's admission control, on a stub client -----------------------------------
 
 
