@@ -12,7 +12,9 @@ connector's jars) reads the same topics of one Apache Kafka node through
 - one micro-batch's duration (readStream, default trigger, into noop) under a steady
   ``STREAM_RATE`` records/s over a topic of 4 -> 10,000 partitions (the partitions
   points' topics), beside Spark's floor: its clock source with offsets of as many
-  partitions and the same rows, no Kafka.
+  partitions and the same rows, no Kafka; and beside the time Kafka takes to answer the
+  Metadata and ListOffsets requests a micro-batch's planning sends (``kafka_answer_s``),
+  which no connector can skip.
 
 The JVM connector runs a task per Kafka partition at about half a second each on 2 cores.
 Where a point would have more than ``--scale-jvm-tasks`` tasks (minutes), it reads a
@@ -107,6 +109,69 @@ def _assign(topics_partitions: list[tuple[str, int]]) -> str:
     return json.dumps(out)
 
 
+ANSWER_ROUNDS = 21  # Metadata + ListOffsets round trips timed per stream point (median)
+
+
+def kafka_answer_s(bootstrap: str, topic: str, partitions: int) -> float:
+    """The median time Kafka takes to answer the two requests a micro-batch's planning
+    sends over ``topic``: Metadata of the topic and ListOffsets (latest) of its
+    ``partitions``, sent together on one connection as our planner sends them, at the
+    versions our client speaks. Timed from the first byte sent to the last byte of the
+    second answer; the frames are encoded before and the answers not decoded, so none of
+    our Python work is in it: what the broker and the loopback cost per micro-batch."""
+    import socket
+    import struct
+
+    from protocol.client.cluster import KafkaClient
+    from protocol.client.leader_requests import list_offsets_request
+    from protocol.framing import encode_request
+    from protocol.primitives import ZERO_UUID
+    from protocol.schemas import LIST_OFFSETS, METADATA
+
+    tps = [(topic, p) for p in range(partitions)]
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        meta = client.refresh_metadata([topic])
+        (leader,) = {meta.topics[topic].partitions[p].leader for _, p in tps}
+        conn = client.connection(leader)
+        md_version, lo_version = conn.version_for(METADATA), conn.version_for(LIST_OFFSETS)
+        host, port = conn.host, conn.port
+        lo_body = list_offsets_request(dict.fromkeys(tps, -1), 0)(conn, lo_version, tps)
+    md_body = {
+        "topics": [{"name": topic, "topic_id": ZERO_UUID}],
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+    frames = bytes(
+        encode_request(METADATA, md_version, 1, "bench", md_body)
+        + encode_request(LIST_OFFSETS, lo_version, 2, "bench", lo_body)
+    )
+    times = []
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray(1 << 20)
+        for _ in range(ANSWER_ROUNDS + 1):
+            t = time.perf_counter()
+            sock.sendall(frames)
+            for _answer in range(2):
+                (size,) = struct.unpack(">i", _receive(sock, buf, 4))
+                _receive(sock, buf, size)
+            times.append(time.perf_counter() - t)
+    return statistics.median(times[1:])  # the first one warms the broker's caches
+
+
+def _receive(sock, buf: bytearray, n: int) -> memoryview:
+    if len(buf) < n:
+        buf.extend(bytes(n - len(buf)))
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = sock.recv_into(view[got:n])
+        if not k:
+            raise ConnectionError("the broker closed the connection")
+        got += k
+    return view[:n]
+
+
 def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) -> dict:
     """Create and fill every topic (timed), and the child's spec of read and stream
     points."""
@@ -165,7 +230,12 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
                     "seconds": points["stream_seconds"],
                     "warmup": points["warmup"],
                     "jvm": n <= jvm_tasks,
+                    "kafka_answer_s": kafka_answer_s(bootstrap, topic, n),
                 }
+                log(
+                    f"scale: Kafka answers a micro-batch's Metadata and ListOffsets of "
+                    f"{n:,} partitions in {stream['kafka_answer_s'] * 1000:.1f} ms"
+                )
                 streams.append(stream)
         for k in points["topics"]:
             prefix = f"scale-t{k}-{run}-"
@@ -313,6 +383,7 @@ def stream_figures(results: dict) -> list[dict]:
                 "ours": med("pykafka"),
                 "jvm": med("kafka"),
                 "floor": med("benchfloor"),
+                "kafka": point.get("kafka_answer_s"),
                 "batches": len(got.get("pykafka", {}).get("durations") or []),
                 "rows": statistics.median(got.get("pykafka", {}).get("rows") or [0]),
                 "rate": got.get("pykafka", {}).get("rate"),
@@ -406,6 +477,27 @@ def draw(results: dict, directory: str) -> list[str]:
                 color="tab:gray",
                 label="Spark's floor (no Kafka, offsets of as many partitions)",
             )
+        least = [
+            (r["x"], r["floor"] + r["kafka"])
+            for r in streams
+            if r.get("floor") and r.get("kafka") is not None
+        ]
+        if least:
+            ax.plot(
+                [x for x, _ in least],
+                [y for _, y in least],
+                "v:",
+                color="tab:green",
+                label="Spark's floor + Kafka's answers to planning",
+            )
+        if streams[0]["ours"]:
+            ax.axhline(
+                1.5 * streams[0]["ours"],
+                color="tab:blue",
+                linewidth=0.8,
+                alpha=0.5,
+                label=f"1.5x of pykafka at {streams[0]['x']:,} partitions (issue 41's goal)",
+            )
         jvm = [(r["x"], r["jvm"]) for r in streams if r["jvm"]]
         if jvm:
             ax.plot(
@@ -482,8 +574,8 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
         lines += [
             f"| Micro-batch at {STREAM_RATE:,} records/s, partitions | pykafka "
             "(median with rows) | micro-batches | rows (median) | records/s read "
-            "| Spark's floor | JVM connector |",
-            "|---:|---:|---:|---:|---:|---:|---:|",
+            "| Spark's floor | Kafka's answers | JVM connector |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         base = streams[0]["ours"]
         floor_base = streams[0].get("floor")
@@ -497,9 +589,10 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
             floor_s = (
                 f"{_s(floor)} ({floor / floor_base:.2f}x)" if floor and floor_base else _s(floor)
             )
+            kafka = f"{r['kafka'] * 1000:.1f} ms" if r.get("kafka") is not None else "-"
             lines.append(
                 f"| {r['x']:,} | {_s(r['ours'])}{growth} | {r['batches']} "
-                f"| {r['rows']:,.0f} | {rate} | {floor_s} | {jvm} |"
+                f"| {r['rows']:,.0f} | {rate} | {floor_s} | {kafka} | {jvm} |"
             )
         lines += [
             "",
@@ -507,8 +600,21 @@ def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
             "offsets shaped as ours over as many partitions and the same records a second in "
             "one task, beside the same producer: what Spark itself costs a micro-batch whose "
             "offsets name that many partitions (its offset and commit logs, its progress), "
-            "with no Kafka work.",
+            "with no Kafka work. Kafka's answers: the time Apache Kafka takes to answer a "
+            "micro-batch's Metadata and ListOffsets requests over the topic, sent together, "
+            "timed on a bare socket with nothing of ours decoded (`kafka_answer_s`, median "
+            f"of {ANSWER_ROUNDS}, the broker without the stream's load).",
         ]
+        last = streams[-1]
+        if base and last.get("floor") and last.get("kafka") is not None:
+            least = last["floor"] + last["kafka"]
+            lines += [
+                "",
+                f"At {last['x']:,} partitions Spark's floor and Kafka's answers alone take "
+                f"{least:.3f} s, {least / base:.2f}x of our micro-batch at "
+                f"{streams[0]['x']:,} partitions; ours took {last['ours']:.3f} s "
+                f"({last['ours'] / base:.2f}x), {last['ours'] - least:.3f} s above that sum.",
+            ]
         lines.append("")
     for path in drawn:
         rel = os.path.relpath(path, os.path.join(ROOT, "tests", "bench"))
