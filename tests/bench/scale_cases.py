@@ -110,6 +110,7 @@ def _assign(topics_partitions: list[tuple[str, int]]) -> str:
 
 
 ANSWER_ROUNDS = 21  # Metadata + ListOffsets round trips timed per stream point (median)
+ANSWER_SETTLE_S = 10  # after the topics are filled, before those round trips
 
 
 def kafka_answer_s(bootstrap: str, topic: str, partitions: int) -> float:
@@ -230,12 +231,7 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
                     "seconds": points["stream_seconds"],
                     "warmup": points["warmup"],
                     "jvm": n <= jvm_tasks,
-                    "kafka_answer_s": kafka_answer_s(bootstrap, topic, n),
                 }
-                log(
-                    f"scale: Kafka answers a micro-batch's Metadata and ListOffsets of "
-                    f"{n:,} partitions in {stream['kafka_answer_s'] * 1000:.1f} ms"
-                )
                 streams.append(stream)
         for k in points["topics"]:
             prefix = f"scale-t{k}-{run}-"
@@ -296,6 +292,13 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
                     "warmups": warmups,
                 }
             )
+    time.sleep(ANSWER_SETTLE_S)
+    for stream in streams:  # timed once every topic is made and filled: a quiet broker
+        stream["kafka_answer_s"] = kafka_answer_s(bootstrap, stream["topic"], stream["x"])
+        log(
+            f"scale: Kafka answers a micro-batch's Metadata and ListOffsets of "
+            f"{stream['x']:,} partitions in {stream['kafka_answer_s'] * 1000:.1f} ms"
+        )
     return {"reads": reads, "streams": streams, "created_s": created}
 
 
