@@ -96,7 +96,7 @@ class OffsetReader:
             return self.refresh_metadata(topics), None
         metadata, answers = self._retry(
             "fetching metadata",
-            lambda: both(topics, {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level),
+            lambda: both(topics, dict.fromkeys(tps, LATEST_TIMESTAMP), isolation_level),
             refresh=False,
         )
         return metadata, (None if answers is None else {tp: o for tp, (o, _) in answers.items()})
@@ -124,7 +124,7 @@ class OffsetReader:
                 latest = {
                     tp: o
                     for tp, (o, _) in self.list_offsets(
-                        {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
+                        dict.fromkeys(tps, LATEST_TIMESTAMP), isolation_level
                     ).items()
                 }
             behind = sorted(

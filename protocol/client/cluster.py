@@ -77,6 +77,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         # the last Metadata answer and the topics parsed from it (framing hands out the
         # same answer again when the broker's is the same bytes)
         self._last_metadata_answer: tuple[dict, dict[str, TopicInfo]] | None = None
+        # node -> the last ListOffsets body sent to it (list_offsets_request)
+        self._list_offsets_bodies: dict[int | None, tuple[tuple, dict]] = {}
         # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
         self._coordinators: dict[tuple[int, str], int] = {}
         # A time.monotonic() past which no further broker is tried for a connection (the
@@ -88,6 +90,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         for conn in list(self._connections.values()):
             conn.close()
         self._connections.clear()
+        self._list_offsets_bodies.clear()
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
@@ -249,6 +252,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         )
         for node_id in [n for n in self._connections if n not in brokers]:
             self._connections.pop(node_id).close()
+        for node_id in [n for n in self._list_offsets_bodies if n not in brokers]:
+            del self._list_offsets_bodies[node_id]
         return self._metadata
 
     def refresh_in_use(self) -> ClusterMetadata:
@@ -376,7 +381,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
-        build = list_offsets_request(pending, isolation_level)
+        build = list_offsets_request(pending, isolation_level, self._list_offsets_bodies)
 
         def attempt():
             if not pending:
@@ -419,7 +424,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
         pending = dict(timestamps)
         try:
             sent = self._send_all(
-                LIST_OFFSETS, groups, list_offsets_request(pending, isolation_level)
+                LIST_OFFSETS,
+                groups,
+                list_offsets_request(pending, isolation_level, self._list_offsets_bodies),
             )
         except PyKafkaError as e:  # a leader's connection: the usual path will find out
             log.debug("pipelined ListOffsets not sent: %s", e)

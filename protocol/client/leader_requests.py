@@ -15,11 +15,23 @@ from .retry import is_retriable
 __all__ = ["PendingFetch", "list_offsets_request", "take_list_offsets", "gather"]
 
 
-def list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level: int):
+def list_offsets_request(
+    timestamps: dict[TopicPartition, int],
+    isolation_level: int,
+    last_bodies: dict[int | None, tuple[tuple, dict]] | None = None,
+):
     """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
-    each at its time in ``timestamps``."""
+    each at its time in ``timestamps``. With ``last_bodies`` (the last body built for each
+    broker, kept by the caller), a request the same as the last one to its broker is that
+    body again, the same object: its encoding is then reused too (``REPEATING_REQUESTS``)."""
 
     def build(conn, version, tps):
+        key = None
+        if last_bodies is not None:
+            key = (version, isolation_level, tuple(tps), tuple(map(timestamps.__getitem__, tps)))
+            last = last_bodies.get(conn.node_id)
+            if last is not None and last[0] == key:
+                return last[1]
         topics: dict[str, list] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(
@@ -30,11 +42,14 @@ def list_offsets_request(timestamps: dict[TopicPartition, int], isolation_level:
                     "max_num_offsets": 1,
                 }
             )
-        return {
+        body = {
             "replica_id": -1,
             "isolation_level": isolation_level,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
+        if key is not None:
+            last_bodies[conn.node_id] = (key, body)
+        return body
 
     return build
 
