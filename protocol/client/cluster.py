@@ -252,8 +252,8 @@ class KafkaClient(GroupOffsets, AdminRequests):
         )
         for node_id in [n for n in self._connections if n not in brokers]:
             self._connections.pop(node_id).close()
-        for node_id in [n for n in self._list_offsets_bodies if n not in brokers]:
-            del self._list_offsets_bodies[node_id]
+        for gone in [n for n in self._list_offsets_bodies if n not in brokers]:
+            del self._list_offsets_bodies[gone]
         return self._metadata
 
     def refresh_in_use(self) -> ClusterMetadata:

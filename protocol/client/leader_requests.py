@@ -47,7 +47,7 @@ def list_offsets_request(
             "isolation_level": isolation_level,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
-        if key is not None:
+        if last_bodies is not None and key is not None:
             last_bodies[conn.node_id] = (key, body)
         return body
 
