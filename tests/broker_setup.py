@@ -11,7 +11,6 @@ to as well, goes through the proxy (the broker's own traffic does not);
 
 from __future__ import annotations
 
-import time
 from contextlib import contextmanager
 from collections.abc import Iterator
 
@@ -19,6 +18,7 @@ from kafka_testbed import KafkaCluster, TansuBroker
 from protocol.client.cluster import KafkaClient
 
 from .fault_proxy import FaultProxy
+from .helpers.waiting import wait_until
 
 
 def create_topic(
@@ -107,13 +107,10 @@ def create_wide_topic(
         futures[name].result(timeout_s)
     # The broker's metadata takes the added partitions after CreatePartitions answers:
     # wait for the count, not only for leaders of the partitions it lists so far.
-    deadline = time.monotonic() + timeout_s
     with KafkaClient(bootstrap_servers=bootstrap) as client:
-        client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))
-        got = len(client.refresh_metadata([name]).topics[name].partitions)
-        while got != partitions and time.monotonic() < deadline:
-            time.sleep(0.2)
+
+        def all_listed() -> bool:
             client.wait_for_topics([name], timeout_ms=int(timeout_s * 1000))
-            got = len(client.refresh_metadata([name]).topics[name].partitions)
-    if got != partitions:
-        raise RuntimeError(f"topic {name}: {got} partitions, {partitions} asked for")
+            return len(client.refresh_metadata([name]).topics[name].partitions) == partitions
+
+        wait_until(all_listed, timeout_s, f"topic {name} with {partitions} partitions", 0.2)

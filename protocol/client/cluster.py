@@ -59,6 +59,20 @@ MAX_PRODUCE_VERSION_BY_NAME = 12
 _DEADLINE_SLACK_S = 0.05
 
 
+def metadata_request(topics: list[str] | None, version: int) -> dict:
+    """The body of a Metadata request for ``topics`` (None: every topic) at ``version``;
+    it never asks the broker to create a topic."""
+    wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics]
+    if wanted is None and version == 0:
+        wanted = []  # v0 spells "all topics" as an empty list
+    return {
+        "topics": wanted,
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+
 class KafkaClient(GroupOffsets, AdminRequests):
     """Talks to a Kafka cluster. Not thread-safe; create one per thread or task.
 
@@ -212,17 +226,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             }
             conn = self._any_connection()
             version = conn.version_for(METADATA)
-            wanted = (
-                None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics]
-            )
-            if wanted is None and version == 0:
-                wanted = []  # v0 spells "all topics" as an empty list
-            body = {
-                "topics": wanted,
-                "allow_auto_topic_creation": False,
-                "include_cluster_authorized_operations": False,
-                "include_topic_authorized_operations": False,
-            }
+            body = metadata_request(topics, version)
             try:
                 response = conn.request(METADATA, body, version)
                 break

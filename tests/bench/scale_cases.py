@@ -121,12 +121,10 @@ def kafka_answer_s(bootstrap: str, topic: str, partitions: int) -> float:
     second answer; the frames are encoded before and the answers not decoded, so none of
     our Python work is in it: what the broker and the loopback cost per micro-batch."""
     import socket
-    import struct
 
-    from protocol.client.cluster import KafkaClient
+    from protocol.client.cluster import KafkaClient, metadata_request
     from protocol.client.leader_requests import list_offsets_request
-    from protocol.framing import encode_request
-    from protocol.primitives import ZERO_UUID
+    from protocol.framing import FrameBuffer, encode_request
     from protocol.schemas import LIST_OFFSETS, METADATA
 
     tps = [(topic, p) for p in range(partitions)]
@@ -137,40 +135,25 @@ def kafka_answer_s(bootstrap: str, topic: str, partitions: int) -> float:
         md_version, lo_version = conn.version_for(METADATA), conn.version_for(LIST_OFFSETS)
         host, port = conn.host, conn.port
         lo_body = list_offsets_request(dict.fromkeys(tps, -1), 0)(conn, lo_version, tps)
-    md_body = {
-        "topics": [{"name": topic, "topic_id": ZERO_UUID}],
-        "allow_auto_topic_creation": False,
-        "include_cluster_authorized_operations": False,
-        "include_topic_authorized_operations": False,
-    }
     frames = bytes(
-        encode_request(METADATA, md_version, 1, "bench", md_body)
+        encode_request(METADATA, md_version, 1, "bench", metadata_request([topic], md_version))
         + encode_request(LIST_OFFSETS, lo_version, 2, "bench", lo_body)
     )
     times = []
     with socket.create_connection((host, port), timeout=60) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = bytearray(1 << 20)
+        answers = FrameBuffer()  # cuts the answers' frames, decodes nothing
         for _ in range(ANSWER_ROUNDS + 1):
             t = time.perf_counter()
             sock.sendall(frames)
-            for _answer in range(2):
-                (size,) = struct.unpack(">i", _receive(sock, buf, 4))
-                _receive(sock, buf, size)
+            got = 0
+            while got < 2:
+                n = sock.recv_into(answers.receive_buffer())
+                if not n:
+                    raise ConnectionError("the broker closed the connection")
+                got += len(answers.received(n))
             times.append(time.perf_counter() - t)
     return statistics.median(times[1:])  # the first one warms the broker's caches
-
-
-def _receive(sock, buf: bytearray, n: int) -> memoryview:
-    if len(buf) < n:
-        buf.extend(bytes(n - len(buf)))
-    view, got = memoryview(buf), 0
-    while got < n:
-        k = sock.recv_into(view[got:n])
-        if not k:
-            raise ConnectionError("the broker closed the connection")
-        got += k
-    return view[:n]
 
 
 def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) -> dict:
