@@ -127,11 +127,8 @@ class OffsetReader:
                         dict.fromkeys(tps, LATEST_TIMESTAMP), isolation_level
                     ).items()
                 }
-            behind = sorted(
-                (tp, known[tp], o)
-                for tp, o in latest.items()
-                if known and tp in known and known[tp] > o
-            )
+            seen = (known or {}).get
+            behind = sorted((tp, seen(tp), o) for tp, o in latest.items() if seen(tp, o) > o)
             if behind:
                 raise _BehindKnown(
                     latest, ", ".join(f"{format_tp(tp)} {k} -> {o}" for tp, k, o in behind)

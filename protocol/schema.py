@@ -314,6 +314,7 @@ def _fixed_rows_reader(
     row = struct.Struct(">" + fmt + ("B" if flexible else ""))
     stride = row.size
     read_count = p.read_array_count
+    as_dicts = _row_dicts(names, defaults, flexible)
 
     def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
         start = pos
@@ -323,14 +324,30 @@ def _fixed_rows_reader(
         end = pos + count * stride
         if end > len(buf):
             return generic(buf, start)
-        rows = list(row.iter_unpack(memoryview(buf)[pos:end]))
-        if flexible and any(r[-1] for r in rows):  # tagged fields: the general way
+        view = memoryview(buf)
+        # tagged fields (a row's last byte, its tag count, not 0): the general way
+        if flexible and view[pos + stride - 1 : end : stride].tobytes().count(0) != count:
             return generic(buf, start)
-        if defaults:
-            return [{**defaults, **dict(zip(names, r))} for r in rows], end
-        return [dict(zip(names, r)) for r in rows], end
+        return as_dicts(row.iter_unpack(view[pos:end])), end
 
     return read_array
+
+
+_RowDicts: TypeAlias = Callable[[Iterator[tuple[Any, ...]]], list[dict[str, Any]]]
+
+
+def _row_dicts(names: tuple[str, ...], defaults: dict[str, Any], flexible: bool) -> _RowDicts:
+    """``rows -> [dict, ...]`` for rows of ``names`` (and a trailing tag count when
+    ``flexible``), each dict with ``defaults`` and the row's values: a comprehension with
+    the names as constant keys, made for this layout, builds a dict twice as fast as
+    ``dict(zip(names, row))`` (a ListOffsets answer of 10,000 partitions: 10,000 dicts).
+    Only the schema's own field names (keys, written with ``repr``) go into the source."""
+    values = [f"_{i}" for i in range(len(names))]
+    pairs = ", ".join(f"{name!r}: {v}" for name, v in zip(names, values))
+    unpacked = ", ".join(values + (["_tags"] if flexible else [])) + ","
+    body = f"{{**defaults, {pairs}}}" if defaults else f"{{{pairs}}}"
+    source = f"lambda rows: [{body} for ({unpacked}) in rows]"
+    return cast(_RowDicts, eval(source, {"__builtins__": {}, "defaults": dict(defaults)}))
 
 
 def _guide_name(t: str, compact: bool, nullable: bool) -> str:

@@ -141,6 +141,53 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
         assert len(encoded) == 2  # another time, other partitions: requests of their own
 
 
+def test_a_stream_s_leaders_are_looked_up_again_only_when_its_metadata_changed(kafka, topic_name):
+    """Every micro-batch groups the same partitions by leader: while the metadata is the
+    same parsed answer, the last groups are used again (no lookup per partition); metadata
+    naming other leaders is looked up anew, and the offsets stay right throughout."""
+    import dataclasses
+
+    from protocol.client.cluster import LATEST_TIMESTAMP
+
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        make_topic(kafka, client, topic_name, 2)
+        tps = [(topic_name, 0), (topic_name, 1)]
+        latest = dict.fromkeys(tps, LATEST_TIMESTAMP)
+        wait_until(
+            lambda: client.metadata_and_offsets([topic_name], latest)[1] is not None,
+            30,
+            "offsets",
+        )
+        groups, _ = client._leader_groups.of(client._metadata, latest)
+        produce(kafka.bootstrap, topic_name, [(1, b"k", b"v%d" % i, None) for i in range(3)])
+        _, offsets = client.metadata_and_offsets([topic_name], dict(latest))
+        assert {tp: o for tp, (o, _) in offsets.items()} == {tps[0]: 0, tps[1]: 3}
+        assert client._leader_groups.of(client._metadata, latest)[0] is groups
+        # metadata naming another leader (broker 99): other groups
+        meta = client._metadata
+        info = meta.topics[topic_name]
+        moved = dataclasses.replace(
+            info,
+            partitions={
+                p: dataclasses.replace(part, leader=99) for p, part in info.partitions.items()
+            },
+        )
+        client._metadata = dataclasses.replace(
+            meta,
+            brokers={**meta.brokers, 99: ("127.0.0.1", 9)},
+            topics={**meta.topics, topic_name: moved},
+        )
+        assert client._leader_groups.of(client._metadata, latest)[0] == {99: tps}
+        # and a leader the metadata does not know: none
+        client._metadata = dataclasses.replace(client._metadata, brokers=meta.brokers)
+        assert client._leader_groups.of(client._metadata, latest) is None
+        # the broker's own metadata again: its leaders, the right offsets
+        client.refresh_metadata([topic_name])
+        assert client._leader_groups.of(client._metadata, latest)[0] == groups
+        _, offsets = client.metadata_and_offsets([topic_name], dict(latest))
+        assert {tp: o for tp, (o, _) in offsets.items()} == {tps[0]: 0, tps[1]: 3}
+
+
 def test_list_offsets_earliest_and_latest(broker, topic_name):
     with KafkaClient(bootstrap_servers=broker.bootstrap) as client:
         make_topic(broker, client, topic_name, 2)

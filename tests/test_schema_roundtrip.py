@@ -172,6 +172,15 @@ def test_an_array_of_fixed_width_structs_is_read_by_rows_and_its_tags_kept():
     assert decoded["topics"][0]["partitions"] == tagged
     with pytest.raises(ProtocolError):
         msg.decode(v, data[:-6])
+    # v1 has no leader_epoch: every row has the field's default, each row its own dict
+    old = [
+        {k: p[k] for k in ("partition_index", "error_code", "timestamp", "offset")} for p in parts
+    ]
+    data = bytes(msg.encode(1, {"topics": [{"name": "t", "partitions": old}]}))
+    rows = msg.decode(1, data)[0]["topics"][0]["partitions"]
+    assert rows == [{**p, "leader_epoch": -1} for p in old]
+    rows[0]["offset"] = 99
+    assert rows[1]["offset"] == 10
 
 
 def test_unknown_tagged_fields_from_the_wire_are_kept_byte_for_byte():

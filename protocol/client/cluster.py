@@ -31,7 +31,14 @@ from ..errors import (
     error_class,
 )
 from .group_offsets import GroupOffsets
-from .leader_requests import PendingFetch, gather, list_offsets_request, take_list_offsets
+from .leader_requests import (
+    LeaderGroups,
+    PendingFetch,
+    gather,
+    list_offsets_request,
+    same_leaders,
+    take_list_offsets,
+)
 from ..primitives import ZERO_UUID
 from .retry import RetryPolicy, is_retriable
 
@@ -93,6 +100,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         self._last_metadata_answer: tuple[dict, dict[str, TopicInfo]] | None = None
         # node -> the last ListOffsets body sent to it (list_offsets_request)
         self._list_offsets_bodies: dict[int | None, tuple[tuple, dict]] = {}
+        self._leader_groups = LeaderGroups()  # a stream's partitions by leader, the last
         # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
         self._coordinators: dict[tuple[int, str], int] = {}
         # A time.monotonic() past which no further broker is tried for a connection (the
@@ -105,6 +113,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             conn.close()
         self._connections.clear()
         self._list_offsets_bodies.clear()
+        self._leader_groups.clear()
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
@@ -421,10 +430,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
         from ..schemas import LIST_OFFSETS
 
         topics = None if topics is None else list(topics)
-        cached = self._metadata
-        groups = self._cached_leaders(timestamps)
-        if not groups:
+        leaders = self._leader_groups.of(self._metadata, timestamps)
+        if not leaders or not leaders[0]:
             return self.refresh_metadata(topics), None
+        groups, read = leaders
         pending = dict(timestamps)
         try:
             sent = self._send_all(
@@ -453,26 +462,9 @@ class KafkaClient(GroupOffsets, AdminRequests):
                     return metadata, None
         except BrokerError:
             return metadata, None
-        if not _same_leaders(cached, metadata, groups):
+        if not same_leaders(read, metadata, groups):
             return metadata, None
         return metadata, (done if not pending else None)
-
-    def _cached_leaders(
-        self, tps: Iterable[TopicPartition]
-    ) -> dict[int, list[TopicPartition]] | None:
-        """``tps`` by the leader the cached metadata names (no request); None when the
-        cache lacks one of them or a leader."""
-        meta = self._metadata
-        if meta is None:
-            return None
-        groups: dict[int, list[TopicPartition]] = {}
-        for topic, partition in tps:
-            info = meta.topics.get(topic)
-            part = info.partitions.get(partition) if info is not None else None
-            if part is None or part.leader < 0 or part.leader not in meta.brokers:
-                return None
-            groups.setdefault(part.leader, []).append((topic, partition))
-        return groups
 
     def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return {
@@ -635,22 +627,3 @@ def _parsed_topics(response: dict) -> dict[str, TopicInfo]:
             t.get("is_internal", False),
         )
     return parsed
-
-
-def _same_leaders(
-    cached: ClusterMetadata | None,
-    fresh: ClusterMetadata,
-    groups: dict[int, list[TopicPartition]],
-) -> bool:
-    """Whether ``fresh`` names the leaders ``groups`` were sent to (by ``cached``). Topics
-    parsed from the same answer are the same objects: then there is nothing to compare."""
-    topics = {t for tps in groups.values() for t, _ in tps}
-    if cached is not None and all(fresh.topics.get(t) is cached.topics.get(t) for t in topics):
-        return True
-    for node, tps in groups.items():
-        for topic, partition in tps:
-            info = fresh.topics.get(topic)
-            part = info.partitions.get(partition) if info is not None else None
-            if part is None or part.leader != node:
-                return False
-    return True

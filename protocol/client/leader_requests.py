@@ -1,4 +1,5 @@
 """Requests sent to partition leaders, one per broker, and their answers gathered:
+partitions grouped by the leader cached metadata names (``LeaderGroups``, ``same_leaders``),
 the ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are taken,
 ``gather`` (a broken connection fails only its own group, after the others are read) and
 ``PendingFetch`` (Fetch requests in flight while a reader decodes the last answer)."""
@@ -8,11 +9,77 @@ from __future__ import annotations
 from typing import cast
 
 from ..authorization import request_error
-from .cluster_metadata import TopicPartition
+from .cluster_metadata import ClusterMetadata, TopicInfo, TopicPartition
 from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 from .retry import is_retriable
 
-__all__ = ["PendingFetch", "list_offsets_request", "take_list_offsets", "gather"]
+__all__ = [
+    "LeaderGroups",
+    "PendingFetch",
+    "gather",
+    "list_offsets_request",
+    "same_leaders",
+    "take_list_offsets",
+]
+
+Groups = dict[int, list[TopicPartition]]
+
+
+class LeaderGroups:
+    """Partitions by the leader cached metadata names, without a request. The same
+    partitions asked again while their topics' metadata is the same parsed answer (a
+    stream's every micro-batch) are the last answer again, the same objects, instead of a
+    lookup per partition."""
+
+    def __init__(self) -> None:
+        # the last answer: its partitions, the topics' metadata it read, the groups
+        self._last: tuple[tuple, dict[str, TopicInfo], Groups] | None = None
+
+    def clear(self) -> None:
+        self._last = None
+
+    def of(self, meta: ClusterMetadata | None, tps) -> tuple[Groups, dict[str, TopicInfo]] | None:
+        """``(groups, the topics' metadata read)``; None when ``meta`` lacks a partition
+        or its leader."""
+        if meta is None:
+            return None
+        key = tuple(tps)
+        last = self._last
+        if (
+            last is not None
+            and last[0] == key
+            and all(meta.topics.get(t) is info for t, info in last[1].items())
+            and all(node in meta.brokers for node in last[2])
+        ):
+            return last[2], last[1]
+        groups: Groups = {}
+        read: dict[str, TopicInfo] = {}
+        for topic, partition in key:
+            info = meta.topics.get(topic)
+            if info is None:
+                return None
+            part = info.partitions.get(partition)
+            if part is None or part.leader < 0 or part.leader not in meta.brokers:
+                return None
+            read[topic] = info
+            groups.setdefault(part.leader, []).append((topic, partition))
+        self._last = (key, read, groups)
+        return groups, read
+
+
+def same_leaders(read: dict[str, TopicInfo], fresh: ClusterMetadata, groups: Groups) -> bool:
+    """Whether ``fresh`` names the leaders ``groups`` were sent to (by the topics'
+    metadata ``read``). Topics parsed from the same answer are the same objects: then there
+    is nothing to compare."""
+    if all(fresh.topics.get(t) is info for t, info in read.items()):
+        return True
+    for node, tps in groups.items():
+        for topic, partition in tps:
+            info = fresh.topics.get(topic)
+            part = info.partitions.get(partition) if info is not None else None
+            if part is None or part.leader != node:
+                return False
+    return True
 
 
 def list_offsets_request(
@@ -60,8 +127,9 @@ def take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError 
     retriable one (its partition stays pending)."""
     first_error = None
     for t in response["topics"]:
+        name = t["name"]
         for p in t["partitions"]:
-            tp = (t["name"], p["partition_index"])
+            tp = (name, p["partition_index"])
             if tp not in pending:
                 continue
             if p["error_code"]:
