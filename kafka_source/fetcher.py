@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast
 from collections.abc import Iterable, Iterator
 
 from protocol.client import pool
@@ -30,6 +30,8 @@ from .offset_specs import OffsetRange
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from protocol.records.compiled_rows import CompiledRows
 
 log = logging.getLogger("pykafka.source")
 
@@ -75,6 +77,8 @@ class _RangeReader:
         self.base, self.config = options.client_config, config
         self.decode_records = decode_records
         self.formats = getattr(options, "formats", None)
+        # records may come as the decoder's buffers (CompiledRows): read_ranges joins them
+        self.deferred = False
         self.tp = (rng.topic, rng.partition)
         self.read_committed = options.isolation_level_code == READ_COMMITTED
         self.lost_records = 0
@@ -217,6 +221,7 @@ class _RangeReader:
             include_headers=self.o.include_headers or self.formats is not None,
             read_committed=self.read_committed,
             verify_crc=self.o.check_crcs,
+            deferred=self.deferred,
             aborted_transactions=[
                 (a["producer_id"], a["first_offset"])
                 for a in response.get("aborted_transactions") or ()
@@ -514,6 +519,7 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
         first: dict = {}
         for reader in readers:  # a partition read twice shares only its first range
             first.setdefault(reader.tp, reader)
+            reader.deferred = reader.formats is None  # _joined makes the Arrow arrays
         try:
             shared = _SharedFetch(
                 _start_fetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
@@ -536,16 +542,18 @@ JOINED_ROWS = 10_000
 JOINED_BYTES = 4 * 1024 * 1024
 
 
-def _joined(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _joined(batches: Iterable[pa.RecordBatch | CompiledRows]) -> Iterator[pa.RecordBatch]:
     """``batches`` in order, consecutive small ones joined into one of at most
-    ``JOINED_ROWS`` rows and about ``JOINED_BYTES``; a large one passes as it is.
+    ``JOINED_ROWS`` rows and about ``JOINED_BYTES``; a large one passes as it is. Records
+    still as the decoder's buffers (``CompiledRows``) become Arrow arrays here: those
+    joined, once for all of them.
 
     A batch's size is the size of its buffers (``get_total_buffer_size``): ``nbytes``
     costs about 50 times more, as much as the join itself saves on a batch of a record
     or two. A batch that slices a larger buffer counts it whole, so it is joined less."""
-    import pyarrow as pa
+    from protocol.records.compiled_rows import built  # executor side, as decoding
 
-    held: list[pa.RecordBatch] = []
+    held: list[pa.RecordBatch | CompiledRows] = []
     held_schema = None
     rows = size = 0
     for batch in batches:
@@ -555,17 +563,29 @@ def _joined(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             or nbytes + size > JOINED_BYTES
             or not batch.schema.equals(held_schema)
         ):
-            yield held[0] if len(held) == 1 else pa.concat_batches(held)
+            yield _join(held)
             held, rows, size = [], 0, 0
         if n >= JOINED_ROWS or nbytes >= JOINED_BYTES:
-            yield batch
+            yield built(batch)
             continue
         if not held:
             held_schema = batch.schema
         held.append(batch)
         rows, size = rows + n, size + nbytes
     if held:
-        yield held[0] if len(held) == 1 else pa.concat_batches(held)
+        yield _join(held)
+
+
+def _join(held: list[pa.RecordBatch | CompiledRows]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    from protocol.records.compiled_rows import CompiledRows, built
+
+    if len(held) == 1:
+        return built(held[0])
+    if all(isinstance(b, CompiledRows) for b in held):
+        return CompiledRows.join(cast(list[CompiledRows], held))
+    return pa.concat_batches([built(b) for b in held])
 
 
 def _read(

@@ -135,6 +135,39 @@ def test_a_task_of_many_small_ranges_hands_spark_few_batches(mock_cluster, topic
     assert len(batches) == 10  # three ranges of two rows each, then the next would pass 7
 
 
+def test_a_task_s_small_ranges_joined_are_the_records_each_range_reads_alone(
+    mock_cluster, topic_name
+):
+    """The ranges of a task are joined before their records become Arrow arrays (one set
+    of arrays for all): keys null or not, values empty or not, topics of other lengths,
+    every column the same as each range read alone, in the ranges' order."""
+    from protocol.records import accel
+
+    other = topic_name + "-longer-name"
+    mock_cluster.create_topic(topic_name, 6, 1)
+    mock_cluster.create_topic(other, 2, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap, "linger.ms": 5})
+    counts: dict = {}
+    for i in range(40):
+        tp = (other, i % 2) if i % 5 == 0 else (topic_name, i % 6)
+        counts[tp] = counts.get(tp, 0) + 1
+        key = None if i % 3 == 0 else b"k%d" % i
+        p.produce(tp[0], key=key, value=b"v" * (i % 4) if i % 7 else None, partition=tp[1])
+    assert p.flush(10) == 0
+    ranges = [OffsetRange(t, q, 1 if t == other else 0, n) for (t, q), n in sorted(counts.items())]
+    o = options(mock_cluster.bootstrap)
+    joined = list(read_ranges(o, ranges))
+    alone = [b for r in ranges for b in read_range(o, r)]
+    assert accel.module() is not None  # the compiled decoder's buffers were joined
+    assert len(joined) == 1 and len(alone) == len(ranges)
+    assert joined[0].equals(pa.Table.from_batches(alone).combine_chunks().to_batches()[0])
+    assert joined[0].column("key").null_count == sum(b.column("key").null_count for b in alone)
+    with accel.forced(False):  # the pure decoder: batches joined as they are
+        assert pa.Table.from_batches(list(read_ranges(o, ranges))).equals(
+            pa.Table.from_batches(joined)
+        )
+
+
 def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
     o = options("127.0.0.1:1", **{"kafkaConsumer.pollTimeoutMs": 1500})
     started = time.monotonic()

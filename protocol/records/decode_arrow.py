@@ -39,6 +39,7 @@ from . import legacy as _legacy
 from . import accel as _accel
 from . import compression as _compression
 from .arrow_columns import HEADERS_TYPE, TIMESTAMP_TYPE, from_compiled, from_records
+from .compiled_rows import CompiledRows, built
 from .compression import DEFAULT_MAX_DECOMPRESSED
 from .decode_arena import Bad as _Bad
 from .decode_arena import decode_arena as _decode_arena
@@ -129,7 +130,8 @@ def decode_records(
     aborted_transactions: Iterable[tuple[int, int]] | None = None,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     verify_crc: bool = True,
-) -> tuple[pa.RecordBatch, int]:
+    deferred: bool = False,
+) -> tuple[pa.RecordBatch | CompiledRows, int]:
     """Decode the RECORDS bytes of one partition of a Fetch response.
 
     Returns ``(batch, next_offset)``: the records with ``start_offset <= offset <
@@ -148,6 +150,10 @@ def decode_records(
     ``(producer_id, first_offset)`` pairs; with ``read_committed`` the records of aborted
     transactions are dropped. A truncated last batch (the broker cuts responses at the
     size limit) is ignored; anything malformed raises ``CorruptRecordError``.
+
+    ``deferred`` (without headers): records the compiled decoder decoded in one pass may
+    come back as its buffers, a ``CompiledRows`` (``num_rows``; ``batch()``), for a caller
+    that joins several partitions' records before making Arrow arrays of them.
     """
     if not isinstance(topic, str):
         raise ConfigError(f"topic must be a str, not {type(topic).__name__}")
@@ -172,6 +178,7 @@ def decode_records(
         aborted_transactions,
         max_decompressed,
         verify_crc,
+        deferred and not include_headers,
     )
     pos = 0
     while n - pos >= _batch.LOG_OVERHEAD:
@@ -220,8 +227,10 @@ class _Walk:
         aborted_transactions: Iterable[tuple[int, int]] | None,
         max_decompressed: int,
         verify_crc: bool,
+        deferred: bool = False,
     ):
         self.buf = buf
+        self.deferred = deferred
         self.view = memoryview(buf)
         self.topic, self.partition = topic, partition
         self.start_offset, self.end_offset = start_offset, end_offset
@@ -231,7 +240,7 @@ class _Walk:
         self.aborted = sorted(((first, pid) for pid, first in (aborted_transactions or ())))
         self.aborted_at = 0
         self.aborted_pids: set[int] = set()
-        self.chunks: list[pa.RecordBatch] = []
+        self.chunks: list[pa.RecordBatch | CompiledRows] = []
         self.pending = _Pending()
         self.next_offset = start_offset
         self.arena_target = _ARENA_TARGET if _accel.module() is None else _COMPILED_ARENA_TARGET
@@ -377,11 +386,12 @@ class _Walk:
                 self.end_offset,
                 self.include_headers,
                 self.schema,
+                self.deferred,
             )
         )
         self.pending = _Pending()
 
-    def result(self) -> tuple[pa.RecordBatch, int]:
+    def result(self) -> tuple[pa.RecordBatch | CompiledRows, int]:
         """``decode_records``' answer: the chunks as one batch, and the next offset."""
         if self.pending.sections:
             self._flush()
@@ -392,7 +402,7 @@ class _Walk:
             return _empty(schema), next_offset
         if len(chunks) == 1:
             return chunks[0], next_offset
-        table = pa.Table.from_batches(chunks, schema=schema).combine_chunks()
+        table = pa.Table.from_batches(map(built, chunks), schema=schema).combine_chunks()
         return table.to_batches()[0] if table.num_rows else _empty(schema), next_offset
 
 
@@ -430,7 +440,9 @@ def _is_abort_marker(
 # ---- the vectorised pass (decode_arena.py) -------------------------------------------------
 
 
-def _decode_pending(p: _Pending, ctx, start_offset, end_offset, include_headers, schema):
+def _decode_pending(
+    p: _Pending, ctx, start_offset, end_offset, include_headers, schema, deferred=False
+):
     topic, partition = ctx
     ext = _accel.module()
     if ext is not None:
@@ -447,6 +459,8 @@ def _decode_pending(p: _Pending, ctx, start_offset, end_offset, include_headers,
             include_headers,
         )
         if out is not None:
+            if deferred:
+                return CompiledRows(out, topic, partition, schema)
             return from_compiled(out, topic, partition, include_headers, schema)
         # refused: the pure path decodes the same bytes and names the problem
     counts = np.array(p.count, dtype=np.int64)
