@@ -136,12 +136,13 @@ def test_a_task_of_many_small_ranges_hands_spark_few_batches(mock_cluster, topic
 
 
 def test_a_task_s_small_ranges_joined_are_the_records_each_range_reads_alone(
-    mock_cluster, topic_name
+    mock_cluster, topic_name, monkeypatch
 ):
     """The ranges of a task are joined before their records become Arrow arrays (one set
     of arrays for all): keys null or not, values empty or not, topics of other lengths,
     every column the same as each range read alone, in the ranges' order."""
     from protocol.records import accel
+    from protocol.records.compiled_rows import CompiledRows
 
     other = topic_name + "-longer-name"
     mock_cluster.create_topic(topic_name, 6, 1)
@@ -156,9 +157,13 @@ def test_a_task_s_small_ranges_joined_are_the_records_each_range_reads_alone(
     assert p.flush(10) == 0
     ranges = [OffsetRange(t, q, 1 if t == other else 0, n) for (t, q), n in sorted(counts.items())]
     o = options(mock_cluster.bootstrap)
+    joins = []
+    join = CompiledRows.join
+    monkeypatch.setattr(CompiledRows, "join", staticmethod(lambda p: joins.append(p) or join(p)))
     joined = list(read_ranges(o, ranges))
     alone = [b for r in ranges for b in read_range(o, r)]
-    assert accel.module() is not None  # the compiled decoder's buffers were joined
+    assert accel.module() is not None
+    assert [len(p) for p in joins] == [len(ranges)]  # the decoder's buffers, joined once
     assert len(joined) == 1 and len(alone) == len(ranges)
     assert joined[0].equals(pa.Table.from_batches(alone).combine_chunks().to_batches()[0])
     assert joined[0].column("key").null_count == sum(b.column("key").null_count for b in alone)

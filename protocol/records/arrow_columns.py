@@ -20,11 +20,16 @@ HEADERS_TYPE = pa.list_(
 TIMESTAMP_TYPE = pa.timestamp("us", tz="UTC")
 
 
+def repeated_offsets(length: int, n: int) -> np.ndarray:
+    """The int32 offsets of ``n`` values of ``length`` bytes each, one after the other."""
+    return np.arange(n + 1, dtype=np.int32) * np.int32(length)
+
+
 def topic_column(topic: str, n: int) -> pa.Array:
     raw = topic.encode("utf-8")
     if n * len(raw) >= 1 << 31:
         return pa.array([topic] * n, pa.string())
-    offsets = np.arange(n + 1, dtype=np.int32) * np.int32(len(raw))
+    offsets = repeated_offsets(len(raw), n)
     return pa.Array.from_buffers(
         pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(raw * n)]
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .arrow_columns import TIMESTAMP_TYPE, from_compiled
+from .arrow_columns import TIMESTAMP_TYPE, from_compiled, repeated_offsets
 
 __all__ = ["CompiledRows", "built"]
 
@@ -50,7 +50,7 @@ class CompiledRows:
             _binary([(o[0], o[4], o[5], o[6]) for o in outs], pa.binary(), n),
             _binary(
                 [
-                    (c, _repeated_offsets(len(t), c), None, t * c)
+                    (c, repeated_offsets(len(t), c), None, t * c)
                     for t, c in zip(topics, counts.tolist())
                 ],
                 pa.string(),
@@ -67,10 +67,6 @@ class CompiledRows:
 def built(batch: pa.RecordBatch | CompiledRows) -> pa.RecordBatch:
     """``batch`` as an Arrow batch."""
     return batch.batch() if isinstance(batch, CompiledRows) else batch
-
-
-def _repeated_offsets(length: int, count: int) -> bytes:
-    return (np.arange(count + 1, dtype=np.int32) * np.int32(length)).tobytes()
 
 
 def _binary(pieces: list, arrow_type: pa.DataType, n: int) -> pa.Array:
@@ -100,4 +96,5 @@ def _binary(pieces: list, arrow_type: pa.DataType, n: int) -> pa.Array:
 
 
 def _fixed(buffers: list, arrow_type: pa.DataType, n: int) -> pa.Array:
+    # the compiled decoder's fixed-width buffers hold exactly its rows (no spare room)
     return pa.Array.from_buffers(arrow_type, n, [None, pa.py_buffer(b"".join(buffers))])
