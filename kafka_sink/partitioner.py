@@ -67,7 +67,7 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         arr = arr.view(pa.binary())
     elif pa.types.is_large_string(t):
         arr = arr.view(pa.large_binary())
-    elif pa.types.is_binary_view(t) or pa.types.is_string_view(t):
+    elif _is_view(t):
         arr = arr.cast(pa.large_binary())
     elif not (pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)):
         raise TypeError(f"murmur2 needs a binary or string array, not {t}")
@@ -79,6 +79,12 @@ def _binary_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.frombuffer(bufs[1], dtype=off_type)[arr.offset : arr.offset + n + 1]
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
     return offsets.astype(np.int64), data
+
+
+def _is_view(t: pa.DataType) -> bool:
+    """A binary or string view (pyarrow 16 and later; pyarrow 15 has none)."""
+    is_binary_view = getattr(pa.types, "is_binary_view", None)
+    return is_binary_view is not None and (is_binary_view(t) or pa.types.is_string_view(t))
 
 
 def _fixed_width_words(padded: np.ndarray, offsets: np.ndarray, n: int) -> np.ndarray | None:

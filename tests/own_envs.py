@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import subprocess
 import sys
 import time
@@ -23,17 +24,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def own_env(
-    name: str, requirements: list[str], base: str = sys.executable, no_compile: tuple[str, ...] = ()
+    name: str,
+    requirements: list[str],
+    base: str = sys.executable,
+    no_compile: tuple[str, ...] = (),
+    resolution: str | None = None,
 ) -> str:
     """``.venv-<name>/bin/python`` with ``requirements`` and the connector's runtime
     dependencies installed (not the connector), made by the Python ``base`` (this one by
     default). ``no_compile``: requirements installed without byte-compiling them (PySpark:
-    a Python worker compiles the few modules it imports). Prints how long a (re)build
-    took."""
+    a Python worker compiles the few modules it imports). ``resolution`` (``lowest-direct``
+    or ``lowest``): installed by uv with that resolution instead of by pip, the runtime
+    dependencies from wheels only (as on a node without a C compiler); uv compiles
+    nothing. Prints how long a (re)build took."""
     path = os.path.join(ROOT, f".venv-{name}")
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, ".requirements")
     wanted = "\n".join([*requirements, *RUNTIME_DEPENDENCIES])
+    if resolution:
+        wanted += f"\n--resolution {resolution}"
     with open(path + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
@@ -44,15 +53,47 @@ def own_env(
             pass
         began = time.monotonic()
         subprocess.run([base, "-m", "venv", "--clear", path], check=True)
-        pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        compiled = [r for r in wanted.split("\n") if r not in no_compile]
-        subprocess.run([*pip, *compiled], check=True)
-        if no_compile:
-            subprocess.run([*pip, "--no-compile", *no_compile], check=True)
+        if resolution:
+            _uv_install(python, [*requirements, *RUNTIME_DEPENDENCIES], resolution)
+        else:
+            _pip_install(python, wanted, no_compile)
         with open(stamp, "w") as f:
             f.write(wanted)
         print(f"\n{path}: built in {time.monotonic() - began:.0f} s", file=sys.stderr)
     return python
+
+
+def _pip_install(python: str, wanted: str, no_compile: tuple[str, ...]) -> None:
+    pip = [python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    compiled = [r for r in wanted.split("\n") if r not in no_compile]
+    subprocess.run([*pip, *compiled], check=True)
+    if no_compile:
+        subprocess.run([*pip, "--no-compile", *no_compile], check=True)
+
+
+def _uv_install(python: str, requirements: list[str], resolution: str) -> None:
+    """uv's resolution ``resolution`` of ``requirements`` into ``python``'s env (uv is in
+    the dev extra, pinned); the runtime dependencies from wheels only."""
+    names = (re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0] for r in RUNTIME_DEPENDENCIES)
+    wheels_only = ",".join(dict.fromkeys(names))
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "install",
+            "-q",
+            "--python",
+            python,
+            "--resolution",
+            resolution,
+            "--only-binary",
+            wheels_only,
+            *requirements,
+        ],
+        check=True,
+    )
 
 
 def install_connector(python: str, tmp: str) -> None:

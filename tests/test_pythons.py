@@ -19,7 +19,9 @@ For each version of ``scripts/build_wheels.py``'s ``PYTHONS`` (3.10 to 3.13, pye
 - a Spark job there (``python job.py``, the connector found by Spark's own lookup of
   ``pyspark_*`` modules) writes a topic of the librdkafka mock cluster, reads it back and
   streams it with ``Trigger.AvailableNow`` and ``maxOffsetsPerTrigger`` to a second topic,
-  its Python workers on that Python with the compiled paths in use.
+  and reads 50 partitions of one record each with ``includeHeaders`` in one task
+  (:mod:`tests.helpers.python_lanes`), its Python workers on that Python with the compiled
+  paths in use.
 
 PySpark 4.3 needs Python 3.11 or later: Python 3.10 runs PySpark 4.2 (``PYSPARK``), which
 pip's resolver picks there for ``pyspark>=4.1``.
@@ -38,9 +40,7 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import tomllib
-import traceback
 import zipfile
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -48,8 +48,8 @@ import pytest
 
 from protocol.version import __version__
 
-from .broker_setup import create_topic
-from .own_envs import own_env, run_job, write_job
+from .helpers import python_lanes
+from .own_envs import own_env
 from .python_envs import pip, site_packages
 from .helpers.envs import clean_env
 
@@ -65,28 +65,9 @@ finally:
 PYTHONS = build_wheels.PYTHONS
 # The PySpark of each Python's env: the newest that supports it (4.3 needs 3.11).
 PYSPARK = {"3.10": "4.2.1", "3.11": "4.3.0", "3.12": "4.3.0", "3.13": "4.3.0"}
-# The child pytest's tools, pinned: every env gets the same (the newest hypothesis that
-# still runs on 3.10).
-TEST_REQUIREMENTS = ["pytest==9.2.0", "pytest-timeout==2.4.0", "hypothesis==6.168.5"]
-# The selection each Python runs (no broker, no Spark: the Spark part is the job below).
-SELECTION = [
-    "test_primitives.py",
-    "test_schema_roundtrip.py",
-    "test_records_batch.py",
-    "test_records_decode.py",
-    "test_records_encode.py",
-    "test_records_golden.py",
-    "test_records_legacy.py",
-    "test_records_varint.py",
-    "test_records_compression.py",
-    "test_records_accel.py",
-]
 CHECK_WHEEL = os.path.join(ROOT, "scripts", "check_wheel.py")
 # Versions worked on at once: the selection is one busy core, a Spark job about two.
 LANES = 2
-PARTITIONS = 2
-ROWS = 40  # a multiple of PARTITIONS
-PER_TRIGGER = 10
 
 
 def test_the_versions_agree_with_pyproject():
@@ -140,7 +121,7 @@ def _env_with_wheel(version: str, wheel: str) -> str:
     """``.venv-python-<version>/bin/python`` (made once and kept) with ``wheel``."""
     python = own_env(
         f"python-{version}",
-        [f"pyspark=={PYSPARK[version]}", *TEST_REQUIREMENTS],
+        [f"pyspark=={PYSPARK[version]}", *python_lanes.TEST_REQUIREMENTS],
         base=build_wheels.find_python(version),
         no_compile=(f"pyspark=={PYSPARK[version]}",),
     )
@@ -226,48 +207,10 @@ def _fresh_install(version: str, wheel: str, deps: str, tmp: str) -> dict:
     }
 
 
-def _selection(python: str, tmp: str) -> subprocess.CompletedProcess:
-    """The selection in a child pytest of ``python``, on a copy of tests/ (and of
-    pyproject.toml, for pytest's settings) beside nothing else: the connector comes from
-    the wheel installed in the env."""
-    shutil.copytree(
-        os.path.join(ROOT, "tests"),
-        os.path.join(tmp, "tests"),
-        ignore=shutil.ignore_patterns("__pycache__", "node_modules", "bench", "fuzz", "java"),
-    )
-    shutil.copy(os.path.join(ROOT, "pyproject.toml"), tmp)
-    return subprocess.run(
-        [
-            python,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *[os.path.join("tests", name) for name in SELECTION],
-        ],
-        cwd=tmp,
-        env=clean_env(python),
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-
-
 def _spark_job(version: str, python: str, bootstrap: str, tmp: str) -> tuple[str, dict]:
-    """``JOB`` run by ``python``: that Python and what the job reported."""
-    source, sink = _topics(version)
-    job = write_job(tmp, JOB)
-    return python, run_job(
-        python,
-        [python, job, bootstrap, source, sink, str(ROWS), str(PARTITIONS), str(PER_TRIGGER)],
-        tmp,
-        600,
-    )
-
-
-def _topics(version: str) -> tuple[str, str]:
-    return f"pythons-{version}-source", f"pythons-{version}-sink"
+    """The Spark job of :mod:`tests.helpers.python_lanes` run by ``python``: that Python
+    and what the job reported."""
+    return python, python_lanes.spark_job(python, bootstrap, f"pythons-{version}", tmp)
 
 
 def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Future]:
@@ -275,13 +218,7 @@ def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Futur
     exception it raised) as a resolved Future, so each test re-raises only its own."""
 
     def outcome(part, *args) -> Future:
-        future: Future = Future()
-        try:
-            future.set_result(part(*args))
-        except BaseException as exc:  # noqa: BLE001 (handed to the test that judges it)
-            exc.add_note(f"(in the {version} lane: {traceback.format_exc()[-3000:]})")
-            future.set_exception(exc)
-        return future
+        return python_lanes.outcome(version, part, *args)
 
     env = outcome(_env_with_wheel, version, wheel)
     if env.exception() is not None:
@@ -291,7 +228,7 @@ def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Futur
     os.makedirs(os.path.join(tmp, "spark"))
     return {
         "fresh": outcome(_fresh_install, version, wheel, python, tmp),
-        "selection": outcome(_selection, python, os.path.join(tmp, "selection")),
+        "selection": outcome(python_lanes.selection, python, os.path.join(tmp, "selection")),
         "spark": outcome(_spark_job, version, python, bootstrap, os.path.join(tmp, "spark")),
     }
 
@@ -300,8 +237,7 @@ def _lane(version: str, wheel: str, bootstrap: str, tmp: str) -> dict[str, Futur
 def lanes(wheels, mock_cluster, tmp_path_factory):
     """``lanes[version]``: a Future of that version's parts, ``LANES`` versions at once."""
     for version in PYTHONS:
-        for topic in _topics(version):
-            create_topic(mock_cluster, topic, PARTITIONS)
+        python_lanes.create_topics(mock_cluster, f"pythons-{version}")
     tmps = {v: str(tmp_path_factory.mktemp(f"python-{v}")) for v in PYTHONS}
     with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="python-lane") as pool:
         yield {
@@ -343,91 +279,13 @@ def test_the_wheel_installs_without_a_compiler_and_its_compiled_paths_match_the_
 @pytest.fixture(scope="module")
 def selection_size() -> int:
     """How many tests the selection holds here (both record paths: this Python has them)."""
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--collect-only",
-            *[os.path.join("tests", n) for n in SELECTION],
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    collected = re.search(r"^(\d+) tests? collected", done.stdout, re.M)
-    assert done.returncode == 0 and collected, done.stdout[-3000:] + done.stderr[-3000:]
-    return int(collected[1])
+    return python_lanes.selection_size()
 
 
 @pytest.mark.timeout(1500)
 @pytest.mark.parametrize("version", PYTHONS)
 def test_the_selection_passes_under_each_python(version, lanes, selection_size):
-    done = _part(lanes, version, "selection")
-    tail = done.stdout[-6000:] + done.stderr[-3000:]
-    assert done.returncode == 0, tail
-    summary = done.stdout.strip().splitlines()[-1]
-    # all of them, on both record paths, and nothing skipped, failed or deselected
-    assert re.fullmatch(rf"{selection_size} passed in [\d.]+s(?: \([\d:]+\))?", summary), tail
-
-
-JOB = textwrap.dedent('''
-    """Run by tests/test_pythons.py with a Python whose env has the connector's wheel."""
-    import json
-    import os
-    import sys
-
-    import pyspark
-    from pyspark.sql import SparkSession
-
-    bootstrap, source, sink, rows, partitions, per_trigger = (
-        sys.argv[1:4] + [int(a) for a in sys.argv[4:7]])
-    spark = (SparkSession.builder.master("local[2]")
-             .config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-
-    def where():
-        import sys
-        import kafka_source
-        from protocol.records import accel
-        return ["%d.%d" % sys.version_info[:2], kafka_source.__file__, accel.origin()]
-
-    report = {"pyspark": pyspark.__version__, "driver": where(),
-              "workers": spark.sparkContext.parallelize(range(2), 2)
-              .map(lambda _: tuple(where())).distinct().collect()}
-
-    def kafka(reader):
-        return reader.format("pykafka").option("kafka.bootstrap.servers", bootstrap)
-
-    (spark.range(0, rows, 1, 2).selectExpr(
-        "format_string('k%05d', id) AS key", "format_string('v%05d', id) AS value",
-        f"cast(id % {partitions} AS int) AS partition")
-     .write.format("pykafka").mode("append").option("kafka.bootstrap.servers", bootstrap)
-     .option("topic", source).save())
-    report["batch"] = [list(r) for r in kafka(spark.read).option("subscribe", source).load()
-                       .selectExpr("cast(key AS string)", "cast(value AS string)",
-                                   "partition").collect()]
-
-    q = (kafka(spark.readStream).option("subscribe", source)
-         .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger)
-         .load().selectExpr("key", "value").writeStream.format("pykafka")
-         .option("kafka.bootstrap.servers", bootstrap).option("topic", sink)
-         .option("checkpointLocation", os.path.abspath("checkpoint"))
-         .trigger(availableNow=True).start())
-    q.awaitTermination(300)
-    report["stream_error"] = q.exception() and str(q.exception())[:4000]
-    report["batches"] = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
-    report["streamed"] = [r[0] for r in kafka(spark.read).option("subscribe", sink).load()
-                          .selectExpr("cast(value AS string)").collect()]
-    print("REPORT " + json.dumps(report), flush=True)
-    spark.stop()
-''')
+    python_lanes.assert_selection_passed(_part(lanes, version, "selection"), selection_size)
 
 
 @pytest.mark.timeout(1500)
@@ -438,11 +296,4 @@ def test_spark_batch_read_write_and_a_stream_under_each_python(version, lanes):
     assert report["pyspark"] == PYSPARK[version]
     assert report["driver"] == [version, installed, "installed"]
     assert report["workers"] == [[version, installed, "installed"]]
-    assert sorted(report["batch"]) == sorted(
-        [f"k{i:05d}", f"v{i:05d}", i % PARTITIONS] for i in range(ROWS)
-    )
-    assert report["stream_error"] is None, report["stream_error"]
-    assert sorted(report["streamed"]) == [f"v{i:05d}" for i in range(ROWS)]
-    batches = report["batches"]
-    assert sum(batches) == ROWS and len(batches) >= ROWS // PER_TRIGGER, batches
-    assert max(batches) <= PER_TRIGGER, batches
+    python_lanes.assert_job_report(report)

@@ -184,7 +184,8 @@ def test_transactional_flag_and_batch_fields():
         (lambda v: pa.array(v, pa.string()), True),
         (lambda v: pa.array(v, pa.large_binary()), False),
         (lambda v: pa.array(v, pa.large_string()), True),
-        (lambda v: pa.array(v, pa.binary_view()), False),
+        # (pyarrow 15, the lowest we claim, has no view types: a plain binary array there)
+        (lambda v: pa.array(v, getattr(pa, "binary_view", pa.binary)()), False),
         (
             lambda v: pa.chunked_array(
                 [pa.array(v[:2], pa.binary()), pa.array(v[2:], pa.binary())]

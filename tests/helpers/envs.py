@@ -11,13 +11,16 @@ import sys
 from .library import ROOT
 
 PYFILES_VENV = os.path.join(ROOT, ".venv-pyfiles")
+# pyproject.toml's dependencies (tests/test_minimums.py checks they agree).
 RUNTIME_DEPENDENCIES = (
-    "pyarrow>=15",
-    "numpy>=1.26",
-    "crc32c>=2.3",
-    "lz4>=4.0",
-    "zstandard>=0.22",
-    "cramjam>=2.8",
+    'pyarrow>=15; python_version < "3.13"',
+    'pyarrow>=18; python_version >= "3.13"',
+    'numpy>=1.26; python_version < "3.13"',
+    'numpy>=2.1; python_version >= "3.13"',
+    "crc32c>=2.5",
+    "lz4>=4.4.4",
+    "zstandard>=0.23",
+    "cramjam>=2.8.4",
 )
 
 
