@@ -9,14 +9,17 @@ ms of CPU per task on an idle machine and was seen at 90 ms on average, 320 ms a
 a busy one, during which the worker cannot start its next task (one of the things a slow
 micro-batch of a stream has waited for), and the writer's tasks paid it four times a write.
 
-A worker's second task of ours (and only then) freezes the objects alive at that moment
-(``gc.freeze()``): the daemon has just collected, so what is alive is what the worker
-keeps (modules, classes, caches, pooled clients), and the later collections scan only what
-was made since. Once per process: an object alive then that later becomes cyclic garbage
-is never collected, so what can leak is bounded by that one moment's heap, not by the
-hours a stream runs. A worker that runs one task (no reuse) never freezes; nor does a
-process that is not running a Spark task (a test calling the writer itself) or whose
-collector is off (``gc.disable()``).
+The first task of ours in a worker arranges for the objects alive after it to be frozen
+(``gc.freeze()``), and the later collections scan only what was made since. The freeze
+happens at the end of the first full collection that runs outside a task (the one the
+daemon runs after the task, once the worker has cleared the task's context): that
+collection has just freed the task's garbage and no task object is alive any more, so
+what is frozen is what the worker keeps (modules, classes, caches, pooled clients), never
+a task's own objects, whose cycles stay collectable. Once per process: an object alive
+then that later becomes cyclic garbage is never collected, so what can leak is bounded by
+that one moment's heap, not by the hours a stream runs. A process that is not running a
+Spark task (a test calling the writer itself) never freezes, nor does one whose collector
+is off (``gc.disable()``).
 """
 
 from __future__ import annotations
@@ -26,19 +29,28 @@ import sys
 
 __all__ = ["settle_worker_heap"]
 
-_state = {"tasks": 0, "frozen": False}
+_state = {"arranged": False, "frozen": False}
 
 
 def settle_worker_heap() -> bool:
-    """Call at the start of each task; True when this call froze the heap."""
-    if _state["frozen"] or not _in_spark_task():
+    """Call at the start of each task; True when this call arranged the freeze (the first
+    task of ours in the worker)."""
+    if _state["arranged"] or not _in_spark_task() or not gc.isenabled():
         return False
-    _state["tasks"] += 1
-    if _state["tasks"] < 2 or not gc.isenabled():
-        return False
-    gc.freeze()
-    _state["frozen"] = True
+    _state["arranged"] = True
+    gc.callbacks.append(_freeze_after_task)
     return True
+
+
+def _freeze_after_task(phase: str, info: dict) -> None:
+    """A ``gc.callbacks`` hook: at the end of a full collection run outside a Spark task,
+    freeze what is alive, once."""
+    if phase != "stop" or info.get("generation") != 2 or _state["frozen"]:
+        return
+    if _in_spark_task() or not gc.isenabled():
+        return
+    gc.freeze()
+    _state["frozen"] = True  # the hook stays (removing it mid-callback could skip another)
 
 
 def _in_spark_task() -> bool:

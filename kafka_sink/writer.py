@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import sys
 import time
 from typing import TYPE_CHECKING
 from collections.abc import Iterator
@@ -38,6 +37,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from kafka_common.bounded_cache import BoundedCache
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
+from kafka_common.user_errors import user_errors
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
@@ -123,6 +123,7 @@ class _TaskWriting:
         )
 
 
+@user_errors
 class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
     """``df.write.format("pykafka")``: one ``write_task`` per Spark partition."""
 
@@ -154,6 +155,7 @@ class KafkaArrowWriter(_TaskWriting, DataSourceArrowWriter):
         _log_totals("Kafka write aborted", done)
 
 
+@user_errors
 class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamArrowWriter):
     """``writeStream.format("pykafka")``: the same task per partition of each micro-batch."""
 
@@ -259,7 +261,7 @@ def _check_topic_exists(options: WriterOptions) -> None:
             what,
             lambda: _check_topic(options),
             log=log,
-            attempts=ATTEMPTS if checked is None else sys.maxsize,
+            attempts=ATTEMPTS if checked is None else None,  # then until kafka.max.block.ms
             deadline=started + options.max_block_ms / 1000,
             retriable=RETRIABLE["topic check"],
         )

@@ -31,6 +31,7 @@ from .offset_specs import OffsetRange
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from protocol.client.leader_requests import PendingFetch
     from protocol.records.compiled_rows import CompiledRows
 
 log = logging.getLogger("pykafka.source")
@@ -393,29 +394,90 @@ def _start_fetch(client: KafkaClient, o, offsets: dict):
 class _SharedFetch:
     """One Fetch (a request per leader) holding the first answer of several readers; each
     takes its partition's part (``share(tp)``), and only its own: the part is dropped from
-    here once taken. A failure is each reader's to retry on its own."""
+    here once taken.
 
-    def __init__(self, pending):
-        self._pending = pending
-        self._parts: dict | None = None
-        self._error: PyKafkaError | None = None
+    A failure costs one recovery, not one per partition it touched: when a broker's part
+    fails (its connection cut, no answer in time, an error for its whole request, or a
+    retriable error for its partitions) the other brokers' answers are kept; the first
+    reader of the failed partitions gets the failure and recovers as a lone reader does
+    (one warning, the backoff, a metadata refresh), and the next reader of them asks again,
+    after that recovery, in one Fetch for all of them still waiting (at the offsets first
+    asked for)."""
+
+    def __init__(self, client: KafkaClient, options, offsets: dict):
+        self._client, self._options = client, options
+        self._offsets = dict(offsets)  # partition -> offset, until its reader takes it
+        self._pending: PendingFetch | None = _start_fetch(client, options, offsets)
+        self._parts: dict = {}
+        self._failed: dict[tuple, _Failure] = {}
 
     def share(self, tp) -> _Share:
         return _Share(self, tp)
 
     def part(self, tp, timeout_ms: int | None) -> dict:
-        if self._parts is None and self._error is None:
-            try:
-                self._parts = self._pending.result(timeout_ms)
-            except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
-                self._error = e
-        if self._error is not None:
-            raise self._error
+        if tp not in self._offsets:
+            return {}  # taken already
+        if tp not in self._parts and tp not in self._failed:
+            self._collect(timeout_ms)
+        failure = self._failed.get(tp)
+        if failure is not None and failure.handed:  # recovered from: ask again
+            self._ask_again(timeout_ms)
+            failure = self._failed.get(tp)
+        del self._offsets[tp]
+        if failure is not None:  # this reader recovers, for all the partitions it failed
+            failure.handed = True
+            del self._failed[tp]
+            if failure.error is not None:
+                raise failure.error
         return {tp: self._parts.pop(tp)} if tp in self._parts else {}
 
+    def _collect(self, timeout_ms: int | None) -> None:
+        """The answers of the Fetch in flight: parts kept, failures noted per broker."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            return
+        parts, failed = pending.results(timeout_ms)
+        for tps, error in failed:
+            self._note(tps, _Failure(error))
+        self._parts.update(parts)
+        retried: dict[int, _Failure] = {}  # parts with a retriable error, by the error
+        for tp, part in parts.items():
+            code = part["error_code"]
+            if code and is_retriable(BrokerError.for_code(code)):
+                self._note([tp], retried.setdefault(code, _Failure(None)))
+
+    def _note(self, tps, failure: _Failure) -> None:
+        for tp in tps:
+            if tp in self._offsets:
+                self._failed[tp] = failure
+
+    def _ask_again(self, timeout_ms: int | None) -> None:
+        """One Fetch for every partition whose failure a reader recovered from."""
+        waiting = {tp: self._offsets[tp] for tp, f in self._failed.items() if f.handed}
+        for tp in waiting:
+            del self._failed[tp]
+            self._parts.pop(tp, None)
+        try:
+            self._pending = _start_fetch(self._client, self._options, waiting)
+        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
+            self._note(waiting, _Failure(e))
+            return
+        self._collect(timeout_ms)
+
     def cancel(self) -> None:
-        if self._parts is None and self._error is None:
+        if self._pending is not None:
             self._pending.cancel()
+            self._pending = None
+
+
+class _Failure:
+    """A failure of a ``_SharedFetch``'s answer for some of its partitions: ``error`` (None
+    when the parts themselves carry a retriable error) and whether a reader took it on."""
+
+    __slots__ = ("error", "handed")
+
+    def __init__(self, error: Exception | None):
+        self.error, self.handed = error, False
 
 
 class _Share(NamedTuple):
@@ -521,9 +583,7 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
             first.setdefault(reader.tp, reader)
             reader.deferred = reader.formats is None  # _joined makes the Arrow arrays
         try:
-            shared = _SharedFetch(
-                _start_fetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
-            )
+            shared = _SharedFetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             log.debug("the shared first Fetch was not sent (each range sends its own): %s", e)
         else:
@@ -585,7 +645,13 @@ def _join(held: list[pa.RecordBatch | CompiledRows]) -> pa.RecordBatch:
         return built(held[0])
     if all(isinstance(b, CompiledRows) for b in held):
         return CompiledRows.join(cast(list[CompiledRows], held))
-    return pa.concat_batches([built(b) for b in held])
+    batches = [built(b) for b in held]
+    if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
+        return pa.concat_batches(batches)
+    # pyarrow 15 to 18 (PySpark 4.2 and 4.3 allow 18): a table of them, one chunk a column
+    # (it holds at most JOINED_BYTES), which is one batch.
+    table = pa.Table.from_batches(batches).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else batches[0].slice(0, 0)
 
 
 def _read(

@@ -100,3 +100,25 @@ def test_the_retries_end_at_max_block_ms(proxy, proxied, topic_name):
             False,
         )
     assert len(writer._CHECKED) == 0
+
+
+def test_a_recheck_logs_its_retries_until_a_time_not_of_a_count(proxy, proxied, topic_name, caplog):
+    """A check that passed before is retried up to ``kafka.max.block.ms`` with no count of
+    its own: its warnings say until when, not "attempt 1 of 9223372036854775807"."""
+    import logging
+    import re
+    import time
+
+    proxy, kafka = proxied
+    create_topic(kafka, topic_name, 1)
+    opts = {"kafka.bootstrap.servers": proxy.bootstrap, "topic": topic_name}
+    create_stream_writer(opts, SCHEMA, False)
+    (key,) = writer._CHECKED.keys()
+    writer._CHECKED.put(key, time.monotonic() - 3600)  # passed once, long ago
+    proxy.drop_after_request(METADATA, count=2)  # one attempt fails (two cuts)
+    with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
+        create_stream_writer(opts, SCHEMA, False)
+    retries = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+    assert retries, caplog.text
+    assert all(re.search(r"\(attempt \d+, until \d\d:\d\d:\d\d\)", m) for m in retries), retries
+    assert " of 9223372036854775807" not in caplog.text

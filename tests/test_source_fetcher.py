@@ -173,6 +173,26 @@ def test_a_task_s_small_ranges_joined_are_the_records_each_range_reads_alone(
         )
 
 
+def test_small_ranges_with_headers_join_into_one_batch_on_pyarrow_before_19(
+    mock_cluster, topic_name, monkeypatch
+):
+    """With headers the ranges reach the join as Arrow batches: joined by
+    ``pa.concat_batches`` (pyarrow 19 and later), else through a table, into the same one
+    batch (pyarrow 15 to 18 have no ``concat_batches``; make test-minimums runs them)."""
+    mock_cluster.create_topic(topic_name, 20, 1)
+    p = confluent_kafka.Producer({"bootstrap.servers": mock_cluster.bootstrap})
+    for q in range(20):
+        p.produce(topic_name, value=b"v%d" % q, partition=q, headers=[("h", b"%d" % q)])
+    assert p.flush(10) == 0
+    ranges = [OffsetRange(topic_name, q, 0, 1) for q in range(20)]
+    o = options(mock_cluster.bootstrap, includeHeaders="true")
+    (newest,) = read_ranges(o, ranges)
+    monkeypatch.delattr(pa, "concat_batches")
+    (older,) = read_ranges(o, ranges)
+    assert older.equals(newest) and older.num_rows == 20
+    assert older.column("headers").to_pylist()[7] == [{"key": "h", "value": b"7"}]
+
+
 def test_unreachable_broker_fails_within_the_timeout_naming_the_servers():
     o = options("127.0.0.1:1", **{"kafkaConsumer.pollTimeoutMs": 1500})
     started = time.monotonic()
@@ -243,3 +263,38 @@ def test_read_committed_past_the_last_stable_offset_is_data_loss(
             assert "skipped 3 offsets" in caplog.text
     finally:
         p.abort_transaction(10)
+
+
+def test_a_broker_failing_the_shared_first_fetch_costs_one_recovery(caplog):
+    """A task's first Fetch for all its ranges, one of three brokers not answering it in
+    time: the other brokers' answers are used as they are (one Fetch each), the silent
+    broker's ranges cost one recovery (a stall warning and its end, one metadata refresh)
+    and one Fetch more for those still waiting; every record read exactly once."""
+    import logging
+
+    from kafka_testbed import MockCluster
+    from protocol.schemas import FETCH, METADATA
+
+    with MockCluster(brokers=3) as mock:
+        topic, partitions = "shared", 30
+        mock.create_topic(topic, partitions=partitions)
+        for p in range(partitions):
+            mock.partition_set_leader(topic, p, 1 + p % 3)
+            produce(mock.bootstrap, topic, 1, partition=p)
+        o = options(mock.bootstrap, **{"kafka.request.timeout.ms": 1000})
+        ranges = [OffsetRange(topic, p, 0, 1) for p in range(partitions)]
+        mock.broker_push_request_error_rtts(3, FETCH.key, [(0, 4000)])  # a slow answer
+        mock.start_request_tracking()
+        with caplog.at_level(logging.WARNING, logger="pykafka"):
+            table = pa.Table.from_batches(list(read_ranges(o, ranges)))
+        asked = [(r.broker_id, r.api_key) for r in mock.get_requests()]
+        mock.stop_request_tracking()
+    seen = sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist()))
+    assert seen == [(p, 0) for p in range(partitions)]
+    fetches = {b: asked.count((b, FETCH.key)) for b in (1, 2, 3)}
+    # the answering brokers' parts kept; the silent one's: first, the first range's own,
+    # one for the ranges still waiting
+    assert fetches[1] == fetches[2] == 1 and fetches[3] <= 3, fetches
+    assert sum(k == METADATA.key for _, k in asked) <= 2, asked
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) <= 2, warned

@@ -179,3 +179,30 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     )
     assert list_offsets <= 2 * (2 + tasks) * brokers
     assert fetches <= 2 * tasks * brokers
+
+
+def test_a_cut_first_fetch_costs_one_recovery_not_one_per_range(wide, proxy, caplog):
+    """A task's first Fetch for all its ranges, its connection cut when the answer comes:
+    one recovery for the broker (a warning when the reading stalls and one when it goes
+    on, one wait, one metadata refresh) and one Fetch more for the ranges still waiting,
+    not one of each per range; every record read exactly once."""
+    import logging
+
+    _, topic, partitions, brokers, _ = wide
+    reader = KafkaBatchReader(parse_reader_options(_options(proxy, topic)))
+    planned = reader.partitions()
+    proxy.reset()
+    proxy.drop_after_request(FETCH.key, count=1)
+    with caplog.at_level(logging.WARNING, logger="pykafka"):
+        table = pa.Table.from_batches([b for part in planned for b in reader.read(part)])
+    assert proxy.pending_drops(FETCH.key) == 0  # the answer was cut
+    seen = sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
+    assert seen == [(p, o) for p in range(partitions) for o in range(PER_PARTITION)]
+    warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    metadata, fetches = proxy.requests(METADATA.key), proxy.requests(FETCH.key)
+    print(f"{len(warned)} warnings, {metadata} Metadata, {fetches} Fetch requests")
+    assert len(warned) <= 2 * brokers, warned
+    # one refresh per broker (and the read's own first lookup)
+    assert metadata <= 1 + brokers
+    # the task's first (cut), the first range's own, one for the ranges still waiting
+    assert fetches <= len(planned) * brokers + 2 * brokers

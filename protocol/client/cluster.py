@@ -34,6 +34,7 @@ from .group_offsets import GroupOffsets
 from .leader_requests import (
     LeaderGroups,
     PendingFetch,
+    forget,
     gather,
     list_offsets_request,
     same_leaders,
@@ -368,14 +369,27 @@ class KafkaClient(GroupOffsets, AdminRequests):
         return gather(self._send_all(api, groups, build, version_cap))
 
     def _send_all(self, api, groups, build, version_cap=None) -> list:
-        sent = []
-        for node, tps in groups.items():
-            conn = self.connection(node)
-            cap = version_cap(tps) if version_cap else None
-            version = conn.version_for(api, cap)
-            sent.append(
-                (node, tps, conn, version, conn.send(api, build(conn, version, tps), version))
-            )
+        """Send one request per leader of ``groups``: ``[(node, tps, conn, version,
+        correlation id)]`` for ``gather``. A leader that cannot be reached (connection
+        refused, broken or timed out) fails only its own group: its entry holds the error
+        in place of the correlation id (``conn`` None) and the other leaders are still
+        asked, so that the caller reads their answers. On any other error the requests
+        already sent are forgotten (``leader_requests.forget``) before it is raised: no
+        answer is left parked on a connection."""
+        sent: list = []
+        try:
+            for node, tps in groups.items():
+                try:
+                    conn = self.connection(node)
+                    version = conn.version_for(api, version_cap(tps) if version_cap else None)
+                    cid = conn.send(api, build(conn, version, tps), version)
+                except (KafkaConnectionError, KafkaTimeoutError) as e:
+                    sent.append((node, tps, None, None, e))
+                    continue
+                sent.append((node, tps, conn, version, cid))
+        except BaseException:
+            forget(sent)
+            raise
         return sent
 
     # ---- ListOffsets ----------------------------------------------------------------------
@@ -441,7 +455,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
                 groups,
                 list_offsets_request(pending, isolation_level, self._list_offsets_bodies),
             )
-        except PyKafkaError as e:  # a leader's connection: the usual path will find out
+        except PyKafkaError as e:  # nothing left in flight (_send_all): the usual path asks
             log.debug("pipelined ListOffsets not sent: %s", e)
             return self.refresh_metadata(topics), None
         responses: list | None

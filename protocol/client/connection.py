@@ -68,6 +68,7 @@ class BrokerConnection:
         self._sock: socket.socket | None = None
         self._framing = ClientFraming(config.client_id, config.max_response_size)
         self._ready: dict[int, dict] = {}
+        self._unwanted: set[int] = set()  # correlation ids whose answers are dropped
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.session_lifetime_ms: int | None = None  # granted by the broker (KIP-368)
         self._renew_at: float | None = None  # monotonic time to renew the SASL session
@@ -211,6 +212,7 @@ class BrokerConnection:
                 pass
         self._framing = ClientFraming(self.config.client_id, self.config.max_response_size)
         self._ready.clear()
+        self._unwanted.clear()
         self.session_lifetime_ms = self._renew_at = self._session_end = None
 
     # ---- reuse ----------------------------------------------------------------------------
@@ -498,11 +500,20 @@ class BrokerConnection:
                 raise KafkaConnectionError(f"broker {self.host}:{self.port} closed the connection")
             try:
                 for cid, response in self._framing.received(received):
-                    self._ready[cid] = response
+                    if cid in self._unwanted:
+                        self._unwanted.discard(cid)
+                    else:
+                        self._ready[cid] = response
             except ProtocolError:
                 self.close()
                 raise
         return self._ready.pop(correlation_id)
+
+    def forget(self, correlation_id: int) -> None:
+        """Nobody will ask for the answer to ``correlation_id``: it is dropped now if it was
+        read already, else when it arrives, never held for the connection's life."""
+        if self._ready.pop(correlation_id, None) is None:
+            self._unwanted.add(correlation_id)
 
     def has_response(self, correlation_id: int) -> bool:
         """Whether the response to ``correlation_id`` was already read (with another)."""

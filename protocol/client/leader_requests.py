@@ -16,6 +16,7 @@ from .retry import is_retriable
 __all__ = [
     "LeaderGroups",
     "PendingFetch",
+    "forget",
     "gather",
     "list_offsets_request",
     "same_leaders",
@@ -146,18 +147,33 @@ def take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError 
     return first_error
 
 
-def gather(sent: list) -> list:
+def gather(sent: list, failed: list | None = None) -> list:
     """Wait for every request ``_send_all`` sent; a broken connection fails only its own
-    group, raised after the others are read so no response is left on a socket."""
-    results, failure = [], None
+    group, raised after the others are read so no response is left on a socket. With
+    ``failed``, nothing is raised: each failed group is added to it as ``(node, tps,
+    error)``, a group ``_send_all`` could not send to as well."""
+    results, failures = [], []
     for node, tps, conn, version, cid, *timeout in sent:
+        if conn is None:  # not sent: ``cid`` is why
+            failures.append((node, tps, cid))
+            continue
         try:
             results.append((node, tps, conn.receive(cid, *timeout), version))
         except (KafkaConnectionError, KafkaTimeoutError) as e:
-            failure = failure or e
-    if failure is not None:
-        raise failure
+            failures.append((node, tps, e))
+    if failed is not None:
+        failed.extend(failures)
+    elif failures:
+        raise failures[0][2]
     return results
+
+
+def forget(sent: list) -> None:
+    """The answers to the requests ``_send_all`` sent are not wanted: each is dropped as it
+    arrives (``BrokerConnection.forget``), never held by its connection."""
+    for _, _, conn, _, cid, *_ in sent:
+        if conn is not None:
+            conn.forget(cid)
 
 
 class PendingFetch:
@@ -169,28 +185,45 @@ class PendingFetch:
 
     def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
         """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
-        the Fetch's max wait) for each."""
+        the Fetch's max wait) for each; a broker's failure is raised after every other
+        answer was read."""
+        out, failed = self.results(timeout_ms)
+        if failed:
+            raise failed[0][1]
+        return out
+
+    def results(
+        self, timeout_ms: int | None = None
+    ) -> tuple[dict[TopicPartition, dict], list[tuple[list[TopicPartition], Exception]]]:
+        """``result()`` that raises nothing: ``(the partition responses of the brokers that
+        answered, [(the partitions of a broker that failed, its error)])``."""
         out: dict[TopicPartition, dict] = {}
         sent = [
-            (
-                *s,
-                s[2].config.request_timeout_ms + self._max_wait_ms
-                if timeout_ms is None
-                else timeout_ms,
-            )
-            for s in self._sent
+            (*s, self._timeout_ms(s[2], timeout_ms)) if s[2] is not None else s for s in self._sent
         ]
-        for _, _, response, _ in gather(sent):
+        failed: list = []
+        answers = gather(sent, failed)
+        failures = [(tps, error) for _, tps, error in failed]
+        for _, tps, response, _ in answers:
             if response.get("error_code"):
-                raise request_error(response["error_code"], "Fetch", "Fetch failed")
+                failures.append(
+                    (tps, request_error(response["error_code"], "Fetch", "Fetch failed"))
+                )
+                continue
             for t in response["responses"]:
                 # Ids answered are ones the request named, so a name is always found.
                 name = cast(str, t.get("topic") or self._names_by_id.get(t.get("topic_id")))
                 for p in t["partitions"]:
                     out[(name, p["partition_index"])] = p
-        return out
+        return out, failures
+
+    def _timeout_ms(self, conn, timeout_ms: int | None) -> int:
+        if timeout_ms is None:
+            return conn.config.request_timeout_ms + self._max_wait_ms
+        return timeout_ms
 
     def cancel(self) -> None:
         """Abandon the requests: close their connections (the responses would desync)."""
         for _, _, conn, *_ in self._sent:
-            conn.close()
+            if conn is not None:
+                conn.close()
