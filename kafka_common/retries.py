@@ -10,10 +10,12 @@ so a write to the same mistake fails as fast and says the same thing:
 - ``with_retries``: a lookup tried ``attempts`` times, ``interval_ms`` apart, under the
   library's one retry policy (``protocol.client.retry``); what it retries is the caller's
   selection of ``protocol.client.retry.RETRIABLE`` (by default any failure of the cluster, as
-  Spark's ``withRetries``; the writer's topic check leaves authorization failures out);
-  an error that comes from the options (``ConfigError``) fails at once, since another
-  attempt cannot change it; when the attempts run out, a connection or timeout error says
-  how many attempts were made and how long they really took;
+  Spark's ``withRetries``, but a refusal); an error that comes from the options
+  (``ConfigError``) or a refusal of the principal (an authorization failure, a failed
+  sign-in) fails at once, since another attempt cannot change it, where Spark's
+  ``withRetries`` retries authorization failures too; when the attempts run out, a
+  connection or timeout error says how many attempts were made and how long they really
+  took;
 - ``missing_topics_message``: the words for topics the cluster does not have.
 """
 
@@ -24,7 +26,7 @@ import time
 from typing import TypeVar
 from collections.abc import Callable, Iterable
 
-from protocol.client.retry import RetryPolicy, is_kafka_failure
+from protocol.client.retry import RETRIABLE, RetryPolicy
 
 __all__ = ["ATTEMPTS", "INTERVAL_MS", "with_retries", "missing_topics_message"]
 
@@ -45,24 +47,28 @@ def with_retries(
     what: str,
     call: Callable[[], T],
     *,
-    attempts: int = ATTEMPTS,
+    attempts: int | None = ATTEMPTS,
     interval_ms: int = INTERVAL_MS,
     log: logging.Logger,
     between: Callable[[], None] | None = None,
     deadline: float | None = None,
-    retriable: Callable[[BaseException], bool] = is_kafka_failure,
+    retriable: Callable[[BaseException], bool] = RETRIABLE["driver lookup"],
 ) -> T:
-    """``call()`` under ``protocol.client.retry.RetryPolicy.fixed``: tried up to ``attempts`` times
-    (at least once), ``interval_ms`` apart, while it raises an error ``retriable`` selects
-    (default: any ``PyKafkaError`` but ``ConfigError``); each retry is logged as a warning
-    naming ``what``. ``between`` runs
-    before each new attempt (a metadata refresh); no attempt starts after ``deadline`` (a
-    ``time.monotonic()``). An attempt may be a ``KafkaClient`` call, which retries what
-    Kafka marks retriable within its request timeout: that is one attempt here, as each of
-    Spark's ``fetchOffset`` attempts is one admin-client call that retries inside
-    (``tests/test_jvm_connector_differential.py`` compares the two)."""
+    """``call()`` under ``protocol.client.retry.RetryPolicy.fixed``: tried up to
+    ``attempts`` times (at least once; None: as often as ``deadline`` allows),
+    ``interval_ms`` apart, while it raises an error ``retriable`` selects (default: any
+    ``PyKafkaError`` but ``ConfigError`` and a refusal); each retry is logged as a warning
+    naming ``what``. ``between`` runs before each new attempt (a metadata refresh); no
+    attempt starts after ``deadline`` (a ``time.monotonic()``). An attempt may be a
+    ``KafkaClient`` call, which retries what Kafka marks retriable within its request
+    timeout: that is one attempt here, as each of Spark's ``fetchOffset`` attempts is one
+    admin-client call that retries inside (``tests/test_jvm_connector_differential.py``
+    compares the two)."""
     timeout_ms = None if deadline is None else max(0, round((deadline - time.monotonic()) * 1000))
-    policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
+    if attempts is None:  # no count: the deadline alone bounds it
+        policy = RetryPolicy(interval_ms, interval_ms, timeout_ms=timeout_ms, jitter=0.0)
+    else:
+        policy = RetryPolicy.fixed(interval_ms, attempts, timeout_ms)
     return policy.run(
         what,
         lambda _tries: call(),

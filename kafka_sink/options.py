@@ -53,11 +53,11 @@ from kafka_common.connection_options import (
     SECURITY_OPTIONS,
     client_config,
 )
-from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling, warn_once
 from kafka_common.value_formats import (
     parse_writer_formats,
     writer_format_options,
-    writer_passes_over,
+    writer_refuses,
 )
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
@@ -286,8 +286,26 @@ _READER_ONLY = (
     "commitOffsetsToGroup",
     "checkpointLocation",
     "path",
-    *writer_passes_over(),
+    *writer_refuses(),
 )
+#: The reader's own options among them, which the writer refuses by name rather than pass
+#: over in silence (an option that does nothing to a write is a mistake worth saying); the
+#: consumer's kafka.* settings and Spark's checkpointLocation and path pass.
+_REFUSED_READER_OPTIONS = tuple(
+    name
+    for name in _READER_ONLY
+    if not name.startswith("kafka.") and name not in ("checkpointLocation", "path")
+)
+
+
+def _refuse_reader_options(opts: OptionMap) -> None:
+    """Raise ``ConfigError`` naming every reader option given to the writer."""
+    given = [opts.spelled.get(n.lower(), n) for n in _REFUSED_READER_OPTIONS if opts.has(n)]
+    if len(given) == 1:
+        raise ConfigError(f"option '{given[0]}' is a reader option; the writer does not use it")
+    if given:
+        names = ", ".join(f"'{name}'" for name in given)
+        raise ConfigError(f"options {names} are reader options; the writer does not use them")
 
 
 def _warn_once(key: str, message: str, *args: Any) -> None:
@@ -399,9 +417,11 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
     ``WRITER_OPTIONS``). Raises ``ConfigError`` naming the option at the first problem;
     never quotes a password."""
     opts = OptionMap(options, _CANONICAL)
+    check_spelling(opts, _CANONICAL, _REJECTED, side="writer", quiet=_READER_ONLY)
     ignored = check_names(
         opts, _CANONICAL, _REJECTED, log=log, side="writer", quiet=_READER_ONLY, warn_unknown=False
     )
+    _refuse_reader_options(opts)
     connection = client_config(opts, role="producer", log=log)
     backoff = connection.retry_backoff_ms
 

@@ -9,8 +9,9 @@ errors within the request timeout; this layer retries the whole lookup, as Spark
   calls, not four); a value below 1 still makes one;
 - every failure of the broker or of the connection is retried (Spark retries any
   non-fatal exception), not only the errors Kafka calls retriable; errors that come from
-  the options themselves (``ConfigError``) fail at once, since another attempt cannot change
-  them;
+  the options themselves (``ConfigError``) and refusals of the principal (an authorization
+  failure, naming the grant; a failed sign-in) fail at once, since another attempt cannot
+  change them (Spark retries those too);
 - ``latest_offsets(..., known=...)`` also retries an answer in which a partition's latest
   offset is below one the query already knows (SPARK-26267: a broker that lost its
   leadership may answer with a stale end), and gives the last answer back when the attempts

@@ -45,6 +45,7 @@ transactional ids the principal may describe, which Write on them allows.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 import uuid
@@ -69,7 +70,7 @@ from kafka_source.planning import discover_partitions
 from kafka_source.stream_reader import KafkaStreamReader
 from kafka_testbed import SASL_USERS, KafkaCluster
 from protocol.client.cluster import READ_COMMITTED, KafkaClient
-from protocol.errors import PyKafkaError, TopicAuthorizationFailed
+from protocol.errors import AuthenticationError, PyKafkaError, TopicAuthorizationFailed
 from protocol.records.batch import Record, build_batch
 
 LIMIT_S = 10  # every refusal within this
@@ -321,6 +322,128 @@ def test_offsets_by_time_need_nothing_more_than_the_read(secured):
         "not authorized to Describe topic 'closed' (Metadata): grant the principal "
         "Read and Describe on it"
     ) in said
+
+
+def sent(monkeypatch) -> collections.Counter:
+    """The requests every client sends from now on, counted by API name as they leave
+    (the real send: the broker answers them)."""
+    from protocol.client.connection import BrokerConnection
+
+    counts: collections.Counter = collections.Counter()
+    real_send = BrokerConnection.send
+
+    def counting_send(self, api, body, version=None, expect_response=True):
+        counts[api.name] += 1
+        return real_send(self, api, body, version, expect_response)
+
+    monkeypatch.setattr(BrokerConnection, "send", counting_send)
+    return counts
+
+
+#: The driver's lookups.
+LOOKUPS = ("Metadata", "ListOffsets")
+#: Spark's connector would try a lookup 5 times, 2 s apart, under these.
+PATIENT = {"fetchOffset.numRetries": "5", "fetchOffset.retryIntervalMs": "2000"}
+
+
+def test_a_refusal_is_not_retried_under_fetch_offset_num_retries(secured, monkeypatch, caplog):
+    """A refusal is not transient: a batch read, a stream's start and a read by time that
+    the principal may not make fail at the first refused request, naming the grant, and a
+    wrong password at the first refused sign-in, whatever fetchOffset.numRetries allows
+    (Spark's connector tries them fetchOffset.numRetries times). Counted: as many
+    Metadata (ListOffsets, SaslAuthenticate) requests as with numRetries=1, and no retry
+    logged."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    counts = sent(monkeypatch)
+
+    def requests(call, retries: str, error=TopicAuthorizationFailed, asked=LOOKUPS) -> tuple:
+        """What ``call(retries)()`` raised, and how many requests of ``asked`` it sent (not
+        the others: a pooled connection signs in once for several reads)."""
+        counts.clear()
+        said = refused(call(retries), error)
+        return said, {api: counts[api] for api in asked if counts[api]}
+
+    cases = {
+        "batch read": lambda n: (
+            lambda: read(
+                bob(secured, subscribe="closed", **{**PATIENT, "fetchOffset.numRetries": n})
+            )
+        ),
+        "stream start": lambda n: (
+            KafkaStreamReader(
+                parse_reader_options(
+                    bob(secured, subscribe="closed", **{**PATIENT, "fetchOffset.numRetries": n}),
+                    for_streaming=True,
+                )
+            ).initialOffset
+        ),
+        "read by time": lambda n: (
+            lambda: read(
+                bob(
+                    secured,
+                    assign='{"closed":[0]}',
+                    startingTimestamp="0",
+                    **{**PATIENT, "fetchOffset.numRetries": n},
+                )
+            )
+        ),
+    }
+    for name, call in cases.items():
+        said, once = requests(call, "1")
+        assert (
+            "not authorized to Describe topic 'closed' (Metadata): grant the principal "
+            "Read and Describe on it"
+        ) in said, name
+        assert requests(call, "5") == (said, once), name
+        assert 1 <= sum(once.values()) <= 2, (name, once)
+
+    def wrong_password(n):
+        options = bob(secured, subscribe="r-in", **{**PATIENT, "fetchOffset.numRetries": n})
+        return lambda: read({**options, "kafka.sasl.password": "not-bob-s"})
+
+    sign_in = ("SaslAuthenticate", *LOOKUPS)
+    said, once = requests(wrong_password, "1", AuthenticationError, sign_in)
+    assert "bob" in said and "not-bob-s" not in said
+    assert requests(wrong_password, "5", AuthenticationError, sign_in) == (said, once)
+    # one SCRAM exchange: the client-first message, then the client-final one, refused
+    assert once == {"SaslAuthenticate": 2}, once
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
+
+
+def test_a_grant_taken_from_a_stream_fails_its_next_micro_batch_at_once(
+    secured, monkeypatch, caplog
+):
+    """A stream whose Read on its topic is taken away between two micro-batches fails the
+    next one at the first refused lookup, naming the grant, where Spark's connector asks
+    fetchOffset.numRetries times (here 5, 2 s apart): one Metadata and one ListOffsets
+    (sent together), no retry logged."""
+    caplog.set_level(logging.WARNING, logger="pykafka.source")
+    topic = f"x-revoked-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        admin.create_topics({topic: 1})
+        admin.produce(topic, 0, build_batch([Record(0, 0, None, b"v")]))
+    secured.acl("User:bob", "Read", topics=topic)
+    stream = KafkaStreamReader(
+        parse_reader_options(
+            bob(secured, subscribe=topic, startingOffsets="earliest", **PATIENT),
+            for_streaming=True,
+        )
+    )
+    start = stream.initialOffset()
+    end = stream.latestOffset(start)
+    assert end == {topic: {"0": 1}}
+    secured.acl("User:bob", "Read", topics=topic, remove=True)
+    with KafkaClient(parse_reader_options(bob(secured, subscribe=topic)).client_config) as c:
+        deadline = time.monotonic() + 30  # the broker applies the ACL change soon after
+        while not c.refresh_metadata([topic]).topics[topic].error_code:
+            assert time.monotonic() < deadline, "the grant was not taken away within 30 s"
+            time.sleep(0.1)
+    counts = sent(monkeypatch)
+    said = refused(lambda: stream.latestOffset(end))
+    stream.stop()
+    assert f"not authorized to Describe topic '{topic}'" in said and "grant the principal" in said
+    assert counts["Metadata"] + counts["ListOffsets"] <= 2, counts
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()]
 
 
 def test_subscribe_pattern_sees_the_topics_it_may_describe(secured, caplog):

@@ -15,6 +15,7 @@ import pytest
 
 from protocol.config import ClientConfig
 from protocol.errors import (
+    AuthenticationError,
     BrokerError,
     ConfigError,
     KafkaConnectionError,
@@ -159,7 +160,11 @@ def test_one_table_says_what_each_kind_of_call_retries():
         RETRIABLE["topic check"],
     )
     assert request(cut) and lookup(cut) and check(cut)
-    assert not request(authz) and lookup(authz) and not check(authz)  # Spark retries any
+    # a refusal is never retried (Spark's withRetries retries authorization failures)
+    sign_in = AuthenticationError("SASL SCRAM-SHA-256 authentication of user 'u' failed")
+    sasl = BrokerError.for_code(58)  # SASL_AUTHENTICATION_FAILED
+    for refused in (authz, *(BrokerError.for_code(c) for c in (30, 31, 53)), sign_in, sasl):
+        assert not request(refused) and not lookup(refused) and not check(refused), refused
     assert not request(bad) and not lookup(bad) and not check(bad)
     assert not lookup(ValueError("not Kafka's"))
 
@@ -410,3 +415,49 @@ def test_the_producer_s_metadata_refreshes_back_off_under_the_policy(monkeypatch
     next_wait()  # succeeds: every queued partition has a leader
     client.fail = True
     assert 0.08 - 1e-9 <= next_wait() <= 0.12 + 1e-9
+
+
+def test_waiting_when_no_attempt_is_left_returns_at_once(monkeypatch):
+    """``Attempts.wait`` with the count spent before the deadline: no wait for an attempt
+    that will not be made (it slept the whole time left)."""
+    clock = [1000.0]  # a fake clock and sleep: the waits are counted, not timed
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "sleep", sleep)
+    tries = RetryPolicy(backoff_ms=100, attempts=2, timeout_ms=60_000, jitter=0).start("x")
+    first = tries.wait()
+    assert slept == [pytest.approx(0.1)]
+    second = tries.wait()  # the count is spent
+    assert slept == [pytest.approx(0.1)] and (first, second) == (True, False)
+    # with time but no count: the backoff, and at the end what is left of the time
+    tries = RetryPolicy(backoff_ms=100, timeout_ms=250, jitter=0).start("y")
+    assert [tries.wait(), tries.wait()] == [True, True]
+    assert slept[1:] == [pytest.approx(0.1), pytest.approx(0.15)]
+    assert tries.time_left_s() == pytest.approx(0.0)
+
+
+def test_a_retry_without_a_count_says_until_when(monkeypatch, caplog):
+    import logging
+
+    from kafka_common.retries import with_retries
+
+    monkeypatch.setattr(time, "sleep", lambda _s: None)
+    call = failing([KafkaConnectionError("cut")] * 2, then="ok")
+    with caplog.at_level(logging.WARNING, logger="test.retries"):
+        result = with_retries(
+            "checking",
+            lambda: call(None),
+            attempts=None,
+            log=logging.getLogger("test.retries"),
+            deadline=time.monotonic() + 60,
+        )
+    assert result == "ok"
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all(
+        re.search(r"\(attempt \d, until \d\d:\d\d:\d\d\)", m) for m in said
+    ), said

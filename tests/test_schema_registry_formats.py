@@ -299,6 +299,54 @@ def test_writer_looks_an_explicit_schema_up_and_refuses_an_unregistered_one(regi
         _encode(registry, "avro", spark_schema, batch, valueSchema=avro.replace('"R"', '"Other"'))
 
 
+def test_writer_encodes_with_the_subject_s_version_valueSchemaVersion_names(registry):
+    """valueSchemaVersion=1 writes with version 1 of the subject, not its latest: the
+    wire format carries version 1's id and Confluent's deserializer, which fetches the
+    schema of that id, reads the record as version 1 has it. The column fits version 1
+    only (version 2 added a field), so the latest is no way to write it. A version the
+    subject lacks, or a subject the registry lacks, fails naming the option, the subject
+    and the version."""
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    from kafka_common.avro.encoder import AvroEncodeError
+    from protocol.errors import ConfigError
+
+    spark_schema = StructType(
+        [StructField("value", StructType([StructField("id", LongType(), False)]), False)]
+    )
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([{"id": 1}], pa.struct([("id", pa.int64())]))], names=["value"]
+    )
+    fields = [{"name": "id", "type": "long"}]
+    registry.register("other-value", {"schema": '"string"'})  # ids of its own
+    v1 = registry.register(
+        "orders-value", {"schema": json.dumps({"type": "record", "name": "R", "fields": fields})}
+    )["id"]
+    added = {"name": "n", "type": "int", "default": 7}
+    v2 = registry.register(
+        "orders-value",
+        {"schema": json.dumps({"type": "record", "name": "R", "fields": [*fields, added]})},
+    )["id"]
+    assert v1 != v2
+
+    [out] = _encode(registry, "avro", spark_schema, batch, valueSchemaVersion="1")
+    assert out == b"\x00" + v1.to_bytes(4, "big") + b"\x02"  # magic, v1's id, long 1
+    deserialize = AvroDeserializer(SchemaRegistryClient({"url": registry.url}))
+    assert deserialize(out, SerializationContext("orders", MessageField.VALUE)) == {"id": 1}
+    with pytest.raises(AvroEncodeError, match="no field 'n'"):  # the latest: version 2
+        _encode(registry, "avro", spark_schema, batch)
+
+    for options, said in (
+        ({"valueSchemaVersion": "3"}, "subject 'orders-value' has no version 3"),
+        ({"valueSchemaVersion": "1", "valueSubject": "nope"}, "subject 'nope' has no version 1"),
+    ):
+        with pytest.raises(ConfigError) as info:
+            _encode(registry, "avro", spark_schema, batch, **options)
+        option = f"valueSchemaVersion={options['valueSchemaVersion']}"
+        assert str(info.value).startswith(f"{option}: {said} in the Schema Registry")
+
+
 def test_writer_refuses_a_ddl_as_a_json_schema(registry):
     """A Spark DDL is a reader schema only: the writer says so instead of sending it to the
     registry as if it were a JSON Schema."""

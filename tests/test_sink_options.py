@@ -247,18 +247,19 @@ def test_unknown_kafka_options_warn_once(caplog, monkeypatch):
     assert any("kafka.foo.bar" in w for w in warnings)
 
 
-def test_reader_options_pass_silently_and_typos_are_errors(caplog, monkeypatch):
+def test_shared_options_pass_silently_reader_options_are_refused_and_typos_are_errors(
+    caplog, monkeypatch
+):
     monkeypatch.setattr(option_map, "_warned", set())
     with caplog.at_level(logging.WARNING, logger="pykafka.sink"):
-        parse(
-            **{
-                "subscribe": "t",
-                "startingOffsets": "earliest",
-                "checkpointLocation": "/x",
-                "kafka.group.id": "g",
-            }
-        )
+        parse(**{"checkpointLocation": "/x", "kafka.group.id": "g"})
     assert not [r for r in caplog.records if r.name == "pykafka.sink"]
+    with pytest.raises(
+        ConfigError,
+        match="^options 'subscribe', 'startingOffsets' are reader options; the writer "
+        "does not use them$",
+    ):
+        parse(**{"subscribe": "t", "startingOffsets": "earliest"})
     with pytest.raises(
         ConfigError,
         match="Option 'topik' is not an option of the "

@@ -53,6 +53,7 @@ from kafka_source.stream_reader import (
 from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic
+from .helpers.waiting import wait_until
 from .helpers.streaming import (
     A0,
     A1,
@@ -122,7 +123,7 @@ class BackgroundProducer:
             )
             p.flush(10)
             self.sent += 1
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the producer: a record every 50 ms while the query runs
         p.flush(10)
 
     def __enter__(self) -> BackgroundProducer:
@@ -288,17 +289,23 @@ def test_starting_offsets_latest_reads_only_what_comes_after_the_start(
     sink = str(tmp_path / "sink")
     query = start_query(spark, options, sink, str(tmp_path / "ck"), available_now=False)
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while query.lastProgress is None:  # its first trigger has bound the start
-            assert time.monotonic() < deadline and query.isActive, query.exception()
-            time.sleep(0.2)
+
+        def progressed():  # its first trigger has bound the start
+            assert query.isActive, query.exception()
+            return query.lastProgress is not None
+
+        wait_until(progressed, QUERY_TIMEOUT_S, "the query's first trigger", interval=0.2)
         new = values_for("new", 2, 5, start=10)
         produce(kafka.bootstrap, topic_name, new)
         expected = expected_rows(topic_name, new, first_offset=10)
-        while (rows := read_sink(spark, sink)) != expected:
+
+        def all_rows():
+            rows = read_sink(spark, sink)
             assert len(rows) <= len(expected), rows
-            assert time.monotonic() < deadline and query.isActive, query.exception()
-            time.sleep(0.5)
+            assert query.isActive, query.exception()
+            return rows == expected
+
+        wait_until(all_rows, QUERY_TIMEOUT_S, "the new rows in the sink", interval=0.5)
     finally:
         query.stop()
 
@@ -315,8 +322,8 @@ def test_available_now_from_latest_while_a_producer_writes(spark, kafka, topic_n
         "subscribe": topic_name,
         "startingOffsets": "latest",
     }
-    with BackgroundProducer(kafka.bootstrap, topic_name, 2):
-        time.sleep(0.3)
+    with BackgroundProducer(kafka.bootstrap, topic_name, 2) as producer:
+        wait_until(lambda: producer.sent >= 3, 30, "the producer writing")
         run_available_now(spark, options, str(tmp_path / "sink"), str(tmp_path / "ck"))
     rows = read_sink(spark, str(tmp_path / "sink"))
     check_contiguous_once(rows)
@@ -591,6 +598,53 @@ def test_offsets_json_of_the_same_partitions_keeps_their_order_and_follows_new_o
         got = memo.to_json(offsets)
         assert json.dumps(got) == json.dumps(to_json(offsets))
     assert list(got) == ["a"] and list(got["a"]) == ["1", "2", "10"]
+
+
+def test_offsets_json_lays_out_partitions_and_parses_json_only_when_new(monkeypatch):
+    """What ``OffsetsJson`` remembers saves work: the partitions are laid out again only
+    when they change, and JSON it has seen is not parsed again."""
+    from kafka_source import checkpoint_offsets
+
+    laid_out, parsed = [], []
+    layout, parse = checkpoint_offsets._layout, checkpoint_offsets.from_json
+    monkeypatch.setattr(checkpoint_offsets, "_layout", lambda p: laid_out.append(p) or layout(p))
+    monkeypatch.setattr(checkpoint_offsets, "from_json", lambda j: parsed.append(j) or parse(j))
+    memo = OffsetsJson()
+    offsets = {A0: 1, A1: 2, B0: 3}
+    for step in range(12):  # past the remembered few: every one new
+        memo.to_json({tp: o + step for tp, o in offsets.items()})
+    assert len(laid_out) == 1
+    memo.to_json({**offsets, ("c", 0): 0})
+    assert len(laid_out) == 2
+    j = json.loads(json.dumps(memo.to_json(offsets)))
+    assert memo.from_json(j) == offsets and memo.from_json(dict(j)) == offsets
+    assert parsed == []  # the JSON it made itself
+    assert memo.from_json({"a": {"0": 42}}) == {A0: 42}
+    assert memo.from_json({"a": {"0": 42}}) == {A0: 42}
+    assert len(parsed) == 1
+
+
+def test_a_stream_s_partitions_are_found_again_only_when_its_topics_changed(monkeypatch):
+    """Each micro-batch finds the subscription's partitions in the metadata: while its
+    topics are the objects parsed from the same Metadata answer, the last list is used
+    again (no walk over every partition); other topics are walked anew."""
+    from kafka_source import stream_reader
+
+    walks = []
+    walk = stream_reader.partitions_from_metadata
+    monkeypatch.setattr(
+        stream_reader, "partitions_from_metadata", lambda s, m: walks.append(m) or walk(s, m)
+    )
+    client = StubClient({A0: 1, A1: 2, B0: 3})
+    reader = stub_reader(client)
+    meta = client.refresh_metadata()
+    first = reader._partitions_of(meta)
+    assert sorted(first) == [A0, A1, B0]
+    same_topics = type(meta)(meta.brokers, meta.controller_id, meta.cluster_id, dict(meta.topics))
+    assert reader._partitions_of(same_topics) is first and len(walks) == 1
+    client.latest[("a", 2)] = 0  # a partition added: a new answer, new topic objects
+    assert sorted(reader._partitions_of(client.refresh_metadata())) == [A0, A1, ("a", 2), B0]
+    assert len(walks) == 2
 
 
 # ---- latestOffset's admission control, on a stub client -----------------------------------
@@ -931,7 +985,7 @@ def test_latest_offset_going_back_is_asked_again_before_data_loss():
 def test_fetch_offset_num_retries_counts_attempts_and_retries_any_broker_error():
     """As Spark's withRetries: numRetries=3 makes three calls in all, and every broker or
     connection failure is retried (not only the ones Kafka calls retriable); an error of
-    the options fails at once."""
+    the options fails at once, and so does a refusal (Spark's retries it)."""
     from protocol.errors import BrokerError, ConfigError, KafkaConnectionError
 
     class Failing(StubClient):
@@ -947,9 +1001,13 @@ def test_fetch_offset_num_retries_counts_attempts_and_retries_any_broker_error()
 
     authz = BrokerError.for_code(29, topic="a")  # TOPIC_AUTHORIZATION_FAILED
     assert not authz.retriable
-    client = Failing([KafkaConnectionError("cut"), authz])
-    assert OffsetReader(client, 3, 0).latest_offsets([A0]) == {A0: 7}
+    client = Failing([KafkaConnectionError("cut"), BrokerError.for_code(-1)])
+    assert OffsetReader(client, 3, 0).latest_offsets([A0]) == {A0: 7}  # UNKNOWN_SERVER_ERROR
     assert client.calls == 3
+    client = Failing([KafkaConnectionError("cut"), authz])
+    with pytest.raises(type(authz)):
+        OffsetReader(client, 3, 0).latest_offsets([A0])
+    assert client.calls == 2
     client = Failing([KafkaConnectionError("cut")] * 3)
     with pytest.raises(KafkaConnectionError):
         OffsetReader(client, 3, 0).latest_offsets([A0])

@@ -11,9 +11,9 @@ from kafka_common.value_formats import (
     FORMAT_OPTIONS,
     reader_format_options,
     writer_format_options,
-    writer_passes_over,
+    writer_refuses,
 )
-from kafka_common.value_formats.option_table import PASSED_OVER, Doc
+from kafka_common.value_formats.option_table import READER_ONLY, Doc
 from kafka_sink.options import WRITER_OPTIONS, parse_writer_options
 from kafka_source.options import READER_OPTIONS, parse_reader_options
 from protocol.errors import ConfigError
@@ -37,12 +37,14 @@ def test_each_side_lists_the_table_rows_it_takes():
     assert [o[0] for o in writer_format_options()] == [
         o.name for o in WRITER_OPTIONS if o.name in {r.name for r in FORMAT_OPTIONS}
     ]
-    assert set(writer_passes_over()) == {"valueSchemaVersion", "keySchemaVersion", "mode"}
-    assert all(r.reader is not None for r in FORMAT_OPTIONS if r.writer == PASSED_OVER)
+    assert set(writer_refuses()) == {"mode"}
+    assert all(r.reader is not None for r in FORMAT_OPTIONS if r.writer == READER_ONLY)
 
 
 _SCHEMA_OPTIONS = [
-    f"{c}{s}" for c in ("value", "key") for s in ("Subject", "Schema", "MessageName")
+    f"{c}{s}"
+    for c in ("value", "key")
+    for s in ("Subject", "Schema", "SchemaVersion", "MessageName")
 ]
 
 
@@ -65,13 +67,68 @@ def test_a_binary_column_refuses_its_schema_options_alike_on_both_sides(option):
     )
 
 
-@pytest.mark.parametrize("option", ["valueSchemaVersion", "keySchemaVersion"])
-def test_a_reader_only_schema_option_is_passed_over_by_the_writer(option):
-    """The reader refuses it on a binary column; the writer, which never reads a version,
-    passes it over (the same options are often given to both sides)."""
-    with pytest.raises(ConfigError, match=f"{option} is set but"):
-        parse_reader_options({**SERVERS, "subscribe": "t", option: "1"})
-    assert parse_writer_options({**SERVERS, "topic": "t", option: "1"}).formats == ()
+def test_the_writer_checks_a_schema_version_as_the_reader_does():
+    """valueSchemaVersion (keySchemaVersion) picks the version a writer encodes with: a
+    version number or latest, not with an inline schema, and not with
+    auto.register.schemas (a pinned version is one the registry has)."""
+    avro = {**SERVERS, **URL, "topic": "t", "valueFormat": "avro"}
+    assert [f.version for f in parse_writer_options(avro).formats] == ["latest"]
+    pinned = parse_writer_options({**avro, "valueSchemaVersion": "2"}).formats
+    assert [(f.column, f.version) for f in pinned] == [("value", "2")]
+    for bad, said in (
+        ({"valueSchemaVersion": "0"}, "valueSchemaVersion must be latest or a version number"),
+        (
+            {"valueSchemaVersion": "1", "valueSchema": '"long"'},
+            "valueSchema and valueSchemaVersion cannot both be set",
+        ),
+        (
+            {"valueSchemaVersion": "1", "auto.register.schemas": "true"},
+            "valueSchemaVersion=1 writes with a version the registry already has: it cannot "
+            "be used with auto.register.schemas=true",
+        ),
+    ):
+        with pytest.raises(ConfigError) as write:
+            parse_writer_options({**avro, **bad})
+        assert str(write.value) == said or str(write.value).startswith(said), str(write.value)
+
+
+@pytest.mark.parametrize(
+    "options, said",
+    [
+        ({"mode": "PERMISSIVE"}, "option 'mode' is a reader option; the writer does not use it"),
+        (
+            {"startingOffsets": "earliest", "FAILONDATALOSS": "false", "subscribe": "t"},
+            "options 'subscribe', 'startingOffsets', 'FAILONDATALOSS' are reader options; "
+            "the writer does not use them",
+        ),
+        (
+            {"maxOffsetsPerTrigger": "10", "fetchOffset.numRetries": "5"},
+            "options 'maxOffsetsPerTrigger', 'fetchOffset.numRetries' are reader options; "
+            "the writer does not use them",
+        ),
+    ],
+)
+def test_the_writer_refuses_the_reader_s_own_options_by_name(options, said):
+    """A reader option does nothing to a write: the writer names it instead of passing
+    over it in silence (Spark's connector passes over them). What both sides take stays
+    accepted: kafka.* (the consumer's too), topic, the formats and the registry options,
+    includeHeaders, and Spark's checkpointLocation and path."""
+    with pytest.raises(ConfigError) as write:
+        parse_writer_options({**SERVERS, "topic": "t", **options})
+    assert str(write.value) == said
+    shared = {
+        **SERVERS,
+        **URL,
+        "topic": "t",
+        "valueFormat": "avro",
+        "valueSubject": "s",
+        "includeHeaders": "true",
+        "kafka.group.id": "g",
+        "kafka.isolation.level": "read_committed",
+        "checkpointLocation": "/tmp/c",
+        "path": "/tmp/p",
+    }
+    assert parse_writer_options(shared).formats[0].subject == "s"
 
 
 def test_the_default_subject_and_its_errors_on_each_side():

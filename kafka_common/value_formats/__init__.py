@@ -20,7 +20,7 @@ from .option_table import (
     FORMAT_OPTIONS,
     reader_format_options,
     writer_format_options,
-    writer_passes_over,
+    writer_refuses,
 )
 from .parsing import parse_reader_formats, parse_writer_formats
 from .registry_lookups import resolve_formats, resolve_sink_formats
@@ -31,7 +31,7 @@ __all__ = [
     "FORMAT_OPTIONS",
     "reader_format_options",
     "writer_format_options",
-    "writer_passes_over",
+    "writer_refuses",
     "parse_reader_formats",
     "parse_writer_formats",
     "resolve_formats",

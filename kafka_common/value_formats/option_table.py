@@ -3,8 +3,8 @@ writer column.
 
 Each row names an option once and says, for each side, its default and meaning (what the
 option tables of the reader and the writer show), or that the side does not take it. A
-writer passes over some reader options silently (``PASSED_OVER``: the same options are often
-given to both sides); the others it does not know. A new option is one new row.
+writer refuses the reader's options it has no use for (``READER_ONLY``), naming them, rather
+than passing over them in silence. A new option is one new row.
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ __all__ = [
     "CONVERSION_OPTIONS",
     "Doc",
     "FormatOption",
-    "PASSED_OVER",
+    "READER_ONLY",
     "FORMAT_OPTIONS",
     "reader_format_options",
     "writer_format_options",
-    "writer_passes_over",
+    "writer_refuses",
 ]
 
 #: valueFormat/keyFormat values, in the order the reader's error lists them.
@@ -52,13 +52,13 @@ class Doc(NamedTuple):
     meaning: str
 
 
-#: The writer column of a reader option the writer accepts and ignores.
-PASSED_OVER = "passed over"
+#: The writer column of a reader option the writer refuses (it has no use for it).
+READER_ONLY = "reader only"
 
 
 class FormatOption(NamedTuple):
     """One option: the reader's and the writer's ``Doc``, ``None`` when that side does not
-    take it, or (writer) ``PASSED_OVER``."""
+    take it, or (writer) ``READER_ONLY``."""
 
     name: str
     reader: Doc | None
@@ -123,9 +123,17 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
             "when the query is planned (so the DataFrame's schema is fixed); every writer "
             "schema is resolved against it by the format's evolution rules.",
         ),
-        PASSED_OVER,
+        Doc(
+            '"latest"',
+            "Version of the subject whose schema the values are written with (its id goes "
+            "in the wire format), where Confluent's serializers pin a registered schema "
+            "with use.schema.id; resolved once when the write starts. Not with "
+            "valueSchema or auto.register.schemas=true.",
+        ),
     ),
-    FormatOption("keySchemaVersion", Doc('"latest"', _SAME_FOR_KEY), PASSED_OVER),
+    FormatOption(
+        "keySchemaVersion", Doc('"latest"', _SAME_FOR_KEY), Doc('"latest"', _SAME_FOR_KEY)
+    ),
     FormatOption(
         "valueSchema",
         Doc(
@@ -139,7 +147,8 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
             "the subject's latest",
             "The schema to write the values with (Avro JSON, .proto "
             "text, JSON Schema: not a DDL), looked up in the subject or registered with "
-            "auto.register.schemas; by default the subject's latest version, or with "
+            "auto.register.schemas; by default the subject's latest version (or "
+            "valueSchemaVersion's), or with "
             "auto.register.schemas (avro, json) the schema derived from the column's type "
             "as Spark's to_avro derives it.",
         ),
@@ -168,7 +177,7 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
             "id (naming topic, partition, offset and id); PERMISSIVE gives a null value and "
             "the raw bytes in valueCorruptRecord (keyCorruptRecord).",
         ),
-        PASSED_OVER,
+        READER_ONLY,
     ),
     *(
         FormatOption(
@@ -203,6 +212,6 @@ def writer_format_options() -> tuple[tuple[str, str, str], ...]:
     return tuple((o.name, *o.writer) for o in FORMAT_OPTIONS if isinstance(o.writer, Doc))
 
 
-def writer_passes_over() -> tuple[str, ...]:
-    """The reader's options a writer given the same options passes over silently."""
-    return tuple(o.name for o in FORMAT_OPTIONS if o.writer == PASSED_OVER)
+def writer_refuses() -> tuple[str, ...]:
+    """The reader's format options the writer refuses, naming them."""
+    return tuple(o.name for o in FORMAT_OPTIONS if o.writer == READER_ONLY)

@@ -86,7 +86,7 @@ def _subject(
 
 
 def _version(opts: OptionMap, column: str, inline: str | None) -> str:
-    """The reader's ``{column}SchemaVersion``: latest or a version number."""
+    """``{column}SchemaVersion``: latest or a version number (not with ``{column}Schema``)."""
     version = (opts.get(f"{column}SchemaVersion") or "latest").lower()
     if version != "latest" and not (version.isdigit() and int(version) > 0):
         raise ConfigError(
@@ -141,6 +141,12 @@ def _parse_column(
             _require_registry(settings, column, fmt, side)
     else:
         _check_writer_json_schema(column, fmt, inline)
+        version = _version(opts, column, inline)
+        if version != "latest" and opts.boolean("auto.register.schemas", False):
+            raise ConfigError(
+                f"{column}SchemaVersion={version} writes with a version the registry already "
+                "has: it cannot be used with auto.register.schemas=true"
+            )
     return _Column(column, fmt, subject, inline, version)
 
 
@@ -187,6 +193,7 @@ def parse_writer_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat
                     opts.boolean("auto.register.schemas", False),
                     settings,
                     opts.get(f"{column}MessageName"),
+                    c.version,
                 )
             )
     return tuple(out)

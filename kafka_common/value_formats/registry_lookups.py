@@ -10,7 +10,8 @@ executors then ask the registry only for ids they have not seen (``decoding``).
 Writer (``resolve_sink_formats``): the schema id, found once per write: with
 ``auto.register.schemas=true`` the schema (``valueSchema``, or the one Spark's ``to_avro``
 derives from the column's type) is registered under ``valueSubject``; otherwise
-``valueSchema`` is looked up under the subject, or the subject's latest version is used.
+``valueSchema`` is looked up under the subject, or the subject's version
+``valueSchemaVersion`` (default latest) is used.
 The executors only encode: they never call the registry.
 """
 
@@ -138,12 +139,22 @@ def _derived_schema(f: SinkFormat, column) -> str:
     )
 
 
-def _latest(f: SinkFormat, client: RegistryClient) -> SinkFormat:
-    """``f`` with its subject's latest schema."""
-    found = client.version(f.subject, "latest")
-    if found.schema_type != f.schema_type:
+def _registered(f: SinkFormat, client: RegistryClient) -> SinkFormat:
+    """``f`` with its subject's schema of version ``f.version`` (``{column}SchemaVersion``,
+    default latest)."""
+    try:
+        found = client.version(f.subject, f.version)
+    except RegistryError as exc:
+        if exc.status != 404 or f.version == "latest":
+            raise
         raise ConfigError(
-            f"{f.column}Subject {f.subject!r}: the latest schema "
+            f"{f.column}SchemaVersion={f.version}: subject {f.subject!r} has no version "
+            f"{f.version} in the Schema Registry ({exc})"
+        ) from None
+    if found.schema_type != f.schema_type:
+        which = "the latest schema" if f.version == "latest" else f"version {f.version}"
+        raise ConfigError(
+            f"{f.column}Subject {f.subject!r}: {which} "
             f"(id {found.id}) is {found.schema_type}, not "
             f"{f.schema_type}"
         )
@@ -159,7 +170,7 @@ def _resolve_sink_format(f: SinkFormat, client: RegistryClient, fields: dict) ->
         text = _derived_schema(f, fields[f.column])
     try:
         if text is None:
-            return _latest(f, client)
+            return _registered(f, client)
         if f.auto_register:
             schema_id = client.register(f.subject, text, f.schema_type)
         else:

@@ -71,6 +71,7 @@ class SinkFormat:
     auto_register: bool
     registry: RegistrySettings
     message_name: str | None = None
+    version: str = "latest"  # {column}SchemaVersion: the subject's version written with
     schema_id: int | None = None  # filled by registry_lookups.resolve_sink_formats
     schema: str | None = None
     references: tuple = ()  # ((name, text), ...) of the schema's references

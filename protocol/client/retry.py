@@ -5,10 +5,11 @@ try again takes its rules from here, and only this module sleeps for them.
 - **What** is retried: one table (``RETRIABLE``), a selection per kind of call, because the
   callers differ on purpose: a Kafka request retries what Kafka marks retriable, what a
   fresh look at the metadata cures, a lost connection and a timeout (``is_retriable``); a
-  driver lookup retries any failure of the cluster, as Spark's ``withRetries`` does
-  (``is_kafka_failure``); the writer's topic check retries the same, except an
-  authorization failure, which waiting does not cure (``is_outage``). A mistake in the
-  options (``ConfigError``) is never retried: another attempt cannot change it.
+  driver lookup (the reader's offset and metadata lookups under ``fetchOffset.numRetries``,
+  the writer's topic check) retries any failure of the cluster, as Spark's ``withRetries``
+  does, except a refusal (``is_outage``). A mistake in the options (``ConfigError``) and a
+  refusal (``is_refusal``: an authorization failure, a failed sign-in) are never retried:
+  another attempt cannot change them (a grant or a password does not come back by waiting).
 - **How often, how long:** at most ``attempts`` attempts (0: as many as the time allows),
   and no retry that would start after ``timeout_ms`` from the first attempt (None: only
   the count bounds it).
@@ -41,7 +42,14 @@ from typing import TypeVar
 from collections.abc import Callable
 
 from ..authorization import is_authorization_error
-from ..errors import BrokerError, ConfigError, KafkaConnectionError, KafkaTimeoutError, PyKafkaError
+from ..errors import (
+    AuthenticationError,
+    BrokerError,
+    ConfigError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    PyKafkaError,
+)
 
 __all__ = [
     "RetryPolicy",
@@ -50,6 +58,7 @@ __all__ = [
     "is_retriable",
     "is_kafka_failure",
     "is_outage",
+    "is_refusal",
     "pause",
     "pause_until",
     "DEFAULT_BACKOFF_MS",
@@ -92,16 +101,25 @@ def is_kafka_failure(exc: BaseException) -> bool:
     return isinstance(exc, PyKafkaError) and not isinstance(exc, ConfigError)
 
 
+def is_refusal(exc: BaseException) -> bool:
+    """The cluster refused the principal: an authorization failure (TOPIC_, GROUP_,
+    CLUSTER_ or TRANSACTIONAL_ID_AUTHORIZATION_FAILED) or a failed sign-in (SASL or TLS,
+    SASL_AUTHENTICATION_FAILED). Never retried: waiting grants nothing."""
+    if isinstance(exc, AuthenticationError) or is_authorization_error(exc):
+        return True
+    return isinstance(exc, BrokerError) and exc.name == "SASL_AUTHENTICATION_FAILED"
+
+
 def is_outage(exc: BaseException) -> bool:
-    """A failure that waiting may cure: any of ``is_kafka_failure`` but an authorization
-    failure (a grant does not come back by waiting)."""
-    return is_kafka_failure(exc) and not is_authorization_error(exc)
+    """A failure that waiting may cure: any of ``is_kafka_failure`` but a refusal
+    (``is_refusal``)."""
+    return is_kafka_failure(exc) and not is_refusal(exc)
 
 
 #: Which errors retry, per kind of call (the ``retriable`` of ``RetryPolicy.run``).
 RETRIABLE: dict[str, Callable[[BaseException], bool]] = {
     "request": is_retriable,  # a Kafka request: KafkaClient.retrying, the fetcher
-    "driver lookup": is_kafka_failure,  # the reader's offset and metadata lookups
+    "driver lookup": is_outage,  # the reader's offset and metadata lookups
     "topic check": is_outage,  # the writer's driver-side check of its topic
 }
 
@@ -234,7 +252,14 @@ class Attempts:
         return self.deadline is not None and time.monotonic() > self.deadline
 
     def of(self) -> str:
-        return f" of {self.policy.attempts}" if self.policy.attempts else ""
+        """How many attempts there may be, for a log line after ``attempt N``: `` of 3``,
+        or with no count, the deadline as a wall-clock time (``, until 14:03:27``)."""
+        if self.policy.attempts:
+            return f" of {self.policy.attempts}"
+        left = self.time_left_s()
+        if left is None:
+            return ""
+        return ", until " + time.strftime("%H:%M:%S", time.localtime(time.time() + left))
 
     def failed_once(self) -> float | None:
         """Counts a failed attempt; the seconds to wait before the next one, or None when
@@ -247,14 +272,18 @@ class Attempts:
             return None
         return delay
 
-    def wait(self) -> None:
+    def wait(self) -> bool:
         """Counts a failed attempt and waits its backoff, at most until the deadline (the
-        caller finds out with ``expired`` whether it is over)."""
+        caller finds out with ``expired`` whether it is over); False, at once and without
+        waiting, when the count is spent: no attempt is left to wait for."""
         delay = self.failed_once()
+        if delay is None and not self.timed_out():
+            return False
         left = self.time_left_s()
         if delay is None:
             delay = 0.0 if left is None else left
         pause(delay if left is None else min(delay, left))
+        return True
 
     def begin(self) -> None:
         """Counts an attempt that starts (the producer's send of a batch)."""
