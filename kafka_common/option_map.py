@@ -24,6 +24,7 @@ __all__ = [
     "OptionMap",
     "warn_once",
     "check_names",
+    "check_spelling",
     "INT32_MAX",
     "INT64_MAX",
     "SECRET_OPTIONS",
@@ -173,6 +174,39 @@ def _misspelling_of(lower: str, known: Mapping[str, str]) -> str | None:
     return known[close[0]] if close else None
 
 
+def _meant(lower: str, known: Mapping[str, str]) -> str | None:
+    """What the unknown option ``lower`` is a misspelling of, if anything: never for one of
+    Kafka's own client options."""
+    if lower.startswith("kafka.") and lower[len("kafka.") :] in KAFKA_CLIENT_CONFIGS:
+        return None
+    return _misspelling_of(lower, known)
+
+
+def check_spelling(
+    opts: OptionMap,
+    canonical: Mapping[str, str],
+    rejected: Mapping[str, str],
+    *,
+    side: str,
+    quiet: Iterable[str] = (),
+) -> None:
+    """Raise ``ConfigError`` at the first unknown option close to a known one (a
+    misspelling, ``TYPO_CUTOFF``), naming what was typed and what was meant. Run before any
+    other check: a mistyped ``subscribe`` is reported as such, not as a missing one."""
+    quiet_names = {name.lower(): name for name in quiet}  # named as documented
+    known = {**quiet_names, **{name: name for name in rejected}, **canonical}
+    for lower in sorted(opts.raw):
+        if lower in canonical or lower in quiet_names:
+            continue
+        meant = _meant(lower, known)
+        if meant is not None:
+            kind = "Kafka option" if lower.startswith("kafka.") else "Option"
+            raise ConfigError(
+                f"{kind} '{opts.spelled.get(lower, lower)}' is not an option of the "
+                f"pyspark-pykafka {side}. Did you mean '{meant}'?"
+            )
+
+
 def check_names(
     opts: OptionMap,
     canonical: Mapping[str, str],
@@ -197,23 +231,14 @@ def check_names(
     for lower, message in rejected.items():
         if opts.has(lower):
             raise ConfigError(message)
+    check_spelling(opts, canonical, rejected, side=side, quiet=quiet)
     quiet = frozenset(name.lower() for name in quiet)
-    known = {**{name: name for name in quiet}, **{name: name for name in rejected}, **canonical}
     ignored = []
     for lower in sorted(opts.raw):
         if lower in canonical or lower in quiet:
             continue
         typed = opts.spelled.get(lower, lower)
         is_kafka = lower.startswith("kafka.")
-        meant = None
-        if not (is_kafka and lower[len("kafka.") :] in KAFKA_CLIENT_CONFIGS):
-            meant = _misspelling_of(lower, known)
-        if meant is not None:
-            kind = "Kafka option" if is_kafka else "Option"
-            raise ConfigError(
-                f"{kind} '{typed}' is not an option of the pyspark-pykafka "
-                f"{side}. Did you mean '{meant}'?"
-            )
         if is_kafka:
             ignored.append(lower)
             warn_once(

@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from kafka_common.user_errors import user_errors
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
 
@@ -146,6 +147,7 @@ def plan_partitions(
     ]
 
 
+@user_errors
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: ReaderOptions):
         self.options = options
@@ -171,6 +173,7 @@ class KafkaBatchReader(DataSourceReader):
         )
 
 
+@user_errors
 class KafkaPushdownBatchReader(KafkaBatchReader):
     """The batch reader with filter pushdown (``spark.sql.python.filterPushdown.enabled``).
 

@@ -56,7 +56,7 @@ from kafka_common.connection_options import (
     SECURITY_OPTIONS,
     client_config,
 )
-from kafka_common.option_map import INT32_MAX, OptionMap, check_names, warn_once
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling, warn_once
 from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
@@ -589,8 +589,10 @@ def _parse(
     options: Mapping[str, Any], for_streaming: bool, logger: logging.Logger
 ) -> ReaderOptions:
     opts = OptionMap(options, _CANONICAL)
+    # A misspelt name first: a mistyped `subscribe` is named as typed, not reported missing.
+    check_spelling(opts, _CANONICAL, _REJECTED_KAFKA_OPTIONS, side="source")
 
-    # Mode-specific rules first, as Spark's validateStreamOptions/validateBatchOptions.
+    # Mode-specific rules next, as Spark's validateStreamOptions/validateBatchOptions.
     if for_streaming:
         check_stream_has_no_end(opts, logger)
     starting, ending = offset_range(opts, for_streaming, logger)

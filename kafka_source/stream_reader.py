@@ -69,6 +69,7 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
 
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
+from kafka_common.user_errors import user_errors
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.authorization import GROUP, RESOURCE_TYPES, refine, request_error
 from protocol.client.cluster import KafkaClient
@@ -193,6 +194,7 @@ def check_pyspark_supports(options: ReaderOptions) -> None:
             )
 
 
+@user_errors
 class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
         self.options = options

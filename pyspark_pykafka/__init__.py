@@ -7,6 +7,9 @@ the zip unpacked there): Spark would register it without the session's Python fi
 its tasks would fail on the executors (``pyspark_pykafka.auto_registration`` says why). There
 it offers no ``DefaultSource`` and says so; the job registers ``KafkaDataSource`` itself.
 
+Imported on the driver, it checks that the Python Spark starts its workers with can import
+it, and warns once naming ``PYSPARK_PYTHON`` when not (``pyspark_pykafka.worker_python``).
+
 It also offers the lag helper (``kafka_source.lag``): the offsets a stream is behind the
 latest, from its progress reports, as Spark's JVM Kafka source reports them."""
 
@@ -16,6 +19,7 @@ from kafka_source.lag import KafkaLagListener, offsets_behind_latest, with_lag_m
 
 from .auto_registration import not_registered_warning, only_in_lookup_working_directory
 from .datasource import KafkaDataSource
+from .worker_python import check_worker_python
 
 __all__ = [
     "DefaultSource",
@@ -28,6 +32,7 @@ __all__ = [
 _cwd = only_in_lookup_working_directory(__name__)
 if _cwd is None:
     DefaultSource = KafkaDataSource
+    check_worker_python()
 else:
     # Spark's lookup worker has no logging set up: a warning reaches its stderr (Python's
     # last-resort handler), which Spark copies to the driver's.

@@ -36,6 +36,7 @@ import sys
 from pyspark.sql.datasource import DataSource
 
 from kafka_common.import_path import connector_zip, with_import_path
+from kafka_common.user_errors import user_errors
 from protocol.errors import ConfigError
 
 from kafka_source.spark_schema import as_struct_type, kafka_schema
@@ -121,6 +122,7 @@ def _include_headers(options) -> bool:
     return str(value).strip().lower() == "true"
 
 
+@user_errors
 class KafkaDataSource(DataSource):
     @classmethod
     def name(cls) -> str:

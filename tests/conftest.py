@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import uuid
 
 import pytest
@@ -34,6 +35,9 @@ _topic_seq = itertools.count()
 # Spark JVMs started by the tests (here or in child processes) read
 # tests/spark-conf/spark-defaults.conf: the JIT's first tier only, the serial collector.
 os.environ.setdefault("SPARK_CONF_DIR", os.path.join(os.path.dirname(__file__), "spark-conf"))
+# Their Python workers (and those of the tests' child processes) use this Python: set before
+# any test imports the connector, which otherwise warns that python3 on PATH lacks it.
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 
 class KafkaClusters:

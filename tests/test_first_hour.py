@@ -196,6 +196,51 @@ def test_a_misspelt_bootstrap_option_names_what_was_typed():
         parse_writer_options({"kafka.bootstrap.servers": NOWHERE, "kafka.linger.m": "5"})
 
 
+def _parse_stream(options: dict):
+    return parse_reader_options(options, for_streaming=True)
+
+
+@pytest.mark.parametrize(
+    "typed, meant",
+    [("subscibe", "subscribe"), ("subscribePatern", "subscribePattern"), ("Asign", "assign")],
+)
+def test_a_misspelt_subscription_is_named_not_reported_missing(typed, meant):
+    """Used to say "One of the following options must be specified for Kafka source:
+    subscribe, subscribePattern, assign", never naming what was typed: the spelling is
+    checked before anything else, on both sides (the writer passes the reader's options)."""
+    from kafka_source.options import check_reader_options
+
+    value = "events" if typed != "Asign" else '{"events": [0]}'
+    reader = {"kafka.bootstrap.servers": NOWHERE, typed: value}
+    for parse, options, side in [
+        (parse_reader_options, reader, "source"),
+        (_parse_stream, reader, "source"),
+        (check_reader_options, reader, "source"),  # load()
+        (parse_writer_options, {**reader, "topic": "t"}, "writer"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            parse(options)
+        assert str(info.value) == (
+            f"Option '{typed}' is not an option of the pyspark-pykafka {side}. "
+            f"Did you mean '{meant}'?"
+        )
+
+
+def test_a_misspelling_comes_before_every_other_check():
+    """Each of these options would fail another check first (a batch starting at latest,
+    a stream with an end, a serializer Spark refuses, acks without idempotence, no
+    bootstrap servers): the misspelling is what the user hears."""
+    typo = {"endingOffset": "latest"}
+    with pytest.raises(ConfigError, match="'endingOffset' .* Did you mean 'endingOffsets'"):
+        parse_reader_options({**BASE, "startingOffsets": "latest", **typo})
+    with pytest.raises(ConfigError, match="'startingOffset' .* Did you mean 'startingOffsets'"):
+        _parse_stream({**BASE, "endingOffsets": "latest", "startingOffset": "earliest"})
+    with pytest.raises(ConfigError, match="'kafka.acs' .* Did you mean 'kafka.acks'"):
+        parse_writer_options(
+            {"topic": "t", "kafka.key.serializer": "x", "kafka.acks": "1", "kafka.acs": "1"}
+        )
+
+
 @pytest.mark.spark
 def test_a_misspelt_option_fails_at_load_before_anything_is_read(spark):
     """Spark calls the source's schema() at load(): the typo fails there, with no broker
