@@ -37,7 +37,7 @@ lint-ci: $(STAMP)
 
 # Suites that stay out of `make test` to keep it within half an hour (virtualenvs of their
 # own, Spark jobs and servers of their own, a 3-node cluster whose nodes die: pytest
-# markers `sail`, `pyspark_versions`, `pythons`, `loading`, `jvm_referee`,
+# markers `sail`, `pyspark_versions`, `pythons`, `minimums`, `loading`, `jvm_referee`,
 # `broker_faults`, `authorization` and `wide_topic`, deselected by default in
 # pyproject.toml); .ci/run runs each after it.
 # test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
@@ -47,6 +47,14 @@ lint-ci: $(STAMP)
 # selection of the suite (protocol round trips, record batches, compiled/pure equivalence)
 # and a Spark job (batch write and read, a stream). A first run makes the four envs (about
 # 1 min each with pip's cache warm); later runs reuse them.
+# test-minimums: the lowest versions we claim (tests/test_minimums.py): in .venv-minimums-3.X,
+# the lowest runtime dependencies pyproject.toml allows on that Python as uv's lowest resolution
+# installs them (uv pinned in the dev extra), beside a PySpark at its oldest (4.1.0 on
+# 3.10 and 3.13, 4.2.0 on 3.12, 4.3.0 with its own floor, pyarrow 18, on 3.11), the selection
+# of test-pythons and its Spark job (with a read of 50 one-record partitions in one task).
+# A first run makes the four envs and build envs: about 3.5 min with uv's cache warm (CI's
+# fresh clone), 5 min with it cold (uv builds PySpark 4.1.0, 4.2.0 and 4.3.0 from their sdists,
+# ~25 s each, and keeps the wheels in its cache); later runs reuse the envs: about 3 min.
 # test-versions: batch, a stream and --py-files under each supported PySpark
 # (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
 # for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
@@ -67,7 +75,7 @@ lint-ci: $(STAMP)
 # test-loading: a job for each way of loading the connector (tests/test_load_paths.py:
 # editable install, --py-files, PYTHONPATH, addPyFile) and a local Spark Connect server
 # (tests/test_connect.py: the wheel on the server, addArtifacts from a client).
-.PHONY: test-sail test-versions test-pythons test-loading test-jvm test-faults test-authz
+.PHONY: test-sail test-versions test-pythons test-minimums test-loading test-jvm test-faults test-authz
 test-sail: $(STAMP)
 	$(PY) -m pytest -q -m sail tests/test_sail.py $(PYTEST_ARGS)
 
@@ -76,6 +84,9 @@ test-versions: $(STAMP)
 
 test-pythons: $(STAMP)
 	$(PY) -m pytest -q -m pythons tests/test_pythons.py $(PYTEST_ARGS)
+
+test-minimums: $(STAMP)
+	$(PY) -m pytest -q -m minimums tests/test_minimums.py $(PYTEST_ARGS)
 
 test-loading: $(STAMP)
 	$(PY) -m pytest -q -m loading tests/test_load_paths.py tests/test_connect.py $(PYTEST_ARGS)
@@ -102,8 +113,28 @@ test-wide: $(STAMP)
 testbed: $(STAMP)
 	$(PY) -m kafka_testbed $(TESTBED_ARGS)
 
-demo: $(STAMP)
-	$(PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
+# The demo has a virtualenv of its own, .venv-demo, with only what it needs (not the dev set
+# of `make install`): this checkout with its `spark` extra (PySpark and the runtime
+# dependencies) and its `testbed` extra (confluent-kafka, whose wheel holds the embedded
+# broker, librdkafka's mock cluster). The first run installs about 500 MB (PySpark is most
+# of it), showing pip's progress; later runs start at once.
+DEMO_VENV := .venv-demo
+DEMO_PY := $(DEMO_VENV)/bin/python
+DEMO_STAMP := $(DEMO_VENV)/.installed
+
+$(DEMO_PY):
+	@echo "== creating $(DEMO_VENV) for the demo"
+	$(PYTHON) -m venv $(DEMO_VENV)
+
+$(DEMO_STAMP): pyproject.toml | $(DEMO_PY)
+	@echo "== installing pip, then the connector with PySpark into $(DEMO_VENV) (once)"
+	$(DEMO_PY) -m pip install --upgrade pip
+	$(DEMO_PY) -m pip install -e '.[spark,testbed]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
+	@echo "== running examples/demo.py with $(DEMO_PY)"
+	$(DEMO_PY) examples/demo.py $(if $(BOOTSTRAP),--bootstrap-servers $(BOOTSTRAP),)
 
 # The docs site: docs/*.md built by MkDocs (mkdocs.yml) into site/, in strict mode, so a
 # broken link or anchor, or a page missing from the nav, fails the build (.ci/run runs it).
@@ -188,5 +219,5 @@ soak-hour: $(STAMP)
 	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
-	rm -rf $(VENV) .venv-pyfiles .venv-sail .venv-pyspark-* .venv-python-* .venv-build-* build \
+	rm -rf $(VENV) $(DEMO_VENV) .venv-pyfiles .venv-sail .venv-pyspark-* .venv-python-* .venv-minimums-* .venv-build-* build \
 		dist *.egg-info .pytest_cache site

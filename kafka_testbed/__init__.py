@@ -13,12 +13,14 @@
 ``python -m kafka_testbed`` starts a broker and a registry for a user and prints the
 options to use (:mod:`kafka_testbed.__main__`).
 
-Both listen on 127.0.0.1 and are reachable from other processes.
+Both listen on 127.0.0.1 and are reachable from other processes, each on a free port by
+default or on the ``port`` given (:class:`PortTakenError`, naming it, when it is in use).
 """
 
 from .apache_kafka import SASL_USERS, KafkaCluster, KafkaStartError
 from .maven_jars import KAFKA_VERSIONS, NEWEST_KAFKA, OLDEST_KAFKA
 from .mock_cluster import MockCluster, MockRequest
+from .port_forward import PortTakenError
 from .schema_registry import RegistryServer
 from .tansu import TansuBroker, TansuStartError
 
@@ -30,6 +32,7 @@ __all__ = [
     "MockRequest",
     "NEWEST_KAFKA",
     "OLDEST_KAFKA",
+    "PortTakenError",
     "RegistryServer",
     "SASL_USERS",
     "TansuBroker",

@@ -2,6 +2,7 @@
 the connector (and docs/schema-registry.md) on a laptop.
 
     python -m kafka_testbed                         # embedded broker + registry
+    python -m kafka_testbed --port 9092             # ... the broker on localhost:9092
     python -m kafka_testbed --topic orders:3        # ... with a topic of 3 partitions
     python -m kafka_testbed --kafka 4.4.0           # Apache Kafka itself (Java, Maven)
 
@@ -20,6 +21,7 @@ import signal
 import sys
 import threading
 
+from .port_forward import PortTakenError
 from .schema_registry import RegistryServer
 
 
@@ -54,6 +56,12 @@ def _arguments(argv) -> argparse.Namespace:
         "kafka_testbed.KAFKA_VERSIONS, the newest by default",
     )
     parser.add_argument(
+        "--port",
+        type=int,
+        default=None,
+        help="port of the Kafka broker, e.g. 9092 (default: any free port)",
+    )
+    parser.add_argument(
         "--registry-port",
         type=int,
         default=0,
@@ -64,12 +72,12 @@ def _arguments(argv) -> argparse.Namespace:
 
 
 @contextlib.contextmanager
-def _broker(version: str | None):
+def _broker(version: str | None, port: int | None = None):
     """Yield ``(bootstrap servers, what it is, create_topic(name, partitions))``."""
     if version is None:
         from .mock_cluster import MockCluster
 
-        with MockCluster(brokers=1) as cluster:
+        with MockCluster(brokers=1, port=port) as cluster:
 
             def create(name: str, partitions: int) -> None:
                 cluster.create_topic(name, partitions, 1)
@@ -82,7 +90,7 @@ def _broker(version: str | None):
     from .maven_jars import NEWEST_KAFKA
 
     version = NEWEST_KAFKA if version == "newest" else version
-    with KafkaCluster(version=version, nodes=1) as cluster:
+    with KafkaCluster(version=version, nodes=1, port=port) as cluster:
 
         def create(name: str, partitions: int) -> None:
             with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
@@ -103,16 +111,22 @@ def options_text(bootstrap: str, registry_url: str | None) -> str:
 def main(argv=None) -> int:
     args = _arguments(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Ctrl-C too, from the start: one pressed just as "Running" prints still stops cleanly
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
     with contextlib.ExitStack() as stack:
         try:
-            bootstrap, kind, create = stack.enter_context(_broker(args.kafka))
+            bootstrap, kind, create = stack.enter_context(_broker(args.kafka, args.port))
         except ModuleNotFoundError as e:
             print(
-                f"The embedded broker needs {e.name} (pip install confluent-kafka, or "
-                "make install); or run Apache Kafka with --kafka (needs Java).",
+                f"The embedded broker needs {e.name} (pip install "
+                "'pyspark-pykafka[testbed]', or pip install confluent-kafka); or run "
+                "Apache Kafka with --kafka (needs Java).",
                 file=sys.stderr,
             )
+            return 1
+        except PortTakenError as e:
+            print(e, file=sys.stderr)
             return 1
         for name, partitions in args.topic:
             create(name, partitions)

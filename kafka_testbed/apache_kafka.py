@@ -13,7 +13,9 @@ node (``kafka.Kafka``, combined broker and controller, small heap) on loopback a
 Listeners of every node (each on a port of its own; ``kafka.listener(name)`` gives a
 bootstrap string):
 
-* ``PLAINTEXT`` (always; inter-broker traffic uses it too);
+* ``PLAINTEXT`` (always; inter-broker traffic uses it too): on a free port, or on ``port``
+  (node n on ``port + n - 1``; :class:`~kafka_testbed.port_forward.PortTakenError` naming
+  it, before anything starts, when another process holds it);
 * ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
   of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
   ``alg: none`` token with ``sub`` and ``exp``);
@@ -66,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .maven_jars import NEWEST_KAFKA, kafka_classpath, uses_log4j2
+from .port_forward import listen_on
 
 __all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
 
@@ -198,9 +201,13 @@ class KafkaCluster:
         broker_config: dict[str, str] | None = None,
         proxied: dict[int, int] | None = None,
         start_timeout_s: float = 120.0,
+        port: int | None = None,
     ):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
+        if port is not None and not 0 < port <= 65536 - nodes:
+            raise ValueError(f"port must be 1..{65536 - nodes} for {nodes} node(s): {port}")
+        self.port = port
         self.version = version
         self.major = int(version.split(".")[0])
         if transaction_version is not None and self.major < 4 and transaction_version > 0:
@@ -262,14 +269,25 @@ class KafkaCluster:
         return self._classpath
 
     def start(self) -> KafkaCluster:
-        classpath = self.classpath  # fetch before any port is chosen
-        self._dir = Path(tempfile.mkdtemp(prefix=f"kafka-{self.version}-"))
         n = self.node_count
-        names = self.listeners + ["CONTROLLER"]
-        ports = _free_ports(n * len(names))
+        # a fixed port is held from here (a taken one fails before any fetch) until every
+        # free port is chosen, so that none of them is it
+        held = [
+            listen_on(self.port + i, f"Kafka node {i + 1}") for i in range(n if self.port else 0)
+        ]
+        try:
+            classpath = self.classpath  # fetch before any port is chosen
+            names = self.listeners + ["CONTROLLER"]
+            ports = _free_ports(n * len(names))
+        finally:
+            for sock in held:
+                sock.close()
+        self._dir = Path(tempfile.mkdtemp(prefix=f"kafka-{self.version}-"))
         for i in range(n):
             node_id = i + 1
             node_ports = {name: ports[i * len(names) + j] for j, name in enumerate(names)}
+            if self.port:
+                node_ports["PLAINTEXT"] = self.port + i
             directory = self._dir / f"node-{node_id}"
             (directory / "data").mkdir(parents=True)
             self.nodes[node_id] = _Node(node_id, node_ports, directory)

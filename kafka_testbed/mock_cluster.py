@@ -14,7 +14,9 @@ producer handle is made with ``rd_kafka_conf_new`` + ``rd_kafka_new``, then
 cluster's bookkeeping; it is never used to produce. Brokers are numbered 1..N
 and each listens on ``127.0.0.1:<ephemeral port>`` (the mock binds
 ``INADDR_LOOPBACK``), so clients in this process and in other processes
-(e.g. Spark executors) can all connect with ``bootstrap``.
+(e.g. Spark executors) can all connect with ``bootstrap``. Given ``port``,
+broker n listens on ``127.0.0.1:port + n - 1`` instead, through a forward to its
+ephemeral port (:mod:`kafka_testbed.port_forward`), and advertises that port.
 
 Behaviour worth knowing (librdkafka 2.16.0, the version in confluent-kafka
 2.16.1):
@@ -60,6 +62,8 @@ import os
 import threading
 from typing import NamedTuple
 from collections.abc import Iterable, Sequence
+
+from .port_forward import PortForward
 
 __all__ = ["MockCluster", "MockRequest", "librdkafka_path"]
 
@@ -182,14 +186,23 @@ class MockCluster:
     Use as a context manager, or call :meth:`close` when done. All methods
     raise :class:`RuntimeError` carrying librdkafka's error name when the
     underlying call reports an error (unknown topic, unknown broker, ...).
+
+    ``port``: broker n listens on ``127.0.0.1:port + n - 1`` (``python -m kafka_testbed
+    --port 9092``); :class:`~kafka_testbed.port_forward.PortTakenError` naming the port
+    when another process holds it. By default each broker takes a free port.
     """
 
-    def __init__(self, brokers: int = 3, *, rebalance_delay_ms: int | None = 0) -> None:
+    def __init__(
+        self, brokers: int = 3, *, rebalance_delay_ms: int | None = 0, port: int | None = None
+    ) -> None:
         if brokers < 1:
             raise ValueError("brokers must be >= 1")
+        if port is not None and not 0 < port <= 65536 - brokers:
+            raise ValueError(f"port must be 1..{65536 - brokers} for {brokers} broker(s): {port}")
         self._lib = _load()
         self._rk: int | None = None
         self._mcluster: int | None = None
+        self._forwards: list[PortForward] = []
         self._lock = threading.Lock()
         self.broker_count = brokers
 
@@ -215,6 +228,36 @@ class MockCluster:
         self._bootstrap = lib.rd_kafka_mock_cluster_bootstraps(mcluster).decode()
         if rebalance_delay_ms is not None:
             lib.rd_kafka_mock_group_initial_rebalance_delay_ms(mcluster, rebalance_delay_ms)
+        if port is not None:
+            try:
+                self._listen_at(port)
+            except BaseException:
+                self.close()
+                raise
+
+    def _listen_at(self, port: int) -> None:
+        """Broker n on ``127.0.0.1:port + n - 1``: librdkafka binds ports of the kernel's
+        choosing, so each fixed port forwards to its broker's, and the broker advertises
+        the fixed one in Metadata (every connection then goes through the forwards)."""
+        from protocol.client.cluster import KafkaClient
+
+        set_host_port = getattr(self._lib, "rd_kafka_mock_broker_set_host_port", None)
+        if set_host_port is None:
+            raise RuntimeError(
+                f"MockCluster(port=...) needs librdkafka 2.5 or later (this is {self.version})"
+            )
+        set_host_port.restype, set_host_port.argtypes = _int, [_vp, _i32, _cp, _int]
+        with KafkaClient(bootstrap_servers=self._bootstrap) as client:
+            bound = client.metadata(topics=[]).brokers  # {broker id: (host, port)}
+        for broker_id in range(1, self.broker_count + 1):
+            what = f"the mock cluster's broker {broker_id}"
+            self._forwards.append(PortForward(port + broker_id - 1, bound[broker_id], what))
+        for broker_id, forward in enumerate(self._forwards, start=1):
+            self._check(
+                set_host_port(self._mc, broker_id, b"127.0.0.1", forward.port),
+                f"broker_set_host_port({broker_id}, {forward.port})",
+            )
+        self._bootstrap = ",".join(f"127.0.0.1:{f.port}" for f in self._forwards)
 
     # -- lifecycle -------------------------------------------------------
 
@@ -233,6 +276,9 @@ class MockCluster:
         with self._lock:
             mcluster, rk = self._mcluster, self._rk
             self._mcluster = self._rk = None
+            forwards, self._forwards = self._forwards, []
+        for forward in forwards:
+            forward.close()
         if mcluster:
             self._lib.rd_kafka_mock_cluster_destroy(mcluster)
         if rk:

@@ -294,3 +294,97 @@ def test_every_repository_path_the_readme_and_the_docs_name_exists():
     assert len(named) > 40
     missing = sorted(p for p in named if not os.path.exists(os.path.join(ROOT, p)))
     assert not missing, missing
+
+
+# ---- make demo: the runtime set alone ----------------------------------------------------------
+
+
+def test_make_demo_installs_the_spark_and_testbed_extras_alone_with_pip_s_progress():
+    makefile = read("Makefile")
+    assert re.search(r"^DEMO_VENV := \.venv-demo$", makefile, re.M)
+    assert re.search(
+        r"^demo: \$\(DEMO_STAMP\)\n(\t.*\n)*\t\$\(DEMO_PY\) examples/demo\.py ", makefile, re.M
+    )
+    install = re.search(r"^\$\(DEMO_STAMP\): pyproject\.toml.*\n((?:\t.*\n)+)", makefile, re.M)[1]
+    assert "$(DEMO_PY) -m pip install -e '.[spark,testbed]'\n" in install
+    assert " -q" not in install and "dev" not in install  # pip's progress shows
+    assert install.endswith("\ttouch $(DEMO_STAMP)\n")
+
+
+def _import_names_of(extras: list[str]) -> set[str]:
+    """The top-level import names of this package's requirements with ``extras`` and of
+    everything they require, as installed here."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+
+    by_dist: dict[str, set[str]] = {}
+    for name, dists in metadata.packages_distributions().items():
+        for dist in dists:
+            by_dist.setdefault(dist.lower().replace("_", "-"), set()).add(name)
+    names: set[str] = set()
+    todo = [("pyspark-pykafka", tuple(extras))]
+    seen = set()
+    while todo:
+        dist, wanted = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        names |= by_dist.get(dist, set())
+        for text in metadata.requires(dist) or []:
+            req = Requirement(text)
+            if req.marker is None or any(
+                req.marker.evaluate({"extra": e}) for e in wanted or ("",)
+            ):
+                todo.append((req.name.lower().replace("_", "-"), tuple(req.extras)))
+    return names
+
+
+DEMO_IMPORTS_ONLY = """
+import importlib.abc, runpy, sys
+absent = set(sys.argv[1].split(","))
+class Absent(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] in absent:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Absent())
+sys.argv = sys.argv[2:]
+try:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+finally:  # what the demo's Spark part has its Python workers import
+    import pyspark.sql, pyspark_pykafka, kafka_source.batch_reader, kafka_source.stream_reader
+    import kafka_sink.writer
+"""
+
+
+def test_the_demo_needs_nothing_beyond_the_extras_make_demo_installs():
+    """``examples/demo.py`` (its protocol part, on its embedded broker) and the connector's
+    modules its Spark part runs, in a process where of the installed distributions only
+    those of ``.[spark,testbed]`` (and what they require) can be imported: the rest of the
+    dev set is absent."""
+    from importlib import metadata
+
+    from kafka_source.shadowing import INSTALLED_NAMES
+
+    allowed = _import_names_of(["spark", "testbed"]) | set(INSTALLED_NAMES)
+    assert {"pyspark", "py4j", "pyarrow", "confluent_kafka"} <= allowed
+    absent = set(metadata.packages_distributions()) - allowed
+    assert {"pytest", "yaml", "pandas", "hypothesis", "kafka", "aiokafka"} <= absent
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            DEMO_IMPORTS_ONLY,
+            ",".join(sorted(absent)),
+            os.path.join(ROOT, "examples", "demo.py"),
+            "--no-spark",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "embedded librdkafka mock cluster" in done.stdout and "done." in done.stdout

@@ -6,6 +6,8 @@ confluent-kafka (librdkafka) is the independent client here.
 from __future__ import annotations
 
 import json
+import signal
+import socket
 import subprocess
 import sys
 import time
@@ -16,7 +18,7 @@ import confluent_kafka  # noqa: E402, F401  (a dev dependency: missing means a b
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from kafka_testbed import MockCluster, TansuBroker  # noqa: E402
+from kafka_testbed import MockCluster, PortTakenError, TansuBroker  # noqa: E402
 
 N = 100
 PRODUCE = 0  # Kafka API keys
@@ -368,3 +370,93 @@ def test_other_process_can_connect(tansu: TansuBroker, mock_cluster: MockCluster
     out = json.loads(res.stdout.strip().splitlines()[-1])
     assert out[tansu.bootstrap] == [111]
     assert out[mock_cluster.bootstrap] == [1, 2, 3]
+
+
+# -- a fixed port (python -m kafka_testbed --port 9092) -----------------------------------
+
+
+def _free_ports(n: int) -> int:
+    """A port free on 127.0.0.1 with the ``n - 1`` after it free too."""
+    for _ in range(50):
+        with socket.create_server(("127.0.0.1", 0)) as first:
+            port = first.getsockname()[1]
+            try:
+                others = [socket.create_server(("127.0.0.1", port + i)) for i in range(1, n)]
+            except OSError:
+                continue
+            for s in others:
+                s.close()
+            return port
+    raise AssertionError(f"no {n} free ports in a row")
+
+
+def test_mock_cluster_on_a_fixed_port(topic_name: str) -> None:
+    """Broker n listens on port + n - 1 and Metadata advertises it, so a client given the
+    first port alone reaches every broker there."""
+    port = _free_ports(2)
+    with MockCluster(brokers=2, port=port) as mc:
+        assert mc.bootstrap == f"127.0.0.1:{port},127.0.0.1:{port + 1}"
+        mc.create_topic(topic_name, 2, 2)
+        conf = {"bootstrap.servers": f"localhost:{port}"}
+        md = AdminClient(conf).list_topics(topic_name, timeout=10)
+        assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {
+            1: ("127.0.0.1", port),
+            2: ("127.0.0.1", port + 1),
+        }
+        produce(conf, topic_name)
+        check_roundtrip(consume(conf, topic_name, N))
+    with pytest.raises(ConnectionRefusedError):  # closed with the cluster
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_mock_cluster_on_a_taken_port_names_it_at_once() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(PortTakenError) as info:
+            MockCluster(brokers=1, port=port)
+        assert time.monotonic() - started < 10
+    assert str(info.value) == (
+        f"port {port} (127.0.0.1:{port}) is already in use, so the mock cluster's broker 1 "
+        "cannot listen there: stop what holds it, or choose another port"
+    )
+
+
+def _testbed(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "kafka_testbed", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_python_m_kafka_testbed_port() -> None:
+    """``--port 9092`` is what the getting-started page runs its code against."""
+    port = _free_ports(1)
+    proc = _testbed("--port", str(port), "--no-registry", "--topic", "orders:2")
+    try:
+        lines = []
+        while not lines or not lines[-1].startswith("Running"):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            lines.append(line)
+        assert f'.option("kafka.bootstrap.servers", "127.0.0.1:{port}")' in "".join(lines)
+        md = AdminClient({"bootstrap.servers": f"localhost:{port}"}).list_topics(timeout=10)
+        assert len(md.topics["orders"].partitions) == 2
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        proc = _testbed("--port", str(port))
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, (out, err)
+    assert err.strip() == (
+        f"port {port} (127.0.0.1:{port}) is already in use, so the mock cluster's broker 1 "
+        "cannot listen there: stop what holds it, or choose another port"
+    )

@@ -2,7 +2,8 @@
 records survive a SIGKILL and a restart on the same log directory, a SIGSTOPped node
 answers nothing until SIGCONT, a SIGTERM is a clean shutdown, the transaction.version it was
 formatted with is the one its controller finalized, Kafka's own tools run from its jars, a
-node that cannot start fails loudly with its log, the jar cache is never fetched twice, and
+node that cannot start fails loudly with its log, the jar cache is never fetched twice, a
+fixed port is the broker's (a taken one named before anything starts), and
 listener options that cannot work are refused before anything starts (the listeners
 themselves are proven by the tests that sign in on them: test_kafka_signin, test_kafka_tls).
 
@@ -19,6 +20,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kafka_testbed import KafkaCluster, KafkaStartError, maven_jars
+
+from .helpers.waiting import wait_until
 
 
 def _produce(bootstrap: str, topic: str, n: int) -> None:
@@ -82,9 +85,7 @@ def test_a_node_that_dies_on_its_own_leaves_its_logs(own_cluster, tmp_path, monk
     own_cluster.restart(1)
     monkeypatch.setenv("PYKAFKA_DEAD_NODE_LOGS", str(tmp_path))
     os.kill(own_cluster.pid(1), signal.SIGKILL)  # from outside the testbed
-    deadline = time.monotonic() + 30
-    while own_cluster.running(1) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: not own_cluster.running(1), 30, "node 1 seen dead", interval=0.1)
     assert own_cluster.dead_nodes() == [1]
     with pytest.warns(UserWarning, match="node 1 died") as warned:
         (folder,) = own_cluster.keep_logs_of_dead_nodes()
@@ -185,3 +186,30 @@ def test_listener_options_are_checked_before_any_start(tmp_path):
     # the JWKS: an issuer's endpoint as it is, a file as a file: URL
     assert KafkaCluster(oauth_jwks="http://127.0.0.1:1/jwks").jwks_url == "http://127.0.0.1:1/jwks"
     assert KafkaCluster(oauth_jwks=files[0]).jwks_url == (tmp_path / "c.pem").as_uri()
+
+
+def test_a_fixed_port_is_the_broker_s_and_a_taken_one_is_named_at_once(topic_name):
+    """``KafkaCluster(port=...)`` (``python -m kafka_testbed --kafka --port 9092``): a port
+    another process holds fails before anything is fetched or started, naming it; a free
+    one is where the broker listens and what Metadata advertises."""
+    from kafka_testbed import PortTakenError
+    from protocol.client.cluster import KafkaClient
+
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        started = time.monotonic()
+        with pytest.raises(PortTakenError) as info:
+            KafkaCluster(port=port).start()
+        assert time.monotonic() - started < 10  # before a JVM is started
+    assert str(info.value) == (
+        f"port {port} (127.0.0.1:{port}) is already in use, so Kafka node 1 cannot listen "
+        "there: stop what holds it, or choose another port"
+    )
+    with KafkaCluster(port=port) as cluster:
+        assert cluster.bootstrap == f"127.0.0.1:{port}"
+        with KafkaClient(bootstrap_servers=f"localhost:{port}") as client:
+            assert client.metadata(topics=[]).brokers == {1: ("127.0.0.1", port)}
+            client.create_topics({topic_name: 1})
+            client.wait_for_topics([topic_name])
+        _produce(f"localhost:{port}", topic_name, 3)
+        assert len(_consume(f"localhost:{port}", topic_name, 3)) == 3
