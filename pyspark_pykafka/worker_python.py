@@ -23,7 +23,8 @@ import os
 import shutil
 import subprocess
 import sys
-import threading
+
+from kafka_common.bounded_cache import BoundedCache
 
 log = logging.getLogger("pykafka.registration")
 
@@ -37,8 +38,8 @@ _PROBE = (
     "sys.exit(0 if importlib.util.find_spec('pyspark_pykafka') else 3)"
 )
 
-_found: dict[str, bool | None] = {}  # interpreter path -> finds the connector (None: unknown)
-_lock = threading.Lock()
+#: Interpreter path -> whether it finds the connector (a time-out is not kept: asked again).
+_found: BoundedCache[str, bool] = BoundedCache(8)
 _warned = False
 
 
@@ -93,9 +94,9 @@ def same_interpreter(a: str, b: str) -> bool:
 def finds_connector(python: str) -> bool | None:
     """Whether ``python`` finds the connector on its path (None when it did not answer in
     ``CHECK_TIMEOUT_S``). Asked once per interpreter path in this process."""
-    with _lock:
-        if python in _found:
-            return _found[python]
+    known = _found.get(python)
+    if known is not None:
+        return known
     try:
         done = subprocess.run(
             [python, "-c", _PROBE],
@@ -103,13 +104,11 @@ def finds_connector(python: str) -> bool | None:
             capture_output=True,
             timeout=CHECK_TIMEOUT_S,
         )
-        answer: bool | None = done.returncode == 0
+        answer = done.returncode == 0
     except (OSError, subprocess.TimeoutExpired) as exc:
         log.debug("could not ask %s whether it finds pyspark_pykafka: %s", python, exc)
-        answer = None
-    with _lock:
-        _found[python] = answer
-    return answer
+        return None
+    return _found.put(python, answer)
 
 
 def worker_python_problem(environ=None, conf=None) -> str | None:

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from kafka_common.bounded_cache import BoundedCache
 from pyspark_pykafka import worker_python
 
 JOB = (
@@ -110,9 +111,9 @@ def test_a_worker_python_not_on_path_is_named(tmp_path):
 def test_this_python_is_not_asked_and_a_virtualenv_of_it_is(bare_python, monkeypatch):
     """The same interpreter costs no subprocess; a virtualenv made from the same Python
     (its bin/python a link to the same file) is another interpreter, and is asked."""
-    monkeypatch.setattr(worker_python, "_found", {})
+    monkeypatch.setattr(worker_python, "_found", BoundedCache(8))
     assert worker_python.worker_python_problem({"PYSPARK_PYTHON": sys.executable}, {}) is None
-    assert worker_python._found == {}
+    assert worker_python._found.keys() == []
     assert not worker_python.same_interpreter(bare_python, sys.executable)
     assert worker_python.worker_python_problem({"PYSPARK_PYTHON": bare_python}, {})
-    assert list(worker_python._found.values()) == [False]
+    assert [worker_python._found.get(k) for k in worker_python._found.keys()] == [False]
