@@ -108,7 +108,7 @@ def wait_in_sync(cluster: KafkaCluster, timeout_s: float = 240) -> float:
             last = f"brokers {sorted(meta.brokers)}; behind: {behind[:5]}"
         except PyKafkaError as e:
             last = str(e)
-        time.sleep(0.25)
+        time.sleep(0.25)  # a wait helper's poll; its failure says what was still behind
     raise AssertionError(f"the cluster did not heal in {timeout_s:.0f} s: {last}")
 
 
@@ -143,7 +143,7 @@ def wait_leader_moved(
                 return leader
         except PyKafkaError:
             pass
-        time.sleep(0.2)
+        time.sleep(0.2)  # a wait helper's poll
     raise AssertionError(f"{topic}-{partition}: still led by node {old} after {timeout_s} s")
 
 
@@ -254,7 +254,7 @@ class FaultInjector(threading.Thread):
         at, started = time.time(), time.monotonic()
         if kind == "SIGKILL":
             self.cluster.kill(node)
-            time.sleep(self.kill_hold_s)
+            time.sleep(self.kill_hold_s)  # the node down this long: the fault injected
             held = time.monotonic() - started
             self.cluster.restart(node)
             wait_in_sync(self.cluster)
@@ -265,7 +265,7 @@ class FaultInjector(threading.Thread):
             # counted while it is paused: once it is back, Kafka may hand it its
             # preferred leaderships again before the cluster is seen healed
             moved = self._wait_fenced(node, before)
-            time.sleep(self.stop_hold_s)
+            time.sleep(self.stop_hold_s)  # the node paused this long: the fault injected
             held = time.monotonic() - started
             self.cluster.resume(node)
             wait_in_sync(self.cluster)
@@ -288,7 +288,7 @@ class FaultInjector(threading.Thread):
                     return len(led)
             except PyKafkaError:
                 pass
-            time.sleep(0.5)
+            time.sleep(0.5)  # a wait helper's poll; its failure names the partitions
         raise AssertionError(
             f"node {node} SIGSTOPped {timeout_s:.0f} s and still leading "
             f"{[tp for tp in led if now.get(tp, node) in (node, -1)][:5]}"

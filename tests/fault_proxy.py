@@ -236,7 +236,7 @@ class FaultProxy:
             with self._lock:
                 interval = self._cut_interval
             if interval is None:
-                time.sleep(_POLL)
+                time.sleep(_POLL)  # the proxy's own loop: no cuts asked for yet
                 next_cut = time.monotonic()
                 continue
             next_cut += interval
@@ -345,7 +345,7 @@ class _Pipe:
                 self._cut(partial=True)
                 return
             if proxy._is_stalled():
-                time.sleep(_POLL)
+                time.sleep(_POLL)  # the proxy's own loop: stalled, it passes nothing on
                 continue
             try:
                 readable, _, _ = select.select([self.client, self.server], [], [], _POLL)

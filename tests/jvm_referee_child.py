@@ -350,9 +350,10 @@ def run_until(spark, admin: Admin, bootstrap: str, step: dict):
                     do_change(spark, admin, bootstrap, change)
                 continue
             if not pending and rows >= step["until_rows"]:
+                # a negative: time for a batch that should not come to come (no event)
                 time.sleep(step.get("settle_s", 0))
                 return
-            time.sleep(0.1)
+            time.sleep(0.1)  # the driving loop: it makes the step's changes on the way
         raise TimeoutError(
             f"the stream read {input_rows(query)} rows, not "
             f"{step['until_rows']}, within {step.get('timeout_s', 120)} s"
@@ -399,7 +400,7 @@ def stream_write(spark, fmt: str, bootstrap: str, step: dict, checkpoint: str) -
                 and len(landed()) < step["until_rows"]
                 and time.monotonic() < deadline
             ):
-                time.sleep(0.5)
+                time.sleep(0.5)  # a child under PySpark 4.2.0: its own poll, no helpers
             query.stop()
         else:
             query = writer.trigger(availableNow=True).start()

@@ -75,7 +75,7 @@ def run_read(
         .start()
     )
     while not os.path.exists(stopfile) and query.isActive:
-        time.sleep(0.2)
+        time.sleep(0.2)  # the child runs until the test asks it to stop (no deadline)
     error = query.exception()
     query.stop()
     print(f"query ended: {error}", flush=True)

@@ -42,6 +42,7 @@ from protocol.client.cluster import KafkaClient
 
 from .python_envs import build_wheel, can_import_connector, layered_env, pip
 from .helpers.envs import clean_env
+from .helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.loading]
 
@@ -125,21 +126,27 @@ class ConnectServer:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + SERVER_START_TIMEOUT_S
-        while time.monotonic() < deadline:
+
+        def serving() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(
                     f"the Connect server exited ({self.proc.returncode}):\n" + self.log_tail()
                 )
-            if "Spark Connect server started" in self.log_tail(20000):
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                    return
-                except OSError:
-                    pass
-            time.sleep(0.5)
-        self.stop()
-        raise RuntimeError("the Connect server did not start in time:\n" + self.log_tail())
+            if "Spark Connect server started" not in self.log_tail(20000):
+                return False
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+
+        try:
+            wait_until(serving, SERVER_START_TIMEOUT_S, "the Connect server serving", 0.5)
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(
+                "the Connect server did not start in time:\n" + self.log_tail()
+            ) from None
 
     def _group_alive(self) -> bool:
         try:
@@ -158,7 +165,7 @@ class ConnectServer:
         deadline = time.monotonic() + 60
         while self._group_alive() and time.monotonic() < deadline:
             self.proc.poll()  # reap the shell
-            time.sleep(0.2)
+            time.sleep(0.2)  # a wait whose timeout is no failure: SIGKILL follows
         if self._group_alive():
             os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait(30)

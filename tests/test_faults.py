@@ -44,6 +44,7 @@ from .reliability_report import record, soak
 from .helpers.sink import batches, consume, options as writer_options, plan_for
 from .helpers.faults import produce_numbered, reader_options
 from .helpers.frames import rewriting
+from .helpers.waiting import wait_until
 
 SOAK = soak()
 READ_RECORDS = 1_000_000 if SOAK else 200_000
@@ -423,7 +424,7 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
                 p.produce(topic_name, value=b"live-%d" % produced["n"], partition=part)
                 produced["n"] += 1
             p.poll(0)
-            time.sleep(0.01)
+            time.sleep(0.01)  # paces the producer while the query reads
         assert p.flush(60) == 0
 
     query = (
@@ -445,11 +446,12 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
         _wait_for(lambda: len(seen) > 200, 60, "the query read nothing")
         mock.broker_set_down(1)
         down_at = time.monotonic()
-        time.sleep(4)
+        time.sleep(4)  # the outage under test
         mock.broker_set_up(1)
         up_at = time.monotonic()
         outage = up_at - down_at
-        time.sleep(2)
+        after_outage = produced["n"] + 200
+        _wait_for(lambda: produced["n"] > after_outage, 60, "records written after the outage")
         stop.set()
         worker.join(90)
         with KafkaClient(bootstrap_servers=mock.bootstrap) as client:
@@ -489,13 +491,12 @@ def test_streaming_query_through_a_broker_down_and_up(spark, private_mock, topic
 
 
 def _wait_for(condition, timeout: float, message, query=None) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
+    def met():
         if query is not None and query.exception() is not None:
             raise AssertionError(f"the query failed: {query.exception()}")
-        if time.monotonic() > deadline:
-            raise AssertionError(message() if callable(message) else message)
-        time.sleep(0.1)
+        return condition()
+
+    wait_until(met, timeout, message, interval=0.1)
 
 
 # ---- 4. flipped bytes ------------------------------------------------------------------------
@@ -660,6 +661,6 @@ def test_metadata_refresh_goes_elsewhere_when_its_connection_died(private_mock, 
             started = time.monotonic()
             meta = client.refresh_metadata([topic_name])
             assert topic_name in meta.topics
-            assert time.monotonic() - started < 2
+            assert time.monotonic() - started < 10  # not the 30 s request timeout
         finally:
             mock.broker_set_up(1)

@@ -60,7 +60,9 @@ def config(mechanism: str = "SCRAM-SHA-256", **kw) -> ClientConfig:
         sasl_mechanism=mechanism,
         sasl_username=USER,
         sasl_password=PASSWORD,
-        request_timeout_ms=3000,
+        # far beyond the seconds a refusal may take: "refused at once" and "waited for
+        # the request timeout" stay apart on a loaded machine
+        request_timeout_ms=20_000,
         **kw,
     )
 
@@ -94,10 +96,10 @@ def expect_refusal(
         tracemalloc.stop()
     leaked = any(PASSWORD in t for t in (str(info.value), repr(info.value), caplog.text))
     _FIGURES[kind].append((elapsed, peak, leaked))
-    assert elapsed < 1.0, f"took {elapsed:.2f} s"
+    assert elapsed < 10, f"took {elapsed:.2f} s"
     assert peak < 4 * 1024 * 1024, f"allocated {peak} bytes"
     assert not conn.connected
-    assert fake.closed_by_client.wait(2), "the client did not close the connection"
+    assert fake.closed_by_client.wait(10), "the client did not close the connection"
     assert_no_secret(info.value, conn, secrets=[PASSWORD])
     assert PASSWORD not in caplog.text
     return info.value

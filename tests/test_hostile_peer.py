@@ -51,8 +51,14 @@ HOSTILE = {
 }
 
 
+#: Far beyond the few seconds within which a hostile answer must be refused, so that
+#: "refused at once" and "waited for the request timeout" stay apart on a loaded machine.
+REQUEST_TIMEOUT_MS = 20_000
+QUICKLY_S = 10
+
+
 def config(**kw) -> ClientConfig:
-    return ClientConfig(bootstrap_servers=["unused:1"], request_timeout_ms=2000, **kw)
+    return ClientConfig(bootstrap_servers=["unused:1"], request_timeout_ms=REQUEST_TIMEOUT_MS, **kw)
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
@@ -68,10 +74,10 @@ def test_hostile_frames_give_a_typed_error_quickly(case):
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()
-        assert elapsed < 1.0
+        assert elapsed < QUICKLY_S
         assert peak < 4 * 1024 * 1024, f"allocated {peak} bytes"
         assert not conn.connected
-        assert fake.closed_by_client.wait(2), "the client did not close the connection"
+        assert fake.closed_by_client.wait(10), "the client did not close the connection"
 
 
 def test_frame_cut_short_then_closed_is_a_connection_error():
@@ -84,7 +90,7 @@ def test_frame_cut_short_then_closed_is_a_connection_error():
 
 def test_silent_peer_times_out_within_the_request_timeout():
     def stall(req):
-        time.sleep(3)
+        time.sleep(3)  # the silent peer under test
         return b""
 
     with FakeBroker([stall]) as fake:
@@ -94,7 +100,7 @@ def test_silent_peer_times_out_within_the_request_timeout():
         started = time.monotonic()
         with pytest.raises(KafkaTimeoutError):
             conn.connect()
-        assert time.monotonic() - started < 1.3
+        assert time.monotonic() - started < 2.5  # the 300 ms timeout, not the 3 s stall
         assert not conn.connected
 
 

@@ -1404,7 +1404,7 @@ class BrokerFaults:
                     p["records"] = b""
         if not spoiled:
             return None
-        time.sleep(0.05)
+        time.sleep(0.05)  # the proxy's hold of a spoiled answer (see above), not a wait
         return encoded(FETCH, frame, version, pos, body)
 
 

@@ -35,6 +35,8 @@ from kafka_testbed import SASL_USERS, KafkaCluster
 from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
+from .helpers.waiting import wait_until
+
 pytestmark = [pytest.mark.spark, pytest.mark.authorization, pytest.mark.timeout(600)]
 
 LIMIT_S = 10  # every refusal within this
@@ -211,12 +213,14 @@ def test_a_stream_reads_with_read_and_fails_at_the_trigger_after_read_is_revoked
         for strategy, value in (("subscribe", "rv-in"), ("subscribePattern", "^rv-"))
     }
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
         for strategy, query in queries.items():
             table = f"authz_revoked_{strategy}"
-            while not spark.table(table).count() and time.monotonic() < deadline:
+
+            def read_one(query=query, table=table) -> int:
                 assert query.isActive, query.exception()
-                time.sleep(0.2)
+                return spark.table(table).count()
+
+            wait_until(read_one, QUERY_TIMEOUT_S, f"{table}: a row", interval=0.2)
             assert [bytes(r.value) for r in spark.table(table).collect()] == [b"v"]
         secured.acl("User:bob", "Read", topics="rv-", prefixed=True, remove=True)
         revoked = time.monotonic()

@@ -37,6 +37,7 @@ from .broker_setup import create_topic
 from .eos_stream_child import pipeline
 from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import child_env
+from .helpers.waiting import wait_until
 from .txn_referee import (
     aborted_values,
     committed_values,
@@ -563,17 +564,19 @@ def _compacted_topic(broker, topic: str) -> None:
         )
     for key, value in [("k0", "a0"), ("k1", "a1"), ("k2", "a2"), ("k0", "b0"), ("k1", "b1")]:
         _produce(broker.bootstrap, topic, [{"partition": 0, "key": key, "value": value}])
-    time.sleep(0.3)  # past segment.ms: the next record starts a new segment
+    # segment.ms is measured on the broker's clock against the records' timestamps: only
+    # time passing makes the next record start a new segment (no state to wait on)
+    time.sleep(0.3)
     _produce(broker.bootstrap, topic, [{"partition": 0, "key": "k9", "value": "roll"}])
-    deadline = time.monotonic() + 60
-    while True:
-        offsets = [
+    offsets: list[int] = []
+
+    def cleaned() -> bool:
+        offsets[:] = [
             r.offset for _, _, records in log_of(broker.bootstrap, topic, 1) for r in records
         ]
-        if offsets == [2, 3, 4, 5]:
-            return
-        assert time.monotonic() < deadline, f"the cleaner left offsets {offsets}"
-        time.sleep(0.5)
+        return offsets == [2, 3, 4, 5]
+
+    wait_until(cleaned, 60, lambda: f"the cleaner left offsets {offsets}", interval=0.5)
 
 
 @pytest.mark.spark

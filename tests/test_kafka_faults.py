@@ -68,6 +68,7 @@ from .reliability_report import record, soak
 from .soak_forensics import committed_ends
 from .helpers.read_committed import our_read_committed
 from .helpers.sink import consume
+from .helpers.waiting import wait_until
 from .txn_referee import (
     aborted_values,
     committed_values,
@@ -168,7 +169,7 @@ class SourceProducer:
             )
             self.sent += 1
             self.producer.poll(0)
-            time.sleep(period)
+            time.sleep(period)  # paces the source producer: ``rate`` records a second
 
     def start(self) -> SourceProducer:
         self._thread.start()
@@ -198,12 +199,9 @@ def latest_offsets(cluster, topic: str, partitions: int) -> dict[int, int]:
 
 
 def _wait_for(condition, timeout_s: float, what, *, check=lambda: None) -> float:
+    """Seconds until ``condition()`` held; ``check()`` (which may raise) before each try."""
     started = time.monotonic()
-    while not condition():
-        check()
-        if time.monotonic() - started > timeout_s:
-            raise AssertionError(what() if callable(what) else what)
-        time.sleep(0.2)
+    wait_until(lambda: check() or condition(), timeout_s, what, interval=0.2)
     return time.monotonic() - started
 
 
@@ -252,11 +250,11 @@ def paced(gate: str, rows_per_task: int, segments: int, segment_s: float, pad: i
                         opened = int(f.read().strip() or 0)
                     if emitted < per_slice * (opened + 1):
                         break
-                    time.sleep(0.05)
+                    time.sleep(0.05)  # a task's pacer, in Spark's worker: the gate's poll
                 piece = batch.column(0).slice(start, chunk)
                 emitted += len(piece)
                 yield rows(piece)
-                time.sleep(0.1)
+                time.sleep(0.1)  # paces the write: the faults meet it in flow
 
     return pace
 
@@ -265,16 +263,14 @@ def wait_flowing(
     cluster, topic: str, partition: int, written: threading.Event, timeout_s: float = 240
 ) -> None:
     """Until the end offset of ``partition`` grows (the write is in flow)."""
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
+    ends: list[int] = []
+
+    def grew() -> bool:
         assert not written.is_set(), "the write ended before the faults"
-        end = latest_offsets(cluster, topic, partition + 1)[partition]
-        if last is not None and end > last:
-            return
-        last = end
-        time.sleep(0.3)
-    raise AssertionError(f"{topic}-{partition}: no records written in {timeout_s} s")
+        ends.append(latest_offsets(cluster, topic, partition + 1)[partition])
+        return len(ends) > 1 and ends[-1] > ends[-2]
+
+    wait_until(grew, timeout_s, f"{topic}-{partition}: records written", interval=0.3)
 
 
 def write_key(i: int, half: int) -> str:
@@ -548,11 +544,18 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
         paused_at = time.time()
         cluster.pause(leader)
         try:
-            time.sleep(PAUSE_S)
+            time.sleep(PAUSE_S)  # the pause under test
         finally:
             cluster.resume(leader)
         resumed_at = time.time()
-        time.sleep(10)  # records appended after the pause, by whichever node leads now
+        acked_at_resume = len(producer.acked)
+        # records appended after the pause, by whichever node leads now (10 s of them)
+        _wait_for(
+            lambda: len(producer.acked) >= acked_at_resume + 1000,
+            120,
+            "records acknowledged after the pause",
+            check=alive,
+        )
         producer.stop()
         ends = latest_offsets(cluster, topic, 2)
         expected = {(p, o) for p, end in ends.items() for o in range(end)}

@@ -59,6 +59,7 @@ from protocol.schemas import METADATA
 
 from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
 from .helpers.secrets import assert_no_secret
+from .helpers.waiting import wait_until
 from .trust_env import allow_urls, spark_worker_env
 from .helpers.signin import (
     OAUTH_HANDLER,
@@ -340,16 +341,18 @@ def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_n
         client.wait_for_topics([topic_name])
         conn = client.connection(client.leader_for(topic_name, 0))
         sock = conn.wait_handle()
-        give_up = time.monotonic() + BUSY_FOR_AT_MOST_S
-        sent = 0
-        while len(sign_ins.renewals(conn)) < 2 and time.monotonic() < give_up:
-            batch = build_batch([Record(0, int(time.time() * 1000), None, b"%d" % sent)])
+        sent = [0]
+
+        def renewed_twice() -> bool:  # one record at a time, until two renewals
+            batch = build_batch([Record(0, int(time.time() * 1000), None, b"%d" % sent[0])])
             assert client.produce(topic_name, 0, batch)["error_code"] == 0
-            sent += 1
-            time.sleep(0.02)
+            sent[0] += 1
+            return len(sign_ins.renewals(conn)) >= 2
+
+        wait_until(renewed_twice, BUSY_FOR_AT_MOST_S, "two renewals", interval=0.02)
         assert client.connection(client.leader_for(topic_name, 0)) is conn
         assert conn.wait_handle() is sock and len(sign_ins.renewals(conn)) == 2
-        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): sent}
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): sent[0]}
 
 
 def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_name, sign_ins):
@@ -409,10 +412,13 @@ def test_broker_closes_a_connection_that_does_not_sign_in_again(cluster, monkeyp
     host, port = cluster.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         began = time.monotonic()
+
+        def closed() -> bool:  # a request at a time, until one meets the broker's close
+            conn.request(METADATA, METADATA_BODY)
+            return False
+
         with pytest.raises(KafkaConnectionError, match="closed the connection|broke"):
-            while time.monotonic() - began < 2 * REAUTH_MS / 1000:
-                conn.request(METADATA, METADATA_BODY)
-                time.sleep(0.1)
+            wait_until(closed, 2 * REAUTH_MS / 1000, "the broker closing it", interval=0.1)
         assert time.monotonic() - began >= 0.9 * REAUTH_MS / 1000
 
 
@@ -426,7 +432,7 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
     host, port = cluster.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         sock = conn.wait_handle()
-        time.sleep(REAUTH_MS / 1000 + 0.3)
+        time.sleep(REAUTH_MS / 1000 + 0.3)  # idle past the session's end: the case under test
         assert conn.request(METADATA, METADATA_BODY)["brokers"]
         assert conn.wait_handle() is not sock and conn.session_lifetime_ms == REAUTH_MS
 

@@ -40,7 +40,7 @@ from .helpers.signin import issuer_token_options, sasl_ssl_options
 from .helpers.secrets import assert_no_secret
 from .trust_env import allow_urls
 
-REFUSED_WITHIN_S = 3.0
+REFUSED_WITHIN_S = 10.0  # at once, not after the 30 s request timeout: a loaded machine's margin
 PASSWORD = SASL_USERS["alice"]
 
 
@@ -133,6 +133,8 @@ def test_a_pooled_tls_client_keeps_its_connections_between_tasks(cluster, pki):
             lease.client.refresh_metadata()
             first = lease.client
             opened = first.open_connections
+        # time for session tickets the broker sends late to reach the idle sockets: whether
+        # they come after the last answer is the broker's to choose, nothing to wait on
         time.sleep(0.3)
         for _ in range(3):
             with p.borrow(config) as lease:

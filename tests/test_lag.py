@@ -12,7 +12,6 @@ whose progress reports and listener events give the figures a query's own offset
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -27,6 +26,7 @@ from kafka_source.lag import (
 from .broker_setup import create_topic
 from .helpers.streaming import A0, A1, B0, StubClient, produce, stub_reader, values_for
 from .helpers.lag import PROGRESS
+from .helpers.waiting import wait_until
 
 LAG = {
     "minOffsetsBehindLatest": "0",
@@ -199,9 +199,7 @@ def test_lag_of_a_real_query_from_its_progress_and_listener(spark, kafka, topic_
             for f in figures
         ] == [("4", "4", "4.0"), ("2", "2", "2.0"), ("0", "0", "0.0")]
         want = [(p.batchId, f["maxOffsetsBehindLatest"]) for p, f in zip(reports, figures)]
-        deadline = time.monotonic() + 30  # listener events arrive asynchronously
-        while not set(want) <= set(exported) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert set(want) <= set(exported)
+        # listener events arrive asynchronously
+        wait_until(lambda: set(want) <= set(exported), 30, lambda: f"{want} in {exported}")
     finally:
         spark.streams.removeListener(listener)

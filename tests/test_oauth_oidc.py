@@ -149,7 +149,7 @@ def test_token_lifetime_drives_the_refresh(issuer, monkeypatch):
         now[0] += 59
         assert cache.get(factory.source, factory.policy) is first
         now[0] += 2
-        time.sleep(1.1)  # the issuer's clock must move for a different token
+        time.sleep(1.1)  # the issuer's clock (whole seconds) must move for a different token
         assert cache.get(factory.source, factory.policy).value != first.value
 
 

@@ -41,6 +41,7 @@ from .fake_sasl_broker import OAUTH_CLIENT_FIRST
 from .helpers.secrets import assert_no_secret
 from .trust_env import allow_callbacks, allow_urls
 from .helpers.tokens import jwt
+from .helpers.waiting import wait_until
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
@@ -408,13 +409,15 @@ def test_a_long_lived_connection_signs_in_again_with_a_fresh_token(signin_kafka,
     )
     with BrokerConnection(*sasl_listener(signin_kafka), cfg) as conn:
         sock = conn.wait_handle()
-        deadline = time.monotonic() + 20
-        while len(sent) < 3 and time.monotonic() < deadline:
+
+        def renewed_twice() -> bool:  # a request at a time, until the third token went out
             response = conn.request(
                 METADATA, {"topics": None, "allow_auto_topic_creation": False}, version=1
             )
             assert response["brokers"]
-            time.sleep(0.2)
+            return len(sent) >= 3
+
+        wait_until(renewed_twice, 20, lambda: f"three tokens sent ({len(sent)})", interval=0.2)
         assert conn.wait_handle() is sock  # never cut: renewed before each end
     tokens = [t for t, _ in sent]
     assert len(tokens) == 3 and len(set(tokens)) == 3

@@ -246,7 +246,7 @@ def test_a_give_back_wakes_the_reaper_only_for_an_earlier_expiry(mock_cluster, t
         with p.borrow(config) as lease:
             lease.client.partitions_for(topic_name)
         reaper = p._reaper
-        time.sleep(0.1)  # let it reach its wait
+        wait_until(lambda: p._wake._waiters, 5, "the reaper waiting")  # type: ignore[attr-defined]
         for _ in range(20):
             with p.borrow(config) as lease:
                 lease.client.partitions_for(topic_name)
@@ -324,7 +324,7 @@ def test_reads_reuse_connections_and_survive_cuts_between_them(
     # found closed on checkout and replaced; every record is read once.
     produce(proxy.address, topic_name, 1100, 100)
     proxy.cut_all()
-    time.sleep(0.3)
+    wait_until(lambda: proxy.connections == 0, 10, "every connection cut")
     replaced = fresh_pool.stats["replaced_connections"]
     assert read(opts, topic_name, 1100, 1200) == list(range(1100, 1200))
     assert fresh_pool.stats["replaced_connections"] > replaced
@@ -480,10 +480,10 @@ def test_a_sasl_session_is_renewed_before_it_ends(signin_kafka, monkeypatch):
             assert conn.session_lifetime_ms == REAUTH_MS
             lease.client.refresh_metadata([])  # well within the session: same one
             assert len(sign_ins) == 1
-            time.sleep(renew_after)
+            time.sleep(renew_after)  # the session's age is the behaviour under test
             lease.client.refresh_metadata([])  # renewed before the request
             assert len(sign_ins) == 2
-        time.sleep(renew_after)
+        time.sleep(renew_after)  # idle in the pool that long: the behaviour under test
         with p.borrow(config) as lease:  # idle in the pool past the renewal point
             assert lease.reused and p.stats["replaced_connections"] == 1
             assert lease.client.open_connections == 0
@@ -507,7 +507,7 @@ def test_concurrent_checkouts_from_threads_never_share_a_client(mock_cluster):
                     if id(lease.client) in in_use:
                         clash.append(lease)
                     in_use.add(id(lease.client))
-                time.sleep(0.001)
+                time.sleep(0.001)  # a lease held a while, so that the tasks overlap
                 with lock:
                     in_use.discard(id(lease.client))
 
@@ -580,8 +580,9 @@ def test_a_stream_reads_and_writes_through_the_pool(
         warmed = len(new_connections)
         assert new_connections[-1] == 0, f"every round opens connections: {new_connections}"
         steady = [run_round() for _ in range(2)]
+        cuts, open_now = proxy.stats["cuts"], proxy.connections
         proxy.cut_all()  # the broker closes every connection between two micro-batches
-        time.sleep(0.5)
+        wait_until(lambda: proxy.stats["cuts"] >= cuts + open_now, 10, "every connection cut")
         after_cut = [run_round() for _ in range(3)]
         assert query.exception() is None
         batches_run = sum(1 for p in query.recentProgress if p["numInputRows"])

@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import textwrap
-import time
 
 import pytest
 
@@ -32,6 +31,7 @@ from protocol.client.cluster import KafkaClient
 
 from .own_envs import install_connector, own_env, run_job, write_job
 from .helpers.envs import clean_env
+from .helpers.waiting import wait_until
 
 pytestmark = pytest.mark.sail
 
@@ -138,15 +138,18 @@ def sail_server(sail_python, tmp_path_factory):
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
+
+        def listening() -> bool:
             assert proc.poll() is None, f"sail exited {proc.returncode}: {log_path.read_text()}"
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
+                return True
             except OSError:
-                assert time.monotonic() < deadline, f"sail did not start: {log_path.read_text()}"
-                time.sleep(0.2)
+                return False
+
+        wait_until(
+            listening, START_TIMEOUT_S, lambda: f"sail starting: {log_path.read_text()}", 0.2
+        )
         yield f"sc://127.0.0.1:{port}"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

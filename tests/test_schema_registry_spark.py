@@ -15,6 +15,7 @@ import pytest
 from .broker_setup import create_topic
 from .schema_registry_server import RegistryServer
 from .helpers.schema_registry import V1, V2, produce
+from .helpers.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -96,15 +97,13 @@ def test_batch_read_of_an_evolved_topic_with_permissive_corrupt_rows(
 
 
 def _wait_for(query, count: int, table: str, spark, timeout: float = 120) -> list:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def enough_rows():
         if query.exception():
             raise query.exception()
         rows = spark.table(table).collect()
-        if len(rows) >= count:
-            return rows
-        time.sleep(0.3)
-    raise AssertionError(f"{table}: fewer than {count} rows after {timeout}s")
+        return rows if len(rows) >= count else None
+
+    return wait_until(enough_rows, timeout, f"{table}: {count} rows", interval=0.3)
 
 
 def test_stream_meets_a_new_schema_id_and_does_not_call_the_registry_per_batch(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
 import confluent_kafka
 import pytest
@@ -22,6 +21,7 @@ from kafka.partitioner.default import murmur2 as referee_murmur2
 from protocol.client.cluster import KafkaClient
 
 from .helpers.sink import consume, make_topic
+from .helpers.waiting import wait_until
 
 pytestmark = pytest.mark.spark
 
@@ -209,11 +209,14 @@ def test_a_continuous_trigger_commits_no_epoch(spark, kafka, topic_name, tmp_pat
         .start()
     )
     try:
-        deadline = time.monotonic() + 120
-        while not (checkpoint / "offsets" / "2").exists():  # epochs 0-2 ended
-            assert query.isActive and time.monotonic() < deadline, query.exception()
-            time.sleep(0.5)
-        time.sleep(3)  # epoch 0's commit had its turn
+
+        def epochs_ended() -> bool:
+            # Spark writes an epoch's offsets just before it calls the sink's commit of
+            # that epoch: offsets/4 written, the commits of epochs 0-3 had their turn
+            assert query.isActive, query.exception()
+            return (checkpoint / "offsets" / "4").exists()
+
+        wait_until(epochs_ended, 120, "epochs 0-4 ended", interval=0.5)
         assert query.isActive
         commits = checkpoint / "commits"
         assert not commits.exists() or not os.listdir(commits)

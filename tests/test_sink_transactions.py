@@ -17,7 +17,6 @@ Kafka behind a proxy that hides the transaction APIs.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 
 import pytest
@@ -39,6 +38,7 @@ from protocol.schemas import API_VERSIONS
 
 from .broker_setup import create_topic
 from .helpers.frames import rewriting
+from .helpers.waiting import wait_until
 from .txn_referee import (
     aborted_values,
     committed_values,
@@ -224,13 +224,15 @@ def _wait_until_kafka_aborts(broker, topic, expected, wait_s=40.0) -> None:
     """Until the log shows ``expected`` aborted and nothing open: the coordinator aborts a
     timed-out transaction at its next check (every 10 s by default:
     transaction.abort.timed.out.transaction.cleanup.interval.ms)."""
-    deadline = time.monotonic() + wait_s
-    while sorted(aborted_values(broker.bootstrap, topic, 2)) != sorted(expected):
-        assert time.monotonic() < deadline, (
-            f"Kafka did not abort the timed-out transactions in {wait_s} s: "
+    wait_until(
+        lambda: sorted(aborted_values(broker.bootstrap, topic, 2)) == sorted(expected),
+        wait_s,
+        lambda: (
+            "Kafka aborting the timed-out transactions: "
             f"{open_transactions(broker.bootstrap, topic, 2)}"
-        )
-        time.sleep(0.5)
+        ),
+        interval=0.5,
+    )
 
 
 def test_a_transaction_the_broker_timed_out_fails_the_commit_naming_the_timeout(kafka, topic_name):

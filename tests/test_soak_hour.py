@@ -304,7 +304,7 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
                     assert beside.exception() is None, (
                         f"the wide readStream failed: {beside.exception()}"
                     )
-                    time.sleep(1)
+                    time.sleep(1)  # the hour's length (SECONDS), checked each second
                 first, last = sampler.settled()
             stop.set()
             for t in threads:
@@ -328,7 +328,7 @@ def test_an_exactly_once_stream_for_an_hour_beside_a_wide_topic(spark, tmp_path)
                 now = committed_ends(checkpoint)
                 if all(now.get(p, 0) >= end for (_, p), end in ends.items()):
                     break
-                time.sleep(1)
+                time.sleep(1)  # measures the catch-up: its end is a figure, not a failure
             catch_up_s = time.monotonic() - caught_up
             assert query.exception() is None, f"the query failed: {query.exception()}"
         finally:

@@ -54,6 +54,7 @@ from protocol.client.cluster import KafkaClient
 from .broker_setup import create_topic
 from .fault_proxy import FaultProxy
 from .reliability_report import record, soak
+from .helpers.waiting import wait_until
 from .soak_forensics import (
     SRC_HEADER,
     committed_ends,
@@ -160,11 +161,11 @@ def kafka_behind_fault_proxy() -> Iterator[tuple[FaultProxy, KafkaCluster]]:
 
 
 def _wait_for_rows(query, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not any(p["numInputRows"] for p in query.recentProgress):
+    def rows_through() -> bool:
         assert query.exception() is None, f"the query failed: {query.exception()}"
-        assert time.monotonic() < deadline, f"no rows through the stream in {timeout} s"
-        time.sleep(0.5)
+        return any(p["numInputRows"] for p in query.recentProgress)
+
+    wait_until(rows_through, timeout, "rows through the stream", interval=0.5)
 
 
 # the stream, plus its start, catching up (while it moves: STALL_S) and the checks
@@ -209,7 +210,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                     )
                     produced["n"] += 1
                 p.poll(0)
-                time.sleep(period)
+                time.sleep(period)  # paces the source producer: PRODUCE_PER_S
             assert p.flush(120) == 0
 
         faults = collections.Counter()
@@ -273,7 +274,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                     or not (proxy.stats["cuts"] and faults["broker outages"])
                     and time.monotonic() - faulted < SECONDS + 120
                 ):
-                    time.sleep(1)
+                    time.sleep(1)  # the soak's length: SECONDS under faults, checked each second
                 stop.set()
                 for t in threads:
                     t.join(150)
@@ -303,7 +304,7 @@ def test_stream_topic_to_topic_through_moving_leaders_outages_and_cut_connection
                         break
                     if now != last:
                         last, moved = now, time.monotonic()
-                    time.sleep(1)
+                    time.sleep(1)  # a wait whose deadline moves with each commit (STALL_S)
                 catch_up_s = time.monotonic() - stopped
                 # Kafka writes the markers after answering EndTxn: read once they are in
                 stable_behind = stable_offsets_behind(kafka.bootstrap, target, PARTITIONS)

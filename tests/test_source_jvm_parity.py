@@ -21,7 +21,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +31,7 @@ from protocol.schemas import BY_KEY
 from .broker_setup import create_topic, tansu_behind_fault_proxy
 from .stream_kill_child import stream, write_batch
 from .helpers.frames import rewriting
+from .helpers.waiting import wait_until
 from .helpers.streaming import (
     QUERY_TIMEOUT_S,
     expected_rows,
@@ -91,11 +91,12 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(
         start_new_session=True,
     )
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while not marker.exists():  # the child's hook: batch 0 is running
+
+        def in_batch_0() -> bool:  # the child's hook: batch 0 is running
             assert child.poll() is None, child.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the child never reached batch 0"
-            time.sleep(0.2)
+            return marker.exists()
+
+        wait_until(in_batch_0, QUERY_TIMEOUT_S, "the child reaching batch 0", interval=0.2)
         mid = values_for("mid", 2, 5, start=5)
         produce(kafka.bootstrap, topic_name, mid)
     finally:

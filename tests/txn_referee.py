@@ -145,7 +145,7 @@ def stable_offsets_behind(
                     behind.append(f"partition {p}: last stable offset {lso}, high watermark {hwm}")
             if not behind or time.monotonic() > deadline:
                 return behind
-            time.sleep(0.2)
+            time.sleep(0.2)  # a wait helper's poll; what is left is its answer
 
 
 def librdkafka_read_committed(
@@ -212,7 +212,7 @@ def kafka_unfinished_transactions(cluster, prefix: str, wait_s: float = 20.0) ->
         transient = any(state in TRANSIENT_STATES for state in states.values())
         if not transient or time.monotonic() > deadline:
             return unfinished
-        time.sleep(0.5)
+        time.sleep(0.5)  # a wait helper's poll; what is left is its answer
 
 
 def kafka_hanging_transactions(cluster, topic: str, broker_id: int = 1) -> list[str]:

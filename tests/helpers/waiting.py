@@ -9,14 +9,22 @@ from collections.abc import Callable
 T = TypeVar("T")
 
 
-def wait_until(condition: Callable[[], T], timeout: float, what: str, interval: float = 0.05) -> T:
+def wait_until(
+    condition: Callable[[], T],
+    timeout: float,
+    what: str | Callable[[], str],
+    interval: float = 0.05,
+) -> T:
     """``condition()``'s first true value, polled every ``interval`` seconds; an
-    AssertionError saying ``what`` did not happen when ``timeout`` seconds pass first."""
+    AssertionError saying ``what`` did not happen when ``timeout`` seconds pass first
+    (``what`` may be a callable, asked then: a message that tells the state reached).
+    A condition may raise to give up at once (a query that failed, a process that died)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() >= deadline:
-            raise AssertionError(f"{what}: not within {timeout} s")
-        time.sleep(interval)
+            said = what() if callable(what) else what
+            raise AssertionError(f"{said}: not within {timeout} s")
+        time.sleep(interval)  # the poll of the one wait helper
