@@ -16,7 +16,7 @@ import select
 import socket
 import threading
 
-__all__ = ["PortForward", "PortTakenError", "listen_on"]
+__all__ = ["PortForward", "PortTakenError", "Relay", "listen_on"]
 
 _POLL_S = 0.1
 
@@ -41,19 +41,21 @@ def listen_on(port: int, what: str) -> socket.socket:
         raise taken from e
 
 
-class PortForward:
-    """Listens on ``127.0.0.1:port`` and pipes each connection to ``target``."""
+class Relay:
+    """Accepts connections on ``listen_sock`` and serves each with ``_serve(conn)`` on a
+    thread of its own that owns the connection's sockets; :meth:`close` stops them all.
+    Subclasses say how a connection reaches ``target``."""
 
-    def __init__(self, port: int, target: tuple[str, int], what: str = "the broker") -> None:
-        self._sock = listen_on(port, what)
+    def __init__(self, listen_sock: socket.socket, target: tuple[str, int], name: str) -> None:
+        self._sock = listen_sock
         self._sock.settimeout(_POLL_S)
-        self.port = port
         self.target = target
+        self._name = name
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._threads: set[threading.Thread] = set()
         self._acceptor = threading.Thread(
-            target=self._accept_loop, name=f"kafka_testbed-forward-{port}", daemon=True
+            target=self._accept_loop, name=f"{name}-accept", daemon=True
         )
         self._acceptor.start()
 
@@ -65,13 +67,36 @@ class PortForward:
                 continue
             except OSError:
                 break
-            t = threading.Thread(target=self._pipe, args=(conn,), daemon=True)
+            t = threading.Thread(
+                target=self._serve, args=(conn,), name=f"{self._name}-conn", daemon=True
+            )
             with self._lock:
                 self._threads = {x for x in self._threads if x.is_alive()}
                 self._threads.add(t)
             t.start()
 
-    def _pipe(self, conn: socket.socket) -> None:
+    def _serve(self, conn: socket.socket) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Stop listening and close every connection served. Idempotent."""
+        self._stop.set()
+        self._acceptor.join(5)
+        self._sock.close()
+        with self._lock:
+            threads = list(self._threads)
+        for t in threads:
+            t.join(6)
+
+
+class PortForward(Relay):
+    """Listens on ``127.0.0.1:port`` and pipes each connection to ``target``."""
+
+    def __init__(self, port: int, target: tuple[str, int], what: str = "the broker") -> None:
+        self.port = port
+        super().__init__(listen_on(port, what), target, f"kafka_testbed-forward-{port}")
+
+    def _serve(self, conn: socket.socket) -> None:
         backend: socket.socket | None = None
         try:
             backend = socket.create_connection(self.target, timeout=5)
@@ -90,13 +115,3 @@ class PortForward:
             for s in (backend, conn):
                 if s is not None:
                     s.close()
-
-    def close(self) -> None:
-        """Stop listening and close every forwarded connection. Idempotent."""
-        self._stop.set()
-        self._acceptor.join(5)
-        self._sock.close()
-        with self._lock:
-            threads = list(self._threads)
-        for t in threads:
-            t.join(5)

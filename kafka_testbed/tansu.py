@@ -92,11 +92,12 @@ import ssl
 import struct
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 import weakref
 from collections.abc import Sequence
+
+from .port_forward import Relay
 
 __all__ = ["TansuBroker", "TansuStartError", "tansu_binary"]
 
@@ -196,47 +197,18 @@ def _probe(host: str, port: int, *, cluster_id: str | None, timeout: float) -> N
 # -- TLS front ---------------------------------------------------------------
 
 
-class _TlsFront:
-    """Terminates TLS on ``listen_sock`` and forwards bytes to ``backend``.
-
-    Plain threads and ``select``: one accept thread, one thread per client
-    connection that owns both of its sockets (an SSL object is never touched
-    by two threads). Threads poll a stop flag, so :meth:`close` returns within
-    a fraction of a second.
-    """
+class _TlsFront(Relay):
+    """Terminates TLS on ``listen_sock`` and forwards bytes to ``backend`` (each client
+    connection's thread owns both of its sockets: an SSL object is never touched by two
+    threads)."""
 
     _POLL = 0.1
 
     def __init__(
         self, listen_sock: socket.socket, backend: tuple[str, int], ctx: ssl.SSLContext
     ) -> None:
-        self._sock = listen_sock
-        self._backend = backend
         self._ctx = ctx
-        self._stop = threading.Event()
-        self._threads: set[threading.Thread] = set()
-        self._lock = threading.Lock()
-        listen_sock.settimeout(self._POLL)
-        self._acceptor = threading.Thread(
-            target=self._accept_loop, name="kafka_testbed-tls-accept", daemon=True
-        )
-        self._acceptor.start()
-
-    def _accept_loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self._sock.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            t = threading.Thread(
-                target=self._serve, args=(conn,), name="kafka_testbed-tls-conn", daemon=True
-            )
-            with self._lock:
-                self._threads = {x for x in self._threads if x.is_alive()}
-                self._threads.add(t)
-            t.start()
+        super().__init__(listen_sock, backend, "kafka_testbed-tls")
 
     def _serve(self, conn: socket.socket) -> None:
         tls: ssl.SSLSocket | None = None
@@ -244,7 +216,7 @@ class _TlsFront:
         try:
             conn.settimeout(5)  # bounds the handshake
             tls = self._ctx.wrap_socket(conn, server_side=True)
-            backend = socket.create_connection(self._backend, timeout=5)
+            backend = socket.create_connection(self.target, timeout=5)
             tls.settimeout(30)
             backend.settimeout(30)
             while not self._stop.is_set():
@@ -267,15 +239,6 @@ class _TlsFront:
                         s.close()
                     except OSError:
                         pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._acceptor.join(5)
-        self._sock.close()
-        with self._lock:
-            threads = list(self._threads)
-        for t in threads:
-            t.join(6)
 
 
 def _kill(proc: subprocess.Popen) -> None:
