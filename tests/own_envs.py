@@ -96,6 +96,13 @@ def _uv_install(python: str, requirements: list[str], resolution: str) -> None:
     )
 
 
+def prune_uv_cache() -> None:
+    """Drops what uv's cache holds and no env uses. uv keeps a new build of an sdist it
+    fetched again (PySpark's: 0.5-1.4 GB each) beside the old ones, so without this every
+    run of ``make test-minimums`` grows the cache by a few GB. Call it when no uv runs."""
+    subprocess.run([sys.executable, "-m", "uv", "cache", "prune", "-q"], check=True)
+
+
 def install_connector(python: str, tmp: str) -> None:
     """The connector's wheel, built now from a copy of the sources, into ``python``'s env."""
     wheel = build_wheel(os.path.join(tmp, "dist"), tmp)

@@ -41,7 +41,7 @@ from packaging.version import Version
 from .helpers import python_lanes
 from .helpers.envs import RUNTIME_DEPENDENCIES
 from .helpers.library import ROOT
-from .own_envs import own_env
+from .own_envs import own_env, prune_uv_cache
 from .python_envs import pip, site_packages
 
 pytestmark = pytest.mark.minimums
@@ -128,6 +128,7 @@ def lanes(mock_cluster, tmp_path_factory):
     tmps = {p: str(tmp_path_factory.mktemp(f"minimums-{p}")) for p in ENVS}
     with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="minimums-lane") as pool:
         yield {p: pool.submit(_lane, p, mock_cluster.bootstrap, tmps[p]) for p in ENVS}
+    prune_uv_cache()
 
 
 @pytest.fixture(scope="module")
