@@ -184,7 +184,7 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
 
 def _timestamp_span(rows: Rows) -> int:
     """The span of the rows' timestamps, in ms, for sizing their deltas."""
-    if rows.timestamp_ms is None:
+    if rows.timestamp_ms is None or rows.timestamp_valid is None:
         return 0
     if rows.timestamp_valid.all():
         return int(rows.timestamp_ms.max() - rows.timestamp_ms.min())

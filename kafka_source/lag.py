@@ -112,7 +112,7 @@ def java_double(x: float) -> str:
 
     sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
     text = "".join(map(str, digits))
-    power = exponent + len(text) - 1
+    power = int(exponent) + len(text) - 1  # finite: an int
     mantissa = text[0] + "." + (text[1:] or "0")
     return ("-" if sign else "") + f"{mantissa}E{power}"
 
@@ -167,7 +167,7 @@ def _listener_base():
     return StreamingQueryListener
 
 
-class KafkaLagListener(_listener_base()):
+class KafkaLagListener(_listener_base()):  # type: ignore[misc]
     """A ``StreamingQueryListener`` that computes the three figures of every pykafka source
     after each micro-batch and logs them (logger ``pykafka.lag``, INFO) or hands them to
     ``export(progress, lags)``, where ``lags`` is what ``offsets_behind_latest`` answers and

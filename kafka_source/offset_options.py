@@ -94,10 +94,10 @@ def offset_spec(
         )
 
     if chosen == ts_option:
-        text = opts.get(ts_option)
-        if not re.fullmatch(r"[+-]?[0-9]+", text) or abs(int(text)) > INT64_MAX:
-            raise ConfigError(f"{ts_option}: Expected a single long value, got {text}")
-        timestamp = int(text)
+        stamp = opts.get(ts_option, "")
+        if not re.fullmatch(r"[+-]?[0-9]+", stamp) or abs(int(stamp)) > INT64_MAX:
+            raise ConfigError(f"{ts_option}: Expected a single long value, got {stamp}")
+        timestamp = int(stamp)
         if timestamp < EARLIEST:
             raise ConfigError(
                 f"{ts_option}: timestamp {timestamp} is not valid; use "
@@ -106,7 +106,7 @@ def offset_spec(
             )
         return GlobalTimestamp(timestamp, strategy, ts_option)
     if chosen == by_ts_option:
-        return parse_timestamps_json(by_ts_option, opts.get(by_ts_option), strategy)
+        return parse_timestamps_json(by_ts_option, opts.get(by_ts_option, ""), strategy)
 
     text = opts.get(offsets_option)
     if text is None:
@@ -190,7 +190,7 @@ def read_subscription(opts: OptionMap, logger: logging.Logger) -> Subscription:
             "more details."
         )
     kind = given[0]
-    value = opts.get(kind)
+    value = opts.get(kind, "")
     if kind == "subscribe":
         topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
         if not topics:

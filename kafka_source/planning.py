@@ -444,7 +444,7 @@ def plan_ranges(
     split_total = total - sum(r.size for r in unsplit)
     split_min_parts = max(min_partitions - len(unsplit), 1)
 
-    result = []
+    result: list[OffsetRange] = []
     for r in offset_ranges:
         parts = (
             1

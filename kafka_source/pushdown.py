@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from .offset_specs import OffsetRange
 
@@ -74,7 +75,7 @@ def narrowing_from_filters(filters) -> Narrowing:
     n = Narrowing()
     for f in filters:
         col = _column(f)
-        value = getattr(f, "value", None)
+        value: Any = getattr(f, "value", None)
         if col == "topic" and isinstance(f, (EqualTo, In)):
             values = value if isinstance(f, In) else (value,)
             n.topics = _intersect(n.topics, frozenset(v for v in values if isinstance(v, str)))

@@ -32,6 +32,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+from typing import Any
 
 from pyspark.sql.datasource import DataSource
 
@@ -73,7 +74,7 @@ def _restore_data_source(module_name: str, qualname: str, state: dict):
             "putting the zip on the PYTHONPATH that spark-submit starts with also works.",
             name=exc.name,
         ) from exc
-    obj = module
+    obj: Any = module
     for part in qualname.split("."):
         obj = getattr(obj, part)
     source = obj.__new__(obj)
