@@ -214,3 +214,30 @@ def spark():
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(scope="session")
+def pyfiles_zip(tmp_path_factory) -> str:
+    """The ``--py-files`` zip as ``make dist`` builds it: ``scripts/build_pyfiles_zip.py``
+    run as a user runs it (the sources, and the compiled record codecs for this Python)."""
+    import subprocess
+
+    out = tmp_path_factory.mktemp("pyfiles")
+    script = os.path.join(os.path.dirname(os.path.dirname(__file__)), "scripts")
+    done = subprocess.run(
+        [sys.executable, os.path.join(script, "build_pyfiles_zip.py"), "--out-dir", str(out)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def registry():
+    """A Schema Registry of the test's own (tests/schema_registry_server.py)."""
+    from .schema_registry_server import RegistryServer
+
+    server = RegistryServer().start()
+    yield server
+    server.stop()

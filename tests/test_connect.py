@@ -33,7 +33,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
@@ -46,12 +45,6 @@ from .helpers.waiting import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.loading]
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-try:
-    from build_pyfiles_zip import build as build_pyfiles_zip
-finally:
-    sys.path.pop(0)
 
 SERVER_START_TIMEOUT_S = 240
 QUERY_TIMEOUT_S = 180
@@ -229,11 +222,6 @@ def server_with_wheel(connect_server):
 def server_without_connector(connect_server):
     connect_server.uninstall_wheel()
     return connect_server
-
-
-@pytest.fixture(scope="module")
-def pyfiles_zip(tmp_path_factory):
-    return build_pyfiles_zip(str(tmp_path_factory.mktemp("zip")))
 
 
 # ---- helpers -----------------------------------------------------------------------------

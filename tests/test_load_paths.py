@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -175,16 +174,6 @@ def expected_batch() -> list[list]:
 
 
 STREAM_WRITTEN = [f"s{i:03d}" for i in range(ROWS)]
-
-
-@pytest.fixture(scope="module")
-def pyfiles_zip(tmp_path_factory):
-    sys.path.insert(0, os.path.join(ROOT, "scripts"))
-    try:
-        from build_pyfiles_zip import build
-    finally:
-        sys.path.pop(0)
-    return build(str(tmp_path_factory.mktemp("zip")))
 
 
 @pytest.mark.timeout(900)

@@ -110,16 +110,6 @@ def _build(out_dir: str, *flags: str) -> str:
     return done.stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def pyfiles_zip(tmp_path_factory) -> str:
-    path = _build(str(tmp_path_factory.mktemp("dist")))
-    with zipfile.ZipFile(path) as zf:
-        assert MANIFEST in zf.namelist(), (
-            "the zip has no compiled extensions: no C compiler or Python headers here?"
-        )
-    return path
-
-
 def _env(cache: str | None, **extra: str) -> dict[str, str]:
     env = {
         k: v

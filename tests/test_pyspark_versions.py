@@ -18,7 +18,6 @@ runs from a temporary directory against the librdkafka mock cluster:
 from __future__ import annotations
 
 import os
-import sys
 import textwrap
 
 import pytest
@@ -29,12 +28,6 @@ from .helpers.envs import pyfiles_python
 
 pytestmark = pytest.mark.pyspark_versions
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "scripts"))
-try:
-    from build_pyfiles_zip import build as build_pyfiles_zip
-finally:
-    sys.path.pop(0)
 
 # The oldest release of each minor version the README supports that pip installs here
 # (4.1.1 is also the client Sail takes, so pip's cache builds its wheel once).
@@ -115,11 +108,6 @@ def env_of(version: str) -> str:
     if version == pyspark.__version__:
         return pyfiles_python()
     return own_env("pyspark-" + version.rsplit(".", 1)[0], [f"pyspark=={version}"])
-
-
-@pytest.fixture(scope="module")
-def pyfiles_zip(tmp_path_factory):
-    return build_pyfiles_zip(str(tmp_path_factory.mktemp("zip")))
 
 
 @pytest.mark.timeout(1200)  # a first run builds the version's env: pip builds PySpark's sdist

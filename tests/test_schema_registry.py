@@ -36,13 +36,6 @@ from confluent_kafka.serialization import MessageField, SerializationContext  # 
 from .helpers.schema_registry import V1, V2, produce  # noqa: E402
 
 
-@pytest.fixture
-def registry():
-    server = RegistryServer().start()
-    yield server
-    server.stop()
-
-
 def client_for(url, **extra):
     return RegistryClient(registry_settings(OptionMap({"schema.registry.url": url, **extra})))
 

@@ -24,17 +24,9 @@ from kafka_source.options import parse_reader_options
 from kafka_common.value_formats.decoding import ValueDecodeError, decode_formats
 from kafka_common.value_formats import resolve_formats
 
-from .schema_registry_server import RegistryServer
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 RECORD = {"type": "record", "name": "R", "fields": [{"name": "n", "type": "long"}]}
-
-
-@pytest.fixture
-def registry():
-    server = RegistryServer().start()
-    yield server
-    server.stop()
 
 
 def _formats(registry, topic="t", **options):

@@ -18,18 +18,10 @@ from kafka_common.value_formats.decoding import ValueDecodeError
 from kafka_common.value_formats import resolve_formats
 
 from .broker_setup import create_topic
-from .schema_registry_server import RegistryServer
 
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 from .helpers.schema_formats import DDL, EVENTS, LOOSE, PROTO, _pb2
-
-
-@pytest.fixture
-def registry():
-    server = RegistryServer().start()
-    yield server
-    server.stop()
 
 
 def _read(bootstrap, topic, end, start=0, **options):

@@ -13,7 +13,6 @@ import confluent_kafka
 import pytest
 
 from .broker_setup import create_topic
-from .schema_registry_server import RegistryServer
 from .helpers.schema_registry import V1, V2, produce
 from .helpers.waiting import wait_until
 
@@ -27,13 +26,6 @@ V1_PLUS = {
     **V1,
     "fields": V1["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}],
 }
-
-
-@pytest.fixture(scope="module")
-def registry():
-    server = RegistryServer().start()
-    yield server
-    server.stop()
 
 
 def test_batch_read_of_an_evolved_topic_with_permissive_corrupt_rows(

@@ -111,23 +111,6 @@ def _project_version() -> str:
     return project_version()
 
 
-@pytest.fixture(scope="module")
-def pyfiles_zip(tmp_path_factory):
-    out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "scripts", "build_pyfiles_zip.py"),
-            "--out-dir",
-            str(out),
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return done.stdout.strip()
-
-
 def test_zip_holds_the_library_and_nothing_else(pyfiles_zip):
     with zipfile.ZipFile(pyfiles_zip) as zf:
         names = zf.namelist()
