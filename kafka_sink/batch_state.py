@@ -82,6 +82,8 @@ class Batch:
     in_flight: bool = False
     acked: bool = False
     rejected: bool = False  # the last answer says the broker did not write it
+    #: renumbered while in flight (``dead_letters``): its next answer is to its old sequence
+    stale_send: bool = False
     #: the sends of this batch (``kafka.retries``), a ``protocol.client.retry.Attempts``
     tries: Attempts | None = None
     last_error: str | None = None

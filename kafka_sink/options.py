@@ -339,6 +339,7 @@ class WriterOptions:
     transaction_timeout_ms: int = 60_000
     ignored_kafka_options: tuple[str, ...] = ()
     formats: tuple = ()  # valueFormat/keyFormat (kafka_common.value_formats.SinkFormat)
+    dead_letter_topic: str | None = None  # deadLetterTopic (kafka_sink.dead_letters)
 
     @property
     def bootstrap_servers(self) -> list[str]:
@@ -504,4 +505,14 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         transaction_timeout_ms=txn_timeout,
         ignored_kafka_options=ignored,
         formats=parse_writer_formats(opts, topic),
+        dead_letter_topic=_dead_letter_topic(opts, topic),
     )
+
+
+def _dead_letter_topic(opts: OptionMap, topic: str | None) -> str | None:
+    name = opts.get("deadLetterTopic")
+    if name is not None and (not name.strip() or name == topic):
+        raise ConfigError(
+            f"deadLetterTopic must name a topic other than the one written to, got {name!r}"
+        )
+    return name

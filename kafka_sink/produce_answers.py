@@ -74,6 +74,7 @@ class ProduceAnswers:
         p = self._partitions[(b.topic, b.partition)]
         self._landed(p, b)
         code = part["error_code"]
+        stale, b.stale_send = b.stale_send, False
         if code == 0 or (code == DUPLICATE and self.idempotent):
             self._acked(p, b)
             return
@@ -94,6 +95,13 @@ class ProduceAnswers:
                 f"Writing to {p.name} failed: the producer was fenced "
                 f"(producer id {self.producer_id}, epoch {self.epoch}): {error}"
             )
+        if code in GAP and stale:
+            # renumbered (a batch before it went to the dead-letter topic) while in flight
+            self._retry(p, b, str(error), rejected=True, refresh=False)
+            return
+        if self.takes_refusal(b, code):
+            self.dead_letter(p, b, error, part)
+            return
         if code in GAP and self.transactional_id is not None:
             if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
                 # an earlier batch has not landed (it failed with a retriable error such as

@@ -55,7 +55,8 @@ accepts any sequence as the first (Kafka's "accept writes with any sequence numb
 batch pipelined behind a first one that failed (NOT_LEADER_OR_FOLLOWER while a new topic's
 leader starts, found on Apache Kafka) would be written before it, out of order.
 - any other error that is not retriable (MESSAGE_TOO_LARGE, INVALID_RECORD, an
-  authorization failure, ...): the task fails.
+  authorization failure, ...): the task fails; with ``deadLetterTopic``, the refusals of
+  records (``dead_letters.RECORD_REFUSALS``) send them there instead (``dead_letters``).
 
 A batch fails the task when it is not acknowledged ``delivery.timeout.ms`` after it was
 appended (or after sending started, for a batch held back until then), or after
@@ -93,6 +94,7 @@ from .batch_state import (
     next_sequence,
 )
 from .options import WriterOptions
+from .dead_letters import DeadLetters
 from .produce_answers import ProduceAnswers
 from .producer_ids import IDENTITY_STATE_KEY, ProducerIdentity, ProducerIds
 from .txn_errors import WRITE_GRANT
@@ -109,7 +111,7 @@ __all__ = [
 log = logging.getLogger("pykafka.sink")
 
 
-class TaskProducer(ProduceAnswers, ProducerIds):
+class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
     """Delivers the record batches of one write task. Not thread-safe."""
 
     def __init__(

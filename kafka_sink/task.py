@@ -264,6 +264,12 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: Task
                 producer.poll(0)
     batcher.flush()
     producer.flush()
+    if producer.dead_lettered:
+        log.info(
+            "%d records the broker refused were written to the dead-letter topic %r",
+            producer.dead_lettered,
+            options.dead_letter_topic,
+        )
 
 
 def _commit_message(options: WriterOptions, producer: TaskProducer, txn_info) -> KafkaCommitMessage:

@@ -12,13 +12,15 @@ PERMISSIVE data that merely starts with byte 0 does not cost a call per batch.
 
 FAILFAST raises ``ValueDecodeError`` naming topic, partition, offset and schema id at the
 first corrupt or unknown row; PERMISSIVE gives such rows a null value and their raw bytes
-in ``<column>CorruptRecord``. A registry that cannot be reached fails the task whatever the
+in ``<column>CorruptRecord``; DROPMALFORMED too, and the reader leaves such rows out
+(``decode_formats`` reports them in ``rejects``: ``kafka_source.dead_letters``). A
+registry that cannot be reached fails the task whatever the
 mode: data is never turned into nulls because the registry is down.
 """
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pyarrow as pa
@@ -32,13 +34,22 @@ from protocol.errors import PyKafkaError
 from .codecs import decoder_for, reader_type
 from .specs import ColumnFormat, Formats
 
-__all__ = ["ValueDecodeError", "decode_formats"]
+__all__ = ["ValueDecodeError", "Rejects", "decode_formats"]
 
 _clients: BoundedCache[object, RegistryClient] = BoundedCache(16)  # by registry settings
 
 
 class ValueDecodeError(PyKafkaError):
     """A value (key) could not be decoded under mode FAILFAST."""
+
+
+class Rejects(NamedTuple):
+    """The rows of one batch whose ``column`` could not be decoded: a bool mask, and why
+    (by row)."""
+
+    column: str
+    rows: np.ndarray
+    reasons: dict[int, str]
 
 
 def _client(formats: Formats) -> RegistryClient | None:
@@ -108,10 +119,17 @@ def _writer(col: ColumnFormat, formats: Formats, schema_id: int | None, guid: st
 
 
 def _decode_column(
-    col: ColumnFormat, formats: Formats, conversion: dict, values: pa.Array, headers, where
+    col: ColumnFormat,
+    formats: Formats,
+    conversion: dict,
+    values: pa.Array,
+    headers,
+    where,
+    rejects: list | None = None,
 ) -> tuple[pa.Array, pa.Array, pa.Array]:
     """``values`` decoded: (the typed column, the schema ids, the raw bytes of the rows that
-    could not be decoded); FAILFAST raises on the first such row instead."""
+    could not be decoded); FAILFAST raises on the first such row instead. The rows that
+    could not be decoded are added to ``rejects`` (a ``Rejects``) when it is given."""
     from kafka_common.schema_registry.framing import KEY_HEADER, VALUE_HEADER
 
     n = len(values)
@@ -142,8 +160,10 @@ def _decode_column(
         if piece is not None:
             rows, array = piece
             pieces.append((rows, array if array.type == target else array.cast(target)))
-    if corrupt.any() and not formats.permissive:
+    if corrupt.any() and not formats.tolerant:
         _fail_fast(col, where, corrupt, ids, reasons)
+    if rejects is not None and corrupt.any():
+        rejects.append(Rejects(col.column, corrupt, {r: _hint(col, w) for r, w in reasons.items()}))
     if len(pieces) == 1 and len(pieces[0][0]) == n:
         decoded = pieces[0][1]  # every row decoded, in order
     else:
@@ -272,10 +292,18 @@ def _in_row_order(pieces, n: int, target: pa.DataType) -> pa.Array:
 
 
 def decode_formats(
-    batch: pa.RecordBatch, formats: Formats, *, topic: str, partition: int, keep_headers: bool
+    batch: pa.RecordBatch,
+    formats: Formats,
+    *,
+    topic: str,
+    partition: int,
+    keep_headers: bool,
+    rejects: list | None = None,
 ) -> pa.RecordBatch:
     """``batch`` (Kafka's columns, with headers) with the value/key columns decoded and the
-    schema id (and corrupt record) columns added; headers dropped unless ``keep_headers``."""
+    schema id (and corrupt record) columns added; headers dropped unless ``keep_headers``.
+    ``rejects``: a list that gets a ``Rejects`` per column with rows that could not be
+    decoded (under PERMISSIVE and DROPMALFORMED)."""
     conversion = dict(formats.conversion)
     names = list(batch.schema.names)
     columns = list(batch.columns)
@@ -285,7 +313,7 @@ def decode_formats(
     for col in formats.columns:
         i = names.index(col.column)
         decoded, id_array, raw = _decode_column(
-            col, formats, conversion, columns[i], headers, (topic, partition, offsets)
+            col, formats, conversion, columns[i], headers, (topic, partition, offsets), rejects
         )
         columns[i] = decoded
         extra_names.append(f"{col.column}SchemaId")

@@ -175,9 +175,31 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
             '"FAILFAST"',
             "FAILFAST fails the query on a corrupt value or an unknown schema "
             "id (naming topic, partition, offset and id); PERMISSIVE gives a null value and "
-            "the raw bytes in valueCorruptRecord (keyCorruptRecord).",
+            "the raw bytes in valueCorruptRecord (keyCorruptRecord); DROPMALFORMED leaves "
+            "such records out of the result (the default with deadLetterTopic).",
         ),
         READER_ONLY,
+    ),
+    FormatOption(
+        "deadLetterTopic",
+        Doc(
+            "none",
+            "A topic (it must exist) where each record that cannot be decoded is written "
+            "unchanged (key, value, headers, timestamp), with headers naming its topic, "
+            "partition and offset and the error (pykafka.error.*), as Kafka Connect's "
+            "errors.deadletterqueue.topic.name; mode DROPMALFORMED (the default then) leaves "
+            "it out of the result, PERMISSIVE keeps it with a null value. Each task logs how "
+            "many records it sent there.",
+        ),
+        Doc(
+            "none",
+            "A topic (it must exist) where a record the broker refuses for itself (larger "
+            "than the topic's max.message.bytes, no key on a compacted topic, a timestamp "
+            "out of range: RECORD_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP) is written "
+            "with headers naming its topic, partition and the error (pykafka.error.*) "
+            "instead of failing the task; with exactlyOnce in the same transaction. Errors "
+            "of the connection, the cluster or authorization still fail the task.",
+        ),
     ),
     *(
         FormatOption(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from kafka_common.dead_letter import OPTION as DEAD_LETTER_OPTION
 from kafka_common.option_map import OptionMap
 from kafka_common.schema_registry import (
     SCHEMA_OPTION_SUFFIXES,
@@ -162,18 +163,46 @@ def parse_reader_formats(opts: OptionMap, topics: tuple[str, ...] | None) -> For
                 column, c.format, c.subject, c.version, c.inline, opts.get(f"{column}MessageName")
             )
     if not columns:
-        if opts.has("mode"):
-            raise ConfigError(
-                "mode applies to valueFormat/keyFormat avro, protobuf or json; both are binary"
-            )
+        for name in ("mode", DEAD_LETTER_OPTION):
+            if opts.has(name):
+                raise ConfigError(
+                    f"{name} applies to valueFormat/keyFormat avro, protobuf or json; both "
+                    "are binary"
+                )
         return None
-    mode = (opts.get("mode") or "FAILFAST").upper()
-    if mode not in ("FAILFAST", "PERMISSIVE"):
-        raise ConfigError(f"mode must be FAILFAST or PERMISSIVE, got {opts.get('mode')!r}")
+    mode, dead_letter_topic = _reader_mode(opts)
     conversion = tuple((name, opts.get(name, "")) for name in CONVERSION_OPTIONS if opts.has(name))
     return Formats(
-        columns.get("value"), columns.get("key"), mode == "PERMISSIVE", settings, conversion
+        columns.get("value"),
+        columns.get("key"),
+        mode == "PERMISSIVE",
+        settings,
+        conversion,
+        drop_malformed=mode == "DROPMALFORMED",
+        dead_letter_topic=dead_letter_topic,
     )
+
+
+def _reader_mode(opts: OptionMap) -> tuple[str, str | None]:
+    """(mode, dead-letter topic or None). With a dead-letter topic the mode is
+    DROPMALFORMED unless PERMISSIVE is asked for; FAILFAST would never use the topic."""
+    dead_letter_topic = opts.get(DEAD_LETTER_OPTION)
+    if dead_letter_topic is not None and not dead_letter_topic.strip():
+        raise ConfigError(f"{DEAD_LETTER_OPTION} must name a topic, got an empty string")
+    default = "DROPMALFORMED" if dead_letter_topic else "FAILFAST"
+    mode = (opts.get("mode") or default).upper()
+    if mode not in ("FAILFAST", "PERMISSIVE", "DROPMALFORMED"):
+        raise ConfigError(
+            f"mode must be FAILFAST, PERMISSIVE or DROPMALFORMED, got {opts.get('mode')!r}"
+        )
+    if dead_letter_topic and mode == "FAILFAST":
+        raise ConfigError(
+            f"{DEAD_LETTER_OPTION}={dead_letter_topic!r} cannot be used with mode=FAILFAST, "
+            "which fails the query at the first record that cannot be decoded: use "
+            "mode=DROPMALFORMED (the default with a dead-letter topic: such records are "
+            "left out of the result) or PERMISSIVE (kept with a null value)"
+        )
+    return mode, dead_letter_topic
 
 
 def parse_writer_formats(opts: OptionMap, topic: str | None) -> tuple[SinkFormat, ...]:

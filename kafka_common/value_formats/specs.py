@@ -50,6 +50,13 @@ class Formats:
     registry: RegistrySettings | None = None
     conversion: tuple[tuple[str, str], ...] = field(default=())
     writers_resolved: bool = False  # set by resolve_formats(with_writers=True)
+    drop_malformed: bool = False  # mode DROPMALFORMED: rows that cannot be decoded left out
+    dead_letter_topic: str | None = None  # deadLetterTopic: where those rows are copied to
+
+    @property
+    def tolerant(self) -> bool:
+        """A row that cannot be decoded does not fail the query."""
+        return self.permissive or self.drop_malformed
 
     @property
     def columns(self) -> tuple[ColumnFormat, ...]:

@@ -1,0 +1,131 @@
+"""Dead-letter records: a record that cannot be read or written, copied unchanged (key,
+value, headers, timestamp) with headers that say where it came from and why.
+
+Kafka Connect's dead-letter queue (``errors.deadletterqueue.topic.name``, its context
+headers ``__connect.errors.*``) is the model; the headers here are our own names:
+
+- ``pykafka.error.topic``, ``pykafka.error.partition``, ``pykafka.error.offset``: where
+  the record was read from (the reader), or where it was to be written (the writer: no
+  offset, the record had none);
+- ``pykafka.error.stage``: ``KEY_DECODE``, ``VALUE_DECODE`` (the reader) or ``PRODUCE``
+  (the writer);
+- ``pykafka.error.class``: the error's name (``ValueDecodeError``, ``RECORD_TOO_LARGE``,
+  ``INVALID_RECORD``, ...); ``pykafka.error.message``: its message.
+
+Header values are UTF-8 text. The record's own headers come first, unchanged.
+
+Both sides build their dead-letter records here (``dead_letter_record``) and pick the
+dead-letter partition the same way (``dead_letter_partition``); the reader sends them with
+``send_dead_letters``, the writer through its own producer (in its transaction with
+``exactlyOnce``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from protocol.authorization import request_error
+
+if TYPE_CHECKING:  # the planner imports this module (the option's name): no codec there
+    from protocol.records.batch import Record
+
+__all__ = [
+    "HEADER_PREFIX",
+    "TOPIC_HEADER",
+    "PARTITION_HEADER",
+    "OFFSET_HEADER",
+    "STAGE_HEADER",
+    "CLASS_HEADER",
+    "MESSAGE_HEADER",
+    "OPTION",
+    "context_headers",
+    "dead_letter_record",
+    "dead_letter_partition",
+    "send_dead_letters",
+]
+
+HEADER_PREFIX = "pykafka.error."
+TOPIC_HEADER = HEADER_PREFIX + "topic"
+PARTITION_HEADER = HEADER_PREFIX + "partition"
+OFFSET_HEADER = HEADER_PREFIX + "offset"
+STAGE_HEADER = HEADER_PREFIX + "stage"
+CLASS_HEADER = HEADER_PREFIX + "class"
+MESSAGE_HEADER = HEADER_PREFIX + "message"
+#: The option naming the dead-letter topic, the reader's and the writer's.
+OPTION = "deadLetterTopic"
+#: A message longer than this is cut (a header is no place for a stack of causes).
+MAX_MESSAGE_CHARS = 4000
+
+
+def context_headers(
+    topic: str, partition: int, offset: int | None, stage: str, error_class: str, message: str
+) -> list[tuple[str, bytes]]:
+    """The context headers of one dead-letter record."""
+    out = [
+        (TOPIC_HEADER, topic.encode()),
+        (PARTITION_HEADER, str(partition).encode()),
+    ]
+    if offset is not None:
+        out.append((OFFSET_HEADER, str(offset).encode()))
+    out += [
+        (STAGE_HEADER, stage.encode()),
+        (CLASS_HEADER, error_class.encode()),
+        (MESSAGE_HEADER, message[:MAX_MESSAGE_CHARS].encode()),
+    ]
+    return out
+
+
+def dead_letter_record(
+    index: int,
+    timestamp_ms: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[tuple[str, bytes | None]] | None,
+    context: list[tuple[str, bytes]],
+) -> Record:
+    """The record as it was, its headers followed by ``context``, at offset ``index`` of
+    the dead-letter batch being built."""
+    from protocol.records.batch import Record
+
+    return Record(index, timestamp_ms, key, value, tuple(headers or ()) + tuple(context))
+
+
+def dead_letter_partition(source_partition: int, partitions: int) -> int:
+    """The dead-letter partition of a record of ``source_partition``: the same number
+    modulo the dead-letter topic's partitions, so that records of one partition stay in
+    order there."""
+    return source_partition % partitions
+
+
+def dead_letter_batch(records: Sequence[Record], **producer: Any) -> bytes:
+    """One record batch of ``records`` (offsets from 0), with the producer fields given
+    (producer id, epoch, base sequence, transactional) or none."""
+    from protocol.records.batch import build_batch
+
+    renumbered = [r._replace(offset=i) for i, r in enumerate(records)]
+    return build_batch(renumbered, base_offset=0, **producer)
+
+
+def send_dead_letters(client, topic: str, source_partition: int, records: Sequence[Record]) -> None:
+    """Write ``records`` to the dead-letter ``topic`` (acks=all, under the client's retry
+    policy) and return once Kafka has them. At least once: a retry after an unclear
+    failure, or a task attempt that runs again, may write a record twice."""
+    if not records:
+        return
+
+    def attempt() -> None:
+        info = client.topic(topic)
+        partition = dead_letter_partition(source_partition, len(info.partitions))
+        answer = client.produce(topic, partition, dead_letter_batch(records), acks=-1)
+        code = answer["error_code"]
+        if code:
+            raise request_error(
+                code,
+                "Produce",
+                answer.get("error_message"),
+                topic=topic,
+                partition=partition,
+            )
+
+    client.retrying(f"writing {len(records)} records to the dead-letter topic {topic!r}", attempt)

@@ -1,0 +1,155 @@
+"""The writer's dead-letter topic (``deadLetterTopic``): records the broker refuses for
+themselves go there instead of failing the task (``TaskProducer`` mixes ``DeadLetters``
+in; its state lives there).
+
+The refusals that concern records, not the connection, the cluster or a grant
+(``RECORD_REFUSALS``): MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE (larger than the
+topic's ``max.message.bytes``), INVALID_TIMESTAMP (outside the topic's
+``message.timestamp.*.max.ms``) and INVALID_RECORD (a null key on a compacted topic, ...).
+A refused batch is taken apart:
+
+- INVALID_RECORD names the refused records (``record_errors``, Produce v8+): those go to
+  the dead-letter topic, the others are sent again as one batch;
+- otherwise a batch of one record goes to the dead-letter topic, and a batch of several is
+  sent again as one batch per record, so that each record's own answer decides.
+
+The broker appends nothing of a refused batch, so the partition's sequence stays where the
+last acknowledged batch left it: the batches that take its place, and every younger
+unacknowledged batch of the partition, are renumbered from the refused batch's sequence
+(``batch_state.restamp``) and the partition resends from its oldest unacknowledged batch,
+as after any refusal. A younger batch in flight meanwhile was sent with its old sequence;
+its OUT_OF_ORDER_SEQUENCE_NUMBER answer is the echo of that and is retried. The
+dead-letter records are appended to this producer like any others (in its transaction with
+``exactlyOnce``): each record of the task ends in its topic or in the dead-letter topic,
+and a task that fails leaves neither. A refusal by the dead-letter topic itself fails the
+task (give it a ``max.message.bytes`` at least as large as the target's).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kafka_common.dead_letter import (
+    OPTION,
+    context_headers,
+    dead_letter_batch,
+    dead_letter_partition,
+    dead_letter_record,
+)
+from protocol.records.batch import Record, build_batch, decode_batch
+
+from .batch_state import Batch, Partition, ProduceError, next_sequence, restamp
+
+__all__ = ["DeadLetters", "RECORD_REFUSALS"]
+
+log = logging.getLogger("pykafka.sink")
+
+#: Produce errors about the records of a batch: MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+#: INVALID_TIMESTAMP, INVALID_RECORD.
+RECORD_REFUSALS = frozenset({10, 18, 32, 87})
+
+
+class DeadLetters:
+    """The dead-letter half of ``TaskProducer``."""
+
+    dead_lettered = 0  # records this task wrote to the dead-letter topic
+    _dead_letter_counts: dict[str, int] | None = None  # the topic's partitions, looked up once
+
+    def takes_refusal(self, b: Batch, code: int) -> bool:
+        """Whether a refusal ``code`` of ``b`` sends records to the dead-letter topic."""
+        topic = self.options.dead_letter_topic
+        return bool(topic) and code in RECORD_REFUSALS and b.topic != topic
+
+    def dead_letter(self, p: Partition, b: Batch, error, part: dict) -> None:
+        """``b`` was refused for its records: the refused ones to the dead-letter topic,
+        the rest sent again in its place."""
+        _, records = decode_batch(b.data, topic=b.topic, partition=b.partition)
+        named = {int(e["batch_index"]) for e in part.get("record_errors") or ()}
+        named &= set(range(len(records)))
+        if named:
+            refused = sorted(named)
+            groups = [[r for i, r in enumerate(records) if i not in named]]
+        elif len(records) == 1:
+            refused, groups = [0], []
+        else:
+            refused, groups = [], [[r] for r in records]
+        self._replace(p, b, [g for g in groups if g])
+        if refused:
+            self._to_dead_letter_topic(b, error, [records[i] for i in refused], part)
+        log.info(
+            "%s: a batch of %d records was refused (%s): %d to the dead-letter topic %r, "
+            "%d sent again",
+            p.name,
+            len(records),
+            error.name,
+            len(refused),
+            self.options.dead_letter_topic,
+            len(records) - len(refused),
+        )
+
+    def _replace(self, p: Partition, b: Batch, groups: list[list[Record]]) -> None:
+        """``b`` replaced in its partition's queue by a batch per group, and the batches
+        from there on renumbered from ``b``'s sequence."""
+        at = p.queue.index(b)
+        transactional = self.transactional_id is not None
+        fresh = [
+            Batch(
+                b.topic,
+                b.partition,
+                build_batch(
+                    [r._replace(offset=i) for i, r in enumerate(g)],
+                    base_offset=0,
+                    compression=self.options.compression_type,
+                    transactional=transactional,
+                ),
+                len(g),
+                b.deadline,
+                tries=self._send_policy.start(f"sending to {p.name}"),
+            )
+            for g in groups
+        ]
+        del p.queue[at]
+        for i, nb in enumerate(fresh):
+            p.queue.insert(at + i, nb)
+        self.buffered_bytes += sum(len(nb.data) for nb in fresh) - len(b.data)
+        if self.idempotent or transactional:
+            sequence = b.sequence
+            for q in list(p.queue)[at:]:
+                q.data = restamp(q.data, self.producer_id, self.epoch, sequence)
+                q.stale_send = q.in_flight  # its answer is to its old sequence
+                q.sequence = sequence
+                sequence = next_sequence(sequence, q.count)
+            p.next_sequence = sequence
+        p.resend = True
+        p.retry_at = time.monotonic()
+
+    def _to_dead_letter_topic(self, b: Batch, error, records: list[Record], part: dict) -> None:
+        topic = self.options.dead_letter_topic
+        counts = self._dead_letter_counts or self.partition_counts([topic])
+        self._dead_letter_counts = counts
+        if topic not in counts:
+            raise ProduceError(
+                f"{OPTION}={topic!r}: the dead-letter topic does not exist (records refused "
+                f"by topic {b.topic!r} partition {b.partition} were to go there): create it"
+            )
+        message = f"{error}"
+        context = context_headers(b.topic, b.partition, None, "PRODUCE", error.name, message)
+        letters = [
+            dead_letter_record(i, r.timestamp, r.key, r.value, r.headers, context)
+            for i, r in enumerate(records)
+        ]
+        partition = dead_letter_partition(b.partition, counts[topic])
+        transactional = self.transactional_id is not None
+
+        def build(producer_id: int, epoch: int, sequence: int) -> bytes:
+            return dead_letter_batch(
+                letters,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+                transactional=transactional,
+            )
+
+        self.append(topic, partition, len(letters), build)
+        self.dead_lettered += len(letters)
