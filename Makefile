@@ -100,6 +100,17 @@ test-faults: $(STAMP)
 test-authz: $(STAMP)
 	$(PY) -m pytest -q -m authorization tests/test_kafka_authorization_spark.py $(PYTEST_ARGS)
 
+# test-security: how company clusters are secured, on Apache Kafka (marker security): Kerberos
+# (SASL GSSAPI) against a real MIT KDC that kafka_testbed starts (tests/test_kerberos.py;
+# scripts/ensure_kerberos.sh installs the KDC and the Kerberos library with apt-get where they
+# are missing, then the `kerberos` extra goes into .venv), delegation tokens
+# (tests/test_delegation_tokens.py) and rack-aware fetching on three nodes in three racks
+# (tests/test_rack_fetch.py).
+.PHONY: test-security
+test-security: $(STAMP)
+	scripts/ensure_kerberos.sh $(PY)
+	$(PY) -m pytest -q -m security tests/test_kerberos.py tests/test_delegation_tokens.py tests/test_rack_fetch.py $(PYTEST_ARGS)
+
 # test-wide: request counts on a topic of 10,000 partitions (tests/test_wide_topic.py, marker
 # wide_topic; make test runs the same tests at 1,000 partitions): an Apache Kafka node of its
 # own with a 2 GB heap, the topic created (in two steps) and filled in about 30 s.

@@ -8,7 +8,8 @@ security options and builds the
 ``protocol.config.ClientConfig`` both sides connect with, so a reader and a writer given
 the same options connect the same way. The SASL password (``kafka.sasl.password``, or the
 one inside ``kafka.sasl.jaas.config``) and ``kafka.ssl.key.password`` end up in
-``protocol.config.Secret`` and never appear in a repr, a log line or an error message.
+``protocol.config.Secret`` and never appear in a repr, a log line or an error message; so
+do the key and trust store options (``ssl_store_options``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from protocol.config import SASL_MECHANISMS, SECURITY_PROTOCOLS, ClientConfig, p
 from protocol.errors import ConfigError
 from protocol.sasl import parse_jaas_config
 
+from .delegation_token_options import DELEGATION_TOKEN_OPTIONS, with_delegation_token
 from .oauth.option_table import OAUTH_OPTIONS
+from .ssl_store_options import STORE_OPTION_NAMES, STORE_OPTIONS, java_ssl
 from .trust import login_mechanism
 
 from .option_map import INT32_MAX, OptionMap, warn_once
@@ -67,7 +70,7 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
     (
         "kafka.sasl.mechanism",
         '"PLAIN"',
-        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or AWS_MSK_IAM.",
+        "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, AWS_MSK_IAM or GSSAPI (Kerberos).",
     ),
     ("kafka.sasl.username", "none", "SASL user name (or give kafka.sasl.jaas.config)."),
     ("kafka.sasl.password", "none", "SASL password; never logged."),
@@ -79,12 +82,25 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
         'username="u" password="p"; for OAUTHBEARER the OAuthBearerLoginModule line with '
         "clientId, clientSecret, scope and extension_<name> (or unsecuredLogin* options); "
         "for AWS_MSK_IAM software.amazon.msk.auth.iam.IAMLoginModule (awsProfileName, "
-        "awsRoleArn...).",
+        "awsRoleArn...); for GSSAPI com.sun.security.auth.module.Krb5LoginModule with "
+        'useKeyTab=true keyTab="/path" principal="user@REALM", or useTicketCache=true.',
+    ),
+    (
+        "kafka.sasl.kerberos.service.name",
+        '"kafka"',
+        "GSSAPI: the Kerberos service name of the brokers; the service principal is "
+        "<name>/<broker host>.",
     ),
     ("kafka.ssl.cafile", "system CAs", "PEM file of the certificate authorities to trust."),
     ("kafka.ssl.certfile", "none", "PEM client certificate for mutual TLS."),
     ("kafka.ssl.keyfile", "none", "PEM private key of the client certificate."),
-    ("kafka.ssl.key.password", "none", "Password of an encrypted kafka.ssl.keyfile; never logged."),
+    (
+        "kafka.ssl.key.password",
+        "none",
+        "Password of an encrypted kafka.ssl.keyfile, or of the key in the key store "
+        "(default: kafka.ssl.keystore.password); never logged.",
+    ),
+    *STORE_OPTIONS,
     (
         "kafka.ssl.endpoint.identification.algorithm",
         '"https"',
@@ -92,6 +108,7 @@ SECURITY_OPTIONS: tuple[tuple[str, str, str], ...] = (
         "string skips that check (the chain is still verified).",
     ),
     *OAUTH_OPTIONS,
+    *DELEGATION_TOKEN_OPTIONS,
 )
 
 
@@ -115,6 +132,7 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
             "kafka.sasl.username",
             "kafka.sasl.password",
             "kafka.sasl.jaas.config",
+            "kafka.sasl.kerberos.service.name",
             *(name for name, _, _ in OAUTH_OPTIONS),
         )
         if opts.has(o)
@@ -127,6 +145,7 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
             "kafka.ssl.keyfile",
             "kafka.ssl.key.password",
             "kafka.ssl.endpoint.identification.algorithm",
+            *STORE_OPTION_NAMES,
         )
         if opts.has(o)
     ]
@@ -161,10 +180,12 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
             ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
             ssl_key_password=opts.get("kafka.ssl.key.password"),
             ssl_check_hostname=algorithm.lower() == "https",
+            ssl_java=java_ssl(opts),
         )
         if settings["ssl_certfile"] is None:
+            key_store = settings["ssl_java"] is not None and settings["ssl_java"].has_key_store
             for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
-                if opts.has(option):
+                if opts.has(option) and not (key_store and option == "kafka.ssl.key.password"):
                     raise ConfigError(f"{option} is set without kafka.ssl.certfile")
 
     if uses_sasl:
@@ -180,6 +201,10 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
             from .aws_msk_iam.options import msk_iam_factory
 
             settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=msk_iam_factory(opts))
+        elif mechanism == "GSSAPI":
+            from .kerberos import kerberos_factory
+
+            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=kerberos_factory(opts))
         else:
             settings.update(_sasl_credentials(opts, protocol))
     return settings
@@ -235,7 +260,7 @@ def client_config(
         raise ConfigError("kafka.client.id must not be empty")
     backoff = opts.integer("kafka.retry.backoff.ms", 100, minimum=0, maximum=INT32_MAX)
     backoff_max = opts.integer("kafka.retry.backoff.max.ms", 1000, minimum=0, maximum=INT32_MAX)
-    return ClientConfig(
+    config = ClientConfig(
         retry_backoff_ms=min(backoff, backoff_max),
         retry_backoff_max_ms=backoff_max,
         bootstrap_servers=servers,
@@ -245,3 +270,4 @@ def client_config(
         **settings,
         **security_settings(opts, log),
     )
+    return with_delegation_token(opts, config)

@@ -2,7 +2,7 @@
 
 Spark's JVM connector hands every ``kafka.*`` option to Kafka's consumer, producer or admin
 client, so jobs written for it carry options this connector has no use for
-(``kafka.session.timeout.ms``, ``kafka.ssl.truststore.location``, ...): those are warned
+(``kafka.session.timeout.ms``, ``kafka.ssl.keymanager.algorithm``, ...): those are warned
 about and ignored. A ``kafka.*`` name that is neither one of these nor one the connector
 knows is a mistake, and when it is close to a known name it is refused with a "did you
 mean" (``option_map.check_names``): ``kafka.isolation.levle`` must not be read as

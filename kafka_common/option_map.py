@@ -42,6 +42,9 @@ SECRET_OPTIONS = frozenset(
     {
         "kafka.sasl.password",
         "kafka.ssl.key.password",
+        "kafka.ssl.keystore.password",
+        "kafka.ssl.keystore.key",
+        "kafka.ssl.truststore.password",
         "kafka.sasl.jaas.config",
         "kafka.sasl.oauthbearer.client.credentials.client.secret",
         "schema.registry.basic.auth.user.info",

@@ -298,6 +298,7 @@ LOGIN_MODULES = {
     "SCRAM-SHA-512": SCRAM_LOGIN_MODULE,
     "OAUTHBEARER": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule",
     "AWS_MSK_IAM": "software.amazon.msk.auth.iam.IAMLoginModule",
+    "GSSAPI": "com.sun.security.auth.module.Krb5LoginModule",
 }
 
 

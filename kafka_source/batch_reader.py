@@ -28,6 +28,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from kafka_common.user_errors import user_errors
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
+from protocol.config import ClientConfig
 
 from .fetcher import OpenEnd, read_range, read_ranges, resolve_open_ends
 from .offset_reader import OffsetReader
@@ -47,12 +48,19 @@ from .planning import plan_ranges, resolve_batch, task_groups
 
 class KafkaInputPartition(InputPartition):
     """One offset range (its end looked up at read time with ``open_end``); small and
-    picklable."""
+    picklable. ``config``: a micro-batch's delegation token sign-in (see
+    ``KafkaStreamReader.read``), or None: the reader's own."""
 
-    def __init__(self, rng: OffsetRange, open_end: OpenEnd | None = None):
+    def __init__(
+        self,
+        rng: OffsetRange,
+        open_end: OpenEnd | None = None,
+        config: ClientConfig | None = None,
+    ):
         super().__init__(tuple(rng))
         self.range = rng
         self.open_end = open_end
+        self.config = config
 
     @property
     def ranges(self) -> tuple[OffsetRange, ...]:
@@ -71,12 +79,14 @@ class KafkaInputPartition(InputPartition):
 class KafkaRangesPartition(InputPartition):
     """Several offset ranges read one after the other by one task: a small micro-batch's
     or batch read's (``planning.task_groups``); a batch read's ranges
-    may have open ends (``open_ends``, aligned with ``ranges``). Small and picklable."""
+    may have open ends (``open_ends``, aligned with ``ranges``). Small and picklable;
+    ``config`` as ``KafkaInputPartition``'s."""
 
-    def __init__(self, ranges, open_ends=None):
+    def __init__(self, ranges, open_ends=None, config: ClientConfig | None = None):
         super().__init__(tuple(tuple(r) for r in ranges))
         self.ranges = tuple(ranges)
         self.open_ends = tuple(open_ends) if open_ends is not None else (None,) * len(self.ranges)
+        self.config = config
 
     def __repr__(self) -> str:
         return (

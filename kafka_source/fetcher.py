@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from protocol.client import pool
 from protocol.authorization import request_error
 from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
+from protocol.client.read_replicas import ReadReplicas
 from protocol.errors import (
     BrokerError,
     KafkaConnectionError,
@@ -27,11 +28,11 @@ from protocol.errors import (
 from protocol.client.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
+from .shared_fetch import SharedFetch, start_fetch
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from protocol.client.leader_requests import PendingFetch
     from protocol.records.compiled_rows import CompiledRows
 
 log = logging.getLogger("pykafka.source")
@@ -64,6 +65,16 @@ def data_loss_message(topic: str, partition: int, start: int, end: int, why: str
     )
 
 
+def _malformed_records(formats, client: KafkaClient, rng: OffsetRange, keep_headers: bool):
+    """What deals with the records the formats cannot decode, when they may be dropped or
+    sent to a dead-letter topic (``kafka_source.dead_letters``); None otherwise."""
+    if formats is None or not (formats.drop_malformed or formats.dead_letter_topic):
+        return None
+    from .dead_letters import MalformedRecords
+
+    return MalformedRecords(formats, client, rng.topic, rng.partition, keep_headers)
+
+
 class _RangeReader:
     """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
 
@@ -78,6 +89,7 @@ class _RangeReader:
         self.base, self.config = options.client_config, config
         self.decode_records = decode_records
         self.formats = getattr(options, "formats", None)
+        self.malformed = _malformed_records(self.formats, client, rng, options.include_headers)
         # records may come as the decoder's buffers (CompiledRows): read_ranges joins them
         self.deferred = False
         self.tp = (rng.topic, rng.partition)
@@ -129,6 +141,8 @@ class _RangeReader:
                     self.rng.partition,
                     self.lost_records,
                 )
+            if self.malformed is not None:
+                self.malformed.report()
         finally:
             if self.pending is not None:
                 self.pending.cancel()
@@ -189,6 +203,22 @@ class _RangeReader:
             pause(self.poll_s)
         return response
 
+    def _back_to_leader(self) -> bool:
+        """After OFFSET_OUT_OF_RANGE: whether it came from a replica other than the leader
+        (``kafka.client.rack``), one that has not copied the offset yet. Then the partition
+        is asked again at its leader, at once: that is no data loss."""
+        replicas = self.client.read_replicas
+        if replicas is None or not replicas.forget(self.tp):
+            return False
+        log.debug(
+            "topic %r partition %d: offset %d is out of range on the replica read from; "
+            "reading from the leader",
+            self.rng.topic,
+            self.rng.partition,
+            self.offset,
+        )
+        return True
+
     def _retry_after(self, error: Exception) -> None:
         """Wait as the retry policy says (at most until the deadline), then refresh the
         metadata of the topics in use: the leader may have moved."""
@@ -204,14 +234,18 @@ class _RangeReader:
         """What an answer means: records (returned), an error, or nothing to read yet."""
         code = response["error_code"]
         if code == OFFSET_OUT_OF_RANGE:
-            self.offset = self.skip_missing(self.offset)
-            self.tries.restart_clock()
+            if not self._back_to_leader():
+                self.offset = self.skip_missing(self.offset)
+                self.tries.restart_clock()
             return None
         if code:
             err = request_error(code, "Fetch", topic=self.rng.topic, partition=self.rng.partition)
             if not is_retriable(err):
                 raise err
             self._retry_after(err)
+            return None
+        if self.client.read_replicas is not None and ReadReplicas.is_redirect(response):
+            self.answered(self.offset)  # the leader named a closer replica: asked next
             return None
         batch, next_offset = self.decode_records(
             response["records"],
@@ -248,7 +282,9 @@ class _RangeReader:
         self.offset, self.stable_end, self.progressed = next_offset, None, True
         if not batch.num_rows:
             return None
-        if self.formats is not None:
+        if self.malformed is not None:
+            batch = self.malformed.decode(batch)
+        elif self.formats is not None:
             from kafka_common.value_formats.decoding import decode_formats
 
             batch = decode_formats(
@@ -357,7 +393,7 @@ class _RangeReader:
         self.stalled_since = None
 
     def start(self, offset: int):
-        return _start_fetch(self.client, self.o, {self.tp: offset})
+        return start_fetch(self.client, self.o, {self.tp: offset})
 
     def lost(self, start: int, end: int, why: str) -> None:
         message = data_loss_message(self.rng.topic, self.rng.partition, start, end, why)
@@ -376,121 +412,6 @@ class _RangeReader:
         latest = self.client.latest_offsets([self.tp])[self.tp]
         self.lost(offset, self.rng.end, f"the log now ends at offset {latest}")
         return self.rng.end
-
-
-def _start_fetch(client: KafkaClient, o, offsets: dict):
-    """A Fetch of ``offsets`` with the reader's fetch options, sent (one request per
-    leader), not waited for."""
-    return client.start_fetch(
-        offsets,
-        max_wait_ms=o.fetch_max_wait_ms,
-        min_bytes=o.fetch_min_bytes,
-        max_bytes=o.fetch_max_bytes,
-        partition_max_bytes=o.max_partition_fetch_bytes,
-        isolation_level=o.isolation_level_code,
-    )
-
-
-class _SharedFetch:
-    """One Fetch (a request per leader) holding the first answer of several readers; each
-    takes its partition's part (``share(tp)``), and only its own: the part is dropped from
-    here once taken.
-
-    A failure costs one recovery, not one per partition it touched: when a broker's part
-    fails (its connection cut, no answer in time, an error for its whole request, or a
-    retriable error for its partitions) the other brokers' answers are kept; the first
-    reader of the failed partitions gets the failure and recovers as a lone reader does
-    (one warning, the backoff, a metadata refresh), and the next reader of them asks again,
-    after that recovery, in one Fetch for all of them still waiting (at the offsets first
-    asked for)."""
-
-    def __init__(self, client: KafkaClient, options, offsets: dict):
-        self._client, self._options = client, options
-        self._offsets = dict(offsets)  # partition -> offset, until its reader takes it
-        self._pending: PendingFetch | None = _start_fetch(client, options, offsets)
-        self._parts: dict = {}
-        self._failed: dict[tuple, _Failure] = {}
-
-    def share(self, tp) -> _Share:
-        return _Share(self, tp)
-
-    def part(self, tp, timeout_ms: int | None) -> dict:
-        if tp not in self._offsets:
-            return {}  # taken already
-        if tp not in self._parts and tp not in self._failed:
-            self._collect(timeout_ms)
-        failure = self._failed.get(tp)
-        if failure is not None and failure.handed:  # recovered from: ask again
-            self._ask_again(timeout_ms)
-            failure = self._failed.get(tp)
-        del self._offsets[tp]
-        if failure is not None:  # this reader recovers, for all the partitions it failed
-            failure.handed = True
-            del self._failed[tp]
-            if failure.error is not None:
-                raise failure.error
-        return {tp: self._parts.pop(tp)} if tp in self._parts else {}
-
-    def _collect(self, timeout_ms: int | None) -> None:
-        """The answers of the Fetch in flight: parts kept, failures noted per broker."""
-        pending, self._pending = self._pending, None
-        if pending is None:
-            return
-        parts, failed = pending.results(timeout_ms)
-        for tps, error in failed:
-            self._note(tps, _Failure(error))
-        self._parts.update(parts)
-        retried: dict[int, _Failure] = {}  # parts with a retriable error, by the error
-        for tp, part in parts.items():
-            code = part["error_code"]
-            if code and is_retriable(BrokerError.for_code(code)):
-                self._note([tp], retried.setdefault(code, _Failure(None)))
-
-    def _note(self, tps, failure: _Failure) -> None:
-        for tp in tps:
-            if tp in self._offsets:
-                self._failed[tp] = failure
-
-    def _ask_again(self, timeout_ms: int | None) -> None:
-        """One Fetch for every partition whose failure a reader recovered from."""
-        waiting = {tp: self._offsets[tp] for tp, f in self._failed.items() if f.handed}
-        for tp in waiting:
-            del self._failed[tp]
-            self._parts.pop(tp, None)
-        try:
-            self._pending = _start_fetch(self._client, self._options, waiting)
-        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
-            self._note(waiting, _Failure(e))
-            return
-        self._collect(timeout_ms)
-
-    def cancel(self) -> None:
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
-
-
-class _Failure:
-    """A failure of a ``_SharedFetch``'s answer for some of its partitions: ``error`` (None
-    when the parts themselves carry a retriable error) and whether a reader took it on."""
-
-    __slots__ = ("error", "handed")
-
-    def __init__(self, error: Exception | None):
-        self.error, self.handed = error, False
-
-
-class _Share(NamedTuple):
-    """A reader's view of a ``_SharedFetch``: what ``PendingFetch`` is to a lone reader."""
-
-    fetch: _SharedFetch
-    tp: tuple
-
-    def result(self, timeout_ms: int | None = None) -> dict:
-        return self.fetch.part(self.tp, timeout_ms)
-
-    def cancel(self) -> None:
-        self.fetch.cancel()
 
 
 def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange, open_end: OpenEnd) -> int:
@@ -583,7 +504,7 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
             first.setdefault(reader.tp, reader)
             reader.deferred = reader.formats is None  # _joined makes the Arrow arrays
         try:
-            shared = _SharedFetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
+            shared = SharedFetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             log.debug("the shared first Fetch was not sent (each range sends its own): %s", e)
         else:

@@ -315,6 +315,15 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
         "Bytes a broker waits to accumulate before answering a fetch.",
     ),
     ReaderOption(
+        "kafka.client.rack",
+        "none",
+        _BOTH,
+        "The rack (or availability zone) the Spark executors run in, as the brokers' "
+        "broker.rack names it: sent with every fetch, so that a cluster with a rack-aware "
+        "replica.selector.class serves each partition from a replica in that rack, not "
+        "from its leader (KIP-392); back to the leader when that replica cannot serve.",
+    ),
+    ReaderOption(
         "kafka.check.crcs",
         "true",
         _BOTH,
@@ -620,7 +629,9 @@ def _parse(
 
     return ReaderOptions(
         subscription=subscription,
-        client_config=client_config(opts, role="consumer", log=logger),
+        client_config=client_config(
+            opts, role="consumer", log=logger, client_rack=opts.get("kafka.client.rack", "")
+        ),
         starting_offsets=starting,
         ending_offsets=ending,
         for_streaming=for_streaming,

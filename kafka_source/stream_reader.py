@@ -41,6 +41,7 @@ Admission control (``latestOffset(start, limit)``, PySpark 4.2 and later):
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -67,13 +68,15 @@ except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_wit
     ReadAllAvailable = ReadMaxBytes = ReadMaxRows = ReadMinRows = _Absent
     SupportsTriggerAvailableNow = object
 
+from kafka_common.delegation_token_options import current_token_config
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
 from kafka_common.user_errors import user_errors
 from kafka_common.worker_heap import settle_worker_heap
 from protocol.authorization import GROUP, RESOURCE_TYPES, refine, request_error
 from protocol.client.cluster import KafkaClient
-from protocol.errors import ConfigError, PyKafkaError
+from protocol.config import ClientConfig
+from protocol.errors import AuthenticationError, ConfigError, PyKafkaError
 
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
 from .fetcher import DataLossError, read_ranges
@@ -194,6 +197,20 @@ def check_pyspark_supports(options: ReaderOptions) -> None:
             )
 
 
+def _signs_in(config: ClientConfig) -> bool:
+    """Whether a new delegation token signs in yet: the controller issues it and the
+    brokers learn it from the metadata log a moment later."""
+    client = KafkaClient(config)
+    try:
+        client.refresh_metadata([])
+    except AuthenticationError as e:
+        log.info("the new delegation token does not sign in yet, keeping the last one: %s", e)
+        return False
+    finally:
+        client.close()
+    return True
+
+
 @user_errors
 class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: ReaderOptions):
@@ -212,6 +229,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         # (the metadata's topics, the partitions found in them): see _partitions_of
         self._partitions_seen_in: tuple[tuple, list[TopicPartition]] | None = None
         self._json = OffsetsJson()  # the offsets' JSON, the last few remembered
+        self._token_config: ClientConfig | None = None  # delegationToken: the current one
 
     # The driver keeps this object alive between calls; executors get it pickled.
     def __getstate__(self):
@@ -219,6 +237,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         state["_client"] = None
         state["_partitions_seen_in"] = None
         state["_json"] = OffsetsJson()
+        state["_token_config"] = None  # the tasks get theirs with each micro-batch
         return state
 
     @property
@@ -227,11 +246,33 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         if self._client is None:
             o = self.options
             self._client = OffsetReader(
-                KafkaClient(o.client_config),
+                KafkaClient(self._token_config or o.client_config),
                 o.fetch_offset_num_retries,
                 o.fetch_offset_retry_interval_ms,
             )
         return self._client
+
+    def _refresh_token(self) -> ClientConfig | None:
+        """With ``delegationToken.enabled``: the sign-in with the current token, renewed
+        or replaced as due, for this micro-batch's tasks (Spark pickles this reader to the
+        executors once per query, so the token in its options would be the first one for
+        ever) and for the driver's client; None without a token. Called by every
+        ``latestOffset`` and ``partitions``, so an idle stream's token is renewed too."""
+        base = self.options.client_config
+        if not base.sasl_token_auth:
+            return None
+        held = self._token_config or base
+        current = current_token_config(held)
+        if current is held:  # a token this process did not create: nothing to renew
+            return None
+        if current.sasl_username != held.sasl_username:
+            if not _signs_in(current):
+                return held  # the tasks keep the last token, still valid, a while longer
+            if self._client is not None:
+                self._client.close()  # the driver's client signs in with the new token
+                self._client = None
+        self._token_config = current
+        return current
 
     # ---- offsets ----------------------------------------------------------------------
 
@@ -303,6 +344,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         return ReadAllAvailable()
 
     def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        self._refresh_token()
         if start is None:  # PySpark 4.1
             return self._latest_offset_without_start()
         # Spark hands a batch's end to commit() only when it plans the next batch, so the
@@ -498,8 +540,11 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         groups = task_groups(
             ranges, [r.size for r in ranges], o.min_partitions, o.max_records_per_partition
         )
+        config = self._refresh_token()
         return [
-            KafkaInputPartition(group[0]) if len(group) == 1 else KafkaRangesPartition(group)
+            KafkaInputPartition(group[0], config=config)
+            if len(group) == 1
+            else KafkaRangesPartition(group, config=config)
             for group in groups
         ]
 
@@ -560,8 +605,11 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
 
     def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
         settle_worker_heap()
+        options = self.options
+        if partition.config is not None:  # this micro-batch's token (_refresh_token)
+            options = dataclasses.replace(options, client_config=partition.config)
         # a small micro-batch's task: the first Fetch of all its ranges at once
-        yield from read_ranges(self.options, partition.ranges)
+        yield from read_ranges(options, partition.ranges)
 
     def commit(self, end: dict) -> None:
         group = self.options.commit_offsets_to_group

@@ -39,7 +39,17 @@ bootstrap string):
   through the proxy reach every broker through it, while the brokers' own traffic
   (replication, transaction markers) stays on ``PLAINTEXT``.
 
+* ``GSSAPI`` (``kerberos=realm``, a started :class:`~kafka_testbed.kerberos.KerberosRealm`):
+  SASL_PLAINTEXT with Kerberos, the broker signing in as the realm's ``kafka/localhost`` from
+  its keytab; advertised as ``localhost`` (the host of that service principal).
+
 ``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
+
+``racks=["a", "b", "c"]`` (one a node) sets each node's ``broker.rack`` and the rack-aware
+``replica.selector.class``: a consumer that names its rack (``client.rack``) is sent to the
+replica in that rack (KIP-392). ``request_log=True`` has each node log every request it
+answers (Kafka's ``kafka.request.logger`` at DEBUG) to a file of its own;
+``kafka.requests(node_id)`` reads it back as ``(api key, client id)`` pairs.
 
 ``authorizer=True`` turns on KRaft's ``StandardAuthorizer`` with
 ``allow.everyone.if.no.acl.found=false``: a principal may do only what an ACL allows. The
@@ -56,6 +66,7 @@ from __future__ import annotations
 
 import base64
 import os
+import re
 import shutil
 import signal
 import socket
@@ -83,6 +94,7 @@ _LISTENER_PROTOCOLS = {
     "SSL": "SSL",
     "SASL_SSL": "SASL_SSL",
     "PROXIED": "PLAINTEXT",
+    "GSSAPI": "SASL_PLAINTEXT",
     "CONTROLLER": "PLAINTEXT",
 }
 _PASSWORD_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
@@ -92,6 +104,10 @@ _OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginMo
 _JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _READY_LINE = "Kafka Server started"
 _AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
+# A line of kafka.request.logger: the request's header as JSON
+_REQUEST_API_KEY = re.compile(r'"requestApiKey":(\d+)')
+_REQUEST_CLIENT_ID = re.compile(r'"clientId":"((?:[^"\\]|\\.)*)"')
 #: The super user of an ``authorizer=True`` cluster: every PLAINTEXT connection's principal.
 SUPER_USER = "User:ANONYMOUS"
 
@@ -164,6 +180,10 @@ class _Node:
     def log_file(self) -> Path:
         return self.directory / "server.log"
 
+    @property
+    def request_log_file(self) -> Path:
+        return self.directory / "requests.log"
+
     def log_tail(self, lines: int = 60) -> str:
         """The log's ERROR and ``Caused by`` lines (the cause of a failed start is often
         far above the end), then its last ``lines`` lines."""
@@ -202,6 +222,9 @@ class KafkaCluster:
         proxied: dict[int, int] | None = None,
         start_timeout_s: float = 120.0,
         port: int | None = None,
+        kerberos=None,
+        racks: list[str] | None = None,
+        request_log: bool = False,
     ):
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
@@ -232,10 +255,15 @@ class KafkaCluster:
         self.broker_config = dict(broker_config or {})
         self.start_timeout_s = start_timeout_s
         self.node_count = nodes
+        if racks is not None and len(racks) != nodes:
+            raise ValueError(f"racks: one rack a node ({nodes}), got {len(racks)}")
+        self.racks = list(racks) if racks is not None else None
+        self.request_log = request_log
         self.cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         if self.cluster_id.startswith("-"):
             self.cluster_id = "A" + self.cluster_id[1:]
         self.proxied = dict(proxied or {})
+        self.kerberos = kerberos
         self.listeners = (
             ["PLAINTEXT"]
             + (["SASL"] if sasl else [])
@@ -244,6 +272,7 @@ class KafkaCluster:
             + (["SASL_SSL"] if sasl_ssl else [])
             + list(self.ssl_listeners)
             + (["PROXIED"] if proxied else [])
+            + (["GSSAPI"] if kerberos is not None else [])
         )
         self._dir: Path | None = None
         self.nodes: dict[int, _Node] = {}
@@ -323,7 +352,8 @@ class KafkaCluster:
     def listener(self, name: str, node_ids=None) -> str:
         """``host:port,...`` of listener ``name`` on ``node_ids`` (every node by default)."""
         ids = node_ids if node_ids is not None else sorted(self.nodes)
-        return ",".join(f"127.0.0.1:{self.nodes[i].ports[name]}" for i in ids)
+        host = "localhost" if name == "GSSAPI" else "127.0.0.1"
+        return ",".join(f"{host}:{self.nodes[i].ports[name]}" for i in ids)
 
     def node_of_port(self, port: int) -> int:
         for node in self.nodes.values():
@@ -363,6 +393,20 @@ class KafkaCluster:
 
     def pid(self, node_id: int) -> int:
         return self.nodes[node_id].process.pid
+
+    def requests(self, node_id: int) -> list[tuple[int, str]]:
+        """``(api key, client id)`` of each request ``node_id`` answered so far, oldest
+        first (``request_log=True``)."""
+        path = self.nodes[node_id].request_log_file
+        if not path.exists():
+            return []
+        found = []
+        for line in path.read_text(errors="replace").splitlines():
+            key = _REQUEST_API_KEY.search(line)
+            client = _REQUEST_CLIENT_ID.search(line)
+            if key and client:
+                found.append((int(key.group(1)), client.group(1)))
+        return found
 
     # ---- Kafka's own tools --------------------------------------------------------------
 
@@ -466,7 +510,7 @@ class KafkaCluster:
             f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners + ["CONTROLLER"]
         )
         advertised = ",".join(
-            f"{name}://127.0.0.1:"
+            f"{name}://{'localhost' if name == 'GSSAPI' else '127.0.0.1'}:"
             f"{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
             for name in self.listeners
         )
@@ -517,8 +561,10 @@ class KafkaCluster:
         if self.oauth_jwks:
             props.update(self._jwks_props("oauth"))
             props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
+        if self.kerberos is not None:
+            props.update(self.kerberos.broker_props("gssapi"))
         if self.reauth_ms is not None:
-            for name in ("sasl", "oauth", "sasl_ssl"):
+            for name in ("sasl", "oauth", "sasl_ssl", "gssapi"):
                 props[f"listener.name.{name}.connections.max.reauth.ms"] = str(self.reauth_ms)
         if self.ssl:
             props.update(self._keystore_props("ssl", *self.ssl))
@@ -551,6 +597,9 @@ class KafkaCluster:
                     "allow.everyone.if.no.acl.found": "false",
                 }
             )
+        if self.racks is not None:  # node ids count from 1
+            props["broker.rack"] = self.racks[node.node_id - 1]
+            props["replica.selector.class"] = _RACK_AWARE_SELECTOR
         props.update(self.broker_config)
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self._write_log_config(node)
@@ -675,6 +724,16 @@ class KafkaCluster:
                 "logger.kafka.name = kafka\nlogger.kafka.level = info\n"
                 "logger.apache.name = org.apache.kafka\nlogger.apache.level = info\n"
             )
+            if self.request_log:
+                text += (
+                    "appender.requests.type = File\nappender.requests.name = REQUESTS\n"
+                    f"appender.requests.fileName = {node.request_log_file}\n"
+                    "appender.requests.layout.type = PatternLayout\n"
+                    "appender.requests.layout.pattern = %m%n\n"
+                    "logger.requests.name = kafka.request.logger\n"
+                    "logger.requests.level = debug\nlogger.requests.additivity = false\n"
+                    "logger.requests.appenderRef.requests.ref = REQUESTS\n"
+                )
             (node.directory / "log4j2.properties").write_text(text)
         else:
             text = (
@@ -685,6 +744,15 @@ class KafkaCluster:
                 "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
                 "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
             )
+            if self.request_log:
+                text += (
+                    "log4j.appender.requests=org.apache.log4j.FileAppender\n"
+                    f"log4j.appender.requests.File={node.request_log_file}\n"
+                    "log4j.appender.requests.layout=org.apache.log4j.PatternLayout\n"
+                    "log4j.appender.requests.layout.ConversionPattern=%m%n\n"
+                    "log4j.logger.kafka.request.logger=DEBUG, requests\n"
+                    "log4j.additivity.kafka.request.logger=false\n"
+                )
             (node.directory / "log4j.properties").write_text(text)
 
     def _log_config_args(self, path: Path) -> list[str]:
@@ -709,6 +777,8 @@ class KafkaCluster:
         ]
         if self.oauth_jwks:
             jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url}")
+        if self.kerberos is not None:
+            jvm += self.kerberos.jvm_args
         with open(node.log_file, "a") as marker:
             marker.write(f"--- launch {time.strftime('%H:%M:%S')} ---\n")
         stdout = open(node.directory / "stdout.log", "ab")

@@ -12,9 +12,16 @@ from typing import Any
 from .errors import ConfigError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER", "AWS_MSK_IAM")
+SASL_MECHANISMS = (
+    "PLAIN",
+    "SCRAM-SHA-256",
+    "SCRAM-SHA-512",
+    "OAUTHBEARER",
+    "AWS_MSK_IAM",
+    "GSSAPI",
+)
 #: The mechanisms whose credentials come from ``ClientConfig.sasl_mechanism_factory``.
-FACTORY_MECHANISMS = ("OAUTHBEARER", "AWS_MSK_IAM")
+FACTORY_MECHANISMS = ("OAUTHBEARER", "AWS_MSK_IAM", "GSSAPI")
 
 
 class Secret(str):
@@ -27,6 +34,9 @@ class Secret(str):
 
     def reveal(self) -> str:
         return str.__str__(self)
+
+    def __reduce__(self):
+        return (Secret, (str.__str__(self),))
 
 
 def redact(text: str, secret: str | None) -> str:
@@ -46,9 +56,6 @@ def redact(text: str, secret: str | None) -> str:
         text = text.replace(form, "******")
     return text
 
-    def __reduce__(self):
-        return (Secret, (str.__str__(self),))
-
 
 @dataclass
 class ClientConfig:
@@ -62,18 +69,28 @@ class ClientConfig:
     #: fresh ``protocol.sasl.Mechanism`` (with a fresh token or signature) for each
     #: authentication to the broker at ``host``. Its repr must hold no secret.
     sasl_mechanism_factory: Any = None
+    #: Sign in with a delegation token: SCRAM with the token id as ``sasl_username``, its
+    #: HMAC (base64) as ``sasl_password`` and the extension ``tokenauth=true``.
+    sasl_token_auth: bool = False
     ssl_cafile: str | None = None
     ssl_certfile: str | None = None
     ssl_keyfile: str | None = None
     ssl_key_password: Secret | None = field(default=None, repr=False)
     ssl_check_hostname: bool = True
     ssl_verify: bool = True
+    #: Java key and trust stores, protocols and cipher suites (``kafka.ssl.truststore.*``,
+    #: ``kafka.ssl.keystore.*``...): a ``protocol.tls_stores.options.JavaSsl``, or None.
+    ssl_java: Any = None
     request_timeout_ms: int = 30_000
     connect_timeout_ms: int = 10_000
     retry_backoff_ms: int = 100
     retry_backoff_max_ms: int = 1000
     max_response_size: int = 128 * 1024 * 1024
     metadata_max_age_ms: int = 300_000
+    #: The client's rack (``kafka.client.rack``), sent in every Fetch: a cluster with a
+    #: rack-aware replica selector may then name a closer replica to read from (KIP-392,
+    #: ``protocol.client.read_replicas``). Empty: every Fetch goes to the leader.
+    client_rack: str = ""
     #: How long a pooled client may sit unused before it is closed (``protocol.client.pool``);
     #: 0: not pooled, -1: no limit. Not part of a connection's identity.
     connections_max_idle_ms: int = 540_000

@@ -233,6 +233,7 @@ class ScramMechanism(Mechanism):
         password: str | bytes,
         *,
         nonce: str | None = None,
+        token_auth: bool = False,
         min_iterations: int = DEFAULT_MIN_ITERATIONS,
         max_iterations: int = DEFAULT_MAX_ITERATIONS,
     ) -> None:
@@ -262,7 +263,9 @@ class ScramMechanism(Mechanism):
         self.max_iterations = max_iterations
         self._hash = _SCRAM_HASHES[mechanism]
         self._client_nonce = nonce
-        self._client_first_bare = f"n={escape_saslname(username)},r={nonce}"
+        # A delegation token signs in as its id with the extension tokenauth=true (KIP-48).
+        extensions = ",tokenauth=true" if token_auth else ""
+        self._client_first_bare = f"n={escape_saslname(username)},r={nonce}{extensions}"
         self._server_signature: bytes | None = None
         self._state = "initial"
 
@@ -421,13 +424,18 @@ class ScramMechanism(Mechanism):
             )
 
 
-def mechanism_for(name: str, username: str, password: str | bytes) -> Mechanism:
-    """A fresh mechanism for a ``sasl.mechanism`` name (case-insensitive)."""
+def mechanism_for(
+    name: str, username: str, password: str | bytes, *, token_auth: bool = False
+) -> Mechanism:
+    """A fresh mechanism for a ``sasl.mechanism`` name (case-insensitive); ``token_auth``:
+    sign in with a delegation token (SCRAM only)."""
     key = name.strip().upper() if isinstance(name, str) else None
+    if key in _SCRAM_HASHES:
+        return ScramMechanism(key, username, password, token_auth=token_auth)
+    if token_auth:
+        raise ConfigError(f"a delegation token signs in with SCRAM, not {name!r}")
     if key == "PLAIN":
         return PlainMechanism(username, password)
-    if key in _SCRAM_HASHES:
-        return ScramMechanism(key, username, password)
     raise ConfigError(
         f"unsupported SASL mechanism {name!r}; supported: {', '.join(SUPPORTED_MECHANISMS)}"
     )

@@ -262,7 +262,7 @@ def test_kafka_s_own_client_options_still_pass_with_a_warning(caplog, monkeypatc
     warning), even where a name is close to one of ours."""
     monkeypatch.setattr(option_map, "_warned", set())
     jvm_options = {
-        "kafka.ssl.keystore.password": "x",
+        "kafka.ssl.keymanager.algorithm": "x",
         "kafka.session.timeout.ms": "1",
         "kafka.reconnect.backoff.max.ms": "1",
         "kafka.metadata.max.age.ms": "1",
@@ -272,7 +272,7 @@ def test_kafka_s_own_client_options_still_pass_with_a_warning(caplog, monkeypatc
         o = parse_reader_options({**BASE, **jvm_options})
         w = parse_writer_options({"kafka.bootstrap.servers": NOWHERE, **jvm_options})
     assert o.ignored_kafka_options == w.ignored_kafka_options == tuple(sorted(jvm_options))
-    assert "kafka.ssl.keystore.password" in caplog.text and "x" not in [
+    assert "kafka.ssl.keymanager.algorithm" in caplog.text and "x" not in [
         r.getMessage() for r in caplog.records
     ]
 

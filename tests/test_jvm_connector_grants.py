@@ -37,7 +37,7 @@ from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
 from .own_envs import own_env
-from .helpers.jvm_connector import SPARK_VERSION, ok, run_child
+from .helpers.jvm_connector import REFEREE_REQUIREMENTS, SPARK_VERSION, ok, run_child
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_referee, pytest.mark.timeout(1800)]
 
@@ -110,7 +110,7 @@ def scenarios(cluster) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def grants(tmp_path_factory):
-    python = own_env(f"pyspark-{SPARK_VERSION}", [f"pyspark=={SPARK_VERSION}"])
+    python = own_env(f"pyspark-{SPARK_VERSION}", REFEREE_REQUIREMENTS)
     jars = [str(p) for p in spark_kafka_jars(SPARK_VERSION)]
     with KafkaCluster(sasl=True, authorizer=True) as cluster:
         with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:

@@ -160,20 +160,13 @@ def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_the_ca_file(c
 
 
 def test_without_a_ca_file_the_error_says_which_option_takes_one(cluster, pki):
-    """Only the system's CAs are trusted then. Java truststore options are ignored (with a
-    warning in the task's log); the error itself says which option takes the broker's CA."""
-    options = tls_options(cluster, pki, ca=None)
-    options.update(
-        {
-            "kafka.ssl.truststore.location": str(pki / "truststore.p12"),
-            "kafka.ssl.truststore.password": "unused",
-        }
-    )
-    error = refusal(options)
+    """Only the system's CAs are trusted then; the error says which options take the
+    broker's CA."""
+    error = refusal(tls_options(cluster, pki, ca=None))
     assert isinstance(error, AuthenticationError)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error)
-    assert "give the broker's CA in PEM with kafka.ssl.cafile" in str(error)
-    assert "kafka.ssl.truststore.*, are not read" in str(error)
+    assert "give the broker's CA with kafka.ssl.truststore.location" in str(error)
+    assert "in PEM with kafka.ssl.cafile" in str(error)
 
 
 def test_a_broker_certificate_for_another_host_is_refused_naming_the_option(cluster, pki):

@@ -48,6 +48,7 @@ PICKS = {
     "protocol/client/admin.py": 2,
     "protocol/client/cluster.py": 3,
     "protocol/client/connection.py": 3,
+    "protocol/client/delegation_tokens.py": 3,
     "protocol/client/group_offsets.py": 3,
     "protocol/client/transactions.py": 4,
 }

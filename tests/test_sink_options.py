@@ -178,7 +178,7 @@ def test_codecs(codec):
                 "kafka.sasl.username": "u",
                 "kafka.sasl.password": "p",
             },
-            "kafka.sasl.mechanism: unsupported 'GSSAPI'",
+            "kafka.sasl.mechanism GSSAPI needs kafka.sasl.jaas.config",
         ),
     ],
 )

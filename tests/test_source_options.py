@@ -539,13 +539,13 @@ def test_kafka_options_spark_rejects(option, expected):
 def test_unknown_kafka_option_is_warned_about_once(caplog):
     caplog.set_level(logging.WARNING, logger="pykafka.source")
     secret_value = "do-not-log-me"
-    o = parse({"kafka.ssl.truststore.password": secret_value})
-    parse({"kafka.ssl.truststore.password": secret_value})
-    records = [r for r in caplog.records if "kafka.ssl.truststore.password" in r.getMessage()]
+    o = parse({"kafka.ssl.keymanager.algorithm": secret_value})
+    parse({"kafka.ssl.keymanager.algorithm": secret_value})
+    records = [r for r in caplog.records if "kafka.ssl.keymanager.algorithm" in r.getMessage()]
     assert len(records) == 1 and records[0].levelno == logging.WARNING
     assert records[0].name == "pykafka.source"
     assert secret_value not in caplog.text
-    assert o.ignored_kafka_options == ("kafka.ssl.truststore.password",)
+    assert o.ignored_kafka_options == ("kafka.ssl.keymanager.algorithm",)
 
 
 def test_a_misspelt_source_option_is_an_error_naming_what_was_typed():

@@ -41,6 +41,7 @@ from .leader_requests import (
     take_list_offsets,
 )
 from ..primitives import ZERO_UUID
+from .read_replicas import ReadReplicas
 from .retry import RetryPolicy, is_retriable
 
 log = logging.getLogger("pykafka.protocol.cluster")
@@ -108,6 +109,12 @@ class KafkaClient(GroupOffsets, AdminRequests):
         # fetcher sets it to its poll deadline); None: try every candidate.
         self.deadline: float | None = None
         self._retrying = False  # inside ``retrying``: a nested call makes one attempt
+        # with kafka.client.rack: the replica each partition is read from (KIP-392)
+        self.read_replicas: ReadReplicas | None = None
+        if self.config.client_rack:
+            self.read_replicas = ReadReplicas(
+                self.config.client_rack, self.config.metadata_max_age_ms
+            )
 
     def close(self) -> None:
         for conn in list(self._connections.values()):
@@ -554,11 +561,14 @@ class KafkaClient(GroupOffsets, AdminRequests):
                     for t, ps in topics.items()
                 ],
                 "forgotten_topics_data": [],
-                "rack_id": "",
+                "rack_id": self.config.client_rack,
             }
 
-        sent = self._send_all(FETCH, self._by_leader(offsets), build, cap)
-        return PendingFetch(sent, names_by_id, max_wait_ms)
+        groups = self._by_leader(offsets)
+        if self.read_replicas is not None:  # a partition's closer replica, when named
+            groups = self.read_replicas.route(groups, meta.brokers)
+        sent = self._send_all(FETCH, groups, build, cap)
+        return PendingFetch(sent, names_by_id, max_wait_ms, self.read_replicas)
 
     def produce(
         self,

@@ -131,6 +131,7 @@ class BrokerConnection:
             key_password=c.ssl_key_password.reveal() if c.ssl_key_password else None,
             check_hostname=c.ssl_check_hostname,
             verify=c.ssl_verify,
+            java=c.ssl_java,
         )
         try:
             return context.wrap_socket(sock, server_hostname=self.host)
@@ -169,11 +170,19 @@ class BrokerConnection:
                 " (the broker's certificate, or one of its chain, is outside its "
                 "validity period: it must be renewed on the broker)"
             )
+        java = c.ssl_java
+        if java is not None and java.has_trust_store:
+            option = (
+                "kafka.ssl.truststore.certificates"
+                if java.truststore_certificates is not None
+                else f"kafka.ssl.truststore.location {java.truststore_location!r}"
+            )
+            return f" (the broker's certificate is not signed by a CA of {option})"
         if not c.ssl_cafile:
             return (
                 " (no CA file given, so only the system's CAs are trusted: give the "
-                "broker's CA in PEM with kafka.ssl.cafile; Java truststores, "
-                "kafka.ssl.truststore.*, are not read)"
+                "broker's CA with kafka.ssl.truststore.location (JKS, PKCS12 or PEM) or "
+                "in PEM with kafka.ssl.cafile)"
             )
         return (
             f" (the broker's certificate is not signed by a CA of kafka.ssl.cafile "
@@ -342,7 +351,9 @@ class BrokerConnection:
             return
         username, password = c.sasl_username, c.sasl_password
         assert username is not None and password is not None  # checked above
-        mech = mechanism_for(c.sasl_mechanism, username, password.reveal())
+        mech = mechanism_for(
+            c.sasl_mechanism, username, password.reveal(), token_auth=c.sasl_token_auth
+        )
 
         def step(token: bytes) -> bytes:
             r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})

@@ -10,6 +10,7 @@ from typing import cast
 
 from ..authorization import request_error
 from .cluster_metadata import ClusterMetadata, TopicInfo, TopicPartition
+from .read_replicas import ReadReplicas
 from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 from .retry import is_retriable
 
@@ -177,11 +178,20 @@ def forget(sent: list) -> None:
 
 
 class PendingFetch:
-    """Fetch requests in flight; ``result()`` gathers them into partition responses."""
+    """Fetch requests in flight; ``result()`` gathers them into partition responses. With
+    ``replicas`` (``kafka.client.rack``), the answers and failures say which replica each
+    partition is read from next (``ReadReplicas``)."""
 
-    def __init__(self, sent: list, names_by_id: dict, max_wait_ms: int):
+    def __init__(
+        self,
+        sent: list,
+        names_by_id: dict,
+        max_wait_ms: int,
+        replicas: ReadReplicas | None = None,
+    ):
         self._sent, self._names_by_id = sent, names_by_id
         self._max_wait_ms = max_wait_ms
+        self._replicas = replicas
 
     def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
         """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
@@ -215,6 +225,11 @@ class PendingFetch:
                 name = cast(str, t.get("topic") or self._names_by_id.get(t.get("topic_id")))
                 for p in t["partitions"]:
                     out[(name, p["partition_index"])] = p
+        if self._replicas is not None:
+            for tps, _ in failures:  # a replica that fails is not asked again
+                self._replicas.forget_all(tps)
+            for tp, p in out.items():
+                self._replicas.learn(tp, p)
         return out, failures
 
     def _timeout_ms(self, conn, timeout_ms: int | None) -> int:

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import ssl
-from typing import NoReturn, Union
+from typing import TYPE_CHECKING, NoReturn, Union
 
 from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    from ..tls_stores.options import JavaSsl
 
 __all__ = ["build_ssl_context"]
 
@@ -59,6 +62,21 @@ def _no_key_password() -> NoReturn:
     raise ConfigError(f"{_PREFIX}keyfile: the private key is encrypted; set {_PREFIX}key.password")
 
 
+def _trusting_context(cafile: StrPath | None, java: JavaSsl | None) -> ssl.SSLContext:
+    """A client context trusting the trust store, ``cafile`` or else the system's CAs."""
+    if java is not None and java.has_trust_store:
+        from .tls_stores import trust_context
+
+        return trust_context(java)
+    ca_path = _readable_path("cafile", cafile) if cafile is not None else None
+    try:
+        return ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_path)
+    except ssl.SSLError as exc:
+        raise ConfigError(
+            f"{_PREFIX}cafile: {ca_path!r} holds no usable PEM certificate ({_reason(exc)})"
+        ) from None
+
+
 def build_ssl_context(
     *,
     cafile: StrPath | None = None,
@@ -67,6 +85,7 @@ def build_ssl_context(
     key_password: str | bytes | None = None,
     check_hostname: bool = True,
     verify: bool = True,
+    java: JavaSsl | None = None,
 ) -> ssl.SSLContext:
     """A client ``SSLContext`` for connecting to brokers.
 
@@ -78,6 +97,8 @@ def build_ssl_context(
     - ``check_hostname=False``: skip the hostname check but keep verifying the chain.
     - ``verify=False``: accept any server certificate (and so skip the hostname check
       too). This is the only way to turn verification off.
+    - ``java``: Java key and trust stores and protocol options
+      (``protocol.client.tls_stores``), in place of ``cafile`` and ``certfile``.
 
     Both flags must be real booleans, so that a string such as ``"false"`` coming from an
     option map cannot silently mean ``True``.
@@ -86,21 +107,16 @@ def build_ssl_context(
         if not isinstance(flag, bool):
             raise ConfigError(f"{_PREFIX}{option} must be True or False, not {type(flag).__name__}")
     if certfile is None:
+        key_store = java is not None and java.has_key_store
         for option, value in (("keyfile", keyfile), ("key_password", key_password)):
-            if value is not None:
+            if value is not None and not (key_store and option == "key_password"):
                 raise ConfigError(f"{_PREFIX}{option} is set without {_PREFIX}certfile")
     if key_password is not None and not isinstance(key_password, (str, bytes, bytearray)):
         raise ConfigError(
             f"{_PREFIX}key.password must be str or bytes, not {type(key_password).__name__}"
         )
 
-    ca_path = _readable_path("cafile", cafile) if cafile is not None else None
-    try:
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=ca_path)
-    except ssl.SSLError as exc:
-        raise ConfigError(
-            f"{_PREFIX}cafile: {ca_path!r} holds no usable PEM certificate ({_reason(exc)})"
-        ) from None
+    context = _trusting_context(cafile, java)
 
     if certfile is not None:
         cert_path = _readable_path("certfile", certfile)
@@ -120,6 +136,12 @@ def build_ssl_context(
             # OpenSSL limits the password length; say so without quoting it.
             raise ConfigError(f"{_PREFIX}key.password is too long") from None
 
+    if java is not None:
+        from .tls_stores import apply_java_ssl
+
+        if isinstance(key_password, (bytes, bytearray)):
+            key_password = bytes(key_password).decode("utf-8")
+        apply_java_ssl(context, java, key_password)
     if not verify:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE

@@ -10,6 +10,12 @@ from .add_offsets_to_txn import ADD_OFFSETS_TO_TXN
 from .add_partitions_to_txn import ADD_PARTITIONS_TO_TXN
 from .api_versions import API_VERSIONS
 from .create_topics import CREATE_TOPICS
+from .delegation_tokens import (
+    CREATE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
+)
 from .delete_records import DELETE_RECORDS
 from .delete_topics import DELETE_TOPICS
 from .end_txn import END_TXN
@@ -47,6 +53,10 @@ ALL_APIS: list[Api] = sorted(
         TXN_OFFSET_COMMIT,
         SASL_AUTHENTICATE,
         LIST_TRANSACTIONS,
+        CREATE_DELEGATION_TOKEN,
+        RENEW_DELEGATION_TOKEN,
+        EXPIRE_DELEGATION_TOKEN,
+        DESCRIBE_DELEGATION_TOKEN,
     ],
     key=lambda api: api.key,
 )
@@ -63,10 +73,13 @@ __all__ = [
     "ADD_OFFSETS_TO_TXN",
     "ADD_PARTITIONS_TO_TXN",
     "API_VERSIONS",
+    "CREATE_DELEGATION_TOKEN",
     "CREATE_TOPICS",
     "DELETE_RECORDS",
     "DELETE_TOPICS",
+    "DESCRIBE_DELEGATION_TOKEN",
     "END_TXN",
+    "EXPIRE_DELEGATION_TOKEN",
     "FETCH",
     "FIND_COORDINATOR",
     "INIT_PRODUCER_ID",
@@ -76,6 +89,7 @@ __all__ = [
     "OFFSET_COMMIT",
     "OFFSET_FETCH",
     "PRODUCE",
+    "RENEW_DELEGATION_TOKEN",
     "SASL_AUTHENTICATE",
     "SASL_HANDSHAKE",
     "TXN_OFFSET_COMMIT",

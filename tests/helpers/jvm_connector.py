@@ -12,6 +12,9 @@ CHILD = os.path.join(ROOT, "tests", "jvm_referee_child.py")
 
 
 SPARK_VERSION = "4.2.0"  # the newest Spark whose Kafka connector Maven serves
+#: What the referee's own env (.venv-pyspark-4.2.0) holds besides the runtime dependencies:
+#: that PySpark, and cryptography for the PKCS12 trust store ours reads (the pkcs12 extra).
+REFEREE_REQUIREMENTS = [f"pyspark=={SPARK_VERSION}", "cryptography>=42"]
 
 
 CHILD_TIMEOUT_S = 900

@@ -6,6 +6,10 @@ import json
 from pathlib import Path
 from protocol.client import cluster, group_offsets, transactions
 from protocol.schemas import (
+    CREATE_DELEGATION_TOKEN,
+    DESCRIBE_DELEGATION_TOKEN,
+    EXPIRE_DELEGATION_TOKEN,
+    RENEW_DELEGATION_TOKEN,
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
@@ -92,6 +96,15 @@ SENDS = [
         None,
         False,
         "protocol/client/transactions.py: open_transactional_ids (a stream's commit)",
+    ),
+    *(
+        (api, None, False, "protocol/client/delegation_tokens.py")
+        for api in (
+            CREATE_DELEGATION_TOKEN,
+            RENEW_DELEGATION_TOKEN,
+            EXPIRE_DELEGATION_TOKEN,
+            DESCRIBE_DELEGATION_TOKEN,
+        )
     ),
 ]
 

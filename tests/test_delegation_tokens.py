@@ -1,0 +1,434 @@
+"""Delegation tokens: Kafka's token APIs, the SCRAM ``tokenauth`` sign-in, renewal and the
+refusals, on Apache Kafka (marker ``security``: ``make test-security``), with quick checks
+of the sign-in message and of what a token config holds in ``make test``.
+
+The broker tests share one SASL cluster whose tokens expire 6 s after their issue or last
+renewal (``delegation.token.expiry.time.ms``), live at most 20 s
+(``delegation.token.max.lifetime.ms``) and are purged every second, so renewal, expiry and
+replacement are seen within seconds; its SASL sessions end after ``REAUTH_MS`` unless the
+client signs in again, so a client holding an expired token loses its connections; one
+test starts a cluster without ``delegation.token.secret.key``.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import pickle
+import time
+
+import pytest
+
+from kafka_testbed import KafkaCluster, SASL_USERS
+from protocol.client.cluster import KafkaClient
+from protocol.client.delegation_tokens import (
+    DelegationToken,
+    TokenKeeper,
+    create_token,
+    describe_tokens,
+    expire_token,
+    renew_token,
+    token_config,
+)
+from protocol.config import ClientConfig
+from protocol.errors import AuthenticationError, BrokerError, ConfigError, KafkaConnectionError
+from protocol.sasl import ScramMechanism, mechanism_for
+from protocol.schemas import METADATA
+
+from .helpers.secrets import assert_no_secret
+from .helpers.waiting import wait_until
+
+security = pytest.mark.security
+
+USER = "alice"
+EXPIRY_MS = 6000
+MAX_LIFETIME_MS = 20_000
+REAUTH_MS = 4000
+TOKEN_BROKER_CONFIG = {
+    "delegation.token.secret.key": "testbed-token-secret",
+    "delegation.token.expiry.time.ms": str(EXPIRY_MS),
+    "delegation.token.max.lifetime.ms": str(MAX_LIFETIME_MS),
+    "delegation.token.expiry.check.interval.ms": "1000",
+}
+METADATA_BODY = {
+    "topics": [],
+    "allow_auto_topic_creation": False,
+    "include_cluster_authorized_operations": False,
+    "include_topic_authorized_operations": False,
+}
+HMAC = base64.b64encode(b"\x01" * 64).decode()
+
+
+def _token(token_id: str = "tok-1", **times: int) -> DelegationToken:
+    return DelegationToken(
+        token_id, HMAC, "User:alice", **{"issue_ms": 0, "expiry_ms": 0, "max_ms": 0, **times}
+    )
+
+
+# ---- quick: no broker -------------------------------------------------------------------
+
+
+def test_the_token_sign_in_carries_the_tokenauth_extension():
+    first = ScramMechanism("SCRAM-SHA-512", "tok-1", HMAC, nonce="abc", token_auth=True)
+    assert first.client_first() == b"n,,n=tok-1,r=abc,tokenauth=true"
+    plain = ScramMechanism("SCRAM-SHA-512", "alice", "pw", nonce="abc")
+    assert plain.client_first() == b"n,,n=alice,r=abc"
+    with pytest.raises(ConfigError, match="SCRAM, not 'PLAIN'"):
+        mechanism_for("PLAIN", "tok-1", HMAC, token_auth=True)
+
+
+def test_the_token_proof_covers_the_extension():
+    """The extension is part of the AuthMessage the proof signs (RFC 5802), so a broker
+    that checks the proof also knows the client asked for a token sign-in."""
+    server_first = b"r=abcSERVER,s=" + base64.b64encode(b"salt") + b",i=4096"
+    proofs = [
+        ScramMechanism("SCRAM-SHA-256", "tok-1", HMAC, nonce="abc", token_auth=flag)
+        for flag in (True, False)
+    ]
+    for mech in proofs:
+        mech.client_first()
+    assert proofs[0].client_final(server_first) != proofs[1].client_final(server_first)
+
+
+def test_a_token_config_holds_the_token_and_none_of_the_drivers_credentials():
+    driver = ClientConfig(
+        bootstrap_servers=["b:9092"],
+        security_protocol="SASL_SSL",
+        sasl_mechanism="PLAIN",
+        sasl_username="alice",
+        sasl_password="alice-secret",
+    )
+    tasks = token_config(driver, _token(), "SCRAM-SHA-256")
+    assert (tasks.sasl_mechanism, tasks.sasl_username, tasks.sasl_token_auth) == (
+        "SCRAM-SHA-256",
+        "tok-1",
+        True,
+    )
+    assert tasks.sasl_password.reveal() == HMAC and tasks.security_protocol == "SASL_SSL"
+    pickled = pickle.dumps(tasks)
+    assert b"alice-secret" not in pickled and b"alice" not in pickled
+    assert_no_secret(tasks, _token(), secrets=[HMAC])
+    with pytest.raises(ConfigError, match="delegationToken.mechanism: unsupported 'PLAIN'"):
+        token_config(driver, _token(), "PLAIN")
+
+
+class _Client:
+    """Stands for a KafkaClient in the keeper's decisions (which call it makes when)."""
+
+    def __init__(self, calls):
+        self.calls = calls
+
+    def close(self):
+        pass
+
+
+def test_the_keeper_renews_at_three_quarters_and_replaces_near_the_maximum(monkeypatch):
+    import protocol.client.delegation_tokens as dt
+
+    calls: list[str] = []
+    now = [0.0]
+
+    def create(client, max_lifetime_ms):
+        calls.append("create")
+        t = int(now[0] * 1000)
+        return _token(issue_ms=t, expiry_ms=t + 10_000, max_ms=t + 100_000)
+
+    def renew(client, token):
+        calls.append("renew")
+        return int(now[0] * 1000) + 10_000
+
+    monkeypatch.setattr(dt, "create_token", create)
+    monkeypatch.setattr(dt, "renew_token", renew)
+    monkeypatch.setattr(dt, "wait_known", lambda client, token: None)
+    keeper = TokenKeeper(lambda: _Client(calls), clock=lambda: now[0])
+    first = keeper.current()
+    now[0] = 7.4  # before 75% of 10 s
+    assert keeper.current() is first and calls == ["create"]
+    now[0] = 7.6
+    assert keeper.current() is first and calls == ["create", "renew"]
+    assert first.expiry_ms == 17_600
+    now[0] = 91.0  # past 90% of the maximum lifetime: a new token
+    assert keeper.current() is not first and calls[-1] == "create"
+
+
+# ---- Apache Kafka -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def token_kafka():
+    with KafkaCluster(sasl=True, broker_config=TOKEN_BROKER_CONFIG, reauth_ms=REAUTH_MS) as cluster:
+        yield cluster
+
+
+def _config(cluster, **sasl) -> ClientConfig:
+    settings = {
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_username": USER,
+        "sasl_password": SASL_USERS[USER],
+        **sasl,
+    }
+    return ClientConfig(
+        bootstrap_servers=[cluster.listener("SASL")],
+        security_protocol="SASL_PLAINTEXT",
+        request_timeout_ms=10_000,
+        **settings,
+    )
+
+
+def _wait_known(driver, token: DelegationToken) -> None:
+    """Until the broker knows ``token``: the controller writes it to the metadata log, the
+    broker learns it a moment later."""
+    wait_until(
+        lambda: token.token_id in {t.token_id for t in describe_tokens(driver)},
+        10,
+        f"token {token.token_id} described",
+    )
+
+
+def _signs_in(config: ClientConfig) -> bool:
+    with KafkaClient(config) as client:
+        client._any_connection().request(METADATA, METADATA_BODY)
+    return True
+
+
+@security
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_a_token_signs_in_as_its_owner_and_is_seen_as_a_token(token_kafka, mechanism):
+    with KafkaClient(_config(token_kafka, sasl_mechanism="PLAIN")) as driver:
+        token = create_token(driver)
+        assert token.owner == f"User:{USER}" and token.expiry_ms > token.issue_ms
+        _wait_known(driver, token)
+    tasks = token_config(_config(token_kafka), token, mechanism)
+    assert _signs_in(tasks)
+    # The broker took it as a token sign-in: such a principal may not ask for tokens.
+    with KafkaClient(tasks) as client:
+        started = time.monotonic()
+        with pytest.raises(BrokerError, match="DELEGATION_TOKEN_REQUEST_NOT_ALLOWED") as err:
+            create_token(client)
+        assert time.monotonic() - started < 8  # not retried until the 10 s timeout
+    assert_no_secret(err.value, tasks, token, secrets=[token.hmac.reveal(), SASL_USERS[USER]])
+    forged = token_config(_config(token_kafka), _token(token_id=token.token_id), mechanism)
+    with pytest.raises(AuthenticationError):
+        _signs_in(forged)
+
+
+@security
+def test_a_renewed_token_outlives_its_first_expiry_and_an_unrenewed_one_does_not(token_kafka):
+    keeper = TokenKeeper(lambda: KafkaClient(_config(token_kafka)))
+    kept = keeper.current()
+    first_expiry = kept.expiry_ms
+    with KafkaClient(_config(token_kafka)) as driver:
+        left = create_token(driver)
+        _wait_known(driver, left)
+    wait_until(lambda: time.time() * 1000 > kept.issue_ms + 0.8 * EXPIRY_MS, 10, "80% of life")
+    assert keeper.current() is kept and kept.expiry_ms > first_expiry
+    wait_until(lambda: time.time() * 1000 > first_expiry + 500, 10, "the first expiry")
+    assert _signs_in(token_config(_config(token_kafka), kept))
+
+    def refused() -> bool:
+        try:
+            _signs_in(token_config(_config(token_kafka), left))
+        except (AuthenticationError, KafkaConnectionError):
+            # A token past its expiry but not yet purged: Kafka closes the connection.
+            return True
+        return False
+
+    wait_until(refused, 15, "the unrenewed token refused")
+    with KafkaClient(_config(token_kafka)) as driver:
+        with pytest.raises(BrokerError, match="DELEGATION_TOKEN_(EXPIRED|NOT_FOUND)"):
+            renew_token(driver, left)
+
+
+@security
+def test_an_expired_token_is_refused_and_named(token_kafka):
+    with KafkaClient(_config(token_kafka)) as driver:
+        token = create_token(driver)
+        _wait_known(driver, token)
+        expire_token(driver, token)
+        started = time.monotonic()
+        with pytest.raises(
+            BrokerError, match=r"DELEGATION_TOKEN_(EXPIRED|NOT_FOUND).*" + token.token_id
+        ) as err:
+            renew_token(driver, token)
+        assert time.monotonic() - started < 8
+    assert_no_secret(err.value, secrets=[token.hmac.reveal()])
+    with pytest.raises(AuthenticationError):
+        _signs_in(token_config(_config(token_kafka), token))
+
+
+@security
+def test_tokens_are_refused_over_plaintext(token_kafka):
+    config = ClientConfig(bootstrap_servers=[token_kafka.listener("PLAINTEXT")])
+    with KafkaClient(config) as client:
+        with pytest.raises(BrokerError, match="DELEGATION_TOKEN_REQUEST_NOT_ALLOWED.*PLAINTEXT"):
+            create_token(client)
+
+
+@security
+def test_a_cluster_without_a_token_secret_says_so():
+    with KafkaCluster(sasl=True) as cluster:
+        with KafkaClient(_config(cluster)) as client:
+            started = time.monotonic()
+            with pytest.raises(
+                BrokerError,
+                match="DELEGATION_TOKEN_AUTH_DISABLED.*delegation.token.secret.key",
+            ):
+                create_token(client)
+            assert time.monotonic() - started < 8
+
+
+@security
+def test_the_connectors_tasks_get_the_token_and_not_the_password(token_kafka):
+    """Parsed on the driver with delegationToken.enabled, the reader's and the writer's
+    options (what Spark pickles to the tasks) sign in with a token: a write through the
+    writer's task and a read with the reader's config, and no password in their pickles."""
+    import pyarrow as pa
+
+    from kafka_sink.options import parse_writer_options
+    from kafka_sink.validation import WritePlan
+    from kafka_sink.writer import write_task
+    from kafka_source.options import parse_reader_options
+    from tests.signin_cluster import round_trip
+
+    options = {
+        "kafka.bootstrap.servers": token_kafka.listener("SASL"),
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.username": USER,
+        "kafka.sasl.password": SASL_USERS[USER],
+        "delegationToken.enabled": "true",
+    }
+    reader = parse_reader_options({**options, "subscribe": "dt-read"})
+    writer = parse_writer_options({**options, "topic": "dt-write"})
+    for parsed in (reader, writer):
+        config = parsed.client_config
+        assert config.sasl_token_auth and config.sasl_mechanism == "SCRAM-SHA-512"
+        assert SASL_USERS[USER].encode() not in pickle.dumps(parsed)
+        assert config.sasl_password.reveal().encode() not in pickle.dumps(parsed).replace(
+            config.sasl_password.reveal().encode(), b"", 1
+        )
+    with KafkaClient(_config(token_kafka)) as driver:
+        _wait_known(driver, DelegationToken(reader.client_config.sasl_username, HMAC, "", 0, 0, 0))
+    with KafkaClient(reader.client_config) as client:
+        assert round_trip(client, "dt-read", [b"a", b"b"]) == [b"a", b"b"]
+        client.create_topics({"dt-write": 1})
+    plan = WritePlan(
+        topic_option="dt-write",
+        topic_column=False,
+        key_column=False,
+        headers_column=False,
+        partition_column=False,
+        timestamp_kind=None,
+    )
+    batch = pa.RecordBatch.from_arrays([pa.array([b"x", b"y"], pa.binary())], names=["value"])
+    message = write_task(iter([batch]), writer, plan)
+    assert message.partitions[("dt-write", 0)][0] == 2
+    with pytest.raises(ConfigError, match="delegationToken.enabled.*SASL_PLAINTEXT or SASL_SSL"):
+        parse_reader_options(
+            {
+                "kafka.bootstrap.servers": token_kafka.listener("PLAINTEXT"),
+                "subscribe": "x",
+                "delegationToken.enabled": "true",
+            }
+        )
+
+
+def test_a_micro_batchs_partitions_carry_the_token_and_never_show_it():
+    from kafka_source.batch_reader import KafkaInputPartition, KafkaRangesPartition
+    from kafka_source.offset_specs import OffsetRange
+
+    tasks = token_config(ClientConfig(bootstrap_servers=["b:9092"]), _token())
+    one = KafkaInputPartition(OffsetRange("t", 0, 0, 5), config=tasks)
+    several = KafkaRangesPartition([OffsetRange("t", 0, 0, 5)] * 2, config=tasks)
+    for partition in (one, several):
+        assert pickle.loads(pickle.dumps(partition)).config.sasl_password.reveal() == HMAC
+        assert_no_secret(partition, partition.value, partition.config, secrets=[HMAC])
+    assert KafkaInputPartition(OffsetRange("t", 0, 0, 5)).config is None
+
+
+def _stream_tokens(driver, since_ms: float, seen: dict[str, DelegationToken]) -> None:
+    """Add to ``seen`` the tokens issued since ``since_ms``, each with the latest expiry
+    seen (a renewal moves it)."""
+    for token in describe_tokens(driver):
+        known = seen.get(token.token_id)
+        if token.issue_ms >= since_ms and (known is None or token.expiry_ms > known.expiry_ms):
+            seen[token.token_id] = token
+
+
+def _renewed_and_replaced(seen: dict[str, DelegationToken]) -> DelegationToken | None:
+    """A token renewed past its first expiry and followed by one issued near its maximum
+    lifetime (other processes of Spark's that parse the options create tokens too)."""
+    for token in seen.values():
+        if token.expiry_ms > token.issue_ms + EXPIRY_MS and any(
+            other.issue_ms >= token.issue_ms + (token.max_ms - token.issue_ms) * 0.85
+            for other in seen.values()
+        ):
+            return token
+    return None
+
+
+@security
+def test_a_stream_reads_past_its_tokens_expiry_and_maximum_lifetime(token_kafka, spark):
+    """A readStream's micro-batches get the planner's current token: the first one renewed
+    past its first expiry, then a new one near its maximum lifetime, which the tasks read
+    with past the first one's end (every SASL session signs in again within REAUTH_MS,
+    so a task still holding the first token would fail). Every record arrives once, and
+    no HMAC shows in the plan or the progress."""
+    from tests.helpers.streaming import produce
+
+    topic = "dt-stream"
+    with KafkaClient(_config(token_kafka)) as driver:
+        driver.create_topics({topic: 2})
+    since_ms = time.time() * 1000 - 1000
+    reader = spark.readStream.format("pykafka")
+    for key, value in {
+        "kafka.bootstrap.servers": token_kafka.listener("SASL"),
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "PLAIN",
+        "kafka.sasl.username": USER,
+        "kafka.sasl.password": SASL_USERS[USER],
+        "delegationToken.enabled": "true",
+        "subscribe": topic,
+        "startingOffsets": "earliest",
+    }.items():
+        reader = reader.option(key, value)
+    query = (
+        reader.load()
+        .selectExpr("CAST(value AS STRING) AS value")
+        .writeStream.format("memory")
+        .queryName("dt_stream")
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    sent: list[str] = []
+    seen: dict[str, DelegationToken] = {}
+    try:
+
+        def past_the_first_tokens_end() -> bool:
+            if query.exception() is not None:
+                raise AssertionError(f"the stream failed: {query.exception()}")
+            wave = [f"w{len(sent)}-{i}" for i in range(4)]
+            produce(token_kafka.listener("PLAINTEXT"), topic, {len(sent) % 2: wave})
+            sent.extend(wave)
+            with KafkaClient(_config(token_kafka)) as driver:
+                _stream_tokens(driver, since_ms, seen)
+            renewed = _renewed_and_replaced(seen)
+            return renewed is not None and time.time() * 1000 > renewed.max_ms + REAUTH_MS + 1500
+
+        wait_until(past_the_first_tokens_end, 55, "a second token and the first one's end", 0.5)
+
+        def rows() -> list[str]:
+            if query.exception() is not None:
+                raise AssertionError(f"the stream failed: {query.exception()}")
+            return sorted(r.value for r in spark.table("dt_stream").collect())
+
+        wait_until(lambda: rows() == sorted(sent), 30, lambda: f"{len(rows())} of {len(sent)}")
+        plan = io.StringIO()
+        with contextlib.redirect_stdout(plan):
+            query.explain(extended=True)
+        shown = plan.getvalue() + str(query.recentProgress)
+        assert "dt-stream" in shown
+    finally:
+        query.stop()
+    assert_no_secret(shown, secrets=[t.hmac.reveal() for t in seen.values()])
