@@ -37,6 +37,7 @@ from protocol.errors import AuthenticationError, ConfigError, KafkaConnectionErr
 from protocol.sasl_gssapi import KRB5_LOGIN_MODULE, GssapiMechanism
 
 from . import trust
+from .bounded_cache import BoundedCache
 
 __all__ = [
     "SERVICE_NAME_OPTION",
@@ -163,7 +164,7 @@ class KerberosFactory:
             creds = _CREDENTIALS.get(key)
             if creds is None or _remaining_s(creds) < RELOGIN_MARGIN_S:
                 # a handle never renews its own ticket: log in again from the keytab
-                creds = _CREDENTIALS[key] = self._acquire(gssapi)
+                creds = _CREDENTIALS.put(key, self._acquire(gssapi))
             return creds
 
     def _acquire(self, gssapi: Any) -> Any:
@@ -197,7 +198,7 @@ RELOGIN_MARGIN_S = 10
 _LOCK = threading.Lock()
 #: Keytab credentials per (principal, keytab, cache) in this process: one login serves every
 #: connection until its ticket expires (then the library logs in again from the keytab).
-_CREDENTIALS: dict[tuple, Any] = {}
+_CREDENTIALS: BoundedCache[tuple, Any] = BoundedCache(16)
 
 
 class _Context:

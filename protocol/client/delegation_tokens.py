@@ -50,7 +50,7 @@ __all__ = [
     "TokenKeeper",
 ]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("pykafka.protocol.delegation_tokens")
 
 #: The mechanisms a token signs in with (Spark's spark.kafka.clusters.*.sasl.token.mechanism).
 TOKEN_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
