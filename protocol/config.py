@@ -35,7 +35,7 @@ class Secret(str):
     def reveal(self) -> str:
         return str.__str__(self)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[Secret], tuple[str]]:
         return (Secret, (str.__str__(self),))
 
 
