@@ -66,7 +66,9 @@ lint-ci: $(STAMP)
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
 # small sizes; make soak runs them at full size); and a 3-node Kafka with 200 other topics
-# whose retriable errors must refresh the query's topics only (tests/test_metadata_scope.py).
+# whose retriable errors must refresh the query's topics only (tests/test_metadata_scope.py);
+# and an exactlyOnce stream with deadLetterTopic whose driver and a worker are killed
+# (tests/test_dead_letter_faults.py, one Kafka node, about 1.5 min).
 # test-authz: the grants each query needs (docs/security.md's table) as Spark queries on an
 # Apache Kafka with an authorizer (tests/test_kafka_authorization_spark.py: a batch read by
 # time, a readStream whose grant is revoked, writeStream and df.write, an exactlyOnce
@@ -95,7 +97,8 @@ test-jvm: $(STAMP)
 	$(PY) -m pytest -q -m jvm_referee tests/test_jvm_connector_differential.py tests/test_jvm_connector_grants.py $(PYTEST_ARGS)
 
 test-faults: $(STAMP)
-	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m broker_faults tests/test_kafka_faults.py tests/test_metadata_scope.py \
+		tests/test_dead_letter_faults.py $(PYTEST_ARGS)
 
 test-authz: $(STAMP)
 	$(PY) -m pytest -q -m authorization tests/test_kafka_authorization_spark.py $(PYTEST_ARGS)

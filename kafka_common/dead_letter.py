@@ -14,6 +14,9 @@ headers ``__connect.errors.*``) is the model; the headers here are our own names
 
 Header values are UTF-8 text. The record's own headers come first, unchanged.
 
+On the driver, when the query is planned, both check that the dead-letter topic exists
+(``check_dead_letter_topic``): a missing one fails the query at once, naming the option.
+
 Both sides build their dead-letter records here (``dead_letter_record``) and pick the
 dead-letter partition the same way (``dead_letter_partition``); the reader sends them with
 ``send_dead_letters``, the writer through its own producer (in its transaction with
@@ -22,10 +25,13 @@ dead-letter partition the same way (``dead_letter_partition``); the reader sends
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from protocol.authorization import request_error
+from kafka_common.retries import ATTEMPTS, INTERVAL_MS, missing_topics_message, with_retries
+from protocol.authorization import RESOURCE_TYPES, refine, request_error
+from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
 if TYPE_CHECKING:  # the planner imports this module (the option's name): no codec there
     from protocol.records.batch import Record
@@ -39,6 +45,8 @@ __all__ = [
     "CLASS_HEADER",
     "MESSAGE_HEADER",
     "OPTION",
+    "WRITE_GRANT",
+    "check_dead_letter_topic",
     "context_headers",
     "dead_letter_record",
     "dead_letter_partition",
@@ -54,8 +62,53 @@ CLASS_HEADER = HEADER_PREFIX + "class"
 MESSAGE_HEADER = HEADER_PREFIX + "message"
 #: The option naming the dead-letter topic, the reader's and the writer's.
 OPTION = "deadLetterTopic"
+#: What writing dead letters needs on the dead-letter topic.
+WRITE_GRANT = ("Write", "Describe")
 #: A message longer than this is cut (a header is no place for a stack of causes).
 MAX_MESSAGE_CHARS = 4000
+
+
+class _NotInMetadata(PyKafkaError):
+    """The dead-letter topic is not (yet) in the metadata: asked again like a broken lookup
+    (a topic created a moment ago may take one more round to show)."""
+
+
+def check_dead_letter_topic(
+    client,
+    topic: str,
+    *,
+    log: logging.Logger,
+    attempts: int = ATTEMPTS,
+    interval_ms: int = INTERVAL_MS,
+) -> None:
+    """On the driver, when the query is planned: the dead-letter ``topic`` exists, looked
+    up as the reader looks up its topics (``kafka_common.retries.with_retries``: by
+    default 3 attempts 1 s apart). A missing topic is a ``ConfigError`` naming the option
+    and the topic (dead-letter topics are not created: create it first); a topic the
+    principal may not describe names the grant (Write and Describe on it)."""
+
+    def look() -> None:
+        info = client.refresh_metadata([topic]).topics.get(topic)
+        if info is not None and info.error_code in RESOURCE_TYPES:
+            raise refine(request_error(info.error_code, "Metadata", topic=topic), grant=WRITE_GRANT)
+        if info is None or info.error_code in (3, 5) or not info.partitions:
+            raise _NotInMetadata(f"topic {topic!r} is not in the metadata")
+        if info.error_code:
+            raise BrokerError.for_code(info.error_code, topic=topic)
+
+    try:
+        with_retries(
+            f"checking the dead-letter topic {topic!r}",
+            look,
+            attempts=attempts,
+            interval_ms=interval_ms,
+            log=log,
+        )
+    except _NotInMetadata:
+        raise ConfigError(
+            f"{missing_topics_message(OPTION, [topic])} (dead-letter topics are not "
+            f"created by the connector: create it first)"
+        ) from None
 
 
 def context_headers(

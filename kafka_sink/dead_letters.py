@@ -22,7 +22,13 @@ its OUT_OF_ORDER_SEQUENCE_NUMBER answer is the echo of that and is retried. The
 dead-letter records are appended to this producer like any others (in its transaction with
 ``exactlyOnce``): each record of the task ends in its topic or in the dead-letter topic,
 and a task that fails leaves neither. A refusal by the dead-letter topic itself fails the
-task (give it a ``max.message.bytes`` at least as large as the target's).
+task, with an error naming both topics (give it a ``max.message.bytes`` at least as large
+as the target's).
+
+A record larger than ``kafka.max.request.size`` is not sent to its topic at all: the task
+hands it here (``to_dead_letter_topic``, error class RECORD_TOO_LARGE) instead of failing;
+its dead-letter copy, larger still, goes in a request of its own, and the dead-letter
+topic's ``max.message.bytes`` decides whether it fits there.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import time
 
 from kafka_common.dead_letter import (
     OPTION,
+    TOPIC_HEADER,
     context_headers,
     dead_letter_batch,
     dead_letter_partition,
@@ -76,7 +83,9 @@ class DeadLetters:
             refused, groups = [], [[r] for r in records]
         self._replace(p, b, [g for g in groups if g])
         if refused:
-            self._to_dead_letter_topic(b, error, [records[i] for i in refused], part)
+            self.to_dead_letter_topic(
+                b.topic, b.partition, error.name, str(error), [records[i] for i in refused]
+            )
         log.info(
             "%s: a batch of %d records was refused (%s): %d to the dead-letter topic %r, "
             "%d sent again",
@@ -124,22 +133,25 @@ class DeadLetters:
         p.resend = True
         p.retry_at = time.monotonic()
 
-    def _to_dead_letter_topic(self, b: Batch, error, records: list[Record], part: dict) -> None:
+    def to_dead_letter_topic(
+        self, source: str, source_partition: int, error_class: str, message: str, records
+    ) -> None:
+        """``records`` (of topic ``source``, for its partition ``source_partition``) queued
+        for the dead-letter topic with the context headers of ``error_class``/``message``."""
         topic = self.options.dead_letter_topic
         counts = self._dead_letter_counts or self.partition_counts([topic])
         self._dead_letter_counts = counts
         if topic not in counts:
             raise ProduceError(
                 f"{OPTION}={topic!r}: the dead-letter topic does not exist (records refused "
-                f"by topic {b.topic!r} partition {b.partition} were to go there): create it"
+                f"by topic {source!r} partition {source_partition} were to go there): create it"
             )
-        message = f"{error}"
-        context = context_headers(b.topic, b.partition, None, "PRODUCE", error.name, message)
+        context = context_headers(source, source_partition, None, "PRODUCE", error_class, message)
         letters = [
             dead_letter_record(i, r.timestamp, r.key, r.value, r.headers, context)
             for i, r in enumerate(records)
         ]
-        partition = dead_letter_partition(b.partition, counts[topic])
+        partition = dead_letter_partition(source_partition, counts[topic])
         transactional = self.transactional_id is not None
 
         def build(producer_id: int, epoch: int, sequence: int) -> bytes:
@@ -153,3 +165,17 @@ class DeadLetters:
 
         self.append(topic, partition, len(letters), build)
         self.dead_lettered += len(letters)
+
+    def refused_dead_letters(self, p: Partition, b: Batch, error) -> ProduceError:
+        """The error of a dead-letter batch ``b`` that the dead-letter topic refused too:
+        it names both topics."""
+        _, records = decode_batch(b.data, topic=b.topic, partition=b.partition)
+        sources = sorted(
+            {(dict(r.headers).get(TOPIC_HEADER) or b"?").decode(errors="replace") for r in records}
+        )
+        return ProduceError(
+            f"Writing to {p.name} failed: {error}. The dead-letter topic ({OPTION}="
+            f"{b.topic!r}) refused records that topic(s) {', '.join(map(repr, sources))} "
+            f"refused or that exceeded kafka.max.request.size: they are in neither. Give the "
+            f"dead-letter topic a max.message.bytes larger than the largest record written"
+        )

@@ -23,6 +23,7 @@ from .batch_state import (
     Request,
     describe,
 )
+from .dead_letters import RECORD_REFUSALS
 from .txn_errors import WRITE_GRANT, transaction_hint
 
 __all__ = ["ProduceAnswers"]
@@ -102,6 +103,8 @@ class ProduceAnswers:
         if self.takes_refusal(b, code):
             self.dead_letter(p, b, error, part)
             return
+        if code in RECORD_REFUSALS and b.topic == self.options.dead_letter_topic:
+            raise self.refused_dead_letters(p, b, error)
         if code in GAP and self.transactional_id is not None:
             if code == OUT_OF_ORDER and _oldest_unacked(p) is not b:
                 # an earlier batch has not landed (it failed with a retriable error such as

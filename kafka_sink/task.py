@@ -15,6 +15,7 @@ import pyarrow as pa
 from kafka_common.value_formats.encoding import encode_formats
 from protocol.client import pool
 from protocol.records import accel
+from protocol.records.batch import Record
 
 from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
@@ -30,7 +31,7 @@ from .transactions import (
     task_identity,
     transactional_id,
 )
-from .validation import WritePlan, check_rows
+from .validation import WritePlan, check_rows, too_large_message
 from .commit_message import KafkaCommitMessage
 
 __all__ = ["write_task", "route_rows"]
@@ -115,6 +116,33 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
                 base_sizes[index],
             ),
         )
+
+
+def _too_large_to_dead_letters(
+    rb: pa.RecordBatch, too_large: np.ndarray, plan: WritePlan, counts, options, producer
+) -> Rows:
+    """The rows of ``rb`` larger than ``kafka.max.request.size`` queued for the
+    dead-letter topic (each with the partition it was to go to), the others returned."""
+    big = prepare(rb.filter(pa.array(too_large)), plan)
+    use_keys = options.partitioner == "default"
+    partitions = route_rows(big, counts, StickyPartitioner(options.batch_size), use_keys=use_keys)
+    keys = big.key.to_pylist() if big.key is not None else [None] * big.n
+    values = big.value.to_pylist()
+    headers = big.headers.to_pylist() if big.headers is not None else [None] * big.n
+    now = int(time.time() * 1000)
+    for i in range(big.n):
+        stamp = now
+        if big.timestamp_ms is not None and big.timestamp_valid[i]:
+            stamp = int(big.timestamp_ms[i])
+        own = tuple((h["key"], h["value"]) for h in headers[i] or ())
+        producer.to_dead_letter_topic(
+            big.topic_of(i),
+            int(partitions[i]),
+            "RECORD_TOO_LARGE",
+            too_large_message(big, i, options.max_request_size),
+            [Record(0, stamp, keys[i], values[i], own)],
+        )
+    return prepare(rb.filter(pa.array(~too_large)), plan)
 
 
 def write_task(
@@ -255,7 +283,15 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: Task
             missing = [t for t in rows.topics if t not in counts]
             if missing:
                 counts.update(producer.partition_counts(missing))
-            check_rows(rows, counts, options.max_request_size, producer.missing_lookup_ms)
+            too_large = check_rows(
+                rows,
+                counts,
+                options.max_request_size,
+                producer.missing_lookup_ms,
+                dead_letters=bool(options.dead_letter_topic),
+            )
+            if too_large is not None:
+                rows = _too_large_to_dead_letters(rb, too_large, plan, counts, options, producer)
             _hand_over(rows, route_rows(rows, counts, sticky, use_keys=use_keys), batcher)
             if producer.buffered_bytes >= options.buffer_memory:
                 producer.wait_for_room(options.buffer_memory // 2)

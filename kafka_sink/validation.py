@@ -9,7 +9,8 @@ Two stages:
 - ``check_rows`` runs in each task on every Arrow batch, before any of the batch's rows is
   handed to the producer: a null topic (with the number of such rows), an unknown topic, a
   partition outside the topic's range, a negative timestamp, a null header key, a record
-  larger than ``kafka.max.request.size``. Each message names the column or option, the
+  larger than ``kafka.max.request.size`` (with ``deadLetterTopic``, the task sends such a
+  record there instead: ``task``). Each message names the column or option, the
   topic and partition, and the first offending row of the batch.
 
 All of them raise ``ConfigError``.
@@ -29,6 +30,7 @@ __all__ = [
     "check_save_mode",
     "check_schema",
     "check_rows",
+    "too_large_message",
     "TOPIC",
     "KEY",
     "VALUE",
@@ -164,12 +166,18 @@ def _first(mask: np.ndarray) -> int:
 
 
 def check_rows(
-    rows, partition_counts: Mapping[str, int], max_request_size: int, lookup_ms: int = 0
-) -> None:
+    rows,
+    partition_counts: Mapping[str, int],
+    max_request_size: int,
+    lookup_ms: int = 0,
+    *,
+    dead_letters: bool = False,
+) -> np.ndarray | None:
     """The data-dependent checks on one prepared Arrow batch (``columns.Rows``), in this
     order: null topics, unknown topics, partitions out of range, negative timestamps, null
     header keys, records too large. ``partition_counts`` has every topic that exists (the
-    lookup took ``lookup_ms``)."""
+    lookup took ``lookup_ms``). With ``dead_letters`` (``deadLetterTopic``) records too
+    large are not an error: returns the mask of them (None when there are none)."""
     if rows.null_topics:
         raise ConfigError(
             f"null topic present in the data ({rows.null_topics} of {rows.n} rows in this "
@@ -217,12 +225,20 @@ def check_rows(
         )
     serialized = rows.sizes + BATCH_OVERHEAD
     too_large = serialized > max_request_size
-    if too_large.any():
-        i = _first(too_large)
-        topic = rows.topic_of(i)
-        raise ConfigError(
-            f"The message is {int(serialized[i])} bytes when serialized which is larger than "
-            f"{max_request_size}, which is the value of the max.request.size configuration "
-            f"(kafka.max.request.size). Topic {topic!r}, row {i} of this batch; "
-            f"{int(too_large.sum())} such rows in this batch."
-        )
+    if not too_large.any():
+        return None
+    if dead_letters:
+        return too_large
+    i = _first(too_large)
+    raise ConfigError(too_large_message(rows, i, max_request_size, int(too_large.sum())))
+
+
+def too_large_message(rows, i: int, max_request_size: int, count: int | None = None) -> str:
+    """Java's RecordTooLargeException message for row ``i``, naming the option."""
+    serialized = int(rows.sizes[i]) + BATCH_OVERHEAD
+    more = "" if count is None else f"; {count} such rows in this batch"
+    return (
+        f"The message is {serialized} bytes when serialized which is larger than "
+        f"{max_request_size}, which is the value of the max.request.size configuration "
+        f"(kafka.max.request.size). Topic {rows.topic_of(i)!r}, row {i} of this batch{more}."
+    )

@@ -2,7 +2,8 @@
 
 ``create_writer`` / ``create_stream_writer`` (called by ``KafkaDataSource.writer`` and
 ``streamWriter`` on the driver) check the save mode, the options and the DataFrame's
-schema before any task starts, and the topic of the ``topic`` option exists. Each task
+schema before any task starts, and the topic of the ``topic`` option and the
+``deadLetterTopic`` exist. Each task
 then runs ``write_task`` (``kafka_sink.task``) over its Arrow batches:
 
 1. ``columns.prepare`` reads the batch; ``validation.check_rows`` checks it (null topics,
@@ -35,6 +36,7 @@ from collections.abc import Iterator
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter
 
 from kafka_common.bounded_cache import BoundedCache
+from kafka_common.dead_letter import check_dead_letter_topic
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.retries import ATTEMPTS, missing_topics_message, with_retries
 from kafka_common.user_errors import user_errors
@@ -220,7 +222,12 @@ _CHECKED: BoundedCache[tuple, float] = BoundedCache(256)
 def _check_key(options: WriterOptions) -> tuple:
     # the pool's identity of the connection settings: a repr would show every secret as
     # '******', so two passwords would share one passed check
-    return pool.pool_key(options.client_config), options.topic, options.exactly_once
+    return (
+        pool.pool_key(options.client_config),
+        options.topic,
+        options.exactly_once,
+        options.dead_letter_topic,
+    )
 
 
 class _TopicNotInMetadata(PyKafkaError):
@@ -285,22 +292,25 @@ def _check_topic(options: WriterOptions) -> None:
             _check_transactions(producer)
         topics = [] if options.topic is None else [options.topic]
         meta = lease.client.refresh_metadata(topics)
-        if options.topic is None:
-            return
-        info = meta.topics.get(options.topic)
-        if info is not None and info.error_code in RESOURCE_TYPES:
-            # Kafka answers a topic the principal may not describe (existing or not) so,
-            # with no partitions: not a missing topic to wait for
-            raise refine(
-                request_error(info.error_code, "Metadata", topic=options.topic), grant=WRITE_GRANT
-            )
-        if info is None or info.error_code in _TOPIC_NOT_THERE or not info.partitions:
-            raise _TopicNotInMetadata(f"topic {options.topic!r} is not in the metadata")
-        if info.error_code:
-            raise BrokerError.for_code(info.error_code, topic=options.topic)
+        if options.topic is not None:
+            _check_target(meta, options.topic)
+        if options.dead_letter_topic:
+            check_dead_letter_topic(lease.client, options.dead_letter_topic, log=log)
     finally:
         producer.close()
         lease.give_back()
+
+
+def _check_target(meta, topic: str) -> None:
+    info = meta.topics.get(topic)
+    if info is not None and info.error_code in RESOURCE_TYPES:
+        # Kafka answers a topic the principal may not describe (existing or not) so,
+        # with no partitions: not a missing topic to wait for
+        raise refine(request_error(info.error_code, "Metadata", topic=topic), grant=WRITE_GRANT)
+    if info is None or info.error_code in _TOPIC_NOT_THERE or not info.partitions:
+        raise _TopicNotInMetadata(f"topic {topic!r} is not in the metadata")
+    if info.error_code:
+        raise BrokerError.for_code(info.error_code, topic=topic)
 
 
 def _prepare(options, schema, streaming: bool) -> tuple[WriterOptions, WritePlan, str | None]:

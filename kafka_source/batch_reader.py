@@ -20,6 +20,7 @@ looks all its open ends up first, in one ListOffsets request per leader
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -44,6 +45,29 @@ from .offset_specs import (
     TopicPartition,
 )
 from .planning import plan_ranges, resolve_batch, task_groups
+
+
+log = logging.getLogger("pykafka.source")
+
+
+def check_dead_letter_topic_exists(options: ReaderOptions) -> None:
+    """With ``deadLetterTopic``: the topic exists, checked on the driver when the read or
+    the stream is planned (looked up as the subscribed topics are: ``fetchOffset.*``), so
+    that a missing one fails the query at once, not in the first task that meets a record
+    it cannot decode."""
+    topic = options.formats.dead_letter_topic if options.formats is not None else None
+    if not topic:
+        return
+    from kafka_common.dead_letter import check_dead_letter_topic
+
+    with pool.borrow(options.client_config) as lease:
+        check_dead_letter_topic(
+            lease.client,
+            topic,
+            log=log,
+            attempts=max(1, options.fetch_offset_num_retries),
+            interval_ms=options.fetch_offset_retry_interval_ms,
+        )
 
 
 class KafkaInputPartition(InputPartition):

@@ -186,22 +186,26 @@ class KafkaDataSource(DataSource):
         from kafka_source.batch_reader import (
             KafkaBatchReader,
             KafkaPushdownBatchReader,
+            check_dead_letter_topic_exists,
             pushdown_enabled,
         )
         from kafka_source.options import parse_reader_options
 
         options, expected = self._resolved(parse_reader_options(self.options))
         self._check_schema(schema, expected)
+        check_dead_letter_topic_exists(options)
         cls = KafkaPushdownBatchReader if pushdown_enabled() else KafkaBatchReader
         return cls(options)
 
     def streamReader(self, schema):
+        from kafka_source.batch_reader import check_dead_letter_topic_exists
         from kafka_source.options import parse_reader_options
         from kafka_source.stream_reader import KafkaStreamReader, check_pyspark_supports
 
         options, expected = self._resolved(parse_reader_options(self.options, for_streaming=True))
         self._check_schema(schema, expected)
         check_pyspark_supports(options)
+        check_dead_letter_topic_exists(options)
         return KafkaStreamReader(options)
 
     def writer(self, schema, overwrite: bool):

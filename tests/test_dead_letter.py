@@ -329,3 +329,125 @@ def test_without_a_dead_letter_topic_a_refused_record_fails_the_write(spark, kaf
             .option("kafka.bootstrap.servers", kafka.bootstrap)
             .save()
         )
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["idempotent", "exactlyOnce"])
+def test_a_record_over_max_request_size_goes_to_the_dead_letter_topic(
+    spark, kafka, topic_name, exactly_once
+):
+    """Without deadLetterTopic such a record fails the write before anything is sent;
+    with it, the record goes there (in a request of its own: the dead-letter topic's
+    max.message.bytes decides) and the others to their topic, in order."""
+    import datetime
+
+    dlt = topic_name + "-dlt"
+    _topics(kafka, {topic_name: 1, dlt: 1}, {dlt: {"max.message.bytes": "100000"}})
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    values = [(b"v%02d" % i) * (3000 if i in (2, 5) else 1) for i in range(8)]
+    rows = [(topic_name, b"k%d" % i, v, now) for i, v in enumerate(values)]
+    (
+        _write_rows(spark, rows)
+        .coalesce(1)
+        .write.format("pykafka")
+        .mode("append")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("kafka.max.request.size", "4000")
+        .option("deadLetterTopic", dlt)
+        .option("exactlyOnce", str(exactly_once).lower())
+        .option("transactionalIdPrefix", topic_name)
+        .save()
+    )
+    written = [v for _, v, _, _ in consume(kafka.bootstrap, topic_name, 1, 6)[0]]
+    assert written == [v for v in values if len(v) < 4000]
+    dead = consume(kafka.bootstrap, dlt, 1, 2)[0]
+    assert [(k, v) for k, v, _, _ in dead] == [(b"k2", values[2]), (b"k5", values[5])]
+    for _, _, headers, _ in dead:
+        context = _context(headers)
+        assert context[CLASS_HEADER] == "RECORD_TOO_LARGE"
+        assert (context[TOPIC_HEADER], context[PARTITION_HEADER]) == (topic_name, "0")
+        assert (
+            "max.request.size configuration (kafka.max.request.size)" in (context[MESSAGE_HEADER])
+        )
+
+
+def test_a_record_too_large_for_the_dead_letter_topic_too_fails_naming_both(
+    spark, kafka, topic_name
+):
+    import datetime
+
+    dlt = topic_name + "-dlt"
+    _topics(kafka, {topic_name: 1, dlt: 1}, {dlt: {"max.message.bytes": "5000"}})
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    rows = [(topic_name, b"k", b"x" * 9000, now)]
+    with pytest.raises(Exception) as failed:
+        (
+            _write_rows(spark, rows)
+            .write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("kafka.max.request.size", "4000")
+            .option("deadLetterTopic", dlt)
+            .save()
+        )
+    message = str(failed.value)
+    assert f"The dead-letter topic (deadLetterTopic='{dlt}') refused records" in message
+    assert f"topic(s) '{topic_name}' refused or that exceeded kafka.max.request.size" in message
+    assert consume(kafka.bootstrap, topic_name, 1, 0, timeout=1)[0] == []
+
+
+# ---- the dead-letter topic checked when the query is planned ------------------------------
+
+
+def _read_stream(spark, kafka, topic, dlt):
+    return (
+        spark.readStream.format("pykafka")
+        .option("kafka.bootstrap.servers", kafka.bootstrap)
+        .option("subscribe", topic)
+        .option("valueFormat", "avro")
+        .option("valueSchema", SCHEMA)
+        .option("deadLetterTopic", dlt)
+        .load()
+    )
+
+
+def _missing(dlt: str) -> str:
+    return rf"deadLetterTopic: topic\(s\) '{dlt}' do not exist in the cluster"
+
+
+def test_a_write_to_a_missing_dead_letter_topic_fails_at_once(spark, kafka, topic_name):
+    _topics(kafka, {topic_name: 1})
+    rows = [(topic_name, b"k", b"v", None)]
+    with pytest.raises(Exception, match=_missing(topic_name + "-nope")):
+        (
+            _write_rows(spark, rows)
+            .write.format("pykafka")
+            .mode("append")
+            .option("kafka.bootstrap.servers", kafka.bootstrap)
+            .option("deadLetterTopic", topic_name + "-nope")
+            .save()
+        )
+    assert consume(kafka.bootstrap, topic_name, 1, 0, timeout=1)[0] == []
+
+
+def test_a_read_with_a_missing_dead_letter_topic_fails_at_once(spark, kafka, topic_name):
+    _topics(kafka, {topic_name: 1})
+    with pytest.raises(Exception, match=_missing(topic_name + "-nope")):
+        _read(spark, kafka, topic_name, topic_name + "-nope").collect()
+
+
+def test_a_stream_with_a_missing_dead_letter_topic_fails_at_once(
+    spark, kafka, topic_name, tmp_path
+):
+    _topics(kafka, {topic_name: 1})
+    query = (
+        _read_stream(spark, kafka, topic_name, topic_name + "-nope")
+        .writeStream.format("memory")
+        .queryName("dlt_missing_" + topic_name.replace("-", "_"))
+        .option("checkpointLocation", str(tmp_path / "cp"))
+        .start()
+    )
+    try:
+        with pytest.raises(Exception, match=_missing(topic_name + "-nope")):
+            query.awaitTermination(120)
+    finally:
+        query.stop()

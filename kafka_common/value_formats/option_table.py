@@ -184,7 +184,8 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
         "deadLetterTopic",
         Doc(
             "none",
-            "A topic (it must exist) where each record that cannot be decoded is written "
+            "A topic (it must exist: a missing one fails the query when it is planned) "
+            "where each record that cannot be decoded is written "
             "unchanged (key, value, headers, timestamp), with headers naming its topic, "
             "partition and offset and the error (pykafka.error.*), as Kafka Connect's "
             "errors.deadletterqueue.topic.name; mode DROPMALFORMED (the default then) leaves "
@@ -193,12 +194,15 @@ FORMAT_OPTIONS: tuple[FormatOption, ...] = (
         ),
         Doc(
             "none",
-            "A topic (it must exist) where a record the broker refuses for itself (larger "
-            "than the topic's max.message.bytes, no key on a compacted topic, a timestamp "
-            "out of range: RECORD_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP) is written "
-            "with headers naming its topic, partition and the error (pykafka.error.*) "
-            "instead of failing the task; with exactlyOnce in the same transaction. Errors "
-            "of the connection, the cluster or authorization still fail the task.",
+            "A topic (it must exist: a missing one fails the query when it is planned) "
+            "where a record the broker refuses for itself (larger than the topic's "
+            "max.message.bytes, no key on a compacted topic, a timestamp out of range: "
+            "MESSAGE_TOO_LARGE, INVALID_RECORD, INVALID_TIMESTAMP) or larger than "
+            "kafka.max.request.size (RECORD_TOO_LARGE) is written with headers naming its "
+            "topic, partition and the error (pykafka.error.*) instead of failing the task; "
+            "with exactlyOnce in the same transaction. A record the dead-letter topic "
+            "refuses too fails the task, naming both topics. Errors of the connection, the "
+            "cluster or authorization still fail the task.",
         ),
     ),
     *(
