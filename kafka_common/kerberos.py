@@ -83,7 +83,11 @@ _CAUSES = tuple(
         (r"Key table entry not found", "the keytab holds no key for the principal"),
         (r"No key table entry found", "the keytab holds no key for the principal"),
         (r"Key table file .* not found", "the keytab file does not exist"),
-        (r"Clock skew too great", "the clocks of this host and the KDC or broker differ too much"),
+        (
+            r"Clock skew too great",
+            "clock skew: the clocks of this host and the KDC or broker differ by more than "
+            "Kerberos allows (clockskew in krb5.conf, 300 s by default)",
+        ),
         (r"Ticket expired", "the ticket expired (renew it with kinit)"),
         (r"No Kerberos credentials available", _NO_TICKET),
         (r"No credentials cache found", _NO_TICKET),

@@ -15,6 +15,12 @@ The broker's service principal is ``kafka/localhost`` (:attr:`KerberosRealm.brok
 its keys in :attr:`KerberosRealm.broker_keytab`); the GSSAPI listener is advertised as
 ``localhost``, so clients ask for that principal. ``dns_canonicalize_hostname`` and ``rdns``
 are off: the host name a client connects to is the one in the principal.
+
+``KerberosRealm(time_offset="+10m")`` runs the KDC under libfaketime (``faketime``), its clock
+that far from this host's, to provoke clock skew for real; ``kdc_timesync=False`` writes
+``kdc_timesync = 0`` into the clients' krb5.conf (by default MIT's library takes the KDC's
+time from its first answer and corrects its own by it, so only a client with the setting off
+meets the KDC's refusal).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ REALM = "PYKAFKA.TEST"
 _SBIN = ("/usr/sbin", "/sbin", "/usr/local/sbin")
 _KRB5_MODULE = "com.sun.security.auth.module.Krb5LoginModule"
 _TOOLS = ("krb5kdc", "kdb5_util", "kadmin.local", "kinit")
+_FAKETIME = "faketime"  # the Debian package faketime (libfaketime's wrapper)
 
 
 class KerberosStartError(RuntimeError):
@@ -53,10 +60,21 @@ def kerberos_tools_missing() -> list[str]:
 
 class KerberosRealm:
     """A realm ``realm`` with a KDC on loopback; ``ticket_lifetime`` is the realm's
-    longest ticket (a principal's own ``max_life`` may be shorter)."""
+    longest ticket (a principal's own ``max_life`` may be shorter); ``time_offset``
+    (libfaketime's ``-f`` form, e.g. ``"+10m"``) moves the KDC's clock;
+    ``kdc_timesync=False`` stops clients correcting their clock by the KDC's."""
 
-    def __init__(self, realm: str = REALM, *, ticket_lifetime: str = "1h") -> None:
+    def __init__(
+        self,
+        realm: str = REALM,
+        *,
+        ticket_lifetime: str = "1h",
+        time_offset: str | None = None,
+        kdc_timesync: bool = True,
+    ) -> None:
         missing = kerberos_tools_missing()
+        if time_offset is not None and _tool(_FAKETIME) is None:
+            missing.append(_FAKETIME)
         if missing:
             raise KerberosStartError(
                 f"MIT Kerberos is not installed ({', '.join(missing)} missing): "
@@ -64,6 +82,8 @@ class KerberosRealm:
             )
         self.realm = realm
         self.ticket_lifetime = ticket_lifetime
+        self.time_offset = time_offset
+        self.kdc_timesync = kdc_timesync
         self.dir = Path(tempfile.mkdtemp(prefix="krb5-realm-"))
         self.port = 0
         self._kdc: subprocess.Popen | None = None
@@ -203,6 +223,7 @@ class KerberosRealm:
         return run.stdout
 
     def _write_config(self) -> None:
+        timesync = "" if self.kdc_timesync else "  kdc_timesync = 0\n"
         self.krb5_conf.write_text(
             "[libdefaults]\n"
             f"  default_realm = {self.realm}\n"
@@ -213,6 +234,7 @@ class KerberosRealm:
             "  udp_preference_limit = 1\n"
             f"  ticket_lifetime = {self.ticket_lifetime}\n"
             "  forwardable = true\n"
+            f"{timesync}"
             "[realms]\n"
             f"  {self.realm} = {{\n    kdc = 127.0.0.1:{self.port}\n  }}\n"
             "[domain_realm]\n"
@@ -237,8 +259,9 @@ class KerberosRealm:
 
     def _start_kdc(self) -> None:
         out = open(self.dir / "kdc.stdout", "ab")
+        faked = [_tool(_FAKETIME) or _FAKETIME, "-f", self.time_offset] if self.time_offset else []
         self._kdc = subprocess.Popen(
-            [_tool("krb5kdc") or "krb5kdc", "-n", "-r", self.realm],
+            [*faked, _tool("krb5kdc") or "krb5kdc", "-n", "-r", self.realm],
             env=self._env(),
             stdout=out,
             stderr=subprocess.STDOUT,

@@ -5,19 +5,23 @@ The options parsing and the missing-extra error run in ``make test``. The rest (
 GSSAPI listener, both started here (``kafka_testbed.kerberos.KerberosRealm``,
 ``KafkaCluster(kerberos=realm)``): a keytab login, a ``kinit`` ticket cache, a login renewed
 past a short ticket lifetime, and the refusals (no ticket, a wrong keytab, an unknown service
-principal), each an ``AuthenticationError`` naming the principal and the cause.
-
-Clock skew is not provoked: it needs this host's clock (or the KDC's, or the broker JVM's)
-moved by minutes, which no test may do to a shared machine; its message is mapped from the
-same Kerberos text as the others (``kafka_common.kerberos._CAUSES``).
+principal, a KDC whose clock runs 10 minutes ahead under libfaketime), each an
+``AuthenticationError`` naming the principal and the cause; and a Spark job of its own (a
+child process: ``tests/kerberos_spark_child.py``) writing and reading over Kerberos.
 """
 
 from __future__ import annotations
 
+import base64
+import json
+import os
 import pickle
+import re
+import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +33,7 @@ from .helpers.waiting import wait_until
 from .signin_cluster import client_for, round_trip
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
+REPO = Path(__file__).resolve().parent.parent
 
 
 def _options(jaas: str | None, **more: str) -> dict:
@@ -48,11 +53,15 @@ def _factory(options: dict) -> KerberosFactory:
     return parse_reader_options(options).client_config.sasl_mechanism_factory
 
 
-# ---- options (make test) -------------------------------------------------------------------
+# ---- options -------------------------------------------------------------------------------
+
+#: Parsing a GSSAPI job's options imports the ``kerberos`` extra (a job without it fails at
+#: once), which make test's env lacks: these run in make test-security, which installs it.
+needs_gssapi = pytest.mark.security
 
 
+@needs_gssapi
 def test_keytab_jaas_line_becomes_the_factory():
-    pytest.importorskip("gssapi")
     jaas = f'{KRB5} required useKeyTab=true storeKey=true keyTab="/k/app.keytab" principal="app@R";'
     factory = _factory(_options(jaas))
     assert factory == KerberosFactory("kafka", "app@R", "/k/app.keytab", None)
@@ -63,14 +72,15 @@ def test_keytab_jaas_line_becomes_the_factory():
     assert shaded == KerberosFactory("kfk", "app@R", "/k/app.keytab", None)
 
 
+@needs_gssapi
 def test_ticket_cache_jaas_line_becomes_the_factory():
-    pytest.importorskip("gssapi")
     factory = _factory(_options(f"{KRB5} required useTicketCache=true;"))
     assert factory == KerberosFactory("kafka", None, None, None)
     named = _factory(_options(f'{KRB5} required useTicketCache=true ticketCache="/tmp/cc";'))
     assert named.ticket_cache == "/tmp/cc"
 
 
+@needs_gssapi
 @pytest.mark.parametrize(
     ("jaas", "words"),
     [
@@ -87,14 +97,13 @@ def test_ticket_cache_jaas_line_becomes_the_factory():
     ],
 )
 def test_bad_gssapi_options_name_the_option(jaas, words):
-    pytest.importorskip("gssapi")
     with pytest.raises(ConfigError, match="kafka.sasl") as caught:
         _factory(_options(jaas))
     assert words in str(caught.value)
 
 
+@needs_gssapi
 def test_bad_service_name_is_refused():
-    pytest.importorskip("gssapi")
     options = _options(
         f"{KRB5} required useTicketCache=true;", **{"kafka.sasl.kerberos.service.name": "a/b"}
     )
@@ -117,11 +126,12 @@ def test_gssapi_without_the_extra_names_it(monkeypatch):
 
 @pytest.fixture(scope="module")
 def realm():
-    pytest.importorskip("gssapi", reason="the kerberos extra: scripts/ensure_kerberos.sh")
+    # make test-security installs both first (scripts/ensure_kerberos.sh): missing, it fails
+    import gssapi  # noqa: F401
+
     from kafka_testbed.kerberos import KerberosRealm, kerberos_tools_missing
 
-    if kerberos_tools_missing():
-        pytest.skip(f"MIT Kerberos missing: {kerberos_tools_missing()} (ensure_kerberos.sh)")
+    assert not kerberos_tools_missing(), "MIT Kerberos missing: run scripts/ensure_kerberos.sh"
     with KerberosRealm() as running:
         yield running
 
@@ -257,3 +267,86 @@ def test_unknown_service_principal_is_refused(kafka, krb5_env):
     text = _refusal(options)
     assert realm.principal(name) in text and "nosuch/localhost" in text
     assert "service principal is unknown" in text
+
+
+# ---- a Spark job, as a Spark user runs it (make test-security) -----------------------------
+
+
+def _keys_of(realm, keytab) -> list[str]:
+    """The keys a keytab holds, in hex as ``klist -K`` prints them (and in base64)."""
+    from kafka_testbed.kerberos import _tool
+
+    listing = subprocess.run(
+        [_tool("klist") or "klist", "-k", "-K", "-e", str(keytab)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **realm.client_env()},
+        check=True,
+    ).stdout
+    hexes = re.findall(r"\(0x([0-9a-f]{32,})\)", listing)
+    assert hexes, listing
+    return [
+        form for h in hexes for form in (h, h.upper(), base64.b64encode(bytes.fromhex(h)).decode())
+    ]
+
+
+@pytest.mark.security
+def test_spark_job_over_kerberos(kafka, krb5_env, tmp_path):
+    """A Spark job of its own (a child process, local[2]) whose environment holds
+    KRB5_CONFIG before its session starts, as spark-submit would pass it: df.write, then
+    spark.read and a readStream (AvailableNow) of the same rows over SASL_PLAINTEXT GSSAPI,
+    signed in from a keytab whose path is in kafka.sasl.jaas.config. The driver and the
+    Python workers each log in (the KDC issued several tickets), and no key of the keytab
+    is in the plan, the output or the logs (pykafka's at DEBUG)."""
+    realm = krb5_env
+    name = _user(realm, keytab=True)
+    keytab = realm.keytab(name)
+    topic = f"krb-spark-{uuid.uuid4().hex[:6]}"
+    options = _gssapi(kafka, _keytab_jaas(realm, name))
+    with client_for(options) as client:
+        client.create_topics({topic: 2})
+        client.wait_for_topics([topic])
+    spec = {"options": options, "topic": topic, "rows": 30, "checkpoint": str(tmp_path / "cp")}
+    env = {k: v for k, v in os.environ.items() if k != "KRB5CCNAME"}
+    env.update(realm.client_env())
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.kerberos_spark_child", json.dumps(spec)],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    expected = [[f"k{i:03d}", f"v{i:03d}"] for i in range(30)]
+    assert result["read"] == expected
+    assert result["streamed"] == expected
+    assert _as_requests(realm, name) >= 2  # the driver's Python and a worker's logged in
+    out = child.stdout + child.stderr
+    assert "== Physical Plan ==" in child.stdout
+    assert str(keytab) in options["kafka.sasl.jaas.config"]
+    leaks = [key for key in _keys_of(realm, keytab) if key in out]
+    assert leaks == []
+
+
+@pytest.mark.security
+def test_clock_skew_is_refused(kafka, tmp_path, monkeypatch):
+    """A KDC whose clock runs 10 minutes ahead (libfaketime; the realm allows 300 s) and a
+    principal that must pre-authenticate: the KDC refuses the keytab login with
+    KRB_AP_ERR_SKEW. The client's krb5.conf has kdc_timesync = 0: with MIT's default (1)
+    the library takes the KDC's time from its first answer and corrects its own by it."""
+    from kafka_testbed.kerberos import KerberosRealm
+
+    with KerberosRealm(time_offset="+10m", kdc_timesync=False) as skewed:
+        name = _user(skewed, keytab=True)
+        skewed.kadmin("modprinc", "+requires_preauth", skewed.principal(name))
+        for key, value in skewed.client_env().items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.delenv("KRB5CCNAME", raising=False)
+        text = _refusal(_gssapi(kafka, _keytab_jaas(skewed, name)))
+        log = (skewed.dir / "kdc.log").read_text(errors="replace")
+    assert skewed.principal(name) in text and "clock skew" in text, text
+    assert "Clock skew too great" in log  # the KDC refused it, on its own clock
