@@ -157,15 +157,17 @@ def columns(first: int, n: int, value_size: int, seed: int = 7):
     return _fixed_binary(key_digits), _fixed_binary(values), headers, timestamps
 
 
-def produce(bootstrap: str, ds: DataSet) -> DataSet:
-    """Create ``ds.topic`` and write the data set to it, one thread per partition."""
+def produce(bootstrap: str, ds: DataSet, replication_factor: int = 1) -> DataSet:
+    """Create ``ds.topic`` and write the data set to it, one thread per partition (acks=all
+    when replicated: the end offsets checked at the end are the leaders' high watermarks)."""
     from protocol.client.cluster import KafkaClient
     from protocol.records import encode_batch
 
     with KafkaClient(bootstrap_servers=bootstrap) as client:
-        client.create_topics({ds.topic: ds.partitions})
+        client.create_topics({ds.topic: ds.partitions}, replication_factor)
         client.wait_for_topics([ds.topic])
     ds.per_batch = max(1, BATCH_BYTES // (ds.record_bytes + 8))
+    acks = -1 if replication_factor > 1 else 1
     per_partition = ds.records // ds.partitions
     sizes = [0] * ds.partitions
     errors: list[BaseException] = []
@@ -192,7 +194,7 @@ def produce(bootstrap: str, ds: DataSet) -> DataSet:
                             compression=ds.codec,
                             compression_fallback=False,
                         )
-                        response = client.produce(ds.topic, p, blob, acks=1)
+                        response = client.produce(ds.topic, p, blob, acks=acks)
                         if response["error_code"]:
                             raise RuntimeError(f"produce to {ds.topic}-{p} failed: {response}")
                         sizes[p] += len(blob)

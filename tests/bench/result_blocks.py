@@ -1,8 +1,8 @@
 """Blocks of results.md that one section of the bench rewrites on its own.
 
 ``run.py --only streaming`` (or ``--only avro``, ``--only jvm``, ``--only pyfiles``,
-``--only scale``, or several) runs just those sections and replaces only their blocks in the
-last full run's results.md; a full run writes them too.
+``--only scale``, ``--only racks``, or several) runs just those sections and replaces only
+their blocks in the last full run's results.md; a full run writes them too.
 Each block sits between ``begin(name)`` and ``end(name)`` and opens with the line
 ``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes.
 """
@@ -10,12 +10,13 @@ Each block sits between ``begin(name)`` and ``end(name)`` and opens with the lin
 from __future__ import annotations
 
 #: The sections whose results live in a block of their own.
-SECTIONS = ("streaming", "avro", "jvm", "pyfiles", "scale")
+SECTIONS = ("streaming", "avro", "jvm", "pyfiles", "scale", "racks")
 #: How a block's opening line names its section (else the name, capitalized).
 TITLES = {
     "jvm": "JVM",
     "pyfiles": "Pyfiles (--py-files)",
     "scale": "Scale (beside the JVM connector)",
+    "racks": "Racks (kafka.client.rack)",
 }
 
 

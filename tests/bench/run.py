@@ -4,7 +4,7 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm,pyfiles]
+        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm,pyfiles,racks]
         [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
@@ -72,6 +72,11 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    (``--pyfiles-rounds`` rounds each time); ratios zip / installed, the Python workers' CPU,
    and the goal (>= 0.9x). ``--only pyfiles`` runs this section alone (about
    3 min) and rewrites only its block of results.md.
+12. racks (rack_cases.py): reading from the nearest replica (``kafka.client.rack``) on
+   Apache Kafka, 3 nodes in 3 racks, a topic of 6 partitions x 3 replicas of
+   ``--racks-records`` 1 KB records: the reader's task code reads it without and with the
+   rack of one node, each run's bytes from each broker (the brokers' request logs) and
+   records/s. ``--only racks`` runs this section alone and rewrites only its block.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -115,9 +120,10 @@ SECTIONS = (
     "avro",
     "jvm",
     "pyfiles",
+    "racks",
 )
 # sections that make their own topics (the data sets are not produced for them alone)
-OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles"}
+OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles", "racks"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -392,6 +398,19 @@ def main(argv=None) -> int:
         help="timed reads and writes in each of the pyfiles section's children",
     )
     parser.add_argument(
+        "--racks-records",
+        type=int,
+        default=50_000,
+        help="1 KB records of the racks section's topic (times --scale; 50 MB)",
+    )
+    parser.add_argument(
+        "--racks-rounds",
+        type=int,
+        default=7,
+        help="reads without and with kafka.client.rack in the racks section (each well "
+        "under a second)",
+    )
+    parser.add_argument(
         "--note", default="", help="a sentence for results.md about the run (e.g. a busy machine)"
     )
     parser.add_argument("--output", default=os.path.join(HERE, "results.md"))
@@ -510,6 +529,12 @@ def main(argv=None) -> int:
         from jvm_cases import run_jvm
 
         jvm_lines = run_jvm(args, log)
+    racks_lines: list[str] = []
+    if "racks" in only:
+        # Apache Kafka of its own, 3 nodes in 3 racks, once this run's Spark and Tansu are gone
+        from rack_cases import run_racks
+
+        racks_lines = run_racks(args, log)
     scale_lines: list[str] = []
     if "scale" in only and "jvm" in scale_parts:
         # the curves beside the JVM connector (issue 41): the jvm section's child driver,
@@ -533,6 +558,8 @@ def main(argv=None) -> int:
         blocks["scale"] = scale_lines
     if pyfiles_lines:
         blocks["pyfiles"] = pyfiles_lines
+    if racks_lines:
+        blocks["racks"] = racks_lines
     when = (
         f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
         f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
