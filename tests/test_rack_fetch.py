@@ -225,13 +225,14 @@ def _offsets(batches) -> dict[int, list[int]]:
     return seen
 
 
-def _wait_logged(kafka, client_id: str, least: int) -> dict[int, int]:
-    """The Fetch counts, once the log holds at least ``least`` of them (a broker writes a
-    request's line after its answer is sent)."""
+def _wait_logged(kafka, client_id: str, least: int, node: int | None = None) -> dict[int, int]:
+    """The Fetch counts, once the log holds at least ``least`` of them (of ``node``'s, if
+    given): a broker writes a request's line after its answer is sent."""
     deadline = time.monotonic() + 10
     while True:
         counts = _fetches_by_node(kafka, client_id)
-        if sum(counts.values()) >= least or time.monotonic() > deadline:
+        logged = sum(counts.values()) if node is None else counts[node]
+        if logged >= least or time.monotonic() > deadline:
             return counts
         time.sleep(0.1)
 
@@ -269,7 +270,8 @@ def test_a_replica_killed_mid_read_sends_the_reading_back_to_the_leader(racked):
     options, client_id = _options(kafka, topic, RACKS[reader_node - 1])
     batches = read_range(options, OffsetRange(topic, 0, 0, RECORDS))
     seen = _offsets([next(batches)])
-    assert _fetches_by_node(kafka, client_id)[reader_node] >= 1  # read from the replica
+    # read from the replica (its log line follows its answer)
+    assert _wait_logged(kafka, client_id, 1, node=reader_node)[reader_node] >= 1
     kafka.kill(reader_node)
     try:
         for partition, offsets in _offsets(batches).items():
@@ -277,6 +279,6 @@ def test_a_replica_killed_mid_read_sends_the_reading_back_to_the_leader(racked):
         assert seen == {0: list(range(RECORDS))}  # nothing lost, nothing twice
         with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
             leader = client.leader_for(topic, 0)
-        assert _fetches_by_node(kafka, client_id)[leader] >= 2  # the leader took over
+        assert _wait_logged(kafka, client_id, 2, node=leader)[leader] >= 2  # the leader took over
     finally:
         kafka.restart(reader_node)
