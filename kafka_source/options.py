@@ -1,45 +1,25 @@
 """The reader's options: parsed, checked and frozen before any job starts.
 
-``parse_reader_options(options, for_streaming=...)`` takes the options exactly as Spark
-hands them to a Python data source (a case-insensitive mapping of strings) and returns a
-frozen, picklable ``ReaderOptions``, or raises ``ConfigError`` with a message that names the
-option, worded like Spark's Kafka source where Spark has a message.
+``parse_reader_options(options, for_streaming=...)`` takes the options as Spark hands
+them to a Python data source (a case-insensitive mapping of strings) and returns a frozen,
+picklable ``ReaderOptions``, or raises ``ConfigError`` naming the option, worded like
+Spark's Kafka source where Spark has a message. Names, defaults and precedence follow
+Spark's: exactly one of ``subscribe``, ``subscribePattern``, ``assign``; the start (and a
+batch's end) is the first of the ``*Timestamp``, ``*OffsetsByTimestamp``, ``*Offsets``
+options that is set; a batch may not start at ``latest`` nor end at ``earliest``; a stream
+has no end; Kafka options Spark rejects are rejected with Spark's message, and other
+``kafka.*`` options we do not use are logged once on ``pykafka.source``.
 
-Option names, defaults and precedence follow Spark's Kafka source:
+``subscribePattern`` is a Python regular expression matched anywhere in a topic's name,
+as Spark's default offset reader matches its Java one.
 
-- exactly one of ``subscribe``, ``subscribePattern``, ``assign``;
-- the start of a read is the first of ``startingTimestamp``, ``startingOffsetsByTimestamp``,
-  ``startingOffsets`` that is set (``earliest`` for batch, ``latest`` for streaming when
-  none is), and the end of a batch read likewise from the ``ending*`` options (``latest``);
-- a batch may not start at ``latest`` (nor at -1 in JSON) nor end at ``earliest`` (nor -2);
-  a stream has no end, so ``endingOffsets`` and ``endingOffsetsByTimestamp`` are errors
-  there, and ``endingTimestamp`` is ignored (with a warning), as Spark ignores it;
-- in timestamps, -1 stands for the latest offset and -2 for the earliest (Spark hands them
-  to ListOffsets as they are, where they mean that);
-- ``kafka.*`` options configure the client; Kafka options Spark rejects are rejected with
-  Spark's message, and any other ``kafka.*`` option we do not use is logged once as a
-  warning on the ``pykafka.source`` logger instead of being silently dropped.
+``check_reader_options(options)`` runs when Spark loads the source: Spark does not say
+there whether the read is a batch or a stream, so it raises only what is wrong for both;
+the rest is raised when the query is planned.
 
-``subscribePattern`` is a Python regular expression (``re``), not a Java one: the common
-syntax is the same, but Java-only constructs such as ``\\p{Alpha}`` are not accepted. A
-topic is selected when the pattern matches anywhere in its name, as with Spark's default
-offset reader; write ``^name.*$`` to match whole names.
-
-The connection options (bootstrap servers, client id, TLS, SASL) are read by
-``kafka_common.connection_options``, as the writer's are; the offset and partition JSON of
-``startingOffsets``, ``assign`` and the like by ``offset_json``; the subscription and the
-start and end of a read by ``offset_options``; ``valueFormat``/``keyFormat`` and their
-options by ``kafka_common.value_formats``.
-
-``check_reader_options(options)`` runs when Spark loads the source (``load()``, through
-``KafkaDataSource.schema()``): Spark does not say there whether the read is a batch or a
-stream, so it raises only what is wrong for both, quietly; what is wrong for one kind only
-(``startingOffsets=latest`` in a batch, ``endingOffsets`` in a stream) is raised when the
-query is planned.
-
-``READER_OPTIONS`` lists every option with its default, the queries it applies to and its
-meaning (``options_table_markdown()`` renders it); ``reader_option_names()`` lists the
-names alone.
+The option table is ``kafka_source.option_table``; the connection options are read by
+``kafka_common.connection_options``, offsets and subscriptions by ``offset_options`` and
+``offset_json``, value formats by ``kafka_common.value_formats``.
 """
 
 from __future__ import annotations
@@ -47,17 +27,12 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 from collections.abc import Mapping
 
-from kafka_common.connection_options import (
-    CONNECTIONS_MAX_IDLE_OPTION,
-    RETRY_BACKOFF_OPTIONS,
-    SECURITY_OPTIONS,
-    client_config,
-)
+from kafka_common.connection_options import client_config
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling, warn_once
-from kafka_common.value_formats import Formats, parse_reader_formats, reader_format_options
+from kafka_common.value_formats import Formats, parse_reader_formats
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
@@ -69,14 +44,11 @@ from .offset_options import (
     read_subscription,
 )
 from .offset_specs import OffsetSpec, Subscription
+from .option_table import reader_option_names
 
 __all__ = [
-    "ReaderOption",
-    "READER_OPTIONS",
     "ReaderOptions",
     "parse_reader_options",
-    "reader_option_names",
-    "options_table_markdown",
     "parse_duration_ms",
     "parse_bytes",
     "check_reader_options",
@@ -84,272 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("pykafka.source")
-
-
-class ReaderOption(NamedTuple):
-    """One documented reader option."""
-
-    name: str
-    default: str
-    queries: str  # "batch and streaming", "batch", "streaming"
-    meaning: str
-
-
-_BOTH, _BATCH, _STREAM = "batch and streaming", "batch", "streaming"
-
-#: Every option the reader accepts, in the order the documentation lists them.
-READER_OPTIONS: tuple[ReaderOption, ...] = (
-    ReaderOption(
-        "kafka.bootstrap.servers",
-        "(required)",
-        _BOTH,
-        "Comma-separated host:port list of brokers to bootstrap from.",
-    ),
-    ReaderOption(
-        "subscribe",
-        "(one of three)",
-        _BOTH,
-        "Comma-separated list of topics to read (internal topics such as "
-        "__consumer_offsets are skipped, as in Spark).",
-    ),
-    ReaderOption(
-        "subscribePattern",
-        "(one of three)",
-        _BOTH,
-        "Python regular expression; every non-internal topic it matches "
-        "(anywhere in the name) is read.",
-    ),
-    ReaderOption(
-        "assign",
-        "(one of three)",
-        _BOTH,
-        'JSON of the partitions to read, e.g. {"topicA":[0,1],"topicB":[2,4]}. A '
-        "partition that does not exist (yet) is skipped; a stream reads it from "
-        "its earliest offset once it does.",
-    ),
-    ReaderOption(
-        "startingTimestamp",
-        "none",
-        _BOTH,
-        "Start every partition at the first offset whose timestamp (ms) is at or "
-        "after this one (-1: latest, -2: earliest). Takes precedence over "
-        "startingOffsetsByTimestamp and startingOffsets.",
-    ),
-    ReaderOption(
-        "startingOffsetsByTimestamp",
-        "none",
-        _BOTH,
-        "JSON of a start timestamp (ms) per partition, e.g. "
-        '{"topicA":{"0":1700000000000}}; -1 is latest, -2 earliest. Takes '
-        "precedence over startingOffsets.",
-    ),
-    ReaderOption(
-        "startingOffsets",
-        '"earliest" (batch), "latest" (streaming)',
-        _BOTH,
-        '"earliest", "latest" (streaming only) or JSON of an offset per partition, '
-        'e.g. {"topicA":{"0":23,"1":-2}}; -2 is earliest, -1 latest (streaming '
-        "only).",
-    ),
-    ReaderOption(
-        "startingOffsetsByTimestampStrategy",
-        '"error"',
-        _BOTH,
-        'What a start timestamp with no offset at or after it does: "error" fails, '
-        '"latest" starts that partition at its latest offset.',
-    ),
-    ReaderOption(
-        "endingTimestamp",
-        "none",
-        _BATCH,
-        "End every partition at the first offset whose timestamp (ms) is at or "
-        "after this one (the latest offset when there is none). Takes precedence "
-        "over endingOffsetsByTimestamp and endingOffsets. Ignored by streams, as "
-        "in Spark.",
-    ),
-    ReaderOption(
-        "endingOffsetsByTimestamp",
-        "none",
-        _BATCH,
-        "JSON of an end timestamp (ms) per partition. Takes precedence over endingOffsets.",
-    ),
-    ReaderOption(
-        "endingOffsets",
-        '"latest"',
-        _BATCH,
-        '"latest" or JSON of an (exclusive) end offset per partition; -1 is latest, '
-        "-2 is not allowed.",
-    ),
-    ReaderOption(
-        "failOnDataLoss",
-        "true",
-        _BOTH,
-        "Fail when data may have been lost (deleted topics, offsets out of range) "
-        "instead of logging a warning and going on.",
-    ),
-    ReaderOption(
-        "minPartitions",
-        "none",
-        _BOTH,
-        "Desired minimum number of Spark partitions; large Kafka partitions are "
-        "split to reach about this many.",
-    ),
-    ReaderOption(
-        "maxRecordsPerPartition",
-        "none",
-        _BOTH,
-        "Split any Kafka partition's range so that no Spark partition reads more "
-        "than this many offsets.",
-    ),
-    ReaderOption("includeHeaders", "false", _BOTH, "Add the record headers as a column."),
-    ReaderOption(
-        "kafkaConsumer.pollTimeoutMs",
-        "120000",
-        _BOTH,
-        "How long (ms) a task waits for records from a broker before failing. "
-        "Does not follow spark.network.timeout, which a Python source cannot "
-        "read: set it here.",
-    ),
-    ReaderOption(
-        "fetchOffset.numRetries",
-        "3",
-        _BOTH,
-        "Attempts at fetching offsets on the driver before giving up.",
-    ),
-    ReaderOption(
-        "fetchOffset.retryIntervalMs",
-        "1000",
-        _BOTH,
-        "Milliseconds to wait between two attempts at fetching offsets.",
-    ),
-    ReaderOption(
-        "maxOffsetsPerTrigger",
-        "none",
-        _STREAM,
-        "Upper bound on the offsets read per micro-batch, split across partitions "
-        "in proportion to their backlog. PySpark 4.2 or later (refused on 4.1).",
-    ),
-    ReaderOption(
-        "minOffsetsPerTrigger",
-        "none",
-        _STREAM,
-        "Delay a micro-batch until this many offsets are available (or "
-        "maxTriggerDelay has passed). PySpark 4.2 or later (refused on 4.1).",
-    ),
-    ReaderOption(
-        "maxTriggerDelay",
-        '"15m"',
-        _STREAM,
-        "Longest a micro-batch is delayed by minOffsetsPerTrigger, as a duration "
-        "(e.g. 30s, 15m, 1h).",
-    ),
-    ReaderOption(
-        "maxBytesPerTrigger",
-        "none",
-        _STREAM,
-        "Soft upper bound on the bytes read per micro-batch (e.g. 512m, 2g). "
-        "PySpark 4.2 or later (refused on 4.1).",
-    ),
-    ReaderOption(
-        "commitOffsetsToGroup",
-        "none",
-        _STREAM,
-        "A consumer group name: the end offsets of each finished micro-batch are "
-        "committed to it (without joining it), so Kafka's tools show the query's "
-        "lag. They are never read back: the checkpoint stays the source of truth.",
-    ),
-    ReaderOption(
-        "kafka.isolation.level",
-        '"read_uncommitted"',
-        _BOTH,
-        '"read_committed" reads only committed transactional records.',
-    ),
-    ReaderOption(
-        "kafka.group.id",
-        "none",
-        _BOTH,
-        "Accepted and ignored (with a warning): reading never joins a group; use "
-        "commitOffsetsToGroup to publish progress.",
-    ),
-    ReaderOption(
-        "kafka.client.id",
-        '"pyspark-pykafka"',
-        _BOTH,
-        "Client id sent to the brokers (visible in their logs and quotas).",
-    ),
-    ReaderOption(
-        "kafka.request.timeout.ms", "30000", _BOTH, "Timeout (ms) of one request to a broker."
-    ),
-    ReaderOption(
-        CONNECTIONS_MAX_IDLE_OPTION[0],
-        CONNECTIONS_MAX_IDLE_OPTION[1],
-        _BOTH,
-        CONNECTIONS_MAX_IDLE_OPTION[2],
-    ),
-    *(
-        ReaderOption(name, default, _BOTH, meaning)
-        for name, default, meaning in RETRY_BACKOFF_OPTIONS
-    ),
-    ReaderOption(
-        "kafka.fetch.max.bytes",
-        "52428800",
-        _BOTH,
-        "Maximum bytes a broker returns for one fetch request.",
-    ),
-    ReaderOption(
-        "kafka.max.partition.fetch.bytes",
-        "1048576",
-        _BOTH,
-        "Maximum bytes a broker returns per partition in one fetch.",
-    ),
-    ReaderOption(
-        "kafka.fetch.max.wait.ms",
-        "500",
-        _BOTH,
-        "Longest (ms) a broker waits for kafka.fetch.min.bytes before answering.",
-    ),
-    ReaderOption(
-        "kafka.fetch.min.bytes",
-        "1",
-        _BOTH,
-        "Bytes a broker waits to accumulate before answering a fetch.",
-    ),
-    ReaderOption(
-        "kafka.client.rack",
-        "none",
-        _BOTH,
-        "The rack (or availability zone) the Spark executors run in, as the brokers' "
-        "broker.rack names it: sent with every fetch, so that a cluster with a rack-aware "
-        "replica.selector.class serves each partition from a replica in that rack, not "
-        "from its leader (KIP-392); back to the leader when that replica cannot serve.",
-    ),
-    ReaderOption(
-        "kafka.check.crcs",
-        "true",
-        _BOTH,
-        "Verify the CRC-32C of every record batch read (Kafka's check.crcs).",
-    ),
-    *(ReaderOption(name, default, _BOTH, meaning) for name, default, meaning in SECURITY_OPTIONS),
-    *(
-        ReaderOption(name, default, _BOTH, meaning)
-        for name, default, meaning in reader_format_options()
-    ),
-)
-
-
-def reader_option_names() -> tuple[str, ...]:
-    """The name of every option the reader accepts, in documentation order."""
-    return tuple(option.name for option in READER_OPTIONS)
-
-
-def options_table_markdown() -> str:
-    """``READER_OPTIONS`` as a Markdown table (option, default, queries, meaning)."""
-    rows = ["| Option | Default | Queries | Meaning |", "| --- | --- | --- | --- |"]
-    for o in READER_OPTIONS:
-        rows.append(
-            f"| `{o.name}` | {o.default} | {o.queries} | {o.meaning.replace('|', '&#124;')} |"
-        )
-    return "\n".join(rows)
 
 
 _CANONICAL = {name.lower(): name for name in reader_option_names()}

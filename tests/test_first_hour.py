@@ -32,7 +32,8 @@ import pytest
 from kafka_common import option_map
 from kafka_common.kafka_client_configs import KAFKA_CLIENT_CONFIGS
 from kafka_sink.options import parse_writer_options, writer_option_names
-from kafka_source.options import parse_reader_options, reader_option_names
+from kafka_source.option_table import reader_option_names
+from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError, KafkaConnectionError
 
 from .broker_setup import create_topic

@@ -6,14 +6,12 @@ import re
 
 import pytest
 
+from kafka_source.option_table import READER_OPTIONS, options_table_markdown, reader_option_names
 from kafka_source.options import (
-    READER_OPTIONS,
     ReaderOptions,
-    options_table_markdown,
     parse_bytes,
     parse_duration_ms,
     parse_reader_options,
-    reader_option_names,
     check_reader_options,
 )
 from kafka_common import option_map

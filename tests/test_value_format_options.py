@@ -15,7 +15,8 @@ from kafka_common.value_formats import (
 )
 from kafka_common.value_formats.option_table import READER_ONLY, Doc
 from kafka_sink.options import WRITER_OPTIONS, parse_writer_options
-from kafka_source.options import READER_OPTIONS, parse_reader_options
+from kafka_source.option_table import READER_OPTIONS
+from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError
 
 SERVERS = {"kafka.bootstrap.servers": "127.0.0.1:9092"}
