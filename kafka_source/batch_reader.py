@@ -7,12 +7,12 @@ partition whose end is "latest" (``endingOffsets`` latest or -1, or an ending ti
 looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that had nothing
 to read at planning gets an empty range that does the same.
 
-A small read (``planning.task_groups``: at most ``ONE_TASK_RECORDS`` records at planning, no
+A small read (``task_split.task_groups``: at most ``ONE_TASK_RECORDS`` records at planning, no
 ``minPartitions`` or ``maxRecordsPerPartition``) is one task that reads every range one
-after the other (``planning.small_read_groups``: a task per ``RANGES_PER_SMALL_TASK``
+after the other (``task_split.small_read_groups``: a task per ``RANGES_PER_SMALL_TASK``
 ranges): Spark takes longer to launch a Python task than a task takes to read that many
 records, and a topic with more partitions than cores ran its tasks in waves. A larger
-read packs its small ranges the same way (``planning.task_groups``). Such a task
+read packs its small ranges the same way (``task_split.task_groups``). Such a task
 looks all its open ends up first, in one ListOffsets request per leader
 (``fetcher.resolve_open_ends``), and sends the first Fetch of all its ranges at once
 (``fetcher.read_ranges``), not one of each per range.
@@ -44,7 +44,8 @@ from .offset_specs import (
     SpecificTimestamps,
     TopicPartition,
 )
-from .planning import plan_ranges, resolve_batch, task_groups
+from .planning import resolve_batch
+from .task_split import plan_ranges, task_groups
 
 
 log = logging.getLogger("pykafka.source")
@@ -102,7 +103,7 @@ class KafkaInputPartition(InputPartition):
 
 class KafkaRangesPartition(InputPartition):
     """Several offset ranges read one after the other by one task: a small micro-batch's
-    or batch read's (``planning.task_groups``); a batch read's ranges
+    or batch read's (``task_split.task_groups``); a batch read's ranges
     may have open ends (``open_ends``, aligned with ``ranges``). Small and picklable;
     ``config`` as ``KafkaInputPartition``'s."""
 

@@ -99,10 +99,9 @@ from .planning import (
     discover_partitions,
     metadata_topics,
     partitions_from_metadata,
-    plan_ranges,
     resolve_offsets,
-    task_groups,
 )
+from .task_split import plan_ranges, task_groups
 
 log = logging.getLogger("pykafka.source")
 

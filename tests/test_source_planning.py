@@ -24,9 +24,9 @@ from kafka_source.planning import (
     discover_partitions,
     partitions_from_metadata,
     plan_batch,
-    plan_ranges,
     resolve_offsets,
 )
+from kafka_source.task_split import plan_ranges
 from protocol.client.cluster import ClusterMetadata, PartitionInfo, TopicInfo
 from protocol.errors import BrokerError, ConfigError
 
@@ -616,7 +616,7 @@ def test_a_large_read_packs_its_small_ranges_into_few_tasks():
     RANGES_PER_SMALL_TASK ranges and ONE_TASK_RECORDS records, each group where its first
     range stands; a larger range keeps a task of its own; minPartitions or
     maxRecordsPerPartition give every range its task."""
-    from kafka_source.planning import (
+    from kafka_source.task_split import (
         ONE_TASK_RECORDS,
         RANGES_PER_SMALL_TASK,
         SMALL_RANGE_RECORDS,

@@ -42,7 +42,8 @@ from kafka_source.offset_specs import (
     SpecificTimestamps,
 )
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK, PlanningError
+from kafka_source.planning import PlanningError
+from kafka_source.task_split import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK
 from kafka_source.checkpoint_offsets import OffsetsJson, from_json, to_json
 from kafka_source.stream_reader import (
     AvailableNowEndError,

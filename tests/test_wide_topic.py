@@ -30,7 +30,7 @@ import pytest
 
 from kafka_source.batch_reader import KafkaBatchReader, KafkaRangesPartition
 from kafka_source.options import parse_reader_options
-from kafka_source.planning import ONE_TASK_RECORDS, small_read_groups
+from kafka_source.task_split import ONE_TASK_RECORDS, small_read_groups
 from kafka_source.stream_reader import KafkaStreamReader
 from protocol.client.cluster import KafkaClient
 from protocol.records import encode_batch
@@ -116,7 +116,7 @@ def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
     ranges = [r for part in planned for r in part.ranges]
     assert sorted(r.partition for r in ranges) == list(range(partitions))
     assert {(r.start, r.end) for r in ranges} == {(0, PER_PARTITION)}
-    # a small read: a task per 1,000 ranges, as planning.small_read_groups cuts them
+    # a small read: a task per 1,000 ranges, as task_split.small_read_groups cuts them
     assert all(isinstance(part, KafkaRangesPartition) for part in planned)
     assert len(planned) == len(small_read_groups(range(partitions)))
 

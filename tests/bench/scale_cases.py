@@ -24,8 +24,8 @@ micro-batches beyond that many partitions are not run). ``--scale-points quick``
 reduced points (a few minutes) to check the section; ``full`` is the issue's.
 
 At 10,000 partitions x ``PER_PARTITION`` records (200,000, above
-``planning.ONE_TASK_RECORDS``) ours packs the partitions' small ranges into tasks of up to
-1,000 ranges and 20,000 records (``planning.task_groups``): 10 tasks where Spark's
+``task_split.ONE_TASK_RECORDS``) ours packs the partitions' small ranges into tasks of up to
+1,000 ranges and 20,000 records (``task_split.task_groups``): 10 tasks where Spark's
 connector runs 10,000.
 
 The curves are drawn with matplotlib into ``docs/images/scale-*.png`` (a quick run draws
