@@ -123,32 +123,39 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
         )
     uses_sasl = protocol.startswith("SASL_")
     uses_tls = protocol in ("SSL", "SASL_SSL")
+    _warn_unused(opts, log, protocol, uses_sasl=uses_sasl, uses_tls=uses_tls)
     settings: dict[str, Any] = {"security_protocol": protocol}
+    if uses_tls:
+        settings.update(_tls_settings(opts))
+    if uses_sasl:
+        settings.update(_sasl_settings(opts, log, protocol, uses_tls=uses_tls))
+    return settings
 
-    sasl_options = [
-        o
-        for o in (
-            "kafka.sasl.mechanism",
-            "kafka.sasl.username",
-            "kafka.sasl.password",
-            "kafka.sasl.jaas.config",
-            "kafka.sasl.kerberos.service.name",
-            *(name for name, _, _ in OAUTH_OPTIONS),
-        )
-        if opts.has(o)
-    ]
-    ssl_options = [
-        o
-        for o in (
-            "kafka.ssl.cafile",
-            "kafka.ssl.certfile",
-            "kafka.ssl.keyfile",
-            "kafka.ssl.key.password",
-            "kafka.ssl.endpoint.identification.algorithm",
-            *STORE_OPTION_NAMES,
-        )
-        if opts.has(o)
-    ]
+
+_SASL_OPTIONS = (
+    "kafka.sasl.mechanism",
+    "kafka.sasl.username",
+    "kafka.sasl.password",
+    "kafka.sasl.jaas.config",
+    "kafka.sasl.kerberos.service.name",
+    *(name for name, _, _ in OAUTH_OPTIONS),
+)
+_TLS_OPTIONS = (
+    "kafka.ssl.cafile",
+    "kafka.ssl.certfile",
+    "kafka.ssl.keyfile",
+    "kafka.ssl.key.password",
+    "kafka.ssl.endpoint.identification.algorithm",
+    *STORE_OPTION_NAMES,
+)
+
+
+def _warn_unused(
+    opts: OptionMap, log: logging.Logger, protocol: str, *, uses_sasl: bool, uses_tls: bool
+) -> None:
+    """A warning (once) for SASL or TLS options the security protocol does not use."""
+    sasl_options = [o for o in _SASL_OPTIONS if opts.has(o)]
+    ssl_options = [o for o in _TLS_OPTIONS if opts.has(o)]
     if sasl_options and not uses_sasl:
         warn_once(
             log,
@@ -167,47 +174,50 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
             protocol,
         )
 
-    if uses_tls:
-        algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm", "https")
-        if algorithm.lower() not in ("https", ""):
-            raise ConfigError(
-                f"kafka.ssl.endpoint.identification.algorithm: unsupported "
-                f"value {algorithm!r}; use 'https' or '' (no host name check)"
-            )
-        settings.update(
-            ssl_cafile=opts.get("kafka.ssl.cafile") or None,
-            ssl_certfile=opts.get("kafka.ssl.certfile") or None,
-            ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
-            ssl_key_password=opts.get("kafka.ssl.key.password"),
-            ssl_check_hostname=algorithm.lower() == "https",
-            ssl_java=java_ssl(opts),
+
+def _tls_settings(opts: OptionMap) -> dict[str, Any]:
+    algorithm = opts.get("kafka.ssl.endpoint.identification.algorithm", "https")
+    if algorithm.lower() not in ("https", ""):
+        raise ConfigError(
+            f"kafka.ssl.endpoint.identification.algorithm: unsupported "
+            f"value {algorithm!r}; use 'https' or '' (no host name check)"
         )
-        if settings["ssl_certfile"] is None:
-            key_store = settings["ssl_java"] is not None and settings["ssl_java"].has_key_store
-            for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
-                if opts.has(option) and not (key_store and option == "kafka.ssl.key.password"):
-                    raise ConfigError(f"{option} is set without kafka.ssl.certfile")
-
-    if uses_sasl:
-        mechanism = (opts.get("kafka.sasl.mechanism") or "").upper()
-        if mechanism == "OAUTHBEARER":
-            from .oauth.options import oauthbearer_factory
-
-            settings.update(
-                sasl_mechanism=mechanism,
-                sasl_mechanism_factory=oauthbearer_factory(opts, log, uses_tls=uses_tls),
-            )
-        elif mechanism == "AWS_MSK_IAM":
-            from .aws_msk_iam.options import msk_iam_factory
-
-            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=msk_iam_factory(opts))
-        elif mechanism == "GSSAPI":
-            from .kerberos import kerberos_factory
-
-            settings.update(sasl_mechanism=mechanism, sasl_mechanism_factory=kerberos_factory(opts))
-        else:
-            settings.update(_sasl_credentials(opts, protocol))
+    settings: dict[str, Any] = dict(
+        ssl_cafile=opts.get("kafka.ssl.cafile") or None,
+        ssl_certfile=opts.get("kafka.ssl.certfile") or None,
+        ssl_keyfile=opts.get("kafka.ssl.keyfile") or None,
+        ssl_key_password=opts.get("kafka.ssl.key.password"),
+        ssl_check_hostname=algorithm.lower() == "https",
+        ssl_java=java_ssl(opts),
+    )
+    if settings["ssl_certfile"] is None:
+        key_store = settings["ssl_java"] is not None and settings["ssl_java"].has_key_store
+        for option in ("kafka.ssl.keyfile", "kafka.ssl.key.password"):
+            if opts.has(option) and not (key_store and option == "kafka.ssl.key.password"):
+                raise ConfigError(f"{option} is set without kafka.ssl.certfile")
     return settings
+
+
+def _sasl_settings(
+    opts: OptionMap, log: logging.Logger, protocol: str, *, uses_tls: bool
+) -> dict[str, Any]:
+    mechanism = (opts.get("kafka.sasl.mechanism") or "").upper()
+    if mechanism == "OAUTHBEARER":
+        from .oauth.options import oauthbearer_factory
+
+        return dict(
+            sasl_mechanism=mechanism,
+            sasl_mechanism_factory=oauthbearer_factory(opts, log, uses_tls=uses_tls),
+        )
+    if mechanism == "AWS_MSK_IAM":
+        from .aws_msk_iam.options import msk_iam_factory
+
+        return dict(sasl_mechanism=mechanism, sasl_mechanism_factory=msk_iam_factory(opts))
+    if mechanism == "GSSAPI":
+        from .kerberos import kerberos_factory
+
+        return dict(sasl_mechanism=mechanism, sasl_mechanism_factory=kerberos_factory(opts))
+    return _sasl_credentials(opts, protocol)
 
 
 def _sasl_credentials(opts: OptionMap, protocol: str) -> dict[str, Any]:
