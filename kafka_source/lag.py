@@ -1,37 +1,22 @@
 """How far a pykafka stream is behind the latest offsets, from its progress reports.
 
-Spark's JVM Kafka source publishes three metrics in each micro-batch's source progress
-(``KafkaMicroBatchStream.metrics``): for every topic-partition of the latest offsets the
-source saw, *latest - the batch's end offset*, and of those
-
-- ``minOffsetsBehindLatest`` (the smallest, an integer),
-- ``maxOffsetsBehindLatest`` (the largest, an integer),
-- ``avgOffsetsBehindLatest`` (their mean, a floating-point number),
-
-all three as strings in the source's ``metrics`` map, and none at all when the source has
-not seen the latest offsets yet. A Python data source cannot publish source metrics in
-Spark 4, but the pykafka source reports the latest offsets it saw (``reportLatestOffset``),
-so every source progress has ``endOffset`` and ``latestOffset`` side by side, and the same
-three figures follow from them:
+Spark's JVM Kafka source publishes ``minOffsetsBehindLatest``, ``maxOffsetsBehindLatest``
+and ``avgOffsetsBehindLatest`` (strings, over every partition of the latest offsets it
+saw: latest minus the batch's end) in each source progress's ``metrics``. A Python data
+source cannot publish source metrics in Spark 4, but ours reports the latest offsets it
+saw (``reportLatestOffset``), so the same figures follow from ``endOffset`` and
+``latestOffset``::
 
     from pyspark_pykafka import KafkaLagListener, offsets_behind_latest
 
-    offsets_behind_latest(query.lastProgress)
-    # [{'description': '...', 'minOffsetsBehindLatest': '0', 'maxOffsetsBehindLatest': '12',
-    #   'avgOffsetsBehindLatest': '3.0'}]
-
+    offsets_behind_latest(query.lastProgress)  # one entry per pykafka source
     spark.streams.addListener(KafkaLagListener())  # logs them on "pykafka.lag"
 
-``offsets_behind_latest`` takes a ``StreamingQueryProgress`` (``query.lastProgress``, a
-listener event's ``progress``), its ``json`` text or the dict of that JSON, and answers one
-entry per pykafka source of the query (a source whose offsets are not ``{topic:
-{partition: offset}}``, such as Spark's rate source, is left out); ``with_lag_metrics``
-gives the progress as a dict with the figures put in each pykafka source's ``metrics``,
-where dashboards built for Spark's JVM connector look for them.
-
-As in Spark, a partition that the latest offsets name and the end offset does not (it
-appeared after the batch was planned) is not counted, nor is the reverse; a batch that
-read up to the latest offsets is 0 behind everywhere.
+``offsets_behind_latest`` takes a ``StreamingQueryProgress``, its JSON text or that JSON's
+dict; sources whose offsets are not ``{topic: {partition: offset}}`` are left out.
+``with_lag_metrics`` puts the figures in each pykafka source's ``metrics``, where
+dashboards built for Spark's connector look. As in Spark, a partition named by only one
+of the two offsets is not counted.
 """
 
 from __future__ import annotations

@@ -4,27 +4,23 @@ package imports the other.
 
 Registered automatically as ``pyspark_pykafka.DefaultSource`` when the package is
 installed (or on the executors' Python path); otherwise register it by hand with
-``spark.dataSource.register(KafkaDataSource)``. The options are documented in
-``kafka_source.options`` and docs/options.md.
+``spark.dataSource.register(KafkaDataSource)``. The options are listed in
+``kafka_source.option_table``, ``kafka_sink.options`` and docs/options.md.
 
-Where Spark's Python workers cannot import the connector (docs/loading.md, "Ways to load the
-connector"), the two failures Spark would report as a bare ``No module named
-'kafka_source'`` are turned into errors that say what to install:
+Where Spark's Python workers cannot import the connector (docs/loading.md), the failures
+Spark would report as a bare ``No module named 'kafka_source'`` say what to install:
 
-- A streaming read is planned by ``pyspark.sql.streaming.python_streaming_source_runner``,
-  which Spark (4.3: ``PythonStreamingSourceRunner.init``) starts with the Spark files
-  directory ``<root>/streaming_job`` instead of the session's, so it never sees Python files
-  a session added (``--py-files``, ``SparkContext.addPyFile``, Spark Connect's
-  ``addArtifacts``). The data source pickles itself with a loader that travels by value
-  (:func:`_restore_data_source`) and explains this when the import fails.
-- Over Spark Connect, a streaming query's tasks get no session artifacts either
-  (``PythonStreamingWrite`` and ``PythonMicroBatchStream.createReaderFactory`` pass no
-  session UUID), so :meth:`KafkaDataSource.streamWriter` refuses to plan a streaming write
-  when the connector came only from this session's artifacts and not from a zip.
+- Spark plans a streaming read in a process that does not see the session's Python files
+  (``--py-files``, ``addPyFile``, Spark Connect's ``addArtifacts``): the data source
+  pickles itself with a loader that travels by value (:func:`_restore_data_source`) and
+  explains this when the import fails.
+- Over Spark Connect, a streaming query's tasks get no session artifacts either, so
+  :meth:`KafkaDataSource.streamWriter` refuses to plan a streaming write when the
+  connector came only from this session's artifacts.
 
-Both are avoided when the connector came from a zip (the session's artifact): the data
-source, the stream reader and the stream writer then carry the zip in their pickles and put
-it on the worker's import path first (:mod:`kafka_common.import_path`).
+When the connector came from a zip, the data source, the stream reader and the stream
+writer carry the zip in their pickles and put it on the worker's import path first
+(:mod:`kafka_common.import_path`).
 """
 
 from __future__ import annotations

@@ -1,48 +1,25 @@
 """Warm cluster clients shared by the tasks of one process (a Spark Python worker).
 
-Spark reuses a Python worker for task after task and micro-batch after micro-batch
-(``spark.python.worker.reuse``, on by default). Instead of every task opening a
-``KafkaClient`` (a bootstrap connection, ApiVersions, Metadata, the leaders; with TLS and
-SASL a handshake and an authentication each), a task checks a client out of this pool and
-gives it back when it ends.
+Spark reuses a Python worker for task after task. Instead of every task opening a
+``KafkaClient`` (connections, ApiVersions, Metadata; with TLS and SASL a handshake and a
+sign-in each), a task checks a client out of this pool and gives it back when it ends.
 
-- **Keyed by identity.** Clients are pooled per ``pool_key(config)``: every
-  ``ClientConfig`` field except the ones that only bound waits (timeouts, backoff, metadata
-  age, idle bound; ``NOT_IDENTITY``). So bootstrap servers, client id, security protocol,
-  SASL and TLS settings (a password too) decide which client a task may take; a task's
-  own timeouts are put on the client it checks out (``KafkaClient.use_config``).
-- **One task per client.** A checked-out client is out of the pool until given back; a
-  second checkout meanwhile (another thread) gets another client.
-- **Checked on checkout.** Every connection of a client is tested without blocking
-  (``KafkaClient.prune_connections``): one the broker or the network closed while it sat
-  idle, one left with an unanswered request, one whose SASL session is about to end is
-  closed and forgotten, and the next request opens a new one. A connection that breaks
-  in the moment between that check and its first request fails like any broken connection,
-  which every caller already retries (the reader re-sends the Fetch, the producer
-  re-sends its unacknowledged batches, which idempotence makes safe). The cluster
-  metadata stays warm; ``metadata.max.age`` and the errors that say it is stale
-  (NOT_LEADER_OR_FOLLOWER, ...) refresh it as for any client.
-- **Idle clients are closed** after ``config.connections_max_idle_ms``
-  (``kafka.connections.max.idle.ms``, 9 minutes by default as Kafka's clients, below the
-  brokers' 10), by a daemon thread and on every checkout; 0 does not pool that
-  configuration at all, -1 keeps its clients until the process ends. At most
-  ``max_idle_clients`` idle clients are kept (the least recently used go first).
-  Everything is closed at interpreter exit (``atexit``; a worker that ends with
-  ``os._exit`` has its sockets closed by the kernel).
-- **State rides with the client.** ``Lease.state`` is a dict that stays with the pooled
-  client between checkouts: the sink keeps its idempotent producer identity there, so it
-  is used by one task at a time, like the client.
-- **Turning it off.** ``PYKAFKA_CLIENT_POOL=0`` in the environment of the Python workers
-  (``spark.executorEnv.PYKAFKA_CLIENT_POOL``) makes every checkout a new client, closed on
-  give-back; ``PYKAFKA_CLIENT_POOL_MAX_IDLE`` sets ``max_idle_clients`` (default 8).
+- Clients are pooled per ``pool_key(config)``: every ``ClientConfig`` field except those
+  that only bound waits (``NOT_IDENTITY``), so credentials decide which client a task may
+  take; one task holds a client at a time.
+- On checkout every connection is tested without blocking (``prune_connections``): one
+  closed while idle, left with an unanswered request or whose SASL session is ending is
+  dropped. A connection that breaks just after fails as any broken one, which every caller
+  retries.
+- Idle clients close after ``kafka.connections.max.idle.ms`` (0: no pooling, -1: kept
+  until exit), at most ``max_idle_clients`` kept, all closed at exit.
+- ``Lease.state`` stays with the pooled client between checkouts (the sink's idempotent
+  producer identity).
+- ``PYKAFKA_CLIENT_POOL=0`` in the workers' environment turns pooling off;
+  ``PYKAFKA_CLIENT_POOL_MAX_IDLE`` sets ``max_idle_clients`` (default 8).
 
-Use::
-
-    from protocol.client import pool
-    with pool.borrow(config) as lease:
-        lease.client.list_offsets(...)
-
-The process-wide pool is ``pool.default_pool()``; ``ClientPool`` makes others (tests).
+Use: ``with pool.borrow(config) as lease: lease.client.list_offsets(...)``. The
+process-wide pool is ``pool.default_pool()``; ``ClientPool`` makes others (tests).
 """
 
 from __future__ import annotations
