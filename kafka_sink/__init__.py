@@ -8,6 +8,7 @@ data checks), ``columns`` (Arrow batches read into record columns), ``partitione
 ``producer`` (the idempotent, pipelined producer of one task), ``writer`` (Spark's side).
 """
 
-from .options import WRITER_OPTIONS, WriterOptions, parse_writer_options, writer_option_names
+from .option_table import WRITER_OPTIONS, writer_option_names
+from .options import WriterOptions, parse_writer_options
 
 __all__ = ["WRITER_OPTIONS", "WriterOptions", "parse_writer_options", "writer_option_names"]

@@ -5,70 +5,36 @@ source (a case-insensitive mapping of strings) and returns a frozen, picklable
 ``WriterOptions``, or raises ``ConfigError`` naming the option. Names and defaults are
 those of Spark's Kafka sink and of Kafka's Java producer (without the ``kafka.`` prefix
 there); where Spark or Kafka has an error message for a misuse, ours says the same thing.
+The connection options are parsed by ``kafka_common.connection_options``, as the
+reader's are, so a reader and a writer given the same options connect the same way.
 
-The connection options (``kafka.bootstrap.servers``, ``kafka.client.id``,
-``kafka.security.protocol``, ``kafka.sasl.*``, ``kafka.ssl.*``) are parsed by
-``kafka_common.connection_options``, as the reader's are, so a reader and a writer given the
-same options connect the same way.
+Where we differ from the Java producer (docs/differences.md says why):
+``kafka.batch.size`` defaults to 1 MiB; ``kafka.linger.ms`` never delays rows at hand, it
+bounds only how long a partly filled batch waits for the task's next input; ``kafka.acks``
+0 or 1 needs ``kafka.enable.idempotence=false`` said explicitly; topics are never created;
+nothing is sent before ``checkBeforeSendBytes`` of the task's rows are encoded and checked.
 
-Choices that differ from the Java producer, and why:
-
-- ``kafka.batch.size`` defaults to 1048576 (1 MiB), not 16384. A bulk writer holds all of
-  its task's rows at once, so batches fill immediately and waiting never trades latency
-  for size; and in Python every batch and every request costs a fixed few tens of
-  microseconds, so fewer, larger batches go much faster. 1 MiB also stays below the
-  brokers' default ``message.max.bytes`` (1048588) whatever the codec, since the size
-  counts uncompressed record bytes. A batch never exceeds ``kafka.max.request.size``.
-- ``kafka.linger.ms`` (default 5, as Kafka 4) is accepted; it never delays rows at hand.
-  It bounds how long a partly filled batch may wait for more of the task's input: the
-  time is counted only while the task waits for its next Arrow batch (a slow upstream
-  stage), and once a partition's pending rows have waited ``linger.ms`` that way they are
-  encoded as they are. At the end of the input every pending batch goes at once.
-- ``kafka.acks`` ``0`` or ``1`` needs ``kafka.enable.idempotence=false`` explicitly
-  (Java would silently turn idempotence off when it was not set).
-- Topics are never created. The driver checks that the brokers answer and the topic
-  exists as the reader looks its topics up (3 attempts 1 s apart,
-  ``kafka_common.retries``), so a wrong address or a missing topic fails in seconds where
-  Java's producer waits ``kafka.max.block.ms`` (60 s); that stays the upper bound.
-- Nothing is sent before ``checkBeforeSendBytes`` (ours, default 4 MiB) of the task's rows
-  are encoded, every row checked, or its input ends: a task that small fails on a bad row
-  with nothing written, where Java sends as it goes. ``kafka.buffer.memory`` keeps only
-  its Java meaning, the most bytes held while waiting for acknowledgements. (Holding back
-  the whole 32 MiB made a bulk write 20-25% slower: the broker sat idle meanwhile.)
-
-``WRITER_OPTIONS`` lists every option with its default and meaning;
-``writer_option_names()`` the names alone.
+The option table is ``kafka_sink.option_table``.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 from collections.abc import Mapping
 
-from kafka_common.connection_options import (
-    CONNECTIONS_MAX_IDLE_OPTION,
-    RETRY_BACKOFF_OPTIONS,
-    SECURITY_OPTIONS,
-    client_config,
-)
+from kafka_common.connection_options import client_config
 from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling, warn_once
-from kafka_common.value_formats import (
-    parse_writer_formats,
-    writer_format_options,
-    writer_refuses,
-)
+from kafka_common.value_formats import parse_writer_formats, writer_refuses
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
+from .option_table import writer_option_names
+
 __all__ = [
-    "WriterOption",
-    "WRITER_OPTIONS",
     "WriterOptions",
     "parse_writer_options",
-    "writer_option_names",
-    "options_table_markdown",
     "ACKS_ALL",
     "COMPRESSION_TYPES",
     "MAX_IN_FLIGHT_IDEMPOTENT",
@@ -81,166 +47,6 @@ ACKS_ALL = -1
 COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 #: The most batches a broker remembers per idempotent producer and partition.
 MAX_IN_FLIGHT_IDEMPOTENT = 5
-
-
-class WriterOption(NamedTuple):
-    """One documented writer option."""
-
-    name: str
-    default: str
-    meaning: str
-
-
-#: Every option the writer accepts, in the order the documentation lists them.
-WRITER_OPTIONS: tuple[WriterOption, ...] = (
-    WriterOption(
-        "kafka.bootstrap.servers",
-        "(required)",
-        "Comma-separated host:port list of brokers to bootstrap from.",
-    ),
-    WriterOption(
-        "topic",
-        "none",
-        "Topic every row is written to; overrides the topic column when both are "
-        "given. Without it the DataFrame needs a string column 'topic'.",
-    ),
-    WriterOption(
-        "includeHeaders",
-        "false",
-        "Accepted for symmetry with the reader; the headers column is written "
-        "whenever the DataFrame has one.",
-    ),
-    WriterOption(
-        "kafka.acks",
-        '"all"',
-        '"all" (= -1): every in-sync replica has the records; "1": the leader has '
-        'them; "0": no answer is awaited. 0 and 1 need '
-        "kafka.enable.idempotence=false.",
-    ),
-    WriterOption(
-        "kafka.enable.idempotence",
-        "true",
-        "Write through an idempotent producer: a producer id (kept by the Python "
-        "worker from task to task) and a "
-        "sequence number per batch, so retries never duplicate or reorder records.",
-    ),
-    WriterOption("kafka.compression.type", '"none"', "none, gzip, snappy, lz4 or zstd."),
-    WriterOption(
-        "kafka.batch.size",
-        "1048576",
-        "Most uncompressed record bytes in one batch (one batch per partition per "
-        "request). Larger than Java's 16384: a bulk writer has its rows at hand.",
-    ),
-    WriterOption(
-        "kafka.linger.ms",
-        "5",
-        "How long a partly filled batch may wait for more of the task's input "
-        "(counted only while the task waits for input) before it is sent; never "
-        "delays rows already at hand.",
-    ),
-    WriterOption(
-        "kafka.max.request.size",
-        "1048576",
-        "Most bytes of batches in one Produce request; a larger record is an error.",
-    ),
-    WriterOption(
-        "kafka.max.in.flight.requests.per.connection",
-        "5",
-        "Requests sent to one broker before waiting for an answer; at most 5 with idempotence.",
-    ),
-    WriterOption(
-        "kafka.delivery.timeout.ms",
-        "120000",
-        "Longest time from a batch's creation to its acknowledgement, retries "
-        "included; the task fails after it. At least linger.ms + "
-        "request.timeout.ms.",
-    ),
-    WriterOption(
-        "kafka.request.timeout.ms", "30000", "Longest wait for the answer to one request."
-    ),
-    WriterOption(
-        "kafka.retries",
-        "2147483647",
-        "Resends of one batch before the task fails (delivery.timeout.ms bounds "
-        "them in any case); must not be 0 with idempotence.",
-    ),
-    WriterOption(
-        "kafka.max.block.ms",
-        "60000",
-        "Upper bound of the driver's check that the brokers answer and the topic "
-        "exists (3 lookups 1 s apart, as the reader's: a wrong address or a missing "
-        "topic fails in seconds) and of a task's wait for a topic of the topic "
-        "column to appear in the metadata.",
-    ),
-    WriterOption(
-        "kafka.buffer.memory",
-        "33554432",
-        "Most encoded bytes a task holds while waiting for acknowledgements.",
-    ),
-    WriterOption(
-        "checkBeforeSendBytes",
-        "4194304",
-        "Encoded bytes a task holds, every row checked, before its first send "
-        "(at most kafka.buffer.memory): a task whose input fits fails on a bad "
-        "row with nothing written. Larger keeps that for larger tasks and starts "
-        "sending later, which is slower; 0 sends as soon as a batch is full.",
-    ),
-    WriterOption(
-        "kafka.partitioner.class",
-        "none",
-        "Where rows without a partition value go: unset, DefaultPartitioner or "
-        "BuiltInPartitioner: murmur2 of the key, sticky runs for null keys; "
-        "UniformStickyPartitioner: sticky runs, keys ignored; RoundRobinPartitioner:"
-        " one partition after the other, keys ignored. Other classes are refused: "
-        "compute the partition and write it in the partition column.",
-    ),
-    WriterOption(
-        "exactlyOnce",
-        "false",
-        "Write in Kafka transactions that the driver commits once Spark commits the "
-        "job or micro-batch: a batch write becomes visible to read_committed "
-        "readers all at once or not at all, each micro-batch exactly once, also "
-        "across restarts from the checkpoint (see docs/writing.md).",
-    ),
-    WriterOption(
-        "transactionalIdPrefix",
-        "from the checkpoint (streaming)",
-        "Prefix of the transactional ids (prefix-partition-attempt; batch writes "
-        "put a token of the job after the prefix) and of the consumer groups that "
-        "record committed micro-batches (prefix-partition). "
-        "Required for batch writes with exactlyOnce; streams derive it from the "
-        "checkpoint location. Unique per query: two writers must not share it.",
-    ),
-    WriterOption(
-        "kafka.transaction.timeout.ms",
-        "60000",
-        "How long the broker keeps a transaction open before aborting it; must "
-        "cover a task's write plus the time until the driver commits. At most the "
-        "broker's transaction.max.timeout.ms (15 minutes by default).",
-    ),
-    WriterOption(
-        "kafka.client.id",
-        '"pyspark-pykafka"',
-        "Client id sent to the brokers (visible in their logs and quotas).",
-    ),
-    WriterOption(*CONNECTIONS_MAX_IDLE_OPTION),
-    *(WriterOption(*option) for option in RETRY_BACKOFF_OPTIONS),
-    *(WriterOption(*option) for option in SECURITY_OPTIONS),
-    *(WriterOption(*option) for option in writer_format_options()),
-)
-
-
-def writer_option_names() -> tuple[str, ...]:
-    """The name of every option the writer accepts, in documentation order."""
-    return tuple(o.name for o in WRITER_OPTIONS)
-
-
-def options_table_markdown() -> str:
-    """``WRITER_OPTIONS`` as a Markdown table (option, default, meaning)."""
-    rows = ["| Option | Default | Meaning |", "| --- | --- | --- |"]
-    for o in WRITER_OPTIONS:
-        rows.append(f"| `{o.name}` | {o.default} | {o.meaning.replace('|', '&#124;')} |")
-    return "\n".join(rows)
 
 
 _CANONICAL = {name.lower(): name for name in writer_option_names()}
@@ -433,38 +239,9 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
             "option out and use a 'topic' column"
         )
 
-    idempotence = opts.boolean("kafka.enable.idempotence", True)
-    acks = _acks(opts)
-    if idempotence and acks != ACKS_ALL:
-        raise ConfigError(
-            f"kafka.acks: Must set acks to all in order to use the idempotent producer. "
-            f"Otherwise we cannot guarantee idempotence. (kafka.acks={opts.get('kafka.acks')}"
-            f" needs kafka.enable.idempotence=false.)"
-        )
-    max_in_flight = opts.integer(
-        "kafka.max.in.flight.requests.per.connection", 5, maximum=INT32_MAX
-    )
-    if idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT:
-        raise ConfigError(
-            "kafka.max.in.flight.requests.per.connection: Must set "
-            "max.in.flight.requests.per.connection to at most 5 to use the idempotent "
-            f"producer (got {max_in_flight})."
-        )
-    retries = opts.integer("kafka.retries", INT32_MAX, minimum=0, maximum=INT32_MAX)
-    if idempotence and retries == 0:
-        raise ConfigError(
-            "kafka.retries: Must set retries to non-zero when using the idempotent producer."
-        )
-
+    idempotence, acks, max_in_flight, retries = _idempotence(opts)
     request_timeout = connection.request_timeout_ms
-    linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=INT32_MAX)
-    delivery_timeout = opts.integer("kafka.delivery.timeout.ms", 120_000, maximum=INT32_MAX)
-    if delivery_timeout < linger + request_timeout:
-        raise ConfigError(
-            f"kafka.delivery.timeout.ms: delivery.timeout.ms should be equal to or larger "
-            f"than linger.ms + request.timeout.ms ({delivery_timeout} < {linger} + "
-            f"{request_timeout})"
-        )
+    linger, delivery_timeout = _delivery(opts, request_timeout)
     batch_size = opts.integer("kafka.batch.size", 1_048_576, minimum=0, maximum=INT32_MAX)
     max_request_size = opts.integer("kafka.max.request.size", 1_048_576, maximum=INT32_MAX)
     buffer_memory = opts.integer("kafka.buffer.memory", 33_554_432, maximum=2**62)
@@ -507,6 +284,48 @@ def parse_writer_options(options: Mapping[str, Any]) -> WriterOptions:
         formats=parse_writer_formats(opts, topic),
         dead_letter_topic=_dead_letter_topic(opts, topic),
     )
+
+
+def _idempotence(opts: OptionMap) -> tuple[bool, int, int, int]:
+    """``(enable.idempotence, acks, max.in.flight.requests.per.connection, retries)``,
+    checked together as Kafka's producer checks them."""
+    idempotence = opts.boolean("kafka.enable.idempotence", True)
+    acks = _acks(opts)
+    if idempotence and acks != ACKS_ALL:
+        raise ConfigError(
+            f"kafka.acks: Must set acks to all in order to use the idempotent producer. "
+            f"Otherwise we cannot guarantee idempotence. (kafka.acks={opts.get('kafka.acks')}"
+            f" needs kafka.enable.idempotence=false.)"
+        )
+    max_in_flight = opts.integer(
+        "kafka.max.in.flight.requests.per.connection", 5, maximum=INT32_MAX
+    )
+    if idempotence and max_in_flight > MAX_IN_FLIGHT_IDEMPOTENT:
+        raise ConfigError(
+            "kafka.max.in.flight.requests.per.connection: Must set "
+            "max.in.flight.requests.per.connection to at most 5 to use the idempotent "
+            f"producer (got {max_in_flight})."
+        )
+    retries = opts.integer("kafka.retries", INT32_MAX, minimum=0, maximum=INT32_MAX)
+    if idempotence and retries == 0:
+        raise ConfigError(
+            "kafka.retries: Must set retries to non-zero when using the idempotent producer."
+        )
+    return idempotence, acks, max_in_flight, retries
+
+
+def _delivery(opts: OptionMap, request_timeout: int) -> tuple[int, int]:
+    """``(linger.ms, delivery.timeout.ms)``, the second at least the first plus
+    ``request.timeout.ms`` as Kafka's producer requires."""
+    linger = opts.integer("kafka.linger.ms", 5, minimum=0, maximum=INT32_MAX)
+    delivery_timeout = opts.integer("kafka.delivery.timeout.ms", 120_000, maximum=INT32_MAX)
+    if delivery_timeout < linger + request_timeout:
+        raise ConfigError(
+            f"kafka.delivery.timeout.ms: delivery.timeout.ms should be equal to or larger "
+            f"than linger.ms + request.timeout.ms ({delivery_timeout} < {linger} + "
+            f"{request_timeout})"
+        )
+    return linger, delivery_timeout
 
 
 def _dead_letter_topic(opts: OptionMap, topic: str | None) -> str | None:

@@ -10,7 +10,7 @@ Each table sits between two marker comments in docs/options.md::
     <!-- END reader-options -->
 
 and is rendered by ``options_table_markdown()`` of the module that owns the options
-(``kafka_source.option_table`` for the reader, ``kafka_sink.options`` for the writer). Edit
+(``kafka_source.option_table`` for the reader, ``kafka_sink.option_table`` for the writer). Edit
 the option lists there, never the tables in docs/options.md.
 """
 
@@ -25,7 +25,10 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "options.md")
 #: marker name -> module whose ``options_table_markdown()`` renders the table
-TABLES = {"reader-options": "kafka_source.option_table", "writer-options": "kafka_sink.options"}
+TABLES = {
+    "reader-options": "kafka_source.option_table",
+    "writer-options": "kafka_sink.option_table",
+}
 
 
 def _block(name: str) -> re.Pattern:

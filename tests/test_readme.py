@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from kafka_sink.options import writer_option_names
+from kafka_sink.option_table import writer_option_names
 from kafka_source.option_table import reader_option_names
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

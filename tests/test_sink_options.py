@@ -7,9 +7,10 @@ import pickle
 
 import pytest
 
-from kafka_sink import options as sink_options
+from kafka_sink import option_table as sink_options
 from kafka_common import option_map
-from kafka_sink.options import WRITER_OPTIONS, parse_writer_options, writer_option_names
+from kafka_sink.option_table import WRITER_OPTIONS, writer_option_names
+from kafka_sink.options import parse_writer_options
 from protocol.errors import ConfigError
 
 BOOT = {"kafka.bootstrap.servers": "localhost:9092"}

@@ -14,7 +14,8 @@ from kafka_common.value_formats import (
     writer_refuses,
 )
 from kafka_common.value_formats.option_table import READER_ONLY, Doc
-from kafka_sink.options import WRITER_OPTIONS, parse_writer_options
+from kafka_sink.option_table import WRITER_OPTIONS
+from kafka_sink.options import parse_writer_options
 from kafka_source.option_table import READER_OPTIONS
 from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError
