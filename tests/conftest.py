@@ -77,6 +77,21 @@ def kafka_clusters():
         clusters.stop_all()
 
 
+@pytest.fixture(scope="module")
+def versioned_kafka(request, kafka_clusters):
+    """The Apache Kafka of ``request.param`` = ``(version, transaction.version or None)``,
+    given by a module's indirect parametrization and shared by that module's tests; the
+    newest pinned version with its default transaction.version is the session's ``kafka``."""
+    from kafka_testbed import NEWEST_KAFKA
+
+    version, tv = request.param
+    if (version, tv) == (NEWEST_KAFKA, None):
+        return request.getfixturevalue("kafka")
+    return kafka_clusters.get(
+        version=version, **({} if tv is None else {"transaction_version": tv})
+    )
+
+
 @pytest.fixture(scope="session")
 def proxied_kafka():
     """``(proxy, cluster)``: a 1-node Apache Kafka (the newest) that clients reach through

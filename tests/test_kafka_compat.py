@@ -24,7 +24,7 @@ import uuid
 import confluent_kafka
 import pytest
 
-from kafka_testbed import KAFKA_VERSIONS, NEWEST_KAFKA
+from kafka_testbed import KAFKA_VERSIONS
 
 from .broker_setup import create_topic
 from .txn_referee import (
@@ -53,23 +53,11 @@ def _kind_id(kind) -> str:
 
 
 def on(kinds):
-    """Parametrize a test's ``cluster`` over ``kinds``, at module scope: pytest groups the
+    """Parametrize a test's ``versioned_kafka`` over ``kinds``, at module scope: pytest groups the
     tests by the value of the kind, so each cluster serves all its tests before the next
     one is asked for."""
     return pytest.mark.parametrize(
-        "cluster", kinds, indirect=True, scope="module", ids=[_kind_id(k) for k in kinds]
-    )
-
-
-@pytest.fixture(scope="module")
-def cluster(request, kafka_clusters):
-    """The Apache Kafka cluster of one kind (``request.param``), shared by this module's
-    tests."""
-    version, tv = request.param
-    if (version, tv) == (NEWEST_KAFKA, None):
-        return request.getfixturevalue("kafka")
-    return kafka_clusters.get(
-        version=version, **({} if tv is None else {"transaction_version": tv})
+        "versioned_kafka", kinds, indirect=True, scope="module", ids=[_kind_id(k) for k in kinds]
     )
 
 
@@ -148,14 +136,14 @@ def _timestamped_records(n: int = 6) -> tuple[int, list[dict]]:
 
 
 @on(DEFAULT_KINDS)
-def test_read(spark, cluster, topic_name):
+def test_read(spark, versioned_kafka, topic_name):
     """spark.read returns what librdkafka wrote, field for field (a null key, headers,
     CreateTime timestamps)."""
-    create_topic(cluster, topic_name, 1)
+    create_topic(versioned_kafka, topic_name, 1)
     base, records = _timestamped_records()
-    _produce(cluster.bootstrap, topic_name, records)
+    _produce(versioned_kafka.bootstrap, topic_name, records)
     rows = (
-        _read(spark, cluster.bootstrap, topic_name, includeHeaders="true")
+        _read(spark, versioned_kafka.bootstrap, topic_name, includeHeaders="true")
         .selectExpr(
             "offset",
             "CAST(key AS STRING) AS k",
@@ -176,16 +164,16 @@ def test_read(spark, cluster, topic_name):
 
 
 @on(DEFAULT_KINDS)
-def test_starting_timestamp(spark, cluster, topic_name):
+def test_starting_timestamp(spark, versioned_kafka, topic_name):
     """startingTimestamp starts at the first record at or after that time (ListOffsets
     by timestamp); endingTimestamp ends before the first one at or after its time."""
-    create_topic(cluster, topic_name, 1)
+    create_topic(versioned_kafka, topic_name, 1)
     base, records = _timestamped_records()
-    _produce(cluster.bootstrap, topic_name, records)
+    _produce(versioned_kafka.bootstrap, topic_name, records)
     rows = (
         _read(
             spark,
-            cluster.bootstrap,
+            versioned_kafka.bootstrap,
             topic_name,
             startingTimestamp=str(base + 2500),
             endingTimestamp=str(base + 5000),
@@ -197,9 +185,9 @@ def test_starting_timestamp(spark, cluster, topic_name):
 
 
 @on(DEFAULT_KINDS)
-def test_write(spark, cluster, topic_name):
+def test_write(spark, versioned_kafka, topic_name):
     """df.write (a partition column, a null key, headers) is what librdkafka reads."""
-    create_topic(cluster, topic_name, 2)
+    create_topic(versioned_kafka, topic_name, 2)
     rows = [
         (None if i == 2 else f"k{i}", f"v{i}", i % 2, [("i", str(i).encode())]) for i in range(6)
     ]
@@ -210,7 +198,7 @@ def test_write(spark, cluster, topic_name):
             "headers array<struct<key: string, value: binary>>",
         )
         .write.format("pykafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("kafka.bootstrap.servers", versioned_kafka.bootstrap)
         .option("topic", topic_name)
         .mode("append")
         .save()
@@ -222,51 +210,54 @@ def test_write(spark, cluster, topic_name):
             m.partition(),
             [(k, v) for k, v in m.headers()],
         )
-        for m in _consume(cluster.bootstrap, topic_name, 2, len(rows))
+        for m in _consume(versioned_kafka.bootstrap, topic_name, 2, len(rows))
     ]
     assert sorted(got, key=lambda r: r[1]) == rows
 
 
 @on(ALL_KINDS)
-def test_exactly_once_batch_write(spark, cluster, topic_name):
+def test_exactly_once_batch_write(spark, versioned_kafka, topic_name):
     """An exactlyOnce batch write: every row once for librdkafka's read_committed
     consumer and by Kafka's rule on the log, no transaction left open."""
-    create_topic(cluster, topic_name, 2)
+    create_topic(versioned_kafka, topic_name, 2)
     values = [f"v{i}" for i in range(8)]
     (
         spark.createDataFrame([(v,) for v in values], "value string")
         .repartition(2)
         .write.format("pykafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("kafka.bootstrap.servers", versioned_kafka.bootstrap)
         .option("topic", topic_name)
         .option("exactlyOnce", "true")
         .option("transactionalIdPrefix", f"compat-{uuid.uuid4().hex[:8]}")
         .mode("append")
         .save()
     )
-    assert stable_offsets_behind(cluster.bootstrap, topic_name, 2) == []
-    assert sorted(committed_values(cluster.bootstrap, topic_name, 2)) == values
-    assert open_transactions(cluster.bootstrap, topic_name, 2) == []
-    assert sorted(librdkafka_read_committed(cluster.bootstrap, topic_name, 2, idle_s=1.0)) == values
+    assert stable_offsets_behind(versioned_kafka.bootstrap, topic_name, 2) == []
+    assert sorted(committed_values(versioned_kafka.bootstrap, topic_name, 2)) == values
+    assert open_transactions(versioned_kafka.bootstrap, topic_name, 2) == []
+    assert (
+        sorted(librdkafka_read_committed(versioned_kafka.bootstrap, topic_name, 2, idle_s=1.0))
+        == values
+    )
 
 
 @on(ALL_KINDS)
-def test_exactly_once_stream_and_its_group_offsets(spark, cluster, topic_name, tmp_path):
+def test_exactly_once_stream_and_its_group_offsets(spark, versioned_kafka, topic_name, tmp_path):
     """An exactlyOnce stream, topic to topic, in two micro-batches (maxOffsetsPerTrigger)
     with commitOffsetsToGroup: every source row once in the target for read_committed
     readers, and the group's committed offsets (read by librdkafka) at the end of the
     source."""
     source, target, group = f"{topic_name}-src", f"{topic_name}-dst", f"g-{topic_name}"
-    create_topic(cluster, source, 2)
-    create_topic(cluster, target, 2)
+    create_topic(versioned_kafka, source, 2)
+    create_topic(versioned_kafka, target, 2)
     _produce(
-        cluster.bootstrap,
+        versioned_kafka.bootstrap,
         source,
         [{"partition": p, "value": f"r-{p}-{i}"} for p in (0, 1) for i in range(5)],
     )
     query = (
         spark.readStream.format("pykafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("kafka.bootstrap.servers", versioned_kafka.bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", "6")
@@ -274,7 +265,7 @@ def test_exactly_once_stream_and_its_group_offsets(spark, cluster, topic_name, t
         .load()
         .selectExpr("key", "value")
         .writeStream.format("pykafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap)
+        .option("kafka.bootstrap.servers", versioned_kafka.bootstrap)
         .option("topic", target)
         .option("exactlyOnce", "true")
         .option("checkpointLocation", str(tmp_path / "ck"))
@@ -288,8 +279,11 @@ def test_exactly_once_stream_and_its_group_offsets(spark, cluster, topic_name, t
     assert query.exception() is None
     assert len([p for p in query.recentProgress if p.numInputRows]) == 2
     expected = sorted(f"r-{p}-{i}" for p in (0, 1) for i in range(5))
-    assert stable_offsets_behind(cluster.bootstrap, target, 2) == []
-    assert sorted(committed_values(cluster.bootstrap, target, 2)) == expected
-    assert open_transactions(cluster.bootstrap, target, 2) == []
-    assert sorted(librdkafka_read_committed(cluster.bootstrap, target, 2, idle_s=1.0)) == expected
-    assert _group_offsets(cluster.bootstrap, group, source, 2) == {0: 5, 1: 5}
+    assert stable_offsets_behind(versioned_kafka.bootstrap, target, 2) == []
+    assert sorted(committed_values(versioned_kafka.bootstrap, target, 2)) == expected
+    assert open_transactions(versioned_kafka.bootstrap, target, 2) == []
+    assert (
+        sorted(librdkafka_read_committed(versioned_kafka.bootstrap, target, 2, idle_s=1.0))
+        == expected
+    )
+    assert _group_offsets(versioned_kafka.bootstrap, group, source, 2) == {0: 5, 1: 5}

@@ -68,6 +68,13 @@ CLUSTERS = {
 }
 
 
+#: Each test that takes ``versioned_kafka`` runs on each of ``CLUSTERS``, one cluster at a
+#: time (module scope: pytest groups the tests by cluster).
+on_each_cluster = pytest.mark.parametrize(
+    "versioned_kafka", list(CLUSTERS.values()), ids=list(CLUSTERS), indirect=True, scope="module"
+)
+
+
 class WireLog:
     """Every response the client decodes while installed: ``(api name, version,
     body)``, the version being the one its request went out at."""
@@ -137,18 +144,9 @@ def check_exchanges(wire: WireLog, broker: dict, caps: dict, apis: set[str]) -> 
         assert errors_in(wire.last(name)) == [], f"{name}: {wire.last(name)}"
 
 
-@pytest.fixture(params=list(CLUSTERS), scope="module")
-def cluster(request, kafka_clusters):
-    version, tv = CLUSTERS[request.param]
-    if request.param == "newest":
-        return request.getfixturevalue("kafka")
-    options = {} if tv is None else {"transaction_version": tv}
-    return kafka_clusters.get(version=version, **options)
-
-
-def _write_options(cluster, topic: str, **extra):
+def _write_options(versioned_kafka, topic: str, **extra):
     return parse_writer_options(
-        {"kafka.bootstrap.servers": cluster.bootstrap, "topic": topic, **extra}
+        {"kafka.bootstrap.servers": versioned_kafka.bootstrap, "topic": topic, **extra}
     )
 
 
@@ -168,15 +166,18 @@ KEY_VALUE_PLAN = dict(
 )
 
 
-def test_admin_reading_and_group_requests(cluster, monkeypatch):
+@on_each_cluster
+def test_admin_reading_and_group_requests(versioned_kafka, monkeypatch):
     """CreateTopics, Metadata, Produce (topic ids known), ListOffsets, Fetch (ids known),
     FindCoordinator, OffsetCommit, OffsetFetch, DeleteRecords and DeleteTopics through
     KafkaClient's methods, each at its expected version and answered without error."""
-    broker = broker_ranges(cluster.bootstrap)
+    broker = broker_ranges(versioned_kafka.bootstrap)
     wire = WireLog(monkeypatch)
     topic, group = f"pv-{uuid.uuid4().hex[:10]}", f"pv-group-{uuid.uuid4().hex[:6]}"
     tp = (topic, 0)
-    with KafkaClient(bootstrap_servers=cluster.bootstrap, request_timeout_ms=15_000) as client:
+    with KafkaClient(
+        bootstrap_servers=versioned_kafka.bootstrap, request_timeout_ms=15_000
+    ) as client:
         client.create_topics({topic: 1})
         answer = client.produce(topic, 0, encode_batch(pa.array([b"k"]), pa.array([b"v"])))
         assert answer["error_code"] == 0 and answer["base_offset"] == 0
@@ -206,11 +207,12 @@ def test_admin_reading_and_group_requests(cluster, monkeypatch):
     )
 
 
-def test_requests_by_topic_name(cluster):
+@on_each_cluster
+def test_requests_by_topic_name(versioned_kafka):
     """Produce and Fetch name topics by id from v13: for a topic whose id is unknown the
     client stops at MAX_*_VERSION_BY_NAME, which the broker takes with names."""
     topic = f"pv-{uuid.uuid4().hex[:10]}"
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         client.create_topics({topic: 1})
         conn = client.connection(client.leader_for(topic, 0))
         version = conn.version_for(PRODUCE, MAX_PRODUCE_VERSION_BY_NAME)
@@ -268,17 +270,18 @@ def test_requests_by_topic_name(cluster):
         client.delete_topics([topic])
 
 
-def test_idempotent_producer_requests(cluster, monkeypatch):
+@on_each_cluster
+def test_idempotent_producer_requests(versioned_kafka, monkeypatch):
     """The idempotent producer of a write task: InitProducerId (capped) and Produce."""
-    broker = broker_ranges(cluster.bootstrap)
+    broker = broker_ranges(versioned_kafka.bootstrap)
     topic = f"pv-{uuid.uuid4().hex[:10]}"
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         client.create_topics({topic: 1})
     wire = WireLog(monkeypatch)
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         message = write_task(
             iter([_rows(5)]),
-            _write_options(cluster, topic),
+            _write_options(versioned_kafka, topic),
             WritePlan(topic_option=topic, **KEY_VALUE_PLAN),
             client=client,
         )
@@ -286,20 +289,21 @@ def test_idempotent_producer_requests(cluster, monkeypatch):
     check_exchanges(wire, broker, CAPS, {"InitProducerId", "Produce"})
 
 
-def test_exactly_once_requests(cluster, monkeypatch):
+@on_each_cluster
+def test_exactly_once_requests(versioned_kafka, monkeypatch):
     """A micro-batch written with exactlyOnce and committed by the driver: InitProducerId,
     AddPartitionsToTxn, transactional Produce, OffsetFetch (require_stable),
     AddOffsetsToTxn, TxnOffsetCommit and EndTxn, each at the version of the first
     transaction protocol, answered without error (also on transaction.version 2, where
     the broker would take the second protocol's versions, and on 3.9); and the
     ListTransactions that looks for leftovers to fence, at the highest common version."""
-    broker = broker_ranges(cluster.bootstrap)
+    broker = broker_ranges(versioned_kafka.bootstrap)
     topic, prefix = f"pv-{uuid.uuid4().hex[:10]}", f"pv-{uuid.uuid4().hex[:8]}"
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         client.create_topics({topic: 1})
-    options = _write_options(cluster, topic, exactlyOnce="true")
+    options = _write_options(versioned_kafka, topic, exactlyOnce="true")
     wire = WireLog(monkeypatch)
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         message = write_task(
             iter([_rows(5)]),
             options,
@@ -390,16 +394,17 @@ def test_the_capped_group_versions_are_refused_when_filled_from_names(kafka, api
         client.delete_topics([topic])
 
 
-def test_every_version_the_client_picks_is_one_the_broker_accepts(cluster):
+@on_each_cluster
+def test_every_version_the_client_picks_is_one_the_broker_accepts(versioned_kafka):
     """Each request of tests/test_kafka_versions.py's SENDS, at the version the client
     picks against this broker's ApiVersions, is inside the range the broker advertised;
     against Kafka 4.x (Fetch from v4: KIP-896) it is also one Kafka 4.x's message
     definitions accept there (not a removed version, not TxnOffsetCommit v5 in a
     transaction), and Produce is advertised from v0 (KAFKA-18659)."""
-    with KafkaClient(bootstrap_servers=cluster.bootstrap) as client:
+    with KafkaClient(bootstrap_servers=versioned_kafka.bootstrap) as client:
         conn = client.connection(min(client.metadata().brokers))
         kafka4 = conn.api_versions[FETCH.key][0] >= 4
-        assert kafka4 == (cluster.major >= 4)
+        assert kafka4 == (versioned_kafka.major >= 4)
         for api, cap, in_txn, where in SENDS:
             version = conn.version_for(api, cap)
             lo, hi = conn.api_versions[api.key]

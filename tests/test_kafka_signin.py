@@ -83,25 +83,15 @@ WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
-# ---- the cluster (tests/signin_cluster.py), as this file calls it ---------------------------
-
-
-@pytest.fixture
-def cluster(signin_kafka):
-    return signin_kafka
-
-
-@pytest.fixture
-def issuer(signin_issuer):
-    return signin_issuer
+# ---- the cluster (tests/signin_cluster.py) -------------------------------------------------
 
 
 @pytest.fixture(autouse=True)
 def fresh_tokens(request, monkeypatch):
     """A clean token cache; the operator allows the issuer's token endpoint (tests that
     use it)."""
-    if "issuer" in request.fixturenames:
-        allow_urls(monkeypatch, request.getfixturevalue("issuer").token_endpoint)
+    if "signin_issuer" in request.fixturenames:
+        allow_urls(monkeypatch, request.getfixturevalue("signin_issuer").token_endpoint)
     TOKEN_CACHE.clear()
     yield
     TOKEN_CACHE.clear()
@@ -120,16 +110,16 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def token_signed_by_another_key(issuer) -> str:
+def token_signed_by_another_key(signin_issuer) -> str:
     """A token like the issuer's -- its ``kid``, ``iss``, claims -- signed by a key that is
     not in the JWKS: only the signature is wrong."""
     from cryptography.hazmat.primitives import hashes
     from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
     now = int(time.time())
-    header = {"alg": "RS256", "typ": "JWT", "kid": issuer.jwks[0]["kid"]}
+    header = {"alg": "RS256", "typ": "JWT", "kid": signin_issuer.jwks[0]["kid"]}
     claims = {
-        "iss": issuer.issuer,
+        "iss": signin_issuer.issuer,
         "sub": CLIENT,
         "scope": "kafka",
         "iat": now,
@@ -146,11 +136,11 @@ def token_signed_by_another_key(issuer) -> str:
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_password_mechanisms_sign_in_and_carry_data(cluster, topic_name, mechanism):
+def test_password_mechanisms_sign_in_and_carry_data(signin_kafka, topic_name, mechanism):
     """Each user of each mechanism signs in; the broker grants a 3 s session (so it did
     sign the user in on the SASL listener), and admin, Produce and Fetch work after it."""
     for user, password in SASL_USERS.items():
-        with client_for(sasl_options(cluster, mechanism, user, password)) as client:
+        with client_for(sasl_options(signin_kafka, mechanism, user, password)) as client:
             values = [f"{mechanism}-{user}-{i}".encode() for i in range(3)]
             assert round_trip(client, f"{topic_name}-{user}", values) == values
             conn = client.connection(client.leader_for(f"{topic_name}-{user}", 0))
@@ -158,13 +148,13 @@ def test_password_mechanisms_sign_in_and_carry_data(cluster, topic_name, mechani
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_wrong_password_is_refused_naming_the_mechanism_never_the_password(cluster, mechanism):
+def test_wrong_password_is_refused_naming_the_mechanism_never_the_password(signin_kafka, mechanism):
     with pytest.raises(AuthenticationError) as info:
-        with client_for(sasl_options(cluster, mechanism, password=WRONG_PASSWORD)) as client:
+        with client_for(sasl_options(signin_kafka, mechanism, password=WRONG_PASSWORD)) as client:
             client.refresh_metadata([])
     message = str(info.value)
     assert f"SASL {mechanism} authentication of user '{USER}' failed" in message
-    assert cluster.listener("SASL") in message
+    assert signin_kafka.listener("SASL") in message
     assert message.endswith(  # the broker's own words
         "Authentication failed: Invalid username or password"
         if mechanism == "PLAIN"
@@ -174,11 +164,11 @@ def test_wrong_password_is_refused_naming_the_mechanism_never_the_password(clust
     assert_no_secret(info.value, secrets=[WRONG_PASSWORD, PASSWORD])
 
 
-def test_mechanism_the_listener_lacks_is_refused_with_what_it_offers(cluster):
+def test_mechanism_the_listener_lacks_is_refused_with_what_it_offers(signin_kafka):
     """The OAUTH listener offers OAUTHBEARER only: SCRAM there is refused at the handshake."""
     options = {
-        **sasl_options(cluster, "SCRAM-SHA-512"),
-        "kafka.bootstrap.servers": cluster.listener("OAUTH"),
+        **sasl_options(signin_kafka, "SCRAM-SHA-512"),
+        "kafka.bootstrap.servers": signin_kafka.listener("OAUTH"),
     }
     with pytest.raises(
         AuthenticationError,
@@ -193,15 +183,15 @@ def test_mechanism_the_listener_lacks_is_refused_with_what_it_offers(cluster):
 # ---- 2. OAUTHBEARER --------------------------------------------------------------------------
 
 
-def test_unsecured_token_signs_in_at_the_unsecured_validator(cluster, topic_name):
-    with client_for(unsecured_token_options(cluster.listener("SASL"))) as client:
+def test_unsecured_token_signs_in_at_the_unsecured_validator(signin_kafka, topic_name):
+    with client_for(unsecured_token_options(signin_kafka.listener("SASL"))) as client:
         assert round_trip(client, topic_name, [b"unsecured"]) == [b"unsecured"]
 
 
-def test_issuer_token_signs_in_at_the_jwks_validator(cluster, issuer, topic_name):
+def test_issuer_token_signs_in_at_the_jwks_validator(signin_kafka, signin_issuer, topic_name):
     """The connector fetches a token from the issuer's endpoint, the broker checks its RS256
     signature against the issuer's JWKS; the session is limited to 3 s as configured."""
-    with client_for(issuer_token_options(cluster.listener("OAUTH"), issuer)) as client:
+    with client_for(issuer_token_options(signin_kafka.listener("OAUTH"), signin_issuer)) as client:
         assert round_trip(client, topic_name, [b"jwks-1", b"jwks-2"]) == [b"jwks-1", b"jwks-2"]
         conn = client.connection(client.leader_for(topic_name, 0))
         assert conn.session_lifetime_ms == REAUTH_MS
@@ -216,11 +206,11 @@ def test_issuer_token_signs_in_at_the_jwks_validator(cluster, issuer, topic_name
     ],
 )
 def test_tokens_the_validator_does_not_trust_are_refused(
-    cluster, issuer, tmp_path, listener, token, monkeypatch
+    signin_kafka, signin_issuer, tmp_path, listener, token, monkeypatch
 ):
-    bootstrap = cluster.listener(listener)
+    bootstrap = signin_kafka.listener(listener)
     if token == "signed-by-another-key":
-        (tmp_path / "token.jwt").write_text(token_signed_by_another_key(issuer))
+        (tmp_path / "token.jwt").write_text(token_signed_by_another_key(signin_issuer))
         allow_urls(monkeypatch, (tmp_path / "token.jwt").as_uri())
         options = oauth_options(
             bootstrap,
@@ -233,7 +223,7 @@ def test_tokens_the_validator_does_not_trust_are_refused(
     elif token == "unsigned":
         options = unsecured_token_options(bootstrap)
     else:
-        options = issuer_token_options(bootstrap, issuer)
+        options = issuer_token_options(bootstrap, signin_issuer)
     config = parse_reader_options({**options, "subscribe": "unused"}).client_config
     factory = config.sasl_mechanism_factory
     sent = TOKEN_CACHE.get(factory.source, factory.policy).value.reveal()  # what goes out
@@ -254,7 +244,7 @@ def test_tokens_the_validator_does_not_trust_are_refused(
 
 @pytest.mark.spark
 def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(
-    spark, cluster, issuer, signin_pki, topic_name
+    spark, signin_kafka, signin_issuer, signin_pki, topic_name
 ):
     """Over the SASL_SSL listener: df.write signed in with SCRAM-SHA-512 (the JVM-style JAAS
     line), then spark.read of the same records with an OIDC token the broker checks against
@@ -263,10 +253,10 @@ def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(
     tls = {
         "kafka.security.protocol": "SASL_SSL",
         "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
-        "kafka.bootstrap.servers": cluster.listener("SASL_SSL"),
+        "kafka.bootstrap.servers": signin_kafka.listener("SASL_SSL"),
     }
     scram = {
-        **sasl_options(cluster, "SCRAM-SHA-512"),
+        **sasl_options(signin_kafka, "SCRAM-SHA-512"),
         **tls,
         "kafka.sasl.jaas.config": (
             f'{SCRAM_MODULE} required username="{USER}" password="{PASSWORD}";'
@@ -287,10 +277,12 @@ def test_spark_writes_and_reads_over_tls_with_scram_and_an_oidc_token(
         .save()
     )
     # the operator's allow-list reaches Spark's Python workers as spark.executorEnv does
-    with spark_worker_env(spark, PYKAFKA_ALLOWED_URLS=issuer.token_endpoint):
+    with spark_worker_env(spark, PYKAFKA_ALLOWED_URLS=signin_issuer.token_endpoint):
         rows = (
             spark.read.format("pykafka")
-            .options(**{**issuer_token_options(cluster.listener("SASL_SSL"), issuer), **tls})
+            .options(
+                **{**issuer_token_options(signin_kafka.listener("SASL_SSL"), signin_issuer), **tls}
+            )
             .option("subscribe", topic_name)
             .load()
             .selectExpr("CAST(value AS STRING) AS v", "partition")
@@ -332,11 +324,11 @@ def sign_ins(monkeypatch) -> SignIns:
 BUSY_FOR_AT_MOST_S = 30
 
 
-def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_name, sign_ins):
+def test_connection_kept_busy_signs_in_again_on_the_same_socket(signin_kafka, topic_name, sign_ins):
     """Produce requests one after the other until the connection signed in again twice
     (each time before its session's end): the broker never closed it (the same socket
     served them all) and every record landed."""
-    with client_for(sasl_options(cluster, "SCRAM-SHA-256")) as client:
+    with client_for(sasl_options(signin_kafka, "SCRAM-SHA-256")) as client:
         client.create_topics({topic_name: 1})
         client.wait_for_topics([topic_name])
         conn = client.connection(client.leader_for(topic_name, 0))
@@ -355,13 +347,13 @@ def test_connection_kept_busy_signs_in_again_on_the_same_socket(cluster, topic_n
         assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): sent[0]}
 
 
-def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_name, sign_ins):
+def test_busy_producer_signs_in_again_with_requests_in_flight(signin_kafka, topic_name, sign_ins):
     """A task writes until its connection signed in again twice: it keeps Produce requests
     in flight all the time, so it signs in again with some in flight, and the broker never
     cuts the connection (then the producer would resend on a new one)."""
     options = parse_writer_options(
         {
-            **sasl_options(cluster, "SCRAM-SHA-512"),
+            **sasl_options(signin_kafka, "SCRAM-SHA-512"),
             "topic": topic_name,
             "kafka.batch.size": "16384",
             # little waits at the end: the task flushes no backlog
@@ -402,14 +394,14 @@ def test_busy_producer_signs_in_again_with_requests_in_flight(cluster, topic_nam
         assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): written[0]}
 
 
-def test_broker_closes_a_connection_that_does_not_sign_in_again(cluster, monkeypatch):
+def test_broker_closes_a_connection_that_does_not_sign_in_again(signin_kafka, monkeypatch):
     """The control: with renewal put off past the session's end, the broker closes the
     connection at the first request after 3 s -- what the two tests above would meet."""
     monkeypatch.setattr(connection_module, "SESSION_RENEW_AT", 10.0)
     config = parse_reader_options(
-        {**sasl_options(cluster, "PLAIN"), "subscribe": "unused"}
+        {**sasl_options(signin_kafka, "PLAIN"), "subscribe": "unused"}
     ).client_config
-    host, port = cluster.listener("SASL").split(":")
+    host, port = signin_kafka.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         began = time.monotonic()
 
@@ -422,14 +414,14 @@ def test_broker_closes_a_connection_that_does_not_sign_in_again(cluster, monkeyp
         assert time.monotonic() - began >= 0.9 * REAUTH_MS / 1000
 
 
-def test_connection_idle_past_its_session_end_is_replaced(cluster):
+def test_connection_idle_past_its_session_end_is_replaced(signin_kafka):
     """Idle beyond the session's end (a driver's client between micro-batches): the next
     request goes out on a new connection, signed in afresh, instead of meeting the
     broker's close."""
     config = parse_reader_options(
-        {**sasl_options(cluster, "SCRAM-SHA-512"), "subscribe": "unused"}
+        {**sasl_options(signin_kafka, "SCRAM-SHA-512"), "subscribe": "unused"}
     ).client_config
-    host, port = cluster.listener("SASL").split(":")
+    host, port = signin_kafka.listener("SASL").split(":")
     with BrokerConnection(host, int(port), config) as conn:
         sock = conn.wait_handle()
         time.sleep(REAUTH_MS / 1000 + 0.3)  # idle past the session's end: the case under test
@@ -445,11 +437,11 @@ def test_connection_idle_past_its_session_end_is_replaced(cluster):
 )
 @pytest.mark.parametrize("version", [OLDEST_KAFKA, MIDDLE_KAFKA])
 def test_sign_ins_on_older_kafka(
-    kafka_clusters, signin_cluster_options, signin_pki, issuer, topic_name, version, way
+    kafka_clusters, signin_cluster_options, signin_pki, signin_issuer, topic_name, version, way
 ):
     older = kafka_clusters.get(version=version, **signin_cluster_options)
     if way == "OAUTHBEARER-JWKS":
-        options = issuer_token_options(older.listener("OAUTH"), issuer)
+        options = issuer_token_options(older.listener("OAUTH"), signin_issuer)
     elif way == "mTLS":
         options = tls_options(older, signin_pki)
     elif way.startswith("SASL_SSL-"):

@@ -44,16 +44,6 @@ REFUSED_WITHIN_S = 10.0  # at once, not after the 30 s request timeout: a loaded
 PASSWORD = SASL_USERS["alice"]
 
 
-@pytest.fixture
-def cluster(signin_kafka):
-    return signin_kafka
-
-
-@pytest.fixture
-def pki(signin_pki):
-    return signin_pki
-
-
 def refusal(options: dict) -> PyKafkaError:
     """The error of signing in with ``options``, which must come within the bound."""
     started = time.monotonic()
@@ -68,53 +58,56 @@ def refusal(options: dict) -> PyKafkaError:
 # ---- what works ------------------------------------------------------------------------------
 
 
-def test_mutual_tls_carries_data(cluster, pki, topic_name):
+def test_mutual_tls_carries_data(signin_kafka, signin_pki, topic_name):
     """The broker's certificate is verified against the CA (host name included), the broker
     verifies ours."""
-    with client_for(tls_options(cluster, pki)) as client:
+    with client_for(tls_options(signin_kafka, signin_pki)) as client:
         assert round_trip(client, topic_name, [b"over-tls"]) == [b"over-tls"]
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_sasl_ssl_with_a_password_carries_data(cluster, pki, topic_name, mechanism):
+def test_sasl_ssl_with_a_password_carries_data(signin_kafka, signin_pki, topic_name, mechanism):
     """SASL over TLS, the shape of most managed Kafkas: no client certificate, the user
     signs in inside the TLS connection."""
-    with client_for(sasl_ssl_options(cluster, pki, mechanism)) as client:
+    with client_for(sasl_ssl_options(signin_kafka, signin_pki, mechanism)) as client:
         values = [mechanism.encode(), b"over-sasl-ssl"]
         assert round_trip(client, topic_name, values) == values
 
 
 def test_sasl_ssl_with_an_oidc_token_carries_data(
-    cluster, pki, signin_issuer, topic_name, monkeypatch
+    signin_kafka, signin_pki, signin_issuer, topic_name, monkeypatch
 ):
     """The client fetches a token from the issuer; Kafka's JWKS validator checks it, over
     TLS."""
     allow_urls(monkeypatch, signin_issuer.token_endpoint)
     options = {
-        **issuer_token_options(cluster.listener("SASL_SSL"), signin_issuer),
+        **issuer_token_options(signin_kafka.listener("SASL_SSL"), signin_issuer),
         "kafka.security.protocol": "SASL_SSL",
-        "kafka.ssl.cafile": str(pki / "ca.pem"),
+        "kafka.ssl.cafile": str(signin_pki / "ca.pem"),
     }
     with client_for(options) as client:
         assert round_trip(client, topic_name, [b"oidc-over-tls"]) == [b"oidc-over-tls"]
 
 
-def test_host_name_check_off_keeps_the_chain_check(cluster, pki, topic_name):
+def test_host_name_check_off_keeps_the_chain_check(signin_kafka, signin_pki, topic_name):
     """``kafka.ssl.endpoint.identification.algorithm=""`` takes the certificate that names
     another host, and still refuses one from an unknown CA."""
     options = {
-        **tls_options(cluster, pki, listener="WRONG_HOST", client_cert=None),
+        **tls_options(signin_kafka, signin_pki, listener="WRONG_HOST", client_cert=None),
         "kafka.ssl.endpoint.identification.algorithm": "",
     }
     with client_for(options) as client:
         assert round_trip(client, topic_name, [b"any-name"]) == [b"any-name"]
-    error = refusal({**options, "kafka.ssl.cafile": str(pki / "other-ca.pem")})
+    error = refusal({**options, "kafka.ssl.cafile": str(signin_pki / "other-ca.pem")})
     assert "certificate verify failed: unable to get local issuer certificate" in str(error)
 
 
-def test_verification_is_on_by_default(cluster):
+def test_verification_is_on_by_default(signin_kafka):
     """Neither check is off unless asked: the options' defaults keep both."""
-    options = {"kafka.bootstrap.servers": cluster.listener("SSL"), "kafka.security.protocol": "SSL"}
+    options = {
+        "kafka.bootstrap.servers": signin_kafka.listener("SSL"),
+        "kafka.security.protocol": "SSL",
+    }
     for config in (
         parse_reader_options({**options, "subscribe": "t"}).client_config,
         parse_writer_options({**options, "topic": "t"}).client_config,
@@ -122,11 +115,13 @@ def test_verification_is_on_by_default(cluster):
         assert config.ssl_verify and config.ssl_check_hostname
 
 
-def test_a_pooled_tls_client_keeps_its_connections_between_tasks(cluster, pki):
+def test_a_pooled_tls_client_keeps_its_connections_between_tasks(signin_kafka, signin_pki):
     """TLS 1.3 brokers send session tickets after the handshake: an idle TLS connection
     has bytes to read that are no data. The pool's check must not take them for a close
     (nor lose them): the connections stay, and serve the next checkout."""
-    config = parse_reader_options({**tls_options(cluster, pki), "subscribe": "t"}).client_config
+    config = parse_reader_options(
+        {**tls_options(signin_kafka, signin_pki), "subscribe": "t"}
+    ).client_config
     p = pool.ClientPool()
     try:
         with p.borrow(config) as lease:
@@ -150,27 +145,31 @@ def test_a_pooled_tls_client_keeps_its_connections_between_tasks(cluster, pki):
 # ---- the client refuses the broker -----------------------------------------------------------
 
 
-def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_the_ca_file(cluster, pki):
-    error = refusal(tls_options(cluster, pki, ca="other-ca.pem"))
+def test_a_broker_certificate_from_an_unknown_ca_is_refused_naming_the_ca_file(
+    signin_kafka, signin_pki
+):
+    error = refusal(tls_options(signin_kafka, signin_pki, ca="other-ca.pem"))
     message = str(error)
     assert isinstance(error, AuthenticationError)
-    assert f"TLS handshake with {cluster.listener('SSL')} failed" in message
+    assert f"TLS handshake with {signin_kafka.listener('SSL')} failed" in message
     assert "CERTIFICATE_VERIFY_FAILED" in message
-    assert f"not signed by a CA of kafka.ssl.cafile '{pki / 'other-ca.pem'}'" in message
+    assert f"not signed by a CA of kafka.ssl.cafile '{signin_pki / 'other-ca.pem'}'" in message
 
 
-def test_without_a_ca_file_the_error_says_which_option_takes_one(cluster, pki):
+def test_without_a_ca_file_the_error_says_which_option_takes_one(signin_kafka, signin_pki):
     """Only the system's CAs are trusted then; the error says which options take the
     broker's CA."""
-    error = refusal(tls_options(cluster, pki, ca=None))
+    error = refusal(tls_options(signin_kafka, signin_pki, ca=None))
     assert isinstance(error, AuthenticationError)
     assert "CERTIFICATE_VERIFY_FAILED" in str(error)
     assert "give the broker's CA with kafka.ssl.truststore.location" in str(error)
     assert "in PEM with kafka.ssl.cafile" in str(error)
 
 
-def test_a_broker_certificate_for_another_host_is_refused_naming_the_option(cluster, pki):
-    error = refusal(tls_options(cluster, pki, listener="WRONG_HOST", client_cert=None))
+def test_a_broker_certificate_for_another_host_is_refused_naming_the_option(
+    signin_kafka, signin_pki
+):
+    error = refusal(tls_options(signin_kafka, signin_pki, listener="WRONG_HOST", client_cert=None))
     message = str(error)
     assert isinstance(error, AuthenticationError)
     assert "IP address mismatch" in message
@@ -178,8 +177,8 @@ def test_a_broker_certificate_for_another_host_is_refused_naming_the_option(clus
     assert "set kafka.ssl.endpoint.identification.algorithm to an empty string" in message
 
 
-def test_an_expired_broker_certificate_is_refused(cluster, pki):
-    error = refusal(tls_options(cluster, pki, listener="EXPIRED", client_cert=None))
+def test_an_expired_broker_certificate_is_refused(signin_kafka, signin_pki):
+    error = refusal(tls_options(signin_kafka, signin_pki, listener="EXPIRED", client_cert=None))
     message = str(error)
     assert isinstance(error, AuthenticationError)
     assert "certificate verify failed: certificate has expired" in message
@@ -197,23 +196,28 @@ def test_an_expired_broker_certificate_is_refused(cluster, pki):
         ("expired-client", "SSLV3_ALERT_CERTIFICATE_UNKNOWN"),  # Kafka says no more than that
     ],
 )
-def test_a_client_certificate_the_broker_does_not_take_is_refused(cluster, pki, client_cert, alert):
+def test_a_client_certificate_the_broker_does_not_take_is_refused(
+    signin_kafka, signin_pki, client_cert, alert
+):
     """With TLS 1.3 the broker checks the client's certificate after the client's side of
     the handshake: the refusal is an alert in place of the first answer. It is an
     AuthenticationError naming the options, not a broken connection (which readers and
     writers retry until their timeouts)."""
-    error = refusal(tls_options(cluster, pki, client_cert=client_cert))
+    error = refusal(tls_options(signin_kafka, signin_pki, client_cert=client_cert))
     message = str(error)
     assert isinstance(error, AuthenticationError)
-    assert f"TLS with {cluster.listener('SSL')}: the broker ended the connection" in message
+    assert f"TLS with {signin_kafka.listener('SSL')}: the broker ended the connection" in message
     assert f"with {alert};" in message
     assert "missing, untrusted or expired" in message and "kafka.ssl.certfile" in message
 
 
-def test_a_wrong_password_over_tls_is_refused_never_shown(cluster, pki):
+def test_a_wrong_password_over_tls_is_refused_never_shown(signin_kafka, signin_pki):
     wrong = "Wr0ng-over-tls"
     error = refusal(
-        {**sasl_ssl_options(cluster, pki, "SCRAM-SHA-256"), "kafka.sasl.password": wrong}
+        {
+            **sasl_ssl_options(signin_kafka, signin_pki, "SCRAM-SHA-256"),
+            "kafka.sasl.password": wrong,
+        }
     )
     assert isinstance(error, AuthenticationError)
     assert "SASL SCRAM-SHA-256 authentication of user 'alice' failed" in str(error)
@@ -227,12 +231,12 @@ def test_a_wrong_password_over_tls_is_refused_never_shown(cluster, pki):
     "listener,protocol", [("SSL", "PLAINTEXT"), ("SASL_SSL", "SASL_PLAINTEXT")]
 )
 def test_a_client_without_tls_at_a_tls_listener_is_told_to_use_tls(
-    cluster, pki, listener, protocol
+    signin_kafka, signin_pki, listener, protocol
 ):
     """Kafka answers the first request with a TLS alert record: not a frame of 352 MB."""
     options = {
-        **sasl_ssl_options(cluster, pki, "SCRAM-SHA-512"),
-        "kafka.bootstrap.servers": cluster.listener(listener),
+        **sasl_ssl_options(signin_kafka, signin_pki, "SCRAM-SHA-512"),
+        "kafka.bootstrap.servers": signin_kafka.listener(listener),
         "kafka.security.protocol": protocol,
     }
     if protocol == "PLAINTEXT":
@@ -241,21 +245,23 @@ def test_a_client_without_tls_at_a_tls_listener_is_told_to_use_tls(
     error = refusal(options)
     message = str(error)
     assert message.startswith(
-        f"{cluster.listener(listener)}: the broker answered with a TLS "
+        f"{signin_kafka.listener(listener)}: the broker answered with a TLS "
         "alert record, not a Kafka frame"
     )
     assert "set kafka.security.protocol to SSL (or SASL_SSL)" in message
     assert_no_secret(error, secrets=[PASSWORD])
 
 
-def test_a_tls_client_at_a_plaintext_listener_is_told_to_check_the_protocol(cluster, pki):
+def test_a_tls_client_at_a_plaintext_listener_is_told_to_check_the_protocol(
+    signin_kafka, signin_pki
+):
     error = refusal(
         {
-            **tls_options(cluster, pki, client_cert=None),
-            "kafka.bootstrap.servers": cluster.bootstrap,
+            **tls_options(signin_kafka, signin_pki, client_cert=None),
+            "kafka.bootstrap.servers": signin_kafka.bootstrap,
         }
     )
     message = str(error)
     assert isinstance(error, AuthenticationError)
-    assert f"TLS handshake with {cluster.bootstrap} failed" in message
+    assert f"TLS handshake with {signin_kafka.bootstrap} failed" in message
     assert "as a listener without TLS does: check that kafka.security.protocol" in message

@@ -110,7 +110,8 @@ def crowded(request):
 
 
 @pytest.fixture
-def proxy(crowded):
+def crowded_proxy(crowded):
+    """``crowded``'s proxies (one a node) as one, keeping the Metadata requests they pass."""
     proxy, _, _ = crowded
     proxy.reset()
     proxy.keep_requests(METADATA.key)
@@ -156,26 +157,26 @@ def _assert_only(asked, topic) -> None:
     assert [topic] in asked  # the refresh after the error asked for it
 
 
-def test_a_fetch_answered_not_leader_refreshes_the_query_topic_only(crowded, proxy):
+def test_a_fetch_answered_not_leader_refreshes_the_query_topic_only(crowded, crowded_proxy):
     _, _, topic = crowded
-    proxy.rewrite_response(FETCH.key, _not_leader(FETCH), count=1)
+    crowded_proxy.rewrite_response(FETCH.key, _not_leader(FETCH), count=1)
     options = parse_reader_options(
         {
-            "kafka.bootstrap.servers": proxy.address,
+            "kafka.bootstrap.servers": crowded_proxy.address,
             "subscribe": topic,
             "kafka.client.id": f"scope-{uuid.uuid4().hex[:8]}",
         }
     )  # a client of its own
     rows = pa.Table.from_batches(list(read_range(options, OffsetRange(topic, 0, 0, 50))))
-    assert rows.num_rows == 50 and proxy.stats["rewrites"] == 1
-    _assert_only(_asked_topics(proxy.kept), topic)
+    assert rows.num_rows == 50 and crowded_proxy.stats["rewrites"] == 1
+    _assert_only(_asked_topics(crowded_proxy.kept), topic)
 
 
-def test_list_offsets_answered_not_leader_refreshes_the_query_topic_only(crowded, proxy):
+def test_list_offsets_answered_not_leader_refreshes_the_query_topic_only(crowded, crowded_proxy):
     _, _, topic = crowded
-    proxy.rewrite_response(LIST_OFFSETS.key, _not_leader(LIST_OFFSETS), count=1)
-    with KafkaClient(bootstrap_servers=proxy.address) as client:
+    crowded_proxy.rewrite_response(LIST_OFFSETS.key, _not_leader(LIST_OFFSETS), count=1)
+    with KafkaClient(bootstrap_servers=crowded_proxy.address) as client:
         latest = client.list_offsets({(topic, 0): LATEST_TIMESTAMP})
-        assert latest[(topic, 0)][0] == 50 and proxy.stats["rewrites"] == 1
+        assert latest[(topic, 0)][0] == 50 and crowded_proxy.stats["rewrites"] == 1
         assert set(client.metadata().topics) == {topic}  # the cache holds what was asked
-    _assert_only(_asked_topics(proxy.kept), topic)
+    _assert_only(_asked_topics(crowded_proxy.kept), topic)

@@ -90,7 +90,8 @@ def wide(request):
 
 
 @pytest.fixture
-def proxy(wide):
+def wide_proxy(wide):
+    """The proxy in front of ``wide``'s broker, reset before and after the test."""
     proxy = wide[0]
     proxy.reset()
     yield proxy
@@ -107,12 +108,12 @@ def _options(proxy, topic: str, **more):
     }
 
 
-def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
+def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, wide_proxy):
     _, topic, partitions, brokers, _ = wide
-    reader = KafkaBatchReader(parse_reader_options(_options(proxy, topic)))
+    reader = KafkaBatchReader(parse_reader_options(_options(wide_proxy, topic)))
     planned = reader.partitions()
-    assert proxy.requests(METADATA.key) == 1
-    assert proxy.requests(LIST_OFFSETS.key) == 2 * brokers  # earliest, latest
+    assert wide_proxy.requests(METADATA.key) == 1
+    assert wide_proxy.requests(LIST_OFFSETS.key) == 2 * brokers  # earliest, latest
     ranges = [r for part in planned for r in part.ranges]
     assert sorted(r.partition for r in ranges) == list(range(partitions))
     assert {(r.start, r.end) for r in ranges} == {(0, PER_PARTITION)}
@@ -121,30 +122,32 @@ def test_planning_a_batch_read_asks_each_broker_once_per_end(wide, proxy):
     assert len(planned) == len(small_read_groups(range(partitions)))
 
 
-def test_planning_a_micro_batch_asks_each_broker_once(wide, proxy):
+def test_planning_a_micro_batch_asks_each_broker_once(wide, wide_proxy):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     _, topic, partitions, brokers, bootstrap = wide
     reader = KafkaStreamReader(
-        parse_reader_options(_options(proxy, topic, startingOffsets="earliest"), for_streaming=True)
+        parse_reader_options(
+            _options(wide_proxy, topic, startingOffsets="earliest"), for_streaming=True
+        )
     )
     try:
         start = reader.initialOffset()
         assert sum(start[topic].values()) == 0 and len(start[topic]) == partitions
         for batch in range(2):
-            proxy.reset()
+            wide_proxy.reset()
             end = reader.latestOffset(start, ReadAllAvailable())
             planned = reader.partitions(start, end)
-            assert proxy.requests(METADATA.key) == 1, f"micro-batch {batch}"
-            assert proxy.requests(LIST_OFFSETS.key) == brokers, f"micro-batch {batch}"
+            assert wide_proxy.requests(METADATA.key) == 1, f"micro-batch {batch}"
+            assert wide_proxy.requests(LIST_OFFSETS.key) == brokers, f"micro-batch {batch}"
             ranges = [r for part in planned for r in part.ranges]
             expected = partitions * PER_PARTITION if batch == 0 else 1
             assert sum(r.end - r.start for r in ranges) == expected, f"micro-batch {batch}"
             # the tasks, run here: a Fetch request per task and broker
-            proxy.reset()
+            wide_proxy.reset()
             rows = sum(b.num_rows for part in planned for b in reader.read(part))
             assert rows == expected, f"micro-batch {batch}"
-            assert proxy.requests(FETCH.key) == len(planned) * brokers, f"micro-batch {batch}"
+            assert wide_proxy.requests(FETCH.key) == len(planned) * brokers, f"micro-batch {batch}"
             # one more record, in the last partition, for the next micro-batch
             with KafkaClient(bootstrap_servers=bootstrap) as client:
                 answer = client.produce(
@@ -156,15 +159,15 @@ def test_planning_a_micro_batch_asks_each_broker_once(wide, proxy):
         reader.stop()
 
 
-def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, spark):
+def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, wide_proxy, spark):
     from pyspark.sql import functions as F
 
     _, topic, partitions, brokers, bootstrap = wide
     with KafkaClient(bootstrap_servers=bootstrap) as client:  # not through the proxy
         written = sum(client.latest_offsets([(topic, p) for p in range(partitions)]).values())
-    assert proxy.requests(LIST_OFFSETS.key) == 0
+    assert wide_proxy.requests(LIST_OFFSETS.key) == 0
     assert written <= ONE_TASK_RECORDS  # a small read: its tasks read many ranges each
-    df = spark.read.format("pykafka").options(**_options(proxy, topic)).load()
+    df = spark.read.format("pykafka").options(**_options(wide_proxy, topic)).load()
     rows, distinct = df.agg(F.count("*"), F.countDistinct("partition")).first()
     assert (rows, distinct) == (written, partitions)
     tasks = len(small_read_groups(range(partitions)))
@@ -172,7 +175,7 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     # every range's records come in its first answer: one Fetch per task and broker. On a
     # loaded machine a request that timed out is sent again and a failed task runs again:
     # twice that is allowed, far below one per partition (a task reads up to 1,000).
-    list_offsets, fetches = proxy.requests(LIST_OFFSETS.key), proxy.requests(FETCH.key)
+    list_offsets, fetches = wide_proxy.requests(LIST_OFFSETS.key), wide_proxy.requests(FETCH.key)
     print(
         f"{partitions} partitions, {tasks} tasks: {list_offsets} ListOffsets, "
         f"{fetches} Fetch requests"
@@ -181,7 +184,7 @@ def test_a_spark_read_looks_offsets_up_per_task_not_per_partition(wide, proxy, s
     assert fetches <= 2 * tasks * brokers
 
 
-def test_a_cut_first_fetch_costs_one_recovery_not_one_per_range(wide, proxy, caplog):
+def test_a_cut_first_fetch_costs_one_recovery_not_one_per_range(wide, wide_proxy, caplog):
     """A task's first Fetch for all its ranges, its connection cut when the answer comes:
     one recovery for the broker (a warning when the reading stalls and one when it goes
     on, one wait, one metadata refresh) and one Fetch more for the ranges still waiting,
@@ -189,20 +192,20 @@ def test_a_cut_first_fetch_costs_one_recovery_not_one_per_range(wide, proxy, cap
     import logging
 
     _, topic, partitions, brokers, _ = wide
-    reader = KafkaBatchReader(parse_reader_options(_options(proxy, topic)))
+    reader = KafkaBatchReader(parse_reader_options(_options(wide_proxy, topic)))
     planned = reader.partitions()
-    proxy.reset()
-    proxy.drop_after_request(FETCH.key, count=1)
+    wide_proxy.reset()
+    wide_proxy.drop_after_request(FETCH.key, count=1)
     with caplog.at_level(logging.WARNING, logger="pykafka"):
         table = pa.Table.from_batches([b for part in planned for b in reader.read(part)])
-    assert proxy.pending_drops(FETCH.key) == 0  # the answer was cut
+    assert wide_proxy.pending_drops(FETCH.key) == 0  # the answer was cut
     seen = sorted(zip(table.column("partition").to_pylist(), table.column("offset").to_pylist()))
     # what was planned (the micro-batch test may have added records to the last partition)
     ranges = sorted((r.partition, r.start, r.end) for part in planned for r in part.ranges)
     assert [r[0] for r in ranges] == list(range(partitions))
     assert seen == [(p, o) for p, start, end in ranges for o in range(start, end)]
     warned = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
-    metadata, fetches = proxy.requests(METADATA.key), proxy.requests(FETCH.key)
+    metadata, fetches = wide_proxy.requests(METADATA.key), wide_proxy.requests(FETCH.key)
     print(f"{len(warned)} warnings, {metadata} Metadata, {fetches} Fetch requests")
     assert len(warned) <= 2 * brokers, warned
     # one refresh per broker (and the read's own first lookup)
