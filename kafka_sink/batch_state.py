@@ -8,7 +8,7 @@ of and the rules that need no socket:
   id;
 - ``Batch`` (one encoded record batch and its fate), ``Partition`` (the unacknowledged
   batches of one partition, oldest first, and its sending state) and ``Request`` (one
-  Produce request in flight);
+  Produce request in flight), and ``SendState``, what the producer's parts share;
 - the Produce error codes grouped by what they mean for a batch (``REJECTED``, ``REFRESH``,
   ``FENCED``, ``DUPLICATE``, ``GAP``), ``first_uncertain`` and ``describe``.
 """
@@ -18,10 +18,14 @@ from __future__ import annotations
 import struct
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
 from protocol.client.retry import Attempts
+
+if TYPE_CHECKING:
+    from protocol.client.connection import BrokerConnection
 
 __all__ = [
     "SEQUENCE_MODULUS",
@@ -31,6 +35,7 @@ __all__ = [
     "Batch",
     "Partition",
     "Request",
+    "SendState",
     "REJECTED",
     "REFRESH",
     "FENCED",
@@ -84,8 +89,8 @@ class Batch:
     rejected: bool = False  # the last answer says the broker did not write it
     #: renumbered while in flight (``dead_letters``): its next answer is to its old sequence
     stale_send: bool = False
-    #: the sends of this batch (``kafka.retries``), a ``protocol.client.retry.Attempts``
-    tries: Attempts | None = None
+    #: the sends of this batch (``kafka.retries``)
+    tries: Attempts = field(kw_only=True)
     last_error: str | None = None
 
 
@@ -113,10 +118,31 @@ class Partition:
 @dataclass(eq=False)
 class Request:
     node: int
-    conn: object
+    conn: BrokerConnection
     cid: int
-    batches: list
+    batches: list[Batch]
     deadline: float
+
+
+@dataclass(eq=False)
+class SendState:
+    """What the parts of ``TaskProducer`` share: the partitions' queues, the requests in
+    flight per broker, what is buffered and what was delivered."""
+
+    partitions: dict[tuple[str, int], Partition] = field(default_factory=dict)
+    requests: dict[int, deque[Request]] = field(default_factory=dict)  # node -> oldest first
+    topic_ids: dict[str, object] = field(default_factory=dict)
+    buffered_bytes: int = 0  # bytes of batches appended and not yet acknowledged
+    #: (topic, partition) -> [records, bytes] acknowledged
+    stats: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    metadata_stale: bool = False  # the leaders must be looked up before the next send
+    #: a gap in a partition's sequence: a new producer id once no batch's fate is unknown
+    new_id_pending: bool = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether a batch is still unacknowledged."""
+        return any(p.queue for p in self.partitions.values())
 
 
 def first_uncertain(p: Partition) -> Batch | None:

@@ -71,7 +71,7 @@ def _timestamps(slices: list[Slice], counts: list[int]) -> np.ndarray | None:
     return np.concatenate(
         [
             np.full(c, now, dtype=np.int64)
-            if s.timestamp_ms is None
+            if s.timestamp_ms is None or s.timestamp_valid is None
             else np.where(s.timestamp_valid, s.timestamp_ms, now)
             for s, c in zip(slices, counts)
         ]

@@ -1,6 +1,6 @@
 """The writer's dead-letter topic (``deadLetterTopic``): records the broker refuses for
-themselves go there instead of failing the task (``TaskProducer`` mixes ``DeadLetters``
-in; its state lives there).
+themselves go there instead of failing the task (``TaskProducer`` holds a
+``DeadLetters``).
 
 The refusals that concern records, not the connection, the cluster or a grant
 (``RECORD_REFUSALS``): MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE (larger than the
@@ -35,6 +35,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from kafka_common.dead_letter import (
     OPTION,
@@ -46,7 +48,14 @@ from kafka_common.dead_letter import (
 )
 from protocol.records.batch import Record, build_batch, decode_batch
 
-from .batch_state import Batch, Partition, ProduceError, next_sequence, restamp
+from .batch_state import Batch, Partition, ProduceError, SendState, next_sequence, restamp
+
+if TYPE_CHECKING:
+    from protocol.client.retry import RetryPolicy
+    from protocol.errors import BrokerError
+
+    from .options import WriterOptions
+    from .producer_ids import ProducerIds
 
 __all__ = ["DeadLetters", "RECORD_REFUSALS"]
 
@@ -57,18 +66,39 @@ log = logging.getLogger("pykafka.sink")
 RECORD_REFUSALS = frozenset({10, 18, 32, 87})
 
 
-class DeadLetters:
-    """The dead-letter half of ``TaskProducer``."""
+#: ``TaskProducer.append``: queue a batch of ``count`` records built by ``build(producer_id,
+#: epoch, base_sequence)`` for a partition
+Append = Callable[[str, int, int, Callable[[int, int, int], bytes]], None]
 
-    dead_lettered = 0  # records this task wrote to the dead-letter topic
-    _dead_letter_counts: dict[str, int] | None = None  # the topic's partitions, looked up once
+
+class DeadLetters:
+    """The dead-letter topic of a ``TaskProducer``: takes refused batches apart and
+    queues their refused records for the dead-letter topic with ``append``."""
+
+    def __init__(
+        self,
+        state: SendState,
+        options: WriterOptions,
+        ids: ProducerIds,
+        append: Append,
+        partition_counts: Callable[[list[str]], dict[str, int]],
+        send_policy: RetryPolicy,
+    ):
+        self._state = state
+        self._options = options
+        self._ids = ids
+        self._append = append
+        self._partition_counts = partition_counts
+        self._send_policy = send_policy
+        self.dead_lettered = 0  # records this task wrote to the dead-letter topic
+        self._counts: dict[str, int] | None = None  # the topic's partitions, looked up once
 
     def takes_refusal(self, b: Batch, code: int) -> bool:
         """Whether a refusal ``code`` of ``b`` sends records to the dead-letter topic."""
-        topic = self.options.dead_letter_topic
+        topic = self._options.dead_letter_topic
         return bool(topic) and code in RECORD_REFUSALS and b.topic != topic
 
-    def dead_letter(self, p: Partition, b: Batch, error, part: dict) -> None:
+    def dead_letter(self, p: Partition, b: Batch, error: BrokerError, part: dict) -> None:
         """``b`` was refused for its records: the refused ones to the dead-letter topic,
         the rest sent again in its place."""
         _, records = decode_batch(b.data, topic=b.topic, partition=b.partition)
@@ -93,7 +123,7 @@ class DeadLetters:
             len(records),
             error.name,
             len(refused),
-            self.options.dead_letter_topic,
+            self._options.dead_letter_topic,
             len(records) - len(refused),
         )
 
@@ -101,7 +131,7 @@ class DeadLetters:
         """``b`` replaced in its partition's queue by a batch per group, and the batches
         from there on renumbered from ``b``'s sequence."""
         at = p.queue.index(b)
-        transactional = self.transactional_id is not None
+        transactional = self._ids.transactional_id is not None
         fresh = [
             Batch(
                 b.topic,
@@ -109,7 +139,7 @@ class DeadLetters:
                 build_batch(
                     [r._replace(offset=i) for i, r in enumerate(g)],
                     base_offset=0,
-                    compression=self.options.compression_type,
+                    compression=self._options.compression_type,
                     transactional=transactional,
                 ),
                 len(g),
@@ -121,11 +151,12 @@ class DeadLetters:
         del p.queue[at]
         for i, nb in enumerate(fresh):
             p.queue.insert(at + i, nb)
-        self.buffered_bytes += sum(len(nb.data) for nb in fresh) - len(b.data)
-        if self.idempotent or transactional:
+        self._state.buffered_bytes += sum(len(nb.data) for nb in fresh) - len(b.data)
+        if self._ids.idempotent or transactional:
+            ids = self._ids
             sequence = b.sequence
             for q in list(p.queue)[at:]:
-                q.data = restamp(q.data, self.producer_id, self.epoch, sequence)
+                q.data = restamp(q.data, ids.producer_id, ids.epoch, sequence)
                 q.stale_send = q.in_flight  # its answer is to its old sequence
                 q.sequence = sequence
                 sequence = next_sequence(sequence, q.count)
@@ -134,13 +165,20 @@ class DeadLetters:
         p.retry_at = time.monotonic()
 
     def to_dead_letter_topic(
-        self, source: str, source_partition: int, error_class: str, message: str, records
+        self,
+        source: str,
+        source_partition: int,
+        error_class: str,
+        message: str,
+        records: Sequence[Record],
     ) -> None:
         """``records`` (of topic ``source``, for its partition ``source_partition``) queued
         for the dead-letter topic with the context headers of ``error_class``/``message``."""
-        topic = self.options.dead_letter_topic
-        counts = self._dead_letter_counts or self.partition_counts([topic])
-        self._dead_letter_counts = counts
+        topic = self._options.dead_letter_topic
+        if not topic:  # pragma: no cover - callers check takes_refusal / the option first
+            raise ProduceError(f"{OPTION} is not set: records of topic {source!r} cannot go there")
+        counts = self._counts or self._partition_counts([topic])
+        self._counts = counts
         if topic not in counts:
             raise ProduceError(
                 f"{OPTION}={topic!r}: the dead-letter topic does not exist (records refused "
@@ -152,7 +190,7 @@ class DeadLetters:
             for i, r in enumerate(records)
         ]
         partition = dead_letter_partition(source_partition, counts[topic])
-        transactional = self.transactional_id is not None
+        transactional = self._ids.transactional_id is not None
 
         def build(producer_id: int, epoch: int, sequence: int) -> bytes:
             return dead_letter_batch(
@@ -163,10 +201,10 @@ class DeadLetters:
                 transactional=transactional,
             )
 
-        self.append(topic, partition, len(letters), build)
+        self._append(topic, partition, len(letters), build)
         self.dead_lettered += len(letters)
 
-    def refused_dead_letters(self, p: Partition, b: Batch, error) -> ProduceError:
+    def refused_dead_letters(self, p: Partition, b: Batch, error: BrokerError) -> ProduceError:
         """The error of a dead-letter batch ``b`` that the dead-letter topic refused too:
         it names both topics."""
         _, records = decode_batch(b.data, topic=b.topic, partition=b.partition)

@@ -73,7 +73,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from kafka_common.retries import ATTEMPTS
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
@@ -81,6 +81,7 @@ from protocol.client.cluster import MAX_PRODUCE_VERSION_BY_NAME, KafkaClient
 from protocol.client.connection import wait_readable
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.primitives import ZERO_UUID
+from protocol.records.batch import Record
 from protocol.client.retry import Attempts, RetryPolicy, pause_until
 from protocol.client.transactions import MAX_TXN_PRODUCE_VERSION
 
@@ -90,6 +91,7 @@ from .batch_state import (
     Partition,
     ProduceError,
     Request,
+    SendState,
     first_uncertain,
     next_sequence,
 )
@@ -111,8 +113,13 @@ __all__ = [
 log = logging.getLogger("pykafka.sink")
 
 
-class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
-    """Delivers the record batches of one write task. Not thread-safe."""
+class TaskProducer:
+    """Delivers the record batches of one write task. Not thread-safe.
+
+    Its parts share a ``SendState`` (the partitions' queues, the requests in flight):
+    ``ids`` (``ProducerIds``) the producer id and epoch, ``dead_letters`` (``DeadLetters``)
+    the dead-letter topic, ``answers`` (``ProduceAnswers``) what each Produce answer
+    means; this class sends, receives and keeps the leaders known."""
 
     def __init__(
         self,
@@ -124,36 +131,87 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
     ):
         self.options = options
         self.transactional_id = transactional_id
-        self._enlisted: set[tuple[str, int]] = set()
         self.client = client or KafkaClient(options.client_config)
         self._own_client = client is None
         self.idempotent = options.enable_idempotence
-        self.producer_id = -1
-        self.epoch = -1
-        self._partitions: dict[tuple[str, int], Partition] = {}
-        self._requests: dict[int, deque] = {}
-        self._topic_ids: dict[str, object] = {}
-        self._metadata_stale = False
+        self._state = SendState()
+        self._partitions = self._state.partitions
+        self._requests = self._state.requests
         self._metadata_retry_at = 0.0
         self._metadata_tries: Attempts | None = None  # refreshes in a row without leaders
         self.missing_lookup_ms = 0  # how long the last partition_counts took
-        self._new_id_pending = False
         self._started = False
-        self.buffered_bytes = 0
-        self.stats: dict[tuple[str, int], list[int]] = {}  # (topic, partition) -> [records, bytes]
-        self.producer_ids: list[int] = []
         # the waits before a partition's resends (retry.backoff.ms / .max.ms); how many
         # sends a batch gets: kafka.retries + 1 (delivery.timeout.ms bounds them too)
         self._resend_policy = RetryPolicy.for_client(options.client_config)
         self._send_policy = RetryPolicy(attempts=options.retries + 1)
-        # An identity an earlier task of this worker left (see "Producer ids that outlive
-        # a task"); taken on at the first append, so a task that writes nothing keeps it.
-        self._carried = (
-            identity
-            if identity is not None and self.idempotent and transactional_id is None
-            else None
+        self.ids = ProducerIds(self._state, options, self.client, transactional_id, identity)
+        self.dead_letters = DeadLetters(
+            self._state,
+            options,
+            self.ids,
+            self.append,
+            self.partition_counts,
+            self._send_policy,
         )
-        self._carried_sequences: dict[tuple[str, int], int] = {}
+        self.answers = ProduceAnswers(
+            self._state, options, self.ids, self.dead_letters, self._resend_policy
+        )
+
+    # ---- what the task reads --------------------------------------------------------------
+
+    @property
+    def producer_id(self) -> int:
+        return self.ids.producer_id
+
+    @property
+    def epoch(self) -> int:
+        return self.ids.epoch
+
+    @property
+    def producer_ids(self) -> list[int]:
+        """Every producer id this task used, in order."""
+        return self.ids.producer_ids
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes of batches appended and not yet acknowledged."""
+        return self._state.buffered_bytes
+
+    @property
+    def stats(self) -> dict[tuple[str, int], list[int]]:
+        """(topic, partition) -> [records, bytes] acknowledged."""
+        return self._state.stats
+
+    @property
+    def dead_lettered(self) -> int:
+        """Records this task wrote to the dead-letter topic."""
+        return self.dead_letters.dead_lettered
+
+    def producer_identity(self) -> tuple[int, int]:
+        """``(producer_id, epoch)`` for new batches (``ProducerIds.producer_identity``)."""
+        return self.ids.producer_identity()
+
+    def to_dead_letter_topic(
+        self,
+        source: str,
+        source_partition: int,
+        error_class: str,
+        message: str,
+        records: Sequence[Record],
+    ) -> None:
+        """Queue ``records`` for the dead-letter topic (``DeadLetters.to_dead_letter_topic``)."""
+        self.dead_letters.to_dead_letter_topic(
+            source, source_partition, error_class, message, records
+        )
+
+    def identity_to_keep(self) -> ProducerIdentity | None:
+        """The identity the next task may go on with (``ProducerIds.identity_to_keep``)."""
+        return self.ids.identity_to_keep()
+
+    def abort_transaction(self) -> bool:
+        """Abort this task's transaction (``ProducerIds.abort_transaction``)."""
+        return self.ids.abort_transaction()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -164,7 +222,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
     def __enter__(self) -> TaskProducer:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def start(self) -> None:
@@ -184,7 +242,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
 
     # ---- metadata -------------------------------------------------------------------------
 
-    def partition_counts(self, topics) -> dict[str, int]:
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """The number of partitions of each topic that exists; missing ones are left out.
         A topic not in the metadata is asked for ``ATTEMPTS`` times (Spark's
         ``fetchOffset.numRetries``, as the driver's check of the ``topic`` option and the
@@ -207,7 +265,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
                         request_error(info.error_code, "Metadata", topic=name), grant=WRITE_GRANT
                     )
                 if info is not None and not info.error_code and info.partitions:
-                    self._topic_ids[name] = info.topic_id
+                    self._state.topic_ids[name] = info.topic_id
                     found[name] = len(info.partitions)
             if len(found) < len(topics) and not answers.exhausted():
                 raise _TopicsMissing()
@@ -255,15 +313,15 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
                 if p.leader is None and p.queue and p.queue[0].last_error is None:
                     p.queue[0].last_error = f"no leader known: metadata refresh failed: {e}"
             return
-        self._metadata_stale = False
+        self._state.metadata_stale = False
         for p in self._partitions.values():
             info = meta.topics.get(p.topic)
             part = info.partitions.get(p.partition) if info is not None else None
             p.leader = part.leader if part is not None and part.leader >= 0 else None
             if info is not None:
-                self._topic_ids[p.topic] = info.topic_id
+                self._state.topic_ids[p.topic] = info.topic_id
         if any(p.leader is None for p in self._partitions.values() if p.queue):
-            self._metadata_stale = True
+            self._state.metadata_stale = True
             self._metadata_retry_at = now + self._metadata_backoff_s()
         else:
             self._metadata_tries = None
@@ -290,8 +348,8 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
             producer_id, epoch = self.producer_identity()
         if p is None:
             p = self._partitions[key] = Partition(topic, partition)
-            p.next_sequence = self._carried_sequences.pop(key, 0)
-            self._metadata_stale = True
+            p.next_sequence = self.ids.first_sequence(key)
+            self._state.metadata_stale = True
         if self.idempotent:
             sequence = p.next_sequence
             p.next_sequence = next_sequence(sequence, count)
@@ -308,13 +366,13 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
             tries=self._send_policy.start(f"sending to {key}"),
         )
         p.queue.append(b)
-        self.buffered_bytes += len(data)
+        self._state.buffered_bytes += len(data)
 
     # ---- the loop -------------------------------------------------------------------------
 
     @property
     def pending(self) -> bool:
-        return any(p.queue for p in self._partitions.values())
+        return self._state.pending
 
     def poll(self, timeout: float = 0.0) -> None:
         """Send what may be sent, then handle the answers that arrive within ``timeout``
@@ -322,10 +380,10 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
         if not self._started:
             return
         self._check_deadlines()
-        if self._metadata_stale:
+        if self._state.metadata_stale:
             self._refresh_leaders()
-        if self._new_id_pending:
-            self._maybe_new_producer_id()
+        if self._state.new_id_pending:
+            self.ids.maybe_new_producer_id()
         self._send_ready()
         self._receive(timeout)
 
@@ -370,7 +428,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
         ):
             return None
         b = p.queue[p.next_index]
-        if self._new_id_pending and b is not first_uncertain(p):
+        if self._state.new_id_pending and b is not first_uncertain(p):
             return None  # only batches of unknown fate may go before the new id
         if b.tries.exhausted():
             raise ProduceError(
@@ -392,21 +450,22 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
 
     def _send_ready(self) -> None:
         if self.transactional_id is not None:
-            self._enlist()
+            self.ids.enlist()
         while True:
             now = time.monotonic()
-            by_node: dict[int, list] = {}
+            by_node: dict[int, list[tuple[Partition, Batch]]] = {}
             for p in self._partitions.values():
                 if not p.queue:
                     continue
                 b = self._sendable(p, now)
-                if b is not None:
+                if b is not None and p.leader is not None:  # _sendable waits for a leader
                     by_node.setdefault(p.leader, []).append((p, b))
             sent_any = False
             for node, items in by_node.items():
                 if len(self._requests.get(node, ())) >= self.options.max_in_flight:
                     continue
-                request, size = [], 0
+                request: list[tuple[Partition, Batch]] = []
+                size = 0
                 for p, b in items:
                     if request and size + len(b.data) > self.options.max_request_size:
                         break
@@ -417,13 +476,13 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
             if not sent_any:
                 return
 
-    def _send_request(self, node: int, items: list) -> bool:
+    def _send_request(self, node: int, items: list[tuple[Partition, Batch]]) -> bool:
         from protocol.schemas import PRODUCE
 
         topics: dict[str, list] = {}
         for p, b in items:
             topics.setdefault(p.topic, []).append({"index": p.partition, "records": b.data})
-        ids = {t: self._topic_ids.get(t, ZERO_UUID) for t in topics}
+        ids = {t: self._state.topic_ids.get(t, ZERO_UUID) for t in topics}
         body = {
             "transactional_id": self.transactional_id,
             "acks": self.options.acks,
@@ -444,7 +503,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
         except (KafkaConnectionError, KafkaTimeoutError, ProtocolError) as e:
             self._connection_failed(node, e)
             for p, b in items:
-                self._retry(
+                self.answers.retry(
                     p, b, f"sending to broker {node} failed: {e}", rejected=False, refresh=True
                 )
             return False
@@ -454,7 +513,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
             p.next_index += 1
         if acks0:
             for p, b in items:
-                self._acked(p, b)
+                self.answers.acked(p, b)
             return True
         for p, b in items:
             b.in_flight = True
@@ -499,7 +558,7 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
                 self._connection_failed(node, e)
                 continue
             queue.popleft()
-            self._handle_response(request, response)
+            self.answers.handle_response(request, response)
 
     def _connection_failed(self, node: int, error: Exception) -> None:
         """Every request in flight on ``node``'s connection is lost: retry its batches."""
@@ -511,11 +570,11 @@ class TaskProducer(ProduceAnswers, ProducerIds, DeadLetters):
                 pass
             for b in request.batches:
                 p = self._partitions[(b.topic, b.partition)]
-                self._landed(p, b)
-                self._retry(
+                self.answers.landed(p, b)
+                self.answers.retry(
                     p, b, f"no answer from broker {node}: {error}", rejected=False, refresh=True
                 )
-        self._metadata_stale = True
+        self._state.metadata_stale = True
 
 
 class _TopicsMissing(Exception):

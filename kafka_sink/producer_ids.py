@@ -1,4 +1,4 @@
-"""The producer ids of a write task's producer (``TaskProducer`` mixes ``ProducerIds`` in):
+"""The producer ids of a write task's producer (``TaskProducer`` holds a ``ProducerIds``):
 fetched, carried over between tasks, renewed after a gap, and the transactional id's.
 
 Producer ids that outlive a task
@@ -58,13 +58,19 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from protocol.authorization import CLUSTER, refine, request_error
 from protocol.errors import BrokerError, KafkaConnectionError, UnsupportedVersionError
 from protocol.client.transactions import MAX_INIT_PRODUCER_ID_VERSION
 
-from .batch_state import ProduceError, first_uncertain, next_sequence, restamp
+from .batch_state import ProduceError, SendState, first_uncertain, next_sequence, restamp
 from .txn_errors import transaction_hint
+
+if TYPE_CHECKING:
+    from protocol.client.cluster import KafkaClient
+
+    from .options import WriterOptions
 
 __all__ = ["ProducerIdentity", "ProducerIds", "IDENTITY_STATE_KEY"]
 
@@ -82,7 +88,8 @@ class ProducerIdentity:
 
     producer_id: int
     epoch: int
-    sequences: dict = field(default_factory=dict)  # (topic, partition) -> next sequence
+    #: (topic, partition) -> next sequence
+    sequences: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         return (
@@ -92,19 +99,58 @@ class ProducerIdentity:
 
 
 class ProducerIds:
-    """The producer-id half of ``TaskProducer`` (its state lives there)."""
+    """The producer id and epoch of a ``TaskProducer``: fetched on first use or carried
+    over from an earlier task, renewed after a gap, and the transaction's (partitions
+    enlisted, aborted when the task fails)."""
+
+    def __init__(
+        self,
+        state: SendState,
+        options: WriterOptions,
+        client: KafkaClient,
+        transactional_id: str | None,
+        carried: ProducerIdentity | None,
+    ):
+        self._state = state
+        self._options = options
+        self._client = client
+        self.transactional_id = transactional_id
+        self.idempotent = options.enable_idempotence
+        self.producer_id = -1
+        self.epoch = -1
+        self.producer_ids: list[int] = []  # every producer id this task used, in order
+        self._enlisted: set[tuple[str, int]] = set()
+        # An identity an earlier task of this worker left (see "Producer ids that outlive
+        # a task"); taken on at the first append, so a task that writes nothing keeps it.
+        self._carried = (
+            carried
+            if carried is not None and self.idempotent and transactional_id is None
+            else None
+        )
+        self._carried_sequences: dict[tuple[str, int], int] = {}
+
+    def first_sequence(self, key: tuple[str, int]) -> int:
+        """The sequence of the first batch of partition ``key`` in this task: where a
+        carried identity left it, else 0."""
+        return self._carried_sequences.pop(key, 0)
 
     # ---- producer id ----------------------------------------------------------------------
+
+    def _transactional_id(self) -> str:
+        if self.transactional_id is None:  # pragma: no cover - callers check first
+            raise ValueError("not a transactional producer")
+        return self.transactional_id
 
     def _init_transactional_id(self) -> None:
         from protocol.client import transactions
 
+        tid = self._transactional_id()
         try:
             self.producer_id, self.epoch = transactions.init_producer_id(
-                self.client,
-                self.transactional_id,
-                self.options.transaction_timeout_ms,
-                timeout_ms=self.options.delivery_timeout_ms,
+                self._client,
+                tid,
+                self._options.transaction_timeout_ms,
+                timeout_ms=self._options.delivery_timeout_ms,
             )
         except UnsupportedVersionError as e:
             raise ProduceError(
@@ -113,35 +159,35 @@ class ProducerIds:
             ) from e
         except BrokerError as e:
             raise ProduceError(
-                transaction_hint(e, self.transactional_id, self.options.transactional_id_prefix)
+                transaction_hint(e, tid, self._options.transactional_id_prefix)
             ) from e
         self.producer_ids.append(self.producer_id)
-        log.debug(
-            "transactional id %s: producer id %d epoch %d",
-            self.transactional_id,
-            self.producer_id,
-            self.epoch,
-        )
+        log.debug("transactional id %s: producer id %d epoch %d", tid, self.producer_id, self.epoch)
 
-    def _enlist(self) -> None:
+    def enlist(self) -> None:
         """AddPartitionsToTxn for the partitions about to get their first batch."""
         from protocol.client import transactions
 
-        new = [key for key, p in self._partitions.items() if p.queue and key not in self._enlisted]
+        new = [
+            key
+            for key, p in self._state.partitions.items()
+            if p.queue and key not in self._enlisted
+        ]
         if not new:
             return
+        tid = self._transactional_id()
         try:
             transactions.add_partitions(
-                self.client,
-                self.transactional_id,
+                self._client,
+                tid,
                 self.producer_id,
                 self.epoch,
                 new,
-                timeout_ms=self.options.delivery_timeout_ms,
+                timeout_ms=self._options.delivery_timeout_ms,
             )
         except BrokerError as e:
             raise ProduceError(
-                transaction_hint(e, self.transactional_id, self.options.transactional_id_prefix)
+                transaction_hint(e, tid, self._options.transactional_id_prefix)
             ) from e
         self._enlisted.update(new)
 
@@ -156,12 +202,12 @@ class ProducerIds:
             return False
         try:
             transactions.end_txn(
-                self.client,
+                self._client,
                 self.transactional_id,
                 self.producer_id,
                 self.epoch,
                 False,
-                timeout_ms=self.options.request_timeout_ms,
+                timeout_ms=self._options.request_timeout_ms,
             )
         except Exception as e:  # noqa: BLE001 - the task's own error is the one to raise
             log.warning(
@@ -175,19 +221,21 @@ class ProducerIds:
         self._enlisted.clear()
         return True
 
-    def _init_producer_id(self) -> None:
+    def init_producer_id(self) -> None:
+        """InitProducerId: a new producer id and epoch (the transactional id's, which
+        fences its earlier holders)."""
         from protocol.schemas import INIT_PRODUCER_ID
 
         if self.transactional_id is not None:
             self._init_transactional_id()
             return
 
-        def attempt():
-            meta = self.client.metadata()
+        def attempt() -> tuple[int, int]:
+            meta = self._client.metadata()
             nodes = sorted(meta.brokers)
             if not nodes:
                 raise KafkaConnectionError("no broker in the cluster metadata")
-            conn = self.client.connection(nodes[len(self.producer_ids) % len(nodes)])
+            conn = self._client.connection(nodes[len(self.producer_ids) % len(nodes)])
             try:
                 version = conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION)
             except UnsupportedVersionError as e:
@@ -212,8 +260,8 @@ class ProducerIds:
             return response["producer_id"], response["producer_epoch"]
 
         try:
-            self.producer_id, self.epoch = self.client.retrying(
-                "InitProducerId", attempt, self.options.delivery_timeout_ms
+            self.producer_id, self.epoch = self._client.retrying(
+                "InitProducerId", attempt, self._options.delivery_timeout_ms
             )
         except BrokerError as e:
             refine(
@@ -243,7 +291,7 @@ class ProducerIds:
                     self.epoch,
                 )
             else:
-                self._init_producer_id()
+                self.init_producer_id()
         return self.producer_id, self.epoch
 
     def identity_to_keep(self) -> ProducerIdentity | None:
@@ -256,32 +304,32 @@ class ProducerIds:
         if self.producer_id < 0:
             return self._carried  # wrote nothing: what it was given is still good
         if (
-            self._new_id_pending
-            or self.pending
-            or any(self._requests.values())
-            or any(p.in_flight for p in self._partitions.values())
+            self._state.new_id_pending
+            or self._state.pending
+            or any(self._state.requests.values())
+            or any(p.in_flight for p in self._state.partitions.values())
         ):
             return None
         sequences = dict(self._carried_sequences)
-        sequences.update({key: p.next_sequence for key, p in self._partitions.items()})
+        sequences.update({key: p.next_sequence for key, p in self._state.partitions.items()})
         return ProducerIdentity(self.producer_id, self.epoch, sequences)
 
     # ---- a new producer id ----------------------------------------------------------------
 
-    def _maybe_new_producer_id(self) -> None:
+    def maybe_new_producer_id(self) -> None:
         """Once no batch of unknown fate is left, take a new producer id and renumber."""
-        for p in self._partitions.values():
+        for p in self._state.partitions.values():
             if p.in_flight or first_uncertain(p) is not None:
                 return  # _sendable resends the batch of unknown fate first
         old = self.producer_id
-        self._init_producer_id()
+        self.init_producer_id()
         self._carried_sequences.clear()  # a new id starts every partition at 0
         log.warning(
             "new producer id %d (was %d): renumbering the unacknowledged batches",
             self.producer_id,
             old,
         )
-        for p in self._partitions.values():
+        for p in self._state.partitions.values():
             kept = deque(q for q in p.queue if not q.acked)
             sequence = 0
             for q in kept:
@@ -294,4 +342,4 @@ class ProducerIds:
             p.next_index = 0
             p.resend = False
             p.confirmed = False  # the broker knows nothing of the new id
-        self._new_id_pending = False
+        self._state.new_id_pending = False

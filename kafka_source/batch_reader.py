@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
@@ -46,6 +47,11 @@ from .offset_specs import (
 )
 from .planning import resolve_batch
 from .task_split import plan_ranges, task_groups
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from .pushdown import Narrowing
 
 
 log = logging.getLogger("pykafka.source")
@@ -124,7 +130,7 @@ class KafkaRangesPartition(InputPartition):
         )
 
 
-def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenEnd | None:
+def open_end_for(spec: OffsetSpec | None, tp: TopicPartition, cap: int | None) -> OpenEnd | None:
     """Whether ``tp``'s end under the ending spec moves as records arrive."""
     if isinstance(spec, LatestOffsets):
         return OpenEnd(None, cap)
@@ -139,7 +145,7 @@ def open_end_for(spec: OffsetSpec, tp: TopicPartition, cap: int | None) -> OpenE
 
 def plan_partitions(
     options: ReaderOptions, client, narrowing=None
-) -> list[KafkaInputPartition] | list[KafkaRangesPartition]:
+) -> list[KafkaInputPartition | KafkaRangesPartition]:
     """``planning.plan_batch``'s ranges as input partitions, with open ends; for a small
     read, a partition per group of them (see the module docstring)."""
     ranges, ends = resolve_batch(options, client, narrowing)
@@ -186,7 +192,7 @@ def plan_partitions(
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: ReaderOptions):
         self.options = options
-        self.pushed = None  # a pushdown.Narrowing, set by pushFilters
+        self.pushed: Narrowing | None = None  # set by pushFilters
 
     def partitions(self) -> Sequence[InputPartition]:
         o = self.options
@@ -196,7 +202,9 @@ class KafkaBatchReader(DataSourceReader):
             )
             return plan_partitions(o, offsets, narrowing=self.pushed)
 
-    def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
+        # Spark hands back the partitions that ``partitions`` planned
+        partition = cast("KafkaInputPartition | KafkaRangesPartition", partition)
         settle_worker_heap()
         if len(partition.ranges) == 1:
             yield from read_range(self.options, partition.ranges[0], partition.open_ends[0])
@@ -231,7 +239,7 @@ def pushdown_enabled() -> bool:
     caller: with pushdown on, Spark builds the reader in its pushdown worker
     (``data_source_pushdown_filters``); otherwise its planning worker holds the setting in
     a local ``enable_pushdown``. When neither is found, pushdown is off (always safe)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(6):
         if frame is None:
             break

@@ -28,7 +28,7 @@ from protocol.errors import (
 from protocol.client.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
-from .shared_fetch import SharedFetch, start_fetch
+from .shared_fetch import InFlight, SharedFetch, start_fetch
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -98,7 +98,7 @@ class _RangeReader:
         self.answered_at = time.monotonic()  # the last answer (or batch Spark took back)
         self.stalled_since: float | None = None  # when the reading stopped moving
         self.offset, self.end = rng.start, rng.end
-        self.pending = None  # the Fetch in flight
+        self.pending: InFlight | None = None  # the Fetch in flight
         self.last_error: Exception | None = None
         # read_committed: the last stable offset the reading waits behind
         self.stable_end: int | None = None
@@ -150,7 +150,8 @@ class _RangeReader:
     def bound_waits_to_deadline(self) -> int:
         """The ms left of the poll timeout, which becomes the bound of every wait of the
         client (request, connect, trying another broker) from here on."""
-        left = max(1, int(self.tries.time_left_s() * 1000))
+        left_s = self.tries.time_left_s()  # never None: the poll timeout is its deadline
+        left = max(1, int((self.o.poll_timeout_ms / 1000 if left_s is None else left_s) * 1000))
         self.config.request_timeout_ms = min(self.base.request_timeout_ms, left)
         self.config.connect_timeout_ms = min(self.base.connect_timeout_ms, left)
         self.client.deadline = self.tries.deadline  # no second broker tried past it
@@ -392,7 +393,7 @@ class _RangeReader:
         )
         self.stalled_since = None
 
-    def start(self, offset: int):
+    def start(self, offset: int) -> InFlight:
         return start_fetch(self.client, self.o, {self.tp: offset})
 
     def lost(self, start: int, end: int, why: str) -> None:

@@ -9,7 +9,7 @@ once, in one Fetch per replica.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from protocol.client.read_replicas import ReadReplicas
 from protocol.client.retry import is_retriable
@@ -19,10 +19,19 @@ if TYPE_CHECKING:
     from protocol.client.cluster import KafkaClient
     from protocol.client.leader_requests import PendingFetch
 
-__all__ = ["SharedFetch", "start_fetch"]
+__all__ = ["SharedFetch", "start_fetch", "InFlight"]
 
 
-def start_fetch(client: KafkaClient, o, offsets: dict):
+class InFlight(Protocol):
+    """A reader's Fetch in flight: its own (``PendingFetch``) or its part of a
+    ``SharedFetch``."""
+
+    def result(self, timeout_ms: int | None = None) -> dict: ...
+
+    def cancel(self) -> None: ...
+
+
+def start_fetch(client: KafkaClient, o, offsets: dict) -> PendingFetch:
     """A Fetch of ``offsets`` with the reader's fetch options, sent (one request per
     leader), not waited for."""
     return client.start_fetch(

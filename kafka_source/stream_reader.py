@@ -46,10 +46,11 @@ import logging
 import math
 import time
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, cast
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
+if TYPE_CHECKING:  # checked against PySpark 4.2's API
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadMaxBytes,
@@ -59,14 +60,25 @@ try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Py
     )
 
     ADMISSION_CONTROL = True
-except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_without_start)
-    ADMISSION_CONTROL = False
+else:
+    try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
+        from pyspark.sql.streaming.datasource import (
+            ReadAllAvailable,
+            ReadMaxBytes,
+            ReadMaxRows,
+            ReadMinRows,
+            SupportsTriggerAvailableNow,
+        )
 
-    class _Absent:  # stands in for a class of 4.2's API: nothing is ever an instance
-        pass
+        ADMISSION_CONTROL = True
+    except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_without_start)
+        ADMISSION_CONTROL = False
 
-    ReadAllAvailable = ReadMaxBytes = ReadMaxRows = ReadMinRows = _Absent
-    SupportsTriggerAvailableNow = object
+        class _Absent:  # stands in for a class of 4.2's API: nothing is ever an instance
+            pass
+
+        ReadAllAvailable = ReadMaxBytes = ReadMaxRows = ReadMinRows = _Absent
+        SupportsTriggerAvailableNow = object
 
 from kafka_common.delegation_token_options import current_token_config
 from kafka_common.import_path import CarriesImportPath
@@ -139,17 +151,17 @@ def rate_limit(
             allowed = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
             out[tp] = min(e, begin[tp] + allowed)
         return out
-    sizes = {tp: max(0, e - begin.get(tp, e)) * weight.get(tp, 1.0) for tp, e in end.items()}
-    total = sum(sizes.values())
-    if total <= budget or total == 0:
+    weighted = {tp: max(0, e - begin.get(tp, e)) * weight.get(tp, 1.0) for tp, e in end.items()}
+    weighted_total = sum(weighted.values())
+    if weighted_total <= budget or weighted_total == 0:
         return dict(end)
     out = {}
     for tp, e in end.items():
         b = begin.get(tp, e)
-        if sizes[tp] <= 0:
+        if weighted[tp] <= 0:
             out[tp] = e
             continue
-        share = budget * sizes[tp] / total / weight.get(tp, 1.0)
+        share = budget * weighted[tp] / weighted_total / weight.get(tp, 1.0)
         allowed = math.ceil(share) if share < 1 else math.floor(share)
         out[tp] = min(e, b + allowed)
     return out
@@ -380,11 +392,10 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
     def _latest_offset_without_start(self) -> dict:
         # PySpark 4.1 asks for the end of the next batch before it asks a fresh query for
         # its start: bind the start first, and end batch 0 there (as above).
-        if self._initial is None:
-            self.initialOffset()
+        initial = self._initial if self._initial is not None else self.initialOffset()
         if self._after_initial:
             self._after_initial = False
-            return self._initial
+            return initial
         self._latest = self._latest_offsets(known=self._latest)
         return self._json.to_json(self._latest)
 
@@ -491,7 +502,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             return []
         begin, until = self._json.from_json(start), self._json.from_json(end)
         if self._target is not None and start != end:
-            self._verify_available_now_end(until)
+            self._verify_available_now_end(self._target, until)
         new = sorted(tp for tp in until if tp not in begin)
         if new:
             found = self._earliest_of_new(new)
@@ -560,11 +571,13 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                     request_error(info.error_code, "Metadata", topic=topic), grant=READ_GRANT
                 )
 
-    def _verify_available_now_end(self, until: dict[TopicPartition, int]) -> None:
+    def _verify_available_now_end(
+        self, target: dict[TopicPartition, int], until: dict[TopicPartition, int]
+    ) -> None:
         """Spark's ``verifyEndOffsetForTriggerAvailableNow``: a batch of a
         Trigger.AvailableNow run ends within the offsets fetched when the run started, and
-        within the partitions' latest offsets now."""
-        target = self._target
+        within the partitions' latest offsets now (``target``: the offsets fetched when
+        the run started)."""
         hint = "The error could be transient: restart the query, and report it if it stays."
 
         def fmt(offsets) -> str:
@@ -602,7 +615,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                 f"latest offset: {fmt(latest)}, end offset: {fmt(until)}"
             )
 
-    def read(self, partition: KafkaInputPartition | KafkaRangesPartition) -> Iterator:
+    def read(self, partition: InputPartition) -> Iterator:
+        # Spark hands back the partitions that ``partitions`` planned
+        partition = cast("KafkaInputPartition | KafkaRangesPartition", partition)
         settle_worker_heap()
         options = self.options
         if partition.config is not None:  # this micro-batch's token (_refresh_token)

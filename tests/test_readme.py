@@ -254,6 +254,18 @@ def test_ci_runs_make_lint_after_the_docs():
     assert steps.index("lint") == steps.index("docs") + 1, steps
 
 
+def test_mypy_checks_every_package_the_connector_runs_on():
+    """``make lint``'s mypy reads its files from pyproject.toml: all five runtime
+    packages, so a module of the reader or the writer cannot drift out of the check."""
+    import tomllib
+
+    from protocol.version import RUNTIME_PACKAGES
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        files = tomllib.load(f)["tool"]["mypy"]["files"]
+    assert sorted(files) == sorted(RUNTIME_PACKAGES)
+
+
 def test_ruff_and_mypy_are_pinned_in_the_dev_extra():
     import tomllib
 
