@@ -19,7 +19,6 @@ from protocol.records.batch import Record
 
 from .batching import PartitionBatcher, Slice
 from .columns import Rows, prepare
-from .hook_points import reached
 from .options import WriterOptions
 from .partitioner import RoundRobinPartitioner, StickyPartitioner, murmur2, to_positive
 from .producer import IDENTITY_STATE_KEY, TaskProducer
@@ -46,10 +45,11 @@ def route_rows(rows: Rows, counts: dict[str, int], sticky, *, use_keys: bool = T
     n = rows.n
     partition = np.zeros(n, dtype=np.int32)
     decided = np.zeros(n, dtype=bool)
-    if rows.partition is not None:
+    if rows.partition is not None and rows.partition_valid is not None:
         decided = rows.partition_valid.copy()
         partition[decided] = rows.partition[decided]
-    hashes = key_valid = None
+    hashes: np.ndarray | None = None
+    key_valid: np.ndarray | None = None
     if use_keys and rows.key is not None and not decided.all():
         hashes = to_positive(murmur2(rows.key))
         key_valid = (
@@ -61,7 +61,7 @@ def route_rows(rows: Rows, counts: dict[str, int], sticky, *, use_keys: bool = T
     for code, topic in enumerate(rows.topics):
         count = counts[topic]
         need = ~decided if single else (~decided & (rows.topic_codes == code))
-        if hashes is not None:
+        if hashes is not None and key_valid is not None:
             keyed = need & key_valid
             partition[keyed] = (hashes[keyed] % np.uint32(count)).astype(np.int32)
             need &= ~key_valid
@@ -81,6 +81,8 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
     if not n:
         return
     source, ts, valid = rows.source, rows.timestamp_ms, rows.timestamp_valid
+    if source is None:  # pragma: no cover - check_rows refuses such rows (bad headers)
+        raise ValueError("rows without an encoder view cannot be batched")
     sizes, base_sizes = rows.sizes, rows.base_sizes
     order = np.arange(n, dtype=np.int64)
     if n > 1 and (group[1:] < group[:-1]).any():
@@ -111,7 +113,7 @@ def _hand_over(rows: Rows, partition: np.ndarray, batcher: PartitionBatcher) -> 
                 source,
                 index,
                 None if ts is None else ts[index],
-                None if ts is None else valid[index],
+                None if valid is None else valid[index],
                 int(sizes[index].sum()),
                 base_sizes[index],
             ),
@@ -132,7 +134,8 @@ def _too_large_to_dead_letters(
     now = int(time.time() * 1000)
     for i in range(big.n):
         stamp = now
-        if big.timestamp_ms is not None and big.timestamp_valid[i]:
+        valid = big.timestamp_valid
+        if big.timestamp_ms is not None and valid is not None and valid[i]:
             stamp = int(big.timestamp_ms[i])
         own = tuple((h["key"], h["value"]) for h in headers[i] or ())
         producer.to_dead_letter_topic(
@@ -261,6 +264,7 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: Task
     """Every row of Spark's batches routed to its partition, batched and sent; returns once
     the broker acknowledged them all."""
     batcher = PartitionBatcher(options, producer)
+    sticky: RoundRobinPartitioner | StickyPartitioner
     if options.partitioner == "round_robin":
         sticky = RoundRobinPartitioner()
     else:
@@ -312,8 +316,7 @@ def _commit_message(options: WriterOptions, producer: TaskProducer, txn_info) ->
     """What the task wrote, per partition, and its open transaction for the driver."""
     transaction = None
     if txn_info is not None:
-        tid, partition_id, attempt, batch_id = txn_info
-        reached("before_task_end", batch_id=batch_id, partition_id=partition_id, attempt=attempt)
+        tid, partition_id, attempt, _ = txn_info
         written = sorted(tp for tp, (r, _) in producer.stats.items() if r)
         transaction = TaskTransaction(
             tid,

@@ -127,7 +127,6 @@ from kafka_common.repeated_warnings import RepeatedWarnings
 from protocol.client import transactions as txn
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
 
-from .hook_points import reached
 from .txn_errors import exactly_once_grant, transaction_hint
 
 __all__ = [
@@ -341,16 +340,12 @@ def commit_transactions(
         if m is not None and getattr(m, "transaction", None) is not None
     ]
     counts = {"committed": 0, "replayed": 0, "skipped": 0}
-    reached("before_driver_commit", batch_id=batch_id)
-    done = 0
     for t in sorted(tasks, key=lambda t: t.partition_id):
         if t.skipped:
             counts["skipped"] += 1
             continue
         if t.marker is None:
             continue  # the task wrote nothing: no partition joined its transaction
-        if done:
-            reached("between_commits", batch_id=batch_id)
         if batch_id is not None:
             group = marker_group(prefix, t.partition_id)
             if committed_batch(client, prefix, t.partition_id, timeout, options.topic) >= batch_id:
@@ -385,8 +380,6 @@ def commit_transactions(
                 ) from e
         _end(client, t, True, timeout, options.transactional_id_prefix)
         counts["committed"] += 1
-        done += 1
-    reached("after_commit", batch_id=batch_id)
     losers = sorted(
         {(t.partition_id, a) for t in tasks for a in [*range(t.attempt), t.attempt + 1]}
     )
@@ -435,14 +428,14 @@ def fence_leftovers(
             e,
         )
         return []
-    for node, e in sorted(skipped.items()):
+    for node, error in sorted(skipped.items()):
         repeated.warn(
-            f"list:{node}:{type(e).__name__}",
+            f"list:{node}:{type(error).__name__}",
             "open transactions: broker %s "
             "skipped (the open transactions it coordinates end by "
             "kafka.transaction.timeout.ms): %s",
             node,
-            e,
+            error,
         )
     leftovers = sorted(t for t in open_ids if re.fullmatch(pattern, t) and t not in ended)
     if leftovers:
@@ -459,7 +452,8 @@ def fence_leftovers(
 def abort_transactions(client, options, prefix: str, messages) -> int:
     """Abort the finished tasks' transactions and fence the attempts of the others."""
     timeout = options.request_timeout_ms
-    aborted, failed = 0, []
+    aborted = 0
+    failed: list[tuple[int, int]] = []
     for index, m in enumerate(messages):
         t = getattr(m, "transaction", None) if m is not None else None
         if t is None:

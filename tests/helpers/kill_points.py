@@ -1,8 +1,9 @@
 """Kill a whole driver, or fail a task attempt, at a named point of an exactly-once write
-(``kafka_sink.hook_points``). Test code only: the processes a test starts with
-``child_env`` get ``worker_hooks/sitecustomize.py`` on their path, which calls ``install``
-in every Python process of that tree (the driver and Spark's Python workers) when one of
-the variables below is set.
+(``tests.helpers.point_patches``, which wraps the sink's own functions: the product has no
+hooks). Test code only: the processes a test starts with ``child_env`` get
+``worker_hooks/sitecustomize.py`` on their path, which calls ``install`` in every Python
+process of that tree (the driver and Spark's Python workers) when one of the variables
+below is set.
 
 A driver that leads a session of its own (``start_new_session``) and sets
 ``PYKAFKA_TEST_KILL_SESSION`` to its pid, with ``PYKAFKA_TEST_KILL_AT=point`` (or
@@ -17,7 +18,14 @@ it: with ``PYKAFKA_TEST_FAIL_AT=point:partition:attempt[:how]`` (several separat
 commas) ``maybe_fail(point, partition, attempt)`` raises ``InjectedTaskFailure`` in that
 attempt of that Spark partition (``how`` = ``raise``, the default), or ends its Python
 worker at once with ``os._exit`` (``how`` = ``exit``: a worker that dies without cleaning
-up, as a lost executor does). Point: ``before_task_end``.
+up). Point: ``before_task_end``.
+
+On ``local-cluster`` masters a task can take its whole executor down instead: with
+``PYKAFKA_TEST_KILL_EXECUTOR_AT=point:batch_id:partition:attempt`` (several separated by
+commas) that attempt of that Spark partition of that micro-batch SIGKILLs the executor JVM
+it runs under (``tests.helpers.executors.executor_above``) and the Python processes of
+that executor, itself last: the task's transaction stays open, as a lost machine leaves
+it. Spark's standalone worker then starts a new executor.
 """
 
 from __future__ import annotations
@@ -26,16 +34,19 @@ import os
 import signal
 from pathlib import Path
 
-from kafka_sink.hook_points import POINTS
+from . import point_patches
+from .point_patches import POINTS
 
 __all__ = [
     "ENV",
     "SESSION_ENV",
     "FAIL_ENV",
+    "EXECUTOR_ENV",
     "POINTS",
     "InjectedTaskFailure",
     "maybe_kill",
     "maybe_fail",
+    "maybe_kill_executor",
     "install",
     "child_env",
 ]
@@ -43,6 +54,7 @@ __all__ = [
 ENV = "PYKAFKA_TEST_KILL_AT"
 SESSION_ENV = "PYKAFKA_TEST_KILL_SESSION"
 FAIL_ENV = "PYKAFKA_TEST_FAIL_AT"
+EXECUTOR_ENV = "PYKAFKA_TEST_KILL_EXECUTOR_AT"
 REPO = Path(__file__).resolve().parents[2]
 #: The directory of the ``sitecustomize`` that installs these hooks.
 HOOKS_DIR = Path(__file__).resolve().parent / "worker_hooks"
@@ -77,6 +89,24 @@ def maybe_fail(point: str, partition_id: int, attempt: int) -> None:
         )
 
 
+def maybe_kill_executor(point: str, batch_id: int | None, partition_id: int, attempt: int) -> None:
+    here = [point, str(batch_id), str(partition_id), str(attempt)]
+    for entry in filter(None, os.environ.get(EXECUTOR_ENV, "").split(",")):
+        if entry.strip().split(":") != here:
+            continue
+        from .executors import executor_above
+
+        jvm = executor_above(os.getpid())
+        if jvm is None:
+            raise RuntimeError(f"{EXECUTOR_ENV}: no executor JVM above this Python worker")
+        own = os.getpgrp()  # the executor's Python daemon and its workers
+        spared = {os.getpgid(jvm), os.getsid(0)}  # never the driver's group
+        os.kill(jvm, signal.SIGKILL)
+        if own not in spared:
+            os.killpg(own, signal.SIGKILL)
+        os._exit(1)
+
+
 def _on_point(
     point: str,
     batch_id: int | None = None,
@@ -84,16 +114,14 @@ def _on_point(
     attempt: int | None = None,
 ) -> None:
     maybe_kill(point, batch_id)
-    if partition_id is not None:
+    if partition_id is not None and attempt is not None:
+        maybe_kill_executor(point, batch_id, partition_id, attempt)
         maybe_fail(point, partition_id, attempt)
 
 
 def install() -> None:
     """Kill and fail at the points the environment names, in this process."""
-    from kafka_sink import hook_points
-
-    if _on_point not in hook_points._HOOKS:
-        hook_points.register(_on_point)
+    point_patches.install(_on_point)
 
 
 def child_env(**extra: str) -> dict:

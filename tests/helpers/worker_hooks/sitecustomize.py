@@ -4,7 +4,10 @@ installs the kill and fail points when the test asked for one."""
 
 import os
 
-if os.environ.get("PYKAFKA_TEST_KILL_AT") or os.environ.get("PYKAFKA_TEST_FAIL_AT"):
+if any(
+    os.environ.get(name)
+    for name in ("PYKAFKA_TEST_KILL_AT", "PYKAFKA_TEST_FAIL_AT", "PYKAFKA_TEST_KILL_EXECUTOR_AT")
+):
     from tests.helpers import kill_points
 
     kill_points.install()
