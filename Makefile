@@ -67,8 +67,8 @@ lint-ci: $(STAMP)
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,
 # small sizes; make soak runs them at full size); and a 3-node Kafka with 200 other topics
 # whose retriable errors must refresh the query's topics only (tests/test_metadata_scope.py);
-# and an exactlyOnce stream with deadLetterTopic whose driver and a worker are killed
-# (tests/test_dead_letter_faults.py, one Kafka node, about 1.5 min).
+# and an exactlyOnce stream with deadLetterTopic on local-cluster whose driver, executor JVMs
+# and Python workers are killed (tests/test_dead_letter_faults.py, one Kafka node, about 2.5 min).
 # test-authz: the grants each query needs (docs/security.md's table) as Spark queries on an
 # Apache Kafka with an authorizer (tests/test_kafka_authorization_spark.py: a batch read by
 # time, a readStream whose grant is revoked, writeStream and df.write, an exactlyOnce

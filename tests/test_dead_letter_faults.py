@@ -1,18 +1,23 @@
 """``deadLetterTopic`` under kills (marker ``broker_faults``, ``make test-faults``): an
 ``exactlyOnce`` stream whose records include some the target topic refuses (larger than
 its ``max.message.bytes``) writes them to the dead-letter topic in the same transactions
-as the others. Its driver is SIGKILLed between two tasks' commits of a micro-batch, and in
-every micro-batch one task's Python worker dies at once (``os._exit``, as a lost
-executor's does) and Spark runs the task again; the query is restarted from its checkpoint
-and runs to the end. By Kafka's rule on the log (read_committed), and to librdkafka's
-read_committed consumer, every source record is in exactly one of the target and the
-dead-letter topic, once.
+as the others. It runs on ``local-cluster[2,1,1024]`` (a standalone master, two workers,
+two executor JVMs). In each of its two runs one task SIGKILLs its executor JVM (and that
+executor's Python workers) after writing its rows, its transaction open, and Spark's
+standalone worker starts a new executor; in every micro-batch one task's Python worker
+dies at once (``os._exit``) and Spark runs the task again; the first run's driver is
+SIGKILLed (with its JVM and executors) between two tasks' commits of a micro-batch, and the
+second run restarts it from its checkpoint and runs to the end. By Kafka's rule on the log
+(read_committed), and to librdkafka's read_committed consumer, every source record is in
+exactly one of the target and the dead-letter topic, once. No process of either run
+outlives it, nor the executors' work directory.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +31,9 @@ from kafka_common.dead_letter import CLASS_HEADER, TOPIC_HEADER
 from protocol.client.cluster import KafkaClient
 
 from .dead_letter_kill_child import PER_TRIGGER
+from .helpers.executors import kill_session
 from .helpers.kill_points import ENV as KILL_AT
-from .helpers.kill_points import FAIL_ENV, child_env
+from .helpers.kill_points import EXECUTOR_ENV, FAIL_ENV, child_env
 from .txn_referee import (
     committed_values,
     librdkafka_read_committed,
@@ -40,7 +46,8 @@ pytestmark = [pytest.mark.broker_faults, pytest.mark.spark]
 REPO = Path(__file__).resolve().parent.parent
 PARTITIONS = 3
 RECORDS = 300  # 5 micro-batches of PER_TRIGGER
-KILLED_BATCH = 2
+KILLED_BATCH = 2  # the first run's driver dies in it
+EXECUTOR_KILLS = (1, 3)  # a micro-batch of each run whose task 0 kills its executor
 CHILD_TIMEOUT_S = 600  # a loaded 2-core machine takes a while to start a driver
 
 
@@ -53,10 +60,12 @@ def _seed(bootstrap: str, source: str) -> None:
     p = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
     for i in range(RECORDS):
         p.produce(source, key=f"k{i}", value=_value(i), partition=i % PARTITIONS)
-    assert p.flush(30) == 0
+    assert p.flush(120) == 0, "the source was not seeded"  # a loaded broker is slow to start
 
 
 def _run_child(args: list[str], env: dict, log: Path) -> int:
+    """The child's exit status, once it and every process of its session are gone; the
+    executors' work directory it named is removed."""
     with open(log, "wb") as stderr:
         child = subprocess.Popen(
             [sys.executable, "-m", "tests.dead_letter_kill_child", *args],
@@ -72,6 +81,30 @@ def _run_child(args: list[str], env: dict, log: Path) -> int:
         if child.poll() is None:
             os.killpg(child.pid, signal.SIGKILL)
             child.wait(30)
+        kill_session(child.pid)  # executor JVMs and Python workers left by a killed driver
+        _remove_work_dir(log)
+
+
+def _remove_work_dir(log: Path) -> None:
+    for line in log.read_text(errors="replace").splitlines():
+        if line.startswith("WORK_DIR "):
+            work = Path(line[len("WORK_DIR ") :])
+            shutil.rmtree(work, ignore_errors=True)
+            try:
+                work.parent.rmdir()  # Spark's "work" under SPARK_HOME, if nothing else is in it
+            except OSError:
+                pass
+
+
+def _executors(log: str) -> list[str]:
+    """The executor ids up at the end of a run (``EXECUTORS`` of the child)."""
+    lines = [line for line in log.splitlines() if line.startswith("EXECUTORS")]
+    assert lines, log[-3000:]
+    return lines[-1].split()[1:]
+
+
+def _text(value: str | bytes | None) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _dead_letter_context(bootstrap: str, dlt: str) -> set[tuple[str, str]]:
@@ -92,7 +125,7 @@ def _dead_letter_context(bootstrap: str, dlt: str) -> set[tuple[str, str]]:
         for m in c.consume(10_000, 5):
             if not m.error():
                 h = dict(m.headers() or [])
-                seen.add((h[TOPIC_HEADER].decode(), h[CLASS_HEADER].decode()))
+                seen.add((_text(h[TOPIC_HEADER]), _text(h[CLASS_HEADER])))
         return seen
     finally:
         c.close()
@@ -110,23 +143,28 @@ def test_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka,
     prefix = f"dlf-{tag}"
     checkpoint = tmp_path / "ck"
     args = [kafka.bootstrap, source, target, dlt, str(checkpoint), prefix]
-    worker_dies = {FAIL_ENV: "before_task_end:1:0:exit"}  # each micro-batch's task 1, once
+    kills = {
+        FAIL_ENV: "before_task_end:1:0:exit",  # each micro-batch's task 1, once
+        EXECUTOR_ENV: ",".join(f"before_task_end:{batch}:0:0" for batch in EXECUTOR_KILLS),
+    }
 
     killed = _run_child(
-        args,
-        child_env(**worker_dies, **{KILL_AT: f"between_commits:{KILLED_BATCH}"}),
-        tmp_path / "1",
+        args, child_env(**kills, **{KILL_AT: f"between_commits:{KILLED_BATCH}"}), tmp_path / "1"
     )
     first = (tmp_path / "1").read_text(errors="replace")
     assert killed == -signal.SIGKILL, f"the driver was not killed ({killed}): {first[-3000:]}"
     assert not (checkpoint / "commits" / str(KILLED_BATCH)).exists()
     assert (checkpoint / "commits" / str(KILLED_BATCH - 1)).exists()
-    assert "Python worker exited unexpectedly" in first  # the lost executor's task, again
+    assert "Python worker exited unexpectedly" in first, first[-3000:]
+    assert "Lost executor" in first, first[-3000:]  # the first run's executor kill
 
-    restarted = _run_child(args, child_env(**worker_dies), tmp_path / "2")
+    restarted = _run_child(args, child_env(**kills), tmp_path / "2")
     second = (tmp_path / "2").read_text(errors="replace")
     assert restarted == 0, second[-3000:]
     assert (checkpoint / "commits" / str(RECORDS // PER_TRIGGER - 1)).exists()
+    assert "Lost executor" in second, second[-3000:]
+    up = _executors(second)  # executors 0 and 1 at start, one killed: its successor is up
+    assert len(up) == 2 and set(up) - {"0", "1"}, f"no new executor: {up}"
 
     assert stable_offsets_behind(kafka.bootstrap, target, PARTITIONS, wait_s=30) == []
     assert stable_offsets_behind(kafka.bootstrap, dlt, 2, wait_s=30) == []
