@@ -33,9 +33,9 @@ import logging
 import os
 import re
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
+from functools import cache
+from typing import TYPE_CHECKING
 
 from protocol.errors import AuthenticationError, ConfigError
 from protocol.sasl import (
@@ -46,6 +46,9 @@ from protocol.sasl import (
 )
 
 from .option_map import warn_once
+
+if TYPE_CHECKING:  # urllib.request (http.client, email) is imported when a URL is opened
+    import urllib.request
 
 __all__ = [
     "URLS_ENV",
@@ -99,7 +102,9 @@ def _file_path(url: str) -> str | None:
     parts = urllib.parse.urlsplit(url)
     if parts.scheme.lower() != "file":
         return None
-    return urllib.request.url2pathname(parts.path)
+    from urllib.request import url2pathname
+
+    return url2pathname(parts.path)
 
 
 def _same_url(url: str, entry: str) -> bool:
@@ -224,22 +229,31 @@ def _origin(url: str) -> str:
     return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}"
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """Refuses every redirect: the request carries credentials (a Basic header with the
-    client secret, a SigV4 signature) that must reach only the URL the operator allowed."""
+@cache
+def _no_redirect() -> type:
+    """The redirect handler that refuses every redirect: the request carries credentials (a
+    Basic header with the client secret, a SigV4 signature) that must reach only the URL the
+    operator allowed. Made at the first URL opened: a process that opens none (most of
+    Spark's workers) never imports urllib.request."""
+    import urllib.request
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
-        target = urllib.parse.urljoin(req.full_url, newurl)
-        raise RedirectRefused(
-            f"{req.full_url} answered HTTP {code}, a redirect to {_origin(target)}; "
-            "redirects are not followed (the request carries credentials): configure the "
-            "final URL instead"
-        )
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, req, fp, code, msg, headers, newurl):
+            target = urllib.parse.urljoin(req.full_url, newurl)
+            raise RedirectRefused(
+                f"{req.full_url} answered HTTP {code}, a redirect to {_origin(target)}; "
+                "redirects are not followed (the request carries credentials): configure the "
+                "final URL instead"
+            )
+
+    return NoRedirect
 
 
 def open_url(request: urllib.request.Request, *, timeout: float, context=None):
     """``urlopen`` of ``request`` following no redirect (RedirectRefused instead)."""
-    handlers: list = [_NoRedirect()]
+    import urllib.request
+
+    handlers: list = [_no_redirect()()]
     if context is not None:
         handlers.append(urllib.request.HTTPSHandler(context=context))
     return urllib.request.build_opener(*handlers).open(request, timeout=timeout)

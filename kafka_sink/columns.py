@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from protocol.errors import ConfigError
 from protocol.records.encode_arrow import RowSource, sizes_in_batch
@@ -106,7 +105,8 @@ def _trunc_div(values: np.ndarray, divisor: int) -> np.ndarray:
 
 
 def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
-    """Read one Arrow batch of the DataFrame (Spark's Arrow types) into ``Rows``."""
+    """Read one Arrow batch of the DataFrame (Spark's Arrow types) into ``Rows``. A topic
+    or a headers column needs ``pyarrow.compute``; a plain key and value do not."""
     n = batch.num_rows
     value = as_binary(_column(batch, VALUE))
 
@@ -115,6 +115,8 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
         codes = np.zeros(n, dtype=np.int32)
         null_topics = 0
     else:
+        import pyarrow.compute as pc
+
         encoded = pc.dictionary_encode(_column(batch, TOPIC))
         if isinstance(encoded, pa.ChunkedArray):
             encoded = encoded.combine_chunks()
@@ -134,6 +136,8 @@ def prepare(batch: pa.RecordBatch, plan: WritePlan) -> Rows:
         headers = _column(batch, HEADERS)
         if isinstance(headers, pa.ChunkedArray):
             headers = headers.combine_chunks()
+        import pyarrow.compute as pc
+
         flat = pc.list_flatten(headers)
         if len(flat) == 0:
             headers = None

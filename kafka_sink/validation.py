@@ -20,10 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from collections.abc import Mapping
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from protocol.errors import ConfigError
+
+if TYPE_CHECKING:  # numpy is the task's: the planner checks the schema only
+    import numpy as np
 
 __all__ = [
     "WritePlan",
@@ -162,7 +164,7 @@ def check_schema(schema, topic_option: str | None, formatted=()) -> WritePlan:
 
 
 def _first(mask: np.ndarray) -> int:
-    return int(np.flatnonzero(mask)[0])
+    return int(mask.nonzero()[0][0])
 
 
 def check_rows(

@@ -55,7 +55,7 @@ from .validation import WritePlan, check_save_mode, check_schema
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from .producer import TaskProducer
+    from protocol.client.cluster import KafkaClient
 
 __all__ = [
     "KafkaArrowWriter",
@@ -201,10 +201,10 @@ class KafkaStreamArrowWriter(CarriesImportPath, _TaskWriting, DataSourceStreamAr
 _TRANSACTION_APIS = (24, 25, 26, 28)
 
 
-def _check_transactions(producer: TaskProducer) -> None:
-    meta = producer.client.metadata()
+def _check_transactions(client: KafkaClient) -> None:
+    meta = client.metadata()
     for node in sorted(meta.brokers)[:1]:
-        versions = producer.client.connection(node).api_versions
+        versions = client.connection(node).api_versions
         missing = [k for k in _TRANSACTION_APIS if k not in versions]
         if missing:
             raise ConfigError(
@@ -272,10 +272,11 @@ def _check_topic_exists(options: WriterOptions) -> None:
             deadline=started + options.max_block_ms / 1000,
             retriable=RETRIABLE["topic check"],
         )
-    except _TopicNotInMetadata:
+    except _TopicNotInMetadata:  # raised only when the topic option is set
         waited_ms = round((time.monotonic() - started) * 1000)
+        named = [options.topic] if options.topic is not None else []
         raise ConfigError(
-            f"{missing_topics_message('topic', [options.topic])} (Topic {options.topic} not "
+            f"{missing_topics_message('topic', named)} (Topic {options.topic} not "
             f"present in metadata after {waited_ms} ms; topics are not created by the "
             f"writer: create it first)"
         ) from None
@@ -283,13 +284,11 @@ def _check_topic_exists(options: WriterOptions) -> None:
 
 
 def _check_topic(options: WriterOptions) -> None:
-    from .producer import TaskProducer
-
+    # the pool's client alone: the producer (and the record batches it imports) is the task's
     lease = pool.checkout(options.client_config)
-    producer = TaskProducer(options, lease.client)
     try:
         if options.exactly_once:
-            _check_transactions(producer)
+            _check_transactions(lease.client)
         topics = [] if options.topic is None else [options.topic]
         meta = lease.client.refresh_metadata(topics)
         if options.topic is not None:
@@ -297,7 +296,6 @@ def _check_topic(options: WriterOptions) -> None:
         if options.dead_letter_topic:
             check_dead_letter_topic(lease.client, options.dead_letter_topic, log=log)
     finally:
-        producer.close()
         lease.give_back()
 
 

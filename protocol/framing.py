@@ -16,8 +16,6 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from . import primitives as p
 from .errors import ProtocolError
 from .schema import Api
@@ -86,7 +84,10 @@ def decode_response_header(api: Api, version: int, frame: p.Buffer) -> tuple[int
 
 def _uninitialised(size: int) -> memoryview:
     """A writable buffer of ``size`` bytes that are not zeroed first (numpy's empty: the
-    pages are touched once, by the receive that fills them)."""
+    pages are touched once, by the receive that fills them). numpy is imported here, at
+    the first large frame: a driver that only plans or commits a write never needs it."""
+    import numpy as np
+
     return np.empty(size, dtype=np.uint8).data.cast("B")
 
 

@@ -425,3 +425,19 @@ def test_an_answer_forgotten_is_dropped_when_it_arrives(mock_cluster, topic_name
         assert conn._ready == {} and conn.idle
     finally:
         conn.close()
+
+
+def test_a_fresh_client_opens_one_connection_to_its_bootstrap_broker(kafka, topic_name):
+    """The bootstrap connection reached a broker's advertised address: asking for that
+    broker's connection hands it over instead of connecting (and asking ApiVersions) again."""
+    create_topic(kafka, topic_name, 1)
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        meta = client.refresh_metadata([topic_name])
+        boot = client._bootstrap_conn
+        assert boot is not None and boot.connected
+        node = next(n for n, hp in meta.brokers.items() if hp == (boot.host, boot.port))
+        assert client.connection(node) is boot
+        assert boot.node_id == node and client.open_connections == 1
+        leader = client.leader_for(topic_name, 0)
+        assert client.latest_offsets([(topic_name, 0)]) == {(topic_name, 0): 0}
+        assert client.open_connections == 1 + (leader != node)

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 __all__ = [
     "Frames",
@@ -90,6 +89,8 @@ def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, byt
     header whose value is null, which the caller reports as a bad frame)."""
     if headers is None or headers.null_count == len(headers) or len(headers) == 0:
         return {}
+    import pyarrow.compute as pc  # at first use: its import costs a fresh worker 0.1-0.3 s
+
     flat = headers.flatten()
     keys = flat.field("key")
     hits = np.flatnonzero(np.asarray(pc.equal(keys, name).fill_null(False)))

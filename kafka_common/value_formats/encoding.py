@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from kafka_common.bounded_cache import BoundedCache
 from kafka_common.schema_registry.framing import frame, message_index_bytes
@@ -87,6 +86,8 @@ def encode_formats(batch: pa.RecordBatch, formats: tuple[SinkFormat, ...]) -> pa
         if column.null_count:
             # A null value is a tombstone, as Spark's to_avro gives null for null: never
             # the union's null branch.
+            import pyarrow.compute as pc  # at first use: its import costs a worker 0.1-0.3 s
+
             payloads = pc.if_else(column.is_valid(), payloads, pa.nulls(len(column), pa.binary()))
         columns[i] = framed(payloads, frame(f.schema_id) + after_id)
     return pa.RecordBatch.from_arrays(columns, names=names)

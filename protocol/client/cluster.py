@@ -220,6 +220,15 @@ class KafkaClient(GroupOffsets, AdminRequests):
             if node_id not in meta.brokers:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         host, port = meta.brokers[node_id]
+        boot = self._bootstrap_conn
+        if boot is not None and boot.connected and (boot.host, boot.port) == (host, port):
+            # The bootstrap connection went to this broker's own address: it becomes the
+            # broker's connection, so a fresh client (a task's first) does not connect,
+            # authenticate and ask ApiVersions twice to one broker.
+            boot.node_id = node_id
+            self._bootstrap_conn = None
+            self._connections[node_id] = boot
+            return boot
         conn = BrokerConnection(host, port, self.config, node_id)
         conn.connect()
         self._connections[node_id] = conn

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from .vectorized import (
@@ -22,6 +21,8 @@ from .vectorized import (
 
 def _gather(pool_parts: list[pa.Array], order: np.ndarray) -> memoryview:
     """The bytes of the pool's elements in ``order``, concatenated (one C++ take)."""
+    import pyarrow.compute as pc  # the pure path only: its import costs a worker 0.1-0.3 s
+
     pool = pa.concat_arrays(pool_parts)
     laid = pc.take(pool, pa.array(order, pa.int64()), boundscheck=False)
     offsets = np.frombuffer(laid.buffers()[1], dtype=np.int32, count=len(laid) + 1)

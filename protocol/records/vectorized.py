@@ -14,6 +14,7 @@ gather a few bytes past a record never leaves the array; positions are int64.
 from __future__ import annotations
 
 from bisect import bisect_left
+from functools import cache
 
 import numpy as np
 
@@ -29,7 +30,11 @@ class VarintError(ValueError):
         self.index = index
 
 
-def _build_tables():
+@cache
+def _tables():
+    """Indexed by the two bytes at a varint's start (little-endian): its value and its size;
+    and by one byte: its value. Built at the first decode (tens of milliseconds a process
+    that only encodes, a write task, does not pay)."""
     w = np.arange(65536, dtype=np.int64)
     b0 = w & 0xFF
     b1 = w >> 8
@@ -41,10 +46,6 @@ def _build_tables():
     size = np.where(one, 1, np.where(two, 2, 0)).astype(np.uint8)
     small = np.arange(256, dtype=np.int64)
     return value, size, (small >> 1) ^ -(small & 1)
-
-
-# indexed by the two bytes at a varint's start (little-endian): its value and its size
-_PAIR_VALUE, _PAIR_SIZE, _BYTE_VALUE = _build_tables()
 
 
 def zigzag_decode(raw: np.ndarray) -> np.ndarray:
@@ -92,13 +93,14 @@ def decode_varints(a: np.ndarray, pos: np.ndarray, max_bytes: int = 5):
     ``max_bytes`` is 5 for varint (int32) fields and 10 for varlong (int64) fields.
     Returns ``(values int64, positions after each varint)``. Raises ``VarintError``.
     """
+    pair_value, pair_size, byte_value = _tables()
     b0 = a[pos]
     if pos.size == 0 or b0.max() < 0x80:  # every varint is a single byte
-        return _BYTE_VALUE[b0], pos + 1
+        return byte_value[b0], pos + 1
     idx = b0.astype(np.intp)
     idx |= a[pos + 1].astype(np.intp) << 8
-    values = _PAIR_VALUE[idx]
-    size = _PAIR_SIZE[idx]
+    values = pair_value[idx]
+    size = pair_size[idx]
     if size.min() == 0:  # some have three bytes or more
         longer = np.flatnonzero(size == 0)
         try:

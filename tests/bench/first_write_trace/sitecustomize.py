@@ -7,7 +7,7 @@ process kind, event]`` to the file: when the process began (fork or exec, from
 /proc/self/stat), the imports of ``kafka_sink``, ``kafka_sink.writer``,
 ``kafka_sink.task`` and ``kafka_source`` (begin, end), and the sink's steps
 wrapped once imported: ``create_writer`` (the driver's planner: options, schema, the topic
-check), a task's ``write``, ``TaskProducer._init_producer_id``, the job's ``commit``. Test
+check), a task's ``write``, ``ProducerIds.init_producer_id``, the job's ``commit``. Test
 and bench code only; nothing in the product knows of it.
 """
 
@@ -90,14 +90,16 @@ def _task_write(fn):
 def _patch(writer) -> None:
     writer.create_writer = _timed("create_writer", writer.create_writer)
     writer._check_topic_exists = _timed("topic check", writer._check_topic_exists)
-    writer._TaskWriting.write = _task_write(writer._TaskWriting.write)
+    # @user_errors gives each writer class a wrapped ``write`` of its own: patch those
+    for cls in (writer.KafkaArrowWriter, writer.KafkaStreamArrowWriter):
+        cls.write = _task_write(cls.write)
     writer.KafkaArrowWriter.commit = _timed("commit", writer.KafkaArrowWriter.commit)
 
 
 def _patch_task(task) -> None:
     """The task's own modules, patched when a task imports them (the planner and the
     commit processes never do)."""
-    from kafka_sink import batching, producer
+    from kafka_sink import batching, producer_ids
 
     input_waited = batching.PartitionBatcher.input_waited
 
@@ -106,8 +108,8 @@ def _patch_task(task) -> None:
         return input_waited(self, seconds)
 
     batching.PartitionBatcher.input_waited = counted
-    producer.TaskProducer._init_producer_id = _timed(
-        "InitProducerId", producer.TaskProducer._init_producer_id
+    producer_ids.ProducerIds.init_producer_id = _timed(
+        "InitProducerId", producer_ids.ProducerIds.init_producer_id
     )
 
 
