@@ -17,8 +17,10 @@ from protocol.records.encode_arrow import (
     encode_rows,
     record_base_sizes,
     record_sizes,
+    sizes_in_batch,
     split_for_batch_size,
 )
+from protocol.records.vectorized import varint_sizes, zigzag_encode
 
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: both paths)
 
@@ -319,3 +321,19 @@ def test_record_sizes_are_exact_for_one_batch_without_spread():
     sizes = record_sizes(keys, values, timestamps_ms=TS)
     # offset deltas are bounded by the largest (49: one byte); so the bound is exact here
     assert int(sizes.sum()) + 61 == len(raw)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, (1 << 40) - 1), max_size=30),
+    st.integers(0, 1 << 45),
+    st.integers(0, 1 << 31),
+)
+def test_sizes_in_batch_adds_the_deltas_and_the_length_prefix(base, ts_span, n):
+    """Each record's bound: its base size, the varints of the largest timestamp and offset
+    deltas, and the varint of the resulting body length, counted as varint_sizes counts."""
+    base_sizes = np.array(base, dtype=np.int64)
+    deltas = varint_sizes(zigzag_encode(np.array([ts_span, max(n - 1, 0)], dtype=np.int64)))
+    body = base_sizes + int(deltas.sum())
+    expect = body + varint_sizes(zigzag_encode(body))
+    assert sizes_in_batch(base_sizes, ts_span, n).tolist() == expect.tolist()

@@ -18,20 +18,127 @@
  * flattened header arrays hkey_* / hvalue_* (header keys are never null).
  *
  * Returns the records section as bytes, or None when a record would be 2 GiB or more (the
- * pure path then raises its error). With a bytearray as the optional last argument
- * (``out``) the section is appended to it instead (one pass, no copy of the section: the
+ * pure path then raises its error). With a bytearray as the optional argument after
+ * hvalue_data (``out``) the section is appended to it instead (one pass, no copy of the section: the
  * caller writes the batch header in front and its CRC in place) and the new length of
- * ``out`` is returned (None as above, ``out`` left as it was). Every index and length is
+ * ``out`` is returned (None as above, ``out`` left as it was). With a CRC-32C value as the
+ * optional argument after ``out`` (``crc``, None: none) the answer is a pair: the above and
+ * the CRC-32C of ``crc`` continued over the section's bytes, computed while writing them
+ * (the caller needs no second pass over the batch). Every index and length is
  * checked against the buffer it points into (ValueError): they come from the caller's
  * Arrow arrays, never from the wire, so a failed check is a bug in the caller.
  *
+ * encode_records(parts, ts_delta, room, crc) below does the same for a whole batch whose
+ * records come from several sources, allocating its buffer once at its final size.
+ *
  * base_sizes(...) and murmur2(...) below serve the writer's sizing and key partitioning
- * the same way: loops over the same per-row buffers, equal to their numpy versions.
+ * the same way: loops over the same per-row buffers, equal to their numpy versions;
+ * crc32c(...) is the CRC-32C the encoder computes, equal to the crc32c package's.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#if (defined(__x86_64__) || defined(_M_X64)) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_SSE42_CRC 1
+#include <nmmintrin.h>
+#endif
+
+/* CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), as record batches v2 carry it.
+ * The functions take and return the raw register (the caller inverts before and after).
+ * Portable: slicing-by-8 over eight 256-entry tables; on x86-64 with SSE4.2 (checked at
+ * import) the CPU's crc32 instruction, 8 bytes at a time. Both give the same value. */
+static uint32_t crc_tables[8][256];
+
+static void
+crc_init_tables(void)
+{
+    for (uint32_t n = 0; n < 256; n++) {
+        uint32_t c = n;
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_tables[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+        for (int t = 1; t < 8; t++)
+            crc_tables[t][n] = (crc_tables[t - 1][n] >> 8) ^ crc_tables[0][crc_tables[t - 1][n] & 0xFF];
+}
+
+static uint32_t
+crc_portable(uint32_t crc, const uint8_t *p, size_t n)
+{
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                             | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                      | (uint32_t)p[7] << 24;
+        crc = crc_tables[7][lo & 0xFF] ^ crc_tables[6][(lo >> 8) & 0xFF]
+              ^ crc_tables[5][(lo >> 16) & 0xFF] ^ crc_tables[4][lo >> 24]
+              ^ crc_tables[3][hi & 0xFF] ^ crc_tables[2][(hi >> 8) & 0xFF]
+              ^ crc_tables[1][(hi >> 16) & 0xFF] ^ crc_tables[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc_tables[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return crc;
+}
+
+#ifdef HAVE_SSE42_CRC
+/* The crc32 instruction takes 3 cycles and can start one a cycle: three streams of
+ * CRC_STRIDE bytes run side by side, then the first two are shifted over the bytes that
+ * follow them (crc_zeros: the register after CRC_STRIDE zero bytes, a linear map kept as
+ * four byte tables, built at import) and combined. */
+enum { CRC_STRIDE = 256 };
+static uint32_t crc_zeros[4][256];
+
+static uint32_t
+crc_shift(uint32_t crc)
+{
+    return crc_zeros[0][crc & 0xFF] ^ crc_zeros[1][(crc >> 8) & 0xFF]
+           ^ crc_zeros[2][(crc >> 16) & 0xFF] ^ crc_zeros[3][crc >> 24];
+}
+
+static void
+crc_init_zeros(void)
+{
+    static const uint8_t zeros[CRC_STRIDE];
+    for (int k = 0; k < 4; k++)
+        for (uint32_t b = 0; b < 256; b++)
+            crc_zeros[k][b] = crc_portable(b << (8 * k), zeros, CRC_STRIDE);
+}
+
+__attribute__((target("sse4.2"))) static uint32_t
+crc_sse42(uint32_t crc, const uint8_t *p, size_t n)
+{
+    uint64_t word;
+    while (n >= 3 * CRC_STRIDE) {
+        uint64_t c0 = crc, c1 = 0, c2 = 0;
+        for (const uint8_t *e = p + CRC_STRIDE; p < e; p += 8) {
+            memcpy(&word, p, 8); /* unaligned, little-endian: x86 */
+            c0 = _mm_crc32_u64(c0, word);
+            memcpy(&word, p + CRC_STRIDE, 8);
+            c1 = _mm_crc32_u64(c1, word);
+            memcpy(&word, p + 2 * CRC_STRIDE, 8);
+            c2 = _mm_crc32_u64(c2, word);
+        }
+        crc = crc_shift(crc_shift((uint32_t)c0) ^ (uint32_t)c1) ^ (uint32_t)c2;
+        p += 2 * CRC_STRIDE;
+        n -= 3 * CRC_STRIDE;
+    }
+    uint64_t c = crc;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&word, p, 8);
+        c = _mm_crc32_u64(c, word);
+    }
+    crc = (uint32_t)c;
+    while (n--)
+        crc = _mm_crc32_u8(crc, *p++);
+    return crc;
+}
+#endif
+
+static uint32_t (*crc_update)(uint32_t, const uint8_t *, size_t) = crc_portable;
 
 static inline uint64_t
 zigzag(int64_t v)
@@ -118,129 +225,237 @@ static inline uint8_t *
 put_bytes(uint8_t *p, const Column *c, int64_t r, int64_t len)
 {
     p = put_varint(p, zigzag(len));
-    if (len > 0) {
-        memcpy(p, c->data + c->starts[r], (size_t)len);
-        p += len;
+    if (len <= 0)
+        return p;
+    const uint8_t *src = c->data + c->starts[r];
+    if (len >= 8 && len <= 16) { /* short keys: two overlapping words, no call to memcpy */
+        uint64_t head, tail;
+        memcpy(&head, src, 8);
+        memcpy(&tail, src + len - 8, 8);
+        memcpy(p, &head, 8);
+        memcpy(p + len - 8, &tail, 8);
+    } else {
+        memcpy(p, src, (size_t)len);
     }
-    return p;
+    return p + len;
 }
+
+/* A CRC-32C value argument (0 to 2**32 - 1). */
+static int
+crc_value(PyObject *obj, uint32_t *crc)
+{
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred())
+        return -1;
+    if (v > 0xFFFFFFFFull) {
+        PyErr_SetString(PyExc_ValueError, "a CRC-32C value must fit in 32 bits");
+        return -1;
+    }
+    *crc = (uint32_t)v;
+    return 0;
+}
+
+enum { CRC_CHUNK = 8192 };
 
 enum { ROWS, TS, KS, KL, KD, VS, VL, VD, HF, HC, HKS, HKL, HKD, HVS, HVL, HVD, NVIEWS };
 
-static PyObject *
-encode_section(PyObject *self, PyObject *args)
-{
-    static const char *names[NVIEWS] = {
-        "rows", "ts_delta", "key_starts", "key_lens", "key_data", "value_starts",
-        "value_lens", "value_data", "header_firsts", "header_counts", "hkey_starts",
-        "hkey_lens", "hkey_data", "hvalue_starts", "hvalue_lens", "hvalue_data"};
-    static const int optional[NVIEWS] = {1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
-    PyObject *objs[NVIEWS];
-    PyObject *out = NULL;
-    long long first_offset;
-    if (!PyArg_ParseTuple(args, "OOLOOOOOOOOOOOOOO|O", &objs[ROWS], &objs[TS], &first_offset,
-                          &objs[KS], &objs[KL], &objs[KD], &objs[VS], &objs[VL], &objs[VD],
-                          &objs[HF], &objs[HC], &objs[HKS], &objs[HKL], &objs[HKD],
-                          &objs[HVS], &objs[HVL], &objs[HVD], &out))
-        return NULL;
-    if (out == Py_None)
-        out = NULL;
-    if (out != NULL && !PyByteArray_Check(out)) {
-        PyErr_SetString(PyExc_TypeError, "encode_section: out must be a bytearray");
-        return NULL;
-    }
+static const char *view_names[NVIEWS] = {
+    "rows", "ts_delta", "key_starts", "key_lens", "key_data", "value_starts",
+    "value_lens", "value_data", "header_firsts", "header_counts", "hkey_starts",
+    "hkey_lens", "hkey_data", "hvalue_starts", "hvalue_lens", "hvalue_data"};
+
+/* The rows of one source to encode: its buffers, checked against each other. */
+typedef struct {
     Py_buffer v[NVIEWS];
-    int got = 0;
-    PyObject *result = NULL;
-    int64_t *bodies = NULL;
-    for (; got < NVIEWS; got++)
-        if (get_view(objs[got], &v[got], optional[got], names[got]))
-            goto done;
-    Py_ssize_t n = v[TS].len / 8;
-    Py_ssize_t sources = v[VL].len / 8;
-    Py_ssize_t flat = v[HKL].buf ? v[HKL].len / 8 : 0;
-    int has_keys = v[KL].buf != NULL, has_headers = v[HC].buf != NULL;
+    int got;
+    Py_ssize_t n, sources, flat;
+    int has_headers;
+    const int64_t *rows, *ts, *hfirst, *hcount;
+    Column key, value, hkey, hvalue;
+} Part;
+
+static void
+part_close(Part *pt)
+{
+    for (int j = 0; j < pt->got; j++)
+        PyBuffer_Release(&pt->v[j]); /* a view of None has no obj: nothing to release */
+    pt->got = 0;
+}
+
+/* Takes views of objs (in enum order) and checks their shapes; on error releases them. */
+static int
+part_open(Part *pt, PyObject *const *objs)
+{
+    static const int optional[NVIEWS] = {1, 0, 1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    Py_buffer *v = pt->v;
+    const char *const *names = view_names;
+    for (pt->got = 0; pt->got < NVIEWS; pt->got++)
+        if (get_view(objs[pt->got], &v[pt->got], optional[pt->got], names[pt->got]))
+            goto fail;
+    Py_ssize_t n = pt->n = v[TS].len / 8;
+    Py_ssize_t sources = pt->sources = v[VL].len / 8;
+    Py_ssize_t flat = pt->flat = v[HKL].buf ? v[HKL].len / 8 : 0;
+    int has_keys = v[KL].buf != NULL, has_headers = pt->has_headers = v[HC].buf != NULL;
     if (check_int64(&v[TS], -1, names[TS]) || check_int64(&v[ROWS], n, names[ROWS])
             || check_int64(&v[VS], sources, names[VS]) || check_int64(&v[VL], sources, names[VL]))
-        goto done;
+        goto fail;
     if (has_keys && (v[KS].buf == NULL || check_int64(&v[KS], sources, names[KS])
                      || check_int64(&v[KL], sources, names[KL]))) {
         if (!PyErr_Occurred())
             PyErr_SetString(PyExc_ValueError, "encode_section: key_starts missing");
-        goto done;
+        goto fail;
     }
     if (has_headers) {
         if (v[HF].buf == NULL || v[HKS].buf == NULL || v[HVS].buf == NULL
                 || v[HVL].buf == NULL || v[HKD].buf == NULL || v[HVD].buf == NULL) {
             PyErr_SetString(PyExc_ValueError, "encode_section: header arrays missing");
-            goto done;
+            goto fail;
         }
         if (check_int64(&v[HF], sources, names[HF]) || check_int64(&v[HC], sources, names[HC])
                 || check_int64(&v[HKS], flat, names[HKS]) || check_int64(&v[HKL], flat, names[HKL])
                 || check_int64(&v[HVS], flat, names[HVS]) || check_int64(&v[HVL], flat, names[HVL]))
-            goto done;
+            goto fail;
     }
     if (v[ROWS].buf == NULL && n != sources) {
         PyErr_SetString(PyExc_ValueError, "encode_section: without rows, ts_delta needs one "
                         "value per source row");
-        goto done;
+        goto fail;
     }
-    const int64_t *rows = v[ROWS].buf, *ts = v[TS].buf;
-    const int64_t *hfirst = v[HF].buf, *hcount = v[HC].buf;
-    Column key = {v[KS].buf, v[KL].buf, v[KD].buf, v[KD].len};
-    Column value = {v[VS].buf, v[VL].buf, v[VD].buf, v[VD].len};
-    Column hkey = {v[HKS].buf, v[HKL].buf, v[HKD].buf, v[HKD].len};
-    Column hvalue = {v[HVS].buf, v[HVL].buf, v[HVD].buf, v[HVD].len};
-    if (!has_keys)
-        key.lens = NULL;
+    pt->rows = v[ROWS].buf;
+    pt->ts = v[TS].buf;
+    pt->hfirst = v[HF].buf;
+    pt->hcount = v[HC].buf;
+    pt->key = (Column){v[KS].buf, has_keys ? v[KL].buf : NULL, v[KD].buf, v[KD].len};
+    pt->value = (Column){v[VS].buf, v[VL].buf, v[VD].buf, v[VD].len};
+    pt->hkey = (Column){v[HKS].buf, v[HKL].buf, v[HKD].buf, v[HKD].len};
+    pt->hvalue = (Column){v[HVS].buf, v[HVL].buf, v[HVD].buf, v[HVD].len};
+    return 0;
+fail:
+    part_close(pt);
+    return -1;
+}
 
-    bodies = PyMem_Malloc((n ? n : 1) * sizeof(int64_t));
-    if (!bodies) {
-        PyErr_NoMemory();
-        goto done;
-    }
-    /* First pass: every record's body size, all checks. */
-    int64_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t r = rows ? rows[i] : i;
-        if (r < 0 || r >= sources) {
+/* First pass: every record's body size into bodies[], all checks; adds the section's
+ * bytes to *total. Returns 0, -1 on error (exception set) or 1 when a record would be
+ * 2 GiB or more. */
+static int
+part_sizes(const Part *pt, int64_t first_offset, int64_t *bodies, int64_t *total)
+{
+    for (Py_ssize_t i = 0; i < pt->n; i++) {
+        int64_t r = pt->rows ? pt->rows[i] : i;
+        if (r < 0 || r >= pt->sources) {
             PyErr_SetString(PyExc_ValueError, "encode_section: a row index is out of range");
-            goto done;
+            return -1;
         }
         int64_t kl, vl;
-        if (column_len(&key, r, &kl) || column_len(&value, r, &vl))
-            goto done;
-        int64_t body = 1 + varint_size(zigzag(ts[i])) + varint_size(zigzag(first_offset + i))
-                       + varint_size(zigzag(kl)) + (kl > 0 ? kl : 0)
-                       + varint_size(zigzag(vl)) + (vl > 0 ? vl : 0);
+        if (column_len(&pt->key, r, &kl) || column_len(&pt->value, r, &vl))
+            return -1;
+        int64_t body = 1 + varint_size(zigzag(pt->ts[i]))
+                       + varint_size(zigzag(first_offset + i)) + varint_size(zigzag(kl))
+                       + (kl > 0 ? kl : 0) + varint_size(zigzag(vl)) + (vl > 0 ? vl : 0);
         int64_t hc = 0;
-        if (has_headers) {
-            hc = hcount[r];
-            int64_t h0 = hfirst[r];
-            if (hc < 0 || h0 < 0 || h0 > flat - hc) {
+        if (pt->has_headers) {
+            hc = pt->hcount[r];
+            int64_t h0 = pt->hfirst[r];
+            if (hc < 0 || h0 < 0 || h0 > pt->flat - hc) {
                 PyErr_SetString(PyExc_ValueError, "encode_section: headers out of range");
-                goto done;
+                return -1;
             }
             for (int64_t h = h0; h < h0 + hc; h++) {
                 int64_t hkl, hvl;
-                if (column_len(&hkey, h, &hkl) || column_len(&hvalue, h, &hvl))
-                    goto done;
+                if (column_len(&pt->hkey, h, &hkl) || column_len(&pt->hvalue, h, &hvl))
+                    return -1;
                 if (hkl < 0) {
                     PyErr_SetString(PyExc_ValueError, "encode_section: a header key is null");
-                    goto done;
+                    return -1;
                 }
                 body += varint_size(zigzag(hkl)) + hkl + varint_size(zigzag(hvl))
                         + (hvl > 0 ? hvl : 0);
             }
         }
         body += varint_size(zigzag(hc));
-        if (body >= ((int64_t)1 << 31)) {
-            result = Py_None;
-            Py_INCREF(result);
-            goto done;
-        }
+        if (body >= ((int64_t)1 << 31))
+            return 1;
         bodies[i] = body;
-        total += varint_size(zigzag(body)) + body;
+        *total += varint_size(zigzag(body)) + body;
+    }
+    return 0;
+}
+
+/* The running CRC-32C of the bytes written: `from` is where the bytes not yet in `reg`
+ * (the raw register) start. */
+typedef struct {
+    int on;
+    uint32_t reg;
+    const uint8_t *from;
+} Crc;
+
+/* Second pass: the bytes, in wire order, from p; returns the end. With crc->on their
+ * CRC-32C every few KiB, while the bytes just written are still in the CPU's cache. */
+static uint8_t *
+part_write(const Part *pt, int64_t first_offset, const int64_t *bodies, uint8_t *p, Crc *crc)
+{
+    for (Py_ssize_t i = 0; i < pt->n; i++) {
+        int64_t r = pt->rows ? pt->rows[i] : i;
+        int64_t kl = pt->key.lens ? pt->key.lens[r] : -1, vl = pt->value.lens[r];
+        p = put_varint(p, zigzag(bodies[i]));
+        *p++ = 0; /* attributes */
+        p = put_varint(p, zigzag(pt->ts[i]));
+        p = put_varint(p, zigzag(first_offset + i));
+        p = put_bytes(p, &pt->key, r, kl);
+        p = put_bytes(p, &pt->value, r, vl);
+        int64_t hc = pt->has_headers ? pt->hcount[r] : 0;
+        p = put_varint(p, zigzag(hc));
+        for (int64_t h = hc ? pt->hfirst[r] : 0, e = h + hc; h < e; h++) {
+            p = put_bytes(p, &pt->hkey, h, pt->hkey.lens[h]);
+            p = put_bytes(p, &pt->hvalue, h, pt->hvalue.lens[h]);
+        }
+        if (crc->on && p - crc->from >= CRC_CHUNK) {
+            crc->reg = crc_update(crc->reg, crc->from, (size_t)(p - crc->from));
+            crc->from = p;
+        }
+    }
+    if (crc->on) {
+        crc->reg = crc_update(crc->reg, crc->from, (size_t)(p - crc->from));
+        crc->from = p;
+    }
+    return p;
+}
+
+static PyObject *
+encode_section(PyObject *self, PyObject *args)
+{
+    PyObject *objs[NVIEWS];
+    PyObject *out = NULL, *crc_obj = Py_None;
+    long long first_offset;
+    if (!PyArg_ParseTuple(args, "OOLOOOOOOOOOOOOOO|OO", &objs[ROWS], &objs[TS], &first_offset,
+                          &objs[KS], &objs[KL], &objs[KD], &objs[VS], &objs[VL], &objs[VD],
+                          &objs[HF], &objs[HC], &objs[HKS], &objs[HKL], &objs[HKD],
+                          &objs[HVS], &objs[HVL], &objs[HVD], &out, &crc_obj))
+        return NULL;
+    if (out == Py_None)
+        out = NULL;
+    Crc crc = {crc_obj != Py_None, 0, NULL};
+    if (crc.on && crc_value(crc_obj, &crc.reg))
+        return NULL;
+    if (out != NULL && !PyByteArray_Check(out)) {
+        PyErr_SetString(PyExc_TypeError, "encode_section: out must be a bytearray");
+        return NULL;
+    }
+    Part pt;
+    if (part_open(&pt, objs))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t total = 0;
+    int64_t *bodies = PyMem_Malloc((pt.n ? pt.n : 1) * sizeof(int64_t));
+    if (!bodies) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int sized = part_sizes(&pt, first_offset, bodies, &total);
+    if (sized) {
+        result = sized > 0 ? Py_NewRef(Py_None) : NULL;
+        goto done;
     }
     uint8_t *p;
     if (out != NULL) {
@@ -257,26 +472,118 @@ encode_section(PyObject *self, PyObject *args)
             goto done;
         p = (uint8_t *)PyBytes_AS_STRING(result);
     }
-    /* Second pass: the bytes, in wire order. */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int64_t r = rows ? rows[i] : i;
-        int64_t kl = key.lens ? key.lens[r] : -1, vl = value.lens[r];
-        p = put_varint(p, zigzag(bodies[i]));
-        *p++ = 0; /* attributes */
-        p = put_varint(p, zigzag(ts[i]));
-        p = put_varint(p, zigzag(first_offset + i));
-        p = put_bytes(p, &key, r, kl);
-        p = put_bytes(p, &value, r, vl);
-        int64_t hc = has_headers ? hcount[r] : 0;
-        p = put_varint(p, zigzag(hc));
-        for (int64_t h = hc ? hfirst[r] : 0, e = h + hc; h < e; h++) {
-            p = put_bytes(p, &hkey, h, hkey.lens[h]);
-            p = put_bytes(p, &hvalue, h, hvalue.lens[h]);
+    crc.reg = ~crc.reg;
+    crc.from = p;
+    part_write(&pt, first_offset, bodies, p, &crc);
+    if (crc.on)
+        result = Py_BuildValue("(Nk)", result, (unsigned long)~crc.reg);
+done:
+    part_close(&pt);
+    PyMem_Free(bodies);
+    return result;
+}
+
+/* encode_records(parts, ts_delta, room, crc)
+ *
+ * The records of a whole batch in one call: ``parts`` a list of tuples, each
+ * ``(rows, key_starts, ..., hvalue_data)`` (encode_section's arguments without ts_delta
+ * and first_offset_delta), their records in order; ``ts_delta`` one value per record of
+ * all parts. Answers ``(out, crc)``: a new bytearray of ``room`` bytes (left for the
+ * caller's batch header, not initialised) followed by the records section, allocated once
+ * at its final size, and the CRC-32C of ``crc`` continued over the section (computed
+ * while writing it; ``crc`` None: none, and None in its place); None when a record would
+ * be 2 GiB or more. */
+static PyObject *
+encode_records(PyObject *self, PyObject *args)
+{
+    PyObject *parts, *ts_obj, *crc_obj;
+    Py_ssize_t room;
+    if (!PyArg_ParseTuple(args, "O!OnO", &PyList_Type, &parts, &ts_obj, &room, &crc_obj))
+        return NULL;
+    Crc crc = {crc_obj != Py_None, 0, NULL};
+    if (crc.on && crc_value(crc_obj, &crc.reg))
+        return NULL;
+    if (room < 0) {
+        PyErr_SetString(PyExc_ValueError, "encode_records: room must not be negative");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(parts);
+    Py_buffer ts_view;
+    if (PyObject_GetBuffer(ts_obj, &ts_view, PyBUF_SIMPLE))
+        return NULL;
+    Part *pts = PyMem_Calloc(count ? count : 1, sizeof(Part));
+    int64_t *bodies = PyMem_Malloc((ts_view.len / 8 + 1) * sizeof(int64_t));
+    PyObject *result = NULL, *ts_part = NULL;
+    Py_ssize_t opened = 0, at = 0;
+    int64_t total = 0;
+    if (!pts || !bodies) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (check_int64(&ts_view, -1, "ts_delta"))
+        goto done;
+    for (; opened < count; opened++) {
+        PyObject *item = PyList_GET_ITEM(parts, opened);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != NVIEWS - 1) {
+            PyErr_Format(PyExc_TypeError, "encode_records: a part must be a tuple of %d items",
+                         NVIEWS - 1);
+            goto done;
+        }
+        PyObject *objs[NVIEWS];
+        objs[ROWS] = PyTuple_GET_ITEM(item, 0);
+        for (int j = TS + 1; j < NVIEWS; j++)
+            objs[j] = PyTuple_GET_ITEM(item, j - 1);
+        /* the part's record count: its row indices, or (None) every row of its source */
+        Py_buffer counted;
+        if (PyObject_GetBuffer(objs[ROWS] == Py_None ? objs[VL] : objs[ROWS], &counted,
+                               PyBUF_SIMPLE))
+            goto done;
+        Py_ssize_t rows = counted.len / 8;
+        PyBuffer_Release(&counted);
+        if (rows > ts_view.len / 8 - at) {
+            PyErr_SetString(PyExc_ValueError, "encode_records: ts_delta is too short");
+            goto done;
+        }
+        ts_part = PyMemoryView_FromMemory((char *)ts_view.buf + 8 * at, 8 * rows, PyBUF_READ);
+        if (!ts_part)
+            goto done;
+        objs[TS] = ts_part;
+        int failed = part_open(&pts[opened], objs);
+        Py_CLEAR(ts_part); /* the part holds its own view of it */
+        if (failed)
+            goto done;
+        int sized = part_sizes(&pts[opened], at, bodies + at, &total);
+        at += rows;
+        if (sized) {
+            opened++;
+            result = sized > 0 ? Py_NewRef(Py_None) : NULL;
+            goto done;
         }
     }
+    if (at != ts_view.len / 8) {
+        PyErr_SetString(PyExc_ValueError, "encode_records: ts_delta is longer than the rows");
+        goto done;
+    }
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, room + (Py_ssize_t)total);
+    if (!out)
+        goto done;
+    uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out) + room;
+    crc.reg = ~crc.reg;
+    crc.from = p;
+    at = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        p = part_write(&pts[k], at, bodies + at, p, &crc);
+        at += pts[k].n;
+    }
+    if (crc.on)
+        result = Py_BuildValue("(Nk)", out, (unsigned long)~crc.reg);
+    else
+        result = Py_BuildValue("(NO)", out, Py_None);
 done:
-    for (int j = 0; j < got; j++)
-        PyBuffer_Release(&v[j]);  /* a view of None has no obj: nothing to release */
+    for (Py_ssize_t k = 0; k < opened; k++)
+        part_close(&pts[k]);
+    PyBuffer_Release(&ts_view);
+    PyMem_Free(pts);
     PyMem_Free(bodies);
     return result;
 }
@@ -415,12 +722,41 @@ done:
     return result;
 }
 
+/* crc32c(data, value=0, portable=False)
+ *
+ * CRC-32C of a bytes-like ``data`` continuing from ``value`` (the crc32c package's
+ * convention); ``portable``: with the table code even where the CPU instruction is used. */
+static PyObject *
+crc32c(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *value = NULL;
+    int portable = 0;
+    uint32_t crc = 0;
+    if (!PyArg_ParseTuple(args, "y*|Op", &view, &value, &portable))
+        return NULL;
+    if (value != NULL && crc_value(value, &crc)) {
+        PyBuffer_Release(&view);
+        return NULL;
+    }
+    const uint8_t *data = view.buf;
+    size_t len = (size_t)view.len;
+    Py_BEGIN_ALLOW_THREADS
+    crc = ~(portable ? crc_portable : crc_update)(~crc, data, len);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
 static PyMethodDef methods[] = {
     {"encode_section", encode_section, METH_VARARGS,
      "Rows of Arrow buffers, picked by index, to the records section of a record batch."},
     {"base_sizes", base_sizes, METH_VARARGS,
      "Each row's record size without its length prefix and deltas (int64 bytes)."},
     {"murmur2", murmur2, METH_VARARGS, "Java's Utils.murmur2 of every value (uint32 bytes)."},
+    {"encode_records", encode_records, METH_VARARGS,
+     "The records of a whole batch, from several parts, with their CRC-32C."},
+    {"crc32c", crc32c, METH_VARARGS, "CRC-32C of data, continuing from value."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -432,5 +768,18 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__fastencode(void)
 {
-    return PyModule_Create(&module);
+    crc_init_tables();
+    int hardware = 0;
+#ifdef HAVE_SSE42_CRC
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("sse4.2")) {
+        crc_init_zeros();
+        crc_update = crc_sse42;
+        hardware = 1;
+    }
+#endif
+    PyObject *m = PyModule_Create(&module);
+    if (m != NULL && PyModule_AddIntConstant(m, "CRC32C_HARDWARE", hardware) < 0)
+        Py_CLEAR(m);
+    return m;
 }

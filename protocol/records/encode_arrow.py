@@ -16,7 +16,6 @@ from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import ConfigError
 from . import accel
@@ -99,6 +98,8 @@ class _Headers:
             pa.types.is_list(headers.type) or pa.types.is_large_list(headers.type)
         ) or not pa.types.is_struct(headers.type.value_type):
             raise ConfigError(f"headers must be list<struct<key, value>>, not {headers.type}")
+        import pyarrow.compute as pc  # headers only: its import costs a fresh worker 0.1-0.3 s
+
         counts = pc.list_value_length(headers).fill_null(0)
         self.count = counts.to_numpy(zero_copy_only=False).astype(np.int64)
         flat = pc.list_flatten(headers)
@@ -355,15 +356,33 @@ def encode_rows(
     codec = _compression.codec_id(compression)
     ts = _timestamps(timestamps_ms, n)
     ts_delta = ts - ts[0]
-    batch = None
+    # the header's fields in HEADER_STRUCT's order; the batch length (1) comes last
+    fields = [
+        base_offset,
+        0,
+        partition_leader_epoch,
+        _batch.MAGIC_V2,
+        0,  # the CRC, written in place at the end
+        _batch.TRANSACTIONAL_MASK if transactional else 0,
+        n - 1,
+        int(ts[0]),
+        int(ts.max()),
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    ]
+    compiled = None
     ext = accel.encoder()
     if ext is not None:
-        batch = _compiled_batch(ext, parts, counts, ts_delta)
-    if batch is None:  # the header's room, then the records section
+        compiled = _compiled_batch(ext, parts, counts, ts_delta, None if codec else fields)
+    if compiled is None:  # the header's room, then the records section
         batch = bytearray(_batch.BATCH_HEADER_SIZE)
         batch += _pure_section(parts, ts_delta)
+        crc = None
+    else:
+        batch, crc = compiled
 
-    attributes = _batch.TRANSACTIONAL_MASK if transactional else 0
     if codec:
         section = memoryview(batch)[_batch.BATCH_HEADER_SIZE :]
         compressed = _compression.compress(
@@ -373,43 +392,35 @@ def encode_rows(
         section.release()
         if smaller or not compression_fallback:
             batch = bytearray(_batch.BATCH_HEADER_SIZE) + compressed
-            attributes |= codec
-    _batch.HEADER_STRUCT.pack_into(
-        batch,
-        0,
-        base_offset,
-        len(batch) - _batch.LOG_OVERHEAD,
-        partition_leader_epoch,
-        _batch.MAGIC_V2,
-        0,
-        attributes,
-        n - 1,
-        int(ts[0]),
-        int(ts.max()),
-        producer_id,
-        producer_epoch,
-        base_sequence,
-        n,
-    )
-    with memoryview(batch) as view:
-        crc = _batch.crc32c(view[_batch.ATTRIBUTES_OFFSET :])
+            fields[5] |= codec
+    fields[1] = len(batch) - _batch.LOG_OVERHEAD
+    _batch.HEADER_STRUCT.pack_into(batch, 0, *fields)
+    if crc is None:
+        with memoryview(batch) as view:
+            crc = _batch.crc32c(view[_batch.ATTRIBUTES_OFFSET :])
     _UINT32.pack_into(batch, _batch.CRC_OFFSET, crc)
     return batch
 
 
-def _compiled_batch(ext, parts, counts, ts_delta) -> bytearray | None:
-    """The header's room, then the records section written by the compiled encoder straight
-    into the same buffer (no copy of the section); None: the pure path decides."""
-    batch = bytearray(_batch.BATCH_HEADER_SIZE)
-    at = 0
-    for (src, rows), count in zip(parts, counts):
-        if count == 0:
-            continue
-        index = None if rows is None else np.ascontiguousarray(rows, dtype=np.int64)
-        if ext.encode_section(index, ts_delta[at : at + count], at, *src.buffers(), batch) is None:
-            return None
-        at += count
-    return batch
+def _compiled_batch(ext, parts, counts, ts_delta, fields) -> tuple[bytearray, int | None] | None:
+    """The header's room, then the records section, written by the compiled encoder into
+    one buffer allocated once at its final size, and None; None: the pure path decides.
+    With the header's ``fields`` (an uncompressed batch: the CRC covers the records as
+    written) the encoder also computes the batch's CRC while it writes the records (no
+    second pass over the batch): then the CRC instead of None. Only where the CPU has a
+    CRC-32C instruction (x86-64's SSE4.2): elsewhere the crc32c package's own pass is
+    faster than the encoder's table code."""
+    crc = None
+    if fields is not None and ext.CRC32C_HARDWARE:
+        head = bytearray(_batch.BATCH_HEADER_SIZE)
+        _batch.HEADER_STRUCT.pack_into(head, 0, *fields)
+        crc = ext.crc32c(head[_batch.ATTRIBUTES_OFFSET :])
+    picked = [
+        (None if rows is None else np.ascontiguousarray(rows, dtype=np.int64), *src.buffers())
+        for (src, rows), count in zip(parts, counts)
+        if count
+    ]
+    return ext.encode_records(picked, ts_delta, _batch.BATCH_HEADER_SIZE, crc)
 
 
 def _pure_section(parts, ts_delta):
@@ -481,22 +492,36 @@ def record_base_sizes(keys, values, *, headers=None) -> np.ndarray:
 def sizes_in_batch(base_sizes: np.ndarray, ts_span: int, n: int) -> np.ndarray:
     """An upper bound of each record's encoded size (length prefix included) in a batch of
     ``n`` records whose timestamps span ``ts_span`` ms, from ``record_base_sizes``."""
-    deltas = varint_sizes(zigzag_encode(np.array([ts_span, max(n - 1, 0)], dtype=np.int64)))
-    body = base_sizes + int(deltas.sum())
-    return body + varint_sizes(zigzag_encode(body))
+    body = base_sizes + (_varint_size(ts_span) + _varint_size(max(n - 1, 0)))
+    sizes = body + 1  # with the length prefix: 1 byte, one more per bound reached
+    top = int(body.max()) if body.size else 0
+    bound = 64  # a body (never negative) zigzags to 2 * body: 7 more bits a byte
+    while top >= bound:
+        sizes += body >= bound
+        bound <<= 7
+    return sizes
 
 
-def _span(ts: np.ndarray) -> int:
-    return int(ts.max() - ts.min()) if ts.size else 0
+def _varint_size(value: int) -> int:
+    """Bytes of ``value`` (a Python int) as a zigzag varint."""
+    u = value << 1 if value >= 0 else ~(value << 1)
+    return max(1, (u.bit_length() + 6) // 7)
+
+
+def _span(timestamps_ms, n: int) -> int:
+    """How many ms the ``n`` rows' timestamps span (0 for one time for all: None is now)."""
+    one = isinstance(timestamps_ms, (int, np.integer)) and not isinstance(timestamps_ms, bool)
+    if timestamps_ms is None or one or not n:
+        return 0
+    ts = _timestamps(timestamps_ms, n)
+    return int(ts.max() - ts.min())
 
 
 def record_sizes(keys, values, *, headers=None, timestamps_ms=None) -> np.ndarray:
     """An upper bound of the encoded size of each row inside a batch of these rows (offset
     and timestamp deltas are taken at their largest)."""
     base = record_base_sizes(keys, values, headers=headers)
-    n = base.size
-    ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
-    return sizes_in_batch(base, _span(ts), n)
+    return sizes_in_batch(base, _span(timestamps_ms, base.size), base.size)
 
 
 def split_for_batch_size(
@@ -526,8 +551,7 @@ def split_for_batch_size(
         sizes = record_sizes(keys, values, headers=headers, timestamps_ms=timestamps_ms)
     else:
         n = base_sizes.size
-        ts = _timestamps(timestamps_ms, n) if n else np.zeros(0, np.int64)
-        sizes = sizes_in_batch(base_sizes, _span(ts), n)
+        sizes = sizes_in_batch(base_sizes, _span(timestamps_ms, n), n)
     n = sizes.size
     cum = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(sizes, out=cum[1:])
