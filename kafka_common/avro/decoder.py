@@ -55,7 +55,7 @@ class _Primitive(Node):
             return self._number(cur, v, row), pos
         if wt == "boolean":
             m, pos = read_fixed_width(cur, pos, end, row, 1)
-            return pa.array((m & np.uint64(0xFF)) == 1, type=pa.bool_()), pos
+            return pa.array(m == 1, type=pa.bool_()), pos
         if wt in ("float", "double"):
             width = 4 if wt == "float" else 8
             m, pos = read_fixed_width(cur, pos, end, row, width)

@@ -42,26 +42,41 @@ class Cursor:
 
 _HIGH = np.uint64(0x8080808080808080)
 _LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_SHIFTS = [(np.uint64(8 * k), np.uint64(7 * k)) for k in range(8)]
+_ONE = np.uint64(1)
+# the 7-bit groups packed pairwise in three rounds (bytes -> 14 bits -> 28 -> 56): the
+# kept low half of each lane, the high half shifted down onto its end
+_PACK = [
+    (np.uint64(1), np.uint64(0x007F007F007F007F), np.uint64(0x3F803F803F803F80)),
+    (np.uint64(2), np.uint64(0x00003FFF00003FFF), np.uint64(0x0FFFC0000FFFC000)),
+    (np.uint64(4), np.uint64(0x000000000FFFFFFF), np.uint64(0x00FFFFFFF0000000)),
+]
 
 
 def _varints_word(cur: Cursor, pos):
     """Varints of up to 8 bytes from the 8 bytes at each position read as one uint64: the
     first byte without its high bit ends the varint (the lowest set bit of ``~x & 0x80..``),
-    and the 7-bit groups are packed with 8 shifts. Returns (raw unsigned values, sizes,
-    mask of varints longer than 8 bytes, whose values are left for the caller)."""
+    and the 7-bit groups are packed in three rounds of shifts whatever the length. Returns
+    (raw unsigned values, sizes, mask of varints longer than 8 bytes, whose values are left
+    for the caller)."""
     x = cur.word[pos]
-    t = ~x & _HIGH
+    t = ~x
+    t &= _HIGH
     longer = t == 0
-    lowest = t & (~t + np.uint64(1))
-    lowest[longer] = np.uint64(1 << 63)
-    # the lowest clear high bit is bit 8k+7 of a varint of k+1 bytes: 8k+7 bits below it
-    size = (_popcount(lowest - np.uint64(1)).astype(np.int64) >> 3) + 1
-    p = x & ((lowest << np.uint64(1)) - np.uint64(1)) & _LOW7
-    raw = p & np.uint64(0x7F)
-    for down, up in _SHIFTS[1 : int(size.max()) if size.size else 0]:  # the bytes present
-        raw |= ((p >> down) & np.uint64(0x7F)) << up
-    return raw, size, longer
+    below = np.negative(t)  # t & -t: the lowest set bit
+    below &= t
+    below[longer] = np.uint64(1 << 63)
+    below -= _ONE  # every bit below it: bit 8k+7 ends a varint of k+1 bytes
+    size = _popcount(below).astype(np.int64)
+    size >>= 3
+    size += 1
+    x &= below
+    x &= _LOW7
+    for shift, keep, high in _PACK:
+        hi = x >> shift
+        hi &= high
+        x &= keep
+        x |= hi
+    return x, size, longer
 
 
 def _popcount(x: np.ndarray) -> np.ndarray:
@@ -120,14 +135,15 @@ _ONE_BYTE = zigzag_decode(np.arange(256, dtype=np.uint64))
 
 def read_fixed_width(cur: Cursor, pos, end, row, width: int):
     """``width`` (1 to 8) bytes at every position, as the low bytes of a little-endian
-    uint64 each (the bytes past ``width`` are whatever follows); returns (words, new
+    uint64 each (the bytes past ``width`` are whatever follows), or for one byte as uint8
+    (a byte gather costs a fraction of an unaligned 8-byte one); returns (words, new
     positions)."""
     new = pos + width
     over = new > end
     if over.any():
         cur.fail(row, new, end, over)
         pos = np.where(over, end - width, pos).clip(0)
-    return cur.word[pos], new
+    return (cur.a[pos] if width == 1 else cur.word[pos]), new
 
 
 def read_lengths(cur: Cursor, pos, end, row):

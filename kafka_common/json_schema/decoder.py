@@ -4,7 +4,9 @@
 Rows are parsed with the standard ``json`` module's scanner (in place in the column's
 buffer when it is ASCII; a payload that is not whole JSON on its own is parsed alone, so
 its neighbours never complete it) and converted by per-type functions built once per
-decoder: row by row in Python, with the cyclic GC held off.
+decoder: row by row in Python, with the cyclic GC held off. A batch of framed objects of
+simple types goes through Arrow's C++ JSON reader instead (``compiled``), when it reads
+them exactly as this path would.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pyarrow as pa
 
 from kafka_common.gc_pause import gc_paused
 
+from .compiled import compiles, read_rows
 from .converters import JSONMismatch, converter
 
 __all__ = ["Decoder", "JSONMismatch"]
@@ -41,8 +44,10 @@ class Decoder:
     """``decode(values, starts) -> (array, errors, reasons)``: each payload (from its start
     offset) parsed as JSON and converted to ``atype`` as ``from_json`` would."""
 
-    def __init__(self, atype: pa.DataType):
+    def __init__(self, atype: pa.DataType, compiled: bool = True):
         self.type = atype
+        # Arrow's JSON reader for the batches it reads as this path would (``compiled``)
+        self.compiled = compiled and compiles(atype)
         self.convert = converter(atype)
         decoder = (
             json.JSONDecoder(parse_float=decimal.Decimal)
@@ -53,6 +58,10 @@ class Decoder:
         self.loads, self.scan = decoder.decode, decoder.scan_once  # type: ignore[attr-defined]
 
     def decode(self, values: pa.Array, starts):
+        if self.compiled:
+            rows = read_rows(values, starts, self.type)
+            if rows is not None:
+                return rows, np.zeros(len(values), dtype=bool), {}
         with gc_paused():
             return self._decode(values, starts)
 
@@ -115,13 +124,18 @@ class Decoder:
                 rows.append(None)
         try:
             return pa.array(rows, self.type), errors, reasons
-        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
             good = []
             for i, row in enumerate(rows):
                 try:
                     pa.array([row], self.type)
                     good.append(row)
-                except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                except (
+                    pa.ArrowInvalid,
+                    pa.ArrowTypeError,
+                    OverflowError,
+                    UnicodeEncodeError,
+                ) as exc:
                     errors[i] = True
                     reasons[i] = f"does not fit {self.type}: {exc}"
                     good.append(None)

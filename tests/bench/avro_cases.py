@@ -105,6 +105,90 @@ def produce_avro(
         assert p.flush(10) == 0
 
 
+# The same five fields for the Protobuf and JSON Schema cases of the ``jvm`` section (the
+# timestamp as a long of milliseconds: neither format has Avro's logical type)
+PROTO = """syntax = "proto3";
+package bench;
+message Reading { int64 id = 1; string sensor = 2; double value = 3; bool ok = 4; int64 at = 5; }
+"""
+PROTO_MESSAGE = "bench.Reading"
+JSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "sensor": {"type": "string"},
+        "value": {"type": "number"},
+        "ok": {"type": "boolean"},
+        "at": {"type": "integer"},
+    },
+}
+#: the schema given to ``from_json``: what valueFormat=json maps JSON_SCHEMA to
+JSON_DDL = "id BIGINT, sensor STRING, value DOUBLE, ok BOOLEAN, at BIGINT"
+
+
+def proto_descriptor_file(folder: str) -> str:
+    """``bench.desc``: PROTO compiled by protoc (grpcio-tools) into the descriptor set
+    ``from_protobuf`` reads."""
+    import importlib.resources
+    import os
+
+    from grpc_tools import protoc
+
+    with open(os.path.join(folder, "bench.proto"), "w") as f:
+        f.write(PROTO)
+    out = os.path.join(folder, "bench.desc")
+    include = str(importlib.resources.files("grpc_tools") / "_proto")
+    argv = ["protoc", f"-I{folder}", f"-I{include}", "--include_imports"]
+    if protoc.main([*argv, f"--descriptor_set_out={out}", "bench.proto"]) != 0:
+        raise RuntimeError("protoc could not compile the bench's .proto")
+    return out
+
+
+def produce_registry(
+    bootstrap: str, registry_url: str, topic: str, records: int, partitions: int, fmt: str
+) -> None:
+    """``records`` rows of the Avro case's values as Protobuf (``fmt="protobuf"``) or JSON
+    (``"json"``), framed as Confluent's serializers frame them (magic 0, the schema id the
+    registry gave, and for Protobuf the message index 0)."""
+    import struct
+
+    import confluent_kafka
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from google.protobuf import message_factory
+
+    from kafka_common.protobuf import message_descriptor
+    from protocol.client.cluster import KafkaClient
+
+    with KafkaClient(bootstrap_servers=bootstrap) as client:
+        client.create_topics({topic: partitions})
+        client.wait_for_topics([topic])
+    text, kind = (PROTO, "PROTOBUF") if fmt == "protobuf" else (json.dumps(JSON_SCHEMA), "JSON")
+    schema_id = SchemaRegistryClient({"url": registry_url}).register_schema(
+        f"{topic}-value", Schema(text, kind)
+    )
+    prefix = struct.pack(">bI", 0, schema_id) + (b"\x00" if fmt == "protobuf" else b"")
+    make = message_factory.GetMessageClass(message_descriptor(PROTO, ()))
+    p = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 50, "batch.size": 1_000_000}
+    )
+    base_ms = 1_704_067_200_000  # 2024-01-01, as the Avro case
+    for i in range(records):
+        row = {"id": i, "sensor": f"sensor-{i % 1000}", "value": i * 0.5, "ok": bool(i & 1)}
+        row["at"] = base_ms + i
+        payload = (
+            make(**row).SerializeToString()
+            if fmt == "protobuf"
+            else json.dumps(row, separators=(",", ":")).encode()
+        )
+        while True:
+            try:
+                p.produce(topic, value=prefix + payload, partition=i % partitions)
+                break
+            except BufferError:
+                p.poll(0.1)
+    assert p.flush(60) == 0
+
+
 def _kafka(spark, bootstrap, topic, ends: dict | None, **options):
     reader = (
         spark.read.format("pykafka")

@@ -1,8 +1,8 @@
 """Micro-benchmark of the Protobuf and JSON value decoders on one core: Confluent-framed
 values decoded into Arrow by ``kafka_common.protobuf.Decoder`` and
-``kafka_common.json_schema.Decoder``, next to what a UDF does without them (the protobuf
-runtime's ``FromString`` then ``json_format.MessageToDict``; ``json.loads``), each
-building the same Arrow column.
+``kafka_common.json_schema.Decoder`` (and its pure path, without Arrow's JSON reader), next
+to what a UDF does without them (the protobuf runtime's ``FromString`` then
+``json_format.MessageToDict``; ``json.loads``), each building the same Arrow column.
 
     .venv/bin/python tests/bench/bench_proto_json.py [--records 100000] [--repeat 5]
 
@@ -157,6 +157,8 @@ def main():
         atype = parse_ddl(DDL[case])
         jdec = json_schema.Decoder(atype)
         ours = best(lambda: jdec.decode(jvalues, jstarts), args.repeat)
+        jpure = json_schema.Decoder(atype, compiled=False)
+        pure = best(lambda: jpure.decode(jvalues, jstarts), args.repeat)
 
         def jsonudf():
             return pa.array([json.loads(v[5:]) for v in jvalues.to_pylist()], atype)
@@ -164,7 +166,9 @@ def main():
         theirs = best(jsonudf, args.repeat)
         print(
             f"json     {case:7s} ours {n / ours / 1e6:6.3f} M/s   json.loads+pa.array   "
-            f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x"
+            f"{n / theirs / 1e6:6.3f} M/s   ratio {theirs / ours:5.2f}x   "
+            f"(pure path {n / pure / 1e6:6.3f} M/s, {'compiled' if jdec.compiled else 'pure'}"
+            f" / pure {pure / ours:5.2f}x)"
         )
 
 

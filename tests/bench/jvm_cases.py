@@ -22,7 +22,13 @@ beside Spark's floor for a Python streaming source, ``--jvm-latency-runs`` runs 
 median);
 registry Avro (1 M flat records) decoded by ours (``valueFormat=avro``) and by
 ``from_avro`` over the JVM connector's value minus its 5-byte header, and the same topic
-read raw by both. Nothing is asserted: the goals are reported met or not.
+read raw by both; the same rows as registry JSON Schema values decoded by ours
+(``valueFormat=json``) and by ``from_json`` with the schema given. Nothing is asserted: the
+goals are reported met or not.
+
+    .venv/bin/python tests/bench/jvm_cases.py --formats [--scale 0.3] [--rounds 3]
+
+runs only the registry formats' cases, in a session of their own, and prints their table.
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ GOAL_LATENCY = 1.0  # ours / the JVM connector's, p50 and p99, median of the run
 GOAL_LATENCY_P99_FLOOR = 1.25  # ours / Spark's floor, p99, in every run
 GOAL_AVRO_VS_FROM_AVRO = 4.0
 GOAL_AVRO_VS_RAW = 0.9
+GOAL_JSON_VS_FROM_JSON = 2.0
 SMALL_READ_RECORDS = 1_000
 
 
@@ -184,6 +191,7 @@ def run_jvm(args, log) -> list[str]:
             t = time.perf_counter()
             produce_avro(bootstrap, registry.url, avro_topic, avro_records, partitions)
             log(f"jvm: produced {avro_records:,} Avro records in {time.perf_counter() - t:.1f} s")
+            json_case = produce_json(bootstrap, registry.url, avro_records, partitions, log)
             latency_topic = "bench-jvm-latency"
             from protocol.client.cluster import KafkaClient
 
@@ -221,6 +229,7 @@ def run_jvm(args, log) -> list[str]:
                     "registry_url": registry.url,
                     "schema": json.dumps(RECORD),
                 },
+                "json": json_case,
             }
             results = run_child(python, spec, workdir, 7200)
             if args.jvm_latency_runs:
@@ -259,6 +268,62 @@ def run_jvm(args, log) -> list[str]:
     with open(os.path.join(ROOT, ".cache", "bench-jvm-results.json"), "w") as f:  # raw figures
         json.dump(results, f, indent=1)
     return render(results, sets, args, time.monotonic() - began)
+
+
+def produce_json(bootstrap: str, registry_url: str, records: int, partitions: int, log) -> dict:
+    """The Avro case's rows as registry JSON Schema values; the child's ``json`` spec."""
+    from avro_cases import JSON_DDL, produce_registry
+
+    topic = f"bench-jvm-json-{records}"
+    t = time.perf_counter()
+    produce_registry(bootstrap, registry_url, topic, records, partitions, "json")
+    log(f"jvm: produced {records:,} JSON Schema records in {time.perf_counter() - t:.1f} s")
+    return {"topic": topic, "records": records, "registry_url": registry_url, "ddl": JSON_DDL}
+
+
+def run_formats(args, log) -> list[str]:
+    """Only the registry value formats' cases (Avro and JSON Schema beside ``from_avro``
+    and ``from_json``), in a session of their own: a quick look at the decoders. Returns
+    the lines ``render`` gives for them."""
+    from avro_cases import RECORD, produce_avro
+
+    from kafka_testbed import NEWEST_KAFKA, KafkaCluster
+    from kafka_testbed.schema_registry import RegistryServer
+
+    began = time.monotonic()
+    python, jars = child_python()
+    records = max(1000, int(args.avro_records * args.scale))
+    workdir = tempfile.mkdtemp(prefix="bench-jvm-")
+    load_start = "%.2f %.2f %.2f" % os.getloadavg()
+    with KafkaCluster(NEWEST_KAFKA, heap_mb=1024) as kafka:
+        registry = RegistryServer().start()
+        try:
+            avro_topic = f"bench-jvm-avro-{records}"
+            produce_avro(kafka.bootstrap, registry.url, avro_topic, records, args.partitions)
+            spec = {
+                "mode": "formats",
+                "bootstrap": kafka.bootstrap,
+                "jars": jars,
+                "cores": args.cores,
+                "broker_pids": [kafka.pid(n) for n in kafka.nodes],
+                "warmups": args.jvm_warmups,
+                "rounds": args.rounds,
+                "avro": {
+                    "topic": avro_topic,
+                    "records": records,
+                    "registry_url": registry.url,
+                    "schema": json.dumps(RECORD),
+                },
+                "json": produce_json(kafka.bootstrap, registry.url, records, args.partitions, log),
+            }
+            results = run_child(python, spec, workdir, 3600)
+        finally:
+            registry.stop()
+    results["load_at_start"] = load_start
+    with open(os.path.join(workdir, "formats-results.json"), "w") as f:
+        json.dump(results, f, indent=1)
+    log(f"jvm formats: raw figures in {workdir}/formats-results.json")
+    return render(results, [], args, time.monotonic() - began)
 
 
 # ---- rendering -----------------------------------------------------------------------------
@@ -305,6 +370,7 @@ CASE_LABELS = {
     "stream AvailableNow": "readStream AvailableNow -> noop, 100 B values",
     "avro decoded": "registry Avro -> value struct (JVM: from_avro)",
     "avro raw": "the Avro topic read raw (binary value)",
+    "json decoded": "registry JSON Schema -> value struct (JVM: from_json, schema given)",
 }
 
 
@@ -883,4 +949,33 @@ def goals(r: dict) -> list[str]:
             f"topic: {verdict(ours_raw >= GOAL_AVRO_VS_RAW)} ({ours_raw:.2f}x; the "
             f"JVM's from_avro keeps {jvm_raw:.2f}x of its raw read{floor})"
         )
+    if "json decoded" in cases:
+        js = cases["json decoded"]
+        x, by_cpu = ratio(js), cpu_ratio(js)
+        out.append(
+            f"- registry JSON Schema >= {GOAL_JSON_VS_FROM_JSON:.0f}x from_json (schema given) "
+            f"over the JVM connector, by rate and by CPU: "
+            f"{verdict(min(x, by_cpu) >= GOAL_JSON_VS_FROM_JSON)} ({x:.2f}x; by CPU "
+            f"{by_cpu:.2f}x; our Python workers {cpu_per_m(js['pykafka'], 'python workers'):.2f}"
+            " s per million values)"
+        )
     return out
+
+
+if __name__ == "__main__":
+    import argparse
+    import types
+
+    sys.path.insert(0, HERE)
+    ap = argparse.ArgumentParser(description="the jvm section's registry formats' cases")
+    ap.add_argument("--formats", action="store_true", required=True)
+    ap.add_argument("--scale", type=float, default=0.3)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--jvm-warmups", type=int, default=1)
+    a = ap.parse_args()
+    began = time.monotonic()
+    settings = types.SimpleNamespace(
+        avro_records=1_000_000, partitions=4, cores=2, **{k: v for k, v in vars(a).items()}
+    )
+    out = run_formats(settings, lambda m: print(f"[{time.monotonic() - began:6.1f}] {m}"))
+    print("\n".join(out))

@@ -333,6 +333,72 @@ def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
     }
 
 
+def json_runs(spark, bootstrap: str, case: dict) -> dict:
+    """Registry JSON Schema into the value struct: ours with valueFormat=json; Spark's with
+    ``from_json`` and the schema given (``case["ddl"]``, what ours maps the registry's
+    schema to) over the value minus its 5-byte Confluent header, as a string."""
+    from pyspark.sql.functions import expr, from_json
+
+    topic, url = case["topic"], case["registry_url"]
+
+    def ours():
+        return noop(
+            lambda: (
+                reader(
+                    spark,
+                    "pykafka",
+                    bootstrap,
+                    topic,
+                    valueFormat="json",
+                    **{"schema.registry.url": url},
+                )
+                .load()
+                .select("value")
+            )
+        )
+
+    def theirs():
+        text = expr("cast(substring(value, 6, length(value) - 5) as string)")
+        return noop(
+            lambda: (
+                reader(spark, "kafka", bootstrap, topic)
+                .load()
+                .select(from_json(text, case["ddl"]).alias("value"))
+            )
+        )
+
+    return {"pykafka": ours, "kafka": theirs}
+
+
+def formats_mode(spec: dict, results_path: str) -> None:
+    """Only the registry value formats' cases (Avro and JSON Schema beside Spark's
+    ``from_avro`` and ``from_json``): ``make bench``'s jvm section runs them after the
+    others; alone, for a quick look at the decoders."""
+    out: dict = {}
+    rec = Recorder(results_path, spec["broker_pids"], out)
+    spark = session(spec["jars"], spec["cores"])
+    activate(spark)
+    import pyspark
+
+    out["spark"] = pyspark.__version__
+    registry_cases(spark, spec, rec)
+    out["load_at_end"] = "%.2f %.2f %.2f" % os.getloadavg()
+    rec.save()
+    spark.stop()
+
+
+def registry_cases(spark, spec: dict, rec) -> None:
+    bootstrap, warmups, rounds = spec["bootstrap"], spec["warmups"], spec["rounds"]
+    avro = spec.get("avro")
+    if avro:
+        runs = avro_runs(spark, bootstrap, avro)
+        rec.case("avro decoded", avro["records"], runs["decoded"], warmups, rounds)
+        rec.case("avro raw", avro["records"], runs["raw"], warmups, rounds)
+    js = spec.get("json")
+    if js:
+        rec.case("json decoded", js["records"], json_runs(spark, bootstrap, js), warmups, rounds)
+
+
 # ---- streaming latency ---------------------------------------------------------------------
 
 
@@ -766,6 +832,9 @@ def main(spec_path: str, results_path: str) -> None:
     if spec.get("mode") == "latency":
         latency_mode(spec, results_path)
         return
+    if spec.get("mode") == "formats":
+        formats_mode(spec, results_path)
+        return
     out: dict = {}
     rec = Recorder(results_path, spec["broker_pids"], out)
     bootstrap, warmups, rounds = spec["bootstrap"], spec["warmups"], spec["rounds"]
@@ -857,11 +926,7 @@ def main(spec_path: str, results_path: str) -> None:
         rounds,
     )
 
-    avro = spec.get("avro")
-    if avro:
-        runs = avro_runs(spark, bootstrap, avro)
-        rec.case("avro decoded", avro["records"], runs["decoded"], warmups, rounds)
-        rec.case("avro raw", avro["records"], runs["raw"], warmups, rounds)
+    registry_cases(spark, spec, rec)
 
     out["load_at_end"] = "%.2f %.2f %.2f" % os.getloadavg()
     rec.save()
