@@ -157,13 +157,13 @@ docs: $(STAMP)
 	$(PY) -m mkdocs build --strict --site-dir site
 
 # Lint and types (pyproject.toml's [tool.ruff] and [tool.mypy]; .ci/run runs it after
-# make docs): ruff's rules over the whole tree, its formatter's check, and mypy over
-# protocol/ and kafka_common/ (the sans-IO protocol modules strictly).
+# make docs): ruff's rules over the whole tree, its formatter's check, and mypy over the
+# five product packages protocol/version.py names (the sans-IO protocol modules strictly).
 .PHONY: lint
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) -m mypy
+	$(PY) -m mypy $$($(PY) -c 'from protocol.version import RUNTIME_PACKAGES as p; print(*p)')
 
 # The sdist, a wheel for each supported CPython (3.10 to 3.13, pyenv's or python3.X on PATH:
 # scripts/build_wheels.py) with the compiled record decoder and encoder inside, tagged
