@@ -83,7 +83,7 @@ def test_nothing_is_visible_until_the_driver_commits(kafka, topic_name):
     m1 = task(kafka, topic_name, prefix, "b", 30, partition_id=1)
     assert m0.transaction.transactional_id == f"{prefix}-0-0" and m0.records == 50
     assert m0.transaction.marker is not None and not m0.transaction.skipped
-    assert committed_values(kafka.bootstrap, topic_name, 2) == []
+    assert committed_values(kafka.bootstrap, topic_name, 2, settle_s=0) == []
     assert librdkafka_read_committed(kafka.bootstrap, topic_name, 2, idle_s=1.5) == []
     tps = [(topic_name, 0), (topic_name, 1)]
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as c:
@@ -317,7 +317,7 @@ def test_the_drivers_commit_names_the_prefix_when_the_coordinator_refuses_it(
     said = str(info.value)
     assert "transactionalIdPrefix" in said and "Spark partition 0" in said
     assert "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in said
-    assert committed_values(mock_cluster.bootstrap, topic_name, 2) == []
+    assert committed_values(mock_cluster.bootstrap, topic_name, 2, settle_s=0) == []
 
 
 def _drop_transaction_apis(body) -> bool:

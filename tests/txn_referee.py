@@ -3,7 +3,8 @@ and what Kafka itself says of the transactions afterwards.
 
 - ``committed_values``: Kafka's rule applied to the log (read uncommitted, record by
   record): a transactional record counts once its producer's COMMIT marker follows it,
-  never when an ABORT marker does, and not while its transaction is open. It judges the
+  never when an ABORT marker does, and not while its transaction is open (read again
+  for a moment while one is: the markers follow EndTxn's answer). It judges the
   log itself, not the broker's AbortedTransactions list that the readers below rely on;
 - ``aborted_values`` / ``open_transactions``: the transactions the log shows aborted, or
   open (no marker after them);
@@ -68,10 +69,25 @@ def log_of(bootstrap: str, topic: str, partitions: int, from_earliest: bool = Fa
     return out
 
 
-def committed_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
-    """The values a Kafka broker shows read_committed readers, by Kafka's rule."""
+def committed_values(
+    bootstrap: str, topic: str, partitions: int, settle_s: float = 10.0
+) -> list[str]:
+    """The values a Kafka broker shows read_committed readers, by Kafka's rule. Kafka
+    writes a transaction's markers after it answered EndTxn, so while the log shows an
+    open transaction the log is read again, for up to ``settle_s`` seconds (0: the log as
+    it is now, for a test that expects a transaction left open)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        visible, still_open = _visible_by_kafkas_rule(log_of(bootstrap, topic, partitions))
+        if not still_open or time.monotonic() >= deadline:
+            return visible
+        time.sleep(0.1)  # a wait helper's poll; what is left is its answer
+
+
+def _visible_by_kafkas_rule(log) -> tuple[list[str], bool]:
+    """(the values a read_committed reader sees, whether a transaction is still open)."""
     visible, open_txn = [], {}
-    for p, h, records in log_of(bootstrap, topic, partitions):
+    for p, h, records in log:
         if h.attributes & 0x20:  # control batch
             kind = control_type(records[0].key)
             pending = open_txn.pop((p, h.producer_id), [])
@@ -85,7 +101,7 @@ def committed_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
             open_txn.setdefault((p, h.producer_id), []).extend(values)
         else:
             visible.extend(values)
-    return visible
+    return visible, bool(open_txn)
 
 
 def aborted_values(bootstrap: str, topic: str, partitions: int) -> list[str]:
