@@ -45,7 +45,7 @@ CONNECTIONS_MAX_IDLE_OPTION: tuple[str, str, str] = (
     "each task, -1 keeps it while the worker lives. See docs/pool.md.",
 )
 
-#: The backoff of every retry (protocol.client.retry's policy), named as Kafka's clients name it,
+#: The backoff of every retry (protocol.retry's policy), named as Kafka's clients name it,
 #: the same for the reader and the writer: (name, default, meaning).
 RETRY_BACKOFF_OPTIONS: tuple[tuple[str, str, str], ...] = (
     (

@@ -100,6 +100,7 @@ def check_dead_letter_topic(
         with_retries(
             f"checking the dead-letter topic {topic!r}",
             look,
+            config=client.config,
             attempts=attempts,
             interval_ms=interval_ms,
             log=log,

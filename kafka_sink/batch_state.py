@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
-from protocol.client.retry import Attempts
+from protocol.retry import PRODUCE, Attempts
 
 if TYPE_CHECKING:
     from protocol.client.connection import BrokerConnection
@@ -47,7 +47,7 @@ __all__ = [
 
 SEQUENCE_MODULUS = 2**31
 #: Errors after which the broker has certainly not written the batch.
-REJECTED = frozenset({2, 3, 5, 6, 19, 45, 59, 74})
+REJECTED = PRODUCE.codes
 #: Errors after which the partition's leader may have changed.
 REFRESH = frozenset({3, 5, 6, 13, 74, 103})
 FENCED = frozenset({47, 90})
@@ -105,7 +105,7 @@ class Partition:
     next_sequence: int = 0
     resend: bool = False  # restart from the oldest once nothing is in flight
     retry_at: float = 0.0
-    #: the resends in a row (their backoff), a ``protocol.client.retry.Attempts``; None once
+    #: the resends in a row (their backoff), a ``protocol.retry.Attempts``; None once
     #: the broker acknowledged a batch again
     resends: Attempts | None = None
     leader: int | None = None

@@ -51,7 +51,7 @@ from protocol.records.batch import Record, build_batch, decode_batch
 from .batch_state import Batch, Partition, ProduceError, SendState, next_sequence, restamp
 
 if TYPE_CHECKING:
-    from protocol.client.retry import RetryPolicy
+    from protocol.retry import RetryPolicy
     from protocol.errors import BrokerError
 
     from .options import WriterOptions

@@ -1,6 +1,6 @@
 """What a Produce answer means for each batch it answers (``TaskProducer`` holds a
 ``ProduceAnswers``): acknowledged, resent from the partition's
-oldest unacknowledged batch after the resend backoff (``protocol.client.retry``), a new producer
+oldest unacknowledged batch after the resend backoff (``protocol.retry``), a new producer
 id to take first (a gap in the sequence), or the task's end (fenced, refused, an error
 that is not retriable). The module doc of ``kafka_sink.producer`` gives the rules."""
 
@@ -25,11 +25,13 @@ from .batch_state import (
     SendState,
     describe,
 )
+from protocol.retry import PRODUCE
+
 from .dead_letters import RECORD_REFUSALS, DeadLetters
 from .txn_errors import WRITE_GRANT, transaction_hint
 
 if TYPE_CHECKING:
-    from protocol.client.retry import Attempts, RetryPolicy
+    from protocol.retry import Attempts, RetryPolicy
 
     from .options import WriterOptions
     from .producer_ids import ProducerIds
@@ -164,7 +166,7 @@ class ProduceAnswers:
                 self._state.new_id_pending = True
             self.retry(p, b, str(error), rejected=True, refresh=False)
             return
-        if error.retriable or code in REJECTED:
+        if PRODUCE(error):
             self.retry(p, b, str(error), rejected=code in REJECTED, refresh=code in REFRESH)
             return
         if error.authorization is not None:

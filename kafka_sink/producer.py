@@ -34,7 +34,7 @@ The answer to a batch decides its fate:
   ``request.timeout.ms``, ...): the partition stops sending, waits until every batch of it
   still in flight is answered, refreshes the metadata when the leader may have moved, backs
   off (``retry.backoff.ms``, doubling up to ``retry.backoff.max.ms``, 1 s, with jitter:
-  ``protocol.client.retry``) and resends every unacknowledged batch from the oldest, in order,
+  ``protocol.retry``) and resends every unacknowledged batch from the oldest, in order,
   unchanged.
 - OUT_OF_ORDER_SEQUENCE_NUMBER (45) or UNKNOWN_PRODUCER_ID (59): if an older batch of the
   partition is still unacknowledged, this is the echo of that batch's failure and is
@@ -82,7 +82,7 @@ from protocol.client.connection import wait_readable
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.primitives import ZERO_UUID
 from protocol.records.batch import Record
-from protocol.client.retry import Attempts, RetryPolicy, pause_until
+from protocol.retry import Attempts, RetryPolicy, RetryRule, pause_until
 from protocol.client.transactions import MAX_TXN_PRODUCE_VERSION
 
 from .batch_state import (
@@ -290,8 +290,8 @@ class TaskProducer:
                 f"metadata of topics {topics}",
                 attempt,
                 give_up=gave_up,
-                retriable=lambda e: isinstance(
-                    e, (_TopicsMissing, KafkaConnectionError, KafkaTimeoutError)
+                retriable=RetryRule(
+                    types=(_TopicsMissing, KafkaConnectionError, KafkaTimeoutError)
                 ),
             )
         except _TopicsMissing:

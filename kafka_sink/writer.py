@@ -44,7 +44,6 @@ from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
 from protocol.authorization import RESOURCE_TYPES, refine, request_error
 from protocol.errors import BrokerError, ConfigError, PyKafkaError
-from protocol.client.retry import RETRIABLE
 
 from .commit_message import KafkaCommitMessage, totals
 from .options import WriterOptions, parse_writer_options
@@ -270,7 +269,7 @@ def _check_topic_exists(options: WriterOptions) -> None:
             log=log,
             attempts=ATTEMPTS if checked is None else None,  # then until kafka.max.block.ms
             deadline=started + options.max_block_ms / 1000,
-            retriable=RETRIABLE["topic check"],
+            config=options.client_config,
         )
     except _TopicNotInMetadata:  # raised only when the topic option is set
         waited_ms = round((time.monotonic() - started) * 1000)

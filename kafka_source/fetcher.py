@@ -25,7 +25,7 @@ from protocol.errors import (
     ProtocolError,
     PyKafkaError,
 )
-from protocol.client.retry import RetryPolicy, is_retriable, pause
+from protocol.retry import RetryPolicy, is_retriable, pause
 
 from .offset_specs import OffsetRange
 from .shared_fetch import InFlight, SharedFetch, start_fetch
@@ -78,7 +78,7 @@ def _malformed_records(formats, client: KafkaClient, rng: OffsetRange, keep_head
 class _RangeReader:
     """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
 
-    Its waits follow the library's retry policy (``protocol.client.retry``): an error is retried
+    Its waits follow the library's retry policy (``protocol.retry``): an error is retried
     after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (1 s), with jitter,
     within ``kafkaConsumer.pollTimeoutMs``
     of the last progress; an answer with nothing to read yet is asked again after

@@ -1,9 +1,9 @@
 """The driver's offset lookups, retried as Spark's ``fetchOffset.numRetries`` and
 ``fetchOffset.retryIntervalMs`` say.
 
-Each attempt is a ``KafkaClient`` call, which already follows leaders and retries retriable
-errors within the request timeout; this layer retries the whole lookup, as Spark's
-``KafkaOffsetReaderAdmin.withRetries`` does:
+A lookup is one loop (``kafka_common.retries.with_retries``): Kafka's retriable errors are
+retried within the request timeout, as the admin client inside each of Spark's attempts
+does, and the whole lookup as Spark's ``KafkaOffsetReaderAdmin.withRetries`` does:
 
 - ``fetchOffset.numRetries`` counts *attempts*, as in Spark (the default 3 makes three
   calls, not four); a value below 1 still makes one;
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from protocol.client.cluster import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, READ_UNCOMMITTED
 from kafka_common.retries import with_retries
 from protocol.errors import PyKafkaError
-from protocol.client.retry import RetryPolicy
+from protocol.retry import DRIVER_LOOKUP
 
 from .offset_specs import format_tp
 
@@ -62,16 +62,19 @@ class OffsetReader:
             "fetching metadata", lambda: self._client.refresh_metadata(topics), refresh=False
         )
 
-    def _retry(self, what: str, call, refresh: bool = True):
+    def _retry(self, what: str, call, refresh: bool = True, **rules):
         """``call`` retried by ``kafka_common.retries.with_retries``, the path the writer's
-        driver-side check takes too."""
+        driver-side check takes too: one loop, the client's calls inside it making one
+        attempt each."""
         return with_retries(
             what,
             call,
+            config=self._client.config,
             attempts=self.attempts,
             interval_ms=self.retry_interval_ms,
             log=log,
             between=self._refresh if refresh else None,
+            **rules,
         )
 
     def _refresh(self) -> None:
@@ -117,17 +120,14 @@ class OffsetReader:
         tps = list(tps)
         answers = [first]
 
-        def attempt(_tries) -> dict:
+        def attempt() -> dict:
             answer, answers[0] = answers[0], None
             if answer is not None:
                 latest = dict(answer)
             else:
-                latest = {
-                    tp: o
-                    for tp, (o, _) in self.list_offsets(
-                        dict.fromkeys(tps, LATEST_TIMESTAMP), isolation_level
-                    ).items()
-                }
+                asked = dict.fromkeys(tps, LATEST_TIMESTAMP)
+                answered = self._client.list_offsets(asked, isolation_level)
+                latest = {tp: o for tp, (o, _) in answered.items()}
             seen = (known or {}).get
             behind = sorted((tp, seen(tp), o) for tp, o in latest.items() if seen(tp, o) > o)
             if behind:
@@ -138,23 +138,16 @@ class OffsetReader:
 
         def gave_up(tries, e: BaseException) -> BaseException:
             if isinstance(e, _BehindKnown):
-                log.warning(
-                    "latest offsets below offsets already seen after %d attempts "
-                    "(partition, previous offset -> fetched offset): %s",
-                    tries.count,
-                    e,
-                )
-            return e
+                log.warning("%s after %d attempts", e, tries.count)
+                return e
+            return tries.gave_up(e)
 
         try:
-            return RetryPolicy.fixed(self.retry_interval_ms, self.attempts).run(
-                "latest offsets below offsets already seen (partition, previous offset -> "
-                "fetched offset)",
+            return self._retry(
+                "fetching offsets",
                 attempt,
-                retriable=lambda e: isinstance(e, _BehindKnown),
+                retriable=DRIVER_LOOKUP.also(_BehindKnown),
                 give_up=gave_up,
-                level=logging.WARNING,
-                logger=log,
             )
         except _BehindKnown as e:
             return e.latest
@@ -165,5 +158,8 @@ class _BehindKnown(Exception):
     again (SPARK-26267); ``latest`` is the answer, the message lists the partitions."""
 
     def __init__(self, latest: dict, described: str):
-        super().__init__(described)
+        super().__init__(
+            "latest offsets below offsets already seen (partition, previous offset -> "
+            f"fetched offset): {described}"
+        )
         self.latest = latest

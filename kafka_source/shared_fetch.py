@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from protocol.client.read_replicas import ReadReplicas
-from protocol.client.retry import is_retriable
+from protocol.retry import is_retriable
 from protocol.errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 
 if TYPE_CHECKING:

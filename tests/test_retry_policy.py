@@ -1,4 +1,4 @@
-"""The one retry policy (``protocol.client.retry``): what it retries, how often, for how long, with
+"""The one retry policy (``protocol.retry``): what it retries, how often, for how long, with
 what backoff, what the error says at the end, and that no other module of the library
 sleeps or counts its own retries (issues 33 and 40: eight loops each had rules of their
 own)."""
@@ -22,7 +22,7 @@ from protocol.errors import (
     KafkaTimeoutError,
     NotLeaderOrFollower,
 )
-from protocol.client.retry import RETRIABLE, RetryPolicy, is_retriable
+from protocol.retry import DRIVER_LOOKUP, PRODUCE, REQUEST, RetryPolicy, RetryRule, is_retriable
 from tests.helpers.library import ROOT, library_sources
 
 
@@ -154,12 +154,8 @@ def test_the_client_options_name_the_backoff():
 def test_one_table_says_what_each_kind_of_call_retries():
     authz = BrokerError.for_code(29, topic="a")  # TOPIC_AUTHORIZATION_FAILED
     cut, bad = KafkaConnectionError("cut"), ConfigError("kafka.x: bad")
-    request, lookup, check = (
-        RETRIABLE["request"],
-        RETRIABLE["driver lookup"],
-        RETRIABLE["topic check"],
-    )
-    assert request(cut) and lookup(cut) and check(cut)
+    request, lookup, check = REQUEST, DRIVER_LOOKUP, PRODUCE
+    assert request(cut) and lookup(cut) and not check(cut)  # a Produce answer is not a cut
     # a refusal is never retried (Spark's withRetries retries authorization failures)
     sign_in = AuthenticationError("SASL SCRAM-SHA-256 authentication of user 'u' failed")
     sasl = BrokerError.for_code(58)  # SASL_AUTHENTICATION_FAILED
@@ -167,6 +163,19 @@ def test_one_table_says_what_each_kind_of_call_retries():
         assert not request(refused) and not lookup(refused) and not check(refused), refused
     assert not request(bad) and not lookup(bad) and not check(bad)
     assert not lookup(ValueError("not Kafka's"))
+    # keyed by codes: Kafka's retriable flag, and the codes a fresh metadata cures
+    not_leader, fenced_epoch = BrokerError.for_code(6), BrokerError.for_code(74)
+    out_of_order, too_large = BrokerError.for_code(45), BrokerError.for_code(10)
+    assert request(not_leader) and request(fenced_epoch) and not request(out_of_order)
+    assert check(out_of_order) and check(not_leader) and not check(too_large)
+    assert lookup(too_large)  # any failure of the cluster, for a driver lookup
+
+    # and by exception types, a caller's own rows
+    class Unavailable(Exception):
+        pass
+
+    own = RetryRule(types=(Unavailable,))
+    assert own(Unavailable()) and not own(cut) and REQUEST.also(Unavailable)(Unavailable())
 
 
 def test_an_attempts_object_counts_the_attempts_started():
@@ -195,7 +204,7 @@ ALLOWED = {
 }
 
 #: The policy's own modules: the only ones that sleep between attempts.
-POLICY = {os.path.join("protocol", "client", "retry.py")}
+POLICY = {os.path.join("protocol", "retry.py")}
 
 
 def _words(name: str) -> set[str]:
@@ -283,7 +292,7 @@ def test_only_the_policy_sleeps_or_counts_retries():
                 else:
                     offenders.append(f"{rel}:{line}: {what}")
     assert not offenders, (
-        "retry outside protocol.client.retry (hold an Attempts of a "
+        "retry outside protocol.retry (hold an Attempts of a "
         "RetryPolicy instead):\n" + "\n".join(offenders)
     )
     assert allowed_seen == ALLOWED, f"stale entries: {ALLOWED - allowed_seen}"
@@ -447,11 +456,12 @@ def test_a_retry_without_a_count_says_until_when(monkeypatch, caplog):
     from kafka_common.retries import with_retries
 
     monkeypatch.setattr(time, "sleep", lambda _s: None)
-    call = failing([KafkaConnectionError("cut")] * 2, then="ok")
+    call = failing([BrokerError.for_code(-1)] * 2, then="ok")  # not Kafka-retriable
     with caplog.at_level(logging.WARNING, logger="test.retries"):
         result = with_retries(
             "checking",
             lambda: call(None),
+            config=ClientConfig(),
             attempts=None,
             log=logging.getLogger("test.retries"),
             deadline=time.monotonic() + 60,
@@ -461,3 +471,83 @@ def test_a_retry_without_a_count_says_until_when(monkeypatch, caplog):
     assert len(said) == 2 and all(
         re.search(r"\(attempt \d, until \d\d:\d\d:\d\d\)", m) for m in said
     ), said
+
+
+class FakeClock:
+    """``time.monotonic`` and ``time.sleep`` of the whole process: a sleep moves the clock
+    and is counted, so a test sees every wait a loop makes and how long it was."""
+
+    def __init__(self, monkeypatch):
+        self.now, self.waits = 1_000.0, []
+        monkeypatch.setattr(time, "monotonic", lambda: self.now)
+        monkeypatch.setattr(time, "sleep", self.sleep)
+
+    def sleep(self, seconds: float) -> None:
+        self.waits.append(round(seconds * 1000))
+        self.now += seconds
+
+
+def test_a_driver_lookup_is_one_loop_with_kafka_s_backoff_inside_spark_s_attempts(
+    monkeypatch, caplog
+):
+    """A driver lookup whose client call meets Kafka-retriable errors: the client's own
+    loop makes one attempt each time, and the lookup's one loop retries them at Kafka's
+    backoff within request.timeout.ms; only the request's timeout counts against Spark's
+    fetchOffset.numRetries (3 attempts, 1000 ms apart): so the waits are the client's
+    backoffs, one interval, the backoffs again... and the lookup ends after 3 attempts
+    naming them, not 3 x (a nested loop's attempts)."""
+    import logging
+
+    from kafka_common.retries import with_retries
+    from protocol.client.cluster import KafkaClient
+
+    clock = FakeClock(monkeypatch)
+    client = KafkaClient(
+        bootstrap_servers="127.0.0.1:1",
+        retry_backoff_ms=100,
+        retry_backoff_max_ms=400,
+        request_timeout_ms=1_000,
+    )
+    monkeypatch.setattr("protocol.retry.random.uniform", lambda a, b: 1.0)  # no jitter
+    calls = []
+
+    def lookup():
+        calls.append(clock.now)
+        return client.retrying("ListOffsets", lambda: (_ for _ in ()).throw(NotLeaderOrFollower()))
+
+    with caplog.at_level(logging.WARNING, logger="test.lookup"):
+        with pytest.raises(KafkaTimeoutError) as info:
+            with_retries(
+                "fetching offsets",
+                lookup,
+                config=client.config,
+                log=logging.getLogger("test.lookup"),
+            )
+    # per attempt: waits of 100, 200, 400 ms (the next, 400, would end past 1,000 ms)
+    backoffs = [100, 200, 400]
+    assert clock.waits == backoffs + [1000] + backoffs + [1000] + backoffs, clock.waits
+    assert len(calls) == 3 * (len(backoffs) + 1)
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2 and all("fetching offsets failed (attempt" in m for m in warned)
+    assert "gave up after 3 attempts" in str(info.value), info.value
+    assert "NOT_LEADER_OR_FOLLOWER" in str(info.value)
+
+
+def test_outside_a_lookup_the_client_loop_retries_on_its_own(monkeypatch):
+    """The same client call outside a driver lookup: its own loop, Kafka's backoff until
+    request.timeout.ms, then the timeout naming the request."""
+    from protocol.client.cluster import KafkaClient
+
+    clock = FakeClock(monkeypatch)
+    monkeypatch.setattr("protocol.retry.random.uniform", lambda a, b: 1.0)
+    client = KafkaClient(
+        bootstrap_servers="127.0.0.1:1",
+        retry_backoff_ms=100,
+        retry_backoff_max_ms=400,
+        request_timeout_ms=1_000,
+    )
+    monkeypatch.setattr(client, "refresh_in_use", lambda: None)
+    with pytest.raises(KafkaTimeoutError) as info:
+        client.retrying("ListOffsets", lambda: (_ for _ in ()).throw(NotLeaderOrFollower()))
+    assert clock.waits == [100, 200, 400]
+    assert str(info.value).startswith("ListOffsets did not succeed within 1000 ms")

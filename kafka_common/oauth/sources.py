@@ -34,7 +34,7 @@ from typing import Protocol, cast
 
 from protocol.config import Secret, redact
 from protocol.errors import AuthenticationError, ConfigError
-from protocol.client.retry import RetryPolicy
+from protocol.retry import RetryPolicy, RetryRule
 from protocol.sasl_oauthbearer import check_extensions, check_token
 
 from .. import trust
@@ -196,7 +196,7 @@ class ClientCredentials:
         body = policy.run(
             f"token endpoint {self.endpoint}",
             attempt,
-            retriable=lambda e: isinstance(e, _Unreachable),
+            retriable=RetryRule(types=(_Unreachable,)),
             give_up=gave_up,
             level=logging.INFO,
             logger=log,

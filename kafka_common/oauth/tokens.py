@@ -31,7 +31,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from protocol.client.retry import RELOGIN_RETRY_S
+from protocol.retry import RELOGIN_RETRY_S
 from protocol.config import Secret
 from protocol.errors import ConfigError
 

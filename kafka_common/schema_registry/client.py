@@ -41,7 +41,7 @@ from urllib.parse import quote, urlsplit
 
 from protocol.config import redact
 from protocol.errors import ConfigError, PyKafkaError
-from protocol.client.retry import RetryPolicy
+from protocol.retry import RetryPolicy, RetryRule
 
 from .. import trust
 from ..bounded_cache import BoundedCache
@@ -317,7 +317,7 @@ class RegistryClient:
             raise
 
     def _call(self, method: str, path: str, body: Any = None, *, what: str) -> Any:
-        """One REST call under the library's retry policy (``protocol.client.retry``): a URL that
+        """One REST call under the library's retry policy (``protocol.retry``): a URL that
         cannot be reached, a 5xx or a 429 is retried on the next URL, 100 ms apart doubling
         up to 1.6 s, until ``schema.registry.timeout.ms``; any other answer ends it."""
         s = self.settings
@@ -385,7 +385,7 @@ class RegistryClient:
         return policy.run(
             what,
             attempt,
-            retriable=lambda e: isinstance(e, _Unavailable),
+            retriable=RetryRule(types=(_Unavailable,)),
             between=say_waiting,
             give_up=gave_up,
         )

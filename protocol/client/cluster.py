@@ -42,7 +42,12 @@ from .leader_requests import (
 )
 from ..primitives import ZERO_UUID
 from .read_replicas import ReadReplicas
-from .retry import RetryPolicy, is_retriable
+from ..retry import (
+    RetryPolicy,
+    is_retriable,
+    outer_loop_retries,
+    request_failed_for_outer_loop,
+)
 
 log = logging.getLogger("pykafka.protocol.cluster")
 
@@ -333,15 +338,22 @@ class KafkaClient(GroupOffsets, AdminRequests):
     # ---- retries --------------------------------------------------------------------------
 
     def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
-        """Run ``attempt`` under the client's retry policy (``protocol.client.retry``): retriable
+        """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
         errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
         (with jitter), until it succeeds, a non-retriable error, or ``timeout_ms`` (default
         ``request.timeout.ms``); the topics in use are looked up afresh before each new
         attempt. Called again inside an attempt (OffsetFetch looking its coordinator up
         with FindCoordinator), it makes one attempt: the outer loop retries, not a second
-        one nested in it."""
-        if self._retrying:
-            return attempt()
+        one nested in it; so does it inside a driver lookup's loop, which retries the
+        request's errors itself (``protocol.retry.one_attempt_each``)."""
+        if self._retrying or outer_loop_retries():
+            try:
+                return attempt()
+            except Exception as e:
+                if is_retriable(e):
+                    self._coordinators.clear()  # the outer loop's next attempt finds them
+                    request_failed_for_outer_loop()
+                raise
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         policy = RetryPolicy.for_client(self.config, timeout_ms)
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from ..config import ClientConfig, Secret
 from ..errors import BrokerError, ConfigError, KafkaTimeoutError
-from .retry import RetryPolicy
+from ..retry import RetryPolicy
 from ..schemas import (
     CREATE_DELEGATION_TOKEN,
     DESCRIBE_DELEGATION_TOKEN,

@@ -12,7 +12,7 @@ from ..authorization import request_error
 from .cluster_metadata import ClusterMetadata, TopicInfo, TopicPartition
 from .read_replicas import ReadReplicas
 from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
-from .retry import is_retriable
+from ..retry import is_retriable
 
 __all__ = [
     "LeaderGroups",
