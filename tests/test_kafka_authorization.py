@@ -72,6 +72,7 @@ from kafka_testbed import SASL_USERS, KafkaCluster
 from protocol.client.cluster import READ_COMMITTED, KafkaClient
 from protocol.errors import AuthenticationError, PyKafkaError, TopicAuthorizationFailed
 from protocol.records.batch import Record, build_batch
+from tests.helpers.waiting import wait_until
 
 LIMIT_S = 10  # every refusal within this
 #: A prefix whose grant is narrower than a stream's ids: Write on ``<FX>-0-0*`` only.
@@ -213,13 +214,12 @@ def committed_values(cluster, topic: str, timeout_s: float = 10) -> list:
     ``timeout_s``): a commit or an abort returns before its markers are written, and until
     then a read_committed reader stops before the transaction."""
     tp = (topic, 0)
-    deadline = time.monotonic() + timeout_s
     with KafkaClient(bootstrap_servers=cluster.bootstrap) as admin:
-        while (
-            admin.latest_offsets([tp], READ_COMMITTED) != admin.latest_offsets([tp])
-            and time.monotonic() < deadline
-        ):
-            time.sleep(0.05)
+        wait_until(
+            lambda: admin.latest_offsets([tp], READ_COMMITTED) == admin.latest_offsets([tp]),
+            timeout_s,
+            f"every transaction on {topic!r} ended",
+        )
     return values(cluster, topic)
 
 
@@ -434,10 +434,11 @@ def test_a_grant_taken_from_a_stream_fails_its_next_micro_batch_at_once(
     assert end == {topic: {"0": 1}}
     secured.acl("User:bob", "Read", topics=topic, remove=True)
     with KafkaClient(parse_reader_options(bob(secured, subscribe=topic)).client_config) as c:
-        deadline = time.monotonic() + 30  # the broker applies the ACL change soon after
-        while not c.refresh_metadata([topic]).topics[topic].error_code:
-            assert time.monotonic() < deadline, "the grant was not taken away within 30 s"
-            time.sleep(0.1)
+        wait_until(  # the broker applies the ACL change soon after
+            lambda: c.refresh_metadata([topic]).topics[topic].error_code,
+            30,
+            "the grant taken away",
+        )
     counts = sent(monkeypatch)
     said = refused(lambda: stream.latestOffset(end))
     stream.stop()

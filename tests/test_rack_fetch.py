@@ -26,6 +26,7 @@ from kafka_source.options import parse_reader_options
 from protocol.client.cluster import KafkaClient
 from protocol.client.read_replicas import ReadReplicas
 from protocol.schemas import FETCH
+from tests.helpers.waiting import wait_until
 
 RACKS = ["rack-1", "rack-2", "rack-3"]
 PARTITIONS = 2
@@ -179,17 +180,18 @@ def _wait_followers_caught_up(kafka, topic: str, timeout_s: float = 30) -> None:
     with KafkaClient(bootstrap_servers=kafka.bootstrap, client_rack="probe") as client:
         replicas = client.read_replicas
         assert replicas is not None
-        deadline = time.monotonic() + timeout_s
+        deadline, said = time.monotonic() + timeout_s, [""]
         for node in kafka.nodes:
             for partition in range(PARTITIONS):
                 tp = (topic, partition)
-                while True:
+
+                def caught_up(tp=tp, node=node) -> bool:
                     replicas.learn(tp, {"preferred_read_replica": node})  # ask that node
                     answer = client.fetch({tp: 0}, max_wait_ms=0)[tp]
-                    if answer["error_code"] == 0 and answer["high_watermark"] == RECORDS:
-                        break
-                    assert time.monotonic() < deadline, f"node {node}: {answer['error_code']}"
-                    time.sleep(0.1)
+                    said[0] = f"node {node}: {answer['error_code']}"
+                    return answer["error_code"] == 0 and answer["high_watermark"] == RECORDS
+
+                wait_until(caught_up, max(0.0, deadline - time.monotonic()), lambda: said[0])
 
 
 def _options(
@@ -228,13 +230,14 @@ def _offsets(batches) -> dict[int, list[int]]:
 def _wait_logged(kafka, client_id: str, least: int, node: int | None = None) -> dict[int, int]:
     """The Fetch counts, once the log holds at least ``least`` of them (of ``node``'s, if
     given): a broker writes a request's line after its answer is sent."""
+
     deadline = time.monotonic() + 10
     while True:
         counts = _fetches_by_node(kafka, client_id)
         logged = sum(counts.values()) if node is None else counts[node]
         if logged >= least or time.monotonic() > deadline:
             return counts
-        time.sleep(0.1)
+        time.sleep(0.1)  # a wait helper's poll; what is left is its answer
 
 
 @pytest.mark.security
