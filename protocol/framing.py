@@ -193,24 +193,12 @@ class FrameBuffer:
         return self._frame is not None or self._end > self._start
 
 
-# APIs whose answers often repeat byte for byte, and the version from which their body
-# starts with throttle_time_ms (which may differ when nothing else does): Metadata (v3).
-# A caller must not change such an answer: it may be handed out again.
-REPEATING_ANSWERS = {3: 3}
-
-# Requests a client sends again and again as they were, as big as the partitions they name:
-# ListOffsets for the latest offsets of every partition, every micro-batch. A body equal to
-# the last one of its API on the connection is not encoded again (comparing the bodies of
-# 10,000 partitions costs 0.5 ms, encoding one 6.8 ms). The last body is kept to compare
-# with: a caller must not change a body once sent.
-REPEATING_REQUESTS = frozenset({2})
-
-
 @dataclass
 class InFlight:
     api: Api
     version: int
     correlation_id: int
+    raw: bool = False  # the answer's body as bytes, for the caller to decode
 
 
 class ClientFraming:
@@ -225,34 +213,28 @@ class ClientFraming:
         self._frames = FrameBuffer(max_response_size)
         self._in_flight: deque[InFlight] = deque()
         self._next_id = 0
-        # api key -> (version, body bytes past its throttle time, decoded body)
-        self._last_answer: dict[int, tuple[int, bytes, dict[str, Any]]] = {}
-        # api key -> (version, body, its encoding), for REPEATING_REQUESTS
-        self._last_request: dict[int, tuple[int, dict[str, Any], bytes]] = {}
 
     def request(
-        self, api: Api, version: int, body: dict[str, Any], expect_response: bool = True
+        self,
+        api: Api,
+        version: int,
+        body: dict[str, Any] | bytes,
+        expect_response: bool = True,
+        raw_answer: bool = False,
     ) -> tuple[int, bytearray]:
+        """The frame of a request and its correlation id. ``body``: its fields, or its
+        bytes already encoded for ``version`` (a caller that sends the same request often
+        keeps them: ``encode_body``). With ``raw_answer`` the answer's body comes back as
+        bytes, for the caller to decode (``decode_response_body``) or not."""
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
-        if api.key in REPEATING_REQUESTS:
-            frame = encode_request_around(
-                api, version, correlation_id, self.client_id, self._encoded(api, version, body)
-            )
+        if isinstance(body, (bytes, bytearray)):
+            frame = encode_request_around(api, version, correlation_id, self.client_id, body)
         else:
             frame = encode_request(api, version, correlation_id, self.client_id, body)
         if expect_response:
-            self._in_flight.append(InFlight(api, version, correlation_id))
+            self._in_flight.append(InFlight(api, version, correlation_id, raw_answer))
         return correlation_id, frame
-
-    def _encoded(self, api: Api, version: int, body: dict[str, Any]) -> bytes:
-        last = self._last_request.get(api.key)
-        if last is not None and last[0] == version and last[1] == body:
-            return last[2]
-        encoded = bytearray()
-        api.request.encode(version, body, encoded)
-        self._last_request[api.key] = (version, body, bytes(encoded))
-        return self._last_request[api.key][2]
 
     @property
     def in_flight(self) -> int:
@@ -290,24 +272,17 @@ class ClientFraming:
             out.append((correlation_id, self._decoded(expected, frame[pos:])))
         return out
 
-    def _decoded(self, expected: InFlight, body: memoryview) -> dict[str, Any]:
-        """The body decoded; for an API of ``REPEATING_ANSWERS``, an answer the same byte
-        for byte as the last one (its throttle time aside) is the last one's decoded body
-        again, the same object, with the new throttle time: Metadata asked of a topic set
-        that did not change, every micro-batch, costs a comparison instead of a decode."""
-        api, version = expected.api, expected.version
-        if api.key not in REPEATING_ANSWERS:
-            return decode_response_body(api, version, body)
-        skip = 4 if version >= REPEATING_ANSWERS[api.key] and len(body) >= 4 else 0
-        last = self._last_answer.get(api.key)
-        if last is not None and last[0] == version and body[skip:] == last[1]:
-            value = last[2]
-            if skip:
-                value["throttle_time_ms"] = p.read_int32(body, 0)[0]
-            return value
-        value = decode_response_body(api, version, body)
-        self._last_answer[api.key] = (version, bytes(body[skip:]), value)
-        return value
+    def _decoded(self, expected: InFlight, body: memoryview) -> Any:
+        if expected.raw:
+            return bytes(body)
+        return decode_response_body(expected.api, expected.version, body)
+
+
+def encode_body(api: Api, version: int, body: dict[str, Any]) -> bytes:
+    """A request's body encoded for ``version``, to send as it is (``ClientFraming.request``)."""
+    encoded = bytearray()
+    api.request.encode(version, body, encoded)
+    return bytes(encoded)
 
 
 def decode_response_body(api: Api, version: int, body: p.Buffer) -> dict[str, Any]:

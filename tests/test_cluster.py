@@ -96,6 +96,17 @@ def test_a_metadata_answer_that_did_not_change_is_not_parsed_again(kafka, topic_
         first = client.refresh_metadata([topic_name]).topics[topic_name]
         again = client.refresh_metadata([topic_name]).topics[topic_name]
         assert again is first and sorted(again.partitions) == [0, 1]
+        # a snapshot: the same one handed out again, which nobody can change
+        snapshot = client.refresh_metadata([topic_name])
+        assert client.refresh_metadata([topic_name]) is snapshot
+        for change in (
+            lambda: snapshot.topics.pop(topic_name),
+            lambda: first.partitions.pop(0),
+            lambda: setattr(first.partitions[0], "leader", 99),
+            lambda: setattr(snapshot, "topics", {}),
+        ):
+            with pytest.raises((TypeError, AttributeError)):
+                change()
         admin = AdminClient({"bootstrap.servers": kafka.bootstrap})
         admin.create_partitions([NewPartitions(topic_name, 3)])[topic_name].result(30)
         wait_until(
@@ -115,7 +126,7 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
     """A stream asks the latest offsets of all its partitions every micro-batch: the same
     request, which the client builds and encodes once per broker. The answers are new
     every time (records written in between are seen); other times are a new request."""
-    from protocol.framing import ClientFraming
+    from protocol.client.connection import BrokerConnection
     from protocol.schemas import LIST_OFFSETS
 
     encoded = []
@@ -125,13 +136,15 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
         "encode",
         lambda version, body, out: encoded.append(version) or encode(version, body, out),
     )
-    sent = []  # the ListOffsets bodies handed to the framing
-    encoded_of = ClientFraming._encoded
-    monkeypatch.setattr(
-        ClientFraming,
-        "_encoded",
-        lambda self, api, version, body: sent.append(body) or encoded_of(self, api, version, body),
-    )
+    sent = []  # the ListOffsets bodies handed to the connections
+    send = BrokerConnection.send
+
+    def sending(self, api, body, *args, **kwargs):
+        if api is LIST_OFFSETS:
+            sent.append(body)
+        return send(self, api, body, *args, **kwargs)
+
+    monkeypatch.setattr(BrokerConnection, "send", sending)
     with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
         make_topic(kafka, client, topic_name, 2)
         tps = [(topic_name, 0), (topic_name, 1)]
@@ -145,7 +158,7 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
         produce(kafka.bootstrap, topic_name, [(1, b"k", b"v%d" % i, None) for i in range(3)])
         assert client.latest_offsets(list(tps)) == {tps[0]: 0, tps[1]: 3}
         assert not encoded  # the same request, its answer new
-        # not even built again: the last body sent, the same object (compared at no cost)
+        # not even built again: the bytes derived from the same snapshot, the same object
         assert len(sent) == 2 and sent[1] is sent[0]
         assert client.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
         assert client.latest_offsets(tps[1:]) == {tps[1]: 3}
@@ -154,8 +167,8 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
 
 def test_a_stream_s_leaders_are_looked_up_again_only_when_its_metadata_changed(kafka, topic_name):
     """Every micro-batch groups the same partitions by leader: while the metadata is the
-    same parsed answer, the last groups are used again (no lookup per partition); metadata
-    naming other leaders is looked up anew, and the offsets stay right throughout."""
+    same snapshot, its groups are used again (no lookup per partition); a snapshot naming
+    other leaders groups them anew, and the offsets stay right throughout."""
     import dataclasses
 
     from protocol.client.cluster import LATEST_TIMESTAMP
@@ -169,11 +182,11 @@ def test_a_stream_s_leaders_are_looked_up_again_only_when_its_metadata_changed(k
             30,
             "offsets",
         )
-        groups, _ = client._leader_groups.of(client._metadata, latest)
+        groups = client._metadata.leader_groups(latest)
         produce(kafka.bootstrap, topic_name, [(1, b"k", b"v%d" % i, None) for i in range(3)])
         _, offsets = client.metadata_and_offsets([topic_name], dict(latest))
         assert {tp: o for tp, (o, _) in offsets.items()} == {tps[0]: 0, tps[1]: 3}
-        assert client._leader_groups.of(client._metadata, latest)[0] is groups
+        assert client._metadata.leader_groups(latest) is groups
         # metadata naming another leader (broker 99): other groups
         meta = client._metadata
         info = meta.topics[topic_name]
@@ -188,13 +201,13 @@ def test_a_stream_s_leaders_are_looked_up_again_only_when_its_metadata_changed(k
             brokers={**meta.brokers, 99: ("127.0.0.1", 9)},
             topics={**meta.topics, topic_name: moved},
         )
-        assert client._leader_groups.of(client._metadata, latest)[0] == {99: tps}
+        assert client._metadata.leader_groups(latest) == {99: tuple(tps)}
         # and a leader the metadata does not know: none
         client._metadata = dataclasses.replace(client._metadata, brokers=meta.brokers)
-        assert client._leader_groups.of(client._metadata, latest) is None
+        assert client._metadata.leader_groups(latest) is None
         # the broker's own metadata again: its leaders, the right offsets
         client.refresh_metadata([topic_name])
-        assert client._leader_groups.of(client._metadata, latest)[0] == groups
+        assert client._metadata.leader_groups(latest) == groups
         _, offsets = client.metadata_and_offsets([topic_name], dict(latest))
         assert {tp: o for tp, (o, _) in offsets.items()} == {tps[0]: 0, tps[1]: 3}
 

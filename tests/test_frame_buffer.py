@@ -133,24 +133,22 @@ def _metadata_answer(correlation_id: int, throttle_ms: int, leader: int) -> byte
     return frame(bytes(out))
 
 
-def test_a_metadata_answer_repeated_byte_for_byte_is_the_last_one_decoded():
-    """The client framing decodes a Metadata answer the same as the last one (its
-    throttle time aside) into the same object, with the new throttle time; an answer that
-    differs is decoded anew."""
-    from protocol.framing import ClientFraming
+def test_an_answer_asked_raw_is_its_body_s_bytes_for_the_caller_to_decode():
+    """The framing knows no API by number: a caller that keeps answers (the client's
+    Metadata snapshot) asks for the body's bytes and decodes them itself, to the same value
+    the framing's own decode gives; answers not asked raw are decoded as before."""
+    from protocol.framing import ClientFraming, decode_response_body
     from protocol.schemas import METADATA
 
     framing = ClientFraming()
-    answers = []
-    for throttle, leader in [(0, 1), (7, 1), (0, 2)]:
-        cid, _ = framing.request(METADATA, 12, {"topics": None})
-        ((got_cid, body),) = framing.receive_data(_metadata_answer(cid, throttle, leader))
-        assert got_cid == cid
-        answers.append(body)
-    first, repeated, changed = answers
-    assert repeated is first and repeated["throttle_time_ms"] == 7
-    assert changed is not first
-    assert changed["topics"][0]["partitions"][0]["leader_id"] == 2
+    raw_cid, _ = framing.request(METADATA, 12, {"topics": None}, raw_answer=True)
+    cid, _ = framing.request(METADATA, 12, {"topics": None})
+    ((got_raw, raw),) = framing.receive_data(_metadata_answer(raw_cid, 7, 1))
+    ((got, decoded),) = framing.receive_data(_metadata_answer(cid, 7, 1))
+    assert (got_raw, got) == (raw_cid, cid) and isinstance(raw, bytes)
+    assert decode_response_body(METADATA, 12, raw) == decoded
+    assert decoded["throttle_time_ms"] == 7
+    assert decoded["topics"][0]["partitions"][0]["leader_id"] == 1
 
 
 def _list_offsets_body(timestamp):
@@ -174,29 +172,18 @@ def _list_offsets_body(timestamp):
     }
 
 
-def test_a_list_offsets_request_equal_to_the_last_one_is_not_encoded_again(monkeypatch):
-    """ListOffsets for the latest offsets of every partition goes out every micro-batch as
-    it was: the framing encodes it once and frames the same bytes again (with the new
-    correlation id); a body that differs is encoded anew, and every frame is the one a
-    fresh encoding makes."""
-    from protocol.framing import ClientFraming, encode_request
+def test_a_body_encoded_once_is_framed_as_a_fresh_encoding_would_be():
+    """A caller that sends the same request often (ListOffsets every micro-batch) encodes
+    its body once (``encode_body``) and hands the bytes over: each frame, with its own
+    correlation id, is the one a fresh encoding of the fields makes."""
+    from protocol.framing import ClientFraming, encode_body, encode_request
     from protocol.schemas import LIST_OFFSETS
 
-    encoded = []
-    encode = LIST_OFFSETS.request.encode
-    monkeypatch.setattr(
-        LIST_OFFSETS.request,
-        "encode",
-        lambda version, body, out: encoded.append(version) or encode(version, body, out),
-    )
     framing = ClientFraming()
-    bodies = [_list_offsets_body(-1), _list_offsets_body(-1), _list_offsets_body(-2)]
-    bodies.append(bodies[2])
-    frames = [framing.request(LIST_OFFSETS, 7, body) for body in bodies]
-    assert len(encoded) == 2  # the first body, and the one asking for -2
-    framing.request(LIST_OFFSETS, 6, bodies[3])  # another version: encoded anew
-    assert len(encoded) == 3
-    for (cid, frame), body in zip(frames, bodies):
+    body = _list_offsets_body(-1)
+    encoded = encode_body(LIST_OFFSETS, 7, body)
+    frames = [framing.request(LIST_OFFSETS, 7, encoded) for _ in range(2)]
+    frames.append(framing.request(LIST_OFFSETS, 7, body))
+    for cid, frame in frames:
         assert bytes(frame) == bytes(encode_request(LIST_OFFSETS, 7, cid, "pyspark-pykafka", body))
-    assert [cid for cid, _ in frames] == [0, 1, 2, 3]
-    assert frames[0][1][12:] == frames[1][1][12:]  # past size, key, version, id
+    assert [cid for cid, _ in frames] == [0, 1, 2]

@@ -132,8 +132,7 @@ class AdminRequests:
 
         self.retrying("DeleteTopics", attempt, timeout_ms)
         if self._metadata is not None:
-            for n in names:
-                self._metadata.topics.pop(n, None)
+            self._metadata = self._metadata.without(names)
 
     def delete_records(
         self, offsets: dict[TopicPartition, int], timeout_ms: int = 30_000

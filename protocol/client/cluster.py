@@ -30,14 +30,13 @@ from ..errors import (
     PyKafkaError,
     error_class,
 )
+from ..framing import decode_response_body
 from .group_offsets import GroupOffsets
 from .leader_requests import (
-    LeaderGroups,
     PendingFetch,
     forget,
     gather,
     list_offsets_request,
-    same_leaders,
     take_list_offsets,
 )
 from ..primitives import ZERO_UUID
@@ -101,13 +100,13 @@ class KafkaClient(GroupOffsets, AdminRequests):
         self._bootstrap = [parse_host_port(s) for s in self.config.bootstrap_servers]
         self._connections: dict[int, BrokerConnection] = {}
         self._bootstrap_conn: BrokerConnection | None = None
+        # what the cluster said: a snapshot replaced whole by a new answer
         self._metadata: ClusterMetadata | None = None
-        # the last Metadata answer and the topics parsed from it (framing hands out the
-        # same answer again when the broker's is the same bytes)
-        self._last_metadata_answer: tuple[dict, dict[str, TopicInfo]] | None = None
-        # node -> the last ListOffsets body sent to it (list_offsets_request)
-        self._list_offsets_bodies: dict[int | None, tuple[tuple, dict]] = {}
-        self._leader_groups = LeaderGroups()  # a stream's partitions by leader, the last
+        # the request, the answer's bytes (past its throttle time) and the snapshot made of
+        # them: the same answer to the same request again keeps that snapshot as it is
+        self._metadata_answer: tuple[tuple[str, ...] | None, bytes, ClusterMetadata] | None
+        self._metadata_answer = None
+        self._metadata_at = 0.0  # when the cluster last answered (time.monotonic())
         # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
         self._coordinators: dict[tuple[int, str], int] = {}
         # A time.monotonic() past which no further broker is tried for a connection (the
@@ -125,8 +124,6 @@ class KafkaClient(GroupOffsets, AdminRequests):
         for conn in list(self._connections.values()):
             conn.close()
         self._connections.clear()
-        self._list_offsets_bodies.clear()
-        self._leader_groups.clear()
         if self._bootstrap_conn is not None:
             self._bootstrap_conn.close()
             self._bootstrap_conn = None
@@ -259,7 +256,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
             version = conn.version_for(METADATA)
             body = metadata_request(topics, version)
             try:
-                response = conn.request(METADATA, body, version)
+                answer = conn.request(METADATA, body, version, raw_answer=True)
                 break
             except KafkaConnectionError:
                 conn.close()
@@ -268,27 +265,27 @@ class KafkaClient(GroupOffsets, AdminRequests):
             except KafkaTimeoutError:
                 conn.close()
                 raise
-        brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
-        last = self._last_metadata_answer
-        if last is not None and last[0] is response:
-            parsed = last[1]  # the same TopicInfo objects: callers may compare identities
-        else:
-            parsed = _parsed_topics(response)
-            self._last_metadata_answer = (response, parsed)
+        self._metadata_at = time.monotonic()
+        # from v3 an answer starts with its throttle time, which may change alone
+        key = (None if topics is None else tuple(topics), answer[4 if version >= 3 else 0 :])
+        last = self._metadata_answer
+        if last is not None and last[2] is self._metadata and last[:2] == key:
+            return last[2]  # the same answer to the same request: the same snapshot
+        response = decode_response_body(METADATA, version, answer)
         old = self._metadata
         merged = dict(old.topics) if old is not None and topics is not None else {}
-        for name, info in parsed.items():
+        for name, info in _parsed_topics(response).items():
             if info.error_code == UnknownTopicOrPartition.code:
                 merged.pop(name, None)
             else:
                 merged[name] = info
+        brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         self._metadata = ClusterMetadata(
             brokers, response.get("controller_id", -1), response.get("cluster_id"), merged
         )
+        self._metadata_answer = (*key, self._metadata)
         for node_id in [n for n in self._connections if n not in brokers]:
             self._connections.pop(node_id).close()
-        for gone in [n for n in self._list_offsets_bodies if n not in brokers]:
-            del self._list_offsets_bodies[gone]
         return self._metadata
 
     def refresh_in_use(self) -> ClusterMetadata:
@@ -304,7 +301,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
         meta = self._metadata
         stale = (
             meta is None
-            or time.monotonic() - meta.fetched_at > self.config.metadata_max_age_ms / 1000
+            or time.monotonic() - self._metadata_at > self.config.metadata_max_age_ms / 1000
         )
         if topics is not None:
             topics = list(topics)
@@ -436,7 +433,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
 
         pending = dict(timestamps)
         done: dict[TopicPartition, tuple[int, int]] = {}
-        build = list_offsets_request(pending, isolation_level, self._list_offsets_bodies)
+        build = list_offsets_request(pending, isolation_level, self._metadata)
 
         def attempt():
             if not pending:
@@ -472,16 +469,14 @@ class KafkaClient(GroupOffsets, AdminRequests):
         from ..schemas import LIST_OFFSETS
 
         topics = None if topics is None else list(topics)
-        leaders = self._leader_groups.of(self._metadata, timestamps)
-        if not leaders or not leaders[0]:
+        snapshot = self._metadata
+        groups = None if snapshot is None else snapshot.leader_groups(timestamps)
+        if not groups:
             return self.refresh_metadata(topics), None
-        groups, read = leaders
         pending = dict(timestamps)
         try:
             sent = self._send_all(
-                LIST_OFFSETS,
-                groups,
-                list_offsets_request(pending, isolation_level, self._list_offsets_bodies),
+                LIST_OFFSETS, groups, list_offsets_request(pending, isolation_level, snapshot)
             )
         except PyKafkaError as e:  # nothing left in flight (_send_all): the usual path asks
             log.debug("pipelined ListOffsets not sent: %s", e)
@@ -504,7 +499,7 @@ class KafkaClient(GroupOffsets, AdminRequests):
                     return metadata, None
         except BrokerError:
             return metadata, None
-        if not same_leaders(read, metadata, groups):
+        if metadata is not snapshot and not metadata.names_leaders(groups):
             return metadata, None
         return metadata, (done if not pending else None)
 
@@ -658,8 +653,8 @@ def _parsed_topics(response: dict) -> dict[str, TopicInfo]:
                 p["partition_index"],
                 p["leader_id"],
                 p.get("leader_epoch", -1),
-                list(p.get("replica_nodes") or []),
-                list(p.get("isr_nodes") or []),
+                tuple(p.get("replica_nodes") or ()),
+                tuple(p.get("isr_nodes") or ()),
                 p["error_code"],
             )
             for p in t["partitions"]

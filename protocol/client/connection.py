@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import cast
+from typing import Any, cast
 
 from ..config import ClientConfig, redact
 from ..errors import (
@@ -447,9 +447,15 @@ class BrokerConnection:
     # ---- requests -------------------------------------------------------------------------
 
     def send(
-        self, api: Api, body: dict, version: int | None = None, expect_response: bool = True
+        self,
+        api: Api,
+        body: dict | bytes,
+        version: int | None = None,
+        expect_response: bool = True,
+        raw_answer: bool = False,
     ) -> int:
-        """Send a request without waiting; returns its correlation id for ``receive``."""
+        """Send a request without waiting; returns its correlation id for ``receive``.
+        ``body`` and ``raw_answer``: as ``ClientFraming.request`` takes them."""
         if self._sock is not None and self.session_ending:
             end = self._session_end  # set whenever session_ending is
             if self.idle and end is not None and time.monotonic() >= end:
@@ -465,7 +471,9 @@ class BrokerConnection:
         assert sock is not None  # connect() opens it or raises
         if version is None:
             version = self.version_for(api)
-        correlation_id, frame = self._framing.request(api, version, body, expect_response)
+        correlation_id, frame = self._framing.request(
+            api, version, body, expect_response, raw_answer
+        )
         try:
             sock.sendall(frame)
         except TimeoutError as e:
@@ -543,9 +551,14 @@ class BrokerConnection:
         return sock
 
     def request(
-        self, api: Api, body: dict, version: int | None = None, timeout_ms: int | None = None
-    ) -> dict:
-        return self.receive(self.send(api, body, version), timeout_ms)
+        self,
+        api: Api,
+        body: dict | bytes,
+        version: int | None = None,
+        timeout_ms: int | None = None,
+        raw_answer: bool = False,
+    ) -> Any:
+        return self.receive(self.send(api, body, version, raw_answer=raw_answer), timeout_ms)
 
     def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
         return self.receive(self.send(api, body, version))

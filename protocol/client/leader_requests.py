@@ -1,6 +1,5 @@
-"""Requests sent to partition leaders, one per broker, and their answers gathered:
-partitions grouped by the leader cached metadata names (``LeaderGroups``, ``same_leaders``),
-the ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are taken,
+"""Requests sent to partition leaders, one per broker, and their answers gathered: the
+ListOffsets request of ``KafkaClient.list_offsets`` and how its answers are taken,
 ``gather`` (a broken connection fails only its own group, after the others are read) and
 ``PendingFetch`` (Fetch requests in flight while a reader decodes the last answer)."""
 
@@ -9,98 +8,34 @@ from __future__ import annotations
 from typing import cast
 
 from ..authorization import request_error
-from .cluster_metadata import ClusterMetadata, TopicInfo, TopicPartition
+from .cluster_metadata import ClusterMetadata, TopicPartition
 from .read_replicas import ReadReplicas
 from ..errors import BrokerError, KafkaConnectionError, KafkaTimeoutError
 from ..retry import is_retriable
 
 __all__ = [
-    "LeaderGroups",
     "PendingFetch",
     "forget",
     "gather",
     "list_offsets_request",
-    "same_leaders",
     "take_list_offsets",
 ]
-
-Groups = dict[int, list[TopicPartition]]
-
-
-class LeaderGroups:
-    """Partitions by the leader cached metadata names, without a request. The same
-    partitions asked again while their topics' metadata is the same parsed answer (a
-    stream's every micro-batch) are the last answer again, the same objects, instead of a
-    lookup per partition."""
-
-    def __init__(self) -> None:
-        # the last answer: its partitions, the topics' metadata it read, the groups
-        self._last: tuple[tuple, dict[str, TopicInfo], Groups] | None = None
-
-    def clear(self) -> None:
-        self._last = None
-
-    def of(self, meta: ClusterMetadata | None, tps) -> tuple[Groups, dict[str, TopicInfo]] | None:
-        """``(groups, the topics' metadata read)``; None when ``meta`` lacks a partition
-        or its leader."""
-        if meta is None:
-            return None
-        key = tuple(tps)
-        last = self._last
-        if (
-            last is not None
-            and last[0] == key
-            and all(meta.topics.get(t) is info for t, info in last[1].items())
-            and all(node in meta.brokers for node in last[2])
-        ):
-            return last[2], last[1]
-        groups: Groups = {}
-        read: dict[str, TopicInfo] = {}
-        for topic, partition in key:
-            info = meta.topics.get(topic)
-            if info is None:
-                return None
-            part = info.partitions.get(partition)
-            if part is None or part.leader < 0 or part.leader not in meta.brokers:
-                return None
-            read[topic] = info
-            groups.setdefault(part.leader, []).append((topic, partition))
-        self._last = (key, read, groups)
-        return groups, read
-
-
-def same_leaders(read: dict[str, TopicInfo], fresh: ClusterMetadata, groups: Groups) -> bool:
-    """Whether ``fresh`` names the leaders ``groups`` were sent to (by the topics'
-    metadata ``read``). Topics parsed from the same answer are the same objects: then there
-    is nothing to compare."""
-    if all(fresh.topics.get(t) is info for t, info in read.items()):
-        return True
-    for node, tps in groups.items():
-        for topic, partition in tps:
-            info = fresh.topics.get(topic)
-            part = info.partitions.get(partition) if info is not None else None
-            if part is None or part.leader != node:
-                return False
-    return True
 
 
 def list_offsets_request(
     timestamps: dict[TopicPartition, int],
     isolation_level: int,
-    last_bodies: dict[int | None, tuple[tuple, dict]] | None = None,
+    snapshot: ClusterMetadata | None = None,
 ):
     """``build(conn, version, tps)`` of a ListOffsets request for ``tps`` (``_send_all``),
-    each at its time in ``timestamps``. With ``last_bodies`` (the last body built for each
-    broker, kept by the caller), a request the same as the last one to its broker is that
-    body again, the same object: its encoding is then reused too (``REPEATING_REQUESTS``)."""
+    each at its time in ``timestamps``. With ``snapshot`` (the metadata the partitions were
+    grouped by), the request's bytes are derived from it: the same request asked again
+    while the cluster's answer stays the same (a stream's every micro-batch) is encoded
+    once."""
+    from ..framing import encode_body
+    from ..schemas import LIST_OFFSETS
 
-    def build(conn, version, tps):
-        key = None
-        if last_bodies is not None:
-            key = (version, isolation_level, tuple(tps), tuple(map(timestamps.__getitem__, tps)))
-            last = last_bodies.get(conn.node_id)
-            if last is not None and last[0] == key:
-                return last[1]
+    def body(version, tps) -> dict:
         topics: dict[str, list] = {}
         for t, p in tps:
             topics.setdefault(t, []).append(
@@ -111,14 +46,19 @@ def list_offsets_request(
                     "max_num_offsets": 1,
                 }
             )
-        body = {
+        return {
             "replica_id": -1,
             "isolation_level": isolation_level,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
-        if last_bodies is not None and key is not None:
-            last_bodies[conn.node_id] = (key, body)
-        return body
+
+    def build(conn, version, tps):
+        if snapshot is None:
+            return body(version, tps)
+        tps = tuple(tps)
+        times = tuple(map(timestamps.__getitem__, tps))
+        key = ("ListOffsets", conn.node_id, version, isolation_level, tps, times)
+        return snapshot.derived(key, lambda: encode_body(LIST_OFFSETS, version, body(version, tps)))
 
     return build
 

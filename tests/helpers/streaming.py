@@ -114,6 +114,9 @@ class StubClient:
     """What the stream reader's driver side asks of a ``KafkaClient``."""
 
     def __init__(self, latest: dict, earliest: dict | None = None):
+        from protocol.config import ClientConfig
+
+        self.config = ClientConfig(bootstrap_servers=["127.0.0.1:9"])  # the retry backoff
         self.latest = dict(latest)
         self.earliest = dict(earliest or {})
         self.commits: list[tuple[str, dict]] = []
