@@ -236,9 +236,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         self._warnings = RepeatedWarnings(log)  # this query's, said once then counted
         self._initial: dict | None = None  # a fresh query's start, resolved once
         self._after_initial = False  # initialOffset answered, nothing asked since
-        self._partitions: list[TopicPartition] = []  # those of the last discovery
-        # (the metadata's topics, the partitions found in them): see _partitions_of
-        self._partitions_seen_in: tuple[tuple, list[TopicPartition]] | None = None
+        self._partitions: Sequence[TopicPartition] = ()  # those of the last discovery
         self._json = OffsetsJson()  # the offsets' JSON, the last few remembered
         self._token_config: ClientConfig | None = None  # delegationToken: the current one
 
@@ -246,7 +244,6 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
     def __getstate__(self):
         state = dict(self.__dict__)
         state["_client"] = None
-        state["_partitions_seen_in"] = None
         state["_json"] = OffsetsJson()
         state["_token_config"] = None  # the tasks get theirs with each micro-batch
         return state
@@ -302,7 +299,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             metadata, latest = self.client.metadata_and_latest(
                 metadata_topics(o.subscription), self._partitions, level
             )
-            partitions = self._partitions_of(metadata)
+            partitions: Sequence[TopicPartition] = self._partitions_of(metadata)
             if latest is not None and set(latest) != set(partitions):
                 latest = None
         else:
@@ -310,17 +307,14 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         self._partitions = partitions
         return self.client.latest_offsets(partitions, level, known=known, first=latest)
 
-    def _partitions_of(self, metadata) -> list[TopicPartition]:
-        """The subscription's partitions in ``metadata``; the last ones again when its
-        topics are the objects they were (parsed from the same answer)."""
-        topics = tuple(metadata.topics.values())
-        seen = self._partitions_seen_in
-        if seen is not None and len(seen[0]) == len(topics):
-            if all(a is b for a, b in zip(seen[0], topics)):
-                return seen[1]
-        partitions = partitions_from_metadata(self.options.subscription, metadata)
-        self._partitions_seen_in = (topics, partitions)
-        return partitions
+    def _partitions_of(self, metadata) -> tuple[TopicPartition, ...]:
+        """The subscription's partitions in ``metadata``, a view of that snapshot: found
+        once per snapshot (a stream's metadata is the same one batch after batch)."""
+        subscription = self.options.subscription
+        return metadata.derived(
+            ("partitions of", subscription),
+            lambda: tuple(partitions_from_metadata(subscription, metadata)),
+        )
 
     def initialOffset(self) -> dict:
         if self._initial is None:
