@@ -1,7 +1,8 @@
-"""The one retry policy (``protocol.retry``): what it retries, how often, for how long, with
-what backoff, what the error says at the end, and that no other module of the library
-sleeps or counts its own retries (issues 33 and 40: eight loops each had rules of their
-own)."""
+"""The one retry policy (``protocol.retry``): what it retries (one table keyed by error
+codes and exception types), how often, for how long, with what backoff, what the error
+says at the end. The library's loops are driven to their end on a fake clock that counts
+their waits (a Kafka request, a driver lookup, a registry call, a token endpoint), and no
+other module sleeps or keeps a count beside a wait."""
 
 from __future__ import annotations
 
@@ -207,6 +208,10 @@ ALLOWED = {
 POLICY = {os.path.join("protocol", "retry.py")}
 
 
+#: The waits of the library's loops: only the policy's ``Attempts`` may count beside them.
+_WAITS = {"sleep", "pause", "pause_until"}
+
+
 def _words(name: str) -> set[str]:
     return set(re.split(r"_+|(?<=[a-z])(?=[A-Z])", name.lower()))
 
@@ -259,6 +264,18 @@ def retry_findings(source: str, path: str = "<snippet>") -> list[tuple[int, str]
             and _name(node.iter.func) == "range"
         ):
             found.add((node.target.lineno, f"loop over {_name(node.target)}"))
+    for loop in ast.walk(tree):  # a count kept beside the policy's waits, whatever its name
+        if isinstance(loop, (ast.For, ast.While)):
+            inside = list(ast.walk(loop))
+            if any(isinstance(n, ast.Call) and _name(n.func) in _WAITS for n in inside):
+                found.update(
+                    (n.lineno, f"counter {ast.unparse(n.target)} beside a wait")
+                    for n in inside
+                    if isinstance(n, ast.AugAssign)
+                    and isinstance(n.op, (ast.Add, ast.Sub))
+                    and isinstance(n.value, ast.Constant)
+                    and n.value.value == 1
+                )
     for node in _in_functions(tree):
         if (
             isinstance(node, ast.AugAssign)
@@ -322,14 +339,22 @@ def test_the_guard_catches_a_loop_written_outside_the_policy():
 
         def wait_for_signal():
             stop.wait()      # waits for a signal, not a sleep
+
+        def poll(ready):
+            n = 0
+            while not ready():
+                n += 1
+                pause(0.1)
     """)
     assert [what for _, what in retry_findings(snippet)] == [
         "counter attempts",
         "counter attempts",
+        "counter attempts beside a wait",
         "time.sleep()",
         "counter self.retries",
         "self.stop.wait(timeout) as a sleep",
         "loop over attempt",
+        "counter n beside a wait",
     ]
 
 
@@ -551,3 +576,57 @@ def test_outside_a_lookup_the_client_loop_retries_on_its_own(monkeypatch):
         client.retrying("ListOffsets", lambda: (_ for _ in ()).throw(NotLeaderOrFollower()))
     assert clock.waits == [100, 200, 400]
     assert str(info.value).startswith("ListOffsets did not succeed within 1000 ms")
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_the_registry_s_calls_wait_as_the_policy_says(monkeypatch):
+    """A Schema Registry nobody answers at: the REST call's one loop waits 100 ms doubling
+    up to 1.6 s, while the next wait still ends within schema.registry.timeout.ms (5 s),
+    then says what it waited for; every wait is the policy's (the fake clock counts them)."""
+    from kafka_common.option_map import OptionMap
+    from kafka_common.schema_registry import RegistryClient, RegistryError, registry_settings
+
+    client = RegistryClient(
+        registry_settings(
+            OptionMap(
+                {
+                    "schema.registry.url": f"http://127.0.0.1:{_closed_port()}",
+                    "schema.registry.timeout.ms": "5000",
+                }
+            )
+        )
+    )
+    clock = FakeClock(monkeypatch)
+    monkeypatch.setattr("protocol.retry.random.uniform", lambda a, b: 1.0)
+    with pytest.raises(RegistryError) as info:
+        client.schema_by_id(1)
+    assert clock.waits == [100, 200, 400, 800, 1600, 1600]
+    assert "within schema.registry.timeout.ms=5000 (gave up after 7 attempts" in str(info.value)
+
+
+def test_a_token_endpoint_is_asked_as_the_policy_says(monkeypatch):
+    """A token endpoint nobody answers at: the waits double from
+    sasl.login.retry.backoff.ms while their sum stays within sasl.login.retry.backoff.max.ms
+    (Kafka's login retries), then the sign-in fails naming both options."""
+    from kafka_common.oauth.sources import ClientCredentials
+    from kafka_common.trust import URLS_ENV
+    from protocol.config import Secret
+
+    endpoint = f"http://127.0.0.1:{_closed_port()}/token"
+    monkeypatch.setenv(URLS_ENV, endpoint)
+    source = ClientCredentials(
+        endpoint, "id", Secret("s"), retry_backoff_ms=100, retry_backoff_max_ms=1000
+    )
+    clock = FakeClock(monkeypatch)
+    with pytest.raises(AuthenticationError) as info:
+        source.fetch()
+    assert clock.waits == [100, 200, 400]
+    assert "could not be reached after 4 attempts" in str(info.value)
+    assert "kafka.sasl.login.retry.backoff.max.ms" in str(info.value)
