@@ -46,10 +46,11 @@ PICKS = {
     "kafka_sink/producer.py": 1,
     "kafka_sink/producer_ids.py": 1,
     "protocol/client/admin.py": 2,
-    "protocol/client/cluster.py": 3,
+    "protocol/client/cluster.py": 2,
     "protocol/client/connection.py": 3,
     "protocol/client/delegation_tokens.py": 3,
     "protocol/client/group_offsets.py": 3,
+    "protocol/client/record_requests.py": 1,
     "protocol/client/transactions.py": 4,
 }
 

@@ -21,7 +21,23 @@ from .admin import AdminRequests
 from ..authorization import request_error
 from ..config import ClientConfig, parse_host_port
 from .connection import BrokerConnection
-from .cluster_metadata import ClusterMetadata, PartitionInfo, TopicInfo, TopicPartition
+from .cluster_metadata import (
+    ClusterMetadata,
+    PartitionInfo,
+    TopicInfo,
+    TopicPartition,
+    metadata_request,
+    parsed_topics,
+)
+from .offset_requests import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    READ_COMMITTED,
+    READ_UNCOMMITTED,
+    OffsetRequests,
+)
+from .record_requests import MAX_FETCH_VERSION_BY_NAME, MAX_PRODUCE_VERSION_BY_NAME, RecordRequests
 from ..errors import (
     BrokerError,
     KafkaConnectionError,
@@ -30,16 +46,13 @@ from ..errors import (
     PyKafkaError,
     error_class,
 )
-from ..framing import decode_response_body
+from .. import framing
 from .group_offsets import GroupOffsets
 from .leader_requests import (
     PendingFetch,
     forget,
     gather,
-    list_offsets_request,
-    take_list_offsets,
 )
-from ..primitives import ZERO_UUID
 from .read_replicas import ReadReplicas
 from ..retry import (
     RetryPolicy,
@@ -53,18 +66,6 @@ log = logging.getLogger("pykafka.protocol.cluster")
 #: The class ``protocol.errors`` generates for error code 3.
 UnknownTopicOrPartition = error_class("UNKNOWN_TOPIC_OR_PARTITION")
 
-EARLIEST_TIMESTAMP = -2
-LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3
-
-READ_UNCOMMITTED = 0
-READ_COMMITTED = 1
-
-# Fetch and Produce v13+ name topics by id: the last versions that name them by name, for
-# when a topic's id is unknown (brokers without ids, or Metadata without them).
-MAX_FETCH_VERSION_BY_NAME = 12
-MAX_PRODUCE_VERSION_BY_NAME = 12
-
 #: A broker that failed within this much of the deadline spent the time: the next is not
 #: tried. Its timeouts are whole milliseconds of the time left, and a socket's timer may
 #: fire a few milliseconds early, so "now >= deadline" alone could let a second broker
@@ -72,25 +73,13 @@ MAX_PRODUCE_VERSION_BY_NAME = 12
 _DEADLINE_SLACK_S = 0.05
 
 
-def metadata_request(topics: list[str] | None, version: int) -> dict:
-    """The body of a Metadata request for ``topics`` (None: every topic) at ``version``;
-    it never asks the broker to create a topic."""
-    wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics]
-    if wanted is None and version == 0:
-        wanted = []  # v0 spells "all topics" as an empty list
-    return {
-        "topics": wanted,
-        "allow_auto_topic_creation": False,
-        "include_cluster_authorized_operations": False,
-        "include_topic_authorized_operations": False,
-    }
-
-
-class KafkaClient(GroupOffsets, AdminRequests):
+class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
     """Talks to a Kafka cluster. Not thread-safe; create one per thread or task.
 
-    The routing core lives here; group offsets and coordinators come from
-    ``group_offsets.GroupOffsets``, topic administration from ``admin.AdminRequests``.
+    The routing core lives here; offsets come from ``offset_requests.OffsetRequests``,
+    Fetch and Produce from ``record_requests.RecordRequests``, group offsets and
+    coordinators from ``group_offsets.GroupOffsets``, topic administration from
+    ``admin.AdminRequests``.
     """
 
     def __init__(self, config: ClientConfig | None = None, **settings):
@@ -271,10 +260,10 @@ class KafkaClient(GroupOffsets, AdminRequests):
         last = self._metadata_answer
         if last is not None and last[2] is self._metadata and last[:2] == key:
             return last[2]  # the same answer to the same request: the same snapshot
-        response = decode_response_body(METADATA, version, answer)
+        response = framing.decode_response_body(METADATA, version, answer)
         old = self._metadata
         merged = dict(old.topics) if old is not None and topics is not None else {}
-        for name, info in _parsed_topics(response).items():
+        for name, info in parsed_topics(response).items():
             if info.error_code == UnknownTopicOrPartition.code:
                 merged.pop(name, None)
             else:
@@ -417,217 +406,13 @@ class KafkaClient(GroupOffsets, AdminRequests):
             raise
         return sent
 
-    # ---- ListOffsets ----------------------------------------------------------------------
-
-    def list_offsets(
-        self,
-        timestamps: dict[TopicPartition, int],
-        isolation_level: int = READ_UNCOMMITTED,
-        timeout_ms: int | None = None,
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        """Offsets for ``{(topic, partition): timestamp}`` where the timestamp is a time in
-        ms, EARLIEST_TIMESTAMP (-2) or LATEST_TIMESTAMP (-1). Returns
-        ``{(topic, partition): (offset, timestamp)}``; offset -1 when no record is at or
-        after the timestamp."""
-        from ..schemas import LIST_OFFSETS
-
-        pending = dict(timestamps)
-        done: dict[TopicPartition, tuple[int, int]] = {}
-        build = list_offsets_request(pending, isolation_level, self._metadata)
-
-        def attempt():
-            if not pending:
-                return done
-            first_error = None
-            for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending), build):
-                first_error = take_list_offsets(response, pending, done) or first_error
-            if pending:
-                raise first_error or BrokerError.for_code(
-                    7, "no answer for " + ", ".join(f"{t}-{p}" for t, p in pending)
-                )
-            return done
-
-        return self.retrying("ListOffsets", attempt, timeout_ms)
-
-    def metadata_and_offsets(
-        self,
-        topics: Iterable[str] | None,
-        timestamps: dict[TopicPartition, int],
-        isolation_level: int = READ_UNCOMMITTED,
-    ) -> tuple[ClusterMetadata, dict | None]:
-        """``refresh_metadata(topics)`` and ``list_offsets(timestamps, isolation_level)``
-        in one round trip instead of two: the ListOffsets requests go to the leaders the
-        cached metadata names and the Metadata request follows before any answer is read
-        (a broker answers a connection's requests in order).
-
-        Returns ``(metadata, offsets)``. ``offsets`` is None when the answers cannot be
-        taken as they are: a partition the cache does not know or knows no leader of, a
-        leader that the fresh metadata names differently, an error in any answer, a
-        connection that failed on the way. The caller then asks ``list_offsets`` with the
-        fresh metadata (which retries and follows leaders as usual). Errors of the Metadata
-        request itself are raised as ``refresh_metadata`` raises them."""
-        from ..schemas import LIST_OFFSETS
-
-        topics = None if topics is None else list(topics)
-        snapshot = self._metadata
-        groups = None if snapshot is None else snapshot.leader_groups(timestamps)
-        if not groups:
-            return self.refresh_metadata(topics), None
-        pending = dict(timestamps)
-        try:
-            sent = self._send_all(
-                LIST_OFFSETS, groups, list_offsets_request(pending, isolation_level, snapshot)
-            )
-        except PyKafkaError as e:  # nothing left in flight (_send_all): the usual path asks
-            log.debug("pipelined ListOffsets not sent: %s", e)
-            return self.refresh_metadata(topics), None
-        responses: list | None
-        try:
-            metadata = self.refresh_metadata(topics)
-        finally:
-            try:  # read every answer, so that nothing is left on a connection
-                responses = gather(sent)
-            except (KafkaConnectionError, KafkaTimeoutError) as e:
-                log.debug("pipelined ListOffsets failed: %s", e)
-                responses = None
-        if responses is None:
-            return metadata, None
-        done: dict[TopicPartition, tuple[int, int]] = {}
-        try:
-            for _, _, response, _ in responses:
-                if take_list_offsets(response, pending, done) is not None:
-                    return metadata, None
-        except BrokerError:
-            return metadata, None
-        if metadata is not snapshot and not metadata.names_leaders(groups):
-            return metadata, None
-        return metadata, (done if not pending else None)
-
-    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {
-            tp: o
-            for tp, (o, _) in self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()
-        }
-
-    def latest_offsets(
-        self, tps: Iterable[TopicPartition], isolation_level: int = READ_UNCOMMITTED
-    ) -> dict[TopicPartition, int]:
-        return {
-            tp: o
-            for tp, (o, _) in self.list_offsets(
-                {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
-            ).items()
-        }
-
-    # ---- Fetch and Produce (records as bytes; record batches live in protocol.records) ----
-
-    def fetch(self, offsets: dict[TopicPartition, int], **settings) -> dict[TopicPartition, dict]:
-        """One Fetch round to the leaders of ``offsets``. Returns the raw partition
-        responses (``error_code``, ``high_watermark``, ``last_stable_offset``,
-        ``log_start_offset``, ``aborted_transactions``, ``records`` as bytes). Errors stay in
-        ``error_code``: the caller decides (OFFSET_OUT_OF_RANGE is its business)."""
-        return self.start_fetch(offsets, **settings).result()
-
-    def start_fetch(
-        self,
-        offsets: dict[TopicPartition, int],
-        *,
-        max_wait_ms: int = 500,
-        min_bytes: int = 1,
-        max_bytes: int = 50 * 1024 * 1024,
-        partition_max_bytes: int = 1024 * 1024,
-        isolation_level: int = READ_UNCOMMITTED,
-    ) -> PendingFetch:
-        """Send the Fetch requests and return at once; ``.result()`` waits for them. This
-        lets a reader keep the next Fetch in flight while it decodes the previous one."""
-        from ..schemas import FETCH
-
-        meta = self.metadata({t for t, _ in offsets})
-        ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
-        names_by_id = {v: k for k, v in ids.items()}
-
-        def cap(tps):  # Fetch v13+ names topics by id; stay below it when an id is unknown
-            if any(ids.get(t, ZERO_UUID) == ZERO_UUID for t, _ in tps):
-                return MAX_FETCH_VERSION_BY_NAME
-            return None
-
-        def build(conn, version, tps):
-            topics: dict[str, list] = {}
-            for t, p in tps:
-                topics.setdefault(t, []).append(
-                    {
-                        "partition": p,
-                        "current_leader_epoch": -1,
-                        "fetch_offset": offsets[(t, p)],
-                        "last_fetched_epoch": -1,
-                        "log_start_offset": -1,
-                        "partition_max_bytes": partition_max_bytes,
-                    }
-                )
-            return {
-                "replica_id": -1,
-                "max_wait_ms": max_wait_ms,
-                "min_bytes": min_bytes,
-                "max_bytes": max_bytes,
-                "isolation_level": isolation_level,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [
-                    {"topic": t, "topic_id": ids.get(t, ZERO_UUID), "partitions": ps}
-                    for t, ps in topics.items()
-                ],
-                "forgotten_topics_data": [],
-                "rack_id": self.config.client_rack,
-            }
-
-        groups = self._by_leader(offsets)
-        if self.read_replicas is not None:  # a partition's closer replica, when named
-            groups = self.read_replicas.route(groups, meta.brokers)
-        sent = self._send_all(FETCH, groups, build, cap)
-        return PendingFetch(sent, names_by_id, max_wait_ms, self.read_replicas)
-
-    def produce(
-        self,
-        topic: str,
-        partition: int,
-        records: bytes,
-        *,
-        acks: int = -1,
-        timeout_ms: int = 30_000,
-        transactional_id: str | None = None,
-    ) -> dict:
-        """Send one record batch to a partition's leader; returns the partition response
-        (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``."""
-        from ..schemas import PRODUCE
-
-        info = self.topic(topic)
-        conn = self.connection(self.leader_for(topic, partition))
-        # Produce v13+ names topics by id; stay below it when the id is unknown.
-        version = conn.version_for(
-            PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None
-        )
-        body = {
-            "transactional_id": transactional_id,
-            "acks": acks,
-            "timeout_ms": timeout_ms,
-            "topic_data": [
-                {
-                    "name": topic,
-                    "topic_id": info.topic_id,
-                    "partition_data": [{"index": partition, "records": records}],
-                }
-            ],
-        }
-        if acks == 0:
-            conn.send(PRODUCE, body, version, expect_response=False)
-            return {"index": partition, "error_code": 0, "base_offset": -1}
-        response = conn.request(PRODUCE, body, version)
-        return response["responses"][0]["partition_responses"][0]
-
 
 __all__ = [
     "PendingFetch",
     "KafkaClient",
+    "MAX_FETCH_VERSION_BY_NAME",
+    "MAX_PRODUCE_VERSION_BY_NAME",
+    "metadata_request",
     "ClusterMetadata",
     "TopicInfo",
     "PartitionInfo",
@@ -638,32 +423,3 @@ __all__ = [
     "READ_UNCOMMITTED",
     "ProtocolError",
 ]
-
-
-def _parsed_topics(response: dict) -> dict[str, TopicInfo]:
-    """The topics of a Metadata answer, by name."""
-    parsed: dict[str, TopicInfo] = {}
-    for t in response["topics"]:
-        name = t["name"]
-        if name is None:
-            continue
-        parts = {
-            p["partition_index"]: PartitionInfo(
-                name,
-                p["partition_index"],
-                p["leader_id"],
-                p.get("leader_epoch", -1),
-                tuple(p.get("replica_nodes") or ()),
-                tuple(p.get("isr_nodes") or ()),
-                p["error_code"],
-            )
-            for p in t["partitions"]
-        }
-        parsed[name] = TopicInfo(
-            name,
-            t.get("topic_id") or ZERO_UUID,
-            parts,
-            t["error_code"],
-            t.get("is_internal", False),
-        )
-    return parsed

@@ -15,7 +15,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-__all__ = ["PartitionInfo", "TopicInfo", "ClusterMetadata", "TopicPartition", "Groups"]
+from ..primitives import ZERO_UUID
+
+__all__ = [
+    "PartitionInfo",
+    "TopicInfo",
+    "ClusterMetadata",
+    "TopicPartition",
+    "Groups",
+    "metadata_request",
+    "parsed_topics",
+]
 
 TopicPartition = tuple[str, int]
 #: Partitions by the node that leads them.
@@ -105,3 +115,46 @@ class ClusterMetadata:
         gone = set(names)
         topics = {n: t for n, t in self.topics.items() if n not in gone}
         return ClusterMetadata(self.brokers, self.controller_id, self.cluster_id, topics)
+
+
+def metadata_request(topics: list[str] | None, version: int) -> dict:
+    """The body of a Metadata request for ``topics`` (None: every topic) at ``version``;
+    it never asks the broker to create a topic."""
+    wanted = None if topics is None else [{"name": t, "topic_id": ZERO_UUID} for t in topics]
+    if wanted is None and version == 0:
+        wanted = []  # v0 spells "all topics" as an empty list
+    return {
+        "topics": wanted,
+        "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+
+def parsed_topics(response: dict) -> dict[str, TopicInfo]:
+    """The topics of a Metadata answer, by name."""
+    parsed: dict[str, TopicInfo] = {}
+    for t in response["topics"]:
+        name = t["name"]
+        if name is None:
+            continue
+        parts = {
+            p["partition_index"]: PartitionInfo(
+                name,
+                p["partition_index"],
+                p["leader_id"],
+                p.get("leader_epoch", -1),
+                tuple(p.get("replica_nodes") or ()),
+                tuple(p.get("isr_nodes") or ()),
+                p["error_code"],
+            )
+            for p in t["partitions"]
+        }
+        parsed[name] = TopicInfo(
+            name,
+            t.get("topic_id") or ZERO_UUID,
+            parts,
+            t["error_code"],
+            t.get("is_internal", False),
+        )
+    return parsed
