@@ -44,7 +44,7 @@ import time
 import pyarrow as pa
 import pytest
 
-import protocol.client.connection as connection_module
+import protocol.client.sasl_signin as sasl_signin
 from kafka_common.oauth.tokens import TOKEN_CACHE
 from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import WritePlan
@@ -397,7 +397,7 @@ def test_busy_producer_signs_in_again_with_requests_in_flight(signin_kafka, topi
 def test_broker_closes_a_connection_that_does_not_sign_in_again(signin_kafka, monkeypatch):
     """The control: with renewal put off past the session's end, the broker closes the
     connection at the first request after 3 s -- what the two tests above would meet."""
-    monkeypatch.setattr(connection_module, "SESSION_RENEW_AT", 10.0)
+    monkeypatch.setattr(sasl_signin, "SESSION_RENEW_AT", 10.0)
     config = parse_reader_options(
         {**sasl_options(signin_kafka, "PLAIN"), "subscribe": "unused"}
     ).client_config

@@ -30,7 +30,8 @@ from kafka_source.options import parse_reader_options
 from kafka_testbed import SASL_USERS
 from protocol.client import pool
 from protocol.config import ClientConfig
-from protocol.client.connection import SESSION_RENEW_AT, BrokerConnection
+from protocol.client.connection import BrokerConnection
+from protocol.client.sasl_signin import SESSION_RENEW_AT
 from protocol.errors import ConfigError
 
 from .broker_setup import create_topic
