@@ -161,8 +161,9 @@ def test_list_offsets_asked_again_are_not_encoded_again_and_answer_anew(
         # not even built again: the bytes derived from the same snapshot, the same object
         assert len(sent) == 2 and sent[1] is sent[0]
         assert client.earliest_offsets(tps) == {tps[0]: 0, tps[1]: 0}
-        assert client.latest_offsets(tps[1:]) == {tps[1]: 3}
-        assert len(encoded) == 2  # another time, other partitions: requests of their own
+        # (not the latest of one partition: a topic just made may have asked that already)
+        assert client.list_offsets({tps[1]: 0})[tps[1]][0] == 0
+        assert len(encoded) == 2  # other times, other partitions: requests of their own
 
 
 def test_a_stream_s_leaders_are_looked_up_again_only_when_its_metadata_changed(kafka, topic_name):
