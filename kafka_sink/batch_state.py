@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import PyKafkaError
 from protocol.records import batch as _batch
+from protocol.records import checksum as _checksum
 from protocol.retry import PRODUCE, Attempts
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def restamp(data: bytes, producer_id: int, epoch: int, base_sequence: int) -> by
     """The batch with new producer id, epoch and base sequence, and its CRC redone."""
     out = bytearray(data)
     _HEADER_IDS.pack_into(out, _batch.PRODUCER_ID_OFFSET, producer_id, epoch, base_sequence)
-    crc = _batch.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET :])
+    crc = _checksum.crc32c(memoryview(out)[_batch.ATTRIBUTES_OFFSET :])
     _UINT32.pack_into(out, _batch.CRC_OFFSET, crc)
     return bytes(out)
 

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from protocol.records.encode_arrow import RowSource, encode_rows, split_for_batch_size
+from protocol.records.encode_arrow import encode_rows, split_for_batch_size
+from protocol.records.row_source import RowSource
 
 from .options import WriterOptions
 

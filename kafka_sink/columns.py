@@ -20,7 +20,8 @@ import numpy as np
 import pyarrow as pa
 
 from protocol.errors import ConfigError
-from protocol.records.encode_arrow import RowSource, sizes_in_batch
+from protocol.records.encode_arrow import sizes_in_batch
+from protocol.records.row_source import RowSource
 
 from .validation import HEADERS, KEY, PARTITION, TIMESTAMP, TOPIC, VALUE, WritePlan
 

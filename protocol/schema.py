@@ -25,15 +25,16 @@ encoders are compiled once per (message, version) and cached.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass, field as dc_field
 from collections.abc import Callable, Iterator
 from typing import Any, TypeAlias, cast
 
 from . import primitives as p
+from . import schema_fast_reads as fast
+from . import tagged_fields as tags
 from .errors import ProtocolError
+from .tagged_fields import UNKNOWN_TAGS
 
-UNKNOWN_TAGS = "_unknown_tagged_fields"
 _MISSING = object()
 
 # A reader returns (value, next position); a writer appends a value's bytes.
@@ -234,122 +235,6 @@ _FIXED = {
 }
 
 
-# The struct format of each fixed-width primitive that decodes to a plain value: runs of
-# them are read with one unpack (``_fused_reader``), arrays of them with one too.
-_FORMATS = {
-    "int8": "b",
-    "int16": "h",
-    "int32": "i",
-    "int64": "q",
-    "uint16": "H",
-    "uint32": "I",
-    "float64": "d",
-    "bool": "?",
-}
-
-
-def _fused_reader(names: list[str], formats: str) -> Reader:
-    """One reader for consecutive fixed-width fields: their values as a tuple."""
-    layout = struct.Struct(">" + formats)
-    size, unpack_from = layout.size, layout.unpack_from
-    what = "fields " + ", ".join(names)
-
-    def read(buf: p.Buffer, pos: int) -> tuple[Any, int]:
-        if pos + size > len(buf):
-            raise ProtocolError(
-                f"truncated {what}: need {size} bytes at position {pos}, {len(buf) - pos} left"
-            )
-        return unpack_from(buf, pos), pos + size
-
-    return read
-
-
-def _fixed_array_reader(fmt: str, compact: bool, nullable: bool) -> Reader:
-    """An array of a fixed-width primitive, unpacked at once."""
-    read_count = p.read_array_count
-    width = struct.calcsize(fmt)
-    layouts: dict[int, struct.Struct] = {}
-
-    def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
-        first = buf[pos] if compact and pos < len(buf) else 0
-        if 0 < first < 0x80:  # a compact count of one byte: the usual case
-            n, pos = first - 1, pos + 1
-        else:
-            count, pos = read_count(buf, pos, compact, nullable)
-            if count is None:
-                return None, pos
-            n = count
-        size = n * width
-        if pos + size > len(buf):
-            raise ProtocolError(
-                f"truncated array of {n} {fmt!r}: need {size} bytes at position {pos}, "
-                f"{len(buf) - pos} left"
-            )
-        layout = layouts.get(n)
-        if layout is None:
-            layout = struct.Struct(f">{n}{fmt}")
-            if len(layouts) < 64:
-                layouts[n] = layout
-        return list(layout.unpack_from(buf, pos)), pos + size
-
-    return read_array
-
-
-# The decoders of structs whose fields are all fixed-width, with their row layout (names,
-# struct format, the defaults of absent fields, flexible): arrays of them read by rows.
-_FIXED_ROWS: dict[Reader, tuple[tuple[str, ...], str, dict[str, Any], bool]] = {}
-
-
-def _fixed_rows_reader(
-    layout: tuple[tuple[str, ...], str, dict[str, Any], bool],
-    compact: bool,
-    nullable: bool,
-    generic: Reader,
-) -> Reader:
-    """An array of structs whose fields are all fixed-width (a ListOffsets answer's
-    partitions): every element has the same size, so the rows are unpacked at C speed.
-    Where an element carries tagged fields, or the bytes run short, ``generic`` reads it
-    (and names what is wrong)."""
-    names, fmt, defaults, flexible = layout
-    row = struct.Struct(">" + fmt + ("B" if flexible else ""))
-    stride = row.size
-    read_count = p.read_array_count
-    as_dicts = _row_dicts(names, defaults, flexible)
-
-    def read_array(buf: p.Buffer, pos: int) -> tuple[list[Any] | None, int]:
-        start = pos
-        count, pos = read_count(buf, pos, compact, nullable)
-        if count is None:
-            return None, pos
-        end = pos + count * stride
-        if end > len(buf):
-            return generic(buf, start)
-        view = memoryview(buf)
-        # tagged fields (a row's last byte, its tag count, not 0): the general way
-        if flexible and view[pos + stride - 1 : end : stride].tobytes().count(0) != count:
-            return generic(buf, start)
-        return as_dicts(row.iter_unpack(view[pos:end])), end
-
-    return read_array
-
-
-_RowDicts: TypeAlias = Callable[[Iterator[tuple[Any, ...]]], list[dict[str, Any]]]
-
-
-def _row_dicts(names: tuple[str, ...], defaults: dict[str, Any], flexible: bool) -> _RowDicts:
-    """``rows -> [dict, ...]`` for rows of ``names`` (and a trailing tag count when
-    ``flexible``), each dict with ``defaults`` and the row's values: a comprehension with
-    the names as constant keys, made for this layout, builds a dict twice as fast as
-    ``dict(zip(names, row))`` (a ListOffsets answer of 10,000 partitions: 10,000 dicts).
-    Only the schema's own field names (keys, written with ``repr``) go into the source."""
-    values = [f"_{i}" for i in range(len(names))]
-    pairs = ", ".join(f"{name!r}: {v}" for name, v in zip(names, values))
-    unpacked = ", ".join(values + (["_tags"] if flexible else [])) + ","
-    body = f"{{**defaults, {pairs}}}" if defaults else f"{{{pairs}}}"
-    source = f"lambda rows: [{body} for ({unpacked}) in rows]"
-    return cast(_RowDicts, eval(source, {"__builtins__": {}, "defaults": dict(defaults)}))
-
-
 def _guide_name(t: str, compact: bool, nullable: bool) -> str:
     base = {"string": "STRING", "bytes": "BYTES", "records": "RECORDS"}[t]
     if t == "records":
@@ -422,10 +307,10 @@ def _field_codec(f: F, version: int, flexible: bool) -> Codec:
         else:
             erd, ewr = _primitive_codec(t[1:-1], flexible, False)
         rd, wr = _array_codec(erd, ewr, flexible, nullable)
-        if isinstance(t, str) and t[1:-1] in _FORMATS:
-            rd = _fixed_array_reader(_FORMATS[t[1:-1]], flexible, nullable)
-        elif erd in _FIXED_ROWS:
-            rd = _fixed_rows_reader(_FIXED_ROWS[erd], flexible, nullable, rd)
+        if isinstance(t, str) and t[1:-1] in fast.FORMATS:
+            rd = fast.fixed_array_reader(fast.FORMATS[t[1:-1]], flexible, nullable)
+        elif erd in fast.FIXED_ROWS:
+            rd = fast.fixed_rows_reader(fast.FIXED_ROWS[erd], flexible, nullable, rd)
         return rd, wr
     return _primitive_codec(t, flexible, nullable)
 
@@ -510,15 +395,15 @@ def _compile_struct(
             if pos < len(buf) and buf[pos] == 0:  # no tagged field: the usual case
                 pos += 1
             else:
-                pos = _read_tagged_section(buf, pos, tagged, d)
+                pos = tags.read_tagged_section(buf, pos, tagged, d)
         return d, pos
 
     if len(plain_read) == 1 and not isinstance(plain_read[0][0], str) and not list_defaults:
         # every field fixed-width: an array of these is read row by row at C speed
         names = cast(tuple[str, ...], plain_read[0][0])
         types = {f.name: f.type for f in fields if version in _parsed(f.versions)}
-        fmt = "".join(_FORMATS[cast(str, types[n])] for n in names)
-        _FIXED_ROWS[decode] = (names, fmt, dict(defaults), flexible)
+        fmt = "".join(fast.FORMATS[cast(str, types[n])] for n in names)
+        fast.FIXED_ROWS[decode] = (names, fmt, dict(defaults), flexible)
 
     def encode(out: bytearray, d: dict[str, Any]) -> None:
         get = d.get
@@ -527,7 +412,7 @@ def _compile_struct(
             wr(out, default if v is _MISSING else v)
         if flexible:
             if tags_in_order or UNKNOWN_TAGS in d:
-                _write_tagged_section(out, d, tags_in_order)
+                tags.write_tagged_section(out, d, tags_in_order)
             else:
                 out.append(0)  # no tagged field
 
@@ -548,75 +433,19 @@ def _plain_reads(
             name = run[0]
             out.append((name, next(rd for n, rd, _, _ in plain if n == name)))
         elif run:
-            fmt = "".join(_FORMATS[cast(str, types[n])] for n in run)
-            out.append((tuple(run), _fused_reader(list(run), fmt)))
+            fmt = "".join(fast.FORMATS[cast(str, types[n])] for n in run)
+            out.append((tuple(run), fast.fused_reader(list(run), fmt)))
         run.clear()
 
     for name, rd, _, _ in plain:
         t = types[name]
-        if isinstance(t, str) and t in _FORMATS:
+        if isinstance(t, str) and t in fast.FORMATS:
             run.append(name)
             continue
         close_run()
         out.append((name, rd))
     close_run()
     return out
-
-
-def _read_tagged_section(
-    buf: p.Buffer, pos: int, tagged: dict[int, tuple[str, Reader, Writer, Any]], d: dict[str, Any]
-) -> int:
-    count, pos = p.read_unsigned_varint(buf, pos)
-    if count > len(buf) - pos:
-        raise ProtocolError(f"tagged field count {count} exceeds the bytes left")
-    last = -1
-    for _ in range(count):
-        tag, pos = p.read_unsigned_varint(buf, pos)
-        size, pos = p.read_unsigned_varint(buf, pos)
-        if tag <= last:
-            raise ProtocolError(f"tagged fields out of order: tag {tag} after {last}")
-        last = tag
-        if size > len(buf) - pos:
-            raise ProtocolError(f"tagged field {tag} size {size} exceeds the bytes left")
-        end = pos + size
-        entry = tagged.get(tag)
-        if entry is None:
-            d.setdefault(UNKNOWN_TAGS, {})[tag] = bytes(buf[pos:end])
-        else:
-            value, used = entry[1](
-                buf[pos:end] if isinstance(buf, memoryview) else memoryview(buf)[pos:end], 0
-            )
-            if used != size:
-                raise ProtocolError(
-                    f"tagged field {tag} ({entry[0]}) has {size - used} unread bytes"
-                )
-            d[entry[0]] = value
-        pos = end
-    return pos
-
-
-def _write_tagged_section(
-    out: bytearray,
-    d: dict[str, Any],
-    tags_in_order: list[tuple[int, tuple[str, Reader, Writer, Any]]],
-) -> None:
-    items: list[tuple[int, bytes | bytearray]] = []
-    for tag, (name, _, wr, default) in tags_in_order:
-        v = d.get(name, default)
-        if v is None or v == default:
-            continue
-        body = bytearray()
-        wr(body, v)
-        items.append((tag, body))
-    unknown = d.get(UNKNOWN_TAGS)
-    if unknown:
-        items.extend((tag, raw) for tag, raw in unknown.items() if tag not in dict(items))
-        items.sort(key=lambda item: item[0])
-    p.write_unsigned_varint(out, len(items))
-    for tag, raw in items:
-        p.write_unsigned_varint(out, tag)
-        p.write_unsigned_varint(out, len(raw))
-        out += raw
 
 
 def _describe(fields: list[F], version: int, flexible: bool) -> list[tuple[str, str, Any]]:

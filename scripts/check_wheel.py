@@ -31,7 +31,7 @@ def main() -> None:
     import pyarrow as pa
 
     import protocol
-    from protocol.records import accel, decode_arrow, decode_records, encode_arrow, encode_batch
+    from protocol.records import accel, decode_pending, decode_records, encode_arrow, encode_batch
 
     installed = os.path.realpath(sysconfig.get_paths()["platlib"])
     where = os.path.realpath(protocol.__file__)
@@ -104,13 +104,13 @@ def main() -> None:
         "codecs": {},
     }
     for codec in ("none", "lz4", "zstd"):
-        pure_section, decode_arena = encode_arrow._pure_section, decode_arrow._decode_arena
-        encode_arrow._pure_section = decode_arrow._decode_arena = refuse
+        pure_section, decode_arena = encode_arrow._pure_section, decode_pending._decode_arena
+        encode_arrow._pure_section = decode_pending._decode_arena = refuse
         try:
             with accel.forced(True):
                 compiled = write_and_read(codec)
         finally:
-            encode_arrow._pure_section, decode_arrow._decode_arena = pure_section, decode_arena
+            encode_arrow._pure_section, decode_pending._decode_arena = pure_section, decode_arena
         with accel.forced(False):
             pure = write_and_read(codec)
         if compiled[0] != pure[0]:

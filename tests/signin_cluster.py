@@ -44,7 +44,8 @@ import pytest
 
 from kafka_source.options import parse_reader_options
 from protocol.client.cluster import KafkaClient
-from protocol.records.batch import Record, build_batch, decode_batch, iter_batches
+from protocol.records.batch import Record, build_batch, iter_batches
+from protocol.records.reference_decode import decode_batch
 
 REAUTH_MS = 3000
 CLIENT, CLIENT_SECRET = "spark-app", "Cl1ent-s3cret-for-kafka"

@@ -20,7 +20,7 @@ FIXED_SIZE = {
     ("protocol/errors.py", "_BY_CODE"),
     ("protocol/records/compression.py", "_MODULES"),
     ("kafka_common/import_path.py", "_ZIPS"),
-    ("protocol/schema.py", "_FIXED_ROWS"),
+    ("protocol/schema_fast_reads.py", "FIXED_ROWS"),
 }
 
 

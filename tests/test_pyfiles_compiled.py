@@ -48,7 +48,7 @@ PROBE = textwrap.dedent("""
     import pyarrow as pa
     import protocol
     from protocol.records import accel, decode_records, encode_batch
-    from protocol.records import decode_arrow, encode_arrow
+    from protocol.records import decode_pending, encode_arrow
     zip_path = sys.argv[1]
     assert protocol.__file__.startswith(zip_path + os.sep), protocol.__file__
     assert accel.__file__.startswith(zip_path + os.sep), accel.__file__
@@ -82,11 +82,11 @@ PROBE = textwrap.dedent("""
     if accel.available():
         def refuse(*args, **kwargs):
             raise AssertionError("the compiled path fell back to the pure one")
-        pure_section, decode_arena = encode_arrow._pure_section, decode_arrow._decode_arena
-        encode_arrow._pure_section = decode_arrow._decode_arena = refuse
+        pure_section, decode_arena = encode_arrow._pure_section, decode_pending._decode_arena
+        encode_arrow._pure_section = decode_pending._decode_arena = refuse
         with accel.forced(True):
             report["compiled"] = round_trip()
-        encode_arrow._pure_section, decode_arrow._decode_arena = pure_section, decode_arena
+        encode_arrow._pure_section, decode_pending._decode_arena = pure_section, decode_arena
     with accel.forced(False):
         report["pure"] = round_trip()
     report["log"] = records

@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 from protocol.errors import CorruptRecordError
 from protocol.records import accel, decode_records
 from protocol.records import batch as B
-from protocol.records import decode_arrow as D
+from protocol.records import checksum
+from protocol.records import decode_pending
 from protocol.records.batch import write_varint, write_varlong
 
 TS = 1_700_000_000_000
@@ -135,7 +136,7 @@ def test_compiled_path_decodes_valid_batches_itself(monkeypatch, codec, headers)
     def no_fallback(*args, **kwargs):
         raise AssertionError("the compiled decoder refused valid input")
 
-    monkeypatch.setattr(D, "_decode_arena", no_fallback)
+    monkeypatch.setattr(decode_pending, "_decode_arena", no_fallback)
     with accel.forced(True):
         for kw, (batch, nxt) in zip(cases, expected):
             got, got_next = decode_records(
@@ -168,7 +169,9 @@ def _wrap(
         count,
     )
     out += section
-    struct.pack_into(">I", out, B.CRC_OFFSET, B.crc32c(memoryview(out)[B.ATTRIBUTES_OFFSET :]))
+    struct.pack_into(
+        ">I", out, B.CRC_OFFSET, checksum.crc32c(memoryview(out)[B.ATTRIBUTES_OFFSET :])
+    )
     return bytes(out)
 
 
@@ -354,7 +357,8 @@ _value_st = st.none() | st.binary(max_size=40) | st.binary(min_size=200, max_siz
 def test_encoder_writes_the_pure_paths_bytes(rows, keys, headers, cut, rnd):
     """Both encoders, the same rows (a sliced Arrow batch, picked in a random order):
     byte-identical batches."""
-    from protocol.records.encode_arrow import RowSource, encode_rows
+    from protocol.records.encode_arrow import encode_rows
+    from protocol.records.row_source import RowSource
 
     k = pa.array([r[0] for r in rows], pa.binary()) if keys else None
     v = pa.array([r[1] for r in rows], pa.binary())
@@ -446,14 +450,14 @@ def test_encode_section_computes_the_crc_of_what_it_writes():
     time included)."""
     enc = accel._enc
     values = pa.array([bytes([i % 256]) * (i % 120) for i in range(600)], pa.binary())
-    from protocol.records.encode_arrow import RowSource
+    from protocol.records.row_source import RowSource
 
     src = RowSource(None, values)
     out = bytearray(b"head")
     ts = np.arange(600, dtype=np.int64)
     length, crc = enc.encode_section(None, ts, 0, *src.buffers(), out, 0x1234)
     assert length == len(out) > 8192 + 4
-    assert crc == B.crc32c(memoryview(out)[4:], 0x1234)
+    assert crc == checksum.crc32c(memoryview(out)[4:], 0x1234)
     assert out[4:] == enc.encode_section(None, ts, 0, *src.buffers())
 
 
@@ -477,7 +481,8 @@ def test_encoder_from_several_sources_writes_the_pure_paths_bytes(sources, rnd, 
     some picked by index), compressed or not: the compiled encoder, which writes them in
     one call with the batch's CRC computed as it goes, and the pure path give the same
     bytes."""
-    from protocol.records.encode_arrow import RowSource, encode_rows
+    from protocol.records.encode_arrow import encode_rows
+    from protocol.records.row_source import RowSource
 
     parts = []
     for rows, keys, headers in sources:
@@ -511,7 +516,7 @@ def test_encoder_from_several_sources_writes_the_pure_paths_bytes(sources, rnd, 
             )
     assert out[0] == out[1]
     assert (
-        B.crc32c(memoryview(out[1])[B.ATTRIBUTES_OFFSET :])
+        checksum.crc32c(memoryview(out[1])[B.ATTRIBUTES_OFFSET :])
         == struct.unpack_from(">I", out[1], B.CRC_OFFSET)[0]
     )
 
@@ -523,7 +528,7 @@ def test_encode_records_checks_its_arguments():
     ts = np.zeros(2, np.int64)
     out, crc = enc.encode_records([part], ts, 61, 0)
     assert len(out) == 61 + 2 * 10 and out.endswith(b"\x06def\x00")
-    assert crc == B.crc32c(memoryview(out)[61:])
+    assert crc == checksum.crc32c(memoryview(out)[61:])
     same, no_crc = enc.encode_records([part], ts, 61, None)
     assert no_crc is None and same[61:] == out[61:]
     with pytest.raises(ValueError, match="too short"):
@@ -556,7 +561,8 @@ def test_batches_are_the_bytes_they_always_were():
     paths write, recorded from the encoder before it computed the CRC while writing."""
     import hashlib
 
-    from protocol.records.encode_arrow import RowSource, encode_rows
+    from protocol.records.encode_arrow import encode_rows
+    from protocol.records.row_source import RowSource
 
     n = 3000
     keys = pa.array([None if i % 7 == 0 else b"k%d" % i for i in range(n)], pa.binary())

@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from protocol.errors import CorruptRecordError
 from protocol.records import batch as B
+from protocol.records import checksum
+from protocol.records import reference_decode as R
 from .helpers.golden_batches import GOLDEN_V2, TS
 
 
@@ -52,18 +54,18 @@ def test_header_layout_constants():
 
 
 def test_golden_crc_is_crc32c_of_attributes_to_end():
-    assert B.crc32c(GOLDEN_V2[21:]) == 0x411909E5
-    assert B.crc32c_python(GOLDEN_V2[21:]) == 0x411909E5
+    assert checksum.crc32c(GOLDEN_V2[21:]) == 0x411909E5
+    assert checksum.crc32c_python(GOLDEN_V2[21:]) == 0x411909E5
 
 
 def test_crc32c_known_vector():
-    assert B.crc32c(b"123456789") == 0xE3069283
-    assert B.crc32c_python(b"123456789") == 0xE3069283
-    assert B.crc32c_python(b"6789", B.crc32c_python(b"12345")) == 0xE3069283
+    assert checksum.crc32c(b"123456789") == 0xE3069283
+    assert checksum.crc32c_python(b"123456789") == 0xE3069283
+    assert checksum.crc32c_python(b"6789", checksum.crc32c_python(b"12345")) == 0xE3069283
 
 
 def test_decode_golden():
-    h, records = B.decode_batch(GOLDEN_V2)
+    h, records = R.decode_batch(GOLDEN_V2)
     assert h.base_offset == 16 and h.batch_length == 72 and h.record_count == 2
     assert h.last_offset == 17 and h.next_offset == 18 and h.size == len(GOLDEN_V2)
     assert h.compression == 0 and h.timestamp_type == B.CREATE_TIME
@@ -98,14 +100,14 @@ def test_log_append_time_uses_max_timestamp():
         timestamp_type=B.LOG_APPEND_TIME,
         max_timestamp=TS + 100,
     )
-    _, recs = B.decode_batch(raw)
+    _, recs = R.decode_batch(raw)
     assert [r.timestamp for r in recs] == [TS + 100, TS + 100]
     assert {r.timestamp_type for r in recs} == {B.LOG_APPEND_TIME}
 
 
 def test_control_record_helpers():
     raw = B.build_control_batch(B.ABORT, offset=5, producer_id=9, coordinator_epoch=3)
-    h, recs = B.decode_batch(raw)
+    h, recs = R.decode_batch(raw)
     assert h.is_control and h.is_transactional and h.producer_id == 9
     assert B.control_type(recs[0].key) == B.ABORT
     assert recs[0].value == struct.pack(">hi", 0, 3)
@@ -137,20 +139,20 @@ def test_reference_decoder_rejects_bad_header(pos, value, message):
     raw = bytearray(GOLDEN_V2)
     raw[pos : pos + len(value)] = value
     if pos not in (B.CRC_OFFSET, B.BATCH_LENGTH_OFFSET, B.MAGIC_OFFSET):
-        struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
+        struct.pack_into(">I", raw, B.CRC_OFFSET, checksum.crc32c(bytes(raw[21:])))
     with pytest.raises(CorruptRecordError, match=message):
-        B.decode_batch(bytes(raw))
+        R.decode_batch(bytes(raw))
 
 
 def test_fallback_crc_warns_once(monkeypatch):
-    monkeypatch.setattr(B, "_crc32c_native", None)
-    monkeypatch.setattr(B, "_warned_slow_crc", False)
+    monkeypatch.setattr(checksum, "_crc32c_native", None)
+    monkeypatch.setattr(checksum, "_warned_slow_crc", False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        assert B.crc32c(b"123456789") == 0xE3069283
-        assert B.crc32c(GOLDEN_V2[21:]) == 0x411909E5
+        assert checksum.crc32c(b"123456789") == 0xE3069283
+        assert checksum.crc32c(GOLDEN_V2[21:]) == 0x411909E5
     assert len([w for w in caught if "crc32c" in str(w.message)]) == 1
-    h, recs = B.decode_batch(GOLDEN_V2)
+    h, recs = R.decode_batch(GOLDEN_V2)
     assert recs == GOLDEN_RECORDS
 
 
@@ -158,8 +160,8 @@ def test_crc32c_package_is_imported_on_first_use():
     """Importing the records code does not import the crc32c package (its import scans
     sys.path, slow in Spark's processes); the first CRC does."""
     code = (
-        "import sys, protocol.records, protocol.records.batch as b; "
-        "assert 'crc32c' not in sys.modules; b.crc32c(b'123456789'); "
+        "import sys, protocol.records, protocol.records.batch, protocol.records.checksum as c; "
+        "assert 'crc32c' not in sys.modules; c.crc32c(b'123456789'); "
         "assert 'crc32c' in sys.modules; print('ok')"
     )
     out = subprocess.run(
@@ -183,13 +185,13 @@ def test_module_imports_without_crc32c_package(monkeypatch):
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
     try:
-        mod = importlib.reload(B)
+        mod = importlib.reload(checksum)
         with pytest.warns(RuntimeWarning, match="crc32c"):
             assert mod.crc32c(b"123456789") == 0xE3069283
         assert mod._crc32c_native is None
     finally:
         monkeypatch.setattr(builtins, "__import__", real_import)
-        importlib.reload(B)
+        importlib.reload(checksum)
 
 
 headers_st = st.lists(
@@ -216,6 +218,6 @@ def test_reference_round_trip(rows, base_offset, codec):
         records.append(B.Record(offset, TS + ts_delta, key, value, headers))
         offset += gap
     raw = B.build_batch(records, compression=codec)
-    h, decoded = B.decode_batch(raw)
+    h, decoded = R.decode_batch(raw)
     assert decoded == records
     assert h.last_offset == records[-1].offset

@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from protocol.errors import ConfigError, CorruptRecordError, ProtocolError
 from protocol.records import batch as B
+from protocol.records import checksum
+from protocol.records import reference_decode as R
 from protocol.records import decode_arrow as D
 from protocol.records import decode_records, spark_schema
 
@@ -239,7 +241,7 @@ def test_invalid_utf8_header_key_is_replaced():
     struct.pack_into(">i", hdr, 57, 1)
     struct.pack_into(">i", hdr, 23, 0)
     data = bytes(hdr) + body
-    data = data[:17] + struct.pack(">I", B.crc32c(data[21:])) + data[21:]
+    data = data[:17] + struct.pack(">I", checksum.crc32c(data[21:])) + data[21:]
     batch, _ = decode(data, include_headers=True)
     assert batch.column("headers").to_pylist() == [[{"key": "\ufffd\ufffd", "value": b"x"}]]
     assert h.record_count == 0
@@ -356,7 +358,7 @@ def test_corrupt_header_fields(field, pos, value, match):
     raw = bytearray(GOLDEN_V2)
     raw[pos : pos + len(value)] = value
     if field not in ("crc", "magic", "batch length"):
-        struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
+        struct.pack_into(">I", raw, B.CRC_OFFSET, checksum.crc32c(bytes(raw[21:])))
     with pytest.raises(CorruptRecordError, match=match) as info:
         decode(bytes(raw))
     assert info.value.topic == TOPIC and info.value.partition == PART
@@ -381,7 +383,7 @@ def test_verify_crc_false_skips_only_the_crc():
 
 
 def _resign(raw: bytearray) -> bytes:
-    struct.pack_into(">I", raw, B.CRC_OFFSET, B.crc32c(bytes(raw[21:])))
+    struct.pack_into(">I", raw, B.CRC_OFFSET, checksum.crc32c(bytes(raw[21:])))
     return bytes(raw)
 
 
@@ -460,7 +462,9 @@ def test_random_byte_flips_never_escape(data):
             length = struct.unpack_from(">i", raw, p + 8)[0]
             if length < 9 or p + 12 + length > len(raw):
                 break
-            struct.pack_into(">I", raw, p + 17, B.crc32c(bytes(raw[p + 21 : p + 12 + length])))
+            struct.pack_into(
+                ">I", raw, p + 17, checksum.crc32c(bytes(raw[p + 21 : p + 12 + length]))
+            )
             p += 12 + length
     try:
         batch, nxt = decode(bytes(raw), include_headers=True, max_decompressed=1 << 20)
@@ -481,7 +485,7 @@ def test_byte_flips_with_valid_crc_are_detected_or_harmless():
             raw[pos] ^= x
             raw = _resign(raw)
             try:
-                ref = B.decode_batch(raw)[1]
+                ref = R.decode_batch(raw)[1]
             except (ProtocolError, UnicodeDecodeError):
                 ref = None
             try:
@@ -579,7 +583,7 @@ def test_matches_reference_decoder(groups, codec, first, log_append, data):
             timestamp_type=B.LOG_APPEND_TIME if log_append else B.CREATE_TIME,
         )
         blob += raw
-        expect += B.decode_batch(raw)[1]
+        expect += R.decode_batch(raw)[1]
         next_expected = recs[-1].offset + 1
     start = data.draw(st.integers(first, offset))
     end = data.draw(st.none() | st.integers(start, offset + 1))

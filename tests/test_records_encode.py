@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 
 from protocol.errors import ConfigError
 from protocol.records import batch as B
+from protocol.records import reference_decode as R
 from protocol.records import decode_records
 from protocol.records.encode_arrow import (
-    RowSource,
     encode_batch,
     encode_rows,
     record_base_sizes,
@@ -20,6 +20,7 @@ from protocol.records.encode_arrow import (
     sizes_in_batch,
     split_for_batch_size,
 )
+from protocol.records.row_source import RowSource
 from protocol.records.vectorized import varint_sizes, zigzag_encode
 
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: both paths)
@@ -69,7 +70,7 @@ def test_round_trip(rows, codec, base_offset, with_headers, with_keys):
         producer_epoch=1,
         base_sequence=10,
     )
-    h, recs = B.decode_batch(raw)
+    h, recs = R.decode_batch(raw)
     assert h.compression == CODECS.index(codec)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (5, 1, 10)
     assert h.record_count == len(rows) and h.last_offset_delta == len(rows) - 1
@@ -143,7 +144,7 @@ def test_rows_by_index_from_several_sources(rows_a, rows_b, rnd, with_headers):
         base_sequence=4,
     )
     assert got == expect
-    _, recs = B.decode_batch(got)
+    _, recs = R.decode_batch(got)
     assert [(r.key, r.value) for r in recs] == list(zip(keys, values))
 
 
@@ -202,20 +203,20 @@ def test_input_kinds(make, text):
     texts = ["a", "", "ccc", None]
     raw_values = [None if t is None else t.encode() for t in texts]
     arg = make(texts if text else raw_values)
-    _, recs = B.decode_batch(encode_batch(arg, arg, timestamps_ms=TS))
+    _, recs = R.decode_batch(encode_batch(arg, arg, timestamps_ms=TS))
     assert [r.value for r in recs] == raw_values == [r.key for r in recs]
 
 
 def test_timestamp_inputs():
     v = pa.array([b"a", b"b"])
     ts_arr = pa.array([TS * 1000, None], pa.timestamp("us", tz="UTC"))
-    _, recs = B.decode_batch(encode_batch(None, v, timestamps_ms=ts_arr))
+    _, recs = R.decode_batch(encode_batch(None, v, timestamps_ms=ts_arr))
     assert recs[0].timestamp == TS and recs[1].timestamp > TS  # null: now
-    _, recs = B.decode_batch(encode_batch(None, v, timestamps_ms=pa.array([1, 2], pa.int64())))
+    _, recs = R.decode_batch(encode_batch(None, v, timestamps_ms=pa.array([1, 2], pa.int64())))
     assert [r.timestamp for r in recs] == [1, 2]
-    _, recs = B.decode_batch(encode_batch(None, v, timestamps_ms=[5, 3]))
+    _, recs = R.decode_batch(encode_batch(None, v, timestamps_ms=[5, 3]))
     assert [r.timestamp for r in recs] == [5, 3]
-    _, recs = B.decode_batch(encode_batch(None, v))
+    _, recs = R.decode_batch(encode_batch(None, v))
     assert recs[0].timestamp == recs[1].timestamp > TS
 
 
@@ -246,10 +247,10 @@ def test_bad_inputs(call, match):
 def test_header_rows_null_empty_and_present():
     hdrs = headers_array([None, [], [("k", None)], [("a", b"1"), ("b", b"")]])
     raw = encode_batch(None, pa.array([b"0", b"1", b"2", b"3"]), headers=hdrs, timestamps_ms=TS)
-    _, recs = B.decode_batch(raw)
+    _, recs = R.decode_batch(raw)
     assert [r.headers for r in recs] == [(), (), (("k", None),), (("a", b"1"), ("b", b""))]
     empty_only = headers_array([None, []])
-    _, recs = B.decode_batch(encode_batch(None, pa.array([b"x", b"y"]), headers=empty_only))
+    _, recs = R.decode_batch(encode_batch(None, pa.array([b"x", b"y"]), headers=empty_only))
     assert [r.headers for r in recs] == [(), ()]
 
 

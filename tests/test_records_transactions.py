@@ -11,7 +11,8 @@ import confluent_kafka
 
 from protocol.client.cluster import KafkaClient
 from protocol.records import decode_records
-from protocol.records.batch import ABORT, control_type, iter_batches, parse_header, parse_records
+from protocol.records.batch import ABORT, control_type, iter_batches, parse_header
+from protocol.records.reference_decode import parse_records
 
 from .txn_referee import stable_offsets_behind
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from protocol import primitives, schema
+from protocol import primitives, schema_fast_reads, tagged_fields
 from protocol.schema import Message
 from protocol.schemas import LIST_OFFSETS, METADATA
 
@@ -21,9 +21,9 @@ def _fresh(message: Message) -> Message:
 
 
 def _spy(monkeypatch, name: str) -> list[str]:
-    """Replace the reader factory ``schema.<name>`` with one whose readers count their
-    calls in the list returned."""
-    real = getattr(schema, name)
+    """Replace the reader factory ``schema_fast_reads.<name>`` with one whose readers count
+    their calls in the list returned."""
+    real = getattr(schema_fast_reads, name)
     calls: list[str] = []
 
     def make(*args: Any, **kwargs: Any):
@@ -35,7 +35,7 @@ def _spy(monkeypatch, name: str) -> list[str]:
 
         return counted
 
-    monkeypatch.setattr(schema, name, make)
+    monkeypatch.setattr(schema_fast_reads, name, make)
     return calls
 
 
@@ -78,8 +78,8 @@ def _list_offsets_answer(partitions: int) -> dict[str, Any]:
 def test_runs_of_fixed_width_fields_and_arrays_of_them_are_unpacked_at_once(monkeypatch):
     """A Metadata partition's error_code, partition_index, leader_id and leader_epoch are
     one unpack (the fused reader, once per partition); its replica lists one each."""
-    fused = _spy(monkeypatch, "_fused_reader")
-    arrays = _spy(monkeypatch, "_fixed_array_reader")
+    fused = _spy(monkeypatch, "fused_reader")
+    arrays = _spy(monkeypatch, "fixed_array_reader")
     message = _fresh(METADATA.response)
     for version in (1, 12):  # not flexible, flexible
         value = _metadata_answer(4)
@@ -97,17 +97,17 @@ def test_runs_of_fixed_width_fields_and_arrays_of_them_are_unpacked_at_once(monk
 
 def test_an_array_of_all_fixed_width_structs_is_read_by_rows(monkeypatch):
     """A ListOffsets answer's partitions: all rows unpacked together and turned into dicts
-    by one comprehension (``_row_dicts``), not element by element."""
-    rows_readers = _spy(monkeypatch, "_fixed_rows_reader")
-    as_dicts = _spy(monkeypatch, "_row_dicts")
-    fused = _spy(monkeypatch, "_fused_reader")
+    by one comprehension (``row_dicts``), not element by element."""
+    rows_readers = _spy(monkeypatch, "fixed_rows_reader")
+    as_dicts = _spy(monkeypatch, "row_dicts")
+    fused = _spy(monkeypatch, "fused_reader")
     message = _fresh(LIST_OFFSETS.response)
     value = _list_offsets_answer(50)
     for version in (4, 8):  # not flexible, flexible
         rows_readers.clear(), as_dicts.clear(), fused.clear()
         decoded, _ = message.decode(version, bytes(LIST_OFFSETS.response.encode(version, value)))
         assert decoded["topics"][0]["partitions"] == value["topics"][0]["partitions"]
-        assert rows_readers == ["_fixed_rows_reader"] and as_dicts == ["_row_dicts"]
+        assert rows_readers == ["fixed_rows_reader"] and as_dicts == ["row_dicts"]
         assert not fused  # no partition read on its own
 
 
@@ -124,8 +124,8 @@ def test_empty_tagged_sections_and_short_array_counts_are_read_inline(monkeypatc
 
         return counted
 
-    for name in ("_read_tagged_section", "_write_tagged_section"):
-        monkeypatch.setattr(schema, name, counting(name, getattr(schema, name)))
+    for name in ("read_tagged_section", "write_tagged_section"):
+        monkeypatch.setattr(tagged_fields, name, counting(name, getattr(tagged_fields, name)))
     monkeypatch.setattr(
         primitives, "read_array_count", counting("read_array_count", primitives.read_array_count)
     )
@@ -135,10 +135,10 @@ def test_empty_tagged_sections_and_short_array_counts_are_read_inline(monkeypatc
     decoded, _ = message.decode(12, data)
     assert decoded["topics"][0]["partitions"][4]["isr_nodes"] == [1, 2]
     assert counts == {}
-    value["topics"][0][schema.UNKNOWN_TAGS] = {3: b"\x01"}
+    value["topics"][0][tagged_fields.UNKNOWN_TAGS] = {3: b"\x01"}
     tagged, _ = message.decode(12, bytes(message.encode(12, value)))
-    assert tagged["topics"][0][schema.UNKNOWN_TAGS] == {3: b"\x01"}
-    assert counts == {"_read_tagged_section": 1, "_write_tagged_section": 1}
+    assert tagged["topics"][0][tagged_fields.UNKNOWN_TAGS] == {3: b"\x01"}
+    assert counts == {"read_tagged_section": 1, "write_tagged_section": 1}
 
 
 @pytest.mark.parametrize("count", [0, 1, 126, 127, 300])

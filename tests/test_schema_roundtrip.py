@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from protocol.errors import ProtocolError
-from protocol.schema import UNKNOWN_TAGS
+from protocol.tagged_fields import UNKNOWN_TAGS
 from protocol.schemas import (
     ALL_APIS,
     API_VERSIONS,

@@ -20,7 +20,7 @@ from kafka_sink.options import parse_writer_options
 from kafka_sink.partitioner import StickyPartitioner
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _hand_over, route_rows
-from protocol.records import batch as rb
+from protocol.records import reference_decode
 
 from .decoder_paths import decoder_path  # noqa: F401 (autouse: both encoders)
 from .helpers.sink import HEADERS_TYPE, plan_for, rows
@@ -62,7 +62,7 @@ def feed(data, options, counts, plan=None, waits=None):
 def decoded(producer):
     out = {}
     for topic, partition, count, data in producer.batches:
-        header, records = rb.decode_batch(data)
+        header, records = reference_decode.decode_batch(data)
         assert header.record_count == count == len(records)
         assert (header.producer_id, header.producer_epoch) == (5, 0)
         out.setdefault((topic, partition), []).append((header, records))

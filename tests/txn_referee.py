@@ -35,8 +35,8 @@ from protocol.records.batch import (
     control_type,
     iter_batches,
     parse_header,
-    parse_records,
 )
+from protocol.records.reference_decode import parse_records
 
 TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
 #: The coordinator's states of a transaction that has not ended (KIP-664's listing).

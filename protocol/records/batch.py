@@ -1,48 +1,48 @@
-"""Record batch v2 (magic 2): header layout, CRC32C, and a reference encoder/decoder.
-
-Wire layout of one batch (all integers big-endian; varints are zigzag LEB128)::
-
-    offset size field                    covered by CRC
-    0      8    baseOffset int64          no
-    8      4    batchLength int32         no   (bytes after this field: size = 12 + batchLength)
-    12     4    partitionLeaderEpoch      no
-    16     1    magic int8 (= 2)          no
-    17     4    crc uint32 (CRC-32C)      no   (of bytes 21 .. end of batch)
-    21     2    attributes int16          yes  bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
-                                               4 transactional, 5 control, 6 delete horizon
-    23     4    lastOffsetDelta int32     yes
-    27     8    baseTimestamp int64       yes  (the delete horizon when bit 6 is set)
-    35     8    maxTimestamp int64        yes
-    43     8    producerId int64          yes
-    51     2    producerEpoch int16       yes
-    53     4    baseSequence int32        yes
-    57     4    recordCount int32         yes
-    61     -    records                   yes  (compressed as one block when codec != 0)
-
-    Record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
-            keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
-            headerCount varint | headers: keyLength varint | key (UTF-8) |
-                                          valueLength varint (-1 = null) | value
-
-A record's offset is baseOffset + offsetDelta and its timestamp baseTimestamp +
-timestampDelta, or maxTimestamp for every record when the batch says LogAppendTime.
-
-This module is the slow, obviously-correct path: per record, pure Python. The hot path is
-``decode_arrow``/``encode_arrow``; tests check one against the other.
+"""Record batch v2 (magic 2): the header layout (its offsets, masks and checks), control
+records, and the reference encoder: the slow, obviously-correct path, per record in pure
+Python. The hot paths are ``decode_arrow``/``encode_arrow``; tests check one against the
+other (the reference decoder is ``reference_decode``).
 """
 
 from __future__ import annotations
 
 import struct
-import warnings
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, NamedTuple, cast
 
-from ..errors import CorruptRecordError, ProtocolError
-from ..primitives import Buffer, read_varint, read_varlong, write_varint, write_varlong
+from ..errors import CorruptRecordError
+from ..primitives import Buffer, write_varint, write_varlong
 from . import compression as _compression
+from .checksum import crc32c
 
 # ---- header layout -------------------------------------------------------------------------
+#
+# Wire layout of one batch (all integers big-endian; varints are zigzag LEB128):
+#
+#   offset size field                    covered by CRC
+#   0      8    baseOffset int64          no
+#   8      4    batchLength int32         no   (bytes after this field: size = 12 + batchLength)
+#   12     4    partitionLeaderEpoch      no
+#   16     1    magic int8 (= 2)          no
+#   17     4    crc uint32 (CRC-32C)      no   (of bytes 21 .. end of batch)
+#   21     2    attributes int16          yes  bits 0-2 codec, 3 timestamp type (1 = LogAppendTime),
+#                                              4 transactional, 5 control, 6 delete horizon
+#   23     4    lastOffsetDelta int32     yes
+#   27     8    baseTimestamp int64       yes  (the delete horizon when bit 6 is set)
+#   35     8    maxTimestamp int64        yes
+#   43     8    producerId int64          yes
+#   51     2    producerEpoch int16       yes
+#   53     4    baseSequence int32        yes
+#   57     4    recordCount int32         yes
+#   61     -    records                   yes  (compressed as one block when codec != 0)
+#
+#   Record: length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+#           keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+#           headerCount varint | headers: keyLength varint | key (UTF-8) |
+#                                         valueLength varint (-1 = null) | value
+#
+# A record's offset is baseOffset + offsetDelta and its timestamp baseTimestamp +
+# timestampDelta, or maxTimestamp for every record when the batch says LogAppendTime.
 
 BASE_OFFSET_OFFSET = 0
 BATCH_LENGTH_OFFSET = 8
@@ -85,71 +85,6 @@ HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 assert HEADER_STRUCT.size == BATCH_HEADER_SIZE
 _PREFIX = struct.Struct(">qi")  # baseOffset, batchLength: the same in every message format
 _UINT32 = struct.Struct(">I")
-
-# ---- CRC-32C -------------------------------------------------------------------------------
-
-_NOT_LOADED = object()
-#: The ``crc32c`` package's function (None without the package), imported on first use: the
-#: package looks its own version up when imported (``importlib.metadata`` scans every
-#: ``sys.path`` entry, and Spark's processes have ``pyspark.zip`` there: about 0.3 s), a cost
-#: that processes which never check a CRC (Spark's planner processes) need not pay.
-_crc32c_native: object = _NOT_LOADED
-
-
-def _load_native_crc32c() -> Callable[[Buffer, int], int] | None:
-    global _crc32c_native
-    try:
-        from crc32c import crc32c as native
-    except ImportError:  # exercised by a test that hides the package
-        native = None  # type: ignore[assignment]  # None: no package
-    _crc32c_native = native
-    return native
-
-
-_CRC32C_TABLE: list[int] | None = None
-_warned_slow_crc = False
-
-
-def _crc32c_table() -> list[int]:
-    global _CRC32C_TABLE
-    if _CRC32C_TABLE is None:
-        table = []
-        for n in range(256):
-            c = n
-            for _ in range(8):
-                c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-            table.append(c)
-        _CRC32C_TABLE = table
-    return _CRC32C_TABLE
-
-
-def crc32c_python(data: Buffer, value: int = 0) -> int:
-    """CRC-32C (Castagnoli) in pure Python: slow, used only without the ``crc32c`` package."""
-    table = _crc32c_table()
-    crc = value ^ 0xFFFFFFFF
-    for b in bytes(data):
-        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc ^ 0xFFFFFFFF
-
-
-def crc32c(data: Buffer, value: int = 0) -> int:
-    """CRC-32C of ``data`` (continuing from ``value``), as record batches v2 use."""
-    native = _crc32c_native
-    if native is _NOT_LOADED:
-        native = _load_native_crc32c()
-    if native is not None:
-        return cast("Callable[[Buffer, int], int]", native)(data, value)
-    global _warned_slow_crc
-    if not _warned_slow_crc:
-        _warned_slow_crc = True
-        warnings.warn(
-            "the 'crc32c' package is not installed: checking record batch CRCs in "
-            "pure Python, which is very slow (pip install crc32c)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-    return crc32c_python(data, value)
-
 
 # ---- header --------------------------------------------------------------------------------
 
@@ -454,142 +389,6 @@ def records_section(
             offset=h.base_offset,
         )
     return data
-
-
-def parse_records(
-    data: Buffer, h: BatchHeader, *, topic: str | None = None, partition: int | None = None
-) -> list[Record]:
-    """Decode the records of a batch one by one (the reference for the vectorised path)."""
-    out = []
-    pos = 0
-    end = len(data)
-    log_append = h.timestamp_type == LOG_APPEND_TIME
-    prev_delta = -1
-    try:
-        for _ in range(h.record_count):
-            start_pos = pos
-            length, pos = read_varint(data, pos)
-            if length < MIN_RECORD_SIZE - 1 or pos + length > end:
-                raise CorruptRecordError(
-                    f"record length {length} at byte {start_pos} does not fit the batch",
-                    topic=topic,
-                    partition=partition,
-                    offset=h.base_offset,
-                )
-            rec_end = pos + length
-            pos += 1  # attributes: unused
-            ts_delta, pos = read_varlong(data, pos)
-            offset_delta, pos = read_varint(data, pos)
-            if not prev_delta < offset_delta <= h.last_offset_delta:
-                raise CorruptRecordError(
-                    f"record offset delta {offset_delta} out of order or beyond the last "
-                    f"offset delta {h.last_offset_delta}",
-                    topic=topic,
-                    partition=partition,
-                    offset=h.base_offset,
-                )
-            prev_delta = offset_delta
-            offset = h.base_offset + offset_delta
-            blobs = []
-            for what in ("key", "value"):
-                size, pos = read_varint(data, pos)
-                if size < -1 or pos + max(size, 0) > rec_end:
-                    raise CorruptRecordError(
-                        f"record {what} length {size} does not fit",
-                        topic=topic,
-                        partition=partition,
-                        offset=offset,
-                    )
-                blobs.append(None if size < 0 else bytes(data[pos : pos + size]))
-                pos += max(size, 0)
-            count, pos = read_varint(data, pos)
-            if count < 0 or count > (rec_end - pos) // 2:
-                raise CorruptRecordError(
-                    f"record header count {count} does not fit",
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                )
-            headers = []
-            for _h in range(count):
-                size, pos = read_varint(data, pos)
-                if size < 0 or pos + size > rec_end:
-                    raise CorruptRecordError(
-                        f"record header key length {size} does not fit",
-                        topic=topic,
-                        partition=partition,
-                        offset=offset,
-                    )
-                h_key = bytes(data[pos : pos + size]).decode("utf-8", "replace")
-                pos += size
-                size, pos = read_varint(data, pos)
-                if size < -1 or pos + max(size, 0) > rec_end:
-                    raise CorruptRecordError(
-                        f"record header value length {size} does not fit",
-                        topic=topic,
-                        partition=partition,
-                        offset=offset,
-                    )
-                headers.append((h_key, None if size < 0 else bytes(data[pos : pos + size])))
-                pos += max(size, 0)
-            if pos != rec_end:
-                raise CorruptRecordError(
-                    f"record fields end at byte {pos}, its length says {rec_end}",
-                    topic=topic,
-                    partition=partition,
-                    offset=offset,
-                )
-            ts = h.max_timestamp if log_append else h.base_timestamp + ts_delta
-            out.append(Record(offset, ts, blobs[0], blobs[1], tuple(headers), h.timestamp_type))
-    except ProtocolError as e:
-        if isinstance(e, CorruptRecordError):
-            raise
-        raise CorruptRecordError(
-            f"malformed record: {e}", topic=topic, partition=partition, offset=h.base_offset
-        ) from None
-    if pos != end:
-        raise CorruptRecordError(
-            f"record batch has {end - pos} bytes after its {h.record_count} records",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
-        )
-    return out
-
-
-def decode_batch(
-    buf: Buffer,
-    pos: int = 0,
-    *,
-    topic: str | None = None,
-    partition: int | None = None,
-    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-    verify_crc: bool = True,
-) -> tuple[BatchHeader, list[Record]]:
-    """Reference decoder of the complete v2 batch at ``pos``."""
-    if len(buf) - pos < BATCH_HEADER_SIZE:
-        raise CorruptRecordError(
-            "record batch shorter than its 61-byte header", topic=topic, partition=partition
-        )
-    h = parse_header(buf, pos)
-    check_header(h, topic=topic, partition=partition)
-    if pos + h.size > len(buf):
-        raise CorruptRecordError(
-            f"record batch of {h.size} bytes is truncated",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
-        )
-    data = records_section(
-        buf,
-        pos,
-        h,
-        topic=topic,
-        partition=partition,
-        max_decompressed=max_decompressed,
-        verify_crc=verify_crc,
-    )
-    return h, parse_records(data, h, topic=topic, partition=partition)
 
 
 def iter_batches(buf: Buffer) -> Iterator[tuple[int, int, int, int]]:

@@ -30,7 +30,7 @@ class Bad(Exception):
 def decode_arena(
     p, counts, batch_of_last, topic, partition, start_offset, end_offset, include_headers, schema
 ):
-    """The batch of the records sections pending in ``p`` (decode_arrow._Pending): the
+    """The batch of the records sections pending in ``p`` (decode_pending.Pending): the
     records with ``start_offset <= offset < end_offset``; ``Bad`` when a check fails."""
     data = b"".join(p.sections + [_PADDING])
     limit = len(data) - PAD
@@ -39,19 +39,7 @@ def decode_arena(
     section_end = np.cumsum(np.array([len(s) for s in p.sections], dtype=np.int64))
 
     # 1. record boundaries: the one sequential walk
-    ends = find_record_ends(data, a, total, limit, (batch_of_last + 1).tolist())
-    if ends is None:
-        ends_list, err = walk_records_general(data, total, limit)
-        if err is None:  # pragma: no cover - the two walks agree on what they accept
-            err = "records cannot be followed"
-        raise Bad(len(ends_list), err)
-    wrong = ends[batch_of_last] != section_end
-    if wrong.any():
-        b = int(np.flatnonzero(wrong)[0])
-        raise Bad(int(batch_of_last[b]), "records do not fill their batch exactly")
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1]
+    starts, ends = _record_bounds(data, a, total, limit, batch_of_last, section_end)
 
     # 2. fields, for all records at once (in slices that keep the temporaries in cache)
     ts_delta, offset_delta, key_start, key_len, value_start, value_len = (
@@ -109,6 +97,25 @@ def decode_arena(
     if include_headers:
         headers = headers_column(arena, len(offsets), header_count, header_parts)
     return assemble(keys, values, topic, partition, offsets, ts, ts_type, headers, schema)
+
+
+def _record_bounds(data, a, total, limit, batch_of_last, section_end):
+    """Where each record starts and ends in the arena; ``Bad`` when the records cannot be
+    followed or do not fill their batch exactly."""
+    ends = find_record_ends(data, a, total, limit, (batch_of_last + 1).tolist())
+    if ends is None:
+        ends_list, err = walk_records_general(data, total, limit)
+        if err is None:  # pragma: no cover - the two walks agree on what they accept
+            err = "records cannot be followed"
+        raise Bad(len(ends_list), err)
+    wrong = ends[batch_of_last] != section_end
+    if wrong.any():
+        b = int(np.flatnonzero(wrong)[0])
+        raise Bad(int(batch_of_last[b]), "records do not fill their batch exactly")
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1]
+    return starts, ends
 
 
 def _offsets_and_timestamps(p, counts, batch_of_last, total, offset_delta, ts_delta):

@@ -9,7 +9,7 @@
 How it goes:
 
 1. A Python loop over batch headers (61 bytes each): checks, CRC-32C, transaction
-   filtering, decompression. Records sections of the batches to decode are gathered.
+   filtering, decompression. The records sections to decode wait in ``decode_pending``.
 2. The sections are concatenated into one arena (about 1 MiB at a time, to stay in cache)
    and the record boundaries are found: runs of records of one size are recognised with
    numpy (same length-prefix bytes, same size), the rest is followed by a single list
@@ -20,9 +20,8 @@ How it goes:
    offsets cut the arena at the field boundaries: C++ copies the bytes, no Python object
    per record is ever made.
 
-Magic 0/1 message sets (old topics) go through ``legacy`` per message and are appended in
-offset order with the same schema (timestampType -1 and timestamp -1 ms for magic 0, as the
-Java consumer reports them).
+Magic 0/1 message sets (old topics) are decoded per message by ``legacy``, in offset order,
+same schema (timestampType -1, timestamp -1 ms for magic 0, as the Java consumer has them).
 """
 
 from __future__ import annotations
@@ -30,19 +29,19 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError
 from . import batch as _batch
+from . import checksum as _checksum
+from . import reference_decode as _reference
 from . import legacy as _legacy
 from . import accel as _accel
 from . import compression as _compression
-from .arrow_columns import HEADERS_TYPE, TIMESTAMP_TYPE, from_compiled, from_records
+from .arrow_columns import HEADERS_TYPE, TIMESTAMP_TYPE, from_records
 from .compiled_rows import CompiledRows, built
 from .compression import DEFAULT_MAX_DECOMPRESSED
-from .decode_arena import Bad as _Bad
-from .decode_arena import decode_arena as _decode_arena
+from .decode_pending import Pending, decode_pending
 
 __all__ = [
     "HEADERS_TYPE",
@@ -79,43 +78,6 @@ _MAX_DECOMPRESSED_LIMIT = 1 << 30
 def spark_schema(include_headers: bool = False) -> pa.Schema:
     """The Arrow schema ``decode_records`` produces."""
     return SCHEMA_WITH_HEADERS if include_headers else SCHEMA
-
-
-class _Pending:
-    """Batches whose records sections wait for the vectorised pass."""
-
-    __slots__ = (
-        "sections",
-        "size",
-        "base_offset",
-        "base_timestamp",
-        "max_timestamp",
-        "log_append",
-        "count",
-        "last_delta",
-    )
-
-    def __init__(self):
-        self.sections = []
-        self.size = 0
-        self.base_offset = []
-        self.base_timestamp = []
-        self.max_timestamp = []
-        self.log_append = []
-        self.count = []
-        self.last_delta = []
-
-    def add(
-        self, section, base_offset, base_timestamp, max_timestamp, log_append, count, last_delta
-    ) -> None:
-        self.sections.append(section)
-        self.size += len(section)
-        self.base_offset.append(base_offset)
-        self.base_timestamp.append(base_timestamp)
-        self.max_timestamp.append(max_timestamp)
-        self.log_append.append(log_append)
-        self.count.append(count)
-        self.last_delta.append(last_delta)
 
 
 def decode_records(
@@ -166,7 +128,6 @@ def decode_records(
         buf = records
     else:
         buf = memoryview(records).cast("B")
-    n = len(buf)
     walk = _Walk(
         buf,
         topic,
@@ -180,6 +141,14 @@ def decode_records(
         verify_crc,
         deferred and not include_headers,
     )
+    _walk_batches(buf, walk, topic, partition)
+    return walk.result()
+
+
+def _walk_batches(buf, walk: _Walk, topic: str, partition: int) -> None:
+    """Hand each complete batch (v2) or message set (v0/v1) of ``buf`` to ``walk``, in order,
+    up to a truncated trailing one or the batch ``walk`` stops at."""
+    n = len(buf)
     pos = 0
     while n - pos >= _batch.LOG_OVERHEAD:
         base_offset, length = _PREFIX.unpack_from(buf, pos)
@@ -208,7 +177,6 @@ def decode_records(
                 offset=base_offset,
             )
         pos = end
-    return walk.result()
 
 
 class _Walk:
@@ -241,7 +209,7 @@ class _Walk:
         self.aborted_at = 0
         self.aborted_pids: set[int] = set()
         self.chunks: list[pa.RecordBatch | CompiledRows] = []
-        self.pending = _Pending()
+        self.pending = Pending()
         self.next_offset = start_offset
         self.arena_target = _ARENA_TARGET if _accel.module() is None else _COMPILED_ARENA_TARGET
 
@@ -274,7 +242,9 @@ class _Walk:
             and self._aborted(pos, fields, last_offset, control, attributes, producer_id)
         )
         batch_view = self.view[pos:end]
-        actual = _batch.crc32c(batch_view[_batch.ATTRIBUTES_OFFSET :]) if self.verify_crc else crc
+        actual = (
+            _checksum.crc32c(batch_view[_batch.ATTRIBUTES_OFFSET :]) if self.verify_crc else crc
+        )
         if actual != crc:
             raise CorruptRecordError(
                 f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
@@ -379,7 +349,7 @@ class _Walk:
 
     def _flush(self) -> None:
         self.chunks.append(
-            _decode_pending(
+            decode_pending(
                 self.pending,
                 (self.topic, self.partition),
                 self.start_offset,
@@ -389,7 +359,7 @@ class _Walk:
                 self.deferred,
             )
         )
-        self.pending = _Pending()
+        self.pending = Pending()
 
     def result(self) -> tuple[pa.RecordBatch | CompiledRows, int]:
         """``decode_records``' answer: the chunks as one batch, and the next offset."""
@@ -425,7 +395,7 @@ def _is_abort_marker(
         max_decompressed=max_decompressed,
         verify_crc=verify_crc,
     )
-    records = _batch.parse_records(data, h, topic=topic, partition=partition)
+    records = _reference.parse_records(data, h, topic=topic, partition=partition)
     ctype = _batch.control_type(records[0].key)
     if ctype is None:
         raise CorruptRecordError(
@@ -435,71 +405,3 @@ def _is_abort_marker(
             offset=h.base_offset,
         )
     return ctype == _batch.ABORT
-
-
-# ---- the vectorised pass (decode_arena.py) -------------------------------------------------
-
-
-def _decode_pending(
-    p: _Pending, ctx, start_offset, end_offset, include_headers, schema, deferred=False
-):
-    topic, partition = ctx
-    ext = _accel.module()
-    if ext is not None:
-        out = ext.decode_sections(
-            p.sections,
-            p.base_offset,
-            p.last_delta,
-            p.base_timestamp,
-            p.max_timestamp,
-            p.log_append,
-            p.count,
-            start_offset,
-            end_offset,
-            include_headers,
-        )
-        if out is not None:
-            if deferred:
-                return CompiledRows(out, topic, partition, schema)
-            return from_compiled(out, topic, partition, include_headers, schema)
-        # refused: the pure path decodes the same bytes and names the problem
-    counts = np.array(p.count, dtype=np.int64)
-    batch_of_last = np.cumsum(counts) - 1
-    try:
-        return _decode_arena(
-            p,
-            counts,
-            batch_of_last,
-            topic,
-            partition,
-            start_offset,
-            end_offset,
-            include_headers,
-            schema,
-        )
-    except _Bad as bad:
-        # find the batch and let the reference decoder name the exact problem
-        b = int(np.searchsorted(batch_of_last, bad.index))
-        b = min(b, len(p.count) - 1)
-        h = _batch.BatchHeader(
-            p.base_offset[b],
-            0,
-            -1,
-            2,
-            0,
-            8 if p.log_append[b] else 0,
-            p.last_delta[b],
-            p.base_timestamp[b],
-            p.max_timestamp[b],
-            -1,
-            -1,
-            -1,
-            p.count[b],
-        )
-        _batch.parse_records(p.sections[b], h, topic=topic, partition=partition)
-        raise CorruptRecordError(
-            f"malformed record batch: {bad}",
-            topic=topic,
-            partition=partition,
-            offset=p.base_offset[b],
-        ) from None

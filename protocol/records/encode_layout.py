@@ -88,6 +88,31 @@ def layout_plain(n, keys, values, ts_delta, key_len, value_len):
     np.cumsum(sizes, axis=0, out=where[2:])
     where[2:] += where[1]
     small = np.zeros(total + 2, dtype=np.uint8)  # attributes and header counts stay 0
+    _write_small(small, where, u, u_max, sizes, u_len, s_len)
+    offsets = np.empty(2 * n + 2, dtype=np.int32)
+    offsets[0] = 0
+    offsets[1:-1:2] = where[4]  # value length
+    offsets[2:-1:2] = where[5]  # header count, then the next record's head
+    offsets[-1] = total
+    small_arr = pa.Array.from_buffers(
+        pa.binary(), 2 * n + 1, [None, pa.py_buffer(offsets), pa.py_buffer(small)]
+    )
+    m = 2 * n + 1
+    order = np.empty((n, 4), dtype=np.int64)
+    order[:, 0] = np.arange(0, 2 * n, 2)  # header count of the previous record + head
+    order[:, 1] = np.arange(m, m + n)  # key
+    order[:, 2] = order[:, 0] + 1  # value length
+    order[:, 3] = order[:, 1] + n  # value
+    order = np.append(order.reshape(-1), 2 * n)  # the last header count
+    key_part = pa.nulls(n, pa.binary()) if keys is None else keys
+    return _gather([small_arr, key_part, values], order)
+
+
+def _write_small(small, where, u, u_max, sizes, u_len, s_len):
+    """Write the varints of ``layout_plain`` into ``small`` at ``where``: the record
+    lengths ``u_len`` (``s_len`` bytes) and the four fields ``u`` (``sizes`` bytes; largest
+    ``u_max``), with the fewest numpy calls their sizes allow."""
+    n = u_len.size
     len_max = int(u_len.max())
     if u_max < 1 << 14 and len_max < 1 << 14:
         # every varint has one or two bytes: write all second bytes (0 for one-byte ones, the
@@ -117,23 +142,6 @@ def layout_plain(n, keys, values, ts_delta, key_len, value_len):
         write_varints(small, where[0], u_len, s_len)
         for j in range(4):
             write_varints(small, where[j + 1], u[j], sizes[j])
-    offsets = np.empty(2 * n + 2, dtype=np.int32)
-    offsets[0] = 0
-    offsets[1:-1:2] = where[4]  # value length
-    offsets[2:-1:2] = where[5]  # header count, then the next record's head
-    offsets[-1] = total
-    small_arr = pa.Array.from_buffers(
-        pa.binary(), 2 * n + 1, [None, pa.py_buffer(offsets), pa.py_buffer(small)]
-    )
-    m = 2 * n + 1
-    order = np.empty((n, 4), dtype=np.int64)
-    order[:, 0] = np.arange(0, 2 * n, 2)  # header count of the previous record + head
-    order[:, 1] = np.arange(m, m + n)  # key
-    order[:, 2] = order[:, 0] + 1  # value length
-    order[:, 3] = order[:, 1] + n  # value
-    order = np.append(order.reshape(-1), 2 * n)  # the last header count
-    key_part = pa.nulls(n, pa.binary()) if keys is None else keys
-    return _gather([small_arr, key_part, values], order)
 
 
 def layout_with_headers(

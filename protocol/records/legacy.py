@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 
 from ..errors import CorruptRecordError
 from ..primitives import Buffer
@@ -133,17 +134,7 @@ def decode_entry(
         inner = _compression.decompress(
             codec, value, max_size=max_decompressed, topic=topic, partition=partition, offset=offset
         )
-    messages = []
-    p = 0
-    n = len(inner)
-    while p < n:
-        if n - p < LOG_OVERHEAD + MIN_MESSAGE_SIZE[0]:
-            raise bad("compressed message set ends inside a message")
-        (size,) = _INT32.unpack_from(inner, p + 8)
-        if size < MIN_MESSAGE_SIZE[0] or p + LOG_OVERHEAD + size > n:
-            raise bad(f"inner message size {size} does not fit the compressed message set")
-        messages.append(_message(inner, p, topic=topic, partition=partition, verify_crc=verify_crc))
-        p += LOG_OVERHEAD + size
+    messages = _inner_messages(inner, bad, topic, partition, verify_crc)
     if not messages:
         raise bad("compressed message holds no messages")
     if magic >= 1:
@@ -174,6 +165,28 @@ def decode_entry(
             )
         )
     return out, offset
+
+
+def _inner_messages(
+    inner: Buffer,
+    bad: Callable[[str], CorruptRecordError],
+    topic: str | None,
+    partition: int | None,
+    verify_crc: bool,
+) -> list[tuple[int, int, int, int, memoryview | None, memoryview | None]]:
+    """The messages of a decompressed wrapper's message set, each one checked to fit."""
+    messages = []
+    p = 0
+    n = len(inner)
+    while p < n:
+        if n - p < LOG_OVERHEAD + MIN_MESSAGE_SIZE[0]:
+            raise bad("compressed message set ends inside a message")
+        (size,) = _INT32.unpack_from(inner, p + 8)
+        if size < MIN_MESSAGE_SIZE[0] or p + LOG_OVERHEAD + size > n:
+            raise bad(f"inner message size {size} does not fit the compressed message set")
+        messages.append(_message(inner, p, topic=topic, partition=partition, verify_crc=verify_crc))
+        p += LOG_OVERHEAD + size
+    return messages
 
 
 def decode_message_set(

@@ -1,11 +1,9 @@
 """The compiled record decoder and encoder out of the ``--py-files`` zip.
 
-Python cannot load a shared object from inside a zip. ``scripts/build_pyfiles_zip.py``
-puts ``_fastdecode`` and ``_fastencode``, compiled for the Python that built the zip, in
-``protocol/records/_compiled/`` with a ``manifest.json`` (each one's file name, SHA-256,
-``sys.implementation.cache_tag``, ``EXT_SUFFIX`` and platform). When this package was
-imported from such a zip and the installed import of the extensions failed, ``load``
-(called by ``accel.py``):
+Python cannot load a shared object from inside a zip. ``scripts/build_pyfiles_zip.py`` puts
+``_fastdecode`` and ``_fastencode`` in ``protocol/records/_compiled/`` with a ``manifest.json``
+(file name, SHA-256, cache tag, ``EXT_SUFFIX``, platform of each). When this package comes
+from such a zip and the installed extensions failed to import, ``load`` (from ``accel.py``):
 
 1. reads the manifest from the zip (through the zip importer's ``get_data``);
 2. takes the extensions only when their suffix is one of this interpreter's
