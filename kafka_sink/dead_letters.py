@@ -2,33 +2,22 @@
 themselves go there instead of failing the task (``TaskProducer`` holds a
 ``DeadLetters``).
 
-The refusals that concern records, not the connection, the cluster or a grant
-(``RECORD_REFUSALS``): MESSAGE_TOO_LARGE and RECORD_LIST_TOO_LARGE (larger than the
-topic's ``max.message.bytes``), INVALID_TIMESTAMP (outside the topic's
-``message.timestamp.*.max.ms``) and INVALID_RECORD (a null key on a compacted topic, ...).
-A refused batch is taken apart:
+Refusals of records, not of the connection, the cluster or a grant (``RECORD_REFUSALS``):
+MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_TIMESTAMP and INVALID_RECORD. A refused
+batch is taken apart: INVALID_RECORD names the refused records (``record_errors``, Produce
+v8+), which go to the dead-letter topic while the others are sent again as one batch;
+otherwise a batch of one record goes to the dead-letter topic and a batch of several is
+sent again one batch per record, so that each record's own answer decides.
 
-- INVALID_RECORD names the refused records (``record_errors``, Produce v8+): those go to
-  the dead-letter topic, the others are sent again as one batch;
-- otherwise a batch of one record goes to the dead-letter topic, and a batch of several is
-  sent again as one batch per record, so that each record's own answer decides.
-
-The broker appends nothing of a refused batch, so the partition's sequence stays where the
-last acknowledged batch left it: the batches that take its place, and every younger
-unacknowledged batch of the partition, are renumbered from the refused batch's sequence
-(``batch_state.restamp``) and the partition resends from its oldest unacknowledged batch,
-as after any refusal. A younger batch in flight meanwhile was sent with its old sequence;
-its OUT_OF_ORDER_SEQUENCE_NUMBER answer is the echo of that and is retried. The
-dead-letter records are appended to this producer like any others (in its transaction with
-``exactlyOnce``): each record of the task ends in its topic or in the dead-letter topic,
-and a task that fails leaves neither. A refusal by the dead-letter topic itself fails the
-task, with an error naming both topics (give it a ``max.message.bytes`` at least as large
-as the target's).
-
-A record larger than ``kafka.max.request.size`` is not sent to its topic at all: the task
-hands it here (``to_dead_letter_topic``, error class RECORD_TOO_LARGE) instead of failing;
-its dead-letter copy, larger still, goes in a request of its own, and the dead-letter
-topic's ``max.message.bytes`` decides whether it fits there.
+The broker appends nothing of a refused batch, so the batches taking its place and every
+younger unacknowledged batch of the partition are renumbered from the refused batch's
+sequence (``batch_state.restamp``) and resent from the oldest; a younger batch already in
+flight gets OUT_OF_ORDER_SEQUENCE_NUMBER, the echo of that, and is retried. Dead-letter
+records are appended to this producer like any others (in its transaction with
+``exactlyOnce``): each record ends in its topic or in the dead-letter topic, and a failed
+task leaves neither. A refusal by the dead-letter topic itself fails the task, naming both
+topics. A record larger than ``kafka.max.request.size`` is handed here by the task
+(``to_dead_letter_topic``, RECORD_TOO_LARGE) and its copy goes in a request of its own.
 """
 
 from __future__ import annotations
@@ -46,7 +35,8 @@ from kafka_common.dead_letter import (
     dead_letter_partition,
     dead_letter_record,
 )
-from protocol.records.batch import Record, build_batch, decode_batch
+from protocol.records.batch import Record, build_batch
+from protocol.records.reference_decode import decode_batch
 
 from .batch_state import Batch, Partition, ProduceError, SendState, next_sequence, restamp
 

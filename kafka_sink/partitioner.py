@@ -13,11 +13,9 @@ sink uses:
    about ``batch.size`` bytes went there, then the next partition takes the next run, and
    so on round the topic. A task starts at a random partition so that tasks spread out.
 
-``kafka.partitioner.class`` may choose another rule for step 2 and 3, by the name of the
-Java class: ``UniformStickyPartitioner`` gives every record without a partition a sticky
-run (keys ignored), ``RoundRobinPartitioner`` the next partition in turn (keys ignored,
-``RoundRobinPartitioner`` below); ``DefaultPartitioner`` and ``BuiltInPartitioner`` are
-the rules above.
+``kafka.partitioner.class`` may replace steps 2 and 3 by the Java class's name:
+``UniformStickyPartitioner`` (sticky runs, keys ignored) or ``RoundRobinPartitioner`` (the
+class below: the next partition in turn, keys ignored).
 
 ``murmur2`` hashes every value of an Arrow binary (or string) array with numpy, reading the
 array's offsets and data buffers directly: rows are sorted by length once, then each round

@@ -2,7 +2,8 @@
 ``ProduceAnswers``): acknowledged, resent from the partition's
 oldest unacknowledged batch after the resend backoff (``protocol.retry``), a new producer
 id to take first (a gap in the sequence), or the task's end (fenced, refused, an error
-that is not retriable). The module doc of ``kafka_sink.producer`` gives the rules."""
+that is not retriable). The rules: "Idempotent, at-least-once by default" in
+docs/writing.md."""
 
 from __future__ import annotations
 

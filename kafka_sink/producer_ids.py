@@ -1,56 +1,27 @@
 """The producer ids of a write task's producer (``TaskProducer`` holds a ``ProducerIds``):
 fetched, carried over between tasks, renewed after a gap, and the transactional id's.
 
-Producer ids that outlive a task
---------------------------------
-A write task checks its client out of the Python worker's pool (``protocol.client.pool``), and
-with it the identity the last task that used that client left: producer id, epoch and the
-next sequence number of every partition written (``ProducerIdentity``, in the lease's
-``state`` under ``IDENTITY_STATE_KEY``). The task goes on from there: a partition written
-before continues at its next sequence, a new one starts at 0. One task at a time holds a
-client, so one task at a time holds an identity, and successive tasks of a worker use one
-producer id (as Kafka's Java producer does when Spark caches it) instead of one each. The
-rules, and why each keeps every record once and in order per partition:
+Carried over: a task's pooled client (``protocol.client.pool``) brings the identity the
+last task on it left (``ProducerIdentity``: producer id, epoch, next sequence of every
+partition written; in the lease's ``state`` under ``IDENTITY_STATE_KEY``), so a worker's
+tasks share one producer id. Why that keeps every record once and in order:
 
-- The identity is taken out of the pool when the task starts and put back only when the
-  task ends with every batch it sent acknowledged, nothing queued or in flight and no new
-  producer id pending (``identity_to_keep``). Then the broker's last sequence of each
-  partition for this id is exactly the one kept, so the next task's first batch is the
-  next in line: nothing it sends can be mistaken for a duplicate of an earlier batch, and
-  no gap opens. A task that writes nothing hands on what it was given unchanged.
-- A task that fails for any reason (an error of its own, a fenced epoch, a delivery
-  timeout, a killed worker) hands on nothing: batches of unknown fate may have been
-  written or may still land, and the next task would not know which sequences they took.
-  The next task asks for a new producer id (InitProducerId): its batches share no sequence
-  space with the failed task's, so none of them is taken for a duplicate (and dropped) or
-  refused as out of order; the failed task's records are written again by Spark's retry,
-  at least once, exactly as without the pool.
-- OUT_OF_ORDER_SEQUENCE_NUMBER and UNKNOWN_PRODUCER_ID on the oldest unacknowledged batch
-  (the broker lost this id's state, e.g. after ``producer.id.expiration.ms`` of an idle
-  worker, or a partition's log emptied): as within a task (below), the producer drives
-  every batch of unknown fate to an answer under the old id, then takes a new id and
-  renumbers what is unacknowledged from 0, and forgets the sequences carried for
-  partitions this task has not touched (a new id starts every partition at 0). The new
-  identity is the one handed on. The old id writes nothing more, so no batch can appear
-  twice under both ids.
-- INVALID_PRODUCER_EPOCH or PRODUCER_FENCED: the task fails (below), so the identity is
-  dropped, and the next task starts with a new id.
-- Transactional producers (``exactlyOnce``) never carry an identity: their transactional
-  ids are already stable per stream partition and attempt, and InitProducerId on one is
-  what fences the attempts before it.
+- it is handed on only when every batch the task sent is acknowledged and nothing is
+  queued, in flight or waiting for a new id (``identity_to_keep``): the broker's last
+  sequence of each partition is then exactly the one kept, so the next batch is next in
+  line, neither a "duplicate" nor a gap;
+- a task that fails hands on nothing (batches of unknown fate may still land): the next
+  task takes a new id, whose sequences share nothing with the failed task's;
+- a gap (OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID on the oldest unacknowledged
+  batch: the broker lost the id's state) drives every batch of unknown fate to an answer
+  under the old id, then takes a new id, renumbers the unacknowledged batches from 0 and
+  forgets the carried sequences; the old id writes nothing more.
 
-Transactions (``transactional_id``, for ``exactlyOnce``)
--------------------------------------------------------
-InitProducerId goes to the transaction coordinator with the transactional id (which aborts
-whatever the id left open and fences its earlier holders), every partition is enlisted
-with AddPartitionsToTxn before its first Produce, and batches carry the transactional bit
-and the id. The producer never commits the transaction: ``kafka_sink.transactions`` does,
-on the driver; ``abort_transaction`` aborts it when the task fails. A gap
-(OUT_OF_ORDER_SEQUENCE_NUMBER on the oldest unacknowledged batch, UNKNOWN_PRODUCER_ID)
-cannot be repaired with a new producer id inside a transaction, so it fails the task (Spark
-re-runs it under a new transactional id; what this attempt wrote is aborted); an
-OUT_OF_ORDER_SEQUENCE_NUMBER behind an older unacknowledged batch is its echo and resent,
-as ``kafka_sink.producer`` says.
+Transactional (``exactlyOnce``): InitProducerId with the transactional id (it aborts what
+the id left open and fences earlier holders), AddPartitionsToTxn before a partition's first
+Produce; never carried over, never committed here (``kafka_sink.transactions`` does, on the
+driver; ``abort_transaction`` when the task fails). A gap cannot be repaired inside a
+transaction, so it fails the task and Spark re-runs it under a new transactional id.
 """
 
 from __future__ import annotations

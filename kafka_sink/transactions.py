@@ -1,116 +1,27 @@
 """Exactly-once writes (``exactlyOnce=true``): tasks open Kafka transactions, the driver
 ends them.
 
-Design
-------
-Spark commits a write in two steps: every task writes and returns a commit message, then
-the driver's ``commit(messages)`` (streaming: ``commit(messages, batchId)``) runs once
-all tasks succeeded, or ``abort(messages)`` when one failed. Kafka's transactions split
-the same way: a transaction is only a transactional id, the producer id and epoch that
-InitProducerId gave it, and requests to its coordinator, so the driver can end a
-transaction a task opened (Kafka's Java producer cannot; Flink's sink does it through
-reflection).
+Spark commits a write in two steps (every task returns a commit message, then the driver's
+``commit`` or ``abort`` runs once), and a Kafka transaction is only a transactional id,
+the producer id and epoch InitProducerId gave it and requests to its coordinator, so the
+driver can end a transaction a task opened (Kafka's Java producer cannot).
 
-A task (``kafka_sink.writer.write_task``, ``TaskTransaction``):
+A task (``TaskTransaction``) takes the id ``{prefix}-{partitionId}-{attemptNumber}`` (a
+batch write's prefix carries a token of the job: ``job_prefix``), refuses an id already
+used (``refuse_used_id``: epoch above 0 in a batch write), in a stream skips a
+micro-batch its partition's marker shows committed, writes with every partition
+enlisted, and returns without ending the transaction (``TaskTransaction``, ``writer``).
 
-1. takes the transactional id ``{prefix}-{partitionId}-{attemptNumber}`` from
-   ``pyspark.TaskContext``, and InitProducerId with it (the coordinator aborts whatever
-   an earlier holder of the id left open and fences it). In a batch write the prefix
-   carries a token the driver draws when it creates the writer (``job_prefix``:
-   ``{transactionalIdPrefix}-{job}``), so the ids are the job's own and a fresh one
-   starts at epoch 0: a task that gets an epoch above 0 was beaten to its id by the
-   driver's fencing (the job already ended) or by the same attempt number of an earlier
-   stage attempt, and writes nothing (``StaleAttemptError``, ``refuse_used_id``);
-2. in a stream, reads the batch marker of its partition (below) and, when it shows this
-   micro-batch (``streaming.sql.batchId``, the local property Spark's micro-batch
-   execution sets) already committed, writes nothing: the batch is a replay after a crash
-   that came after the commit;
-3. otherwise writes as the idempotent producer does, each partition enlisted with
-   AddPartitionsToTxn before its first Produce, and returns the transactional id,
-   producer id, epoch and counts without ending the transaction. A task whose write
-   raises aborts its own transaction (EndTxn, best effort: the driver's fencing and the
-   broker's transaction timeout remain) before the error goes to Spark.
-
-Only one attempt per partition gets its commit message to the driver: Spark's
-``WritingSparkTask`` asks the ``OutputCommitCoordinator`` (``useCommitCoordinator`` is
-true for Python data sources, batch and streaming) after the Python ``write`` returned,
-and a denied attempt fails with ``CommitDeniedException``. The losers' transactions are
-open and must be aborted.
-
-The driver (``commit_transactions``), per committed task, in partition order:
-
-1. streams only: the batch marker is the offset of the consumer group
-   ``{prefix}-{partitionId}``, whose committed offset is the last micro-batch id this
-   partition committed. If it is at or above this batch id, the batch is a replay and
-   this transaction is aborted; else AddOffsetsToTxn + TxnOffsetCommit put "batch id" in
-   the same transaction (on partition 0 of the ``topic`` option, else on the first
-   topic-partition the task wrote to: Kafka wants a partition that exists);
-2. EndTxn(commit);
-3. then the losing attempts of every partition it can name are fenced: InitProducerId on
-   ``{prefix}-{partition}-{a}`` for every attempt a below the winner's and for the next
-   one, which aborts what they left open;
-4. streams only: then every other transaction still open under one of the query's task
-   ids is fenced too (``fence_leftovers``): ListTransactions (Kafka 3.0+) asks every
-   broker once for its Ongoing transactions, and those whose id is exactly
-   ``{prefix}-{number}-{number}`` are leftovers, since Spark calls the streaming commit
-   only after every task of the micro-batch ended and starts no task of the next one
-   before it returns. A broker without ListTransactions (or unreachable) is skipped with a
-   warning; the broker's transaction timeout remains there. Batch writes do not do this:
-   other jobs may share the ``transactionalIdPrefix`` and run at the same time.
-
-``abort(messages)`` aborts the transactions of the tasks that finished and fences
-attempts 0..3 (``spark.task.maxFailures``' default) of those that did not.
-
-Windows
--------
-Closed (a stream restarted from its checkpoint sees each micro-batch exactly once):
-
-- killed before the tasks end, or after they end but before the driver commits: their
-  transactions stay open; the re-run batch's tasks use the same ids (attempt 0) and
-  InitProducerId aborts them. What no task of the re-run batch takes again (an attempt
-  above 0, or a task whose partition the re-run batch does not have because it planned
-  fewer tasks) is fenced by the re-run's commit (step 4), so read_committed readers of
-  its partitions wait until that commit, not until ``kafka.transaction.timeout.ms``;
-  nothing is duplicated. (Before Kafka 3.0, or on a broker that does not answer
-  ListTransactions, the broker aborts them after that timeout.)
-- killed between two EndTxn of one micro-batch, or after the last one but before Spark
-  wrote its commit log: the re-run batch's tasks whose marker shows the batch write
-  nothing; the others write and commit. This needs each task of a re-run batch to get the
-  same rows as before, which holds for Spark's Kafka source and file sources and for
-  hash-partitioned stages, not for a ``repartition(n)`` without columns (round robin).
-- a task retried or run speculatively: only the attempt Spark commits becomes visible;
-  the others are aborted by the fencing in step 3, and in a stream one it cannot name
-  (an attempt more than one above the winner's) by step 4; in a batch write such an
-  attempt is aborted by the broker after the transaction timeout.
-  A stage retried by Spark restarts attempt numbers at 0: a new attempt then fences an
-  old one of the same number, and if Spark had taken that one's result the driver's
-  EndTxn fails (the batch fails, nothing is duplicated); in a batch write the new attempt
-  refuses the used id instead and Spark retries it under the next attempt number.
-- a batch write's task attempt that opens its transaction after the driver ended the job
-  (Spark calls ``abort`` without waiting for the other running tasks, and a Python worker
-  that starts late still gets the input Spark had already sent it; or a losing attempt
-  that starts after the commit): the driver's fencing made its id's epoch 1, so the
-  attempt refuses to write (step 1) instead of leaving a transaction open that
-  read_committed readers would wait on until ``kafka.transaction.timeout.ms``.
-
-Not closed:
-
-- a batch ``df.write`` whose driver dies between two EndTxn: the part committed stays
-  visible, and there is no checkpoint to finish the rest from. A batch driver that dies
-  before its commit or abort leaves the tasks' transactions open until
-  ``kafka.transaction.timeout.ms`` (the next job uses other ids, so it cannot abort them).
-- in a stream, a task attempt that opens its transaction after the driver ended the
-  micro-batch (ids are stable across batches and restarts, so an epoch tells nothing):
-  the next micro-batch's commit fences it (step 4), or the next run of its id aborts it,
-  else the broker after ``kafka.transaction.timeout.ms``.
-- a transaction that the broker aborts because ``kafka.transaction.timeout.ms`` passed
-  before the driver's commit: EndTxn fails (INVALID_PRODUCER_EPOCH, PRODUCER_FENCED or
-  INVALID_TXN_STATE) and the write fails with an error naming that option; nothing of
-  that task is visible; in a stream the batch is re-run on restart.
-- two writers with the same ``transactionalIdPrefix`` fence each other (errors, no
-  duplicates). Streams derive the prefix from the checkpoint location when it is in the
-  writer's options; moving the checkpoint then changes the prefix, so a crash right after
-  a commit would write that batch again: set ``transactionalIdPrefix`` explicitly.
+The driver (``commit_transactions``), per committed task in partition order: in a stream,
+records the micro-batch id as the offset of the group ``{prefix}-{partitionId}`` inside
+the transaction (AddOffsetsToTxn + TxnOffsetCommit), or aborts a replayed batch; EndTxn;
+fences the attempts that lost (InitProducerId on ``{prefix}-{partition}-{a}`` for every a
+below the winner's and the next one); in a stream, then fences every other open
+transaction named ``{prefix}-{number}-{number}`` (``fence_leftovers``, ListTransactions),
+which is safe because Spark starts no task of the next micro-batch before the commit
+returns. ``abort`` aborts the finished tasks' transactions and fences attempts 0..3 of the
+others. Which failures this closes and which it cannot: "Exactly-once writes" in
+docs/writing.md.
 """
 
 from __future__ import annotations

@@ -2,9 +2,8 @@
 
 ``create_writer`` / ``create_stream_writer`` (called by ``KafkaDataSource.writer`` and
 ``streamWriter`` on the driver) check the save mode, the options and the DataFrame's
-schema before any task starts, and the topic of the ``topic`` option and the
-``deadLetterTopic`` exist. Each task
-then runs ``write_task`` (``kafka_sink.task``) over its Arrow batches:
+schema before any task starts, and that the ``topic`` option's topic and the
+``deadLetterTopic`` exist. Each task then runs ``write_task`` (``kafka_sink.task``):
 
 1. ``columns.prepare`` reads the batch; ``validation.check_rows`` checks it (null topics,
    unknown topics, partitions out of range, records too large...). Nothing of a batch is

@@ -43,14 +43,15 @@ from .helpers.kafka_versions import KAFKA, KAFKA4, SENDS, _problems
 # ``.send`` without a version (which pick the highest common one). A new one means a new
 # request or a new code path: add what it sends to SENDS, then count it here.
 PICKS = {
-    "kafka_sink/producer.py": 1,
     "kafka_sink/producer_ids.py": 1,
+    "kafka_sink/sending.py": 1,
     "protocol/client/admin.py": 2,
     "protocol/client/cluster.py": 2,
-    "protocol/client/connection.py": 3,
+    "protocol/client/connection.py": 1,
     "protocol/client/delegation_tokens.py": 3,
     "protocol/client/group_offsets.py": 3,
     "protocol/client/record_requests.py": 1,
+    "protocol/client/sasl_signin.py": 2,
     "protocol/client/transactions.py": 4,
 }
 

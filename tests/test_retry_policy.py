@@ -438,9 +438,9 @@ def test_the_producer_s_metadata_refreshes_back_off_under_the_policy(monkeypatch
     producer = TaskProducer(options, client=client)
 
     def next_wait() -> float:
-        clock[0] = producer._metadata_retry_at
-        producer._refresh_leaders()
-        return producer._metadata_retry_at - clock[0]
+        clock[0] = producer.leaders.retry_at
+        producer.leaders.refresh()
+        return producer.leaders.retry_at - clock[0]
 
     waits = [next_wait() for _ in range(6)]
     for wait, base in zip(waits, (0.1, 0.2, 0.4, 0.8, 1.0, 1.0)):

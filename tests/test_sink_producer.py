@@ -37,6 +37,7 @@ from kafka_sink.writer import write_task
 from protocol.client.cluster import KafkaClient
 from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
+from protocol.records import checksum
 
 from .txn_referee import log_of
 from .helpers.sink import (
@@ -528,7 +529,7 @@ def test_restamp_rewrites_ids_and_crc():
     again = restamp(data, 99, 0, 0)
     h = rb.parse_header(again)
     assert (h.producer_id, h.producer_epoch, h.base_sequence) == (99, 0, 0)
-    assert h.crc == rb.crc32c(memoryview(again)[rb.ATTRIBUTES_OFFSET :])
+    assert h.crc == checksum.crc32c(memoryview(again)[rb.ATTRIBUTES_OFFSET :])
     assert again[rb.RECORDS_OFFSET :] == data[rb.RECORDS_OFFSET :]
 
 

@@ -45,8 +45,8 @@ KAFKA4 = KAFKA["apis"]
 # sent inside a transaction, where). ApiVersions goes out at v3 before anything is known.
 SENDS = [
     (API_VERSIONS, 3, False, "protocol/client/connection.py: first request on a connection"),
-    (SASL_HANDSHAKE, None, False, "protocol/client/connection.py"),
-    (SASL_AUTHENTICATE, None, False, "protocol/client/connection.py"),
+    (SASL_HANDSHAKE, None, False, "protocol/client/sasl_signin.py"),
+    (SASL_AUTHENTICATE, None, False, "protocol/client/sasl_signin.py"),
     (METADATA, None, False, "protocol/client/cluster.py"),
     (LIST_OFFSETS, None, False, "protocol/client/offset_requests.py"),
     (FETCH, None, False, "protocol/client/record_requests.py: topic ids known"),
@@ -60,10 +60,10 @@ SENDS = [
         PRODUCE,
         None,
         False,
-        "protocol/client/record_requests.py, kafka_sink/producer.py: topic ids known",
+        "protocol/client/record_requests.py, kafka_sink/sending.py: topic ids known",
     ),
     (PRODUCE, cluster.MAX_PRODUCE_VERSION_BY_NAME, False, "an id unknown"),
-    (PRODUCE, transactions.MAX_TXN_PRODUCE_VERSION, True, "kafka_sink/producer.py"),
+    (PRODUCE, transactions.MAX_TXN_PRODUCE_VERSION, True, "kafka_sink/sending.py"),
     (FIND_COORDINATOR, None, False, "protocol/client/group_offsets.py"),
     (
         OFFSET_COMMIT,
