@@ -4,7 +4,7 @@ Spark plans a batch DataFrame's input partitions once and runs every later actio
 same plan, where Spark's own Kafka relation looks its offsets up again for each action. So
 that a second ``count()`` sees the records written since the first, the last range of each
 partition whose end is "latest" (``endingOffsets`` latest or -1, or an ending timestamp)
-looks its end up when its task runs (``fetcher.OpenEnd``), and a partition that had nothing
+looks its end up when its task runs (``open_ends.OpenEnd``), and a partition that had nothing
 to read at planning gets an empty range that does the same.
 
 A small read (``task_split.task_groups``: at most ``ONE_TASK_RECORDS`` records at planning, no
@@ -14,7 +14,7 @@ ranges): Spark takes longer to launch a Python task than a task takes to read th
 records, and a topic with more partitions than cores ran its tasks in waves. A larger
 read packs its small ranges the same way (``task_split.task_groups``). Such a task
 looks all its open ends up first, in one ListOffsets request per leader
-(``fetcher.resolve_open_ends``), and sends the first Fetch of all its ranges at once
+(``open_ends.resolve_open_ends``), and sends the first Fetch of all its ranges at once
 (``fetcher.read_ranges``), not one of each per range.
 """
 
@@ -32,7 +32,8 @@ from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
 from protocol.config import ClientConfig
 
-from .fetcher import OpenEnd, read_range, read_ranges, resolve_open_ends
+from .fetcher import read_range, read_ranges
+from .open_ends import OpenEnd, resolve_open_ends
 from .offset_reader import OffsetReader
 from .options import ReaderOptions
 from .offset_specs import (

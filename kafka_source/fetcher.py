@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING, NamedTuple, cast
-from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+from collections.abc import Iterator
 
 from protocol.client import pool
 from protocol.authorization import request_error
-from protocol.client.cluster import LATEST_TIMESTAMP, KafkaClient, READ_COMMITTED
+from protocol.client.cluster import KafkaClient, READ_COMMITTED
 from protocol.client.read_replicas import ReadReplicas
 from protocol.errors import (
     BrokerError,
@@ -27,28 +27,18 @@ from protocol.errors import (
 )
 from protocol.retry import RetryPolicy, is_retriable, pause
 
+from .joined_batches import joined
 from .offset_specs import OffsetRange
+from .open_ends import OpenEnd, resolve_open_end
 from .shared_fetch import InFlight, SharedFetch, start_fetch
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from protocol.records.compiled_rows import CompiledRows
 
 log = logging.getLogger("pykafka.source")
 
 OFFSET_OUT_OF_RANGE = 1
-
-
-class OpenEnd(NamedTuple):
-    """A range whose end is looked up when the task runs, not when the read was planned:
-    the partition's latest offset, or with ``timestamp`` the first offset at or after that
-    time (the latest when there is none), never beyond ``cap`` (a pushed-down offset bound)
-    and never below the planned end. Spark plans a batch DataFrame's partitions once and
-    runs every action on that plan; this is how a second action sees new records."""
-
-    timestamp: int | None = None
-    cap: int | None = None
 
 
 class DataLossError(PyKafkaError):
@@ -84,14 +74,23 @@ class _RangeReader:
     of the last progress; an answer with nothing to read yet is asked again after
     ``retry.backoff.ms``."""
 
-    def __init__(self, options, rng: OffsetRange, client: KafkaClient, config, decode_records):
+    def __init__(
+        self,
+        options,
+        rng: OffsetRange,
+        client: KafkaClient,
+        config,
+        decode_records,
+        to_join: bool = False,
+    ):
         self.o, self.rng, self.client = options, rng, client
         self.base, self.config = options.client_config, config
         self.decode_records = decode_records
         self.formats = getattr(options, "formats", None)
         self.malformed = _malformed_records(self.formats, client, rng, options.include_headers)
-        # records may come as the decoder's buffers (CompiledRows): read_ranges joins them
-        self.deferred = False
+        # to_join: the batches go to ``joined_batches.joined``, which makes the Arrow arrays
+        # of the records left as the decoder's buffers (CompiledRows), once for all of them
+        self.deferred = to_join and self.formats is None
         self.tp = (rng.topic, rng.partition)
         self.read_committed = options.isolation_level_code == READ_COMMITTED
         self.lost_records = 0
@@ -415,48 +414,6 @@ class _RangeReader:
         return self.rng.end
 
 
-def _resolve_open_end(client: KafkaClient, options, rng: OffsetRange, open_end: OpenEnd) -> int:
-    return _resolve_open_ends(client, options, [(rng, open_end)])[0]
-
-
-def _resolve_open_ends(
-    client: KafkaClient, options, pairs: list[tuple[OffsetRange, OpenEnd]]
-) -> list[int]:
-    """The end of each ``(range, open end)``, all looked up together: one ListOffsets
-    request per leader for the lot (and one more per leader for the timestamps that no
-    record has reached yet), however many ranges a task reads. A partition is asked once
-    (Kafka refuses a partition twice in one ListOffsets request)."""
-    level = options.isolation_level_code
-    wanted = {}
-    for rng, open_end in pairs:
-        wanted[(rng.topic, rng.partition)] = (
-            LATEST_TIMESTAMP if open_end.timestamp is None else open_end.timestamp
-        )
-    found = {tp: o for tp, (o, _) in client.list_offsets(wanted, level).items()}
-    # no record at or after the timestamp: the end is the latest offset
-    beyond = [tp for tp, o in found.items() if o < 0]
-    if beyond:
-        found.update(client.latest_offsets(beyond, level))
-    ends = []
-    for rng, open_end in pairs:
-        end = max(rng.end, found[(rng.topic, rng.partition)])
-        ends.append(end if open_end.cap is None else min(end, max(rng.end, open_end.cap)))
-    return ends
-
-
-def resolve_open_ends(options, ranges, open_ends) -> list[OffsetRange]:
-    """``ranges`` with every open end (``open_ends``, aligned with them; None where the
-    end is fixed) looked up now, in one round of ListOffsets (``_resolve_open_ends``):
-    what a task that reads several ranges does first, so that its requests grow with the
-    brokers it reads from, not with its ranges."""
-    pairs = [(r, e) for r, e in zip(ranges, open_ends) if e is not None]
-    if not pairs:
-        return list(ranges)
-    with pool.borrow(options.client_config) as lease:
-        ends = iter(_resolve_open_ends(lease.client, options, pairs))
-    return [r if e is None else r._replace(end=next(ends)) for r, e in zip(ranges, open_ends)]
-
-
 def read_range(
     options, rng: OffsetRange, open_end: OpenEnd | None = None
 ) -> Iterator[pa.RecordBatch]:
@@ -498,12 +455,12 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
     lease = pool.checkout(config)
     try:
         readers = [
-            _RangeReader(options, rng, lease.client, config, decode_records) for rng in ranges
+            _RangeReader(options, rng, lease.client, config, decode_records, to_join=True)
+            for rng in ranges
         ]
         first: dict = {}
         for reader in readers:  # a partition read twice shares only its first range
             first.setdefault(reader.tp, reader)
-            reader.deferred = reader.formats is None  # _joined makes the Arrow arrays
         try:
             shared = SharedFetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
@@ -511,76 +468,16 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
         else:
             for tp, reader in first.items():
                 reader.pending = shared.share(tp)
-        yield from _joined(b for reader in readers for b in reader.batches())
+        yield from joined(b for reader in readers for b in reader.batches())
     finally:
         lease.give_back()
-
-
-# Batches of a task's small ranges are joined up to these sizes before Spark gets them:
-# Spark's Python worker pays about as much per Arrow batch it sends as we pay to decode a
-# range of a few records (a micro-batch over thousands of partitions has a record or two in
-# each). Spark's own Arrow batches hold up to 10,000 rows (maxRecordsPerBatch).
-JOINED_ROWS = 10_000
-JOINED_BYTES = 4 * 1024 * 1024
-
-
-def _joined(batches: Iterable[pa.RecordBatch | CompiledRows]) -> Iterator[pa.RecordBatch]:
-    """``batches`` in order, consecutive small ones joined into one of at most
-    ``JOINED_ROWS`` rows and about ``JOINED_BYTES``; a large one passes as it is. Records
-    still as the decoder's buffers (``CompiledRows``) become Arrow arrays here: those
-    joined, once for all of them.
-
-    A batch's size is the size of its buffers (``get_total_buffer_size``): ``nbytes``
-    costs about 50 times more, as much as the join itself saves on a batch of a record
-    or two. A batch that slices a larger buffer counts it whole, so it is joined less."""
-    from protocol.records.compiled_rows import built  # executor side, as decoding
-
-    held: list[pa.RecordBatch | CompiledRows] = []
-    held_schema = None
-    rows = size = 0
-    for batch in batches:
-        n, nbytes = batch.num_rows, batch.get_total_buffer_size()
-        if held and (
-            n + rows > JOINED_ROWS
-            or nbytes + size > JOINED_BYTES
-            or not batch.schema.equals(held_schema)
-        ):
-            yield _join(held)
-            held, rows, size = [], 0, 0
-        if n >= JOINED_ROWS or nbytes >= JOINED_BYTES:
-            yield built(batch)
-            continue
-        if not held:
-            held_schema = batch.schema
-        held.append(batch)
-        rows, size = rows + n, size + nbytes
-    if held:
-        yield _join(held)
-
-
-def _join(held: list[pa.RecordBatch | CompiledRows]) -> pa.RecordBatch:
-    import pyarrow as pa
-
-    from protocol.records.compiled_rows import CompiledRows, built
-
-    if len(held) == 1:
-        return built(held[0])
-    if all(isinstance(b, CompiledRows) for b in held):
-        return CompiledRows.join(cast(list[CompiledRows], held))
-    batches = [built(b) for b in held]
-    if hasattr(pa, "concat_batches"):  # pyarrow 19 and later
-        return pa.concat_batches(batches)
-    # pyarrow 15 to 18 (PySpark 4.2 and 4.3 allow 18): a table of them, one chunk a column
-    # (it holds at most JOINED_BYTES), which is one batch.
-    table = pa.Table.from_batches(batches).combine_chunks()
-    return table.to_batches()[0] if table.num_rows else batches[0].slice(0, 0)
 
 
 def _read(
     options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient, config, decode_records
 ) -> Iterator[pa.RecordBatch]:
     if open_end is not None:
-        rng = rng._replace(end=_resolve_open_end(client, options, rng, open_end))
+        rng = rng._replace(end=resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
             return
     yield from _RangeReader(options, rng, client, config, decode_records).batches()

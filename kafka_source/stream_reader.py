@@ -20,65 +20,19 @@ asking for its partitions before any ``latestOffset``. So:
   at the logged end. (Spark 4.3 tells a Python source with admission control nothing
   else about its checkpoint: ``setLatestSeenOffset`` reaches only sources without it.)
 
-PySpark 4.1 has no admission control for Python sources: Spark calls ``latestOffset()``
-with no start, and for a fresh query before ``initialOffset``. There the first
-``latestOffset()`` binds the start itself and answers with it (the same empty batch 0), and
-the rate options, which 4.1 cannot honour, are refused when the query starts
-(:func:`check_pyspark_supports`). ``Trigger.AvailableNow`` works there as Spark runs it for
-any source without support for it: one batch up to the offsets seen at the start.
-
-Admission control (``latestOffset(start, limit)``, PySpark 4.2 and later):
-- ``maxOffsetsPerTrigger`` splits its budget across partitions in proportion to their
-  backlog, as the JVM connector does;
-- ``minOffsetsPerTrigger`` holds a micro-batch back until that many offsets are waiting or
-  ``maxTriggerDelay`` has passed since the last one;
-- ``maxBytesPerTrigger`` (ours) does the same as ``maxOffsetsPerTrigger`` in bytes,
-  estimated per partition from the size of its recent record batches;
-- ``Trigger.AvailableNow`` reads up to the offsets seen when the query started, and checks
-  every batch's end against them and against the partitions' latest offsets, as Spark's
-  ``verifyEndOffsetForTriggerAvailableNow`` does.
+Admission control (the rate options, PySpark 4.1's lack of it) and Trigger.AvailableNow's
+checks are in ``kafka_source.admission``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
-
-if TYPE_CHECKING:  # checked against PySpark 4.2's API
-    from pyspark.sql.streaming.datasource import (
-        ReadAllAvailable,
-        ReadMaxBytes,
-        ReadMaxRows,
-        ReadMinRows,
-        SupportsTriggerAvailableNow,
-    )
-
-    ADMISSION_CONTROL = True
-else:
-    try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
-        from pyspark.sql.streaming.datasource import (
-            ReadAllAvailable,
-            ReadMaxBytes,
-            ReadMaxRows,
-            ReadMinRows,
-            SupportsTriggerAvailableNow,
-        )
-
-        ADMISSION_CONTROL = True
-    except ImportError:  # PySpark 4.1: latestOffset() alone (see _latest_offset_without_start)
-        ADMISSION_CONTROL = False
-
-        class _Absent:  # stands in for a class of 4.2's API: nothing is ever an instance
-            pass
-
-        ReadAllAvailable = ReadMaxBytes = ReadMaxRows = ReadMinRows = _Absent
-        SupportsTriggerAvailableNow = object
 
 from kafka_common.delegation_token_options import current_token_config
 from kafka_common.import_path import CarriesImportPath
@@ -88,8 +42,17 @@ from kafka_common.worker_heap import settle_worker_heap
 from protocol.authorization import GROUP, RESOURCE_TYPES, refine, request_error
 from protocol.client.cluster import KafkaClient
 from protocol.config import ClientConfig
-from protocol.errors import AuthenticationError, ConfigError, PyKafkaError
+from protocol.errors import AuthenticationError, PyKafkaError
 
+from .admission import (
+    ReadAllAvailable,
+    ReadMaxBytes,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+    rate_limit,
+    verify_available_now_end,
+)
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
 from .fetcher import DataLossError, read_ranges
 from .offset_reader import OffsetReader
@@ -121,52 +84,6 @@ _BYTES_SAMPLE = 64 * 1024
 _DEFAULT_BYTES_PER_OFFSET = 1024
 
 
-def rate_limit(
-    begin: dict[TopicPartition, int],
-    end: dict[TopicPartition, int],
-    budget: float,
-    weight: dict[TopicPartition, float] | None = None,
-) -> dict[TopicPartition, int]:
-    """Cut ``end`` so the total backlog read is about ``budget``, each partition getting a
-    share proportional to its backlog.
-
-    Without ``weight`` this is Spark's ``KafkaMicroBatchStream.rateLimit`` to the offset:
-    each share is ``budget * (backlog / total)`` in floating point, floored (or rounded up
-    when below one offset, so no partition starves), even when the whole backlog fits (the
-    rounding can then leave one record for the next batch, as in Spark). With ``weight``
-    (bytes per offset, for ``maxBytesPerTrigger``) the backlogs are weighted and the whole
-    backlog is taken when it fits."""
-    if weight is None:
-        sizes = {tp: e - begin[tp] for tp, e in end.items() if tp in begin and e - begin[tp] > 0}
-        total = float(sum(sizes.values()))
-        if total < 1:
-            return dict(end)
-        out = {}
-        for tp, e in end.items():
-            size = sizes.get(tp)
-            if size is None:
-                out[tp] = e
-                continue
-            prorate = budget * (size / total)
-            allowed = math.ceil(prorate) if prorate < 1 else math.floor(prorate)
-            out[tp] = min(e, begin[tp] + allowed)
-        return out
-    weighted = {tp: max(0, e - begin.get(tp, e)) * weight.get(tp, 1.0) for tp, e in end.items()}
-    weighted_total = sum(weighted.values())
-    if weighted_total <= budget or weighted_total == 0:
-        return dict(end)
-    out = {}
-    for tp, e in end.items():
-        b = begin.get(tp, e)
-        if weighted[tp] <= 0:
-            out[tp] = e
-            continue
-        share = budget * weighted[tp] / weighted_total / weight.get(tp, 1.0)
-        allowed = math.ceil(share) if share < 1 else math.floor(share)
-        out[tp] = min(e, b + allowed)
-    return out
-
-
 def start_is_reproducible(spec: OffsetSpec) -> bool:
     """Whether resolving ``spec`` again later binds the same offsets (records deleted in
     between aside): anything but "latest", an explicit -1, or a timestamp that may fall
@@ -178,34 +95,6 @@ def start_is_reproducible(spec: OffsetSpec) -> bool:
     if isinstance(spec, (SpecificTimestamps, GlobalTimestamp)):
         return spec.strategy == "error"
     return False
-
-
-class AvailableNowEndError(PyKafkaError):
-    """A Trigger.AvailableNow batch would end beyond what the run set out to read (Spark's
-    ``verifyEndOffsetForTriggerAvailableNow``)."""
-
-
-_RATE_OPTIONS = (
-    ("maxOffsetsPerTrigger", "max_offsets_per_trigger"),
-    ("minOffsetsPerTrigger", "min_offsets_per_trigger"),
-    ("maxBytesPerTrigger", "max_bytes_per_trigger"),
-)
-
-
-def check_pyspark_supports(options: ReaderOptions) -> None:
-    """Refuse, when the query starts, the options this PySpark cannot honour."""
-    if ADMISSION_CONTROL:
-        return
-    import pyspark
-
-    for name, attr in _RATE_OPTIONS:
-        if getattr(options, attr) is not None:
-            raise ConfigError(
-                f"{name} needs PySpark 4.2 or later: PySpark {pyspark.__version__} gives "
-                "Python streaming sources no admission control (no latestOffset(start, "
-                f"limit)), so every micro-batch would read all that is available. Remove "
-                f"{name} or upgrade PySpark."
-            )
 
 
 def _signs_in(config: ClientConfig) -> bool:
@@ -496,7 +385,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             return []
         begin, until = self._json.from_json(start), self._json.from_json(end)
         if self._target is not None and start != end:
-            self._verify_available_now_end(self._target, until)
+            verify_available_now_end(self._target, until, lambda: self._latest_offsets(known=until))
         new = sorted(tp for tp in until if tp not in begin)
         if new:
             found = self._earliest_of_new(new)
@@ -564,50 +453,6 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
                 raise refine(
                     request_error(info.error_code, "Metadata", topic=topic), grant=READ_GRANT
                 )
-
-    def _verify_available_now_end(
-        self, target: dict[TopicPartition, int], until: dict[TopicPartition, int]
-    ) -> None:
-        """Spark's ``verifyEndOffsetForTriggerAvailableNow``: a batch of a
-        Trigger.AvailableNow run ends within the offsets fetched when the run started, and
-        within the partitions' latest offsets now (``target``: the offsets fetched when
-        the run started)."""
-        hint = "The error could be transient: restart the query, and report it if it stays."
-
-        def fmt(offsets) -> str:
-            return (
-                "{" + ", ".join(f"{format_tp(tp)}: {o}" for tp, o in sorted(offsets.items())) + "}"
-            )
-
-        def tps(keys) -> str:
-            return "{" + ", ".join(format_tp(tp) for tp in sorted(keys)) + "}"
-
-        if set(target) != set(until):
-            raise AvailableNowEndError(
-                "Kafka data source in Trigger.AvailableNow should provide the same topic "
-                f"partitions in pre-fetched offset to end offset for each microbatch. {hint} "
-                f"topic-partitions for pre-fetched offset: {tps(target)}, topic-partitions "
-                f"for end offset: {tps(until)}."
-            )
-        if any(until[tp] > target[tp] for tp in until):
-            raise AvailableNowEndError(
-                "For Kafka data source with Trigger.AvailableNow, end offset should have lower "
-                "or equal offset per each topic partition than pre-fetched offset. "
-                f"{hint} pre-fetched offset: {fmt(target)}, end offset: {fmt(until)}."
-            )
-        latest = self._latest_offsets(known=until)
-        if not set(until) <= set(latest):
-            raise AvailableNowEndError(
-                "Some of partitions in Kafka topic(s) have been lost during running query "
-                f"with Trigger.AvailableNow. {hint} topic-partitions for latest offset: "
-                f"{tps(latest)}, topic-partitions for end offset: {tps(until)}"
-            )
-        if any(until[tp] > latest[tp] for tp in until):
-            raise AvailableNowEndError(
-                "Some of partitions in Kafka topic(s) report available offset which is less "
-                f"than end offset during running query with Trigger.AvailableNow. {hint} "
-                f"latest offset: {fmt(latest)}, end offset: {fmt(until)}"
-            )
 
     def read(self, partition: InputPartition) -> Iterator:
         # Spark hands back the partitions that ``partitions`` planned

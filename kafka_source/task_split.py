@@ -124,7 +124,7 @@ def plan_ranges(
 #: wave adding that cost to the read's latency.
 ONE_TASK_RECORDS = 20_000
 #: A small read's task reads at most this many ranges. It looks their open ends up and
-#: sends their first Fetch in one request per broker each (``fetcher.resolve_open_ends``,
+#: sends their first Fetch in one request per broker each (``open_ends.resolve_open_ends``,
 #: ``fetcher.read_ranges``), so a range costs it little more than its decoding, while each
 #: task costs Spark tens of milliseconds to launch: with 32 ranges a task (one round trip
 #: each, before), a micro-batch of 7,700 records over 10,000 partitions ran 242 tasks and

@@ -196,7 +196,8 @@ class KafkaDataSource(DataSource):
     def streamReader(self, schema):
         from kafka_source.batch_reader import check_dead_letter_topic_exists
         from kafka_source.options import parse_reader_options
-        from kafka_source.stream_reader import KafkaStreamReader, check_pyspark_supports
+        from kafka_source.admission import check_pyspark_supports
+        from kafka_source.stream_reader import KafkaStreamReader
 
         options, expected = self._resolved(parse_reader_options(self.options, for_streaming=True))
         self._check_schema(schema, expected)

@@ -68,7 +68,7 @@ JOB = textwrap.dedent('''
 
     # One stream: Trigger.AvailableNow from the source topic to the sink topic, split into
     # micro-batches by maxOffsetsPerTrigger where this PySpark has admission control.
-    from kafka_source.stream_reader import ADMISSION_CONTROL
+    from kafka_source.admission import ADMISSION_CONTROL
     report["admission_control"] = ADMISSION_CONTROL
 
     def stream(limited, name):

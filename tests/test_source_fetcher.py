@@ -9,7 +9,7 @@ import confluent_kafka
 import pyarrow as pa
 import pytest
 
-from kafka_source import fetcher
+from kafka_source import joined_batches
 from kafka_source.fetcher import DataLossError, read_range, read_ranges
 from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
@@ -129,7 +129,7 @@ def test_a_task_of_many_small_ranges_hands_spark_few_batches(mock_cluster, topic
     assert list(zip(table["partition"].to_pylist(), table["offset"].to_pylist())) == [
         (p, o) for p in range(30) for o in (1, 2)
     ]
-    monkeypatch.setattr(fetcher, "JOINED_ROWS", 7)
+    monkeypatch.setattr(joined_batches, "JOINED_ROWS", 7)
     batches = list(read_ranges(options(mock_cluster.bootstrap), ranges))
     assert max(b.num_rows for b in batches) <= 7 and sum(b.num_rows for b in batches) == 60
     assert len(batches) == 10  # three ranges of two rows each, then the next would pass 7

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_source import stream_reader
+from kafka_source import admission
 from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError
 
@@ -47,11 +47,11 @@ def test_rate_options_are_refused_without_admission_control(monkeypatch, name, v
         {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a", name: value},
         for_streaming=True,
     )
-    stream_reader.check_pyspark_supports(options)  # this PySpark has admission control
-    monkeypatch.setattr(stream_reader, "ADMISSION_CONTROL", False)
+    admission.check_pyspark_supports(options)  # this PySpark has admission control
+    monkeypatch.setattr(admission, "ADMISSION_CONTROL", False)
     with pytest.raises(ConfigError, match=f"^{name} needs PySpark 4.2 or later: PySpark "):
-        stream_reader.check_pyspark_supports(options)
+        admission.check_pyspark_supports(options)
     plain = parse_reader_options(
         {"kafka.bootstrap.servers": "127.0.0.1:9", "subscribe": "a"}, for_streaming=True
     )
-    stream_reader.check_pyspark_supports(plain)  # nothing to refuse
+    admission.check_pyspark_supports(plain)  # nothing to refuse

@@ -45,12 +45,8 @@ from kafka_source.options import parse_reader_options
 from kafka_source.planning import PlanningError
 from kafka_source.task_split import ONE_TASK_RECORDS, RANGES_PER_SMALL_TASK
 from kafka_source.checkpoint_offsets import OffsetsJson, from_json, to_json
-from kafka_source.stream_reader import (
-    AvailableNowEndError,
-    KafkaStreamReader,
-    rate_limit,
-    start_is_reproducible,
-)
+from kafka_source.admission import AvailableNowEndError, rate_limit
+from kafka_source.stream_reader import KafkaStreamReader, start_is_reproducible
 from protocol.client.cluster import KafkaClient
 
 from .broker_setup import create_topic

@@ -200,7 +200,7 @@ JOB = textwrap.dedent('''
                        .selectExpr("cast(key AS string)", "cast(value AS string)",
                                    "partition").collect()]
 
-    from kafka_source.stream_reader import ADMISSION_CONTROL  # 4.1 has none
+    from kafka_source.admission import ADMISSION_CONTROL  # 4.1 has none
     report["admission_control"] = ADMISSION_CONTROL
     reader = (kafka(spark.readStream).option("subscribe", source)
               .option("startingOffsets", "earliest"))
