@@ -1,30 +1,24 @@
 """Options are data, not code: every URL, file and callable an option names passes here.
 
-Data-source options are often written by someone other than the cluster's operator (SQL
-``OPTIONS (...)``, a Spark Connect client, a notebook), so what they may reach is decided
-by two lists the operator sets in the environment of the driver and of every Python worker
-(``spark.executorEnv.*``, the cluster's environment), as Kafka's
-``org.apache.kafka.sasl.oauthbearer.allowed.urls`` system property does for the JVM:
+Options are often written by someone other than the cluster's operator (SQL ``OPTIONS``,
+Spark Connect, a notebook), so the operator decides what they may reach with two variables
+set for the driver and every Python worker, as Kafka's
+``org.apache.kafka.sasl.oauthbearer.allowed.urls`` does for the JVM:
 
-- ``PYKAFKA_ALLOWED_URLS``: comma-separated URLs that a token endpoint, a token file
-  (``file:``), an STS endpoint and a Schema Registry may use. Matched exactly, as Kafka
-  matches (a trailing ``/`` aside; ``file:/p`` and ``file:///p`` name the same file); no
-  wildcard. Unset or empty: no token endpoint, token file or STS endpoint is allowed
-  (Kafka 4.x's default); registry URLs are allowed (every registry user would otherwise be
-  broken); once set, registry URLs must be listed too.
-- ``PYKAFKA_ALLOWED_CALLBACKS``: comma-separated ``module:function`` token callbacks an
-  option may name. Unset: none, apart from those an installed package declares under the
-  entry-point group ``pyspark_pykafka.oauth_callbacks`` (installing a package is an
-  operator's act) and the connector's own (Google's token shape).
+- ``PYKAFKA_ALLOWED_URLS``: comma-separated URLs a token endpoint, token file (``file:``),
+  STS endpoint and Schema Registry may use; matched exactly as Kafka does (a trailing ``/``
+  aside; ``file:/p`` = ``file:///p``). Unset or empty: no token endpoint, token file or STS
+  endpoint (Kafka 4.x's default), any registry; once set, registries must be listed too.
+- ``PYKAFKA_ALLOWED_CALLBACKS``: comma-separated ``module:function`` token callbacks. Unset:
+  none, apart from the entry-point group ``pyspark_pykafka.oauth_callbacks`` (installing a
+  package is an operator's act) and the connector's own.
 
-The checks run where the options are read (the driver, before any task) and again in the
-process that uses them (each executor's Python worker), against that process's environment.
-Errors name the option, the value and the variable to set. Also here: HTTP without
-redirects and with bounded answers (``open_url``, ``read_bounded``), the names a registry's
-answer may give files (``safe_relative_path``), the one warning about secrets that would
-travel in the clear (``warn_plaintext``), and the one check of the login module a
-``kafka.sasl.jaas.config`` names (``check_login_module``: the class of the mechanism, with
-or without the ``kafkashaded.`` prefix of Databricks' shaded Kafka client).
+The checks run where options are read (driver) and again in the process that uses them
+(executor), against that process's environment; errors name option, value and variable.
+Also here: HTTP without redirects and with bounded answers (``open_url``, ``read_bounded``),
+names a registry may give files (``safe_relative_path``), the warning about secrets in the
+clear (``warn_plaintext``) and the check of a ``kafka.sasl.jaas.config`` login module
+(``check_login_module``, with or without Databricks' ``kafkashaded.`` prefix).
 """
 
 from __future__ import annotations

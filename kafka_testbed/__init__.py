@@ -17,7 +17,9 @@ Both listen on 127.0.0.1 and are reachable from other processes, each on a free 
 default or on the ``port`` given (:class:`PortTakenError`, naming it, when it is in use).
 """
 
-from .apache_kafka import SASL_USERS, KafkaCluster, KafkaStartError
+from .apache_kafka import KafkaCluster
+from .broker_config import SASL_USERS
+from .broker_node import KafkaStartError
 from .maven_jars import KAFKA_VERSIONS, NEWEST_KAFKA, OLDEST_KAFKA
 from .mock_cluster import MockCluster, MockRequest
 from .port_forward import PortTakenError

@@ -10,196 +10,95 @@ node (``kafka.Kafka``, combined broker and controller, small heap) on loopback a
         kafka.kill(2); kafka.restart(2)      # SIGKILL, then start again on its log directory
         kafka.tool("org.apache.kafka.tools.TransactionsCommand", "list")
 
-Listeners of every node (each on a port of its own; ``kafka.listener(name)`` gives a
-bootstrap string):
-
-* ``PLAINTEXT`` (always; inter-broker traffic uses it too): on a free port, or on ``port``
-  (node n on ``port + n - 1``; :class:`~kafka_testbed.port_forward.PortTakenError` naming
-  it, before anything starts, when another process holds it);
-* ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
-  of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
-  ``alg: none`` token with ``sub`` and ``exp``);
-* ``OAUTH`` (``oauth_jwks=path`` or an ``http(s)`` URL, an issuer's JWKS endpoint):
-  SASL_PLAINTEXT with OAUTHBEARER checked by the broker's JWKS validator against that JWKS
-  (its URL is put on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``):
-  RS256 signature, ``exp``, ``sub``, and the ``iss`` claim when ``oauth_issuer`` is given;
-  not the audience (all settings listener-prefixed; checked on 3.9.2, 4.1.2 and 4.4.0);
-* ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
-  require client certificates signed by that CA;
-* ``SASL_SSL`` (``sasl_ssl=True``, with ``ssl`` and ``sasl``): SASL over TLS with the ``SSL``
-  listener's certificate and no client certificate asked: PLAIN, SCRAM-SHA-256 and
-  SCRAM-SHA-512 for :data:`SASL_USERS`, and OAUTHBEARER checked by the JWKS validator when
-  ``oauth_jwks`` is given (as the ``OAUTH`` listener checks it);
-* further TLS listeners (``ssl_listeners={name: (cert_chain_pem, key_pem)}``, or those pairs
-  as a tuple, hashable for ``kafka_clusters``), each with a certificate of its own and no
-  client certificate asked: a certificate past its end, one naming another host (Kafka
-  starts with either; only clients judge them);
-* ``PROXIED`` (``proxied={node_id: port}``): PLAINTEXT, advertised at ``127.0.0.1:port``
-  (a fault proxy's, forwarding to ``kafka.listener("PROXIED")``): clients that bootstrap
-  through the proxy reach every broker through it, while the brokers' own traffic
-  (replication, transaction markers) stays on ``PLAINTEXT``.
-
-* ``GSSAPI`` (``kerberos=realm``, a started :class:`~kafka_testbed.kerberos.KerberosRealm`):
-  SASL_PLAINTEXT with Kerberos, the broker signing in as the realm's ``kafka/localhost`` from
-  its keytab; advertised as ``localhost`` (the host of that service principal).
-
-``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
-
-``racks=["a", "b", "c"]`` (one a node) sets each node's ``broker.rack`` and the rack-aware
-``replica.selector.class``: a consumer that names its rack (``client.rack``) is sent to the
-replica in that rack (KIP-392). ``request_log=True`` has each node log every request it
-answers (Kafka's ``kafka.request.logger`` at DEBUG) to a file of its own;
-``kafka.requests(node_id)`` reads it back as ``(api key, client id)`` pairs.
-
-``authorizer=True`` turns on KRaft's ``StandardAuthorizer`` with
-``allow.everyone.if.no.acl.found=false``: a principal may do only what an ACL allows. The
-super user is ``User:ANONYMOUS``, the principal of every ``PLAINTEXT`` connection: the
-brokers' and controllers' own traffic and the tests' admin (``kafka.bootstrap``, where
-topics and ACLs are made); the users of :data:`SASL_USERS` on the ``SASL`` listener start
-with no permission. ``kafka.acl(...)`` adds ACLs with Kafka's own ``AclCommand``.
-
 A node is ready when it logs ``Kafka Server started``; a cluster when every node is and
 Metadata lists them all. A node that does not come up fails with the tail of its log.
+The listeners and features a cluster can have are described on :class:`KafkaCluster`; its
+settings are made in :mod:`.broker_config`, its tools run from :mod:`.kafka_tools`, and a
+node's files and process are :mod:`.broker_node`'s.
 """
 
 from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from .broker_config import (
+    LISTENER_PROTOCOLS,
+    SASL_USERS,
+    log_config_args,
+    server_properties,
+    tool_log_config,
+    write_log_config,
+)
+from .broker_node import KafkaStartError, Node, die_with_parent, free_ports, java_executable
+from .kafka_tools import KafkaTools
 from .maven_jars import NEWEST_KAFKA, kafka_classpath, uses_log4j2
 from .port_forward import listen_on
 
-__all__ = ["KafkaCluster", "KafkaStartError", "SASL_USERS", "java_executable"]
+__all__ = ["KafkaCluster"]
 
-#: The users every ``sasl=True`` cluster has: PLAIN users from the listener's JAAS file,
-#: SCRAM users (both mechanisms) created at format time.
-SASL_USERS = {"alice": "alice-secret", "bob": "bob-secret"}
-
-_LISTENER_PROTOCOLS = {
-    "PLAINTEXT": "PLAINTEXT",
-    "SASL": "SASL_PLAINTEXT",
-    "OAUTH": "SASL_PLAINTEXT",
-    "SSL": "SSL",
-    "SASL_SSL": "SASL_SSL",
-    "PROXIED": "PLAINTEXT",
-    "GSSAPI": "SASL_PLAINTEXT",
-    "CONTROLLER": "PLAINTEXT",
-}
-_PASSWORD_MECHANISMS = "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"
-_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-_OAUTH_MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
-_JWKS_VALIDATOR = "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
 _READY_LINE = "Kafka Server started"
-_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
-_RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
-# A line of kafka.request.logger: the request's header as JSON
-_REQUEST_API_KEY = re.compile(r'"requestApiKey":(\d+)')
-_REQUEST_CLIENT_ID = re.compile(r'"clientId":"((?:[^"\\]|\\.)*)"')
-#: The super user of an ``authorizer=True`` cluster: every PLAINTEXT connection's principal.
-SUPER_USER = "User:ANONYMOUS"
 
 
-class KafkaStartError(RuntimeError):
-    """A node did not start (or formatting failed); the message holds its log's tail."""
+class KafkaCluster(KafkaTools):
+    """An Apache Kafka KRaft cluster of ``nodes`` combined broker+controller JVMs.
 
+    Listeners of every node (each on a port of its own; ``kafka.listener(name)`` gives a
+    bootstrap string):
 
-def java_executable() -> str:
-    home = os.environ.get("JAVA_HOME")
-    if home and (Path(home) / "bin" / "java").exists():
-        return str(Path(home) / "bin" / "java")
-    java = shutil.which("java")
-    if java is None:
-        raise KafkaStartError("Apache Kafka needs Java 17 or later ('java' is not on PATH)")
-    return java
+    * ``PLAINTEXT`` (always; inter-broker traffic uses it too): on a free port, or on ``port``
+      (node n on ``port + n - 1``; :class:`~kafka_testbed.port_forward.PortTakenError` naming
+      it, before anything starts, when another process holds it);
+    * ``SASL`` (``sasl=True``): SASL_PLAINTEXT with PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (the users
+      of :data:`SASL_USERS`) and OAUTHBEARER checked by the broker's unsecured validator (any
+      ``alg: none`` token with ``sub`` and ``exp``);
+    * ``OAUTH`` (``oauth_jwks=path`` or an ``http(s)`` URL, an issuer's JWKS endpoint):
+      SASL_PLAINTEXT with OAUTHBEARER checked by the broker's JWKS validator against that JWKS
+      (its URL is put on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``):
+      RS256 signature, ``exp``, ``sub``, and the ``iss`` claim when ``oauth_issuer`` is given;
+      not the audience (all settings listener-prefixed; checked on 3.9.2, 4.1.2 and 4.4.0);
+    * ``SSL`` (``ssl=(cert_chain_pem, key_pem)``): TLS from PEM files, ``ssl_client_ca`` to
+      require client certificates signed by that CA;
+    * ``SASL_SSL`` (``sasl_ssl=True``, with ``ssl`` and ``sasl``): SASL over TLS with the ``SSL``
+      listener's certificate and no client certificate asked: PLAIN, SCRAM-SHA-256 and
+      SCRAM-SHA-512 for :data:`SASL_USERS`, and OAUTHBEARER checked by the JWKS validator when
+      ``oauth_jwks`` is given (as the ``OAUTH`` listener checks it);
+    * further TLS listeners (``ssl_listeners={name: (cert_chain_pem, key_pem)}``, or those pairs
+      as a tuple, hashable for ``kafka_clusters``), each with a certificate of its own and no
+      client certificate asked: a certificate past its end, one naming another host (Kafka
+      starts with either; only clients judge them);
+    * ``PROXIED`` (``proxied={node_id: port}``): PLAINTEXT, advertised at ``127.0.0.1:port``
+      (a fault proxy's, forwarding to ``kafka.listener("PROXIED")``): clients that bootstrap
+      through the proxy reach every broker through it, while the brokers' own traffic
+      (replication, transaction markers) stays on ``PLAINTEXT``.
 
+    * ``GSSAPI`` (``kerberos=realm``, a started :class:`~kafka_testbed.kerberos.KerberosRealm`):
+      SASL_PLAINTEXT with Kerberos, the broker signing in as the realm's ``kafka/localhost`` from
+      its keytab; advertised as ``localhost`` (the host of that service principal).
 
-def _pkcs8(key_pem: bytes) -> str:
-    """``key_pem`` as an unencrypted PKCS#8 PEM, the only private-key form Kafka's PEM
-    keystore reads."""
-    if b"BEGIN PRIVATE KEY" in key_pem:
-        return key_pem.decode()
-    from cryptography.hazmat.primitives import serialization
+    ``reauth_ms`` sets ``connections.max.reauth.ms`` on the SASL listeners (KIP-368).
 
-    key = serialization.load_pem_private_key(key_pem, password=None)
-    return key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
+    ``racks=["a", "b", "c"]`` (one a node) sets each node's ``broker.rack`` and the rack-aware
+    ``replica.selector.class``: a consumer that names its rack (``client.rack``) is sent to the
+    replica in that rack (KIP-392). ``request_log=True`` has each node log every request it
+    answers (Kafka's ``kafka.request.logger`` at DEBUG) to a file of its own;
+    ``kafka.requests(node_id)`` reads it back as ``(api key, client id)`` pairs.
 
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it when the process that started it dies, so a
-    test run killed by hand (or by a timeout) leaves no broker JVM behind (Linux only)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-@dataclass
-class _Node:
-    node_id: int
-    ports: dict[str, int]
-    directory: Path
-    process: subprocess.Popen | None = None
-    log: object = field(default=None, repr=False)
-    ended: bool = False  # the testbed ended the process (kill, terminate, stop)
-
-    @property
-    def config_file(self) -> Path:
-        return self.directory / "server.properties"
-
-    @property
-    def log_file(self) -> Path:
-        return self.directory / "server.log"
-
-    @property
-    def request_log_file(self) -> Path:
-        return self.directory / "requests.log"
-
-    def log_tail(self, lines: int = 60) -> str:
-        """The log's ERROR and ``Caused by`` lines (the cause of a failed start is often
-        far above the end), then its last ``lines`` lines."""
-        try:
-            text = self.log_file.read_text(errors="replace").splitlines()
-        except OSError:
-            return "(no log)"
-        causes = [
-            line for line in text[:-lines] if " ERROR " in line or line.startswith("Caused by:")
-        ][:20]
-        head = ["errors earlier in the log:", *causes, "..."] if causes else []
-        return "\n".join(head + text[-lines:])
-
-
-class KafkaCluster:
-    """An Apache Kafka KRaft cluster of ``nodes`` combined broker+controller JVMs."""
+    ``authorizer=True`` turns on KRaft's ``StandardAuthorizer`` with
+    ``allow.everyone.if.no.acl.found=false``: a principal may do only what an ACL allows. The
+    super user is ``User:ANONYMOUS``, the principal of every ``PLAINTEXT`` connection: the
+    brokers' and controllers' own traffic and the tests' admin (``kafka.bootstrap``, where
+    topics and ACLs are made); the users of :data:`SASL_USERS` on the ``SASL`` listener start
+    with no permission. ``kafka.acl(...)`` adds ACLs with Kafka's own ``AclCommand``.
+    """
 
     def __init__(
         self,
@@ -241,7 +140,7 @@ class KafkaCluster:
         self.ssl_listeners = {
             name.upper(): files for name, files in dict(ssl_listeners or ()).items()
         }
-        taken = set(_LISTENER_PROTOCOLS) & set(self.ssl_listeners)
+        taken = set(LISTENER_PROTOCOLS) & set(self.ssl_listeners)
         if taken:
             raise ValueError(f"ssl_listeners: {sorted(taken)} are names of the testbed's own")
         self.sasl, self.oauth_jwks = sasl, oauth_jwks
@@ -275,7 +174,7 @@ class KafkaCluster:
             + (["GSSAPI"] if kerberos is not None else [])
         )
         self._dir: Path | None = None
-        self.nodes: dict[int, _Node] = {}
+        self.nodes: dict[int, Node] = {}
         self._classpath: str | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------
@@ -307,7 +206,7 @@ class KafkaCluster:
         try:
             classpath = self.classpath  # fetch before any port is chosen
             names = self.listeners + ["CONTROLLER"]
-            ports = _free_ports(n * len(names))
+            ports = free_ports(n * len(names))
         finally:
             for sock in held:
                 sock.close()
@@ -319,7 +218,7 @@ class KafkaCluster:
                 node_ports["PLAINTEXT"] = self.port + i
             directory = self._dir / f"node-{node_id}"
             (directory / "data").mkdir(parents=True)
-            self.nodes[node_id] = _Node(node_id, node_ports, directory)
+            self.nodes[node_id] = Node(node_id, node_ports, directory)
         try:
             for node in self.nodes.values():
                 self._write_config(node)
@@ -394,227 +293,16 @@ class KafkaCluster:
     def pid(self, node_id: int) -> int:
         return self.nodes[node_id].process.pid
 
-    def requests(self, node_id: int) -> list[tuple[int, str]]:
-        """``(api key, client id)`` of each request ``node_id`` answered so far, oldest
-        first (``request_log=True``)."""
-        path = self.nodes[node_id].request_log_file
-        if not path.exists():
-            return []
-        found = []
-        for line in path.read_text(errors="replace").splitlines():
-            key = _REQUEST_API_KEY.search(line)
-            client = _REQUEST_CLIENT_ID.search(line)
-            if key and client:
-                found.append((int(key.group(1)), client.group(1)))
-        return found
-
-    # ---- Kafka's own tools --------------------------------------------------------------
-
-    def tool(
-        self,
-        main_class: str,
-        *args: str,
-        timeout: float = 120,
-        check: bool = True,
-        input: str | None = None,
-    ) -> subprocess.CompletedProcess:
-        """Run one of Kafka's tools (a class in this version's jars) and return what it
-        printed; ``--bootstrap-server`` is the caller's to pass (``self.bootstrap``).
-        ``input`` is its standard input (ConsoleProducer reads its records there)."""
-        cmd = [
-            java_executable(),
-            "-Xmx256m",
-            "-XX:TieredStopAtLevel=1",
-            *self._log_config_args(self._tool_log_config()),
-            "-cp",
-            self.classpath,
-            main_class,
-            *args,
-        ]
-        run = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, input=input)
-        if check and run.returncode != 0:
-            raise RuntimeError(
-                f"{main_class} {' '.join(args)} exited {run.returncode}:\n"
-                f"{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
-            )
-        return run
-
-    def acl(
-        self,
-        principal: str,
-        operations,
-        *,
-        topics=(),
-        groups=(),
-        transactional_ids=(),
-        cluster: bool = False,
-        prefixed: bool = False,
-        remove: bool = False,
-    ) -> None:
-        """Allow (``remove``: no longer allow) ``principal`` (``"User:alice"``) each of
-        ``operations`` (``"Read"``, ``"Write"``, ``"Describe"``, ...) on each resource named,
-        literal or (``prefixed``) every name starting with it, with Kafka's own
-        ``AclCommand`` through the PLAINTEXT listener (the super user of an
-        ``authorizer=True`` cluster). One JVM run: give every resource of one pattern type
-        at once (each operation must apply to each resource type given)."""
-        if isinstance(operations, str):
-            operations = [operations]
-        args = [
-            "--bootstrap-server",
-            self.bootstrap,
-            "--remove" if remove else "--add",
-            "--allow-principal",
-            principal,
-        ]
-        if remove:
-            args.append("--force")
-        for operation in operations:
-            args += ["--operation", operation]
-        for flag, names in (
-            ("--topic", topics),
-            ("--group", groups),
-            ("--transactional-id", transactional_ids),
-        ):
-            for name in [names] if isinstance(names, str) else names:
-                args += [flag, name]
-        if cluster:
-            args.append("--cluster")
-        if prefixed:
-            args += ["--resource-pattern-type", "prefixed"]
-        self.tool(self._acl_command(), *args)
-
-    def _acl_command(self) -> str:
-        """``AclCommand``'s class: ``kafka.admin``'s moved to ``org.apache.kafka.tools``
-        (Kafka 4.0); the one these jars have."""
-        import zipfile
-
-        for jar in self.classpath.split(os.pathsep):
-            if Path(jar).name.startswith("kafka-tools-"):
-                with zipfile.ZipFile(jar) as z:
-                    if "org/apache/kafka/tools/AclCommand.class" in z.namelist():
-                        return "org.apache.kafka.tools.AclCommand"
-        return "kafka.admin.AclCommand"
-
     # ---- internals ----------------------------------------------------------------------
 
-    def _write_config(self, node: _Node) -> None:
-        n = len(self.nodes)
-        voters = ",".join(
-            f"{m.node_id}@127.0.0.1:{m.ports['CONTROLLER']}" for m in self.nodes.values()
-        )
-        protocols = ",".join(
-            f"{name}:{_LISTENER_PROTOCOLS.get(name, 'SSL')}"
-            for name in self.listeners + ["CONTROLLER"]
-        )
-        listeners = ",".join(
-            f"{name}://127.0.0.1:{node.ports[name]}" for name in self.listeners + ["CONTROLLER"]
-        )
-        advertised = ",".join(
-            f"{name}://{'localhost' if name == 'GSSAPI' else '127.0.0.1'}:"
-            f"{self.proxied[node.node_id] if name == 'PROXIED' else node.ports[name]}"
-            for name in self.listeners
-        )
-        rf = min(3, n)
-        props = {
-            "process.roles": "broker,controller",
-            "node.id": str(node.node_id),
-            "controller.quorum.voters": voters,
-            "listeners": listeners,
-            "advertised.listeners": advertised,
-            "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": protocols,
-            "log.dirs": str(node.directory / "data"),
-            "num.partitions": str(self.num_partitions),
-            "default.replication.factor": str(rf),
-            "min.insync.replicas": "2" if n >= 3 else "1",
-            "offsets.topic.replication.factor": str(rf),
-            "offsets.topic.num.partitions": "3",
-            "transaction.state.log.replication.factor": str(rf),
-            "transaction.state.log.min.isr": "2" if n >= 3 else "1",
-            "transaction.state.log.num.partitions": "3",
-            "group.initial.rebalance.delay.ms": "0",
-            "auto.create.topics.enable": "true",
-            # Tests write records stamped years ago (as Spark's own Kafka tests do): with
-            # Kafka's 7-day default the next retention check deleted them under the test.
-            "log.retention.ms": "-1",
-            "log.retention.check.interval.ms": "30000",
-            "num.network.threads": "2",
-            "num.io.threads": "4",
-            "background.threads": "4",
-            "log.cleaner.threads": "1",
-            "log.cleaner.dedupe.buffer.size": str(8 * 1024 * 1024),
-            "log.cleaner.backoff.ms": "1000",
-            "controlled.shutdown.enable": "true",
-            # a killed node's partitions move after 6 s instead of 18 (tests kill nodes)
-            "broker.session.timeout.ms": "6000",
-            "broker.heartbeat.interval.ms": "1000",
-        }
-        if self.sasl:
-            props.update(self._password_props("sasl"))
-            props["listener.name.sasl.sasl.enabled.mechanisms"] = (
-                _PASSWORD_MECHANISMS + ",OAUTHBEARER"
-            )
-            props["listener.name.sasl.oauthbearer.sasl.jaas.config"] = (
-                f'{_OAUTH_MODULE} required unsecuredLoginStringClaim_sub="broker";'
-            )
-        if self.oauth_jwks:
-            props.update(self._jwks_props("oauth"))
-            props["listener.name.oauth.sasl.enabled.mechanisms"] = "OAUTHBEARER"
-        if self.kerberos is not None:
-            props.update(self.kerberos.broker_props("gssapi"))
-        if self.reauth_ms is not None:
-            for name in ("sasl", "oauth", "sasl_ssl", "gssapi"):
-                props[f"listener.name.{name}.connections.max.reauth.ms"] = str(self.reauth_ms)
-        if self.ssl:
-            props.update(self._keystore_props("ssl", *self.ssl))
-            if self.ssl_client_ca:
-                props.update(
-                    {
-                        "listener.name.ssl.ssl.client.auth": "required",
-                        "listener.name.ssl.ssl.truststore.type": "PEM",
-                        "listener.name.ssl.ssl.truststore.certificates": Path(self.ssl_client_ca)
-                        .read_text()
-                        .strip()
-                        .replace("\n", "\\n"),
-                    }
-                )
-        if self.sasl_ssl:
-            props.update(self._keystore_props("sasl_ssl", *self.ssl))
-            props.update(self._password_props("sasl_ssl"))
-            mechanisms = _PASSWORD_MECHANISMS
-            if self.oauth_jwks:
-                props.update(self._jwks_props("sasl_ssl"))
-                mechanisms += ",OAUTHBEARER"
-            props["listener.name.sasl_ssl.sasl.enabled.mechanisms"] = mechanisms
-        for name, (cert, key) in self.ssl_listeners.items():
-            props.update(self._keystore_props(name.lower(), cert, key))
-        if self.authorizer:
-            props.update(
-                {
-                    "authorizer.class.name": _AUTHORIZER,
-                    "super.users": SUPER_USER,
-                    "allow.everyone.if.no.acl.found": "false",
-                }
-            )
-        if self.racks is not None:  # node ids count from 1
-            props["broker.rack"] = self.racks[node.node_id - 1]
-            props["replica.selector.class"] = _RACK_AWARE_SELECTOR
-        props.update(self.broker_config)
+    def _write_config(self, node: Node) -> None:
+        props = server_properties(self, node)
         node.config_file.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self._write_log_config(node)
+        write_log_config(node, self.version, self.request_log)
 
-    @staticmethod
-    def _password_props(listener: str) -> dict[str, str]:
-        """PLAIN (the users of :data:`SASL_USERS` in the JAAS line) and SCRAM (the users
-        made at format time) on ``listener``."""
-        users = " ".join(f'user_{u}="{p}"' for u, p in SASL_USERS.items())
-        prefix = f"listener.name.{listener}"
-        return {
-            f"{prefix}.plain.sasl.jaas.config": f"{_PLAIN_MODULE} required {users};",
-            f"{prefix}.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
-            f"{prefix}.scram-sha-512.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
-        }
+    def _tool_log_config(self) -> Path:
+        assert self._dir is not None or self.nodes
+        return tool_log_config(self._dir or Path(tempfile.gettempdir()), self.version)
 
     @property
     def jwks_url(self) -> str | None:
@@ -626,43 +314,12 @@ class KafkaCluster:
             return self.oauth_jwks
         return Path(self.oauth_jwks).resolve().as_uri()
 
-    def _jwks_props(self, listener: str) -> dict[str, str]:
-        """OAUTHBEARER on ``listener`` checked by Kafka's JWKS validator against the
-        ``oauth_jwks`` JWKS (its URL is allowed in ``_launch``)."""
-        prefix = f"listener.name.{listener}.oauthbearer.sasl.oauthbearer."
-        props = {
-            f"listener.name.{listener}.oauthbearer.sasl.jaas.config": f"{_OAUTH_MODULE} required;",
-            (
-                f"listener.name.{listener}.oauthbearer.sasl.server.callback.handler.class"
-            ): _JWKS_VALIDATOR,
-            f"{prefix}jwks.endpoint.url": self.jwks_url,
-            # Kafka 4.4 refuses to start a JWKS validator that checks neither the
-            # audience nor the issuer; tests' tokens carry no "aud" (older versions ignore
-            # the allow.unverified settings with an "unknown config" line).
-            f"{prefix}allow.unverified.audience": "true",
-        }
-        if self.oauth_issuer:
-            props[f"{prefix}expected.issuer"] = self.oauth_issuer
-        else:
-            props[f"{prefix}allow.unverified.issuer"] = "true"
-        return props
-
-    @staticmethod
-    def _keystore_props(listener: str, cert: str, key: str) -> dict[str, str]:
-        """``listener``'s certificate chain and key, inline PEM (the key as PKCS#8)."""
-        prefix = f"listener.name.{listener}.ssl.keystore"
-        return {
-            f"{prefix}.type": "PEM",
-            f"{prefix}.certificate.chain": Path(cert).read_text().strip().replace("\n", "\\n"),
-            f"{prefix}.key": _pkcs8(Path(key).read_bytes()).strip().replace("\n", "\\n"),
-        }
-
-    def _format(self, node: _Node, classpath: str) -> None:
+    def _format(self, node: Node, classpath: str) -> None:
         cmd = [
             java_executable(),
             "-Xmx256m",
             "-XX:TieredStopAtLevel=1",
-            *self._log_config_args(self._tool_log_config()),
+            *log_config_args(self.version, self._tool_log_config()),
             "-cp",
             classpath,
             "kafka.tools.StorageTool",
@@ -686,81 +343,7 @@ class KafkaCluster:
                 f"{run.stderr[-3000:]}"
             )
 
-    def _tool_log_config(self) -> Path:
-        assert self._dir is not None or self.nodes
-        base = self._dir if self._dir is not None else Path(tempfile.gettempdir())
-        path = base / (
-            "tools-log4j2.properties" if uses_log4j2(self.version) else "tools-log4j.properties"
-        )
-        if not path.exists():
-            if uses_log4j2(self.version):
-                path.write_text(
-                    "status = error\nrootLogger.level = error\n"
-                    "rootLogger.appenderRef.stderr.ref = STDERR\n"
-                    "appender.stderr.type = Console\nappender.stderr.name = STDERR\n"
-                    "appender.stderr.target = SYSTEM_ERR\n"
-                    "appender.stderr.layout.type = PatternLayout\n"
-                    "appender.stderr.layout.pattern = %p %m (%c)%n\n"
-                )
-            else:
-                path.write_text(
-                    "log4j.rootLogger=ERROR, stderr\n"
-                    "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
-                    "log4j.appender.stderr.Target=System.err\n"
-                    "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
-                    "log4j.appender.stderr.layout.ConversionPattern=%p %m (%c)%n\n"
-                )
-        return path
-
-    def _write_log_config(self, node: _Node) -> None:
-        if uses_log4j2(self.version):
-            text = (
-                "status = error\nrootLogger.level = info\n"
-                "rootLogger.appenderRef.file.ref = FILE\n"
-                "appender.file.type = File\nappender.file.name = FILE\n"
-                f"appender.file.fileName = {node.log_file}\n"
-                "appender.file.layout.type = PatternLayout\n"
-                "appender.file.layout.pattern = [%d] %p %m (%c)%n\n"
-                "logger.kafka.name = kafka\nlogger.kafka.level = info\n"
-                "logger.apache.name = org.apache.kafka\nlogger.apache.level = info\n"
-            )
-            if self.request_log:
-                text += (
-                    "appender.requests.type = File\nappender.requests.name = REQUESTS\n"
-                    f"appender.requests.fileName = {node.request_log_file}\n"
-                    "appender.requests.layout.type = PatternLayout\n"
-                    "appender.requests.layout.pattern = %m%n\n"
-                    "logger.requests.name = kafka.request.logger\n"
-                    "logger.requests.level = debug\nlogger.requests.additivity = false\n"
-                    "logger.requests.appenderRef.requests.ref = REQUESTS\n"
-                )
-            (node.directory / "log4j2.properties").write_text(text)
-        else:
-            text = (
-                "log4j.rootLogger=INFO, file\n"
-                "log4j.appender.file=org.apache.log4j.FileAppender\n"
-                f"log4j.appender.file.File={node.log_file}\n"
-                "log4j.appender.file.Append=true\n"
-                "log4j.appender.file.layout=org.apache.log4j.PatternLayout\n"
-                "log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-            )
-            if self.request_log:
-                text += (
-                    "log4j.appender.requests=org.apache.log4j.FileAppender\n"
-                    f"log4j.appender.requests.File={node.request_log_file}\n"
-                    "log4j.appender.requests.layout=org.apache.log4j.PatternLayout\n"
-                    "log4j.appender.requests.layout.ConversionPattern=%m%n\n"
-                    "log4j.logger.kafka.request.logger=DEBUG, requests\n"
-                    "log4j.additivity.kafka.request.logger=false\n"
-                )
-            (node.directory / "log4j.properties").write_text(text)
-
-    def _log_config_args(self, path: Path) -> list[str]:
-        if uses_log4j2(self.version):
-            return [f"-Dlog4j2.configurationFile={path}"]
-        return [f"-Dlog4j.configuration=file:{path}"]
-
-    def _launch(self, node: _Node) -> None:
+    def _launch(self, node: Node) -> None:
         node.ended = False
         log_config = node.directory / (
             "log4j2.properties" if uses_log4j2(self.version) else "log4j.properties"
@@ -773,7 +356,7 @@ class KafkaCluster:
             "-XX:MaxGCPauseMillis=20",
             "-XX:+ExitOnOutOfMemoryError",
             "-Djava.awt.headless=true",
-            *self._log_config_args(log_config),
+            *log_config_args(self.version, log_config),
         ]
         if self.oauth_jwks:
             jvm.append(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={self.jwks_url}")
@@ -790,14 +373,14 @@ class KafkaCluster:
             start_new_session=True,
             # the kernel ties this to the starting *thread*: a node restarted by a fault
             # thread must outlive that thread
-            preexec_fn=_die_with_parent
+            preexec_fn=die_with_parent
             if threading.current_thread() is threading.main_thread()
             else None,
         )
         stdout.close()
         node.log = node.log_file.stat().st_size if node.log_file.exists() else 0
 
-    def _wait_ready(self, nodes: list[_Node]) -> None:
+    def _wait_ready(self, nodes: list[Node]) -> None:
         deadline = time.monotonic() + self.start_timeout_s
         pending = list(nodes)
         while pending:
@@ -887,7 +470,7 @@ class KafkaCluster:
             )
         return kept
 
-    def _end(self, node: _Node, sig: int, wait_s: float) -> None:
+    def _end(self, node: Node, sig: int, wait_s: float) -> None:
         p = node.process
         if p is None or p.poll() is not None:
             return

@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .apache_kafka import _die_with_parent, _free_ports
+from .broker_node import die_with_parent, free_ports
 
 __all__ = ["KerberosRealm", "KerberosStartError", "kerberos_tools_missing"]
 
@@ -144,7 +144,7 @@ class KerberosRealm:
 
     def start(self) -> KerberosRealm:
         try:
-            self.port = _free_ports(1)[0]
+            self.port = free_ports(1)[0]
             self._write_config()
             self._run(_tool("kdb5_util"), "create", "-s", "-r", self.realm, "-P", "master-key")
             self.add_principal("kafka/localhost", keytab=True)
@@ -267,7 +267,7 @@ class KerberosRealm:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         out.close()
         deadline = time.monotonic() + 30

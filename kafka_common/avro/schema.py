@@ -104,23 +104,9 @@ class _Parser:
 
     def parse(self, obj, namespace: str | None, path: str) -> AvroSchema:
         if isinstance(obj, str):
-            if obj in PRIMITIVES:
-                return AvroSchema(obj)
-            for candidate in (_full_name(obj, namespace), obj):
-                if candidate in self.names:
-                    return self.names[candidate]
-            raise AvroSchemaError(f"unknown type name {obj!r} at {path}")
+            return self._parse_name(obj, namespace, path)
         if isinstance(obj, list):
-            branches = [self.parse(b, namespace, f"{path}[{i}]") for i, b in enumerate(obj)]
-            seen = set()
-            for b in branches:
-                if b.type == "union":
-                    raise AvroSchemaError(f"a union directly inside a union at {path}")
-                key = b.name if b.name is not None else b.type
-                if key in seen:
-                    raise AvroSchemaError(f"union at {path} holds {key!r} twice")
-                seen.add(key)
-            return AvroSchema("union", branches=branches)
+            return self._parse_union(obj, namespace, path)
         if not isinstance(obj, dict) or "type" not in obj:
             raise AvroSchemaError(f"not an Avro schema at {path}: {obj!r:.80}")
         t = obj["type"]
@@ -132,44 +118,51 @@ class _Parser:
         ):
             # {"type": {...}} or {"type": "SomeName"}: a wrapper around another schema
             return self.parse(t, namespace, path)
-        props = {
-            k: v
-            for k, v in obj.items()
-            if k
-            not in (
-                "type",
-                "name",
-                "namespace",
-                "fields",
-                "symbols",
-                "items",
-                "values",
-                "size",
-                "aliases",
-                "doc",
-                "default",
-                "logicalType",
-                "precision",
-                "scale",
-            )
-        }
+        props = {k: v for k, v in obj.items() if k not in _SCHEMA_KEYS}
         if t in PRIMITIVES:
             node = AvroSchema(t, props=props)
             self._logical(node, obj)
             return node
-        if t == "array":
-            if "items" not in obj:
-                raise AvroSchemaError(f"array without items at {path}")
-            return AvroSchema(
-                "array", items=self.parse(obj["items"], namespace, path + ".items"), props=props
-            )
-        if t == "map":
-            if "values" not in obj:
-                raise AvroSchemaError(f"map without values at {path}")
-            return AvroSchema(
-                "map", values=self.parse(obj["values"], namespace, path + ".values"), props=props
-            )
-        # named types
+        # as before the table: any other non-string type is read as a fixed
+        return _TYPE_PARSERS.get(t, _Parser._parse_fixed)(self, t, obj, props, namespace, path)
+
+    def _parse_name(self, obj: str, namespace: str | None, path: str) -> AvroSchema:
+        """A primitive type's name or a named type defined before."""
+        if obj in PRIMITIVES:
+            return AvroSchema(obj)
+        for candidate in (_full_name(obj, namespace), obj):
+            if candidate in self.names:
+                return self.names[candidate]
+        raise AvroSchemaError(f"unknown type name {obj!r} at {path}")
+
+    def _parse_union(self, obj: list, namespace: str | None, path: str) -> AvroSchema:
+        branches = [self.parse(b, namespace, f"{path}[{i}]") for i, b in enumerate(obj)]
+        seen = set()
+        for b in branches:
+            if b.type == "union":
+                raise AvroSchemaError(f"a union directly inside a union at {path}")
+            key = b.name if b.name is not None else b.type
+            if key in seen:
+                raise AvroSchemaError(f"union at {path} holds {key!r} twice")
+            seen.add(key)
+        return AvroSchema("union", branches=branches)
+
+    def _parse_array(self, t, obj, props, namespace, path) -> AvroSchema:
+        if "items" not in obj:
+            raise AvroSchemaError(f"array without items at {path}")
+        return AvroSchema(
+            "array", items=self.parse(obj["items"], namespace, path + ".items"), props=props
+        )
+
+    def _parse_map(self, t, obj, props, namespace, path) -> AvroSchema:
+        if "values" not in obj:
+            raise AvroSchemaError(f"map without values at {path}")
+        return AvroSchema(
+            "map", values=self.parse(obj["values"], namespace, path + ".values"), props=props
+        )
+
+    def _define(self, t: str, obj: dict, props: dict, namespace, path: str):
+        """A named type's node, registered under its full name; with its namespace."""
         name = obj.get("name")
         if not isinstance(name, str) or not name:
             raise AvroSchemaError(f"{t} without a name at {path}")
@@ -182,47 +175,58 @@ class _Parser:
         if full in self.names:
             raise AvroSchemaError(f"type {full!r} defined twice (at {path})")
         self.names[full] = node
+        return node, ns
+
+    def _parse_record(self, t, obj, props, namespace, path) -> AvroSchema:
+        node, ns = self._define(t, obj, props, namespace, path)
+        full = node.name
         where = f"{path}<{full}>"
-        if t in ("record", "error"):
-            fields = obj.get("fields")
-            if not isinstance(fields, list):
-                raise AvroSchemaError(f"record {full!r} without a fields list")
-            seen = set()
-            for i, f in enumerate(fields):
-                if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
-                    raise AvroSchemaError(f"field {i} of record {full!r} needs a name and a type")
-                if f["name"] in seen:
-                    raise AvroSchemaError(f"record {full!r} has field {f['name']!r} twice")
-                seen.add(f["name"])
-                ftype = self.parse(f["type"], ns, f"{where}.{f['name']}")
-                node.fields.append(
-                    AvroField(
-                        f["name"],
-                        ftype,
-                        f.get("default"),
-                        "default" in f,
-                        tuple(f.get("aliases", ()) or ()),
-                    )
+        fields = obj.get("fields")
+        if not isinstance(fields, list):
+            raise AvroSchemaError(f"record {full!r} without a fields list")
+        seen = set()
+        for i, f in enumerate(fields):
+            if not isinstance(f, dict) or not isinstance(f.get("name"), str) or "type" not in f:
+                raise AvroSchemaError(f"field {i} of record {full!r} needs a name and a type")
+            if f["name"] in seen:
+                raise AvroSchemaError(f"record {full!r} has field {f['name']!r} twice")
+            seen.add(f["name"])
+            ftype = self.parse(f["type"], ns, f"{where}.{f['name']}")
+            node.fields.append(
+                AvroField(
+                    f["name"],
+                    ftype,
+                    f.get("default"),
+                    "default" in f,
+                    tuple(f.get("aliases", ()) or ()),
                 )
-        elif t == "enum":
-            symbols = obj.get("symbols")
-            if (
-                not isinstance(symbols, list)
-                or not all(isinstance(s, str) for s in symbols)
-                or len(set(symbols)) != len(symbols)
-            ):
-                raise AvroSchemaError(f"enum {full!r} needs a list of distinct symbols")
-            node.symbols = tuple(symbols)
-            default = obj.get("default")
-            if default is not None and default not in node.symbols:
-                raise AvroSchemaError(f"enum {full!r} default {default!r} is not a symbol")
-            node.enum_default = default
-        else:
-            size = obj.get("size")
-            if not isinstance(size, int) or isinstance(size, bool) or size < 0:
-                raise AvroSchemaError(f"fixed {full!r} needs a non-negative integer size")
-            node.size = size
-            self._logical(node, obj)
+            )
+        return node
+
+    def _parse_enum(self, t, obj, props, namespace, path) -> AvroSchema:
+        node, _ = self._define(t, obj, props, namespace, path)
+        full = node.name
+        symbols = obj.get("symbols")
+        if (
+            not isinstance(symbols, list)
+            or not all(isinstance(s, str) for s in symbols)
+            or len(set(symbols)) != len(symbols)
+        ):
+            raise AvroSchemaError(f"enum {full!r} needs a list of distinct symbols")
+        node.symbols = tuple(symbols)
+        default = obj.get("default")
+        if default is not None and default not in node.symbols:
+            raise AvroSchemaError(f"enum {full!r} default {default!r} is not a symbol")
+        node.enum_default = default
+        return node
+
+    def _parse_fixed(self, t, obj, props, namespace, path) -> AvroSchema:
+        node, _ = self._define(t, obj, props, namespace, path)
+        size = obj.get("size")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise AvroSchemaError(f"fixed {node.name!r} needs a non-negative integer size")
+        node.size = size
+        self._logical(node, obj)
         return node
 
     @staticmethod
@@ -242,6 +246,36 @@ class _Parser:
         if lt == "duration" and node.size != 12:
             return
         node.logical = lt
+
+
+#: The parser of each complex type, by its "type".
+_TYPE_PARSERS = {
+    "array": _Parser._parse_array,
+    "map": _Parser._parse_map,
+    "record": _Parser._parse_record,
+    "error": _Parser._parse_record,
+    "enum": _Parser._parse_enum,
+    "fixed": _Parser._parse_fixed,
+}
+#: The keys of a schema object that are not its own properties (``props``).
+_SCHEMA_KEYS = frozenset(
+    (
+        "type",
+        "name",
+        "namespace",
+        "fields",
+        "symbols",
+        "items",
+        "values",
+        "size",
+        "aliases",
+        "doc",
+        "default",
+        "logicalType",
+        "precision",
+        "scale",
+    )
+)
 
 
 def parse_schema(text_or_obj, named=None) -> AvroSchema:

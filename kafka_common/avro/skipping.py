@@ -150,6 +150,84 @@ def fixed_width(node: AvroSchema, seen=None):
     return None
 
 
+def _block_headers(cur, pos, end, row, todo, count, min_item, record):
+    """Read the next block header of the ``todo`` slots: moves ``pos`` past it and returns
+    each slot's item count (0 when wrong or jumped) and which blocks were jumped whole."""
+    e, r = end[todo], row[todo]
+    c, p = read_varint(cur, pos[todo], e, r)
+    jumped = np.zeros(todo.size, dtype=bool)
+    neg = np.flatnonzero(c < 0)
+    if neg.size:  # a negative count is followed by the block's size in bytes
+        size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
+        p[neg] = p2
+        c[neg] = -c[neg]  # -(min int64) stays negative: refused below
+        if not record:
+            fits = (size >= 0) & (size <= e[neg] - p2)
+            cur.fail(r[neg], p2, e[neg], ~fits)
+            p[neg] = np.where(fits, p2 + size, p2)
+            c[neg] = 0
+            jumped[neg] = fits
+    room = e - p
+    bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[todo]
+    wrong = (c < 0) | (c > bound)
+    if wrong.any():
+        cur.fail(r, p, e, wrong)
+        c = np.where(wrong, 0, c)
+    pos[todo] = p
+    return c, jumped
+
+
+def _pass_fixed_width(pos, count, slots, cs, width, found):
+    """Pass ``cs`` items of one ``width`` in each slot at once; with ``found``, add where
+    each item starts."""
+    ps = pos[slots]
+    if found is not None:
+        total = int(cs.sum())
+        first = np.repeat(np.cumsum(cs) - cs, cs)
+        within = np.arange(total, dtype=np.int64) - first
+        found.append(
+            (
+                np.repeat(slots, cs),
+                np.repeat(count[slots], cs) + within,
+                np.repeat(ps, cs) + within * width,
+            )
+        )
+    pos[slots] = ps + cs * width
+    count[slots] += cs
+
+
+def _skip_in_rounds(cur, pos, end, row, count, slots, cs, skipper, found, record):
+    """Pass ``cs`` items in each slot with ``skipper``: slots sorted by count (most first),
+    round ``j`` passes item ``j`` of the leading slots that have one."""
+    order = np.argsort(-cs, kind="stable")
+    slots, cs = slots[order], cs[order]
+    ps, es, rs, base = pos[slots], end[slots], row[slots], count[slots]
+    desc = -cs
+    j, top = 0, int(cs[0])
+    while j < top:
+        k = int(np.searchsorted(desc, -j, side="left"))  # slots with more than j
+        if record:
+            found.append((slots[:k], base[:k] + j, ps[:k].copy()))
+        ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
+        j += 1
+        bad = cur.bad[rs[:k]]
+        if bad.any():  # corrupt rows stop here; the others keep their order
+            cs[:k][bad] = j
+            order = np.argsort(-cs, kind="stable")
+            slots, cs, ps, es, rs, base = (
+                slots[order],
+                cs[order],
+                ps[order],
+                es[order],
+                rs[order],
+                base[order],
+            )
+            desc = -cs
+            top = int(cs[0])
+    pos[slots] = ps
+    count[slots] += cs
+
+
 def walk_blocks(cur, pos, end, row, min_item, skipper, width=None, record=False):
     """Walk the blocks of an array or map at every position, reading past the items with
     ``skipper`` (items of one ``width`` are jumped over, as are blocks that carry their
@@ -163,80 +241,19 @@ def walk_blocks(cur, pos, end, row, min_item, skipper, width=None, record=False)
     n = pos.size
     pos = pos.copy()
     count = np.zeros(n, dtype=np.int64)
-    found = []
+    found: list = []
     todo = np.arange(n)  # slots whose next block header is due
     while todo.size:
         todo = todo[~cur.bad[row[todo]]]
         if not todo.size:
             break
-        e, r = end[todo], row[todo]
-        c, p = read_varint(cur, pos[todo], e, r)
-        jumped = np.zeros(todo.size, dtype=bool)
-        neg = np.flatnonzero(c < 0)
-        if neg.size:  # a negative count is followed by the block's size in bytes
-            size, p2 = read_varint(cur, p[neg], e[neg], r[neg])
-            p[neg] = p2
-            c[neg] = -c[neg]  # -(min int64) stays negative: refused below
-            if not record:
-                fits = (size >= 0) & (size <= e[neg] - p2)
-                cur.fail(r[neg], p2, e[neg], ~fits)
-                p[neg] = np.where(fits, p2 + size, p2)
-                c[neg] = 0
-                jumped[neg] = fits
-        room = e - p
-        bound = room // min_item if min_item else ZERO_WIDTH_ITEMS_LIMIT - count[todo]
-        wrong = (c < 0) | (c > bound)
-        if wrong.any():
-            cur.fail(r, p, e, wrong)
-            c = np.where(wrong, 0, c)
-        pos[todo] = p
+        c, jumped = _block_headers(cur, pos, end, row, todo, count, min_item, record)
         go = c > 0
         slots = todo[go]
         if slots.size and width is not None:  # every item's start is known
-            cs = c[go]
-            ps = pos[slots]
-            if record:
-                total = int(cs.sum())
-                first = np.repeat(np.cumsum(cs) - cs, cs)
-                within = np.arange(total, dtype=np.int64) - first
-                found.append(
-                    (
-                        np.repeat(slots, cs),
-                        np.repeat(count[slots], cs) + within,
-                        np.repeat(ps, cs) + within * width,
-                    )
-                )
-            pos[slots] = ps + cs * width
-            count[slots] += cs
+            _pass_fixed_width(pos, count, slots, c[go], width, found if record else None)
         elif slots.size:
-            cs = c[go]
-            order = np.argsort(-cs, kind="stable")
-            slots, cs = slots[order], cs[order]
-            ps, es, rs, base = pos[slots], end[slots], row[slots], count[slots]
-            desc = -cs
-            j, top = 0, int(cs[0])
-            while j < top:
-                k = int(np.searchsorted(desc, -j, side="left"))  # slots with more than j
-                if record:
-                    found.append((slots[:k], base[:k] + j, ps[:k].copy()))
-                ps[:k] = skipper.skip(cur, ps[:k], es[:k], rs[:k])
-                j += 1
-                bad = cur.bad[rs[:k]]
-                if bad.any():  # corrupt rows stop here; the others keep their order
-                    cs[:k][bad] = j
-                    order = np.argsort(-cs, kind="stable")
-                    slots, cs, ps, es, rs, base = (
-                        slots[order],
-                        cs[order],
-                        ps[order],
-                        es[order],
-                        rs[order],
-                        base[order],
-                    )
-                    desc = -cs
-                    top = int(cs[0])
-            pos[slots] = ps
-            count[slots] += cs
+            _skip_in_rounds(cur, pos, end, row, count, slots, c[go], skipper, found, record)
         todo = todo[go | jumped]
     if not record:
         return pos

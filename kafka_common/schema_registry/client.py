@@ -1,30 +1,24 @@
 """``RegistryClient``: the Confluent Schema Registry REST calls the connector makes.
 
-Only the documented endpoints Confluent's own serializers use:
-``GET /schemas/ids/{id}``, ``GET /schemas/guids/{guid}``, ``GET /subjects/{s}/versions``,
-``GET /subjects/{s}/versions/{v}``, ``POST /subjects/{s}/versions`` (register) and
-``POST /subjects/{s}`` (look a schema up). Sockets are opened per call with
-``http.client`` (no connection pool to leak across Spark tasks); the driver calls a few
-times per query and each executor process once per schema id it has not seen.
+Only the endpoints Confluent's serializers use: ``GET /schemas/ids/{id}``,
+``GET /schemas/guids/{guid}``, ``GET /subjects/{s}/versions[/{v}]``, ``POST /subjects/{s}/versions``
+(register) and ``POST /subjects/{s}`` (look up). One ``http.client`` socket per call (no pool
+to leak across Spark tasks); the driver calls a few times per query, each executor once per
+unseen schema id.
 
-A call retries 5xx answers, 429, refused connections and timeouts, over the configured
-URLs in turn, until ``schema.registry.timeout.ms`` has passed, then raises
-``RegistryError`` (the query fails: data is never turned into nulls because a registry is
-down). Each attempt waits at most the timeout divided by the number of URLs, so that a
-first URL that never answers still leaves time for the next one. 401 and 403 raise
-``RegistryAuthError`` at once; other 4xx raise ``RegistryError`` with the registry's
-``error_code`` and message. No error, log line or repr holds a credential, also when
-the registry's message echoes one (``RegistrySettings.secrets`` are redacted from it).
+A call retries 5xx, 429, refused connections and timeouts over the URLs in turn until
+``schema.registry.timeout.ms`` has passed, then raises ``RegistryError`` (data is never
+nulled because a registry is down); each attempt waits at most the timeout divided by the
+number of URLs. 401/403 raise ``RegistryAuthError`` at once; other 4xx raise
+``RegistryError`` with the registry's ``error_code`` and message. No error, log line or repr
+holds a credential, even when the registry echoes one (``RegistrySettings.secrets``).
 
-A schema id or GUID the registry does not have (404) is remembered as missing for
-``MISSING_TTL_S`` (at most ``MISSING_MAX`` of them): under PERMISSIVE, values that merely
-start with byte 0 carry made-up ids, and each would otherwise cost a registry call in every
-batch.
+A 404 id or GUID is remembered as missing for ``MISSING_TTL_S`` (at most ``MISSING_MAX``):
+under PERMISSIVE, values that merely start with byte 0 carry made-up ids.
 
-A registry's answers are data: no redirect is followed (a 3xx is an error: the request
-carries the credentials), an answer is read up to 8 MB and within the call's time limit,
-and each URL is checked against the operator's ``PYKAFKA_ALLOWED_URLS`` in the process
-that calls it (``kafka_common.trust``).
+Answers are data: no redirect is followed (the request carries credentials), an answer is
+read up to 8 MB within the call's time limit, and each URL is checked against
+``PYKAFKA_ALLOWED_URLS`` in the calling process (``kafka_common.trust``).
 """
 
 from __future__ import annotations

@@ -102,22 +102,8 @@ def _header_values(headers: pa.Array | None, name: str, n: int) -> dict[int, byt
     return {int(r): values[int(h)].as_py() for r, h in zip(rows, hits)}
 
 
-def read_frames(
-    values: pa.Array,
-    *,
-    protobuf: bool = False,
-    headers: pa.Array | None = None,
-    header_name: str = VALUE_HEADER,
-    plain: bool = False,
-) -> Frames:
-    """Parse the framing of every row of the binary column ``values`` (see the module
-    docstring); ``headers`` is the Kafka headers column, when the records have any.
-
-    ``plain``: a non-empty value that starts with neither magic byte is an unframed payload
-    (id -1, read from its first byte) rather than a corrupt one. Unambiguous for JSON text,
-    which never starts with byte 0 or 1."""
-    values = values.cast(pa.binary()) if values.type != pa.binary() else values
-    n = len(values)
+def _column_bytes(values: pa.Array, n: int):
+    """The binary column's value bytes and each row's begin and end in them."""
     bufs = values.buffers()
     offsets = (
         np.frombuffer(bufs[1], dtype=np.int32)[values.offset : values.offset + n + 1]
@@ -129,21 +115,11 @@ def read_frames(
     data = (
         np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     )
-    begin, end = offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
-    length = end - begin
-    valid = np.asarray(values.is_valid()) if values.null_count else np.ones(n, bool)
-    status = np.where(valid, OK, NULL).astype(np.int8)
-    ids = np.full(n, -1, np.int64)
-    starts = np.zeros(n, np.int32)
-    guids: dict[int, str] = {}
-    indexes: dict[int, tuple[int, ...]] = {}
-    reasons: dict[int, str] = {}
+    return data, offsets[:-1].astype(np.int64), offsets[1:].astype(np.int64)
 
-    in_header = _header_values(headers, header_name, n)
-    magic = np.full(n, 255, np.int16)
-    nonempty = valid & (length > 0)
-    magic[nonempty] = data[begin[nonempty]]
-    v0 = valid & (magic == 0) & (length >= 5)
+
+def _read_ids(data, begin, v0, ids, starts) -> None:
+    """The 4-byte schema id of the ``v0`` rows (magic byte 0), all at once."""
     if v0.all():
         b = begin
     elif v0.any():
@@ -156,25 +132,12 @@ def read_frames(
             | data[b + 4].astype(np.int64)
         )
         starts[v0] = 5
-    v1 = valid & (magic == 1) & (length >= 17)
-    for row in np.flatnonzero(v1).tolist():
-        at = int(begin[row])
-        guids[int(row)] = str(uuid.UUID(bytes=data[at + 1 : at + 17].tobytes()))
-        starts[row] = 17
-    bad = valid & ~v0 & ~v1
-    if plain:
-        bad &= (magic == 0) | (magic == 1) | (length == 0)
-    for row in np.flatnonzero(bad).tolist():
-        if int(row) in in_header:
-            continue
-        status[row] = BAD
-        reasons[int(row)] = "value is not in Confluent's wire format: " + (
-            "it is empty"
-            if length[row] == 0
-            else f"magic byte {int(magic[row])}, {int(length[row])} bytes"
-            if magic[row] in (0, 1)
-            else f"unknown magic byte {int(magic[row])}"
-        )
+
+
+def _apply_header_ids(frames: Frames, in_header: dict, header_name: str, protobuf: bool):
+    """Rows whose schema id travels in header ``header_name``: the value is all payload."""
+    status, ids, starts = frames.status, frames.ids, frames.starts
+    guids, indexes, reasons = frames.guids, frames.indexes, frames.reasons
     for row, header in in_header.items():
         if status[row] == NULL:
             continue
@@ -200,24 +163,87 @@ def read_frames(
         except ValueError as exc:
             status[row] = BAD
             reasons[row] = str(exc)
+
+
+def _read_value_indexes(frames: Frames, data, begin, end) -> None:
+    """Protobuf's message indexes after the id in the value: a lone 0 byte (the first
+    message) at once for all rows, the others row by row."""
+    status, starts, indexes, reasons = frames.status, frames.starts, frames.indexes, frames.reasons
+    n = status.size
+    framed = (status == OK) & (starts > 0) & (begin + starts < end)
+    first = np.zeros(n, bool)
+    first[framed] = data[(begin + starts)[framed]] == 0
+    framed = (status == OK) & (starts > 0)
+    starts[first] += 1
+    for row in np.flatnonzero(framed & ~first):
+        raw = data[begin[row] : end[row]].tobytes()
+        try:
+            path, pos = _read_indexes(raw, int(starts[row]))
+        except ValueError as exc:
+            status[row] = BAD
+            reasons[int(row)] = str(exc)
+            continue
+        starts[row] = pos
+        if path != (0,):
+            indexes[int(row)] = path
+
+
+def read_frames(
+    values: pa.Array,
+    *,
+    protobuf: bool = False,
+    headers: pa.Array | None = None,
+    header_name: str = VALUE_HEADER,
+    plain: bool = False,
+) -> Frames:
+    """Parse the framing of every row of the binary column ``values`` (see the module
+    docstring); ``headers`` is the Kafka headers column, when the records have any.
+
+    ``plain``: a non-empty value that starts with neither magic byte is an unframed payload
+    (id -1, read from its first byte) rather than a corrupt one. Unambiguous for JSON text,
+    which never starts with byte 0 or 1."""
+    values = values.cast(pa.binary()) if values.type != pa.binary() else values
+    n = len(values)
+    data, begin, end = _column_bytes(values, n)
+    length = end - begin
+    valid = np.asarray(values.is_valid()) if values.null_count else np.ones(n, bool)
+    status = np.where(valid, OK, NULL).astype(np.int8)
+    ids = np.full(n, -1, np.int64)
+    starts = np.zeros(n, np.int32)
+    guids: dict[int, str] = {}
+    indexes: dict[int, tuple[int, ...]] = {}
+    reasons: dict[int, str] = {}
+
+    in_header = _header_values(headers, header_name, n)
+    magic = np.full(n, 255, np.int16)
+    nonempty = valid & (length > 0)
+    magic[nonempty] = data[begin[nonempty]]
+    v0 = valid & (magic == 0) & (length >= 5)
+    _read_ids(data, begin, v0, ids, starts)
+    v1 = valid & (magic == 1) & (length >= 17)
+    for row in np.flatnonzero(v1).tolist():
+        at = int(begin[row])
+        guids[int(row)] = str(uuid.UUID(bytes=data[at + 1 : at + 17].tobytes()))
+        starts[row] = 17
+    bad = valid & ~v0 & ~v1
+    if plain:
+        bad &= (magic == 0) | (magic == 1) | (length == 0)
+    for row in np.flatnonzero(bad).tolist():
+        if int(row) in in_header:
+            continue
+        status[row] = BAD
+        reasons[int(row)] = "value is not in Confluent's wire format: " + (
+            "it is empty"
+            if length[row] == 0
+            else f"magic byte {int(magic[row])}, {int(length[row])} bytes"
+            if magic[row] in (0, 1)
+            else f"unknown magic byte {int(magic[row])}"
+        )
+    frames = Frames(status, ids, starts, guids, indexes, reasons)
+    _apply_header_ids(frames, in_header, header_name, protobuf)
     if protobuf:
-        framed = (status == OK) & (starts > 0) & (begin + starts < end)
-        first = np.zeros(n, bool)
-        first[framed] = data[(begin + starts)[framed]] == 0
-        framed = (status == OK) & (starts > 0)
-        starts[first] += 1
-        for row in np.flatnonzero(framed & ~first):
-            raw = data[begin[row] : end[row]].tobytes()
-            try:
-                path, pos = _read_indexes(raw, int(starts[row]))
-            except ValueError as exc:
-                status[row] = BAD
-                reasons[int(row)] = str(exc)
-                continue
-            starts[row] = pos
-            if path != (0,):
-                indexes[int(row)] = path
-    return Frames(status, ids, starts, guids, indexes, reasons)
+        _read_value_indexes(frames, data, begin, end)
+    return frames
 
 
 def message_index_bytes(path: tuple[int, ...]) -> bytes:
