@@ -94,6 +94,7 @@ def secured():
                     "r-time": 1,
                     "r-eos": 1,
                     "w-plain": 1,
+                    "w-dlt": 2,
                     "w-out": 1,
                     "w-eos": 1,
                     "rw-out": 1,
@@ -570,6 +571,32 @@ def test_committed_offsets_raise_a_partition_s_error(secured):
 
 
 # ---- writes --------------------------------------------------------------------------------
+
+
+def test_a_dead_letter_topic_needs_describe_when_planned_and_write_when_written(secured):
+    """Row "deadLetterTopic": the driver's look at the topic when the query is planned
+    needs Describe on it, a task's write of the records that could not be read or written
+    needs Write. bob (Read on ``r-*``, which lets him describe them) passes the look at
+    ``r-in`` and is refused the write there naming Write; a topic he may not describe is
+    refused at the look naming Write and Describe on it; alice, granted Write on ``w-*``,
+    writes a dead letter to ``w-dlt``."""
+    from kafka_common.dead_letter import check_dead_letter_topic, send_dead_letters
+
+    record = [Record(0, 1_000, b"k", b"undecodable")]
+    log = logging.getLogger("pykafka.test")
+    with KafkaClient(parse_reader_options(bob(secured, subscribe="r-in")).client_config) as c:
+        check_dead_letter_topic(c, "r-in", log=log)
+        said = refused(lambda: send_dead_letters(c, "r-in", 0, record))
+        assert "not authorized to Write topic 'r-in' (Produce)" in said, said
+        said = refused(lambda: check_dead_letter_topic(c, "closed", log=log))
+        assert (
+            "not authorized to Describe topic 'closed' (Metadata): grant the principal "
+            "Write and Describe on it"
+        ) in said, said
+    with KafkaClient(parse_reader_options(alice(secured, subscribe="w-dlt")).client_config) as c:
+        check_dead_letter_topic(c, "w-dlt", log=log)
+        send_dead_letters(c, "w-dlt", 1, record)
+    assert values(secured, "w-dlt") == [b"undecodable"]
 
 
 def test_a_write_needs_write_on_its_topic(secured):
