@@ -3,23 +3,19 @@ what the error says when it gives up. Every loop of the library that retries or 
 try again takes its rules from here, and only this module waits for them. It imports no
 client, so the Kafka client and the HTTP clients (Schema Registry, token endpoints) share it.
 
-- **What** is retried: a ``RetryRule``, keyed by Kafka error codes and exception types.
-  The table below has one row per kind of call, because the callers differ on purpose: a
-  Kafka request (``REQUEST``) retries what Kafka marks retriable, what fresh metadata
-  cures, a lost connection and a timeout; a driver lookup (``DRIVER_LOOKUP``: the reader's
-  offset and metadata lookups under ``fetchOffset.numRetries``, the writer's and the
-  dead-letter topic's checks) retries any failure of the cluster, as Spark's
-  ``withRetries`` does; a Produce answer (``PRODUCE``) also resends what the producer's
-  sequence rules cure. A mistake in the options and a refusal (an authorization failure,
-  a failed sign-in) are never retried: a grant or a password does not come back by waiting.
+- **What** is retried: a ``RetryRule``, keyed by Kafka error codes and exception types, one
+  row per kind of call: a Kafka request (``REQUEST``: what Kafka marks retriable, what fresh
+  metadata cures, a lost connection, a timeout), a driver lookup (``DRIVER_LOOKUP``: any
+  failure of the cluster, as Spark's ``withRetries``), a Produce answer (``PRODUCE``). A
+  mistake in the options and a refusal (an authorization failure, a failed sign-in) are
+  never retried: a grant or a password does not come back by waiting.
 - **How often, how long, what backoff:** ``RetryPolicy``: at most ``attempts`` attempts (0:
-  as many as the time allows), none starting after ``timeout_ms``; waits as Kafka's
-  clients (``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``, 20 % jitter) or
-  Spark's fixed ``fetchOffset.retryIntervalMs``.
+  as many as the time allows), none starting after ``timeout_ms``; waits as Kafka's clients
+  (``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms``, 20 % jitter) or Spark's
+  fixed ``fetchOffset.retryIntervalMs``.
 - **One loop per operation:** ``RetryPolicy.run(..., within=)`` retries a driver lookup's
   Kafka-retriable errors at Kafka's backoff within the request timeout and counts only what
-  is left against Spark's attempts; the client's own loop (``KafkaClient.retrying``) makes
-  one attempt inside it (``outer_loop_retries``).
+  is left against Spark's attempts; the client's own loop makes one attempt inside it.
 - **The end:** a ``KafkaTimeoutError`` naming what was tried, the timeout and the last
   error, or the last error itself, saying ``gave up after N attempts in M ms``.
 
