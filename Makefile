@@ -40,14 +40,14 @@ lint-ci: $(STAMP)
 # markers `sail`, `pyspark_versions`, `pythons`, `minimums`, `loading`, `jvm_referee`,
 # `broker_faults`, `authorization` and `wide_topic`, deselected by default in
 # pyproject.toml); .ci/run runs each after it.
-# test-sail: batch reads and writes on a Sail server (tests/test_sail.py, .venv-sail).
+# test-sail: batch reads and writes on a Sail server (tests/test_sail.py, venv-sail).
 # test-pythons: each supported CPython (3.10 to 3.13; tests/test_pythons.py): its wheel built
 # as make dist builds it, installed without a C compiler and checked (compiled paths in use,
-# the same bytes as the pure path), and in .venv-python-3.X (PySpark, pytest, hypothesis) a
+# the same bytes as the pure path), and in venv-python-3.X (PySpark, pytest, hypothesis) a
 # selection of the suite (protocol round trips, record batches, compiled/pure equivalence)
 # and a Spark job (batch write and read, a stream). A first run makes the four envs (about
 # 1 min each with pip's cache warm); later runs reuse them.
-# test-minimums: the lowest versions we claim (tests/test_minimums.py): in .venv-minimums-3.X,
+# test-minimums: the lowest versions we claim (tests/test_minimums.py): in venv-minimums-3.X,
 # the lowest runtime dependencies pyproject.toml allows on that Python as uv's lowest resolution
 # installs them (uv pinned in the dev extra), beside a PySpark at its oldest (4.1.0 on
 # 3.10 and 3.13, 4.2.0 on 3.12, 4.3.0 with its own floor, pyarrow 18, on 3.11), the selection
@@ -56,12 +56,12 @@ lint-ci: $(STAMP)
 # fresh clone), 5 min with it cold (uv builds PySpark 4.1.0, 4.2.0 and 4.3.0 from their sdists,
 # ~25 s each, and keeps the wheels in its cache); later runs reuse the envs: about 3 min.
 # test-versions: batch, a stream and --py-files under each supported PySpark
-# (tests/test_pyspark_versions.py: .venv-pyspark-4.1, .venv-pyspark-4.2, and .venv-pyfiles
+# (tests/test_pyspark_versions.py: venv-pyspark-4.1, venv-pyspark-4.2, and venv-pyfiles
 # for 4.3). A first run pip-installs PySpark (an sdist pip builds, ~400 MB) in each env:
 # 3-4 min each with a cold pip cache, ~1 min with its wheel cached; later runs reuse them.
 # test-jvm: Spark's own JVM Kafka connector as referee (tests/test_jvm_connector_differential.py:
 # the same queries through format("kafka") and format("pykafka") under PySpark 4.2.0, in
-# .venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/), and what each
+# venv-pyspark-4.2.0, with the connector's jars Maven fetches into .cache/), and what each
 # needs granted on an Apache Kafka with an authorizer (tests/test_jvm_connector_grants.py).
 # test-faults: nodes of a 3-node Apache Kafka SIGKILLed and SIGSTOPped under a df.write, an
 # exactlyOnce stream (the driver killed too) and a readStream (tests/test_kafka_faults.py,

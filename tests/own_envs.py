@@ -1,8 +1,9 @@
 """Virtualenvs of their own for the tests of other engines, other PySpark versions and
 other Pythons (``make test-sail``, ``make test-versions``, ``make test-pythons``): one per
-set of requirements, built on first use under the checkout (``.venv-<name>``), reused
-while its requirements stay the same, and given the connector's wheel afresh at each test
-session (so it tests the code as it is).
+set of requirements, built on first use in ``tests.helpers.envs.ENVS_DIR`` (outside the
+checkout: a fresh clone reuses them), reused while its requirements stay the same, held by
+one test session at a time, and given the connector's wheel afresh at each test session
+(so it tests the code as it is).
 
 PySpark comes from PyPI as an sdist of about 400 MB that pip builds into a wheel: the first
 build of a version takes a few minutes, later ones reuse pip's cache of built wheels.
@@ -18,7 +19,7 @@ import sys
 import time
 
 from .python_envs import build_wheel, pip
-from .helpers.envs import RUNTIME_DEPENDENCIES, clean_env
+from .helpers.envs import ENVS_DIR, RUNTIME_DEPENDENCIES, clean_env, hold
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -37,7 +38,8 @@ def own_env(
     or ``lowest``): installed by uv with that resolution instead of by pip, the runtime
     dependencies from wheels only (as on a node without a C compiler); uv compiles
     nothing. Prints how long a (re)build took."""
-    path = os.path.join(ROOT, f".venv-{name}")
+    path = os.path.join(ENVS_DIR, f"venv-{name}")
+    hold(path)
     python = os.path.join(path, "bin", "python")
     stamp = os.path.join(path, ".requirements")
     wanted = "\n".join([*requirements, *RUNTIME_DEPENDENCIES])

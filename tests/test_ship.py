@@ -40,7 +40,8 @@ import zipfile
 import pytest
 
 from .broker_setup import create_topic
-from .helpers.envs import ROOT, clean_env, pyfiles_python
+from .helpers.envs import clean_env, pyfiles_python
+from .helpers.library import ROOT
 
 pytestmark = pytest.mark.spark
 

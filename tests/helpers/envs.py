@@ -1,5 +1,6 @@
 """Environments for the tests that run the connector outside the checkout: a clean
-environment for child Pythons and the --py-files virtualenv (.venv-pyfiles)."""
+environment for child Pythons, the --py-files virtualenv (``venv-pyfiles``), and where the
+tests' own virtualenvs live (``ENVS_DIR``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,28 @@ import os
 import subprocess
 import sys
 
-from .library import ROOT
 
-PYFILES_VENV = os.path.join(ROOT, ".venv-pyfiles")
+#: The tests' own virtualenvs (``venv-<name>``): outside the checkout, so that a fresh clone
+#: reuses what an earlier run built for the same requirements (``PYKAFKA_TEST_ENVS`` moves
+#: them). A test session holds each env it uses (``hold``) until it ends.
+ENVS_DIR = os.environ.get("PYKAFKA_TEST_ENVS") or os.path.join(
+    os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "pyspark-pykafka", "envs"
+)
+PYFILES_VENV = os.path.join(ENVS_DIR, "venv-pyfiles")
+_HELD: dict[str, object] = {}
+
+
+def hold(path: str) -> None:
+    """Keep the env at ``path`` from the other test sessions (of this checkout or another)
+    until this process ends: a session installs the connector it tests into some envs, so
+    two sessions must not share one at once. The second waits for the first to end."""
+    if path not in _HELD:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        held = open(path + ".in-use", "w")  # noqa: SIM115 -- open until the process ends
+        fcntl.flock(held, fcntl.LOCK_EX)
+        _HELD[path] = held
+
+
 # pyproject.toml's dependencies (tests/test_minimums.py checks they agree).
 RUNTIME_DEPENDENCIES = (
     'pyarrow>=15; python_version < "3.13"',
@@ -39,7 +59,7 @@ def pyfiles_python() -> str:
     python = os.path.join(PYFILES_VENV, "bin", "python")
     stamp = os.path.join(PYFILES_VENV, ".requirements")
     wanted = "\n".join(requirements)
-    os.makedirs(os.path.dirname(PYFILES_VENV), exist_ok=True)
+    hold(PYFILES_VENV)
     with open(PYFILES_VENV + ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
