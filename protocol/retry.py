@@ -159,12 +159,13 @@ def is_refusal(error: BaseException) -> bool:
 
 class _OuterLoop:
     """An attempt of a loop that retries its client's requests itself: whether one of
-    them failed with an error the client would have retried on its own."""
+    them failed with an error the client would have retried on its own, and which."""
 
-    __slots__ = ("request_failed",)
+    __slots__ = ("request_failed", "request")
 
     def __init__(self) -> None:
         self.request_failed = False
+        self.request = ""  # what the client's own loop calls the request (ListOffsets)
 
 
 _OUTER_LOOP: contextvars.ContextVar[_OuterLoop | None] = contextvars.ContextVar(
@@ -189,12 +190,13 @@ def outer_loop_retries() -> bool:
     return _OUTER_LOOP.get() is not None
 
 
-def request_failed_for_outer_loop() -> None:
-    """A request failed with an error its own loop would have retried: the outer loop
-    retries it at the request's backoff, within the request's timeout."""
+def request_failed_for_outer_loop(request: str) -> None:
+    """A request (named as its own loop names it) failed with an error its own loop would
+    have retried: the outer loop retries it at the request's backoff, within the request's
+    timeout, and its end names the request."""
     loop = _OUTER_LOOP.get()
     if loop is not None:
-        loop.request_failed = True
+        loop.request_failed, loop.request = True, request
 
 
 # ---- the policy ---------------------------------------------------------------------------
@@ -293,9 +295,10 @@ class RetryPolicy:
             except Exception as e:  # noqa: BLE001 -- `retriable` decides
                 error: BaseException = e
                 if inner is not None and loop.request_failed and REQUEST(e):
+                    inner.what = loop.request or what
                     delay = inner.failed_once()
                     if delay is not None:
-                        _log_retry(log, logging.DEBUG, f"{what}: a request", inner, delay, e)
+                        _log_retry(log, logging.DEBUG, f"{what}: {inner.what}", inner, delay, e)
                         pause(delay)
                         if between is not None:
                             between(tries, e)

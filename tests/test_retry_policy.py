@@ -555,6 +555,8 @@ def test_a_driver_lookup_is_one_loop_with_kafka_s_backoff_inside_spark_s_attempt
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 2 and all("fetching offsets failed (attempt" in m for m in warned)
     assert "gave up after 3 attempts" in str(info.value), info.value
+    # each attempt's end is the request's own timeout, named as its loop names it
+    assert str(info.value).startswith("ListOffsets did not succeed within 1000 ms"), info.value
     assert "NOT_LEADER_OR_FOLLOWER" in str(info.value)
 
 

@@ -338,7 +338,7 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
             except Exception as e:
                 if is_retriable(e):
                     self._coordinators.clear()  # the outer loop's next attempt finds them
-                    request_failed_for_outer_loop()
+                    request_failed_for_outer_loop(what)
                 raise
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
         policy = RetryPolicy.for_client(self.config, timeout_ms)
