@@ -8,7 +8,6 @@ asked for, and goes with it when a new answer replaces it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -66,7 +65,6 @@ class ClusterMetadata:
     controller_id: int
     cluster_id: str | None
     topics: Mapping[str, TopicInfo]
-    fetched_at: float = field(default_factory=time.monotonic)
     _derived: dict[Any, Any] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
