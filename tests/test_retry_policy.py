@@ -10,6 +10,7 @@ import ast
 import os
 import re
 import textwrap
+import threading
 import time
 
 import pytest
@@ -499,17 +500,48 @@ def test_a_retry_without_a_count_says_until_when(monkeypatch, caplog):
 
 
 class FakeClock:
-    """``time.monotonic`` and ``time.sleep`` of the whole process: a sleep moves the clock
-    and is counted, so a test sees every wait a loop makes and how long it was."""
+    """``time.monotonic`` and ``time.sleep`` as the test's own thread sees them: a sleep
+    moves the clock and is counted, so a test sees every wait a loop makes and how long it
+    was. Other threads of the session (a pool's reaper, py4j's) keep the real clock: their
+    waits are neither counted nor turned into a busy loop."""
 
     def __init__(self, monkeypatch):
         self.now, self.waits = 1_000.0, []
-        monkeypatch.setattr(time, "monotonic", lambda: self.now)
-        monkeypatch.setattr(time, "sleep", self.sleep)
+        self._thread = threading.get_ident()
+        real_monotonic, real_sleep = time.monotonic, time.sleep
+        monkeypatch.setattr(
+            time, "monotonic", lambda: self.now if self._mine() else real_monotonic()
+        )
+        monkeypatch.setattr(
+            time, "sleep", lambda s: self.sleep(s) if self._mine() else real_sleep(s)
+        )
+
+    def _mine(self) -> bool:
+        return threading.get_ident() == self._thread
 
     def sleep(self, seconds: float) -> None:
         self.waits.append(round(seconds * 1000))
         self.now += seconds
+
+
+def test_the_fake_clock_counts_the_test_s_own_waits_only(monkeypatch):
+    """Another thread of the session that sleeps in a loop (a pool's reaper, a proxy)
+    keeps real time: its waits neither reach the test's count nor spin."""
+    clock = FakeClock(monkeypatch)
+    ends = []
+
+    def other():
+        started = time.monotonic()
+        for _ in range(5):
+            time.sleep(0.01)
+        ends.append(time.monotonic() - started)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    time.sleep(2.0)
+    thread.join(10)
+    assert clock.waits == [2000]
+    assert ends and ends[0] >= 0.05
 
 
 def test_a_driver_lookup_is_one_loop_with_kafka_s_backoff_inside_spark_s_attempts(
