@@ -211,16 +211,16 @@ soak: $(STAMP)
 	rm -f $(RELIABILITY_JSON)
 	PYKAFKA_SOAK=1 PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) \
 		$(PY) -m pytest -q -p no:cacheprovider -m 'not sail' $(RELIABILITY_TESTS) $(PYTEST_ARGS)
-	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
+	$(PY) tests/helpers/reliability_report.py --json $(RELIABILITY_JSON)
 
 fuzz: $(STAMP)
 	-$(PY) -c "import atheris" 2>/dev/null || $(PY) -m pip install -q -e '.[fuzz]' \
 		|| echo "atheris did not install: running the hypothesis fuzzers instead"
 	PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) $(PY) tests/fuzz/run.py --seconds $(FUZZ_SECONDS) $(FUZZ_ARGS)
-	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
+	$(PY) tests/helpers/reliability_report.py --json $(RELIABILITY_JSON)
 
 reliability-report:
-	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
+	$(PY) tests/helpers/reliability_report.py --json $(RELIABILITY_JSON)
 
 # The hour of streaming alone (tests/test_soak_hour.py, issue 41; make soak runs it too): an
 # exactlyOnce stream at 3,000 x 1 KB records/s beside a readStream over 10,000 partitions,
@@ -230,7 +230,7 @@ SOAK_HOUR_SECONDS ?= 3600
 soak-hour: $(STAMP)
 	PYKAFKA_SOAK_HOUR_SECONDS=$(SOAK_HOUR_SECONDS) PYKAFKA_RELIABILITY_JSON=$(RELIABILITY_JSON) \
 		$(PY) -m pytest -q -p no:cacheprovider -m soak_hour tests/test_soak_hour.py $(PYTEST_ARGS)
-	$(PY) tests/reliability_report.py --json $(RELIABILITY_JSON)
+	$(PY) tests/helpers/reliability_report.py --json $(RELIABILITY_JSON)
 
 clean:
 	rm -rf $(VENV) $(DEMO_VENV) .venv-pyfiles .venv-sail .venv-pyspark-* .venv-python-* .venv-minimums-* .venv-build-* build \

@@ -59,7 +59,7 @@ BUILD_REQUIREMENTS = ("setuptools==84.2.1",)
 EXTENSIONS = ("_fastdecode", "_fastencode")
 # What a build of the project reads: its configuration, readme and license, and the
 # modules and packages protocol/version.py names (run by path: the package needs its
-# dependencies). tests/python_envs.py copies the same.
+# dependencies). tests/helpers/python_envs.py copies the same.
 _NAMES = runpy.run_path(os.path.join(ROOT, "protocol", "version.py"))
 SOURCES = (
     ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE")

@@ -10,7 +10,8 @@ transaction.version, SASL/TLS listeners), shared by every test that asks for the
 and stopped when the session ends (at most a few kept running at once). A test that kills,
 pauses or restarts nodes starts a ``KafkaCluster`` of its own. ``signin_kafka`` is the one
 with every sign-in listener (SASL, OIDC, TLS, mutual TLS, SASL over TLS), with its
-certificates (``signin_pki``) and OIDC issuer (``signin_issuer``): ``tests/signin_cluster.py``.
+certificates (``signin_pki``) and OIDC issuer (``signin_issuer``):
+``tests/helpers/signin_cluster.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import uuid
 import pytest
 
 # The sign-in cluster's fixtures, imported to be registered for every test module.
-from .signin_cluster import (  # noqa: F401
+from .helpers.signin_cluster import (  # noqa: F401
     signin_cluster_options,  # noqa: F401
     signin_issuer,  # noqa: F401
     signin_kafka,  # noqa: F401
@@ -95,10 +96,10 @@ def versioned_kafka(request, kafka_clusters):
 @pytest.fixture(scope="session")
 def proxied_kafka():
     """``(proxy, cluster)``: a 1-node Apache Kafka (the newest) that clients reach through
-    a ``tests.fault_proxy.FaultProxy`` (``proxy.bootstrap``: every connection the metadata
+    a ``tests.helpers.fault_proxy.FaultProxy`` (``proxy.bootstrap``: every connection the metadata
     leads them to goes through it too) or directly (``cluster.bootstrap``), for the tests
     that cut, count or rewrite what goes over the wire. Each test resets the proxy."""
-    from .broker_setup import kafka_behind_fault_proxy
+    from .helpers.broker_setup import kafka_behind_fault_proxy
 
     with kafka_behind_fault_proxy() as pair:
         yield pair
@@ -250,8 +251,8 @@ def pyfiles_zip(tmp_path_factory) -> str:
 
 @pytest.fixture
 def registry():
-    """A Schema Registry of the test's own (tests/schema_registry_server.py)."""
-    from .schema_registry_server import RegistryServer
+    """A Schema Registry of the test's own (tests/helpers/schema_registry_server.py)."""
+    from .helpers.schema_registry_server import RegistryServer
 
     server = RegistryServer().start()
     yield server

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from kafka_common.avro import Decoder, parse_schema
 from kafka_common.avro.skipping import ZERO_WIDTH_ITEMS_LIMIT
 from protocol.records.vectorized import encode_varints
-from tests.avro_strategies import datum, schemas
+from tests.helpers.avro_strategies import datum, schemas
 
 
 def varint(v: int) -> bytes:

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_common.avro import Decoder, Encoder, arrow_type, parse_schema
-from tests.avro_strategies import datum, schemas
+from tests.helpers.avro_strategies import datum, schemas
 
 HEADER = b"\x00\x00\x00\x00\x07"
 

@@ -35,7 +35,7 @@ from protocol.sasl_aws_msk_iam import (  # noqa: E402
     region_from_host,
 )
 
-from .fake_sasl_broker import FakeSaslBroker  # noqa: E402
+from .helpers.fake_sasl_broker import FakeSaslBroker  # noqa: E402
 from .helpers.msk_iam import (  # noqa: E402
     KEY,
     SECRET,

@@ -22,7 +22,7 @@ import pytest
 
 from protocol.client.cluster import KafkaClient
 
-from .worker_stats import python_workers, rss_kb
+from .helpers.worker_stats import python_workers, rss_kb
 
 MIB = 1 << 20
 #: (value size, records): one partition of 4 + 8 MiB x 6 = 52 MiB.

@@ -21,7 +21,7 @@ from protocol.errors import (
 )
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA, PRODUCE
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.waiting import wait_until
 
 LIST_OFFSETS_KEY = 2

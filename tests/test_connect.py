@@ -39,7 +39,7 @@ import pytest
 
 from protocol.client.cluster import KafkaClient
 
-from .python_envs import build_wheel, can_import_connector, layered_env, pip
+from .helpers.python_envs import build_wheel, can_import_connector, layered_env, pip
 from .helpers.envs import clean_env
 from .helpers.waiting import wait_until
 

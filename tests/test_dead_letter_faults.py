@@ -30,11 +30,11 @@ import pytest
 from kafka_common.dead_letter import CLASS_HEADER, TOPIC_HEADER
 from protocol.client.cluster import KafkaClient
 
-from .dead_letter_kill_child import PER_TRIGGER
+from .helpers.dead_letter_kill_child import PER_TRIGGER
 from .helpers.executors import kill_session
 from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import EXECUTOR_ENV, FAIL_ENV, child_env
-from .txn_referee import (
+from .helpers.txn_referee import (
     committed_values,
     librdkafka_read_committed,
     open_transactions,
@@ -68,7 +68,7 @@ def _run_child(args: list[str], env: dict, log: Path) -> int:
     executors' work directory it named is removed."""
     with open(log, "wb") as stderr:
         child = subprocess.Popen(
-            [sys.executable, "-m", "tests.dead_letter_kill_child", *args],
+            [sys.executable, "-m", "tests.helpers.dead_letter_kill_child", *args],
             cwd=REPO,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -289,7 +289,7 @@ def test_the_connectors_tasks_get_the_token_and_not_the_password(token_kafka):
     from kafka_sink.validation import WritePlan
     from kafka_sink.writer import write_task
     from kafka_source.options import parse_reader_options
-    from tests.signin_cluster import round_trip
+    from tests.helpers.signin_cluster import round_trip
 
     options = {
         "kafka.bootstrap.servers": token_kafka.listener("SASL"),

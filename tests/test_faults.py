@@ -4,7 +4,7 @@ bytes in Fetch responses.
 
 Brokers:
 
-- Apache Kafka behind ``tests.fault_proxy.FaultProxy`` (its ``PROXIED`` listener
+- Apache Kafka behind ``tests.helpers.fault_proxy.FaultProxy`` (its ``PROXIED`` listener
   advertises the proxy's port, so every connection of a client that bootstraps through
   the proxy goes through it; ``broker.bootstrap`` is the direct way in, for setting up and
   for referees): cut connections, dropped answers, flipped bytes. Kafka checks the
@@ -18,7 +18,7 @@ responses of the size they want.
 
 Counts: the default sizes keep ``make test`` quick; ``PYKAFKA_SOAK=1`` (``make soak``) runs
 the full ones (1 M records read, 100 k written with 1,000 faults per broker kind). Each
-test records its figures with ``tests.reliability_report.record``.
+test records its figures with ``tests.helpers.reliability_report.record``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from protocol.client.cluster import KafkaClient
 from protocol.errors import CorruptRecordError, PyKafkaError
 from protocol.schemas import FETCH, LIST_OFFSETS
 
-from .reliability_report import record, soak
+from .helpers.reliability_report import record, soak
 from .helpers.sink import batches, consume, options as writer_options, plan_for
 from .helpers.faults import produce_numbered, reader_options
 from .helpers.frames import rewriting

@@ -36,7 +36,7 @@ from kafka_source.option_table import reader_option_names
 from kafka_source.options import parse_reader_options
 from protocol.errors import ConfigError, KafkaConnectionError
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOWHERE = "127.0.0.1:1"  # nothing listens on port 1: connections are refused at once

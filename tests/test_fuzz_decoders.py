@@ -36,7 +36,7 @@ from protocol.errors import ProtocolError
 from protocol.records import accel
 
 from .fuzz.targets import MUTATIONS, TARGETS, check_bounded, mutate
-from .reliability_report import record, soak
+from .helpers.reliability_report import record, soak
 
 SCALE = max(1, int(os.environ.get("PYKAFKA_FUZZ_EXAMPLES", "5" if soak() else "1")))
 EXAMPLES = {

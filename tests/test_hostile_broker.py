@@ -1,4 +1,4 @@
-"""A hostile broker on a SASL_PLAINTEXT listener (``tests.fake_sasl_broker``), driving the
+"""A hostile broker on a SASL_PLAINTEXT listener (``tests.helpers.fake_sasl_broker``), driving the
 real ``BrokerConnection``: frame sizes, counts and lengths near 2**31 in the answers to
 ApiVersions, SaslHandshake, SaslAuthenticate and Metadata, and SCRAM servers that cheat
 (iteration counts out of bounds, a nonce that does not extend ours, a bad or missing
@@ -23,8 +23,8 @@ from protocol.config import ClientConfig
 from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, ProtocolError, PyKafkaError
 
-from .fake_sasl_broker import FakeSaslBroker
-from .reliability_report import record
+from .helpers.fake_sasl_broker import FakeSaslBroker
+from .helpers.reliability_report import record
 from .helpers.secrets import assert_no_secret
 
 USER, PASSWORD = "alice", "Pa55-\u00e9-s3cr3t-XYZ"

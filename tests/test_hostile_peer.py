@@ -11,7 +11,7 @@ from protocol.config import ClientConfig
 from protocol.client.connection import BrokerConnection
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError, ProtocolError
 from protocol.schemas.api_versions import API_VERSIONS
-from tests.fake_broker import FakeBroker, correlation_id, frame
+from tests.helpers.fake_broker import FakeBroker, correlation_id, frame
 
 
 def api_versions_ok(request: bytes) -> bytes:

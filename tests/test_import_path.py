@@ -15,7 +15,7 @@ import subprocess
 import sys
 import textwrap
 
-from tests.broker_setup import create_topic
+from tests.helpers.broker_setup import create_topic
 from tests.helpers.library import ROOT
 
 sys.path.insert(0, os.path.join(ROOT, "scripts"))

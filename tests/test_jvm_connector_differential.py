@@ -5,7 +5,7 @@ schema.
 
 Maven serves the JVM connector up to Spark 4.2.0, so the comparison runs under PySpark 4.2.0
 in a virtualenv of its own (``.venv-pyspark-4.2.0``, built on first use: 3-4 min). One
-child driver (``tests/jvm_referee_child.py``: one SparkSession, ``local[2]``, the
+child driver (``tests/helpers/jvm_referee_child.py``: one SparkSession, ``local[2]``, the
 connector's jars from ``kafka_testbed.maven_jars.spark_kafka_jars`` in ``spark.jars``, ours
 imported from the checkout) runs every scenario of this module through both connectors;
 the module's fixture prepares the topics on the session's Apache Kafka (librdkafka writes
@@ -48,8 +48,8 @@ from kafka_testbed.maven_jars import spark_kafka_jars
 from protocol.client.cluster import KafkaClient
 from protocol.schemas import FETCH, LIST_OFFSETS
 
-from .broker_setup import create_topic, kafka_behind_fault_proxy
-from .own_envs import own_env
+from .helpers.broker_setup import create_topic, kafka_behind_fault_proxy
+from .helpers.own_envs import own_env
 from .helpers.jvm_connector import REFEREE_REQUIREMENTS, SPARK_VERSION, ok, run_child
 from .helpers.frames import decoded, encoded
 
@@ -342,7 +342,7 @@ AVAILABLE_NOW_MIN_OFFSETS = (
 
 # Streams run again on one checkpoint, with the topics changed between runs: each connector
 # gets topics of its own (<S>, created empty by the fixture, as <T> for writes). The steps
-# (tests/jvm_referee_child.py, run_steps): "stream" runs one (Trigger.AvailableNow unless a
+# (tests/helpers/jvm_referee_child.py, run_steps): "stream" runs one (Trigger.AvailableNow unless a
 # processing-time "trigger" is given), "produce" writes ``count`` records "<tag>-<i>" into
 # a partition at once, "add_partitions", "delete_topic", "delete_records"; "batch" and
 # "collect" run a batch DataFrame's actions. ({topic suffix: partitions}, steps)
@@ -1294,7 +1294,7 @@ def test_jars_are_the_connector_and_what_it_needs_beyond_pyspark(referee):
 
 # ---- TLS stores, broker errors, spark.network.timeout: a run of their own ------------------
 # Three documented differences need what the run above lacks: a broker with a TLS listener,
-# a fault proxy in front of it (tests/fault_proxy.py; the broker advertises the proxy's
+# a fault proxy in front of it (tests/helpers/fault_proxy.py; the broker advertises the proxy's
 # port, so every connection of both connectors, Java's admin client and consumers
 # included, goes through it) and a Spark session started with a changed
 # spark.network.timeout. So one more Apache Kafka (PLAINTEXT, SSL and the proxied

@@ -4,7 +4,7 @@ with KRaft's ``StandardAuthorizer``, by principals granted exactly the row's gra
 table in ``docs/security.md``. What "How it differs" (``docs/differences.md``) says about
 grants rests on this.
 
-One child driver (``tests/jvm_referee_child.py`` under PySpark 4.2.0, as the differential
+One child driver (``tests/helpers/jvm_referee_child.py`` under PySpark 4.2.0, as the differential
 suite runs it) signs in with SCRAM through ``kafka.sasl.jaas.config`` (both connectors take
 it) as
 
@@ -36,7 +36,7 @@ from kafka_testbed.maven_jars import spark_kafka_jars
 from protocol.client.cluster import KafkaClient
 from protocol.records.batch import Record, build_batch
 
-from .own_envs import own_env
+from .helpers.own_envs import own_env
 from .helpers.jvm_connector import REFEREE_REQUIREMENTS, SPARK_VERSION, ok, run_child
 
 pytestmark = [pytest.mark.spark, pytest.mark.jvm_referee, pytest.mark.timeout(1800)]

@@ -33,12 +33,12 @@ import pytest
 
 from protocol.client.cluster import MAX_TIMESTAMP, KafkaClient
 
-from .broker_setup import create_topic
-from .eos_stream_child import pipeline
+from .helpers.broker_setup import create_topic
+from .helpers.eos_stream_child import pipeline
 from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import child_env
 from .helpers.waiting import wait_until
-from .txn_referee import (
+from .helpers.txn_referee import (
     aborted_values,
     committed_values,
     librdkafka_read_committed,
@@ -704,7 +704,7 @@ def _crash_and_restart(
     point: str,
     restart_min_partitions: str | None,
 ) -> None:
-    """tests/eos_stream_child.py runs the stream in a child driver that kills itself
+    """tests/helpers/eos_stream_child.py runs the stream in a child driver that kills itself
     (driver, JVM, workers) at ``point`` of micro-batch 0 (a task per source partition);
     the query then runs to the end here on the same checkpoint, with
     ``restart_min_partitions`` (None: the option left out)."""
@@ -714,7 +714,7 @@ def _crash_and_restart(
         [
             sys.executable,
             "-m",
-            "tests.eos_stream_child",
+            "tests.helpers.eos_stream_child",
             bootstrap,
             source,
             target,

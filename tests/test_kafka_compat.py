@@ -26,8 +26,8 @@ import pytest
 
 from kafka_testbed import KAFKA_VERSIONS
 
-from .broker_setup import create_topic
-from .txn_referee import (
+from .helpers.broker_setup import create_topic
+from .helpers.txn_referee import (
     committed_values,
     librdkafka_read_committed,
     open_transactions,

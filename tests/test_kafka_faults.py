@@ -21,7 +21,7 @@ runs small versions (20,000 rows and 2 kills; one broker fault and one driver ki
 4.4.0 with transaction.version 2; an 8 s pause); ``PYKAFKA_SOAK=1`` (``make soak``) the
 full ones (200,000 rows and 5 kills; 8 broker faults and two driver kills on each of
 4.4.0 tv2, 4.4.0 tv1 and 3.9.2; a 30 s pause). Each records its figures with
-``tests.reliability_report.record`` (section "Apache Kafka, brokers dying" of
+``tests.helpers.reliability_report.record`` (section "Apache Kafka, brokers dying" of
 tests/RELIABILITY.md).
 """
 
@@ -46,7 +46,7 @@ import pytest
 from kafka_testbed import NEWEST_KAFKA, OLDEST_KAFKA
 from protocol.client.cluster import KafkaClient
 
-from .broker_faults import (
+from .helpers.broker_faults import (
     SESSION_TIMEOUT_S,
     Clusters,
     FaultInjector,
@@ -61,15 +61,15 @@ from .broker_faults import (
     wait_in_sync,
     wait_leader_moved,
 )
-from .eos_stream_child import pipeline
+from .helpers.eos_stream_child import pipeline
 from .helpers.kill_points import ENV as KILL_AT
 from .helpers.kill_points import child_env
-from .reliability_report import record, soak
-from .soak_forensics import committed_ends
+from .helpers.reliability_report import record, soak
+from .helpers.soak_forensics import committed_ends
 from .helpers.read_committed import our_read_committed
 from .helpers.sink import consume
 from .helpers.waiting import wait_until
-from .txn_referee import (
+from .helpers.txn_referee import (
     aborted_values,
     committed_values,
     librdkafka_read_committed,
@@ -512,7 +512,7 @@ def test_read_stream_while_the_leader_of_its_partitions_is_paused(kafka3, tmp_pa
             [
                 sys.executable,
                 "-m",
-                "tests.kafka_faults_child",
+                "tests.helpers.kafka_faults_child",
                 "read",
                 cluster.bootstrap,
                 topic,
@@ -732,7 +732,7 @@ def kill_driver_at(
             [
                 sys.executable,
                 "-m",
-                "tests.kafka_faults_child",
+                "tests.helpers.kafka_faults_child",
                 "eos",
                 cluster.bootstrap,
                 source,

@@ -3,9 +3,9 @@ broker's unsecured validator and its JWKS validator), over SASL_PLAINTEXT and SA
 KIP-368 re-authentication (TLS and its refusals: ``tests/test_kafka_tls.py``).
 
 Every way of signing in is on one cluster of the newest pinned Kafka, shared with the other
-sign-in tests (``signin_kafka``, ``tests/signin_cluster.py``): the listener ``SASL`` (PLAIN
+sign-in tests (``signin_kafka``, ``tests/helpers/signin_cluster.py``): the listener ``SASL`` (PLAIN
 and SCRAM for ``SASL_USERS``, OAUTHBEARER checked by the unsecured validator), ``OAUTH``
-(OAUTHBEARER checked against the JWKS of the test OIDC issuer, ``tests/oidc_issuer.py``),
+(OAUTHBEARER checked against the JWKS of the test OIDC issuer, ``tests/helpers/oidc_issuer.py``),
 ``SASL_SSL`` (the same over TLS), ``SSL`` (client certificates required), and
 ``connections.max.reauth.ms`` of 3 s on the SASL listeners, so every session ends 3 s after
 it began unless the client signs in again. The oldest pinned version (3.9.2) and a middle
@@ -57,10 +57,17 @@ from protocol.errors import AuthenticationError, KafkaConnectionError
 from protocol.records.batch import Record, build_batch
 from protocol.schemas import METADATA
 
-from .signin_cluster import CLIENT, CLIENT_SECRET, REAUTH_MS, client_for, round_trip, tls_options
+from .helpers.signin_cluster import (
+    CLIENT,
+    CLIENT_SECRET,
+    REAUTH_MS,
+    client_for,
+    round_trip,
+    tls_options,
+)
 from .helpers.secrets import assert_no_secret
 from .helpers.waiting import wait_until
-from .trust_env import allow_urls, spark_worker_env
+from .helpers.trust_env import allow_urls, spark_worker_env
 from .helpers.signin import (
     OAUTH_HANDLER,
     OAUTH_MODULE,
@@ -83,7 +90,7 @@ WRONG_PASSWORD = "Wr0ng-batt3ry-staple"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
-# ---- the cluster (tests/signin_cluster.py) -------------------------------------------------
+# ---- the cluster (tests/helpers/signin_cluster.py) ---------------------------------------
 
 
 @pytest.fixture(autouse=True)

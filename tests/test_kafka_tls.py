@@ -1,6 +1,6 @@
 """TLS to Apache Kafka itself: mutual TLS, SASL over TLS, and every refusal a user meets.
 
-All on the shared sign-in cluster (``tests/signin_cluster.py``: the newest pinned Kafka,
+All on the shared sign-in cluster (``tests/helpers/signin_cluster.py``: the newest pinned Kafka,
 PEM keystores from trustme): ``SSL`` requires a client certificate from the test CA,
 ``SASL_SSL`` takes PLAIN, SCRAM and OIDC tokens (Kafka's JWKS validator) over TLS, and two
 more TLS listeners carry a certificate for another host (``WRONG_HOST``) and one that has
@@ -35,10 +35,10 @@ from kafka_testbed import SASL_USERS
 from protocol.client import pool
 from protocol.errors import AuthenticationError, PyKafkaError
 
-from .signin_cluster import client_for, round_trip, tls_options
+from .helpers.signin_cluster import client_for, round_trip, tls_options
 from .helpers.signin import issuer_token_options, sasl_ssl_options
 from .helpers.secrets import assert_no_secret
-from .trust_env import allow_urls
+from .helpers.trust_env import allow_urls
 
 REFUSED_WITHIN_S = 10.0  # at once, not after the 30 s request timeout: a loaded machine's margin
 PASSWORD = SASL_USERS["alice"]

@@ -34,7 +34,13 @@ from protocol.schemas import (
     PRODUCE,
     TXN_OFFSET_COMMIT,
 )
-from tests.scripted_broker import NODE_ID, Request, ScriptedBroker, metadata_answer, response_frame
+from tests.helpers.scripted_broker import (
+    NODE_ID,
+    Request,
+    ScriptedBroker,
+    metadata_answer,
+    response_frame,
+)
 from tests.helpers.library import ROOT, library_sources
 from .helpers.kafka_versions import KAFKA, KAFKA4, SENDS, _problems
 

@@ -7,7 +7,7 @@ GSSAPI listener, both started here (``kafka_testbed.kerberos.KerberosRealm``,
 past a short ticket lifetime, and the refusals (no ticket, a wrong keytab, an unknown service
 principal, a KDC whose clock runs 10 minutes ahead under libfaketime), each an
 ``AuthenticationError`` naming the principal and the cause; and a Spark job of its own (a
-child process: ``tests/kerberos_spark_child.py``) writing and reading over Kerberos.
+child process: ``tests/helpers/kerberos_spark_child.py``) writing and reading over Kerberos.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from kafka_source.options import parse_reader_options
 from protocol.errors import AuthenticationError, ConfigError
 
 from .helpers.waiting import wait_until
-from .signin_cluster import client_for, round_trip
+from .helpers.signin_cluster import client_for, round_trip
 
 KRB5 = "com.sun.security.auth.module.Krb5LoginModule"
 REPO = Path(__file__).resolve().parent.parent
@@ -312,7 +312,7 @@ def test_spark_job_over_kerberos(kafka, krb5_env, tmp_path):
     env.update(realm.client_env())
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
     child = subprocess.run(
-        [sys.executable, "-m", "tests.kerberos_spark_child", json.dumps(spec)],
+        [sys.executable, "-m", "tests.helpers.kerberos_spark_child", json.dumps(spec)],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -2,7 +2,7 @@
 
 The stores are made as a Java user makes them, by the JDK's ``keytool`` (and ``openssl``
 for the PKCS12 it imports from), from the sign-in cluster's certificates
-(``tests/signin_cluster.py``); mutual TLS runs against that cluster's ``SSL`` listener,
+(``tests/helpers/signin_cluster.py``); mutual TLS runs against that cluster's ``SSL`` listener,
 which requires a client certificate from its CA (``ssl.client.auth=required``).
 
 The JKS reader is ours (``protocol/tls_stores/jks.py``): a good store, a wrong password,
@@ -33,7 +33,7 @@ from protocol.tls_stores.jks import read_jks
 from protocol.tls_stores.pkcs12 import MISSING_EXTRA
 
 from .helpers.secrets import assert_no_secret
-from .signin_cluster import client_for, round_trip
+from .helpers.signin_cluster import client_for, round_trip
 
 REFUSED_WITHIN_S = 10.0
 STORE_PASSWORD = "St0re-pw-do-not-leak"

@@ -23,7 +23,7 @@ from kafka_source.lag import (
     with_lag_metrics,
 )
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.streaming import A0, A1, B0, StubClient, produce, stub_reader, values_for
 from .helpers.lag import PROGRESS
 from .helpers.waiting import wait_until

@@ -206,3 +206,20 @@ def test_the_architecture_page_names_every_module_of_every_wing_and_no_other():
         if n.endswith(".py")
     }
     assert not named - everywhere, f"the page names modules that do not exist: {named - everywhere}"
+
+
+def test_tests_import_helpers_and_never_another_test_module():
+    """The tests' top level holds test modules only (with conftest.py); what they share
+    lives in ``tests/helpers/`` (fixtures in conftest.py), so no test module or helper
+    imports a test module."""
+    tests_dir = os.path.join(ROOT, "tests")
+    top = sorted(f for f in os.listdir(tests_dir) if f.endswith(".py"))
+    assert [f for f in top if not f.startswith("test_")] == ["__init__.py", "conftest.py"]
+    offenders = []
+    for folder, _, files in os.walk(tests_dir):
+        for name in (f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, name)
+            for imported in _imports(path, _module_name(path)):
+                if imported.rsplit(".", 1)[-1].startswith("test_"):
+                    offenders.append(f"{os.path.relpath(path, ROOT)} imports {imported}")
+    assert offenders == []

@@ -3,7 +3,7 @@ docs/loading.md ("Ways to load the connector") says, each checked with a real jo
 
 Each job runs in a subprocess from a temporary directory with no ``PYTHONPATH`` (unless the
 way under test sets one), on ``local[2]``, with a Python that has pyspark and the runtime
-dependencies: ``.venv-pyfiles``, or an env layered on it (``tests/python_envs.py``). It
+dependencies: ``.venv-pyfiles``, or an env layered on it (``tests/helpers/python_envs.py``). It
 tries, in this order: ``format("pykafka")`` before anything is registered (Spark looks
 ``pyspark_*`` modules up once, at the first Python data source it resolves), then after
 loading the connector as the way says, a batch write and read, a streaming read
@@ -23,7 +23,7 @@ import pytest
 
 from protocol.client.cluster import KafkaClient
 
-from .python_envs import copy_sources, layered_env, pip
+from .helpers.python_envs import copy_sources, layered_env, pip
 from .helpers.envs import clean_env, pyfiles_python
 
 pytestmark = [pytest.mark.spark, pytest.mark.loading]

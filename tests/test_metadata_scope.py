@@ -65,7 +65,7 @@ def _three_brokers_behind_proxies():
     own (the metadata names the proxies)."""
     from kafka_testbed import KafkaCluster
 
-    from .fault_proxy import FaultProxy
+    from .helpers.fault_proxy import FaultProxy
 
     proxies = [FaultProxy() for _ in range(3)]
     cluster = KafkaCluster(nodes=3, proxied={i + 1: each.port for i, each in enumerate(proxies)})

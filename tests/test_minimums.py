@@ -1,6 +1,6 @@
 """The lowest versions we claim (``make test-minimums``, not part of ``make test``).
 
-Each env (``.venv-minimums-<python>``, made once and kept, :mod:`tests.own_envs`) holds
+Each env (``.venv-minimums-<python>``, made once and kept, :mod:`tests.helpers.own_envs`) holds
 the lowest version of every runtime dependency ``pyproject.toml`` allows on that Python,
 as uv's lowest resolution installs them (``--resolution lowest-direct``: the
 dependencies we name at their lowest, theirs at their newest), beside ``pyspark[sql]``
@@ -41,8 +41,8 @@ from packaging.version import Version
 from .helpers import python_lanes
 from .helpers.envs import RUNTIME_DEPENDENCIES
 from .helpers.library import ROOT
-from .own_envs import own_env, prune_uv_cache
-from .python_envs import pip, site_packages
+from .helpers.own_envs import own_env, prune_uv_cache
+from .helpers.python_envs import pip, site_packages
 
 pytestmark = pytest.mark.minimums
 

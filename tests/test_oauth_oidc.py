@@ -1,14 +1,14 @@
 """OAUTHBEARER with OIDC client credentials against a real token issuer.
 
-The issuer is the npm package oauth2-mock-server (``tests/oidc_issuer.py``): RS256 tokens
+The issuer is the npm package oauth2-mock-server (``tests/helpers/oidc_issuer.py``): RS256 tokens
 for registered clients only, a JWKS to check them with. The sign-in runs on Apache Kafka
-(the sign-in cluster's OAUTH listener, ``tests/signin_cluster.py``), whose own JWKS
+(the sign-in cluster's OAUTH listener, ``tests/helpers/signin_cluster.py``), whose own JWKS
 validator checks the token the connector fetched; its refusals are in
 ``tests/test_kafka_signin.py``. The rest needs no broker (the token endpoint's answers, the
 refresh, an https endpoint) but one: librdkafka (confluent-kafka with
 ``sasl.oauthbearer.method=oidc``) is the referee of our client initial response, byte for
 byte, which only a broker that records what it receives can compare: the scripted broker
-following Kafka's OAuthBearerSaslServer (``tests/fake_sasl_broker.py``) takes both.
+following Kafka's OAuthBearerSaslServer (``tests/helpers/fake_sasl_broker.py``) takes both.
 """
 
 from __future__ import annotations
@@ -25,12 +25,12 @@ from protocol.client.cluster import KafkaClient
 from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError
 
-from .fake_sasl_broker import FakeSaslBroker
-from .oidc_issuer import OidcIssuer
-from .signin_cluster import CLIENT_SECRET as SIGNIN_SECRET
-from .signin_cluster import REAUTH_MS
+from .helpers.fake_sasl_broker import FakeSaslBroker
+from .helpers.oidc_issuer import OidcIssuer
+from .helpers.signin_cluster import CLIENT_SECRET as SIGNIN_SECRET
+from .helpers.signin_cluster import REAUTH_MS
 from .helpers.secrets import assert_no_secret
-from .trust_env import allow_urls
+from .helpers.trust_env import allow_urls
 from .helpers.oidc import CLIENT, SECRET, jvm_options
 
 

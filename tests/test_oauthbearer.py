@@ -2,7 +2,7 @@
 token sources that need no network (unsecured, file, callable), the per-process cache with
 Kafka's refresh rules, and re-authentication before a session's end.
 
-The sign-ins run on Apache Kafka (the sign-in cluster, ``tests/signin_cluster.py``): its
+The sign-ins run on Apache Kafka (the sign-in cluster, ``tests/helpers/signin_cluster.py``): its
 SASL listener's unsecured validator takes the unsigned tokens of these sources and ends
 every session after 3 s; its OAUTH listener's JWKS validator refuses them. What the client
 sent (token, extensions) is read back from its client initial response (``sent``). The
@@ -37,9 +37,9 @@ from protocol.errors import AuthenticationError, ConfigError, ProtocolError
 from protocol.sasl_oauthbearer import OAuthBearerMechanism, client_initial_response
 from protocol.schemas import METADATA
 
-from .fake_sasl_broker import OAUTH_CLIENT_FIRST
+from .helpers.fake_sasl_broker import OAUTH_CLIENT_FIRST
 from .helpers.secrets import assert_no_secret
-from .trust_env import allow_callbacks, allow_urls
+from .helpers.trust_env import allow_callbacks, allow_urls
 from .helpers.tokens import jwt
 from .helpers.waiting import wait_until
 

@@ -3,7 +3,7 @@
 what the project is (an SPDX license, classifiers from the official list, one version),
 and neither building nor installing, editable included, prints a warning.
 
-The builds run on a copy of the sources (``tests/python_envs.py``), so nothing is written
+The builds run on a copy of the sources (``tests/helpers/python_envs.py``), so nothing is written
 into the checkout, and without build isolation (the ``dev`` extra has the build backend),
 which keeps them to seconds; the editable install runs as ``make install`` does, with pip's
 own isolated build, into an env layered on ``.venv-pyfiles``.
@@ -25,7 +25,7 @@ import pytest
 
 from protocol.version import __version__
 
-from .python_envs import copy_sources, layered_env, site_packages
+from .helpers.python_envs import copy_sources, layered_env, site_packages
 from .helpers.envs import clean_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -225,7 +225,7 @@ def test_the_top_level_names_are_written_once():
         "kafka_source",
         "kafka_sink",
         "pyspark_pykafka",
-        "tests/python_envs.py",
+        "tests/helpers/python_envs.py",
     ):
         path = os.path.join(ROOT, name)
         paths = (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .helpers.kill_points import child_env
 from .helpers.transactions import create
-from .point_patches_child import BATCH, PARTITIONS
+from .helpers.point_patches_child import BATCH, PARTITIONS
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,7 +22,14 @@ def test_points_are_reached_where_they_say(kafka, topic_name):
     create(kafka, topic_name, PARTITIONS)
     prefix = f"points-{uuid.uuid4().hex[:8]}"
     child = subprocess.run(
-        [sys.executable, "-m", "tests.point_patches_child", kafka.bootstrap, topic_name, prefix],
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.point_patches_child",
+            kafka.bootstrap,
+            topic_name,
+            prefix,
+        ],
         cwd=REPO,
         env=child_env(),
         capture_output=True,

@@ -1,7 +1,7 @@
 """The client pool of a Python worker (``protocol.client.pool``) and the producer identity that
 rides with a pooled client, on real brokers, without Spark.
 
-- the session's Apache Kafka behind ``tests.fault_proxy.FaultProxy`` (``proxied_kafka``:
+- the session's Apache Kafka behind ``tests.helpers.fault_proxy.FaultProxy`` (``proxied_kafka``:
   the proxy counts the connections it accepts, and cuts them as the broker or the network
   would; clients that bootstrap through it reach the broker only through it);
 - librdkafka's mock cluster for leader moves and injected Produce errors;
@@ -34,9 +34,9 @@ from protocol.client.connection import BrokerConnection
 from protocol.client.sasl_signin import SESSION_RENEW_AT
 from protocol.errors import ConfigError
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.waiting import wait_until
-from .signin_cluster import REAUTH_MS
+from .helpers.signin_cluster import REAUTH_MS
 from .helpers.sink import (
     assert_exactly_once_in_order,
     batches,

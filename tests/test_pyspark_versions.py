@@ -1,7 +1,7 @@
 """Every PySpark the README names (``make test-versions``, not part of ``make test``).
 
 For each supported minor version, a virtualenv of its own (``.venv-pyspark-4.1`` ...,
-:mod:`tests.own_envs`; for the PySpark of ``.venv``, ``make test``'s ``.venv-pyfiles``)
+:mod:`tests.helpers.own_envs`; for the PySpark of ``.venv``, ``make test``'s ``.venv-pyfiles``)
 holds that PySpark and the runtime dependencies, not the connector.
 One ``spark-submit --py-files dist/pyspark_pykafka-<version>.zip`` job (``local[2]``, the zip
 on ``PYTHONPATH`` too, as docs/loading.md's client-mode row says, so a streaming read finds it)
@@ -22,8 +22,8 @@ import textwrap
 
 import pytest
 
-from .broker_setup import create_topic
-from .own_envs import own_env, run_job, write_job
+from .helpers.broker_setup import create_topic
+from .helpers.own_envs import own_env, run_job, write_job
 from .helpers.envs import pyfiles_python
 
 pytestmark = pytest.mark.pyspark_versions

@@ -11,7 +11,7 @@ For each version of ``scripts/build_wheels.py``'s ``PYTHONS`` (3.10 to 3.13, pye
   decoder and encoder load from the install and write and read the same bytes as the
   pure path (``scripts/check_wheel.py``, cibuildwheel's test command too);
 - installed into ``.venv-python-<version>`` (that Python, PySpark, the runtime
-  dependencies, pytest and hypothesis; made once and kept, :mod:`tests.own_envs`), a
+  dependencies, pytest and hypothesis; made once and kept, :mod:`tests.helpers.own_envs`), a
   selection of the suite passes in a child pytest that imports the connector from the
   install: the protocol round trips of every API and version, the primitives, record
   batches (golden bytes, legacy message sets, varints, compression) and the
@@ -49,8 +49,8 @@ import pytest
 from protocol.version import __version__
 
 from .helpers import python_lanes
-from .own_envs import own_env
-from .python_envs import pip, site_packages
+from .helpers.own_envs import own_env
+from .helpers.python_envs import pip, site_packages
 from .helpers.envs import clean_env
 
 pytestmark = pytest.mark.pythons

@@ -4,7 +4,7 @@ protocol/records/accel.py) against the pure-Python path on the same bytes.
 Its contract: decode exactly what the pure path decodes, to equal Arrow batches, and on
 anything else answer None so the pure path raises its own error. The decode tests of
 test_records_decode.py, test_records_golden.py and the records fuzzers run on both paths
-(tests/decoder_paths.py); here: that it is built and really used, the switches, hostile
+(tests/helpers/decoder_paths.py); here: that it is built and really used, the switches, hostile
 lengths (refused, never read past a section), and random sections under a valid CRC.
 """
 

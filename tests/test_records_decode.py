@@ -18,7 +18,7 @@ from protocol.records import decode_arrow as D
 from protocol.records import decode_records, spark_schema
 
 from .helpers.golden_batches import GOLDEN_V2, TS
-from .decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
+from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
 from .helpers.golden_legacy import GOLDEN_V0, GOLDEN_V1, wrapper
 
 TOPIC, PART = "events", 3

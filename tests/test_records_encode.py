@@ -1,6 +1,6 @@
 """encode_batch, encode_rows and split_for_batch_size: round trips through both decoders,
 inputs, sizes. Every test runs on the pure-Python path and on the compiled encoder and
-decoder (tests/decoder_paths.py)."""
+decoder (tests/helpers/decoder_paths.py)."""
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,7 @@ from protocol.records.encode_arrow import (
 from protocol.records.row_source import RowSource
 from protocol.records.vectorized import varint_sizes, zigzag_encode
 
-from .decoder_paths import decoder_path  # noqa: F401 (autouse: both paths)
+from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: both paths)
 
 HEADERS = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TS = 1_700_000_000_000

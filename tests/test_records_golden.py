@@ -11,7 +11,7 @@ import pytest
 from protocol.records import decode_records
 from protocol.records.batch import parse_header
 
-from .decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
+from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
 
 GOLDEN = Path(__file__).parent / "data" / "golden"
 CASES = sorted(p.stem for p in GOLDEN.glob("*.bin"))

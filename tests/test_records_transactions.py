@@ -14,7 +14,7 @@ from protocol.records import decode_records
 from protocol.records.batch import ABORT, control_type, iter_batches, parse_header
 from protocol.records.reference_decode import parse_records
 
-from .txn_referee import stable_offsets_behind
+from .helpers.txn_referee import stable_offsets_behind
 
 
 def aborted_list(records: bytes) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import os
 
-from tests import reliability_report
+from tests.helpers import reliability_report
 
 
 def _without_machine(text: str) -> str:

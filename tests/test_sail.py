@@ -29,7 +29,7 @@ import pytest
 
 from protocol.client.cluster import KafkaClient
 
-from .own_envs import install_connector, own_env, run_job, write_job
+from .helpers.own_envs import install_connector, own_env, run_job, write_job
 from .helpers.envs import clean_env
 from .helpers.waiting import wait_until
 

@@ -1,14 +1,14 @@
 """OAUTHBEARER and AWS_MSK_IAM end to end through Spark, on a real data path.
 
 OAUTHBEARER signs in to Apache Kafka itself: the sign-in cluster's SASL_SSL listener
-(``tests/signin_cluster.py``), where Kafka's own JWKS validator checks the tokens the
+(``tests/helpers/signin_cluster.py``), where Kafka's own JWKS validator checks the tokens the
 connector fetched from the tests' OIDC issuer (Kafka fetches the issuer's JWKS from its
 endpoint, on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``, and
 expects its ``iss``), over TLS, with sessions of 3 s that long-lived connections (the
 driver's offset reader, the stream's) must renew.
 
 AWS_MSK_IAM is spoken by no Kafka these tests can run, so it alone keeps a stand-in: a SASL
-front (``tests.sasl_relay_broker``) that recomputes each MSK IAM signature with botocore
+front (``tests.helpers.sasl_relay_broker``) that recomputes each MSK IAM signature with botocore
 and relays everything after the sign-in to a Tansu broker advertising the front's port.
 
 A Spark driver in a child process (it needs AWS credentials and a region in its
@@ -30,9 +30,9 @@ import pytest
 from kafka_source.options import parse_reader_options
 from protocol.client.cluster import KafkaClient
 
-from .broker_setup import create_topic
-from .sasl_relay_broker import SaslRelayBroker, tansu_behind
-from .signin_cluster import CLIENT_SECRET
+from .helpers.broker_setup import create_topic
+from .helpers.sasl_relay_broker import SaslRelayBroker, tansu_behind
+from .helpers.signin_cluster import CLIENT_SECRET
 from .helpers.msk_iam import KEY, SECRET, check_msk_payload
 from .helpers.oidc import jvm_options
 
@@ -111,7 +111,7 @@ def test_batch_and_exactly_once_stream_through_oauthbearer_and_msk_iam(
         log = tmp_path / "child.log"
         with open(log, "w") as stderr:
             child = subprocess.run(
-                [sys.executable, "-m", "tests.sasl_spark_child", json.dumps(spec)],
+                [sys.executable, "-m", "tests.helpers.sasl_spark_child", json.dumps(spec)],
                 cwd=REPO,
                 env=env,
                 text=True,

@@ -1,5 +1,5 @@
 """Schema Registry reading without Spark: the registry client against the test registry
-(tests/schema_registry_server.py, standing in for Confluent's), the framing parser on
+(tests/helpers/schema_registry_server.py, standing in for Confluent's), the framing parser on
 what confluent-kafka's serializers write, and ``read_range`` decoding a topic's values
 written by confluent-kafka's ``AvroSerializer`` (referee: its ``AvroDeserializer``)."""
 
@@ -26,8 +26,8 @@ from kafka_common.value_formats.decoding import ValueDecodeError
 from kafka_common.value_formats import resolve_formats
 from protocol.errors import ConfigError
 
-from .broker_setup import create_topic
-from .schema_registry_server import RegistryServer
+from .helpers.broker_setup import create_topic
+from .helpers.schema_registry_server import RegistryServer
 
 warnings.filterwarnings("ignore", module="authlib.*")
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402

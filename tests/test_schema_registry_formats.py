@@ -17,7 +17,7 @@ from kafka_source.options import parse_reader_options
 from kafka_common.value_formats.decoding import ValueDecodeError
 from kafka_common.value_formats import resolve_formats
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 
 from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402

@@ -1,7 +1,7 @@
 """``valueFormat=avro`` through Spark: a batch read of a topic whose producers evolved the
 schema, and a stream that meets a new schema id mid-way without calling the registry per
 micro-batch. Values are written by confluent-kafka's AvroSerializer talking over HTTP to
-the test registry (tests/schema_registry_server.py, standing in for Confluent's); the
+the test registry (tests/helpers/schema_registry_server.py, standing in for Confluent's); the
 referee is confluent-kafka's AvroDeserializer. One shared SparkSession (conftest)."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 import confluent_kafka
 import pytest
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.schema_registry import V1, V2, produce
 from .helpers.waiting import wait_until
 

@@ -2,7 +2,7 @@
 
 End to end here means the real client (``KafkaClient`` built from the source's and the
 sink's options) against Apache Kafka's SASL listener (``signin_kafka``,
-``tests/signin_cluster.py``): signing in with each mechanism, through a JAAS line and the
+``tests/helpers/signin_cluster.py``): signing in with each mechanism, through a JAAS line and the
 sink's options, and Kafka refusing a password, the reader's and the writer's, and through
 ``spark.read`` (more sign-ins on Kafka are in ``tests/test_kafka_signin.py`` and
 ``tests/test_kafka_tls.py``).
@@ -12,7 +12,7 @@ port, Apache Kafka refusing the login), reprs of the option and client objects, 
 log, ``df.explain("extended")``, Spark's driver and executor output, the exceptions of
 failed batch reads, writes and streaming queries, and the Spark event log (checked in a
 subprocess with a SparkSession of its own, since the event log must be enabled before the
-session starts). That last check runs on ``tests.fake_sasl_broker``, which signs the user
+session starts). That last check runs on ``tests.helpers.fake_sasl_broker``, which signs the user
 in and then closes the connection at every Fetch and Produce: reads and writes that fail
 inside Spark's tasks with the password in their options, which no real broker does on
 demand.
@@ -50,8 +50,8 @@ from protocol.client.cluster import KafkaClient
 from protocol.client.connection import BrokerConnection
 from protocol.errors import AuthenticationError, PyKafkaError
 
-from .fake_sasl_broker import FakeSaslBroker
-from .reliability_report import record
+from .helpers.fake_sasl_broker import FakeSaslBroker
+from .helpers.reliability_report import record
 from .helpers.secrets import assert_no_secret
 
 USER = "alice"
@@ -208,7 +208,7 @@ def test_spark_never_shows_the_password(tmp_path):
         proc = subprocess.run(
             [
                 sys.executable,
-                os.path.join(os.path.dirname(__file__), "secret_leak_check.py"),
+                os.path.join(os.path.dirname(__file__), "helpers", "secret_leak_check.py"),
                 fake.bootstrap,
                 USER,
                 PASSWORD,

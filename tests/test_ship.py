@@ -39,7 +39,7 @@ import zipfile
 
 import pytest
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.envs import clean_env, pyfiles_python
 from .helpers.library import ROOT
 

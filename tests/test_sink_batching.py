@@ -2,7 +2,7 @@
 
 A recording stand-in for the producer keeps what the batcher appends; the batches are
 decoded back with the reference decoder of ``protocol.records.batch``. Every test runs on
-the pure-Python path and on the compiled encoder (tests/decoder_paths.py).
+the pure-Python path and on the compiled encoder (tests/helpers/decoder_paths.py).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _hand_over, route_rows
 from protocol.records import reference_decode
 
-from .decoder_paths import decoder_path  # noqa: F401 (autouse: both encoders)
+from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: both encoders)
 from .helpers.sink import HEADERS_TYPE, plan_for, rows
 
 

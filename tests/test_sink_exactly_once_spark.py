@@ -25,12 +25,12 @@ import pytest
 from pyspark.sql import functions as F
 
 
-from .eos_retry_child import ROWS
+from .helpers.eos_retry_child import ROWS
 from .helpers.kill_points import ENV, FAIL_ENV, POINTS, child_env
-from .eos_stream_child import pipeline
-from .broker_setup import create_topic
+from .helpers.eos_stream_child import pipeline
+from .helpers.broker_setup import create_topic
 from .helpers.streaming import QUERY_TIMEOUT_S, produce, values_for
-from .txn_referee import (
+from .helpers.txn_referee import (
     aborted_values,
     committed_values,
     kafka_of_transaction_version,
@@ -139,7 +139,14 @@ def test_retried_task_attempts_leave_no_duplicates(spark, kafka, topic_name):
     prefix = f"job-{uuid.uuid4().hex[:8]}"
     failures = "before_task_end:0:0,before_task_end:1:0:exit"
     child = subprocess.run(
-        [sys.executable, "-m", "tests.eos_retry_child", kafka.bootstrap, topic_name, prefix],
+        [
+            sys.executable,
+            "-m",
+            "tests.helpers.eos_retry_child",
+            kafka.bootstrap,
+            topic_name,
+            prefix,
+        ],
         cwd=REPO,
         env=child_env(**{FAIL_ENV: failures}),
         stdout=subprocess.DEVNULL,
@@ -170,7 +177,7 @@ def test_exactly_once_needs_a_prefix_for_batch_writes(spark, kafka, topic_name):
 
 
 def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
-    """The stream of ``tests.eos_stream_child`` SIGKILLed by its own hook at ``point`` of
+    """The stream of ``tests.helpers.eos_stream_child`` SIGKILLed by its own hook at ``point`` of
     micro-batch 0, then restarted here from its checkpoint until it has read everything."""
     checkpoint = str(tmp_path / "ck")
     env = child_env(**{ENV: f"{point}:0"})  # batch 0 reads every row (from "earliest")
@@ -178,7 +185,7 @@ def _crash_and_restart(spark, broker, tmp_path, source, target, prefix, point):
         [
             sys.executable,
             "-m",
-            "tests.eos_stream_child",
+            "tests.helpers.eos_stream_child",
             broker.bootstrap,
             source,
             target,

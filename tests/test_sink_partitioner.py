@@ -3,7 +3,7 @@
 kafka-python's ``murmur2`` mirrors Java's ``Utils.murmur2`` line by line and is the referee;
 the hard-coded vectors below are checked against it too (they are the inputs Kafka's own
 ``UtilsTest`` uses for murmur2). Every test runs on the numpy path and on the compiled
-loop (tests/decoder_paths.py).
+loop (tests/helpers/decoder_paths.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from kafka_sink.partitioner import (
     to_positive,
 )
 
-from .decoder_paths import decoder_path  # noqa: F401 (autouse: numpy and compiled)
+from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: numpy and compiled)
 
 # (key, Java's signed murmur2)
 VECTORS = [

@@ -39,7 +39,7 @@ from protocol.errors import KafkaConnectionError
 from protocol.records import batch as rb
 from protocol.records import checksum
 
-from .txn_referee import log_of
+from .helpers.txn_referee import log_of
 from .helpers.sink import (
     assert_exactly_once_in_order,
     batches,

@@ -21,7 +21,7 @@ from kafka_sink.writer import create_stream_writer
 from protocol.client import pool
 from protocol.errors import ConfigError
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.topic_check import METADATA
 
 SCHEMA = StructType([StructField("value", BinaryType())])

@@ -35,7 +35,7 @@ from protocol.errors import BrokerError
 from protocol.client.group_offsets import TRANSACTION_KEY
 from protocol.schemas import LIST_TRANSACTIONS
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.transactions import (
     assert_read_committed_shows,
     commit,
@@ -45,7 +45,7 @@ from .helpers.transactions import (
     task,
     values,
 )
-from .txn_referee import (
+from .helpers.txn_referee import (
     aborted_values,
     committed_values,
     kafka_transaction_states,

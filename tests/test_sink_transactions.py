@@ -36,10 +36,10 @@ from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError, ConfigError, KafkaTimeoutError
 from protocol.schemas import API_VERSIONS
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.frames import rewriting
 from .helpers.waiting import wait_until
-from .txn_referee import (
+from .helpers.txn_referee import (
     aborted_values,
     committed_values,
     kafka_of_transaction_version,

@@ -11,7 +11,7 @@ Flat, after the warm-up (``WARMUP_S``): the workers' memory grows by less than
 ``RSS_GROWTH_MB`` (the last sample against the first after the warm-up, both the median of
 a few samples), and descriptors, connections and producer ids stay within a small slack of
 where they were. The series go to tests/RELIABILITY.md (drawn there as a picture by
-``tests.reliability_report``).
+``tests.helpers.reliability_report``).
 
 ``make soak`` runs it for an hour (marker ``soak_hour``, deselected by default; ``make
 soak-hour`` runs it alone); ``PYKAFKA_SOAK_HOUR_SECONDS``, ``_RATE``, ``_WIDE`` and
@@ -33,11 +33,11 @@ import pytest
 from kafka_testbed import KafkaCluster
 from protocol.client.cluster import KafkaClient
 
-from .broker_setup import create_wide_topic
-from .reliability_report import record
-from .soak_forensics import committed_ends, offset_log
-from .txn_referee import TRANSACTIONS_COMMAND, _table
-from .worker_stats import children, cmdline, forked_workers, open_fds, rss_kb
+from .helpers.broker_setup import create_wide_topic
+from .helpers.reliability_report import record
+from .helpers.soak_forensics import committed_ends, offset_log
+from .helpers.txn_referee import TRANSACTIONS_COMMAND, _table
+from .helpers.worker_stats import children, cmdline, forked_workers, open_fds, rss_kb
 
 pytestmark = [pytest.mark.spark, pytest.mark.soak_hour]
 

@@ -31,7 +31,7 @@ epochs, transactions and micro-batches (``soak_forensics.explain``) and printed.
 
 Under ``make test`` the stream runs for ``SHORT_SECONDS``; ``PYKAFKA_SOAK=1`` (``make
 soak``) runs it for 30 minutes (``PYKAFKA_SOAK_STREAM_SECONDS`` to choose). The figures go
-to tests/RELIABILITY.md through ``tests.reliability_report.record``.
+to tests/RELIABILITY.md through ``tests.helpers.reliability_report.record``.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ import pytest
 from kafka_testbed import KafkaCluster, MockCluster
 from protocol.client.cluster import KafkaClient
 
-from .broker_setup import create_topic
-from .fault_proxy import FaultProxy
-from .reliability_report import record, soak
+from .helpers.broker_setup import create_topic
+from .helpers.fault_proxy import FaultProxy
+from .helpers.reliability_report import record, soak
 from .helpers.waiting import wait_until
-from .soak_forensics import (
+from .helpers.soak_forensics import (
     SRC_HEADER,
     committed_ends,
     explain,
@@ -64,8 +64,12 @@ from .soak_forensics import (
     target_log,
     visible,
 )
-from .txn_referee import kafka_transactions_verdict, nothing_left_open, stable_offsets_behind
-from .worker_stats import forked_workers, open_fds, rss_kb
+from .helpers.txn_referee import (
+    kafka_transactions_verdict,
+    nothing_left_open,
+    stable_offsets_behind,
+)
+from .helpers.worker_stats import forked_workers, open_fds, rss_kb
 
 pytestmark = pytest.mark.spark
 

@@ -12,7 +12,7 @@ import pytest
 
 from protocol.client.cluster import KafkaClient
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -15,7 +15,7 @@ from kafka_source.options import parse_reader_options
 from kafka_source.offset_specs import OffsetRange
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 
 
 def options(bootstrap, **extra):

@@ -19,7 +19,7 @@ from kafka_source.batch_reader import KafkaBatchReader
 from kafka_source.options import parse_reader_options
 from kafka_source.stream_reader import KafkaStreamReader
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.streaming import produce, values_for
 
 

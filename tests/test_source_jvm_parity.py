@@ -9,7 +9,7 @@ end to end with Spark against real brokers:
 - a stale latest offset (below the batch's start) is asked again, up to
   fetchOffset.numRetries attempts, before it counts as data loss. No broker answers with a
   stale offset on demand, so a proxy rewrites ListOffsets answers; the broker reachable
-  only through that proxy is Tansu (``tests.broker_setup.tansu_behind_fault_proxy``).
+  only through that proxy is Tansu (``tests.helpers.broker_setup.tansu_behind_fault_proxy``).
 
 The other Spark queries run on Apache Kafka (the session's ``kafka``); the added partition
 starting above 0 on librdkafka's mock cluster, which deletes records on demand.
@@ -28,8 +28,8 @@ from confluent_kafka import Producer
 
 from protocol.schemas import BY_KEY
 
-from .broker_setup import create_topic, tansu_behind_fault_proxy
-from .stream_kill_child import stream, write_batch
+from .helpers.broker_setup import create_topic, tansu_behind_fault_proxy
+from .helpers.stream_kill_child import stream, write_batch
 from .helpers.frames import rewriting
 from .helpers.waiting import wait_until
 from .helpers.streaming import (
@@ -77,7 +77,7 @@ def test_killed_before_batch_0_commits_restarts_from_the_first_start(
         [
             sys.executable,
             "-m",
-            "tests.stream_kill_child",
+            "tests.helpers.stream_kill_child",
             kafka.bootstrap,
             topic_name,
             checkpoint,

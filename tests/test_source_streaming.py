@@ -49,7 +49,7 @@ from kafka_source.admission import AvailableNowEndError, rate_limit
 from kafka_source.stream_reader import KafkaStreamReader, start_is_reproducible
 from protocol.client.cluster import KafkaClient
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 from .helpers.waiting import wait_until
 from .helpers.streaming import (
     A0,

@@ -280,7 +280,7 @@ def _send_twice(bootstrap: str, topic: str) -> tuple[list[int], list[bytes]]:
     from protocol.records.batch import Record, build_batch
     from protocol.schemas import INIT_PRODUCER_ID
 
-    from .txn_referee import log_of
+    from .helpers.txn_referee import log_of
 
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         client.wait_for_topics([topic])
@@ -314,7 +314,7 @@ def test_mock_appends_a_resent_idempotent_batch_again(
     producer re-sending after a lost answer (a broker taken down, a leader moved) writes
     its values twice into the mock: the stream soak judges by source offsets for this
     reason (tests/test_soak_stream.py)."""
-    from .broker_setup import create_topic
+    from .helpers.broker_setup import create_topic
 
     mock_cluster.create_topic(topic_name, 1, 1)
     assert _send_twice(mock_cluster.bootstrap, topic_name) == ([0, 0], [b"a", b"b"] * 2)

@@ -1,4 +1,4 @@
-"""Timeouts against a peer that stops answering: Tansu behind ``tests.fault_proxy`` stalled
+"""Timeouts against a peer that stops answering: Tansu behind ``tests.helpers.fault_proxy`` stalled
 (connections accepted, nothing forwarded), and the scripted SASL broker silent in the
 middle of an exchange.
 
@@ -35,8 +35,8 @@ from protocol.client.connection import BrokerConnection
 from protocol.errors import KafkaConnectionError, KafkaTimeoutError
 from protocol.records import batch as rb
 
-from .fake_sasl_broker import FakeSaslBroker
-from .reliability_report import record
+from .helpers.fake_sasl_broker import FakeSaslBroker
+from .helpers.reliability_report import record
 from .helpers.faults import produce_numbered, reader_options
 from .helpers.sink import batches, options as writer_options, plan_for
 from .helpers.waiting import wait_until

@@ -31,11 +31,11 @@ from kafka_source.options import parse_reader_options
 from protocol.config import Secret
 from protocol.errors import AuthenticationError, ConfigError
 
-from .schema_registry_server import RegistryServer
+from .helpers.schema_registry_server import RegistryServer
 from .helpers.tokens import jwt
 from .helpers.secrets import assert_no_secret
 from .helpers.waiting import wait_until
-from .trust_env import allow_callbacks, allow_urls
+from .helpers.trust_env import allow_callbacks, allow_urls
 
 MODULE = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
 HANDLER = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"

@@ -23,7 +23,7 @@ from kafka_source.stream_reader import KafkaStreamReader
 from protocol.errors import ConfigError, KafkaConnectionError
 from pyspark_pykafka import KafkaDataSource
 
-from .broker_setup import create_topic
+from .helpers.broker_setup import create_topic
 
 NOWHERE = "127.0.0.1:1"  # nothing listens on port 1: connections are refused at once
 OUR_FRAME = re.compile(

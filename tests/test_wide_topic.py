@@ -36,7 +36,7 @@ from protocol.client.cluster import KafkaClient
 from protocol.records import encode_batch
 from protocol.schemas import FETCH, LIST_OFFSETS, METADATA
 
-from .broker_setup import create_wide_topic, kafka_behind_fault_proxy
+from .helpers.broker_setup import create_wide_topic, kafka_behind_fault_proxy
 
 WIDE = 1_000
 WIDEST = 10_000

@@ -21,7 +21,7 @@ which every Spark figure includes.
 
 The data: a flat 5-field record (long, string, double, boolean, timestamp-millis),
 written by confluent-kafka's ``AvroSerializer`` to the test registry server
-(tests/schema_registry_server.py), over ``partitions`` partitions of a Tansu topic.
+(tests/helpers/schema_registry_server.py), over ``partitions`` partitions of a Tansu topic.
 """
 
 from __future__ import annotations
@@ -381,7 +381,7 @@ def run_avro(spark, bootstrap: str, records: int, rounds: int, partitions: int, 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
     from spark_cases import cpu_seconds, cpu_snapshot
-    from tests.schema_registry_server import RegistryServer
+    from tests.helpers.schema_registry_server import RegistryServer
 
     registry = RegistryServer().start()
     topic = f"bench-avro-{records}"

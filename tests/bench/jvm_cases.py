@@ -4,7 +4,7 @@ data sources that do no Kafka work: ``floor_source.py``), same Spark, same Apach
 same data, one run.
 
 Maven serves the JVM connector up to Spark 4.2.0, so the cases run in a child driver
-(jvm_child.py) under PySpark 4.2.0 in its own virtualenv (``tests.own_envs.own_env``, the
+(jvm_child.py) under PySpark 4.2.0 in its own virtualenv (``tests.helpers.own_envs.own_env``, the
 one the differential suite uses), with the connector's jars and spark-avro
 (``kafka_testbed.maven_jars.spark_kafka_jars``) in ``spark.jars`` and ours imported from
 the checkout. This process starts Apache Kafka (``NEWEST_KAFKA``, one node), produces the
@@ -88,7 +88,7 @@ def child_python() -> tuple[str, list[str]]:
     if ROOT not in sys.path:
         sys.path.insert(0, ROOT)
     from kafka_testbed.maven_jars import spark_kafka_jars
-    from tests.own_envs import own_env
+    from tests.helpers.own_envs import own_env
 
     python = own_env(f"pyspark-{SPARK_VERSION}", [f"pyspark=={SPARK_VERSION}"])
     return python, [str(p) for p in spark_kafka_jars(SPARK_VERSION)]

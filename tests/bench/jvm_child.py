@@ -34,7 +34,7 @@ for _path in (ROOT, HERE):
         sys.path.insert(0, _path)
 
 from streaming_cases import _latency_run  # noqa: E402
-from tests.worker_stats import children, cmdline  # noqa: E402
+from tests.helpers.worker_stats import children, cmdline  # noqa: E402
 
 FORMATS = ("kafka", "pykafka")
 CLOCK = "benchclock"  # floor_source.py: a Python streaming source of the clock, no Kafka
@@ -680,7 +680,7 @@ def timed_read(
     """``load()`` into noop, timed; the rows checked where ``rows`` is given (a count
     outside the clock); ``peaks`` gets the Python workers' peak RSS of the run (kB, each
     forked worker's), for ours."""
-    from tests.worker_stats import forked_workers
+    from tests.helpers.worker_stats import forked_workers
 
     if peaks is not None:
         _reset_peaks(forked_workers())

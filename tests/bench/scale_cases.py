@@ -167,7 +167,7 @@ def make_points(bootstrap: str, points: dict, jvm_tasks: int, rounds: int, log) 
     with KafkaClient(bootstrap_servers=bootstrap) as client:
 
         def create(topics: dict, configs=None) -> float:
-            from tests.broker_setup import PARTITIONS_PER_STEP, create_wide_topic
+            from tests.helpers.broker_setup import PARTITIONS_PER_STEP, create_wide_topic
 
             t = time.perf_counter()
             if len(topics) == 1 and max(topics.values()) > PARTITIONS_PER_STEP:

@@ -17,7 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from tests.worker_stats import (  # noqa: E402
+from tests.helpers.worker_stats import (  # noqa: E402
     children as _children,
     cmdline as _cmdline,
     python_workers,
@@ -251,7 +251,7 @@ def new_topic(bootstrap: str, partitions: int) -> str:
 
 
 # ---- memory of the Python workers -------------------------------------------------------
-# (the /proc helpers are shared with the soak tests: tests/worker_stats.py)
+# (the /proc helpers are shared with the soak tests: tests/helpers/worker_stats.py)
 
 
 def _cpu_ticks(pid: int) -> int:

@@ -16,7 +16,7 @@ micro-batch and the brokers, against Spark's own floor.
   same readStream runs once more against librdkafka's mock cluster, whose lookups do not
   grow, to show what is the broker's and what is the connector's;
 - connections and producer ids: the broker (Tansu) is reachable only through a TCP proxy
-  (tests/fault_proxy.py) that counts the connections it accepts, so the readStream above and
+  (tests/helpers/fault_proxy.py) that counts the connections it accepts, so the readStream above and
   a ``writeStream.format("pykafka")`` (Spark's rate source at ``rate`` rows a second, a
   0.5 s trigger) are counted from outside: new connections per micro-batch after the
   warm-up, and the producer ids in the record batches the writeStream wrote (new ones per
@@ -35,7 +35,7 @@ import tempfile
 import threading
 import time
 
-from tests.worker_stats import forked_workers
+from tests.helpers.worker_stats import forked_workers
 
 PHASES = (
     "latestOffset",
@@ -423,7 +423,7 @@ def run_streaming(spark, args) -> dict:
     if root not in sys.path:
         sys.path.insert(0, root)
     from spark_cases import new_topic
-    from tests.broker_setup import tansu_behind_fault_proxy
+    from tests.helpers.broker_setup import tansu_behind_fault_proxy
 
     partitions, rate = args.stream_partitions, args.stream_rate
     seconds, warmup = args.stream_seconds, args.stream_warmup

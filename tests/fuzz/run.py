@@ -10,7 +10,7 @@ crash; libFuzzer writes the input under
 Without atheris, the hypothesis fuzzers of ``tests/test_fuzz_decoders.py`` run with
 ``PYKAFKA_FUZZ_EXAMPLES`` (``--scale``) times their example counts.
 
-Figures go to ``tests.reliability_report`` (``fuzz-atheris/<target>``).
+Figures go to ``tests.helpers.reliability_report`` (``fuzz-atheris/<target>``).
 
     python tests/fuzz/run.py [--seconds 120] [--targets frames,records] [--engine auto]
 """
@@ -89,7 +89,7 @@ def _child(name: str, seconds: int, corpus: str, artifacts: str, stats_path: str
 
 def run_atheris(names: list[str], seconds: int, workdir: str) -> int:
     from tests.fuzz.targets import TARGETS
-    from tests.reliability_report import record
+    from tests.helpers.reliability_report import record
 
     failures = 0
     for name in names:

@@ -8,7 +8,7 @@ import subprocess
 from .envs import clean_env
 from .library import ROOT
 
-CHILD = os.path.join(ROOT, "tests", "jvm_referee_child.py")
+CHILD = os.path.join(ROOT, "tests", "helpers", "jvm_referee_child.py")
 
 
 SPARK_VERSION = "4.2.0"  # the newest Spark whose Kafka connector Maven serves

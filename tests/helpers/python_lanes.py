@@ -22,8 +22,8 @@ import textwrap
 import traceback
 from concurrent.futures import Future
 
-from ..broker_setup import create_topic
-from ..own_envs import run_job, write_job
+from .broker_setup import create_topic
+from .own_envs import run_job, write_job
 from .envs import clean_env
 from .library import ROOT
 

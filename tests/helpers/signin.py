@@ -1,10 +1,10 @@
 """Reader and writer options for the signed-in (SASL, OAUTHBEARER) listeners of the test
-bed (tests/signin_cluster.py)."""
+bed (tests/helpers/signin_cluster.py)."""
 
 from __future__ import annotations
 
 from kafka_testbed import SASL_USERS
-from ..signin_cluster import CLIENT, CLIENT_SECRET
+from .signin_cluster import CLIENT, CLIENT_SECRET
 
 
 USER = "alice"

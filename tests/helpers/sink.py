@@ -9,7 +9,7 @@ from kafka_sink.options import parse_writer_options
 from kafka_sink.validation import WritePlan
 from protocol.client.cluster import KafkaClient
 from protocol.records import batch as rb
-from ..broker_setup import create_topic
+from .broker_setup import create_topic
 
 
 HEADERS_TYPE = pa.list_(

@@ -12,7 +12,7 @@ from protocol.client import transactions as txn
 from protocol.client.cluster import KafkaClient
 from protocol.errors import BrokerError
 from protocol.records.encode_arrow import encode_batch
-from ..txn_referee import (
+from .txn_referee import (
     committed_values,
     librdkafka_read_committed,
     open_transactions,

@@ -3,7 +3,7 @@ that records each point and, at the driver's, the micro-batch each task's marker
 shows committed; then writes three tasks of micro-batch 3 and commits them, and two tasks
 of a batch write. Prints the record as JSON.
 
-    python -m tests.point_patches_child BOOTSTRAP TOPIC PREFIX
+    python -m tests.helpers.point_patches_child BOOTSTRAP TOPIC PREFIX
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ executor logs) once started, and ``EXECUTORS <ids>`` once the query has read eve
 there was when it started and both executors are up again (a killed one replaced); then
 exits 0.
 
-    python -m tests.dead_letter_kill_child BOOTSTRAP SOURCE TARGET DLT CHECKPOINT PREFIX
+    python -m tests.helpers.dead_letter_kill_child BOOTSTRAP SOURCE TARGET DLT CHECKPOINT PREFIX
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 from tests.helpers.kill_points import SESSION_ENV
 
 #: Source offsets per micro-batch (over all partitions).

@@ -4,7 +4,7 @@ topic with ``exactlyOnce``, run as a child process in a session of its own with
 ``tests.helpers.kill_points`` SIGKILLs the driver and its JVM at one point of one
 micro-batch.
 
-    python -m tests.eos_stream_child BOOTSTRAP SOURCE TARGET CHECKPOINT PREFIX
+    python -m tests.helpers.eos_stream_child BOOTSTRAP SOURCE TARGET CHECKPOINT PREFIX
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import os
 import sys
 
 from tests.helpers.kill_points import SESSION_ENV
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 
 
 def pipeline(

@@ -23,7 +23,7 @@ import urllib.request
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "oidc_issuer")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "oidc_issuer")
 _INSTALL_LOCK = threading.Lock()
 
 

@@ -14,9 +14,9 @@ import shutil
 import subprocess
 import sys
 
-from .helpers.envs import clean_env, pyfiles_python
+from .envs import clean_env, pyfiles_python
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 try:
     from build_wheels import SOURCES  # what a build of the project reads

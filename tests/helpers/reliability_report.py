@@ -3,7 +3,7 @@
 The tests call ``record(name, ...)`` with what they measured (faults injected, records
 checked, lost, duplicated, seconds); the figures go to a JSON file in the temp directory
 (``$PYKAFKA_RELIABILITY_JSON`` to choose another), one entry per test, the last run's
-winning. ``python tests/reliability_report.py [--json FILE]`` renders that file as
+winning. ``python tests/helpers/reliability_report.py [--json FILE]`` renders that file as
 ``tests/RELIABILITY.md``. ``make soak``, ``make soak-hour`` and ``make fuzz`` record into a
 file of their own and, after their runs, merge it into the figures the page is made from
 (``tests/reliability-figures.json``, kept with the page: a run replaces its own tests'
@@ -22,9 +22,10 @@ import sys
 import tempfile
 
 DEFAULT_JSON = os.path.join(tempfile.gettempdir(), "pyspark-pykafka-reliability.json")
-DEFAULT_OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RELIABILITY.md")
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEFAULT_OUT = os.path.join(TESTS, "RELIABILITY.md")
 #: Every test's last figures, the page's source: runs merge theirs in (``main``).
-FIGURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reliability-figures.json")
+FIGURES = os.path.join(TESTS, "reliability-figures.json")
 
 #: Sections of the page, in order, and the tests' name prefixes that belong to them.
 SECTIONS = [
@@ -207,7 +208,7 @@ def render(entries: dict, directory: str | None = None) -> str:
     lines = [
         "# Reliability figures",
         "",
-        "Written by `tests/reliability_report.py` from the figures the last run of the "
+        "Written by `tests/helpers/reliability_report.py` from the figures the last run of the "
         "reliability tests recorded (`make soak` runs them at full size and renders this "
         "page; `make fuzz` adds the long fuzzing runs). Every test asserts its own "
         "expectations; this page only reports what was measured. *faults*: faults "

@@ -6,7 +6,7 @@ the options are those of a job written for Spark's connector (GSSAPI, a keytab's
 (``explain("extended")``), reads the rows back with ``spark.read`` and with a
 ``readStream`` (``Trigger.AvailableNow`` into the memory sink).
 
-    python -m tests.kerberos_spark_child JSON
+    python -m tests.helpers.kerberos_spark_child JSON
 
 JSON: {"options": {...}, "topic": topic, "rows": n, "checkpoint": dir}. Python logging of
 ``pykafka`` runs at DEBUG on stderr. Prints one JSON line last: {"read": [[key, value],
@@ -20,7 +20,7 @@ import logging
 import os
 import sys
 
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 
 
 def _rows(frame) -> list[list[str]]:

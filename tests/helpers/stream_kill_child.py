@@ -3,7 +3,7 @@ process, it starts a query that writes each micro-batch with ``foreachBatch`` an
 batch 0 (after Spark logged the batch's offsets, before it commits the batch), writes a
 marker file and waits there until the test kills the process.
 
-    python -m tests.stream_kill_child BOOTSTRAP TOPIC CHECKPOINT OUT MARKER
+    python -m tests.helpers.stream_kill_child BOOTSTRAP TOPIC CHECKPOINT OUT MARKER
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import sys
 import threading
 
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 
 
 def write_batch(out: str):

@@ -5,14 +5,14 @@ process with ``PYKAFKA_TEST_FAIL_AT`` set (``tests.helpers.kill_points.maybe_fai
 chosen task attempts fail after their rows reached the broker. Exits 0 when the job
 succeeded.
 
-    python -m tests.eos_retry_child BOOTSTRAP TOPIC PREFIX
+    python -m tests.helpers.eos_retry_child BOOTSTRAP TOPIC PREFIX
 """
 
 from __future__ import annotations
 
 import sys
 
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 
 ROWS = 400
 

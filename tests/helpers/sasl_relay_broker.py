@@ -1,4 +1,4 @@
-"""A SASL front for a real broker: ``tests.fake_sasl_broker`` signs clients in, Tansu serves
+"""A SASL front for a real broker: ``tests.helpers.fake_sasl_broker`` signs clients in, Tansu serves
 them.
 
 No broker here completes an OAUTHBEARER or AWS_MSK_IAM sign-in, so ``SaslRelayBroker``

@@ -19,9 +19,9 @@ import sys
 import time
 
 from .python_envs import build_wheel, pip
-from .helpers.envs import ENVS_DIR, RUNTIME_DEPENDENCIES, clean_env, hold
+from .envs import ENVS_DIR, RUNTIME_DEPENDENCIES, clean_env, hold
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def own_env(

@@ -4,7 +4,7 @@ workers: for each named set of connection options, a batch write, a batch read b
 stream with ``exactlyOnce`` from that topic to another, all signed in with those options
 (OAUTHBEARER on Apache Kafka, AWS_MSK_IAM through a SASL front over Tansu).
 
-    python -m tests.sasl_spark_child JSON
+    python -m tests.helpers.sasl_spark_child JSON
 
 JSON: {"name": {"options": {...}, "source": topic, "target": topic,
 "checkpoint": dir}, ...}. Prints one JSON line: name -> {"read": [values],
@@ -17,7 +17,7 @@ import json
 import sys
 import time
 
-from tests.child_session import child_spark
+from tests.helpers.child_session import child_spark
 
 
 def read_values(spark, options: dict, topic: str) -> list[str]:

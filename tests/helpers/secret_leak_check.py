@@ -2,9 +2,9 @@
 event log on (it must be set before the session starts), queries that carry SASL
 passwords in their options and fail, and everything they print.
 
-    python tests/secret_leak_check.py BOOTSTRAP USER PASSWORD WRONG_PASSWORD EVENT_LOG_DIR
+    python tests/helpers/secret_leak_check.py BOOTSTRAP USER PASSWORD WRONG_PASSWORD EVENT_LOG_DIR
 
-Against ``tests.fake_sasl_broker`` (USER/PASSWORD valid, topic ``t`` with 2 partitions,
+Against ``tests.helpers.fake_sasl_broker`` (USER/PASSWORD valid, topic ``t`` with 2 partitions,
 every Fetch and produce closes the connection) it runs, each caught and its error printed:
 
 1. a batch read with the right password: explain("extended"), then collect (planning
@@ -134,5 +134,5 @@ def main(bootstrap: str, user: str, password: str, wrong: str, event_dir: str) -
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
     main(*sys.argv[1:6])

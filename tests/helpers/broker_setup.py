@@ -18,7 +18,7 @@ from kafka_testbed import KafkaCluster, TansuBroker
 from protocol.client.cluster import KafkaClient
 
 from .fault_proxy import FaultProxy
-from .helpers.waiting import wait_until
+from .waiting import wait_until
 
 
 def create_topic(

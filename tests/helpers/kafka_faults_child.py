@@ -1,10 +1,11 @@
 """Child drivers of tests/test_kafka_faults.py, each a process of its own (so the test can
 kill it, or read everything it and its Python workers wrote to stderr).
 
-    python -m tests.kafka_faults_child eos BOOTSTRAP SOURCE TARGET CHECKPOINT PREFIX
-    python -m tests.kafka_faults_child read BOOTSTRAP TOPIC CHECKPOINT OUT STOPFILE REQUEST_MS
+    python -m tests.helpers.kafka_faults_child eos BOOTSTRAP SOURCE TARGET CHECKPOINT PREFIX
+    python -m tests.helpers.kafka_faults_child read BOOTSTRAP TOPIC CHECKPOINT OUT STOPFILE \
+        REQUEST_MS
 
-``eos``: topic to topic with ``exactlyOnce`` (``tests.eos_stream_child.pipeline``), a
+``eos``: topic to topic with ``exactlyOnce`` (``tests.helpers.eos_stream_child.pipeline``), a
 micro-batch a second, in a session of its own with ``PYKAFKA_TEST_KILL_AT`` set by the
 test, so that ``tests.helpers.kill_points`` SIGKILLs it at one point of one micro-batch.
 
@@ -23,8 +24,8 @@ import sys
 import time
 
 from tests.helpers.kill_points import SESSION_ENV
-from tests.child_session import child_spark
-from tests.eos_stream_child import pipeline
+from tests.helpers.child_session import child_spark
+from tests.helpers.eos_stream_child import pipeline
 
 
 def run_eos(bootstrap: str, source: str, target: str, checkpoint: str, prefix: str) -> None:

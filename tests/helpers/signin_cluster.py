@@ -10,10 +10,10 @@
 * ``wrong-host.pem``/``.key``: a broker certificate naming only ``not-this-host.invalid``;
 * ``expired.pem``/``.key``: a broker certificate for 127.0.0.1 that ended yesterday.
 
-``signin_issuer`` is the test OIDC issuer (``tests/oidc_issuer.py``, RS256 client-credentials
-tokens for ``CLIENT``): the brokers' JWKS validators fetch its JWKS from its endpoint (on
-the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``) and check the ``iss``
-of each token against it.
+``signin_issuer`` is the test OIDC issuer (``tests/helpers/oidc_issuer.py``, RS256
+client-credentials tokens for ``CLIENT``): the brokers' JWKS validators fetch its JWKS
+from its endpoint (on the broker JVM's ``org.apache.kafka.sasl.oauthbearer.allowed.urls``)
+and check the ``iss`` of each token against it.
 
 ``signin_cluster_options`` are the ``KafkaCluster`` options of the sign-in cluster, which
 ``kafka_clusters`` shares with every test asking for the same (``signin_kafka``: the newest

@@ -17,7 +17,7 @@ sizes, counts and lengths near 2**31), ``auth_error`` fails SaslAuthenticate wit
 message of its choice (or made from the client's token), ``session_lifetime_ms`` is the
 session lifetime granted with a successful authentication (KIP-368; 0: none). Every request
 is recorded (``requests``: API keys), and ``closed_by_client`` is set when the client hangs
-up. The socket side is ``tests.scripted_broker.ScriptedBroker``.
+up. The socket side is ``tests.helpers.scripted_broker.ScriptedBroker``.
 """
 
 from __future__ import annotations
