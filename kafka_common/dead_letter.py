@@ -161,17 +161,25 @@ def dead_letter_batch(records: Sequence[Record], **producer: Any) -> bytes:
     return build_batch(renumbered, base_offset=0, **producer)
 
 
-def send_dead_letters(client, topic: str, source_partition: int, records: Sequence[Record]) -> None:
+def send_dead_letters(
+    client,
+    topic: str,
+    source_partition: int,
+    records: Sequence[Record],
+    deadline: float | None = None,
+) -> None:
     """Write ``records`` to the dead-letter ``topic`` (acks=all, under the client's retry
-    policy) and return once Kafka has them. At least once: a retry after an unclear
-    failure, or a task attempt that runs again, may write a record twice."""
+    policy, no wait past ``deadline``: the reading's, a ``time.monotonic()``) and return
+    once Kafka has them. At least once: a retry after an unclear failure, or a task
+    attempt that runs again, may write a record twice."""
     if not records:
         return
 
     def attempt() -> None:
-        info = client.topic(topic)
+        info = client.topic(topic, deadline)
         partition = dead_letter_partition(source_partition, len(info.partitions))
-        answer = client.produce(topic, partition, dead_letter_batch(records), acks=-1)
+        batch = dead_letter_batch(records)
+        answer = client.produce(topic, partition, batch, acks=-1, deadline=deadline)
         code = answer["error_code"]
         if code:
             raise request_error(
@@ -182,4 +190,5 @@ def send_dead_letters(client, topic: str, source_partition: int, records: Sequen
                 partition=partition,
             )
 
-    client.retrying(f"writing {len(records)} records to the dead-letter topic {topic!r}", attempt)
+    what = f"writing {len(records)} records to the dead-letter topic {topic!r}"
+    client.retrying(what, attempt, deadline=deadline)

@@ -35,9 +35,10 @@ class MalformedRecords:
         self.dead_lettered = 0  # records written to the dead-letter topic
         self.dropped = 0  # records left out of the result
 
-    def decode(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def decode(self, batch: pa.RecordBatch, deadline: float | None = None) -> pa.RecordBatch:
         """``batch`` decoded (``decode_formats``); its records that cannot be decoded sent
-        to the dead-letter topic and, under DROPMALFORMED, left out."""
+        to the dead-letter topic (waiting no longer than until the reading's ``deadline``)
+        and, under DROPMALFORMED, left out."""
         rejects: list[Rejects] = []
         out = decode_formats(
             batch,
@@ -53,13 +54,19 @@ class MalformedRecords:
         for r in rejects:
             bad |= r.rows
         if self.formats.dead_letter_topic:
-            self._send(batch, rejects, np.flatnonzero(bad))
+            self._send(batch, rejects, np.flatnonzero(bad), deadline)
         if self.formats.drop_malformed:
             self.dropped += int(bad.sum())
             out = out.filter(pa.array(~bad))
         return out
 
-    def _send(self, batch: pa.RecordBatch, rejects: list[Rejects], rows: np.ndarray) -> None:
+    def _send(
+        self,
+        batch: pa.RecordBatch,
+        rejects: list[Rejects],
+        rows: np.ndarray,
+        deadline: float | None,
+    ) -> None:
         names = batch.schema.names
         taken = batch.take(pa.array(rows))
         offsets = taken.column(names.index("offset")).to_pylist()
@@ -87,7 +94,8 @@ class MalformedRecords:
             micros = stamps[i]
             millis = -1 if micros is None else micros // 1000
             records.append(dead_letter_record(i, millis, keys[i], values[i], own, context))
-        send_dead_letters(self.client, self.formats.dead_letter_topic, self.partition, records)
+        topic = self.formats.dead_letter_topic
+        send_dead_letters(self.client, topic, self.partition, records, deadline)
         self.dead_lettered += len(records)
 
     def _format(self, column: str) -> str:

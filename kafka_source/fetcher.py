@@ -8,7 +8,6 @@ Shared by the batch and the streaming reader.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -72,19 +71,22 @@ class _RangeReader:
     after ``retry.backoff.ms`` doubling up to ``retry.backoff.max.ms`` (1 s), with jitter,
     within ``kafkaConsumer.pollTimeoutMs``
     of the last progress; an answer with nothing to read yet is asked again after
-    ``retry.backoff.ms``."""
+    ``retry.backoff.ms``. Every call it makes of the client (which other readers may share)
+    is given that poll deadline (``tries.deadline``), so that no wait outlasts it.
+
+    ``pending``: the first Fetch, already in flight (a task's ``SharedFetch``)."""
 
     def __init__(
         self,
         options,
         rng: OffsetRange,
         client: KafkaClient,
-        config,
         decode_records,
         to_join: bool = False,
+        pending: InFlight | None = None,
     ):
         self.o, self.rng, self.client = options, rng, client
-        self.base, self.config = options.client_config, config
+        self.base = options.client_config
         self.decode_records = decode_records
         self.formats = getattr(options, "formats", None)
         self.malformed = _malformed_records(self.formats, client, rng, options.include_headers)
@@ -97,7 +99,7 @@ class _RangeReader:
         self.answered_at = time.monotonic()  # the last answer (or batch Spark took back)
         self.stalled_since: float | None = None  # when the reading stopped moving
         self.offset, self.end = rng.start, rng.end
-        self.pending: InFlight | None = None  # the Fetch in flight
+        self.pending = pending  # the Fetch in flight
         self.last_error: Exception | None = None
         # read_committed: the last stable offset the reading waits behind
         self.stable_end: int | None = None
@@ -146,15 +148,11 @@ class _RangeReader:
             if self.pending is not None:
                 self.pending.cancel()
 
-    def bound_waits_to_deadline(self) -> int:
-        """The ms left of the poll timeout, which becomes the bound of every wait of the
-        client (request, connect, trying another broker) from here on."""
+    def left_ms(self) -> int:
+        """The ms left of the poll timeout (at least 1): the bound of the next answer's wait.
+        The client's calls (request, connect, trying another broker) get the deadline."""
         left_s = self.tries.time_left_s()  # never None: the poll timeout is its deadline
-        left = max(1, int((self.o.poll_timeout_ms / 1000 if left_s is None else left_s) * 1000))
-        self.config.request_timeout_ms = min(self.base.request_timeout_ms, left)
-        self.config.connect_timeout_ms = min(self.base.connect_timeout_ms, left)
-        self.client.deadline = self.tries.deadline  # no second broker tried past it
-        return left
+        return max(1, int((self.o.poll_timeout_ms / 1000 if left_s is None else left_s) * 1000))
 
     def _no_progress(self) -> None:
         """The poll timeout passed without progress: data loss while read_committed waits
@@ -178,12 +176,12 @@ class _RangeReader:
 
     def _answer(self):
         """This partition's part of the next Fetch answer; None after a failure (retried)."""
-        left_ms = self.bound_waits_to_deadline()
+        left_ms = self.left_ms()
         try:
             if self.pending is None:
                 self.pending = self.start(self.offset)
             wait_ms = min(self.base.request_timeout_ms + self.o.fetch_max_wait_ms, left_ms)
-            response = self.pending.result(wait_ms).get(self.tp)
+            response = self.pending.result(wait_ms, self.tries.deadline).get(self.tp)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             self.pending = None
             if not is_retriable(e):
@@ -224,9 +222,8 @@ class _RangeReader:
         metadata of the topics in use: the leader may have moved."""
         self.last_error = error
         self.tries.wait()
-        self.bound_waits_to_deadline()  # the refresh may wait only for what is left
-        try:
-            self.client.refresh_in_use()
+        try:  # the refresh may wait only for what is left
+            self.client.refresh_in_use(self.tries.deadline)
         except (KafkaConnectionError, KafkaTimeoutError):
             pass
 
@@ -283,7 +280,7 @@ class _RangeReader:
         if not batch.num_rows:
             return None
         if self.malformed is not None:
-            batch = self.malformed.decode(batch)
+            batch = self.malformed.decode(batch, self.tries.deadline)
         elif self.formats is not None:
             from kafka_common.value_formats.decoding import decode_formats
 
@@ -334,7 +331,7 @@ class _RangeReader:
         OFFSET_NOT_AVAILABLE meanwhile, KIP-207), so the log was truncated under us only if
         ListOffsets agrees that it ends at or before ``offset``."""
         try:
-            latest = self.client.latest_offsets([self.tp])[self.tp]
+            latest = self.latest_offset()
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             if not is_retriable(e):
                 raise
@@ -393,7 +390,10 @@ class _RangeReader:
         self.stalled_since = None
 
     def start(self, offset: int) -> InFlight:
-        return start_fetch(self.client, self.o, {self.tp: offset})
+        return start_fetch(self.client, self.o, {self.tp: offset}, self.tries.deadline)
+
+    def latest_offset(self) -> int:
+        return self.client.latest_offsets([self.tp], deadline=self.tries.deadline)[self.tp]
 
     def lost(self, start: int, end: int, why: str) -> None:
         message = data_loss_message(self.rng.topic, self.rng.partition, start, end, why)
@@ -404,12 +404,12 @@ class _RangeReader:
 
     def skip_missing(self, offset: int) -> int:
         """After OFFSET_OUT_OF_RANGE: where to go on from ``offset`` (or raise)."""
-        earliest = self.client.earliest_offsets([self.tp])[self.tp]
+        earliest = self.client.earliest_offsets([self.tp], self.tries.deadline)[self.tp]
         if offset < earliest:
             resume = min(earliest, self.rng.end)
             self.lost(offset, resume, f"the log now starts at offset {earliest}")
             return resume
-        latest = self.client.latest_offsets([self.tp])[self.tp]
+        latest = self.latest_offset()
         self.lost(offset, self.rng.end, f"the log now ends at offset {latest}")
         return self.rng.end
 
@@ -426,14 +426,11 @@ def read_range(
     # crc32c package) cost them a few hundred milliseconds.
     from protocol.records.decode_arrow import decode_records
 
-    # A private copy of the client settings whose timeouts shrink to what is left of
-    # kafkaConsumer.pollTimeoutMs, so that no wait (connect, metadata, Fetch) outlasts it.
-    # The client comes warm from this worker's pool (``protocol.client.pool``) and takes it on.
-    base = options.client_config
-    config = dataclasses.replace(base)
-    lease = pool.checkout(config)
+    # The client comes warm from this worker's pool (``protocol.client.pool``); the reader
+    # gives each call of it what is left of kafkaConsumer.pollTimeoutMs as its deadline.
+    lease = pool.checkout(options.client_config)
     try:
-        yield from _read(options, rng, open_end, lease.client, config, decode_records)
+        yield from _read(options, rng, open_end, lease.client, decode_records)
     finally:
         lease.give_back()
 
@@ -451,36 +448,35 @@ def read_ranges(options, ranges) -> Iterator[pa.RecordBatch]:
         return
     from protocol.records.decode_arrow import decode_records  # executor side, see above
 
-    config = dataclasses.replace(options.client_config)
-    lease = pool.checkout(config)
+    lease = pool.checkout(options.client_config)
     try:
-        readers = [
-            _RangeReader(options, rng, lease.client, config, decode_records, to_join=True)
-            for rng in ranges
-        ]
-        first: dict = {}
-        for reader in readers:  # a partition read twice shares only its first range
-            first.setdefault(reader.tp, reader)
+        first: dict = {}  # a partition read twice shares only its first range
+        for i, rng in enumerate(ranges):
+            first.setdefault((rng.topic, rng.partition), i)
+        shared: SharedFetch | None = None
         try:
-            shared = SharedFetch(lease.client, options, {tp: r.offset for tp, r in first.items()})
+            starts = {tp: ranges[i].start for tp, i in first.items()}
+            shared = SharedFetch(lease.client, options, starts)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             log.debug("the shared first Fetch was not sent (each range sends its own): %s", e)
-        else:
-            for tp, reader in first.items():
-                reader.pending = shared.share(tp)
+        readers = []
+        for i, rng in enumerate(ranges):
+            tp = (rng.topic, rng.partition)
+            pending = shared.share(tp) if shared is not None and first[tp] == i else None
+            readers.append(_RangeReader(options, rng, lease.client, decode_records, True, pending))
         yield from joined(b for reader in readers for b in reader.batches())
     finally:
         lease.give_back()
 
 
 def _read(
-    options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient, config, decode_records
+    options, rng: OffsetRange, open_end: OpenEnd | None, client: KafkaClient, decode_records
 ) -> Iterator[pa.RecordBatch]:
     if open_end is not None:
         rng = rng._replace(end=resolve_open_end(client, options, rng, open_end))
         if rng.end <= rng.start:
             return
-    yield from _RangeReader(options, rng, client, config, decode_records).batches()
+    yield from _RangeReader(options, rng, client, decode_records).batches()
 
 
 def _first_batch_offset(records) -> int | None:

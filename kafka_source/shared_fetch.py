@@ -24,16 +24,20 @@ __all__ = ["SharedFetch", "start_fetch", "InFlight"]
 
 class InFlight(Protocol):
     """A reader's Fetch in flight: its own (``PendingFetch``) or its part of a
-    ``SharedFetch``."""
+    ``SharedFetch``. ``result`` waits at most ``timeout_ms`` for each broker's answer;
+    the reader's ``deadline`` (a ``time.monotonic()``) bounds a lone Fetch's wait too, and
+    what a shared one sends again on the way."""
 
-    def result(self, timeout_ms: int | None = None) -> dict: ...
+    def result(self, timeout_ms: int | None = None, deadline: float | None = None) -> dict: ...
 
     def cancel(self) -> None: ...
 
 
-def start_fetch(client: KafkaClient, o, offsets: dict) -> PendingFetch:
+def start_fetch(
+    client: KafkaClient, o, offsets: dict, deadline: float | None = None
+) -> PendingFetch:
     """A Fetch of ``offsets`` with the reader's fetch options, sent (one request per
-    leader), not waited for."""
+    leader), not waited for; sending goes on no longer than until ``deadline``."""
     return client.start_fetch(
         offsets,
         max_wait_ms=o.fetch_max_wait_ms,
@@ -41,6 +45,7 @@ def start_fetch(client: KafkaClient, o, offsets: dict) -> PendingFetch:
         max_bytes=o.fetch_max_bytes,
         partition_max_bytes=o.max_partition_fetch_bytes,
         isolation_level=o.isolation_level_code,
+        deadline=deadline,
     )
 
 
@@ -67,14 +72,15 @@ class SharedFetch:
     def share(self, tp) -> _Share:
         return _Share(self, tp)
 
-    def part(self, tp, timeout_ms: int | None) -> dict:
+    def part(self, tp, timeout_ms: int | None, deadline: float | None = None) -> dict:
+        """``tp``'s part of the answers, waited for (``InFlight.result``) by its reader."""
         if tp not in self._offsets:
             return {}  # taken already
         if tp not in self._parts and tp not in self._failed:
-            self._collect(timeout_ms)
+            self._collect(timeout_ms, deadline)
         failure = self._failed.get(tp)
         if failure is not None and failure.handed:  # recovered from: ask again
-            self._ask_again(timeout_ms)
+            self._ask_again(timeout_ms, deadline)
             failure = self._failed.get(tp)
         del self._offsets[tp]
         if failure is not None:  # this reader recovers, for all the partitions it failed
@@ -84,13 +90,13 @@ class SharedFetch:
                 raise failure.error
         return {tp: self._parts.pop(tp)} if tp in self._parts else {}
 
-    def _collect(self, timeout_ms: int | None, follow: bool = True) -> None:
+    def _collect(self, timeout_ms: int | None, deadline: float | None, follow: bool = True) -> None:
         """The answers of the Fetch in flight: parts kept, failures noted per broker; with
         ``follow``, partitions whose leader named a closer replica asked there at once."""
         pending, self._pending = self._pending, None
         if pending is None:
             return
-        parts, failed = pending.results(timeout_ms)
+        parts, failed = pending.results(timeout_ms)  # each broker its wait, as a lone one
         for tps, error in failed:
             self._note(tps, _Failure(error))
         self._parts.update(parts)
@@ -105,38 +111,38 @@ class SharedFetch:
             if tp in self._offsets and ReadReplicas.is_redirect(part)
         ]
         if redirected and follow and self._client.read_replicas is not None:
-            self._follow(redirected, timeout_ms)
+            self._follow(redirected, timeout_ms, deadline)
 
-    def _follow(self, tps: list, timeout_ms: int | None) -> None:
+    def _follow(self, tps: list, timeout_ms: int | None, deadline: float | None) -> None:
         """One Fetch for every partition whose leader named a closer replica to read from
         (``kafka.client.rack``): the replicas answer for them, not each reader alone."""
         waiting = {tp: self._offsets[tp] for tp in tps}
         for tp in waiting:
             del self._parts[tp]
         try:
-            self._pending = start_fetch(self._client, self._options, waiting)
+            self._pending = start_fetch(self._client, self._options, waiting, deadline)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             self._note(waiting, _Failure(e))
             return
-        self._collect(timeout_ms, follow=False)
+        self._collect(timeout_ms, deadline, follow=False)
 
     def _note(self, tps, failure: _Failure) -> None:
         for tp in tps:
             if tp in self._offsets:
                 self._failed[tp] = failure
 
-    def _ask_again(self, timeout_ms: int | None) -> None:
+    def _ask_again(self, timeout_ms: int | None, deadline: float | None) -> None:
         """One Fetch for every partition whose failure a reader recovered from."""
         waiting = {tp: self._offsets[tp] for tp, f in self._failed.items() if f.handed}
         for tp in waiting:
             del self._failed[tp]
             self._parts.pop(tp, None)
         try:
-            self._pending = start_fetch(self._client, self._options, waiting)
+            self._pending = start_fetch(self._client, self._options, waiting, deadline)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             self._note(waiting, _Failure(e))
             return
-        self._collect(timeout_ms)
+        self._collect(timeout_ms, deadline)
 
     def cancel(self) -> None:
         if self._pending is not None:
@@ -160,8 +166,8 @@ class _Share(NamedTuple):
     fetch: SharedFetch
     tp: tuple
 
-    def result(self, timeout_ms: int | None = None) -> dict:
-        return self.fetch.part(self.tp, timeout_ms)
+    def result(self, timeout_ms: int | None = None, deadline: float | None = None) -> dict:
+        return self.fetch.part(self.tp, timeout_ms, deadline)
 
     def cancel(self) -> None:
         self.fetch.cancel()

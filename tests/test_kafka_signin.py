@@ -319,9 +319,9 @@ def sign_ins(monkeypatch) -> SignIns:
     record = SignIns()
     original = BrokerConnection._authenticate
 
-    def counting(self):
+    def counting(self, *args):
         record.seen.append((self, self.wait_handle(), not self.idle))
-        return original(self)
+        return original(self, *args)
 
     monkeypatch.setattr(BrokerConnection, "_authenticate", counting)
     return record

@@ -460,9 +460,9 @@ def test_a_sasl_session_is_renewed_before_it_ends(signin_kafka, monkeypatch):
     sign_ins = []
     original = BrokerConnection._authenticate
 
-    def counting(self):
+    def counting(self, *args):
         sign_ins.append(self)
-        return original(self)
+        return original(self, *args)
 
     monkeypatch.setattr(BrokerConnection, "_authenticate", counting)
     config = ClientConfig(

@@ -605,7 +605,7 @@ def test_outside_a_lookup_the_client_loop_retries_on_its_own(monkeypatch):
         retry_backoff_max_ms=400,
         request_timeout_ms=1_000,
     )
-    monkeypatch.setattr(client, "refresh_in_use", lambda: None)
+    monkeypatch.setattr(client, "refresh_in_use", lambda deadline=None: None)
     with pytest.raises(KafkaTimeoutError) as info:
         client.retrying("ListOffsets", lambda: (_ for _ in ()).throw(NotLeaderOrFollower()))
     assert clock.waits == [100, 200, 400]

@@ -5,10 +5,14 @@
 request per broker is sent, then all are awaited. Retriable errors (NOT_LEADER_OR_FOLLOWER,
 LEADER_NOT_AVAILABLE, FENCED_LEADER_EPOCH, REQUEST_TIMED_OUT, a broken connection, ...)
 refresh the metadata and retry with backoff until the deadline; other errors surface at
-once, naming the topic and partition. Group offsets and coordinator lookups
-(``group_offsets``) and topic administration (``admin``) are mixed into the client from
-modules of their own; the metadata it caches is in ``cluster_metadata``, the requests it
-scatters to leaders and gathers in ``leader_requests``.
+once, naming the topic and partition. The calls a reader makes (``start_fetch``, the
+metadata refreshes, ``latest_offsets``, ``connection``) take the caller's own ``deadline``
+(a ``time.monotonic()`` moment): no wait of the call, nor a second broker tried, goes past
+it. It is passed with each call, never kept: callers sharing a client keep their own.
+Group offsets and coordinator lookups (``group_offsets``) and topic administration
+(``admin``) are mixed into the client from modules of their own; the metadata it caches is
+in ``cluster_metadata``, the requests it scatters to leaders and gathers in
+``leader_requests``.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Callable, Iterable
 from .admin import AdminRequests
 from ..authorization import request_error
 from ..config import ClientConfig, parse_host_port
-from .connection import BrokerConnection
+from .connection import BrokerConnection, bounded_ms
 from .cluster_metadata import (
     ClusterMetadata,
     PartitionInfo,
@@ -98,9 +102,6 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         self._metadata_at = 0.0  # when the cluster last answered (time.monotonic())
         # (key type, key) -> the node FindCoordinator named; forgotten on any retried error
         self._coordinators: dict[tuple[int, str], int] = {}
-        # A time.monotonic() past which no further broker is tried for a connection (the
-        # fetcher sets it to its poll deadline); None: try every candidate.
-        self.deadline: float | None = None
         self._retrying = False  # inside ``retrying``: a nested call makes one attempt
         # with kafka.client.rack: the replica each partition is read from (KIP-392)
         self.read_replicas: ReadReplicas | None = None
@@ -127,7 +128,6 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         with other timeouts, e.g. those of the task that checked this client out. Open
         connections take it too."""
         self.config = config
-        self.deadline = None
         for conn in self._open_connections():
             conn.config = config
 
@@ -165,7 +165,9 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
 
     # ---- connections ----------------------------------------------------------------------
 
-    def _any_connection(self) -> BrokerConnection:
+    def _any_connection(self, deadline: float | None = None) -> BrokerConnection:
+        """An open connection, else a new one to a bootstrap server or a known broker; past
+        ``deadline`` (after a failure) no further one is tried."""
         for conn in self._connections.values():
             if conn.connected:
                 return conn
@@ -178,16 +180,12 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         ]
         candidates += [(n, hp) for n, hp in known if hp not in self._bootstrap]
         for node_id, (host, port) in candidates:
-            if (
-                errors
-                and self.deadline is not None
-                and time.monotonic() >= self.deadline - _DEADLINE_SLACK_S
-            ):
+            if errors and deadline is not None and time.monotonic() >= deadline - _DEADLINE_SLACK_S:
                 errors.append("no time left to try the other brokers")
                 break
             conn = BrokerConnection(host, port, self.config, node_id)
             try:
-                conn.connect()
+                conn.connect(deadline)
             except (KafkaConnectionError, KafkaTimeoutError) as e:
                 errors.append(str(e))
                 continue
@@ -201,13 +199,13 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
             f"{','.join(self.config.bootstrap_servers)}: {'; '.join(errors)}"
         )
 
-    def connection(self, node_id: int) -> BrokerConnection:
+    def connection(self, node_id: int, deadline: float | None = None) -> BrokerConnection:
         conn = self._connections.get(node_id)
         if conn is not None and conn.connected:
             return conn
-        meta = self.metadata()
+        meta = self.metadata(deadline=deadline)
         if node_id not in meta.brokers:
-            meta = self.refresh_in_use()
+            meta = self.refresh_in_use(deadline)
             if node_id not in meta.brokers:
                 raise KafkaConnectionError(f"broker {node_id} is not in the cluster metadata")
         host, port = meta.brokers[node_id]
@@ -221,14 +219,17 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
             self._connections[node_id] = boot
             return boot
         conn = BrokerConnection(host, port, self.config, node_id)
-        conn.connect()
+        conn.connect(deadline)
         self._connections[node_id] = conn
         return conn
 
     # ---- metadata -------------------------------------------------------------------------
 
-    def refresh_metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
-        """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache."""
+    def refresh_metadata(
+        self, topics: Iterable[str] | None = None, deadline: float | None = None
+    ) -> ClusterMetadata:
+        """Fetch metadata for ``topics`` (None: every topic) and merge it into the cache;
+        with ``deadline`` (a ``time.monotonic()``), waiting no longer than until then."""
         from ..schemas import METADATA
 
         topics = None if topics is None else list(topics)
@@ -241,11 +242,11 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
                 for c in (*self._connections.values(), self._bootstrap_conn)
                 if c is not None and c.connected
             }
-            conn = self._any_connection()
+            conn = self._any_connection(deadline)
             version = conn.version_for(METADATA)
             body = metadata_request(topics, version)
             try:
-                answer = conn.request(METADATA, body, version, raw_answer=True)
+                answer = conn.request(METADATA, body, version, raw_answer=True, deadline=deadline)
                 break
             except KafkaConnectionError:
                 conn.close()
@@ -277,14 +278,16 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
             self._connections.pop(node_id).close()
         return self._metadata
 
-    def refresh_in_use(self) -> ClusterMetadata:
+    def refresh_in_use(self, deadline: float | None = None) -> ClusterMetadata:
         """Fresh metadata for the topics this client has asked about (none yet: the
         brokers only). What a retriable error or stale metadata refreshes: a request for
         every topic would grow with the cluster, not with the query."""
         known = [] if self._metadata is None else sorted(self._metadata.topics)
-        return self.refresh_metadata(known)
+        return self.refresh_metadata(known, deadline)
 
-    def metadata(self, topics: Iterable[str] | None = None) -> ClusterMetadata:
+    def metadata(
+        self, topics: Iterable[str] | None = None, deadline: float | None = None
+    ) -> ClusterMetadata:
         """Cached metadata, refreshed when stale or when a wanted topic is missing
         (``topics`` None: the brokers and the topics in use, ``refresh_in_use``)."""
         meta = self._metadata
@@ -296,11 +299,11 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
             topics = list(topics)
             if meta is not None and not stale and all(t in meta.topics for t in topics):
                 return meta
-            return self.refresh_metadata(topics)
-        return self.refresh_in_use() if stale or meta is None else meta
+            return self.refresh_metadata(topics, deadline)
+        return self.refresh_in_use(deadline) if stale or meta is None else meta
 
-    def topic(self, name: str) -> TopicInfo:
-        info = self.metadata([name]).topics.get(name)
+    def topic(self, name: str, deadline: float | None = None) -> TopicInfo:
+        info = self.metadata([name], deadline).topics.get(name)
         if info is None:
             raise UnknownTopicOrPartition(f"topic {name!r} does not exist", topic=name)
         if info.error_code:
@@ -310,8 +313,8 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
     def partitions_for(self, topic: str) -> list[int]:
         return sorted(self.topic(topic).partitions)
 
-    def leader_for(self, topic: str, partition: int) -> int:
-        info = self.topic(topic)
+    def leader_for(self, topic: str, partition: int, deadline: float | None = None) -> int:
+        info = self.topic(topic, deadline)
         part = info.partitions.get(partition)
         if part is None:
             raise UnknownTopicOrPartition(
@@ -323,15 +326,22 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
 
     # ---- retries --------------------------------------------------------------------------
 
-    def retrying(self, what: str, attempt: Callable[[], object], timeout_ms: int | None = None):
+    def retrying(
+        self,
+        what: str,
+        attempt: Callable[[], object],
+        timeout_ms: int | None = None,
+        deadline: float | None = None,
+    ):
         """Run ``attempt`` under the client's retry policy (``protocol.retry``): retriable
         errors retried ``retry.backoff.ms`` apart, doubling up to ``retry.backoff.max.ms``
         (with jitter), until it succeeds, a non-retriable error, or ``timeout_ms`` (default
-        ``request.timeout.ms``); the topics in use are looked up afresh before each new
-        attempt. Called again inside an attempt (OffsetFetch looking its coordinator up
-        with FindCoordinator), it makes one attempt: the outer loop retries, not a second
-        one nested in it; so does it inside a driver lookup's loop, which retries the
-        request's errors itself (``protocol.retry.one_attempt_each``)."""
+        ``request.timeout.ms``, cut to what is left until ``deadline``); the topics in use
+        are looked up afresh (within ``deadline``) before each new attempt. Called again
+        inside an attempt (OffsetFetch looking its coordinator up with FindCoordinator), it
+        makes one attempt: the outer loop retries, not a second one nested in it; so does it
+        inside a driver lookup's loop, which retries the request's errors itself
+        (``protocol.retry.one_attempt_each``)."""
         if self._retrying or outer_loop_retries():
             try:
                 return attempt()
@@ -341,6 +351,7 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
                     request_failed_for_outer_loop(what)
                 raise
         timeout_ms = self.config.request_timeout_ms if timeout_ms is None else timeout_ms
+        timeout_ms = bounded_ms(timeout_ms, deadline)
         policy = RetryPolicy.for_client(self.config, timeout_ms)
 
         def retriable(e: BaseException) -> bool:
@@ -351,7 +362,7 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
 
         def refresh(_tries, _error) -> None:
             try:
-                self.refresh_in_use()
+                self.refresh_in_use(deadline)
             except (KafkaConnectionError, KafkaTimeoutError):
                 pass
 
@@ -363,12 +374,14 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         finally:
             self._retrying = False
 
-    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
+    def _by_leader(
+        self, tps: Iterable[TopicPartition], deadline: float | None = None
+    ) -> dict[int, list[TopicPartition]]:
         tps = list(tps)
-        self.metadata({t for t, _ in tps})
+        self.metadata({t for t, _ in tps}, deadline)
         groups: dict[int, list[TopicPartition]] = {}
         for tp in tps:
-            groups.setdefault(self.leader_for(*tp), []).append(tp)
+            groups.setdefault(self.leader_for(*tp, deadline), []).append(tp)
         return groups
 
     def _scatter(
@@ -377,12 +390,13 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         groups: dict[int, list[TopicPartition]],
         build: Callable[[BrokerConnection, int, list[TopicPartition]], dict],
         version_cap: Callable[[list[TopicPartition]], int | None] | None = None,
+        deadline: float | None = None,
     ):
         """Send one request per leader, then gather; returns ``[(node, tps, response,
-        version)]``."""
-        return gather(self._send_all(api, groups, build, version_cap))
+        version)]``. No wait goes past ``deadline``."""
+        return gather(self._send_all(api, groups, build, version_cap, deadline), None, deadline)
 
-    def _send_all(self, api, groups, build, version_cap=None) -> list:
+    def _send_all(self, api, groups, build, version_cap=None, deadline=None) -> list:
         """Send one request per leader of ``groups``: ``[(node, tps, conn, version,
         correlation id)]`` for ``gather``. A leader that cannot be reached (connection
         refused, broken or timed out) fails only its own group: its entry holds the error
@@ -394,9 +408,9 @@ class KafkaClient(OffsetRequests, RecordRequests, GroupOffsets, AdminRequests):
         try:
             for node, tps in groups.items():
                 try:
-                    conn = self.connection(node)
+                    conn = self.connection(node, deadline)
                     version = conn.version_for(api, version_cap(tps) if version_cap else None)
-                    cid = conn.send(api, build(conn, version, tps), version)
+                    cid = conn.send(api, build(conn, version, tps), version, deadline=deadline)
                 except (KafkaConnectionError, KafkaTimeoutError) as e:
                     sent.append((node, tps, None, None, e))
                     continue

@@ -4,7 +4,9 @@ On connect it negotiates API versions through ApiVersions and, for SASL listener
 in (``sasl_signin``). ``request()`` sends and waits; ``send()`` and ``receive()`` let
 several requests be in flight at once (answered in order). Every wait is bounded by the
 request timeout; any protocol error or timeout closes the connection, so a broken peer can
-never leave a half-read stream behind.
+never leave a half-read stream behind. A call given a ``deadline`` (a ``time.monotonic()``
+moment) waits no longer than until then either (``bounded_ms``): the caller's own limit,
+passed with each call, never stored on the connection.
 
 For reuse (``protocol.client.pool`` keeps connections warm across tasks):
 ``close_unless_reusable()`` tells whether an idle connection can serve another request
@@ -50,6 +52,14 @@ _HOST_MISMATCH = (62, 64)
 _EXPIRED = (9, 10)
 
 
+def bounded_ms(timeout_ms: int, deadline: float | None) -> int:
+    """``timeout_ms`` cut to what is left until ``deadline`` (a ``time.monotonic()``
+    moment; None: no cut), at least 1 ms."""
+    if deadline is None:
+        return timeout_ms
+    return min(timeout_ms, max(1, int((deadline - time.monotonic()) * 1000)))
+
+
 class BrokerConnection(SaslSignIn):
     """A connection to ``host:port``. Not thread-safe: one user at a time."""
 
@@ -74,10 +84,12 @@ class BrokerConnection(SaslSignIn):
 
     # ---- lifecycle ------------------------------------------------------------------------
 
-    def connect(self) -> BrokerConnection:
+    def connect(self, deadline: float | None = None) -> BrokerConnection:
+        """Open the connection, negotiate versions and sign in, each step within its
+        timeout and, with ``deadline``, not past it."""
         if self._sock is not None:
             return self
-        timeout = self.config.connect_timeout_ms / 1000
+        timeout = bounded_ms(self.config.connect_timeout_ms, deadline) / 1000
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout)
         except OSError as e:
@@ -88,10 +100,10 @@ class BrokerConnection(SaslSignIn):
         try:
             if self.config.uses_tls:
                 sock = self._wrap_tls(sock)
-            sock.settimeout(self.config.request_timeout_ms / 1000)
+            sock.settimeout(bounded_ms(self.config.request_timeout_ms, deadline) / 1000)
             self._sock = sock
             try:
-                self._negotiate_versions()
+                self._negotiate_versions(deadline)
             except KafkaConnectionError as e:
                 refusal = self._tls_refusal(e)
                 if refusal is None:
@@ -100,7 +112,7 @@ class BrokerConnection(SaslSignIn):
             except ProtocolError as e:  # the first answer is not Kafka's: say from whom
                 raise ProtocolError(f"{self.host}:{self.port}: {e}") from e
             if self.config.uses_sasl:
-                self._authenticate()
+                self._authenticate(deadline)
         except BaseException:
             self.close()
             try:
@@ -275,7 +287,7 @@ class BrokerConnection(SaslSignIn):
 
     # ---- versions -------------------------------------------------------------------------
 
-    def _negotiate_versions(self) -> None:
+    def _negotiate_versions(self, deadline: float | None) -> None:
         from ..schemas.api_versions import API_VERSIONS
 
         version = min(3, API_VERSIONS.versions.hi or 3)
@@ -283,12 +295,12 @@ class BrokerConnection(SaslSignIn):
             "client_software_name": CLIENT_SOFTWARE_NAME,
             "client_software_version": CLIENT_SOFTWARE_VERSION,
         }
-        response = self._roundtrip(API_VERSIONS, version, body)
+        response = self._roundtrip(API_VERSIONS, version, body, deadline)
         if response["error_code"] == 35 and version > 0:
             # Retry within the range the broker named for ApiVersions (0 if it named none).
             theirs = {k["api_key"]: k["max_version"] for k in response["api_keys"]}
             version = min(version, theirs.get(18, 0))
-            response = self._roundtrip(API_VERSIONS, version, body)
+            response = self._roundtrip(API_VERSIONS, version, body, deadline)
         if response["error_code"]:
             raise BrokerError.for_code(response["error_code"], "ApiVersions failed")
         self.api_versions = {
@@ -323,9 +335,11 @@ class BrokerConnection(SaslSignIn):
         version: int | None = None,
         expect_response: bool = True,
         raw_answer: bool = False,
+        deadline: float | None = None,
     ) -> int:
         """Send a request without waiting; returns its correlation id for ``receive``.
-        ``body`` and ``raw_answer``: as ``ClientFraming.request`` takes them."""
+        ``body`` and ``raw_answer``: as ``ClientFraming.request`` takes them; ``deadline``
+        bounds the connecting or signing in again that may come first."""
         if self._sock is not None and self.session_ending:
             end = self._session_end  # set whenever session_ending is
             if self.idle and end is not None and time.monotonic() >= end:
@@ -334,9 +348,9 @@ class BrokerConnection(SaslSignIn):
                 log.debug("%s: SASL session ended while idle: reconnecting", self)
                 self.close()
             else:
-                self._reauthenticate()
+                self._reauthenticate(deadline)
         if self._sock is None:
-            self.connect()
+            self.connect(deadline)
         sock = self._sock
         assert sock is not None  # connect() opens it or raises
         if version is None:
@@ -357,6 +371,15 @@ class BrokerConnection(SaslSignIn):
                 f"connection to {self.host}:{self.port} broke while sending {api.name}: {e}"
             ) from e
         return correlation_id
+
+    def wait_ms(self, timeout_ms: int | None, deadline: float | None) -> int | None:
+        """What ``receive`` may wait: ``timeout_ms`` (None: ``request.timeout.ms``) cut to
+        what is left until ``deadline``; without a deadline, ``timeout_ms`` as it is."""
+        if deadline is None:
+            return timeout_ms
+        return bounded_ms(
+            self.config.request_timeout_ms if timeout_ms is None else timeout_ms, deadline
+        )
 
     def receive(self, correlation_id: int, timeout_ms: int | None = None) -> dict:
         """Wait for the response to ``correlation_id`` (earlier ones are kept for later)."""
@@ -427,11 +450,16 @@ class BrokerConnection(SaslSignIn):
         version: int | None = None,
         timeout_ms: int | None = None,
         raw_answer: bool = False,
+        deadline: float | None = None,
     ) -> Any:
-        return self.receive(self.send(api, body, version, raw_answer=raw_answer), timeout_ms)
+        """Send and wait for the answer: at most ``timeout_ms`` (default
+        ``request.timeout.ms``), and nothing of it past ``deadline`` (a ``time.monotonic()``)."""
+        cid = self.send(api, body, version, raw_answer=raw_answer, deadline=deadline)
+        return self.receive(cid, self.wait_ms(timeout_ms, deadline))
 
-    def _roundtrip(self, api: Api, version: int, body: dict) -> dict:
-        return self.receive(self.send(api, body, version))
+    def _roundtrip(self, api: Api, version: int, body: dict, deadline: float | None) -> dict:
+        cid = self.send(api, body, version, deadline=deadline)
+        return self.receive(cid, self.wait_ms(None, deadline))
 
 
 def wait_readable(conns: list[BrokerConnection], timeout_s: float) -> list[BrokerConnection]:

@@ -88,18 +88,22 @@ def take_list_offsets(response: dict, pending: dict, done: dict) -> BrokerError 
     return first_error
 
 
-def gather(sent: list, failed: list | None = None) -> list:
+def gather(sent: list, failed: list | None = None, deadline: float | None = None) -> list:
     """Wait for every request ``_send_all`` sent; a broken connection fails only its own
     group, raised after the others are read so no response is left on a socket. With
     ``failed``, nothing is raised: each failed group is added to it as ``(node, tps,
-    error)``, a group ``_send_all`` could not send to as well."""
+    error)``, a group ``_send_all`` could not send to as well. No wait goes past
+    ``deadline`` (a ``time.monotonic()``; None: each its own timeout)."""
     results, failures = [], []
     for node, tps, conn, version, cid, *timeout in sent:
         if conn is None:  # not sent: ``cid`` is why
             failures.append((node, tps, cid))
             continue
         try:
-            results.append((node, tps, conn.receive(cid, *timeout), version))
+            wait = timeout[0] if timeout else None
+            if deadline is not None:
+                wait = conn.wait_ms(wait, deadline)
+            results.append((node, tps, conn.receive(cid, wait), version))
         except (KafkaConnectionError, KafkaTimeoutError) as e:
             failures.append((node, tps, e))
     if failed is not None:
@@ -133,17 +137,19 @@ class PendingFetch:
         self._max_wait_ms = max_wait_ms
         self._replicas = replicas
 
-    def result(self, timeout_ms: int | None = None) -> dict[TopicPartition, dict]:
+    def result(
+        self, timeout_ms: int | None = None, deadline: float | None = None
+    ) -> dict[TopicPartition, dict]:
         """Wait for the answers: at most ``timeout_ms`` (default: the request timeout plus
-        the Fetch's max wait) for each; a broker's failure is raised after every other
-        answer was read."""
-        out, failed = self.results(timeout_ms)
+        the Fetch's max wait) for each, and not past ``deadline`` (a ``time.monotonic()``);
+        a broker's failure is raised after every other answer was read."""
+        out, failed = self.results(timeout_ms, deadline)
         if failed:
             raise failed[0][1]
         return out
 
     def results(
-        self, timeout_ms: int | None = None
+        self, timeout_ms: int | None = None, deadline: float | None = None
     ) -> tuple[dict[TopicPartition, dict], list[tuple[list[TopicPartition], Exception]]]:
         """``result()`` that raises nothing: ``(the partition responses of the brokers that
         answered, [(the partitions of a broker that failed, its error)])``."""
@@ -152,7 +158,7 @@ class PendingFetch:
             (*s, self._timeout_ms(s[2], timeout_ms)) if s[2] is not None else s for s in self._sent
         ]
         failed: list = []
-        answers = gather(sent, failed)
+        answers = gather(sent, failed, deadline)
         failures = [(tps, error) for _, tps, error in failed]
         for _, tps, response, _ in answers:
             if response.get("error_code"):

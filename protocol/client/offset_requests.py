@@ -48,11 +48,13 @@ class OffsetRequests:
         timestamps: dict[TopicPartition, int],
         isolation_level: int = READ_UNCOMMITTED,
         timeout_ms: int | None = None,
+        deadline: float | None = None,
     ) -> dict[TopicPartition, tuple[int, int]]:
         """Offsets for ``{(topic, partition): timestamp}`` where the timestamp is a time in
         ms, EARLIEST_TIMESTAMP (-2) or LATEST_TIMESTAMP (-1). Returns
         ``{(topic, partition): (offset, timestamp)}``; offset -1 when no record is at or
-        after the timestamp."""
+        after the timestamp. Retried within ``timeout_ms`` (default ``request.timeout.ms``)
+        and, with ``deadline`` (a ``time.monotonic()``), not past it."""
         from ..schemas import LIST_OFFSETS
 
         pending = dict(timestamps)
@@ -63,7 +65,8 @@ class OffsetRequests:
             if not pending:
                 return done
             first_error = None
-            for _, _, response, _ in self._scatter(LIST_OFFSETS, self._by_leader(pending), build):
+            groups = self._by_leader(pending, deadline)
+            for _, _, response, _ in self._scatter(LIST_OFFSETS, groups, build, None, deadline):
                 first_error = take_list_offsets(response, pending, done) or first_error
             if pending:
                 raise first_error or BrokerError.for_code(
@@ -71,7 +74,7 @@ class OffsetRequests:
                 )
             return done
 
-        return self.retrying("ListOffsets", attempt, timeout_ms)
+        return self.retrying("ListOffsets", attempt, timeout_ms, deadline)
 
     def metadata_and_offsets(
         self,
@@ -127,18 +130,18 @@ class OffsetRequests:
             return metadata, None
         return metadata, (done if not pending else None)
 
-    def earliest_offsets(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
-        return {
-            tp: o
-            for tp, (o, _) in self.list_offsets({tp: EARLIEST_TIMESTAMP for tp in tps}).items()
-        }
+    def earliest_offsets(
+        self, tps: Iterable[TopicPartition], deadline: float | None = None
+    ) -> dict[TopicPartition, int]:
+        asked = {tp: EARLIEST_TIMESTAMP for tp in tps}
+        return {tp: o for tp, (o, _) in self.list_offsets(asked, deadline=deadline).items()}
 
     def latest_offsets(
-        self, tps: Iterable[TopicPartition], isolation_level: int = READ_UNCOMMITTED
+        self,
+        tps: Iterable[TopicPartition],
+        isolation_level: int = READ_UNCOMMITTED,
+        deadline: float | None = None,
     ) -> dict[TopicPartition, int]:
-        return {
-            tp: o
-            for tp, (o, _) in self.list_offsets(
-                {tp: LATEST_TIMESTAMP for tp in tps}, isolation_level
-            ).items()
-        }
+        asked = {tp: LATEST_TIMESTAMP for tp in tps}
+        answered = self.list_offsets(asked, isolation_level, deadline=deadline)
+        return {tp: o for tp, (o, _) in answered.items()}

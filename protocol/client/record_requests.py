@@ -50,12 +50,15 @@ class RecordRequests:
         max_bytes: int = 50 * 1024 * 1024,
         partition_max_bytes: int = 1024 * 1024,
         isolation_level: int = READ_UNCOMMITTED,
+        deadline: float | None = None,
     ) -> PendingFetch:
         """Send the Fetch requests and return at once; ``.result()`` waits for them. This
-        lets a reader keep the next Fetch in flight while it decodes the previous one."""
+        lets a reader keep the next Fetch in flight while it decodes the previous one.
+        ``deadline`` (a ``time.monotonic()``) bounds what sending takes: a metadata
+        refresh, connecting to a leader."""
         from ..schemas import FETCH
 
-        meta = self.metadata({t for t, _ in offsets})
+        meta = self.metadata({t for t, _ in offsets}, deadline)
         ids = {t: meta.topics[t].topic_id for t, _ in offsets if t in meta.topics}
         names_by_id = {v: k for k, v in ids.items()}
 
@@ -93,10 +96,10 @@ class RecordRequests:
                 "rack_id": self.config.client_rack,
             }
 
-        groups = self._by_leader(offsets)
+        groups = self._by_leader(offsets, deadline)
         if self.read_replicas is not None:  # a partition's closer replica, when named
             groups = self.read_replicas.route(groups, meta.brokers)
-        sent = self._send_all(FETCH, groups, build, cap)
+        sent = self._send_all(FETCH, groups, build, cap, deadline)
         return PendingFetch(sent, names_by_id, max_wait_ms, self.read_replicas)
 
     def produce(
@@ -108,13 +111,15 @@ class RecordRequests:
         acks: int = -1,
         timeout_ms: int = 30_000,
         transactional_id: str | None = None,
+        deadline: float | None = None,
     ) -> dict:
         """Send one record batch to a partition's leader; returns the partition response
-        (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``."""
+        (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``. No wait goes
+        past ``deadline`` (a ``time.monotonic()``)."""
         from ..schemas import PRODUCE
 
-        info = self.topic(topic)
-        conn = self.connection(self.leader_for(topic, partition))
+        info = self.topic(topic, deadline)
+        conn = self.connection(self.leader_for(topic, partition, deadline), deadline)
         # Produce v13+ names topics by id; stay below it when the id is unknown.
         version = conn.version_for(
             PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None
@@ -132,7 +137,7 @@ class RecordRequests:
             ],
         }
         if acks == 0:
-            conn.send(PRODUCE, body, version, expect_response=False)
+            conn.send(PRODUCE, body, version, expect_response=False, deadline=deadline)
             return {"index": partition, "error_code": 0, "base_offset": -1}
-        response = conn.request(PRODUCE, body, version)
+        response = conn.request(PRODUCE, body, version, deadline=deadline)
         return response["responses"][0]["partition_responses"][0]

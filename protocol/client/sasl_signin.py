@@ -19,6 +19,13 @@ __all__ = ["SaslSignIn", "SESSION_RENEW_AT"]
 
 log = logging.getLogger("pykafka.protocol.connection")
 
+#: Why a broker refuses a delegation token it issued.
+_TOKEN_HINT = (
+    " (a delegation token is refused once it expired, delegation.token.expiry.time.ms "
+    "after its last renewal, and past its maximum lifetime, delegation.token.max.lifetime.ms "
+    "on the brokers, which no renewal extends)"
+)
+
 #: The share of a SASL session's lifetime after which the connection is renewed (Kafka's
 #: Java client re-authenticates between 85 % and 95 % of it).
 SESSION_RENEW_AT = 0.85
@@ -38,7 +45,8 @@ class SaslSignIn:
         version_for: Any
         close: Any
 
-    def _authenticate(self) -> None:
+    def _authenticate(self, deadline: float | None = None) -> None:
+        """Sign in; no exchange waits past ``deadline`` (a ``time.monotonic()``)."""
         from ..sasl import ScramMechanism, mechanism_for
         from ..schemas import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
@@ -51,7 +59,10 @@ class SaslSignIn:
                 "(or kafka.sasl.jaas.config) are required"
             )
         handshake = self._roundtrip(
-            SASL_HANDSHAKE, self.version_for(SASL_HANDSHAKE), {"mechanism": c.sasl_mechanism}
+            SASL_HANDSHAKE,
+            self.version_for(SASL_HANDSHAKE),
+            {"mechanism": c.sasl_mechanism},
+            deadline,
         )
         if handshake["error_code"]:
             raise AuthenticationError(
@@ -60,7 +71,7 @@ class SaslSignIn:
             )
         version = self.version_for(SASL_AUTHENTICATE)
         if c.sasl_mechanism_factory is not None:
-            self._authenticate_with(c.sasl_mechanism_factory(self.host), version)
+            self._authenticate_with(c.sasl_mechanism_factory(self.host), version, deadline)
             return
         username, password = c.sasl_username, c.sasl_password
         assert username is not None and password is not None  # checked above
@@ -69,14 +80,16 @@ class SaslSignIn:
         )
 
         def step(token: bytes) -> bytes:
-            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token})
+            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": token}, deadline)
             if r["error_code"]:
                 # The broker's text is quoted, but never the password: PLAIN hands it to
                 # the broker, which could send it back.
                 text = redact(r.get("error_message") or "", password.reveal())
+                who = "delegation token" if c.sasl_token_auth else "user"
                 raise AuthenticationError(
-                    f"SASL {c.sasl_mechanism} authentication of user {c.sasl_username!r} "
+                    f"SASL {c.sasl_mechanism} authentication of {who} {c.sasl_username!r} "
                     f"failed at {self.host}:{self.port}: {text}".rstrip()
+                    + (_TOKEN_HINT if c.sasl_token_auth else "")
                 )
             self._note_session_lifetime(r)
             return bytes(r.get("auth_bytes") or b"")
@@ -90,7 +103,7 @@ class SaslSignIn:
             self._sasl_verdict(scram.verify_server_final, server_final)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, c.sasl_mechanism)
 
-    def _authenticate_with(self, mech, version: int) -> None:
+    def _authenticate_with(self, mech, version: int, deadline: float | None) -> None:
         """Drive a mechanism from ``ClientConfig.sasl_mechanism_factory`` (OAUTHBEARER,
         AWS_MSK_IAM): a fresh one, so a fresh token or signature, for every authentication.
         A refusal shows the broker's text and status and the options to look at."""
@@ -100,7 +113,7 @@ class SaslSignIn:
         redact = getattr(mech, "redact", lambda text: text)
         message = mech.initial_response()
         while True:
-            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": message})
+            r = self._roundtrip(SASL_AUTHENTICATE, version, {"auth_bytes": message}, deadline)
             if r["error_code"]:
                 detail = getattr(mech, "failure_text", lambda: "")()
                 text = redact(r.get("error_message") or "")
@@ -117,7 +130,7 @@ class SaslSignIn:
         self._note_session_lifetime(r)
         log.debug("authenticated to %s:%s with SASL %s", self.host, self.port, mech.name)
 
-    def _reauthenticate(self) -> None:
+    def _reauthenticate(self, deadline: float | None = None) -> None:
         """KIP-368: sign in again on this connection before the broker's session ends.
 
         Not by reconnecting: a connection with requests in flight (a producer keeps up to
@@ -132,7 +145,7 @@ class SaslSignIn:
         )
         self._renew_at = None  # the SASL requests below go through send() too
         try:
-            self._authenticate()
+            self._authenticate(deadline)
         except BaseException:
             self.close()
             raise
