@@ -3,23 +3,36 @@ Kafka delegation token and gives its tasks the token instead, so no password, se
 keytab of the driver travels to the executors (Spark's connector does the same with
 ``spark.kafka.clusters.*``, which a Python data source cannot read).
 
-The driver keeps one ``TokenKeeper`` per set of credentials in this process (never
-pickled): a query planned again by the same process reuses its token, renewed at 75% of
-its life (``current_token_config``), and a new one is created near its maximum lifetime.
+Parsing the options creates no token: ``with_delegation_token`` returns a
+``DriverTokenConfig``, the driver's own sign-in, which the driver's clients use (offset
+lookups, topic checks, a stream's commits). Only where Spark pickles it for the tasks (a
+batch reader or writer, a micro-batch's writer or partitions) does it become the sign-in
+with the driver's current token (``tasks_config``). Each process keeps one
+``TokenKeeper`` per set of credentials: it finds the principal's live token with
+DescribeDelegationToken before it creates one, renews it at 75% of its life (in the
+background too, for the tasks that hold it) and replaces it near its maximum lifetime,
+so Spark's many Python processes on the driver share one token.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from typing import Any
 
-from protocol.client.delegation_tokens import TOKEN_MECHANISMS, TokenKeeper, token_config
+from protocol.client.delegation_tokens import (
+    TOKEN_MECHANISMS,
+    TokenKeeper,
+    in_background,
+    token_config,
+)
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
 
 from .bounded_cache import BoundedCache
 from .option_map import OptionMap
 
-__all__ = ["DELEGATION_TOKEN_OPTIONS", "with_delegation_token", "current_token_config"]
+__all__ = ["DELEGATION_TOKEN_OPTIONS", "DriverTokenConfig", "with_delegation_token", "tasks_config"]
 
 #: (name, default, meaning), documented with the security options.
 DELEGATION_TOKEN_OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -38,10 +51,26 @@ DELEGATION_TOKEN_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ),
 )
 
-#: The driver's keepers, by the credentials they sign in with; and token id -> keeper.
+#: This process's keepers, by the credentials they sign in with.
 _keepers: BoundedCache[tuple, TokenKeeper] = BoundedCache(16)
-_by_token: BoundedCache[str, TokenKeeper] = BoundedCache(64)
 _lock = threading.Lock()
+#: The mechanisms whose user name is the principal's name (Kafka's default principal
+#: builder): a keeper looks for that principal's live tokens before creating one.
+_NAMED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+@dataclasses.dataclass
+class DriverTokenConfig(ClientConfig):
+    """The driver's own sign-in, with ``delegationToken.enabled``. Pickled (what Spark
+    sends to the tasks), it is the sign-in with the driver's current token instead:
+    neither the driver's credentials nor a way to get them leave the driver."""
+
+    token_mechanism: str = "SCRAM-SHA-512"
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # A plain ClientConfig, made and then given the token sign-in's fields (a copy
+        # makes a token too: the driver's code never copies its configs).
+        return ClientConfig, (), dict(tasks_config(self).__dict__)
 
 
 def _identity(config: ClientConfig) -> tuple:
@@ -57,8 +86,8 @@ def _identity(config: ClientConfig) -> tuple:
 
 
 def with_delegation_token(opts: OptionMap, config: ClientConfig) -> ClientConfig:
-    """``config`` as is, or, with ``delegationToken.enabled``, signing in with a token the
-    driver's credentials in ``config`` created."""
+    """``config`` as is, or, with ``delegationToken.enabled``, as a ``DriverTokenConfig``
+    whose tasks sign in with a token. Creates no token."""
     enabled = (opts.get("delegationToken.enabled") or "false").strip().lower()
     if enabled not in ("true", "false"):
         raise ConfigError(f"delegationToken.enabled must be true or false, not {enabled!r}")
@@ -76,26 +105,33 @@ def with_delegation_token(opts: OptionMap, config: ClientConfig) -> ClientConfig
             "signed in with SASL: set kafka.security.protocol to SASL_PLAINTEXT or SASL_SSL "
             f"(it is {config.security_protocol}) and the kafka.sasl.* credentials"
         )
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
+    return DriverTokenConfig(**fields, token_mechanism=mechanism)
+
+
+def _keeper(config: ClientConfig) -> TokenKeeper:
     from protocol.client.cluster import KafkaClient
 
+    named = config.sasl_mechanism in _NAMED_MECHANISMS and config.sasl_username
     with _lock:
         key = _identity(config)
         keeper = _keepers.get(key)
         if keeper is None:
-            keeper = _keepers.put(key, TokenKeeper(lambda: KafkaClient(config)))
-    return _config_of(keeper, config, mechanism)
+            keeper = _keepers.put(
+                key,
+                TokenKeeper(
+                    lambda: KafkaClient(config),
+                    owner=f"User:{config.sasl_username}" if named else None,
+                    schedule=in_background,
+                ),
+            )
+    return keeper
 
 
-def _config_of(keeper: TokenKeeper, config: ClientConfig, mechanism: str) -> ClientConfig:
-    token = keeper.current()
-    _by_token.put(token.token_id, keeper)
-    return token_config(config, token, mechanism)
-
-
-def current_token_config(config: ClientConfig) -> ClientConfig:
-    """For a token config this process created (on the driver): the same, with the
-    token renewed or replaced when due; any other config as is."""
-    keeper = _by_token.get(config.sasl_username or "") if config.sasl_token_auth else None
-    if keeper is None:
-        return config
-    return _config_of(keeper, config, config.sasl_mechanism)
+def tasks_config(config: DriverTokenConfig) -> ClientConfig:
+    """The sign-in with the driver's current token (found, renewed, replaced or created as
+    due by this process's keeper), a plain ``ClientConfig`` for the tasks."""
+    driver = ClientConfig(
+        **{f.name: getattr(config, f.name) for f in dataclasses.fields(ClientConfig)}
+    )
+    return token_config(driver, _keeper(driver).current(), config.token_mechanism)

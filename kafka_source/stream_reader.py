@@ -34,7 +34,7 @@ from typing import cast
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
-from kafka_common.delegation_token_options import current_token_config
+from kafka_common.delegation_token_options import DriverTokenConfig, tasks_config
 from kafka_common.import_path import CarriesImportPath
 from kafka_common.repeated_warnings import RepeatedWarnings
 from kafka_common.user_errors import user_errors
@@ -143,7 +143,7 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         if self._client is None:
             o = self.options
             self._client = OffsetReader(
-                KafkaClient(self._token_config or o.client_config),
+                KafkaClient(o.client_config),
                 o.fetch_offset_num_retries,
                 o.fetch_offset_retry_interval_ms,
             )
@@ -153,21 +153,17 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         """With ``delegationToken.enabled``: the sign-in with the current token, renewed
         or replaced as due, for this micro-batch's tasks (Spark pickles this reader to the
         executors once per query, so the token in its options would be the first one for
-        ever) and for the driver's client; None without a token. Called by every
-        ``latestOffset`` and ``partitions``, so an idle stream's token is renewed too."""
+        ever); None without a token. The driver's own client signs in with the driver's
+        credentials. Called by every ``latestOffset`` and ``partitions``, so an idle
+        stream's token is renewed too."""
         base = self.options.client_config
-        if not base.sasl_token_auth:
+        if not isinstance(base, DriverTokenConfig):
             return None
-        held = self._token_config or base
-        current = current_token_config(held)
-        if current is held:  # a token this process did not create: nothing to renew
-            return None
-        if current.sasl_username != held.sasl_username:
+        held = self._token_config
+        current = tasks_config(base)
+        if held is not None and current.sasl_username != held.sasl_username:
             if not _signs_in(current):
                 return held  # the tasks keep the last token, still valid, a while longer
-            if self._client is not None:
-                self._client.close()  # the driver's client signs in with the new token
-                self._client = None
         self._token_config = current
         return current
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import io
 import pickle
 import time
@@ -37,6 +38,7 @@ from protocol.sasl import ScramMechanism, mechanism_for
 from protocol.schemas import METADATA
 
 from .helpers.secrets import assert_no_secret
+from .helpers.token_stream_child import stream_tokens as _stream_tokens
 from .helpers.waiting import wait_until
 
 security = pytest.mark.security
@@ -113,6 +115,39 @@ def test_a_token_config_holds_the_token_and_none_of_the_drivers_credentials():
         token_config(driver, _token(), "PLAIN")
 
 
+def test_the_drivers_config_signs_in_itself_and_pickles_as_the_token(monkeypatch):
+    """Parsed with delegationToken.enabled, the options keep the driver's sign-in (its
+    clients and a stream's commits use it and create no token); whatever Spark pickles for
+    the tasks, however deeply it holds the config, carries the token instead."""
+    from kafka_common.delegation_token_options import DriverTokenConfig, with_delegation_token
+    from kafka_common.option_map import OptionMap
+
+    calls: list[str] = []
+    monkeypatch.setattr(TokenKeeper, "current", lambda self: calls.append("token") or _token())
+    driver = ClientConfig(
+        bootstrap_servers=["b:9092"],
+        security_protocol="SASL_SSL",
+        sasl_username="alice",
+        sasl_password="alice-secret",
+    )
+    opts = OptionMap(
+        {"delegationToken.enabled": "true", "delegationToken.mechanism": "scram-sha-256"}
+    )
+    parsed = with_delegation_token(opts, driver)
+    assert isinstance(parsed, DriverTokenConfig) and calls == []  # parsing makes no token
+    assert parsed.sasl_username == "alice" and not parsed.sasl_token_auth
+    pickled = pickle.dumps({"options": [parsed]})
+    tasks = pickle.loads(pickled)["options"][0]
+    assert calls == ["token"] and type(tasks) is ClientConfig
+    assert (tasks.sasl_mechanism, tasks.sasl_username, tasks.sasl_token_auth) == (
+        "SCRAM-SHA-256",
+        "tok-1",
+        True,
+    )
+    assert b"alice" not in pickled and tasks.sasl_password.reveal() == HMAC
+    assert_no_secret(parsed, secrets=["alice-secret"])
+
+
 class _Client:
     """Stands for a KafkaClient in the keeper's decisions (which call it makes when)."""
 
@@ -123,24 +158,40 @@ class _Client:
         pass
 
 
-def test_the_keeper_renews_at_three_quarters_and_replaces_near_the_maximum(monkeypatch):
+def _fake_broker(monkeypatch, now: list[float], calls: list[str]) -> list[DelegationToken]:
+    """The token calls as a broker would answer them at ``now``; returns the tokens it
+    holds (what DescribeDelegationToken lists)."""
     import protocol.client.delegation_tokens as dt
 
-    calls: list[str] = []
-    now = [0.0]
+    held: list[DelegationToken] = []
 
     def create(client, max_lifetime_ms):
         calls.append("create")
         t = int(now[0] * 1000)
-        return _token(issue_ms=t, expiry_ms=t + 10_000, max_ms=t + 100_000)
+        held.append(
+            _token(f"tok-{len(held) + 1}", issue_ms=t, expiry_ms=t + 10_000, max_ms=t + 100_000)
+        )
+        return dataclasses.replace(held[-1])
 
     def renew(client, token):
         calls.append("renew")
         return int(now[0] * 1000) + 10_000
 
+    def describe(client, owners=None):
+        calls.append("describe")
+        return [dataclasses.replace(t) for t in held if owners is None or t.owner in owners]
+
     monkeypatch.setattr(dt, "create_token", create)
     monkeypatch.setattr(dt, "renew_token", renew)
+    monkeypatch.setattr(dt, "describe_tokens", describe)
     monkeypatch.setattr(dt, "wait_known", lambda client, token: None)
+    return held
+
+
+def test_the_keeper_renews_at_three_quarters_and_replaces_near_the_maximum(monkeypatch):
+    calls: list[str] = []
+    now = [0.0]
+    _fake_broker(monkeypatch, now, calls)
     keeper = TokenKeeper(lambda: _Client(calls), clock=lambda: now[0])
     first = keeper.current()
     now[0] = 7.4  # before 75% of 10 s
@@ -148,8 +199,73 @@ def test_the_keeper_renews_at_three_quarters_and_replaces_near_the_maximum(monke
     now[0] = 7.6
     assert keeper.current() is first and calls == ["create", "renew"]
     assert first.expiry_ms == 17_600
-    now[0] = 91.0  # past 90% of the maximum lifetime: a new token
-    assert keeper.current() is not first and calls[-1] == "create"
+    now[0] = 76.0  # past 75% of the maximum lifetime: none to reuse, a new token
+    second = keeper.current()
+    assert second.token_id == "tok-2" and calls[-2:] == ["describe", "create"]
+
+
+def test_a_keeper_in_another_process_reuses_the_owners_live_token(monkeypatch):
+    """A fresh process's keeper (Spark's planner or a Python worker that was not reused)
+    finds the driver's token and renews it when due, instead of creating one."""
+    calls: list[str] = []
+    now = [0.0]
+    held = _fake_broker(monkeypatch, now, calls)
+    TokenKeeper(lambda: _Client(calls), owner="User:alice", clock=lambda: now[0]).current()
+    assert calls == ["describe", "create"]
+    now[0] = 5.0
+    calls.clear()
+    other = TokenKeeper(lambda: _Client(calls), owner="User:alice", clock=lambda: now[0])
+    assert other.current().token_id == "tok-1" and calls == ["describe"]
+    now[0] = 8.0  # 75% of its life: the finder renews it
+    calls.clear()
+    third = TokenKeeper(lambda: _Client(calls), owner="User:alice", clock=lambda: now[0])
+    assert third.current().expiry_ms == 18_000 and calls == ["describe", "renew"]
+    calls.clear()
+    bob = TokenKeeper(lambda: _Client(calls), owner="User:bob", clock=lambda: now[0])
+    assert bob.current().token_id == "tok-2" and calls == ["describe", "create"]
+    held.append(_token("late", issue_ms=0, expiry_ms=200_000, max_ms=100_000))
+    now[0] = 95.0  # tok-1 near its maximum; "late" too: neither reused
+    calls.clear()
+    assert other.current().token_id == "tok-4" and calls == ["describe", "create"]
+
+
+def test_a_token_handed_out_is_renewed_in_the_background_until_its_maximum(monkeypatch):
+    """A micro-batch's tasks hold their token while the driver calls nothing: the keeper
+    renews it when due on its own, and stops once no renewal extends it."""
+    calls: list[str] = []
+    now = [0.0]
+    _fake_broker(monkeypatch, now, calls)
+    later: list[tuple[float, object]] = []
+    keeper = TokenKeeper(
+        lambda: _Client(calls),
+        clock=lambda: now[0],
+        schedule=lambda delay, action: later.append((delay, action)),
+    )
+    token = keeper.current()
+    keeper.current()
+    assert calls == ["create"] and [d for d, _ in later] == [7.5]  # one schedule per token
+    while later and len(calls) < 20:
+        delay, action = later.pop()
+        now[0] += delay
+        action()  # type: ignore[operator]
+        if later:
+            assert calls[-1] == "renew" and token.expiry_ms == int(now[0] * 1000) + 10_000
+    assert token.expiry_ms >= token.max_ms and later == [] and calls.count("renew") == 12
+
+
+def test_the_token_to_reuse_is_the_owners_longest_lived_one_not_near_its_end():
+    from protocol.client.delegation_tokens import reusable_token
+
+    alice = [
+        _token("old", issue_ms=0, expiry_ms=50_000, max_ms=100_000),
+        _token("new", issue_ms=40_000, expiry_ms=50_000, max_ms=140_000),
+        _token("expired", issue_ms=45_000, expiry_ms=49_000, max_ms=145_000),
+    ]
+    bobs = dataclasses.replace(alice[1], token_id="bobs", owner="User:bob", max_ms=200_000)
+    assert reusable_token([*alice, bobs], "User:alice", 49_500).token_id == "new"
+    assert reusable_token([*alice, bobs], "User:alice", 50_000) is None  # all expired
+    assert reusable_token(alice[:1], "User:alice", 75_000) is None  # past 75% of its max
+    assert reusable_token([], "User:alice", 0) is None
 
 
 # ---- Apache Kafka -----------------------------------------------------------------------
@@ -253,7 +369,9 @@ def test_an_expired_token_is_refused_and_named(token_kafka):
             renew_token(driver, token)
         assert time.monotonic() - started < 8
     assert_no_secret(err.value, secrets=[token.hmac.reveal()])
-    with pytest.raises(AuthenticationError):
+    with pytest.raises(
+        AuthenticationError, match=f"token '{token.token_id}'.*delegation.token.max.lifetime.ms"
+    ):
         _signs_in(token_config(_config(token_kafka), token))
 
 
@@ -299,15 +417,24 @@ def test_the_connectors_tasks_get_the_token_and_not_the_password(token_kafka):
         "kafka.sasl.password": SASL_USERS[USER],
         "delegationToken.enabled": "true",
     }
-    reader = parse_reader_options({**options, "subscribe": "dt-read"})
-    writer = parse_writer_options({**options, "topic": "dt-write"})
-    for parsed in (reader, writer):
-        config = parsed.client_config
+    with KafkaClient(_config(token_kafka)) as driver:
+        before = {t.token_id for t in describe_tokens(driver)}
+    parsed = [
+        parse_reader_options({**options, "subscribe": "dt-read"}),
+        parse_writer_options({**options, "topic": "dt-write"}),
+    ]
+    with KafkaClient(_config(token_kafka)) as driver:
+        assert {t.token_id for t in describe_tokens(driver)} == before  # parsing creates none
+    reader, writer = (pickle.loads(pickle.dumps(p)) for p in parsed)
+    for tasks, pickled in zip((reader, writer), map(pickle.dumps, parsed)):
+        config = tasks.client_config
         assert config.sasl_token_auth and config.sasl_mechanism == "SCRAM-SHA-512"
-        assert SASL_USERS[USER].encode() not in pickle.dumps(parsed)
-        assert config.sasl_password.reveal().encode() not in pickle.dumps(parsed).replace(
+        assert SASL_USERS[USER].encode() not in pickled
+        assert config.sasl_password.reveal().encode() not in pickled.replace(
             config.sasl_password.reveal().encode(), b"", 1
         )
+    # One token for both: the second process-wide keeper use found it.
+    assert reader.client_config.sasl_username == writer.client_config.sasl_username
     with KafkaClient(_config(token_kafka)) as driver:
         _wait_known(driver, DelegationToken(reader.client_config.sasl_username, HMAC, "", 0, 0, 0))
     with KafkaClient(reader.client_config) as client:
@@ -347,21 +474,12 @@ def test_a_micro_batchs_partitions_carry_the_token_and_never_show_it():
     assert KafkaInputPartition(OffsetRange("t", 0, 0, 5)).config is None
 
 
-def _stream_tokens(driver, since_ms: float, seen: dict[str, DelegationToken]) -> None:
-    """Add to ``seen`` the tokens issued since ``since_ms``, each with the latest expiry
-    seen (a renewal moves it)."""
-    for token in describe_tokens(driver):
-        known = seen.get(token.token_id)
-        if token.issue_ms >= since_ms and (known is None or token.expiry_ms > known.expiry_ms):
-            seen[token.token_id] = token
-
-
 def _renewed_and_replaced(seen: dict[str, DelegationToken]) -> DelegationToken | None:
     """A token renewed past its first expiry and followed by one issued near its maximum
-    lifetime (other processes of Spark's that parse the options create tokens too)."""
+    lifetime."""
     for token in seen.values():
         if token.expiry_ms > token.issue_ms + EXPIRY_MS and any(
-            other.issue_ms >= token.issue_ms + (token.max_ms - token.issue_ms) * 0.85
+            other.issue_ms >= token.issue_ms + (token.max_ms - token.issue_ms) * 0.7
             for other in seen.values()
         ):
             return token
@@ -424,6 +542,9 @@ def test_a_stream_reads_past_its_tokens_expiry_and_maximum_lifetime(token_kafka,
             return sorted(r.value for r in spark.table("dt_stream").collect())
 
         wait_until(lambda: rows() == sorted(sent), 30, lambda: f"{len(rows())} of {len(sent)}")
+        elapsed_ms = time.time() * 1000 - since_ms
+        # Not one per parse of the options or per micro-batch: one per maximum lifetime.
+        assert len(seen) <= _token_bound(elapsed_ms), f"{len(seen)} tokens in {elapsed_ms} ms"
         plan = io.StringIO()
         with contextlib.redirect_stdout(plan):
             query.explain(extended=True)
@@ -432,3 +553,80 @@ def test_a_stream_reads_past_its_tokens_expiry_and_maximum_lifetime(token_kafka,
     finally:
         query.stop()
     assert_no_secret(shown, secrets=[t.hmac.reveal() for t in seen.values()])
+
+
+def _token_bound(elapsed_ms: float) -> int:
+    """The most tokens a stream may create in ``elapsed_ms``: its first, one per
+    replacement at 75% of a maximum lifetime, and a few more for processes racing."""
+    return 4 + int(elapsed_ms // (MAX_LIFETIME_MS * 0.75))
+
+
+def _check_the_write_stream(cluster, topic: str, result: dict) -> None:
+    """The stream ran past its first token's end, renewed and replaced it, created at most
+    one token per maximum lifetime (not one per micro-batch or commit: a few more when
+    processes race), and wrote every row once."""
+    from tests.helpers.sink import consume
+
+    assert result["error"] is None, result["error"]
+    tokens = result["tokens"]
+    made = (
+        f"{len(tokens)} tokens for {result['batches']} micro-batches in "
+        f"{result['elapsed_ms']:.0f} ms"
+    )
+    print(made)
+    assert len(tokens) <= _token_bound(result["elapsed_ms"]), made
+    assert any(expiry > issue + EXPIRY_MS for issue, expiry, _ in tokens.values()), made
+    assert len(tokens) >= 2, f"the first token was not replaced: {made}"
+    got = consume(cluster.listener("PLAINTEXT"), topic, 1, result["committed"])
+    values = sorted(int(v) for _, v, _, _ in got[0])
+    assert len(values) >= result["committed"] > 0 and values == list(range(len(values))), (
+        f"{len(values)} records read, {len(set(values))} distinct, {result['committed']} committed"
+    )
+
+
+def _write_spec(cluster, topic: str, checkpoint) -> dict:
+    with KafkaClient(_config(cluster)) as driver:
+        driver.create_topics({topic: 1})
+    return {
+        "sasl": cluster.listener("SASL"),
+        "plain": cluster.listener("PLAINTEXT"),
+        "topic": topic,
+        "checkpoint": str(checkpoint),
+        "user": USER,
+        "password": SASL_USERS[USER],
+        "reauth_ms": REAUTH_MS,
+    }
+
+
+@security
+def test_a_stream_writes_past_its_tokens_expiry_and_maximum_lifetime(token_kafka, spark, tmp_path):
+    """A writeStream's micro-batches get the current token: renewed past its first expiry,
+    replaced near its maximum lifetime, and the tasks write with the new one past the
+    first one's end (every SASL session signs in again within REAUTH_MS). No HMAC shows
+    in the plan or the progress."""
+    from tests.helpers.token_stream_child import write_past_the_first_token
+
+    spec = _write_spec(token_kafka, "dt-write-stream", tmp_path / "checkpoint")
+    _check_the_write_stream(token_kafka, spec["topic"], write_past_the_first_token(spark, spec))
+
+
+@security
+def test_a_stream_in_fresh_python_workers_shares_one_token(token_kafka, tmp_path):
+    """With spark.python.worker.reuse=false every planning of a micro-batch and every
+    commit runs in a new Python process, which keeps no token: the planner finds the
+    driver's live token with DescribeDelegationToken instead of creating one, and the
+    commits sign in with the driver's credentials and create none."""
+    import json
+    import subprocess
+    import sys
+
+    spec = _write_spec(token_kafka, "dt-write-fresh", tmp_path / "checkpoint")
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.helpers.token_stream_child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    result = json.loads(child.stdout.strip().splitlines()[-1])
+    _check_the_write_stream(token_kafka, spec["topic"], result)

@@ -10,8 +10,9 @@ lifetime (``delegation.token.max.lifetime.ms``, a week).
 - ``create_token``, ``renew_token``, ``expire_token``, ``describe_tokens``: one request each
   on a ``KafkaClient`` (any broker answers: it forwards to the controller), under the
   client's retry policy; the token errors are never retried and say what to change.
-- ``TokenKeeper``: the driver's current token, renewed at ``RENEW_AT`` of its life and
-  replaced by a new one near its maximum lifetime or once expired.
+- ``TokenKeeper``: the driver's current token, found among its principal's live tokens
+  (``reusable_token``) or created, renewed at ``RENEW_AT`` of its life and replaced near
+  its maximum lifetime or once expired.
 - ``token_config``: the ``ClientConfig`` that signs in with a token instead of the
   driver's credentials.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -47,6 +49,10 @@ __all__ = [
     "describe_tokens",
     "token_config",
     "wait_known",
+    "renewal_due",
+    "must_replace",
+    "reusable_token",
+    "in_background",
     "TokenKeeper",
 ]
 
@@ -58,8 +64,9 @@ TOKEN_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 #: (Spark renews its credentials at 75% of their life).
 RENEW_AT = 0.75
 #: Create a new token once this share of a token's maximum lifetime has passed: a renewal
-#: cannot carry it past its maximum.
-REPLACE_AT = 0.9
+#: cannot carry it past its maximum, and the tasks handed it last keep the rest (a quarter
+#: of the maximum lifetime) to finish.
+REPLACE_AT = 0.75
 
 #: What each token error means for the user, by error code.
 _HINTS = {
@@ -221,47 +228,124 @@ def token_config(
     return dataclasses.replace(config, **cleared)
 
 
+def renewal_due(token: DelegationToken, now_ms: int) -> bool:
+    """Whether ``RENEW_AT`` of the time between ``token``'s last renewal and its expiry
+    has passed."""
+    return now_ms >= token.renewed_ms + (token.expiry_ms - token.renewed_ms) * RENEW_AT
+
+
+def must_replace(token: DelegationToken, now_ms: int) -> bool:
+    """Whether ``token`` expired or is past ``REPLACE_AT`` of its maximum lifetime."""
+    return now_ms >= token.expiry_ms or now_ms >= (
+        token.issue_ms + (token.max_ms - token.issue_ms) * REPLACE_AT
+    )
+
+
+def reusable_token(
+    tokens: Iterable[DelegationToken], owner: str, now_ms: int
+) -> DelegationToken | None:
+    """Of the described ``tokens``, the one of ``owner`` that lives longest and needs no
+    replacement yet; None when there is none."""
+    usable = [t for t in tokens if t.owner == owner and not must_replace(t, now_ms)]
+    return max(usable, key=lambda t: (t.max_ms, t.expiry_ms), default=None)
+
+
+def in_background(delay_s: float, action: Callable[[], None]) -> None:
+    """Run ``action`` in a daemon thread after ``delay_s`` seconds."""
+    timer = threading.Timer(delay_s, action)
+    timer.daemon = True
+    timer.start()
+
+
+#: DELEGATION_TOKEN_NOT_FOUND, DELEGATION_TOKEN_EXPIRED: a described token gone meanwhile.
+_GONE = (62, 66)
+
+
 class TokenKeeper:
-    """The driver's delegation token: ``current()`` creates it on first use, renews it at
-    ``RENEW_AT`` of the time to its expiry, and creates a new one past ``REPLACE_AT`` of its
-    maximum lifetime or once it expired. ``client_factory()`` gives a ``KafkaClient``
-    signed in with the driver's own credentials; ``clock`` gives seconds since the epoch."""
+    """The driver's delegation token in this process: ``current()`` finds ``owner``'s live
+    token (``reusable_token``: another process of the driver may have created it) or
+    creates one, renews it at ``RENEW_AT`` of the time to its expiry, and finds or creates
+    another past ``REPLACE_AT`` of its maximum lifetime or once it expired.
+    ``client_factory()`` gives a ``KafkaClient`` signed in with the driver's own
+    credentials; ``owner`` (``"User:name"``, None: unknown until the first token is
+    created) is the principal they sign in as; ``clock`` gives seconds since the epoch;
+    ``schedule(delay_s, action)``, if given, runs ``action`` later (``in_background``):
+    every token handed out is then renewed when due until its maximum lifetime."""
 
     def __init__(
         self,
         client_factory: Callable[[], Any],
         *,
+        owner: str | None = None,
         max_lifetime_ms: int = -1,
         clock: Callable[[], float] = time.time,
+        schedule: Callable[[float, Callable[[], None]], Any] | None = None,
     ) -> None:
         self._client_factory = client_factory
+        self._owner = owner
         self._max_lifetime_ms = max_lifetime_ms
         self._clock = clock
+        self._schedule = schedule
+        self._lock = threading.Lock()
+        self._renewing: set[str] = set()
         self.token: DelegationToken | None = None
 
     def __repr__(self) -> str:
         return f"TokenKeeper(token={self.token!r})"
 
     def current(self) -> DelegationToken:
-        now = int(self._clock() * 1000)
-        token = self.token
-        if token is not None and not self._must_replace(token, now):
-            if now >= token.renewed_ms + (token.expiry_ms - token.renewed_ms) * RENEW_AT:
+        with self._lock:
+            now = int(self._clock() * 1000)
+            token = self.token
+            if token is None or must_replace(token, now):
+                self.token = token = self._with_client(lambda c: self._find_or_create(c, now))
+            elif renewal_due(token, now):
                 self._with_client(lambda c: self._renew(c, token, now))
+            if self._schedule is not None and token.token_id not in self._renewing:
+                self._renewing.add(token.token_id)
+                self._renew_later(token)
             return token
-        self.token = self._with_client(self._create)
-        return self.token
 
-    def _create(self, client) -> DelegationToken:
+    def _renew_later(self, token: DelegationToken) -> None:
+        """With ``schedule``: renew a token handed out in the background when due, until
+        no renewal extends it, as long as this process lives: the tasks that got it may
+        run past the next ``current()`` (a stream calls it only between micro-batches)."""
+        assert self._schedule is not None
+        due = token.renewed_ms + (token.expiry_ms - token.renewed_ms) * RENEW_AT
+        delay = max(0.0, due / 1000 - self._clock())
+        self._schedule(delay, lambda: self._renew_in_background(token))
+
+    def _renew_in_background(self, token: DelegationToken) -> None:
+        with self._lock:
+            now = int(self._clock() * 1000)
+            if token.expiry_ms >= token.max_ms or now >= token.expiry_ms:
+                self._renewing.discard(token.token_id)
+                return
+            try:
+                if renewal_due(token, now):  # unless current() renewed it meanwhile
+                    self._with_client(lambda c: self._renew(c, token, now))
+            except Exception as e:  # a background thread: say why, and stop
+                log.warning("delegation token %s not renewed: %s", token.token_id, e)
+                self._renewing.discard(token.token_id)
+                return
+        self._renew_later(token)
+
+    def _find_or_create(self, client, now: int) -> DelegationToken:
+        if self._owner is not None:
+            found = reusable_token(describe_tokens(client, [self._owner]), self._owner, now)
+            if found is not None:
+                try:
+                    if renewal_due(found, now):
+                        self._renew(client, found, now)
+                    log.info("reusing delegation token %s of %s", found.token_id, found.owner)
+                    return found
+                except BrokerError as e:
+                    if e.code not in _GONE:
+                        raise
         token = create_token(client, max_lifetime_ms=self._max_lifetime_ms)
         wait_known(client, token)
+        self._owner = token.owner
         return token
-
-    @staticmethod
-    def _must_replace(token: DelegationToken, now: int) -> bool:
-        return now >= token.expiry_ms or now >= (
-            token.issue_ms + (token.max_ms - token.issue_ms) * REPLACE_AT
-        )
 
     def _renew(self, client, token: DelegationToken, now: int) -> None:
         token.expiry_ms = renew_token(client, token)
