@@ -32,6 +32,7 @@ from kafka_common.worker_heap import settle_worker_heap
 from protocol.client import pool
 from protocol.config import ClientConfig
 
+from .dead_letter_txn import check_unsplit
 from .fetcher import read_range, read_ranges
 from .open_ends import OpenEnd, resolve_open_ends
 from .offset_reader import OffsetReader
@@ -151,6 +152,7 @@ def plan_partitions(
     read, a partition per group of them (see the module docstring)."""
     ranges, ends = resolve_batch(options, client, narrowing)
     split = plan_ranges(ranges, options.min_partitions, options.max_records_per_partition)
+    check_unsplit(options, split)  # exactlyOnce dead letters: a partition per task
     cap = narrowing.offset_max if narrowing is not None else None
     floor = narrowing.offset_min if narrowing is not None else None
     last: dict[TopicPartition, int] = {}

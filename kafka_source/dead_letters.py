@@ -7,12 +7,17 @@ a null value under PERMISSIVE. A range reader holds one ``MalformedRecords`` and
 the range went to the dead-letter topic (or were dropped).
 
 A batch's dead-letter records are in Kafka before the batch goes to Spark: a record is in
-the result or in the dead-letter topic (at least once there: a task attempt that runs
-again writes them again)."""
+the result or in the dead-letter topic. Without ``exactlyOnce`` at least once there: a
+task attempt that runs again, or a micro-batch run again after a restart, writes them
+again. With ``exactlyOnce=true`` exactly once: the range's copies are written in one
+Kafka transaction committed when the range ends, and not written again by a later
+attempt (``kafka_source.dead_letter_txn``); ``read_committed`` consumers of the
+dead-letter topic see each once."""
 
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -20,19 +25,48 @@ import pyarrow as pa
 from kafka_common.dead_letter import context_headers, dead_letter_record, send_dead_letters
 from kafka_common.value_formats.decoding import Rejects, decode_formats
 
-__all__ = ["MalformedRecords"]
+if TYPE_CHECKING:
+    from .dead_letter_txn import RangeTransaction
+
+__all__ = ["MalformedRecords", "malformed_records"]
 
 log = logging.getLogger("pykafka.source")
+
+
+def malformed_records(options, client, rng) -> MalformedRecords | None:
+    """What deals with the records of the range ``rng`` the formats cannot decode, when
+    they may be dropped or sent to a dead-letter topic (with ``exactlyOnce`` in a
+    transaction of the range: ``dead_letter_txn``); None otherwise."""
+    formats = getattr(options, "formats", None)
+    if formats is None or not (formats.drop_malformed or formats.dead_letter_topic):
+        return None
+    spec, transaction = getattr(options, "dead_letter_txn", None), None
+    if spec is not None and formats.dead_letter_topic:
+        from .dead_letter_txn import RangeTransaction
+
+        transaction = RangeTransaction(client, spec, rng.topic, rng.partition, rng.end)
+    keep = options.include_headers
+    return MalformedRecords(formats, client, rng.topic, rng.partition, keep, transaction)
 
 
 class MalformedRecords:
     """Decodes one range's batches and deals with the records that cannot be decoded."""
 
-    def __init__(self, formats, client, topic: str, partition: int, keep_headers: bool):
+    def __init__(
+        self,
+        formats,
+        client,
+        topic: str,
+        partition: int,
+        keep_headers: bool,
+        transaction: RangeTransaction | None = None,
+    ):
         self.formats, self.client = formats, client
+        self.transaction = transaction  # exactlyOnce: the range's dead-letter transaction
         self.topic, self.partition = topic, partition
         self.keep_headers = keep_headers
         self.dead_lettered = 0  # records written to the dead-letter topic
+        self.written_before = 0  # exactlyOnce: records an earlier attempt committed there
         self.dropped = 0  # records left out of the result
 
     def decode(self, batch: pa.RecordBatch, deadline: float | None = None) -> pa.RecordBatch:
@@ -95,12 +129,28 @@ class MalformedRecords:
             millis = -1 if micros is None else micros // 1000
             records.append(dead_letter_record(i, millis, keys[i], values[i], own, context))
         topic = self.formats.dead_letter_topic
-        send_dead_letters(self.client, topic, self.partition, records, deadline)
+        if self.transaction is None:
+            send_dead_letters(self.client, topic, self.partition, records, deadline)
+        elif not self.transaction.send(topic, records, deadline):
+            self.written_before += len(records)
+            return
         self.dead_lettered += len(records)
 
     def _format(self, column: str) -> str:
         col = self.formats.value if column == "value" else self.formats.key
         return col.format if col is not None else column
+
+    def finish(self, deadline: float | None = None) -> None:
+        """The range is read: commit its dead-letter transaction (exactlyOnce), then
+        ``report``."""
+        if self.transaction is not None:
+            self.transaction.commit(deadline)
+        self.report()
+
+    def abandon(self) -> None:
+        """The range's reading stopped before its end: abort its dead-letter transaction."""
+        if self.transaction is not None:
+            self.transaction.abort()
 
     def report(self) -> None:
         """Log how many records of the range went to the dead-letter topic, or were left

@@ -54,16 +54,6 @@ def data_loss_message(topic: str, partition: int, start: int, end: int, why: str
     )
 
 
-def _malformed_records(formats, client: KafkaClient, rng: OffsetRange, keep_headers: bool):
-    """What deals with the records the formats cannot decode, when they may be dropped or
-    sent to a dead-letter topic (``kafka_source.dead_letters``); None otherwise."""
-    if formats is None or not (formats.drop_malformed or formats.dead_letter_topic):
-        return None
-    from .dead_letters import MalformedRecords
-
-    return MalformedRecords(formats, client, rng.topic, rng.partition, keep_headers)
-
-
 class _RangeReader:
     """Reads one range: ``batches()`` is the fetch loop, one method per kind of answer.
 
@@ -89,7 +79,9 @@ class _RangeReader:
         self.base = options.client_config
         self.decode_records = decode_records
         self.formats = getattr(options, "formats", None)
-        self.malformed = _malformed_records(self.formats, client, rng, options.include_headers)
+        from .dead_letters import malformed_records  # executor side (numpy)
+
+        self.malformed = malformed_records(options, client, rng)
         # to_join: the batches go to ``joined_batches.joined``, which makes the Arrow arrays
         # of the records left as the decoder's buffers (CompiledRows), once for all of them
         self.deferred = to_join and self.formats is None
@@ -143,10 +135,12 @@ class _RangeReader:
                     self.lost_records,
                 )
             if self.malformed is not None:
-                self.malformed.report()
+                self.malformed.finish(self.tries.deadline)
         finally:
             if self.pending is not None:
                 self.pending.cancel()
+            if self.malformed is not None:
+                self.malformed.abandon()  # after finish(): nothing left to abort
 
     def left_ms(self) -> int:
         """The ms left of the poll timeout (at least 1): the bound of the next answer's wait.

@@ -192,6 +192,32 @@ READER_OPTIONS: tuple[ReaderOption, ...] = (
         "lag. They are never read back: the checkpoint stays the source of truth.",
     ),
     ReaderOption(
+        "exactlyOnce",
+        "false",
+        _BOTH,
+        "With deadLetterTopic: write the dead-letter copies in Kafka transactions, "
+        "exactly once (read_committed consumers of the dead-letter topic see each "
+        "once, also when a task or a micro-batch runs again). Needs "
+        "transactionalIdPrefix; a Kafka partition may not be split between tasks "
+        "(minPartitions, maxRecordsPerPartition).",
+    ),
+    ReaderOption(
+        "transactionalIdPrefix",
+        "none",
+        _BOTH,
+        "With exactlyOnce: prefix of the dead-letter transactional ids "
+        "(prefix-dlt-topic-partition; a batch read puts a token of the read after the "
+        "prefix) and of the group prefix-dlt that records the committed copies. "
+        "Unique per query.",
+    ),
+    ReaderOption(
+        "kafka.transaction.timeout.ms",
+        "60000",
+        _BOTH,
+        "With exactlyOnce: how long the broker keeps a dead-letter transaction open "
+        "(from a range's first copy to its end) before aborting it.",
+    ),
+    ReaderOption(
         "kafka.isolation.level",
         '"read_uncommitted"',
         _BOTH,

@@ -43,6 +43,7 @@ from .offset_options import (
     offset_range,
     read_subscription,
 )
+from .dead_letter_txn import DeadLetterTxnSpec, parse_exactly_once
 from .offset_specs import OffsetSpec, Subscription
 from .option_table import reader_option_names
 
@@ -189,6 +190,7 @@ class ReaderOptions:
     commit_offsets_to_group: str | None = None
     ignored_kafka_options: tuple[str, ...] = field(default=())
     formats: Formats | None = None  # valueFormat/keyFormat (kafka_common.value_formats)
+    dead_letter_txn: DeadLetterTxnSpec | None = None  # exactlyOnce dead-letter copies
 
     @property
     def isolation_level_code(self) -> int:
@@ -332,6 +334,8 @@ def _parse(
     commit = _commit_group(opts)
     _warn_ignored(opts, group_id, for_streaming, logger)
     isolation = _isolation_level(opts)
+    formats = parse_reader_formats(opts, named_topics(subscription))
+    dead_letters = formats.dead_letter_topic if formats is not None else None
 
     return ReaderOptions(
         subscription=subscription,
@@ -365,5 +369,6 @@ def _parse(
         max_bytes_per_trigger=max_bytes_per_trigger,
         commit_offsets_to_group=commit.strip() if commit and for_streaming else None,
         ignored_kafka_options=ignored,
-        formats=parse_reader_formats(opts, named_topics(subscription)),
+        formats=formats,
+        dead_letter_txn=parse_exactly_once(opts, dead_letters, for_streaming),
     )

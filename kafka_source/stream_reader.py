@@ -54,6 +54,7 @@ from .admission import (
     verify_available_now_end,
 )
 from .batch_reader import KafkaInputPartition, KafkaRangesPartition
+from .dead_letter_txn import check_unsplit
 from .fetcher import DataLossError, read_ranges
 from .offset_reader import OffsetReader
 from .checkpoint_offsets import OffsetsJson
@@ -425,7 +426,9 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
             )
         ranges.sort()
         o = self.options
-        ranges = plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        ranges = check_unsplit(
+            o, plan_ranges(ranges, o.min_partitions, o.max_records_per_partition)
+        )
         groups = task_groups(
             ranges, [r.size for r in ranges], o.min_partitions, o.max_records_per_partition
         )

@@ -11,6 +11,11 @@ second run restarts it from its checkpoint and runs to the end. By Kafka's rule 
 (read_committed), and to librdkafka's read_committed consumer, every source record is in
 exactly one of the target and the dead-letter topic, once. No process of either run
 outlives it, nor the executors' work directory.
+
+The same kills, with the reader's dead letters instead (``exactlyOnce`` on the reader
+too): records the reader cannot decode are copied to the dead-letter topic in the
+reader's transactions, the others decoded and written to the target; again every source
+record is in exactly one of the two, once.
 """
 
 from __future__ import annotations
@@ -131,18 +136,11 @@ def _dead_letter_context(bootstrap: str, dlt: str) -> set[tuple[str, str]]:
         c.close()
 
 
-@pytest.mark.timeout(900)
-def test_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka, tmp_path):
-    tag = uuid.uuid4().hex[:8]
-    source, target, dlt = f"dlf-src-{tag}", f"dlf-dst-{tag}", f"dlf-dlt-{tag}"
-    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
-        client.create_topics({source: PARTITIONS})
-        client.create_topics({target: PARTITIONS}, configs={"max.message.bytes": "3000"})
-        client.create_topics({dlt: 2}, configs={"max.message.bytes": "100000"})
-    _seed(kafka.bootstrap, source)
-    prefix = f"dlf-{tag}"
-    checkpoint = tmp_path / "ck"
-    args = [kafka.bootstrap, source, target, dlt, str(checkpoint), prefix]
+def _kill_and_restart(tmp_path, args: list[str]) -> None:
+    """The two runs of the child: the first's driver killed in micro-batch
+    ``KILLED_BATCH``, the second restarted from the checkpoint to the end; in both, one
+    executor killed and a Python worker ended per micro-batch."""
+    checkpoint = Path(args[4])
     kills = {
         FAIL_ENV: "before_task_end:1:0:exit",  # each micro-batch's task 1, once
         EXECUTOR_ENV: ",".join(f"before_task_end:{batch}:0:0" for batch in EXECUTOR_KILLS),
@@ -166,6 +164,21 @@ def test_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka,
     up = _executors(second)  # executors 0 and 1 at start, one killed: its successor is up
     assert len(up) == 2 and set(up) - {"0", "1"}, f"no new executor: {up}"
 
+
+@pytest.mark.timeout(900)
+def test_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka, tmp_path):
+    tag = uuid.uuid4().hex[:8]
+    source, target, dlt = f"dlf-src-{tag}", f"dlf-dst-{tag}", f"dlf-dlt-{tag}"
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({source: PARTITIONS})
+        client.create_topics({target: PARTITIONS}, configs={"max.message.bytes": "3000"})
+        client.create_topics({dlt: 2}, configs={"max.message.bytes": "100000"})
+    _seed(kafka.bootstrap, source)
+    prefix = f"dlf-{tag}"
+    _kill_and_restart(
+        tmp_path, [kafka.bootstrap, source, target, dlt, str(tmp_path / "ck"), prefix]
+    )
+
     assert stable_offsets_behind(kafka.bootstrap, target, PARTITIONS, wait_s=30) == []
     assert stable_offsets_behind(kafka.bootstrap, dlt, 2, wait_s=30) == []
     assert open_transactions(kafka.bootstrap, target, PARTITIONS) == []
@@ -180,3 +193,44 @@ def test_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka,
     assert sorted(librdkafka_read_committed(kafka.bootstrap, target, PARTITIONS)) == small
     assert sorted(librdkafka_read_committed(kafka.bootstrap, dlt, 2)) == large
     assert _dead_letter_context(kafka.bootstrap, dlt) == {(target, "MESSAGE_TOO_LARGE")}
+
+
+def _reader_value(i: int) -> bytes:
+    """Every tenth record cannot be decoded (text, not Avro in Confluent's framing)."""
+    if i % 10 == 3:
+        return f"{i:05d}-undecodable".encode()
+    text = f"{i:05d}".encode()
+    return b"\x00\x00\x00\x00\x01" + bytes([len(text) << 1]) + text  # schema id 1, {v}
+
+
+@pytest.mark.timeout(900)
+def test_reader_dead_letters_stay_exactly_once_through_driver_and_executor_kills(kafka, tmp_path):
+    """The reader's dead-letter copies (``exactlyOnce`` on the reader) through the same
+    kills: every source record is in the target (decoded) or in the dead-letter topic
+    (unchanged), once, read_committed."""
+    tag = uuid.uuid4().hex[:8]
+    source, target, dlt = f"dlr-src-{tag}", f"dlr-dst-{tag}", f"dlr-dlt-{tag}"
+    with KafkaClient(bootstrap_servers=kafka.bootstrap) as client:
+        client.create_topics({source: PARTITIONS})
+        client.create_topics({target: PARTITIONS})
+        client.create_topics({dlt: 2})
+    p = confluent_kafka.Producer({"bootstrap.servers": kafka.bootstrap, "enable.idempotence": True})
+    for i in range(RECORDS):
+        p.produce(source, key=f"k{i}", value=_reader_value(i), partition=i % PARTITIONS)
+    assert p.flush(120) == 0, "the source was not seeded"
+    args = [kafka.bootstrap, source, target, dlt, str(tmp_path / "ck"), f"dlr-{tag}", "reader"]
+    _kill_and_restart(tmp_path, args)
+
+    assert stable_offsets_behind(kafka.bootstrap, target, PARTITIONS, wait_s=30) == []
+    assert stable_offsets_behind(kafka.bootstrap, dlt, 2, wait_s=30) == []
+    assert open_transactions(kafka.bootstrap, target, PARTITIONS) == []
+    assert open_transactions(kafka.bootstrap, dlt, 2) == []
+    bad = sorted(_reader_value(i).decode() for i in range(RECORDS) if i % 10 == 3)
+    good = sorted(f"{i:05d}" for i in range(RECORDS) if i % 10 != 3)
+    in_target = collections.Counter(committed_values(kafka.bootstrap, target, PARTITIONS))
+    in_dlt = collections.Counter(committed_values(kafka.bootstrap, dlt, 2))
+    assert sorted(in_target.elements()) == good, "the target differs (lost or repeated)"
+    assert sorted(in_dlt.elements()) == bad, "the dead-letter topic differs (lost or repeated)"
+    assert sorted(librdkafka_read_committed(kafka.bootstrap, target, PARTITIONS)) == good
+    assert sorted(librdkafka_read_committed(kafka.bootstrap, dlt, 2)) == bad
+    assert _dead_letter_context(kafka.bootstrap, dlt) == {(source, "ValueDecodeError")}

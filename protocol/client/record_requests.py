@@ -112,18 +112,19 @@ class RecordRequests:
         timeout_ms: int = 30_000,
         transactional_id: str | None = None,
         deadline: float | None = None,
+        max_version: int | None = None,
     ) -> dict:
         """Send one record batch to a partition's leader; returns the partition response
         (``base_offset``, ``error_code``, ...). Errors stay in ``error_code``. No wait goes
-        past ``deadline`` (a ``time.monotonic()``)."""
+        past ``deadline`` (a ``time.monotonic()``). ``max_version`` caps the Produce
+        version (a transactional batch of the classic protocol: v11)."""
         from ..schemas import PRODUCE
 
         info = self.topic(topic, deadline)
         conn = self.connection(self.leader_for(topic, partition, deadline), deadline)
         # Produce v13+ names topics by id; stay below it when the id is unknown.
-        version = conn.version_for(
-            PRODUCE, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None
-        )
+        caps = [max_version, MAX_PRODUCE_VERSION_BY_NAME if info.topic_id == ZERO_UUID else None]
+        version = conn.version_for(PRODUCE, min((c for c in caps if c is not None), default=None))
         body = {
             "transactional_id": transactional_id,
             "acks": acks,

@@ -12,7 +12,14 @@ executor logs) once started, and ``EXECUTORS <ids>`` once the query has read eve
 there was when it started and both executors are up again (a killed one replaced); then
 exits 0.
 
-    python -m tests.helpers.dead_letter_kill_child BOOTSTRAP SOURCE TARGET DLT CHECKPOINT PREFIX
+With MODE ``reader`` the dead letters are the reader's instead: the source's values are
+Avro records in Confluent's framing (``READER_SCHEMA``) or text that cannot be decoded,
+and the reader copies the latter to DLT (``valueFormat``, ``deadLetterTopic`` and
+``exactlyOnce`` on the reader, prefix ``PREFIX-r``); the writer writes the field ``v`` of
+the others to TARGET with ``exactlyOnce``.
+
+    python -m tests.helpers.dead_letter_kill_child BOOTSTRAP SOURCE TARGET DLT CHECKPOINT \
+        PREFIX [MODE]
 """
 
 from __future__ import annotations
@@ -30,9 +37,19 @@ MASTER = "local-cluster[2,1,1024]"
 EXECUTORS = 2
 #: How long a new executor JVM may take to start and register on a loaded machine.
 EXECUTOR_START_S = 180
+#: The reader's schema of the source's values in MODE ``reader``.
+READER_SCHEMA = '{"type": "record", "name": "R", "fields": [{"name": "v", "type": "string"}]}'
 
 
-def main(bootstrap: str, source: str, target: str, dlt: str, checkpoint: str, prefix: str):
+def main(
+    bootstrap: str,
+    source: str,
+    target: str,
+    dlt: str,
+    checkpoint: str,
+    prefix: str,
+    mode: str = "writer",
+):
     os.environ[SESSION_ENV] = str(os.getpid())  # the JVM and its workers inherit it
     conf = {"spark.executor.memory": "768m", "spark.ui.showConsoleProgress": "false"}
     spark = child_spark(MASTER, "pykafka-dead-letter-kill-child", conf)
@@ -40,19 +57,31 @@ def main(bootstrap: str, source: str, target: str, dlt: str, checkpoint: str, pr
     work = os.path.join(spark.sparkContext._jvm.System.getenv("SPARK_HOME"), "work")
     print(f"WORK_DIR {os.path.join(work, spark.sparkContext.applicationId)}", file=sys.stderr)
     sys.stderr.flush()
-    query = (
+    reader = (
         spark.readStream.format("pykafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", str(PER_TRIGGER))
         .option("minPartitions", "3")  # a task per source partition, not one for all
-        .load()
-        .selectExpr("key", "value")
-        .writeStream.format("pykafka")
-        .option("kafka.bootstrap.servers", bootstrap)
+    )
+    if mode == "reader":
+        reader = (
+            reader.option("valueFormat", "avro")
+            .option("valueSchema", READER_SCHEMA)
+            .option("deadLetterTopic", dlt)
+            .option("exactlyOnce", "true")
+            .option("transactionalIdPrefix", f"{prefix}-r")
+        )
+        rows = reader.load().selectExpr("key", "value.v AS value")
+    else:
+        rows = reader.load().selectExpr("key", "value")
+    writer = rows.writeStream.format("pykafka")
+    if mode != "reader":
+        writer = writer.option("deadLetterTopic", dlt)
+    query = (
+        writer.option("kafka.bootstrap.servers", bootstrap)
         .option("topic", target)
-        .option("deadLetterTopic", dlt)
         .option("exactlyOnce", "true")
         .option("transactionalIdPrefix", prefix)
         .option("kafka.linger.ms", "200")  # refused batches of several records
@@ -80,4 +109,4 @@ def _executors_up(spark) -> list[str]:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:7])
+    main(*sys.argv[1:8])
