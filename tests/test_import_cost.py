@@ -35,6 +35,7 @@ HEAVY = (
     "kafka_common.json_schema",
     "kafka_testbed",
     "urllib.request",
+    "http.client",  # the registry client's, loaded at its first call
     "google.protobuf",
     "fastavro",
     "lz4",

@@ -4,7 +4,9 @@
   and ``json_schema_of(spark_type)``, the JSON Schema the writer registers with
   ``auto.register.schemas``;
 - ``decoder``: ``Decoder(atype).decode(values, starts)`` -> (array, errors, reasons), each
-  payload parsed and converted (``converters``) as Spark's ``from_json`` converts it;
+  payload parsed and converted (``converters``) as Spark's ``from_json`` converts it, a batch
+  at a time where it reads the same (``compiled``: Arrow's JSON reader; ``batch``: one
+  ``json`` parse, a column at a time);
 - ``encoder``: ``Encoder().encode(array)`` -> JSON text, as confluent-kafka's
   JSONSerializer writes it;
 - ``inline_type(text, option)``: the type of a reader schema given in ``valueSchema``

@@ -6,7 +6,9 @@ buffer when it is ASCII; a payload that is not whole JSON on its own is parsed a
 its neighbours never complete it) and converted by per-type functions built once per
 decoder: row by row in Python, with the cyclic GC held off. A batch of framed objects of
 simple types goes through Arrow's C++ JSON reader instead (``compiled``), when it reads
-them exactly as this path would.
+them exactly as this path would; else a batch of framed objects is parsed in one call and
+converted a column at a time (``batch``, 2x row by row on flat rows), when that too
+reads them exactly as row by row would.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import pyarrow as pa
 
 from kafka_common.gc_pause import gc_paused
 
+from .batch import StructColumns, parse_all, sentinel_loads
 from .compiled import compiles, read_rows
 from .converters import JSONMismatch, converter
 
@@ -26,6 +29,8 @@ __all__ = ["Decoder", "JSONMismatch"]
 
 
 _MISSING = object()
+#: rows per chunk of the batch lane
+_CHUNK = 16384
 
 
 def _has_decimal(t: pa.DataType) -> bool:
@@ -49,6 +54,8 @@ class Decoder:
         # Arrow's JSON reader for the batches it reads as this path would (``compiled``)
         self.compiled = compiled and compiles(atype)
         self.convert = converter(atype)
+        # a whole batch in one parse, a column at a time (``batch``), when that is certain
+        self.columns = StructColumns(atype) if pa.types.is_struct(atype) else None
         decoder = (
             json.JSONDecoder(parse_float=decimal.Decimal)
             if _has_decimal(atype)
@@ -56,6 +63,7 @@ class Decoder:
         )
         # scan_once is set by JSONDecoder.__init__; typeshed does not declare it
         self.loads, self.scan = decoder.decode, decoder.scan_once  # type: ignore[attr-defined]
+        self.loads_all = sentinel_loads(decoder)
 
     def decode(self, values: pa.Array, starts):
         if self.compiled:
@@ -63,7 +71,31 @@ class Decoder:
             if rows is not None:
                 return rows, np.zeros(len(values), dtype=bool), {}
         with gc_paused():
-            return self._decode(values, starts)
+            if self.columns is None or len(values) == 0:
+                return self._decode(values, starts)
+            return self._in_chunks(values, np.asarray(starts))
+
+    def _in_chunks(self, values: pa.Array, starts: np.ndarray):
+        """The batch lane (``batch``) a chunk of rows at a time (the parsed rows of one
+        chunk stay in the CPU's caches while their columns are built: 1.2x whole batches),
+        row by row for a chunk it does not take."""
+        arrays: list[pa.Array] = []
+        errors: list[np.ndarray] = []
+        reasons: dict[int, str] = {}
+        for first in range(0, len(values), _CHUNK):
+            chunk, heads = values.slice(first, _CHUNK), starts[first : first + _CHUNK]
+            docs = parse_all(chunk, heads, self.loads_all)
+            array = None if docs is None else self.columns.build(docs)  # type: ignore[union-attr]
+            if array is not None:
+                arrays.append(array)
+                errors.append(np.zeros(len(chunk), dtype=bool))
+                continue
+            array, bad, why = self._decode(chunk, heads)
+            arrays.append(array)
+            errors.append(bad)
+            reasons.update((first + i, reason) for i, reason in why.items())
+        whole = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+        return whole, np.concatenate(errors), reasons
 
     def _payloads(self, values: pa.Array, starts):
         """(text, begins, ends): when every payload is ASCII, the whole value buffer as one
@@ -83,7 +115,8 @@ class Decoder:
 
     def _decode(self, values: pa.Array, starts):
         rows: list[object] = []
-        errors, reasons = np.zeros(len(values), dtype=bool), {}
+        errors = np.zeros(len(values), dtype=bool)
+        reasons: dict[int, str] = {}
         convert, loads, scan = self.convert, self.loads, self.scan
         text, begins, ends = self._payloads(values, starts)
         for i, (raw, start) in enumerate(

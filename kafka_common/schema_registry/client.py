@@ -24,7 +24,6 @@ read up to 8 MB within the call's time limit, and each URL is checked against
 from __future__ import annotations
 
 import base64
-import http.client
 import json
 import ssl
 import threading
@@ -314,6 +313,8 @@ class RegistryClient:
         """One REST call under the library's retry policy (``protocol.retry``): a URL that
         cannot be reached, a 5xx or a 429 is retried on the next URL, 100 ms apart doubling
         up to 1.6 s, until ``schema.registry.timeout.ms``; any other answer ends it."""
+        import http.client  # here: a write or read without a registry never loads it
+
         s = self.settings
         share = s.timeout_ms / 1000 / len(s.urls)  # each URL's time per attempt
         data = json.dumps(body).encode() if body is not None else None
@@ -387,6 +388,8 @@ class RegistryClient:
     def _send(
         self, url: str, method: str, path: str, data: bytes | None, timeout: float
     ) -> tuple[int, Any]:
+        import http.client
+
         trust.check_url(url, "schema.registry.url", "registry")
         deadline = time.monotonic() + timeout
         parts = urlsplit(url)

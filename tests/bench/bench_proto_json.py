@@ -108,6 +108,48 @@ def best(fn, repeat: int) -> float:
     return min(times)
 
 
+def json_rates(case: str, n: int, repeat: int) -> dict[str, float]:
+    """Records per CPU second of one thread: the JSON decoder's default path (Arrow's JSON
+    reader when it takes the batch), its pure path (no Arrow JSON reader: one ``json``
+    parse of the batch, or row by row) and ``json.loads`` + ``pa.array`` (a UDF's way)."""
+    rows = docs(case, n)
+    values = pa.array([b"\x00\x00\x00\x00\x01" + json.dumps(r).encode() for r in rows], pa.binary())
+    starts = np.full(n, 5, np.int32)
+    atype = parse_ddl(DDL[case])
+    fast = json_schema.Decoder(atype)
+    pure = json_schema.Decoder(atype, compiled=False)
+
+    def udf():
+        return pa.array([json.loads(v[5:]) for v in values.to_pylist()], atype)
+
+    timed = {"default": fast, "pure": pure}
+    out = {
+        name: n / best(lambda d=d: d.decode(values, starts), repeat) for name, d in timed.items()
+    }
+    out["udf"] = n / best(udf, repeat)
+    return out
+
+
+def run_formats(records: int, repeat: int, log) -> list[str]:
+    """The ``formats`` block of results.md: the JSON decoder's pure path beside its
+    default (compiled) path, one core, in this process."""
+    lines = [
+        f"The JSON Schema value decoder on one core, {records:,} Confluent-framed values, "
+        f"best of {repeat} (`tests/bench/bench_proto_json.py`): records per CPU second.",
+        "",
+        "| Case | default path | pure path | pure / default | json.loads + pa.array |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for case in ("flat", "nested"):
+        r = json_rates(case, records, repeat)
+        log(f"formats: json {case} " + ", ".join(f"{k} {v / 1e6:.3f} M/s" for k, v in r.items()))
+        lines.append(
+            f"| json {case} | {r['default'] / 1e6:.3f} M/s | {r['pure'] / 1e6:.3f} M/s "
+            f"| {r['pure'] / r['default']:.2f} | {r['udf'] / 1e6:.3f} M/s |"
+        )
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--records", type=int, default=100_000)

@@ -10,13 +10,14 @@ Each block sits between ``begin(name)`` and ``end(name)`` and opens with the lin
 from __future__ import annotations
 
 #: The sections whose results live in a block of their own.
-SECTIONS = ("streaming", "avro", "jvm", "pyfiles", "scale", "racks")
+SECTIONS = ("streaming", "avro", "jvm", "pyfiles", "scale", "racks", "formats")
 #: How a block's opening line names its section (else the name, capitalized).
 TITLES = {
     "jvm": "JVM",
     "pyfiles": "Pyfiles (--py-files)",
     "scale": "Scale (beside the JVM connector)",
     "racks": "Racks (kafka.client.rack)",
+    "formats": "Formats (the JSON value decoder, one core)",
 }
 
 

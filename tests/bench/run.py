@@ -4,7 +4,8 @@ as its documentation says, every setting with its reason), on data sets produced
 Tansu broker.
 
     .venv/bin/python tests/bench/run.py [--scale 1.0] [--rounds 3] [--cores 2]
-        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm,pyfiles,racks]
+        [--only wire,decode,read,stream,write,memory,scale,streaming,avro,jvm,pyfiles,racks,
+                formats]
         [--sail-source PATH/kafka.py]
         [--output tests/bench/results.md | --no-output]
 
@@ -77,6 +78,9 @@ same Arrow columns (the pykafka reader's schema), each its fastest way.
    ``--racks-records`` 1 KB records: the reader's task code reads it without and with the
    rack of one node, each run's bytes from each broker (the brokers' request logs) and
    records/s. ``--only racks`` runs this section alone and rewrites only its block.
+13. formats (bench_proto_json.py): the JSON Schema value decoder on one core in this
+   process, its pure path (what runs without Arrow's JSON reader) beside its default path,
+   within one run. ``--only formats`` runs this section alone and rewrites only its block.
 
 The peers' settings and the reason for each are printed in results.md ("Peer settings");
 ``tune_peers.py`` measures the candidates tried (``peer_tuning.md``). Nothing here is a
@@ -121,9 +125,10 @@ SECTIONS = (
     "jvm",
     "pyfiles",
     "racks",
+    "formats",
 )
 # sections that make their own topics (the data sets are not produced for them alone)
-OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles", "racks"}
+OWN_TOPICS = {"scale", "streaming", "avro", "jvm", "pyfiles", "racks", "formats"}
 
 # Goals the issue set (reported, never asserted).
 GOAL_READ_WORKER_CPU = 0.5  # Python worker CPU s per M records of a Spark read (100B)
@@ -535,6 +540,11 @@ def main(argv=None) -> int:
         from rack_cases import run_racks
 
         racks_lines = run_racks(args, log)
+    formats_lines: list[str] = []
+    if "formats" in only:
+        from bench_proto_json import run_formats
+
+        formats_lines = run_formats(max(10_000, int(100_000 * args.scale)), 5, log)
     scale_lines: list[str] = []
     if "scale" in only and "jvm" in scale_parts:
         # the curves beside the JVM connector (issue 41): the jvm section's child driver,
@@ -560,6 +570,8 @@ def main(argv=None) -> int:
         blocks["pyfiles"] = pyfiles_lines
     if racks_lines:
         blocks["racks"] = racks_lines
+    if formats_lines:
+        blocks["formats"] = formats_lines
     when = (
         f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} (`tests/bench/run.py "
         f"--only {args.only}`, {elapsed / 60:.1f} min; load at start "
