@@ -55,10 +55,22 @@ TRANSACTION_TIMEOUT_OPTION = "kafka.transaction.timeout.ms"
 
 @dataclass(frozen=True)
 class DeadLetterTxnSpec:
-    """The resolved prefix (with a batch read's token) and the transaction timeout."""
+    """The resolved prefix (with a batch read's token), the transaction timeout, and the
+    ``transactionalIdPrefix`` as given (when a token follows it), which grants name."""
 
     prefix: str
     transaction_timeout_ms: int = 60_000
+    option_prefix: str = ""
+
+    @property
+    def granted(self) -> str:
+        """The prefix a principal's prefixed ACLs must cover: the option's."""
+        return self.option_prefix or self.prefix
+
+    @property
+    def shape(self) -> str:
+        """``prefix`` as errors show it: a batch read's token as '<token of the read>'."""
+        return self.prefix if self.granted == self.prefix else f"{self.granted}-<token of the read>"
 
 
 def marker_group(prefix: str) -> str:
@@ -87,10 +99,10 @@ def parse_exactly_once(
             "(a Python source is not told the stream's checkpoint location); give each "
             'query its own, e.g. .option("transactionalIdPrefix", "orders-dead-letters")'
         )
-    if not for_streaming:
-        prefix = f"{prefix}-{uuid.uuid4().hex[:10]}"
     timeout = opts.integer(TRANSACTION_TIMEOUT_OPTION, 60_000, minimum=1, maximum=INT32_MAX)
-    return DeadLetterTxnSpec(prefix, timeout)
+    if for_streaming:
+        return DeadLetterTxnSpec(prefix, timeout)
+    return DeadLetterTxnSpec(f"{prefix}-{uuid.uuid4().hex[:10]}", timeout, option_prefix=prefix)
 
 
 def check_unsplit(options, ranges: list[OffsetRange]) -> list[OffsetRange]:
@@ -117,21 +129,27 @@ def _grant(error: BaseException, spec: DeadLetterTxnSpec) -> BaseException:
     details = getattr(error, "authorization", None)
     if details is None:
         return error
-    prefix = spec.prefix
+    granted, shape = spec.granted, spec.shape
     if details.resource_type == TRANSACTIONAL_ID:
         return refine(
             error,
             grant=("Write", "Describe"),
-            on=f"transactional ids starting with {prefix!r} (a prefixed ACL: the reader's "
-            f"ids are '{prefix}-dlt-<topic>-<partition>')",
+            on=f"transactional ids starting with {granted!r} (a prefixed ACL: the reader's "
+            f"ids are '{shape}-dlt-<topic>-<partition>')",
             advice="or choose a transactionalIdPrefix the principal may use",
         )
     if details.resource_type == GROUP:
+        if shape == granted:
+            on = f"the group {marker_group(granted)!r} (or a prefixed ACL on {granted!r})"
+        else:
+            on = (
+                f"groups starting with {granted!r} (a prefixed ACL: a batch read's group is "
+                f"{marker_group(shape)!r})"
+            )
         return refine(
             error,
             grant=("Read",),
-            on=f"the group {marker_group(prefix)!r} (a prefixed ACL on {prefix!r} covers "
-            f"it): the reader records there which ranges' dead-letter copies are committed",
+            on=f"{on}: the reader records there which ranges' dead-letter copies are committed",
         )
     if details.resource_type == TOPIC and details.request in ("AddPartitionsToTxn", "Produce"):
         return refine(error, grant=("Write", "Describe"))

@@ -26,8 +26,9 @@ groups, one under ``gro-q`` the groups and not the ids).
 The driver-side functions are called directly (no Spark): a batch read's planning and a
 task's read, a stream reader's offsets, partitions and reads, a stream's group commit, the
 writer's topic check and a task's write, a transactional task's write and the driver's
-exactlyOnce commit and fencing. ``tests/test_kafka_authorization_spark.py`` (``make
-test-authz``) runs the rows as Spark queries.
+exactlyOnce commit and fencing, a task's read with exactlyOnce dead-letter copies.
+``tests/test_kafka_authorization_spark.py`` (``make test-authz``) runs the rows as Spark
+queries.
 
 What Apache Kafka 4.4.0 answered that this rests on (``protocol.authorization``): Metadata
 answers TOPIC_AUTHORIZATION_FAILED, with no partitions, for a topic the principal may not
@@ -46,6 +47,7 @@ transactional ids the principal may describe, which Write on them allows.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import time
 import uuid
@@ -846,3 +848,92 @@ def test_fencing_refused_by_a_narrow_grant_warns_once_a_query(secured, caplog):
         f"principal may use"
     )
     assert fencing[1].getMessage().endswith("(again: 1 times since the warning)")
+
+
+# ---- the reader's exactlyOnce dead-letter copies --------------------------------------------
+
+DLT_SCHEMA = '{"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}'
+#: Avro longs 0..3 in Confluent's framing (schema id 1), and two values that are not.
+DLT_GOOD = [b"\x00\x00\x00\x00\x01" + bytes([i << 1]) for i in range(4)]
+DLT_BAD = [b"bad-1", b"bad-2"]
+
+
+def dead_letter_read(cluster, source: str, dlt: str, prefix: str, stream=False) -> tuple:
+    """A task's read of ``source`` partition 0 by alice with exactlyOnce under ``prefix``,
+    a batch read's (or a micro-batch's): (the ids read, the prefix with the read's token)."""
+    from kafka_common.value_formats import resolve_formats
+    from kafka_source.offset_specs import OffsetRange
+
+    options = parse_reader_options(
+        alice(
+            cluster,
+            subscribe=source,
+            valueFormat="avro",
+            valueSchema=DLT_SCHEMA,
+            deadLetterTopic=dlt,
+            exactlyOnce="true",
+            transactionalIdPrefix=prefix,
+        ),
+        for_streaming=stream,
+    )
+    options = dataclasses.replace(options, formats=resolve_formats(options.formats))
+    assert options.dead_letter_txn is not None
+    rng = OffsetRange(source, 0, 0, len(DLT_GOOD) + len(DLT_BAD))
+    ids = [v["id"] for b in read_range(options, rng) for v in b.column("value").to_pylist()]
+    return ids, options.dead_letter_txn.prefix
+
+
+def test_an_exactly_once_read_with_dead_letters_needs_its_ids_and_its_group(secured):
+    """Row "exactlyOnce read with deadLetterTopic": alice, with Read on the topic read and
+    Write on the dead-letter topic, reads with exactlyOnce. With Write on the transactional
+    ids and Read on the groups that start with the prefix (``app-*``) the copies are
+    committed, and the range's end in the group ``<prefix>-dlt``. Taken away, the task's
+    first copy is refused within 10 s, writing nothing: Write on the ids (prefix ``gro-*``,
+    Read on its groups only) at its InitProducerId, naming the prefix; Read on the group
+    (prefix ``nog-*``, Write on its ids only) at its look at the marker, naming the group.
+    A batch read's ids and group carry a token after the prefix: the grant named is on the
+    transactionalIdPrefix as given; a stream's group is ``<prefix>-dlt`` itself."""
+    tag = uuid.uuid4().hex[:8]
+    source, dlt = f"r-dleo-{tag}", f"w-dleo-{tag}"
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        admin.create_topics({source: 1, dlt: 1})
+        values_in = DLT_GOOD[:2] + [DLT_BAD[0]] + DLT_GOOD[2:] + [DLT_BAD[1]]
+        admin.produce(
+            source, 0, build_batch([Record(i, 0, None, v) for i, v in enumerate(values_in)])
+        )
+
+    said = refused(lambda: dead_letter_read(secured, source, dlt, "gro-d"), PyKafkaError)
+    assert said.startswith(
+        "[TRANSACTIONAL_ID_AUTHORIZATION_FAILED (53)] not authorized to Describe "
+        "transactional id 'gro-d-"
+    ), said
+    assert (
+        "grant the principal Write and Describe on transactional ids starting with 'gro-d' "
+        "(a prefixed ACL: the reader's ids are 'gro-d-<token of the read>-dlt-<topic>-"
+        "<partition>'); or choose a transactionalIdPrefix the principal may use"
+    ) in said, said
+    said = refused(lambda: dead_letter_read(secured, source, dlt, "nog-d"), PyKafkaError)
+    assert said.startswith(
+        "[GROUP_AUTHORIZATION_FAILED (30)] not authorized to Describe group 'nog-d-"
+    ), said
+    assert (
+        "grant the principal Read on groups starting with 'nog-d' (a prefixed ACL: a batch "
+        "read's group is 'nog-d-<token of the read>-dlt'): the reader records there which "
+        "ranges' dead-letter copies are committed"
+    ) in said, said
+    said = refused(
+        lambda: dead_letter_read(secured, source, dlt, "nog-s", stream=True), PyKafkaError
+    )
+    assert (
+        "not authorized to Describe group 'nog-s-dlt' (FindCoordinator): grant the "
+        "principal Read on the group 'nog-s-dlt' (or a prefixed ACL on 'nog-s')"
+    ) in said, said
+    assert everything(secured, dlt) == []
+
+    ids, prefix = dead_letter_read(secured, source, dlt, "app-d")
+    assert ids == [0, 1, 2, 3]
+    assert sorted(committed_values(secured, dlt)) == DLT_BAD
+    assert everything(secured, dlt) == DLT_BAD  # no aborted copy either
+    with KafkaClient(bootstrap_servers=secured.bootstrap) as admin:
+        marker = admin.committed_offsets(f"{prefix}-dlt", [(source, 0)])
+    assert marker == {(source, 0): len(values_in)}
