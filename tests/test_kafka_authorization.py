@@ -335,9 +335,9 @@ def sent(monkeypatch) -> collections.Counter:
     counts: collections.Counter = collections.Counter()
     real_send = BrokerConnection.send
 
-    def counting_send(self, api, body, version=None, expect_response=True, raw_answer=False):
+    def counting_send(self, api, *args, **kwargs):
         counts[api.name] += 1
-        return real_send(self, api, body, version, expect_response, raw_answer)
+        return real_send(self, api, *args, **kwargs)
 
     monkeypatch.setattr(BrokerConnection, "send", counting_send)
     return counts

@@ -247,7 +247,7 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
     real_send = BrokerConnection.send
     state = {"n": 0, "dropped": None}
 
-    def lossy_send(self, api, body, version=None, expect_response=True, raw_answer=False):
+    def lossy_send(self, api, body, version=None, expect_response=True, *args, **kwargs):
         if api.key == 0:
             state["n"] += 1
             if state["n"] == 4:
@@ -255,7 +255,7 @@ def test_a_request_lost_before_the_broker_saw_it(kafka, topic_name, monkeypatch)
                 cid, _ = self._framing.request(api, version, body, expect_response)
                 state["dropped"] = cid
                 return cid
-        return real_send(self, api, body, version, expect_response, raw_answer)
+        return real_send(self, api, body, version, expect_response, *args, **kwargs)
 
     monkeypatch.setattr(BrokerConnection, "send", lossy_send)
     total = 20_000
