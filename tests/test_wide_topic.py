@@ -48,7 +48,11 @@ WIDEST_HEAP_MB = 2048
 def _produce_everywhere(bootstrap: str, topic: str, partitions: int) -> None:
     import confluent_kafka
 
-    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 20})
+    # idempotent: on a loaded machine a Produce request can time out in flight and be sent
+    # again, and a plain producer then writes its records twice
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": 20, "enable.idempotence": True}
+    )
     for p in range(partitions):
         for i in range(PER_PARTITION):
             producer.produce(topic, value=b"%d-%d" % (p, i), partition=p)
