@@ -74,10 +74,10 @@ log = logging.getLogger("pykafka.retry")
 DEFAULT_BACKOFF_MS = 100
 DEFAULT_MAX_BACKOFF_MS = 1000
 JITTER = 0.2
-#: How long a background refresh of an OAUTHBEARER token that failed waits before it tries
-#: again, while the current token stays valid: Kafka's ``ExpiringCredentialRefreshingLogin``
-#: (``DELAY_SECONDS_BEFORE_NEXT_RETRY_WHEN_RELOGIN_FAILS``), never later than the refresh
-#: policy's minimum period.
+#: How long a background refresh of an OAUTHBEARER token, or renewal of a delegation token,
+#: that failed waits before it tries again, while the current token stays valid: Kafka's
+#: ``ExpiringCredentialRefreshingLogin`` (``DELAY_SECONDS_BEFORE_NEXT_RETRY_WHEN_RELOGIN_FAILS``),
+#: never later than the refresh policy's minimum period.
 RELOGIN_RETRY_S = 10.0
 
 # ---- the table of which errors retry ----------------------------------------------------

@@ -253,6 +253,48 @@ def test_a_token_handed_out_is_renewed_in_the_background_until_its_maximum(monke
     assert token.expiry_ms >= token.max_ms and later == [] and calls.count("renew") == 12
 
 
+def test_a_background_renewal_the_cluster_fails_tries_again_while_the_token_lives(monkeypatch):
+    """A lost connection at a background renewal is tried again ``RELOGIN_RETRY_S`` later
+    (at most halfway to the token's expiry), not given up; an error no retry cures stops them."""
+    import protocol.client.delegation_tokens as dt
+    from protocol.errors import BrokerError, KafkaConnectionError
+    from protocol.retry import RELOGIN_RETRY_S
+
+    calls: list[str] = []
+    now = [0.0]
+    _fake_broker(monkeypatch, now, calls)
+    later: list[tuple[float, object]] = []
+    keeper = TokenKeeper(
+        lambda: _Client(calls),
+        clock=lambda: now[0],
+        schedule=lambda delay, action: later.append((delay, action)),
+    )
+    token = keeper.current()
+    failures = [KafkaConnectionError("broker 1: connection lost")]
+
+    def renew(client, token):
+        calls.append("renew")
+        if failures:
+            raise failures.pop()
+        return int(now[0] * 1000) + 100_000
+
+    monkeypatch.setattr(dt, "renew_token", renew)
+    delay, action = later.pop()
+    now[0] += delay  # 7.5 s: due, and the connection is lost
+    action()  # type: ignore[operator]
+    assert [d for d, _ in later] == [min(RELOGIN_RETRY_S, (10.0 - 7.5) / 2)]
+    delay, action = later.pop()
+    now[0] += delay
+    action()  # type: ignore[operator]
+    assert calls == ["create", "renew", "renew"] and token.expiry_ms == 108_750
+    assert len(later) == 1  # the next renewal, when due
+    failures.append(BrokerError.for_code(65, "RenewDelegationToken"))  # not retriable
+    delay, action = later.pop()
+    now[0] += delay
+    action()  # type: ignore[operator]
+    assert later == []
+
+
 def test_the_token_to_reuse_is_the_owners_longest_lived_one_not_near_its_end():
     from protocol.client.delegation_tokens import reusable_token
 

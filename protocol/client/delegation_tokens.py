@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..config import ClientConfig, Secret
 from ..errors import BrokerError, ConfigError, KafkaTimeoutError
-from ..retry import RetryPolicy
+from ..retry import RELOGIN_RETRY_S, RetryPolicy, is_retriable
 from ..schemas import (
     CREATE_DELEGATION_TOKEN,
     DESCRIBE_DELEGATION_TOKEN,
@@ -310,10 +310,12 @@ class TokenKeeper:
         """With ``schedule``: renew a token handed out in the background when due, until
         no renewal extends it, as long as this process lives: the tasks that got it may
         run past the next ``current()`` (a stream calls it only between micro-batches)."""
-        assert self._schedule is not None
         due = token.renewed_ms + (token.expiry_ms - token.renewed_ms) * RENEW_AT
-        delay = max(0.0, due / 1000 - self._clock())
-        self._schedule(delay, lambda: self._renew_in_background(token))
+        self._schedule_renewal(max(0.0, due / 1000 - self._clock()), token)
+
+    def _schedule_renewal(self, delay_s: float, token: DelegationToken) -> None:
+        assert self._schedule is not None
+        self._schedule(delay_s, lambda: self._renew_in_background(token))
 
     def _renew_in_background(self, token: DelegationToken) -> None:
         with self._lock:
@@ -324,9 +326,22 @@ class TokenKeeper:
             try:
                 if renewal_due(token, now):  # unless current() renewed it meanwhile
                     self._with_client(lambda c: self._renew(c, token, now))
-            except Exception as e:  # a background thread: say why, and stop
-                log.warning("delegation token %s not renewed: %s", token.token_id, e)
-                self._renewing.discard(token.token_id)
+            except Exception as e:  # a background thread: say why
+                if not is_retriable(e):
+                    log.warning("delegation token %s not renewed: %s", token.token_id, e)
+                    self._renewing.discard(token.token_id)
+                    return
+                # the cluster or the way to it: again while the token lives (as a failed
+                # background re-login tries again), at most halfway to its expiry
+                left_s = max(0.0, token.expiry_ms / 1000 - self._clock())
+                delay = min(RELOGIN_RETRY_S, left_s / 2)
+                log.warning(
+                    "delegation token %s not renewed (again in %.0f s): %s",
+                    token.token_id,
+                    delay,
+                    e,
+                )
+                self._schedule_renewal(delay, token)
                 return
         self._renew_later(token)
 
