@@ -50,6 +50,7 @@ import collections
 import dataclasses
 import logging
 import time
+import typing
 import uuid
 
 import pyarrow as pa
@@ -65,18 +66,19 @@ from kafka_sink.transactions import (
 )
 from kafka_sink.validation import WritePlan
 from kafka_sink.writer import _CHECKED, _check_key, _check_topic_exists, write_task
-from kafka_source.batch_reader import KafkaBatchReader
+from kafka_source.batch_reader import KafkaBatchReader, KafkaRangesPartition
 from kafka_source.fetcher import read_range
 from kafka_source.options import parse_reader_options
 from kafka_source.planning import discover_partitions
 from kafka_source.stream_reader import KafkaStreamReader
 from kafka_testbed import SASL_USERS, KafkaCluster
 from protocol.client.cluster import READ_COMMITTED, KafkaClient
-from protocol.errors import AuthenticationError, PyKafkaError, TopicAuthorizationFailed
+from protocol.errors import AuthenticationError, BrokerError, PyKafkaError
 from protocol.records.batch import Record, build_batch
 from tests.helpers.waiting import wait_until
 
 LIMIT_S = 10  # every refusal within this
+TopicAuthorizationFailed = type(BrokerError.for_code(29))  # made from Kafka's error table
 #: A prefix whose grant is narrower than a stream's ids: Write on ``<FX>-0-0*`` only.
 FX = f"fx{uuid.uuid4().hex[:6]}"
 #: The records of topic r-time: (timestamp ms, value).
@@ -187,7 +189,7 @@ def read(options: dict) -> list:
     return [
         v
         for part in KafkaBatchReader(parsed).partitions()
-        for rng in part.ranges
+        for rng in typing.cast(KafkaRangesPartition, part).ranges
         for batch in read_range(parsed, rng)
         for v in batch.column("value").to_pylist()
     ]
@@ -243,7 +245,7 @@ def test_batch_read_needs_read_on_its_topics(secured):
             "'closed' (Metadata): grant the principal Read and Describe on it"
         ) in said
     seen = parse_reader_options(alice(secured, subscribe="d-seen"))
-    [part] = KafkaBatchReader(seen).partitions()
+    [part] = typing.cast(list[KafkaRangesPartition], KafkaBatchReader(seen).partitions())
     said = refused(lambda: [b for rng in part.ranges for b in read_range(seen, rng)])
     assert (
         "[TOPIC_AUTHORIZATION_FAILED (29)] not authorized to Read topic 'd-seen' "
