@@ -8,7 +8,8 @@ columnar decoder and encoder between Avro's binary encoding and Arrow arrays.
 - ``decoder``: ``Decoder(writer, reader, options).decode(values, starts)`` -> (array, errors),
   record-parallel with NumPy (``kernels`` reads the primitive encodings at many positions,
   ``skipping`` reads past values and walks array and map blocks, ``arrays`` builds the
-  Arrow arrays);
+  Arrow arrays); ``compiled`` decodes records of plain fields in one call of the compiled
+  record decoder instead, when it is in use, into the same arrays;
 - ``encoder``: ``Encoder(schema).encode(array)`` -> Avro binary datums.
 
 Spark-free, like ``protocol``: pyarrow and numpy only.

@@ -21,6 +21,8 @@ import numpy as np
 import pyarrow as pa
 
 from .arrays import assemble, binary_array, decimal_array, from_buffers, nulls_where, width_ordered
+from .compiled import compile_program
+from .compiled import decode as decode_compiled
 from .defaults import default_array
 from .kernels import (
     Cursor,
@@ -368,11 +370,17 @@ class Decoder:
         self.arrow_type = got[0]
         self.resolution = resolve(writer_schema, reader_schema)
         self.root = compile_node(self.resolution, self.arrow_type, self.opts)
+        # a record of primitives also reads in one compiled call (None: NumPy only)
+        self.program = compile_program(self.resolution, self.arrow_type, self.opts)
 
     def decode(self, data, starts: np.ndarray | None = None):
         """Returns ``(array, errors)``: one value per row (null for null input and for
         corrupt rows) and a bool array, True for each corrupt row."""
         buf, offsets, valid = _input_buffers(data)
+        if self.program is not None:
+            got = decode_compiled(self.program, self.opts, buf, offsets, valid, starts)
+            if got is not None:
+                return got
         n = offsets.size - 1
         begin = offsets[:-1].copy()
         end = offsets[1:]
