@@ -23,7 +23,7 @@ from protocol.sasl import parse_jaas_config
 
 from .delegation_token_options import DELEGATION_TOKEN_OPTIONS, with_delegation_token
 from .oauth.option_table import OAUTH_OPTIONS
-from .ssl_store_options import STORE_OPTION_NAMES, STORE_OPTIONS, java_ssl
+from .ssl_store_options import STORE_OPTIONS, java_ssl
 from .trust import login_mechanism
 
 from .option_map import INT32_MAX, OptionMap, warn_once
@@ -132,22 +132,9 @@ def security_settings(opts: OptionMap, log: logging.Logger) -> dict[str, Any]:
     return settings
 
 
-_SASL_OPTIONS = (
-    "kafka.sasl.mechanism",
-    "kafka.sasl.username",
-    "kafka.sasl.password",
-    "kafka.sasl.jaas.config",
-    "kafka.sasl.kerberos.service.name",
-    *(name for name, _, _ in OAUTH_OPTIONS),
-)
-_TLS_OPTIONS = (
-    "kafka.ssl.cafile",
-    "kafka.ssl.certfile",
-    "kafka.ssl.keyfile",
-    "kafka.ssl.key.password",
-    "kafka.ssl.endpoint.identification.algorithm",
-    *STORE_OPTION_NAMES,
-)
+#: The table's SASL and TLS options: a warning names those the security protocol leaves unused.
+_SASL_OPTIONS = tuple(n for n, _, _ in SECURITY_OPTIONS if n.startswith("kafka.sasl."))
+_TLS_OPTIONS = tuple(n for n, _, _ in SECURITY_OPTIONS if n.startswith("kafka.ssl."))
 
 
 def _warn_unused(

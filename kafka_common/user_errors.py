@@ -93,7 +93,7 @@ def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
             except Exception as exc:
                 if not is_ours(exc):
                     raise
-                short = trimmed(exc.with_traceback(_after_this_frame(exc)))
+                short = _short(exc)
                 raise short from short.__cause__
 
         setattr(generator, _WRAPPED, True)
@@ -106,16 +106,17 @@ def _wrap(func: Callable[..., Any]) -> Callable[..., Any]:
         except Exception as exc:
             if not is_ours(exc):
                 raise
-            short = trimmed(exc.with_traceback(_after_this_frame(exc)))
+            short = _short(exc)
             raise short from short.__cause__
 
     setattr(method, _WRAPPED, True)
     return method
 
 
-def _after_this_frame(exc: BaseException) -> TracebackType | None:
+def _short(exc: BaseException) -> BaseException:
+    """``exc`` trimmed, without the wrapper's frame (raising it puts that frame back)."""
     tb = exc.__traceback__
-    return tb.tb_next if tb is not None else None
+    return trimmed(exc.with_traceback(tb.tb_next if tb is not None else None))
 
 
 def _spark_methods(cls: type) -> set[str]:

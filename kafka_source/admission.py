@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 
 from protocol.errors import ConfigError, PyKafkaError
 
-from .offset_specs import TopicPartition, format_tp
+from .offset_specs import TopicPartition, format_tp, format_tps
 from .options import ReaderOptions
 
-if TYPE_CHECKING:  # checked against PySpark 4.2's API
+try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
         ReadAllAvailable,
         ReadMaxBytes,
@@ -40,19 +40,9 @@ if TYPE_CHECKING:  # checked against PySpark 4.2's API
     )
 
     ADMISSION_CONTROL = True
-else:
-    try:  # PySpark 4.2 and later: admission control and Trigger.AvailableNow for Python sources
-        from pyspark.sql.streaming.datasource import (
-            ReadAllAvailable,
-            ReadMaxBytes,
-            ReadMaxRows,
-            ReadMinRows,
-            SupportsTriggerAvailableNow,
-        )
-
-        ADMISSION_CONTROL = True
-    except ImportError:  # PySpark 4.1: latestOffset() alone (see stream_reader)
-        ADMISSION_CONTROL = False
+except ImportError:  # PySpark 4.1: latestOffset() alone (see stream_reader)
+    ADMISSION_CONTROL = False
+    if not TYPE_CHECKING:  # type-checked against PySpark 4.2's API
 
         class _Absent:  # stands in for a class of 4.2's API: nothing is ever an instance
             pass
@@ -150,15 +140,12 @@ def verify_available_now_end(
     def fmt(offsets) -> str:
         return "{" + ", ".join(f"{format_tp(tp)}: {o}" for tp, o in sorted(offsets.items())) + "}"
 
-    def tps(keys) -> str:
-        return "{" + ", ".join(format_tp(tp) for tp in sorted(keys)) + "}"
-
     if set(target) != set(until):
         raise AvailableNowEndError(
             "Kafka data source in Trigger.AvailableNow should provide the same topic "
             f"partitions in pre-fetched offset to end offset for each microbatch. {hint} "
-            f"topic-partitions for pre-fetched offset: {tps(target)}, topic-partitions "
-            f"for end offset: {tps(until)}."
+            f"topic-partitions for pre-fetched offset: {format_tps(target)}, topic-partitions "
+            f"for end offset: {format_tps(until)}."
         )
     if any(until[tp] > target[tp] for tp in until):
         raise AvailableNowEndError(
@@ -171,7 +158,7 @@ def verify_available_now_end(
         raise AvailableNowEndError(
             "Some of partitions in Kafka topic(s) have been lost during running query "
             f"with Trigger.AvailableNow. {hint} topic-partitions for latest offset: "
-            f"{tps(latest)}, topic-partitions for end offset: {tps(until)}"
+            f"{format_tps(latest)}, topic-partitions for end offset: {format_tps(until)}"
         )
     if any(until[tp] > latest[tp] for tp in until):
         raise AvailableNowEndError(

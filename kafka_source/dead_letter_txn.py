@@ -21,7 +21,6 @@ transaction client is ``protocol.client.transactions``.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,7 +30,8 @@ from kafka_common.dead_letter import OPTION, dead_letter_batch, dead_letter_part
 from kafka_common.option_map import INT32_MAX, OptionMap
 from protocol.authorization import GROUP, TOPIC, TRANSACTIONAL_ID, refine, request_error
 from protocol.client import transactions as txn
-from protocol.errors import ConfigError, PyKafkaError
+from protocol.client.connection import bounded_ms
+from protocol.errors import ConfigError, PyKafkaError, error_class
 
 if TYPE_CHECKING:
     from protocol.records.batch import Record
@@ -48,8 +48,8 @@ __all__ = [
 
 log = logging.getLogger("pykafka.source")
 
-#: Produce error DUPLICATE_SEQUENCE_NUMBER: the broker has the batch already (a resend).
-DUPLICATE_SEQUENCE = 46
+#: A Produce answer that the broker has the batch already (a resend).
+DUPLICATE_SEQUENCE = error_class("DUPLICATE_SEQUENCE_NUMBER").code
 TRANSACTION_TIMEOUT_OPTION = "kafka.transaction.timeout.ms"
 
 
@@ -156,12 +156,6 @@ def _grant(error: BaseException, spec: DeadLetterTxnSpec) -> BaseException:
     return error
 
 
-def _timeout_ms(deadline: float | None) -> int | None:
-    if deadline is None:
-        return None
-    return max(1, int((deadline - time.monotonic()) * 1000))
-
-
 class RangeTransaction:
     """One range's dead-letter copies in one transaction (see the module docstring)."""
 
@@ -175,6 +169,9 @@ class RangeTransaction:
         self.sequences: dict[tuple[str, int], int] = {}
         self.done = False
 
+    def _timeout_ms(self, deadline: float | None) -> int:
+        return bounded_ms(self.client.config.request_timeout_ms, deadline)
+
     def begin(self, deadline: float | None) -> bool:
         """Take the id and read the marker (once); whether copies are to be written."""
         if self.ids is None and not self.committed_before:
@@ -183,13 +180,13 @@ class RangeTransaction:
                     self.client,
                     self.tid,
                     self.spec.transaction_timeout_ms,
-                    timeout_ms=_timeout_ms(deadline),
+                    timeout_ms=self._timeout_ms(deadline),
                 )
                 offsets = txn.fetch_stable_offsets(
                     self.client,
                     marker_group(self.spec.prefix),
                     [(self.topic, self.partition)],
-                    timeout_ms=_timeout_ms(deadline),
+                    timeout_ms=self._timeout_ms(deadline),
                 )
             except PyKafkaError as e:
                 raise _grant(e, self.spec) from e
@@ -222,7 +219,7 @@ class RangeTransaction:
                     producer_id,
                     epoch,
                     [tp],
-                    timeout_ms=_timeout_ms(deadline),
+                    timeout_ms=self._timeout_ms(deadline),
                 )
                 self.enlisted.add(tp)
         except PyKafkaError as e:
@@ -272,7 +269,7 @@ class RangeTransaction:
             return
         producer_id, epoch = self.ids
         group = marker_group(self.spec.prefix)
-        timeout = _timeout_ms(deadline)
+        timeout = self._timeout_ms(deadline)
         try:
             txn.add_offsets(self.client, self.tid, producer_id, epoch, group, timeout_ms=timeout)
             txn.txn_offset_commit(

@@ -66,7 +66,6 @@ class MalformedRecords:
         self.topic, self.partition = topic, partition
         self.keep_headers = keep_headers
         self.dead_lettered = 0  # records written to the dead-letter topic
-        self.written_before = 0  # exactlyOnce: records an earlier attempt committed there
         self.dropped = 0  # records left out of the result
 
     def decode(self, batch: pa.RecordBatch, deadline: float | None = None) -> pa.RecordBatch:
@@ -132,8 +131,7 @@ class MalformedRecords:
         if self.transaction is None:
             send_dead_letters(self.client, topic, self.partition, records, deadline)
         elif not self.transaction.send(topic, records, deadline):
-            self.written_before += len(records)
-            return
+            return  # exactlyOnce: an earlier attempt committed these copies
         self.dead_lettered += len(records)
 
     def _format(self, column: str) -> str:

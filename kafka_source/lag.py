@@ -26,6 +26,8 @@ import logging
 from typing import Any
 from collections.abc import Callable, Mapping
 
+from kafka_common.java_double import java_double
+
 log = logging.getLogger("pykafka.lag")
 
 METRICS = ("minOffsetsBehindLatest", "maxOffsetsBehindLatest", "avgOffsetsBehindLatest")
@@ -84,22 +86,6 @@ def source_lag(source: Mapping) -> dict[str, str]:
         "maxOffsetsBehindLatest": str(max(behind)),
         "avgOffsetsBehindLatest": java_double(sum(behind) / len(behind)),
     }
-
-
-def java_double(x: float) -> str:
-    """``x`` as Java's ``Double.toString`` writes it (what Scala's ``toString`` of the mean
-    gives in Spark's metrics): plain from 10^-3 to 10^7 (``3.0``, ``12.5``), else
-    ``1.25E7``; the shortest digits that read back as ``x``."""
-    x = float(x)
-    if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return repr(x) if x != 0 else ("-0.0" if str(x).startswith("-") else "0.0")
-    from decimal import Decimal
-
-    sign, digits, exponent = Decimal(repr(x)).normalize().as_tuple()
-    text = "".join(map(str, digits))
-    power = int(exponent) + len(text) - 1  # finite: an int
-    mantissa = text[0] + "." + (text[1:] or "0")
-    return ("-" if sign else "") + f"{mantissa}E{power}"
 
 
 def offsets_behind_latest(progress: Any) -> list[dict[str, str]]:

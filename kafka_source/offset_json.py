@@ -63,9 +63,10 @@ def _partition_number(option: str, topic: str, key: object, text: str, example: 
 
 
 def _parse_partition_values(
-    option: str, text: str, example: str, what: str
+    option: str, text: str, example: str, what: str, valid: str
 ) -> tuple[tuple[TopicPartition, int], ...]:
-    """``{"topic": {"0": value, ...}, ...}`` into sorted ``((topic, p), value)`` pairs."""
+    """``{"topic": {"0": value, ...}, ...}`` into sorted ``((topic, p), value)`` pairs;
+    a value below -2 (earliest) is refused, naming what to use (``valid``)."""
     data = _json_object(option, text, example)
     pairs: dict[TopicPartition, int] = {}
     for topic, parts in data.items():
@@ -80,7 +81,13 @@ def _parse_partition_values(
                     f"integer, got {json.dumps(value)}. Expected e.g. {example}"
                 )
             pairs[(topic, partition)] = number
-    return tuple(sorted(pairs.items()))
+    result = tuple(sorted(pairs.items()))
+    for tp, number in result:
+        if number < EARLIEST:
+            raise ConfigError(
+                f"{option}: {what} {number} for {format_tp(tp)} is not valid; use {valid}"
+            )
+    return result
 
 
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
@@ -91,27 +98,16 @@ _ASSIGN_EXAMPLE = '{"topicA":[0,1],"topicB":[0,1]}'
 
 
 def parse_offsets_json(option: str, text: str) -> SpecificOffsets:
-    offsets = _parse_partition_values(option, text, _OFFSETS_EXAMPLE, "offset")
-    for tp, offset in offsets:
-        if offset < EARLIEST:
-            raise ConfigError(
-                f"{option}: offset {offset} for {format_tp(tp)} is not valid; "
-                f"use an offset >= 0, -2 for earliest or -1 for latest"
-            )
+    valid = "an offset >= 0, -2 for earliest or -1 for latest"
+    offsets = _parse_partition_values(option, text, _OFFSETS_EXAMPLE, "offset", valid)
     return SpecificOffsets(offsets, option)
 
 
 def parse_timestamps_json(option: str, text: str, strategy: str) -> SpecificTimestamps:
     """Timestamps (ms) per partition. As in Spark, whose admin client passes them to
     ListOffsets as they are, -1 stands for the latest offset and -2 for the earliest."""
-    timestamps = _parse_partition_values(option, text, _TIMESTAMPS_EXAMPLE, "timestamp")
-    for tp, ts in timestamps:
-        if ts < EARLIEST:
-            raise ConfigError(
-                f"{option}: timestamp {ts} for {format_tp(tp)} is not valid; "
-                f"use milliseconds since the epoch (>= 0), -1 for latest or "
-                f"-2 for earliest"
-            )
+    valid = "milliseconds since the epoch (>= 0), -1 for latest or -2 for earliest"
+    timestamps = _parse_partition_values(option, text, _TIMESTAMPS_EXAMPLE, "timestamp", valid)
     return SpecificTimestamps(timestamps, strategy, option)
 
 

@@ -24,6 +24,7 @@ from .offset_specs import (
     SpecificTimestamps,
     Subscription,
     format_tp,
+    format_tps,
 )
 
 __all__ = [
@@ -164,8 +165,7 @@ def check_start_before_end(start: OffsetSpec, end: OffsetSpec) -> None:
         raise ConfigError(
             f"{start.option}/{end.option}: The specified start offset and end offset should "
             f"have the same topic-partitions. Topic-partitions for start offset: "
-            f"{{{', '.join(format_tp(tp) for tp in sorted(first))}}}, topic-partitions for "
-            f"end offset: {{{', '.join(format_tp(tp) for tp in sorted(last))}}}."
+            f"{format_tps(first)}, topic-partitions for end offset: {format_tps(last)}."
         )
     for tp in sorted(first):
         if first[tp] > last[tp] >= 0:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import NamedTuple
 
 from protocol.errors import ConfigError
@@ -25,6 +26,7 @@ __all__ = [
     "LATEST",
     "TopicPartition",
     "format_tp",
+    "format_tps",
     "OffsetRange",
     "Subscription",
     "EarliestOffsets",
@@ -45,6 +47,11 @@ TopicPartition = tuple[str, int]
 def format_tp(tp: TopicPartition) -> str:
     """``topic-partition``, the way Kafka's ``TopicPartition.toString`` writes it."""
     return f"{tp[0]}-{tp[1]}"
+
+
+def format_tps(tps: Iterable[TopicPartition]) -> str:
+    """``{a-0, a-1, b-0}``: the partitions sorted, each as ``format_tp`` writes it."""
+    return "{" + ", ".join(format_tp(tp) for tp in sorted(tps)) + "}"
 
 
 # ---- ranges -----------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from .offset_specs import (
     Subscription,
     TopicPartition,
     format_tp,
+    format_tps,
 )
 from .pushdown import keeps_partition, narrow_ranges
 from .task_split import plan_ranges
@@ -72,10 +73,6 @@ log = logging.getLogger("pykafka.source")
 
 class PlanningError(ConfigError):
     """The options do not fit the cluster: the message names the option and the partition."""
-
-
-def _format_tps(tps: Iterable[TopicPartition]) -> str:
-    return "{" + ", ".join(format_tp(tp) for tp in sorted(tps)) + "}"
 
 
 class _ListsOffsets(Protocol):
@@ -159,11 +156,11 @@ def partitions_from_metadata(
         if absent:
             warn_once(
                 log,
-                f"assign-absent:{_format_tps(absent)}",
+                f"assign-absent:{format_tps(absent)}",
                 "assign: partition(s) %s do not exist (yet) and are not read; a "
                 "stream reads them once they exist. The topics have partitions %s.",
-                _format_tps(absent),
-                _format_tps(existing),
+                format_tps(absent),
+                format_tps(existing),
             )
         found = [tp for tp in subscription.partitions if tp in existing]
     return sorted(set(found))
@@ -219,9 +216,9 @@ def _check_same_partitions(
     extra, missing = specified - assigned, assigned - specified
     details = []
     if extra:
-        details.append(f"not assigned: {_format_tps(extra)}")
+        details.append(f"not assigned: {format_tps(extra)}")
     if missing:
-        details.append(f"not specified: {_format_tps(missing)}")
+        details.append(f"not specified: {format_tps(missing)}")
     if "timestamp" in what:
         hint = (
             "Maybe topic partitions are created or deleted while the query is running, "
@@ -234,7 +231,7 @@ def _check_same_partitions(
         )
     raise PlanningError(
         f"{option}: Partitions specified for Kafka {what} don't match what are assigned. "
-        f"{hint} Specified: {_format_tps(specified)} Assigned: {_format_tps(assigned)} "
+        f"{hint} Specified: {format_tps(specified)} Assigned: {format_tps(assigned)} "
         f"({'; '.join(details)})"
     )
 
@@ -247,7 +244,7 @@ def _list(
     answers = client.list_offsets(request, isolation_level)
     missing = [tp for tp in request if tp not in answers]
     if missing:
-        raise PlanningError(f"{option}: the cluster returned no offset for {_format_tps(missing)}")
+        raise PlanningError(f"{option}: the cluster returned no offset for {format_tps(missing)}")
     return {tp: answers[tp][0] for tp in request}
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .offset_specs import OffsetRange
@@ -31,7 +31,6 @@ class Narrowing:
     offset_max: int | None = None  # exclusive
     timestamp_min_ms: int | None = None  # records at or after this time
     offsets_in: frozenset[int] | None = None
-    notes: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:

@@ -119,12 +119,7 @@ class SharedFetch:
         waiting = {tp: self._offsets[tp] for tp in tps}
         for tp in waiting:
             del self._parts[tp]
-        try:
-            self._pending = start_fetch(self._client, self._options, waiting, deadline)
-        except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
-            self._note(waiting, _Failure(e))
-            return
-        self._collect(timeout_ms, deadline, follow=False)
+        self._fetch_again(waiting, timeout_ms, deadline, follow=False)
 
     def _note(self, tps, failure: _Failure) -> None:
         for tp in tps:
@@ -137,12 +132,17 @@ class SharedFetch:
         for tp in waiting:
             del self._failed[tp]
             self._parts.pop(tp, None)
+        self._fetch_again(waiting, timeout_ms, deadline)
+
+    def _fetch_again(
+        self, waiting: dict, timeout_ms: int | None, deadline: float | None, follow: bool = True
+    ) -> None:
         try:
             self._pending = start_fetch(self._client, self._options, waiting, deadline)
         except (KafkaConnectionError, KafkaTimeoutError, BrokerError) as e:
             self._note(waiting, _Failure(e))
             return
-        self._collect(timeout_ms, deadline)
+        self._collect(timeout_ms, deadline, follow=follow)
 
     def cancel(self) -> None:
         if self._pending is not None:

@@ -245,20 +245,17 @@ class KafkaStreamReader(CarriesImportPath, DataSourceStreamReader, SupportsTrigg
         begin = self._json.from_json(start)
         if self._available_now and self._target is None:
             self._target = self._latest_offsets(known=begin)
+        latest = (
+            dict(self._target) if self._target is not None else self._latest_offsets(known=begin)
+        )
+        self._latest = latest
         if self._after_initial:
             self._after_initial = False
             if start == self._initial:
                 # Batch 0 of a fresh query: end it where it starts, so that the offset log
                 # holds the start before anything is read. Its progress still shows the
                 # latest offsets (reportLatestOffset), as every other batch's does.
-                self._latest = (
-                    self._target if self._target is not None else self._latest_offsets(known=begin)
-                )
                 return start
-        latest = (
-            dict(self._target) if self._target is not None else self._latest_offsets(known=begin)
-        )
-        self._latest = latest
         end = dict(latest)
         if limit is not None and not isinstance(limit, ReadAllAvailable):
             new = [tp for tp in latest if tp not in begin]

@@ -53,3 +53,30 @@ def test_parse_host_port():
     assert parse_host_port("PLAINTEXT://h:1") == ("h", 1)
     with pytest.raises(ConfigError, match="kafka.bootstrap.servers"):
         parse_host_port("nohostport")
+
+
+def test_security_options_the_protocol_leaves_unused_are_named(caplog):
+    import logging
+
+    from kafka_common.connection_options import security_settings
+    from kafka_common.option_map import OptionMap
+
+    log = logging.getLogger("pykafka.test_unused_security_options")
+    opts = OptionMap(
+        {
+            "kafka.sasl.username": "u",
+            "kafka.sasl.oauthbearer.scope": "s",
+            "kafka.ssl.cafile": "/ca.pem",
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.cipher.suites": "TLS_AES_128_GCM_SHA256",
+        }
+    )
+    with caplog.at_level(logging.WARNING, logger=log.name):
+        assert security_settings(opts, log) == {"security_protocol": "PLAINTEXT"}
+    warnings = [r.getMessage() for r in caplog.records if r.name == log.name]
+    assert warnings == [
+        "Options kafka.sasl.username, kafka.sasl.oauthbearer.scope are ignored because "
+        "kafka.security.protocol is PLAINTEXT (use SASL_PLAINTEXT or SASL_SSL).",
+        "Options kafka.ssl.cafile, kafka.ssl.truststore.type, kafka.ssl.cipher.suites are "
+        "ignored because kafka.security.protocol is PLAINTEXT (use SSL or SASL_SSL).",
+    ]

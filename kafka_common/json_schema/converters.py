@@ -31,6 +31,8 @@ import re
 
 import pyarrow as pa
 
+from kafka_common.java_double import java_double
+
 __all__ = ["JSONMismatch", "converter"]
 
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -67,19 +69,6 @@ def _fail(where: str, want: str, v):
     raise JSONMismatch(f"{where or 'the value'}: expected {want}, got {_kind(v)}")
 
 
-def _java_double(x: float) -> str:
-    """``x`` as Java's ``Double.toString`` (how Jackson writes a parsed JSON number back):
-    ``1.5``, ``100.0``, ``1.0E20``, ``1.2E-5``."""
-    if x != x or x in (float("inf"), float("-inf")):
-        return {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}[repr(x)]
-    if x == 0 or 1e-3 <= abs(x) < 1e7:
-        return repr(x)  # the shortest round-trip digits, as Java's since JDK 19
-    sign, digits, exponent = decimal.Decimal(repr(x)).as_tuple()
-    power = int(exponent) + len(digits) - 1  # an int: x is finite
-    shown = "".join(map(str, digits)).rstrip("0") or "0"
-    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{power}"
-
-
 def _text(v) -> str:
     """A JSON value as the text Spark puts in a string field (Jackson's compact output)."""
     kind = type(v)
@@ -90,7 +79,7 @@ def _text(v) -> str:
     if kind is int:
         return str(v)
     if kind is float or kind is decimal.Decimal:
-        return _java_double(float(v))
+        return java_double(v)
     if kind is list:
         return "[" + ",".join(_text(x) for x in v) + "]"
     return (

@@ -24,6 +24,7 @@ from kafka_common.gc_pause import gc_paused
 from .batch import StructColumns, parse_all, sentinel_loads
 from .compiled import compiles, read_rows
 from .converters import JSONMismatch, converter
+from .spark_types import holds_decimals
 
 __all__ = ["Decoder", "JSONMismatch"]
 
@@ -31,18 +32,6 @@ __all__ = ["Decoder", "JSONMismatch"]
 _MISSING = object()
 #: rows per chunk of the batch lane
 _CHUNK = 16384
-
-
-def _has_decimal(t: pa.DataType) -> bool:
-    if pa.types.is_decimal(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_has_decimal(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _has_decimal(t.item_type)
-    if pa.types.is_list(t):
-        return _has_decimal(t.value_type)
-    return False
 
 
 class Decoder:
@@ -58,7 +47,7 @@ class Decoder:
         self.columns = StructColumns(atype) if pa.types.is_struct(atype) else None
         decoder = (
             json.JSONDecoder(parse_float=decimal.Decimal)
-            if _has_decimal(atype)
+            if holds_decimals(atype)
             else json.JSONDecoder()
         )
         # scan_once is set by JSONDecoder.__init__; typeshed does not declare it

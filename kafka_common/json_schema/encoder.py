@@ -12,6 +12,8 @@ import pyarrow as pa
 
 from kafka_common.arrow_json import decimal_text, key_text, non_finite_text, rows
 
+from .spark_types import holds_decimals
+
 __all__ = ["Encoder"]
 
 
@@ -22,22 +24,10 @@ class Encoder:
     Spark's ``to_json`` writes (``kafka_common.arrow_json``)."""
 
     def encode(self, array: pa.Array) -> pa.Array:
-        exact = _holds_decimals(array.type)
+        exact = holds_decimals(array.type)
         return pa.array(
             [None if row is None else _json_bytes(row, exact) for row in rows(array)], pa.binary()
         )
-
-
-def _holds_decimals(t: pa.DataType) -> bool:
-    if pa.types.is_decimal(t):
-        return True
-    if pa.types.is_struct(t):
-        return any(_holds_decimals(t.field(i).type) for i in range(t.num_fields))
-    if pa.types.is_map(t):
-        return _holds_decimals(t.key_type) or _holds_decimals(t.item_type)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        return _holds_decimals(t.value_type)
-    return False
 
 
 def _json_bytes(row, exact: bool) -> bytes:

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from protocol.errors import ConfigError
 
-__all__ = ["arrow_type", "json_schema_of"]
+__all__ = ["arrow_type", "json_schema_of", "holds_decimals"]
 
 
 def _resolve(node, root, depth=0):
@@ -138,3 +138,17 @@ def json_schema_of(data_type) -> dict:
 
 def _nullable(schema: dict, nullable: bool) -> dict:
     return {"oneOf": [{"type": "null"}, schema]} if nullable else schema
+
+
+def holds_decimals(t: pa.DataType) -> bool:
+    """Whether a decimal is anywhere in ``t``: its JSON numbers are then read and written
+    as ``decimal.Decimal``, every digit kept."""
+    if pa.types.is_decimal(t):
+        return True
+    if pa.types.is_struct(t):
+        return any(holds_decimals(t.field(i).type) for i in range(t.num_fields))
+    if pa.types.is_map(t):
+        return holds_decimals(t.key_type) or holds_decimals(t.item_type)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return holds_decimals(t.value_type)
+    return False

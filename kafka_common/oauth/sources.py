@@ -80,9 +80,12 @@ class TokenSource(Protocol):
 
     @property
     def cache_key(self) -> str: ...
-    def changed(self) -> bool: ...
     def describe(self) -> str: ...
     def fetch(self) -> BearerToken: ...
+
+    def changed(self) -> bool:
+        """Whether the source's input changed since its last fetch: never, but for a file."""
+        return False
 
 
 class _Unreachable(Exception):
@@ -90,7 +93,7 @@ class _Unreachable(Exception):
 
 
 @dataclass(frozen=True)
-class ClientCredentials:
+class ClientCredentials(TokenSource):
     """OIDC client credentials against ``endpoint``."""
 
     endpoint: str
@@ -110,9 +113,6 @@ class ClientCredentials:
         return "oidc:" + _digest(
             self.endpoint, self.client_id, self.client_secret.reveal(), self.scope, self.sub_claim
         )
-
-    def changed(self) -> bool:
-        return False
 
     def describe(self) -> str:
         return (
@@ -239,7 +239,7 @@ _FILE_SEEN: BoundedCache[str, tuple[int, int] | None] = BoundedCache(64)
 
 
 @dataclass(frozen=True)
-class TokenFile:
+class TokenFile(TokenSource):
     """A token (a JWT) in a file, read again whenever the file changes."""
 
     path: str
@@ -296,7 +296,7 @@ def resolve_callable(name: str, option: str):
 
 
 @dataclass(frozen=True)
-class TokenCallback:
+class TokenCallback(TokenSource):
     """A Python callable ``module:function`` (confluent-kafka's ``oauth_cb`` contract),
     resolved in each process that uses it."""
 
@@ -307,9 +307,6 @@ class TokenCallback:
     @property
     def cache_key(self) -> str:
         return "callable:" + _digest(self.name, self.config.reveal())
-
-    def changed(self) -> bool:
-        return False
 
     def describe(self) -> str:
         return f"the token callback {self.name} ({self.option})"
@@ -338,7 +335,7 @@ class TokenCallback:
 
 
 @dataclass(frozen=True)
-class UnsecuredToken:
+class UnsecuredToken(TokenSource):
     """Kafka's unsecured JWS (``{"alg":"none"}``, empty signature), as its default login
     callback handler builds it from the JAAS ``unsecuredLogin*`` options."""
 
@@ -349,9 +346,6 @@ class UnsecuredToken:
     @property
     def cache_key(self) -> str:
         return "unsecured:" + _digest(self.claims, self.principal_claim, self.lifetime_s)
-
-    def changed(self) -> bool:
-        return False
 
     def describe(self) -> str:
         return "the unsecuredLogin options of kafka.sasl.jaas.config"

@@ -135,7 +135,6 @@ def _parse_column(
         _require_registry(settings, column, fmt, side)
     subject = _subject(opts, column, fmt, side, topics)
     inline = opts.get(f"{column}Schema")
-    version = "latest"
     if side.reader:
         version = _version(opts, column, inline)
         if inline is None:
