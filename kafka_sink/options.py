@@ -25,7 +25,7 @@ from typing import Any
 from collections.abc import Mapping
 
 from kafka_common.connection_options import client_config
-from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling, warn_once
+from kafka_common.option_map import INT32_MAX, OptionMap, check_names, check_spelling
 from kafka_common.value_formats import parse_writer_formats, writer_refuses
 from protocol.config import ClientConfig
 from protocol.errors import ConfigError
@@ -112,10 +112,6 @@ def _refuse_reader_options(opts: OptionMap) -> None:
     if given:
         names = ", ".join(f"'{name}'" for name in given)
         raise ConfigError(f"options {names} are reader options; the writer does not use them")
-
-
-def _warn_once(key: str, message: str, *args: Any) -> None:
-    warn_once(log, key, message, *args)
 
 
 @dataclass(frozen=True, slots=True)

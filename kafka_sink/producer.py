@@ -21,10 +21,9 @@ delivered). Only a new producer id renumbers the unacknowledged batches.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 
 from protocol.client.cluster import KafkaClient
-from protocol.records.batch import Record
 from protocol.retry import RetryPolicy
 
 from .batch_state import (
@@ -123,35 +122,9 @@ class TaskProducer:
         """(topic, partition) -> [records, bytes] acknowledged."""
         return self._state.stats
 
-    @property
-    def dead_lettered(self) -> int:
-        """Records this task wrote to the dead-letter topic."""
-        return self.dead_letters.dead_lettered
-
     def producer_identity(self) -> tuple[int, int]:
         """``(producer_id, epoch)`` for new batches (``ProducerIds.producer_identity``)."""
         return self.ids.producer_identity()
-
-    def to_dead_letter_topic(
-        self,
-        source: str,
-        source_partition: int,
-        error_class: str,
-        message: str,
-        records: Sequence[Record],
-    ) -> None:
-        """Queue ``records`` for the dead-letter topic (``DeadLetters.to_dead_letter_topic``)."""
-        self.dead_letters.to_dead_letter_topic(
-            source, source_partition, error_class, message, records
-        )
-
-    def identity_to_keep(self) -> ProducerIdentity | None:
-        """The identity the next task may go on with (``ProducerIds.identity_to_keep``)."""
-        return self.ids.identity_to_keep()
-
-    def abort_transaction(self) -> bool:
-        """Abort this task's transaction (``ProducerIds.abort_transaction``)."""
-        return self.ids.abort_transaction()
 
     # ---- lifecycle ------------------------------------------------------------------------
 
@@ -185,11 +158,6 @@ class TaskProducer:
     def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
         """The number of partitions of each topic that exists (``Leaders.partition_counts``)."""
         return self.leaders.partition_counts(topics)
-
-    @property
-    def missing_lookup_ms(self) -> int:
-        """How long the last ``partition_counts`` took."""
-        return self.leaders.missing_lookup_ms
 
     # ---- appending ------------------------------------------------------------------------
 

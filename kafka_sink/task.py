@@ -138,7 +138,7 @@ def _too_large_to_dead_letters(
         if big.timestamp_ms is not None and valid is not None and valid[i]:
             stamp = int(big.timestamp_ms[i])
         own = tuple((h["key"], h["value"]) for h in headers[i] or ())
-        producer.to_dead_letter_topic(
+        producer.dead_letters.to_dead_letter_topic(
             big.topic_of(i),
             int(partitions[i]),
             "RECORD_TOO_LARGE",
@@ -169,7 +169,7 @@ def write_task(
     Without ``client`` or ``producer`` the task checks a client out of this worker's pool
     (``protocol.client.pool``) and, idempotent and not transactional, goes on with the producer
     identity the last task that used it left there; it leaves its own identity there only
-    when every batch it sent was acknowledged (``TaskProducer.identity_to_keep``)."""
+    when every batch it sent was acknowledged (``ProducerIds.identity_to_keep``)."""
     lease = None
     if client is None and producer is None:
         lease = pool.checkout(options.client_config)
@@ -183,7 +183,7 @@ def write_task(
             batches, options, plan, client, producer, prefix, task, fresh_ids, identity
         )
         if lease is not None and prefix is None and options.enable_idempotence:
-            kept = producer.identity_to_keep()
+            kept = producer.ids.identity_to_keep()
             if kept is not None:
                 lease.state[IDENTITY_STATE_KEY] = kept
         return message
@@ -224,7 +224,7 @@ def _write_task(
         _send_rows(iterator, options, plan, producer)
         return _commit_message(options, producer, txn_info), producer
     except BaseException:
-        if txn_info is not None and producer.abort_transaction():
+        if txn_info is not None and producer.ids.abort_transaction():
             log.warning("the task's write failed: its transaction %s was aborted", txn_info[0])
         raise
     finally:
@@ -291,7 +291,7 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: Task
                 rows,
                 counts,
                 options.max_request_size,
-                producer.missing_lookup_ms,
+                producer.leaders.missing_lookup_ms,
                 dead_letters=bool(options.dead_letter_topic),
             )
             if too_large is not None:
@@ -304,10 +304,10 @@ def _send_rows(iterator, options: WriterOptions, plan: WritePlan, producer: Task
                 producer.poll(0)
     batcher.flush()
     producer.flush()
-    if producer.dead_lettered:
+    if producer.dead_letters.dead_lettered:
         log.info(
             "%d records the broker refused were written to the dead-letter topic %r",
-            producer.dead_lettered,
+            producer.dead_letters.dead_lettered,
             options.dead_letter_topic,
         )
 

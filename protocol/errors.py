@@ -138,14 +138,6 @@ for _code, (_name, _retriable, _message) in ERROR_CODES.items():
     globals()[_cls.__name__] = _cls
 
 
-def raise_for_code(
-    code: int, message: str | None = None, *, topic: str | None = None, partition: int | None = None
-) -> None:
-    """Raise the typed ``BrokerError`` for ``code``; do nothing for 0 (NONE)."""
-    if code:
-        raise BrokerError.for_code(code, message, topic=topic, partition=partition)
-
-
 def error_class(name: str) -> type[BrokerError]:
     """The subclass for an error name, e.g. ``error_class("NOT_LEADER_OR_FOLLOWER")``."""
     for cls in _BY_CODE.values():

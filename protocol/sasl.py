@@ -98,11 +98,13 @@ class Mechanism(abc.ABC):
 
     #: The SASL mechanism name, as sent in SaslHandshake.
     name: str
+    #: Where the exchange is: "initial" before the first message, "done" once it succeeded.
+    _state: str
 
     @property
-    @abc.abstractmethod
     def done(self) -> bool:
         """True once the exchange completed successfully."""
+        return self._state == "done"
 
     @abc.abstractmethod
     def initial_response(self) -> bytes:
@@ -127,10 +129,6 @@ class PlainMechanism(Mechanism):
 
     def __repr__(self) -> str:
         return f"PlainMechanism(username={self.username!r}, state={self._state!r})"
-
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
 
     def initial_response(self) -> bytes:
         """``\\0username\\0password`` (no authorization identity); then the password is
@@ -278,10 +276,6 @@ class ScramMechanism(Mechanism):
             f"ScramMechanism(mechanism={self.mechanism!r}, username={self.username!r}, "
             f"state={self._state!r})"
         )
-
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
 
     # -- the three steps ------------------------------------------------------------------
 

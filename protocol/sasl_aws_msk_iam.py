@@ -177,10 +177,6 @@ class AwsMskIamMechanism(Mechanism):
     def __repr__(self) -> str:
         return f"AwsMskIamMechanism(state={self._state!r})"
 
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
-
     def initial_response(self) -> bytes:
         if self._payload is None:
             raise ConfigError("AWS_MSK_IAM: initial_response() may be called only once")

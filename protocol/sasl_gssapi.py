@@ -60,10 +60,6 @@ class GssapiMechanism(Mechanism):
     def __repr__(self) -> str:
         return f"GssapiMechanism(principal={self.principal!r}, state={self._state!r})"
 
-    @property
-    def done(self) -> bool:
-        return self._state == "done"
-
     def initial_response(self) -> bytes:
         """The first context token (an AP-REQ carrying the service ticket)."""
         if self._state != "initial":

@@ -118,10 +118,6 @@ class OAuthBearerMechanism(Mechanism):
         )
 
     @property
-    def done(self) -> bool:
-        return self._state == "done"
-
-    @property
     def failed(self) -> bool:
         """True once the broker refused the token (its status is ``server_status``)."""
         return self._state == "refused"

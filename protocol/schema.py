@@ -41,6 +41,11 @@ _MISSING = object()
 Reader: TypeAlias = Callable[[p.Buffer, int], tuple[Any, int]]
 Writer: TypeAlias = Callable[[bytearray, Any], None]
 Codec: TypeAlias = tuple[Reader, Writer]
+# A compiled message or struct version: its decoder and encoder.
+StructCodec: TypeAlias = tuple[
+    Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
+    Callable[[bytearray, dict[str, Any]], None],
+]
 
 
 # ---- version ranges -----------------------------------------------------------------------
@@ -142,13 +147,7 @@ class Message:
     versions: str | Versions
     fields: list[F]
     flexible: str | Versions | None = None
-    _compiled: dict[
-        int,
-        tuple[
-            Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-            Callable[[bytearray, dict[str, Any]], None],
-        ],
-    ] = dc_field(default_factory=dict, repr=False)
+    _compiled: dict[int, StructCodec] = dc_field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.versions = Versions.parse(self.versions)
@@ -157,12 +156,7 @@ class Message:
     def is_flexible(self, version: int) -> bool:
         return version in _parsed(self.flexible)
 
-    def _codec(
-        self, version: int
-    ) -> tuple[
-        Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-        Callable[[bytearray, dict[str, Any]], None],
-    ]:
+    def _codec(self, version: int) -> StructCodec:
         codec = self._compiled.get(version)
         if codec is None:
             if version not in _parsed(self.versions):
@@ -218,6 +212,28 @@ class Api:
         if self.key == 18:  # ApiVersions responses always use header v0 (KIP-511)
             return 0
         return 1 if self.response.is_flexible(version) else 0
+
+
+def api(
+    key: int,
+    name: str,
+    versions: str,
+    *,
+    request: list[F],
+    response: list[F],
+    flexible: str | None = None,
+) -> Api:
+    """An ``Api`` whose request and response share one version range and flexible versions,
+    as every Kafka API's do."""
+    return Api(
+        key, name, Message(versions, request, flexible), Message(versions, response, flexible)
+    )
+
+
+def topics(*partition_fields: F) -> F:
+    """The usual ``topics`` array: each topic's ``name`` and its ``partitions``, one struct of
+    ``partition_fields`` per partition."""
+    return F("topics", [F("name", "string"), F("partitions", list(partition_fields))])
 
 
 # ---- the compiler -------------------------------------------------------------------------
@@ -348,12 +364,7 @@ def _array_codec(erd: Reader, ewr: Writer, compact: bool, nullable: bool) -> Cod
     return read_array, write_array
 
 
-def _compile_struct(
-    fields: list[F], version: int, flexible: bool
-) -> tuple[
-    Callable[[p.Buffer, int], tuple[dict[str, Any], int]],
-    Callable[[bytearray, dict[str, Any]], None],
-]:
+def _compile_struct(fields: list[F], version: int, flexible: bool) -> StructCodec:
     plain: list[tuple[str, Reader, Writer, Any]] = []
     tagged: dict[int, tuple[str, Reader, Writer, Any]] = {}
     absent: list[tuple[str, Any]] = []

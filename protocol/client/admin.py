@@ -15,6 +15,7 @@ from ..authorization import request_error
 from .connection import BrokerConnection
 from ..errors import BrokerError
 from ..primitives import ZERO_UUID
+from ..schema import Api
 
 __all__ = ["AdminRequests"]
 
@@ -40,6 +41,21 @@ class AdminRequests:
         if meta.controller_id in meta.brokers:
             return self.connection(meta.controller_id)
         return self._any_connection()
+
+    def _on_controller(
+        self, api: Api, body: dict, results: str, ignored: int | None, timeout_ms: int
+    ) -> None:
+        """``api`` sent to the controller, retried; a topic of the answer's ``results`` with
+        an error (other than ``ignored``) fails it."""
+
+        def attempt():
+            for t in self._controller().request(api, body)[results]:
+                if t["error_code"] and t["error_code"] != ignored:
+                    raise request_error(
+                        t["error_code"], api.name, t.get("error_message"), topic=t["name"]
+                    )
+
+        self.retrying(api.name, attempt, timeout_ms)
 
     def create_topics(
         self,
@@ -67,19 +83,8 @@ class AdminRequests:
             "timeout_ms": timeout_ms,
             "validate_only": False,
         }
-
-        def attempt():
-            response = self._controller().request(CREATE_TOPICS, body)
-            for t in response["topics"]:
-                code = t["error_code"]
-                if code == 36 and exist_ok:  # TOPIC_ALREADY_EXISTS
-                    continue
-                if code:
-                    raise request_error(
-                        code, "CreateTopics", t.get("error_message"), topic=t["name"]
-                    )
-
-        self.retrying("CreateTopics", attempt, timeout_ms)
+        already_exists = 36 if exist_ok else None  # TOPIC_ALREADY_EXISTS
+        self._on_controller(CREATE_TOPICS, body, "topics", already_exists, timeout_ms)
         self.wait_for_topics(topics, timeout_ms)
 
     def wait_for_topics(self, topics: Iterable[str], timeout_ms: int = 30_000) -> None:
@@ -118,19 +123,8 @@ class AdminRequests:
             "topic_names": names,
             "timeout_ms": timeout_ms,
         }
-
-        def attempt():
-            response = self._controller().request(DELETE_TOPICS, body)
-            for t in response["responses"]:
-                code = t["error_code"]
-                if code == 3 and missing_ok:
-                    continue
-                if code:
-                    raise request_error(
-                        code, "DeleteTopics", t.get("error_message"), topic=t["name"]
-                    )
-
-        self.retrying("DeleteTopics", attempt, timeout_ms)
+        unknown = 3 if missing_ok else None  # UNKNOWN_TOPIC_OR_PARTITION
+        self._on_controller(DELETE_TOPICS, body, "responses", unknown, timeout_ms)
         if self._metadata is not None:
             self._metadata = self._metadata.without(names)
 

@@ -115,6 +115,23 @@ def _check(code: int, request: str, token_id: str | None = None) -> None:
     raise BrokerError.for_code(code, f"{request}{about}: {hint}" if hint else request + about)
 
 
+def _ask(client, api, body: dict, token_id: str | None = None) -> dict:
+    """The answer of any broker to ``api`` (it forwards to the controller), under the
+    client's retry policy; a token error raises."""
+
+    def attempt() -> dict:
+        answer = client._any_connection().request(api, body)
+        _check(answer["error_code"], api.name, token_id)
+        return answer
+
+    return client.retrying(api.name, attempt)
+
+
+def _principal(name: str) -> dict:
+    """``"User:name"`` as the protocol's principal struct."""
+    return dict(zip(("principal_type", "principal_name"), name.split(":", 1)))
+
+
 def _token(answer: dict, owner_type: str = "principal_type") -> DelegationToken:
     return DelegationToken(
         token_id=answer["token_id"],
@@ -134,31 +151,17 @@ def create_token(
     body = {
         "owner_principal_type": None,
         "owner_principal_name": None,
-        "renewers": [
-            dict(zip(("principal_type", "principal_name"), r.split(":", 1))) for r in renewers
-        ],
+        "renewers": [_principal(r) for r in renewers],
         "max_lifetime_ms": max_lifetime_ms,
     }
-
-    def attempt() -> DelegationToken:
-        answer = client._any_connection().request(CREATE_DELEGATION_TOKEN, body)
-        _check(answer["error_code"], "CreateDelegationToken")
-        return _token(answer)
-
-    token = client.retrying("CreateDelegationToken", attempt)
+    token = _token(_ask(client, CREATE_DELEGATION_TOKEN, body))
     log.info("created delegation token %s for %s", token.token_id, token.owner)
     return token
 
 
 def _extend(client, api, token: DelegationToken, period_field: str, period_ms: int) -> int:
     body = {"hmac": token.hmac_bytes, period_field: period_ms}
-
-    def attempt() -> int:
-        answer = client._any_connection().request(api, body)
-        _check(answer["error_code"], api.name, token.token_id)
-        return answer["expiry_timestamp_ms"]
-
-    return client.retrying(api.name, attempt)
+    return _ask(client, api, body, token.token_id)["expiry_timestamp_ms"]
 
 
 def renew_token(client, token: DelegationToken, renew_period_ms: int = -1) -> int:
@@ -175,18 +178,8 @@ def expire_token(client, token: DelegationToken, expiry_time_period_ms: int = -1
 
 def describe_tokens(client, owners: Iterable[str] | None = None) -> list[DelegationToken]:
     """The tokens the signed-in principal may see (of ``owners``, ``"User:name"``, if given)."""
-    body = {
-        "owners": None
-        if owners is None
-        else [dict(zip(("principal_type", "principal_name"), o.split(":", 1))) for o in owners]
-    }
-
-    def attempt() -> list[DelegationToken]:
-        answer = client._any_connection().request(DESCRIBE_DELEGATION_TOKEN, body)
-        _check(answer["error_code"], "DescribeDelegationToken")
-        return [_token(t) for t in answer["tokens"]]
-
-    return client.retrying("DescribeDelegationToken", attempt)
+    body = {"owners": None if owners is None else [_principal(o) for o in owners]}
+    return [_token(t) for t in _ask(client, DESCRIBE_DELEGATION_TOKEN, body)["tokens"]]
 
 
 def wait_known(client, token: DelegationToken) -> None:

@@ -238,14 +238,6 @@ class ClientPool:
         with self._lock:
             return self._out
 
-    def evict_idle(self) -> int:
-        """Close the clients idle longer than their bound now; returns how many."""
-        with self._lock:
-            gone = self._evict_expired_locked(self._clock())
-        for c in gone:
-            self._close(c)
-        return len(gone)
-
     def _evict_expired_locked(self, now: float) -> list:
         gone = []
         for key in list(self._idle):

@@ -138,6 +138,12 @@ class BatchHeader(NamedTuple):
     def next_offset(self) -> int:
         return self.base_offset + self.last_offset_delta + 1
 
+    def corrupt(self, message: str, topic: str | None, partition: int | None) -> CorruptRecordError:
+        """The error for this batch's bad data, at its base offset."""
+        return CorruptRecordError(
+            message, topic=topic, partition=partition, offset=self.base_offset
+        )
+
     @property
     def size(self) -> int:
         return LOG_OVERHEAD + self.batch_length
@@ -325,7 +331,7 @@ def check_header(h: BatchHeader, *, topic: str | None = None, partition: int | N
     """The header checks every decoder applies before touching the records."""
 
     def bad(msg: str) -> CorruptRecordError:
-        return CorruptRecordError(msg, topic=topic, partition=partition, offset=h.base_offset)
+        return h.corrupt(msg, topic, partition)
 
     if h.magic != MAGIC_V2:
         raise bad(f"record batch has magic {h.magic}, expected {MAGIC_V2}")
@@ -358,11 +364,10 @@ def records_section(
     if verify_crc:
         actual = crc32c(view[ATTRIBUTES_OFFSET:])
         if actual != h.crc:
-            raise CorruptRecordError(
+            raise h.corrupt(
                 f"record batch CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
-                topic=topic,
-                partition=partition,
-                offset=h.base_offset,
+                topic,
+                partition,
             )
     data: Buffer = view[RECORDS_OFFSET:]
     if h.compression:
@@ -375,18 +380,12 @@ def records_section(
             offset=h.base_offset,
         )
     elif len(data) > max_decompressed:
-        raise CorruptRecordError(
-            f"record batch of {len(data)} bytes exceeds max_decompressed",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
+        raise h.corrupt(
+            f"record batch of {len(data)} bytes exceeds max_decompressed", topic, partition
         )
     if h.record_count > len(data) // MIN_RECORD_SIZE:
-        raise CorruptRecordError(
-            f"record batch claims {h.record_count} records in {len(data)} bytes",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
+        raise h.corrupt(
+            f"record batch claims {h.record_count} records in {len(data)} bytes", topic, partition
         )
     return data
 

@@ -398,10 +398,5 @@ def _is_abort_marker(
     records = _reference.parse_records(data, h, topic=topic, partition=partition)
     ctype = _batch.control_type(records[0].key)
     if ctype is None:
-        raise CorruptRecordError(
-            "control record key is shorter than 4 bytes",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
-        )
+        raise h.corrupt("control record key is shorter than 4 bytes", topic, partition)
     return ctype == _batch.ABORT

@@ -26,10 +26,8 @@ from .row_source import (
     FlatHeaders,
     RowSource,
     byte_lengths,
-    record_body_sizes,
     timestamps_array,
 )
-from .vectorized import varint_sizes, zigzag_encode
 
 _UINT32 = struct.Struct(">I")
 
@@ -37,26 +35,10 @@ _UINT32 = struct.Struct(">I")
 # ---- encode --------------------------------------------------------------------------------
 
 
-def encode_batch(
-    keys,
-    values,
-    *,
-    headers=None,
-    timestamps_ms=None,
-    base_offset: int = 0,
-    partition_leader_epoch: int = -1,
-    producer_id: int = -1,
-    producer_epoch: int = -1,
-    base_sequence: int = -1,
-    transactional: bool = False,
-    compression="none",
-    compression_level: int | None = None,
-    compression_fallback: bool = True,
-    topic: str | None = None,
-    partition: int | None = None,
-) -> bytes:
-    """Encode the rows of ``values`` (with ``keys``, ``headers``, ``timestamps_ms``) as the
-    bytes of one v2 record batch, offsets ``base_offset``.. in row order.
+def encode_batch(keys, values, *, headers=None, **settings) -> bytes:
+    """Encode the rows of ``values`` (with ``keys``, ``headers``) as the bytes of one v2
+    record batch, offsets ``base_offset``.. in row order; ``settings`` are ``encode_rows``'s
+    keywords (``timestamps_ms``, ``base_offset``, the producer fields, ``compression``...).
 
     ``keys``/``values``: binary or string arrays (nulls allowed; ``keys`` None means all
     null). ``headers``: a ``list<struct<key: string, value: binary>>`` array (Spark's
@@ -65,23 +47,7 @@ def encode_batch(
     now. With ``compression_fallback`` a batch that compresses to more bytes than it had is
     written uncompressed (the codec is per batch, consumers read both).
     """
-    return bytes(
-        encode_rows(
-            [(RowSource(keys, values, headers), None)],
-            timestamps_ms=timestamps_ms,
-            base_offset=base_offset,
-            partition_leader_epoch=partition_leader_epoch,
-            producer_id=producer_id,
-            producer_epoch=producer_epoch,
-            base_sequence=base_sequence,
-            transactional=transactional,
-            compression=compression,
-            compression_level=compression_level,
-            compression_fallback=compression_fallback,
-            topic=topic,
-            partition=partition,
-        )
-    )
+    return bytes(encode_rows([(RowSource(keys, values, headers), None)], **settings))
 
 
 def encode_rows(
@@ -203,32 +169,7 @@ def _pure_section(parts, ts_delta):
     value_len = byte_lengths(values)
     if hdr is None:
         return _layout_plain(n, keys, values, ts_delta, key_len, value_len)
-    offset_delta = np.arange(n, dtype=np.int64)
-    body, s_t, s_o, s_k, s_v, s_h = record_body_sizes(
-        key_len, value_len, ts_delta, offset_delta, hdr
-    )
-    if int(body.max()) >= 1 << 31:
-        raise ConfigError("a record is larger than 2 GiB")
-    s_len = varint_sizes(zigzag_encode(body))
-    head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
-    return _layout_with_headers(
-        n,
-        keys,
-        values,
-        hdr,
-        head,
-        s_v,
-        s_h,
-        s_len,
-        s_t,
-        s_o,
-        s_k,
-        body,
-        ts_delta,
-        offset_delta,
-        key_len,
-        value_len,
-    )
+    return _layout_with_headers(n, keys, values, hdr, ts_delta, key_len, value_len)
 
 
 def _concat_optional(arrays: list, counts: list[int]) -> pa.Array | None:

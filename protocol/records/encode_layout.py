@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError
+from .row_source import record_body_sizes
 from .vectorized import (
     VARINT_HIGH_BYTE,
     VARINT_LOW_BYTE,
@@ -144,27 +145,18 @@ def _write_small(small, where, u, u_max, sizes, u_len, s_len):
             write_varints(small, where[j + 1], u[j], sizes[j])
 
 
-def layout_with_headers(
-    n,
-    keys,
-    values,
-    hdr,
-    head,
-    s_v,
-    s_h,
-    s_len,
-    s_t,
-    s_o,
-    s_k,
-    body,
-    ts_delta,
-    offset_delta,
-    key_len,
-    value_len,
-):
+def layout_with_headers(n, keys, values, hdr, ts_delta, key_len, value_len):
     """Records with headers. Small segments per record: head | vlen | hcount, then per
     header: hkey length | hvalue length. Wire order per record: head key vlen value hcount
     (hklen hkey hvlen hvalue)*."""
+    offset_delta = np.arange(n, dtype=np.int64)
+    body, s_t, s_o, s_k, s_v, s_h = record_body_sizes(
+        key_len, value_len, ts_delta, offset_delta, hdr
+    )
+    if int(body.max()) >= 1 << 31:
+        raise ConfigError("a record is larger than 2 GiB")
+    s_len = varint_sizes(zigzag_encode(body))
+    head = s_len + 1 + s_t + s_o + s_k  # length, attributes, ts delta, offset delta, key len
     count = hdr.count
     total = hdr.total
     segs = 3 + 2 * count

@@ -86,6 +86,18 @@ def _timestamp_fields(magic: int, attributes: int, timestamp: int) -> tuple[int,
     return timestamp, LOG_APPEND_TIME if attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
 
+def _record(offset: int, ts: int, key: Buffer | None, value: Buffer | None, ts_type: int) -> Record:
+    """A ``Record`` of a legacy message (which has no headers), its key and value copied."""
+    return Record(
+        offset,
+        ts,
+        None if key is None else bytes(key),
+        None if value is None else bytes(value),
+        (),
+        ts_type,
+    )
+
+
 def decode_entry(
     buf: Buffer,
     pos: int,
@@ -103,16 +115,7 @@ def decode_entry(
     codec = attributes & CODEC_MASK
     if not codec:
         ts, ts_type = _timestamp_fields(magic, attributes, timestamp)
-        return [
-            Record(
-                offset,
-                ts,
-                None if key is None else bytes(key),
-                None if value is None else bytes(value),
-                (),
-                ts_type,
-            )
-        ], offset
+        return [_record(offset, ts, key, value, ts_type)], offset
 
     def bad(msg: str) -> CorruptRecordError:
         return CorruptRecordError(msg, topic=topic, partition=partition, offset=offset)
@@ -154,16 +157,7 @@ def decode_entry(
             ts, ts_type = timestamp, LOG_APPEND_TIME
         else:
             ts, ts_type = _timestamp_fields(i_magic, i_attrs, i_ts)
-        out.append(
-            Record(
-                absolute,
-                ts,
-                None if i_key is None else bytes(i_key),
-                None if i_value is None else bytes(i_value),
-                (),
-                ts_type,
-            )
-        )
+        out.append(_record(absolute, ts, i_key, i_value, ts_type))
     return out, offset
 
 

@@ -37,15 +37,12 @@ def parse_records(
     except ProtocolError as e:
         if isinstance(e, CorruptRecordError):
             raise
-        raise CorruptRecordError(
-            f"malformed record: {e}", topic=topic, partition=partition, offset=h.base_offset
-        ) from None
+        raise h.corrupt(f"malformed record: {e}", topic, partition) from None
     if pos != end:
-        raise CorruptRecordError(
+        raise h.corrupt(
             f"record batch has {end - pos} bytes after its {h.record_count} records",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
+            topic,
+            partition,
         )
     return out
 
@@ -62,23 +59,19 @@ def _parse_record(
     start_pos = pos
     length, pos = read_varint(data, pos)
     if length < MIN_RECORD_SIZE - 1 or pos + length > len(data):
-        raise CorruptRecordError(
-            f"record length {length} at byte {start_pos} does not fit the batch",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
+        raise h.corrupt(
+            f"record length {length} at byte {start_pos} does not fit the batch", topic, partition
         )
     rec_end = pos + length
     pos += 1  # attributes: unused
     ts_delta, pos = read_varlong(data, pos)
     offset_delta, pos = read_varint(data, pos)
     if not prev_delta < offset_delta <= h.last_offset_delta:
-        raise CorruptRecordError(
+        raise h.corrupt(
             f"record offset delta {offset_delta} out of order or beyond the last "
             f"offset delta {h.last_offset_delta}",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
+            topic,
+            partition,
         )
     offset = h.base_offset + offset_delta
 
@@ -138,12 +131,7 @@ def decode_batch(
     h = parse_header(buf, pos)
     check_header(h, topic=topic, partition=partition)
     if pos + h.size > len(buf):
-        raise CorruptRecordError(
-            f"record batch of {h.size} bytes is truncated",
-            topic=topic,
-            partition=partition,
-            offset=h.base_offset,
-        )
+        raise h.corrupt(f"record batch of {h.size} bytes is truncated", topic, partition)
     data = records_section(
         buf,
         pos,

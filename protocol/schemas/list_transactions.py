@@ -5,49 +5,43 @@ that wants every open transaction of a cluster asks every broker. v1 adds a mini
 duration, v2 (KIP-1152) a regular expression the ids must match.
 """
 
-from ..schema import Api, F, Message
+from ..schema import F, api
 
-LIST_TRANSACTIONS = Api(
+LIST_TRANSACTIONS = api(
     66,
     "ListTransactions",
-    request=Message(
-        "0-2",
-        flexible="0+",
-        fields=[
-            F("state_filters", "[string]", about="e.g. Ongoing; empty: every state"),
-            F("producer_id_filters", "[int64]", about="empty: every producer id"),
-            F(
-                "duration_filter",
-                "int64",
-                "1+",
-                default=-1,
-                about="only transactions running longer than this (ms); -1: all",
-            ),
-            F(
-                "transactional_id_pattern",
-                "string",
-                "2+",
-                nullable="2+",
-                default=None,
-                about="a Java regular expression the ids must match; null or empty: all",
-            ),
-        ],
-    ),
-    response=Message(
-        "0-2",
-        flexible="0+",
-        fields=[
-            F("throttle_time_ms", "int32"),
-            F("error_code", "int16"),
-            F("unknown_state_filters", "[string]"),
-            F(
-                "transaction_states",
-                [
-                    F("transactional_id", "string"),
-                    F("producer_id", "int64"),
-                    F("transaction_state", "string"),
-                ],
-            ),
-        ],
-    ),
+    "0-2",
+    flexible="0+",
+    request=[
+        F("state_filters", "[string]", about="e.g. Ongoing; empty: every state"),
+        F("producer_id_filters", "[int64]", about="empty: every producer id"),
+        F(
+            "duration_filter",
+            "int64",
+            "1+",
+            default=-1,
+            about="only transactions running longer than this (ms); -1: all",
+        ),
+        F(
+            "transactional_id_pattern",
+            "string",
+            "2+",
+            nullable="2+",
+            default=None,
+            about="a Java regular expression the ids must match; null or empty: all",
+        ),
+    ],
+    response=[
+        F("throttle_time_ms", "int32"),
+        F("error_code", "int16"),
+        F("unknown_state_filters", "[string]"),
+        F(
+            "transaction_states",
+            [
+                F("transactional_id", "string"),
+                F("producer_id", "int64"),
+                F("transaction_state", "string"),
+            ],
+        ),
+    ],
 )

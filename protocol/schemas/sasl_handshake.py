@@ -1,21 +1,16 @@
 """SaslHandshake (key 17): choose a SASL mechanism."""
 
-from ..schema import Api, F, Message
+from ..schema import F, api
 
-SASL_HANDSHAKE = Api(
+SASL_HANDSHAKE = api(
     17,
     "SaslHandshake",
-    request=Message(
-        "0-1",
-        fields=[
-            F("mechanism", "string"),
-        ],
-    ),
-    response=Message(
-        "0-1",
-        fields=[
-            F("error_code", "int16"),
-            F("mechanisms", "[string]"),
-        ],
-    ),
+    "0-1",
+    request=[
+        F("mechanism", "string"),
+    ],
+    response=[
+        F("error_code", "int16"),
+        F("mechanisms", "[string]"),
+    ],
 )
