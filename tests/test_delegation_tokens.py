@@ -229,9 +229,9 @@ def test_a_keeper_in_another_process_reuses_the_owners_live_token(monkeypatch):
     assert other.current().token_id == "tok-4" and calls == ["describe", "create"]
 
 
-def test_a_token_handed_out_is_renewed_in_the_background_until_its_maximum(monkeypatch):
-    """A micro-batch's tasks hold their token while the driver calls nothing: the keeper
-    renews it when due on its own, and stops once no renewal extends it."""
+def _keeper_renewing_later(monkeypatch):
+    """``(calls, now, later, keeper)``: a keeper on ``_fake_broker`` whose background
+    renewals are queued in ``later`` as ``(delay_s, action)`` for the test to run."""
     calls: list[str] = []
     now = [0.0]
     _fake_broker(monkeypatch, now, calls)
@@ -241,6 +241,13 @@ def test_a_token_handed_out_is_renewed_in_the_background_until_its_maximum(monke
         clock=lambda: now[0],
         schedule=lambda delay, action: later.append((delay, action)),
     )
+    return calls, now, later, keeper
+
+
+def test_a_token_handed_out_is_renewed_in_the_background_until_its_maximum(monkeypatch):
+    """A micro-batch's tasks hold their token while the driver calls nothing: the keeper
+    renews it when due on its own, and stops once no renewal extends it."""
+    calls, now, later, keeper = _keeper_renewing_later(monkeypatch)
     token = keeper.current()
     keeper.current()
     assert calls == ["create"] and [d for d, _ in later] == [7.5]  # one schedule per token
@@ -260,15 +267,7 @@ def test_a_background_renewal_the_cluster_fails_tries_again_while_the_token_live
     from protocol.errors import BrokerError, KafkaConnectionError
     from protocol.retry import RELOGIN_RETRY_S
 
-    calls: list[str] = []
-    now = [0.0]
-    _fake_broker(monkeypatch, now, calls)
-    later: list[tuple[float, object]] = []
-    keeper = TokenKeeper(
-        lambda: _Client(calls),
-        clock=lambda: now[0],
-        schedule=lambda delay, action: later.append((delay, action)),
-    )
+    calls, now, later, keeper = _keeper_renewing_later(monkeypatch)
     token = keeper.current()
     failures = [KafkaConnectionError("broker 1: connection lost")]
 
