@@ -45,16 +45,37 @@ def encode_request_header(
         out.append(0)  # no tagged fields
 
 
+class _Frame(bytearray):
+    """A request being encoded that keeps its large records sections aside
+    (``primitives.write_records``): ``aside`` lists (position, section)."""
+
+    aside: list[tuple[int, p.Buffer]]
+
+
+#: A frame to send: its bytes, or its pieces in order (a Produce request's records
+#: sections sent from where they are, not copied into the frame).
+Frame = bytearray | tuple[p.Buffer, ...]
+
+
 def encode_request(
     api: Api, version: int, correlation_id: int, client_id: str | None, body: dict[str, Any]
-) -> bytearray:
-    """A whole frame: int32 size, header, body (the bytearray it was built in: a Produce
-    frame holds megabytes of records, which are not copied once more)."""
-    out = bytearray(b"\0\0\0\0")
+) -> Frame:
+    """A whole frame: int32 size, header, body; a Produce request's records sections of at
+    least ``primitives.RECORDS_ASIDE_MIN`` bytes are pieces of their own, not copied."""
+    out = _Frame(b"\0\0\0\0")
+    out.aside = []
     encode_request_header(out, api, version, correlation_id, client_id)
     api.request.encode(version, body, out)
-    _SIZE.pack_into(out, 0, len(out) - 4)
-    return out
+    _SIZE.pack_into(out, 0, len(out) - 4 + sum(len(s) for _, s in out.aside))
+    if not out.aside:
+        return out
+    view, at = memoryview(out), 0
+    pieces: list[p.Buffer] = []
+    for pos, section in out.aside:
+        pieces += (view[at:pos], section)
+        at = pos
+    pieces.append(view[at:])
+    return tuple(pieces)
 
 
 def encode_request_around(
@@ -221,13 +242,14 @@ class ClientFraming:
         body: dict[str, Any] | bytes,
         expect_response: bool = True,
         raw_answer: bool = False,
-    ) -> tuple[int, bytearray]:
+    ) -> tuple[int, Frame]:
         """The frame of a request and its correlation id. ``body``: its fields, or its
         bytes already encoded for ``version`` (a caller that sends the same request often
         keeps them: ``encode_body``). With ``raw_answer`` the answer's body comes back as
         bytes, for the caller to decode (``decode_response_body``) or not."""
         correlation_id = self._next_id
         self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        frame: Frame
         if isinstance(body, (bytes, bytearray)):
             frame = encode_request_around(api, version, correlation_id, self.client_id, body)
         else:

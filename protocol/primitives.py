@@ -250,6 +250,29 @@ def write_compact_bytes(out: bytearray, value: Buffer | None) -> None:
     out += value
 
 
+#: A records section at least this long is kept aside by a frame that keeps sections aside
+#: (``framing.encode_request``) and sent from where it is, not copied into the frame.
+RECORDS_ASIDE_MIN = 64 * 1024
+
+
+def write_records(out: bytearray, value: Buffer | None, compact: bool = False) -> None:
+    """A records section (nullable bytes); its length prefix only, with the section noted in
+    ``out.aside`` (position, section), when ``out`` keeps large sections aside."""
+    aside = getattr(out, "aside", None)
+    if aside is None or value is None or len(value) < RECORDS_ASIDE_MIN:
+        (write_compact_bytes if compact else write_bytes)(out, value)
+        return
+    if compact:
+        write_unsigned_varint(out, len(value) + 1)
+    else:
+        out += _INT32.pack(len(value))
+    aside.append((len(out), value))
+
+
+def write_compact_records(out: bytearray, value: Buffer | None) -> None:
+    write_records(out, value, compact=True)
+
+
 # ---- array counts -------------------------------------------------------------------------
 
 

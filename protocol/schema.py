@@ -277,6 +277,8 @@ def _primitive_codec(t: str, compact: bool, nullable: bool) -> Codec:
     if t in ("bytes", "records"):
         rd = p.read_compact_bytes if compact else p.read_bytes
         wr = p.write_compact_bytes if compact else p.write_bytes
+        if t == "records":  # a large section may stay aside in a frame (p.write_records)
+            wr = p.write_compact_records if compact else p.write_records
         copy = t == "bytes"
         nullable = nullable or t == "records"
 

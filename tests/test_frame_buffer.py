@@ -187,3 +187,34 @@ def test_a_body_encoded_once_is_framed_as_a_fresh_encoding_would_be():
     for cid, frame in frames:
         assert bytes(frame) == bytes(encode_request(LIST_OFFSETS, 7, cid, "pyspark-pykafka", body))
     assert [cid for cid, _ in frames] == [0, 1, 2]
+
+
+@pytest.mark.parametrize("version", [3, 8, 9, 11])  # classic and compact records
+def test_a_produce_frame_sends_its_large_records_sections_from_where_they_are(version):
+    """A records section of at least RECORDS_ASIDE_MIN bytes is a piece of the frame of its
+    own (the same object, not a copy); the pieces joined are the frame encoded whole."""
+    from protocol.framing import ClientFraming, encode_request_header
+    from protocol.primitives import RECORDS_ASIDE_MIN
+    from protocol.schemas import PRODUCE
+
+    large, small = bytes(range(256)) * (RECORDS_ASIDE_MIN // 256), b"x" * 100
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 30_000,
+        "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": large}]},
+            {"name": "u", "partition_data": [{"index": 1, "records": small}]},
+            {"name": "v", "partition_data": [{"index": 2, "records": large + b"y"}]},
+        ],
+    }
+    cid, frame = ClientFraming(client_id="c").request(PRODUCE, version, body)
+    assert isinstance(frame, tuple) and any(piece is large for piece in frame)
+    whole = bytearray()
+    encode_request_header(whole, PRODUCE, version, cid, "c")
+    PRODUCE.request.encode(version, body, whole)
+    assert b"".join(frame) == struct.pack(">i", len(whole)) + whole
+    # without a large section the frame is one buffer, as before
+    body["topic_data"] = body["topic_data"][1:2]
+    _, frame = ClientFraming(client_id="c").request(PRODUCE, version, body)
+    assert isinstance(frame, bytearray)

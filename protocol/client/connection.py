@@ -359,7 +359,8 @@ class BrokerConnection(SaslSignIn):
             api, version, body, expect_response, raw_answer
         )
         try:
-            sock.sendall(frame)
+            for piece in (frame,) if isinstance(frame, bytearray) else frame:
+                sock.sendall(piece)
         except TimeoutError as e:
             self.close()
             raise KafkaTimeoutError(
