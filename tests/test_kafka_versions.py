@@ -51,10 +51,10 @@ from .helpers.kafka_versions import KAFKA, KAFKA4, SENDS, _problems
 PICKS = {
     "kafka_sink/producer_ids.py": 1,
     "kafka_sink/sending.py": 1,
-    "protocol/client/admin.py": 2,
+    "protocol/client/admin.py": 1,
     "protocol/client/cluster.py": 2,
     "protocol/client/connection.py": 1,
-    "protocol/client/delegation_tokens.py": 3,
+    "protocol/client/delegation_tokens.py": 1,
     "protocol/client/group_offsets.py": 3,
     "protocol/client/record_requests.py": 1,
     "protocol/client/sasl_signin.py": 2,
