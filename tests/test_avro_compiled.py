@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from kafka_common.avro import Decoder, parse_schema
 from kafka_common.avro.compiled import decode as decode_compiled
 from protocol.records import accel
-from protocol.records.vectorized import encode_varints
+from tests.helpers.record_builders import encode_varints
 
 pytestmark = pytest.mark.skipif(not accel.available(), reason="the C extensions are not built")
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kafka_common.avro import Decoder, parse_schema
 from kafka_common.avro.skipping import ZERO_WIDTH_ITEMS_LIMIT
-from protocol.records.vectorized import encode_varints
+from tests.helpers.record_builders import encode_varints
 from tests.helpers.avro_strategies import datum, schemas
 
 
@@ -175,7 +175,7 @@ def _cursor(blob: bytes):
 @pytest.mark.parametrize("scale", [100, 2**13, 2**20, 2**40, 2**62])
 def test_varint_kernel_agrees_with_the_project_decoder(scale):
     from kafka_common.avro.kernels import Cursor, read_varint
-    from protocol.records.vectorized import PAD, decode_varints, encode_varints
+    from protocol.records.vectorized import PAD, decode_varints
 
     rng = np.random.default_rng(scale)
     v = np.concatenate(

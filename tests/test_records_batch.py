@@ -16,6 +16,7 @@ from protocol.records import batch as B
 from protocol.records import checksum
 from protocol.records import reference_decode as R
 from .helpers.golden_batches import GOLDEN_V2, TS
+from .helpers.record_builders import build_control_batch
 
 
 GOLDEN_RECORDS = [
@@ -67,9 +68,9 @@ def test_crc32c_known_vector():
 def test_decode_golden():
     h, records = R.decode_batch(GOLDEN_V2)
     assert h.base_offset == 16 and h.batch_length == 72 and h.record_count == 2
-    assert h.last_offset == 17 and h.next_offset == 18 and h.size == len(GOLDEN_V2)
+    assert h.last_offset_delta == 1 and h.size == len(GOLDEN_V2)
     assert h.compression == 0 and h.timestamp_type == B.CREATE_TIME
-    assert not h.is_transactional and not h.is_control and not h.has_producer_id
+    assert h.attributes == 0 and h.producer_id == -1
     assert records == GOLDEN_RECORDS
 
 
@@ -90,8 +91,7 @@ def test_attribute_bits():
     )
     h = B.parse_header(raw)
     assert h.attributes == 0x01 | 0x08 | 0x10 | 0x20 | 0x40
-    assert h.compression == 1 and h.timestamp_type == 1 and h.is_transactional
-    assert h.is_control and h.has_delete_horizon and h.has_producer_id
+    assert h.compression == 1 and h.timestamp_type == 1 and h.producer_id == 7
 
 
 def test_log_append_time_uses_max_timestamp():
@@ -106,9 +106,9 @@ def test_log_append_time_uses_max_timestamp():
 
 
 def test_control_record_helpers():
-    raw = B.build_control_batch(B.ABORT, offset=5, producer_id=9, coordinator_epoch=3)
+    raw = build_control_batch(B.ABORT, offset=5, producer_id=9, coordinator_epoch=3)
     h, recs = R.decode_batch(raw)
-    assert h.is_control and h.is_transactional and h.producer_id == 9
+    assert h.attributes == B.CONTROL_MASK | B.TRANSACTIONAL_MASK and h.producer_id == 9
     assert B.control_type(recs[0].key) == B.ABORT
     assert recs[0].value == struct.pack(">hi", 0, 3)
     assert B.control_type(b"\x00") is None
@@ -121,6 +121,13 @@ def test_iter_batches_stops_at_truncation():
         (len(GOLDEN_V2), 18, 2),
     ]
     assert len(list(B.iter_batches(two[:-1]))) == 1
+
+
+@pytest.mark.parametrize("tail", [b"", b"\x02"])  # the length's bytes there or cut short
+def test_iter_batches_rejects_a_length_below_the_magic_byte(tail):
+    raw = GOLDEN_V2 + struct.pack(">qi", 18, 3) + tail
+    with pytest.raises(CorruptRecordError, match="length 3 is too small.*'t', partition 2"):
+        list(B.iter_batches(raw, "t", 2))
 
 
 @pytest.mark.parametrize(
@@ -220,4 +227,4 @@ def test_reference_round_trip(rows, base_offset, codec):
     raw = B.build_batch(records, compression=codec)
     h, decoded = R.decode_batch(raw)
     assert decoded == records
-    assert h.last_offset == records[-1].offset
+    assert h.base_offset + h.last_offset_delta == records[-1].offset

@@ -20,6 +20,7 @@ from protocol.records import decode_records, spark_schema
 from .helpers.golden_batches import GOLDEN_V2, TS
 from .helpers.decoder_paths import decoder_path  # noqa: F401 (autouse: both decoders)
 from .helpers.golden_legacy import GOLDEN_V0, GOLDEN_V1, wrapper
+from .helpers.record_builders import build_control_batch
 
 TOPIC, PART = "events", 3
 
@@ -258,7 +259,7 @@ def txn_batch(offsets, pid, **kw):
 
 
 def marker(kind, offset, pid):
-    return B.build_control_batch(kind, offset=offset, producer_id=pid)
+    return build_control_batch(kind, offset=offset, producer_id=pid)
 
 
 def test_read_committed_drops_aborted_transactions():
@@ -369,7 +370,7 @@ def test_verify_crc_false_skips_only_the_crc():
     v2[B.CRC_OFFSET : B.CRC_OFFSET + 4] = b"\x00\x00\x00\x00"
     legacy = bytearray(GOLDEN_V0)
     legacy[12:16] = b"\x00\x00\x00\x00"
-    marker = bytearray(B.build_control_batch(B.ABORT, offset=18, producer_id=1))
+    marker = bytearray(build_control_batch(B.ABORT, offset=18, producer_id=1))
     marker[B.CRC_OFFSET] ^= 0xFF
     data = bytes(legacy) + bytes(v2) + bytes(marker)
     for kw in ({}, {"read_committed": True}):

@@ -177,7 +177,7 @@ def test_transactional_flag_and_batch_fields():
         timestamps_ms=123,
     )
     h = B.parse_header(raw)
-    assert h.is_transactional and not h.is_control and h.partition_leader_epoch == 4
+    assert h.attributes == B.TRANSACTIONAL_MASK and h.partition_leader_epoch == 4
     assert h.base_timestamp == h.max_timestamp == 123 and h.magic == 2
 
 

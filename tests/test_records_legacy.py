@@ -28,15 +28,8 @@ def rows(batch):
 def test_golden_v1_and_v0():
     assert message(7, None, b"abc", magic=1, timestamp=TS) == GOLDEN_V1
     assert message(8, b"k", b"hi", magic=0) == GOLDEN_V0
-    recs, nxt = L.decode_message_set(GOLDEN_V1 + GOLDEN_V0)
-    assert recs == [
-        Record(7, TS, None, b"abc", (), CREATE_TIME),
-        Record(8, -1, b"k", b"hi", (), NO_TIMESTAMP_TYPE),
-    ]
-    assert nxt == 9
-
-
-def test_golden_through_decode_records():
+    assert L.decode_entry(GOLDEN_V1, 0) == ([Record(7, TS, None, b"abc", (), CREATE_TIME)], 7)
+    assert L.decode_entry(GOLDEN_V0, 0) == ([Record(8, -1, b"k", b"hi", (), NO_TIMESTAMP_TYPE)], 8)
     batch, nxt = decode_records(GOLDEN_V1 + GOLDEN_V0, topic="old", partition=0, start_offset=0)
     out = batch.to_pylist()
     assert [(r["offset"], r["key"], r["value"], r["timestampType"]) for r in out] == [
@@ -124,16 +117,19 @@ def test_length_fields_are_checked(pos, value, match):
     struct.pack_into(">i", raw, pos, value)
     struct.pack_into(">I", raw, 12, zlib.crc32(bytes(raw[16:])))
     with pytest.raises(CorruptRecordError, match=match):
-        L.decode_message_set(bytes(raw[: 12 + max(13, struct.unpack_from(">i", raw, 8)[0])]))
+        decode_records(
+            bytes(raw[: 12 + max(13, struct.unpack_from(">i", raw, 8)[0])]),
+            topic="t",
+            partition=0,
+            start_offset=0,
+        )
 
 
 def test_truncated_trailing_message_is_ignored():
     data = GOLDEN_V1 + GOLDEN_V0
     for cut in range(len(GOLDEN_V1), len(data)):
-        recs, nxt = L.decode_message_set(data[:cut])
-        assert [r.offset for r in recs] == [7] and nxt == 8
-        batch, nxt2 = decode_records(data[:cut], topic="t", partition=0, start_offset=0)
-        assert batch.column("offset").to_pylist() == [7] and nxt2 == 8
+        batch, nxt = decode_records(data[:cut], topic="t", partition=0, start_offset=0)
+        assert batch.column("offset").to_pylist() == [7] and nxt == 8
 
 
 message_st = st.tuples(

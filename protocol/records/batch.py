@@ -114,30 +114,6 @@ class BatchHeader(NamedTuple):
     def timestamp_type(self) -> int:
         return LOG_APPEND_TIME if self.attributes & TIMESTAMP_TYPE_MASK else CREATE_TIME
 
-    @property
-    def is_transactional(self) -> bool:
-        return bool(self.attributes & TRANSACTIONAL_MASK)
-
-    @property
-    def is_control(self) -> bool:
-        return bool(self.attributes & CONTROL_MASK)
-
-    @property
-    def has_delete_horizon(self) -> bool:
-        return bool(self.attributes & DELETE_HORIZON_MASK)
-
-    @property
-    def has_producer_id(self) -> bool:
-        return self.producer_id >= 0
-
-    @property
-    def last_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.last_offset_delta + 1
-
     def corrupt(self, message: str, topic: str | None, partition: int | None) -> CorruptRecordError:
         """The error for this batch's bad data, at its base offset."""
         return CorruptRecordError(
@@ -170,16 +146,6 @@ class Record(NamedTuple):
 
 ABORT = 0
 COMMIT = 1
-
-
-def control_record_key(control_type: int, version: int = 0) -> bytes:
-    """The key of a control record: version int16, type int16 (0 abort, 1 commit)."""
-    return struct.pack(">hh", version, control_type)
-
-
-def control_record_value(coordinator_epoch: int = 0, version: int = 0) -> bytes:
-    """The value of a transaction marker: version int16, coordinator epoch int32."""
-    return struct.pack(">hi", version, coordinator_epoch)
 
 
 def control_type(key: bytes | None) -> int | None:
@@ -301,32 +267,6 @@ def build_batch(
     return bytes(out)
 
 
-def build_control_batch(
-    control_type_: int,
-    *,
-    offset: int,
-    producer_id: int,
-    producer_epoch: int = 0,
-    timestamp: int = 0,
-    coordinator_epoch: int = 0,
-) -> bytes:
-    """A transaction marker batch as a broker writes it (one control record)."""
-    rec = Record(
-        offset,
-        timestamp,
-        control_record_key(control_type_),
-        control_record_value(coordinator_epoch),
-    )
-    return build_batch(
-        [rec],
-        transactional=True,
-        control=True,
-        producer_id=producer_id,
-        producer_epoch=producer_epoch,
-        base_sequence=-1,
-    )
-
-
 def check_header(h: BatchHeader, *, topic: str | None = None, partition: int | None = None) -> None:
     """The header checks every decoder applies before touching the records."""
 
@@ -348,61 +288,77 @@ def check_header(h: BatchHeader, *, topic: str | None = None, partition: int | N
         )
 
 
+def check_crc(
+    view: memoryview, crc: int, base_offset: int, topic: str | None, partition: int | None
+) -> None:
+    """Check the CRC-32C of the complete batch in ``view`` against its stored ``crc``."""
+    actual = crc32c(view[ATTRIBUTES_OFFSET:])
+    if actual != crc:
+        raise CorruptRecordError(
+            f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
+            topic=topic,
+            partition=partition,
+            offset=base_offset,
+        )
+
+
 def records_section(
-    buf: Buffer,
-    pos: int,
-    h: BatchHeader,
+    view: memoryview,
+    codec: int,
+    count: int,
+    base_offset: int,
     *,
-    topic: str | None = None,
-    partition: int | None = None,
-    max_decompressed: int = _compression.DEFAULT_MAX_DECOMPRESSED,
-    verify_crc: bool = True,
+    topic: str | None,
+    partition: int | None,
+    max_decompressed: int,
 ) -> Buffer:
-    """The (decompressed) records bytes of the complete batch at ``pos``, CRC checked."""
-    end = pos + h.size
-    view = memoryview(buf)[pos:end]
-    if verify_crc:
-        actual = crc32c(view[ATTRIBUTES_OFFSET:])
-        if actual != h.crc:
-            raise h.corrupt(
-                f"record batch CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
-                topic,
-                partition,
-            )
+    """The records section of the complete batch in ``view``, decompressed, checked against
+    the size limits."""
     data: Buffer = view[RECORDS_OFFSET:]
-    if h.compression:
+    if codec:
         data = _compression.decompress(
-            h.compression,
+            codec,
             data,
             max_size=max_decompressed,
             topic=topic,
             partition=partition,
-            offset=h.base_offset,
+            offset=base_offset,
         )
     elif len(data) > max_decompressed:
-        raise h.corrupt(
-            f"record batch of {len(data)} bytes exceeds max_decompressed", topic, partition
+        raise CorruptRecordError(
+            f"record batch of {len(data)} bytes exceeds max_decompressed",
+            topic=topic,
+            partition=partition,
+            offset=base_offset,
         )
-    if h.record_count > len(data) // MIN_RECORD_SIZE:
-        raise h.corrupt(
-            f"record batch claims {h.record_count} records in {len(data)} bytes", topic, partition
+    if count > len(data) // MIN_RECORD_SIZE:
+        raise CorruptRecordError(
+            f"record batch claims {count} records in {len(data)} bytes",
+            topic=topic,
+            partition=partition,
+            offset=base_offset,
         )
     return data
 
 
-def iter_batches(buf: Buffer) -> Iterator[tuple[int, int, int, int]]:
+def iter_batches(
+    buf: Buffer, topic: str | None = None, partition: int | None = None
+) -> Iterator[tuple[int, int, int, int]]:
     """Yield ``(position, base_offset, size, magic)`` of each complete entry (v0, v1 or v2)
     in a RECORDS blob; stops quietly at a truncated trailing entry."""
     n = len(buf)
     pos = 0
     while n - pos >= LOG_OVERHEAD:
         base_offset, length = _PREFIX.unpack_from(buf, pos)
+        if length < 5:  # cannot even reach the magic byte
+            raise CorruptRecordError(
+                f"record batch length {length} is too small",
+                topic=topic,
+                partition=partition,
+                offset=base_offset,
+            )
         end = pos + LOG_OVERHEAD + length
-        if length < 5 or end > n:  # too short to hold a magic byte, or cut by the broker
-            if length < 5 and end <= n:
-                raise CorruptRecordError(
-                    f"record batch length {length} is too small", offset=base_offset
-                )
-            return
+        if end > n:
+            return  # truncated by the broker: stop quietly
         yield pos, base_offset, LOG_OVERHEAD + length, buf[pos + MAGIC_OFFSET]
         pos = end

@@ -384,11 +384,6 @@ def codec_id(codec: str | int | None) -> int:
     )
 
 
-def codec_name(codec: int) -> str:
-    c = CODECS.get(codec)
-    return c.name if c else f"unknown({codec})"
-
-
 def compress(
     codec: str | int,
     data,

@@ -26,18 +26,15 @@ same schema (timestampType -1, timestamp -1 ms for magic 0, as the Java consumer
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 
 import pyarrow as pa
 
 from ..errors import ConfigError, CorruptRecordError
 from . import batch as _batch
-from . import checksum as _checksum
 from . import reference_decode as _reference
 from . import legacy as _legacy
 from . import accel as _accel
-from . import compression as _compression
 from .arrow_columns import HEADERS_TYPE, TIMESTAMP_TYPE, from_records
 from .compiled_rows import CompiledRows, built
 from .compression import DEFAULT_MAX_DECOMPRESSED
@@ -64,7 +61,6 @@ _BASE_FIELDS = [
 SCHEMA = pa.schema(_BASE_FIELDS)
 SCHEMA_WITH_HEADERS = pa.schema(_BASE_FIELDS + [pa.field("headers", HEADERS_TYPE)])
 
-_PREFIX = struct.Struct(">qi")
 # Decode the pending batches once their records sections pass this many bytes: a smaller
 # arena keeps the vectorised pass in cache (measurably faster than one big pass, even with
 # the final concatenation), and int32 offsets are then never at risk.
@@ -148,27 +144,11 @@ def decode_records(
 def _walk_batches(buf, walk: _Walk, topic: str, partition: int) -> None:
     """Hand each complete batch (v2) or message set (v0/v1) of ``buf`` to ``walk``, in order,
     up to a truncated trailing one or the batch ``walk`` stops at."""
-    n = len(buf)
-    pos = 0
-    while n - pos >= _batch.LOG_OVERHEAD:
-        base_offset, length = _PREFIX.unpack_from(buf, pos)
-        if length < 5:  # cannot even reach the magic byte
-            raise CorruptRecordError(
-                f"record batch length {length} is too small",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
-        end = pos + _batch.LOG_OVERHEAD + length
-        if end > n:
-            break  # truncated by the broker: stop quietly
-        magic = buf[pos + _batch.MAGIC_OFFSET]
+    for pos, base_offset, size, magic in _batch.iter_batches(buf, topic, partition):
         if magic == _batch.MAGIC_V2:
-            if not walk.batch_v2(pos, end, base_offset, length):
-                break
+            going = walk.batch_v2(pos, pos + size, base_offset, size - _batch.LOG_OVERHEAD)
         elif magic in (0, 1):
-            if not walk.legacy_entry(pos):
-                break
+            going = walk.legacy_entry(pos)
         else:
             raise CorruptRecordError(
                 f"record batch has unknown magic {magic}",
@@ -176,7 +156,8 @@ def _walk_batches(buf, walk: _Walk, topic: str, partition: int) -> None:
                 partition=partition,
                 offset=base_offset,
             )
-        pos = end
+        if not going:
+            break
 
 
 class _Walk:
@@ -242,18 +223,18 @@ class _Walk:
             and self._aborted(pos, fields, last_offset, control, attributes, producer_id)
         )
         batch_view = self.view[pos:end]
-        actual = (
-            _checksum.crc32c(batch_view[_batch.ATTRIBUTES_OFFSET :]) if self.verify_crc else crc
-        )
-        if actual != crc:
-            raise CorruptRecordError(
-                f"record batch CRC mismatch: stored {crc:#010x}, computed {actual:#010x}",
+        if self.verify_crc:
+            _batch.check_crc(batch_view, crc, base_offset, topic, partition)
+        if not (skip or control or last_offset < self.start_offset or count == 0):
+            section = _batch.records_section(
+                batch_view,
+                codec,
+                count,
+                base_offset,
                 topic=topic,
                 partition=partition,
-                offset=base_offset,
+                max_decompressed=self.max_decompressed,
             )
-        if not (skip or control or last_offset < self.start_offset or count == 0):
-            section = self._records_section(batch_view, codec, count, base_offset)
             if self.pending.size + len(section) > self.arena_target and self.pending.sections:
                 self._flush()
             self.pending.add(
@@ -289,35 +270,6 @@ class _Walk:
                 pids.discard(producer_id)
             return False
         return bool(attributes & _batch.TRANSACTIONAL_MASK) and producer_id in pids
-
-    def _records_section(self, batch_view, codec, count, base_offset):
-        """The batch's records section, decompressed, checked against the size limits."""
-        topic, partition = self.topic, self.partition
-        section = batch_view[_batch.RECORDS_OFFSET :]
-        if codec:
-            section = _compression.decompress(
-                codec,
-                section,
-                max_size=self.max_decompressed,
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
-        elif len(section) > self.max_decompressed:
-            raise CorruptRecordError(
-                f"record batch of {len(section)} bytes exceeds max_decompressed",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
-        if count > len(section) // _batch.MIN_RECORD_SIZE:
-            raise CorruptRecordError(
-                f"record batch claims {count} records in {len(section)} bytes",
-                topic=topic,
-                partition=partition,
-                offset=base_offset,
-            )
-        return section
 
     def legacy_entry(self, pos: int) -> bool:
         """The magic 0/1 message set at ``pos``, decoded per message; False when it starts
@@ -386,16 +338,14 @@ def _is_abort_marker(
     """Whether the control batch at ``pos`` starts with an ABORT marker."""
     if h.record_count == 0:
         return False
-    data = _batch.records_section(
+    _, records = _reference.decode_batch(
         buf,
         pos,
-        h,
         topic=topic,
         partition=partition,
         max_decompressed=max_decompressed,
         verify_crc=verify_crc,
     )
-    records = _reference.parse_records(data, h, topic=topic, partition=partition)
     ctype = _batch.control_type(records[0].key)
     if ctype is None:
         raise h.corrupt("control record key is shorter than 4 bytes", topic, partition)

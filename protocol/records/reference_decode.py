@@ -15,6 +15,7 @@ from .batch import (
     MIN_RECORD_SIZE,
     BatchHeader,
     Record,
+    check_crc,
     check_header,
     parse_header,
     records_section,
@@ -132,13 +133,16 @@ def decode_batch(
     check_header(h, topic=topic, partition=partition)
     if pos + h.size > len(buf):
         raise h.corrupt(f"record batch of {h.size} bytes is truncated", topic, partition)
+    view = memoryview(buf)[pos : pos + h.size]
+    if verify_crc:
+        check_crc(view, h.crc, h.base_offset, topic, partition)
     data = records_section(
-        buf,
-        pos,
-        h,
+        view,
+        h.compression,
+        h.record_count,
+        h.base_offset,
         topic=topic,
         partition=partition,
         max_decompressed=max_decompressed,
-        verify_crc=verify_crc,
     )
     return h, parse_records(data, h, topic=topic, partition=partition)

@@ -154,17 +154,6 @@ def write_varints(out: np.ndarray, pos: np.ndarray, u: np.ndarray, size: np.ndar
             break
 
 
-def encode_varints(values: np.ndarray) -> tuple[bytes, np.ndarray]:
-    """Zigzag varints of int64 ``values``, concatenated; also each one's size (for tests)."""
-    u = zigzag_encode(values)
-    size = varint_sizes(u)
-    pos = np.zeros(size.size, dtype=np.int64)
-    np.cumsum(size[:-1], out=pos[1:])
-    out = np.zeros(int(size.sum()), dtype=np.uint8)
-    write_varints(out, pos, u, size)
-    return out.tobytes(), size
-
-
 # ---- record boundaries ---------------------------------------------------------------------
 
 _HUGE = 1 << 62  # an advance that throws the walk off the buffer: "cannot take this path"

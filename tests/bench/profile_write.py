@@ -195,11 +195,12 @@ def main(argv=None) -> int:
                     moved = False
                     for pos, _base, size, magic in iter_batches(records):
                         h = parse_header(records, pos)
-                        if magic != 2 or h.next_offset <= at:
+                        next_offset = h.base_offset + h.last_offset_delta + 1
+                        if magic != 2 or next_offset <= at:
                             continue
-                        counts.append(h.next_offset - h.base_offset)
+                        counts.append(next_offset - h.base_offset)
                         sizes.append(size)
-                        at, moved = h.next_offset, True
+                        at, moved = next_offset, True
                     if not moved:
                         break
         print(

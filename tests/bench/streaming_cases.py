@@ -232,10 +232,11 @@ def _producer_ids_by_offset(
                     if magic != 2:
                         continue
                     h = parse_header(records, pos)
-                    if h.next_offset <= at:
+                    next_offset = h.base_offset + h.last_offset_delta + 1
+                    if next_offset <= at:
                         continue
                     out.append((tp[1], h.base_offset, h.producer_id))
-                    at, moved = h.next_offset, True
+                    at, moved = next_offset, True
                 if not moved:
                     break
     return out

@@ -31,6 +31,8 @@ from protocol.records import compression as C
 from protocol.records import decode_records
 from protocol.schemas import ALL_APIS, API_VERSIONS, FETCH, METADATA
 
+from ..helpers.record_builders import build_control_batch
+
 MAX_SECONDS = 1.0
 MAX_PEAK_BYTES = 8 * 1024 * 1024
 DECOMPRESS_CAP = 1 << 20
@@ -239,7 +241,7 @@ def seeds_records() -> list[bytes]:
             _records(3, 6), producer_id=1234, producer_epoch=0, base_sequence=0, transactional=True
         )
     )
-    batches.append(B.build_control_batch(0, offset=9, producer_id=1234))
+    batches.append(build_control_batch(0, offset=9, producer_id=1234))
     legacy = _legacy_message(0, b"k", b"v0", 0) + _legacy_message(1, None, b"v1", 1)
     inner = _legacy_message(0, b"a", b"x", 1) + _legacy_message(1, b"b", b"y", 1)
     wrapper = _legacy_message(1, None, C.compress("gzip", inner), 1, codec=1)

@@ -153,7 +153,7 @@ def raw_batches(bootstrap: str, topic: str, partition: int) -> list:
                 if h.base_offset < offset:
                     continue
                 headers.append(h)
-                offset = h.next_offset
+                offset = h.base_offset + h.last_offset_delta + 1
                 found = True
             if not found:
                 break
