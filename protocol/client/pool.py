@@ -154,7 +154,6 @@ class ClientPool:
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._idle: dict[tuple, list[_Idle]] = {}  # most recently given back last
-        self._out = 0
         self._closed = False
         self._reaper_wanted = reaper
         self._reaper: threading.Thread | None = None
@@ -178,10 +177,6 @@ class ClientPool:
                     entry = idle.pop()
                     if not idle:
                         del self._idle[key]
-                self._out += 1
-        else:
-            with self._lock:
-                self._out += 1
         if entry is None:
             self._count("created")
             return Lease(self, key, self._factory(config), {}, False)
@@ -207,7 +202,6 @@ class ClientPool:
             client.prune_connections()
         to_close = []
         with self._lock:
-            self._out -= 1
             if keep and not self._closed:
                 entry = _Idle(client, lease.state, self._clock(), max_idle)
                 self._idle.setdefault(lease.key, []).append(entry)
@@ -229,14 +223,6 @@ class ClientPool:
             lease.give_back()
 
     # ---- eviction -------------------------------------------------------------------------
-
-    def idle_clients(self) -> int:
-        with self._lock:
-            return sum(len(v) for v in self._idle.values())
-
-    def checked_out(self) -> int:
-        with self._lock:
-            return self._out
 
     def _evict_expired_locked(self, now: float) -> list:
         gone = []
