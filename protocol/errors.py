@@ -71,6 +71,17 @@ class UnsupportedVersionError(PyKafkaError):
     """The broker and this client share no version of an API."""
 
 
+def unreadable_file(option: str, name: str, exc: OSError, hint: str = "") -> ConfigError:
+    """The error for the file ``name`` that ``option`` gives and ``open`` failed on."""
+    if isinstance(exc, FileNotFoundError):
+        return ConfigError(f"{option}: no such file {name!r}{hint}")
+    if isinstance(exc, IsADirectoryError):
+        return ConfigError(f"{option}: {name!r} is a directory, not a file")
+    if isinstance(exc, PermissionError):
+        return ConfigError(f"{option}: cannot read {name!r} (permission denied)")
+    return ConfigError(f"{option}: cannot read {name!r} ({exc.strerror or type(exc).__name__})")
+
+
 class BrokerError(PyKafkaError):
     """An error code answered by a broker. ``BrokerError.for_code`` picks the subclass."""
 
@@ -102,38 +113,23 @@ class BrokerError(PyKafkaError):
     ) -> BrokerError:
         cls = _BY_CODE.get(code)
         if cls is None:
-            cls = type(
-                f"UnknownError{code}",
-                (BrokerError,),
-                {
-                    "code": code,
-                    "name": f"UNKNOWN_ERROR_{code}",
-                    "retriable": False,
-                    "description": "An error code this client does not know.",
-                },
-            )
+            description = "An error code this client does not know."
+            cls = _error_class(code, f"UNKNOWN_ERROR_{code}", False, description)
         return cls(message, topic=topic, partition=partition)
 
 
-def _class_name(name: str) -> str:
-    return "".join(part.capitalize() for part in name.split("_"))
+def _error_class(code: int, name: str, retriable: bool, description: str) -> type[BrokerError]:
+    """The subclass for one error code, named after it (``NotLeaderOrFollower``)."""
+    attrs = {"code": code, "name": name, "retriable": retriable, "description": description}
+    class_name = "".join(part.capitalize() for part in name.split("_"))
+    return type(class_name, (BrokerError,), {**attrs, "__module__": __name__})
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {}
 for _code, (_name, _retriable, _message) in ERROR_CODES.items():
     if _code == 0:
         continue
-    _cls = type(
-        _class_name(_name),
-        (BrokerError,),
-        {
-            "code": _code,
-            "name": _name,
-            "retriable": _retriable,
-            "description": _message,
-            "__module__": __name__,
-        },
-    )
+    _cls = _error_class(_code, _name, _retriable, _message)
     _BY_CODE[_code] = _cls
     globals()[_cls.__name__] = _cls
 

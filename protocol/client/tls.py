@@ -12,7 +12,7 @@ import os
 import ssl
 from typing import TYPE_CHECKING, NoReturn, Union
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unreadable_file
 
 if TYPE_CHECKING:
     from ..tls_stores.options import JavaSsl
@@ -39,16 +39,8 @@ def _readable_path(option: str, path: object) -> str:
     try:
         with open(name, "rb"):
             pass
-    except FileNotFoundError:
-        raise ConfigError(f"{_PREFIX}{option}: no such file {name!r}") from None
-    except IsADirectoryError:
-        raise ConfigError(f"{_PREFIX}{option}: {name!r} is a directory, not a file") from None
-    except PermissionError:
-        raise ConfigError(f"{_PREFIX}{option}: cannot read {name!r} (permission denied)") from None
     except OSError as exc:
-        raise ConfigError(
-            f"{_PREFIX}{option}: cannot read {name!r} ({exc.strerror or type(exc).__name__})"
-        ) from None
+        raise unreadable_file(_PREFIX + option, name, exc) from None
     return name
 
 

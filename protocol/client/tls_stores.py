@@ -18,7 +18,7 @@ import ssl
 import tempfile
 from collections.abc import Iterator
 
-from ..errors import ConfigError
+from ..errors import ConfigError, unreadable_file
 from ..tls_stores import PrivateKey, StoreError
 from ..tls_stores.options import JavaSsl
 from ..tls_stores.stores import read_key_store, read_trust_store
@@ -33,17 +33,12 @@ def _read(option: str, path: str) -> bytes:
     try:
         with open(path, "rb") as f:
             data = f.read(_MAX_STORE_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError(
-            f"{option}: no such file {path!r} (stores are read on each executor from this "
-            "path: ship them with spark-submit --files, or give a path every node has)"
-        ) from None
-    except IsADirectoryError:
-        raise ConfigError(f"{option}: {path!r} is a directory, not a file") from None
     except OSError as exc:
-        raise ConfigError(
-            f"{option}: cannot read {path!r} ({exc.strerror or type(exc).__name__})"
-        ) from None
+        hint = (
+            " (stores are read on each executor from this path: ship them with spark-submit "
+            "--files, or give a path every node has)"
+        )
+        raise unreadable_file(option, path, exc, hint) from None
     if len(data) > _MAX_STORE_BYTES:
         raise ConfigError(f"{option}: {path!r} is larger than 16 MB, not a store")
     return data
