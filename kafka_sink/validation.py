@@ -84,13 +84,9 @@ def check_save_mode(overwrite: bool, mode: str = "Overwrite") -> None:
         raise ConfigError(f"Save mode {mode} not allowed for Kafka. {SAVE_MODE_HINT}")
 
 
-def _catalog_string(data_type) -> str:
-    return data_type.simpleString()
-
-
 def _unsupported(name: str, data_type, desired: str) -> ConfigError:
     return ConfigError(
-        f"{name} attribute unsupported type {_catalog_string(data_type)}. "
+        f"{name} attribute unsupported type {data_type.simpleString()}. "
         f"{name} must be a(n) {desired}"
     )
 

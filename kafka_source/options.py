@@ -101,10 +101,6 @@ _quiet.disabled = True
 _quiet.propagate = False
 
 
-def _warn_once(key: str, message: str, *args: Any, logger: logging.Logger = log) -> None:
-    warn_once(logger, key, message, *args)
-
-
 # ---- value parsers ----------------------------------------------------------------------
 
 _TIME_UNITS_MS = {
@@ -141,8 +137,7 @@ def parse_duration_ms(text: str, option: str = "maxTriggerDelay") -> int:
             f"seconds (s), milliseconds (ms), microseconds (us), minutes (m or min), hour "
             f"(h), or day (d). E.g. 50s, 100ms, or 250us."
         )
-    value = int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"]
-    return int(value)
+    return int(int(match.group(1)) * _TIME_UNITS_MS[match.group(2) or "ms"])
 
 
 def parse_bytes(text: str, option: str = "maxBytesPerTrigger") -> int:
@@ -276,19 +271,17 @@ def _warn_ignored(
 ) -> None:
     """The options that do nothing here, each warned about once."""
     if group_id is not None:
-        _warn_once(
+        warn_once(
+            logger,
             "group.id",
             "Kafka option 'kafka.group.id' is ignored: this connector "
             "reads partitions directly and never joins a consumer group (use "
             "commitOffsetsToGroup to publish the query's progress to a group).",
-            logger=logger,
         )
     if not for_streaming:
         for name in _STREAMING_ONLY:
             if opts.has(name):
-                _warn_once(
-                    f"batch:{name}", "%s option ignored in batch queries", name, logger=logger
-                )
+                warn_once(logger, f"batch:{name}", "%s option ignored in batch queries", name)
 
 
 def _isolation_level(opts: OptionMap) -> str:

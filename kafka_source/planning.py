@@ -55,7 +55,6 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "PlanningError",
     "partitions_from_metadata",
-    "fetch_metadata",
     "discover_partitions",
     "leader_hosts",
     "resolve_offsets",
@@ -178,15 +177,10 @@ def metadata_topics(subscription: Subscription) -> list[str] | None:
     )
 
 
-def fetch_metadata(subscription: Subscription, client) -> ClusterMetadata:
-    """Fresh metadata for ``subscription`` (``metadata_topics``). ``client`` is a
-    ``KafkaClient`` (``refresh_metadata``)."""
-    return client.refresh_metadata(metadata_topics(subscription))
-
-
 def discover_partitions(subscription: Subscription, client) -> list[TopicPartition]:
     """``partitions_from_metadata`` on fresh metadata from ``client``."""
-    return partitions_from_metadata(subscription, fetch_metadata(subscription, client))
+    metadata = client.refresh_metadata(metadata_topics(subscription))
+    return partitions_from_metadata(subscription, metadata)
 
 
 def leader_hosts(
@@ -374,7 +368,7 @@ def resolve_batch(
     of every partition read (also of those whose range came out empty)."""
     if options.for_streaming or options.ending_offsets is None:
         raise ConfigError("plan_batch needs options parsed for a batch query")
-    metadata = fetch_metadata(options.subscription, client)
+    metadata = client.refresh_metadata(metadata_topics(options.subscription))
     partitions = partitions_from_metadata(options.subscription, metadata)
     partitions = [tp for tp in partitions if keeps_partition(narrowing, *tp)]
     if not partitions:

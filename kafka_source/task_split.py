@@ -44,13 +44,10 @@ def _divide(parts: int, rng: OffsetRange) -> list[OffsetRange]:
     return pieces
 
 
-def _java_round(value: float) -> int:
-    """``Math.round`` of the JVM: halves go up (Python's ``round`` goes to even)."""
-    return math.floor(value + 0.5)
-
-
 def _part_count(size: int, total: int, min_parts: int) -> int:
-    return max(_java_round(size / total * min_parts), 1)
+    """The share of ``min_parts`` a range of ``size`` gets, rounded as the JVM's
+    ``Math.round`` rounds (halves go up; Python's ``round`` goes to even); at least 1."""
+    return max(math.floor(size / total * min_parts + 0.5), 1)
 
 
 def plan_ranges(

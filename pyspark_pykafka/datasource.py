@@ -152,24 +152,20 @@ class KafkaDataSource(DataSource):
         # A StructType, not DDL: Sail reads a DDL `timestamp` as timestamp_ntz.
         return kafka_schema(_include_headers(self.options))
 
-    def _resolved(self, options):
+    def _resolved(self, options, schema):
         """``options`` with the formats' schemas fetched, after checking that ``schema``
         (what Spark was told at load()) is still what they give."""
         if options.formats is None:
-            return options, kafka_schema(options.include_headers)
-        import dataclasses
+            expected = kafka_schema(options.include_headers)
+        else:
+            import dataclasses
 
-        from kafka_common.value_formats import resolve_formats
+            from kafka_common.value_formats import resolve_formats
 
-        from kafka_source.spark_schema import formatted_schema
+            from kafka_source.spark_schema import formatted_schema
 
-        formats = resolve_formats(options.formats)
-        return (
-            dataclasses.replace(options, formats=formats),
-            formatted_schema(options.include_headers, formats),
-        )
-
-    def _check_schema(self, schema, expected) -> None:
+            options = dataclasses.replace(options, formats=resolve_formats(options.formats))
+            expected = formatted_schema(options.include_headers, options.formats)
         if as_struct_type(schema) != expected:
             raise ConfigError(
                 "Kafka source has a fixed schema and cannot be set with a custom one "
@@ -177,6 +173,7 @@ class KafkaDataSource(DataSource):
                 "keyFormat, a reader schema that changed in the registry since the query "
                 "was defined needs the DataFrame defined again"
             )
+        return options
 
     def reader(self, schema):
         from kafka_source.batch_reader import (
@@ -187,8 +184,7 @@ class KafkaDataSource(DataSource):
         )
         from kafka_source.options import parse_reader_options
 
-        options, expected = self._resolved(parse_reader_options(self.options))
-        self._check_schema(schema, expected)
+        options = self._resolved(parse_reader_options(self.options), schema)
         check_dead_letter_topic_exists(options)
         cls = KafkaPushdownBatchReader if pushdown_enabled() else KafkaBatchReader
         return cls(options)
@@ -199,8 +195,7 @@ class KafkaDataSource(DataSource):
         from kafka_source.admission import check_pyspark_supports
         from kafka_source.stream_reader import KafkaStreamReader
 
-        options, expected = self._resolved(parse_reader_options(self.options, for_streaming=True))
-        self._check_schema(schema, expected)
+        options = self._resolved(parse_reader_options(self.options, for_streaming=True), schema)
         check_pyspark_supports(options)
         check_dead_letter_topic_exists(options)
         return KafkaStreamReader(options)

@@ -314,3 +314,34 @@ def test_registry_references_resolve_named_types():
     )
     with pytest.raises(AvroSchemaError, match="unknown type name 'Address'"):
         parse_schema(json.dumps(person))
+
+
+def test_avro_schema_of_writes_each_spark_type_as_spark_s_to_avro_does():
+    pytest.importorskip("pyspark")
+    from pyspark.sql import types as T
+
+    from kafka_common.avro.spark_types import avro_schema_of
+
+    plain = {
+        T.BooleanType(): "boolean",
+        T.ByteType(): "int",
+        T.ShortType(): "int",
+        T.IntegerType(): "int",
+        T.LongType(): "long",
+        T.FloatType(): "float",
+        T.DoubleType(): "double",
+        T.StringType(): "string",
+        T.BinaryType(): "bytes",
+        T.DateType(): {"type": "int", "logicalType": "date"},
+        T.TimestampType(): {"type": "long", "logicalType": "timestamp-micros"},
+        T.TimestampNTZType(): {"type": "long", "logicalType": "local-timestamp-micros"},
+    }
+    for spark, avro in plain.items():
+        assert avro_schema_of(spark, False) == avro, spark
+        assert avro_schema_of(spark, True) == [avro, "null"], spark
+    row = T.StructType([T.StructField("tags", T.ArrayType(T.LongType(), False), True)])
+    assert avro_schema_of(row, False) == {
+        "type": "record",
+        "name": "topLevelRecord",
+        "fields": [{"name": "tags", "type": [{"type": "array", "items": "long"}, "null"]}],
+    }

@@ -168,6 +168,20 @@ def arrow_type(reader_schema: AvroSchema, options: dict | None = None) -> pa.Dat
     return got[0]
 
 
+#: Arrow's plain types: their Spark DDL name and their ``pyspark.sql.types`` class.
+_PLAIN_TYPES = {
+    pa.int32(): ("int", "IntegerType"),
+    pa.int64(): ("bigint", "LongType"),
+    pa.float32(): ("float", "FloatType"),
+    pa.float64(): ("double", "DoubleType"),
+    pa.bool_(): ("boolean", "BooleanType"),
+    pa.string(): ("string", "StringType"),
+    pa.binary(): ("binary", "BinaryType"),
+    pa.date32(): ("date", "DateType"),
+    pa.null(): ("void", "NullType"),
+}
+
+
 def _quote(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -192,19 +206,8 @@ def spark_ddl(t: pa.DataType) -> str:
         return f"decimal({t.precision},{t.scale})"
     if pa.types.is_timestamp(t):
         return "timestamp" if t.tz is not None else "timestamp_ntz"
-    simple = {
-        pa.int32(): "int",
-        pa.int64(): "bigint",
-        pa.float32(): "float",
-        pa.float64(): "double",
-        pa.bool_(): "boolean",
-        pa.string(): "string",
-        pa.binary(): "binary",
-        pa.date32(): "date",
-        pa.null(): "void",
-    }
-    if t in simple:
-        return simple[t]
+    if t in _PLAIN_TYPES:
+        return _PLAIN_TYPES[t][0]
     raise TypeError(f"no Spark type for Arrow type {t}")
 
 
@@ -228,19 +231,8 @@ def spark_type(t: pa.DataType):
         return T.DecimalType(t.precision, t.scale)
     if pa.types.is_timestamp(t):
         return T.TimestampType() if t.tz is not None else T.TimestampNTZType()
-    simple = {
-        pa.int32(): T.IntegerType,
-        pa.int64(): T.LongType,
-        pa.float32(): T.FloatType,
-        pa.float64(): T.DoubleType,
-        pa.bool_(): T.BooleanType,
-        pa.string(): T.StringType,
-        pa.binary(): T.BinaryType,
-        pa.date32(): T.DateType,
-        pa.null(): T.NullType,
-    }
-    if t in simple:
-        return simple[t]()
+    if t in _PLAIN_TYPES:
+        return getattr(T, _PLAIN_TYPES[t][1])()
     raise TypeError(f"no Spark type for Arrow type {t}")
 
 
@@ -254,28 +246,24 @@ def avro_schema_of(data_type, nullable: bool, name: str = "topLevelRecord", name
     from pyspark.sql import types as T
 
     t = data_type
-    avro: str | dict[str, object]
-    if isinstance(t, T.BooleanType):
-        avro = "boolean"
-    elif isinstance(t, (T.ByteType, T.ShortType, T.IntegerType)):
-        avro = "int"
-    elif isinstance(t, T.LongType):
-        avro = "long"
-    elif isinstance(t, T.FloatType):
-        avro = "float"
-    elif isinstance(t, T.DoubleType):
-        avro = "double"
-    elif isinstance(t, T.StringType):
-        avro = "string"
-    elif isinstance(t, T.BinaryType):
-        avro = "bytes"
-    elif isinstance(t, T.DateType):
-        avro = {"type": "int", "logicalType": "date"}
-    elif isinstance(t, T.TimestampNTZType):
-        avro = {"type": "long", "logicalType": "local-timestamp-micros"}
-    elif isinstance(t, T.TimestampType):
-        avro = {"type": "long", "logicalType": "timestamp-micros"}
-    elif isinstance(t, T.DecimalType):
+    plain: dict[type, str | dict[str, object]] = {
+        T.BooleanType: "boolean",
+        T.ByteType: "int",
+        T.ShortType: "int",
+        T.IntegerType: "int",
+        T.LongType: "long",
+        T.FloatType: "float",
+        T.DoubleType: "double",
+        T.StringType: "string",
+        T.BinaryType: "bytes",
+        T.DateType: {"type": "int", "logicalType": "date"},
+        T.TimestampNTZType: {"type": "long", "logicalType": "local-timestamp-micros"},
+        T.TimestampType: {"type": "long", "logicalType": "timestamp-micros"},
+    }
+    avro = next((a for kind, a in plain.items() if isinstance(t, kind)), None)
+    if avro is not None:
+        return [avro, "null"] if nullable else avro
+    if isinstance(t, T.DecimalType):
         size = next(n for n in range(1, 17) if 2 ** (8 * n - 1) > 10**t.precision)
         avro = {
             "type": "fixed",

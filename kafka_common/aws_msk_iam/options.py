@@ -35,7 +35,6 @@ from ..oauth.tokens import BearerToken
 from .credentials import MskCredentials
 
 __all__ = [
-    "IAM_LOGIN_MODULE",
     "MskIamFactory",
     "MskOAuthSource",
     "msk_iam_factory",
@@ -43,7 +42,6 @@ __all__ = [
     "USER_AGENT",
 ]
 
-IAM_LOGIN_MODULE = trust.LOGIN_MODULES["AWS_MSK_IAM"]
 IAM_CLIENT_HANDLER = "software.amazon.msk.auth.iam.IAMClientCallbackHandler"
 USER_AGENT = "pyspark-pykafka/0.1.0"
 _KNOWN = {
@@ -62,10 +60,6 @@ _KNOWN = {
 
 def _env_region() -> str | None:
     return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or None
-
-
-def _utcnow() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
 
 
 def msk_credentials(options: dict[str, str]) -> MskCredentials:
@@ -112,7 +106,7 @@ class MskIamFactory:
 
     def __call__(self, host: str) -> AwsMskIamMechanism:
         region = region_from_host(host) or _env_region()
-        when = self.clock() if self.clock is not None else _utcnow()
+        when = self.clock() if self.clock is not None else _dt.datetime.now(_dt.timezone.utc)
         payload = msk_iam_payload(self.credentials.resolve(), host, region, when, self.user_agent)
         return AwsMskIamMechanism(payload, hint=self.credentials.describe())
 

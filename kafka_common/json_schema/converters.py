@@ -206,9 +206,7 @@ def _integer(t: pa.DataType, where: str):
 def _floating(t: pa.DataType, where: str):
     def floating(v):
         kind = type(v)
-        if kind is float or kind is int:
-            return float(v)
-        if kind is decimal.Decimal:
+        if kind is float or kind is int or kind is decimal.Decimal:
             return float(v)
         if kind is str and v in _SPECIAL:
             return _SPECIAL[v]

@@ -36,19 +36,16 @@ from .sources import (
     TokenFile,
     TokenSource,
     UnsecuredToken,
-    resolve_callable,
 )
 from .tokens import TOKEN_CACHE, RefreshPolicy
 
 __all__ = [
     "OAUTH_OPTIONS",
-    "OAUTHBEARER_LOGIN_MODULE",
     "oauthbearer_factory",
     "OAuthBearerFactory",
     "canonical_class",
 ]
 
-OAUTHBEARER_LOGIN_MODULE = trust.LOGIN_MODULES["OAUTHBEARER"]
 _LOGIN_HANDLERS = (
     "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
     "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
@@ -239,7 +236,7 @@ def oauthbearer_factory(opts, log: logging.Logger, *, uses_tls: bool) -> OAuthBe
 
         source = msk_oauth_source(options)
     elif handler is not None and ":" in handler:
-        resolve_callable(handler, HANDLER_OPTION)  # fails here, before any task runs
+        trust.load_callback(handler, HANDLER_OPTION)  # fails here, before any task runs
         source = TokenCallback(handler, Secret(opts.get("kafka.sasl.oauthbearer.config") or ""))
     elif handler is None or handler == _UNSECURED_HANDLER:
         source = _unsecured(options)

@@ -54,9 +54,7 @@ def _digest(*parts: object) -> str:
     return hashlib.sha256(repr(parts).encode("utf-8")).hexdigest()[:32]
 
 
-def _claims_token(
-    value: str, what: str, sub_claim: str = "sub", extensions: dict[str, str] | None = None
-) -> BearerToken:
+def _claims_token(value: str, what: str, sub_claim: str = "sub") -> BearerToken:
     """A BearerToken from a JWT: ``exp`` gives its expiry, ``sub_claim`` its principal, as
     Kafka's LoginAccessTokenValidator demands."""
     check_token(value, f"{what}: the token")
@@ -72,7 +70,7 @@ def _claims_token(
         )
     iat = claims.get("iat")
     issued = float(iat) if isinstance(iat, (int, float)) and not isinstance(iat, bool) else 0.0
-    return BearerToken(Secret(value), float(exp), principal, issued, dict(extensions or {}))
+    return BearerToken(Secret(value), float(exp), principal, issued)
 
 
 class TokenSource(Protocol):
@@ -142,9 +140,6 @@ class ClientCredentials(TokenSource):
             },
         )
 
-    def _redact(self, text: str) -> str:
-        return redact(text, self.client_secret.reveal())
-
     def fetch(self) -> BearerToken:
         """A token from the endpoint (checked against ``PYKAFKA_ALLOWED_URLS`` in this
         process), no redirect followed, the answer bounded in size and time."""
@@ -168,7 +163,7 @@ class ClientCredentials(TokenSource):
             except ConfigError as e:  # sent too much
                 raise AuthenticationError(str(e)) from None
             except urllib.error.HTTPError as e:
-                text = self._redact(_error_text(e))
+                text = redact(_error_text(e), self.client_secret.reveal())
                 if e.code < 500:  # the endpoint refused us: retrying will not help
                     raise AuthenticationError(
                         f"the token endpoint {self.endpoint} refused the client credentials "
@@ -288,13 +283,6 @@ class TokenFile(TokenSource):
         return _claims_token(value, self.describe(), self.sub_claim)
 
 
-def resolve_callable(name: str, option: str):
-    """The function named ``module:function``, if the operator allows it (see
-    ``kafka_common.trust``: checked before the module is imported); ConfigError naming
-    ``option`` otherwise or if it cannot be imported."""
-    return trust.load_callback(name, option)
-
-
 @dataclass(frozen=True)
 class TokenCallback(TokenSource):
     """A Python callable ``module:function`` (confluent-kafka's ``oauth_cb`` contract),
@@ -312,7 +300,7 @@ class TokenCallback(TokenSource):
         return f"the token callback {self.name} ({self.option})"
 
     def fetch(self) -> BearerToken:
-        function = resolve_callable(self.name, self.option)
+        function = trust.load_callback(self.name, self.option)
         try:
             result = function(self.config.reveal())
         except Exception as e:

@@ -47,11 +47,9 @@ __all__ = [
     "RegistryAuthError",
     "SCHEMA_TYPE",
     "SUBJECT_NOT_FOUND",
-    "VERSION_NOT_FOUND",
-    "SCHEMA_NOT_FOUND",
 ]
 
-SUBJECT_NOT_FOUND, VERSION_NOT_FOUND, SCHEMA_NOT_FOUND = 40401, 40402, 40403
+SUBJECT_NOT_FOUND = 40401
 #: The registry's schemaType of each valueFormat/keyFormat (reader and writer alike).
 SCHEMA_TYPE = {"avro": "AVRO", "protobuf": "PROTOBUF", "json": "JSON"}
 SCHEMAS_MAX = 4096  # schemas a client keeps by id and by subject version (least used go)

@@ -21,6 +21,7 @@ import json
 from dataclasses import replace
 
 from kafka_common.schema_registry import RegistryClient, RegistryError
+from kafka_common.schema_registry.client import SUBJECT_NOT_FOUND
 from protocol.errors import ConfigError
 
 from .specs import ColumnFormat, Formats, SinkFormat
@@ -68,9 +69,9 @@ def _subject_versions(c: ColumnFormat, client: RegistryClient) -> list:
     try:
         return client.versions(c.subject)
     except RegistryError as exc:
-        if exc.error_code == 40401 and c.inline_schema is not None:
+        if exc.error_code == SUBJECT_NOT_FOUND and c.inline_schema is not None:
             return []
-        if exc.error_code == 40401:
+        if exc.error_code == SUBJECT_NOT_FOUND:
             raise ConfigError(
                 f"{c.column}Format={c.format}: subject {c.subject!r} is not "
                 f"in the Schema Registry (set {c.column}Subject, or give "
