@@ -250,7 +250,7 @@ def own_costs(bootstrap: str, topic: str, proxy, rounds: int = 20) -> dict:
     proxy)."""
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-    from kafka_source.fetcher import read_range
+    from kafka_source.fetcher import read_range, read_ranges
     from kafka_source.options import parse_reader_options
     from kafka_source.stream_reader import KafkaStreamReader
 
@@ -273,7 +273,13 @@ def own_costs(bootstrap: str, topic: str, proxy, rounds: int = 20) -> dict:
             if ranges:
                 accepted = proxy.stats["connections"]
                 t3 = time.perf_counter()
-                for _ in read_range(options, ranges[0].range):
+                task = ranges[0]  # a small micro-batch's one task may read several ranges
+                rows = (
+                    read_ranges(options, task.ranges)
+                    if hasattr(task, "ranges")
+                    else read_range(options, task.range)
+                )
+                for _ in rows:
                     pass
                 read.append(time.perf_counter() - t3)
                 connections.append(proxy.stats["connections"] - accepted)
