@@ -283,20 +283,28 @@ def take_one_producer_id(bootstrap: str) -> None:
     from protocol.client.transactions import MAX_INIT_PRODUCER_ID_VERSION
     from protocol.schemas import INIT_PRODUCER_ID
 
+    from protocol.errors import BrokerError
+
+    deadline = time.monotonic() + 60
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         conn = client.connection(min(client.metadata().brokers))
-        answer = conn.request(
-            INIT_PRODUCER_ID,
-            {
-                "transactional_id": None,
-                "transaction_timeout_ms": 60_000,
-                "producer_id": -1,
-                "producer_epoch": -1,
-            },
-            conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION),
-        )
-        if answer["error_code"]:
-            raise RuntimeError(f"InitProducerId failed: error {answer['error_code']}")
+        while True:  # a new broker answers COORDINATOR_LOAD_IN_PROGRESS for a while
+            answer = conn.request(
+                INIT_PRODUCER_ID,
+                {
+                    "transactional_id": None,
+                    "transaction_timeout_ms": 60_000,
+                    "producer_id": -1,
+                    "producer_epoch": -1,
+                },
+                conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION),
+            )
+            code = answer["error_code"]
+            if not code:
+                return
+            if not BrokerError.for_code(code).retriable or time.monotonic() > deadline:
+                raise BrokerError.for_code(code, "InitProducerId failed")
+            time.sleep(0.1)
 
 
 def produce_json(bootstrap: str, registry_url: str, records: int, partitions: int, log) -> dict:
