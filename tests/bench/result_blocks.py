@@ -4,7 +4,9 @@
 ``--only scale``, ``--only racks``, or several) runs just those sections and replaces only
 their blocks in the last full run's results.md; a full run writes them too.
 Each block sits between ``begin(name)`` and ``end(name)`` and opens with the line
-``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes.
+``<Title> section run <when>.``, which scripts/render_bench_summary.py quotes. A run that
+includes the main sections rewrites the file and carries over, as they were, the blocks of
+the sections it did not run (``carry_over``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,22 @@ def splice(results_md: str, name: str, block: list[str], when: str) -> str:
     peer settings when it has none), dated ``when``."""
     title = TITLES.get(name, name.capitalize())
     text = "\n".join([begin(name), f"{title} section run {when}.", "", *block, end(name)])
+    return _put(results_md, name, text)
+
+
+def carry_over(old_md: str, new_md: str) -> str:
+    """``new_md`` with each block it lacks and ``old_md`` has, copied as it was (its own
+    date with it)."""
+    for name in SECTIONS:
+        if begin(name) in old_md and end(name) in old_md and begin(name) not in new_md:
+            text = begin(name) + old_md.split(begin(name), 1)[1].split(end(name), 1)[0]
+            new_md = _put(new_md, name, text + end(name))
+    return new_md
+
+
+def _put(results_md: str, name: str, text: str) -> str:
+    """``results_md`` with the ``name`` block's whole ``text`` in place of the old one, or
+    before the peer settings."""
     if begin(name) in results_md and end(name) in results_md:
         head, rest = results_md.split(begin(name), 1)
         return head + text + rest.split(end(name), 1)[1]

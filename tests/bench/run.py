@@ -593,6 +593,9 @@ def main(argv=None) -> int:
     report = render(results, memory, sets, info, args, elapsed, notes, scale)
     for name, block in blocks.items():
         report = result_blocks.splice(report, name, block, when)
+    if not args.no_output and os.path.exists(args.output):
+        with open(args.output) as f:  # the blocks of sections this run did not run
+            report = result_blocks.carry_over(f.read(), report)
     print()
     print(report)
     if not args.no_output:
