@@ -72,17 +72,20 @@ _waited = [0.0]
 
 
 def _task_write(fn):
-    """A task's write, and how long of it the task waited for Spark's rows (the sink's own
-    count, ``PartitionBatcher.input_waited``)."""
+    """A task's write, how long of it the task waited for Spark's rows (the sink's own
+    count, ``PartitionBatcher.input_waited``) and the worker's CPU time meanwhile (a task
+    that took longer than its CPU and its waits waited for a core)."""
     timed = _timed("task write", fn)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         _waited[0] = 0.0
+        cpu = time.process_time()
         try:
             return timed(*args, **kwargs)
         finally:
-            emit(f"note: waited {_waited[0]:.2f} s for Spark's rows")
+            cpu = time.process_time() - cpu
+            emit(f"note: waited {_waited[0]:.2f} s for Spark's rows, {cpu:.2f} s of CPU")
 
     return wrapper
 
