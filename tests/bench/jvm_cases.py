@@ -281,9 +281,8 @@ def take_one_producer_id(bootstrap: str) -> None:
     connector's first write should pay it for being first on a new broker."""
     from protocol.client.cluster import KafkaClient
     from protocol.client.transactions import MAX_INIT_PRODUCER_ID_VERSION
-    from protocol.schemas import INIT_PRODUCER_ID
-
     from protocol.errors import BrokerError
+    from protocol.schemas import INIT_PRODUCER_ID
 
     deadline = time.monotonic() + 60
     with KafkaClient(bootstrap_servers=bootstrap) as client:
