@@ -12,7 +12,7 @@ The quote sits between two marker comments in docs/performance.md::
 
 It holds the run's date and machine, the rows of the results table for the main data set
 (``100B``: every case is measured on it) and the goals with their verdicts, then the
-streaming section's latency table and goals (issue 22) when results.md has them. ``make bench``
+streaming section's latency table and goals when results.md has them. ``make bench``
 runs this after writing the results.
 """
 
@@ -124,7 +124,7 @@ def _jvm(lines: list[str]) -> list[str]:
     return out + ["", "Beside the Python clients:", ""]
 
 
-STREAMING_GOALS = "Streaming goals (issue 22; reported, not asserted):"
+STREAMING_GOALS = "Streaming goals (reported, not asserted):"
 
 
 def _streaming(lines: list[str]) -> list[str]:

@@ -215,7 +215,7 @@ def render(runs: list[dict], ds, args, tag: str | None, python: str) -> list[str
             f"{', '.join(imports)}; compiled record decoder and "
             f"encoder: {', '.join(accel)} (driver: {mine[0]['driver_accel']})"
         )
-    lines += ["", "Goals (issue 38; reported, not asserted):", ""]
+    lines += ["", "Goals (reported, not asserted):", ""]
     for case in ("read", "write"):
         pooled, pairs = found[case]
         verdict = "**met**" if pooled >= GOAL else "**not met**"

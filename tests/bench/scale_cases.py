@@ -517,7 +517,7 @@ def _s(v) -> str:
 def render(results: dict, args, elapsed: float, drawn: list[str]) -> list[str]:
     spec = results["spec"]
     lines = [
-        f"Spark's JVM connector beside ours at scale (issue 41): Spark {results.get('spark')} "
+        f"Spark's JVM connector beside ours at scale: Spark {results.get('spark')} "
         f"`local[{args.cores}]`, one SparkSession holding both connectors, Apache Kafka "
         f"(newest pinned, one node, heap {BROKER_HEAP_MB} MB) on the same {args.cores} cores; "
         f"default options on both; `--scale-points {args.scale_points}`, "

@@ -501,7 +501,7 @@ def render(s: dict) -> list[str]:
     read_conn = ours["connections"] / max(1, ours["batches"])
     write_conn = w["connections"] / max(1, w["micro_batches"])
     lines = [
-        f"Streaming (issue 22): a producer sends {s['rate']:.0f} records/s (one record per "
+        f"Streaming: a producer sends {s['rate']:.0f} records/s (one record per "
         f"batch, round robin) to {s['partitions']} partitions of a Tansu broker reachable "
         'only through a TCP proxy that counts connections; `readStream.format("pykafka")` '
         "with the default trigger into `foreachBatch` (collects the batch, stamps its "
@@ -583,7 +583,7 @@ def render(s: dict) -> list[str]:
         f"{w['ids']} distinct producer ids in the whole run, with at most "
         f"{w['workers']} Python workers.",
     ]
-    lines += ["", "Streaming goals (issue 22; reported, not asserted):", ""]
+    lines += ["", "Streaming goals (reported, not asserted):", ""]
     lines += goals(s)
     return lines
 
