@@ -83,6 +83,26 @@ def test_performance_section_quotes_the_bench_results():
     assert done.returncode == 0, done.stderr
 
 
+def test_a_full_bench_run_keeps_the_blocks_of_sections_it_did_not_run():
+    sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
+    try:
+        import result_blocks as blocks
+    finally:
+        sys.path.pop(0)
+    old = blocks.splice(
+        blocks.splice("main, old\n\n## Peer settings\nx\n", "jvm", ["jvm, old"], "day 1"),
+        "racks",
+        ["racks, old"],
+        "day 1",
+    )
+    new = blocks.splice("main, new\n\n## Peer settings\nx\n", "jvm", ["jvm, new"], "day 2")
+    kept = blocks.carry_over(old, new)
+    assert "main, new" in kept and "jvm, new" in kept and "jvm, old" not in kept
+    assert "Racks (kafka.client.rack) section run day 1.\n\nracks, old" in kept
+    assert kept.index(blocks.end("racks")) < kept.index("## Peer settings")
+    assert blocks.carry_over(old, kept) == kept
+
+
 def test_bench_summary_takes_the_main_data_set_rows_and_the_goals():
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
     try:

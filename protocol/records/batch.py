@@ -345,7 +345,8 @@ def iter_batches(
     buf: Buffer, topic: str | None = None, partition: int | None = None
 ) -> Iterator[tuple[int, int, int, int]]:
     """Yield ``(position, base_offset, size, magic)`` of each complete entry (v0, v1 or v2)
-    in a RECORDS blob; stops quietly at a truncated trailing entry."""
+    in a RECORDS blob; stops quietly at a truncated trailing entry, raises
+    ``CorruptRecordError`` at a length too small to reach the magic byte."""
     n = len(buf)
     pos = 0
     while n - pos >= LOG_OVERHEAD:

@@ -279,15 +279,15 @@ def take_one_producer_id(bootstrap: str) -> None:
     """One InitProducerId. The first a broker ever answers waits for a block of producer
     ids from its controller (0.1 s here); a cluster in use did that long ago, so no
     connector's first write should pay it for being first on a new broker."""
+    from protocol.authorization import request_error
     from protocol.client.cluster import KafkaClient
     from protocol.client.transactions import MAX_INIT_PRODUCER_ID_VERSION
-    from protocol.errors import BrokerError
     from protocol.schemas import INIT_PRODUCER_ID
 
-    deadline = time.monotonic() + 60
     with KafkaClient(bootstrap_servers=bootstrap) as client:
         conn = client.connection(min(client.metadata().brokers))
-        while True:  # a new broker answers COORDINATOR_LOAD_IN_PROGRESS for a while
+
+        def attempt() -> None:
             answer = conn.request(
                 INIT_PRODUCER_ID,
                 {
@@ -298,12 +298,10 @@ def take_one_producer_id(bootstrap: str) -> None:
                 },
                 conn.version_for(INIT_PRODUCER_ID, MAX_INIT_PRODUCER_ID_VERSION),
             )
-            code = answer["error_code"]
-            if not code:
-                return
-            if not BrokerError.for_code(code).retriable or time.monotonic() > deadline:
-                raise BrokerError.for_code(code, "InitProducerId failed")
-            time.sleep(0.1)
+            if answer["error_code"]:  # a new broker's COORDINATOR_LOAD_IN_PROGRESS is retried
+                raise request_error(answer["error_code"], "InitProducerId")
+
+        client.retrying("InitProducerId", attempt, 60_000)
 
 
 def produce_json(bootstrap: str, registry_url: str, records: int, partitions: int, log) -> dict:
