@@ -370,10 +370,40 @@ def json_runs(spark, bootstrap: str, case: dict) -> dict:
     return {"pykafka": ours, "kafka": theirs}
 
 
+def protobuf_runs(spark, bootstrap: str, case: dict) -> dict:
+    """Registry Protobuf into the value struct: ours with valueFormat=protobuf; the JVM
+    connector's raw read of the same topic beside it (``from_protobuf`` needs the
+    spark-protobuf jar, which Maven does not serve here), which ``from_protobuf`` could only
+    be slower than."""
+    topic, url = case["topic"], case["registry_url"]
+
+    def ours():
+        return noop(
+            lambda: (
+                reader(
+                    spark,
+                    "pykafka",
+                    bootstrap,
+                    topic,
+                    valueFormat="protobuf",
+                    **{"schema.registry.url": url},
+                )
+                .load()
+                .select("value")
+            )
+        )
+
+    def raw():
+        return noop(lambda: reader(spark, "kafka", bootstrap, topic).load().select("value"))
+
+    return {"pykafka": ours, "kafka": raw}
+
+
 def formats_mode(spec: dict, results_path: str) -> None:
     """Only the registry value formats' cases (Avro and JSON Schema beside Spark's
-    ``from_avro`` and ``from_json``): ``make bench``'s jvm section runs them after the
-    others; alone, for a quick look at the decoders."""
+    ``from_avro`` and ``from_json``, Protobuf beside the JVM connector's raw read):
+    ``make bench``'s jvm section runs them after the others; alone, for a quick look at the
+    decoders."""
     out: dict = {}
     rec = Recorder(results_path, spec["broker_pids"], out)
     spark = session(spec["jars"], spec["cores"])
@@ -397,6 +427,10 @@ def registry_cases(spark, spec: dict, rec) -> None:
     js = spec.get("json")
     if js:
         rec.case("json decoded", js["records"], json_runs(spark, bootstrap, js), warmups, rounds)
+    pb = spec.get("protobuf")
+    if pb:
+        runs = protobuf_runs(spark, bootstrap, pb)
+        rec.case("protobuf decoded", pb["records"], runs, warmups, rounds)
 
 
 # ---- streaming latency ---------------------------------------------------------------------
