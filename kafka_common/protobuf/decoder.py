@@ -1,10 +1,16 @@
 """Protobuf payloads into an Arrow column of ``spark_types.arrow_type``'s type.
 
-Each row is parsed by the protobuf runtime (its upb/C++ parser when installed) and turned
-into Python values, then into one Arrow array: not columnar like the Avro decoder, but what
-Spark's ``from_protobuf`` returns. Fields left at their default in proto3 (no presence)
-are null unless ``emit.default.values`` is true, as in Spark; an empty repeated field is
-an empty array.
+A flat message (scalar fields only: ``vectorized``'s docstring says exactly which) is
+decoded column by column with NumPy, all rows at once, by ``vectorized.FlatDecoder``; it
+hands the rows it does not settle itself (malformed, unusual) to the row path below, so
+both give the same arrays and the same corrupt rows. The choice is made once per message.
+
+Any other message is parsed row by row by the protobuf runtime (its upb/C++ parser when
+installed) and turned into Python values, then into one Arrow array, what Spark's
+``from_protobuf`` returns. Fields left at their default in proto3 (no presence) are null
+unless ``emit.default.values`` is true, as in Spark; an empty repeated field is an empty
+array. uint32 (without ``upcast.unsigned.ints``) and uint64 values come as the int and
+long of their bits, as Spark gives them; a string that is not UTF-8 makes a corrupt row.
 
 The conversion is compiled once per message type into a plan: a template row (null, or
 the default with ``emit.default.values``; ``[]`` for repeated fields) and a converter per
@@ -20,6 +26,7 @@ import pyarrow as pa
 from kafka_common.gc_pause import gc_paused
 
 from .spark_types import ProtoOptions, arrow_type, repeated
+from .vectorized import flat_decoder, unsigned_bits
 
 __all__ = ["Decoder"]
 
@@ -31,7 +38,22 @@ def _scalar(f, opts: ProtoOptions):
     if f.type == F.TYPE_ENUM and not opts.enums_as_ints:
         names = {v.number: v.name for v in f.enum_type.values}
         return lambda v: names.get(v) or str(v)
-    return None
+    if f.type == F.TYPE_STRING and not _proto3(f.file):
+        return _text
+    return unsigned_bits(f, opts)
+
+
+def _text(v):
+    """A string field's value: the runtime does not check proto2 strings, and hands the
+    bytes over when they are not UTF-8 (a corrupt row here, as a proto3 one is)."""
+    return v if type(v) is str else v.decode("utf-8")
+
+
+def _proto3(file) -> bool:
+    """Whether a .proto file is proto3 (whose strings the runtime checks)."""
+    from google.protobuf import descriptor_pb2
+
+    return descriptor_pb2.FileDescriptorProto.FromString(file.serialized_pb).syntax == "proto3"
 
 
 def _element(f, t: pa.DataType, opts: ProtoOptions, plans: dict):
@@ -105,8 +127,16 @@ class Decoder:
         self.type = arrow_type(descriptor, options)
         self.cls = message_factory.GetMessageClass(descriptor)
         self.convert = _plan(descriptor, self.type, self.opts, {})
+        # a flat message (scalar fields only) decodes column by column (None: row by row)
+        self.flat = flat_decoder(descriptor, self.type, self.opts)
 
     def decode(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
+        if self.flat is not None:
+            return self.flat.decode(values, starts, self.decode_rows)
+        return self.decode_rows(values, starts)
+
+    def decode_rows(self, values: pa.Array, starts) -> tuple[pa.Array, np.ndarray]:
+        """``decode`` row by row through the protobuf runtime, whatever the message."""
         with gc_paused():
             return self._decode(values, starts)
 
