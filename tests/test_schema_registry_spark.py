@@ -363,6 +363,18 @@ def test_protobuf_and_json_values_through_spark_read(
     pb_id = registry.subjects[f"{pb_topic}-value"][0]
     assert [r.valueSchemaId for r in rows] == [pb_id, pb_id, None, pb_id]
 
+    # A flat message (scalar fields only) is decoded column by column in the workers
+    flat_topic = topic_name + "-pb-flat"
+    create_topic(mock_cluster, flat_topic, 1)
+    fctx = SerializationContext(flat_topic, MessageField.VALUE)
+    fser = ProtobufSerializer(events.Created, sr, {"use.deprecated.format": False})
+    created = [events.Created(id=f"c{i}" * (i % 3), cents=(i - 20) * 7) for i in range(40)]
+    for c in created:
+        p.produce(flat_topic, value=fser(c, fctx), partition=0)
+    assert p.flush(10) == 0
+    got = [r.value.asDict() for r in read(flat_topic, valueFormat="protobuf").collect()]
+    assert got == [{"id": c.id or None, "cents": c.cents or None} for c in created]
+
     jde = JSONDeserializer(json.dumps(LOOSE), schema_registry_client=sr)
     back = [jde(v, jctx) for v in json_written]
     # The registry's JSON Schema as the reader schema ...
