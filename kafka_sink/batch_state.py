@@ -76,6 +76,10 @@ def restamp(data: bytes, producer_id: int, epoch: int, base_sequence: int) -> by
     return bytes(out)
 
 
+#: Delivered batches' buffers kept for reuse (``SendState.recycle``).
+SPARE_BUFFERS = 4
+
+
 @dataclass(eq=False)
 class Batch:
     topic: str
@@ -139,6 +143,20 @@ class SendState:
     metadata_stale: bool = False  # the leaders must be looked up before the next send
     #: a gap in a partition's sequence: a new producer id once no batch's fate is unknown
     new_id_pending: bool = False
+    #: buffers of delivered batches, for the encoder to write new batches into
+    spare: list[bytearray] = field(default_factory=list)
+
+    def recycle(self, b: Batch) -> None:
+        """``b`` was delivered and left its queue: keep its buffer (a few at most) for the
+        next batch the encoder writes. A fresh buffer of a megabyte costs the process a
+        page fault per page it writes; a reused one costs none."""
+        if isinstance(b.data, bytearray) and len(self.spare) < SPARE_BUFFERS:
+            self.spare.append(b.data)
+        b.data = b""  # nothing reads a delivered batch's bytes again
+
+    def spare_buffer(self) -> bytearray | None:
+        """A delivered batch's buffer to write a new batch into, or None."""
+        return self.spare.pop() if self.spare else None
 
     @property
     def pending(self) -> bool:

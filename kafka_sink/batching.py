@@ -141,6 +141,7 @@ class PartitionBatcher:
         topic, partition = key
         compression = self.options.compression_type
         transactional = getattr(self.producer, "transactional_id", None) is not None
+        spare = getattr(self.producer, "spare_buffer", None)
         for start, stop in ranges:
             parts = _parts(slices, bounds, start, stop)
             t = None if ts is None else ts[start:stop]
@@ -156,6 +157,7 @@ class PartitionBatcher:
                     transactional=transactional,
                     topic=topic,
                     partition=partition,
+                    out=None if spare is None else spare(),
                 )
 
             self.producer.append(topic, partition, stop - start, build)

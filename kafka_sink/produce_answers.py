@@ -191,7 +191,7 @@ class ProduceAnswers:
         stat[0] += b.count
         stat[1] += len(b.data)
         while p.queue and p.queue[0].acked:
-            p.queue.popleft()
+            self._state.recycle(p.queue.popleft())
             p.next_index = max(0, p.next_index - 1)
         p.resends = None
 

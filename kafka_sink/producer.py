@@ -192,6 +192,11 @@ class TaskProducer:
         p.queue.append(b)
         self._state.buffered_bytes += len(data)
 
+    def spare_buffer(self) -> bytearray | None:
+        """A delivered batch's buffer for the encoder to write the next batch into
+        (``SendState.spare_buffer``), or None."""
+        return self._state.spare_buffer()
+
     # ---- the loop -------------------------------------------------------------------------
 
     @property

@@ -28,11 +28,13 @@
  * checked against the buffer it points into (ValueError): they come from the caller's
  * Arrow arrays, never from the wire, so a failed check is a bug in the caller.
  *
- * encode_records(parts, ts_delta, room, crc) below does the same for a whole batch whose
+ * encode_records(parts, ts_delta, room, crc[, out]) below does the same for a whole batch whose
  * records come from several sources, allocating its buffer once at its final size.
  *
  * base_sizes(...) and murmur2(...) below serve the writer's sizing and key partitioning
- * the same way: loops over the same per-row buffers, equal to their numpy versions;
+ * the same way: loops over the same per-row buffers, equal to their numpy versions; so do
+ * key_partitions(...), group_rows(...) and batch_stops(...): the writer's routing,
+ * grouping and batch cutting of one input batch, one call each instead of many numpy ones;
  * crc32c(...) is the CRC-32C the encoder computes, equal to the crc32c package's.
  */
 #define PY_SSIZE_T_CLEAN
@@ -483,7 +485,7 @@ done:
     return result;
 }
 
-/* encode_records(parts, ts_delta, room, crc)
+/* encode_records(parts, ts_delta, room, crc[, out])
  *
  * The records of a whole batch in one call: ``parts`` a list of tuples, each
  * ``(rows, key_starts, ..., hvalue_data)`` (encode_section's arguments without ts_delta
@@ -492,14 +494,21 @@ done:
  * caller's batch header, not initialised) followed by the records section, allocated once
  * at its final size, and the CRC-32C of ``crc`` continued over the section (computed
  * while writing it; ``crc`` None: none, and None in its place); None when a record would
- * be 2 GiB or more. */
+ * be 2 GiB or more. With a bytearray as the optional fifth argument (``out``) it is
+ * resized and written into instead of a new one (a new one when it cannot be resized, as
+ * while a view of it is held), and answered as ``out``. */
 static PyObject *
 encode_records(PyObject *self, PyObject *args)
 {
-    PyObject *parts, *ts_obj, *crc_obj;
+    PyObject *parts, *ts_obj, *crc_obj, *reuse = Py_None;
     Py_ssize_t room;
-    if (!PyArg_ParseTuple(args, "O!OnO", &PyList_Type, &parts, &ts_obj, &room, &crc_obj))
+    if (!PyArg_ParseTuple(args, "O!OnO|O", &PyList_Type, &parts, &ts_obj, &room, &crc_obj,
+                          &reuse))
         return NULL;
+    if (reuse != Py_None && !PyByteArray_Check(reuse)) {
+        PyErr_SetString(PyExc_TypeError, "encode_records: out must be a bytearray");
+        return NULL;
+    }
     Crc crc = {crc_obj != Py_None, 0, NULL};
     if (crc.on && crc_value(crc_obj, &crc.reg))
         return NULL;
@@ -564,7 +573,15 @@ encode_records(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "encode_records: ts_delta is longer than the rows");
         goto done;
     }
-    PyObject *out = PyByteArray_FromStringAndSize(NULL, room + (Py_ssize_t)total);
+    PyObject *out = NULL;
+    if (reuse != Py_None) {
+        if (PyByteArray_Resize(reuse, room + (Py_ssize_t)total) == 0)
+            out = Py_NewRef(reuse);
+        else
+            PyErr_Clear(); /* a view of it is still held: a new buffer instead */
+    }
+    if (!out)
+        out = PyByteArray_FromStringAndSize(NULL, room + (Py_ssize_t)total);
     if (!out)
         goto done;
     uint8_t *p = (uint8_t *)PyByteArray_AS_STRING(out) + room;
@@ -651,6 +668,41 @@ done:
     return result;
 }
 
+/* Java's Utils.murmur2 of `len` bytes at `d`. */
+static uint32_t
+murmur2_of(const uint8_t *d, int64_t len)
+{
+    const uint32_t m = 0x5bd1e995;
+    uint32_t h = 0x9747b28cu ^ (uint32_t)len;
+    int64_t words = len / 4;
+    for (int64_t w = 0; w < words; w++) {
+        const uint8_t *p = d + 4 * w;
+        uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+                     | ((uint32_t)p[3] << 24);
+        k *= m;
+        k ^= k >> 24;
+        k *= m;
+        h *= m;
+        h ^= k;
+    }
+    const uint8_t *tail = len ? d + (len & ~(int64_t)3) : NULL;
+    switch (len % 4) {
+    case 3:
+        h ^= (uint32_t)tail[2] << 16;
+        /* fall through */
+    case 2:
+        h ^= (uint32_t)tail[1] << 8;
+        /* fall through */
+    case 1:
+        h ^= tail[0];
+        h *= m;
+    }
+    h ^= h >> 13;
+    h *= m;
+    h ^= h >> 15;
+    return h;
+}
+
 /* murmur2(starts, lens, data)
  *
  * Java's Utils.murmur2 (32-bit MurmurHash2, seed 0x9747b28c) of every value, as bytes
@@ -677,49 +729,249 @@ murmur2(PyObject *self, PyObject *args)
     if (!result)
         goto done;
     uint32_t *out = (uint32_t *)PyBytes_AS_STRING(result);
-    const uint32_t m = 0x5bd1e995;
     for (Py_ssize_t i = 0; i < n; i++) {
         int64_t len;
         if (column_len(&c, i, &len)) {
             Py_CLEAR(result);
             goto done;
         }
-        if (len < 0)
-            len = 0;
-        const uint8_t *d = len ? c.data + c.starts[i] : NULL;
-        uint32_t h = 0x9747b28cu ^ (uint32_t)len;
-        int64_t words = len / 4;
-        for (int64_t w = 0; w < words; w++) {
-            const uint8_t *p = d + 4 * w;
-            uint32_t k = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
-                         | ((uint32_t)p[3] << 24);
-            k *= m;
-            k ^= k >> 24;
-            k *= m;
-            h *= m;
-            h ^= k;
-        }
-        const uint8_t *tail = len ? d + (len & ~(int64_t)3) : NULL;
-        switch (len % 4) {
-        case 3:
-            h ^= (uint32_t)tail[2] << 16;
-            /* fall through */
-        case 2:
-            h ^= (uint32_t)tail[1] << 8;
-            /* fall through */
-        case 1:
-            h ^= tail[0];
-            h *= m;
-        }
-        h ^= h >> 13;
-        h *= m;
-        h ^= h >> 15;
-        out[i] = h;
+        out[i] = murmur2_of(len > 0 ? c.data + c.starts[i] : NULL, len < 0 ? 0 : len);
     }
 done:
     for (int j = 0; j < got; j++)
         PyBuffer_Release(&v[j]);
     return result;
+}
+
+/* An int32 array argument of exactly `count` items (None allowed when `optional`). */
+static int
+get_int32(PyObject *obj, Py_buffer *view, Py_ssize_t count, int optional, const char *name)
+{
+    if (get_view(obj, view, optional, name))
+        return -1;
+    if (view->buf != NULL && view->len != 4 * count) {
+        PyErr_Format(PyExc_ValueError, "%s must hold %zd int32 values", name, count);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* key_partitions(starts, lens, data, codes, counts)
+ *
+ * Each row's partition under Kafka's default rule for a keyed record,
+ * toPositive(murmur2(key)) % counts[codes[i]], as int32 values in a bytearray; -1 for a
+ * row whose key is null (length -1). starts / lens / data: the keys as for murmur2; codes:
+ * int32 per row, the row's topic as an index into counts (None: every row topic 0);
+ * counts: int64 per topic, each positive (the topic's partitions). */
+static PyObject *
+key_partitions(PyObject *self, PyObject *args)
+{
+    PyObject *objs[5];
+    if (!PyArg_ParseTuple(args, "OOOOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4]))
+        return NULL;
+    static const char *names[5] = {"starts", "lens", "data", "codes", "counts"};
+    Py_buffer v[5];
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 3; got++)
+        if (get_view(objs[got], &v[got], got == 2, names[got]))
+            goto done;
+    Py_ssize_t n = v[1].len / 8;
+    if (check_int64(&v[0], n, names[0]) || check_int64(&v[1], n, names[1]))
+        goto done;
+    if (get_int32(objs[3], &v[3], n, 1, names[3]))
+        goto done;
+    got++;
+    if (get_view(objs[4], &v[4], 0, names[4]))
+        goto done;
+    got++;
+    Py_ssize_t topics = v[4].len / 8;
+    if (check_int64(&v[4], -1, names[4]) || topics < 1) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "key_partitions: counts is empty");
+        goto done;
+    }
+    const int32_t *codes = v[3].buf;
+    const int64_t *counts = v[4].buf;
+    for (Py_ssize_t t = 0; t < topics; t++)
+        if (counts[t] < 1 || counts[t] > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "key_partitions: a partition count is out of range");
+            goto done;
+        }
+    Column c = {v[0].buf, v[1].buf, v[2].buf, v[2].len};
+    result = PyByteArray_FromStringAndSize(NULL, n * 4);
+    if (!result)
+        goto done;
+    int32_t *out = (int32_t *)PyByteArray_AS_STRING(result);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t len, code = codes ? codes[i] : 0;
+        if (column_len(&c, i, &len) || code < 0 || code >= topics) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "key_partitions: a topic code is out of range");
+            Py_CLEAR(result);
+            goto done;
+        }
+        if (len < 0) {
+            out[i] = -1;
+            continue;
+        }
+        uint32_t h = murmur2_of(len ? c.data + c.starts[i] : NULL, len) & 0x7FFFFFFFu;
+        out[i] = (int32_t)(h % (uint32_t)counts[code]);
+    }
+done:
+    for (int j = 0; j < got; j++)
+        PyBuffer_Release(&v[j]);
+    return result;
+}
+
+/* group_rows(partition, codes, sizes, base_sizes)
+ *
+ * The rows grouped by (topic code, partition), ascending, each group's rows in their
+ * order (a stable counting sort, as numpy's stable argsort of code << 32 | partition):
+ * answers (order, grouped, groups): order the int64 row indices group after group and
+ * grouped base_sizes in that order (bytearrays), groups a list of (code, partition, start,
+ * stop, size) tuples, rows [start, stop) of order, size the sum of their sizes. None when
+ * codes x partitions are many more buckets than rows (the caller sorts instead).
+ * partition: int32 per row, each >= 0; codes: int32 per row, each >= 0, or None (one
+ * topic); sizes, base_sizes: int64 per row. */
+static PyObject *
+group_rows(PyObject *self, PyObject *args)
+{
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3]))
+        return NULL;
+    static const char *names[4] = {"partition", "codes", "sizes", "base_sizes"};
+    Py_buffer v[4];
+    memset(v, 0, sizeof(v)); /* a view never taken has no obj: releasing it does nothing */
+    PyObject *result = NULL, *order = NULL, *grouped = NULL, *groups = NULL;
+    int64_t *next = NULL, *sums = NULL;
+    if (get_view(objs[2], &v[2], 0, names[2]))
+        goto done;
+    Py_ssize_t n = v[2].len / 8;
+    if (check_int64(&v[2], n, names[2]) || get_view(objs[3], &v[3], 0, names[3])
+            || check_int64(&v[3], n, names[3]) || get_int32(objs[0], &v[0], n, 0, names[0])
+            || get_int32(objs[1], &v[1], n, 1, names[1]))
+        goto done;
+    const int32_t *part = v[0].buf, *codes = v[1].buf;
+    const int64_t *sizes = v[2].buf, *base = v[3].buf;
+    int64_t top_part = 0, top_code = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (part[i] < 0 || (codes && codes[i] < 0)) {
+            PyErr_SetString(PyExc_ValueError, "group_rows: a partition or code is negative");
+            goto done;
+        }
+        if (part[i] > top_part)
+            top_part = part[i];
+        if (codes && codes[i] > top_code)
+            top_code = codes[i];
+    }
+    int64_t width = top_part + 1, buckets = (top_code + 1) * width;
+    if (buckets > 2 * (int64_t)n + 4096) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    next = PyMem_Calloc((size_t)buckets, sizeof(int64_t));
+    sums = PyMem_Calloc((size_t)buckets, sizeof(int64_t));
+    order = PyByteArray_FromStringAndSize(NULL, n * 8);
+    grouped = PyByteArray_FromStringAndSize(NULL, n * 8);
+    groups = PyList_New(0);
+    if (!next || !sums || !order || !grouped || !groups) {
+        if (!PyErr_Occurred())
+            PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t b = (codes ? codes[i] : 0) * width + part[i];
+        next[b]++;
+        sums[b] += sizes[i];
+    }
+    int64_t at = 0;
+    for (int64_t b = 0; b < buckets; b++) {
+        int64_t count = next[b];
+        if (!count)
+            continue;
+        PyObject *g = Py_BuildValue("(LLLLL)", (long long)(b / width), (long long)(b % width),
+                                    (long long)at, (long long)(at + count), (long long)sums[b]);
+        if (!g || PyList_Append(groups, g)) {
+            Py_XDECREF(g);
+            goto done;
+        }
+        Py_DECREF(g);
+        next[b] = at;
+        at += count;
+    }
+    int64_t *o = (int64_t *)PyByteArray_AS_STRING(order);
+    int64_t *gb = (int64_t *)PyByteArray_AS_STRING(grouped);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t slot = next[(codes ? codes[i] : 0) * width + part[i]]++;
+        o[slot] = i;
+        gb[slot] = base[i];
+    }
+    result = Py_BuildValue("(OOO)", order, grouped, groups);
+done:
+    Py_XDECREF(order);
+    Py_XDECREF(grouped);
+    Py_XDECREF(groups);
+    PyMem_Free(next);
+    PyMem_Free(sums);
+    for (int j = 0; j < 4; j++)
+        PyBuffer_Release(&v[j]);
+    return result;
+}
+
+/* batch_stops(base_sizes, extra, budget)
+ *
+ * Where rows are cut into record batches (encode_arrow.split_for_batch_size with
+ * base_sizes): each row's size bound is body + the varint size of body, body its base size
+ * plus `extra`; every range takes as many rows as fit in `budget` bytes, at least one.
+ * Answers the list of the ranges' ends. */
+static PyObject *
+batch_stops(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    long long extra, budget;
+    if (!PyArg_ParseTuple(args, "OLL", &obj, &extra, &budget))
+        return NULL;
+    Py_buffer view;
+    if (get_view(obj, &view, 0, "base_sizes"))
+        return NULL;
+    PyObject *stops = NULL;
+    if (check_int64(&view, -1, "base_sizes"))
+        goto done;
+    const int64_t *base = view.buf;
+    Py_ssize_t n = view.len / 8, start = 0;
+    int64_t used = 0;
+    stops = PyList_New(0);
+    if (!stops)
+        goto done;
+    for (Py_ssize_t i = 0; i <= n; i++) {
+        int64_t size = 0;
+        if (i < n) {
+            int64_t body = base[i] + extra;
+            if (body < 0) {
+                PyErr_SetString(PyExc_ValueError, "batch_stops: a size is negative");
+                Py_CLEAR(stops);
+                goto done;
+            }
+            size = body + varint_size(zigzag(body));
+        }
+        if (i == n ? i > start : (i > start && used + size > budget)) {
+            PyObject *stop = PyLong_FromSsize_t(i);
+            if (!stop || PyList_Append(stops, stop)) {
+                Py_XDECREF(stop);
+                Py_CLEAR(stops);
+                goto done;
+            }
+            Py_DECREF(stop);
+            start = i;
+            used = 0;
+        }
+        used += size;
+    }
+done:
+    PyBuffer_Release(&view);
+    return stops;
 }
 
 /* crc32c(data, value=0, portable=False)
@@ -757,6 +1009,12 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "The records of a whole batch, from several parts, with their CRC-32C."},
     {"crc32c", crc32c, METH_VARARGS, "CRC-32C of data, continuing from value."},
+    {"key_partitions", key_partitions, METH_VARARGS,
+     "Kafka's default partition of every keyed row (int32 bytearray, -1 for null keys)."},
+    {"group_rows", group_rows, METH_VARARGS,
+     "Rows grouped by (topic code, partition), stably, with each group's size."},
+    {"batch_stops", batch_stops, METH_VARARGS,
+     "The ends of the row ranges that each fit in one record batch."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -65,6 +65,7 @@ def encode_rows(
     compression_fallback: bool = True,
     topic: str | None = None,
     partition: int | None = None,
+    out: bytearray | None = None,
 ) -> bytearray:
     """One v2 record batch of the rows ``parts`` names, in order: ``[(RowSource, rows)]``,
     ``rows`` an int64 array of row indices into that source (None: all its rows).
@@ -75,7 +76,9 @@ def encode_rows(
     source's buffers into the batch's own buffer, behind the room left for its header,
     which is then written in front and its CRC in place: the records are written once, never
     copied; the pure path gathers the rows' columns and lays them out with numpy and Arrow.
-    Both write the same bytes (a bytearray: the batch is the producer's to send as is)."""
+    Both write the same bytes (a bytearray: the batch is the producer's to send as is).
+    ``out``: a bytearray no one else uses any more (a delivered batch's) for the compiled
+    encoder to write the batch into, resized, instead of a new one."""
     counts = [src.n if rows is None else len(rows) for src, rows in parts]
     n = sum(counts)
     if n == 0:
@@ -102,7 +105,7 @@ def encode_rows(
     compiled = None
     ext = accel.encoder()
     if ext is not None:
-        compiled = _compiled_batch(ext, parts, counts, ts_delta, None if codec else fields)
+        compiled = _compiled_batch(ext, parts, counts, ts_delta, None if codec else fields, out)
     if compiled is None:  # the header's room, then the records section
         batch = bytearray(_batch.BATCH_HEADER_SIZE)
         batch += _pure_section(parts, ts_delta)
@@ -129,14 +132,16 @@ def encode_rows(
     return batch
 
 
-def _compiled_batch(ext, parts, counts, ts_delta, fields) -> tuple[bytearray, int | None] | None:
+def _compiled_batch(
+    ext, parts, counts, ts_delta, fields, out=None
+) -> tuple[bytearray, int | None] | None:
     """The header's room, then the records section, written by the compiled encoder into
     one buffer allocated once at its final size, and None; None: the pure path decides.
     With the header's ``fields`` (an uncompressed batch: the CRC covers the records as
     written) the encoder also computes the batch's CRC while it writes the records (no
     second pass over the batch): then the CRC instead of None. Only where the CPU has a
     CRC-32C instruction (x86-64's SSE4.2): elsewhere the crc32c package's own pass is
-    faster than the encoder's table code."""
+    faster than the encoder's table code. ``out``: the bytearray to write into (resized)."""
     crc = None
     if fields is not None and ext.CRC32C_HARDWARE:
         head = bytearray(_batch.BATCH_HEADER_SIZE)
@@ -147,7 +152,7 @@ def _compiled_batch(ext, parts, counts, ts_delta, fields) -> tuple[bytearray, in
         for (src, rows), count in zip(parts, counts)
         if count
     ]
-    return ext.encode_records(picked, ts_delta, _batch.BATCH_HEADER_SIZE, crc)
+    return ext.encode_records(picked, ts_delta, _batch.BATCH_HEADER_SIZE, crc, out)
 
 
 def _pure_section(parts, ts_delta):
@@ -251,6 +256,14 @@ def split_for_batch_size(
         raise ConfigError(f"max_batch_bytes must exceed {_batch.BATCH_HEADER_SIZE}")
     if max_records is not None and max_records <= 0:
         raise ConfigError("max_records must be positive")
+    ext = accel.encoder()
+    if base_sizes is not None and max_records is None and ext is not None:
+        # the compiled loop: the same sizes and cuts, in one pass without arrays
+        n = base_sizes.size
+        extra = _varint_size(_span(timestamps_ms, n)) + _varint_size(max(n - 1, 0))
+        base = np.ascontiguousarray(base_sizes, dtype=np.int64)
+        stops = ext.batch_stops(base, extra, budget)
+        return list(zip([0, *stops[:-1]], stops))
     if base_sizes is None:
         sizes = record_sizes(keys, values, headers=headers, timestamps_ms=timestamps_ms)
     else:
