@@ -9,9 +9,10 @@ Rows of a 10-byte key and a 100-byte value, cut into Arrow batches of 10,000 row
 .write_task`` with default options to a new 4-partition topic each round, on one Apache
 Kafka node started here (``kafka_testbed.KafkaCluster``) or the one ``--bootstrap`` names;
 the topic is deleted after its round.
-One warm-up round (the worker's client pool, imports) and the heap frozen (``gc.freeze()``,
-as a warm Spark worker's is), then ``--rounds`` rounds; for each
-the CPU seconds of this process (``time.process_time``: the task's work, the broker's
+The sink's imports timed, then one warm-up round (the process's first task: its client
+pool, connections and producer id; its CPU and wall time printed), and the heap frozen
+(``gc.freeze()``, as a warm Spark worker's is), then ``--rounds`` rounds; for each the CPU
+seconds of this process (``time.process_time``: the task's work, the broker's
 excluded) and the wall time, per million rows, and their medians. ``--pure``: the pure-
 Python encoder (``PYKAFKA_PURE_PYTHON=1``). For a profile, run it under py-spy:
 ``.venv/bin/py-spy record --native -r 200 -o x.svg -- .venv/bin/python tests/bench/...``.
@@ -100,7 +101,13 @@ def main(argv=None) -> int:
         bootstrap = cluster.bootstrap
     try:
         batches = arrow_batches(args.rows, args.keys)
-        one_round(bootstrap, batches, args.rows, args.keys)  # warm-up
+        began = time.perf_counter()
+        import kafka_sink.task  # noqa: F401
+        import kafka_sink.writer  # noqa: F401
+
+        print(f"imports of the sink's task: {time.perf_counter() - began:.3f} s")
+        cpu, wall, _, _ = one_round(bootstrap, batches, args.rows, args.keys)  # warm-up
+        print(f"first round (this process's first task): cpu {cpu:.3f} s, wall {wall:.3f} s")
         # what a warm Spark worker does after its first task (kafka_common/worker_heap.py):
         # the collector no longer scans what the process keeps (here: the input batches)
         gc.collect()
