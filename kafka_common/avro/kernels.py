@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from protocol.records.vectorized import PAD, decode_varints, zigzag_decode
+from protocol.records.vectorized import PAD, decode_varints, word_varints, zigzag_decode
 
 
 class Cursor:
@@ -40,62 +40,10 @@ class Cursor:
         self.fail(row, pos, end, pos > end)
 
 
-_HIGH = np.uint64(0x8080808080808080)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-_ONE = np.uint64(1)
-# the 7-bit groups packed pairwise in three rounds (bytes -> 14 bits -> 28 -> 56): the
-# kept low half of each lane, the high half shifted down onto its end
-_PACK = [
-    (np.uint64(1), np.uint64(0x007F007F007F007F), np.uint64(0x3F803F803F803F80)),
-    (np.uint64(2), np.uint64(0x00003FFF00003FFF), np.uint64(0x0FFFC0000FFFC000)),
-    (np.uint64(4), np.uint64(0x000000000FFFFFFF), np.uint64(0x00FFFFFFF0000000)),
-]
-
-
-def _varints_word(cur: Cursor, pos):
-    """Varints of up to 8 bytes from the 8 bytes at each position read as one uint64: the
-    first byte without its high bit ends the varint (the lowest set bit of ``~x & 0x80..``),
-    and the 7-bit groups are packed in three rounds of shifts whatever the length. Returns
-    (raw unsigned values, sizes, mask of varints longer than 8 bytes, whose values are left
-    for the caller)."""
-    x = cur.word[pos]
-    t = ~x
-    t &= _HIGH
-    longer = t == 0
-    below = np.negative(t)  # t & -t: the lowest set bit
-    below &= t
-    below[longer] = np.uint64(1 << 63)
-    below -= _ONE  # every bit below it: bit 8k+7 ends a varint of k+1 bytes
-    size = _popcount(below).astype(np.int64)
-    size >>= 3
-    size += 1
-    x &= below
-    x &= _LOW7
-    for shift, keep, high in _PACK:
-        hi = x >> shift
-        hi &= high
-        x &= keep
-        x |= hi
-    return x, size, longer
-
-
-def _popcount(x: np.ndarray) -> np.ndarray:
-    if _bitwise_count is not None:
-        return _bitwise_count(x)
-    # numpy < 2: SWAR bit count
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
-
-
-_bitwise_count = getattr(np, "bitwise_count", None)
-
-
 def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
     """The zigzag varint (Avro int: ``max_bytes`` 5, long: 10) at every position; returns
     (values int64, positions after them). Varints of one or two bytes go through the
-    project's table-driven decoder, longer ones through ``_varints_word``."""
+    project's table-driven decoder, longer ones through ``word_varints``."""
     if pos.size == 0:
         return np.zeros(0, dtype=np.int64), pos
     a = cur.a
@@ -108,7 +56,7 @@ def read_varint(cur: Cursor, pos, end, row, max_bytes: int = 10):
         values, new = decode_varints(a, pos, max_bytes)
         cur.check_end(new, end, row)
         return values, new
-    raw, size, longer = _varints_word(cur, pos)
+    raw, size, longer = word_varints(cur.word[pos])
     bad = np.zeros(pos.size, dtype=bool)
     if longer.any():  # 9 or 10 bytes: the last one or two
         sub = np.flatnonzero(longer)

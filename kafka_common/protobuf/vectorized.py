@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from protocol.records.vectorized import PAD, zigzag_decode
+from protocol.records.vectorized import PAD, word_varints, zigzag_decode
 
 from ..avro.arrays import binary_array
 from ..avro.kernels import gather_slices
@@ -46,14 +46,6 @@ SMALL = 16
 _WIRE_VARINT, _WIRE_I64, _WIRE_LEN, _WIRE_I32 = 0, 1, 2, 5
 _WIRES = (_WIRE_VARINT, _WIRE_I64, _WIRE_LEN, _WIRE_I32)
 _U32 = np.uint64(0xFFFFFFFF)
-_HIGH = np.uint64(0x8080808080808080)
-_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
-# the 7-bit groups of a varint packed pairwise: bytes -> 14 bits -> 28 -> 56
-_PACK = [
-    (np.uint64(1), np.uint64(0x007F007F007F007F), np.uint64(0x3F803F803F803F80)),
-    (np.uint64(2), np.uint64(0x00003FFF00003FFF), np.uint64(0x0FFFC0000FFFC000)),
-    (np.uint64(4), np.uint64(0x000000000FFFFFFF), np.uint64(0x00FFFFFFF0000000)),
-]
 
 
 def _kinds():
@@ -165,19 +157,7 @@ def _varints(a: np.ndarray, word: np.ndarray, pos: np.ndarray):
     b0 = a[pos]
     if pos.size == 0 or int(b0.max()) < 0x80:
         return b0.astype(np.uint64), np.ones(pos.size, dtype=np.int64)
-    x = word[pos]
-    t = ~x & _HIGH  # the high bits that are clear: the lowest one ends the varint
-    longer = t == 0
-    low = t & (np.uint64(0) - t)
-    low[longer] = np.uint64(1 << 63)
-    _, exp = np.frexp(low.astype(np.float64))  # bit 8k+7 -> exponent 8k+8
-    size = exp.astype(np.int64) >> 3
-    x &= low - np.uint64(1)
-    x &= _LOW7
-    for shift, keep, high in _PACK:
-        hi = (x >> shift) & high
-        x &= keep
-        x |= hi
+    x, size, longer = word_varints(word[pos])
     if longer.any():  # nine bytes or more
         sub = np.flatnonzero(longer)
         b8 = a[pos[sub] + 8].astype(np.uint64)

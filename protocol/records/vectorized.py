@@ -60,6 +60,56 @@ def zigzag_encode(values: np.ndarray) -> np.ndarray:
     return ((v << 1) ^ (v >> 63)).view(np.uint64)
 
 
+_HIGH_BITS = np.uint64(0x8080808080808080)
+_LOW_7_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+_ONE = np.uint64(1)
+# the 7-bit groups packed pairwise in three rounds (bytes -> 14 bits -> 28 -> 56): the
+# kept low half of each lane, the high half shifted down onto its end
+_PACK = [
+    (np.uint64(1), np.uint64(0x007F007F007F007F), np.uint64(0x3F803F803F803F80)),
+    (np.uint64(2), np.uint64(0x00003FFF00003FFF), np.uint64(0x0FFFC0000FFFC000)),
+    (np.uint64(4), np.uint64(0x000000000FFFFFFF), np.uint64(0x00FFFFFFF0000000)),
+]
+_bitwise_count = getattr(np, "bitwise_count", None)
+
+
+def _popcount(x: np.ndarray) -> np.ndarray:
+    if _bitwise_count is not None:
+        return _bitwise_count(x)
+    # numpy < 2: SWAR bit count
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+def word_varints(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Varints of up to 8 bytes, each given as the 8 bytes at its position read as one
+    little-endian uint64 (``x``, overwritten): the first byte without its high bit ends the
+    varint (the lowest set bit of ``~x & 0x80..``), and the 7-bit groups are packed in three
+    rounds of shifts whatever the length. Returns (raw unsigned values, sizes, mask of
+    varints longer than 8 bytes, whose values hold their first 8 bytes' groups and sizes 8,
+    for the caller to finish)."""
+    t = ~x
+    t &= _HIGH_BITS
+    longer = t == 0
+    below = np.negative(t)  # t & -t: the lowest set bit
+    below &= t
+    below[longer] = np.uint64(1 << 63)
+    below -= _ONE  # every bit below it: bit 8k+7 ends a varint of k+1 bytes
+    size = _popcount(below).astype(np.int64)
+    size >>= 3
+    size += 1
+    x &= below
+    x &= _LOW_7_BITS
+    for shift, keep, high in _PACK:
+        hi = x >> shift
+        hi &= high
+        x &= keep
+        x |= hi
+    return x, size, longer
+
+
 def _finish_long(a: np.ndarray, pos: np.ndarray, max_bytes: int):
     """Decode varints of any length (up to ``max_bytes``) at ``pos``, one byte per round."""
     n = pos.size
