@@ -274,6 +274,20 @@ def activate(spark) -> None:
     spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
 
 
+def registry_read(spark, bootstrap: str, topic: str, url: str, fmt: str):
+    """The timed run of ours reading ``topic``'s registry values with ``valueFormat=fmt``
+    into the value struct, into noop."""
+    return lambda: noop(
+        lambda: (
+            reader(
+                spark, "pykafka", bootstrap, topic, valueFormat=fmt, **{"schema.registry.url": url}
+            )
+            .load()
+            .select("value")
+        )
+    )
+
+
 def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
     """Registry Avro into the value struct: ours with valueFormat=avro; Spark's with
     ``from_avro`` over the value minus its 5-byte Confluent header; both raw (binary)."""
@@ -282,21 +296,7 @@ def avro_runs(spark, bootstrap: str, avro: dict) -> dict:
 
     topic, url, schema = avro["topic"], avro["registry_url"], avro["schema"]
 
-    def ours():
-        return noop(
-            lambda: (
-                reader(
-                    spark,
-                    "pykafka",
-                    bootstrap,
-                    topic,
-                    valueFormat="avro",
-                    **{"schema.registry.url": url},
-                )
-                .load()
-                .select("value")
-            )
-        )
+    ours = registry_read(spark, bootstrap, topic, url, "avro")
 
     def theirs():
         return noop(
@@ -341,21 +341,7 @@ def json_runs(spark, bootstrap: str, case: dict) -> dict:
 
     topic, url = case["topic"], case["registry_url"]
 
-    def ours():
-        return noop(
-            lambda: (
-                reader(
-                    spark,
-                    "pykafka",
-                    bootstrap,
-                    topic,
-                    valueFormat="json",
-                    **{"schema.registry.url": url},
-                )
-                .load()
-                .select("value")
-            )
-        )
+    ours = registry_read(spark, bootstrap, topic, url, "json")
 
     def theirs():
         text = expr("cast(substring(value, 6, length(value) - 5) as string)")
@@ -377,21 +363,7 @@ def protobuf_runs(spark, bootstrap: str, case: dict) -> dict:
     be slower than."""
     topic, url = case["topic"], case["registry_url"]
 
-    def ours():
-        return noop(
-            lambda: (
-                reader(
-                    spark,
-                    "pykafka",
-                    bootstrap,
-                    topic,
-                    valueFormat="protobuf",
-                    **{"schema.registry.url": url},
-                )
-                .load()
-                .select("value")
-            )
-        )
+    ours = registry_read(spark, bootstrap, topic, url, "protobuf")
 
     def raw():
         return noop(lambda: reader(spark, "kafka", bootstrap, topic).load().select("value"))
