@@ -18,6 +18,7 @@ pytest.importorskip("grpc_tools")
 from google.protobuf import message_factory  # noqa: E402
 
 from kafka_common.protobuf import Decoder, message_descriptor, vectorized  # noqa: E402
+from protocol.primitives import write_unsigned_varint  # noqa: E402
 
 FLAT = """syntax = "proto3";
 package vt;
@@ -67,16 +68,10 @@ def _cls(text: str, name: str):
 
 
 def _varint(v: int) -> bytes:
-    v &= (1 << 64) - 1
+    """``v`` as protobuf writes it: an unsigned varint of its 64 bits."""
     out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    write_unsigned_varint(out, v & ((1 << 64) - 1))
+    return bytes(out)
 
 
 def _key(number: int, wire: int) -> bytes:
